@@ -1,0 +1,51 @@
+"""Errors the engine raises; the edges (bot, HTTP API) turn them into user-facing text."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ModelErrorKind(enum.StrEnum):
+    TIMEOUT = "timeout"
+    RATE_LIMITED = "rate_limited"
+    UNAVAILABLE = "unavailable"  # 5xx, connection refused, reset
+    REJECTED = "rejected"  # 4xx other than 429: bad request, auth, context too long
+
+
+class ModelError(Exception):
+    """The model could not answer, after the client's own retries."""
+
+    def __init__(self, kind: ModelErrorKind, detail: str = "") -> None:
+        super().__init__(f"{kind}: {detail}" if detail else str(kind))
+        self.kind = kind
+        self.detail = detail
+
+
+class ConsultationError(Exception):
+    """A request the engine refuses; `code` is stable and machine-readable."""
+
+    code = "CONSULTATION_ERROR"
+
+
+class SessionNotFound(ConsultationError):
+    code = "SESSION_NOT_FOUND"
+
+
+class DialogCompleted(ConsultationError):
+    code = "DIALOG_COMPLETED"
+
+
+class InvalidMaxRounds(ConsultationError):
+    code = "INVALID_MAX_ROUNDS"
+
+
+class NothingToRetry(ConsultationError):
+    code = "NOTHING_TO_RETRY"
+
+
+class NoActiveConsultation(ConsultationError):
+    code = "NO_ACTIVE_CONSULTATION"
+
+
+class EmptyMessage(ConsultationError):
+    code = "EMPTY_MESSAGE"

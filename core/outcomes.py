@@ -1,0 +1,57 @@
+"""What the engine hands back to an edge (bot, HTTP API) after each action."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.models import Usage
+
+
+class Notice(enum.StrEnum):
+    PREVIOUS_EXPIRED = "previous_expired"  # an idle consultation expired; this one is new
+    STARTED = "started"  # this message started a new consultation
+    ANSWER_INCOMPLETE = "answer_incomplete"  # still cut off after the allowed continuations
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One assistant reply, ready to show."""
+
+    text: str
+    consultation_id: str
+    round: int
+    max_rounds: int
+    is_final: bool  # this reply is the consultation's answer
+    is_complete: bool  # the consultation is over after it
+    model: str
+    usage: Usage = Usage()
+    notices: frozenset[Notice] = frozenset()
+    extras: dict[str, Any] = field(default_factory=dict)
+    json_valid: bool | None = None
+
+    @property
+    def early_finish(self) -> bool:
+        return self.is_final and self.round < self.max_rounds
+
+
+@dataclass(frozen=True, slots=True)
+class StatusInfo:
+    """Where a chat stands, for /status."""
+
+    max_rounds: int
+    role: str
+    active: bool
+    rounds_done: int = 0
+    open_turn: bool = False  # a message is waiting for an answer (after a failure)
+    initial_request: str | None = None
+    last_activity_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RoundsChange:
+    max_rounds: int
+    active: bool
+    rounds_done: int
+    next_is_final: bool

@@ -1,0 +1,93 @@
+"""The two ports of the engine: where consultations are kept and who answers.
+
+`storage.SqliteStore` implements `ConsultationStore`; `core.llm.OpenAICompleter`
+implements `Completer`. Tests may plug in anything with the same shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.models import ChatSettings, Consultation, Message, Status, Usage
+
+OnDelta = Callable[[str], Awaitable[None]]
+"""Called with each new piece of streamed text, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRequest:
+    messages: list[dict[str, str]]  # OpenAI chat format: {"role": ..., "content": ...}
+    model: str
+    max_tokens: int | None = None
+    json_mode: bool = False
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    finish_reason: str | None
+    model: str
+    usage: Usage = Usage()
+    extras: dict[str, Any] = field(default_factory=dict)  # provider extras, e.g. citations
+
+
+class Completer(Protocol):
+    async def complete(
+        self, request: CompletionRequest, on_delta: OnDelta | None = None
+    ) -> Completion:
+        """Run one chat completion, streaming deltas if `on_delta` is given.
+
+        Raises `core.errors.ModelError` once its own retries are exhausted.
+        """
+        ...
+
+
+class ConsultationStore(Protocol):
+    async def load_active(self, chat_key: str) -> Consultation | None:
+        """The chat's consultation with status ACTIVE, messages included."""
+        ...
+
+    async def get(self, consultation_id: str) -> Consultation | None:
+        """A consultation by id whatever its status, messages included."""
+        ...
+
+    async def create(self, consultation: Consultation) -> None:
+        """Insert the consultation and the messages it already holds, atomically."""
+        ...
+
+    async def add_message(
+        self, consultation_id: str, message: Message, *, last_activity_at: float
+    ) -> None:
+        """Durably append a message (committed before the model is called)."""
+        ...
+
+    async def record_reply(
+        self,
+        consultation_id: str,
+        reply: Message,
+        *,
+        current_round: int,
+        status: Status,
+        last_activity_at: float,
+    ) -> None:
+        """Append the assistant reply and advance the round, atomically."""
+        ...
+
+    async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None: ...
+
+    async def set_max_rounds(self, consultation_id: str, max_rounds: int) -> None: ...
+
+    async def load_chat_settings(self, chat_key: str) -> ChatSettings: ...
+
+    async def save_chat_settings(self, chat_key: str, settings: ChatSettings) -> None: ...
+
+    async def expire_idle(self, *, inactive_since: float, at: float) -> int:
+        """Mark ACTIVE consultations idle since before `inactive_since` as EXPIRED."""
+        ...
+
+    async def purge(self, *, older_than: float) -> int:
+        """Delete finished consultations (and their messages) last active before `older_than`."""
+        ...

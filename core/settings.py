@@ -1,0 +1,118 @@
+"""Deployment settings, read once from the environment and `.env`.
+
+Every value is validated here so a bad deployment fails at start-up with one
+line naming the variable, never later with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+
+
+class ConfigError(Exception):
+    """A setting is missing or invalid; the message names the variable."""
+
+
+def _split_ids(value: Any) -> Any:
+    if isinstance(value, str):
+        return [int(part) for part in value.replace(";", ",").split(",") if part.strip()]
+    return value
+
+
+IdList = Annotated[frozenset[int], NoDecode]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
+    )
+
+    # Telegram
+    telegram_bot_token: SecretStr | None = None
+    telegram_api_base_url: str = "https://api.telegram.org/bot"
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = None
+    webhook_path: str = "/telegram/webhook"
+
+    # Model (OPENAI_API_KEY / OPENAI_BASE_URL are the openai SDK's own names)
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    llm_model: str = "gpt-4o-mini"
+    llm_max_tokens: int | None = Field(default=None, ge=1)
+    llm_timeout_seconds: float = Field(default=120.0, gt=0)
+    llm_max_retries: int = Field(default=2, ge=0, le=10)
+    llm_extra_body: Annotated[dict[str, Any], NoDecode] = Field(default_factory=dict)
+
+    # Consultations
+    db_path: Path = Path("consultations.sqlite3")
+    default_max_rounds: int = Field(default=3, ge=1)
+    max_rounds_limit: int = Field(default=10, ge=1)
+    session_ttl_seconds: int = Field(default=3600, ge=1)
+    history_budget_chars: int = Field(default=24_000, ge=1000)
+    max_continuations: int = Field(default=3, ge=0, le=20)
+    max_input_chars: int = Field(default=4000, ge=1)
+    prompts_dir: Path | None = None
+    default_role: str = "expert"
+    retention_days: int = Field(default=30, ge=1)
+    cleanup_interval_seconds: int = Field(default=600, ge=1)
+
+    # Access
+    allowed_user_ids: IdList = frozenset()
+    allowed_chat_ids: IdList = frozenset()
+    user_rate_limit_per_minute: int = Field(default=20, ge=0)  # 0: no limit
+    group_config_admins_only: bool = True
+
+    # HTTP API
+    api_enabled: bool = False
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8080, ge=1, le=65535)
+    api_token: SecretStr | None = None
+    api_max_body_bytes: int = Field(default=1_000_000, ge=1024)
+
+    log_level: str = "INFO"
+
+    _split = field_validator("allowed_user_ids", "allowed_chat_ids", mode="before")(
+        _split_ids
+    )
+
+    @field_validator("llm_extra_body", mode="before")
+    @classmethod
+    def _parse_extra_body(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if not value.strip():
+                return {}
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not valid JSON: {exc.msg}") from None
+        return value
+
+    def secret(self, name: str) -> str | None:
+        """The plain value of a SecretStr setting, or None."""
+        value = getattr(self, name)
+        return value.get_secret_value() if value is not None else None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings; raise `ConfigError` naming the first bad variable."""
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][0]).upper() if error["loc"] else "settings"
+        given = error.get("input")
+        shown = f" (got {given!r})" if isinstance(given, str | int | float) else ""
+        raise ConfigError(f"{name}: {error['msg']}{shown}") from None
+    except SettingsError as exc:  # e.g. a value pydantic-settings could not decode
+        raise ConfigError(str(exc)) from None
+    if settings.default_max_rounds > settings.max_rounds_limit:
+        raise ConfigError(
+            f"DEFAULT_MAX_ROUNDS ({settings.default_max_rounds}) is above "
+            f"MAX_ROUNDS_LIMIT ({settings.max_rounds_limit})"
+        )
+    return settings
