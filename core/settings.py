@@ -29,7 +29,11 @@ IdList = Annotated[frozenset[int], NoDecode]
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
+        env_file=".env",
+        env_file_encoding="utf-8",
+        env_ignore_empty=True,
+        extra="ignore",
+        frozen=True,
     )
 
     # Telegram
@@ -38,6 +42,7 @@ class Settings(BaseSettings):
     webhook_url: str | None = None
     webhook_secret: SecretStr | None = None
     webhook_path: str = "/telegram/webhook"
+    telegram_max_rate: float = Field(default=0, ge=0)  # overall requests/s; 0: no cap
 
     # Model (OPENAI_API_KEY / OPENAI_BASE_URL are the openai SDK's own names)
     openai_api_key: SecretStr | None = None
