@@ -30,7 +30,7 @@ class Completion:
     text: str
     finish_reason: str | None
     model: str
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     extras: dict[str, Any] = field(default_factory=dict)  # provider extras, e.g. citations
 
 
