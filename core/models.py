@@ -71,6 +71,7 @@ class Consultation:
     status: Status = Status.ACTIVE
     role: str | None = None
     system_prompt: str | None = None
+    started_by: int | None = None  # the user who opened it (group admin rules)
     options: ModelOptions = field(default_factory=ModelOptions)
     messages: list[Message] = field(default_factory=list)
 

@@ -26,7 +26,7 @@ class Reply:
     is_final: bool  # this reply is the consultation's answer
     is_complete: bool  # the consultation is over after it
     model: str
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     notices: frozenset[Notice] = frozenset()
     extras: dict[str, Any] = field(default_factory=dict)
     json_valid: bool | None = None
@@ -47,6 +47,7 @@ class StatusInfo:
     open_turn: bool = False  # a message is waiting for an answer (after a failure)
     initial_request: str | None = None
     last_activity_at: float | None = None
+    started_by: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

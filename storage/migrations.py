@@ -1,0 +1,138 @@
+"""Versioned schema migrations.
+
+Invariant: every migration in `MIGRATIONS` runs at most once per database, in
+registration (numbered) order, inside its own transaction together with the
+row in `schema_migrations` that records it — so a migration is either fully
+applied and recorded, or not at all. Never edit a released migration: add one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import aiosqlite
+
+Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    """Register `fn`; names sort in the order they must run (m001_…, m002_…)."""
+    name = getattr(fn, "__name__", "")
+    if MIGRATIONS and name <= getattr(MIGRATIONS[-1], "__name__", ""):
+        raise ValueError(f"migration {name!r} is out of order")
+    MIGRATIONS.append(fn)
+    return fn
+
+
+async def migrate(
+    db: aiosqlite.Connection, migrations: Sequence[Migration] | None = None
+) -> list[str]:
+    """Apply the migrations not yet recorded; return the names applied now.
+
+    `db` must be in autocommit mode (``isolation_level=None``) so that the
+    explicit BEGIN/COMMIT here are the only transaction boundaries.
+    """
+    await db.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+    )
+    applied: list[str] = []
+    for fn in MIGRATIONS if migrations is None else migrations:
+        name = fn.__name__
+        # BEGIN IMMEDIATE takes the write lock first, so two processes opening
+        # the same file cannot both decide a migration is still missing.
+        try:
+            await db.execute("BEGIN IMMEDIATE")
+            done = await db.execute_fetchall(
+                "SELECT 1 FROM schema_migrations WHERE name = ?", (name,)
+            )
+            if list(done):
+                await db.rollback()
+                continue
+            await fn(db)
+            await db.execute(
+                "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                (name, time.time()),
+            )
+        except BaseException:
+            await db.rollback()
+            raise
+        await db.commit()
+        applied.append(name)
+    return applied
+
+
+async def applied_migrations(db: aiosqlite.Connection) -> list[str]:
+    """Names recorded in `schema_migrations`, oldest first."""
+    rows = await db.execute_fetchall("SELECT name FROM schema_migrations ORDER BY applied_at, name")
+    return [row[0] for row in rows]
+
+
+@migration
+async def m001_initial(db: aiosqlite.Connection) -> None:
+    """Consultations, their ordered messages, and per-chat settings."""
+    await db.execute(
+        """
+        CREATE TABLE consultations (
+            id TEXT PRIMARY KEY,
+            chat_key TEXT NOT NULL,
+            status TEXT NOT NULL,
+            max_rounds INTEGER NOT NULL,
+            current_round INTEGER NOT NULL DEFAULT 0,
+            initial_request TEXT NOT NULL,
+            role TEXT,
+            system_prompt TEXT,
+            options TEXT NOT NULL DEFAULT '{}',
+            created_at REAL NOT NULL,
+            last_activity_at REAL NOT NULL
+        )
+        """
+    )
+    await db.execute("CREATE INDEX consultations_chat_status ON consultations (chat_key, status)")
+    # At most one ACTIVE consultation per chat, enforced by the database itself.
+    await db.execute(
+        "CREATE UNIQUE INDEX consultations_one_active ON consultations (chat_key)"
+        " WHERE status = 'active'"
+    )
+    # expire_idle and purge scan by status and age.
+    await db.execute(
+        "CREATE INDEX consultations_status_activity ON consultations (status, last_activity_at)"
+    )
+    await db.execute(
+        """
+        CREATE TABLE messages (
+            id INTEGER PRIMARY KEY,
+            consultation_id TEXT NOT NULL
+                REFERENCES consultations (id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            author TEXT,
+            text TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            prompt_tokens INTEGER,
+            completion_tokens INTEGER,
+            UNIQUE (consultation_id, seq)
+        )
+        """
+    )
+    await db.execute(
+        """
+        CREATE TABLE chat_settings (
+            chat_key TEXT PRIMARY KEY,
+            max_rounds INTEGER,
+            role TEXT,
+            system_prompt TEXT,
+            language TEXT,
+            updated_at REAL NOT NULL
+        )
+        """
+    )
+
+
+@migration
+async def m002_started_by(db: aiosqlite.Connection) -> None:
+    """Who opened a consultation: in groups they may change it like an admin."""
+    await db.execute("ALTER TABLE consultations ADD COLUMN started_by INTEGER")

@@ -1,0 +1,204 @@
+"""All SQL of the store, and the mapping between rows and domain values.
+
+Invariant: every value reaches SQLite as a bound parameter; the only text
+formatted into SQL is fixed column names written in this module. Every
+function here is synchronous and runs on a connection's thread inside a
+transaction opened by `storage.batch`; writes raise `SessionNotFound` for a
+missing consultation so that their savepoint is rolled back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import time
+from typing import Any
+
+from core.errors import SessionNotFound
+from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
+
+_SELECT_CONSULTATION = (
+    "SELECT id, chat_key, status, max_rounds, current_round, initial_request, role,"
+    " system_prompt, options, created_at, last_activity_at, started_by FROM consultations"
+)
+# The literal 'active' (not a parameter) lets SQLite use the partial unique index.
+_SELECT_ACTIVE = f"{_SELECT_CONSULTATION} WHERE chat_key = ? AND status = 'active'"
+_SELECT_BY_ID = f"{_SELECT_CONSULTATION} WHERE id = ?"
+_SELECT_MESSAGES = (
+    "SELECT role, text, created_at, author, prompt_tokens, completion_tokens"
+    " FROM messages WHERE consultation_id = ? ORDER BY seq"
+)
+
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (consultation_id, seq, role, author, text, created_at,"
+    " prompt_tokens, completion_tokens)"
+)
+# The next position is computed inside the INSERT; writes never interleave, so it is race-free.
+_APPEND_MESSAGE = (
+    f"{_INSERT_MESSAGE} SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?"
+    " FROM messages WHERE consultation_id = ?"
+)
+
+
+class ActiveConsultationExists(ValueError):
+    """The chat already has an ACTIVE consultation; end it before creating another."""
+
+
+# -- writes (run on the connection's thread, inside a transaction) -----------------------
+
+
+def insert_consultation(db: sqlite3.Connection, c: Consultation) -> None:
+    try:
+        db.execute(
+            "INSERT INTO consultations (id, chat_key, status, max_rounds, current_round,"
+            " initial_request, role, system_prompt, options, created_at, last_activity_at,"
+            " started_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                c.id,
+                c.chat_key,
+                c.status.value,
+                c.max_rounds,
+                c.current_round,
+                c.initial_request,
+                c.role,
+                c.system_prompt,
+                json.dumps(dataclasses.asdict(c.options)),
+                c.created_at,
+                c.last_activity_at,
+                c.started_by,
+            ),
+        )
+    except sqlite3.IntegrityError as error:
+        if c.status is Status.ACTIVE and "chat_key" in str(error):
+            raise ActiveConsultationExists(c.chat_key) from error
+        raise
+    db.executemany(
+        f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(c.id, seq, *_message_values(m)) for seq, m in enumerate(c.messages, start=1)],
+    )
+
+
+def append_message(
+    db: sqlite3.Connection, consultation_id: str, message: Message, **columns: Any
+) -> None:
+    """Append `message` and set `columns` on its consultation."""
+    update_consultation(db, consultation_id, **columns)
+    db.execute(_APPEND_MESSAGE, (consultation_id, *_message_values(message), consultation_id))
+
+
+def update_consultation(db: sqlite3.Connection, consultation_id: str, **columns: Any) -> None:
+    """UPDATE the given columns (fixed names from this package, never user input)."""
+    assignments = ", ".join(f"{name} = ?" for name in columns)
+    cursor = db.execute(
+        f"UPDATE consultations SET {assignments} WHERE id = ?",
+        (*columns.values(), consultation_id),
+    )
+    if cursor.rowcount == 0:
+        raise SessionNotFound(consultation_id)
+
+
+def upsert_chat_settings(db: sqlite3.Connection, chat_key: str, s: ChatSettings) -> None:
+    db.execute(
+        "INSERT INTO chat_settings (chat_key, max_rounds, role, system_prompt, language,"
+        " updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (chat_key) DO UPDATE SET"
+        " max_rounds = excluded.max_rounds, role = excluded.role,"
+        " system_prompt = excluded.system_prompt, language = excluded.language,"
+        " updated_at = excluded.updated_at",
+        (chat_key, s.max_rounds, s.role, s.system_prompt, s.language, time.time()),
+    )
+
+
+def expire_idle(db: sqlite3.Connection, inactive_since: float, at: float) -> int:
+    cursor = db.execute(
+        "UPDATE consultations SET status = 'expired', last_activity_at = ?"
+        " WHERE status = 'active' AND last_activity_at < ?",
+        (at, inactive_since),
+    )
+    return cursor.rowcount
+
+
+def purge(db: sqlite3.Connection, older_than: float) -> int:
+    # Messages go by ON DELETE CASCADE; rowcount counts consultations only.
+    cursor = db.execute(
+        "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < ?",
+        (older_than,),
+    )
+    return cursor.rowcount
+
+
+# -- reads (run on the reader's thread, inside one read transaction) ---------------------
+
+
+def _message_values(m: Message) -> tuple[Any, ...]:
+    usage = m.usage
+    return (
+        m.role.value,
+        m.author,
+        m.text,
+        m.created_at,
+        None if usage is None else usage.prompt_tokens,
+        None if usage is None else usage.completion_tokens,
+    )
+
+
+def _options_from_json(raw: str) -> ModelOptions:
+    data = json.loads(raw) if raw else {}
+    known = {f.name for f in dataclasses.fields(ModelOptions)}
+    # Keys written by a newer version are ignored rather than failing the load.
+    return ModelOptions(**{k: v for k, v in data.items() if k in known})
+
+
+def load_active(db: sqlite3.Connection, chat_key: str) -> Consultation | None:
+    return _load(db, _SELECT_ACTIVE, chat_key)
+
+
+def load_by_id(db: sqlite3.Connection, consultation_id: str) -> Consultation | None:
+    return _load(db, _SELECT_BY_ID, consultation_id)
+
+
+def load_chat_settings(db: sqlite3.Connection, chat_key: str) -> ChatSettings:
+    row = db.execute(
+        "SELECT max_rounds, role, system_prompt, language FROM chat_settings WHERE chat_key = ?",
+        (chat_key,),
+    ).fetchone()
+    if row is None:
+        return ChatSettings()
+    max_rounds, role, system_prompt, language = row
+    return ChatSettings(
+        max_rounds=max_rounds, role=role, system_prompt=system_prompt, language=language
+    )
+
+
+def _load(db: sqlite3.Connection, select: str, key: str) -> Consultation | None:
+    """One query for the consultation, one for its messages (run inside one read snapshot)."""
+    row = db.execute(select, (key,)).fetchone()
+    if row is None:
+        return None
+    messages = [
+        Message(
+            role=Role(role),
+            text=text,
+            created_at=created_at,
+            author=author,
+            usage=None if prompt is None else Usage(prompt, completion or 0),
+        )
+        for role, text, created_at, author, prompt, completion in db.execute(
+            _SELECT_MESSAGES, (row[0],)
+        )
+    ]
+    return Consultation(
+        id=row[0],
+        chat_key=row[1],
+        status=Status(row[2]),
+        max_rounds=row[3],
+        current_round=row[4],
+        initial_request=row[5],
+        role=row[6],
+        system_prompt=row[7],
+        options=_options_from_json(row[8]),
+        created_at=row[9],
+        last_activity_at=row[10],
+        started_by=row[11],
+        messages=messages,
+    )
