@@ -43,8 +43,7 @@ def plan_turn(consultation: Consultation, *, final_requested: bool = False) -> T
 def is_expired(consultation: Consultation, *, now: float, ttl_seconds: float) -> bool:
     """An active consultation idle for longer than the TTL."""
     return (
-        consultation.status is Status.ACTIVE
-        and now - consultation.last_activity_at > ttl_seconds
+        consultation.status is Status.ACTIVE and now - consultation.last_activity_at > ttl_seconds
     )
 
 
@@ -66,7 +65,9 @@ def append_user_message(consultation: Consultation, message: Message) -> None:
     consultation.last_activity_at = message.created_at
 
 
-def after_reply(consultation: Consultation, turn: Turn, reply: Message, *, early_finish: bool) -> None:
+def after_reply(
+    consultation: Consultation, turn: Turn, reply: Message, *, early_finish: bool
+) -> None:
     """Consume the round: record the reply, advance, and complete when it was the answer."""
     consultation.messages.append(reply)
     consultation.current_round = turn.round

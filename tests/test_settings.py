@@ -1,4 +1,4 @@
-"""Settings: read from the environment, one clear error per bad value, documented in .env.example."""
+"""Settings: read from the environment, one clear error per bad value, all documented."""
 
 from __future__ import annotations
 

@@ -1,0 +1,510 @@
+"""The consultation service: the one seam the Telegram bot and the HTTP API call.
+
+Invariants it keeps:
+- calls for one chat key run strictly one after another; other keys run in parallel;
+- the user's message is committed to the store before the model is called;
+- a round is consumed only when a reply was stored; a failed call leaves the message
+  as the open turn, and an identical resend is not stored twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from core.collect import collect_answer
+from core.context import build_model_messages
+from core.errors import (
+    DialogCompleted,
+    EmptyMessage,
+    InvalidMaxRounds,
+    ModelError,
+    ModelErrorKind,
+    NoActiveConsultation,
+    NothingToRetry,
+    SessionNotFound,
+)
+from core.keyed_lock import KeyedLock
+from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status
+from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
+from core.ports import Completer, CompletionRequest, ConsultationStore
+from core.prompts import (
+    PromptContext,
+    PromptLibrary,
+    RoleInfo,
+    build_system_prompt,
+    strip_marker,
+)
+from core.rounds import (
+    Turn,
+    after_reply,
+    append_user_message,
+    has_open_turn,
+    is_duplicate_of_open_turn,
+    is_expired,
+    plan_turn,
+    validate_max_rounds,
+)
+from core.settings import Settings
+from core.streaming import MarkerFilter
+
+OnText = Callable[[str], Awaitable[None]]
+"""Receives the whole reply text shown so far, each time it grows."""
+
+API_KEY_PREFIX = "api:"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    model: str
+    max_tokens: int | None = None
+    default_max_rounds: int = 3
+    max_rounds_limit: int = 10
+    session_ttl_seconds: float = 3600
+    history_budget_chars: int = 24_000
+    max_continuations: int = 3
+    default_role: str = "expert"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EngineConfig:
+        return cls(
+            model=settings.llm_model,
+            max_tokens=settings.llm_max_tokens,
+            default_max_rounds=settings.default_max_rounds,
+            max_rounds_limit=settings.max_rounds_limit,
+            session_ttl_seconds=settings.session_ttl_seconds,
+            history_budget_chars=settings.history_budget_chars,
+            max_continuations=settings.max_continuations,
+            default_role=settings.default_role,
+        )
+
+
+class ConsultationService:
+    def __init__(
+        self,
+        store: ConsultationStore,
+        completer: Completer,
+        prompts: PromptLibrary,
+        config: EngineConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._completer = completer
+        self._prompts = prompts
+        self._config = config
+        self._clock = clock
+        self._locks = KeyedLock()
+
+    @property
+    def config(self) -> EngineConfig:
+        return self._config
+
+    # -- chat consultations (Telegram, console) -------------------------------------------
+
+    async def ask(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        author: str | None = None,
+        author_id: int | None = None,
+        is_group: bool = False,
+        on_text: OnText | None = None,
+    ) -> Reply:
+        """Advance the chat's consultation with a user message (starting one if needed)."""
+        text = _require_text(text)
+        async with self._locks.hold(chat_key):
+            now = self._clock()
+            consultation, notices = await self._active_or_none(chat_key, now)
+            if consultation is None:
+                consultation = await self._start(chat_key, text, author, author_id, now)
+                notices.add(Notice.STARTED)
+            else:
+                await self._add_user_message(consultation, text, author, now)
+            return await self._answer(
+                consultation, is_group=is_group, on_text=on_text, notices=notices
+            )
+
+    async def answer_now(
+        self,
+        chat_key: str,
+        *,
+        author: str | None = None,
+        is_group: bool = False,
+        on_text: OnText | None = None,
+    ) -> Reply:
+        """Give the final answer now, from whatever the consultation holds."""
+        async with self._locks.hold(chat_key):
+            now = self._clock()
+            consultation, notices = await self._active_or_none(chat_key, now)
+            if consultation is None:
+                raise NoActiveConsultation("there is no consultation to finish")
+            if not has_open_turn(consultation):
+                request = self._prompts.render("final_now_request")
+                await self._add_user_message(consultation, request, author, now)
+            return await self._answer(
+                consultation,
+                is_group=is_group,
+                on_text=on_text,
+                notices=notices,
+                final_requested=True,
+            )
+
+    async def retry(
+        self, chat_key: str, *, is_group: bool = False, on_text: OnText | None = None
+    ) -> Reply:
+        """Answer the open turn again (after a model failure)."""
+        async with self._locks.hold(chat_key):
+            consultation, notices = await self._active_or_none(chat_key, self._clock())
+            if consultation is None or not has_open_turn(consultation):
+                raise NothingToRetry("no message is waiting for an answer")
+            return await self._answer(
+                consultation, is_group=is_group, on_text=on_text, notices=notices
+            )
+
+    async def reset(self, chat_key: str) -> bool:
+        """End the active consultation; True when there was one."""
+        async with self._locks.hold(chat_key):
+            consultation = await self._store.load_active(chat_key)
+            if consultation is None:
+                return False
+            await self._store.set_status(consultation.id, Status.RESET, at=self._clock())
+            return True
+
+    async def set_max_rounds(self, chat_key: str, value: int) -> RoundsChange:
+        """Set the chat's round limit; it applies to the active consultation too."""
+        limit = self._config.max_rounds_limit
+        if not validate_max_rounds(value, limit=limit):
+            raise InvalidMaxRounds(f"rounds must be between 1 and {limit}")
+        async with self._locks.hold(chat_key):
+            settings = await self._store.load_chat_settings(chat_key)
+            await self._store.save_chat_settings(chat_key, _replace(settings, max_rounds=value))
+            consultation, _ = await self._active_or_none(chat_key, self._clock())
+            if consultation is None:
+                return RoundsChange(value, active=False, rounds_done=0, next_is_final=value == 1)
+            await self._store.set_max_rounds(consultation.id, value)
+            done = consultation.current_round
+            return RoundsChange(
+                value, active=True, rounds_done=done, next_is_final=done + 1 >= value
+            )
+
+    async def set_role(
+        self, chat_key: str, role: str | None, system_prompt: str | None = None
+    ) -> None:
+        """Choose the persona (or a custom system prompt) for the chat's next consultations."""
+        if role is not None and role not in self._prompts.roles():
+            raise ValueError(f"unknown role {role!r}")
+        async with self._locks.hold(chat_key):
+            settings = await self._store.load_chat_settings(chat_key)
+            await self._store.save_chat_settings(
+                chat_key, _replace(settings, role=role, system_prompt=system_prompt)
+            )
+
+    async def chat_settings(self, chat_key: str) -> ChatSettings:
+        return await self._store.load_chat_settings(chat_key)
+
+    async def save_language(self, chat_key: str, language: str) -> None:
+        settings = await self._store.load_chat_settings(chat_key)
+        if settings.language != language:
+            await self._store.save_chat_settings(chat_key, _replace(settings, language=language))
+
+    async def status(self, chat_key: str) -> StatusInfo:
+        settings = await self._store.load_chat_settings(chat_key)
+        consultation = await self._store.load_active(chat_key)
+        now = self._clock()
+        if consultation is not None and is_expired(
+            consultation, now=now, ttl_seconds=self._config.session_ttl_seconds
+        ):
+            consultation = None
+        max_rounds = settings.max_rounds or self._config.default_max_rounds
+        role = settings.role or self._config.default_role
+        if consultation is None:
+            return StatusInfo(max_rounds=max_rounds, role=role, active=False)
+        return StatusInfo(
+            max_rounds=consultation.max_rounds,
+            role=consultation.role or role,
+            active=True,
+            rounds_done=consultation.current_round,
+            open_turn=has_open_turn(consultation),
+            initial_request=consultation.initial_request,
+            last_activity_at=consultation.last_activity_at,
+            started_by=consultation.started_by,
+        )
+
+    def roles(self) -> dict[str, RoleInfo]:
+        return self._prompts.roles()
+
+    async def cleanup(
+        self, *, retention_seconds: float, now: float | None = None
+    ) -> tuple[int, int]:
+        """Expire idle consultations and delete finished ones past retention."""
+        now = self._clock() if now is None else now
+        expired = await self._store.expire_idle(
+            inactive_since=now - self._config.session_ttl_seconds, at=now
+        )
+        purged = await self._store.purge(older_than=now - retention_seconds)
+        return expired, purged
+
+    # -- API sessions ----------------------------------------------------------------------
+
+    async def start_session(
+        self,
+        text: str,
+        *,
+        max_rounds: int = 1,
+        system_prompt: str | None = None,
+        options: ModelOptions | None = None,
+        on_text: OnText | None = None,
+    ) -> Reply:
+        """Open an API session (one consultation per session id) and answer round 1."""
+        text = _require_text(text)
+        if max_rounds < 1:
+            raise InvalidMaxRounds("maxRounds must be at least 1")
+        session_id = str(uuid.uuid4())
+        chat_key = API_KEY_PREFIX + session_id
+        async with self._locks.hold(chat_key):
+            now = self._clock()
+            consultation = Consultation(
+                id=session_id,
+                chat_key=chat_key,
+                max_rounds=max_rounds,
+                initial_request=text,
+                created_at=now,
+                last_activity_at=now,
+                role=self._config.default_role,
+                system_prompt=system_prompt,
+                options=options or ModelOptions(),
+                messages=[Message(Role.USER, text, now)],
+            )
+            await self._store.create(consultation)
+            return await self._answer(consultation, is_group=False, on_text=on_text, notices=set())
+
+    async def continue_session(
+        self, session_id: str, text: str, *, on_text: OnText | None = None
+    ) -> Reply:
+        """Answer the next round of an API session."""
+        text = _require_text(text)
+        async with self._locks.hold(API_KEY_PREFIX + session_id):
+            now = self._clock()
+            consultation = await self._store.get(session_id)
+            if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
+                raise SessionNotFound("session not found")
+            if consultation.status is Status.COMPLETE:
+                raise DialogCompleted("the dialog is already complete")
+            if consultation.status is not Status.ACTIVE:
+                raise SessionNotFound("session not found")
+            if is_expired(consultation, now=now, ttl_seconds=self._config.session_ttl_seconds):
+                await self._store.set_status(consultation.id, Status.EXPIRED, at=now)
+                raise SessionNotFound("session expired")
+            await self._add_user_message(consultation, text, None, now)
+            return await self._answer(consultation, is_group=False, on_text=on_text, notices=set())
+
+    async def open_session(
+        self,
+        text: str,
+        *,
+        max_rounds: int = 1,
+        system_prompt: str | None = None,
+        options: ModelOptions | None = None,
+    ) -> str:
+        """Create an API session holding `text` as its open turn, without calling the model.
+
+        The HTTP API then answers it with `continue_session(id, text)` (the identical open
+        turn is not stored twice), so a model failure on round 1 can still name the
+        session the client may retry.
+        """
+        text = _require_text(text)
+        if max_rounds < 1:
+            raise InvalidMaxRounds("maxRounds must be at least 1")
+        session_id = str(uuid.uuid4())
+        now = self._clock()
+        await self._store.create(
+            Consultation(
+                id=session_id,
+                chat_key=API_KEY_PREFIX + session_id,
+                max_rounds=max_rounds,
+                initial_request=text,
+                created_at=now,
+                last_activity_at=now,
+                role=self._config.default_role,
+                system_prompt=system_prompt,
+                options=options or ModelOptions(),
+                messages=[Message(Role.USER, text, now)],
+            )
+        )
+        return session_id
+
+    async def check_session(self, session_id: str) -> Consultation:
+        """The API session if it can take another round; raises like `continue_session`."""
+        async with self._locks.hold(API_KEY_PREFIX + session_id):
+            return await self._usable_session(session_id)
+
+    async def set_session_max_rounds(self, session_id: str, value: int) -> int:
+        """Change an API session's round limit (like /rounds); returns the limit applied.
+
+        A limit at or below the rounds already used makes the next reply the final one;
+        it is raised to that round, so a reply never shows a round above its limit.
+        """
+        if value < 1:
+            raise InvalidMaxRounds("maxRounds must be at least 1")
+        async with self._locks.hold(API_KEY_PREFIX + session_id):
+            consultation = await self._usable_session(session_id)
+            applied = max(value, consultation.current_round + 1)
+            if applied != consultation.max_rounds:
+                await self._store.set_max_rounds(consultation.id, applied)
+            return applied
+
+    async def _usable_session(self, session_id: str) -> Consultation:
+        """Load an active, unexpired API session (the caller holds its lock)."""
+        consultation = await self._store.get(session_id)
+        if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
+            raise SessionNotFound("session not found")
+        if consultation.status is Status.COMPLETE:
+            raise DialogCompleted("the dialog is already complete")
+        if consultation.status is not Status.ACTIVE:
+            raise SessionNotFound("session not found")
+        now = self._clock()
+        if is_expired(consultation, now=now, ttl_seconds=self._config.session_ttl_seconds):
+            await self._store.set_status(consultation.id, Status.EXPIRED, at=now)
+            raise SessionNotFound("session expired")
+        return consultation
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _active_or_none(
+        self, chat_key: str, now: float
+    ) -> tuple[Consultation | None, set[Notice]]:
+        consultation = await self._store.load_active(chat_key)
+        if consultation is not None and is_expired(
+            consultation, now=now, ttl_seconds=self._config.session_ttl_seconds
+        ):
+            await self._store.set_status(consultation.id, Status.EXPIRED, at=now)
+            return None, {Notice.PREVIOUS_EXPIRED}
+        return consultation, set()
+
+    async def _start(
+        self, chat_key: str, text: str, author: str | None, author_id: int | None, now: float
+    ) -> Consultation:
+        settings = await self._store.load_chat_settings(chat_key)
+        consultation = Consultation(
+            id=str(uuid.uuid4()),
+            chat_key=chat_key,
+            max_rounds=settings.max_rounds or self._config.default_max_rounds,
+            initial_request=text,
+            created_at=now,
+            last_activity_at=now,
+            role=settings.role or self._config.default_role,
+            system_prompt=settings.system_prompt,
+            started_by=author_id,
+            messages=[Message(Role.USER, text, now, author=author)],
+        )
+        await self._store.create(consultation)
+        return consultation
+
+    async def _add_user_message(
+        self, consultation: Consultation, text: str, author: str | None, now: float
+    ) -> None:
+        if is_duplicate_of_open_turn(consultation, text, author):
+            return
+        message = Message(Role.USER, text, now, author=author)
+        await self._store.add_message(consultation.id, message, last_activity_at=now)
+        append_user_message(consultation, message)
+
+    async def _answer(
+        self,
+        consultation: Consultation,
+        *,
+        is_group: bool,
+        on_text: OnText | None,
+        notices: set[Notice],
+        final_requested: bool = False,
+    ) -> Reply:
+        turn = plan_turn(consultation, final_requested=final_requested)
+        request = self._build_request(consultation, turn, is_group=is_group)
+        shown = MarkerFilter(on_text) if on_text is not None else None
+        answer = await collect_answer(
+            self._completer,
+            request,
+            continuation_prompt=self._prompts.render("continuation"),
+            max_continuations=self._config.max_continuations,
+            on_text=shown.feed if shown is not None else None,
+        )
+        text, marked = strip_marker(answer.text)
+        if not text.strip():
+            raise ModelError(ModelErrorKind.UNAVAILABLE, "the model returned an empty reply")
+        early_finish = marked and not turn.is_final
+        if not answer.complete:
+            notices.add(Notice.ANSWER_INCOMPLETE)
+        reply = Message(Role.ASSISTANT, text, self._clock(), usage=answer.usage)
+        after_reply(consultation, turn, reply, early_finish=early_finish)
+        await self._store.record_reply(
+            consultation.id,
+            reply,
+            current_round=consultation.current_round,
+            status=consultation.status,
+            last_activity_at=consultation.last_activity_at,
+        )
+        return Reply(
+            text=text,
+            consultation_id=consultation.id,
+            round=turn.round,
+            max_rounds=consultation.max_rounds,
+            is_final=turn.is_final or early_finish,
+            is_complete=consultation.status is Status.COMPLETE,
+            model=answer.model or request.model,
+            usage=answer.usage,
+            notices=frozenset(notices),
+            extras=answer.extras,
+            json_valid=answer.json_valid,
+        )
+
+    def _build_request(
+        self, consultation: Consultation, turn: Turn, *, is_group: bool
+    ) -> CompletionRequest:
+        options = consultation.options
+        # JSON output is for the answer; clarifying questions stay plain text.
+        json_mode = options.output_format == "json" and turn.is_final
+        context = PromptContext(
+            round=turn.round,
+            max_rounds=turn.max_rounds,
+            is_final=turn.is_final,
+            final_requested=turn.final_requested,
+            initial_request=consultation.initial_request,
+            role=consultation.role or self._config.default_role,
+            custom_system_prompt=consultation.system_prompt,
+            is_group=is_group,
+            json_mode=json_mode,
+            json_schema=options.output_schema,
+        )
+        system_prompt = build_system_prompt(self._prompts, context)
+        messages = build_model_messages(
+            system_prompt,
+            consultation.messages,
+            is_group=is_group,
+            budget_chars=self._config.history_budget_chars,
+            omission_note=lambda omitted: self._prompts.render("omission_note", omitted=omitted),
+        )
+        extra_body = {}
+        if options.disable_search is not None:
+            extra_body["disable_search"] = options.disable_search
+        return CompletionRequest(
+            messages=messages,
+            model=options.model or self._config.model,
+            max_tokens=options.max_tokens or self._config.max_tokens,
+            json_mode=json_mode,
+            extra_body=extra_body,
+        )
+
+
+def _require_text(text: str) -> str:
+    if not text or not text.strip():
+        raise EmptyMessage("the message is empty")
+    return text
+
+
+def _replace(settings: ChatSettings, **changes: object) -> ChatSettings:
+    return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]

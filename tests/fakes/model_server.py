@@ -1,0 +1,238 @@
+"""A fake OpenAI-compatible chat completions server on 127.0.0.1.
+
+Invariant: every request body is recorded in `requests` before any reply (or
+error) is sent, and scripted replies are consumed strictly in FIFO order; when
+none is queued, `default_reply` answers after `latency` seconds. Streaming
+replies use the real OpenAI chunk format, so the real openai SDK can talk to it.
+
+Standalone, for the benchmark: ``python -m tests.fakes.model_server --port N --latency S``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
+
+
+@dataclass(slots=True)
+class ScriptedReply:
+    text: str
+    finish_reason: str | None = "stop"
+    status: int | None = None
+    delay: float = 0.0
+    chunk_size: int = 8
+    extras: dict[str, Any] | None = None
+    usage: dict[str, int] | None = None
+    error_after: int | None = None  # stream this many chunks, then an error event
+    headers: dict[str, str] | None = None
+
+
+def _last_user_content(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+def echo_reply(body: dict[str, Any]) -> str:
+    """The default answer: deterministic, so tests can predict it."""
+    return f"Reply to: {_last_user_content(body)}"
+
+
+class FakeModelServer:
+    """Scripted OpenAI-compatible server; `enqueue` replies, read `requests` afterwards."""
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0) -> None:
+        self.host = host
+        self.port = port
+        self.latency = latency
+        self.default_reply: Callable[[dict[str, Any]], str] = echo_reply
+        self.requests: list[dict[str, Any]] = []
+        self._queue: deque[ScriptedReply] = deque()
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self._closing = asyncio.Event()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def enqueue(
+        self,
+        text: str = "",
+        finish_reason: str | None = "stop",
+        *,
+        status: int | None = None,
+        delay: float = 0.0,
+        chunk_size: int = 8,
+        extras: dict[str, Any] | None = None,
+        usage: dict[str, int] | None = None,
+        error_after: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Script the next reply; `status` (e.g. 500, 429) makes it an OpenAI-style error."""
+        self._queue.append(
+            ScriptedReply(
+                text, finish_reason, status, delay, max(1, chunk_size), extras, usage,
+                error_after, headers,
+            )
+        )
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not yet consumed."""
+        return len(self._queue)
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat_completions)
+        # Short shutdown: handlers still sleeping on a delay are woken by `_closing`.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=4096)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        self._closing.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, but wake at once when the server stops (so shutdown never hangs)."""
+        if seconds > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), seconds)
+
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return _error(400, "body is not JSON", {})
+        self.requests.append(body)
+        if self._queue:
+            reply = self._queue.popleft()
+        else:
+            reply = ScriptedReply(self.default_reply(body), delay=self.latency, chunk_size=16)
+        await self._sleep(reply.delay)
+        if reply.status is not None and reply.status >= 400:
+            return _error(reply.status, reply.text or f"scripted error {reply.status}",
+                          reply.headers or {})
+        usage = reply.usage or _usage(body, reply.text)
+        model = str(body.get("model", "fake-model"))
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return await self._stream(request, reply, model, usage if include_usage else None)
+        message = {"role": "assistant", "content": reply.text}
+        payload = {
+            "id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion",
+            "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+            "usage": usage, **(reply.extras or {}),
+        }
+        return web.json_response(payload, headers=reply.headers)
+
+    async def _stream(
+        self, request: web.Request, reply: ScriptedReply, model: str, usage: dict[str, int] | None
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                     **(reply.headers or {})}
+        )
+        await response.prepare(request)
+        base = {"id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": model, **(reply.extras or {})}
+
+        def event(choices: list[dict[str, Any]], **more: Any) -> bytes:
+            return b"data: " + json.dumps({**base, "choices": choices, **more}).encode() + b"\n\n"
+
+        def choice(delta: dict[str, Any], finish: str | None = None) -> list[dict[str, Any]]:
+            return [{"index": 0, "delta": delta, "finish_reason": finish}]
+
+        parts = [event(choice({"role": "assistant", "content": ""}))]
+        for n, piece in enumerate(_chunks(reply.text, reply.chunk_size)):
+            if reply.error_after is not None and n == reply.error_after:
+                break
+            parts.append(event(choice({"content": piece})))
+        if reply.error_after is not None:
+            error = {"message": "scripted mid-stream failure", "type": "server_error"}
+            parts.append(b"data: " + json.dumps({"error": error}).encode() + b"\n\n")
+            await response.write(b"".join(parts))
+            await response.write_eof()
+            return response
+        parts.append(event(choice({}, reply.finish_reason)))
+        if usage is not None:
+            parts.append(event([], usage=usage))
+        parts.append(b"data: [DONE]\n\n")
+        for part in parts:  # one write per event: a real stream, as a provider sends it
+            await response.write(part)
+        await response.write_eof()
+        return response
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
+    prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
+    completion = len(text.split())
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
+def _error(status: int, message: str, headers: dict[str, str]) -> web.Response:
+    kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    # retry-after-ms keeps the SDK's retry waits tiny in tests.
+    headers = {"retry-after-ms": "1", **headers}
+    body = {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
+    return web.json_response(body, status=status, headers=headers)
+
+
+@pytest.fixture
+async def model_server() -> AsyncIterator[FakeModelServer]:
+    """A started fake model server, stopped after the test."""
+    server = FakeModelServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+async def _serve(port: int, latency: float) -> None:
+    server = FakeModelServer(port=port, latency=latency)
+    await server.start()
+    print(f"fake model server on {server.base_url} (latency {latency}s)", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8900)
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(args.port, args.latency))
+
+
+if __name__ == "__main__":
+    main()

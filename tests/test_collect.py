@@ -1,0 +1,288 @@
+"""Collecting a final answer cut off by the token limit (SPEC §5), over the real SDK."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from core.collect import collect_answer, merge_with_overlap, parse_json_answer, strip_fences
+from core.llm import OpenAICompleter
+from core.models import Usage
+from core.ports import CompletionRequest
+from tests.fakes.model_server import FakeModelServer
+
+CONTINUE = "Continue exactly where you stopped; do not repeat anything."
+HISTORY = [
+    {"role": "system", "content": "You are an expert."},
+    {"role": "user", "content": "Plan my garden."},
+]
+
+
+@pytest.fixture
+async def completer(model_server: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
+    completer = OpenAICompleter(
+        api_key="k", base_url=model_server.base_url, timeout=5, max_retries=0
+    )
+    yield completer
+    await completer.close()
+
+
+# merge_with_overlap
+
+
+def test_exact_continuation_is_appended() -> None:
+    """A fragment that starts where the text stopped is appended unchanged."""
+    assert merge_with_overlap("The quick brown f", "ox jumps.") == "The quick brown fox jumps."
+
+
+def test_partial_overlap_is_not_repeated() -> None:
+    """The longest suffix of the text that starts the fragment appears once."""
+    merged = merge_with_overlap("Step 1: dig. Step 2: pla", "Step 2: plant seeds.")
+    assert merged == "Step 1: dig. Step 2: plant seeds."
+
+
+def test_fragment_contained_in_the_end_adds_nothing() -> None:
+    """A fragment that only repeats the end of the text adds nothing."""
+    text = "First paragraph.\n\nSecond paragraph ends here."
+    assert merge_with_overlap(text, "Second paragraph") == text
+    assert merge_with_overlap(text, "ends here.") == text
+
+
+def test_no_overlap_is_plain_concatenation() -> None:
+    """Without a shared seam the fragment is appended as is."""
+    assert merge_with_overlap("Water daily.", " Feed weekly.") == "Water daily. Feed weekly."
+
+
+def test_tiny_coincidental_overlap_is_ignored() -> None:
+    """A seam shorter than min_overlap is a real repeated letter, not a repetition."""
+    assert merge_with_overlap("grass", "s grow") == "grasss grow"
+    assert merge_with_overlap("grass", "s grow", min_overlap=1) == "grass grow"
+
+
+def test_whitespace_at_the_seam_is_ignored() -> None:
+    """A repeated line is found even when the model changed the whitespace it stopped at."""
+    merged = merge_with_overlap("Intro.\n\n## Watering\n", "## Watering every day")
+    assert merged == "Intro.\n\n## Watering every day"
+
+
+def test_multibyte_text_merges_by_character() -> None:
+    """Cyrillic and emoji seams merge without splitting or repeating characters."""
+    text = "Полив: утром 🌅 и вечером 🌙, по два ведра"
+    assert merge_with_overlap(text, "🌙, по два ведра на куст.") == (
+        "Полив: утром 🌅 и вечером 🌙, по два ведра на куст."
+    )
+    assert merge_with_overlap("Итог: 👍🏽 👌", "👍🏽 👌 готово") == "Итог: 👍🏽 👌 готово"
+
+
+def test_empty_sides() -> None:
+    """Empty text takes the fragment; an empty fragment changes nothing."""
+    assert merge_with_overlap("", "abc") == "abc"
+    assert merge_with_overlap("abc", "") == "abc"
+
+
+def test_long_texts_merge_quickly() -> None:
+    """A 20 kB answer with a repetitive tail merges through the bounded window."""
+    text = "ab" * 10_000 + "Z" + "a" * 10_000
+    fragment = "a" * 3_000 + "END"
+    for _ in range(50):  # would take minutes if the search were quadratic over the text
+        merged = merge_with_overlap(text, fragment)
+    assert merged == text + "END"
+    prose = "".join(f"Пункт {i}: полить грядку {i}. " for i in range(800))
+    assert merge_with_overlap(prose, prose[-1_500:] + "Конец.") == prose + "Конец."
+
+
+def test_strip_fences_and_repair() -> None:
+    """Fenced JSON is unwrapped; broken JSON is repaired; garbage stays invalid."""
+    assert strip_fences('```json\n{"a": 1}\n```') == '{"a": 1}'
+    assert parse_json_answer('{"a": 1}') == ('{"a": 1}', {"a": 1}, True, False)
+    text, value, valid, repaired = parse_json_answer('{"a": "щ", "b": [1, 2')
+    assert (value, valid, repaired) == ({"a": "щ", "b": [1, 2]}, True, True)
+    assert text == '{"a": "щ", "b": [1, 2]}'
+    assert parse_json_answer("no json here")[1:] == (None, False, False)
+
+
+# collect_answer
+
+
+async def test_length_then_stop_is_merged(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A cut answer is continued and merged; the continuation carries the partial answer."""
+    model_server.enqueue("1. Dig the beds.\n2. Plant the tom", finish_reason="length")
+    model_server.enqueue("2. Plant the tomatoes.\n3. Water.", finish_reason="stop")
+    shown: list[str] = []
+
+    async def on_text(text: str) -> None:
+        shown.append(text)
+
+    answer = await collect_answer(
+        completer, CompletionRequest(HISTORY, "m", max_tokens=10),
+        continuation_prompt=CONTINUE, max_continuations=3, on_text=on_text,
+    )
+
+    assert answer.text == "1. Dig the beds.\n2. Plant the tomatoes.\n3. Water."
+    assert answer.complete is True
+    assert (answer.finish_reason, answer.continuations) == ("stop", 1)
+    second = model_server.requests[1]["messages"]
+    assert second == [
+        *HISTORY,
+        {"role": "assistant", "content": "1. Dig the beds.\n2. Plant the tom"},
+        {"role": "user", "content": CONTINUE},
+    ]
+    assert model_server.requests[1]["max_tokens"] == 10
+    assert shown[-1] == answer.text
+    assert all(text.count("2. Plant") <= 1 for text in shown)  # the seam is never shown twice
+    assert shown[0] != answer.text  # progress was visible before the end
+
+
+async def test_usage_is_summed(model_server: FakeModelServer, completer: OpenAICompleter) -> None:
+    """Usage is the sum over the first call and its continuations."""
+    model_server.enqueue("Part one, ", "length", usage={"prompt_tokens": 10,
+                                                        "completion_tokens": 5})
+    model_server.enqueue("part two.", usage={"prompt_tokens": 20, "completion_tokens": 4})
+
+    answer = await collect_answer(
+        completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+        max_continuations=2,
+    )
+
+    assert answer.text == "Part one, part two."
+    assert answer.usage == Usage(30, 9)
+
+
+async def test_stops_at_max_continuations(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Collection stops after max_continuations and reports the answer as incomplete."""
+    for part in ("Alpha one. ", "Beta two. ", "Gamma three. ", "Delta four. "):
+        model_server.enqueue(part, finish_reason="length")
+
+    answer = await collect_answer(
+        completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+        max_continuations=2,
+    )
+
+    assert answer.text == "Alpha one. Beta two. Gamma three. "
+    assert (answer.complete, answer.finish_reason, answer.continuations) == (False, "length", 2)
+    assert len(model_server.requests) == 3
+    assert model_server.pending == 1
+
+
+async def test_stops_when_a_fragment_adds_nothing(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A continuation that only repeats the end stops the loop instead of asking again."""
+    model_server.enqueue("Final advice: mulch the beds.", finish_reason="length")
+    model_server.enqueue("mulch the beds.", finish_reason="length")
+    model_server.enqueue("never requested")
+
+    answer = await collect_answer(
+        completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+        max_continuations=5,
+    )
+
+    assert answer.text == "Final advice: mulch the beds."
+    assert (answer.complete, answer.continuations) == (False, 1)
+    assert len(model_server.requests) == 2
+
+
+async def test_json_answer_continued_then_parsed(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A JSON answer cut in the middle is continued, unfenced and parsed."""
+    data = {"plan": [{"step": i, "what": f"Шаг {i}"} for i in range(1, 6)], "done": True}
+    full = "```json\n" + json.dumps(data, ensure_ascii=False) + "\n```"
+    cut = len(full) // 2
+    model_server.enqueue(full[:cut], finish_reason="length")
+    model_server.enqueue(full[cut - 12 :], finish_reason="stop")  # repeats a 12-char seam
+
+    answer = await collect_answer(
+        completer, CompletionRequest(HISTORY, "m", json_mode=True),
+        continuation_prompt=CONTINUE, max_continuations=2,
+    )
+
+    assert answer.json_value == data
+    assert (answer.json_valid, answer.json_repaired, answer.complete) == (True, False, True)
+    assert json.loads(answer.text) == data
+    assert model_server.requests[0]["response_format"] == {"type": "json_object"}
+    assert "response_format" not in model_server.requests[1]  # a fragment is not an object
+
+
+async def test_broken_json_is_repaired(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """JSON still broken after collection is repaired and re-serialised."""
+    model_server.enqueue('{"tips": ["water", "прополка"], "score": 9', finish_reason="length")
+
+    answer = await collect_answer(
+        completer, CompletionRequest(HISTORY, "m", json_mode=True),
+        continuation_prompt=CONTINUE, max_continuations=0,
+    )
+
+    assert answer.json_value == {"tips": ["water", "прополка"], "score": 9}
+    assert (answer.json_valid, answer.json_repaired, answer.complete) == (True, True, False)
+    assert answer.text == '{"tips": ["water", "прополка"], "score": 9}'
+
+
+async def test_text_mode_has_no_json_fields(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Outside JSON mode the answer is left alone and json_valid stays None."""
+    model_server.enqueue("```json\n{}\n```")
+
+    answer = await collect_answer(
+        completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+        max_continuations=1,
+    )
+
+    assert (answer.text, answer.json_valid, answer.json_value) == ("```json\n{}\n```", None, None)
+
+
+async def test_failed_continuation_keeps_the_text(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A model error on a continuation returns what was collected, marked incomplete."""
+    model_server.enqueue("Everything so far", finish_reason="length")
+    model_server.enqueue("overloaded", status=503)
+
+    answer = await collect_answer(
+        completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+        max_continuations=3,
+    )
+
+    assert (answer.text, answer.complete, answer.continuations) == ("Everything so far", False, 0)
+    assert answer.error is not None
+
+
+async def test_failed_first_call_propagates(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A model error before any text arrives is raised to the caller."""
+    from core.errors import ModelError
+
+    model_server.enqueue("bad request", status=400)
+
+    with pytest.raises(ModelError):
+        await collect_answer(
+            completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+            max_continuations=3,
+        )
+
+
+async def test_extras_are_kept_across_calls(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Provider extras from the calls are merged into the collected answer."""
+    model_server.enqueue("Sources say ", "length", extras={"citations": ["a"]})
+    model_server.enqueue("water often.", extras={"citations": ["a", "b"]})
+
+    answer = await collect_answer(
+        completer, CompletionRequest(HISTORY, "sonar"), continuation_prompt=CONTINUE,
+        max_continuations=1,
+    )
+
+    assert answer.text == "Sources say water often."
+    assert answer.extras["citations"] == ["a", "b"]
+    assert answer.model == "sonar"

@@ -1,0 +1,301 @@
+"""OpenAICompleter against the fake OpenAI-compatible server, through the real openai SDK."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from core.errors import ModelError, ModelErrorKind
+from core.llm import OpenAICompleter
+from core.models import Usage
+from core.ports import CompletionRequest
+from core.settings import ConfigError, Settings
+from tests.fakes.model_server import FakeModelServer
+
+Transport = Literal["httpx", "aiohttp"]
+USER = [{"role": "user", "content": "How do I brew tea?"}]
+
+
+def make_completer(
+    server: FakeModelServer,
+    transport: Transport,
+    *,
+    timeout: float = 5.0,
+    max_retries: int = 0,
+    **kwargs: object,
+) -> OpenAICompleter:
+    return OpenAICompleter(
+        api_key="test-key",
+        base_url=server.base_url,
+        timeout=timeout,
+        max_retries=max_retries,
+        transport=transport,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture(params=["httpx", "aiohttp"])
+def transport(request: pytest.FixtureRequest) -> Transport:
+    """Every behaviour holds on both of the SDK's transports."""
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+async def completer(
+    model_server: FakeModelServer, transport: Transport
+) -> AsyncIterator[OpenAICompleter]:
+    completer = make_completer(model_server, transport)
+    yield completer
+    await completer.close()
+
+
+async def test_deltas_arrive_in_order_and_make_the_text(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Streamed pieces reach on_delta in order and concatenate to the completion text."""
+    text = "Заварите чай 🍵 при 90 °C, три минуты. " * 5
+    model_server.enqueue(text, chunk_size=7)
+    seen: list[str] = []
+
+    async def on_delta(piece: str) -> None:
+        seen.append(piece)
+
+    result = await completer.complete(CompletionRequest(USER, "test-model"), on_delta)
+
+    assert result.text == text
+    assert "".join(seen) == text
+    assert len(seen) > 1
+    assert result.finish_reason == "stop"
+    assert result.model == "test-model"
+
+
+async def test_every_call_streams_with_usage(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """The request asks for a stream with usage; the usage of the last chunk is kept."""
+    model_server.enqueue("Short.", usage={"prompt_tokens": 11, "completion_tokens": 3,
+                                          "total_tokens": 14})
+
+    result = await completer.complete(CompletionRequest(USER, "m"))
+
+    assert result.usage == Usage(11, 3)
+    body = model_server.requests[0]
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["messages"] == USER
+
+
+async def test_provider_extras_are_kept(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Unknown top-level chunk fields such as Perplexity's citations end up in extras."""
+    citations = ["https://example.org/tea", "https://example.org/water"]
+    model_server.enqueue("See sources.", extras={"citations": citations,
+                                                 "search_results": [{"title": "Tea"}]})
+
+    result = await completer.complete(CompletionRequest(USER, "sonar"))
+
+    assert result.extras["citations"] == citations
+    assert result.extras["search_results"] == [{"title": "Tea"}]
+
+
+async def test_options_reach_the_server(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """extra_body is merged over the defaults; max_tokens and JSON mode are sent."""
+    completer = make_completer(
+        model_server, transport, default_extra_body={"disable_search": False, "search_mode": "web"}
+    )
+    model_server.enqueue('{"ok": true}')
+    request = CompletionRequest(
+        USER, "sonar", max_tokens=123, json_mode=True, extra_body={"disable_search": True}
+    )
+    try:
+        await completer.complete(request)
+    finally:
+        await completer.close()
+
+    body = model_server.requests[0]
+    assert body["disable_search"] is True
+    assert body["search_mode"] == "web"
+    assert body["max_tokens"] == 123
+    assert body["response_format"] == {"type": "json_object"}
+
+
+async def test_plain_request_sends_no_optional_fields(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Without options, no max_tokens, response_format or provider fields are sent."""
+    await completer.complete(CompletionRequest(USER, "m"))
+
+    body = model_server.requests[0]
+    assert not {"max_tokens", "response_format", "disable_search"} & body.keys()
+
+
+async def test_length_finish_reason_is_reported(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A reply cut by the token limit reports finish_reason "length"."""
+    model_server.enqueue("The answer is cut", finish_reason="length")
+
+    result = await completer.complete(CompletionRequest(USER, "m", max_tokens=5))
+
+    assert (result.text, result.finish_reason) == ("The answer is cut", "length")
+
+
+async def test_server_errors_are_retried_by_the_sdk(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """Two 500s then a success succeed with max_retries=2."""
+    completer = make_completer(model_server, transport, max_retries=2)
+    model_server.enqueue(status=500)
+    model_server.enqueue(status=500)
+    model_server.enqueue("Third time lucky.")
+    try:
+        result = await completer.complete(CompletionRequest(USER, "m"))
+    finally:
+        await completer.close()
+
+    assert result.text == "Third time lucky."
+    assert len(model_server.requests) == 3
+
+
+async def test_persistent_server_error_is_unavailable(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """5xx after every retry becomes ModelError(unavailable)."""
+    completer = make_completer(model_server, transport, max_retries=2)
+    for _ in range(3):
+        model_server.enqueue(status=503)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await completer.complete(CompletionRequest(USER, "m"))
+    finally:
+        await completer.close()
+
+    assert caught.value.kind is ModelErrorKind.UNAVAILABLE
+    assert len(model_server.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (429, ModelErrorKind.RATE_LIMITED),
+        (400, ModelErrorKind.REJECTED),
+        (401, ModelErrorKind.REJECTED),
+        (404, ModelErrorKind.REJECTED),
+    ],
+)
+async def test_http_errors_map_to_kinds(
+    model_server: FakeModelServer, completer: OpenAICompleter, status: int, kind: ModelErrorKind
+) -> None:
+    """429 is rate_limited and other 4xx are rejected."""
+    model_server.enqueue("scripted failure", status=status)
+
+    with pytest.raises(ModelError) as caught:
+        await completer.complete(CompletionRequest(USER, "m"))
+
+    assert caught.value.kind is kind
+    assert "scripted failure" in caught.value.detail
+
+
+async def test_slow_server_is_a_timeout(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """A reply slower than the timeout becomes ModelError(timeout)."""
+    completer = make_completer(model_server, transport, timeout=0.2)
+    model_server.enqueue("Too late.", delay=2.0)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await completer.complete(CompletionRequest(USER, "m"))
+    finally:
+        await completer.close()
+
+    assert caught.value.kind is ModelErrorKind.TIMEOUT
+
+
+async def test_error_mid_stream_is_a_model_error(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """An error event after some text has streamed becomes ModelError, not a silent cut."""
+    model_server.enqueue("This answer will break halfway.", chunk_size=4, error_after=3)
+    seen: list[str] = []
+
+    async def on_delta(piece: str) -> None:
+        seen.append(piece)
+
+    with pytest.raises(ModelError) as caught:
+        await completer.complete(CompletionRequest(USER, "m"), on_delta)
+
+    assert caught.value.kind is ModelErrorKind.UNAVAILABLE
+    assert "".join(seen) == "This answer "
+
+
+async def test_unreachable_server_is_unavailable(transport: Transport) -> None:
+    """A refused connection becomes ModelError(unavailable)."""
+    server = FakeModelServer()
+    await server.start()
+    await server.stop()
+    completer = make_completer(server, transport, timeout=2)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await completer.complete(CompletionRequest(USER, "m"))
+    finally:
+        await completer.close()
+
+    assert caught.value.kind is ModelErrorKind.UNAVAILABLE
+
+
+async def test_default_reply_echoes_the_last_user_message(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """With nothing queued, the fake answers deterministically."""
+    result = await completer.complete(CompletionRequest(USER, "m"))
+
+    assert result.text == "Reply to: How do I brew tea?"
+
+
+async def test_from_settings_uses_the_deployment_values(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """from_settings wires key, base URL and default extra body from Settings."""
+    settings = Settings(
+        openai_api_key="k", openai_base_url=model_server.base_url,
+        llm_extra_body={"disable_search": True}, _env_file=None,  # type: ignore[call-arg]
+    )
+    completer = OpenAICompleter.from_settings(settings)
+    try:
+        await completer.complete(CompletionRequest(USER, "m"))
+    finally:
+        await completer.close()
+
+    assert model_server.requests[0]["disable_search"] is True
+
+
+def test_from_settings_without_key_fails_at_start_up() -> None:
+    """A missing OPENAI_API_KEY is a ConfigError naming the variable."""
+    settings = Settings(openai_api_key=None, _env_file=None)  # type: ignore[call-arg]
+
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        OpenAICompleter.from_settings(settings)
+
+
+def test_only_core_llm_imports_openai() -> None:
+    """core/ stays free of Telegram, aiohttp and aiosqlite; openai lives in core/llm.py only."""
+    core = Path(__file__).resolve().parents[1] / "core"
+    for path in core.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        roots = {
+            alias.name.split(".")[0]
+            for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+        } | {
+            (node.module or "").split(".")[0]
+            for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+        }
+        assert not roots & {"telegram", "aiohttp", "aiosqlite"}, path.name
+        if path.name != "llm.py":
+            assert "openai" not in roots, path.name
