@@ -28,7 +28,9 @@ def make(max_rounds: int, *, answered: int = 0, now: float = 1000.0) -> Consulta
     )
     for index in range(answered):
         turn = plan_turn(consultation)
-        after_reply(consultation, turn, Message(Role.ASSISTANT, f"a{index}", now), early_finish=False)
+        after_reply(
+            consultation, turn, Message(Role.ASSISTANT, f"a{index}", now), early_finish=False
+        )
         append_user_message(consultation, Message(Role.USER, f"u{index}", now))
     return consultation
 
@@ -120,7 +122,9 @@ def test_identical_resend_is_recognised_and_a_new_message_joins_the_turn() -> No
 def test_no_duplicate_without_an_open_turn() -> None:
     """After a reply nothing is open, so no message counts as a resend."""
     consultation = make(3)
-    after_reply(consultation, plan_turn(consultation), Message(Role.ASSISTANT, "q?", 1), early_finish=False)
+    after_reply(
+        consultation, plan_turn(consultation), Message(Role.ASSISTANT, "q?", 1), early_finish=False
+    )
     assert not is_duplicate_of_open_turn(consultation, "question", None)
 
 
@@ -138,7 +142,9 @@ def test_finished_consultations_never_expire() -> None:
     assert not is_expired(consultation, now=10**9, ttl_seconds=1)
 
 
-@pytest.mark.parametrize(("value", "ok"), [(0, False), (-1, False), (1, True), (10, True), (11, False)])
+@pytest.mark.parametrize(
+    ("value", "ok"), [(0, False), (-1, False), (1, True), (10, True), (11, False)]
+)
 def test_round_limit_validation(value: int, ok: bool) -> None:
     """Rounds must lie within 1..ceiling."""
     assert validate_max_rounds(value, limit=10) is ok
