@@ -1,0 +1,111 @@
+"""Building the python-telegram-bot Application around a consultation service.
+
+Why the builder settings: updates of one chat run in order but chats run in
+parallel (`PerChatUpdateProcessor`, thousands of slots, so a slow model in one chat
+never holds up another); flood control pauses only the chat Telegram limited
+(`ChatFloodControl`); the HTTP pool is large enough for hundreds of replies at once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    CallbackQueryHandler,
+    CommandHandler,
+    MessageHandler,
+    filters,
+)
+
+from bot.commands import Commands
+from bot.flood import ChatFloodControl
+from bot.handlers import Handlers
+from bot.i18n import COMMANDS
+from bot.ordering import PerChatUpdateProcessor
+from bot.turns import ANSWER_NOW
+from core.service import ConsultationService
+from core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+POOL_SIZE = 1024
+
+
+def build_application(
+    settings: Settings,
+    service: ConsultationService,
+    *,
+    webhook: bool = False,
+) -> Application:  # type: ignore[type-arg]
+    token = settings.secret("telegram_bot_token")
+    if not token:
+        raise ValueError("TELEGRAM_BOT_TOKEN is not set")
+    builder = (
+        ApplicationBuilder()
+        .token(token)
+        .base_url(settings.telegram_api_base_url)
+        .base_file_url(settings.telegram_api_base_url.replace("/bot", "/file/bot"))
+        .concurrent_updates(PerChatUpdateProcessor())
+        .rate_limiter(ChatFloodControl(overall_per_second=settings.telegram_max_rate))
+        .connection_pool_size(POOL_SIZE)
+        .pool_timeout(30.0)
+        .connect_timeout(10.0)
+        .read_timeout(30.0)
+        .write_timeout(30.0)
+        .post_init(_post_init)
+    )
+    # Webhook mode feeds updates from the aiohttp server instead of an Updater.
+    builder = builder.updater(None) if webhook else builder.get_updates_read_timeout(40.0)
+    application = builder.build()
+    register(application, Handlers(service, settings))
+    return application
+
+
+def register(application: Application, handlers: Handlers) -> None:  # type: ignore[type-arg]
+    commands = Commands(handlers)
+    only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
+    for name, callback in (
+        ("start", commands.start),
+        ("help", commands.help),
+        ("rounds", commands.rounds),
+        ("reset", commands.reset),
+        ("status", commands.status),
+        ("answer", commands.answer),
+        ("retry", commands.retry),
+        ("role", commands.role),
+    ):
+        application.add_handler(CommandHandler(name, callback, filters=only_new))
+    application.add_handler(MessageHandler(only_new & filters.COMMAND, commands.unknown))
+    text_like = filters.TEXT | filters.CAPTION
+    application.add_handler(
+        MessageHandler(only_new & text_like & ~filters.COMMAND, handlers.on_message)
+    )
+    application.add_handler(
+        MessageHandler(only_new & ~text_like & ~filters.StatusUpdate.ALL, handlers.on_media)
+    )
+    application.add_handler(
+        CallbackQueryHandler(handlers.on_answer_button, pattern=f"^{ANSWER_NOW}$")
+    )
+    application.add_handler(
+        CallbackQueryHandler(commands.on_settings_button, pattern=r"^(rounds|role):")
+    )
+    application.add_error_handler(handlers.on_error)
+
+
+async def _post_init(application: Application) -> None:  # type: ignore[type-arg]
+    await set_command_menus(application)
+
+
+async def set_command_menus(application: Application) -> None:  # type: ignore[type-arg]
+    """Command menus for private chats and groups, in English and Russian."""
+    bot = application.bot
+    for language in (None, "ru"):
+        commands = [BotCommand(name, ru if language == "ru" else en) for name, en, ru in COMMANDS]
+        for scope in (BotCommandScopeAllPrivateChats(), BotCommandScopeAllGroupChats()):
+            try:
+                await bot.set_my_commands(commands, scope=scope, language_code=language)
+            except Exception as exc:  # a menu is a nicety; the bot works without it
+                log.warning("could not set the command menu: %s", exc)

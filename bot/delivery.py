@@ -1,0 +1,298 @@
+"""Showing a reply while it is generated, then delivering it as normal messages.
+
+Invariants:
+- progress is best effort (drafts in private chats, throttled edits elsewhere) and
+  never blocks the answer; the final text always goes out as ordinary messages,
+  every part of it, whatever happened to the progress updates;
+- a part Telegram rejects for its formatting is sent again as plain text, and a part
+  hit by flood control or a timeout is retried, so nothing the model wrote is lost;
+- a chat that blocked the bot raises `ChatUnavailable` once instead of retrying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from telegram import Bot, InlineKeyboardMarkup, Message, MessageEntity, ReplyParameters
+from telegram.constants import ChatAction
+from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
+
+from bot.flood import retry_seconds
+from bot.render import Part, plain_parts, render, utf16_len
+
+log = logging.getLogger(__name__)
+
+TELEGRAM_LIMIT = 4096
+NO_RETRIES = {"max_retries": 0}
+_draft_ids = itertools.count(1)
+
+
+class ChatUnavailable(Exception):
+    """The bot may not write to this chat (blocked, kicked, chat deleted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    chat_id: int
+    thread_id: int | None = None
+    reply_to: int | None = None
+    private: bool = True
+
+
+def with_footer(parts: list[Part], footer: str | None) -> list[Part]:
+    """Append an italic status line (e.g. "Round 1 of 3") to the last part, or as its own part."""
+    if not footer:
+        return parts
+    separator = "\n\n"
+    last = parts[-1] if parts else None
+    if last is not None and utf16_len(last.text + separator + footer) <= TELEGRAM_LIMIT:
+        offset = utf16_len(last.text + separator)
+        italic = MessageEntity(MessageEntity.ITALIC, offset, utf16_len(footer))
+        parts = [*parts[:-1], Part(last.text + separator + footer, (*last.entities, italic))]
+        return parts
+    return [*parts, Part(footer, (MessageEntity(MessageEntity.ITALIC, 0, utf16_len(footer)),))]
+
+
+class Sender:
+    """Sends complete texts to one chat with fallbacks and retries."""
+
+    def __init__(self, bot: Bot, target: Target, *, attempts: int = 4) -> None:
+        self._bot = bot
+        self._target = target
+        self._attempts = attempts
+
+    @property
+    def chat_id(self) -> int:
+        return self._target.chat_id
+
+    async def send_markdown(
+        self,
+        markdown: str,
+        *,
+        footer: str | None = None,
+        keyboard: InlineKeyboardMarkup | None = None,
+        edit: Message | None = None,
+    ) -> list[Message]:
+        """Deliver `markdown` whole: formatted where Telegram accepts it, plain where not.
+
+        With `edit`, the first part replaces that (progress) message's text.
+        """
+        parts = with_footer(render(markdown, limit=TELEGRAM_LIMIT), footer)
+        sent: list[Message] = []
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            markup = keyboard if last else None
+            if index == 0 and edit is not None:
+                edited = await self._edit_part(edit, part, markup)
+                if edited is not None:
+                    sent.append(edited)
+                    continue
+            sent.extend(await self._send_part(part, markup, reply=index == 0))
+        return sent
+
+    async def send_text(
+        self, text: str, *, keyboard: InlineKeyboardMarkup | None = None
+    ) -> list[Message]:
+        """Deliver a UI string (no Markdown)."""
+        chunks = plain_parts(text, limit=TELEGRAM_LIMIT)
+        sent: list[Message] = []
+        for index, chunk in enumerate(chunks):
+            markup = keyboard if index == len(chunks) - 1 else None
+            sent.append(await self._with_retries(self._send_raw, chunk, (), markup, index == 0))
+        return sent
+
+    async def _send_part(
+        self, part: Part, markup: InlineKeyboardMarkup | None, *, reply: bool
+    ) -> list[Message]:
+        try:
+            return [
+                await self._with_retries(self._send_raw, part.text, part.entities, markup, reply)
+            ]
+        except BadRequest as exc:
+            if "too long" not in str(exc).lower() and "entit" not in str(exc).lower():
+                raise
+            log.warning("formatting rejected (%s); sending plain text", exc)
+        sent = []
+        chunks = plain_parts(part.text, limit=TELEGRAM_LIMIT)
+        for index, chunk in enumerate(chunks):
+            chunk_markup = markup if index == len(chunks) - 1 else None
+            sent.append(await self._with_retries(self._send_raw, chunk, (), chunk_markup, reply))
+        return sent
+
+    async def _edit_part(
+        self, message: Message, part: Part, markup: InlineKeyboardMarkup | None
+    ) -> Message | None:
+        """Turn the progress message into the first final part; None if it cannot be edited."""
+        for entities in (part.entities, ()):
+            try:
+                result = await self._with_retries(
+                    self._bot.edit_message_text,
+                    part.text,
+                    chat_id=message.chat_id,
+                    message_id=message.message_id,
+                    entities=entities or None,
+                    reply_markup=markup,
+                )
+                return result if isinstance(result, Message) else message
+            except BadRequest as exc:
+                text = str(exc).lower()
+                if "not modified" in text:
+                    return message
+                if "entit" in text and entities:
+                    continue  # retry the edit as plain text
+                log.info("could not edit progress message: %s", exc)
+                return None
+        return None
+
+    async def _send_raw(
+        self,
+        text: str,
+        entities: Sequence[MessageEntity],
+        markup: InlineKeyboardMarkup | None,
+        reply: bool,
+    ) -> Message:
+        target = self._target
+        reply_parameters = None
+        if reply and target.reply_to is not None:
+            reply_parameters = ReplyParameters(target.reply_to, allow_sending_without_reply=True)
+        return await self._bot.send_message(
+            target.chat_id,
+            text,
+            entities=list(entities) or None,
+            message_thread_id=target.thread_id,
+            reply_parameters=reply_parameters,
+            reply_markup=markup,
+            link_preview_options=None,
+        )
+
+    async def _with_retries(self, call, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """Retry flood control and timeouts; stop at once when the chat is gone."""
+        for attempt in range(1, self._attempts + 1):
+            try:
+                return await call(*args, **kwargs)
+            except Forbidden as exc:
+                raise ChatUnavailable(str(exc)) from exc
+            except RetryAfter as exc:
+                if attempt == self._attempts:
+                    raise
+                await asyncio.sleep(retry_seconds(exc) + 0.1)
+            except (TimedOut, NetworkError) as exc:
+                if isinstance(exc, BadRequest) or attempt == self._attempts:
+                    raise
+                await asyncio.sleep(0.5 * attempt)
+        raise AssertionError("unreachable")
+
+
+class Progress:
+    """Streams partial text into the chat: drafts in private chats, edits elsewhere.
+
+    The first update waits `first_delay` so a reply that completes at once costs no
+    extra request; later ones are at least `interval` apart. The typing action is
+    sent after `typing_delay` and renewed every 4 s until `close()`.
+    """
+
+    DRAFT_TAIL = 3800  # a draft shows the end of a long text
+
+    def __init__(
+        self,
+        bot: Bot,
+        target: Target,
+        *,
+        interval: float = 1.0,
+        first_delay: float = 0.25,
+        typing_delay: float = 0.3,
+    ) -> None:
+        self._bot = bot
+        self._target = target
+        self._interval = interval
+        self._first_delay = first_delay
+        self._typing_delay = typing_delay
+        self._latest = ""
+        self._shown = ""
+        self._changed = asyncio.Event()
+        self._draft_id = next(_draft_ids)
+        self.message: Message | None = None  # the progress message (edits mode)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
+
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._keep_typing()))
+
+    async def update(self, text: str) -> None:
+        """Called with the whole reply so far; returns at once."""
+        self._latest = text
+        self._changed.set()
+        if len(self._tasks) < 2 and not self._closed:
+            self._tasks.append(asyncio.create_task(self._pump()))
+
+    async def close(self) -> None:
+        """Stop typing and progress updates (the final delivery follows)."""
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _keep_typing(self) -> None:
+        await asyncio.sleep(self._typing_delay)
+        while True:
+            with contextlib.suppress(Exception):
+                await self._bot.send_chat_action(
+                    self._target.chat_id,
+                    ChatAction.TYPING,
+                    message_thread_id=self._target.thread_id,
+                    rate_limit_args=NO_RETRIES,
+                )
+            await asyncio.sleep(4.0)
+
+    async def _pump(self) -> None:
+        await asyncio.sleep(self._first_delay)
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            text = self._latest
+            if text.strip() and text != self._shown:
+                try:
+                    await self._show(text)
+                    self._shown = text
+                except RetryAfter as exc:
+                    await asyncio.sleep(retry_seconds(exc))
+                except Forbidden:
+                    return
+                except Exception as exc:  # progress is cosmetic; the final delivery decides
+                    log.debug("progress update failed: %s", exc)
+            await asyncio.sleep(self._interval)
+
+    async def _show(self, text: str) -> None:
+        target = self._target
+        if target.private:
+            shown = text if len(text) <= self.DRAFT_TAIL else "…" + text[-self.DRAFT_TAIL :]
+            await self._bot.send_message_draft(
+                target.chat_id, self._draft_id, shown, rate_limit_args=NO_RETRIES
+            )
+            return
+        shown = text if len(text) <= self.DRAFT_TAIL else text[: self.DRAFT_TAIL] + " …"
+        if self.message is None:
+            self.message = await self._bot.send_message(
+                target.chat_id,
+                shown,
+                message_thread_id=target.thread_id,
+                reply_parameters=ReplyParameters(target.reply_to, allow_sending_without_reply=True)
+                if target.reply_to
+                else None,
+                rate_limit_args=NO_RETRIES,
+            )
+        else:
+            with contextlib.suppress(BadRequest):  # "message is not modified"
+                await self._bot.edit_message_text(
+                    shown,
+                    chat_id=self.message.chat_id,
+                    message_id=self.message.message_id,
+                    rate_limit_args=NO_RETRIES,
+                )

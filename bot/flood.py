@@ -1,0 +1,124 @@
+"""Flood control for Bot API calls, scoped to the chat that was limited.
+
+PTB's `AIORateLimiter` answers a RetryAfter by pausing *every* request of the bot,
+so one busy group would stall all private chats, and its default overall cap of
+30 requests/s alone makes 500 simultaneous replies take 17 s. Here a RetryAfter
+pauses only the chat it came from, groups keep Telegram's 20 messages a minute,
+and the overall cap is optional (`TELEGRAM_MAX_RATE`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import warnings
+from collections.abc import Callable, Coroutine
+from datetime import timedelta
+from typing import Any
+
+from aiolimiter import AsyncLimiter
+from telegram.error import RetryAfter
+from telegram.ext import BaseRateLimiter
+
+log = logging.getLogger(__name__)
+
+JSON = bool | dict[str, Any] | list[dict[str, Any]]
+UNLIMITED_ENDPOINTS = frozenset({"sendChatAction", "sendMessageDraft", "answerCallbackQuery"})
+
+
+class ChatFloodControl(BaseRateLimiter[dict[str, Any]]):
+    """`rate_limit_args` may be `{"max_retries": n}` to override retries for one call."""
+
+    def __init__(
+        self,
+        *,
+        overall_per_second: float = 0,
+        group_per_minute: int = 20,
+        max_retries: int = 5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._overall = AsyncLimiter(overall_per_second, 1) if overall_per_second > 0 else None
+        self._group_per_minute = group_per_minute
+        self._groups: dict[int, AsyncLimiter] = {}
+        self._paused_until: dict[int, float] = {}
+        self._max_retries = max_retries
+        self._clock = clock
+
+    async def initialize(self) -> None:
+        """Nothing to set up."""
+
+    async def shutdown(self) -> None:
+        """Nothing to release."""
+
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, JSON]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: dict[str, Any] | None,
+    ) -> JSON:
+        chat_id = _chat_id(data)
+        retries = self._max_retries
+        if rate_limit_args and "max_retries" in rate_limit_args:
+            retries = int(rate_limit_args["max_retries"])
+        for attempt in range(retries + 1):
+            await self._wait_if_paused(chat_id)
+            await self._acquire(chat_id, endpoint)
+            try:
+                return await callback(*args, **kwargs)
+            except RetryAfter as exc:
+                wait = retry_seconds(exc) + 0.1
+                if chat_id is not None:
+                    self._paused_until[chat_id] = self._clock() + wait
+                if attempt == retries:
+                    raise
+                log.info("flood control in chat %s: waiting %.1f s", chat_id, wait)
+                if chat_id is None:
+                    await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
+
+    async def _wait_if_paused(self, chat_id: int | None) -> None:
+        if chat_id is None:
+            return
+        until = self._paused_until.get(chat_id)
+        if until is None:
+            return
+        remaining = until - self._clock()
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+        elif self._paused_until.get(chat_id) == until:
+            del self._paused_until[chat_id]
+
+    async def _acquire(self, chat_id: int | None, endpoint: str) -> None:
+        if chat_id is None or endpoint in UNLIMITED_ENDPOINTS:
+            return
+        if chat_id < 0 and self._group_per_minute > 0:
+            limiter = self._groups.get(chat_id)
+            if limiter is None:
+                limiter = self._groups[chat_id] = AsyncLimiter(self._group_per_minute, 60)
+            await limiter.acquire()
+        if self._overall is not None:
+            await self._overall.acquire()
+
+
+def retry_seconds(exc: RetryAfter) -> float:
+    """RetryAfter's delay in seconds, without PTB 22's deprecation warning on `retry_after`."""
+    delay = getattr(exc, "_retry_after", None)
+    if delay is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            delay = exc.retry_after
+    return delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+
+
+def _chat_id(data: dict[str, Any]) -> int | None:
+    value = data.get("chat_id")
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

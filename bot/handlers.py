@@ -1,0 +1,184 @@
+"""Telegram handlers: parse the update, call the consultation service, show the result.
+
+Handlers stay thin: Telegram specifics (addressing in groups, access, input limits)
+are decided here; consultation rules live in `core`. Edited messages are ignored
+on purpose: the original text is already part of the consultation and the model
+may have answered it, so re-answering an edit would fork the conversation.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import Message, Update
+from telegram.ext import ContextTypes
+
+from bot.access import RateLimiter, is_allowed
+from bot.chat import (
+    Incoming,
+    display_name,
+    is_group,
+    language_of,
+    mentions_bot,
+    replies_to_bot,
+    strip_mention,
+    topic_of,
+)
+from bot.delivery import ChatUnavailable, Sender, Target
+from bot.i18n import t
+from bot.turns import ANSWER_NOW, TurnRunner
+from core.errors import EmptyMessage
+from core.service import ConsultationService
+from core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Context = ContextTypes.DEFAULT_TYPE
+
+
+def target_of(message: Message) -> Target:
+    return Target(
+        chat_id=message.chat_id,
+        thread_id=topic_of(message) if message.is_topic_message else None,
+        reply_to=message.message_id if is_group(message) else None,
+        private=not is_group(message),
+    )
+
+
+class Handlers:
+    def __init__(self, service: ConsultationService, settings: Settings) -> None:
+        self.service = service
+        self.settings = settings
+        self.turns = TurnRunner(ttl_minutes=max(settings.session_ttl_seconds // 60, 1))
+        self.rate_limiter = RateLimiter(settings.user_rate_limit_per_minute)
+
+    # -- messages ------------------------------------------------------------------------
+
+    async def on_message(self, update: Update, context: Context) -> None:
+        """Advance the consultation with a text (or a captioned photo) addressed to the bot."""
+        message = update.effective_message
+        if message is None:
+            return
+        incoming = await self.accept(message, context)
+        if incoming is None:
+            return
+        text = incoming.text
+        language = incoming.language
+        sender = Sender(context.bot, target_of(message))
+        if not text.strip():
+            await self.say(sender, t(language, "empty"))
+            return
+        if len(text) > self.settings.max_input_chars:
+            text = text[: self.settings.max_input_chars]
+            await self.say(sender, t(language, "truncated", limit=self.settings.max_input_chars))
+
+        async def ask(on_text):  # type: ignore[no-untyped-def]
+            return await self.service.ask(
+                incoming.key,
+                text,
+                author=incoming.author,
+                author_id=incoming.user_id,
+                is_group=incoming.is_group,
+                on_text=on_text,
+            )
+
+        try:
+            await self.turns.run(context.bot, target_of(message), language, ask)
+        except EmptyMessage:
+            await self.say(sender, t(language, "empty"))
+
+    async def on_media(self, update: Update, context: Context) -> None:
+        """Explain that only text is understood (stickers, voice, photos without caption)."""
+        message = update.effective_message
+        if message is None:
+            return
+        incoming = await self.accept(message, context, require_text=False)
+        if incoming is not None:
+            await self.say(
+                Sender(context.bot, target_of(message)), t(incoming.language, "text_only")
+            )
+
+    async def accept(
+        self, message: Message, context: Context, *, require_text: bool = True
+    ) -> Incoming | None:
+        """The message as plain values if it is for the bot and allowed; None to ignore it.
+
+        Replies itself when a user is refused (not allowed, too fast).
+        """
+        user = message.from_user
+        language = language_of(user)
+        group = is_group(message)
+        raw = message.text or message.caption or ""
+        bot = context.bot
+        if group and not (
+            mentions_bot(message, username=bot.username, bot_id=bot.id)
+            or replies_to_bot(message, bot_id=bot.id)
+        ):
+            return None
+        sender = Sender(bot, target_of(message))
+        user_id = user.id if user is not None else None
+        if not is_allowed(
+            user_id=user_id,
+            chat_id=message.chat_id,
+            allowed_users=self.settings.allowed_user_ids,
+            allowed_chats=self.settings.allowed_chat_ids,
+        ):
+            await self.say(sender, t(language, "not_allowed"))
+            return None
+        if user_id is not None:
+            wait = self.rate_limiter.check(user_id)
+            if wait > 0:
+                await self.say(sender, t(language, "rate_limited", seconds=int(wait) + 1))
+                return None
+        self.turns.forget_blocked(message.chat_id)
+        text = strip_mention(raw, bot.username) if group else raw
+        return Incoming(
+            chat_id=message.chat_id,
+            thread_id=topic_of(message),
+            user_id=user_id,
+            author=display_name(user) if group else None,
+            language=language,
+            text=text,
+            is_group=group,
+        )
+
+    async def on_answer_button(self, update: Update, context: Context) -> None:
+        """Give the final answer now, from the button under a clarifying question."""
+        query = update.callback_query
+        if query is None:
+            return
+        await query.answer()
+        message = query.message
+        if not isinstance(message, Message) or query.data != ANSWER_NOW:
+            return
+        await self.final_answer_now(message, context, user=query.from_user)
+
+    async def final_answer_now(self, message: Message, context: Context, *, user) -> None:  # type: ignore[no-untyped-def]
+        group = is_group(message)
+        key = Incoming(message.chat_id, topic_of(message), None, None, "en", "", group).key
+
+        async def answer(on_text):  # type: ignore[no-untyped-def]
+            return await self.service.answer_now(
+                key, author=display_name(user) if group else None, is_group=group, on_text=on_text
+            )
+
+        await self.turns.run(context.bot, target_of(message), language_of(user), answer)
+
+    async def say(self, sender: Sender, text: str) -> None:
+        try:
+            await sender.send_text(text)
+        except ChatUnavailable as exc:
+            log.info("chat %s does not accept messages: %s", sender.chat_id, exc)
+
+    async def on_error(self, update: object, context: Context) -> None:
+        """Log the failure; tell the user something went wrong, never how."""
+        log.error("error while handling an update", exc_info=context.error)
+        if isinstance(update, Update) and update.effective_message is not None:
+            message = update.effective_message
+            language = language_of(update.effective_user)
+            try:
+                await Sender(context.bot, target_of(message)).send_text(
+                    t(language, "internal_error")
+                )
+            except Exception:  # the chat may be gone; nothing more to do
+                log.debug("could not report the error to the chat", exc_info=True)

@@ -1,0 +1,182 @@
+"""UI strings in English and Russian, picked from the user's Telegram language.
+
+Both tables must have the same keys and placeholders (a test checks it), so a
+missing translation is caught before it reaches a user.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EN: dict[str, str] = {
+    "start": (
+        "Hi! I'm a consultant. Tell me what you need help with. I'll ask a few clarifying "
+        "questions (up to {rounds} rounds), then give you one complete, structured answer.\n\n"
+        "/rounds — how many rounds · /answer — final answer now · /reset — start over · "
+        "/help — more"
+    ),
+    "help": (
+        "How it works: you describe your question, I ask the few questions that matter most, "
+        "and in the last round I give a complete answer to your original request.\n\n"
+        "/rounds [N] — rounds per consultation (1–{limit}, now {rounds})\n"
+        "/answer — get the final answer now\n"
+        "/reset — end this consultation and start over\n"
+        "/status — where the consultation stands\n"
+        "/retry — answer your last message again after an error\n"
+        "/role — choose the expert\n\n"
+        "In groups, mention me (@{username}) or reply to my message; everyone can answer my "
+        "questions."
+    ),
+    "privacy_note": (
+        "Privacy mode is on, so in this group I only see commands, replies to my messages and "
+        "messages that mention @{username}. To let me read every message, an admin can turn "
+        "privacy mode off in @BotFather (Bot Settings → Group Privacy) and re-add me."
+    ),
+    "round_label": "Round {round} of {max_rounds}",
+    "final_label": "Final answer",
+    "complete": "✅ Consultation complete. Send a new message to start another one.",
+    "answer_button": "Give the final answer now",
+    "rounds_show": "Rounds per consultation: {rounds} (1–{limit}). Change it with /rounds N or:",
+    "rounds_set": "Rounds per consultation: {rounds}.",
+    "rounds_set_active": "This consultation has used {done} of {rounds}.",
+    "rounds_next_final": "Your next message will get the final answer.",
+    "rounds_invalid": (
+        "“{value}” is not a valid number of rounds. Use a whole number from 1 to {limit}, "
+        "e.g. /rounds 3. Nothing was changed."
+    ),
+    "reset_done": "Consultation ended. Your next message starts a new one.",
+    "reset_none": "There is no active consultation. Send your question to start one.",
+    "status_idle": "No active consultation. Rounds: {rounds}. Expert: {role}.",
+    "status_active": (
+        "Consultation in progress: {done} of {rounds} rounds answered. Expert: {role}.\n"
+        "Request: “{request}”"
+    ),
+    "status_open_turn": "Your last message is still waiting for an answer: send /retry.",
+    "answer_none": "There is nothing to answer yet: send your question first.",
+    "retry_none": "Nothing to retry: no message is waiting for an answer.",
+    "model_error": (
+        "⚠️ The model is not answering right now ({reason}). Your message is saved and this "
+        "round is not used up: send /retry, or simply write again."
+    ),
+    "reason_timeout": "it took too long",
+    "reason_rate_limited": "too many requests",
+    "reason_unavailable": "the service is unavailable",
+    "reason_rejected": "the request was refused",
+    "rate_limited": "You're sending messages too fast. Please wait {seconds} s and try again.",
+    "not_allowed": "Sorry, this bot is not available here.",
+    "text_only": (
+        "I can only read text. Please describe it in words (a caption on a photo works too)."
+    ),
+    "truncated": "Your message was too long, so I used its first {limit} characters.",
+    "expired": (
+        "Your previous consultation expired after {minutes} min without messages, so this "
+        "starts a new one."
+    ),
+    "incomplete": "(The answer may be incomplete: it hit the length limit.)",
+    "unknown_command": "I don't know that command. See /help.",
+    "empty": "Your message is empty. Please write your question in words.",
+    "role_show": "Expert: {role}. Choose another one (applies to the next consultation):",
+    "role_set": "Expert set to {role}. It applies to your next consultation (/reset to start now).",
+    "role_unknown": "Unknown expert “{value}”. Available: {roles}.",
+    "not_admin": "Only group admins or the member who started the consultation can do that.",
+    "internal_error": "Something went wrong on my side. Your message is saved; please try again.",
+}
+
+RU: dict[str, str] = {
+    "start": (
+        "Здравствуйте! Я консультант. Расскажите, с чем нужна помощь. Я задам несколько "
+        "уточняющих вопросов (до {rounds} раундов), а затем дам один полный структурированный "
+        "ответ.\n\n"
+        "/rounds — число раундов · /answer — итоговый ответ сейчас · /reset — начать заново · "
+        "/help — подробнее"
+    ),
+    "help": (
+        "Как это работает: вы описываете вопрос, я задаю самые важные уточняющие вопросы, а в "
+        "последнем раунде даю полный ответ на ваш исходный запрос.\n\n"
+        "/rounds [N] — раундов в консультации (1–{limit}, сейчас {rounds})\n"
+        "/answer — получить итоговый ответ сейчас\n"
+        "/reset — завершить консультацию и начать заново\n"
+        "/status — на каком этапе консультация\n"
+        "/retry — ответить на последнее сообщение ещё раз после ошибки\n"
+        "/role — выбрать эксперта\n\n"
+        "В группах упомяните меня (@{username}) или ответьте на моё сообщение; отвечать на мои "
+        "вопросы может любой участник."
+    ),
+    "privacy_note": (
+        "Включён режим приватности, поэтому в этой группе я вижу только команды, ответы на мои "
+        "сообщения и сообщения с упоминанием @{username}. Чтобы я видел все сообщения, "
+        "администратор может отключить его в @BotFather (Bot Settings → Group Privacy) и "
+        "добавить меня заново."
+    ),
+    "round_label": "Раунд {round} из {max_rounds}",
+    "final_label": "Итоговый ответ",
+    "complete": "✅ Консультация завершена. Напишите новое сообщение, чтобы начать следующую.",
+    "answer_button": "Дать итоговый ответ сейчас",
+    "rounds_show": "Раундов в консультации: {rounds} (1–{limit}). Измените командой /rounds N или:",
+    "rounds_set": "Раундов в консультации: {rounds}.",
+    "rounds_set_active": "В этой консультации использовано {done} из {rounds}.",
+    "rounds_next_final": "На следующее сообщение вы получите итоговый ответ.",
+    "rounds_invalid": (
+        "«{value}» — неверное число раундов. Укажите целое число от 1 до {limit}, например "
+        "/rounds 3. Ничего не изменено."
+    ),
+    "reset_done": "Консультация завершена. Следующее сообщение начнёт новую.",
+    "reset_none": "Активной консультации нет. Напишите вопрос, чтобы начать.",
+    "status_idle": "Активной консультации нет. Раундов: {rounds}. Эксперт: {role}.",
+    "status_active": (
+        "Идёт консультация: отвечено раундов {done} из {rounds}. Эксперт: {role}.\n"
+        "Запрос: «{request}»"
+    ),
+    "status_open_turn": "Ваше последнее сообщение ещё ждёт ответа: отправьте /retry.",
+    "answer_none": "Пока нечего отвечать: сначала напишите свой вопрос.",
+    "retry_none": "Повторять нечего: нет сообщений, ожидающих ответа.",
+    "model_error": (
+        "⚠️ Модель сейчас не отвечает ({reason}). Ваше сообщение сохранено, и раунд не "
+        "потрачен: отправьте /retry или просто напишите ещё раз."
+    ),
+    "reason_timeout": "слишком долгое ожидание",
+    "reason_rate_limited": "слишком много запросов",
+    "reason_unavailable": "сервис недоступен",
+    "reason_rejected": "запрос отклонён",
+    "rate_limited": "Вы пишете слишком часто. Подождите {seconds} с и попробуйте снова.",
+    "not_allowed": "Извините, этот бот здесь недоступен.",
+    "text_only": (
+        "Я понимаю только текст. Опишите, пожалуйста, словами (подпись к фото тоже подойдёт)."
+    ),
+    "truncated": "Сообщение слишком длинное, я использовал первые {limit} символов.",
+    "expired": (
+        "Предыдущая консультация истекла после {minutes} мин без сообщений, поэтому начинаем новую."
+    ),
+    "incomplete": "(Ответ может быть неполным: он упёрся в ограничение длины.)",
+    "unknown_command": "Такой команды я не знаю. Смотрите /help.",
+    "empty": "Сообщение пустое. Пожалуйста, напишите вопрос словами.",
+    "role_show": "Эксперт: {role}. Выберите другого (для следующей консультации):",
+    "role_set": "Эксперт: {role}. Он начнёт со следующей консультации (/reset — начать сейчас).",
+    "role_unknown": "Неизвестный эксперт «{value}». Доступны: {roles}.",
+    "not_admin": (
+        "Это могут делать только администраторы группы или участник, начавший консультацию."
+    ),
+    "internal_error": (
+        "Что-то пошло не так на моей стороне. Сообщение сохранено, попробуйте ещё раз."
+    ),
+}
+
+TABLES = {"en": EN, "ru": RU}
+
+
+def t(language: str, key: str, **values: Any) -> str:
+    """The string `key` in `language` (English when unknown), formatted with `values`."""
+    table = TABLES.get(language, EN)
+    return table.get(key, EN[key]).format(**values)
+
+
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("start", "Start and see how it works", "Начать и узнать, как это работает"),
+    ("help", "Commands and how to use the bot", "Команды и как пользоваться ботом"),
+    ("rounds", "Rounds per consultation: /rounds N", "Раундов в консультации: /rounds N"),
+    ("answer", "Get the final answer now", "Получить итоговый ответ сейчас"),
+    ("reset", "End the consultation and start over", "Завершить консультацию и начать заново"),
+    ("status", "Where the consultation stands", "На каком этапе консультация"),
+    ("retry", "Answer the last message again", "Ответить на последнее сообщение ещё раз"),
+    ("role", "Choose the expert", "Выбрать эксперта"),
+)

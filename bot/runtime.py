@@ -1,0 +1,64 @@
+"""Opening and closing what a running process needs: store, model client, prompts, service.
+
+Shared by the Telegram bot, the HTTP API and the console, so all three run the
+same engine on the same database. Periodic cleanup runs as a plain asyncio task
+for as long as the runtime is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from core.llm import OpenAICompleter
+from core.prompts import PromptLibrary
+from core.service import ConsultationService, EngineConfig
+from core.settings import Settings
+from storage import SqliteStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: SqliteStore
+    completer: OpenAICompleter
+    prompts: PromptLibrary
+    service: ConsultationService
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
+    prompts = PromptLibrary(settings.prompts_dir)
+    prompts.check()
+    store = await SqliteStore.open(settings.db_path)
+    completer = OpenAICompleter.from_settings(settings)
+    service = ConsultationService(store, completer, prompts, EngineConfig.from_settings(settings))
+    cleanup = asyncio.create_task(_cleanup_loop(service, settings))
+    try:
+        yield Runtime(settings, store, completer, prompts, service)
+    finally:
+        cleanup.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await cleanup
+        await completer.close()
+        await store.close()
+
+
+async def _cleanup_loop(service: ConsultationService, settings: Settings) -> None:
+    """Expire idle consultations and purge old ones, now and then."""
+    while True:
+        try:
+            expired, purged = await service.cleanup(
+                retention_seconds=settings.retention_days * 86400, now=time.time()
+            )
+            if expired or purged:
+                log.info("cleanup: %d expired, %d purged", expired, purged)
+        except Exception:
+            log.exception("cleanup failed; will try again")
+        await asyncio.sleep(settings.cleanup_interval_seconds)

@@ -1,0 +1,99 @@
+"""The long-running bot process: runtime, Telegram application, optional HTTP server.
+
+Stops cleanly on SIGTERM/SIGINT: polling ends, updates being handled finish,
+the store is closed. Start-up failures (bad token, Telegram unreachable) end with
+one clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+from telegram import Update
+from telegram.error import InvalidToken, NetworkError, TimedOut
+
+from bot.app import build_application
+from bot.runtime import open_runtime
+from core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STARTUP_ATTEMPTS = 5
+
+
+async def run_bot(settings: Settings) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    async with open_runtime(settings) as runtime:
+        webhook = bool(settings.webhook_url)
+        application = build_application(settings, runtime.service, webhook=webhook)
+        try:
+            await initialize_with_retries(application)
+        except InvalidToken:
+            print(
+                "Telegram rejected TELEGRAM_BOT_TOKEN: check the token from @BotFather.",
+                file=sys.stderr,
+            )
+            return 2
+        except (NetworkError, TimedOut) as exc:
+            print(
+                f"Cannot reach the Telegram Bot API at {settings.telegram_api_base_url}: {exc}",
+                file=sys.stderr,
+            )
+            return 1
+        try:
+            await application.start()
+            web = await start_web(settings, runtime, application) if needs_web(settings) else None
+            if not webhook:
+                assert application.updater is not None
+                await application.updater.start_polling(
+                    allowed_updates=Update.ALL_TYPES, timeout=30, poll_interval=0
+                )
+            log.info(
+                "bot @%s is running (%s)",
+                application.bot.username,
+                "webhook" if webhook else "polling",
+            )
+            await stop.wait()
+            log.info("stopping")
+            if application.updater is not None and application.updater.running:
+                await application.updater.stop()
+            if web is not None:
+                await web.cleanup()
+            await application.stop()
+        finally:
+            await application.shutdown()
+    return 0
+
+
+async def initialize_with_retries(application) -> None:  # type: ignore[no-untyped-def]
+    """getMe and friends, retried a few times: a network blip at start-up is no reason to die."""
+    for attempt in range(1, STARTUP_ATTEMPTS + 1):
+        try:
+            await application.initialize()
+            return
+        except InvalidToken:
+            raise
+        except (NetworkError, TimedOut) as exc:
+            if attempt == STARTUP_ATTEMPTS:
+                raise
+            log.warning("Telegram not reachable (%s); retrying", exc)
+            await asyncio.sleep(min(2**attempt, 30))
+
+
+def needs_web(settings: Settings) -> bool:
+    return settings.api_enabled or bool(settings.webhook_url)
+
+
+async def start_web(settings, runtime, application):  # type: ignore[no-untyped-def]
+    """The aiohttp server for the HTTP API, the webhook, health and metrics."""
+    from api import start_web_server
+
+    return await start_web_server(settings, runtime, application)

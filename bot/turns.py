@@ -1,0 +1,104 @@
+"""Running one consultation turn in a chat: progress while the model works, then the reply.
+
+Every outcome ends in a message the user can act on: the answer with where the
+consultation stands, or a localized explanation. Nothing here retries the model:
+a failed turn stays open in the store for /retry or the next message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
+
+from bot.delivery import ChatUnavailable, Progress, Sender, Target
+from bot.i18n import t
+from core.errors import ModelError, NoActiveConsultation, NothingToRetry
+from core.outcomes import Notice, Reply
+from core.service import OnText
+
+log = logging.getLogger(__name__)
+
+ANSWER_NOW = "answer"
+
+Action = Callable[[OnText], Awaitable[Reply]]
+
+
+def answer_now_keyboard(language: str) -> InlineKeyboardMarkup:
+    button = InlineKeyboardButton(t(language, "answer_button"), callback_data=ANSWER_NOW)
+    return InlineKeyboardMarkup([[button]])
+
+
+def footer_for(reply: Reply, language: str) -> str:
+    """The unobtrusive status line under a reply."""
+    if reply.is_final:
+        lines = [t(language, "final_label")]
+        if Notice.ANSWER_INCOMPLETE in reply.notices:
+            lines.append(t(language, "incomplete"))
+        if reply.is_complete:
+            lines.append(t(language, "complete"))
+        return "\n".join(lines)
+    return t(language, "round_label", round=reply.round, max_rounds=reply.max_rounds)
+
+
+class TurnRunner:
+    def __init__(self, *, ttl_minutes: int, group_interval: float = 3.0) -> None:
+        self._ttl_minutes = ttl_minutes
+        self._group_interval = group_interval
+        self._blocked: set[int] = set()
+
+    async def run(self, bot: Bot, target: Target, language: str, action: Action) -> Reply | None:
+        """Run `action` (a service call taking an on_text callback) and deliver its outcome."""
+        sender = Sender(bot, target)
+        interval = 1.0 if target.private else self._group_interval
+        progress = Progress(bot, target, interval=interval)
+        progress.start()
+        try:
+            try:
+                reply = await action(progress.update)
+            finally:
+                await progress.close()
+            await self._deliver(sender, reply, language, progress)
+            return reply
+        except ModelError as exc:
+            log.warning("model error in chat %s: %s", target.chat_id, exc)
+            reason = t(language, f"reason_{exc.kind.value}")
+            await self._say(sender, t(language, "model_error", reason=reason))
+        except NothingToRetry:
+            await self._say(sender, t(language, "retry_none"))
+        except NoActiveConsultation:
+            await self._say(sender, t(language, "answer_none"))
+        except ChatUnavailable as exc:
+            self._note_blocked(target.chat_id, exc)
+        return None
+
+    async def _deliver(
+        self, sender: Sender, reply: Reply, language: str, progress: Progress
+    ) -> None:
+        if Notice.PREVIOUS_EXPIRED in reply.notices:
+            await sender.send_text(t(language, "expired", minutes=self._ttl_minutes))
+        keyboard = None if reply.is_final else answer_now_keyboard(language)
+        await sender.send_markdown(
+            reply.text,
+            footer=footer_for(reply, language),
+            keyboard=keyboard,
+            edit=progress.message,
+        )
+
+    async def _say(self, sender: Sender, text: str) -> None:
+        """Send an explanation; a partial reply already shown stays above it."""
+        try:
+            await sender.send_text(text)
+        except ChatUnavailable as exc:
+            self._note_blocked(sender.chat_id, exc)
+
+    def _note_blocked(self, chat_id: int, exc: Exception) -> None:
+        """Log a chat that refuses the bot once; later failures stay quiet."""
+        if chat_id not in self._blocked:
+            self._blocked.add(chat_id)
+            log.info("chat %s does not accept messages: %s", chat_id, exc)
+
+    def forget_blocked(self, chat_id: int) -> None:
+        """The chat wrote to us again, so it accepts messages again."""
+        self._blocked.discard(chat_id)

@@ -1,0 +1,128 @@
+"""Bot building blocks that need no server: strings, access, addressing, flood control."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import string
+
+import pytest
+from telegram.error import RetryAfter
+
+from bot.access import RateLimiter, is_allowed
+from bot.chat import chat_key, language_of, strip_mention
+from bot.flood import ChatFloodControl
+from bot.i18n import EN, RU, t
+
+
+def _fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def test_both_languages_have_the_same_strings_and_placeholders() -> None:
+    """Every UI string exists in English and Russian with the same placeholders."""
+    assert EN.keys() == RU.keys()
+    for key in EN:
+        assert _fields(EN[key]) == _fields(RU[key]), key
+
+
+def test_unknown_language_falls_back_to_english() -> None:
+    """A language without a table gets English."""
+    assert t("de", "round_label", round=1, max_rounds=3) == "Round 1 of 3"
+    assert t("ru", "round_label", round=2, max_rounds=3) == "Раунд 2 из 3"
+
+
+@pytest.mark.parametrize(
+    ("code", "language"), [("ru", "ru"), ("ru-RU", "ru"), ("uk", "ru"), ("en", "en"), (None, "en")]
+)
+def test_language_from_telegram_code(code: str | None, language: str) -> None:
+    """Russian (and neighbouring languages) get Russian strings; the rest English."""
+    from telegram import User
+
+    assert language_of(User(1, "A", False, language_code=code)) == language
+
+
+def test_allow_lists() -> None:
+    """Empty lists allow all; otherwise the user or the chat must be listed."""
+    nobody: frozenset[int] = frozenset()
+    assert is_allowed(user_id=1, chat_id=5, allowed_users=nobody, allowed_chats=nobody)
+    assert is_allowed(user_id=1, chat_id=5, allowed_users=frozenset({1}), allowed_chats=nobody)
+    one, listed = frozenset({1}), frozenset({-9})
+    assert is_allowed(user_id=2, chat_id=-9, allowed_users=one, allowed_chats=listed)
+    assert not is_allowed(user_id=2, chat_id=5, allowed_users=frozenset({1}), allowed_chats=nobody)
+
+
+def test_rate_limiter_window() -> None:
+    """The n+1-th message within a minute waits; after the window it passes again."""
+    now = [0.0]
+    limiter = RateLimiter(3, clock=lambda: now[0])
+    assert [limiter.check(7) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert limiter.check(7) == pytest.approx(60.0)
+    assert limiter.check(8) == 0.0  # other users are unaffected
+    now[0] = 60.0
+    assert limiter.check(7) == 0.0
+
+
+def test_rate_limit_zero_means_unlimited() -> None:
+    """A limit of 0 never refuses."""
+    limiter = RateLimiter(0)
+    assert all(limiter.check(1) == 0.0 for _ in range(1000))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("@ConsultBot what about taxes?", "what about taxes?"),
+        ("hey @consultbot, help", "hey help"),
+        ("@CONSULTBOT: help", "help"),
+        ("mail me at a@consultbotx.com", "mail me at a@consultbotx.com"),
+    ],
+)
+def test_mention_is_stripped_case_insensitively(text: str, expected: str) -> None:
+    """The bot's @username is removed from the text the model sees; other text stays."""
+    assert strip_mention(text, "ConsultBot") == expected
+
+
+def test_chat_keys_separate_forum_topics() -> None:
+    """A group and each of its topics are separate conversations."""
+    assert chat_key(-100) == "tg:-100"
+    assert chat_key(-100, 7) == "tg:-100:7"
+    assert re.fullmatch(r"tg:\d+", chat_key(42))
+
+
+async def test_retry_after_pauses_only_the_limited_chat() -> None:
+    """A RetryAfter in one chat delays that chat's retry, not another chat's requests."""
+    control = ChatFloodControl(max_retries=2)
+    calls: list[tuple[int, float]] = []
+    loop = asyncio.get_running_loop()
+    failed = set()
+
+    async def callback(chat_id: int) -> dict:
+        calls.append((chat_id, loop.time()))
+        if chat_id == 1 and 1 not in failed:
+            failed.add(1)
+            raise RetryAfter(1)
+        return {"ok": True}
+
+    start = loop.time()
+    limited = asyncio.create_task(
+        control.process_request(callback, (1,), {}, "sendMessage", {"chat_id": 1}, None)
+    )
+    await asyncio.sleep(0.05)
+    other = await control.process_request(callback, (2,), {}, "sendMessage", {"chat_id": 2}, None)
+    assert other == {"ok": True}
+    assert await limited == {"ok": True}
+    # chat 2 went through while chat 1 was paused; chat 1 retried after its delay
+    assert [chat for chat, _ in calls] == [1, 2, 1]
+    assert calls[-1][1] - start >= 1.0
+
+
+async def test_retry_after_beyond_max_retries_is_raised() -> None:
+    """When flood control persists past the allowed retries the caller gets RetryAfter."""
+    control = ChatFloodControl(max_retries=0)
+
+    async def callback() -> dict:
+        raise RetryAfter(0)
+
+    with pytest.raises(RetryAfter):
+        await control.process_request(callback, (), {}, "sendMessage", {"chat_id": 1}, None)
