@@ -7,6 +7,7 @@ invalid setting ends the process with one line saying what to set, exit code 2.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sys
 from collections.abc import Coroutine
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         return run(run_console(settings))
     from bot.serve import run_bot
 
+    tune_gc()
     try:
         return run(run_bot(settings))
     except KeyboardInterrupt:
@@ -56,6 +58,11 @@ def check_required(settings: Settings, *, telegram: bool) -> None:
         raise ConfigError(
             "TELEGRAM_BOT_TOKEN is not set. Create a bot with @BotFather and put its token "
             "in .env (see .env.example)."
+        )
+    if telegram and settings.webhook_url and not settings.secret("webhook_secret"):
+        raise ConfigError(
+            "WEBHOOK_SECRET is not set. Webhook mode needs a secret (1-256 characters of "
+            "A-Z a-z 0-9 _ -) so that only Telegram can post updates."
         )
     if not settings.secret("openai_api_key"):
         raise ConfigError(
@@ -71,6 +78,19 @@ def configure_logging(level: str) -> None:
     )
     for noisy in ("httpx", "httpx2", "httpcore", "telegram.ext.Updater"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def tune_gc() -> None:
+    """Freeze what start-up made and collect young objects less often.
+
+    Each update allocates thousands of short-lived objects; at the default
+    thresholds full collections kept walking every imported module's objects
+    (pauses up to 0.1 s) and garbage collection took a third of the CPU with 500
+    chats at once. Frozen start-up objects are never scanned again.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
 
 
 def run(coroutine: Coroutine[Any, Any, int]) -> int:

@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from api.metrics import MeteredCompleter, Metrics
 from core.llm import OpenAICompleter
 from core.prompts import PromptLibrary
 from core.service import ConsultationService, EngineConfig
@@ -30,6 +31,7 @@ class Runtime:
     completer: OpenAICompleter
     prompts: PromptLibrary
     service: ConsultationService
+    metrics: Metrics
 
 
 @contextlib.asynccontextmanager
@@ -38,10 +40,12 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
     prompts.check()
     store = await SqliteStore.open(settings.db_path)
     completer = OpenAICompleter.from_settings(settings)
-    service = ConsultationService(store, completer, prompts, EngineConfig.from_settings(settings))
+    metrics = Metrics()
+    metered = MeteredCompleter(completer, metrics)
+    service = ConsultationService(store, metered, prompts, EngineConfig.from_settings(settings))
     cleanup = asyncio.create_task(_cleanup_loop(service, settings))
     try:
-        yield Runtime(settings, store, completer, prompts, service)
+        yield Runtime(settings, store, completer, prompts, service, metrics)
     finally:
         cleanup.cancel()
         with contextlib.suppress(asyncio.CancelledError):

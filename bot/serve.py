@@ -16,7 +16,7 @@ import sys
 from telegram import Update
 from telegram.error import InvalidToken, NetworkError, TimedOut
 
-from bot.app import build_application
+from bot.app import build_application, set_command_menus
 from bot.runtime import open_runtime
 from core.settings import Settings
 
@@ -33,7 +33,12 @@ async def run_bot(settings: Settings) -> int:
             loop.add_signal_handler(sig, stop.set)
     async with open_runtime(settings) as runtime:
         webhook = bool(settings.webhook_url)
-        application = build_application(settings, runtime.service, webhook=webhook)
+        application = build_application(
+            settings,
+            runtime.service,
+            webhook=webhook,
+            on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
+        )
         try:
             await initialize_with_retries(application)
         except InvalidToken:
@@ -49,6 +54,8 @@ async def run_bot(settings: Settings) -> int:
             )
             return 1
         try:
+            # `post_init` runs only under run_polling/run_webhook, not on this manual start.
+            await set_command_menus(application)
             await application.start()
             web = await start_web(settings, runtime, application) if needs_web(settings) else None
             if not webhook:
@@ -80,9 +87,11 @@ async def initialize_with_retries(application) -> None:  # type: ignore[no-untyp
             await application.initialize()
             return
         except InvalidToken:
+            await application.bot.shutdown()  # close the HTTP sessions initialize opened
             raise
         except (NetworkError, TimedOut) as exc:
             if attempt == STARTUP_ATTEMPTS:
+                await application.bot.shutdown()
                 raise
             log.warning("Telegram not reachable (%s); retrying", exc)
             await asyncio.sleep(min(2**attempt, 30))

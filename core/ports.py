@@ -54,6 +54,10 @@ class ConsultationStore(Protocol):
         """A consultation by id whatever its status, messages included."""
         ...
 
+    async def latest_status(self, chat_key: str) -> Status | None:
+        """Status of the chat's most recently active consultation, None if it never had one."""
+        ...
+
     async def create(self, consultation: Consultation) -> None:
         """Insert the consultation and the messages it already holds, atomically."""
         ...

@@ -384,6 +384,9 @@ class ConsultationService:
         ):
             await self._store.set_status(consultation.id, Status.EXPIRED, at=now)
             return None, {Notice.PREVIOUS_EXPIRED}
+        if consultation is None and await self._store.latest_status(chat_key) is Status.EXPIRED:
+            # The periodic cleanup expired it; nothing newer started, so nobody was told yet.
+            return None, {Notice.PREVIOUS_EXPIRED}
         return consultation, set()
 
     async def _start(

@@ -98,6 +98,9 @@ class SqliteStore:
             functools.partial(sql.load_by_id, consultation_id=consultation_id)
         )
 
+    async def latest_status(self, chat_key: str) -> Status | None:
+        return await self._reader.run(functools.partial(sql.latest_status, chat_key=chat_key))
+
     async def load_chat_settings(self, chat_key: str) -> ChatSettings:
         return await self._reader.run(functools.partial(sql.load_chat_settings, chat_key=chat_key))
 

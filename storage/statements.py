@@ -157,6 +157,15 @@ def load_by_id(db: sqlite3.Connection, consultation_id: str) -> Consultation | N
     return _load(db, _SELECT_BY_ID, consultation_id)
 
 
+def latest_status(db: sqlite3.Connection, chat_key: str) -> Status | None:
+    row = db.execute(
+        "SELECT status FROM consultations WHERE chat_key = ?"
+        " ORDER BY last_activity_at DESC, created_at DESC LIMIT 1",
+        (chat_key,),
+    ).fetchone()
+    return None if row is None else Status(row[0])
+
+
 def load_chat_settings(db: sqlite3.Connection, chat_key: str) -> ChatSettings:
     row = db.execute(
         "SELECT max_rounds, role, system_prompt, language FROM chat_settings WHERE chat_key = ?",

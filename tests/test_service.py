@@ -326,3 +326,16 @@ async def test_cleanup_expires_and_purges(
     clock.now += 86401
     assert await service.cleanup(retention_seconds=86400) == (0, 1)
     assert await store.get(reply.consultation_id) is None
+
+
+async def test_consultation_expired_by_cleanup_is_explained_once(
+    service: ConsultationService, clock: Clock
+) -> None:
+    """After the periodic cleanup expired a consultation, the next message says so, once."""
+    await service.ask(KEY, "Old")
+    clock.now += 4000
+    await service.cleanup(retention_seconds=86400)
+    fresh = await service.ask(KEY, "New")
+    assert Notice.PREVIOUS_EXPIRED in fresh.notices and fresh.round == 1
+    later = await service.ask(KEY, "More")
+    assert Notice.PREVIOUS_EXPIRED not in later.notices

@@ -527,3 +527,14 @@ async def test_starter_of_a_consultation_round_trips(store: SqliteStore) -> None
     assert loaded is not None and loaded.started_by == 4242
     other = await store.get(without.id)
     assert other is not None and other.started_by is None
+
+
+async def test_latest_status_is_the_most_recently_active(store: SqliteStore) -> None:
+    """latest_status reports the chat's newest consultation, None for an unknown chat."""
+    assert await store.latest_status("chat:none") is None
+    old = make("chat:l", at=100.0)
+    await store.create(old)
+    await store.set_status(old.id, Status.EXPIRED, at=200.0)
+    assert await store.latest_status("chat:l") is Status.EXPIRED
+    await store.create(make("chat:l", at=300.0))
+    assert await store.latest_status("chat:l") is Status.ACTIVE

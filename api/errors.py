@@ -1,0 +1,105 @@
+"""Every failure the HTTP API reports, as one JSON shape: `{"error": "...", "code": "..."}`.
+
+Invariant: a client never sees a traceback, an HTML error page or a status not
+listed in `STATUS`; engine errors and aiohttp's own HTTP errors are mapped here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from aiohttp import web
+
+from core.errors import ConsultationError, ModelError, ModelErrorKind
+
+STATUS: dict[str, int] = {
+    "VALIDATION_ERROR": 400,
+    "INVALID_MAX_ROUNDS": 400,
+    "MAX_ROUNDS_EXCEEDED": 400,
+    "DIALOG_COMPLETED": 400,
+    "UNAUTHORIZED": 401,
+    "FORBIDDEN": 403,
+    "NOT_FOUND": 404,
+    "SESSION_NOT_FOUND": 404,
+    "METHOD_NOT_ALLOWED": 405,
+    "PAYLOAD_TOO_LARGE": 413,
+    "INTERNAL_ERROR": 500,
+    "MODEL_ERROR": 502,
+    "MODEL_UNAVAILABLE": 503,
+    "MODEL_TIMEOUT": 504,
+}
+"""Error code → HTTP status; the OpenAPI document lists the same codes."""
+
+_ENGINE_CODES = {
+    "SESSION_NOT_FOUND": "SESSION_NOT_FOUND",
+    "DIALOG_COMPLETED": "DIALOG_COMPLETED",
+    "INVALID_MAX_ROUNDS": "INVALID_MAX_ROUNDS",
+    "EMPTY_MESSAGE": "VALIDATION_ERROR",
+}
+
+_MODEL_CODES = {
+    ModelErrorKind.REJECTED: ("MODEL_ERROR", "the model rejected the request"),
+    ModelErrorKind.UNAVAILABLE: ("MODEL_UNAVAILABLE", "the model is unavailable, try again"),
+    ModelErrorKind.RATE_LIMITED: ("MODEL_UNAVAILABLE", "the model is rate limited, try again"),
+    ModelErrorKind.TIMEOUT: ("MODEL_TIMEOUT", "the model did not answer in time, try again"),
+}
+
+_HTTP_CODES = {
+    401: "UNAUTHORIZED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    413: "PAYLOAD_TOO_LARGE",
+}
+
+
+def json_response(
+    body: Any, *, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    """A JSON response with text kept readable (UTF-8, not `\\u` escapes)."""
+    return web.json_response(body, status=status, headers=headers, dumps=_dumps)
+
+
+_dumps = functools.partial(json.dumps, ensure_ascii=False)
+
+
+class ApiError(Exception):
+    """A refusal with a stable code; `extra` adds fields such as `sessionId`."""
+
+    def __init__(self, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+    @property
+    def status(self) -> int:
+        return STATUS[self.code]
+
+    def body(self) -> dict[str, Any]:
+        return {"error": self.message, "code": self.code, **self.extra}
+
+    def response(self, headers: dict[str, str] | None = None) -> web.Response:
+        return json_response(self.body(), status=self.status, headers=headers)
+
+
+def from_engine(exc: ConsultationError | ModelError, session_id: str | None = None) -> ApiError:
+    """Translate an engine error; model errors name the session so the client can retry it."""
+    if isinstance(exc, ModelError):
+        code, message = _MODEL_CODES[exc.kind]
+        extra = {"sessionId": session_id} if session_id else {}
+        return ApiError(code, message, **extra)
+    return ApiError(_ENGINE_CODES.get(exc.code, "VALIDATION_ERROR"), str(exc))
+
+
+def from_http(exc: web.HTTPException) -> ApiError:
+    """Translate aiohttp's own error (unknown route, wrong method, body too large)."""
+    code = _HTTP_CODES.get(exc.status, "VALIDATION_ERROR" if exc.status < 500 else "INTERNAL_ERROR")
+    messages = {
+        "NOT_FOUND": "no such endpoint",
+        "METHOD_NOT_ALLOWED": "method not allowed",
+        "PAYLOAD_TOO_LARGE": "the request body is too large",
+    }
+    return ApiError(code, messages.get(code, exc.reason.lower()))

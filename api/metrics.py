@@ -1,0 +1,121 @@
+"""Prometheus metrics for the API, the bot and the model calls, in a registry of their own.
+
+Invariant: every metric lives in the `CollectorRegistry` of one `Metrics` object
+(never the process-global one), so two instances — two tests, or the bot and a
+benchmark in one process — never clash. Label values come from fixed sets (route
+templates, error kinds), never from user input, so the series count stays bounded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import choose_encoder
+
+from core.errors import ModelError
+from core.outcomes import Reply
+from core.ports import Completer, Completion, CompletionRequest, OnDelta
+
+NAMESPACE = "consult"
+MODEL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+
+
+class Metrics:
+    """The counters and histograms; `render` produces the exposition text."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.http_requests = Counter(
+            "http_requests", "HTTP requests by route template, method and status code.",
+            ["route", "method", "status"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+        self.http_duration = Histogram(
+            "http_request_duration_seconds", "HTTP request handling time by route template.",
+            ["route"], namespace=NAMESPACE, registry=r, buckets=MODEL_BUCKETS,
+        )  # fmt: skip
+        self.rounds = Counter(
+            "rounds_answered", "Rounds answered (a reply stored), by source and finality.",
+            ["source", "final"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+        self.completed = Counter(
+            "consultations_completed", "Consultations that reached their final answer.",
+            ["source"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+        self.model_latency = Histogram(
+            "model_request_duration_seconds", "Duration of one model call (whole stream).",
+            ["outcome"], namespace=NAMESPACE, registry=r, buckets=MODEL_BUCKETS,
+        )  # fmt: skip
+        self.model_first_token = Histogram(
+            "model_first_token_seconds", "Time from a model call to its first streamed text.",
+            namespace=NAMESPACE, registry=r, buckets=MODEL_BUCKETS,
+        )  # fmt: skip
+        self.model_errors = Counter(
+            "model_errors", "Model calls that failed after retries, by error kind.",
+            ["kind"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+        self.tokens = Counter(
+            "model_tokens", "Tokens reported by the model, by type (prompt, completion).",
+            ["type"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+
+    def record_reply(self, reply: Reply, *, source: str = "api") -> None:
+        """Count one answered round (call it from the bot too, with source="telegram")."""
+        self.rounds.labels(source=source, final=str(reply.is_final).lower()).inc()
+        if reply.is_complete:
+            self.completed.labels(source=source).inc()
+
+    def record_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.http_requests.labels(route=route, method=method, status=str(status)).inc()
+        self.http_duration.labels(route=route).observe(seconds)
+
+    def render(self, accept: str | None = None) -> tuple[bytes, str]:
+        """(body, content type) in the exposition format the scraper asked for."""
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(self.registry), content_type
+
+
+class MeteredCompleter:
+    """A `core.ports.Completer` that measures the one it wraps: latency, errors, tokens."""
+
+    def __init__(self, inner: Completer, metrics: Metrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+
+    @property
+    def inner(self) -> Completer:
+        return self._inner
+
+    async def complete(
+        self, request: CompletionRequest, on_delta: OnDelta | None = None
+    ) -> Completion:
+        metrics = self._metrics
+        started = time.perf_counter()
+        first = True
+
+        async def timed_delta(piece: str) -> None:
+            nonlocal first
+            if first:
+                first = False
+                metrics.model_first_token.observe(time.perf_counter() - started)
+            if on_delta is not None:
+                await on_delta(piece)
+
+        try:
+            completion = await self._inner.complete(request, timed_delta)
+        except ModelError as exc:
+            metrics.model_latency.labels(outcome="error").observe(time.perf_counter() - started)
+            metrics.model_errors.labels(kind=str(exc.kind)).inc()
+            raise
+        metrics.model_latency.labels(outcome="ok").observe(time.perf_counter() - started)
+        metrics.tokens.labels(type="prompt").inc(completion.usage.prompt_tokens)
+        metrics.tokens.labels(type="completion").inc(completion.usage.completion_tokens)
+        return completion
+
+    async def close(self) -> None:
+        """Close the wrapped completer when it has a `close` (as `OpenAICompleter` does)."""
+        close: Any = getattr(self._inner, "close", None)
+        if close is not None:
+            await close()

@@ -1,0 +1,88 @@
+"""A running API for tests and demos: real SQLite, real openai SDK, real aiohttp server.
+
+Invariant: everything opened by `running_api` is closed when it exits, in reverse
+order, and nothing listens anywhere but 127.0.0.1. The metrics registry is wired
+the way production should wire it (`MeteredCompleter` around the model client).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from api.app import build_web_app
+from api.metrics import MeteredCompleter, Metrics
+from api.webhook import TelegramApp
+from core.llm import OpenAICompleter
+from core.prompts import PromptLibrary
+from core.service import ConsultationService, EngineConfig
+from core.settings import Settings, load_settings
+from storage import SqliteStore
+
+
+def api_settings(db_path: Path, model_base_url: str, **overrides: Any) -> Settings:
+    """Settings for a test deployment (no `.env`, no SDK retries, API enabled)."""
+    values: dict[str, Any] = {
+        "openai_api_key": "test-key",
+        "openai_base_url": model_base_url,
+        "llm_model": "test-model",
+        "db_path": db_path,
+        "llm_max_retries": 0,
+        "llm_timeout_seconds": 10,
+        "api_enabled": True,
+        "_env_file": None,
+    }
+    values.update(overrides)
+    return load_settings(**values)
+
+
+@dataclass
+class RunningApi:
+    settings: Settings
+    store: SqliteStore
+    service: ConsultationService
+    metrics: Metrics
+    client: TestClient  # type: ignore[type-arg]
+    telegram: TelegramApp | None = None
+
+
+TelegramFactory = Callable[[Settings, ConsultationService], TelegramApp]
+
+
+@contextlib.asynccontextmanager
+async def running_api(
+    settings: Settings, *, telegram: TelegramFactory | None = None
+) -> AsyncIterator[RunningApi]:
+    """Store, metered model client, service and an HTTP server with a client bound to it.
+
+    `telegram` builds the PTB application over the service (for the webhook route);
+    starting and stopping it is the caller's business.
+    """
+    metrics = Metrics()
+    store = await SqliteStore.open(settings.db_path)
+    completer = MeteredCompleter(OpenAICompleter.from_settings(settings), metrics)
+    service = ConsultationService(
+        store, completer, PromptLibrary(settings.prompts_dir), EngineConfig.from_settings(settings)
+    )
+    application = telegram(settings, service) if telegram is not None else None
+    app = build_web_app(
+        settings,
+        service,
+        store=store,
+        telegram_application=application,
+        metrics=metrics,
+    )
+    client = TestClient(TestServer(app, host="127.0.0.1"))
+    try:
+        await client.start_server()
+        yield RunningApi(settings, store, service, metrics, client, application)
+    finally:
+        await client.close()
+        await completer.close()
+        with contextlib.suppress(ValueError):  # a test may have closed it to stage an outage
+            await store.close()

@@ -1,0 +1,139 @@
+"""Bearer auth, `/healthz`, `/metrics` and the OpenAPI document checked against real responses."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from api.testing import RunningApi, api_settings, running_api
+from tests.fakes.model_server import FakeModelServer
+
+TOKEN = "s3cr3t-token"
+
+
+@pytest.fixture
+async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
+    settings = api_settings(
+        tmp_path / "api.sqlite3", model_server.base_url, api_token=TOKEN, max_rounds_limit=5,
+        api_max_body_bytes=4096, llm_timeout_seconds=0.5,
+    )  # fmt: skip
+    async with running_api(settings) as running:
+        yield running
+
+
+def auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_api_requires_the_bearer_token(api: RunningApi) -> None:
+    """Without the right token /api/* is 401 with WWW-Authenticate; with it, it works."""
+    for headers in ({}, auth("wrong"), {"Authorization": f"Basic {TOKEN}"}):
+        response = await api.client.post("/api/chat", json={"message": "hi"}, headers=headers)
+        assert response.status == 401
+        assert response.headers["WWW-Authenticate"] == "Bearer"
+        assert (await response.json())["code"] == "UNAUTHORIZED"
+    response = await api.client.post("/api/chat", json={"message": "hi"}, headers=auth())
+    assert response.status == 200
+
+
+async def test_health_and_metrics_stay_open(api: RunningApi) -> None:
+    """Probes and scrapers need no token."""
+    response = await api.client.get("/healthz")
+    assert response.status == 200
+    assert await response.json() == {"status": "ok", "store": True, "model": "test-model"}
+    assert (await api.client.get("/metrics")).status == 200
+
+
+async def test_health_is_503_when_the_store_is_gone(api: RunningApi) -> None:
+    """A closed database makes the instance unready."""
+    await api.store.close()
+    response = await api.client.get("/healthz")
+    assert response.status == 503
+    assert await response.json() == {"status": "unavailable", "store": False, "model": "test-model"}
+
+
+async def test_metrics_count_requests_rounds_tokens_and_errors(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """After a completed request and a failed one, the counters show both."""
+    model_server.enqueue("Four.", usage={"prompt_tokens": 11, "completion_tokens": 3,
+                                         "total_tokens": 14})  # fmt: skip
+    await api.client.post("/api/chat", json={"message": "2+2?"}, headers=auth())
+    model_server.enqueue(status=500)
+    await api.client.post("/api/chat", json={"message": "3+3?"}, headers=auth())
+    text = await (await api.client.get("/metrics")).text()
+    expected = [
+        'consult_http_requests_total{method="POST",route="/api/chat",status="200"} 1.0',
+        'consult_http_requests_total{method="POST",route="/api/chat",status="503"} 1.0',
+        'consult_rounds_answered_total{final="true",source="api"} 1.0',
+        'consult_consultations_completed_total{source="api"} 1.0',
+        'consult_model_request_duration_seconds_count{outcome="ok"} 1.0',
+        'consult_model_errors_total{kind="unavailable"} 1.0',
+        'consult_model_tokens_total{type="prompt"} 11.0',
+        'consult_model_tokens_total{type="completion"} 3.0',
+    ]
+    for line in expected:
+        assert line in text
+
+
+def check(document: dict[str, Any], path: str, method: str, status: int, body: Any) -> None:
+    """Validate one real response body against the document's schema for it."""
+    schema = document["paths"][path][method]["responses"][str(status)]["content"][
+        "application/json"]["schema"]  # fmt: skip
+    Draft202012Validator({**schema, "components": document["components"]}).validate(body)
+
+
+async def test_real_responses_match_the_openapi_document(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """Success, every reachable error code and both health answers validate against the spec."""
+    response = await api.client.get("/api/openapi.json", headers=auth())
+    document = await response.json()
+    assert document["openapi"].startswith("3.1")
+    for schema in document["components"]["schemas"].values():
+        Draft202012Validator.check_schema(schema)
+    seen: list[tuple[int, Any]] = []
+
+    async def chat(body: Any, *, headers: dict[str, str] | None = None) -> dict[str, Any]:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        reply = await api.client.post("/api/chat", data=data, headers=headers or auth())
+        seen.append((reply.status, payload := await reply.json()))
+        return payload
+
+    ok = await chat({"message": "Hi", "maxRounds": 2})
+    Draft202012Validator(
+        {"$ref": "#/components/schemas/ChatRequest", "components": document["components"]}
+    ).validate({"message": "Hi", "maxRounds": 2, "sessionId": ok["sessionId"]})
+    await chat({"message": "Hi", "maxRounds": 0})
+    await chat({"message": "Hi", "maxRounds": 6})
+    await chat({"message": " "})
+    await chat(b"{oops")
+    await chat({"message": "Hi", "sessionId": str(uuid.uuid4())})
+    await chat({"message": "x" * 5000})
+    await chat({"message": "Hi"}, headers=auth("nope"))
+    for status, kwargs in ((400, {}), (500, {}), (None, {"delay": 2.0})):
+        model_server.enqueue("slow", status=status, **kwargs)
+        await chat({"message": "Hi", "sessionId": ok["sessionId"]})
+    last = await chat({"message": "Hi", "sessionId": ok["sessionId"]})
+    await chat({"message": "More", "sessionId": last["sessionId"]})
+
+    codes = {body.get("code", "OK") for _, body in seen}
+    assert codes == {
+        "OK", "INVALID_MAX_ROUNDS", "MAX_ROUNDS_EXCEEDED", "VALIDATION_ERROR",
+        "SESSION_NOT_FOUND", "PAYLOAD_TOO_LARGE", "UNAUTHORIZED", "MODEL_ERROR",
+        "MODEL_UNAVAILABLE", "MODEL_TIMEOUT", "DIALOG_COMPLETED",
+    }  # fmt: skip
+    for status, body in seen:
+        check(document, "/api/chat", "post", status, body)
+
+    health = await api.client.get("/healthz")
+    check(document, "/healthz", "get", 200, await health.json())
+    await api.store.close()
+    health = await api.client.get("/healthz")
+    check(document, "/healthz", "get", 503, await health.json())

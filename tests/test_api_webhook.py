@@ -1,0 +1,112 @@
+"""The Telegram webhook on the API server, with the real PTB Application and the fake Bot API."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+
+from api import start_web_server
+from api.testing import api_settings, running_api
+from bot.app import build_application
+from core.settings import Settings
+from tests.fakes.bot_api import TOKEN, FakeBotApi
+from tests.fakes.model_server import FakeModelServer
+
+SECRET = "webhook-Secret_123"
+URL = "https://bot.example.com/telegram/webhook"
+
+
+def settings_for(
+    tmp_path: Path, bot_api: FakeBotApi, model: FakeModelServer, **more: Any
+) -> Settings:
+    return api_settings(
+        tmp_path / "bot.sqlite3", model.base_url, telegram_bot_token=TOKEN,
+        telegram_api_base_url=bot_api.base_url, webhook_url=URL, webhook_secret=SECRET,
+        user_rate_limit_per_minute=0, **more,
+    )  # fmt: skip
+
+
+async def test_webhook_with_the_secret_reaches_the_bot_and_without_it_nothing_does(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A missing secret is 401, a wrong one 403 (nothing queued); the right one gets a reply."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    model_server.enqueue("What is your budget?")
+    async with running_api(
+        settings, telegram=lambda s, service: build_application(s, service, webhook=True)
+    ) as api:
+        application = api.telegram
+        assert application is not None and application.updater is None
+        async with application:
+            await application.start()
+            try:
+                update = bot_api.text_message(42, "I want to buy a laptop", user_id=42)
+                path = settings.webhook_path
+                for headers, status in (
+                    ({}, 401),
+                    ({"X-Telegram-Bot-Api-Secret-Token": "wrong"}, 403),
+                    ({"X-Telegram-Bot-Api-Secret-Token": SECRET[:-1]}, 403),
+                ):
+                    response = await api.client.post(path, json=update, headers=headers)
+                    assert response.status == status
+                assert application.update_queue.qsize() == 0
+                assert model_server.requests == [] and bot_api.calls_of("sendMessage") == []
+
+                response = await api.client.post(
+                    path, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": SECRET}
+                )
+                assert response.status == 200
+                sent = await bot_api.wait_for("sendMessage", timeout=10)
+                assert "What is your budget?" in sent.params["text"]
+                assert sent.params["chat_id"] == 42
+                first = model_server.requests[0]["messages"]
+                assert first[-1] == {"role": "user", "content": "I want to buy a laptop"}
+            finally:
+                await application.stop()
+
+
+async def test_a_webhook_body_that_is_not_an_update_is_refused(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """Garbage with the right secret is a 400, not a crash."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    async with running_api(
+        settings, telegram=lambda s, service: build_application(s, service, webhook=True)
+    ) as api:
+        response = await api.client.post(
+            settings.webhook_path, data=b"{not json",
+            headers={"X-Telegram-Bot-Api-Secret-Token": SECRET},
+        )  # fmt: skip
+        assert response.status == 400
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_start_web_server_serves_and_registers_the_webhook(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The server listens on API_HOST:API_PORT and calls setWebhook with the secret."""
+    port = free_port()
+    settings = settings_for(tmp_path, bot_api, model_server, api_host="127.0.0.1", api_port=port)
+    async with running_api(settings) as api:
+        application = build_application(settings, api.service, webhook=True)
+        runtime = SimpleNamespace(service=api.service, store=api.store, metrics=api.metrics)
+        async with application:
+            runner = await start_web_server(settings, runtime, application)
+            try:
+                (call,) = bot_api.calls_of("setWebhook")
+                assert call.params["url"] == URL and call.params["secret_token"] == SECRET
+                assert "message" in call.params["allowed_updates"]
+                async with aiohttp.ClientSession() as http:
+                    response = await http.get(f"http://127.0.0.1:{port}/healthz")
+                    assert response.status == 200
+            finally:
+                await runner.cleanup()
