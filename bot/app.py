@@ -9,14 +9,21 @@ never holds up another); flood control pauses only the chat Telegram limited
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-from telegram import BotCommand, BotCommandScopeAllGroupChats, BotCommandScopeAllPrivateChats
+from telegram import (
+    BotCommand,
+    BotCommandScopeAllGroupChats,
+    BotCommandScopeAllPrivateChats,
+    Update,
+)
 from telegram.ext import (
     Application,
     ApplicationBuilder,
     CallbackQueryHandler,
     CommandHandler,
     MessageHandler,
+    TypeHandler,
     filters,
 )
 
@@ -25,7 +32,9 @@ from bot.flood import ChatFloodControl
 from bot.handlers import Handlers
 from bot.i18n import COMMANDS
 from bot.ordering import PerChatUpdateProcessor
+from bot.telegram_http import AiohttpRequest
 from bot.turns import ANSWER_NOW
+from core.outcomes import Reply
 from core.service import ConsultationService
 from core.settings import Settings
 
@@ -39,7 +48,9 @@ def build_application(
     service: ConsultationService,
     *,
     webhook: bool = False,
+    on_reply: Callable[[Reply], None] | None = None,
 ) -> Application:  # type: ignore[type-arg]
+    """The Application; `on_reply` sees every reply produced (metrics)."""
     token = settings.secret("telegram_bot_token")
     if not token:
         raise ValueError("TELEGRAM_BOT_TOKEN is not set")
@@ -50,22 +61,32 @@ def build_application(
         .base_file_url(settings.telegram_api_base_url.replace("/bot", "/file/bot"))
         .concurrent_updates(PerChatUpdateProcessor())
         .rate_limiter(ChatFloodControl(overall_per_second=settings.telegram_max_rate))
-        .connection_pool_size(POOL_SIZE)
-        .pool_timeout(30.0)
-        .connect_timeout(10.0)
-        .read_timeout(30.0)
-        .write_timeout(30.0)
+        .request(
+            AiohttpRequest(
+                pool_size=POOL_SIZE,
+                pool_timeout=30.0,
+                connect_timeout=10.0,
+                read_timeout=30.0,
+                write_timeout=30.0,
+            )
+        )
         .post_init(_post_init)
     )
     # Webhook mode feeds updates from the aiohttp server instead of an Updater.
-    builder = builder.updater(None) if webhook else builder.get_updates_read_timeout(40.0)
+    builder = (
+        builder.updater(None)
+        if webhook
+        else builder.get_updates_request(AiohttpRequest(pool_size=1, read_timeout=40.0))
+    )
     application = builder.build()
-    register(application, Handlers(service, settings))
+    register(application, Handlers(service, settings, on_reply=on_reply))
     return application
 
 
 def register(application: Application, handlers: Handlers) -> None:  # type: ignore[type-arg]
     commands = Commands(handlers)
+    # Allow-lists first: a stranger's command or button press goes no further.
+    application.add_handler(TypeHandler(Update, handlers.gate), group=-1)
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (
         ("start", commands.start),

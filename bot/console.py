@@ -7,11 +7,12 @@ so a console consultation also survives a restart. Replies stream as they come.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 
 from bot.runtime import open_runtime
-from core.errors import ConsultationError, ModelError
-from core.outcomes import Reply
+from core.errors import ConsultationError, InvalidMaxRounds, ModelError
+from core.outcomes import Notice, Reply
 from core.settings import Settings
 
 CONSOLE_KEY = "console:local"
@@ -19,7 +20,10 @@ CONSOLE_KEY = "console:local"
 HELP = """Type your question. Commands:
   /rounds N   rounds per consultation     /answer   final answer now
   /reset      start over                  /retry    answer the last message again
-  /status     where it stands             /quit     leave (Ctrl-D too)"""
+  /status     where it stands             /quit     leave (Ctrl-D too)
+  /help       this list"""
+
+COMMAND = re.compile(r"/[A-Za-z]\w*")
 
 
 async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
@@ -31,7 +35,10 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
             print(f"(resuming: {status.rounds_done} of {status.max_rounds} rounds answered)")
         while True:
             line = await asyncio.to_thread(_read_line)
-            if line is None or line.strip() in {"/quit", "/exit"}:
+            if line is None:
+                print()  # end the prompt line before the shell takes over
+                return 0
+            if line.strip() in {"/quit", "/exit"}:
                 return 0
             text = line.strip()
             if not text:
@@ -48,23 +55,49 @@ async def _handle(service, key: str, text: str) -> None:  # type: ignore[no-unty
     printer = _StreamPrinter()
     command, _, argument = text.partition(" ")
     if command == "/rounds":
-        change = await service.set_max_rounds(key, int(argument))
-        print(
-            f"[rounds: {change.max_rounds}"
-            + (", next answer is final]" if change.next_is_final else "]")
-        )
+        await _rounds(service, key, argument.strip())
     elif command == "/reset":
         print("[reset]" if await service.reset(key) else "[nothing to reset]")
     elif command == "/status":
-        status = await service.status(key)
-        rounds = f"{status.rounds_done} of {status.max_rounds}"
-        print(f"[active: {status.active}, rounds {rounds}, role {status.role}]")
+        print(await _status_line(service, key))
+    elif command == "/help":
+        print(HELP)
     elif command == "/answer":
         printer.done(await service.answer_now(key, on_text=printer.feed))
     elif command == "/retry":
         printer.done(await service.retry(key, on_text=printer.feed))
+    elif COMMAND.fullmatch(command):  # a typo'd command is not a question for the model
+        print(f"[unknown command {command}: /help lists the commands]")
     else:
         printer.done(await service.ask(key, text, on_text=printer.feed))
+
+
+async def _rounds(service, key: str, argument: str) -> None:  # type: ignore[no-untyped-def]
+    """Show the limit, or set it; a bad value gets one line, never a Python error text."""
+    limit = service.config.max_rounds_limit
+    if not argument:
+        print(f"[rounds: {(await service.status(key)).max_rounds} (1–{limit})]")
+        return
+    try:
+        change = await service.set_max_rounds(key, int(argument))
+    except (ValueError, InvalidMaxRounds):
+        print(f"[rounds must be a whole number from 1 to {limit}]")
+        return
+    print(
+        f"[rounds: {change.max_rounds}"
+        + (", next answer is final]" if change.next_is_final else "]")
+    )
+
+
+async def _status_line(service, key: str) -> str:  # type: ignore[no-untyped-def]
+    status = await service.status(key)
+    role = service.roles().get(status.role)
+    expert = role.title if role is not None else status.role
+    if not status.active:
+        return f"[no active consultation; {status.max_rounds} rounds, expert: {expert}]"
+    waiting = "; your last message awaits an answer: /retry" if status.open_turn else ""
+    done = f"{status.rounds_done} of {status.max_rounds} rounds answered"
+    return f"[{done}, expert: {expert}{waiting}]"
 
 
 class _StreamPrinter:
@@ -84,11 +117,13 @@ class _StreamPrinter:
     def done(self, reply: Reply) -> None:
         if reply.text != self._printed:
             print(("\n" if self._printed else "") + reply.text, end="")
-        state = (
-            "final answer, consultation complete"
-            if reply.is_complete
-            else (f"round {reply.round} of {reply.max_rounds}")
-        )
+        if reply.is_final:
+            state = "final answer"
+            if Notice.ANSWER_INCOMPLETE in reply.notices:
+                state += " (it may be incomplete: it hit the length limit)"
+            state += ", consultation complete" if reply.is_complete else ""
+        else:
+            state = f"round {reply.round} of {reply.max_rounds}"
         print(f"\n[{state}]")
 
 

@@ -218,6 +218,7 @@ class Progress:
         self._draft_id = next(_draft_ids)
         self.message: Message | None = None  # the progress message (edits mode)
         self._tasks: list[asyncio.Task[None]] = []
+        self._in_flight: asyncio.Future[None] | None = None
         self._closed = False
 
     def start(self) -> None:
@@ -231,8 +232,16 @@ class Progress:
             self._tasks.append(asyncio.create_task(self._pump()))
 
     async def close(self) -> None:
-        """Stop typing and progress updates (the final delivery follows)."""
+        """Stop typing and progress updates (the final delivery follows).
+
+        A progress request already on its way is let finish, so the final delivery
+        knows about a progress message that reached the chat and edits it instead
+        of leaving a stray partial copy behind.
+        """
         self._closed = True
+        if self._in_flight is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._in_flight), timeout=10)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -257,9 +266,10 @@ class Progress:
             await self._changed.wait()
             self._changed.clear()
             text = self._latest
-            if text.strip() and text != self._shown:
+            if text.strip() and text != self._shown and not self._closed:
                 try:
-                    await self._show(text)
+                    self._in_flight = asyncio.ensure_future(self._show(text))
+                    await asyncio.shield(self._in_flight)
                     self._shown = text
                 except RetryAfter as exc:
                     await asyncio.sleep(retry_seconds(exc))
@@ -267,6 +277,8 @@ class Progress:
                     return
                 except Exception as exc:  # progress is cosmetic; the final delivery decides
                     log.debug("progress update failed: %s", exc)
+                finally:
+                    self._in_flight = None
             await asyncio.sleep(self._interval)
 
     async def _show(self, text: str) -> None:

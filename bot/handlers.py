@@ -9,9 +9,11 @@ may have answered it, so re-answering an edit would fork the conversation.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from telegram import Message, Update
-from telegram.ext import ContextTypes
+from telegram.error import TelegramError
+from telegram.ext import ApplicationHandlerStop, ContextTypes, filters
 
 from bot.access import RateLimiter, is_allowed
 from bot.chat import (
@@ -28,6 +30,7 @@ from bot.delivery import ChatUnavailable, Sender, Target
 from bot.i18n import t
 from bot.turns import ANSWER_NOW, TurnRunner
 from core.errors import EmptyMessage
+from core.outcomes import Reply
 from core.service import ConsultationService
 from core.settings import Settings
 
@@ -46,11 +49,49 @@ def target_of(message: Message) -> Target:
 
 
 class Handlers:
-    def __init__(self, service: ConsultationService, settings: Settings) -> None:
+    def __init__(
+        self,
+        service: ConsultationService,
+        settings: Settings,
+        *,
+        on_reply: Callable[[Reply], None] | None = None,
+    ) -> None:
         self.service = service
         self.settings = settings
-        self.turns = TurnRunner(ttl_minutes=max(settings.session_ttl_seconds // 60, 1))
+        self.turns = TurnRunner(
+            ttl_minutes=max(round(settings.session_ttl_seconds / 60), 1), on_reply=on_reply
+        )
         self.rate_limiter = RateLimiter(settings.user_rate_limit_per_minute)
+
+    async def gate(self, update: Update, context: Context) -> None:
+        """Stop commands and button presses from users outside the allow-lists.
+
+        Runs before every other handler. Plain messages pass: `accept` refuses them
+        (it knows which group messages are addressed to the bot); commands and buttons
+        would otherwise change settings or call the model for anyone. Refused commands
+        are answered in private chats only, since in a group they may be another bot's.
+        """
+        user, chat = update.effective_user, update.effective_chat
+        if chat is None or is_allowed(
+            user_id=user.id if user is not None else None,
+            chat_id=chat.id,
+            allowed_users=self.settings.allowed_user_ids,
+            allowed_chats=self.settings.allowed_chat_ids,
+        ):
+            return
+        refusal = t(language_of(user), "not_allowed")
+        if update.callback_query is not None:
+            try:
+                await update.callback_query.answer(refusal)
+            except TelegramError as exc:
+                log.info("could not answer a refused button press: %s", exc)
+            raise ApplicationHandlerStop
+        message = update.message
+        if message is None or not filters.COMMAND.check_update(update):
+            return
+        if not is_group(message):
+            await self.say(Sender(context.bot, target_of(message)), refusal)
+        raise ApplicationHandlerStop
 
     # -- messages ------------------------------------------------------------------------
 

@@ -43,7 +43,14 @@ def footer_for(reply: Reply, language: str) -> str:
 
 
 class TurnRunner:
-    def __init__(self, *, ttl_minutes: int, group_interval: float = 3.0) -> None:
+    def __init__(
+        self,
+        *,
+        ttl_minutes: int,
+        group_interval: float = 3.0,
+        on_reply: Callable[[Reply], None] | None = None,
+    ) -> None:
+        self._on_reply = on_reply
         self._ttl_minutes = ttl_minutes
         self._group_interval = group_interval
         self._blocked: set[int] = set()
@@ -59,6 +66,8 @@ class TurnRunner:
                 reply = await action(progress.update)
             finally:
                 await progress.close()
+            if self._on_reply is not None:
+                self._on_reply(reply)
             await self._deliver(sender, reply, language, progress)
             return reply
         except ModelError as exc:

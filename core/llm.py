@@ -72,6 +72,7 @@ class OpenAICompleter:
             timeout=settings.llm_timeout_seconds,
             max_retries=settings.llm_max_retries,
             default_extra_body=settings.llm_extra_body,
+            transport=settings.llm_http_transport,
         )
 
     async def close(self) -> None:

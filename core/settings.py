@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
@@ -52,6 +52,7 @@ class Settings(BaseSettings):
     llm_timeout_seconds: float = Field(default=120.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0, le=10)
     llm_extra_body: Annotated[dict[str, Any], NoDecode] = Field(default_factory=dict)
+    llm_http_transport: Literal["httpx", "aiohttp"] = "aiohttp"
 
     # Consultations
     db_path: Path = Path("consultations.sqlite3")

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from tests.bot_harness import RunningBot, bot_settings, running_bot
+from tests.bot_private_support import conversation, private_bot, say, sent, wait_sent
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 
 USER = 501
+STRANGER = 502
 
 
 @pytest.fixture
@@ -50,3 +52,141 @@ async def test_three_round_private_consultation(bot: RunningBot) -> None:
     ]
     sends = [c for c in bot.api.calls_of("sendMessage") if str(c.params["chat_id"]) == str(USER)]
     assert "reply_markup" in sends[0].params and "reply_markup" not in sends[2].params
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+async def test_whitespace_only_message_is_refused_without_the_model(bot: RunningBot) -> None:
+    """A message of only spaces and newlines gets the "empty" reply; the model is not called."""
+    [text] = await say(bot, USER, "   \n\t ")
+    assert text == "Your message is empty. Please write your question in words."
+    assert bot.model.requests == []
+
+
+async def test_overlong_message_is_cut_and_the_user_told(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A message over MAX_INPUT_CHARS is cut to it; the user is told; the model gets the cut."""
+    long_text = "Please help me with this: " + "x" * 100
+    async with private_bot(
+        tmp_path / "bot.sqlite3", bot_api, model_server, max_input_chars=50
+    ) as bot:
+        notice, reply = await say(bot, USER, long_text, parts=2)
+        assert notice == "Your message was too long, so I used its first 50 characters."
+        assert conversation(model_server.requests[0]) == [long_text[:50]]
+        assert reply.startswith("Reply to: " + long_text[:50])
+
+
+@pytest.mark.parametrize("media", [{"sticker": True}, {"photo": True}])
+async def test_media_without_text_gets_a_text_only_reply(
+    bot: RunningBot, media: dict[str, bool]
+) -> None:
+    """A sticker or a photo without caption gets a polite "text only" reply, no model call."""
+    [text] = await say(bot, USER, None, **media)
+    assert text.startswith("I can only read text.")
+    assert bot.model.requests == []
+
+
+async def test_photo_caption_is_the_message(bot: RunningBot) -> None:
+    """A photo with a caption is answered as if the caption were the message."""
+    [reply] = await say(bot, USER, None, photo=True, caption="Is this plant healthy?")
+    assert reply == "Reply to: Is this plant healthy?\n\nRound 1 of 3"
+    assert conversation(bot.model.requests[0]) == ["Is this plant healthy?"]
+
+
+async def test_edited_message_is_ignored(bot: RunningBot) -> None:
+    """Editing a message already sent does not call the model or reply.
+
+    The original text is already part of the consultation and may have been answered,
+    so re-answering the edit would fork the conversation; the user can send a new
+    message instead. Updates of one chat are processed in order, so once the message
+    after the edit is answered the edit has been handled.
+    """
+    original = await bot.send(USER, "Budget is 100")
+    await wait_sent(bot, USER, 1)
+    bot.api.push_update(
+        bot.api.edited_message(USER, original["message_id"], "Budget is 200", user_id=USER)
+    )
+    [reply] = await say(bot, USER, "Anything else?")
+    assert reply.startswith("Reply to: Anything else?")
+    assert len(bot.model.requests) == 2
+    assert "Budget is 200" not in str(bot.model.requests)
+    assert len(sent(bot, USER)) == 2
+
+
+# -- access ----------------------------------------------------------------------------------
+
+
+async def test_stranger_is_refused_when_users_are_listed(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """With an allow-list, a user not on it gets "not available"; a listed user is served."""
+    async with private_bot(
+        tmp_path / "bot.sqlite3", bot_api, model_server, allowed_user_ids=frozenset({USER})
+    ) as bot:
+        [text] = await say(bot, STRANGER, "Hello")
+        assert text == "Sorry, this bot is not available here."
+        assert model_server.requests == []
+        [reply] = await say(bot, USER, "Hello")
+        assert reply.startswith("Reply to: Hello")
+
+
+async def test_stranger_cannot_use_commands_or_buttons(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """With an allow-list, a stranger's commands and button presses change nothing."""
+    async with private_bot(
+        tmp_path / "bot.sqlite3", bot_api, model_server, allowed_user_ids=frozenset({USER})
+    ) as bot:
+        for command in ("/start", "/rounds 2", "/role lawyer"):
+            [text] = await say(bot, STRANGER, command)
+            assert text == "Sorry, this bot is not available here."
+        bot.api.push_update(bot.api.callback_query(STRANGER, STRANGER, "rounds:1", 1))
+        await bot.api.wait_for("answerCallbackQuery")
+        settings = await bot.runtime.service.chat_settings(f"tg:{STRANGER}")
+        assert settings.max_rounds is None and settings.role is None
+        assert len(sent(bot, STRANGER)) == 3
+        assert model_server.requests == []
+
+
+async def test_per_user_rate_limit_refuses_the_third_message(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """With two messages a minute allowed, the third gets the rate-limit reply."""
+    async with private_bot(
+        tmp_path / "bot.sqlite3", bot_api, model_server, user_rate_limit_per_minute=2
+    ) as bot:
+        await say(bot, USER, "one")
+        await say(bot, USER, "two")
+        [text] = await say(bot, USER, "three")
+        assert text.startswith("You're sending messages too fast. Please wait")
+        assert len(model_server.requests) == 2
+
+
+async def test_replies_are_counted_in_the_metrics(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A Telegram round shows up in /metrics: rounds, model calls and tokens."""
+    from bot.app import build_application
+    from bot.runtime import open_runtime
+
+    settings = bot_settings(tmp_path / "m.sqlite3", bot_api, model_server)
+    async with open_runtime(settings) as runtime:
+        application = build_application(
+            settings,
+            runtime.service,
+            on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
+        )
+        async with application:
+            await application.start()
+            assert application.updater is not None
+            await application.updater.start_polling(poll_interval=0, timeout=1)
+            running = RunningBot(application, runtime, bot_api, model_server)
+            await running.send(USER, "Question")
+            await running.replies(USER, 1)
+            await application.updater.stop()
+            await application.stop()
+        text = runtime.metrics.render()[0].decode()
+    assert 'rounds_answered_total{final="false",source="telegram"} 1.0' in text
+    assert "consult_model_first_token_seconds_count 1.0" in text

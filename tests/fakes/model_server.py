@@ -38,6 +38,7 @@ class ScriptedReply:
     usage: dict[str, int] | None = None
     error_after: int | None = None  # stream this many chunks, then an error event
     headers: dict[str, str] | None = None
+    chunk_delay: float = 0.0  # pause before each streamed content chunk (a slow stream)
 
 
 def _last_user_content(body: dict[str, Any]) -> str:
@@ -83,12 +84,16 @@ class FakeModelServer:
         usage: dict[str, int] | None = None,
         error_after: int | None = None,
         headers: dict[str, str] | None = None,
+        chunk_delay: float = 0.0,
     ) -> None:
-        """Script the next reply; `status` (e.g. 500, 429) makes it an OpenAI-style error."""
+        """Script the next reply; `status` (e.g. 500, 429) makes it an OpenAI-style error.
+
+        `chunk_delay` paces a streamed reply: each content chunk waits that long.
+        """
         self._queue.append(
             ScriptedReply(
                 text, finish_reason, status, delay, max(1, chunk_size), extras, usage,
-                error_after, headers,
+                error_after, headers, chunk_delay,
             )
         )
 
@@ -179,7 +184,10 @@ class FakeModelServer:
         if usage is not None:
             parts.append(event([], usage=usage))
         parts.append(b"data: [DONE]\n\n")
-        for part in parts:  # one write per event: a real stream, as a provider sends it
+        paced = range(1, 1 + len(_chunks(reply.text, reply.chunk_size)))  # the content events
+        for n, part in enumerate(parts):  # one write per event, as a provider sends them
+            if reply.chunk_delay and n in paced:
+                await self._sleep(reply.chunk_delay)
             await response.write(part)
         await response.write_eof()
         return response

@@ -1,0 +1,177 @@
+"""Delivery of answers in a private chat, end to end: splitting, formatting fallbacks,
+continuation of cut-off answers, streaming drafts and Telegram's flood control (SPEC §5, §6)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from telegram import Bot
+from telegram.request import HTTPXRequest
+
+from bot.delivery import Sender, Target
+from tests.bot_harness import RunningBot
+from tests.bot_private_support import buttons, delivered, private_bot, say, sent
+from tests.fakes.bot_api import TOKEN, FakeBotApi
+from tests.fakes.bot_api_checks import utf16_len
+from tests.fakes.model_server import FakeModelServer
+
+USER = 701
+WORD = re.compile(r"w\d{4}")
+
+
+@pytest.fixture
+async def bot(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> AsyncIterator[RunningBot]:
+    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as running:
+        yield running
+
+
+def long_markdown(size: int = 10_000) -> str:
+    """Numbered words (w0001…) in paragraphs with bold, lists and code blocks."""
+    numbers = itertools.count(1)
+
+    def words(k: int) -> str:
+        return " ".join(f"w{next(numbers):04d}" for _ in range(k))
+
+    blocks: list[str] = []
+    while len("\n\n".join(blocks)) < size:
+        blocks.append(f"Paragraph **{words(2)}** then {words(60)}.")
+        blocks.append("\n".join(f"- item *{words(1)}* {words(4)}" for _ in range(4)))
+        blocks.append("```python\n" + "\n".join(f"x = '{words(3)}'" for _ in range(3)) + "\n```")
+    return "\n\n".join(blocks)
+
+
+async def test_long_answer_is_split_in_order_with_everything(bot: RunningBot) -> None:
+    """A 10,000-character answer arrives as several valid messages, every word in order."""
+    markdown = long_markdown()
+    bot.model.enqueue(markdown, chunk_size=500)
+    await bot.send(USER, "Write it all")
+    await bot.api.wait_for(  # parts go out one after another: the footer's part comes last
+        lambda c: delivered(c, USER) and c.params["text"].endswith("Round 1 of 3")
+    )
+    calls = sent(bot, USER)
+    assert len(calls) >= 3
+    assert all(utf16_len(c.params["text"]) <= 4096 for c in calls)
+    assert all(c.params.get("entities") for c in calls)  # formatted, and the fake accepted it
+    assert WORD.findall("\n".join(c.params["text"] for c in calls)) == WORD.findall(markdown)
+    assert "**" not in "".join(c.params["text"] for c in calls)
+    assert calls[-1].params["text"].endswith("Round 1 of 3")
+    assert not any("Round 1 of 3" in c.params["text"] for c in calls[:-1])
+    assert [buttons(c) for c in calls] == [[]] * (len(calls) - 1) + [["answer"]]
+    kinds = {e["type"] for c in calls for e in c.params["entities"]}
+    assert {"bold", "pre", "italic"} <= kinds
+
+
+async def test_cut_off_final_answer_is_continued_and_merged(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """An answer cut by the token limit is continued; the user gets one merged message."""
+    part1 = "Your plan: start with the basics and build up slowly over the first mo"
+    part2 = "nth. Then add a second session each week."
+    model_server.enqueue(part1, finish_reason="length")
+    model_server.enqueue(part2)
+    async with private_bot(
+        tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1
+    ) as bot:
+        [answer] = await say(bot, USER, "Make me a training plan")
+        assert answer.startswith(part1 + part2)
+        assert "Final answer" in answer and "may be incomplete" not in answer
+        assert len(sent(bot, USER)) == 1
+        second = bot.model.requests[1]["messages"]
+        assert second[-2] == {"role": "assistant", "content": part1}
+        assert second[-1]["role"] == "user"
+        assert second[-1]["content"].startswith("Your previous answer was cut off.")
+
+
+async def test_rejected_formatting_is_resent_as_plain_text(bot: RunningBot) -> None:
+    """When Telegram refuses the entities, the same text arrives without formatting."""
+    bot.model.enqueue("**Bold** advice with `code` in it")
+    bot.api.fail_next(
+        "sendMessage", status=400, description="Bad Request: can't parse entities: bad offset"
+    )
+    await say(bot, USER, "Go")
+    first, second = bot.api.calls_of("sendMessage")[:2]
+    assert first.status == 400 and first.params.get("entities")
+    assert second.status == 200 and not second.params.get("entities")
+    assert second.params["text"] == first.params["text"]
+    assert second.params["text"].startswith("Bold advice with code in it")
+
+
+@pytest.mark.parametrize(
+    "model_text",
+    [
+        "Use the <div> tag, then the </div> tag & a <br/> break.",
+        "Remember that a < b and b > c, so a < c <= d.",
+        "Unbalanced **bold and _italic and `backtick and ~~strike never closed.",
+        "Stray __dunder__ names like __init__ and snake_case_words in text.",
+        "<script>alert</script> and &amp; and &lt;tag&gt; literally.",
+    ],
+)
+async def test_hostile_markdown_keeps_every_word(bot: RunningBot, model_text: str) -> None:
+    """HTML-looking text and unbalanced Markdown arrive with every word the model wrote."""
+    bot.model.enqueue(model_text)
+    [reply] = await say(bot, USER, "Explain")
+    shown = reply.removesuffix("Round 1 of 3")
+    assert re.findall(r"[A-Za-z]+", shown) == re.findall(r"[A-Za-z]+", model_text)
+    for token in ("<div>", "<", "&"):
+        if token in model_text:
+            assert token in shown
+
+
+async def test_slow_stream_shows_growing_drafts_then_the_message(bot: RunningBot) -> None:
+    """While a reply streams, drafts with growing text come before the complete message."""
+    text = " ".join(f"word{n}" for n in range(80))  # about 50 chunks of 8 characters
+    bot.model.enqueue(text, chunk_size=8, chunk_delay=0.03)
+    [reply] = await say(bot, USER, "Tell me")
+    assert reply.startswith(text) and reply.endswith("Round 1 of 3")
+    drafts = [c for c in bot.api.calls_of("sendMessageDraft") if c.status == 200]
+    assert len(drafts) >= 2
+    shown = [c.params["text"] for c in drafts]
+    assert all(text.startswith(s) for s in shown)
+    assert all(len(a) < len(b) for a, b in itertools.pairwise(shown))
+    final = sent(bot, USER)[-1]
+    assert all(d.monotonic < final.monotonic for d in drafts)
+
+
+async def test_flood_control_on_the_answer_waits_and_delivers(bot: RunningBot) -> None:
+    """A 429 with retry_after 1 on the answer delays it by a second; it still arrives once."""
+    bot.api.fail_next(
+        "sendMessage", status=429, description="Too Many Requests: retry after 1", retry_after=1
+    )
+    [reply] = await say(bot, USER, "Hello")
+    assert reply.startswith("Reply to: Hello")
+    limited, delivered = bot.api.calls_of("sendMessage")
+    assert limited.status == 429 and delivered.status == 200
+    assert delivered.monotonic - limited.monotonic >= 1.0
+    assert delivered.params["text"] == limited.params["text"]
+
+
+async def test_timed_out_send_is_retried(bot_api: FakeBotApi) -> None:
+    """A send that times out is sent again and arrives.
+
+    Through the running bot this would need the fake to stall for longer than the
+    Application's 30 s read timeout, so the Sender is driven directly with a real Bot
+    whose timeout is short. Telegram may have received the first request, so a retried
+    send can duplicate a message: that is preferred to losing it.
+    """
+    request = HTTPXRequest(read_timeout=0.3, write_timeout=0.3, connect_timeout=1.0)
+    async with Bot(TOKEN, base_url=bot_api.base_url, request=request) as bot:
+        bot_api.latency = _FirstCallOnly(sendMessage=2.0)
+        [message] = await asyncio.wait_for(Sender(bot, Target(USER)).send_text("Your answer"), 5)
+    assert message.text == "Your answer"
+    stalled, retried = bot_api.calls_of("sendMessage")
+    assert stalled.result is None  # still stalled when the client gave up on it
+    assert retried.result is not None and retried.params["text"] == "Your answer"
+
+
+class _FirstCallOnly(dict[str, float]):
+    """Latencies the fake applies once per method: only the first call stalls."""
+
+    def get(self, key: str, default: float | None = None) -> float | None:  # type: ignore[override]
+        return self.pop(key, default)

@@ -1,0 +1,285 @@
+"""Groups and forum topics end to end: who the bot listens to, where it answers, and how a
+streamed answer shows up in a group.
+
+Every "ignored" check is followed by an addressed message in the same conversation: updates
+of one conversation are handled in order, so once that one is answered the ignored one was
+handled too (no sleeps).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.bot_harness import RunningBot, bot_settings, running_bot
+from tests.fakes.bot_api import NOT_MODIFIED, FakeBotApi
+from tests.fakes.model_server import FakeModelServer
+from tests.group_helpers import (
+    ALICE,
+    BOB,
+    GROUP,
+    answers,
+    bot_texts,
+    in_chat,
+    mention,
+    said,
+    say,
+)
+
+
+@pytest.fixture
+async def bot(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> AsyncIterator[RunningBot]:
+    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server)
+    async with running_bot(settings, bot_api, model_server) as running:
+        yield running
+
+
+async def test_only_addressed_messages_are_answered_and_members_are_named(
+    bot: RunningBot,
+) -> None:
+    """Plain messages and replies to other members are ignored; mentions (any case) and
+    replies to the bot continue one consultation whose model input names each speaker."""
+    bot.model.enqueue("How many people?")
+    bot.model.enqueue("Which dates?")
+    await say(bot, "we should plan a trip", addressed=None)
+    question = await say(bot, "@consult_bot plan a trip to Rome")
+    first = await answers(bot, 1)
+    assert first.result["reply_to_message"]["message_id"] == question["message_id"]
+    assert first.params["text"].startswith("How many people?")
+    assert first.params["text"].endswith("Round 1 of 3")
+
+    await say(
+        bot,
+        "ignore this",
+        user=BOB,
+        name="Bob",
+        addressed=None,
+        reply_to_message=question["message_id"],
+    )
+    answer = await say(
+        bot,
+        "Four of us",
+        user=BOB,
+        name="Bob",
+        addressed=None,
+        reply_to_message=first.result["message_id"],
+    )
+    second = await answers(bot, 2)
+    assert second.result["reply_to_message"]["message_id"] == answer["message_id"]
+    assert second.params["text"].endswith("Round 2 of 3")
+
+    await say(bot, "@Consult_Bot, one more thing: in May", addressed="@Consult_Bot")
+    await answers(bot, 3)
+    assert len(bot.model.requests) == 3
+    system, *turns = bot.model.requests[-1]["messages"]
+    assert "group chat" in system["content"]
+    assert [m["content"] for m in turns] == [
+        "Alice: plan a trip to Rome",
+        "How many people?",
+        "Bob: Four of us",
+        "Which dates?",
+        "Alice: one more thing: in May",
+    ]
+    assert len(bot_texts(bot)) == 3
+
+
+async def test_forum_topics_are_separate_consultations(bot: RunningBot) -> None:
+    """Two topics run two consultations, replies stay in their topic, and a message whose
+    reply_to_message is the topic's root (created by the bot) is not a reply to the bot."""
+    root = {
+        "message_id": 70,
+        "date": int(time.time()),
+        "chat": bot.api.chat(GROUP, "supergroup", forum=True),
+        "from": {
+            "id": bot.api.bot_id,
+            "is_bot": True,
+            "first_name": "Consultant",
+            "username": "consult_bot",
+        },
+        "message_thread_id": 70,
+        "is_topic_message": True,
+        "forum_topic_created": {"name": "Travel", "icon_color": 7322096},
+    }
+    topic = {"is_topic_message": True, "reply_to_message": root}
+    await say(bot, "just chatting in the topic", addressed=None, message_thread_id=70, **topic)
+    await say(bot, "@consult_bot plan a trip", message_thread_id=70, **topic)
+    travel = await answers(bot, 1)
+    await say(
+        bot,
+        "@consult_bot fix my bike",
+        user=BOB,
+        name="Bob",
+        message_thread_id=90,
+        is_topic_message=True,
+    )
+    bikes = await answers(bot, 2)
+    assert travel.params["message_thread_id"] == 70
+    assert bikes.params["message_thread_id"] == 90
+    assert travel.params["text"].endswith("Round 1 of 3")
+    assert bikes.params["text"].endswith("Round 1 of 3")
+    assert [len(r["messages"]) for r in bot.model.requests] == [2, 2]
+    assert bot.model.requests[1]["messages"][1]["content"] == "Bob: fix my bike"
+
+    await say(
+        bot,
+        "for two people",
+        addressed=None,
+        message_thread_id=70,
+        is_topic_message=True,
+        reply_to_message=travel.result["message_id"],
+    )
+    again = await answers(bot, 3)
+    assert again.params["message_thread_id"] == 70
+    assert again.params["text"].endswith("Round 2 of 3")
+    status = await bot.runtime.service.status(f"tg:{GROUP}:90")
+    assert status.rounds_done == 1
+    assert all("chatting" not in m["content"] for r in bot.model.requests for m in r["messages"])
+
+
+async def test_plain_group_without_topics(bot: RunningBot) -> None:
+    """A basic group (not a supergroup) answers a mention in place, without a thread id."""
+    question = await say(bot, "@consult_bot hello", chat=-555, chat_type="group")
+    reply = await answers(bot, 1, chat=-555)
+    assert "message_thread_id" not in reply.params
+    assert reply.result["reply_to_message"]["message_id"] == question["message_id"]
+
+
+async def test_a_long_answer_in_a_topic_stays_in_the_topic(bot: RunningBot) -> None:
+    """Every part of a split answer goes to the topic; only the first replies to the question."""
+    paragraphs = [f"Paragraph {n}: " + "word " * 30 for n in range(60)]
+    bot.model.enqueue("\n\n".join(paragraphs))
+    question = await say(
+        bot, "@consult_bot explain everything", message_thread_id=70, is_topic_message=True
+    )
+    await answers(bot, 1)
+    sends = [c for c in bot.api.calls_of("sendMessage") if in_chat(c, GROUP)]
+    assert len(sends) >= 2
+    assert all(c.params["message_thread_id"] == 70 for c in sends)
+    assert sends[0].params["reply_parameters"]["message_id"] == question["message_id"]
+    assert all("reply_parameters" not in c.params for c in sends[1:])
+    shown = "\n".join(bot.api.messages[(GROUP, c.result["message_id"])]["text"] for c in sends)
+    assert all(p.strip() in shown for p in paragraphs)
+    assert "reply_markup" in sends[-1].params  # the answer-now button under the last part
+
+
+async def test_answer_now_button_in_a_topic(bot: RunningBot) -> None:
+    """Another member pressing "final answer now" gets the final answer in the same topic."""
+    await say(bot, "@consult_bot plan a trip", message_thread_id=70, is_topic_message=True)
+    first = await answers(bot, 1)
+    bot.api.push_update(bot.api.callback_query(GROUP, BOB, "answer", first.result["message_id"]))
+    final = await answers(bot, 2)
+    assert final.params["message_thread_id"] == 70
+    assert "Final answer" in final.params["text"]
+    system, *turns = bot.model.requests[-1]["messages"]
+    assert "last round" in system["content"] and '"plan a trip"' in system["content"]
+    assert turns[-1]["content"].endswith(": Please give me your final answer now.")
+
+
+async def test_reply_threads_outside_forums_are_not_topics(bot: RunningBot) -> None:
+    """In a group without topics a reply carries the thread root's id, yet it continues the
+    group's one consultation and the answer is sent without a thread id."""
+    question = await say(bot, "@consult_bot plan a trip")
+    first = await answers(bot, 1)
+    await say(
+        bot,
+        "Four of us",
+        user=BOB,
+        name="Bob",
+        addressed=None,
+        message_thread_id=question["message_id"],
+        reply_to_message=first.result["message_id"],
+    )
+    second = await answers(bot, 2)
+    assert second.params["text"].endswith("Round 2 of 3")
+    assert "message_thread_id" not in second.params
+
+
+async def test_a_captioned_photo_mentioning_the_bot_is_a_question(bot: RunningBot) -> None:
+    """A photo whose caption mentions the bot is answered from the caption; a sticker that is
+    not addressed to the bot is ignored, one that replies to it gets the text-only hint."""
+    caption = "@consult_bot is this mould?"
+    await bot.send(
+        GROUP,
+        None,
+        user_id=ALICE,
+        chat_type="supergroup",
+        photo=True,
+        caption=caption,
+        entities=mention(caption),
+    )
+    first = await answers(bot, 1)
+    assert bot.model.requests[0]["messages"][-1]["content"] == "Alice: is this mould?"
+    await bot.send(GROUP, None, user_id=BOB, chat_type="supergroup", sticker=True)
+    await bot.send(
+        GROUP,
+        None,
+        user_id=BOB,
+        chat_type="supergroup",
+        sticker=True,
+        reply_to_message=first.result["message_id"],
+    )
+    await said(bot, "I can only read text")
+    assert len(bot_texts(bot)) == 2 and len(bot.model.requests) == 1
+
+
+def streamed_final_answer(model: FakeModelServer, delay: float) -> str:
+    """Script a final answer that arrives in three fragments, `delay` seconds apart."""
+    fragments = [
+        "## Plan\n\nFirst, book the flights early. ",
+        "Second, pick a hotel near the centre. ",
+        "Third, buy museum passes online.",
+    ]
+    model.enqueue(fragments[0], finish_reason="length")
+    model.enqueue(fragments[1], finish_reason="length", delay=delay)
+    model.enqueue(fragments[2], delay=delay)
+    return "".join(fragments)
+
+
+async def test_group_answer_streams_into_one_edited_message(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A slow answer appears as one progress message, edited at most every 3 s, that ends
+    holding the whole final text: no second copy is sent."""
+    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1)
+    async with running_bot(settings, bot_api, model_server) as bot:
+        streamed_final_answer(bot.model, delay=2.0)
+        question = await say(bot, "@consult_bot plan my trip")
+        final = await answers(bot, 1, timeout=15)
+    sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
+    edits = [c for c in bot_api.calls_of("editMessageText") if in_chat(c, GROUP)]
+    assert len(sends) == 1 and len(edits) >= 2
+    assert final is edits[-1]
+    assert sends[0].result["reply_to_message"]["message_id"] == question["message_id"]
+    assert "First, book" in sends[0].params["text"]
+    assert edits[0].monotonic - sends[0].monotonic >= 2.9
+    assert "Third" not in edits[0].params["text"]
+    shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
+    assert "First, book" in shown and shown.rstrip().endswith(
+        "Consultation complete. Send a new message to start another one."
+    )
+    assert "Third, buy museum passes online." in shown
+
+
+async def test_not_modified_on_a_progress_edit_is_harmless(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A progress edit refused as "message is not modified" neither breaks nor duplicates."""
+    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1)
+    async with running_bot(settings, bot_api, model_server) as bot:
+        commands = bot.application.handlers[0][0].callback.__self__  # type: ignore[attr-defined]
+        commands.h.turns._group_interval = 0.3  # the 3 s throttle is tested above
+        bot_api.fail_next("editMessageText", status=400, description=NOT_MODIFIED)
+        streamed_final_answer(bot.model, delay=0.6)
+        await say(bot, "@consult_bot plan my trip")
+        await answers(bot, 1)
+    sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
+    edits = bot_api.calls_of("editMessageText")
+    assert len(sends) == 1
+    assert edits[0].status == 400 and edits[-1].status == 200
+    shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
+    assert "Third, buy museum passes online." in shown and "Final answer" in shown

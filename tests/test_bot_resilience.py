@@ -1,0 +1,199 @@
+"""What goes wrong around a private chat, end to end: model outages, restarts, quick
+messages, many chats at once, blocked chats and expiry (SPEC §2 failure, ordering; §6)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.models import Role
+from tests.bot_harness import RunningBot
+from tests.bot_private_support import (
+    conversation,
+    delivered,
+    private_bot,
+    say,
+    sent,
+    system_prompt,
+)
+from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.model_server import FakeModelServer
+
+USER = 801
+OTHER = 802
+
+
+@pytest.fixture
+async def bot(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> AsyncIterator[RunningBot]:
+    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as running:
+        yield running
+
+
+async def stored_texts(bot: RunningBot, chat_id: int) -> list[tuple[Role, str]]:
+    consultation = await bot.runtime.store.load_active(f"tg:{chat_id}")
+    assert consultation is not None
+    return [(m.role, m.text) for m in consultation.messages]
+
+
+async def fail_model_turn(bot: RunningBot, text: str) -> str:
+    """Send `text` while the model answers 500 to the call and its one SDK retry."""
+    bot.model.enqueue("upstream exploded", status=500)
+    bot.model.enqueue("upstream exploded", status=500)
+    [error] = await say(bot, USER, text)
+    return error
+
+
+async def test_model_outage_explains_and_retry_answers_round_one(bot: RunningBot) -> None:
+    """After 500s beyond the retries the user gets a clear error; /retry answers round 1."""
+    error = await fail_model_turn(bot, "Plan my week")
+    assert error.startswith("⚠️ The model is not answering right now")
+    assert "the service is unavailable" in error and "/retry" in error
+    assert "Traceback" not in error and "500" not in error and "exploded" not in error
+    assert len(bot.model.requests) == 2  # the call and the SDK's one retry
+    [status] = await say(bot, USER, "/status")
+    assert "0 of 3 rounds answered" in status and "still waiting" in status
+    [reply] = await say(bot, USER, "/retry")
+    assert reply == "Reply to: Plan my week\n\nRound 1 of 3"
+    assert [conversation(r) for r in bot.model.requests] == [["Plan my week"]] * 3
+    assert await stored_texts(bot, USER) == [
+        (Role.USER, "Plan my week"),
+        (Role.ASSISTANT, "Reply to: Plan my week"),
+    ]
+
+
+async def test_resending_after_an_outage_is_not_stored_twice(bot: RunningBot) -> None:
+    """Sending the same text again after a failure answers round 1 with it once."""
+    await fail_model_turn(bot, "Plan my week")
+    [reply] = await say(bot, USER, "Plan my week")
+    assert reply.endswith("Round 1 of 3")
+    assert conversation(bot.model.requests[-1]) == ["Plan my week"]
+    assert "round 1 of 3" in system_prompt(bot.model.requests[-1])
+    assert await stored_texts(bot, USER) == [
+        (Role.USER, "Plan my week"),
+        (Role.ASSISTANT, "Reply to: Plan my week"),
+    ]
+
+
+async def test_new_message_after_an_outage_joins_the_open_round(bot: RunningBot) -> None:
+    """A different message after a failure is answered together with the first, as round 1."""
+    await fail_model_turn(bot, "Plan my week")
+    [reply] = await say(bot, USER, "Actually, my month")
+    assert reply.endswith("Round 1 of 3")
+    assert conversation(bot.model.requests[-1]) == ["Plan my week\n\nActually, my month"]
+    assert [text for _, text in await stored_texts(bot, USER)] == [
+        "Plan my week",
+        "Actually, my month",
+        "Reply to: Plan my week\n\nActually, my month",
+    ]
+
+
+async def test_stream_broken_midway_is_explained_and_retried(bot: RunningBot) -> None:
+    """A stream that breaks after some text gives the error reply; /retry answers round 1."""
+    bot.model.enqueue("A partial answer that breaks off", error_after=2, chunk_size=4)
+    [error] = await say(bot, USER, "Question")
+    assert error.startswith("⚠️ The model is not answering right now")
+    [reply] = await say(bot, USER, "/retry")
+    assert reply == "Reply to: Question\n\nRound 1 of 3"
+
+
+async def test_restart_continues_the_consultation(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A new process on the same database continues at round 2 with the history."""
+    db = tmp_path / "bot.sqlite3"
+    async with private_bot(db, bot_api, model_server) as first:
+        await say(first, USER, "Help me learn Spanish")
+    async with private_bot(db, bot_api, model_server) as second:
+        [reply] = await say(second, USER, "Thirty minutes a day")
+        assert reply.endswith("Round 2 of 3")
+        assert conversation(model_server.requests[-1]) == [
+            "Help me learn Spanish",
+            "Reply to: Help me learn Spanish",
+            "Thirty minutes a day",
+        ]
+        assert "round 2 of 3" in system_prompt(model_server.requests[-1])
+    assert len(model_server.requests) == 2  # the first message was not processed again
+
+
+async def test_quick_messages_are_answered_in_order(bot: RunningBot) -> None:
+    """Two messages sent while the model is slow are both answered, in order."""
+    bot.model.latency = 0.5
+    await bot.send(USER, "first")
+    await bot.send(USER, "second")
+    await bot.api.wait_for(lambda c: delivered(c, USER), 10, count=2)
+    texts = [c.params["text"] for c in sent(bot, USER)]
+    assert texts == ["Reply to: first\n\nRound 1 of 3", "Reply to: second\n\nRound 2 of 3"]
+    assert conversation(bot.model.requests[1]) == ["first", "Reply to: first", "second"]
+
+
+async def test_two_hundred_chats_run_concurrently(bot: RunningBot) -> None:
+    """200 chats writing at once with a 0.5 s model are all answered in far less than 100 s."""
+    bot.model.latency = 0.5
+    chats = range(10_000, 10_200)
+    started = time.monotonic()
+    for chat in chats:
+        await bot.send(chat, f"question {chat}")
+    await bot.api.wait_for(
+        lambda c: c.method == "sendMessage" and c.result is not None, 30, count=len(chats)
+    )
+    elapsed = time.monotonic() - started
+    assert elapsed < 20
+    for chat in chats:
+        assert [c.params["text"] for c in sent(bot, chat)] == [
+            f"Reply to: question {chat}\n\nRound 1 of 3"
+        ]
+
+
+async def test_blocked_chat_is_not_retried_and_others_keep_working(
+    bot: RunningBot, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 403 from a chat that blocked the bot ends that reply at once, logged once."""
+    caplog.set_level(logging.INFO)
+    bot.api.fail_next(
+        "sendMessage", status=403, description="Forbidden: bot was blocked by the user"
+    )
+    await bot.send(USER, "Hello?")
+    await bot.api.wait_for(lambda c: c.method == "sendMessage" and c.status == 403)
+    [reply] = await say(bot, OTHER, "Anyone there?")
+    assert reply.startswith("Reply to: Anyone there?")
+    to_blocked = [c for c in bot.api.calls_of("sendMessage") if c.params["chat_id"] == USER]
+    assert len(to_blocked) == 1
+    notes = [r for r in caplog.records if "does not accept messages" in r.getMessage()]
+    assert len(notes) == 1 and str(USER) in notes[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_expired_consultation_starts_fresh_and_says_why(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A message after the TTL starts round 1 with fresh history, after an explanation."""
+    async with private_bot(
+        tmp_path / "bot.sqlite3", bot_api, model_server, session_ttl_seconds=1
+    ) as bot:
+        await say(bot, USER, "Old topic")
+        await asyncio.sleep(1.1)  # past the one-second TTL
+        notice, reply = await say(bot, USER, "New topic", parts=2)
+        assert notice.startswith("Your previous consultation expired")
+        assert reply.endswith("Round 1 of 3")
+        assert conversation(model_server.requests[-1]) == ["New topic"]
+
+
+async def test_user_is_told_when_the_cleanup_expired_the_consultation(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A consultation expired by the periodic cleanup is still explained to the user."""
+    async with private_bot(
+        tmp_path / "bot.sqlite3", bot_api, model_server, session_ttl_seconds=1
+    ) as bot:
+        await say(bot, USER, "Old topic")
+        await asyncio.sleep(1.1)  # past the one-second TTL
+        await bot.runtime.service.cleanup(retention_seconds=86_400)  # what the loop runs
+        [first, *_] = await say(bot, USER, "New topic")
+        assert first.startswith("Your previous consultation expired")

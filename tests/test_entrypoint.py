@@ -1,0 +1,243 @@
+"""`python -m bot` as a real process: configuration errors, a clean stop on SIGTERM, and no
+message lost when the process is killed mid-answer.
+
+The process gets a clean environment and a temporary working directory, so no `.env` and
+no developer settings leak in; it talks to the fake Bot API and model server of the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.bot_api import TOKEN, FakeBotApi
+from tests.fakes.model_server import FakeModelServer
+
+USER = 501
+
+
+def clean_env(home: Path, **values: str) -> dict[str, str]:
+    """Only PATH and HOME from the outside world, plus the given settings."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), **values}
+
+
+def run_bot_sync(tmp_path: Path, **values: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot"],
+        env=clean_env(tmp_path, **values),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({}, "TELEGRAM_BOT_TOKEN"),
+        ({"TELEGRAM_BOT_TOKEN": TOKEN}, "OPENAI_API_KEY"),
+        (
+            {"TELEGRAM_BOT_TOKEN": TOKEN, "OPENAI_API_KEY": "k", "DEFAULT_MAX_ROUNDS": "abc"},
+            "DEFAULT_MAX_ROUNDS",
+        ),
+        (
+            {"TELEGRAM_BOT_TOKEN": TOKEN, "OPENAI_API_KEY": "k", "WEBHOOK_URL": "https://x/hook"},
+            "WEBHOOK_SECRET",
+        ),
+    ],
+)
+def test_configuration_errors_exit_2_with_one_line(
+    tmp_path: Path, values: dict[str, str], named: str
+) -> None:
+    """A missing or invalid setting ends the process with code 2 and one line naming it."""
+    done = run_bot_sync(tmp_path, **values)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+@dataclass
+class BotProcess:
+    """A `python -m bot` child process with its stderr in a file."""
+
+    process: asyncio.subprocess.Process
+    log: Path
+
+    async def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> tuple[int, float]:  # noqa: ASYNC109
+        """Send `sig`; return the exit code and how long the process took to exit."""
+        began = time.monotonic()
+        self.process.send_signal(sig)
+        code = await asyncio.wait_for(self.process.wait(), timeout)
+        return code, time.monotonic() - began
+
+
+StartBot = Callable[[], Awaitable[BotProcess]]
+
+
+@pytest.fixture
+async def start_bot(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> AsyncIterator[StartBot]:
+    """Start `python -m bot` against the fakes, on one database file; kill leftovers at the end."""
+    started: list[BotProcess] = []
+    env = clean_env(
+        tmp_path,
+        TELEGRAM_BOT_TOKEN=TOKEN,
+        TELEGRAM_API_BASE_URL=bot_api.base_url,
+        OPENAI_API_KEY="test-key",
+        OPENAI_BASE_URL=model_server.base_url,
+        LLM_MODEL="test-model",
+        LLM_MAX_RETRIES="0",
+        DB_PATH=str(tmp_path / "bot.sqlite3"),
+    )
+
+    async def start() -> BotProcess:
+        log = tmp_path / f"bot{len(started)}.log"
+        with log.open("wb") as sink:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "bot",
+                env=env,
+                cwd=tmp_path,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=sink,
+            )
+        started.append(BotProcess(process, log))
+        return started[-1]
+
+    yield start
+    for bot in started:
+        if bot.process.returncode is None:
+            bot.process.kill()
+            await bot.process.wait()
+
+
+async def answered(bot_api: FakeBotApi, fragment: str, timeout: float = 20) -> str:  # noqa: ASYNC109
+    """Wait for a message to the user containing `fragment`; return its text."""
+    call = await bot_api.wait_for(
+        lambda c: (
+            c.method == "sendMessage"
+            and c.status == 200
+            and c.params.get("chat_id") == USER
+            and fragment in c.params["text"]
+        ),
+        timeout,
+    )
+    return str(call.params["text"])
+
+
+async def test_runs_stops_on_sigterm_and_resumes_after_restart(
+    start_bot: StartBot, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The process answers, sets its command menus, exits 0 soon after SIGTERM, and a
+    restart on the same database continues the consultation at round 2."""
+    first = await start_bot()
+    bot_api.push_update(bot_api.text_message(USER, "Help me pick weights", user_id=USER))
+    text = await answered(bot_api, "Round 1 of 3")
+    assert text.startswith("Reply to: Help me pick weights")
+    code, took = await first.stop()
+    assert code == 0, first.log.read_text()
+    assert took < 5
+    assert "Traceback" not in first.log.read_text()
+    menus = {(json.loads(k)[0]["type"], json.loads(k)[1]) for k in bot_api.commands}
+    assert menus == {
+        ("all_private_chats", None),
+        ("all_group_chats", None),
+        ("all_private_chats", "ru"),
+        ("all_group_chats", "ru"),
+    }
+
+    second = await start_bot()
+    bot_api.push_update(bot_api.text_message(USER, "Hammer curls", user_id=USER))
+    await answered(bot_api, "Round 2 of 3")
+    assert [m["content"] for m in model_server.requests[-1]["messages"][1:]] == [
+        "Help me pick weights",
+        "Reply to: Help me pick weights",
+        "Hammer curls",
+    ]
+    assert len(model_server.requests) == 2  # the first update was not delivered twice
+    code, _ = await second.stop()
+    assert code == 0
+
+
+async def test_a_killed_process_loses_no_message(
+    start_bot: StartBot, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """kill -9 while the model is answering; after a restart /retry answers the stored message."""
+    first = await start_bot()
+    model_server.enqueue("too late", delay=30)
+    bot_api.push_update(bot_api.text_message(USER, "Keep this question", user_id=USER))
+    deadline = time.monotonic() + 20
+    while not model_server.requests:
+        assert time.monotonic() < deadline, first.log.read_text()
+        await asyncio.sleep(0.02)
+    code, _ = await first.stop(signal.SIGKILL)
+    assert code == -signal.SIGKILL
+
+    second = await start_bot()
+    bot_api.push_update(bot_api.text_message(USER, "/retry", user_id=USER))
+    text = await answered(bot_api, "Reply to: Keep this question")
+    assert text.endswith("Round 1 of 3")
+    users = [m["content"] for m in model_server.requests[-1]["messages"] if m["role"] == "user"]
+    assert users == ["Keep this question"]
+    assert not any("too late" in t for t in bot_api.sent_texts(USER))
+    code, _ = await second.stop()
+    assert code == 0
+
+
+async def test_a_rejected_token_exits_2_with_one_line(tmp_path: Path, bot_api: FakeBotApi) -> None:
+    """Telegram refusing the token ends start-up with exit code 2 and one clear line."""
+    bot_api.fail_next("getMe", status=401, description="Unauthorized")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        env=clean_env(
+            tmp_path,
+            TELEGRAM_BOT_TOKEN=TOKEN,
+            OPENAI_API_KEY="k",
+            TELEGRAM_API_BASE_URL=bot_api.base_url,
+            LOG_LEVEL="WARNING",
+            DB_PATH=str(tmp_path / "bot.sqlite3"),
+        ),
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 2
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and "TELEGRAM_BOT_TOKEN" in lines[0], err.decode()
+
+
+async def test_sigterm_mid_answer_delivers_it_before_exiting(
+    start_bot: StartBot, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A SIGTERM while the model is answering lets that answer reach the user, then exits 0."""
+    bot = await start_bot()
+    model_server.enqueue("Worth the wait", delay=1.0)
+    bot_api.push_update(bot_api.text_message(USER, "Slow question", user_id=USER))
+    deadline = time.monotonic() + 20
+    while not model_server.requests:
+        assert time.monotonic() < deadline, bot.log.read_text()
+        await asyncio.sleep(0.02)
+    code, took = await bot.stop()
+    assert code == 0, bot.log.read_text()
+    assert any("Worth the wait" in t for t in bot_api.sent_texts(USER)), bot.log.read_text()
+    assert took < 5
