@@ -70,7 +70,6 @@ def build_application(
                 write_timeout=30.0,
             )
         )
-        .post_init(_post_init)
     )
     # Webhook mode feeds updates from the aiohttp server instead of an Updater.
     builder = (
@@ -114,10 +113,6 @@ def register(application: Application, handlers: Handlers) -> None:  # type: ign
         CallbackQueryHandler(commands.on_settings_button, pattern=r"^(rounds|role):")
     )
     application.add_error_handler(handlers.on_error)
-
-
-async def _post_init(application: Application) -> None:  # type: ignore[type-arg]
-    await set_command_menus(application)
 
 
 async def set_command_menus(application: Application) -> None:  # type: ignore[type-arg]

@@ -54,7 +54,7 @@ async def run_bot(settings: Settings) -> int:
             )
             return 1
         try:
-            # `post_init` runs only under run_polling/run_webhook, not on this manual start.
+            # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
             await set_command_menus(application)
             await application.start()
             web = await start_web(settings, runtime, application) if needs_web(settings) else None
