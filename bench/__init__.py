@@ -1,0 +1,1 @@
+"""Benchmark: the product bot against a bare python-telegram-bot relay, on local fakes."""

@@ -1,0 +1,176 @@
+"""`python -m bench` (`make bench`): the product bot against a bare PTB relay bot, A B A B.
+
+Everything runs on 127.0.0.1 against the fakes; every process started is stopped
+at the end, also on Ctrl-C or an error. Results: a table on stdout and a JSON
+file in bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.procs import ROOT, Processes
+from bench.runs import Bench
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def median_of(runs: list[dict[str, Any]], *path: str) -> float:
+    values = []
+    for run in runs:
+        value: Any = run
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, int | float):
+            values.append(float(value))
+    return statistics.median(values) if values else float("nan")
+
+
+ROWS: list[tuple[str, tuple[str, ...], str]] = [
+    ("throughput, rounds/s (100 chats)", ("throughput",), "{:.1f}"),
+    ("bot CPU per round, ms", ("cpu_ms_per_round",), "{:.2f}"),
+    ("fakes' CPU per round, ms", ("fakes_cpu_ms_per_round",), "{:.2f}"),
+    ("idle: first text p50, ms", ("idle", "first", "p50"), "{:.1f}"),
+    ("idle: first text p99, ms", ("idle", "first", "p99"), "{:.1f}"),
+    ("idle: complete p50, ms", ("idle", "done", "p50"), "{:.1f}"),
+    ("idle: complete p99, ms", ("idle", "done", "p99"), "{:.1f}"),
+    ("load: first text p50, ms", ("load", "first", "p50"), "{:.1f}"),
+    ("load: first text p95, ms", ("load", "first", "p95"), "{:.1f}"),
+    ("load: first text p99, ms", ("load", "first", "p99"), "{:.1f}"),
+    ("load: complete p50, ms", ("load", "done", "p50"), "{:.1f}"),
+    ("load: complete p95, ms", ("load", "done", "p95"), "{:.1f}"),
+    ("load: complete p99, ms", ("load", "done", "p99"), "{:.1f}"),
+    ("500 chats at once, 1 s model: all answered, s", ("burst_all_answered_s",), "{:.2f}"),
+    ("slow stream: first text after 1st token, ms", (
+        "stream_first_text_after_first_token_ms", "median"), "{:.0f}"),
+    ("peak RSS, MB", ("rss_peak_mb",), "{:.1f}"),
+]
+
+
+def pair_line(n: int, bot: dict[str, Any], ref: dict[str, Any], floor: dict[str, Any]) -> str:
+    return (
+        f"pair {n}: throughput bot {bot['throughput']:.1f} / ref {ref['throughput']:.1f} rounds/s "
+        f"(ratio {bot['throughput'] / ref['throughput']:.2f}); idle complete p50 "
+        f"{bot['idle']['done']['p50']:.1f} / {ref['idle']['done']['p50']:.1f} ms "
+        f"(floor {floor['idle']['done']['p50']:.1f}); "
+        f"500-burst {fmt(bot['burst_all_answered_s'])} / {fmt(ref['burst_all_answered_s'])} s; "
+        f"CPU/round {bot['cpu_ms_per_round']:.2f} / {ref['cpu_ms_per_round']:.2f} ms"
+    )
+
+
+def floor_lines(
+    bots: list[dict[str, Any]], refs: list[dict[str, Any]], floors: list[dict[str, Any]]
+) -> str:
+    """Idle latency minus the floor (bench/floor_bot.py): what each bot adds to a round."""
+    lines = ["\nidle latency over the floor (raw aiohttp relay on the same fakes), ms:"]
+    for stat in ("p50", "p99"):
+        floor = median_of(floors, "idle", "done", stat)
+        bot = median_of(bots, "idle", "first", stat) - floor
+        ref = median_of(refs, "idle", "first", stat) - floor
+        lines.append(
+            f"  {stat}: floor {floor:.1f}; bot adds {bot:.1f} (to first text); "
+            f"reference adds {ref:.1f}"
+        )
+    return "\n".join(lines)
+
+
+def fmt(value: float | None) -> str:
+    return "timeout" if value is None else f"{value:.2f}"
+
+
+def table(bots: list[dict[str, Any]], refs: list[dict[str, Any]]) -> str:
+    lines = [f"{'metric (median of runs)':<48}{'bot':>10}{'reference':>11}{'bot/ref':>9}"]
+    for label, path, form in ROWS:
+        a, b = median_of(bots, *path), median_of(refs, *path)
+        ratio = f"{a / b:.2f}" if b and b == b and a == a else "-"
+        lines.append(f"{label:<48}{form.format(a):>10}{form.format(b):>11}{ratio:>9}")
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
+
+
+async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) -> dict[str, Any]:
+    bench = Bench(procs, scratch, seconds=args.seconds, chats=args.chats, burst=args.burst,
+                  idle_rounds=args.idle_rounds, bot_root=args.bot_root.resolve())
+    bots: list[dict[str, Any]] = []
+    refs: list[dict[str, Any]] = []
+    floors: list[dict[str, Any]] = []
+    for n in range(1, args.pairs + 1):
+        bots.append(await bench.run("bot"))
+        refs.append(await bench.run("reference"))
+        floors.append(await bench.floor())
+        print(pair_line(n, bots[-1], refs[-1], floors[-1]), flush=True)
+    context = await bench.context_growth()
+    print()
+    print(table(bots, refs))
+    print(floor_lines(bots, refs, floors))
+    for name, runs in (("bot", bots), ("reference", refs)):
+        last = runs[-1]["requests_per_round"]
+        print(f"Bot API requests per round, {name} (last run): "
+              f"100-chat load {last['load']}; 500 at once {last['burst']}")
+    db = [b["db"] for b in bots]
+    mb = statistics.median(d["mb_per_1000_consultations"] for d in db)
+    print(f"\nSQLite: {mb:.2f} MB per 1,000 consultations "
+          f"(last run: {db[-1]['consultations']} consultations, {db[-1]['messages']} messages, "
+          f"{db[-1]['bytes'] / 1e6:.2f} MB incl. WAL after a checkpoint)")
+    print("tokens sent to the model (approx, chars/4) by round of one long consultation: "
+          + ", ".join(f"round {k}: {v}" for k, v in context.items()))
+    return {"machine": machine(), "args": vars(args), "bot": bots, "reference": refs,
+            "floor": floors,
+            "context_tokens": context, "sqlite_mb_per_1000": mb}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10.0, help="throughput run length")
+    parser.add_argument("--chats", type=int, default=100, help="chats in the throughput run")
+    parser.add_argument("--burst", type=int, default=500, help="chats writing at once")
+    parser.add_argument("--idle-rounds", type=int, default=60)
+    parser.add_argument(
+        "--bot-root", type=Path, default=ROOT,
+        help="checkout whose `python -m bot` is measured (e.g. an export of an older commit)",
+    )
+    args = parser.parse_args()
+    started = time.time()
+    m = machine()
+    print(f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; "
+          f"{args.pairs} pairs, bot = python -m bot (from {args.bot_root}), "
+          "reference = bench/reference_bot.py", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        procs = Processes(Path(tmp))
+        try:
+            result = asyncio.run(main_async(args, procs, Path(tmp)))
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+        finally:
+            procs.stop_all()
+    result["seconds_total"] = time.time() - started
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / time.strftime("bench-%Y%m%d-%H%M%S.json")
+    path.write_text(json.dumps(result, indent=1, default=str))
+    print(f"\nwhole bench: {result['seconds_total']:.0f} s; results in {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The test fakes as benchmark processes, with the few control endpoints the driver needs.
+
+`python -m bench.fakes telegram` serves `tests.fakes.bot_api.FakeBotApi` plus
+`GET /_bench/calls?since=I&wait=S`, a long poll that answers as soon as a call
+past index I is recorded (so the load driver reacts within a millisecond without
+spinning). `python -m bench.fakes model` serves `tests.fakes.model_server.FakeModelServer`
+plus `POST /_bench/mode` (latency, slow streaming) and `GET /_bench/requests`.
+
+Invariant: the first line a fake prints is `PORT <n>`, after it is listening on
+127.0.0.1; every timestamp it reports is `time.monotonic()`, which on Linux is
+the same clock in every process, so the driver can subtract them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.model_server import FakeModelServer, _last_user_content
+
+
+class BenchBotApi(FakeBotApi):
+    """The fake Bot API with a long-polling view of the calls."""
+
+    async def start(self) -> None:
+        """As `FakeBotApi.start`, plus the long-poll route (routes freeze once serving)."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/bot{token}/{method}", self._handle)
+        app.router.add_get("/bot{token}/{method}", self._handle)
+        app.router.add_post("/_control/updates", self._control_updates)
+        app.router.add_get("/_bench/calls", self._bench_calls)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port, backlog=4096).start()
+        self.port = self._runner.addresses[0][1]
+
+    async def _bench_calls(self, request: web.Request) -> web.Response:
+        since = int(request.query.get("since", 0))
+        wait = float(request.query.get("wait", 0))
+        await self._until(lambda: len(self.calls) > since, wait)
+        rows = [
+            {
+                "method": c.method,
+                "chat_id": c.params.get("chat_id"),
+                "monotonic": c.monotonic,
+                "status": c.status,
+            }
+            for c in self.calls[since:]
+        ]
+        return web.json_response({"next": since + len(rows), "calls": rows})
+
+
+class BenchModel(FakeModelServer):
+    """The fake model with a switchable latency and an optional slow, token-by-token stream."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stream_seconds = 0.0
+        self.first_tokens: list[dict[str, Any]] = []
+        self.arrivals: list[float] = []  # time.monotonic() of each request, in order
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._completions)
+        app.router.add_post("/_bench/mode", self._mode)
+        app.router.add_get("/_bench/requests", self._requests)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port, backlog=4096).start()
+        self.port = self._runner.addresses[0][1]
+
+    async def _mode(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.latency = float(body.get("latency", self.latency))
+        self.stream_seconds = float(body.get("stream_seconds", self.stream_seconds))
+        return web.json_response({"ok": True})
+
+    async def _requests(self, request: web.Request) -> web.Response:
+        since = int(request.query.get("since", 0))
+        return web.json_response(
+            {
+                "requests": self.requests[since:],
+                "arrivals": self.arrivals[since:],
+                "first_tokens": self.first_tokens,
+            }
+        )
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        self.arrivals.append(time.monotonic())
+        if self.stream_seconds <= 0:
+            return await self._chat_completions(request)
+        body = await request.json()
+        self.requests.append(body)
+        return await self._slow_stream(request, body)
+
+    async def _slow_stream(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        """Twenty words spread over `stream_seconds`, as a slow provider streams them."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        user = _last_user_content(body)
+        words = [f"word{i} " for i in range(20)]
+        base = {"id": "chatcmpl-slow", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": str(body.get("model", "fake"))}
+
+        def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            return b"data: " + json.dumps({**base, "choices": [choice]}).encode() + b"\n\n"
+
+        await response.write(event({"role": "assistant", "content": ""}))
+        for n, word in enumerate(words):
+            if n == 0:
+                self.first_tokens.append({"user": user, "monotonic": time.monotonic()})
+            await response.write(event({"content": word}))
+            await asyncio.sleep(self.stream_seconds / len(words))
+        await response.write(event({}, "stop"))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+async def _serve(kind: str, latency: float) -> None:
+    if kind == "telegram":
+        server: Any = BenchBotApi()
+        await server.start()
+        print(f"PORT {server.port}", flush=True)
+    else:
+        server = BenchModel(latency=latency)
+        await server.start()
+        print(f"PORT {server.port}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="benchmark fakes")
+    parser.add_argument("kind", choices=["telegram", "model"])
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args()
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    with contextlib.suppress(KeyboardInterrupt):
+        runner(_serve(args.kind, args.latency))
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
