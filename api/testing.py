@@ -20,7 +20,8 @@ from api.metrics import MeteredCompleter, Metrics
 from api.webhook import TelegramApp
 from core.llm import OpenAICompleter
 from core.prompts import PromptLibrary
-from core.service import ConsultationService, EngineConfig
+from core.requests import EngineConfig
+from core.service import ConsultationService
 from core.settings import Settings, load_settings
 from storage import SqliteStore
 

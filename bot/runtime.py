@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from api.metrics import MeteredCompleter, Metrics
 from core.llm import OpenAICompleter
 from core.prompts import PromptLibrary
-from core.service import ConsultationService, EngineConfig
+from core.requests import EngineConfig
+from core.service import ConsultationService
 from core.settings import Settings
 from storage import SqliteStore
 

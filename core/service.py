@@ -13,10 +13,8 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from core.collect import collect_answer
-from core.context import build_model_messages
 from core.errors import (
     DialogCompleted,
     EmptyMessage,
@@ -30,16 +28,14 @@ from core.errors import (
 from core.keyed_lock import KeyedLock
 from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status
 from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
-from core.ports import Completer, CompletionRequest, ConsultationStore
+from core.ports import Completer, ConsultationStore
 from core.prompts import (
-    PromptContext,
     PromptLibrary,
     RoleInfo,
-    build_system_prompt,
     strip_marker,
 )
+from core.requests import EngineConfig, build_completion_request
 from core.rounds import (
-    Turn,
     after_reply,
     append_user_message,
     has_open_turn,
@@ -48,38 +44,12 @@ from core.rounds import (
     plan_turn,
     validate_max_rounds,
 )
-from core.settings import Settings
 from core.streaming import MarkerFilter
 
 OnText = Callable[[str], Awaitable[None]]
 """Receives the whole reply text shown so far, each time it grows."""
 
 API_KEY_PREFIX = "api:"
-
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    model: str
-    max_tokens: int | None = None
-    default_max_rounds: int = 3
-    max_rounds_limit: int = 10
-    session_ttl_seconds: float = 3600
-    history_budget_chars: int = 24_000
-    max_continuations: int = 3
-    default_role: str = "expert"
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> EngineConfig:
-        return cls(
-            model=settings.llm_model,
-            max_tokens=settings.llm_max_tokens,
-            default_max_rounds=settings.default_max_rounds,
-            max_rounds_limit=settings.max_rounds_limit,
-            session_ttl_seconds=settings.session_ttl_seconds,
-            history_budget_chars=settings.history_budget_chars,
-            max_continuations=settings.max_continuations,
-            default_role=settings.default_role,
-        )
 
 
 class ConsultationService:
@@ -206,11 +176,6 @@ class ConsultationService:
 
     async def chat_settings(self, chat_key: str) -> ChatSettings:
         return await self._store.load_chat_settings(chat_key)
-
-    async def save_language(self, chat_key: str, language: str) -> None:
-        settings = await self._store.load_chat_settings(chat_key)
-        if settings.language != language:
-            await self._store.save_chat_settings(chat_key, _replace(settings, language=language))
 
     async def status(self, chat_key: str) -> StatusInfo:
         settings = await self._store.load_chat_settings(chat_key)
@@ -427,7 +392,9 @@ class ConsultationService:
         final_requested: bool = False,
     ) -> Reply:
         turn = plan_turn(consultation, final_requested=final_requested)
-        request = self._build_request(consultation, turn, is_group=is_group)
+        request = build_completion_request(
+            consultation, turn, is_group=is_group, prompts=self._prompts, config=self._config
+        )
         shown = MarkerFilter(on_text) if on_text is not None else None
         answer = await collect_answer(
             self._completer,
@@ -463,43 +430,6 @@ class ConsultationService:
             notices=frozenset(notices),
             extras=answer.extras,
             json_valid=answer.json_valid,
-        )
-
-    def _build_request(
-        self, consultation: Consultation, turn: Turn, *, is_group: bool
-    ) -> CompletionRequest:
-        options = consultation.options
-        # JSON output is for the answer; clarifying questions stay plain text.
-        json_mode = options.output_format == "json" and turn.is_final
-        context = PromptContext(
-            round=turn.round,
-            max_rounds=turn.max_rounds,
-            is_final=turn.is_final,
-            final_requested=turn.final_requested,
-            initial_request=consultation.initial_request,
-            role=consultation.role or self._config.default_role,
-            custom_system_prompt=consultation.system_prompt,
-            is_group=is_group,
-            json_mode=json_mode,
-            json_schema=options.output_schema,
-        )
-        system_prompt = build_system_prompt(self._prompts, context)
-        messages = build_model_messages(
-            system_prompt,
-            consultation.messages,
-            is_group=is_group,
-            budget_chars=self._config.history_budget_chars,
-            omission_note=lambda omitted: self._prompts.render("omission_note", omitted=omitted),
-        )
-        extra_body = {}
-        if options.disable_search is not None:
-            extra_body["disable_search"] = options.disable_search
-        return CompletionRequest(
-            messages=messages,
-            model=options.model or self._config.model,
-            max_tokens=options.max_tokens or self._config.max_tokens,
-            json_mode=json_mode,
-            extra_body=extra_body,
         )
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from core.llm import OpenAICompleter
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
-from core.service import ConsultationService, EngineConfig
+from core.requests import EngineConfig
+from core.service import ConsultationService
 from storage import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 

@@ -20,7 +20,8 @@ from core.errors import (
 from core.models import Role, Status
 from core.outcomes import Notice
 from core.prompts import EARLY_FINISH_MARKER, PromptLibrary
-from core.service import ConsultationService, EngineConfig
+from core.requests import EngineConfig
+from core.service import ConsultationService
 from storage import SqliteStore
 from tests.fakes.scripted_model import ScriptedModel
 

@@ -1,0 +1,85 @@
+"""What one turn sends to the model: a pure function of the consultation and its turn.
+
+The round context or final-round instruction goes into the system message; the
+history is the bounded window of `core.context`; per-session options (model,
+max tokens, search, JSON output) override the deployment's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.context import build_model_messages
+from core.models import Consultation
+from core.ports import CompletionRequest
+from core.prompts import PromptContext, PromptLibrary, build_system_prompt
+from core.rounds import Turn
+from core.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    model: str
+    max_tokens: int | None = None
+    default_max_rounds: int = 3
+    max_rounds_limit: int = 10
+    session_ttl_seconds: float = 3600
+    history_budget_chars: int = 24_000
+    max_continuations: int = 3
+    default_role: str = "expert"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EngineConfig:
+        return cls(
+            model=settings.llm_model,
+            max_tokens=settings.llm_max_tokens,
+            default_max_rounds=settings.default_max_rounds,
+            max_rounds_limit=settings.max_rounds_limit,
+            session_ttl_seconds=settings.session_ttl_seconds,
+            history_budget_chars=settings.history_budget_chars,
+            max_continuations=settings.max_continuations,
+            default_role=settings.default_role,
+        )
+
+
+def build_completion_request(
+    consultation: Consultation,
+    turn: Turn,
+    *,
+    is_group: bool,
+    prompts: PromptLibrary,
+    config: EngineConfig,
+) -> CompletionRequest:
+    options = consultation.options
+    # JSON output is for the answer; clarifying questions stay plain text.
+    json_mode = options.output_format == "json" and turn.is_final
+    context = PromptContext(
+        round=turn.round,
+        max_rounds=turn.max_rounds,
+        is_final=turn.is_final,
+        final_requested=turn.final_requested,
+        initial_request=consultation.initial_request,
+        role=consultation.role or config.default_role,
+        custom_system_prompt=consultation.system_prompt,
+        is_group=is_group,
+        json_mode=json_mode,
+        json_schema=options.output_schema,
+    )
+    system_prompt = build_system_prompt(prompts, context)
+    messages = build_model_messages(
+        system_prompt,
+        consultation.messages,
+        is_group=is_group,
+        budget_chars=config.history_budget_chars,
+        omission_note=lambda omitted: prompts.render("omission_note", omitted=omitted),
+    )
+    extra_body = {}
+    if options.disable_search is not None:
+        extra_body["disable_search"] = options.disable_search
+    return CompletionRequest(
+        messages=messages,
+        model=options.model or config.model,
+        max_tokens=options.max_tokens or config.max_tokens,
+        json_mode=json_mode,
+        extra_body=extra_body,
+    )
