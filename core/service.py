@@ -226,27 +226,10 @@ class ConsultationService:
         on_text: OnText | None = None,
     ) -> Reply:
         """Open an API session (one consultation per session id) and answer round 1."""
-        text = _require_text(text)
-        if max_rounds < 1:
-            raise InvalidMaxRounds("maxRounds must be at least 1")
-        session_id = str(uuid.uuid4())
-        chat_key = API_KEY_PREFIX + session_id
-        async with self._locks.hold(chat_key):
-            now = self._clock()
-            consultation = Consultation(
-                id=session_id,
-                chat_key=chat_key,
-                max_rounds=max_rounds,
-                initial_request=text,
-                created_at=now,
-                last_activity_at=now,
-                role=self._config.default_role,
-                system_prompt=system_prompt,
-                options=options or ModelOptions(),
-                messages=[Message(Role.USER, text, now)],
-            )
-            await self._store.create(consultation)
-            return await self._answer(consultation, is_group=False, on_text=on_text, notices=set())
+        session_id = await self.open_session(
+            text, max_rounds=max_rounds, system_prompt=system_prompt, options=options
+        )
+        return await self.continue_session(session_id, text, on_text=on_text)
 
     async def continue_session(
         self, session_id: str, text: str, *, on_text: OnText | None = None
@@ -254,18 +237,8 @@ class ConsultationService:
         """Answer the next round of an API session."""
         text = _require_text(text)
         async with self._locks.hold(API_KEY_PREFIX + session_id):
-            now = self._clock()
-            consultation = await self._store.get(session_id)
-            if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
-                raise SessionNotFound("session not found")
-            if consultation.status is Status.COMPLETE:
-                raise DialogCompleted("the dialog is already complete")
-            if consultation.status is not Status.ACTIVE:
-                raise SessionNotFound("session not found")
-            if is_expired(consultation, now=now, ttl_seconds=self._config.session_ttl_seconds):
-                await self._store.set_status(consultation.id, Status.EXPIRED, at=now)
-                raise SessionNotFound("session expired")
-            await self._add_user_message(consultation, text, None, now)
+            consultation = await self._usable_session(session_id)
+            await self._add_user_message(consultation, text, None, self._clock())
             return await self._answer(consultation, is_group=False, on_text=on_text, notices=set())
 
     async def open_session(
