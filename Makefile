@@ -19,6 +19,7 @@ console: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/python -m pytest -q
 
 bench: $(STAMP)

@@ -17,15 +17,19 @@ import itertools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from telegram import Bot, InlineKeyboardMarkup, Message, MessageEntity, ReplyParameters
+from telegram import InlineKeyboardMarkup, Message, MessageEntity, ReplyParameters
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
+from telegram.ext import ExtBot
 
 from bot.flood import retry_seconds
 from bot.render import Part, plain_parts, render, utf16_len
 
 log = logging.getLogger(__name__)
+
+AnyBot = ExtBot[Any]  # ExtBot: the calls pass `rate_limit_args` to the flood control
 
 TELEGRAM_LIMIT = 4096
 NO_RETRIES = {"max_retries": 0}
@@ -61,7 +65,7 @@ def with_footer(parts: list[Part], footer: str | None) -> list[Part]:
 class Sender:
     """Sends complete texts to one chat with fallbacks and retries."""
 
-    def __init__(self, bot: Bot, target: Target, *, attempts: int = 4) -> None:
+    def __init__(self, bot: AnyBot, target: Target, *, attempts: int = 4) -> None:
         self._bot = bot
         self._target = target
         self._attempts = attempts
@@ -200,7 +204,7 @@ class Progress:
 
     def __init__(
         self,
-        bot: Bot,
+        bot: AnyBot,
         target: Target,
         *,
         interval: float = 1.0,

@@ -10,15 +10,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
-from bot.delivery import ChatUnavailable, Progress, Sender, Target
+from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
 from bot.i18n import t
 from core.errors import ModelError, NoActiveConsultation, NothingToRetry
 from core.outcomes import Notice, Reply
 from core.service import OnText
 
 log = logging.getLogger(__name__)
+
 
 ANSWER_NOW = "answer"
 
@@ -55,7 +56,7 @@ class TurnRunner:
         self._group_interval = group_interval
         self._blocked: set[int] = set()
 
-    async def run(self, bot: Bot, target: Target, language: str, action: Action) -> Reply | None:
+    async def run(self, bot: AnyBot, target: Target, language: str, action: Action) -> Reply | None:
         """Run `action` (a service call taking an on_text callback) and deliver its outcome."""
         sender = Sender(bot, target)
         interval = 1.0 if target.private else self._group_interval
