@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 AnyBot = ExtBot[Any]  # ExtBot: the calls pass `rate_limit_args` to the flood control
 
 TELEGRAM_LIMIT = 4096
+PROGRESS_LIMIT = 4000  # room for the " …" that marks a cut progress message
 NO_RETRIES = {"max_retries": 0}
 _draft_ids = itertools.count(1)
 
@@ -200,8 +201,6 @@ class Progress:
     sent after `typing_delay` and renewed every 4 s until `close()`.
     """
 
-    DRAFT_TAIL = 3800  # a draft shows the end of a long text
-
     def __init__(
         self,
         bot: AnyBot,
@@ -286,29 +285,61 @@ class Progress:
             await asyncio.sleep(self._interval)
 
     async def _show(self, text: str) -> None:
+        """Show `text` formatted; if Telegram refuses the formatting, show it plain."""
+        part = self._progress_part(text)
+        try:
+            await self._send_progress(part)
+        except BadRequest as exc:
+            if not part.entities or "entit" not in str(exc).lower():
+                raise
+            await self._send_progress(Part(part.text, ()))
+
+    def _progress_part(self, text: str) -> Part:
+        """The formatted slice worth showing: the end in a draft, the start in a message."""
+        try:
+            parts = render(text, limit=PROGRESS_LIMIT)
+        except Exception:  # a half-written answer must never break the progress display
+            log.debug("progress rendering failed; showing plain text", exc_info=True)
+            parts = [Part(chunk, ()) for chunk in plain_parts(text, limit=PROGRESS_LIMIT)]
+        if not parts:
+            return Part(text[:PROGRESS_LIMIT], ())
+        if self._target.private:
+            return parts[-1]
+        first = parts[0]
+        return Part(first.text + " …", first.entities) if len(parts) > 1 else first
+
+    async def _send_progress(self, part: Part) -> None:
         target = self._target
+        entities = list(part.entities) or None
         if target.private:
-            shown = text if len(text) <= self.DRAFT_TAIL else "…" + text[-self.DRAFT_TAIL :]
             await self._bot.send_message_draft(
-                target.chat_id, self._draft_id, shown, rate_limit_args=NO_RETRIES
+                target.chat_id,
+                self._draft_id,
+                part.text,
+                entities=entities,
+                rate_limit_args=NO_RETRIES,
             )
             return
-        shown = text if len(text) <= self.DRAFT_TAIL else text[: self.DRAFT_TAIL] + " …"
         if self.message is None:
             self.message = await self._bot.send_message(
                 target.chat_id,
-                shown,
+                part.text,
+                entities=entities,
                 message_thread_id=target.thread_id,
                 reply_parameters=ReplyParameters(target.reply_to, allow_sending_without_reply=True)
                 if target.reply_to
                 else None,
                 rate_limit_args=NO_RETRIES,
             )
-        else:
-            with contextlib.suppress(BadRequest):  # "message is not modified"
-                await self._bot.edit_message_text(
-                    shown,
-                    chat_id=self.message.chat_id,
-                    message_id=self.message.message_id,
-                    rate_limit_args=NO_RETRIES,
-                )
+            return
+        try:
+            await self._bot.edit_message_text(
+                part.text,
+                chat_id=self.message.chat_id,
+                message_id=self.message.message_id,
+                entities=entities,
+                rate_limit_args=NO_RETRIES,
+            )
+        except BadRequest as exc:
+            if "not modified" not in str(exc).lower():
+                raise

@@ -283,3 +283,27 @@ async def test_not_modified_on_a_progress_edit_is_harmless(
     assert edits[0].status == 400 and edits[-1].status == 200
     shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
     assert "Third, buy museum passes online." in shown and "Final answer" in shown
+
+
+async def test_progress_is_formatted_and_falls_back_to_plain_text(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The progress message shows formatting, not raw Markdown; refused formatting is sent plain."""
+    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1)
+    async with running_bot(settings, bot_api, model_server) as bot:
+        commands = bot.application.handlers[0][0].callback.__self__  # type: ignore[attr-defined]
+        commands.h.turns._group_interval = 0.3  # the 3 s throttle is tested above
+        bot_api.fail_next(
+            "sendMessage", status=400, description="Bad Request: can't parse entities: x"
+        )
+        streamed_final_answer(bot.model, delay=0.6)
+        await say(bot, "@consult_bot plan my trip")
+        await answers(bot, 1)
+    refused, progress = bot_api.calls_of("sendMessage")
+    assert refused.status == 400 and refused.params.get("entities")
+    assert progress.status == 200 and not progress.params.get("entities")
+    assert "##" not in refused.params["text"] and "Plan" in refused.params["text"]
+    edits = bot_api.calls_of("editMessageText")
+    formatted_edits = [c for c in edits if c.status == 200 and c.params.get("entities")]
+    assert formatted_edits  # later progress edits and the final one are formatted again
+    assert all("##" not in c.params["text"] for c in formatted_edits)
