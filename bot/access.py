@@ -33,6 +33,16 @@ class RateLimiter:
         self._limit = per_minute
         self._clock = clock
         self._events: dict[int, deque[float]] = {}
+        self._warned: dict[int, float] = {}
+
+    def should_warn(self, user_id: int) -> bool:
+        """Whether to tell a limited user so: once per window, not on every message."""
+        now = self._clock()
+        last = self._warned.get(user_id)
+        if last is not None and now - last < self.WINDOW:
+            return False
+        self._warned[user_id] = now
+        return True
 
     def check(self, user_id: int) -> float:
         """Record an event; return 0 when allowed, else the seconds to wait."""
@@ -57,3 +67,4 @@ class RateLimiter:
         ]
         for user in idle:
             del self._events[user]
+            self._warned.pop(user, None)

@@ -86,7 +86,8 @@ def replies_to_bot(message: Message, *, bot_id: int) -> bool:
 
 def strip_mention(text: str, username: str) -> str:
     """Remove @username mentions of the bot; collapse the space they leave."""
-    cleaned = re.sub(rf"(?i)@{re.escape(username)}\b[,:]?", " ", text)
+    cleaned = re.sub(rf"(?i)[,;]?[ \t]*@{re.escape(username)}\b[,:;]?", " ", text)
+    cleaned = re.sub(r"[ \t]+([?!.,;:])", r"\1", cleaned)  # "think ?" -> "think?"
     return re.sub(r"[ \t]{2,}", " ", cleaned).strip()
 
 

@@ -169,7 +169,8 @@ class Handlers:
         if user_id is not None:
             wait = self.rate_limiter.check(user_id)
             if wait > 0:
-                await self.say(sender, t(language, "rate_limited", seconds=int(wait) + 1))
+                if self.rate_limiter.should_warn(user_id):
+                    await self.say(sender, t(language, "rate_limited", seconds=int(wait) + 1))
                 return None
         self.turns.forget_blocked(message.chat_id)
         text = strip_mention(raw, bot.username) if group else raw

@@ -161,6 +161,10 @@ async def test_per_user_rate_limit_refuses_the_third_message(
         await say(bot, USER, "two")
         [text] = await say(bot, USER, "three")
         assert text.startswith("You're sending messages too fast. Please wait")
+        await bot.send(USER, "four")  # still too fast: ignored without a second warning
+        await say(bot, USER, "/status")
+        warnings = [t for t in bot.messages(USER) if t.startswith("You're sending messages")]
+        assert len(warnings) == 1
         assert len(model_server.requests) == 2
 
 

@@ -63,6 +63,19 @@ def test_rate_limiter_window() -> None:
     assert limiter.check(7) == 0.0
 
 
+def test_a_limited_user_is_warned_once_per_window() -> None:
+    """Being over the limit is said once a minute, not in reply to every message."""
+    now = [0.0]
+    limiter = RateLimiter(1, clock=lambda: now[0])
+    assert [limiter.should_warn(7), limiter.should_warn(7), limiter.should_warn(8)] == [
+        True,
+        False,
+        True,
+    ]
+    now[0] = 61.0
+    assert limiter.should_warn(7)
+
+
 def test_rate_limit_zero_means_unlimited() -> None:
     """A limit of 0 never refuses."""
     limiter = RateLimiter(0)
@@ -76,6 +89,8 @@ def test_rate_limit_zero_means_unlimited() -> None:
         ("hey @consultbot, help", "hey help"),
         ("@CONSULTBOT: help", "help"),
         ("mail me at a@consultbotx.com", "mail me at a@consultbotx.com"),
+        ("what do you think, @ConsultBot?", "what do you think?"),
+        ("so @ConsultBot , what now", "so, what now"),
     ],
 )
 def test_mention_is_stripped_case_insensitively(text: str, expected: str) -> None:
