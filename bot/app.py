@@ -98,6 +98,7 @@ def register(application: Application, handlers: Handlers) -> None:  # type: ign
         ("role", commands.role),
     ):
         application.add_handler(CommandHandler(name, callback, filters=only_new))
+    application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, handlers.on_migrate))
     application.add_handler(MessageHandler(only_new & filters.COMMAND, commands.unknown))
     text_like = filters.TEXT | filters.CAPTION
     application.add_handler(

@@ -18,6 +18,7 @@ from telegram.ext import ApplicationHandlerStop, ContextTypes, filters
 from bot.access import RateLimiter, is_allowed
 from bot.chat import (
     Incoming,
+    chat_key,
     display_name,
     is_group,
     language_of,
@@ -183,6 +184,19 @@ class Handlers:
             text=text,
             is_group=group,
         )
+
+    async def on_migrate(self, update: Update, context: Context) -> None:
+        """Keep a group's consultation and settings when Telegram makes it a supergroup.
+
+        The supergroup gets a new chat id; Telegram says so in the old group with
+        `migrate_to_chat_id` (the matching `migrate_from_chat_id` in the new one is ignored).
+        """
+        message = update.effective_message
+        if message is None or message.migrate_to_chat_id is None:
+            return
+        old, new = chat_key(message.chat_id), chat_key(message.migrate_to_chat_id)
+        moved = await self.service.move_chat(old, new)
+        log.info("chat %s became %s; %d consultation(s) moved", old, new, moved)
 
     async def on_answer_button(self, update: Update, context: Context) -> None:
         """Give the final answer now, from the button under a clarifying question."""

@@ -88,6 +88,14 @@ class ConsultationStore(Protocol):
 
     async def save_chat_settings(self, chat_key: str, settings: ChatSettings) -> None: ...
 
+    async def move_chat(self, old_key: str, new_key: str) -> int:
+        """Give a chat's consultations and settings a new key (a group that changed id).
+
+        An active consultation already under the new key wins; the old one is reset.
+        Returns how many consultations moved.
+        """
+        ...
+
     async def expire_idle(self, *, inactive_since: float, at: float) -> int:
         """Mark ACTIVE consultations idle since before `inactive_since` as EXPIRED."""
         ...

@@ -200,6 +200,11 @@ class ConsultationService:
             started_by=consultation.started_by,
         )
 
+    async def move_chat(self, old_key: str, new_key: str) -> int:
+        """Carry a chat's consultation and settings over to its new key."""
+        async with self._locks.hold(old_key), self._locks.hold(new_key):
+            return await self._store.move_chat(old_key, new_key)
+
     def roles(self) -> dict[str, RoleInfo]:
         return self._prompts.roles()
 

@@ -166,6 +166,11 @@ class SqliteStore:
             functools.partial(sql.upsert_chat_settings, chat_key=chat_key, s=settings)
         )
 
+    async def move_chat(self, old_key: str, new_key: str) -> int:
+        return await self._writer.run(
+            functools.partial(sql.move_chat, old_key=old_key, new_key=new_key)
+        )
+
     async def expire_idle(self, *, inactive_since: float, at: float) -> int:
         """Expire idle ACTIVE consultations, as `set_status(EXPIRED, at=at)` would each."""
         return await self._writer.run(

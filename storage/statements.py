@@ -109,6 +109,25 @@ def upsert_chat_settings(db: sqlite3.Connection, chat_key: str, s: ChatSettings)
     )
 
 
+def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
+    """Re-key a chat's consultations and settings; the new key's own data wins on conflict."""
+    if db.execute(
+        "SELECT 1 FROM consultations WHERE chat_key = ? AND status = 'active'", (new_key,)
+    ).fetchone():
+        db.execute(
+            "UPDATE consultations SET status = 'reset' WHERE chat_key = ? AND status = 'active'",
+            (old_key,),
+        )
+    moved = db.execute(
+        "UPDATE consultations SET chat_key = ? WHERE chat_key = ?", (new_key, old_key)
+    ).rowcount
+    db.execute(
+        "UPDATE OR IGNORE chat_settings SET chat_key = ? WHERE chat_key = ?", (new_key, old_key)
+    )
+    db.execute("DELETE FROM chat_settings WHERE chat_key = ?", (old_key,))
+    return moved
+
+
 def expire_idle(db: sqlite3.Connection, inactive_since: float, at: float) -> int:
     cursor = db.execute(
         "UPDATE consultations SET status = 'expired', last_activity_at = ?"

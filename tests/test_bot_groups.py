@@ -307,3 +307,36 @@ async def test_progress_is_formatted_and_falls_back_to_plain_text(
     formatted_edits = [c for c in edits if c.status == 200 and c.params.get("entities")]
     assert formatted_edits  # later progress edits and the final one are formatted again
     assert all("##" not in c.params["text"] for c in formatted_edits)
+
+
+async def test_group_upgraded_to_supergroup_keeps_its_consultation(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """When Telegram turns a group into a supergroup (new chat id), the consultation,
+    its round and the group's /rounds choice carry over to the new id."""
+    old, new = -555, -100555
+    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server)
+    async with running_bot(settings, bot_api, model_server) as bot:
+        bot_api.member_status[ALICE] = "administrator"
+        await say(bot, "/rounds 4", chat=old, chat_type="group", addressed=None)
+        await say(bot, "@consult_bot plan my trip", chat=old, chat_type="group")
+        await answers(bot, 1, chat=old)
+        bot_api.push_update(
+            {
+                "update_id": bot_api.next_update_id(),
+                "message": {
+                    "message_id": bot_api.next_message_id(),
+                    "date": int(time.time()),
+                    "chat": bot_api.chat(old, "group"),
+                    "from": bot_api.user(ALICE),
+                    "migrate_to_chat_id": new,
+                },
+            }
+        )
+        await bot.application.update_queue.join()
+        await say(bot, "@consult_bot two weeks in May", chat=new)
+        await answers(bot, 1, chat=new)
+    system = model_server.requests[-1]["messages"][0]["content"]
+    assert "round 2 of 4" in system
+    contents = [m["content"] for m in model_server.requests[-1]["messages"][1:]]
+    assert contents[0] == "Alice: plan my trip" and contents[-1] == "Alice: two weeks in May"

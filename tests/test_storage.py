@@ -538,3 +538,28 @@ async def test_latest_status_is_the_most_recently_active(store: SqliteStore) -> 
     assert await store.latest_status("chat:l") is Status.EXPIRED
     await store.create(make("chat:l", at=300.0))
     assert await store.latest_status("chat:l") is Status.ACTIVE
+
+
+async def test_move_chat_carries_consultations_and_settings(store: SqliteStore) -> None:
+    """A re-keyed chat keeps its active consultation and settings under the new key."""
+    active = make("tg:-5")
+    await store.create(active)
+    await store.save_chat_settings("tg:-5", ChatSettings(max_rounds=4))
+    assert await store.move_chat("tg:-5", "tg:-1005") == 1
+    moved = await store.load_active("tg:-1005")
+    assert moved is not None and moved.id == active.id
+    assert await store.load_active("tg:-5") is None
+    assert (await store.load_chat_settings("tg:-1005")).max_rounds == 4
+    assert await store.load_chat_settings("tg:-5") == ChatSettings()
+
+
+async def test_move_chat_never_leaves_two_active_consultations(store: SqliteStore) -> None:
+    """If the new key already has an active consultation it stays; the old one is reset."""
+    old, new = make("tg:-6"), make("tg:-1006")
+    await store.create(old)
+    await store.create(new)
+    await store.move_chat("tg:-6", "tg:-1006")
+    current = await store.load_active("tg:-1006")
+    assert current is not None and current.id == new.id
+    moved = await store.get(old.id)
+    assert moved is not None and moved.status is Status.RESET and moved.chat_key == "tg:-1006"
