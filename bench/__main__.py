@@ -51,8 +51,11 @@ ROWS: list[tuple[str, tuple[str, ...], str]] = [
     ("load: complete p95, ms", ("load", "done", "p95"), "{:.1f}"),
     ("load: complete p99, ms", ("load", "done", "p99"), "{:.1f}"),
     ("500 chats at once, 1 s model: all answered, s", ("burst_all_answered_s",), "{:.2f}"),
-    ("slow stream: first text after 1st token, ms", (
-        "stream_first_text_after_first_token_ms", "median"), "{:.0f}"),
+    (
+        "slow stream: first text after 1st token, ms",
+        ("stream_first_text_after_first_token_ms", "median"),
+        "{:.0f}",
+    ),
     ("peak RSS, MB", ("rss_peak_mb",), "{:.1f}"),
 ]
 
@@ -108,8 +111,15 @@ def machine() -> dict[str, Any]:
 
 
 async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) -> dict[str, Any]:
-    bench = Bench(procs, scratch, seconds=args.seconds, chats=args.chats, burst=args.burst,
-                  idle_rounds=args.idle_rounds, bot_root=args.bot_root.resolve())
+    bench = Bench(
+        procs,
+        scratch,
+        seconds=args.seconds,
+        chats=args.chats,
+        burst=args.burst,
+        idle_rounds=args.idle_rounds,
+        bot_root=args.bot_root.resolve(),
+    )
     bots: list[dict[str, Any]] = []
     refs: list[dict[str, Any]] = []
     floors: list[dict[str, Any]] = []
@@ -124,18 +134,30 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
     print(floor_lines(bots, refs, floors))
     for name, runs in (("bot", bots), ("reference", refs)):
         last = runs[-1]["requests_per_round"]
-        print(f"Bot API requests per round, {name} (last run): "
-              f"100-chat load {last['load']}; 500 at once {last['burst']}")
+        print(
+            f"Bot API requests per round, {name} (last run): "
+            f"100-chat load {last['load']}; 500 at once {last['burst']}"
+        )
     db = [b["db"] for b in bots]
     mb = statistics.median(d["mb_per_1000_consultations"] for d in db)
-    print(f"\nSQLite: {mb:.2f} MB per 1,000 consultations "
-          f"(last run: {db[-1]['consultations']} consultations, {db[-1]['messages']} messages, "
-          f"{db[-1]['bytes'] / 1e6:.2f} MB incl. WAL after a checkpoint)")
-    print("tokens sent to the model (approx, chars/4) by round of one long consultation: "
-          + ", ".join(f"round {k}: {v}" for k, v in context.items()))
-    return {"machine": machine(), "args": vars(args), "bot": bots, "reference": refs,
-            "floor": floors,
-            "context_tokens": context, "sqlite_mb_per_1000": mb}
+    print(
+        f"\nSQLite: {mb:.2f} MB per 1,000 consultations "
+        f"(last run: {db[-1]['consultations']} consultations, {db[-1]['messages']} messages, "
+        f"{db[-1]['bytes'] / 1e6:.2f} MB incl. WAL after a checkpoint)"
+    )
+    print(
+        "tokens sent to the model (approx, chars/4) by round of one long consultation: "
+        + ", ".join(f"round {k}: {v}" for k, v in context.items())
+    )
+    return {
+        "machine": machine(),
+        "args": vars(args),
+        "bot": bots,
+        "reference": refs,
+        "floor": floors,
+        "context_tokens": context,
+        "sqlite_mb_per_1000": mb,
+    }
 
 
 def main() -> int:
@@ -146,15 +168,20 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=500, help="chats writing at once")
     parser.add_argument("--idle-rounds", type=int, default=60)
     parser.add_argument(
-        "--bot-root", type=Path, default=ROOT,
+        "--bot-root",
+        type=Path,
+        default=ROOT,
         help="checkout whose `python -m bot` is measured (e.g. an export of an older commit)",
     )
     args = parser.parse_args()
     started = time.time()
     m = machine()
-    print(f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; "
-          f"{args.pairs} pairs, bot = python -m bot (from {args.bot_root}), "
-          "reference = bench/reference_bot.py", flush=True)
+    print(
+        f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; "
+        f"{args.pairs} pairs, bot = python -m bot (from {args.bot_root}), "
+        "reference = bench/reference_bot.py",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         procs = Processes(Path(tmp))
         try:

@@ -107,8 +107,12 @@ class BenchModel(FakeModelServer):
         await response.prepare(request)
         user = _last_user_content(body)
         words = [f"word{i} " for i in range(20)]
-        base = {"id": "chatcmpl-slow", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": str(body.get("model", "fake"))}
+        base = {
+            "id": "chatcmpl-slow",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": str(body.get("model", "fake")),
+        }
 
         def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
             choice = {"index": 0, "delta": delta, "finish_reason": finish}

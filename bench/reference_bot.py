@@ -33,11 +33,7 @@ def main() -> None:
         stream = await client.chat.completions.create(
             model=model, messages=[{"role": "user", "content": message.text}], stream=True
         )
-        pieces = [
-            chunk.choices[0].delta.content or ""
-            async for chunk in stream
-            if chunk.choices
-        ]
+        pieces = [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
         await context.bot.send_message(message.chat_id, "".join(pieces) or "…")
 
     application = (

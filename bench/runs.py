@@ -47,8 +47,17 @@ def latencies(rounds: list[Round]) -> dict[str, Any]:
 
 
 class Bench:
-    def __init__(self, procs: Processes, scratch: Path, *, seconds: float, chats: int,
-                 burst: int, idle_rounds: int, bot_root: Path = ROOT) -> None:
+    def __init__(
+        self,
+        procs: Processes,
+        scratch: Path,
+        *,
+        seconds: float,
+        chats: int,
+        burst: int,
+        idle_rounds: int,
+        bot_root: Path = ROOT,
+    ) -> None:
         self.procs = procs
         self.bot_root = bot_root  # the checkout whose `python -m bot` is measured
         self.scratch = scratch
@@ -89,9 +98,10 @@ class Bench:
                 self._env(tg_port, model_port, db),
                 root=self.bot_root if contender == "bot" else ROOT,
             )
-            async with aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0)
-            ) as http, Driver(http, tg_port, model_port) as driver:
+            async with (
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http,
+                Driver(http, tg_port, model_port) as driver,
+            ):
                 if not await driver.wait_ready():
                     raise RuntimeError(f"{contender} did not start polling:\n{bot.tail()}")
                 result = await self._scenarios(driver, bot, fakes=(tg, model))
@@ -191,8 +201,9 @@ class Bench:
         finally:
             for child in (bot, tg, model):
                 self.procs.stop(child)
-        tokens = [sum(approx_tokens(str(m.get("content", ""))) for m in b["messages"])
-                  for b in bodies]
+        tokens = [
+            sum(approx_tokens(str(m.get("content", ""))) for m in b["messages"]) for b in bodies
+        ]
         return {n: tokens[n - 1] for n in (1, 5, 10, 20) if n <= len(tokens)}
 
 
@@ -225,4 +236,3 @@ def db_size(path: Path) -> dict[str, float]:
         "bytes": size,
         "mb_per_1000_consultations": size / 1e6 / max(count, 1) * 1000,
     }
-

@@ -223,7 +223,7 @@ async def collect_answer(
         error=error,
     )
     if request.json_mode:
-        answer.text, answer.json_value, answer.json_valid, answer.json_repaired = (
-            parse_json_answer(text)
+        answer.text, answer.json_value, answer.json_valid, answer.json_repaired = parse_json_answer(
+            text
         )
     return answer

@@ -23,8 +23,17 @@ _JSON_FORMAT = {"type": "json_object"}
 _STREAM_OPTIONS = {"include_usage": True}
 # Fields of an OpenAI chat.completion.chunk; anything else is a provider extra.
 _CHUNK_FIELDS = frozenset(
-    {"id", "object", "created", "model", "choices", "usage", "system_fingerprint",
-     "service_tier", "obfuscation"}
+    {
+        "id",
+        "object",
+        "created",
+        "model",
+        "choices",
+        "usage",
+        "system_fingerprint",
+        "service_tier",
+        "obfuscation",
+    }
 )
 
 

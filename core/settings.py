@@ -82,9 +82,7 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
-    _split = field_validator("allowed_user_ids", "allowed_chat_ids", mode="before")(
-        _split_ids
-    )
+    _split = field_validator("allowed_user_ids", "allowed_chat_ids", mode="before")(_split_ids)
 
     @field_validator("llm_extra_body", mode="before")
     @classmethod

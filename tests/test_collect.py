@@ -118,8 +118,11 @@ async def test_length_then_stop_is_merged(
         shown.append(text)
 
     answer = await collect_answer(
-        completer, CompletionRequest(HISTORY, "m", max_tokens=10),
-        continuation_prompt=CONTINUE, max_continuations=3, on_text=on_text,
+        completer,
+        CompletionRequest(HISTORY, "m", max_tokens=10),
+        continuation_prompt=CONTINUE,
+        max_continuations=3,
+        on_text=on_text,
     )
 
     assert answer.text == "1. Dig the beds.\n2. Plant the tomatoes.\n3. Water."
@@ -139,12 +142,15 @@ async def test_length_then_stop_is_merged(
 
 async def test_usage_is_summed(model_server: FakeModelServer, completer: OpenAICompleter) -> None:
     """Usage is the sum over the first call and its continuations."""
-    model_server.enqueue("Part one, ", "length", usage={"prompt_tokens": 10,
-                                                        "completion_tokens": 5})
+    model_server.enqueue(
+        "Part one, ", "length", usage={"prompt_tokens": 10, "completion_tokens": 5}
+    )
     model_server.enqueue("part two.", usage={"prompt_tokens": 20, "completion_tokens": 4})
 
     answer = await collect_answer(
-        completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+        completer,
+        CompletionRequest(HISTORY, "m"),
+        continuation_prompt=CONTINUE,
         max_continuations=2,
     )
 
@@ -160,7 +166,9 @@ async def test_stops_at_max_continuations(
         model_server.enqueue(part, finish_reason="length")
 
     answer = await collect_answer(
-        completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+        completer,
+        CompletionRequest(HISTORY, "m"),
+        continuation_prompt=CONTINUE,
         max_continuations=2,
     )
 
@@ -179,7 +187,9 @@ async def test_stops_when_a_fragment_adds_nothing(
     model_server.enqueue("never requested")
 
     answer = await collect_answer(
-        completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+        completer,
+        CompletionRequest(HISTORY, "m"),
+        continuation_prompt=CONTINUE,
         max_continuations=5,
     )
 
@@ -199,8 +209,10 @@ async def test_json_answer_continued_then_parsed(
     model_server.enqueue(full[cut - 12 :], finish_reason="stop")  # repeats a 12-char seam
 
     answer = await collect_answer(
-        completer, CompletionRequest(HISTORY, "m", json_mode=True),
-        continuation_prompt=CONTINUE, max_continuations=2,
+        completer,
+        CompletionRequest(HISTORY, "m", json_mode=True),
+        continuation_prompt=CONTINUE,
+        max_continuations=2,
     )
 
     assert answer.json_value == data
@@ -217,8 +229,10 @@ async def test_broken_json_is_repaired(
     model_server.enqueue('{"tips": ["water", "прополка"], "score": 9', finish_reason="length")
 
     answer = await collect_answer(
-        completer, CompletionRequest(HISTORY, "m", json_mode=True),
-        continuation_prompt=CONTINUE, max_continuations=0,
+        completer,
+        CompletionRequest(HISTORY, "m", json_mode=True),
+        continuation_prompt=CONTINUE,
+        max_continuations=0,
     )
 
     assert answer.json_value == {"tips": ["water", "прополка"], "score": 9}
@@ -233,7 +247,9 @@ async def test_text_mode_has_no_json_fields(
     model_server.enqueue("```json\n{}\n```")
 
     answer = await collect_answer(
-        completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+        completer,
+        CompletionRequest(HISTORY, "m"),
+        continuation_prompt=CONTINUE,
         max_continuations=1,
     )
 
@@ -248,7 +264,9 @@ async def test_failed_continuation_keeps_the_text(
     model_server.enqueue("overloaded", status=503)
 
     answer = await collect_answer(
-        completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+        completer,
+        CompletionRequest(HISTORY, "m"),
+        continuation_prompt=CONTINUE,
         max_continuations=3,
     )
 
@@ -266,7 +284,9 @@ async def test_failed_first_call_propagates(
 
     with pytest.raises(ModelError):
         await collect_answer(
-            completer, CompletionRequest(HISTORY, "m"), continuation_prompt=CONTINUE,
+            completer,
+            CompletionRequest(HISTORY, "m"),
+            continuation_prompt=CONTINUE,
             max_continuations=3,
         )
 
@@ -279,7 +299,9 @@ async def test_extras_are_kept_across_calls(
     model_server.enqueue("water often.", extras={"citations": ["a", "b"]})
 
     answer = await collect_answer(
-        completer, CompletionRequest(HISTORY, "sonar"), continuation_prompt=CONTINUE,
+        completer,
+        CompletionRequest(HISTORY, "sonar"),
+        continuation_prompt=CONTINUE,
         max_continuations=1,
     )
 

@@ -77,8 +77,9 @@ async def test_every_call_streams_with_usage(
     model_server: FakeModelServer, completer: OpenAICompleter
 ) -> None:
     """The request asks for a stream with usage; the usage of the last chunk is kept."""
-    model_server.enqueue("Short.", usage={"prompt_tokens": 11, "completion_tokens": 3,
-                                          "total_tokens": 14})
+    model_server.enqueue(
+        "Short.", usage={"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+    )
 
     result = await completer.complete(CompletionRequest(USER, "m"))
 
@@ -94,8 +95,9 @@ async def test_provider_extras_are_kept(
 ) -> None:
     """Unknown top-level chunk fields such as Perplexity's citations end up in extras."""
     citations = ["https://example.org/tea", "https://example.org/water"]
-    model_server.enqueue("See sources.", extras={"citations": citations,
-                                                 "search_results": [{"title": "Tea"}]})
+    model_server.enqueue(
+        "See sources.", extras={"citations": citations, "search_results": [{"title": "Tea"}]}
+    )
 
     result = await completer.complete(CompletionRequest(USER, "sonar"))
 
@@ -264,8 +266,10 @@ async def test_from_settings_uses_the_deployment_values(
 ) -> None:
     """from_settings wires key, base URL and default extra body from Settings."""
     settings = Settings(
-        openai_api_key="k", openai_base_url=model_server.base_url,
-        llm_extra_body={"disable_search": True}, _env_file=None,  # type: ignore[call-arg]
+        openai_api_key="k",
+        openai_base_url=model_server.base_url,
+        llm_extra_body={"disable_search": True},
+        _env_file=None,  # type: ignore[call-arg]
     )
     completer = OpenAICompleter.from_settings(settings)
     try:
@@ -291,10 +295,13 @@ def test_only_core_llm_imports_openai() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         roots = {
             alias.name.split(".")[0]
-            for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
         } | {
             (node.module or "").split(".")[0]
-            for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
         }
         assert not roots & {"telegram", "aiohttp", "aiosqlite"}, path.name
         if path.name != "llm.py":

@@ -92,8 +92,16 @@ class FakeModelServer:
         """
         self._queue.append(
             ScriptedReply(
-                text, finish_reason, status, delay, max(1, chunk_size), extras, usage,
-                error_after, headers, chunk_delay,
+                text,
+                finish_reason,
+                status,
+                delay,
+                max(1, chunk_size),
+                extras,
+                usage,
+                error_after,
+                headers,
+                chunk_delay,
             )
         )
 
@@ -136,8 +144,9 @@ class FakeModelServer:
             reply = ScriptedReply(self.default_reply(body), delay=self.latency, chunk_size=16)
         await self._sleep(reply.delay)
         if reply.status is not None and reply.status >= 400:
-            return _error(reply.status, reply.text or f"scripted error {reply.status}",
-                          reply.headers or {})
+            return _error(
+                reply.status, reply.text or f"scripted error {reply.status}", reply.headers or {}
+            )
         usage = reply.usage or _usage(body, reply.text)
         model = str(body.get("model", "fake-model"))
         if body.get("stream"):
@@ -145,10 +154,13 @@ class FakeModelServer:
             return await self._stream(request, reply, model, usage if include_usage else None)
         message = {"role": "assistant", "content": reply.text}
         payload = {
-            "id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion",
-            "created": int(time.time()), "model": model,
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
-            "usage": usage, **(reply.extras or {}),
+            "usage": usage,
+            **(reply.extras or {}),
         }
         return web.json_response(payload, headers=reply.headers)
 
@@ -156,12 +168,20 @@ class FakeModelServer:
         self, request: web.Request, reply: ScriptedReply, model: str, usage: dict[str, int] | None
     ) -> web.StreamResponse:
         response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                     **(reply.headers or {})}
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                **(reply.headers or {}),
+            }
         )
         await response.prepare(request)
-        base = {"id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": model, **(reply.extras or {})}
+        base = {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            **(reply.extras or {}),
+        }
 
         def event(choices: list[dict[str, Any]], **more: Any) -> bytes:
             return b"data: " + json.dumps({**base, "choices": choices, **more}).encode() + b"\n\n"
@@ -200,8 +220,11 @@ def _chunks(text: str, size: int) -> list[str]:
 def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
     prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
     completion = len(text.split())
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _error(status: int, message: str, headers: dict[str, str]) -> web.Response:
