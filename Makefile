@@ -19,6 +19,7 @@ console: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/python -m pytest -q
 
