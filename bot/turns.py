@@ -11,6 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
+from telegram.error import TelegramError
 
 from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
 from bot.i18n import t
@@ -55,10 +56,15 @@ class TurnRunner:
         self._ttl_minutes = ttl_minutes
         self._group_interval = group_interval
         self._blocked: set[int] = set()
+        # Replies stored but not delivered (Telegram unreachable through every retry),
+        # by conversation; sent before that conversation's next turn. In memory only: after
+        # a restart the reply is still in the store and the history the model sees.
+        self._undelivered: dict[tuple[int, int | None], tuple[Reply, str]] = {}
 
     async def run(self, bot: AnyBot, target: Target, language: str, action: Action) -> Reply | None:
         """Run `action` (a service call taking an on_text callback) and deliver its outcome."""
         sender = Sender(bot, target)
+        await self._redeliver(sender, target)
         interval = 1.0 if target.private else self._group_interval
         progress = Progress(bot, target, interval=interval)
         progress.start()
@@ -69,7 +75,11 @@ class TurnRunner:
                 await progress.close()
             if self._on_reply is not None:
                 self._on_reply(reply)
-            await self._deliver(sender, reply, language, progress)
+            try:
+                await self._deliver(sender, reply, language, progress)
+            except TelegramError as exc:  # ChatUnavailable is not a TelegramError
+                log.error("reply in chat %s not delivered, kept for later: %s", target.chat_id, exc)
+                self._undelivered[(target.chat_id, target.thread_id)] = (reply, language)
             return reply
         except ModelError as exc:
             log.warning("model error in chat %s: %s", target.chat_id, exc)
@@ -83,8 +93,20 @@ class TurnRunner:
             self._note_blocked(target.chat_id, exc)
         return None
 
+    async def _redeliver(self, sender: Sender, target: Target) -> None:
+        """Send a reply this conversation never received, before anything new."""
+        pending = self._undelivered.pop((target.chat_id, target.thread_id), None)
+        if pending is None:
+            return
+        reply, language = pending
+        try:
+            await self._deliver(sender, reply, language, None)
+        except TelegramError:
+            self._undelivered[(target.chat_id, target.thread_id)] = pending
+            raise
+
     async def _deliver(
-        self, sender: Sender, reply: Reply, language: str, progress: Progress
+        self, sender: Sender, reply: Reply, language: str, progress: Progress | None
     ) -> None:
         if Notice.PREVIOUS_EXPIRED in reply.notices:
             await sender.send_text(t(language, "expired", minutes=self._ttl_minutes))
@@ -93,7 +115,7 @@ class TurnRunner:
             reply.text,
             footer=footer_for(reply, language),
             keyboard=keyboard,
-            edit=progress.message,
+            edit=progress.message if progress is not None else None,
         )
 
     async def _say(self, sender: Sender, text: str) -> None:

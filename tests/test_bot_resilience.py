@@ -197,3 +197,19 @@ async def test_user_is_told_when_the_cleanup_expired_the_consultation(
         await bot.runtime.service.cleanup(retention_seconds=86_400)  # what the loop runs
         [first, *_] = await say(bot, USER, "New topic")
         assert first.startswith("Your previous consultation expired")
+
+
+async def test_reply_that_could_not_be_delivered_comes_before_the_next_one(
+    bot: RunningBot,
+) -> None:
+    """If Telegram fails every attempt to deliver an answer, it is kept and sent first
+    when the user writes again: the round it consumed is never silently lost."""
+    bot.api.fail_next("sendMessage", status=502, description="Bad Gateway", times=4)
+    await bot.send(USER, "First question")
+    await bot.api.wait_for(
+        lambda c: c.method == "sendMessage" and c.status == 502, timeout=10, count=4
+    )
+    assert sent(bot, USER) == []
+    texts = await say(bot, USER, "Second question", parts=2)
+    assert texts[0] == "Reply to: First question\n\nRound 1 of 3"
+    assert texts[1].endswith("Round 2 of 3")
