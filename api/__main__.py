@@ -7,9 +7,7 @@ settings, same database and engine as the bot; stops cleanly on SIGINT/SIGTERM.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import sys
 
 from api.app import start_web_server
@@ -17,13 +15,9 @@ from core.settings import ConfigError, Settings, load_settings
 
 
 async def serve(settings: Settings) -> int:
-    from bot.runtime import open_runtime  # no Telegram import: store, model client, service
+    from bot.runtime import open_runtime, stop_on_signals  # store, model client, service
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     async with open_runtime(settings) as runtime:
         runner = await start_web_server(settings, runtime, None)
         print(f"API on http://{settings.api_host}:{settings.api_port}", flush=True)

@@ -249,12 +249,7 @@ class Commands:
         text: str,
         keyboard: InlineKeyboardMarkup | None = None,
     ) -> None:
-        try:
-            await Sender(context.bot, target_of(message)).send_text(text, keyboard=keyboard)
-        except TelegramError as exc:
-            log.info("could not answer a command in chat %s: %s", message.chat_id, exc)
-        except Exception as exc:  # ChatUnavailable and friends: the chat is gone
-            log.info("could not answer a command in chat %s: %s", message.chat_id, exc)
+        await self.h.say(Sender(context.bot, target_of(message)), text, keyboard=keyboard)
 
     def _role_title(self, role: str) -> str:
         info = self.service.roles().get(role)

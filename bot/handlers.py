@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from telegram import Message, Update
+from telegram import InlineKeyboardMarkup, Message, Update
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes, filters
 
@@ -134,15 +134,13 @@ class Handlers:
         message = update.effective_message
         if message is None:
             return
-        incoming = await self.accept(message, context, require_text=False)
+        incoming = await self.accept(message, context)
         if incoming is not None:
             await self.say(
                 Sender(context.bot, target_of(message)), t(incoming.language, "text_only")
             )
 
-    async def accept(
-        self, message: Message, context: Context, *, require_text: bool = True
-    ) -> Incoming | None:
+    async def accept(self, message: Message, context: Context) -> Incoming | None:
         """The message as plain values if it is for the bot and allowed; None to ignore it.
 
         Replies itself when a user is refused (not allowed, too fast).
@@ -220,11 +218,14 @@ class Handlers:
 
         await self.turns.run(context.bot, target_of(message), language_of(user), answer)
 
-    async def say(self, sender: Sender, text: str) -> None:
+    async def say(
+        self, sender: Sender, text: str, *, keyboard: InlineKeyboardMarkup | None = None
+    ) -> None:
+        """Send a UI text; a chat that is gone or unreachable is logged, not raised."""
         try:
-            await sender.send_text(text)
-        except ChatUnavailable as exc:
-            log.info("chat %s does not accept messages: %s", sender.chat_id, exc)
+            await sender.send_text(text, keyboard=keyboard)
+        except (ChatUnavailable, TelegramError) as exc:
+            log.info("could not write to chat %s: %s", sender.chat_id, exc)
 
     async def on_error(self, update: object, context: Context) -> None:
         """Log the failure; tell the user something went wrong, never how."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -33,6 +34,16 @@ class Runtime:
     prompts: PromptLibrary
     service: ConsultationService
     metrics: Metrics
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT, for a clean shutdown of a long-running process."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):  # platforms without signal handlers
+            loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 @contextlib.asynccontextmanager

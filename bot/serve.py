@@ -8,16 +8,14 @@ one clear line instead of a traceback.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 import sys
 
 from telegram import Update
 from telegram.error import InvalidToken, NetworkError, TimedOut
 
 from bot.app import build_application, set_command_menus
-from bot.runtime import open_runtime
+from bot.runtime import open_runtime, stop_on_signals
 from core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -26,11 +24,7 @@ STARTUP_ATTEMPTS = 5
 
 
 async def run_bot(settings: Settings) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     async with open_runtime(settings) as runtime:
         webhook = bool(settings.webhook_url)
         application = build_application(

@@ -31,8 +31,5 @@ class KeyedLock:
             else:
                 self._locks[key] = (lock_now, users_now - 1)
 
-    def busy(self, key: str) -> bool:
-        return key in self._locks
-
     def __len__(self) -> int:
         return len(self._locks)

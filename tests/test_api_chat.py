@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from api.testing import RunningApi, api_settings, running_api
 from core.models import Role
+from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import FakeModelServer
 
 REQUEST = 'Помоги подобрать веса для "хаммер" и бабочки — сколько повторений?'

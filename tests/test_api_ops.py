@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from api.testing import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import FakeModelServer
 
 TOKEN = "s3cr3t-token"

@@ -14,7 +14,7 @@ from aiohttp import ClientResponse
 from openai._streaming import ServerSentEvent, SSEDecoder
 
 from api.sse import format_event
-from api.testing import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import FakeModelServer
 
 

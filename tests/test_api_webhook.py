@@ -10,9 +10,9 @@ from typing import Any
 import aiohttp
 
 from api import start_web_server
-from api.testing import api_settings, running_api
 from bot.app import build_application
 from core.settings import Settings
+from tests.api_harness import api_settings, running_api
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 
