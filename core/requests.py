@@ -27,6 +27,8 @@ class EngineConfig:
     history_budget_chars: int = 24_000
     max_continuations: int = 3
     default_role: str = "expert"
+    max_answer_chars: int = 50_000
+    initial_request_budget_chars: int = 6000
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EngineConfig:
@@ -39,6 +41,8 @@ class EngineConfig:
             history_budget_chars=settings.history_budget_chars,
             max_continuations=settings.max_continuations,
             default_role=settings.default_role,
+            max_answer_chars=settings.max_answer_chars,
+            initial_request_budget_chars=settings.initial_request_budget_chars,
         )
 
 

@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     llm_max_retries: int = Field(default=2, ge=0, le=10)
     llm_extra_body: Annotated[dict[str, Any], NoDecode] = Field(default_factory=dict)
     llm_http_transport: Literal["httpx", "aiohttp"] = "aiohttp"
+    llm_first_token_timeout_seconds: float = Field(default=120.0, gt=0)
+    llm_total_timeout_seconds: float = Field(default=600.0, gt=0)
+    max_answer_chars: int = Field(default=50_000, ge=1000)
 
     # Consultations
     db_path: Path = Path("consultations.sqlite3")
@@ -62,6 +65,7 @@ class Settings(BaseSettings):
     history_budget_chars: int = Field(default=24_000, ge=1000)
     max_continuations: int = Field(default=3, ge=0, le=20)
     max_input_chars: int = Field(default=4000, ge=1)
+    initial_request_budget_chars: int = Field(default=6000, ge=500)
     prompts_dir: Path | None = None
     default_role: str = "expert"
     retention_days: int = Field(default=30, ge=1)
@@ -79,10 +83,21 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8080, ge=1, le=65535)
     api_token: SecretStr | None = None
     api_max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    api_allow_anonymous: bool = False
+    api_allowed_models: Annotated[frozenset[str], NoDecode] = frozenset()
+    api_max_tokens_limit: int = Field(default=8192, ge=1)
+    api_rate_limit_per_minute: int = Field(default=60, ge=0)  # 0: no limit
 
     log_level: str = "INFO"
 
     _split = field_validator("allowed_user_ids", "allowed_chat_ids", mode="before")(_split_ids)
+
+    @field_validator("api_allowed_models", mode="before")
+    @classmethod
+    def _split_models(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return frozenset(part.strip() for part in value.split(",") if part.strip())
+        return value
 
     @field_validator("llm_extra_body", mode="before")
     @classmethod
@@ -95,6 +110,10 @@ class Settings(BaseSettings):
             except json.JSONDecodeError as exc:
                 raise ValueError(f"not valid JSON: {exc.msg}") from None
         return value
+
+    def api_models(self) -> frozenset[str]:
+        """Models an API client may ask for: API_ALLOWED_MODELS, else only LLM_MODEL."""
+        return self.api_allowed_models or frozenset({self.llm_model})
 
     def secret(self, name: str) -> str | None:
         """The plain value of a SecretStr setting, or None."""
@@ -114,6 +133,11 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigError(f"{name}: {error['msg']}{shown}") from None
     except SettingsError as exc:  # e.g. a value pydantic-settings could not decode
         raise ConfigError(str(exc)) from None
+    if settings.llm_first_token_timeout_seconds > settings.llm_total_timeout_seconds:
+        raise ConfigError(
+            f"LLM_FIRST_TOKEN_TIMEOUT_SECONDS ({settings.llm_first_token_timeout_seconds:g}) is "
+            f"above LLM_TOTAL_TIMEOUT_SECONDS ({settings.llm_total_timeout_seconds:g})"
+        )
     if settings.default_max_rounds > settings.max_rounds_limit:
         raise ConfigError(
             f"DEFAULT_MAX_ROUNDS ({settings.default_max_rounds}) is above "
