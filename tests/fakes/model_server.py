@@ -39,6 +39,12 @@ class ScriptedReply:
     error_after: int | None = None  # stream this many chunks, then an error event
     headers: dict[str, str] | None = None
     chunk_delay: float = 0.0  # pause before each streamed content chunk (a slow stream)
+    # Habits of real servers and proxies:
+    stop_early: bool = False  # content, then the connection ends: no finish_reason, no [DONE]
+    no_usage: bool = False  # ignore stream_options.include_usage (llama.cpp's server does)
+    keepalive_only: float | None = None  # send only ": keep-alive" comments, this often, forever
+    endless: bool = False  # repeat the text as content chunks forever (paced by chunk_delay)
+    raw_events: list[bytes] | None = None  # sent as they are after the role chunk, then EOF
 
 
 def _last_user_content(body: dict[str, Any]) -> str:
@@ -85,10 +91,18 @@ class FakeModelServer:
         error_after: int | None = None,
         headers: dict[str, str] | None = None,
         chunk_delay: float = 0.0,
+        stop_early: bool = False,
+        no_usage: bool = False,
+        keepalive_only: float | None = None,
+        endless: bool = False,
+        raw_events: list[bytes] | None = None,
     ) -> None:
         """Script the next reply; `status` (e.g. 500, 429) makes it an OpenAI-style error.
 
         `chunk_delay` paces a streamed reply: each content chunk waits that long.
+        `stop_early`, `no_usage`, `keepalive_only`, `endless` and `raw_events` reproduce
+        what real servers and proxies do (see `ScriptedReply`); the last three only
+        end when the client hangs up or the server stops.
         """
         self._queue.append(
             ScriptedReply(
@@ -102,6 +116,11 @@ class FakeModelServer:
                 error_after,
                 headers,
                 chunk_delay,
+                stop_early,
+                no_usage,
+                keepalive_only,
+                endless,
+                raw_events,
             )
         )
 
@@ -151,6 +170,8 @@ class FakeModelServer:
         model = str(body.get("model", "fake-model"))
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            if reply.no_usage:
+                include_usage = False
             return await self._stream(request, reply, model, usage if include_usage else None)
         message = {"role": "assistant", "content": reply.text}
         payload = {
@@ -190,6 +211,10 @@ class FakeModelServer:
             return [{"index": 0, "delta": delta, "finish_reason": finish}]
 
         parts = [event(choice({"role": "assistant", "content": ""}))]
+        if reply.keepalive_only is not None or reply.endless or reply.raw_events is not None:
+            await response.write(parts[0])
+            await self._misbehave(response, reply, lambda piece: event(choice({"content": piece})))
+            return response
         for n, piece in enumerate(_chunks(reply.text, reply.chunk_size)):
             if reply.error_after is not None and n == reply.error_after:
                 break
@@ -200,10 +225,11 @@ class FakeModelServer:
             await response.write(b"".join(parts))
             await response.write_eof()
             return response
-        parts.append(event(choice({}, reply.finish_reason)))
-        if usage is not None:
-            parts.append(event([], usage=usage))
-        parts.append(b"data: [DONE]\n\n")
+        if not reply.stop_early:
+            parts.append(event(choice({}, reply.finish_reason)))
+            if usage is not None:
+                parts.append(event([], usage=usage))
+            parts.append(b"data: [DONE]\n\n")
         paced = range(1, 1 + len(_chunks(reply.text, reply.chunk_size)))  # the content events
         for n, part in enumerate(parts):  # one write per event, as a provider sends them
             if reply.chunk_delay and n in paced:
@@ -211,6 +237,31 @@ class FakeModelServer:
             await response.write(part)
         await response.write_eof()
         return response
+
+    async def _misbehave(
+        self,
+        response: web.StreamResponse,
+        reply: ScriptedReply,
+        content_event: Callable[[str], bytes],
+    ) -> None:
+        """Keep-alives or content forever, or raw events; ends when the client hangs up."""
+        with contextlib.suppress(ConnectionError):
+            if reply.raw_events is not None:
+                for raw in reply.raw_events:
+                    await self._sleep(reply.chunk_delay)
+                    await response.write(raw)
+                await response.write_eof()
+                return
+            pieces = _chunks(reply.text or "x", reply.chunk_size)
+            while not self._closing.is_set():
+                if reply.keepalive_only is not None:
+                    await self._sleep(reply.keepalive_only)
+                    await response.write(b": keep-alive\n\n")
+                else:
+                    for piece in pieces:
+                        await self._sleep(reply.chunk_delay)
+                        await response.write(content_event(piece))
+                    await asyncio.sleep(0)  # let the server notice a hang-up
 
 
 def _chunks(text: str, size: int) -> list[str]:
