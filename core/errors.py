@@ -49,3 +49,11 @@ class NoActiveConsultation(ConsultationError):
 
 class EmptyMessage(ConsultationError):
     code = "EMPTY_MESSAGE"
+
+
+class StoreUnavailable(Exception):
+    """The store cannot read or write right now (disk full, I/O error, file gone or read-only).
+
+    Nothing half-done was kept: the operation that raised it was rolled back, so
+    the same request can be made again once the store recovers.
+    """
