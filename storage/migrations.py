@@ -136,3 +136,28 @@ async def m001_initial(db: aiosqlite.Connection) -> None:
 async def m002_started_by(db: aiosqlite.Connection) -> None:
     """Who opened a consultation: in groups they may change it like an admin."""
     await db.execute("ALTER TABLE consultations ADD COLUMN started_by INTEGER")
+
+
+@migration
+async def m003_idempotency_keys(db: aiosqlite.Connection) -> None:
+    """API requests by `Idempotency-Key`: a retry gets the stored reply, not a new round.
+
+    A row belongs to its session and is deleted with it (retention purge), so keys
+    live exactly as long as the session they answered. `response` is NULL while the
+    round is unanswered (running, or failed: the key may then be used to retry).
+    """
+    await db.execute(
+        """
+        CREATE TABLE idempotency_keys (
+            client TEXT NOT NULL,
+            key TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            session_id TEXT NOT NULL
+                REFERENCES consultations (id) ON DELETE CASCADE,
+            response TEXT,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (client, key)
+        )
+        """
+    )
+    await db.execute("CREATE INDEX idempotency_keys_session ON idempotency_keys (session_id)")
