@@ -26,6 +26,7 @@ from pathlib import Path
 import aiosqlite
 
 from core.models import ChatSettings, Consultation, Message, Status
+from storage import idempotency
 from storage import statements as sql
 from storage.batch import Batcher, run_reads, run_writes
 from storage.migrations import migrate
@@ -180,3 +181,31 @@ class SqliteStore:
     async def purge(self, *, older_than: float) -> int:
         """Delete ended consultations last active before `older_than`; settings are kept."""
         return await self._writer.run(functools.partial(sql.purge, older_than=older_than))
+
+    # -- idempotency keys of API requests (deleted with their session) ---------------------
+
+    async def find_idempotency_key(self, client: str, key: str) -> idempotency.KeyRecord | None:
+        return await self._reader.run(
+            functools.partial(idempotency.find_key, client=client, key=key)
+        )
+
+    async def claim_idempotency_key(
+        self, client: str, key: str, *, fingerprint: str, session_id: str, at: float
+    ) -> None:
+        """Record the key for the session (a key already claimed keeps its first claim)."""
+        await self._writer.run(
+            functools.partial(
+                idempotency.claim_key,
+                client=client,
+                key=key,
+                fingerprint=fingerprint,
+                session_id=session_id,
+                created_at=at,
+            )
+        )
+
+    async def save_idempotent_response(self, client: str, key: str, response: str) -> None:
+        """Store the reply a key answered with (once; a stored reply is never replaced)."""
+        await self._writer.run(
+            functools.partial(idempotency.save_response, client=client, key=key, response=response)
+        )
