@@ -45,6 +45,7 @@ class ScriptedReply:
     keepalive_only: float | None = None  # send only ": keep-alive" comments, this often, forever
     endless: bool = False  # repeat the text as content chunks forever (paced by chunk_delay)
     raw_events: list[bytes] | None = None  # sent as they are after the role chunk, then EOF
+    hold: asyncio.Event | None = None  # the reply waits until the test sets it (or the stop)
 
 
 def _last_user_content(body: dict[str, Any]) -> str:
@@ -73,6 +74,7 @@ class FakeModelServer:
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._closing = asyncio.Event()
+        self._arrived = asyncio.Event()  # replaced by a fresh one after each request
 
     @property
     def base_url(self) -> str:
@@ -96,13 +98,15 @@ class FakeModelServer:
         keepalive_only: float | None = None,
         endless: bool = False,
         raw_events: list[bytes] | None = None,
+        hold: asyncio.Event | None = None,
     ) -> None:
         """Script the next reply; `status` (e.g. 500, 429) makes it an OpenAI-style error.
 
         `chunk_delay` paces a streamed reply: each content chunk waits that long.
         `stop_early`, `no_usage`, `keepalive_only`, `endless` and `raw_events` reproduce
         what real servers and proxies do (see `ScriptedReply`); the last three only
-        end when the client hangs up or the server stops.
+        end when the client hangs up or the server stops. `hold` makes the reply wait
+        until the test sets that event, so a test can act while a call is in progress.
         """
         self._queue.append(
             ScriptedReply(
@@ -121,6 +125,7 @@ class FakeModelServer:
                 keepalive_only,
                 endless,
                 raw_events,
+                hold,
             )
         )
 
@@ -128,6 +133,16 @@ class FakeModelServer:
     def pending(self) -> int:
         """Scripted replies not yet consumed."""
         return len(self._queue)
+
+    async def wait_requests(self, count: int, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        """Wait until `count` requests in total have arrived (recorded, not yet answered)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while len(self.requests) < count:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise TimeoutError(f"{len(self.requests)} of {count} model requests arrived")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), left)
 
     async def start(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -151,16 +166,29 @@ class FakeModelServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), seconds)
 
+    async def _until_set(self, event: asyncio.Event) -> None:
+        """Wait for `event`, or for the server to stop."""
+        waiters = [asyncio.ensure_future(e.wait()) for e in (event, self._closing)]
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await request.json()
         except json.JSONDecodeError:
             return _error(400, "body is not JSON", {})
         self.requests.append(body)
+        self._arrived.set()
+        self._arrived = asyncio.Event()
         if self._queue:
             reply = self._queue.popleft()
         else:
             reply = ScriptedReply(self.default_reply(body), delay=self.latency, chunk_size=16)
+        if reply.hold is not None:
+            await self._until_set(reply.hold)
         await self._sleep(reply.delay)
         if reply.status is not None and reply.status >= 400:
             return _error(
