@@ -3,12 +3,18 @@
 Invariant: every call streams, and whatever the SDK raises once its own retries
 (429, 5xx, timeouts, dropped connections, with backoff honouring `retry-after`)
 are spent leaves this module as `core.errors.ModelError` with a kind the edges
-can explain — including an error in the middle of a stream. One `AsyncOpenAI`
+can explain — including an error in the middle of a stream and a stream that is
+not valid JSON or not shaped like OpenAI's chunks ("malformed stream"). A stream
+that ends without a finish_reason (a server that gave up, e.g. on a prompt over
+its context) reports `finish_reason=None`, never a made-up "stop". Reading a fast
+stream yields to the event loop every `YIELD_EVERY` chunks. One `AsyncOpenAI`
 client (one connection pool) is shared by all calls.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import openai
@@ -18,6 +24,10 @@ from core.errors import ModelError, ModelErrorKind
 from core.models import Usage
 from core.ports import Completion, CompletionRequest, OnDelta
 from core.settings import ConfigError, Settings
+
+YIELD_EVERY = 32
+"""Chunks handled between two turns of the event loop: a provider streaming faster than
+the bot parses (or a buffer full of small chunks) must not starve other chats."""
 
 _JSON_FORMAT = {"type": "json_object"}
 _STREAM_OPTIONS = {"include_usage": True}
@@ -121,15 +131,34 @@ class OpenAICompleter:
                 stream_cls=AsyncStream[object],
             )
             async with stream:
-                async for chunk in stream:
+                count = 0
+                async for chunk in _decoded(stream):
                     piece = state.feed(chunk)
                     if piece and on_delta is not None:
-                        await on_delta(piece)
+                        await on_delta(piece)  # may raise to stop reading: the stream closes
+                    count += 1
+                    if count % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)
         except openai.APIError as exc:
             raise _model_error(exc) from exc
-        except (AttributeError, TypeError) as exc:  # a chunk not shaped like OpenAI's
-            raise ModelError(ModelErrorKind.UNAVAILABLE, f"malformed stream: {exc}") from exc
         return state.completion()
+
+
+async def _decoded(stream: AsyncStream[object]) -> AsyncIterator[Any]:
+    """The stream's decoded chunks; an event that is not JSON is a malformed stream."""
+    chunks = aiter(stream)
+    while True:
+        try:
+            chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError
+            raise _malformed(exc) from exc
+        yield chunk
+
+
+def _malformed(problem: object) -> ModelError:
+    return ModelError(ModelErrorKind.UNAVAILABLE, f"malformed stream: {problem}")
 
 
 class _StreamState:
@@ -145,21 +174,29 @@ class _StreamState:
         self.extras: dict[str, Any] = {}
 
     def feed(self, chunk: Any) -> str | None:
-        """Take one decoded chunk; return its text piece, if any."""
+        """Take one decoded chunk; return its text piece, if any.
+
+        Raises ModelError ("malformed stream") for anything not shaped like an OpenAI
+        chunk: a value of the wrong type would otherwise surface later, far from here.
+        """
+        if not isinstance(chunk, dict):
+            raise _malformed(f"a chunk is {type(chunk).__name__}, not an object")
         if not _CHUNK_FIELDS.issuperset(chunk):  # citations, search_results, …
             self.extras.update((k, v) for k, v in chunk.items() if k not in _CHUNK_FIELDS)
-        self.model = chunk.get("model") or self.model
-        if (counts := chunk.get("usage")) is not None:
+        self.model = _typed(chunk.get("model"), str, "model") or self.model
+        if (counts := _typed(chunk.get("usage"), dict, "usage")) is not None:
             self.usage = Usage(
-                counts.get("prompt_tokens") or 0, counts.get("completion_tokens") or 0
+                _typed(counts.get("prompt_tokens"), int, "prompt_tokens") or 0,
+                _typed(counts.get("completion_tokens"), int, "completion_tokens") or 0,
             )
-        choices = chunk.get("choices")
+        choices = _typed(chunk.get("choices"), list, "choices")
         if not choices:
             return None
-        choice = choices[0]
-        if (reason := choice.get("finish_reason")) is not None:
+        choice = _typed(choices[0], dict, "choice") or {}
+        if (reason := _typed(choice.get("finish_reason"), str, "finish_reason")) is not None:
             self.finish_reason = reason
-        piece = (choice.get("delta") or {}).get("content")
+        delta = _typed(choice.get("delta"), dict, "delta") or {}
+        piece = _typed(delta.get("content"), str, "content")
         if piece:
             self.pieces.append(piece)
         return piece or None
@@ -172,6 +209,13 @@ class _StreamState:
             usage=self.usage,
             extras=self.extras,
         )
+
+
+def _typed(value: Any, kind: type, name: str) -> Any:
+    """`value` if it is None or a `kind`; otherwise the stream is malformed."""
+    if value is None or isinstance(value, kind):
+        return value
+    raise _malformed(f"{name} is {type(value).__name__}, not {kind.__name__}")
 
 
 def _model_error(exc: openai.APIError) -> ModelError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Literal
@@ -235,6 +236,98 @@ async def test_error_mid_stream_is_a_model_error(
 
     assert caught.value.kind is ModelErrorKind.UNAVAILABLE
     assert "".join(seen) == "This answer "
+
+
+MALFORMED = {
+    "not-json": b"data: not json\n\n",
+    "content-number": b'data: {"choices": [{"index": 0, "delta": {"content": 5}}]}\n\n',
+    "content-list": b'data: {"choices": [{"index": 0, "delta": {"content": ["a"]}}]}\n\n',
+    "choices-object": b'data: {"choices": {"0": {"delta": {"content": "a"}}}}\n\n',
+    "delta-string": b'data: {"choices": [{"index": 0, "delta": "text"}]}\n\n',
+    "finish-number": b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": 7}]}\n\n',
+    "usage-string": b'data: {"choices": [], "usage": {"prompt_tokens": "many"}}\n\n',
+    "number": b"data: 5\n\n",
+    "string": b'data: "text"\n\n',
+    "array": b"data: [1, 2]\n\n",
+}
+
+
+@pytest.mark.parametrize("raw", MALFORMED.values(), ids=MALFORMED.keys())
+async def test_malformed_stream_is_unavailable(
+    model_server: FakeModelServer, completer: OpenAICompleter, raw: bytes
+) -> None:
+    """An event that is not JSON or not shaped like a chunk is a ModelError, nothing else."""
+    model_server.enqueue(
+        raw_events=[b'data: {"choices": [{"index": 0, "delta": {"content": "ok"}}]}\n\n', raw]
+    )
+
+    with pytest.raises(ModelError) as caught:
+        await completer.complete(CompletionRequest(USER, "m"), _ignore)
+
+    assert caught.value.kind is ModelErrorKind.UNAVAILABLE
+    assert "malformed stream" in str(caught.value)
+
+
+async def test_null_content_is_no_text(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A chunk whose content is null (a role or tool chunk) adds no text."""
+    chunk = b'data: {"choices": [{"index": 0, "delta": {"content": %s}, "finish_reason": %s}]}\n\n'
+    model_server.enqueue(
+        raw_events=[chunk % (b'"Tea."', b"null"), chunk % (b"null", b'"stop"'), b"data: [DONE]\n\n"]
+    )
+
+    result = await completer.complete(CompletionRequest(USER, "m"))
+
+    assert (result.text, result.finish_reason) == ("Tea.", "stop")
+
+
+async def test_stream_ending_without_finish_reason_reports_none(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Content, then the connection ends (no finish_reason, no [DONE]): the text is kept and
+    finish_reason is None, so the caller can tell the answer was cut off."""
+    model_server.enqueue("Half of the answ", stop_early=True)
+
+    result = await completer.complete(CompletionRequest(USER, "m"))
+
+    assert (result.text, result.finish_reason) == ("Half of the answ", None)
+
+
+async def test_a_long_stream_lets_other_tasks_run(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Between any two turns of another task, only a bounded number of deltas are handled:
+    a fast provider streaming thousands of chunks never monopolises the event loop."""
+    model_server.enqueue("ab" * 20_000, chunk_size=2)
+    ticks = 0
+    runs: list[int] = []
+    last_tick = -1
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async def on_delta(piece: str) -> None:
+        nonlocal last_tick
+        if ticks != last_tick:
+            runs.append(0)
+            last_tick = ticks
+        runs[-1] += 1
+
+    task = asyncio.create_task(ticker())
+    try:
+        result = await completer.complete(CompletionRequest(USER, "m"), on_delta)
+    finally:
+        task.cancel()
+    assert len(result.text) == 40_000
+    assert max(runs) <= 64, max(runs)
+
+
+async def _ignore(piece: str) -> None:
+    pass
 
 
 async def test_unreachable_server_is_unavailable(transport: Transport) -> None:
