@@ -12,7 +12,9 @@ from typing import Any
 from telegram.ext import Application
 
 from bot.app import build_application
+from bot.handlers import Handlers
 from bot.runtime import Runtime, open_runtime
+from bot.turns import TurnRunner
 from core.settings import Settings, load_settings
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
@@ -60,6 +62,19 @@ class RunningBot:
         )
         return self.messages(chat_id)
 
+    @property
+    def handlers(self) -> Handlers:
+        """The bot's `Handlers` (their allow-list gate is the one handler of group -1)."""
+        [gate] = self.application.handlers[-1]
+        handlers = gate.callback.__self__  # type: ignore[attr-defined]
+        assert isinstance(handlers, Handlers)
+        return handlers
+
+    def set_group_interval(self, seconds: float) -> None:
+        """Space group progress edits at least `seconds` apart (3 s in production)."""
+        ttl_minutes = max(round(self.runtime.settings.session_ttl_seconds / 60), 1)
+        self.handlers.turns = TurnRunner(ttl_minutes=ttl_minutes, group_interval=seconds)
+
     def messages(self, chat_id: int) -> list[str]:
         return [
             c.params["text"]
@@ -83,3 +98,10 @@ async def running_bot(
             finally:
                 await application.updater.stop()
                 await application.stop()
+
+
+class FirstCallOnly(dict[str, float]):
+    """Latencies for `FakeBotApi.latency` applied once per method: only the first call stalls."""
+
+    def get(self, key: str, default: float | None = None) -> float | None:  # type: ignore[override]
+        return self.pop(key, default)

@@ -14,7 +14,7 @@ from telegram import Bot
 from telegram.request import HTTPXRequest
 
 from bot.delivery import Sender, Target
-from tests.bot_harness import RunningBot
+from tests.bot_harness import FirstCallOnly, RunningBot
 from tests.bot_private_support import buttons, delivered, private_bot, say, sent
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.bot_api_checks import utf16_len
@@ -162,16 +162,9 @@ async def test_timed_out_send_is_retried(bot_api: FakeBotApi) -> None:
     """
     request = HTTPXRequest(read_timeout=0.3, write_timeout=0.3, connect_timeout=1.0)
     async with Bot(TOKEN, base_url=bot_api.base_url, request=request) as bot:
-        bot_api.latency = _FirstCallOnly(sendMessage=2.0)
+        bot_api.latency = FirstCallOnly(sendMessage=2.0)
         [message] = await asyncio.wait_for(Sender(bot, Target(USER)).send_text("Your answer"), 5)
     assert message.text == "Your answer"
     stalled, retried = bot_api.calls_of("sendMessage")
     assert stalled.result is None  # still stalled when the client gave up on it
     assert retried.result is not None and retried.params["text"] == "Your answer"
-
-
-class _FirstCallOnly(dict[str, float]):
-    """Latencies the fake applies once per method: only the first call stalls."""
-
-    def get(self, key: str, default: float | None = None) -> float | None:  # type: ignore[override]
-        return self.pop(key, default)
