@@ -30,6 +30,7 @@ from bot.chat import (
 from bot.delivery import ChatUnavailable, Sender, Target
 from bot.i18n import t
 from bot.turns import ANSWER_NOW, TurnRunner
+from core.blank import is_blank
 from core.errors import EmptyMessage
 from core.outcomes import Reply
 from core.service import ConsultationService
@@ -107,7 +108,7 @@ class Handlers:
         text = incoming.text
         language = incoming.language
         sender = Sender(context.bot, target_of(message))
-        if not text.strip():
+        if is_blank(text):
             await self.say(sender, t(language, "empty"))
             return
         if len(text) > self.settings.max_input_chars:

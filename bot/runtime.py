@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from api.metrics import MeteredCompleter, Metrics
+from core.deadline import DeadlineCompleter
 from core.llm import OpenAICompleter
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig
@@ -53,7 +54,7 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
     store = await SqliteStore.open(settings.db_path)
     completer = OpenAICompleter.from_settings(settings)
     metrics = Metrics()
-    metered = MeteredCompleter(completer, metrics)
+    metered = MeteredCompleter(DeadlineCompleter.from_settings(completer, settings), metrics)
     service = ConsultationService(store, metered, prompts, EngineConfig.from_settings(settings))
     cleanup = asyncio.create_task(_cleanup_loop(service, settings))
     try:

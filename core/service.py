@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
+from core.blank import is_blank
 from core.collect import collect_answer
 from core.errors import (
     DialogCompleted,
@@ -412,7 +413,7 @@ class ConsultationService:
 
 
 def _require_text(text: str) -> str:
-    if not text or not text.strip():
+    if is_blank(text):  # zero-width and other invisible characters count as nothing
         raise EmptyMessage("the message is empty")
     return text
 

@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from api.app import build_web_app
 from api.metrics import MeteredCompleter, Metrics
 from api.webhook import TelegramApp
+from core.deadline import DeadlineCompleter
 from core.llm import OpenAICompleter
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig
@@ -66,7 +67,8 @@ async def running_api(
     """
     metrics = Metrics()
     store = await SqliteStore.open(settings.db_path)
-    completer = MeteredCompleter(OpenAICompleter.from_settings(settings), metrics)
+    model = DeadlineCompleter.from_settings(OpenAICompleter.from_settings(settings), settings)
+    completer = MeteredCompleter(model, metrics)
     service = ConsultationService(
         store, completer, PromptLibrary(settings.prompts_dir), EngineConfig.from_settings(settings)
     )

@@ -1,0 +1,85 @@
+"""Messages with nothing visible in them (zero-width and other format characters) are empty:
+refused with a clear message, never stored, never sent to the model."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.blank import is_blank
+from core.errors import EmptyMessage
+from core.llm import OpenAICompleter
+from core.prompts import PromptLibrary
+from core.requests import EngineConfig
+from core.service import ConsultationService
+from storage import SqliteStore
+from tests.bot_private_support import private_bot, say
+from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.model_server import FakeModelServer
+
+INVISIBLE = [
+    "\u200b",  # zero width space
+    "\u200c\u200d",  # zero width non-joiner, joiner
+    "\u2060",  # word joiner
+    "\ufeff",  # byte order mark
+    " \u200b\n\u00ad\t\u2060 ",  # mixed with whitespace and a soft hyphen
+    "\u3164",  # Hangul filler
+    "\u2800",  # braille pattern blank
+    "\ufe0f\u034f",  # variation selector, combining grapheme joiner
+]
+
+
+@pytest.mark.parametrize("text", [*INVISIBLE, "", "  \n\t"])
+def test_invisible_text_is_blank(text: str) -> None:
+    assert is_blank(text)
+
+
+@pytest.mark.parametrize("text", ["a", "\u200bhi\u200b", "👍", "\u200d👍", "٣", "?"])
+def test_visible_text_is_not_blank(text: str) -> None:
+    assert not is_blank(text)
+
+
+@pytest.fixture
+async def service(
+    tmp_path: Path, model_server: FakeModelServer
+) -> AsyncIterator[tuple[ConsultationService, SqliteStore]]:
+    store = await SqliteStore.open(tmp_path / "consultations.sqlite3")
+    completer = OpenAICompleter(
+        api_key="test", base_url=model_server.base_url, timeout=10, max_retries=0
+    )
+    yield ConsultationService(store, completer, PromptLibrary(), EngineConfig(model="m")), store
+    await completer.close()
+    await store.close()
+
+
+@pytest.mark.parametrize("text", INVISIBLE)
+async def test_service_refuses_invisible_text_and_stores_nothing(
+    service: tuple[ConsultationService, SqliteStore], model_server: FakeModelServer, text: str
+) -> None:
+    """Chats and API sessions alike: EmptyMessage, no consultation, no model call."""
+    consultations, store = service
+    with pytest.raises(EmptyMessage):
+        await consultations.ask("tg:1", text)
+    assert await store.load_active("tg:1") is None
+    with pytest.raises(EmptyMessage):
+        await consultations.open_session(text)
+    session = await consultations.open_session("A real question")
+    with pytest.raises(EmptyMessage):
+        await consultations.continue_session(session, text)
+    stored = await store.get(session)
+    assert stored is not None and [m.text for m in stored.messages] == ["A real question"]
+    assert model_server.requests == []
+
+
+async def test_bot_answers_an_invisible_message_as_empty(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A zero-width message gets the "empty" explanation; nothing is stored or asked."""
+    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [text] = await say(bot, 961, "\u200b\u200c\u200d\u2060\ufeff")
+        assert text == "Your message is empty. Please write your question in words."
+        [status] = await say(bot, 961, "/status")
+        assert status.startswith("No active consultation.")
+        assert model_server.requests == []

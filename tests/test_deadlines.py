@@ -1,0 +1,148 @@
+"""Deadlines on a whole model call, end to end: a provider that only sends keep-alives or
+streams forever ends in a timeout the user can act on, the chat is free again and the
+round is not used up (LLM_FIRST_TOKEN_TIMEOUT_SECONDS, LLM_TOTAL_TIMEOUT_SECONDS)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.deadline import DeadlineCompleter
+from core.errors import ModelError, ModelErrorKind
+from core.llm import OpenAICompleter
+from core.ports import CompletionRequest
+from tests.api_harness import api_settings, running_api
+from tests.bot_private_support import conversation, private_bot, say
+from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.model_server import FakeModelServer
+
+USER = 951
+REQUEST = CompletionRequest(messages=[{"role": "user", "content": "Hi"}], model="test-model")
+
+
+@pytest.fixture(params=["httpx", "aiohttp"])
+async def sdk(
+    request: pytest.FixtureRequest, model_server: FakeModelServer
+) -> AsyncIterator[OpenAICompleter]:
+    """The real SDK on both transports, with a read timeout the misbehaving streams never hit."""
+    completer = OpenAICompleter(
+        api_key="test-key",
+        base_url=model_server.base_url,
+        timeout=10,
+        max_retries=0,
+        transport=request.param,
+    )
+    yield completer
+    await completer.close()
+
+
+async def test_keepalive_only_stream_fails_at_the_first_token_deadline(
+    model_server: FakeModelServer, sdk: OpenAICompleter
+) -> None:
+    """Comments keep every read alive; no text by the first-token deadline is a TIMEOUT."""
+    model_server.enqueue(keepalive_only=0.05)
+    completer = DeadlineCompleter(sdk, first_token_seconds=0.3, total_seconds=30)
+    with pytest.raises(ModelError) as caught:
+        await completer.complete(REQUEST)
+    assert caught.value.kind is ModelErrorKind.TIMEOUT
+    assert "no text within 0.3 s" in caught.value.detail
+
+
+async def test_endless_stream_fails_at_the_total_deadline(
+    model_server: FakeModelServer, sdk: OpenAICompleter
+) -> None:
+    """Text that never ends passes the first-token deadline but not the total one."""
+    model_server.enqueue("abc", endless=True, chunk_size=4, chunk_delay=0.01)
+    completer = DeadlineCompleter(sdk, first_token_seconds=0.3, total_seconds=0.8)
+    pieces: list[str] = []
+
+    async def on_delta(piece: str) -> None:
+        pieces.append(piece)
+
+    with pytest.raises(ModelError) as caught:
+        await completer.complete(REQUEST, on_delta)
+    assert caught.value.kind is ModelErrorKind.TIMEOUT
+    assert "no complete answer within 0.8 s" in caught.value.detail
+    assert pieces and set(pieces) == {"abc"}
+
+
+async def test_first_text_lifts_the_first_token_deadline(
+    model_server: FakeModelServer, sdk: OpenAICompleter
+) -> None:
+    """A reply whose first text comes in time may take longer than the first-token deadline."""
+    model_server.enqueue("abcdefghijklmnopqrst", chunk_size=1, chunk_delay=0.1)
+    completer = DeadlineCompleter(sdk, first_token_seconds=1.0, total_seconds=30)
+    completion = await completer.complete(REQUEST)
+    assert completion.text == "abcdefghijklmnopqrst"
+    assert completion.finish_reason == "stop"
+
+
+async def test_deadlines_come_from_settings(tmp_path: Path, sdk: OpenAICompleter) -> None:
+    """The two settings reach the completer; a first-token deadline above the total is capped."""
+    settings = api_settings(
+        tmp_path / "db.sqlite3",
+        "http://127.0.0.1:1/v1",
+        llm_first_token_timeout_seconds=7,
+        llm_total_timeout_seconds=9,
+    )
+    completer = DeadlineCompleter.from_settings(sdk, settings)
+    assert (completer.first_token_seconds, completer.total_seconds) == (7, 9)
+    assert completer.inner is sdk
+    capped = DeadlineCompleter(sdk, first_token_seconds=50, total_seconds=5)
+    assert (capped.first_token_seconds, capped.total_seconds) == (5, 5)
+    with pytest.raises(ValueError, match="positive"):
+        DeadlineCompleter(sdk, first_token_seconds=0, total_seconds=5)
+
+
+async def test_api_turn_on_a_silent_model_is_a_timeout_that_keeps_the_round(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """Keep-alives only: 504 MODEL_TIMEOUT naming the session; a retry answers round 1."""
+    settings = api_settings(
+        tmp_path / "api.sqlite3",
+        model_server.base_url,
+        llm_first_token_timeout_seconds=0.3,
+        llm_total_timeout_seconds=5,
+    )
+    model_server.enqueue(keepalive_only=0.05)
+    async with running_api(settings) as api:
+        headers = {"Content-Type": "application/json"}
+        body = {"message": "Plan my week", "maxRounds": 2}
+        response = await api.client.post("/api/chat", data=json.dumps(body), headers=headers)
+        failed = await response.json()
+        assert (response.status, failed["code"]) == (504, "MODEL_TIMEOUT")
+        session = failed["sessionId"]
+
+        again = {"message": "Plan my week", "sessionId": session}
+        response = await api.client.post("/api/chat", data=json.dumps(again), headers=headers)
+        answered = await response.json()
+        assert response.status == 200
+        assert (answered["round"], answered["maxRounds"]) == (1, 2)
+        assert conversation(model_server.requests[-1]) == ["Plan my week"]
+
+
+async def test_bot_turn_on_an_endless_stream_times_out_and_frees_the_chat(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """Text forever: the total deadline ends the call, the user is told, the chat answers again."""
+    model_server.enqueue("abc", endless=True, chunk_size=4, chunk_delay=0.01)
+    async with private_bot(
+        tmp_path / "bot.sqlite3",
+        bot_api,
+        model_server,
+        llm_first_token_timeout_seconds=0.5,
+        llm_total_timeout_seconds=1,
+    ) as bot:
+        [error] = await say(bot, USER, "Plan my week")
+        assert error.startswith("⚠️ The model is not answering right now")
+        assert "it took too long" in error and "/retry" in error
+
+        [status] = await say(bot, USER, "/status")
+        assert "0 of 3 rounds answered" in status
+
+        [reply] = await say(bot, USER, "/retry")
+        assert reply == "Reply to: Plan my week\n\nRound 1 of 3"
+        assert conversation(model_server.requests[-1]) == ["Plan my week"]
