@@ -57,6 +57,7 @@ async def test_long_answer_is_split_in_order_with_everything(bot: RunningBot) ->
     )
     calls = sent(bot, USER)
     assert len(calls) >= 3
+    assert all(c.status == 200 for c in bot.api.calls_of("sendMessage"))  # none refused
     assert all(utf16_len(c.params["text"]) <= 4096 for c in calls)
     assert all(c.params.get("entities") for c in calls)  # formatted, and the fake accepted it
     assert WORD.findall("\n".join(c.params["text"] for c in calls)) == WORD.findall(markdown)
@@ -66,6 +67,27 @@ async def test_long_answer_is_split_in_order_with_everything(bot: RunningBot) ->
     assert [buttons(c) for c in calls] == [[]] * (len(calls) - 1) + [["answer"]]
     kinds = {e["type"] for c in calls for e in c.params["entities"]}
     assert {"bold", "pre", "italic"} <= kinds
+
+
+def words_of_length(size: int) -> str:
+    """Plain numbered words (nothing to format), exactly `size` characters long."""
+    text = " ".join(f"w{n:04d}" for n in range(size // 5 + 1))[:size]
+    assert len(text) == size and text == text.strip()
+    return text
+
+
+@pytest.mark.parametrize(("size", "parts"), [(4082, 1), (4083, 2)])
+async def test_footer_joins_the_last_part_only_when_both_fit(
+    bot: RunningBot, size: int, parts: int
+) -> None:
+    """The status line goes under the answer's last message when the two fit in Telegram's
+    4096 characters (4082 + blank line + 12), and as its own message when they do not;
+    Telegram never has to refuse a message for its length."""
+    text = words_of_length(size)
+    bot.model.enqueue(text)
+    texts = await say(bot, USER, "Go", parts=parts)
+    assert texts == ([f"{text}\n\nRound 1 of 3"] if parts == 1 else [text, "Round 1 of 3"])
+    assert [c.status for c in bot.api.calls_of("sendMessage")] == [200] * parts
 
 
 async def test_cut_off_final_answer_is_continued_and_merged(

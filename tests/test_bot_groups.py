@@ -8,6 +8,7 @@ handled too (no sleeps).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.bot_harness import RunningBot, bot_settings, running_bot
-from tests.fakes.bot_api import NOT_MODIFIED, FakeBotApi
+from tests.fakes.bot_api import NOT_MODIFIED, Call, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.group_helpers import (
     ALICE,
@@ -227,36 +228,68 @@ async def test_a_captioned_photo_mentioning_the_bot_is_a_question(bot: RunningBo
     assert len(bot_texts(bot)) == 2 and len(bot.model.requests) == 1
 
 
-def streamed_final_answer(model: FakeModelServer, delay: float) -> str:
-    """Script a final answer that arrives in three fragments, `delay` seconds apart."""
-    fragments = [
+class HeldAnswer:
+    """A final answer in three fragments (two continuations after the token limit); the
+    second and third are held by the fake model until the test releases them, so the test
+    decides what the progress message can show at each step (no sleeps)."""
+
+    FRAGMENTS = (
         "## Plan\n\nFirst, book the flights early. ",
         "Second, pick a hotel near the centre. ",
         "Third, buy museum passes online.",
-    ]
-    model.enqueue(fragments[0], finish_reason="length")
-    model.enqueue(fragments[1], finish_reason="length", delay=delay)
-    model.enqueue(fragments[2], delay=delay)
-    return "".join(fragments)
+    )
+
+    def __init__(self, model: FakeModelServer) -> None:
+        self.second, self.third = asyncio.Event(), asyncio.Event()
+        first, second, third = self.FRAGMENTS
+        model.enqueue(first, finish_reason="length", chunk_size=len(first))
+        model.enqueue(second, finish_reason="length", hold=self.second)
+        model.enqueue(third, hold=self.third)
 
 
-async def test_group_answer_streams_into_one_edited_message(
+async def group_call(
+    bot: RunningBot, method: str, fragment: str = "", *, status: int | None = None
+) -> Call:
+    """Wait for a `method` call to the group whose text holds `fragment` (and has `status`)."""
+    return await bot.api.wait_for(
+        lambda c: (
+            c.method == method
+            and c.params.get("chat_id") == GROUP
+            and fragment in c.params.get("text", "")
+            and (status is None or (c.status == status and (status != 200 or c.result is not None)))
+        )
+    )
+
+
+@pytest.fixture
+async def final_only_bot(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> None:
-    """A slow answer appears as one progress message, edited at most every 3 s, that ends
-    holding the whole final text: no second copy is sent."""
+) -> AsyncIterator[RunningBot]:
+    """A bot whose consultations have one round, so every answer is final."""
     settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1)
-    async with running_bot(settings, bot_api, model_server) as bot:
-        streamed_final_answer(bot.model, delay=2.0)
-        question = await say(bot, "@consult_bot plan my trip")
-        final = await answers(bot, 1, timeout=15)
+    async with running_bot(settings, bot_api, model_server) as running:
+        yield running
+
+
+async def test_group_answer_streams_into_one_edited_message(final_only_bot: RunningBot) -> None:
+    """A slow answer appears as one progress message, edited no sooner than the group
+    interval after it was sent, that ends holding the whole final text: no second copy."""
+    bot, bot_api = final_only_bot, final_only_bot.api
+    bot.set_group_interval(1.0)
+    answer = HeldAnswer(bot.model)
+    question = await say(bot, "@consult_bot plan my trip")
+    await group_call(bot, "sendMessage", "First, book")
+    answer.second.set()
+    await group_call(bot, "editMessageText", "Second, pick")
+    answer.third.set()
+    final = await answers(bot, 1)
     sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
     edits = [c for c in bot_api.calls_of("editMessageText") if in_chat(c, GROUP)]
     assert len(sends) == 1 and len(edits) >= 2
     assert final is edits[-1]
     assert sends[0].result["reply_to_message"]["message_id"] == question["message_id"]
     assert "First, book" in sends[0].params["text"]
-    assert edits[0].monotonic - sends[0].monotonic >= 2.9
+    assert edits[0].monotonic - sends[0].monotonic >= 1.0
     assert "Third" not in edits[0].params["text"]
     shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
     assert "First, book" in shown and shown.rstrip().endswith(
@@ -265,18 +298,18 @@ async def test_group_answer_streams_into_one_edited_message(
     assert "Third, buy museum passes online." in shown
 
 
-async def test_not_modified_on_a_progress_edit_is_harmless(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> None:
+async def test_not_modified_on_a_progress_edit_is_harmless(final_only_bot: RunningBot) -> None:
     """A progress edit refused as "message is not modified" neither breaks nor duplicates."""
-    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1)
-    async with running_bot(settings, bot_api, model_server) as bot:
-        commands = bot.application.handlers[0][0].callback.__self__  # type: ignore[attr-defined]
-        commands.h.turns._group_interval = 0.3  # the 3 s throttle is tested above
-        bot_api.fail_next("editMessageText", status=400, description=NOT_MODIFIED)
-        streamed_final_answer(bot.model, delay=0.6)
-        await say(bot, "@consult_bot plan my trip")
-        await answers(bot, 1)
+    bot, bot_api = final_only_bot, final_only_bot.api
+    bot.set_group_interval(0.1)
+    bot_api.fail_next("editMessageText", status=400, description=NOT_MODIFIED)
+    answer = HeldAnswer(bot.model)
+    await say(bot, "@consult_bot plan my trip")
+    await group_call(bot, "sendMessage", "First, book")
+    answer.second.set()
+    await group_call(bot, "editMessageText", status=400)
+    answer.third.set()
+    await answers(bot, 1)
     sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
     edits = bot_api.calls_of("editMessageText")
     assert len(sends) == 1
@@ -286,27 +319,73 @@ async def test_not_modified_on_a_progress_edit_is_harmless(
 
 
 async def test_progress_is_formatted_and_falls_back_to_plain_text(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+    final_only_bot: RunningBot,
 ) -> None:
     """The progress message shows formatting, not raw Markdown; refused formatting is sent plain."""
-    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1)
-    async with running_bot(settings, bot_api, model_server) as bot:
-        commands = bot.application.handlers[0][0].callback.__self__  # type: ignore[attr-defined]
-        commands.h.turns._group_interval = 0.3  # the 3 s throttle is tested above
-        bot_api.fail_next(
-            "sendMessage", status=400, description="Bad Request: can't parse entities: x"
-        )
-        streamed_final_answer(bot.model, delay=0.6)
-        await say(bot, "@consult_bot plan my trip")
-        await answers(bot, 1)
+    bot, bot_api = final_only_bot, final_only_bot.api
+    bot.set_group_interval(0.1)
+    bot_api.fail_next("sendMessage", status=400, description="Bad Request: can't parse entities: x")
+    answer = HeldAnswer(bot.model)
+    await say(bot, "@consult_bot plan my trip")
+    await group_call(bot, "sendMessage", "First, book", status=200)
+    answer.second.set()
+    await group_call(bot, "editMessageText", "Second, pick", status=200)
+    answer.third.set()
+    await answers(bot, 1)
     refused, progress = bot_api.calls_of("sendMessage")
     assert refused.status == 400 and refused.params.get("entities")
     assert progress.status == 200 and not progress.params.get("entities")
     assert "##" not in refused.params["text"] and "Plan" in refused.params["text"]
     edits = bot_api.calls_of("editMessageText")
     formatted_edits = [c for c in edits if c.status == 200 and c.params.get("entities")]
-    assert formatted_edits  # later progress edits and the final one are formatted again
+    assert len(formatted_edits) >= 2  # the progress edit and the final one are formatted again
     assert all("##" not in c.params["text"] for c in formatted_edits)
+
+
+async def test_refused_formatting_of_the_final_edit_is_edited_in_plain(
+    final_only_bot: RunningBot,
+) -> None:
+    """When Telegram refuses the formatting of the final edit, the progress message is
+    edited again as plain text: it ends holding the whole answer, and no copy is sent."""
+    bot, bot_api = final_only_bot, final_only_bot.api
+    bot.set_group_interval(600)  # no progress edits: the only edits are the final one's
+    bot_api.fail_next(
+        "editMessageText", status=400, description="Bad Request: can't parse entities: x"
+    )
+    answer = HeldAnswer(bot.model)
+    await say(bot, "@consult_bot plan my trip")
+    await group_call(bot, "sendMessage", "First, book")
+    answer.second.set()
+    answer.third.set()
+    final = await answers(bot, 1)
+    sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
+    refused, plain = bot_api.calls_of("editMessageText")
+    assert len(sends) == 1
+    assert refused.status == 400 and refused.params.get("entities")
+    assert final is plain and not plain.params.get("entities")
+    shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
+    assert "Third, buy museum passes online." in shown and "Final answer" in shown
+
+
+async def test_final_edit_that_fails_is_sent_as_a_new_message(final_only_bot: RunningBot) -> None:
+    """When the progress message cannot be edited (deleted meanwhile), the whole final
+    answer arrives as a new message."""
+    bot, bot_api = final_only_bot, final_only_bot.api
+    bot.set_group_interval(600)
+    bot_api.fail_next(
+        "editMessageText", status=400, description="Bad Request: message to edit not found"
+    )
+    answer = HeldAnswer(bot.model)
+    await say(bot, "@consult_bot plan my trip")
+    await group_call(bot, "sendMessage", "First, book")
+    answer.second.set()
+    answer.third.set()
+    final = await answers(bot, 1)
+    _progress, copy = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
+    assert final is copy
+    assert "".join(HeldAnswer.FRAGMENTS[1:]) in copy.params["text"]
+    assert "First, book the flights early." in copy.params["text"]
+    assert "Final answer" in copy.params["text"]
 
 
 async def test_group_upgraded_to_supergroup_keeps_its_consultation(
