@@ -87,6 +87,19 @@ def floor_lines(
     return "\n".join(lines)
 
 
+def long_answer_line(long: dict[str, Any]) -> str:
+    """The long-answer phase: the worst event-loop stall, seen through /healthz."""
+    answer = "not answered" if long["answer_s"] is None else f"answered in {long['answer_s']:.1f} s"
+    others = long["other_chats"].get("done", {})
+    return (
+        f"long answer ({long['chars']:,} chars in {long['piece']}-char pieces, {answer}): "
+        f"worst /healthz {long['healthz_max_ms']:.1f} ms (idle worst "
+        f"{long['healthz_idle_max_ms']:.1f} ms, p50 {long['healthz']['p50']:.1f} ms, "
+        f"{long['healthz']['n']} probes); other chats meanwhile: {others.get('n', 0)} rounds, "
+        f"p50 {others.get('p50', float('nan')):.1f} ms, worst {long['other_chats_max_ms']:.1f} ms"
+    )
+
+
 def fmt(value: float | None) -> str:
     return "timeout" if value is None else f"{value:.2f}"
 
@@ -129,26 +142,31 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         floors.append(await bench.floor())
         print(pair_line(n, bots[-1], refs[-1], floors[-1]), flush=True)
     context = await bench.context_growth()
-    print()
-    print(table(bots, refs))
-    print(floor_lines(bots, refs, floors))
-    for name, runs in (("bot", bots), ("reference", refs)):
-        last = runs[-1]["requests_per_round"]
+    long = await bench.long_answer(args.long_chars, args.long_piece) if args.long_chars else None
+    mb = float("nan")
+    if bots:
+        print()
+        print(table(bots, refs))
+        print(floor_lines(bots, refs, floors))
+        for name, runs in (("bot", bots), ("reference", refs)):
+            last = runs[-1]["requests_per_round"]
+            print(
+                f"Bot API requests per round, {name} (last run): "
+                f"100-chat load {last['load']}; 500 at once {last['burst']}"
+            )
+        db = [b["db"] for b in bots]
+        mb = statistics.median(d["mb_per_1000_consultations"] for d in db)
         print(
-            f"Bot API requests per round, {name} (last run): "
-            f"100-chat load {last['load']}; 500 at once {last['burst']}"
+            f"\nSQLite: {mb:.2f} MB per 1,000 consultations "
+            f"(last run: {db[-1]['consultations']} consultations, {db[-1]['messages']} messages, "
+            f"{db[-1]['bytes'] / 1e6:.2f} MB incl. WAL after a checkpoint)"
         )
-    db = [b["db"] for b in bots]
-    mb = statistics.median(d["mb_per_1000_consultations"] for d in db)
-    print(
-        f"\nSQLite: {mb:.2f} MB per 1,000 consultations "
-        f"(last run: {db[-1]['consultations']} consultations, {db[-1]['messages']} messages, "
-        f"{db[-1]['bytes'] / 1e6:.2f} MB incl. WAL after a checkpoint)"
-    )
     print(
         "tokens sent to the model (approx, chars/4) by round of one long consultation: "
         + ", ".join(f"round {k}: {v}" for k, v in context.items())
     )
+    if long is not None:
+        print(long_answer_line(long))
     return {
         "machine": machine(),
         "args": vars(args),
@@ -156,17 +174,25 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         "reference": refs,
         "floor": floors,
         "context_tokens": context,
+        "long_answer": long,
         "sqlite_mb_per_1000": mb,
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--pairs", type=int, default=3, help="0 runs only the single phases")
     parser.add_argument("--seconds", type=float, default=10.0, help="throughput run length")
     parser.add_argument("--chats", type=int, default=100, help="chats in the throughput run")
     parser.add_argument("--burst", type=int, default=500, help="chats writing at once")
     parser.add_argument("--idle-rounds", type=int, default=60)
+    parser.add_argument(
+        "--long-chars",
+        type=int,
+        default=100_000,
+        help="the long-answer phase's answer length (0 skips the phase)",
+    )
+    parser.add_argument("--long-piece", type=int, default=4, help="its streamed piece size")
     parser.add_argument(
         "--bot-root",
         type=Path,

@@ -4,7 +4,7 @@
 `GET /_bench/calls?since=I&wait=S`, a long poll that answers as soon as a call
 past index I is recorded (so the load driver reacts within a millisecond without
 spinning). `python -m bench.fakes model` serves `tests.fakes.model_server.FakeModelServer`
-plus `POST /_bench/mode` (latency, slow streaming) and `GET /_bench/requests`.
+plus `POST /_bench/mode` (latency, slow streaming, long answers) and `GET /_bench/requests`.
 
 Invariant: the first line a fake prints is `PORT <n>`, after it is listening on
 127.0.0.1; every timestamp it reports is `time.monotonic()`, which on Linux is
@@ -24,7 +24,10 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer, _last_user_content
+from tests.fakes.model_server import FakeModelServer, ScriptedReply, _last_user_content
+
+LONG_ANSWER_REQUEST = "LONG-ANSWER"
+"""A user message containing this gets the long answer when `long_chars` is set."""
 
 
 class BenchBotApi(FakeBotApi):
@@ -64,6 +67,8 @@ class BenchModel(FakeModelServer):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.stream_seconds = 0.0
+        self.long_chars = 0  # > 0: LONG_ANSWER_REQUEST gets an answer this long ...
+        self.long_piece = 4  # ... streamed in pieces of this many characters, unpaced
         self.first_tokens: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request, in order
 
@@ -81,6 +86,8 @@ class BenchModel(FakeModelServer):
         body = await request.json()
         self.latency = float(body.get("latency", self.latency))
         self.stream_seconds = float(body.get("stream_seconds", self.stream_seconds))
+        self.long_chars = int(body.get("long_chars", self.long_chars))
+        self.long_piece = int(body.get("long_piece", self.long_piece))
         return web.json_response({"ok": True})
 
     async def _requests(self, request: web.Request) -> web.Response:
@@ -95,11 +102,24 @@ class BenchModel(FakeModelServer):
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         self.arrivals.append(time.monotonic())
+        if self.stream_seconds <= 0 and self.long_chars <= 0:
+            return await self._chat_completions(request)
+        body = await request.json()  # aiohttp keeps the body: the ordinary path reads it again
+        if self.long_chars > 0 and LONG_ANSWER_REQUEST in _last_user_content(body):
+            self.requests.append(body)
+            return await self._long_stream(request, body)
         if self.stream_seconds <= 0:
             return await self._chat_completions(request)
-        body = await request.json()
         self.requests.append(body)
         return await self._slow_stream(request, body)
+
+    async def _long_stream(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        """`long_chars` characters of Markdown prose in `long_piece`-character chunks, at once."""
+        line = "- Check the **settings** of each service, then note what changed and why.\n"
+        text = (line * (self.long_chars // len(line) + 1))[: self.long_chars]
+        reply = ScriptedReply(text, chunk_size=max(1, self.long_piece))
+        model = str(body.get("model", "fake"))
+        return await self._stream(request, reply, model, None)
 
     async def _slow_stream(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         """Twenty words spread over `stream_seconds`, as a slow provider streams them."""

@@ -7,8 +7,10 @@ Invariant: a run leaves no process behind — fakes and bot are stopped in a
 from __future__ import annotations
 
 import asyncio
+import socket
 import sqlite3
 import statistics
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 import aiohttp
 
 from bench.driver import Driver, Round, message_text
+from bench.fakes import LONG_ANSWER_REQUEST
 from bench.procs import ROOT, Child, Processes
 from core.context import approx_tokens
 
@@ -205,6 +208,89 @@ class Bench:
             sum(approx_tokens(str(m.get("content", ""))) for m in b["messages"]) for b in bodies
         ]
         return {n: tokens[n - 1] for n in (1, 5, 10, 20) if n <= len(tokens)}
+
+    async def long_answer(self, chars: int, piece: int, timeout: float = 180.0) -> dict[str, Any]:  # noqa: ASYNC109
+        """One `chars`-character answer streamed in `piece`-character chunks, as fast as the
+        fake can send them, while other chats are served and `/healthz` is timed.
+
+        The worst `/healthz` time is the longest the bot's event loop was blocked; the
+        other chats' reply times show what users of other chats felt meanwhile.
+        """
+        tg, tg_port, model, model_port = self._start_fakes()
+        api_port = free_port()
+        env = {
+            **self._env(tg_port, model_port, self.scratch / "long.sqlite3"),
+            "API_ENABLED": "true",
+            "API_HOST": "127.0.0.1",
+            "API_PORT": str(api_port),
+        }
+        bot = self.procs.start("bot-long", CONTENDERS["bot"], env, root=self.bot_root)
+        try:
+            async with aiohttp.ClientSession() as http, Driver(http, tg_port, model_port) as driver:
+                if not await driver.wait_ready():
+                    raise RuntimeError(f"bot did not start polling:\n{bot.tail()}")
+                await driver.sequential(10)  # warm-up
+                quiet = asyncio.Event()
+                calm = asyncio.create_task(probe_health(http, api_port, quiet))
+                await asyncio.sleep(1.0)
+                quiet.set()
+                idle_samples = await calm
+                await driver.model_mode(long_chars=chars, long_piece=piece)
+                long = Round(driver.new_chat(), f"{LONG_ANSWER_REQUEST}: explain everything")
+                done = asyncio.Event()
+                await driver.push([long], lambda _: done.set())
+                probe = asyncio.create_task(probe_health(http, api_port, done))
+                others: list[Round] = []
+                chats = [driver.new_chat() for _ in range(3)]
+                deadline = time.monotonic() + timeout
+                while not done.is_set() and time.monotonic() < deadline:
+                    chat = chats[len(others) % len(chats)]
+                    others.append(await driver.one_round(chat, message_text(chat, len(others))))
+                    await asyncio.sleep(0.02)
+                finished = await driver.wait_until(lambda: long.done_at is not None, 0.1)
+                done.set()
+                samples = await probe
+                await driver.model_mode(long_chars=0)
+        finally:
+            for child in (bot, tg, model):
+                self.procs.stop(child)
+        return {
+            "chars": chars,
+            "piece": piece,
+            "answered": finished,
+            "answer_s": long.done_latency if finished else None,
+            "healthz_idle_max_ms": 1000 * max(idle_samples, default=float("nan")),
+            "healthz_max_ms": 1000 * max(samples, default=float("nan")),
+            "healthz": percentiles(samples),
+            "other_chats": latencies(others) if others else {},
+            "other_chats_max_ms": 1000 * max((r.done_latency for r in others), default=0.0),
+        }
+
+
+async def probe_health(
+    http: aiohttp.ClientSession, port: int, done: asyncio.Event, gap: float = 0.005
+) -> list[float]:
+    """Time `GET /healthz` back to back (`gap` apart) until `done`: each is a loop-lag sample.
+
+    The handler does almost nothing (a store ping), so a slow answer means the bot's event
+    loop was busy elsewhere for about that long.
+    """
+    url = f"http://127.0.0.1:{port}/healthz"
+    samples: list[float] = []
+    while not done.is_set():
+        started = time.monotonic()
+        async with http.get(url) as response:
+            await response.read()
+        samples.append(time.monotonic() - started)
+        await asyncio.sleep(gap)
+    return samples
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def per_round(calls: Counter[str], rounds: int) -> dict[str, float]:

@@ -1,16 +1,29 @@
-"""Collecting one final answer across calls when the model is cut off by its token limit.
+"""Collecting one final answer across calls when the model is cut off.
 
-Invariant: the collected text is the first reply followed by each continuation
+Invariants: the collected text is the first reply followed by each continuation
 with the part it repeats removed (SPEC §5, seed 004); nothing the model already
 delivered is lost — not even when a continuation fails — and the loop always ends
-(on "stop", on a fragment that adds nothing, or after `max_continuations`).
+(on "stop", on a fragment that adds nothing, after `max_continuations`, or at
+`max_chars`, where the stream being read is closed and the answer is cut off).
+
+A reply is cut off when the token limit stopped it ("length") or when its stream
+just ended without a finish_reason (a server giving up, e.g. on a prompt over its
+context); only a final answer (`continue_if`) is continued.
+
+Streaming costs O(1) per delta: pieces are kept in a list, and the whole text is
+built and handed to `on_text` only after it grew by 1/`FORWARD_SHARE` or
+`FORWARD_INTERVAL` passed — so the copies add up to a small multiple of the answer,
+not its square — and once more at the end, so `on_text` always ends on the text
+collected so far.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +32,7 @@ from json_repair import repair_json
 
 from core.errors import ModelError
 from core.models import Usage
-from core.ports import Completer, CompletionRequest
+from core.ports import Completer, Completion, CompletionRequest
 
 OnText = Callable[[str], Awaitable[None]]
 
@@ -30,7 +43,17 @@ stopped often starts with a letter or two the text happens to end with."""
 OVERLAP_WINDOW = 4000
 """Only the last characters are searched: a model repeats its last lines, not pages."""
 
-_INCOMPLETE_REASONS = frozenset({"length", "content_filter"})
+FORWARD_SHARE = 32
+"""Growth by this fraction of the text (1/32) is forwarded at once."""
+
+FORWARD_INTERVAL = 0.05
+"""Seconds after which any growth is forwarded: a slow stream still shows each piece."""
+
+CAPPED = "max_chars"
+"""The finish_reason of an answer stopped at `max_chars` by the engine itself."""
+
+_CUT_OFF = frozenset({"length", None})  # the model would have said more: continue a final one
+_INCOMPLETE_REASONS = frozenset({"length", "content_filter", None, CAPPED})
 _OPEN_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[ \t]*\n?")
 _CLOSE_FENCE = re.compile(r"\n?```\s*$")
 
@@ -102,32 +125,124 @@ class CollectedAnswer:
     error: ModelError | None = None  # a continuation that failed after text was received
 
 
+class _TooLong(Exception):
+    """Raised from a delta callback past `max_chars`: the completer closes its stream."""
+
+
+class _Pieces:
+    """The text of one streamed call, forwarded whole to `on_text` at a bounded rate.
+
+    `add` costs O(1) (amortised): forwarding builds the whole text, O(total), but only
+    after the text grew by 1/`FORWARD_SHARE` since the last forward or `FORWARD_INTERVAL`
+    passed. `base` is the text before this call's pieces (a continuation's merged seam).
+    """
+
+    def __init__(
+        self, base: str, on_text: OnText | None, *, limit: int, clock: Callable[[], float]
+    ) -> None:
+        self._base = base
+        self._pieces: list[str] = []
+        self._size = len(base)
+        self._limit = limit
+        self._on_text = on_text
+        self._clock = clock
+        self._pending = 0  # characters not forwarded yet
+        self._forwarded_at = -math.inf
+
+    async def add(self, piece: str) -> None:
+        room = self._limit - self._size
+        if len(piece) > room:
+            self._pieces.append(piece[: max(room, 0)])
+            self._pending += max(room, 0)
+            self._size = self._limit
+            raise _TooLong
+        self._pieces.append(piece)
+        self._size += len(piece)
+        if self._on_text is None:
+            return
+        self._pending += len(piece)
+        now = self._clock()
+        if (
+            self._pending * FORWARD_SHARE >= self._size
+            or now - self._forwarded_at >= FORWARD_INTERVAL
+        ):
+            await self._forward(now)
+
+    async def flush(self) -> None:
+        """Forward what is still pending (at the end of the call)."""
+        if self._on_text is not None and self._pending:
+            await self._forward(self._clock())
+
+    def received(self) -> str:
+        """What this call streamed (without `base`)."""
+        if len(self._pieces) > 1:
+            self._pieces[:] = ["".join(self._pieces)]  # later joins copy one string, not many
+        return self._pieces[0] if self._pieces else ""
+
+    async def _forward(self, now: float) -> None:
+        assert self._on_text is not None
+        self._pending = 0
+        self._forwarded_at = now
+        await self._on_text(self._base + self.received())
+
+
 class _Progress:
     """What the UI sees while a continuation streams: the repeated seam is held back.
 
-    Until the fragment stops matching the end of the text, nothing new is shown;
-    after that the merge is computed once and later pieces are appended, so each
-    delta costs O(window) in C rather than a merge per delta.
+    Until the fragment stops matching the end of the text, nothing new is shown (each
+    delta then costs O(window)); after that the merge is computed once and later pieces
+    go through `_Pieces`, O(1) each.
     """
 
-    def __init__(self, accumulated: str, on_text: OnText) -> None:
+    def __init__(
+        self, accumulated: str, on_text: OnText | None, *, limit: int, clock: Callable[[], float]
+    ) -> None:
         self._accumulated = accumulated
         self._tail = accumulated[-OVERLAP_WINDOW:].rstrip()
         self._on_text = on_text
+        self._limit = limit
+        self._clock = clock
         self._fragment: list[str] = []
-        self._shown: str | None = None
+        self._size = len(accumulated)
+        self._merged: _Pieces | None = None
+        self._merged_from = ""  # the fragment text the merge was computed from
 
-    async def __call__(self, piece: str) -> None:
-        if self._shown is not None:
-            self._shown += piece
-            await self._on_text(self._shown)
+    async def add(self, piece: str) -> None:
+        if self._merged is not None:
+            await self._merged.add(piece)
             return
-        self._fragment.append(piece)
+        room = self._limit - self._size
+        self._fragment.append(piece[: max(room, 0)])
+        self._size += len(self._fragment[-1])
+        if len(piece) > room:
+            raise _TooLong
         so_far = "".join(self._fragment)
         if len(so_far) < OVERLAP_WINDOW and so_far.lstrip() in self._tail:
             return  # still repeating (or not yet distinguishable): nothing new to show
-        self._shown = merge_with_overlap(self._accumulated, so_far)
-        await self._on_text(self._shown)
+        self._merged_from = so_far
+        self._merged = _Pieces(
+            merge_with_overlap(self._accumulated, so_far),
+            self._on_text,
+            limit=self._limit,
+            clock=self._clock,
+        )
+        await self._merged.add("")
+
+    def received(self) -> str:
+        """The fragment this continuation streamed so far."""
+        if self._merged is not None:
+            return self._merged_from + self._merged.received()
+        return "".join(self._fragment)
+
+
+async def _complete(
+    completer: Completer, request: CompletionRequest, sink: _Pieces | _Progress
+) -> Completion:
+    """One call streamed into `sink`; past its limit, what arrived, marked `CAPPED`."""
+    try:
+        return await completer.complete(request, sink.add)
+    except _TooLong:
+        return Completion(text=sink.received(), finish_reason=CAPPED, model="")
 
 
 def strip_fences(text: str) -> str:
@@ -158,42 +273,43 @@ async def collect_answer(
     continuation_prompt: str,
     max_continuations: int,
     on_text: OnText | None = None,
+    max_chars: int = 50_000,
+    continue_if: Callable[[str], bool] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> CollectedAnswer:
-    """Ask, then keep asking the model to continue while it is cut off by the token limit.
+    """Ask, then keep asking the model to continue while its final answer is cut off.
 
-    A `ModelError` on the first call propagates (there is nothing to keep). One on
-    a continuation ends collection: the text so far is returned with
-    `complete=False` and the error in `error`, because losing a long answer is worse
-    than delivering it with a note.
+    `continue_if(first reply)` says whether the reply is a final answer worth
+    continuing (None: always). A `ModelError` on the first call propagates (there is
+    nothing to keep). One on a continuation ends collection: the text so far is
+    returned with `complete=False` and the error in `error`, because losing a long
+    answer is worse than delivering it with a note. Past `max_chars` the stream is
+    closed and the text cut there, `complete=False`, finish_reason `CAPPED`.
 
     Continuations are requested without `json_mode`: a provider enforcing a JSON
     object could not emit the rest of one; the whole text is parsed at the end.
     """
-
-    async def first_delta(piece: str) -> None:
-        pieces.append(piece)
-        assert on_text is not None
-        await on_text("".join(pieces))
-
-    pieces: list[str] = []
-    first = await completer.complete(request, first_delta if on_text is not None else None)
-    text = first.text
-    finish_reason, model = first.finish_reason, first.model
+    pieces = _Pieces("", on_text, limit=max_chars, clock=clock)
+    first = await _complete(completer, request, pieces)
+    await pieces.flush()
+    text = first.text[:max_chars]
+    finish_reason, model = first.finish_reason, first.model or request.model
     usage, extras = first.usage, dict(first.extras)
     continuations = 0
     error: ModelError | None = None
     follow_up = dataclasses.replace(request, json_mode=False)
+    wanted = finish_reason in _CUT_OFF and (continue_if is None or continue_if(text))
 
-    while finish_reason == "length" and continuations < max_continuations:
+    while wanted and finish_reason in _CUT_OFF and continuations < max_continuations:
         messages = [
             *request.messages,
             {"role": "assistant", "content": text},
             {"role": "user", "content": continuation_prompt},
         ]
-        progress = _Progress(text, on_text) if on_text is not None else None
+        progress = _Progress(text, on_text, limit=max_chars, clock=clock)
         try:
-            part = await completer.complete(
-                dataclasses.replace(follow_up, messages=messages), progress
+            part = await _complete(
+                completer, dataclasses.replace(follow_up, messages=messages), progress
             )
         except ModelError as exc:
             error = exc
@@ -206,6 +322,8 @@ async def collect_answer(
         if request.json_mode and fragment.lstrip().startswith("```"):
             fragment = _OPEN_FENCE.sub("", fragment, count=1)  # a restated fence, not content
         merged = merge_with_overlap(text, fragment)
+        if len(merged) > max_chars:
+            merged, finish_reason = merged[:max_chars], CAPPED
         if merged == text:
             break  # the model only repeated itself: asking again would loop
         text = merged

@@ -6,7 +6,10 @@ Perplexity reject two user messages in a row); the original request (the first u
 message) and the latest user message are always present, whatever the budget; the
 first assistant reply is kept with the original request as a fixed prefix; what is
 left out is whole user+assistant pairs from the middle, announced by an omission note
-at the start of the first recent user message. Pure functions: no I/O.
+at the start of the first recent user message. When what must be kept is still over
+the budget (one huge message), the kept messages longer than a common share are cut to
+their beginning and end around an excerpt note, never below `MIN_KEPT_CHARS`: the size
+of a request is bounded whatever one message holds. Pure functions: no I/O.
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from core.excerpt import excerpt
 from core.models import Message, Role
 
 SEPARATOR = "\n\n"
 CHARS_PER_TOKEN = 4
+MIN_KEPT_CHARS = 1000
+"""A kept message is never cut below this, however small the budget: a message that
+short is cheap, and cutting it further would lose its point."""
 
 
 @dataclass(slots=True)
@@ -36,14 +43,17 @@ def build_model_messages(
     is_group: bool,
     budget_chars: int,
     omission_note: Callable[[int], str],
+    excerpt_note: Callable[[int], str],
 ) -> list[dict[str, str]]:
     """OpenAI chat messages for `history`, fitted to `budget_chars` characters of content.
 
     Consecutive user messages are merged (blank line between); in groups each user
     message is prefixed with ``"{author}: "``. If everything fits nothing is dropped;
     otherwise the fewest middle pairs are dropped, the omission note (counting the
-    stored messages left out) included in the size. Assistant messages before the
-    first user message have no request to answer and are not sent.
+    stored messages left out) included in the size; if the rest is still too big, the
+    longest kept messages are cut to a common size (`excerpt_note(characters left out)`
+    between their beginning and end). Assistant messages before the first user message
+    have no request to answer and are not sent.
     """
     turns = _merge(history, is_group=is_group)
     system = {"role": "system", "content": system_prompt}
@@ -52,11 +62,17 @@ def build_model_messages(
 
     start, omitted = _fit(turns, len(system_prompt), budget_chars, omission_note)
     kept = turns[:2] + turns[start:] if omitted else turns
+    note = omission_note(omitted) + SEPARATOR if omitted else ""
+    share = _common_share(
+        [len(turn.content) for turn in kept], budget_chars - len(system_prompt) - len(note)
+    )
     messages = [system]
     for index, turn in enumerate(kept):
         content = turn.content
+        if share is not None and len(content) > share:
+            content = excerpt(content, share, excerpt_note)
         if omitted and index == 2:
-            content = omission_note(omitted) + SEPARATOR + content
+            content = note + content
         messages.append({"role": turn.role.value, "content": content})
     return messages
 
@@ -119,3 +135,20 @@ def _fit(
         if prefix_chars + note + suffix[start] <= budget_chars:
             return start, omitted
     return last_user, omitted
+
+
+def _common_share(sizes: list[int], room: int) -> int | None:
+    """The size every longer message is cut to so that all fit `room` (None: they fit).
+
+    Messages shorter than their fair share keep their size and leave the rest to the
+    others; the share is never below `MIN_KEPT_CHARS`.
+    """
+    if sum(sizes) <= room:
+        return None
+    left = room
+    for count, size in enumerate(sorted(sizes)):
+        share = left // (len(sizes) - count)
+        if size > share:
+            return max(share, MIN_KEPT_CHARS)
+        left -= size
+    return None  # unreachable: the sizes were over `room`

@@ -5,6 +5,13 @@ substituted verbatim (no HTML escaping) and never interpreted as Mustache, so us
 text such as ``{{x}}`` reaches the model unchanged; a template that names a
 variable the caller did not pass raises `PromptError` instead of rendering blank.
 
+The user's original request, repeated in the final round's system prompt, is quoted
+line by line (every line starts with "> ", between delimiter lines the templates
+name), so no text of the user's can stand as a line of instructions; past
+`PromptContext.request_budget_chars` only its beginning and end are repeated, around
+the `excerpt_note` template. The early-finish marker counts only at the very start of
+a reply, exactly as `early_finish.mustache` asks the model to write it.
+
 Role files (``roles/<key>.mustache``) may start with a comment ``{{! title: ... }}``
 giving the short title shown in the /role menu; the key (file stem) is the fallback.
 Partials (``{{>name}}``) resolve to the library's own templates, never to other files.
@@ -24,6 +31,7 @@ from pystache.context import KeyNotFoundError
 from pystache.parsed import ParsedTemplate
 from pystache.parser import ParsingError
 
+from core.excerpt import split_excerpt
 from prompts import DEFAULT_PROMPTS_DIR
 
 EARLY_FINISH_MARKER = "[[FINAL]]"
@@ -41,10 +49,12 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "early_finish": _SYSTEM_VARS,
     "final_round": _SYSTEM_VARS,
     "final_requested": _SYSTEM_VARS,
+    "user_request": _SYSTEM_VARS,
     "group_context": _SYSTEM_VARS,
     "json_output": ("schema",),
     "continuation": (),
     "omission_note": ("omitted",),
+    "excerpt_note": ("omitted_chars",),
     "final_now_request": (),
 }
 _SAMPLE_VALUES: Mapping[str, Any] = {
@@ -55,10 +65,17 @@ _SAMPLE_VALUES: Mapping[str, Any] = {
     "marker": EARLY_FINISH_MARKER,
     "schema": '{"type": "object"}',
     "omitted": 4,
+    "omitted_chars": "12,345",
 }
 
 _TITLE_RE = re.compile(r"\A\s*\{\{!\s*title:\s*(?P<title>.*?)\s*\}\}")
-_MARKER_RE = re.compile(r"\*\*\[\[FINAL\]\]\*\*|`\[\[FINAL\]\]`|\[\[FINAL\]\]", flags=re.IGNORECASE)
+# The marker as the prompt defines it, or wrapped the way models often echo formatting.
+_MARKER_FORMS = (f"**{EARLY_FINISH_MARKER}**", f"`{EARLY_FINISH_MARKER}`", EARLY_FINISH_MARKER)
+_MARKER_LEAD = 32  # whitespace tolerated before the marker
+_MARKER_RE = re.compile(
+    rf"\A\s{{0,{_MARKER_LEAD}}}(?:{'|'.join(map(re.escape, _MARKER_FORMS))})\s*"
+)
+_MARKER_HEAD = _MARKER_LEAD + max(map(len, _MARKER_FORMS))
 
 
 class PromptError(Exception):
@@ -106,6 +123,10 @@ class PromptLibrary:
         if template is None:
             raise PromptError(name, "no such template")
         return self._render(template, values)
+
+    def excerpt_note(self, omitted_chars: int) -> str:
+        """The note standing for `omitted_chars` characters left out of a long text."""
+        return self.render("excerpt_note", omitted_chars=f"{omitted_chars:,}")
 
     def roles(self) -> dict[str, RoleInfo]:
         """The personas by key, sorted, with their /role menu titles."""
@@ -158,6 +179,7 @@ class PromptContext:
     is_group: bool
     json_mode: bool = False
     json_schema: str | None = None
+    request_budget_chars: int = 6000  # how much of `initial_request` is repeated verbatim
 
 
 def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
@@ -172,7 +194,7 @@ def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
         "round": shown_round,
         "max_rounds": ctx.max_rounds,
         "remaining": max(ctx.max_rounds - ctx.round, 0),
-        "initial_request": ctx.initial_request,
+        "initial_request": quote_request(library, ctx.initial_request, ctx.request_budget_chars),
         "marker": EARLY_FINISH_MARKER,
     }
     custom = (ctx.custom_system_prompt or "").strip()
@@ -194,18 +216,48 @@ def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
-def strip_marker(text: str) -> tuple[str, bool]:
-    """Remove every early-finish marker; report whether there was one.
+def quote_request(library: PromptLibrary, text: str, budget_chars: int) -> str:
+    """The user's `text` with every line quoted ("> "); past `budget_chars`, its beginning
+    and end with the (unquoted) excerpt note between them."""
+    cut = split_excerpt(text, budget_chars, 0)
+    if not cut.omitted:
+        return _quote(text)
+    note = library.excerpt_note(cut.omitted)
+    return "\n".join((_quote(cut.head), note, _quote(cut.tail)))
 
-    Whitespace after a leading marker goes too, so the answer starts cleanly.
-    Tolerates the marker wrapped in ``**`` or backticks and any letter case.
+
+def _quote(text: str) -> str:
+    # splitlines() breaks at every line boundary a model may honour (\r, \u2028, …).
+    return "\n".join("> " + line for line in text.splitlines() or [""])
+
+
+def marker_end(text: str) -> int | None:
+    """Where the reply proper starts after a leading early-finish marker (None: no marker).
+
+    Only the exact marker counts, at the very start (after some whitespace), optionally
+    wrapped in ``**`` or backticks; the whitespace after it belongs to the marker. Other
+    letter cases and later occurrences are the model's text: a user may ask about it.
     """
-    stripped, count = _MARKER_RE.subn("", text)
-    if count == 0:
-        return text, False
-    if _MARKER_RE.match(text.lstrip()):
-        stripped = stripped.lstrip()
-    return stripped, True
+    match = _MARKER_RE.match(text)
+    return match.end() if match else None
+
+
+def strip_marker(text: str) -> tuple[str, bool]:
+    """Remove a leading early-finish marker (see `marker_end`); report whether there was one."""
+    end = marker_end(text)
+    return (text, False) if end is None else (text[end:], True)
+
+
+def marker_pending(text: str) -> bool:
+    """Whether `text`, the start of a reply, may still grow into a leading marker.
+
+    Looks at a bounded prefix only, so it costs the same however long `text` is.
+    """
+    head = text[: _MARKER_HEAD + 1]
+    start = head.lstrip()
+    if len(head) - len(start) > _MARKER_LEAD:
+        return False
+    return any(form.startswith(start) for form in _MARKER_FORMS)
 
 
 def _sub(folder: Path | None) -> Path | None:

@@ -68,6 +68,7 @@ def build_completion_request(
         is_group=is_group,
         json_mode=json_mode,
         json_schema=options.output_schema,
+        request_budget_chars=config.initial_request_budget_chars,
     )
     system_prompt = build_system_prompt(prompts, context)
     messages = build_model_messages(
@@ -76,6 +77,7 @@ def build_completion_request(
         is_group=is_group,
         budget_chars=config.history_budget_chars,
         omission_note=lambda omitted: prompts.render("omission_note", omitted=omitted),
+        excerpt_note=prompts.excerpt_note,
     )
     extra_body = {}
     if options.disable_search is not None:

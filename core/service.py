@@ -381,6 +381,9 @@ class ConsultationService:
             continuation_prompt=self._prompts.render("continuation"),
             max_continuations=self._config.max_continuations,
             on_text=shown.feed if shown is not None else None,
+            max_chars=self._config.max_answer_chars,
+            # Only a final answer is continued; in a question round, an early final one.
+            continue_if=None if turn.is_final else lambda text: strip_marker(text)[1],
         )
         text, marked = strip_marker(answer.text)
         if not text.strip():

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
-from core.collect import collect_answer, merge_with_overlap, parse_json_answer, strip_fences
+from core.collect import (
+    CollectedAnswer,
+    collect_answer,
+    merge_with_overlap,
+    parse_json_answer,
+    strip_fences,
+)
 from core.llm import OpenAICompleter
 from core.models import Usage
 from core.ports import CompletionRequest
@@ -308,3 +316,139 @@ async def test_extras_are_kept_across_calls(
     assert answer.text == "Sources say water often."
     assert answer.extras["citations"] == ["a", "b"]
     assert answer.model == "sonar"
+
+
+async def collect(
+    completer: OpenAICompleter, *, max_continuations: int = 3, **options: Any
+) -> CollectedAnswer:
+    return await collect_answer(
+        completer,
+        CompletionRequest(HISTORY, "m"),
+        continuation_prompt=CONTINUE,
+        max_continuations=max_continuations,
+        **options,
+    )
+
+
+async def test_a_stream_ending_without_finish_reason_is_continued(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A final answer whose stream just ends (no finish_reason, no [DONE]) was cut off:
+    it is continued like one cut by the token limit."""
+    model_server.enqueue("Step one: dig the be", stop_early=True)
+    model_server.enqueue("the beds. Step two: plant.")
+
+    answer = await collect(completer)
+
+    assert answer.text == "Step one: dig the beds. Step two: plant."
+    assert (answer.complete, answer.continuations, answer.finish_reason) == (True, 1, "stop")
+    assert model_server.requests[1]["messages"][-2]["content"] == "Step one: dig the be"
+
+
+@pytest.mark.parametrize("stop", ["early", "length"])
+async def test_a_cut_off_reply_that_is_not_final_is_not_continued(
+    model_server: FakeModelServer, completer: OpenAICompleter, stop: str
+) -> None:
+    """A clarifying reply cut off is returned as it is, marked incomplete, with one call."""
+    if stop == "early":
+        model_server.enqueue("1. Which soil do you", stop_early=True)
+    else:
+        model_server.enqueue("1. Which soil do you", finish_reason="length")
+
+    answer = await collect(completer, continue_if=lambda text: False)
+
+    assert (answer.text, answer.complete, answer.continuations) == (
+        "1. Which soil do you",
+        False,
+        0,
+    )
+    assert len(model_server.requests) == 1
+
+
+async def test_continue_if_decides_from_the_first_reply(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """`continue_if` sees the first reply: an early final answer is continued."""
+    model_server.enqueue("[[FINAL]] Plant in May, wa", finish_reason="length")
+    model_server.enqueue("ter weekly.")
+    seen: list[str] = []
+
+    def is_final(text: str) -> bool:
+        seen.append(text)
+        return text.startswith("[[FINAL]]")
+
+    answer = await collect(completer, continue_if=is_final)
+
+    assert seen == ["[[FINAL]] Plant in May, wa"]
+    assert answer.text == "[[FINAL]] Plant in May, water weekly."
+
+
+async def test_an_endless_answer_stops_at_max_chars(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A stream that never ends is read up to max_chars, closed, and returned cut off:
+    incomplete, and not continued."""
+    model_server.enqueue("Grow more beans. ", endless=True, chunk_size=5)
+    shown: list[str] = []
+
+    async def on_text(text: str) -> None:
+        shown.append(text)
+
+    answer = await asyncio.wait_for(collect(completer, max_chars=2000, on_text=on_text), 60)
+
+    assert len(answer.text) == 2000 and answer.text.startswith("Grow more beans. Grow")
+    assert (answer.complete, answer.continuations) == (False, 0)
+    assert len(model_server.requests) == 1
+    assert all(len(text) <= 2000 for text in shown)
+
+
+async def test_max_chars_holds_without_on_text_and_across_continuations(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """The cap counts the whole merged answer, streamed to a caller or not."""
+    model_server.enqueue("a" * 1500, finish_reason="length", chunk_size=100)
+    model_server.enqueue("b" * 1500, chunk_size=100)
+
+    answer = await collect(completer, max_chars=2000)
+
+    assert answer.text == "a" * 1500 + "b" * 500
+    assert (answer.complete, answer.continuations) == (False, 1)
+    assert len(model_server.requests) == 2
+
+
+async def test_a_long_stream_is_forwarded_a_bounded_number_of_times(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Tens of thousands of deltas do not mean as many whole-text updates: growth is
+    forwarded in batches (here with a clock that never moves), and the last update is the
+    whole text."""
+    text = "Water the beans. " * 2400
+    model_server.enqueue(text, chunk_size=2)
+    shown: list[str] = []
+
+    async def on_text(whole: str) -> None:
+        shown.append(whole)
+
+    answer = await collect(completer, on_text=on_text, clock=lambda: 0.0)
+
+    assert answer.text == text and shown[-1] == text
+    assert shown[0] == "Wa"
+    assert len(shown) < 500, len(shown)
+
+
+async def test_growth_is_forwarded_when_the_interval_passed(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Each delta is forwarded when the forwarding interval (well under a second) has passed
+    since the last one: here the clock moves a second per look."""
+    text = "Water the beans. " * 300
+    model_server.enqueue(text, chunk_size=2)
+    ticks = iter(range(10**6))
+    shown: list[str] = []
+
+    async def on_text(whole: str) -> None:
+        shown.append(whole)
+
+    await collect(completer, on_text=on_text, clock=lambda: float(next(ticks)))
+
+    assert len(shown) == len(text) // 2

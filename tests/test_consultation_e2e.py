@@ -68,7 +68,7 @@ async def test_round_three_request_carries_everything(
         {"role": "user", "content": "Beginner, 2 months, no injuries"},
     ]
     assert "last round of the consultation (round 3 of 3)" in expected_system
-    assert f'"{REQUEST}"' in expected_system
+    assert f"\n> {REQUEST}\n" in expected_system
     assert sent["model"] == "sonar" and sent["max_tokens"] == 800 and sent["stream"] is True
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.context import approx_tokens, build_model_messages
+from core.context import MIN_KEPT_CHARS, approx_tokens, build_model_messages
 from core.models import Message, Role
 from core.prompts import PromptLibrary
 
@@ -11,6 +11,10 @@ SYSTEM = "SYS"
 
 def note(count: int) -> str:
     return f"[{count} omitted]"
+
+
+def cut(chars: int) -> str:
+    return f"[{chars} chars cut]"
 
 
 def user(text: str, author: str | None = None) -> Message:
@@ -33,7 +37,12 @@ def conversation(rounds: int, size: int = 10, open_turn: bool = True) -> list[Me
 
 def build(history: list[Message], budget: int, *, is_group: bool = False) -> list[dict[str, str]]:
     return build_model_messages(
-        SYSTEM, history, is_group=is_group, budget_chars=budget, omission_note=note
+        SYSTEM,
+        history,
+        is_group=is_group,
+        budget_chars=budget,
+        omission_note=note,
+        excerpt_note=cut,
     )
 
 
@@ -87,20 +96,48 @@ def test_far_over_budget_keeps_prefix_and_last_turn() -> None:
 
 
 def test_last_turn_kept_even_when_alone_over_budget() -> None:
-    """A current message larger than the whole budget is still sent, untruncated."""
-    history = [*conversation(3, open_turn=False), user("x" * 5000)]
-    messages = build(history, budget=100)
-    assert messages[-1]["content"].endswith("x" * 5000)
+    """A current message larger than the budget is still sent, as its beginning and end."""
+    message = "START " + "x" * 900_000 + " END"
+    history = [*conversation(3, open_turn=False), user(message)]
+    messages = build(history, budget=24_000)
     assert messages[-1]["role"] == "user"
+    omitted, head, note_line, tail = messages[-1]["content"].split("\n\n")
+    assert omitted == note(4)  # the omission note comes first, as always
+    assert message.startswith(head) and message.endswith(tail)
+    assert note_line.endswith("chars cut]")
+    assert total_chars(messages) <= 24_000
+
+
+def test_a_long_message_is_kept_whole_below_the_floor() -> None:
+    """Messages up to MIN_KEPT_CHARS are never shortened, however small the budget."""
+    history = [*conversation(3, open_turn=False), user("x" * MIN_KEPT_CHARS)]
+    messages = build(history, budget=100)
+    assert messages[-1]["content"].endswith("x" * MIN_KEPT_CHARS)
 
 
 def test_original_request_never_dropped_even_when_huge() -> None:
-    """A huge original request stays whole, first, whatever the budget."""
-    request = "Помоги {{x}} " + "y" * 50_000
+    """A huge original request stays first, as its beginning and end around a note saying how
+    much was left out, and the whole request fits the budget."""
+    request = "Помоги {{x}} " + "y" * 50_000 + " конец"
     history = [user(request), *conversation(5)[1:]]
-    messages = build(history, budget=1000)
-    assert messages[1] == {"role": "user", "content": request}
+    messages = build(history, budget=10_000)
+    first = messages[1]
+    assert first["role"] == "user"
+    head, note_line, tail = first["content"].split("\n\n")
+    assert request.startswith(head) and request.endswith(tail)
+    assert note_line == cut(len(request) - len(head) - len(tail))
+    assert total_chars(messages) <= 10_000
     assert_alternates(messages)
+
+
+def test_every_kept_turn_shares_the_budget() -> None:
+    """Several huge turns are shortened to one common size, so the request stays bounded."""
+    history = [user("a" * 300_000), assistant("b" * 30_000), user("c" * 5_000)]
+    messages = build(history, budget=24_000)
+    sizes = [len(m["content"]) for m in messages[1:]]
+    assert total_chars(messages) <= 24_000
+    assert sizes[2] == 5_000  # within its share: untouched
+    assert max(sizes[:2]) - min(sizes[:2]) <= len(cut(300_000))
 
 
 def test_history_ending_with_assistant_keeps_the_last_pair() -> None:
@@ -201,6 +238,7 @@ def test_note_from_the_prompt_library() -> None:
         is_group=False,
         budget_chars=1,
         omission_note=lambda n: library.render("omission_note", omitted=n),
+        excerpt_note=lambda n: library.render("excerpt_note", omitted_chars=n),
     )
     assert "8 earlier messages" in messages[3]["content"]
 

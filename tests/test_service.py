@@ -126,7 +126,7 @@ async def test_three_round_consultation_ends_with_the_final_prompt(
     assert "round 1 of 3" in system_of(model, 0)
     final_system = system_of(model)
     assert "round 3 of 3" in final_system
-    assert '"Help me pick weights"' in final_system
+    assert "\n> Help me pick weights\n" in final_system
     assert [m["role"] for m in messages_of(model)] == [
         "system",
         "user",
@@ -227,7 +227,7 @@ async def test_answer_now_gives_the_final_answer_early(
     assert reply.is_final and reply.is_complete and reply.round == 2
     last = messages_of(model)
     assert last[-1]["role"] == "user"
-    assert '"Question"' in last[0]["content"]
+    assert "\n> Question\n" in last[0]["content"]
 
 
 async def test_lowering_rounds_mid_way_makes_the_next_reply_final(
