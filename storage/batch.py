@@ -11,6 +11,11 @@ Invariants:
   durable.
 - Reads (`run_reads`): a batch runs in one read transaction, so each read sees
   one committed snapshot, taken after every write that had returned.
+- A batch that fails as a whole (SQLite rolled the transaction back, COMMIT
+  failed) fails every caller in it: nothing of it was committed.
+- Errors caused by the file or the disk reach callers as
+  `core.errors.StoreUnavailable` (see `storage.faults`); `guard`, when given,
+  runs before each batch and fails it the same way (a file deleted or replaced).
 - Operations run in submission order. A caller cancelled while waiting does
   not un-submit its operation (as with any statement already sent to SQLite);
   the store stays consistent either way.
@@ -29,6 +34,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import aiosqlite
+
+from core.errors import StoreUnavailable
+from storage.faults import translate
 
 T = TypeVar("T")
 Op = Callable[[sqlite3.Connection], Any]
@@ -53,6 +61,10 @@ def run_writes(conn: sqlite3.Connection, ops: list[Op]) -> list[Outcome]:
                 try:
                     outcomes.append((True, op(conn)))
                 except Exception as error:
+                    if not conn.in_transaction:
+                        # SQLite rolled the whole transaction back (disk full, I/O
+                        # error): the writes before this one are gone too.
+                        raise
                     conn.execute("ROLLBACK TO op")
                     outcomes.append((False, error))
                 conn.execute("RELEASE op")
@@ -81,11 +93,16 @@ def run_reads(conn: sqlite3.Connection, ops: list[Op]) -> list[Outcome]:
 class Batcher:
     """Submits operations to `db`'s thread, batching those that arrive while one batch runs."""
 
-    def __init__(self, db: aiosqlite.Connection, runner: Runner) -> None:
+    def __init__(
+        self, db: aiosqlite.Connection, runner: Runner, *, guard: Callable[[], None] | None = None
+    ) -> None:
         self._db = db
         self._runner = runner
+        self._guard = guard
         self._pending: list[tuple[Op, asyncio.Future[Any]]] = []
         self._drain: asyncio.Task[None] | None = None
+        self.last_fault: StoreUnavailable | None = None
+        """The store fault of the most recent operation, None once one succeeds again."""
 
     async def run(self, op: Callable[[sqlite3.Connection], T]) -> T:
         """Run `op` on the connection's thread (in a batch); return its result."""
@@ -105,6 +122,8 @@ class Batcher:
             while self._pending:
                 batch, self._pending = self._pending, []
                 try:
+                    if self._guard is not None:
+                        self._guard()
                     # aiosqlite has no public "run this callable on your thread";
                     # Connection._execute is exactly that (unchanged from 0.17 to 0.22).
                     outcomes = await self._db._execute(
@@ -114,9 +133,16 @@ class Batcher:
                     for _, future in batch + self._pending:
                         future.cancel()
                     raise
-                except Exception as error:  # BEGIN/COMMIT failed, or the connection is closed
+                except ValueError as error:  # aiosqlite: the connection is closed
+                    closed = StoreUnavailable("the database is closed")
+                    closed.__cause__ = error
+                    outcomes = [(False, closed)] * len(batch)
+                except Exception as error:  # BEGIN/COMMIT failed, the whole batch rolled back
                     outcomes = [(False, error)] * len(batch)
                 for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+                    if not ok:
+                        value = translate(value)
+                    self._note(ok, value)
                     if future.done():  # the caller was cancelled
                         continue
                     if ok:
@@ -125,3 +151,9 @@ class Batcher:
                         future.set_exception(value)
         finally:
             self._drain = None
+
+    def _note(self, ok: bool, value: Any) -> None:
+        if ok:
+            self.last_fault = None
+        elif isinstance(value, StoreUnavailable):
+            self.last_fault = value

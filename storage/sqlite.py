@@ -14,14 +14,26 @@ Invariants:
   the process being killed (it is in the WAL file, in the OS page cache); only
   an OS crash or power loss can lose the most recent commits — never corrupt
   the database.
+- A database that cannot be used (folder not writable, not a SQLite file,
+  corrupt by ``PRAGMA quick_check``) stops `open` with `DatabaseUnusable` and a
+  one-line reason; later faults of the file or disk reach callers as
+  `StoreUnavailable` (see `storage.faults` and `storage.health`).
+- The file gives space back: ``auto_vacuum = INCREMENTAL`` (an older file is
+  converted by one VACUUM when opened) and every purge frees the pages it
+  emptied; the WAL is truncated to `JOURNAL_SIZE_LIMIT` after checkpoints.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import logging
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
@@ -29,48 +41,80 @@ from core.models import ChatSettings, Consultation, Message, Status
 from storage import idempotency
 from storage import statements as sql
 from storage.batch import Batcher, run_reads, run_writes
+from storage.faults import DatabaseUnusable
+from storage.health import FileIdentity, StoreHealth
 from storage.migrations import migrate
 
+log = logging.getLogger(__name__)
+
 BUSY_TIMEOUT_MS = 5000
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+HEALTH_PROBE_INTERVAL = 5.0
+_AUTO_VACUUM_INCREMENTAL = 2
 
 
 class SqliteStore:
     """The consultation store; open with `await SqliteStore.open(path)`, then `close()`."""
 
-    def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+    def __init__(
+        self,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+        identity: FileIdentity,
+        *,
+        probe_interval: float = HEALTH_PROBE_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._writer_db = writer
         self._reader_db = reader
-        self._writer = Batcher(writer, run_writes)
+        self._writer = Batcher(writer, run_writes, guard=identity.check)
         self._reader = Batcher(reader, run_reads)
+        self._health = StoreHealth(self._writer, identity, interval=probe_interval, clock=clock)
 
     @classmethod
-    async def open(cls, path: str | Path) -> SqliteStore:
-        """Open (creating the file and its folder if needed) and migrate the database."""
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        probe_interval: float = HEALTH_PROBE_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> SqliteStore:
+        """Open (creating the file and its folder if needed), check and migrate the database.
+
+        Raises `DatabaseUnusable` with a one-line reason when that cannot be done.
+        `probe_interval` is how long a proof of writability is trusted (`ping`).
+        """
         if str(path) == ":memory:":
             raise ValueError("SqliteStore needs a file: its reader is a second connection")
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise DatabaseUnusable(
+                f"cannot create the folder of the database {path}: {error.strerror}"
+            ) from error
+        # Checked first with a plain connection: aiosqlite leaves a thread behind
+        # when its connect fails.
+        await asyncio.to_thread(_check_file, path)
         # isolation_level=None: no implicit BEGINs; transactions are explicit.
         writer = await aiosqlite.connect(path, isolation_level=None)
         reader: aiosqlite.Connection | None = None
         try:
-            for pragma in (
-                "journal_mode = WAL",
-                "synchronous = NORMAL",
-                "foreign_keys = ON",
-                f"busy_timeout = {BUSY_TIMEOUT_MS}",
-            ):
-                await writer.execute(f"PRAGMA {pragma}")
+            identity = FileIdentity(path)
+            await _configure(writer)
             await migrate(writer)
+            await _shrinkable(writer, path)
             reader = await aiosqlite.connect(path, isolation_level=None)
             await reader.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             await reader.execute("PRAGMA query_only = ON")
-        except BaseException:
+        except BaseException as error:
             if reader is not None:
                 await reader.close()
             await writer.close()
+            if isinstance(error, sqlite3.Error | OSError):
+                raise DatabaseUnusable(_describe(path, error)) from error
             raise
-        return cls(writer, reader)
+        return cls(writer, reader, identity, probe_interval=probe_interval, clock=clock)
 
     async def close(self) -> None:
         """Commit what was submitted, then close both connections."""
@@ -82,12 +126,16 @@ class SqliteStore:
         await self._writer_db.close()
 
     async def ping(self) -> bool:
-        """True if the database answers a trivial query (for a health check)."""
+        """True if the database reads, writes and is still the file that was opened.
+
+        Cheap to poll: the write is proven at most every `probe_interval` seconds,
+        the rest on every call; a reason for failing is logged once, when it appears.
+        """
         try:
             rows = await self._reader_db.execute_fetchall("SELECT 1")
         except (sqlite3.Error, ValueError):  # ValueError: the connection is closed
             return False
-        return list(rows) == [(1,)]
+        return list(rows) == [(1,)] and await self._health.problem() is None
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -145,13 +193,18 @@ class SqliteStore:
         )
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
-        """Change the status; `at` becomes the last activity (a /reset is activity)."""
+        """Change the status; `at` becomes the last activity (a /reset is activity).
+
+        Except for EXPIRED: expiring is the absence of activity, so the retention
+        period keeps counting from the last real activity.
+        """
+        activity: dict[str, Any] = {} if status is Status.EXPIRED else {"last_activity_at": at}
         await self._writer.run(
             functools.partial(
                 sql.update_consultation,
                 consultation_id=consultation_id,
                 status=status.value,
-                last_activity_at=at,
+                **activity,
             )
         )
 
@@ -173,13 +226,19 @@ class SqliteStore:
         )
 
     async def expire_idle(self, *, inactive_since: float, at: float) -> int:
-        """Expire idle ACTIVE consultations, as `set_status(EXPIRED, at=at)` would each."""
+        """Expire idle ACTIVE consultations, as `set_status(EXPIRED, at=at)` would each.
+
+        Their last activity stays as it was: retention counts from it, not from now.
+        """
         return await self._writer.run(
-            functools.partial(sql.expire_idle, inactive_since=inactive_since, at=at)
+            functools.partial(sql.expire_idle, inactive_since=inactive_since)
         )
 
     async def purge(self, *, older_than: float) -> int:
-        """Delete ended consultations last active before `older_than`; settings are kept."""
+        """Delete ended consultations last active before `older_than`; settings are kept.
+
+        The pages they used are given back to the file system.
+        """
         return await self._writer.run(functools.partial(sql.purge, older_than=older_than))
 
     # -- idempotency keys of API requests (deleted with their session) ---------------------
@@ -209,3 +268,61 @@ class SqliteStore:
         await self._writer.run(
             functools.partial(idempotency.save_response, client=client, key=key, response=response)
         )
+
+
+def _check_file(path: Path) -> None:
+    """Refuse a path that cannot be opened, or a file that is not a sound SQLite database."""
+    try:
+        db = sqlite3.connect(path)
+    except sqlite3.Error as error:
+        raise DatabaseUnusable(_describe(path, error)) from error
+    try:
+        rows = [row[0] for row in db.execute("PRAGMA quick_check")]
+    except sqlite3.Error as error:
+        raise DatabaseUnusable(_describe(path, error)) from error
+    finally:
+        db.close()
+    if rows != ["ok"]:
+        raise DatabaseUnusable(f"the database {path} is corrupt (quick_check: {rows[0]})")
+
+
+async def _configure(db: aiosqlite.Connection) -> None:
+    for pragma in (
+        "journal_mode = WAL",
+        "synchronous = NORMAL",
+        "foreign_keys = ON",
+        f"busy_timeout = {BUSY_TIMEOUT_MS}",
+        f"journal_size_limit = {JOURNAL_SIZE_LIMIT}",
+    ):
+        await db.execute(f"PRAGMA {pragma}")
+
+
+async def _shrinkable(db: aiosqlite.Connection, path: Path) -> None:
+    """Make sure the file can give freed pages back (``auto_vacuum = INCREMENTAL``).
+
+    A new file takes the setting before its first table; an older file needs one
+    VACUUM, which rewrites it (it takes a while on a large file, once).
+    """
+    rows = list(await db.execute_fetchall("PRAGMA auto_vacuum"))
+    if rows[0][0] == _AUTO_VACUUM_INCREMENTAL:
+        return
+    await db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    log.info("converting %s to incremental auto-vacuum (one VACUUM)", path)
+    await db.execute("VACUUM")
+
+
+def _describe(path: Path, error: BaseException) -> str:
+    """One line saying why the database at `path` cannot be used."""
+    if isinstance(error, DatabaseUnusable):
+        return str(error)
+    code = getattr(error, "sqlite_errorcode", None)
+    primary = None if code is None else code & 0xFF
+    if primary == sqlite3.SQLITE_NOTADB:
+        return f"{path} is not a SQLite database"
+    if primary == sqlite3.SQLITE_CANTOPEN:
+        return f"cannot open the database {path}: check that its folder exists and is writable"
+    if primary == sqlite3.SQLITE_READONLY:
+        return f"the database {path} is read-only: the process needs write access to it"
+    if isinstance(error, OSError):
+        return f"cannot use the database {path}: {error.strerror or error}"
+    return f"cannot use the database {path}: {error}"

@@ -364,7 +364,7 @@ async def test_expire_idle_marks_only_idle_active_ones(store: SqliteStore) -> No
     assert await store.expire_idle(inactive_since=500.0, at=1000.0) == 0
     expired = await store.get(idle.id)
     assert expired is not None
-    assert (expired.status, expired.last_activity_at) == (Status.EXPIRED, 1000.0)
+    assert (expired.status, expired.last_activity_at) == (Status.EXPIRED, 100.0)
     assert await store.load_active("a") is None
     assert await store.load_active("b") is not None
     kept = await store.get(done.id)
@@ -563,3 +563,18 @@ async def test_move_chat_never_leaves_two_active_consultations(store: SqliteStor
     assert current is not None and current.id == new.id
     moved = await store.get(old.id)
     assert moved is not None and moved.status is Status.RESET and moved.chat_key == "tg:-1006"
+
+
+async def test_retention_counts_from_the_last_activity_not_from_expiry(
+    store: SqliteStore,
+) -> None:
+    """Expired consultations (by the cleanup or when next used) are purged a retention
+    period after their last message, however late they were found idle."""
+    swept, touched = make("a", at=100.0), make("b", at=100.0)
+    for consultation in (swept, touched):
+        await store.create(consultation)
+    # Found idle only at t=5000, e.g. after the service was down for a long time.
+    await store.set_status(touched.id, Status.EXPIRED, at=5000.0)
+    assert await store.expire_idle(inactive_since=4000.0, at=5000.0) == 1
+    assert await store.purge(older_than=101.0) == 2
+    assert await store.get(swept.id) is None and await store.get(touched.id) is None
