@@ -80,6 +80,10 @@ EN: dict[str, str] = {
     "role_unknown": "Unknown expert “{value}”. Available: {roles}.",
     "not_admin": "Only group admins or the member who started the consultation can do that.",
     "internal_error": "Something went wrong on my side. Your message is saved; please try again.",
+    "store_unavailable": (
+        "⚠️ My storage is temporarily unavailable, so I could not take this message. "
+        "Please send it again in a few minutes."
+    ),
 }
 
 RU: dict[str, str] = {
@@ -158,6 +162,10 @@ RU: dict[str, str] = {
     ),
     "internal_error": (
         "Что-то пошло не так на моей стороне. Сообщение сохранено, попробуйте ещё раз."
+    ),
+    "store_unavailable": (
+        "⚠️ Хранилище временно недоступно, поэтому я не смог принять это сообщение. "
+        "Пожалуйста, отправьте его ещё раз через несколько минут."
     ),
 }
 

@@ -15,7 +15,7 @@ from telegram.error import TelegramError
 
 from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
 from bot.i18n import t
-from core.errors import ModelError, NoActiveConsultation, NothingToRetry
+from core.errors import ModelError, NoActiveConsultation, NothingToRetry, StoreUnavailable
 from core.outcomes import Notice, Reply
 from core.service import OnText
 
@@ -89,6 +89,9 @@ class TurnRunner:
             await self._say(sender, t(language, "retry_none"))
         except NoActiveConsultation:
             await self._say(sender, t(language, "answer_none"))
+        except StoreUnavailable as exc:  # nothing half-stored: the same message works later
+            log.warning("store unavailable in chat %s: %s", target.chat_id, exc)
+            await self._say(sender, t(language, "store_unavailable"))
         except ChatUnavailable as exc:
             self._note_blocked(target.chat_id, exc)
         return None
