@@ -81,8 +81,8 @@ EN: dict[str, str] = {
     "not_admin": "Only group admins or the member who started the consultation can do that.",
     "internal_error": "Something went wrong on my side. Your message is saved; please try again.",
     "store_unavailable": (
-        "⚠️ My storage is temporarily unavailable, so I could not take this message. "
-        "Please send it again in a few minutes."
+        "⚠️ My storage is temporarily unavailable. Please try again in a few minutes: "
+        "send the same message again."
     ),
 }
 
@@ -164,8 +164,8 @@ RU: dict[str, str] = {
         "Что-то пошло не так на моей стороне. Сообщение сохранено, попробуйте ещё раз."
     ),
     "store_unavailable": (
-        "⚠️ Хранилище временно недоступно, поэтому я не смог принять это сообщение. "
-        "Пожалуйста, отправьте его ещё раз через несколько минут."
+        "⚠️ Хранилище временно недоступно. Пожалуйста, попробуйте через несколько минут: "
+        "отправьте то же сообщение ещё раз."
     ),
 }
 

@@ -1,0 +1,34 @@
+"""A bot whose database cannot write (disk full) tells the user to try again later, and
+answers normally once space is back: no internal error, no message lost or doubled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.bot_private_support import conversation, private_bot, say
+from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.model_server import FakeModelServer
+from tests.test_store_faults import fill_disk, free_disk
+
+USER = 901
+OTHER = 902
+
+
+async def test_a_full_disk_is_explained_and_the_message_can_be_sent_again(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """SQLITE_FULL: "temporarily unavailable" in the user's language; later it works."""
+    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        await say(bot, OTHER, "A first question that takes some room " * 20)
+        await fill_disk(bot.runtime.store)
+        question = ("Which laptop should I buy? " * 140).strip()  # needs pages the disk lacks
+        [english] = await say(bot, USER, question)
+        [russian] = await say(bot, USER, question, language_code="ru")
+        assert "temporarily unavailable" in english and "try again" in english
+        assert "временно недоступно" in russian
+        assert model_server.requests[1:] == []  # nothing was stored, so nothing was asked
+
+        await free_disk(bot.runtime.store)
+        [reply] = await say(bot, USER, question)
+        assert reply.endswith("Round 1 of 3")
+        assert conversation(model_server.requests[-1]) == [question]
