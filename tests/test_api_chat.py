@@ -64,7 +64,7 @@ async def test_three_round_dialog_ends_with_the_final_round_prompt(
 
     system = model_server.requests[-1]["messages"][0]["content"]
     assert "round 3 of 3" in system
-    assert f'"{REQUEST}"' in system
+    assert f"\n> {REQUEST}\n" in system
     assert [m["role"] for m in model_server.requests[-1]["messages"]] == [
         "system", "user", "assistant", "user", "assistant", "user"]  # fmt: skip
 

@@ -177,7 +177,7 @@ async def test_answer_now_button_in_a_topic(bot: RunningBot) -> None:
     assert final.params["message_thread_id"] == 70
     assert "Final answer" in final.params["text"]
     system, *turns = bot.model.requests[-1]["messages"]
-    assert "last round" in system["content"] and '"plan a trip"' in system["content"]
+    assert "last round" in system["content"] and "\n> plan a trip\n" in system["content"]
     assert turns[-1]["content"].endswith(": Please give me your final answer now.")
 
 

@@ -42,7 +42,7 @@ async def test_three_round_private_consultation(bot: RunningBot) -> None:
     assert "Final answer" in texts[2] and "Consultation complete" in texts[2]
     final_request = bot.model.requests[-1]["messages"]
     assert "round 3 of 3" in final_request[0]["content"]
-    assert '"Help me pick weights"' in final_request[0]["content"]
+    assert "\n> Help me pick weights\n" in final_request[0]["content"]
     assert [m["content"] for m in final_request[1:]] == [
         "Help me pick weights",
         "**Which** exercises?",
