@@ -28,6 +28,7 @@ STATUS: dict[str, int] = {
     "INTERNAL_ERROR": 500,
     "MODEL_ERROR": 502,
     "MODEL_UNAVAILABLE": 503,
+    "STORE_UNAVAILABLE": 503,
     "MODEL_TIMEOUT": 504,
 }
 """Error code → HTTP status; the OpenAPI document lists the same codes."""

@@ -223,6 +223,8 @@ class Bench:
             "API_ENABLED": "true",
             "API_HOST": "127.0.0.1",
             "API_PORT": str(api_port),
+            # The whole answer streams: the phase measures streaming, not the answer cap.
+            "MAX_ANSWER_CHARS": str(chars + 1000),
         }
         bot = self.procs.start("bot-long", CONTENDERS["bot"], env, root=self.bot_root)
         try:
