@@ -11,6 +11,7 @@ import logging
 import sys
 
 from api.app import start_web_server
+from api.exposure import check_exposure
 from core.settings import ConfigError, Settings, load_settings
 
 
@@ -33,6 +34,7 @@ def main() -> int:
         settings = load_settings(api_enabled=True)
         if not settings.secret("openai_api_key"):
             raise ConfigError("OPENAI_API_KEY: required")
+        check_exposure(settings)
     except ConfigError as exc:
         print(f"Configuration error: {exc}", file=sys.stderr)
         return 2

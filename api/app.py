@@ -1,27 +1,34 @@
 """The aiohttp application: HTTP API, Telegram webhook, health and metrics on one server.
 
 Invariants: every response this server writes on its own behalf is JSON (errors
-included: unknown route, wrong method, body too large, a crash); `/api/*` needs
-`Authorization: Bearer <API_TOKEN>` when a token is configured, `/healthz` and
-`/metrics` never do (probes and scrapers carry no secrets; they reveal no data);
-each request is counted by route template and status code.
+included: unknown route, wrong method, body too large, a crash, a request the HTTP
+parser refuses — see `api.server`); `/api/*` needs `Authorization: Bearer <API_TOKEN>`
+when a token is configured, and is limited to API_RATE_LIMIT_PER_MINUTE requests per
+client (the token, or the address without one); `/healthz` and `/metrics` never are
+(probes and scrapers carry no secrets; they reveal no data); each request is counted
+by route template and status code.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from aiohttp import web
 
-from api.chat import ChatEndpoints
+from api.chat import CLIENT_KEY, ChatEndpoints, KeyStore
 from api.errors import ApiError, from_http, json_response
+from api.exposure import check_exposure
 from api.metrics import Metrics
 from api.openapi import build_openapi
-from api.webhook import TelegramApp, TelegramWebhook
+from api.ratelimit import RateLimiter
+from api.server import ApiRunner, name_the_server
+from api.webhook import TelegramApp, TelegramWebhook, UpdateLog
 from core.service import ConsultationService
 from core.settings import ConfigError, Settings
 
@@ -39,36 +46,37 @@ class Pingable(Protocol):
     async def ping(self) -> bool: ...
 
 
+class ApiStore(Pingable, KeyStore, UpdateLog, Protocol):
+    """The store as the HTTP side uses it: health, and idempotency keys."""
+
+
 def build_web_app(
     settings: Settings,
     service: ConsultationService,
     *,
-    store: Pingable | None = None,
+    store: ApiStore | None = None,
     telegram_application: TelegramApp | None = None,
     metrics: Metrics | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> web.Application:
     """The routes this deployment serves: the API when API_ENABLED, the webhook when
     WEBHOOK_URL is set and an application is given, `/healthz` and `/metrics` always.
 
-    Without a `store` to ping, `/healthz` reports 503: healthy only when proven.
+    Without a `store` to ping, `/healthz` reports 503: healthy only when proven; without
+    one, `Idempotency-Key` is refused. `clock` paces the rate limit.
     """
     metrics = metrics or Metrics()
     token = settings.secret("api_token")
+    limiter = RateLimiter(settings.api_rate_limit_per_minute, clock=clock)
     app = web.Application(
         client_max_size=settings.api_max_body_bytes,
-        middlewares=[_metered(metrics), _json_errors, _bearer(token)],
+        middlewares=[_metered(metrics), _json_errors, _gate(token, limiter)],
     )
+    name_the_server(app)
     app[METRICS_KEY] = metrics
     if settings.api_enabled:
-        chat = ChatEndpoints(
-            service,
-            metrics,
-            max_rounds_limit=settings.max_rounds_limit,
-            max_body_bytes=settings.api_max_body_bytes,
-        )
-        document = build_openapi(
-            max_rounds_limit=settings.max_rounds_limit, with_token=token is not None
-        )
+        chat = ChatEndpoints(service, metrics, settings, keys=store)
+        document = build_openapi(settings, with_token=token is not None)
 
         async def openapi(request: web.Request) -> web.Response:
             return json_response(document)
@@ -76,12 +84,13 @@ def build_web_app(
         app.on_shutdown.append(chat.drain)
         app.router.add_post("/api/chat", chat.chat)
         app.router.add_post("/api/chat/stream", chat.stream)
+        app.router.add_get("/api/sessions/{session_id}", chat.session)
         app.router.add_get("/api/openapi.json", openapi)
     if telegram_application is not None and settings.webhook_url:
         secret = settings.secret("webhook_secret")
         if not secret:
             raise ConfigError("WEBHOOK_SECRET: required when WEBHOOK_URL is set")
-        webhook = TelegramWebhook(telegram_application, secret)
+        webhook = TelegramWebhook(telegram_application, secret, seen=store)
         app.router.add_post(settings.webhook_path, webhook.handle)
         app[WEBHOOK_KEY] = webhook
 
@@ -116,7 +125,8 @@ async def start_web_server(
         telegram_application=telegram_application,
         metrics=getattr(runtime, "metrics", None),
     )
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=10.0)
+    check_exposure(settings)
+    runner = ApiRunner(app, access_log=None, shutdown_timeout=10.0)
     await runner.setup()
     try:
         await web.TCPSite(runner, settings.api_host, settings.api_port).start()
@@ -140,22 +150,32 @@ async def _ping(store: Pingable | None) -> bool:
         return False
 
 
-def _bearer(token: str | None) -> Any:
+def _gate(token: str | None, limiter: RateLimiter) -> Any:
     expected = token.encode() if token else None
+    # The client a request counts for: the token's holder, or the address without a token.
+    token_client = "token:" + hashlib.sha256(expected).hexdigest()[:32] if expected else None
 
     @web.middleware
-    async def bearer(request: web.Request, handler: Any) -> web.StreamResponse:
-        """Refuse `/api/*` without the configured bearer token."""
-        if expected is not None and request.path.startswith("/api/"):
+    async def gate(request: web.Request, handler: Any) -> web.StreamResponse:
+        """Refuse `/api/*` without the configured bearer token, or over the rate limit."""
+        if not request.path.startswith("/api/"):
+            return await handler(request)
+        if expected is not None:
             scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                given.strip().encode(), expected
-            ):
+            # Headers are decoded with surrogateescape: bytes that are not UTF-8 round-trip.
+            presented = given.strip().encode("utf-8", "surrogateescape")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(presented, expected):
                 error = ApiError("UNAUTHORIZED", "a valid bearer token is required")
                 return error.response(headers={"WWW-Authenticate": "Bearer"})
+        client = token_client or f"addr:{request.remote}"
+        wait = limiter.retry_after(client)
+        if wait:
+            error = ApiError("RATE_LIMITED", f"too many requests: try again in {wait} s")
+            return error.response(headers={"Retry-After": str(wait)})
+        request[CLIENT_KEY] = client
         return await handler(request)
 
-    return bearer
+    return gate
 
 
 @web.middleware

@@ -1,10 +1,18 @@
-"""`POST /api/chat` and `POST /api/chat/stream`: one round of a session per request.
+"""`POST /api/chat`, `POST /api/chat/stream` and `GET /api/sessions/{id}`.
 
-Invariants: both endpoints run the same steps and return the same object (the
-stream's `done` event is exactly `/api/chat`'s body); every refusal that can be
-known before the model is called (validation, limits, unknown or finished session)
-is a plain JSON error with its own status, even on the streaming endpoint; a model
-failure never consumes the round and its error names the session to retry.
+Invariants:
+- both chat endpoints run the same steps and return the same object (the stream's
+  `done` event is exactly `/api/chat`'s body);
+- every refusal that can be known before the model is called (validation, limits,
+  unknown or finished session, a reused idempotency key) is a plain JSON error with
+  its own status, even on the streaming endpoint: a session is vetted and answered
+  under one per-session lock, and the stream opens only once the vetting passed;
+- a stream's first event names its session, so a client that loses the connection
+  can read the session back or retry;
+- a failure while the round runs — of any kind — never consumes the round, and its
+  error names the session to retry (a brand-new session included);
+- a round runs in a task of its own, so a client that hangs up never aborts it;
+- with `Idempotency-Key` a request is answered at most once (see `api.idempotency`).
 
 `maxRounds` on a continuing request: omitted or equal to the session's limit changes
 nothing; a different value is applied like Telegram's /rounds (validated the same
@@ -14,140 +22,360 @@ way; a limit at or below the rounds already used makes this reply the final one)
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from aiohttp import web
 
-from api.errors import ApiError, from_engine, json_response
+from api.errors import ApiError, from_engine, from_round_failure, json_response
+from api.idempotency import HEADER, KeyStore, fingerprint, parse_key
 from api.metrics import Metrics
-from api.schemas import ChatRequest, ChatResponse, parse_chat_request
+from api.schemas import ChatRequest, ChatResponse, SessionView, parse_chat_request
 from api.sse import EventStream
-from core.errors import ConsultationError, ModelError
+from core.errors import ConsultationError, ModelError, StoreUnavailable
+from core.keyed_lock import KeyedLock
 from core.outcomes import Reply
-from core.service import ConsultationService, OnText
+from core.service import ConsultationService
+from core.settings import Settings
+
+__all__ = ["CLIENT_KEY", "ChatEndpoints", "KeyStore"]
 
 log = logging.getLogger(__name__)
 
 DRAIN_SECONDS = 30.0
+CLIENT_KEY = web.RequestKey("client", str)
+"""Who the request counts for (set by the gate in `api.app`): scopes idempotency keys."""
+
+T = TypeVar("T")
+Body = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one API request may ask for (MAX_INPUT_CHARS, API_ALLOWED_MODELS, …)."""
+
+    max_rounds: int
+    max_body_bytes: int
+    max_input_chars: int
+    models: frozenset[str]
+    max_tokens: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Limits:
+        return cls(
+            max_rounds=settings.max_rounds_limit,
+            max_body_bytes=settings.api_max_body_bytes,
+            max_input_chars=settings.max_input_chars,
+            models=settings.api_models(),
+            max_tokens=settings.api_max_tokens_limit,
+        )
+
+    def check(self, body: ChatRequest) -> None:
+        """Raise `ApiError` for the first limit the request is over."""
+        if len(body.message) > self.max_input_chars:
+            raise ApiError(
+                "VALIDATION_ERROR",
+                f"message: at most {self.max_input_chars} characters "
+                f"(MAX_INPUT_CHARS), got {len(body.message)}",
+            )
+        if body.max_rounds is not None and body.max_rounds > self.max_rounds:
+            raise ApiError(
+                "MAX_ROUNDS_EXCEEDED", f"maxRounds: at most {self.max_rounds} rounds are allowed"
+            )
+        if body.model is not None and body.model not in self.models:
+            allowed = ", ".join(sorted(self.models))
+            raise ApiError(
+                "VALIDATION_ERROR", f"model: {body.model!r} is not available; allowed: {allowed}"
+            )
+        if body.max_tokens is not None and body.max_tokens > self.max_tokens:
+            raise ApiError("VALIDATION_ERROR", f"maxTokens: at most {self.max_tokens}")
+
+
+class _Relay:
+    """Streamed text on its way to a client: deltas while the stream is open.
+
+    Text that arrives before the stream is open is kept and sent when it opens, so
+    appending every `delta` always rebuilds exactly the text so far.
+    """
+
+    def __init__(self) -> None:
+        self._events: EventStream | None = None
+        self._sent = ""
+        self._latest = ""
+
+    async def on_text(self, text: str) -> None:
+        self._latest = text
+        await self._flush()
+
+    async def attach(self, events: EventStream) -> None:
+        self._events = events
+        await self._flush()
+
+    async def _flush(self) -> None:
+        if self._events is None:
+            return
+        text = self._latest
+        if text.startswith(self._sent):
+            piece, kind = text[len(self._sent) :], "delta"
+        else:  # the seam of a continuation was rewritten: send the whole text again
+            piece, kind = text, "snapshot"
+        self._sent = text
+        if piece:
+            await self._events.send(kind, {"content": piece})
+
+
+class _Turn:
+    """One request's round, run by a task of its own and awaited by the request (and,
+    with an idempotency key, by every retry that arrives while it runs).
+
+    `session` resolves once the session is vetted (or fails with the refusal);
+    `result` resolves with the response body (or fails with the error).
+    """
+
+    def __init__(self, fingerprint: str | None, relay: _Relay | None) -> None:
+        loop = asyncio.get_running_loop()
+        self.fingerprint = fingerprint
+        self.relay = relay
+        self.replayed = False
+        self.session: asyncio.Future[str] = loop.create_future()
+        self.result: asyncio.Future[Body] = loop.create_future()
+        for future in (self.session, self.result):  # a client that left retrieves nothing
+            future.add_done_callback(_retrieve)
+
+    def refuse(self, error: ApiError) -> None:
+        if not self.session.done():
+            self.session.set_exception(error)
+        elif not self.result.done():
+            self.result.set_exception(error)
 
 
 class ChatEndpoints:
-    """The two chat routes over one `ConsultationService`."""
+    """The chat routes over one `ConsultationService`."""
 
     def __init__(
         self,
         service: ConsultationService,
         metrics: Metrics,
+        settings: Settings,
         *,
-        max_rounds_limit: int,
-        max_body_bytes: int,
+        keys: KeyStore | None = None,
         keepalive_seconds: float = 15.0,
     ) -> None:
         self._service = service
         self._metrics = metrics
-        self._limit = max_rounds_limit
-        self._max_body = max_body_bytes
+        self._limits = Limits.from_settings(settings)
+        self._keys = keys
         self._keepalive = keepalive_seconds
-        self._tasks: set[asyncio.Task[Reply]] = set()
+        self._sessions = KeyedLock()  # vetting and answering a session are one step
+        self._flights: dict[tuple[str, str], _Turn] = {}  # keyed requests being answered
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def chat(self, request: web.Request) -> web.Response:
         """Answer one round and return it as JSON."""
-        body = await self._parse(request)
-        session_id = await self._session_for(body, check=False)
-        reply = await self._answer(session_id, body.message, on_text=None)
-        return json_response(_response(reply))
+        turn, joined = await self._begin(request, relay=None)
+        await _shielded(turn.session)
+        body = await _shielded(turn.result)
+        return json_response(body, headers=_replayed(turn, joined))
 
     async def stream(self, request: web.Request) -> web.StreamResponse:
-        """Answer one round as Server-Sent Events: `delta`…, then `done` or `error`."""
-        body = await self._parse(request)
-        session_id = await self._session_for(body, check=True)
-        events = EventStream(request, keepalive=self._keepalive)
+        """Answer one round as Server-Sent Events: `session`, `delta`…, then `done` or `error`."""
+        relay = _Relay()
+        turn, joined = await self._begin(request, relay=relay)
+        session_id = await _shielded(turn.session)  # a refusal is still a plain JSON error
+        headers = _replayed(turn, joined)
+        events = EventStream(request, keepalive=self._keepalive, headers=headers)
         await events.open()
-        sent = ""
-
-        async def on_text(text: str) -> None:
-            nonlocal sent
-            if text.startswith(sent):
-                piece, kind = text[len(sent) :], "delta"
-            else:  # the seam of a continuation was rewritten: send the whole text again
-                piece, kind = text, "snapshot"
-            sent = text
-            if piece:
-                await events.send(kind, {"content": piece})
-
         try:
-            reply = await self._answer(session_id, body.message, on_text=on_text)
-        except ApiError as exc:
-            await events.send("error", {**exc.body(), "status": exc.status})
-        except Exception:
-            log.exception("streamed chat request failed")
-            error = ApiError("INTERNAL_ERROR", "internal error")
-            await events.send("error", {**error.body(), "status": error.status})
-        else:
-            await events.send("done", _response(reply))
+            await events.send("session", {"sessionId": session_id})
+            if turn.relay is relay:  # this request runs the round: stream its text
+                await relay.attach(events)
+            try:
+                body = await _shielded(turn.result)
+            except ApiError as exc:
+                await events.send("error", {**exc.body(), "status": exc.status})
+            else:
+                await events.send("done", body)
         finally:
             await events.close()
         return events.response
 
-    async def _parse(self, request: web.Request) -> ChatRequest:
-        length = request.content_length
-        if length is not None and length > self._max_body:
-            raise ApiError("PAYLOAD_TOO_LARGE", "the request body is too large")
-        body = parse_chat_request(await request.read())  # aiohttp enforces client_max_size
-        if body.max_rounds is not None and body.max_rounds > self._limit:
-            raise ApiError(
-                "MAX_ROUNDS_EXCEEDED", f"maxRounds: at most {self._limit} rounds are allowed"
-            )
-        return body
-
-    async def _session_for(self, body: ChatRequest, *, check: bool) -> str:
-        """Open a new session, or vet (and re-limit) an existing one; return its id."""
+    async def session(self, request: web.Request) -> web.Response:
+        """Read a session back: status, round, limit and messages."""
         try:
-            if body.session_id is None:
-                return await self._service.open_session(
-                    body.message,
-                    max_rounds=body.max_rounds or 1,
-                    system_prompt=body.system_prompt,
-                    options=body.options(),
-                )
-            if body.max_rounds is not None:
-                await self._service.set_session_max_rounds(body.session_id, body.max_rounds)
-            elif check:
-                await self._service.check_session(body.session_id)
-        except ConsultationError as exc:
-            raise from_engine(exc) from None
-        return body.session_id
-
-    async def _answer(self, session_id: str, text: str, *, on_text: OnText | None) -> Reply:
-        """Run the round in a task of its own: a client that hangs up (or a server that
-        cancels handlers on disconnect) must not abort a round the model is answering."""
-        task = asyncio.create_task(self._round(session_id, text, on_text))
-        self._tasks.add(task)
-        task.add_done_callback(self._forget)
-        try:
-            return await asyncio.shield(task)
-        except (ConsultationError, ModelError) as exc:
-            raise from_engine(exc, session_id) from None
-
-    async def _round(self, session_id: str, text: str, on_text: OnText | None) -> Reply:
-        try:
-            reply = await self._service.continue_session(session_id, text, on_text=on_text)
-        except ModelError as exc:
-            log.warning("model error for session %s: %s", session_id, exc)
-            raise
-        self._metrics.record_reply(reply, source="api")
-        return reply
-
-    def _forget(self, task: asyncio.Task[Reply]) -> None:
-        self._tasks.discard(task)
-        error = None if task.cancelled() else task.exception()  # retrieved: never "lost"
-        if error is not None and not isinstance(error, ConsultationError | ModelError):
-            log.error("chat round failed", exc_info=error)
+            session_id = str(uuid.UUID(request.match_info["session_id"]))
+            consultation = await self._service.get_session(session_id)
+        except (ValueError, ConsultationError):
+            raise ApiError("SESSION_NOT_FOUND", "session not found") from None
+        view = SessionView.from_consultation(consultation)
+        return json_response(view.model_dump(mode="json", by_alias=True))
 
     async def drain(self, app: web.Application | None = None) -> None:
         """Let rounds still being answered finish (and be stored) before shutting down."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=DRAIN_SECONDS)
+
+    # -- steps -----------------------------------------------------------------------------
+
+    async def _begin(self, request: web.Request, *, relay: _Relay | None) -> tuple[_Turn, bool]:
+        """Validate the request; join the running turn of its idempotency key (True), or
+        start a turn of its own (False)."""
+        key = parse_key(request.headers.get(HEADER))
+        body = await self._parse(request)
+        if key is None:
+            turn = _Turn(None, relay)
+            self._start(turn, body, None)
+            return turn, False
+        if self._keys is None:
+            raise ApiError("VALIDATION_ERROR", f"{HEADER}: not supported by this deployment")
+        flight = (request.get(CLIENT_KEY) or f"addr:{request.remote}", key)
+        wanted = fingerprint(body)
+        running = self._flights.get(flight)
+        if running is not None:
+            if running.fingerprint != wanted:
+                raise _key_reused()
+            return running, True
+        turn = _Turn(wanted, relay)
+        self._flights[flight] = turn
+        self._start(turn, body, flight)
+        return turn, False
+
+    async def _parse(self, request: web.Request) -> ChatRequest:
+        length = request.content_length
+        if length is not None and length > self._limits.max_body_bytes:
+            raise ApiError("PAYLOAD_TOO_LARGE", "the request body is too large")
+        body = parse_chat_request(await request.read())  # aiohttp enforces client_max_size
+        self._limits.check(body)
+        return body
+
+    def _start(self, turn: _Turn, body: ChatRequest, flight: tuple[str, str] | None) -> None:
+        task = asyncio.create_task(self._run(turn, body, flight))
+        self._tasks.add(task)
+
+        def forget(done: asyncio.Task[None]) -> None:
+            self._tasks.discard(done)
+            if flight is not None and self._flights.get(flight) is turn:
+                del self._flights[flight]
+
+        task.add_done_callback(forget)
+
+    async def _run(self, turn: _Turn, body: ChatRequest, flight: tuple[str, str] | None) -> None:
+        """The whole turn: find or open the session, vet it, answer it, store the reply."""
+        try:
+            stored = await self._stored(turn, flight)
+            if turn.result.done():  # replayed
+                return
+            if stored is not None:  # an earlier attempt with this key failed: retry its session
+                session_id, new = stored, False
+            elif body.session_id is None:
+                session_id, new = await self._open(body), True
+            else:
+                session_id, new = body.session_id, False
+            async with self._sessions.hold(session_id):
+                if not new:
+                    await self._vet(session_id, body)
+                if flight is not None and stored is None:
+                    assert self._keys is not None and turn.fingerprint is not None
+                    await self._keys.claim_idempotency_key(
+                        *flight, fingerprint=turn.fingerprint, session_id=session_id, at=time.time()
+                    )
+                turn.session.set_result(session_id)
+                await self._answer(turn, session_id, body.message, flight)
+        except ApiError as exc:
+            turn.refuse(exc)
+        except ConsultationError as exc:
+            turn.refuse(from_engine(exc))
+        except Exception as exc:
+            log.error("chat request failed", exc_info=exc)
+            turn.refuse(ApiError("INTERNAL_ERROR", "internal error"))
+
+    async def _stored(self, turn: _Turn, flight: tuple[str, str] | None) -> str | None:
+        """For a key seen before: replay its reply (sets `turn`), or the session to retry."""
+        if flight is None or self._keys is None:
+            return None
+        found = await self._keys.find_idempotency_key(*flight)
+        if found is None:
+            return None
+        stored_print, session_id, response = found
+        if stored_print != turn.fingerprint:
+            raise _key_reused()
+        if response is None:
+            return session_id
+        turn.replayed = True
+        turn.session.set_result(session_id)
+        turn.result.set_result(json.loads(response))
+        return session_id
+
+    async def _open(self, body: ChatRequest) -> str:
+        return await self._service.open_session(
+            body.message,
+            max_rounds=body.max_rounds or 1,
+            system_prompt=body.system_prompt,
+            options=body.options(),
+        )
+
+    async def _vet(self, session_id: str, body: ChatRequest) -> None:
+        """Check an existing session can take this round (and re-limit it if asked)."""
+        if body.max_rounds is not None:
+            await self._service.set_session_max_rounds(session_id, body.max_rounds)
+        else:
+            await self._service.check_session(session_id)
+
+    async def _answer(
+        self, turn: _Turn, session_id: str, text: str, flight: tuple[str, str] | None
+    ) -> None:
+        on_text = turn.relay.on_text if turn.relay is not None else None
+        try:
+            reply = await self._service.continue_session(session_id, text, on_text=on_text)
+        except Exception as exc:
+            _log_round_failure(session_id, exc)
+            turn.result.set_exception(from_round_failure(exc, session_id))
+            return
+        self._metrics.record_reply(reply, source="api")
+        body = _response(reply)
+        if flight is not None and self._keys is not None:
+            try:
+                await self._keys.save_idempotent_response(
+                    *flight, json.dumps(body, ensure_ascii=False)
+                )
+            except Exception:  # the reply stands; only a later retry would not find it
+                log.warning("could not store the reply of an idempotent request", exc_info=True)
+        turn.result.set_result(body)
+
+
+async def _shielded(future: Awaitable[T]) -> T:
+    """Await a turn's outcome; a request cancelled meanwhile leaves the turn running."""
+    return await asyncio.shield(future)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _replayed(turn: _Turn, joined: bool) -> dict[str, str] | None:
+    """Marks an answer this request did not cause (a stored reply, or another request's)."""
+    return {"Idempotent-Replayed": "true"} if turn.replayed or joined else None
+
+
+def _key_reused() -> ApiError:
+    return ApiError(
+        "IDEMPOTENCY_KEY_REUSED",
+        f"{HEADER} was already used for a different request: use a new key for a new request",
+    )
+
+
+def _log_round_failure(session_id: str, exc: Exception) -> None:
+    if isinstance(exc, ModelError):
+        log.warning("model error for session %s: %s", session_id, exc)
+    elif isinstance(exc, StoreUnavailable | ConsultationError):
+        log.warning("round of session %s not answered: %s", session_id, exc)
+    else:
+        log.error("round of session %s failed", session_id, exc_info=exc)
 
 
 def _response(reply: Reply) -> dict[str, object]:

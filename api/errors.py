@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from core.errors import ConsultationError, ModelError, ModelErrorKind
+from core.errors import ConsultationError, ModelError, ModelErrorKind, StoreUnavailable
 
 STATUS: dict[str, int] = {
     "VALIDATION_ERROR": 400,
@@ -25,10 +25,13 @@ STATUS: dict[str, int] = {
     "SESSION_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405,
     "PAYLOAD_TOO_LARGE": 413,
+    "IDEMPOTENCY_KEY_REUSED": 422,
+    "RATE_LIMITED": 429,
     "INTERNAL_ERROR": 500,
     "MODEL_ERROR": 502,
     "MODEL_UNAVAILABLE": 503,
     "STORE_UNAVAILABLE": 503,
+    "SERVICE_UNAVAILABLE": 503,
     "MODEL_TIMEOUT": 504,
 }
 """Error code → HTTP status; the OpenAPI document lists the same codes."""
@@ -93,6 +96,24 @@ def from_engine(exc: ConsultationError | ModelError, session_id: str | None = No
         extra = {"sessionId": session_id} if session_id else {}
         return ApiError(code, message, **extra)
     return ApiError(_ENGINE_CODES.get(exc.code, "VALIDATION_ERROR"), str(exc))
+
+
+def from_round_failure(exc: BaseException, session_id: str) -> ApiError:
+    """Any failure while a round was being answered; the error names the session to retry.
+
+    The user's message was committed before the model was called and the round was not
+    consumed, so sending the same message with this `sessionId` answers the same round.
+    """
+    if isinstance(exc, ModelError | ConsultationError):
+        error = from_engine(exc, session_id)
+    elif isinstance(exc, StoreUnavailable):
+        error = ApiError("SERVICE_UNAVAILABLE", "the service is unavailable, try again")
+    else:
+        error = ApiError("INTERNAL_ERROR", "internal error")
+    if isinstance(exc, ConsultationError):
+        return error
+    error.extra["sessionId"] = session_id
+    return error
 
 
 def from_http(exc: web.HTTPException) -> ApiError:

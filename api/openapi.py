@@ -1,8 +1,11 @@
 """The OpenAPI 3.1 document, generated from the same pydantic models that validate requests.
 
 Invariant: the document cannot drift from the code — bodies come from `api.schemas`,
-error codes and statuses from `api.errors.STATUS` — and a test validates real
-responses against it.
+error codes and statuses from `api.errors.STATUS`, this deployment's limits (rounds,
+input size, models, token budget) from its settings — and tests validate real requests
+and responses against it: a body the document calls valid is accepted, and the
+reverse. The stream's events are described in `x-sse-events` (event name → schema of
+its JSON `data`), since OpenAPI 3.1 has no vocabulary for a stream's items.
 """
 
 from __future__ import annotations
@@ -13,7 +16,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from api.errors import STATUS
-from api.schemas import ChatRequest, ChatResponse, ErrorResponse, HealthResponse
+from api.idempotency import HEADER, MAX_KEY_LENGTH
+from api.schemas import (
+    ChatRequest,
+    ChatResponse,
+    ErrorResponse,
+    HealthResponse,
+    SessionView,
+    StreamError,
+    StreamSession,
+    StreamText,
+)
+from core.settings import Settings
 
 _REF = "#/components/schemas/{model}"
 
@@ -22,61 +36,122 @@ _CHAT_ERRORS = {
     401: "UNAUTHORIZED (only when an API token is configured)",
     404: "SESSION_NOT_FOUND",
     413: "PAYLOAD_TOO_LARGE",
+    422: f"IDEMPOTENCY_KEY_REUSED: this {HEADER} was used for a different request",
+    429: "RATE_LIMITED: too many requests from this client; see Retry-After",
+    500: "INTERNAL_ERROR (round not consumed; the error names the session to retry)",
     502: "MODEL_ERROR: the model rejected the request (round not consumed)",
-    503: "MODEL_UNAVAILABLE: unavailable or rate limited (round not consumed; retry)",
+    503: "MODEL_UNAVAILABLE or SERVICE_UNAVAILABLE (round not consumed; retry)",
     504: "MODEL_TIMEOUT (round not consumed; retry)",
 }
 
-_STREAM_DESCRIPTION = """Server-Sent Events (`text/event-stream`). Events:
-`delta` `{"content": "<new text>"}` (append it), rarely `snapshot` `{"content": "<whole text>"}`
+_STREAM_DESCRIPTION = """Server-Sent Events (`text/event-stream`). Events, each with JSON `data`:
+`session` `{"sessionId": "…"}` first (resume or retry with it), then `delta`
+`{"content": "<new text>"}` (append it), rarely `snapshot` `{"content": "<whole text>"}`
 (replace what you have), then exactly one of `done` (the same object as `/api/chat` returns)
-or `error` (an error object plus `status`). Comment lines (`: keep-alive`) may appear."""
+or `error` (an error object plus `status`). Comment lines (`: keep-alive`) may appear.
+A replayed request (same `Idempotency-Key`) sends only `session` and `done`."""
+
+_IDEMPOTENCY = {
+    "name": HEADER,
+    "in": "header",
+    "required": False,
+    "description": "Makes the request safe to retry: the same key (from the same client) "
+    "returns the stored reply instead of taking a new round; while the first request runs, "
+    "a retry waits for its result; a request that failed leaves the key usable. The same "
+    "key with a different body is refused (422 IDEMPOTENCY_KEY_REUSED).",
+    "schema": {"type": "string", "pattern": f"^[\\x21-\\x7e]{{1,{MAX_KEY_LENGTH}}}$"},
+}
+
+_MODELS: tuple[type[BaseModel], ...] = (
+    ChatRequest,
+    ChatResponse,
+    ErrorResponse,
+    HealthResponse,
+    SessionView,
+    StreamSession,
+    StreamText,
+    StreamError,
+)
 
 
 def _schemas() -> dict[str, Any]:
     schemas: dict[str, Any] = {}
-    model: type[BaseModel]
-    for model in (ChatRequest, ChatResponse, ErrorResponse, HealthResponse):
+    for model in _MODELS:
         schema = model.model_json_schema(ref_template=_REF)
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
     return schemas
 
 
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
 def _json(ref: str, description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}},
-    }
+    return {"description": description, "content": {"application/json": {"schema": _ref(ref)}}}
 
 
-def _errors() -> dict[str, Any]:
-    return {str(status): _json("ErrorResponse", codes) for status, codes in _CHAT_ERRORS.items()}
+def _errors(*statuses: int) -> dict[str, Any]:
+    chosen = statuses or tuple(_CHAT_ERRORS)
+    return {str(status): _json("ErrorResponse", _CHAT_ERRORS[status]) for status in chosen}
 
 
-def build_openapi(*, max_rounds_limit: int, with_token: bool) -> dict[str, Any]:
-    """The document for this deployment (its round ceiling and whether a token is needed)."""
+def _limit(schemas: dict[str, Any], settings: Settings) -> None:
+    """Write this deployment's limits into the request schema."""
+    properties = schemas["ChatRequest"]["properties"]
+    properties["maxRounds"]["anyOf"][0]["maximum"] = settings.max_rounds_limit
+    properties["maxTokens"]["anyOf"][0]["maximum"] = settings.api_max_tokens_limit
+    properties["message"]["maxLength"] = settings.max_input_chars
+    model = properties["model"]["anyOf"][0]
+    model["enum"] = sorted(settings.api_models())
+    model.pop("minLength", None)
+    model.pop("maxLength", None)
+
+
+def build_openapi(settings: Settings, *, with_token: bool) -> dict[str, Any]:
+    """The document for this deployment (its limits and whether a token is needed)."""
     schemas = copy.deepcopy(_schemas())
-    rounds = schemas["ChatRequest"]["properties"]["maxRounds"]["anyOf"][0]
-    rounds["maximum"] = max_rounds_limit
-    body = {
-        "required": True,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChatRequest"}}},
-    }
+    _limit(schemas, settings)
+    body = {"required": True, "content": {"application/json": {"schema": _ref("ChatRequest")}}}
     chat = {
         "summary": "Answer one round of a consultation",
+        "parameters": [_IDEMPOTENCY],
         "requestBody": body,
         "responses": {"200": _json("ChatResponse", "The round's reply"), **_errors()},
     }
+    events = {
+        "session": _ref("StreamSession"),
+        "delta": _ref("StreamText"),
+        "snapshot": _ref("StreamText"),
+        "done": _ref("ChatResponse"),
+        "error": _ref("StreamError"),
+    }
     stream_ok = {
         "description": _STREAM_DESCRIPTION,
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {
+            "text/event-stream": {
+                "schema": {"type": "string", "description": "A stream of the events below."},
+                "x-sse-events": events,
+            }
+        },
     }
     stream = {
         "summary": "Answer one round, streamed as Server-Sent Events",
+        "parameters": [_IDEMPOTENCY],
         "requestBody": body,
         "responses": {"200": stream_ok, **_errors()},
     }
+    session = {
+        "summary": "Read a session back: status, round, limit and its messages",
+        "parameters": [
+            {"name": "sessionId", "in": "path", "required": True,
+             "schema": {"type": "string", "format": "uuid"}},
+        ],
+        "responses": {
+            "200": _json("SessionView", "The session"),
+            **_errors(401, 404, 429),
+        },
+    }  # fmt: skip
     health = {
         "summary": "Liveness and readiness (store reachable, model configured)",
         "security": [],
@@ -99,18 +174,19 @@ def build_openapi(*, max_rounds_limit: int, with_token: bool) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {
             "title": "Consultation bot API",
-            "version": "1.0.0",
+            "version": "1.1.0",
             "description": "Bounded multi-round expert consultations (seed 003). Error codes: "
             + ", ".join(f"{code} ({status})" for code, status in STATUS.items()),
         },
         "paths": {
             "/api/chat": {"post": {**chat, "operationId": "chat"}},
             "/api/chat/stream": {"post": {**stream, "operationId": "chatStream"}},
+            "/api/sessions/{sessionId}": {"get": {**session, "operationId": "getSession"}},
             "/api/openapi.json": {
                 "get": {
                     "summary": "This document",
                     "operationId": "openapi",
-                    "responses": {"200": spec, "401": _errors()["401"]},
+                    "responses": {"200": spec, **_errors(401, 429)},
                 }
             },
             "/healthz": {"get": {**health, "operationId": "health"}},

@@ -2,24 +2,50 @@
 
 Invariant: a request that passes `parse_chat_request` has a non-blank message, a
 canonical UUID `sessionId` (if any), `maxRounds` ≥ 1 (if any) and values of exactly
-the declared JSON types — `"maxRounds": "3"` is refused, never coerced. Unknown
-fields are ignored. The OpenAPI document is generated from these same models.
+the declared JSON types — `"maxRounds": "3"` is refused, never coerced. An integer
+field takes what JSON Schema calls an integer, so `2.0` is 2 and `2.5` is refused.
+Unknown fields are ignored. The OpenAPI document is generated from these same models.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from api.errors import STATUS, ApiError
-from core.models import ModelOptions
+from core.models import Consultation, ModelOptions, Status
 from core.outcomes import Reply
 
 _CAMEL = ConfigDict(alias_generator=to_camel, validate_by_alias=True, serialize_by_alias=True)
+
+
+UUID_PATTERN = "^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
+"""The UUID form the API takes (what the document's pattern says, exactly)."""
+_UUID = re.compile(UUID_PATTERN)
+
+
+def _integral(value: Any) -> Any:
+    """`2.0` is the integer 2 in JSON Schema's eyes, so it is here too (`2.5` stays a float)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+Count = Annotated[int, Field(ge=1), BeforeValidator(_integral)]
+"""A JSON integer ≥ 1."""
 
 
 class ChatRequest(BaseModel):
@@ -33,7 +59,7 @@ class ChatRequest(BaseModel):
         json_schema_extra={"pattern": r"\S"},
     )
     model: str | None = Field(None, min_length=1, max_length=200)
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: Count | None = None
     disable_search: bool | None = None
     system_prompt: str | None = Field(None, description="Replaces the default expert persona.")
     output_format: Literal["text", "json"] | None = Field(
@@ -42,16 +68,15 @@ class ChatRequest(BaseModel):
     output_schema: str | dict[str, Any] | None = Field(
         None, description="A JSON Schema the final JSON answer should follow."
     )
-    max_rounds: int | None = Field(
+    max_rounds: Count | None = Field(
         None,
-        ge=1,
         description="Rounds in the dialog (default 1: single-round mode). On a continuing "
         "request a different value changes the session's limit, like /rounds.",
     )
     session_id: str | None = Field(
         None,
         description="Continue this session (a UUID from an earlier response).",
-        json_schema_extra={"format": "uuid"},
+        json_schema_extra={"format": "uuid", "pattern": UUID_PATTERN},
     )
 
     @field_validator("message")
@@ -66,10 +91,9 @@ class ChatRequest(BaseModel):
     def _uuid(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        try:
-            return str(uuid.UUID(value))
-        except ValueError:
-            raise ValueError("must be a UUID") from None
+        if not _UUID.fullmatch(value):
+            raise ValueError("must be a UUID (8-4-4-4-12 hexadecimal digits)")
+        return str(uuid.UUID(value))
 
     def options(self) -> ModelOptions:
         """Per-session model parameters for a new session."""
@@ -117,6 +141,73 @@ class ErrorResponse(BaseModel):
     error: str
     code: str = Field(json_schema_extra={"enum": list(STATUS)})
     session_id: str | None = Field(None, json_schema_extra={"format": "uuid"})
+
+
+class SessionMessage(BaseModel):
+    """One message of a session: who wrote it, its text, when (ISO 8601, UTC)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    text: str
+    time: datetime
+
+
+class SessionView(BaseModel):
+    """`GET /api/sessions/{id}`: where a session stands, to resume after a lost reply.
+
+    A last message from the user means its round is still unanswered: send it again
+    (with the same `Idempotency-Key`) to get the answer.
+    """
+
+    model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")
+
+    session_id: str = Field(json_schema_extra={"format": "uuid"})
+    status: Literal["active", "complete", "expired", "reset"]
+    round: int = Field(ge=0, description="Rounds answered so far.")
+    max_rounds: int = Field(ge=1)
+    is_complete: bool
+    messages: list[SessionMessage]
+
+    @classmethod
+    def from_consultation(cls, consultation: Consultation) -> SessionView:
+        return cls(
+            session_id=consultation.id,
+            status=consultation.status.value,  # type: ignore[arg-type]
+            round=consultation.current_round,
+            max_rounds=consultation.max_rounds,
+            is_complete=consultation.status is Status.COMPLETE,
+            messages=[
+                SessionMessage(
+                    role=m.role.value,  # type: ignore[arg-type]
+                    text=m.text,
+                    time=datetime.fromtimestamp(m.created_at, UTC),
+                )
+                for m in consultation.messages
+            ],
+        )
+
+
+class StreamSession(BaseModel):
+    """The stream's first event: the session this round belongs to (resume with it)."""
+
+    model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")
+
+    session_id: str = Field(json_schema_extra={"format": "uuid"})
+
+
+class StreamText(BaseModel):
+    """`delta`: text to append; `snapshot`: the whole text so far, replacing what was shown."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+
+
+class StreamError(ErrorResponse):
+    """The stream's last event when the round failed after it opened."""
+
+    status: int = Field(description="The HTTP status `/api/chat` would have answered with.")
 
 
 class HealthResponse(BaseModel):

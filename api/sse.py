@@ -29,7 +29,13 @@ def format_event(event: str | None, data: str) -> bytes:
 class EventStream:
     """A `text/event-stream` response with early headers and comment keep-alives."""
 
-    def __init__(self, request: web.Request, *, keepalive: float = KEEPALIVE_SECONDS) -> None:
+    def __init__(
+        self,
+        request: web.Request,
+        *,
+        keepalive: float = KEEPALIVE_SECONDS,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self._request = request
         self._keepalive = keepalive
         self._lock = asyncio.Lock()
@@ -40,13 +46,17 @@ class EventStream:
                 "Content-Type": "text/event-stream; charset=utf-8",
                 "Cache-Control": "no-cache",
                 "X-Accel-Buffering": "no",  # nginx would otherwise hold the events back
+                **(headers or {}),
             }
         )
 
     async def open(self) -> None:
-        """Send the headers now (a comment forces them out) and start the keep-alives."""
-        await self.response.prepare(self._request)
-        await self._write(b": stream open\n\n")
+        """Start the response and the keep-alives; the first event sends the headers out."""
+        try:
+            await self.response.prepare(self._request)
+        except ConnectionError:  # the client already left; the round still completes
+            self.closed = True
+            return
         self._task = asyncio.create_task(self._keep_alive())
 
     async def send(self, event: str, payload: Any) -> None:

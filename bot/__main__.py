@@ -69,6 +69,10 @@ def check_required(settings: Settings, *, telegram: bool) -> None:
             "OPENAI_API_KEY is not set. Put your provider's API key in .env (any non-empty "
             "value for a local server that needs none)."
         )
+    if telegram and settings.api_enabled:
+        from api.exposure import check_exposure
+
+        check_exposure(settings)
 
 
 def configure_logging(level: str) -> None:

@@ -282,6 +282,20 @@ class ConsultationService:
         )
         return session_id
 
+    async def get_session(self, session_id: str) -> Consultation:
+        """An API session as stored, whatever its status, to read back (never changes it).
+
+        One idle past the TTL shows as EXPIRED even before the cleanup marks it so.
+        """
+        consultation = await self._store.get(session_id)
+        if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
+            raise SessionNotFound("session not found")
+        if consultation.status is Status.ACTIVE and is_expired(
+            consultation, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
+        ):
+            consultation.status = Status.EXPIRED
+        return consultation
+
     async def check_session(self, session_id: str) -> Consultation:
         """The API session if it can take another round; raises like `continue_session`."""
         async with self._locks.hold(API_KEY_PREFIX + session_id):

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.web_runner import BaseRunner
 
 from api.app import build_web_app
 from api.metrics import MeteredCompleter, Metrics
+from api.server import ApiRunner
 from api.webhook import TelegramApp
 from core.deadline import DeadlineCompleter
 from core.llm import OpenAICompleter
@@ -41,6 +43,13 @@ def api_settings(db_path: Path, model_base_url: str, **overrides: Any) -> Settin
     }
     values.update(overrides)
     return load_settings(**values)
+
+
+class ApiTestServer(TestServer):
+    """`TestServer` with the production runner (JSON protocol errors, no version banner)."""
+
+    async def _make_runner(self, **kwargs: Any) -> BaseRunner:
+        return ApiRunner(self.app, **kwargs)
 
 
 @dataclass
@@ -80,7 +89,7 @@ async def running_api(
         telegram_application=application,
         metrics=metrics,
     )
-    client = TestClient(TestServer(app, host="127.0.0.1"))
+    client = TestClient(ApiTestServer(app, host="127.0.0.1"))
     try:
         await client.start_server()
         yield RunningApi(settings, store, service, metrics, client, application)

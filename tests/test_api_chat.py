@@ -20,7 +20,10 @@ REQUEST = 'Помоги подобрать веса для "хаммер" и б�
 
 @pytest.fixture
 async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url, max_rounds_limit=10)
+    settings = api_settings(
+        tmp_path / "api.sqlite3", model_server.base_url, max_rounds_limit=10,
+        api_allowed_models=frozenset({"test-model", "sonar"}),
+    )  # fmt: skip
     async with running_api(settings) as running:
         yield running
 

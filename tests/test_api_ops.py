@@ -137,3 +137,82 @@ async def test_real_responses_match_the_openapi_document(
     await api.store.close()
     health = await api.client.get("/healthz")
     check(document, "/healthz", "get", 503, await health.json())
+
+
+def request_validator(document: dict[str, Any]) -> Draft202012Validator:
+    return Draft202012Validator(
+        {"$ref": "#/components/schemas/ChatRequest", "components": document["components"]}
+    )
+
+
+async def test_the_document_and_the_parser_agree_on_every_body(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A body the document declares valid is accepted; one it declares invalid is refused."""
+    document = await (await api.client.get("/api/openapi.json", headers=auth())).json()
+    validator = request_validator(document)
+    bodies: list[dict[str, Any]] = [
+        {"message": "Hi", "maxRounds": 1.0}, {"message": "Hi", "maxRounds": 2.0},
+        {"message": "Hi", "maxRounds": 2.5}, {"message": "Hi", "maxRounds": "2"},
+        {"message": "Hi", "maxRounds": True}, {"message": "Hi", "maxRounds": 0},
+        {"message": "Hi", "maxRounds": 5}, {"message": "Hi", "maxRounds": 6},
+        {"message": "Hi", "maxTokens": 64.0}, {"message": "Hi", "maxTokens": 0},
+        {"message": "Hi", "maxTokens": 8192}, {"message": "Hi", "maxTokens": 8193},
+        {"message": "Hi", "model": "test-model"}, {"message": "Hi", "model": "other"},
+        {"message": " \n"}, {"message": "x" * 4000}, {"message": "x" * 4001},
+        {"message": "Hi", "disableSearch": 1}, {"message": "Hi", "outputFormat": "json"},
+        {"message": "Hi", "sessionId": "nope"}, {"message": "Hi", "systemPrompt": None},
+    ]  # fmt: skip
+    for body in bodies:
+        response = await api.client.post("/api/chat", json=body, headers=auth())
+        declared_valid = validator.is_valid(body)
+        assert (response.status == 200) is declared_valid, (body, await response.json())
+
+
+async def test_the_stream_and_session_endpoints_are_documented_and_match(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """The SSE response lists its events with a schema each; real events and sessions match."""
+    document = await (await api.client.get("/api/openapi.json", headers=auth())).json()
+    stream_ok = document["paths"]["/api/chat/stream"]["post"]["responses"]["200"]
+    media = stream_ok["content"]["text/event-stream"]
+    events = media["x-sse-events"]
+    assert set(events) == {"session", "delta", "snapshot", "done", "error"}
+    for name in ("Idempotency-Key",):
+        for path in ("/api/chat", "/api/chat/stream"):
+            params = document["paths"][path]["post"]["parameters"]
+            assert any(p["name"] == name and p["in"] == "header" for p in params)
+
+    def valid(event: str, data: Any) -> None:
+        Draft202012Validator({**events[event], "components": document["components"]}).validate(data)
+
+    from openai._streaming import SSEDecoder
+
+    model_server.enqueue("Streamed reply with several chunks", chunk_size=5)
+    response = await api.client.post(
+        "/api/chat/stream", json={"message": "Hi", "maxRounds": 2}, headers=auth()
+    )
+    seen = [e async for e in SSEDecoder().aiter_bytes(response.content.iter_any())]
+    for event in seen:
+        assert event.event is not None
+        valid(event.event, event.json())
+    model_server.enqueue(status=500)
+    session = seen[-1].json()["sessionId"]
+    response = await api.client.post(
+        "/api/chat/stream", json={"message": "More", "sessionId": session}, headers=auth()
+    )
+    failed = [e async for e in SSEDecoder().aiter_bytes(response.content.iter_any())]
+    assert failed[-1].event == "error"
+    valid("error", failed[-1].json())
+
+    view = await api.client.get(f"/api/sessions/{session}", headers=auth())
+    check(document, "/api/sessions/{sessionId}", "get", 200, await view.json())
+    missing = await api.client.get(f"/api/sessions/{uuid.uuid4()}", headers=auth())
+    check(document, "/api/sessions/{sessionId}", "get", 404, await missing.json())
+    reused = await api.client.post(
+        "/api/chat", json={"message": "Other"}, headers={**auth(), "Idempotency-Key": "k1"}
+    )
+    reused = await api.client.post(
+        "/api/chat", json={"message": "Another"}, headers={**auth(), "Idempotency-Key": "k1"}
+    )
+    check(document, "/api/chat", "post", 422, await reused.json())

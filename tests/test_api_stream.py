@@ -64,8 +64,10 @@ async def test_stream_sends_deltas_then_the_same_object_as_chat(
     assert response.headers["Cache-Control"] == "no-cache"
     events = await events_of(response)
     kinds = [event.event for event in events]
-    assert kinds[-1] == "done" and set(kinds[:-1]) == {"delta"} and len(kinds) > 5
+    assert kinds[0] == "session" and kinds[-1] == "done"
+    assert set(kinds[1:-1]) == {"delta"} and len(kinds) > 5
     done = events[-1].json()
+    assert events[0].json() == {"sessionId": done["sessionId"]}
     assert rebuild(events) == done["content"] == text
     assert done == {"content": text, "model": "test-model", "isComplete": False, "round": 1,
                     "maxRounds": 2, "sessionId": done["sessionId"]}  # fmt: skip
@@ -139,7 +141,7 @@ async def test_a_client_that_leaves_does_not_lose_the_round(
     session = first["sessionId"]
     model_server.enqueue("An answer nobody waited for", delay=0.3)
     response = await stream(api, {"message": "Hello", "sessionId": session})
-    assert await response.content.readline() == b": stream open\n"
+    assert await response.content.readline() == b"event: session\n"
     response.close()
     for _ in range(100):
         stored = await api.store.get(session)
@@ -148,3 +150,25 @@ async def test_a_client_that_leaves_does_not_lose_the_round(
         await asyncio.sleep(0.05)
     assert stored is not None and stored.current_round == 2
     assert stored.messages[-1].text == "An answer nobody waited for"
+
+
+async def test_two_streams_racing_for_the_last_round_never_stream_a_refusal(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """On a 1-round session, one stream gets the answer; the other a plain JSON 400."""
+    model_server.enqueue(status=500)  # round 1 stays open: the session waits for its answer
+    failed = await api.client.post("/api/chat", json={"message": "Question"})
+    session = (await failed.json())["sessionId"]
+    release = asyncio.Event()
+    model_server.enqueue("The final answer", hold=release)
+    body = {"message": "Question", "sessionId": session}
+    racing = [asyncio.create_task(stream(api, body)) for _ in range(2)]
+    await model_server.wait_requests(2)
+    release.set()
+    responses = await asyncio.gather(*racing)
+    winner, loser = sorted(responses, key=lambda r: r.status)
+    assert winner.status == 200
+    assert [e.event for e in await events_of(winner)][-1] == "done"
+    assert loser.status == 400 and loser.content_type == "application/json"
+    assert (await loser.json())["code"] == "DIALOG_COMPLETED"
+    assert len(model_server.requests) == 2

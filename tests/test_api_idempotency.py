@@ -1,0 +1,226 @@
+"""Retrying an API request is safe: `Idempotency-Key` returns the stored reply, never a new round.
+
+Everything real: the aiohttp app on 127.0.0.1, SQLite, the openai SDK against the fake model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import ClientResponse
+from openai._streaming import ServerSentEvent, SSEDecoder
+
+from core.models import Role
+from tests.api_harness import RunningApi, api_settings, running_api
+from tests.fakes.model_server import FakeModelServer
+
+KEY = "3f2c9a6e-5b1d-4c1e-9f7a-0d4b8e2a6c11"
+
+
+@pytest.fixture
+async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
+    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url)
+    async with running_api(settings) as running:
+        yield running
+
+
+async def post(
+    api: RunningApi, body: Any, *, key: str | None = KEY, path: str = "/api/chat"
+) -> ClientResponse:
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    return await api.client.post(path, data=json.dumps(body).encode(), headers=headers)
+
+
+async def chat(api: RunningApi, body: Any, *, key: str | None = KEY) -> tuple[int, Any]:
+    response = await post(api, body, key=key)
+    return response.status, await response.json()
+
+
+async def events_of(response: ClientResponse) -> list[ServerSentEvent]:
+    return [event async for event in SSEDecoder().aiter_bytes(response.content.iter_any())]
+
+
+async def handling(api: RunningApi, count: int) -> None:
+    """Wait until the server has begun handling `count` requests in all."""
+    server = api.client.server.runner.server
+    assert server is not None
+    for _ in range(1000):
+        if server.requests_count >= count:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"{server.requests_count} of {count} requests reached the server")
+
+
+async def user_messages(api: RunningApi, session: str) -> list[str]:
+    stored = await api.store.get(session)
+    assert stored is not None
+    return [m.text for m in stored.messages if m.role is Role.USER]
+
+
+async def test_a_resent_request_gets_the_stored_reply_without_a_new_round(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """The same key and body twice: one model call, one stored message, the same JSON body."""
+    model_server.enqueue("Which exercises?")
+    body = {"message": "Help with weights", "maxRounds": 3}
+    first = await post(api, body)
+    assert first.status == 200 and "Idempotent-Replayed" not in first.headers
+    answer = await first.json()
+    again = await post(api, body)
+    assert again.status == 200 and again.headers["Idempotent-Replayed"] == "true"
+    assert await again.json() == answer
+    assert len(model_server.requests) == 1
+    assert await user_messages(api, answer["sessionId"]) == ["Help with weights"]
+
+    continuing = {"message": "Curls", "sessionId": answer["sessionId"]}
+    status, second = await chat(api, continuing, key="second-key")
+    assert (status, second["round"]) == (200, 2)
+    assert await chat(api, continuing, key="second-key") == (200, second)
+    stored = await api.store.get(answer["sessionId"])
+    assert stored is not None and stored.current_round == 2
+    assert len(model_server.requests) == 2
+
+
+async def test_a_retry_after_the_final_answer_gets_that_answer(api: RunningApi) -> None:
+    """A client that missed the final reply gets it again, not DIALOG_COMPLETED."""
+    status, answer = await chat(api, {"message": "What is 2+2?"})
+    assert (status, answer["isComplete"]) == (200, True)
+    assert await chat(api, {"message": "What is 2+2?"}) == (200, answer)
+
+
+async def test_the_same_key_with_another_body_is_refused(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """Reusing a key for a different request is a 422 with its own code; nothing is stored."""
+    status, answer = await chat(api, {"message": "First question", "maxRounds": 2})
+    assert status == 200
+    for other in (
+        {"message": "Another question", "maxRounds": 2},
+        {"message": "First question", "maxRounds": 3},
+        {"message": "First question", "maxRounds": 2, "sessionId": answer["sessionId"]},
+    ):
+        status, error = await chat(api, other)
+        assert (status, error["code"]) == (422, "IDEMPOTENCY_KEY_REUSED")
+    assert len(model_server.requests) == 1
+    assert await user_messages(api, answer["sessionId"]) == ["First question"]
+    # The same request written differently (key order, spacing) is still the same request.
+    raw = b'{ "maxRounds": 2,  "message": "First question" }'
+    response = await api.client.post(
+        "/api/chat", data=raw, headers={"Idempotency-Key": KEY, "Content-Type": "application/json"}
+    )
+    assert (response.status, await response.json()) == (200, answer)
+
+
+async def test_a_failed_first_attempt_leaves_the_key_usable(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A model error is not stored: the retry really retries, on the same session."""
+    model_server.enqueue(status=500)
+    body = {"message": "Plan my week", "maxRounds": 2}
+    status, error = await chat(api, body)
+    assert (status, error["code"]) == (503, "MODEL_UNAVAILABLE")
+    model_server.enqueue("Which days are free?")
+    status, answer = await chat(api, body)
+    assert (status, answer["round"], answer["sessionId"]) == (200, 1, error["sessionId"])
+    assert await user_messages(api, answer["sessionId"]) == ["Plan my week"]
+    assert await chat(api, body) == (200, answer)
+    assert len(model_server.requests) == 2
+
+
+async def test_a_retry_while_the_first_is_running_waits_for_its_result(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """Two sends of one key at once: one model call, both get the same reply."""
+    release = asyncio.Event()
+    model_server.enqueue("Slow answer", hold=release)
+    body = {"message": "Question", "maxRounds": 2}
+    first = asyncio.create_task(chat(api, body))
+    await model_server.wait_requests(1)
+    second = asyncio.create_task(chat(api, body))
+    stream = asyncio.create_task(post(api, body, path="/api/chat/stream"))
+    await handling(api, 3)  # both retries reached the server while the first is held
+    release.set()
+    (status, answer), again = await asyncio.gather(first, second)
+    assert status == 200 and again == (200, answer)
+    events = await events_of(await stream)
+    assert [e.event for e in events] == ["session", "done"]
+    assert events[0].json() == {"sessionId": answer["sessionId"]}
+    assert events[1].json() == answer
+    assert len(model_server.requests) == 1
+    assert await user_messages(api, answer["sessionId"]) == ["Question"]
+
+
+async def test_a_resent_stream_gets_its_session_and_done_events(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """The stream names its session first; a resend replays `session` and `done` only."""
+    model_server.enqueue("A long streamed answer", chunk_size=4)
+    body = {"message": "Stream it", "maxRounds": 2}
+    events = await events_of(await post(api, body, path="/api/chat/stream"))
+    assert events[0].event == "session" and events[-1].event == "done"
+    done = events[-1].json()
+    assert events[0].json() == {"sessionId": done["sessionId"]}
+    again = await events_of(await post(api, body, path="/api/chat/stream"))
+    assert [(e.event, e.json()) for e in again] == [
+        ("session", {"sessionId": done["sessionId"]}), ("done", done)]  # fmt: skip
+    assert await chat(api, body) == (200, done)  # the key is shared by both endpoints
+    assert len(model_server.requests) == 1
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, "bad\tkey"])
+async def test_a_malformed_key_is_a_validation_error(
+    api: RunningApi, model_server: FakeModelServer, key: str
+) -> None:
+    """Keys are 1-255 visible ASCII characters; anything else is refused before the model."""
+    status, error = await chat(api, {"message": "Hi"}, key=key)
+    assert (status, error["code"]) == (400, "VALIDATION_ERROR")
+    assert "Idempotency-Key" in error["error"]
+    assert model_server.requests == []
+
+
+async def test_keys_are_deleted_with_their_session(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """Once the retention purge deleted the session, its key starts a new request."""
+    status, answer = await chat(api, {"message": "Short one"})
+    assert status == 200
+    _, purged = await api.service.cleanup(retention_seconds=1, now=time.time() + 10)
+    assert purged == 1 and await api.store.get(answer["sessionId"]) is None
+    status, again = await chat(api, {"message": "Short one"})
+    assert status == 200 and again["sessionId"] != answer["sessionId"]
+    assert len(model_server.requests) == 2
+
+
+async def test_session_can_be_read_back(api: RunningApi, model_server: FakeModelServer) -> None:
+    """GET /api/sessions/{id}: status, round, limit and the messages with role, text, time."""
+    model_server.enqueue("Which exercises?")
+    started = time.time()
+    _, answer = await chat(api, {"message": "Help", "maxRounds": 2}, key=None)
+    response = await api.client.get(f"/api/sessions/{answer['sessionId']}")
+    assert response.status == 200
+    view = await response.json()
+    assert {k: v for k, v in view.items() if k != "messages"} == {
+        "sessionId": answer["sessionId"], "status": "active", "round": 1, "maxRounds": 2,
+        "isComplete": False}  # fmt: skip
+    assert [(m["role"], m["text"]) for m in view["messages"]] == [
+        ("user", "Help"), ("assistant", "Which exercises?")]  # fmt: skip
+    for message in view["messages"]:
+        assert started - 1 <= _epoch(message["time"]) <= time.time() + 1
+    missing = await api.client.get("/api/sessions/0b8f5a4e-8d6b-4c2e-9a51-1f0e3c7d2b9a")
+    assert (missing.status, (await missing.json())["code"]) == (404, "SESSION_NOT_FOUND")
+    malformed = await api.client.get("/api/sessions/not-a-uuid")
+    assert (malformed.status, (await malformed.json())["code"]) == (404, "SESSION_NOT_FOUND")
+
+
+def _epoch(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text).timestamp()
