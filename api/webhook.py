@@ -1,9 +1,20 @@
 """The Telegram webhook: updates Telegram pushes to us, handed to the PTB Application.
 
-Invariant: nothing reaches the application unless the request carries the secret
-token we registered with `setWebhook` (compared in constant time); an accepted
-update is queued and answered 200 at once, so Telegram never waits on the model.
-Per-chat ordering is the application's update processor's job, not this route's.
+Invariants:
+- Nothing reaches the application unless the request carries the secret token
+  we registered with `setWebhook` (compared in constant time, as bytes, so a
+  header that is not valid UTF-8 is simply a wrong secret: 403).
+- Each `update_id` is queued at most once: Telegram redelivers an update when
+  it did not see our 200 in time, and a redelivery is answered 200 and dropped.
+  The ids are recorded in the store (`remember_update`), so this holds across
+  restarts too. An update whose id cannot be recorded (store unavailable) is
+  answered 503 and not queued: Telegram delivers it again later.
+- An accepted update is queued and answered 200 at once, so Telegram never
+  waits on the model. Per-chat ordering is the application's job, not this route's.
+
+The id is recorded just before the update is queued: a process that dies in
+between loses that one update (Telegram will not resend it), which is the price
+of never answering the same message twice.
 """
 
 from __future__ import annotations
@@ -11,13 +22,14 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from telegram import Update
 from telegram.ext import Application
 
 from api.errors import ApiError
+from core.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -26,19 +38,31 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 TelegramApp = Application[Any, Any, Any, Any, Any, Any]
 
 
+class UpdateLog(Protocol):
+    """Where accepted update ids are remembered (`storage.SqliteStore` is one)."""
+
+    async def remember_update(self, update_id: int) -> bool:
+        """Record `update_id`; True the first time it is seen."""
+        ...
+
+
 class TelegramWebhook:
-    def __init__(self, application: TelegramApp, secret: str) -> None:
+    def __init__(
+        self, application: TelegramApp, secret: str, *, seen: UpdateLog | None = None
+    ) -> None:
         if not secret:
             raise ValueError("a webhook needs a secret token (WEBHOOK_SECRET)")
         self._application = application
         self._secret = secret.encode()
+        self._seen = seen
 
     async def handle(self, request: web.Request) -> web.Response:
-        """Check the secret, queue the update, answer 200 without waiting for it."""
+        """Check the secret, drop a redelivery, queue the update, answer 200 at once."""
         given = request.headers.get(SECRET_HEADER)
         if given is None:
             raise ApiError("UNAUTHORIZED", "missing secret token")
-        if not hmac.compare_digest(given.encode(), self._secret):
+        # aiohttp keeps undecodable header bytes as surrogate escapes: turn them back.
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._secret):
             raise ApiError("FORBIDDEN", "wrong secret token")
         try:
             data = json.loads(await request.read())
@@ -46,6 +70,17 @@ class TelegramWebhook:
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             log.warning("webhook: not an update (%s)", exc)
             raise ApiError("VALIDATION_ERROR", "the body is not a Telegram update") from None
+        if self._seen is not None:
+            try:
+                first = await self._seen.remember_update(update.update_id)
+            except StoreUnavailable as exc:
+                log.warning("webhook: update %d refused for now: %s", update.update_id, exc)
+                raise ApiError(
+                    "STORE_UNAVAILABLE", "storage temporarily unavailable; deliver it again later"
+                ) from None
+            if not first:
+                log.info("webhook: update %d was already received; dropped", update.update_id)
+                return web.json_response({"ok": True})
         await self._application.update_queue.put(update)
         return web.json_response({"ok": True})
 

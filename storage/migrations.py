@@ -161,3 +161,16 @@ async def m003_idempotency_keys(db: aiosqlite.Connection) -> None:
         """
     )
     await db.execute("CREATE INDEX idempotency_keys_session ON idempotency_keys (session_id)")
+
+
+@migration
+async def m004_telegram_updates(db: aiosqlite.Connection) -> None:
+    """Telegram update ids recently received by the webhook, so a redelivery is dropped.
+
+    Bounded: rows older than a day (Telegram stops redelivering long before) are
+    deleted as new ones arrive, through the index on `received_at`.
+    """
+    await db.execute(
+        "CREATE TABLE telegram_updates ( update_id INTEGER PRIMARY KEY, received_at REAL NOT NULL)"
+    )
+    await db.execute("CREATE INDEX telegram_updates_received ON telegram_updates (received_at)")

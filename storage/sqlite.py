@@ -38,7 +38,7 @@ from typing import Any
 import aiosqlite
 
 from core.models import ChatSettings, Consultation, Message, Status
-from storage import idempotency
+from storage import idempotency, updates
 from storage import statements as sql
 from storage.batch import Batcher, run_reads, run_writes
 from storage.faults import DatabaseUnusable
@@ -232,6 +232,13 @@ class SqliteStore:
         """
         return await self._writer.run(
             functools.partial(sql.expire_idle, inactive_since=inactive_since)
+        )
+
+    async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:
+        """Record a Telegram update id; True the first time, False for a redelivery."""
+        received = time.time() if at is None else at
+        return await self._writer.run(
+            functools.partial(updates.remember, update_id=update_id, at=received)
         )
 
     async def purge(self, *, older_than: float) -> int:

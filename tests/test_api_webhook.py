@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
+import pytest
 
 from api import start_web_server
+from api.webhook import SECRET_HEADER, TelegramApp
 from bot.app import build_application
 from core.settings import Settings
 from tests.api_harness import api_settings, running_api
@@ -110,3 +114,82 @@ async def test_start_web_server_serves_and_registers_the_webhook(
                     assert response.status == 200
             finally:
                 await runner.cleanup()
+
+
+def telegram_app(settings: Settings, service: Any) -> TelegramApp:
+    return build_application(settings, service, webhook=True)
+
+
+async def test_a_redelivered_update_is_queued_once_even_after_a_restart(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The same update_id posted three times (and once more after a restart) is answered
+    200 every time and queued once; a new update_id is queued again."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    update = bot_api.text_message(42, "I want to buy a laptop", user_id=42)
+    headers = {SECRET_HEADER: SECRET}
+    async with running_api(settings, telegram=telegram_app) as api:
+        assert api.telegram is not None
+        for _ in range(3):
+            response = await api.client.post(settings.webhook_path, json=update, headers=headers)
+            assert response.status == 200
+        assert api.telegram.update_queue.qsize() == 1
+    async with running_api(settings, telegram=telegram_app) as api:
+        assert api.telegram is not None
+        response = await api.client.post(settings.webhook_path, json=update, headers=headers)
+        assert response.status == 200
+        assert api.telegram.update_queue.qsize() == 0
+        following = bot_api.text_message(42, "Under 1000 euros", user_id=42)
+        await api.client.post(settings.webhook_path, json=following, headers=headers)
+        assert api.telegram.update_queue.qsize() == 1
+
+
+async def test_an_update_the_store_cannot_record_is_refused_for_a_later_redelivery(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """With the database file gone the update is not queued and Telegram is told 503."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    async with running_api(settings, telegram=telegram_app) as api:
+        assert api.telegram is not None
+        settings.db_path.unlink()
+        response = await api.client.post(
+            settings.webhook_path,
+            json=bot_api.text_message(42, "Hello", user_id=42),
+            headers={SECRET_HEADER: SECRET},
+        )
+        assert response.status == 503
+        assert (await response.json())["code"] == "STORE_UNAVAILABLE"
+        assert api.telegram.update_queue.qsize() == 0
+
+
+async def test_a_secret_header_that_is_not_utf8_is_forbidden_without_a_traceback(
+    tmp_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Raw non-UTF-8 bytes in the secret header are a wrong secret: 403 JSON, nothing logged
+    as an error, nothing queued."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    body = json.dumps(bot_api.text_message(42, "Hello", user_id=42)).encode()
+    async with running_api(settings, telegram=telegram_app) as api:
+        assert api.telegram is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", api.client.port)
+        writer.write(
+            f"POST {settings.webhook_path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+            + SECRET_HEADER.encode()
+            + b": \xff\xfe"
+            + SECRET.encode()
+            + b"\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+        response = await reader.read()
+        writer.close()
+        await writer.wait_closed()
+        head, _, payload = response.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 403"), response
+        assert json.loads(payload)["code"] == "FORBIDDEN"
+        assert api.telegram.update_queue.qsize() == 0
+    assert not [r for r in caplog.records if r.levelname in {"ERROR", "CRITICAL"}]
