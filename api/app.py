@@ -22,13 +22,14 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from api.chat import CLIENT_KEY, ChatEndpoints, KeyStore
-from api.errors import ApiError, from_http, json_response
+from api.errors import ApiError, from_http, json_response, store_unavailable
 from api.exposure import check_exposure
 from api.metrics import Metrics
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
 from api.server import ApiRunner, name_the_server
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog
+from core.errors import StoreUnavailable
 from core.service import ConsultationService
 from core.settings import ConfigError, Settings
 
@@ -185,6 +186,9 @@ async def _json_errors(request: web.Request, handler: Any) -> web.StreamResponse
         return await handler(request)
     except ApiError as exc:
         return exc.response()
+    except StoreUnavailable as exc:
+        log.warning("%s %s: %s", request.method, request.path, exc)
+        return store_unavailable().response()
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

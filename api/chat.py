@@ -32,7 +32,13 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from api.errors import ApiError, from_engine, from_round_failure, json_response
+from api.errors import (
+    ApiError,
+    from_engine,
+    from_round_failure,
+    json_response,
+    store_unavailable,
+)
 from api.idempotency import HEADER, KeyStore, fingerprint, parse_key
 from api.metrics import Metrics
 from api.schemas import ChatRequest, ChatResponse, SessionView, parse_chat_request
@@ -289,6 +295,9 @@ class ChatEndpoints:
             turn.refuse(exc)
         except ConsultationError as exc:
             turn.refuse(from_engine(exc))
+        except StoreUnavailable as exc:  # before the round: nothing of it was stored
+            log.warning("chat request refused: %s", exc)
+            turn.refuse(store_unavailable())
         except Exception as exc:
             log.error("chat request failed", exc_info=exc)
             turn.refuse(ApiError("INTERNAL_ERROR", "internal error"))

@@ -31,7 +31,6 @@ STATUS: dict[str, int] = {
     "MODEL_ERROR": 502,
     "MODEL_UNAVAILABLE": 503,
     "STORE_UNAVAILABLE": 503,
-    "SERVICE_UNAVAILABLE": 503,
     "MODEL_TIMEOUT": 504,
 }
 """Error code → HTTP status; the OpenAPI document lists the same codes."""
@@ -107,13 +106,18 @@ def from_round_failure(exc: BaseException, session_id: str) -> ApiError:
     if isinstance(exc, ModelError | ConsultationError):
         error = from_engine(exc, session_id)
     elif isinstance(exc, StoreUnavailable):
-        error = ApiError("SERVICE_UNAVAILABLE", "the service is unavailable, try again")
+        error = store_unavailable()
     else:
         error = ApiError("INTERNAL_ERROR", "internal error")
     if isinstance(exc, ConsultationError):
         return error
     error.extra["sessionId"] = session_id
     return error
+
+
+def store_unavailable() -> ApiError:
+    """The store cannot serve the request now (disk full, file gone); nothing half done."""
+    return ApiError("STORE_UNAVAILABLE", "storage is temporarily unavailable, try again later")
 
 
 def from_http(exc: web.HTTPException) -> ApiError:

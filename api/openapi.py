@@ -40,7 +40,7 @@ _CHAT_ERRORS = {
     429: "RATE_LIMITED: too many requests from this client; see Retry-After",
     500: "INTERNAL_ERROR (round not consumed; the error names the session to retry)",
     502: "MODEL_ERROR: the model rejected the request (round not consumed)",
-    503: "MODEL_UNAVAILABLE or SERVICE_UNAVAILABLE (round not consumed; retry)",
+    503: "MODEL_UNAVAILABLE or STORE_UNAVAILABLE (round not consumed; retry)",
     504: "MODEL_TIMEOUT (round not consumed; retry)",
 }
 

@@ -28,7 +28,7 @@ from aiohttp import web
 from telegram import Update
 from telegram.ext import Application
 
-from api.errors import ApiError
+from api.errors import ApiError, store_unavailable
 from core.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,7 @@ class TelegramWebhook:
                 first = await self._seen.remember_update(update.update_id)
             except StoreUnavailable as exc:
                 log.warning("webhook: update %d refused for now: %s", update.update_id, exc)
-                raise ApiError(
-                    "STORE_UNAVAILABLE", "storage temporarily unavailable; deliver it again later"
-                ) from None
+                raise store_unavailable() from None
             if not first:
                 log.info("webhook: update %d was already received; dropped", update.update_id)
                 return web.json_response({"ok": True})

@@ -163,5 +163,5 @@ async def test_any_failure_inside_the_round_is_json_with_the_session(
     release.set()
     response = await pending
     error = await response.json()
-    assert response.status >= 500 and error["code"] in {"INTERNAL_ERROR", "SERVICE_UNAVAILABLE"}
+    assert response.status >= 500 and error["code"] in {"INTERNAL_ERROR", "STORE_UNAVAILABLE"}
     assert len(error["sessionId"]) == 36
