@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
 from api.chat import CLIENT_KEY, ChatEndpoints, KeyStore
 from api.errors import ApiError, from_http, json_response, store_unavailable
@@ -186,6 +187,11 @@ async def _json_errors(request: web.Request, handler: Any) -> web.StreamResponse
         return await handler(request)
     except ApiError as exc:
         return exc.response()
+    except RequestPayloadError as exc:  # a body that cannot be decoded: the client's fault
+        log.info("unreadable body on %s %s (%s)", request.method, request.path, exc)
+        response = ApiError("VALIDATION_ERROR", "the request body could not be read").response()
+        response.force_close()  # where the next request would start is unknown
+        return response
     except StoreUnavailable as exc:
         log.warning("%s %s: %s", request.method, request.path, exc)
         return store_unavailable().response()

@@ -16,9 +16,11 @@ aiohttp has no public hook for the parser's refusals: they are answered by
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from aiohttp.web_request import BaseRequest
 
 from api.errors import ApiError, json_response
@@ -42,6 +44,14 @@ class JsonErrorProtocol(RequestHandler):
     """A connection whose own error answers (parser refusals, crashes outside the app) are JSON."""
 
     __slots__ = ()
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        """A client's malformed request or body is one line; anything else keeps its traceback."""
+        error = kw.get("exc_info")
+        if isinstance(error, HttpProcessingError | RequestPayloadError):
+            log.info("malformed HTTP request (%s)", type(error).__name__)
+            return
+        super().log_exception(*args, **kw)
 
     def handle_error(
         self,

@@ -165,3 +165,25 @@ async def test_any_failure_inside_the_round_is_json_with_the_session(
     error = await response.json()
     assert response.status >= 500 and error["code"] in {"INTERNAL_ERROR", "STORE_UNAVAILABLE"}
     assert len(error["sessionId"]) == 36
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Encoding: gzip\r\nContent-Length: 12\r\n\r\nnot gzipped!",
+        b"POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Encoding: deflate\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n0\r\n\r\n",
+    ],
+    ids=["bad-gzip", "bad-deflate-chunked"],
+)
+async def test_a_body_that_cannot_be_decoded_is_a_quiet_400(
+    api: RunningApi, caplog: pytest.LogCaptureFixture, request_bytes: bytes
+) -> None:
+    """A body the server cannot decode is the client's fault: JSON 400, no traceback."""
+    caplog.set_level(logging.DEBUG)
+    auth = f"Authorization: Bearer {TOKEN}\r\n".encode()
+    status, headers, body = await raw_exchange(api, request_bytes.replace(b"\r\n", b"\r\n" + auth, 1))
+    assert status == 400
+    error = assert_quiet_json_error(status, headers, body, caplog)
+    assert error["code"] == "VALIDATION_ERROR"
