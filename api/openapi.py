@@ -91,9 +91,27 @@ def _json(ref: str, description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": _ref(ref)}}}
 
 
+_REPLAYED = {
+    "Idempotent-Replayed": {
+        "description": "`true` when this is the answer of an earlier request with the same "
+        f"{HEADER} (stored, or still running when this one arrived); no new round was taken.",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds until this client may send again.",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+
+
 def _errors(*statuses: int) -> dict[str, Any]:
     chosen = statuses or tuple(_CHAT_ERRORS)
-    return {str(status): _json("ErrorResponse", _CHAT_ERRORS[status]) for status in chosen}
+    errors = {str(status): _json("ErrorResponse", _CHAT_ERRORS[status]) for status in chosen}
+    if "429" in errors:
+        errors["429"]["headers"] = _RETRY_AFTER
+    return errors
 
 
 def _limit(schemas: dict[str, Any], settings: Settings) -> None:
@@ -117,7 +135,10 @@ def build_openapi(settings: Settings, *, with_token: bool) -> dict[str, Any]:
         "summary": "Answer one round of a consultation",
         "parameters": [_IDEMPOTENCY],
         "requestBody": body,
-        "responses": {"200": _json("ChatResponse", "The round's reply"), **_errors()},
+        "responses": {
+            "200": {**_json("ChatResponse", "The round's reply"), "headers": _REPLAYED},
+            **_errors(),
+        },
     }
     events = {
         "session": _ref("StreamSession"),
@@ -128,6 +149,7 @@ def build_openapi(settings: Settings, *, with_token: bool) -> dict[str, Any]:
     }
     stream_ok = {
         "description": _STREAM_DESCRIPTION,
+        "headers": _REPLAYED,
         "content": {
             "text/event-stream": {
                 "schema": {"type": "string", "description": "A stream of the events below."},

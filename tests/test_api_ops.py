@@ -178,10 +178,12 @@ async def test_the_stream_and_session_endpoints_are_documented_and_match(
     media = stream_ok["content"]["text/event-stream"]
     events = media["x-sse-events"]
     assert set(events) == {"session", "delta", "snapshot", "done", "error"}
-    for name in ("Idempotency-Key",):
-        for path in ("/api/chat", "/api/chat/stream"):
-            params = document["paths"][path]["post"]["parameters"]
-            assert any(p["name"] == name and p["in"] == "header" for p in params)
+    for path in ("/api/chat", "/api/chat/stream"):
+        operation = document["paths"][path]["post"]
+        assert [(p["name"], p["in"]) for p in operation["parameters"]] == [
+            ("Idempotency-Key", "header")]  # fmt: skip
+        assert "Idempotent-Replayed" in operation["responses"]["200"]["headers"]
+        assert "Retry-After" in operation["responses"]["429"]["headers"]
 
     def valid(event: str, data: Any) -> None:
         Draft202012Validator({**events[event], "components": document["components"]}).validate(data)
