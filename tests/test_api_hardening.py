@@ -183,7 +183,9 @@ async def test_a_body_that_cannot_be_decoded_is_a_quiet_400(
     """A body the server cannot decode is the client's fault: JSON 400, no traceback."""
     caplog.set_level(logging.DEBUG)
     auth = f"Authorization: Bearer {TOKEN}\r\n".encode()
-    status, headers, body = await raw_exchange(api, request_bytes.replace(b"\r\n", b"\r\n" + auth, 1))
+    status, headers, body = await raw_exchange(
+        api, request_bytes.replace(b"\r\n", b"\r\n" + auth, 1)
+    )
     assert status == 400
     error = assert_quiet_json_error(status, headers, body, caplog)
     assert error["code"] == "VALIDATION_ERROR"
