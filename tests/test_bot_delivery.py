@@ -15,7 +15,7 @@ from telegram.request import HTTPXRequest
 
 from bot.delivery import Sender, Target
 from tests.bot_harness import FirstCallOnly, RunningBot
-from tests.bot_private_support import buttons, delivered, private_bot, say, sent
+from tests.bot_private_support import buttons, delivered, private_bot, say, sent, wait_sent
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.bot_api_checks import utf16_len
 from tests.fakes.model_server import FakeModelServer
@@ -146,16 +146,40 @@ async def test_hostile_markdown_keeps_every_word(bot: RunningBot, model_text: st
             assert token in shown
 
 
-async def test_slow_stream_shows_growing_drafts_then_the_message(bot: RunningBot) -> None:
-    """While a reply streams, drafts with growing text come before the complete message."""
-    text = " ".join(f"word{n}" for n in range(80))  # about 50 chunks of 8 characters
-    bot.model.enqueue(text, chunk_size=8, chunk_delay=0.03)
-    [reply] = await say(bot, USER, "Tell me")
-    assert reply.startswith(text) and reply.endswith("Round 1 of 3")
+async def test_slow_stream_shows_growing_drafts_then_the_message(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """While a final answer is still coming, drafts with its growing text come before the
+    complete message. The model holds each continuation until the draft of the text so
+    far was shown, so every step is seen whatever the machine's speed."""
+    async with private_bot(
+        tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1
+    ) as bot:
+        await _growing_drafts(bot)
+
+
+async def _growing_drafts(bot: RunningBot) -> None:
+    fragments = ["First, warm up for ten minutes. ", "Then lift. ", "Finally, stretch."]
+    second, third = asyncio.Event(), asyncio.Event()
+    bot.model.enqueue(fragments[0], finish_reason="length")
+    bot.model.enqueue(fragments[1], finish_reason="length", hold=second)
+    bot.model.enqueue(fragments[2], hold=third)
+    await bot.send(USER, "Tell me")
+
+    async def draft_with(text: str) -> None:
+        await bot.api.wait_for(
+            lambda c: c.method == "sendMessageDraft" and c.result and c.params["text"] == text
+        )
+
+    await draft_with(fragments[0].strip())
+    second.set()
+    await draft_with("".join(fragments[:2]).strip())
+    third.set()
+    [reply] = await wait_sent(bot, USER, 1)
+    assert reply.startswith("".join(fragments) + "\n\nFinal answer")
     drafts = [c for c in bot.api.calls_of("sendMessageDraft") if c.status == 200]
-    assert len(drafts) >= 2
     shown = [c.params["text"] for c in drafts]
-    assert all(text.startswith(s) for s in shown)
+    assert all(reply.startswith(s) for s in shown)
     assert all(len(a) < len(b) for a, b in itertools.pairwise(shown))
     final = sent(bot, USER)[-1]
     assert all(d.monotonic < final.monotonic for d in drafts)

@@ -69,6 +69,7 @@ class FakeModelServer:
         self.port = port
         self.latency = latency
         self.default_reply: Callable[[dict[str, Any]], str] = echo_reply
+        self.hold: asyncio.Event | None = None  # default replies wait until it is set
         self.requests: list[dict[str, Any]] = []
         self._queue: deque[ScriptedReply] = deque()
         self._ids = itertools.count(1)
@@ -186,7 +187,9 @@ class FakeModelServer:
         if self._queue:
             reply = self._queue.popleft()
         else:
-            reply = ScriptedReply(self.default_reply(body), delay=self.latency, chunk_size=16)
+            reply = ScriptedReply(
+                self.default_reply(body), delay=self.latency, chunk_size=16, hold=self.hold
+            )
         if reply.hold is not None:
             await self._until_set(reply.hold)
         await self._sleep(reply.delay)
