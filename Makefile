@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench console clean
+.PHONY: run test lint bench console clean mutate
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,14 @@ test: $(STAMP)
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/python -m pytest -q
+
+# Mutation testing (docs/mutation-testing.md); e.g. `make mutate MUTANTS='core.rounds.*'`.
+MUTANTS ?=
+mutate: $(STAMP)
+	$(VENV)/bin/pip install --quiet -e ".[mutate]"
+	$(VENV)/bin/mutmut run --max-children $${MUTATE_JOBS:-2} $(MUTANTS)
+	$(VENV)/bin/mutmut results
+	$(VENV)/bin/mutmut export-cicd-stats
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m bench
