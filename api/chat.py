@@ -39,7 +39,7 @@ from api.errors import (
     json_response,
     store_unavailable,
 )
-from api.idempotency import HEADER, KeyStore, fingerprint, parse_key
+from api.idempotency import HEADER, KeyStore, answered_round, fingerprint, parse_key
 from api.metrics import Metrics
 from api.schemas import ChatRequest, ChatResponse, SessionView, parse_chat_request
 from api.sse import EventStream
@@ -148,6 +148,7 @@ class _Turn:
         self.fingerprint = fingerprint
         self.relay = relay
         self.replayed = False
+        self.claimed_at = 0.0  # when an earlier, unanswered attempt claimed the key
         self.session: asyncio.Future[str] = loop.create_future()
         self.result: asyncio.Future[Body] = loop.create_future()
         for future in (self.session, self.result):  # a client that left retrieves nothing
@@ -275,13 +276,15 @@ class ChatEndpoints:
             stored = await self._stored(turn, flight)
             if turn.result.done():  # replayed
                 return
-            if stored is not None:  # an earlier attempt with this key failed: retry its session
+            if stored is not None:  # an earlier attempt with this key was not answered
                 session_id, new = stored, False
             elif body.session_id is None:
                 session_id, new = await self._open(body), True
             else:
                 session_id, new = body.session_id, False
             async with self._sessions.hold(session_id):
+                if stored is not None and await self._recover(turn, session_id, body, flight):
+                    return
                 if not new:
                     await self._vet(session_id, body)
                 if flight is not None and stored is None:
@@ -309,15 +312,39 @@ class ChatEndpoints:
         found = await self._keys.find_idempotency_key(*flight)
         if found is None:
             return None
-        stored_print, session_id, response = found
+        stored_print, session_id, response, claimed_at = found
         if stored_print != turn.fingerprint:
             raise _key_reused()
         if response is None:
+            turn.claimed_at = claimed_at
             return session_id
         turn.replayed = True
         turn.session.set_result(session_id)
         turn.result.set_result(json.loads(response))
         return session_id
+
+    async def _recover(
+        self, turn: _Turn, session_id: str, body: ChatRequest, flight: tuple[str, str] | None
+    ) -> bool:
+        """Replay a round the key's earlier attempt got answered without recording the reply."""
+        consultation = await self._service.get_session(session_id)
+        answered = answered_round(
+            consultation,
+            body.message,
+            since=turn.claimed_at,
+            default_model=self._service.config.model,
+        )
+        if answered is None:
+            return False
+        response = answered.model_dump(mode="json")
+        if flight is not None and self._keys is not None:
+            await self._keys.save_idempotent_response(
+                *flight, json.dumps(response, ensure_ascii=False)
+            )
+        turn.replayed = True
+        turn.session.set_result(session_id)
+        turn.result.set_result(response)
+        return True
 
     async def _open(self, body: ChatRequest) -> str:
         return await self._service.open_session(

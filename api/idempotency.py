@@ -16,7 +16,8 @@ import re
 from typing import Protocol
 
 from api.errors import ApiError
-from api.schemas import ChatRequest
+from api.schemas import ChatRequest, ChatResponse
+from core.models import Consultation, Role, Status
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
@@ -28,8 +29,8 @@ class KeyStore(Protocol):
 
     async def find_idempotency_key(
         self, client: str, key: str
-    ) -> tuple[str, str, str | None] | None:
-        """(fingerprint, session id, stored reply JSON or None) of a claimed key."""
+    ) -> tuple[str, str, str | None, float] | None:
+        """(fingerprint, session id, stored reply JSON or None, claimed at) of a claimed key."""
         ...
 
     async def claim_idempotency_key(
@@ -57,3 +58,33 @@ def fingerprint(body: ChatRequest) -> str:
         body.model_dump(mode="json", by_alias=True), sort_keys=True, ensure_ascii=False
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def answered_round(
+    consultation: Consultation, message: str, *, since: float, default_model: str
+) -> ChatResponse | None:
+    """The reply to `message` if the session stored one after `since` (when the key was
+    claimed): the round was answered but its reply never reached the key's record (the
+    process stopped in between). None when the message is still waiting for its answer.
+    `model` is then the model asked for: the provider's own name for it was not kept.
+    """
+    messages = consultation.messages
+    rounds = 0
+    for index, reply in enumerate(messages):
+        if reply.role is not Role.ASSISTANT:
+            continue
+        rounds += 1
+        asked = messages[index - 1] if index else None
+        if reply.created_at < since or asked is None or asked.role is not Role.USER:
+            continue
+        if asked.text == message:
+            last = index == len(messages) - 1
+            return ChatResponse(
+                content=reply.text,
+                model=consultation.options.model or default_model,
+                is_complete=last and consultation.status is Status.COMPLETE,
+                round=rounds,
+                max_rounds=max(consultation.max_rounds, rounds),
+                session_id=consultation.id,
+            )
+    return None

@@ -15,16 +15,18 @@ from core.errors import SessionNotFound
 
 
 class KeyRecord(NamedTuple):
-    """A claimed key: the request it was first sent with, its session, its reply (or None)."""
+    """A claimed key: the request it was first sent with, its session, its reply (or None),
+    and when it was claimed."""
 
     fingerprint: str
     session_id: str
     response: str | None
+    created_at: float
 
 
 def find_key(db: sqlite3.Connection, client: str, key: str) -> KeyRecord | None:
     row = db.execute(
-        "SELECT fingerprint, session_id, response FROM idempotency_keys"
+        "SELECT fingerprint, session_id, response, created_at FROM idempotency_keys"
         " WHERE client = ? AND key = ?",
         (client, key),
     ).fetchone()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -224,3 +225,21 @@ def _epoch(text: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(text).timestamp()
+
+
+@pytest.mark.parametrize("max_rounds", [1, 3])
+async def test_a_reply_stored_without_its_key_record_is_still_replayed(
+    api: RunningApi, model_server: FakeModelServer, max_rounds: int
+) -> None:
+    """The process died between storing the round and storing the key's reply: the retry
+    finds the answered round in the session and returns it, instead of a new round (or
+    DIALOG_COMPLETED after a final answer)."""
+    model_server.enqueue("The answer")
+    body = {"message": "Question", "maxRounds": max_rounds}
+    status, answer = await chat(api, body)
+    assert status == 200
+    with sqlite3.connect(api.settings.db_path) as db:  # what the crash leaves behind
+        db.execute("UPDATE idempotency_keys SET response = NULL")
+    assert await chat(api, body) == (200, answer)
+    assert len(model_server.requests) == 1
+    assert await user_messages(api, answer["sessionId"]) == ["Question"]
