@@ -7,20 +7,23 @@ settings, same database and engine as the bot; stops cleanly on SIGINT/SIGTERM.
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 
 from api.app import start_web_server
 from api.exposure import check_exposure
+from bot.logs import configure_logging, secrets_of
 from core.settings import ConfigError, Settings, load_settings
 
 
 async def serve(settings: Settings) -> int:
-    from bot.runtime import open_runtime, stop_on_signals  # store, model client, service
+    from bot.runtime import cannot_listen, open_runtime, stop_on_signals
 
     stop = stop_on_signals()
     async with open_runtime(settings) as runtime:
-        runner = await start_web_server(settings, runtime, None)
+        try:
+            runner = await start_web_server(settings, runtime, None)
+        except OSError as exc:
+            raise cannot_listen(settings, exc) from None
         print(f"API on http://{settings.api_host}:{settings.api_port}", flush=True)
         try:
             await stop.wait()
@@ -35,13 +38,19 @@ def main() -> int:
         if not settings.secret("openai_api_key"):
             raise ConfigError("OPENAI_API_KEY: required")
         check_exposure(settings)
+        configure_logging(settings.log_level, secrets_of(settings))
     except ConfigError as exc:
         print(f"Configuration error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
-    )
-    return asyncio.run(serve(settings))
+    from bot.runtime import StartupError  # the engine's imports, once settings are sound
+
+    try:
+        return asyncio.run(serve(settings))
+    except KeyboardInterrupt:
+        return 0
+    except StartupError as exc:
+        print(f"Cannot start: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

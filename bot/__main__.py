@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import logging
 import sys
 from collections.abc import Coroutine
 from typing import Any
 
+from bot.logs import configure_logging, secrets_of
 from core.settings import ConfigError, Settings, load_settings
 
 EXIT_CONFIG = 2
@@ -36,21 +36,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
         check_required(settings, telegram=mode == "bot")
+        configure_logging(settings.log_level, secrets_of(settings))
     except ConfigError as exc:
         print(f"Configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    configure_logging(settings.log_level)
-    if mode == "console":
-        from bot.console import run_console
+    from bot.runtime import StartupError  # the engine's imports, once settings are sound
 
-        return run(run_console(settings))
-    from bot.serve import run_bot
-
-    tune_gc()
     try:
+        if mode == "console":
+            from bot.console import run_console
+
+            return run(run_console(settings))
+        from bot.serve import run_bot
+
+        tune_gc()
         return run(run_bot(settings))
     except KeyboardInterrupt:
         return 0
+    except StartupError as exc:
+        print(f"Cannot start: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
 
 
 def check_required(settings: Settings, *, telegram: bool) -> None:
@@ -73,15 +78,6 @@ def check_required(settings: Settings, *, telegram: bool) -> None:
         from api.exposure import check_exposure
 
         check_exposure(settings)
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("httpx", "httpx2", "httpcore", "telegram.ext.Updater"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def tune_gc() -> None:

@@ -22,9 +22,22 @@ from core.prompts import PromptLibrary
 from core.requests import EngineConfig
 from core.service import ConsultationService
 from core.settings import Settings
-from storage import SqliteStore
+from storage import DatabaseUnusable, SqliteStore
 
 log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """The process cannot start as configured; the message says why in one line and
+    names the setting to look at. Entry points print it and exit with code 2."""
+
+
+def cannot_listen(settings: Settings, error: OSError) -> StartupError:
+    """The HTTP server could not bind API_HOST:API_PORT (in use, not an address here)."""
+    reason = error.strerror or str(error)
+    return StartupError(
+        f"API_HOST/API_PORT: cannot listen on {settings.api_host}:{settings.api_port} ({reason})"
+    )
 
 
 @dataclass
@@ -51,7 +64,10 @@ def stop_on_signals() -> asyncio.Event:
 async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
     prompts = PromptLibrary(settings.prompts_dir)
     prompts.check()
-    store = await SqliteStore.open(settings.db_path)
+    try:
+        store = await SqliteStore.open(settings.db_path)
+    except DatabaseUnusable as exc:
+        raise StartupError(f"DB_PATH: {exc}") from None
     completer = OpenAICompleter.from_settings(settings)
     metrics = Metrics()
     metered = MeteredCompleter(DeadlineCompleter.from_settings(completer, settings), metrics)

@@ -15,7 +15,7 @@ from telegram import Update
 from telegram.error import InvalidToken, NetworkError, TimedOut
 
 from bot.app import build_application, set_command_menus
-from bot.runtime import open_runtime, stop_on_signals
+from bot.runtime import cannot_listen, open_runtime, stop_on_signals
 from core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -50,8 +50,9 @@ async def run_bot(settings: Settings) -> int:
         try:
             # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
             await set_command_menus(application)
-            await application.start()
+            # The server first: if it cannot listen, nothing is running yet to stop.
             web = await start_web(settings, runtime, application) if needs_web(settings) else None
+            await application.start()
             if not webhook:
                 assert application.updater is not None
                 await application.updater.start_polling(
@@ -99,4 +100,7 @@ async def start_web(settings, runtime, application):  # type: ignore[no-untyped-
     """The aiohttp server for the HTTP API, the webhook, health and metrics."""
     from api import start_web_server
 
-    return await start_web_server(settings, runtime, application)
+    try:
+        return await start_web_server(settings, runtime, application)
+    except OSError as exc:
+        raise cannot_listen(settings, exc) from None

@@ -295,6 +295,7 @@ def _check_file(path: Path) -> None:
 
 async def _configure(db: aiosqlite.Connection) -> None:
     for pragma in (
+        "auto_vacuum = INCREMENTAL",  # takes effect on a new file; see `_shrinkable`
         "journal_mode = WAL",
         "synchronous = NORMAL",
         "foreign_keys = ON",

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -241,3 +242,88 @@ async def test_sigterm_mid_answer_delivers_it_before_exiting(
     assert code == 0, bot.log.read_text()
     assert any("Worth the wait" in t for t in bot_api.sent_texts(USER)), bot.log.read_text()
     assert took < 5
+
+
+def run_module(tmp_path: Path, module: str, **values: str) -> subprocess.CompletedProcess[str]:
+    """`python -m <module>` with only `values` as settings; it must end on its own."""
+    return subprocess.run(
+        [sys.executable, "-m", module],
+        env=clean_env(tmp_path, **values),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def assert_one_line(done: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    """Exit code 2 and exactly one line on stderr, containing every fragment."""
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert all(fragment in lines[0] for fragment in fragments), done.stderr
+
+
+def listening_socket() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+@pytest.mark.parametrize(
+    ("module", "case"),
+    [
+        (module, case)
+        for case in ("db folder is a file", "db is not a database", "log level", "port in use")
+        for module in ("bot", "api")
+        if (module, case) != ("bot", "port in use")  # needs Telegram first: the test below
+    ],
+)
+def test_start_up_failures_exit_2_with_one_line(tmp_path: Path, module: str, case: str) -> None:
+    """Each deployment mistake ends the process with code 2 and one line naming it."""
+    values = {
+        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "TELEGRAM_API_BASE_URL": "http://127.0.0.1:9/bot",  # never reached
+        "OPENAI_API_KEY": "test-key",
+        "DB_PATH": str(tmp_path / "bot.sqlite3"),
+    }
+    with listening_socket() as busy:
+        if case == "db folder is a file":
+            (tmp_path / "plain").write_text("")
+            values["DB_PATH"] = str(tmp_path / "plain" / "bot.sqlite3")
+            expected: tuple[str, ...] = ("DB_PATH", "plain")
+        elif case == "db is not a database":
+            (tmp_path / "bot.sqlite3").write_text("hello\n" * 1000)
+            expected = ("DB_PATH", "not a SQLite database")
+        elif case == "log level":
+            values["LOG_LEVEL"] = "LOUD"
+            expected = ("LOG_LEVEL", "LOUD")
+        else:
+            values["API_ENABLED"] = "true"
+            values["API_TOKEN"] = "an-api-token"
+            values["API_PORT"] = str(busy.getsockname()[1])
+            expected = ("API_PORT", str(busy.getsockname()[1]))
+        done = run_module(tmp_path, module, **values)
+    assert_one_line(done, *expected)
+    assert "Traceback" not in done.stderr
+
+
+async def test_a_busy_port_stops_the_bot_with_one_line(tmp_path: Path, bot_api: FakeBotApi) -> None:
+    """The bot serving its API on a port already taken exits 2 with one line."""
+    with listening_socket() as busy:
+        port = str(busy.getsockname()[1])
+        done = await asyncio.to_thread(
+            run_module,
+            tmp_path,
+            "bot",
+            TELEGRAM_BOT_TOKEN=TOKEN,
+            TELEGRAM_API_BASE_URL=bot_api.base_url,
+            OPENAI_API_KEY="test-key",
+            DB_PATH=str(tmp_path / "bot.sqlite3"),
+            API_ENABLED="true",
+            API_TOKEN="an-api-token",
+            API_PORT=port,
+            LOG_LEVEL="WARNING",
+        )
+    assert_one_line(done, "API_PORT", port)

@@ -1,0 +1,91 @@
+"""Process logging: one format, a validated level, and no secret in any line.
+
+Invariants:
+- Every record that reaches a root handler has the configured secrets (bot
+  token, webhook secret, API token, model API key — as written and URL-encoded)
+  replaced by `REDACTED`, in its message, arguments, exception text and stack.
+  Libraries log them at DEBUG: python-telegram-bot the bot URL with the token
+  and `setWebhook` with `secret_token`.
+- aiosqlite stays at INFO whatever LOG_LEVEL says: at DEBUG it logs every
+  statement it runs with its parameters, i.e. every user's message in full,
+  and tells an operator nothing the store's own logs do not.
+- An unknown LOG_LEVEL is a `ConfigError` naming the variable, not a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from urllib.parse import quote
+
+from core.settings import ConfigError, Settings
+
+REDACTED = "[REDACTED]"
+MIN_SECRET_LENGTH = 6
+"""Shorter values cannot be told apart from ordinary text, so they are not searched for."""
+
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_QUIET = {
+    "httpx": logging.WARNING,
+    "httpcore": logging.WARNING,
+    "telegram.ext.Updater": logging.WARNING,
+    "aiosqlite": logging.INFO,
+}
+_SECRET_SETTINGS = ("telegram_bot_token", "webhook_secret", "api_token", "openai_api_key")
+
+
+class Redactor(logging.Filter):
+    """A handler filter that replaces secrets in whatever the record will print."""
+
+    def __init__(self, secrets: Iterable[str | None]) -> None:
+        super().__init__()
+        variants = {
+            form
+            for secret in secrets
+            if secret and len(secret) >= MIN_SECRET_LENGTH
+            for form in (secret, quote(secret, safe=""), quote(secret))
+        }
+        # Longest first, so a secret containing another is replaced whole.
+        alternatives = sorted(variants, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, alternatives))) if variants else None
+
+    def redact(self, text: str) -> str:
+        return text if self._pattern is None else self._pattern.sub(REDACTED, text)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._pattern is None:
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # arguments that do not fit the format: print them as they are
+            message = f"{record.msg} {record.args}"
+        record.msg, record.args = self.redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
+        return True
+
+
+def secrets_of(settings: Settings) -> list[str | None]:
+    """The values no log line may show."""
+    return [settings.secret(name) for name in _SECRET_SETTINGS]
+
+
+def configure_logging(level: str, secrets: Iterable[str | None] = ()) -> None:
+    """Log to stderr at `level` (a name from `LEVELS`), secrets redacted; raise ConfigError
+    for an unknown level."""
+    name = level.strip().upper()
+    if name not in LEVELS:
+        raise ConfigError(f"LOG_LEVEL: {level!r} is not a level; use one of {', '.join(LEVELS)}")
+    logging.basicConfig(
+        level=getattr(logging, name), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    redactor = Redactor(secrets)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(redactor)
+    for logger, quiet in _QUIET.items():
+        logging.getLogger(logger).setLevel(max(quiet, getattr(logging, name)))
