@@ -114,7 +114,8 @@ async def test_stream_broken_midway_is_explained_and_retried(bot: RunningBot) ->
 async def test_restart_continues_the_consultation(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
-    """A new process on the same database continues at round 2 with the history."""
+    """A bot started again on the same database continues at round 2 with the history.
+    (A real process killed mid-answer is tested in test_entrypoint and test_guarantees_bot.)"""
     db = tmp_path / "bot.sqlite3"
     async with private_bot(db, bot_api, model_server) as first:
         await say(first, USER, "Help me learn Spanish")

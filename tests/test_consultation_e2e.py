@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import ModelError
 from core.llm import OpenAICompleter
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
 from core.requests import EngineConfig
@@ -75,10 +76,11 @@ async def test_round_three_request_carries_everything(
 async def test_model_outage_then_recovery_keeps_the_round(
     service: ConsultationService, model_server: FakeModelServer
 ) -> None:
-    """Five 500s exhaust the retries; the retry later answers round 1 with the message once."""
+    """Three 500s (the call and the SDK's two retries) fail the turn as "unavailable"; /retry
+    later answers round 1 with the message, which the model is sent once."""
     for _ in range(3):
         model_server.enqueue(status=500, headers={"retry-after-ms": "1"})
-    with pytest.raises(Exception, match="unavailable"):
+    with pytest.raises(ModelError, match="unavailable"):
         await service.ask("tg:5", "Question")
     model_server.enqueue("Clarifying question?")
     reply = await service.retry("tg:5")

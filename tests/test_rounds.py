@@ -101,7 +101,8 @@ def test_early_finish_completes_before_the_limit() -> None:
 
 
 def test_failure_does_not_consume_the_round() -> None:
-    """Without a reply the round stays open: planning again gives the same round."""
+    """Planning a turn consumes nothing: until a reply is recorded (a failed model call
+    records none), the same round is planned again and the turn stays open."""
     consultation = make(3, answered=1)
     assert plan_turn(consultation).round == 2
     assert has_open_turn(consultation)
