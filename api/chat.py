@@ -82,13 +82,23 @@ class Limits:
         )
 
     def check(self, body: ChatRequest) -> None:
-        """Raise `ApiError` for the first limit the request is over."""
-        if len(body.message) > self.max_input_chars:
-            raise ApiError(
-                "VALIDATION_ERROR",
-                f"message: at most {self.max_input_chars} characters "
-                f"(MAX_INPUT_CHARS), got {len(body.message)}",
-            )
+        """Raise `ApiError` for the first limit the request is over.
+
+        The message, the system prompt and the output schema each go into model requests,
+        so MAX_INPUT_CHARS bounds each of them (an object schema as its JSON text).
+        """
+        texts = (
+            ("message", body.message),
+            ("systemPrompt", body.system_prompt),
+            ("outputSchema", body.options().output_schema),
+        )
+        for field, text in texts:
+            if text is not None and len(text) > self.max_input_chars:
+                raise ApiError(
+                    "VALIDATION_ERROR",
+                    f"{field}: at most {self.max_input_chars} characters "
+                    f"(MAX_INPUT_CHARS), got {len(text)}",
+                )
         if body.max_rounds is not None and body.max_rounds > self.max_rounds:
             raise ApiError(
                 "MAX_ROUNDS_EXCEEDED", f"maxRounds: at most {self.max_rounds} rounds are allowed"

@@ -120,6 +120,8 @@ def _limit(schemas: dict[str, Any], settings: Settings) -> None:
     properties["maxRounds"]["anyOf"][0]["maximum"] = settings.max_rounds_limit
     properties["maxTokens"]["anyOf"][0]["maximum"] = settings.api_max_tokens_limit
     properties["message"]["maxLength"] = settings.max_input_chars
+    properties["systemPrompt"]["anyOf"][0]["maxLength"] = settings.max_input_chars
+    properties["outputSchema"]["anyOf"][0]["maxLength"] = settings.max_input_chars
     model = properties["model"]["anyOf"][0]
     model["enum"] = sorted(settings.api_models())
     model.pop("minLength", None)

@@ -66,7 +66,9 @@ class ChatRequest(BaseModel):
         None, description='"json": the final answer is valid JSON (questions stay text).'
     )
     output_schema: str | dict[str, Any] | None = Field(
-        None, description="A JSON Schema the final JSON answer should follow."
+        None,
+        description="A JSON Schema the final JSON answer should follow (an object counts "
+        "as its JSON text against the same length limit as a string).",
     )
     max_rounds: Count | None = Field(
         None,

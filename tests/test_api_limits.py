@@ -52,6 +52,24 @@ async def test_a_message_over_the_input_limit_is_refused_and_not_stored(
     assert len(model_server.requests) == 1
 
 
+async def test_system_prompt_and_output_schema_are_bounded_too(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """Both go into every model request of the session: MAX_INPUT_CHARS bounds them as well."""
+    big_schema = {"type": "object", "description": "y" * 100}
+    for body, field in (
+        ({"message": "hi", "systemPrompt": "s" * 101}, "systemPrompt"),
+        ({"message": "hi", "outputFormat": "json", "outputSchema": "z" * 101}, "outputSchema"),
+        ({"message": "hi", "outputFormat": "json", "outputSchema": big_schema}, "outputSchema"),
+    ):
+        status, error = await chat(api, body)
+        assert (status, error["code"]) == (400, "VALIDATION_ERROR")
+        assert field in error["error"] and "100" in error["error"]
+    assert model_server.requests == []
+    status, _ = await chat(api, {"message": "hi", "systemPrompt": "s" * 100})
+    assert status == 200
+
+
 async def test_only_allowed_models_and_token_budgets(
     api: RunningApi, model_server: FakeModelServer
 ) -> None:
