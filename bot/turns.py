@@ -8,12 +8,14 @@ a failed turn stays open in the store for /retry or the next message.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 
 from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
+from bot.expiring import ExpiringDict
 from bot.i18n import t
 from core.errors import ModelError, NoActiveConsultation, NothingToRetry, StoreUnavailable
 from core.outcomes import Notice, Reply
@@ -23,6 +25,10 @@ log = logging.getLogger(__name__)
 
 
 ANSWER_NOW = "answer"
+FORGET_AFTER = 24 * 3600.0
+"""A chat that refused the bot, or a reply kept for a chat Telegram would not take, is
+forgotten after a day without news of it: memory holds only the last day's chats."""
+MAX_UNDELIVERED = 10_000
 
 Action = Callable[[OnText], Awaitable[Reply]]
 
@@ -51,15 +57,17 @@ class TurnRunner:
         ttl_minutes: int,
         group_interval: float = 3.0,
         on_reply: Callable[[Reply], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._on_reply = on_reply
         self._ttl_minutes = ttl_minutes
         self._group_interval = group_interval
-        self._blocked: set[int] = set()
+        self._blocked: ExpiringDict[int, bool] = ExpiringDict(FORGET_AFTER, clock=clock)
         # Replies stored but not delivered (Telegram unreachable through every retry),
         # by conversation; sent before that conversation's next turn. In memory only: after
         # a restart the reply is still in the store and the history the model sees.
-        self._undelivered: dict[tuple[int, int | None], tuple[Reply, str]] = {}
+        self._undelivered: ExpiringDict[tuple[int, int | None], tuple[Reply, str]]
+        self._undelivered = ExpiringDict(FORGET_AFTER, max_size=MAX_UNDELIVERED, clock=clock)
 
     async def run(self, bot: AnyBot, target: Target, language: str, action: Action) -> Reply | None:
         """Run `action` (a service call taking an on_text callback) and deliver its outcome."""
@@ -131,7 +139,7 @@ class TurnRunner:
     def _note_blocked(self, chat_id: int, exc: Exception) -> None:
         """Log a chat that refuses the bot once; later failures stay quiet."""
         if chat_id not in self._blocked:
-            self._blocked.add(chat_id)
+            self._blocked[chat_id] = True
             log.info("chat %s does not accept messages: %s", chat_id, exc)
 
     def forget_blocked(self, chat_id: int) -> None:

@@ -209,7 +209,7 @@ async def test_timed_out_send_is_retried(bot_api: FakeBotApi) -> None:
     request = HTTPXRequest(read_timeout=0.3, write_timeout=0.3, connect_timeout=1.0)
     async with Bot(TOKEN, base_url=bot_api.base_url, request=request) as bot:
         bot_api.latency = FirstCallOnly(sendMessage=2.0)
-        [message] = await asyncio.wait_for(Sender(bot, Target(USER)).send_text("Your answer"), 5)
+        [message] = await asyncio.wait_for(Sender(bot, Target(USER)).send_text("Your answer"), 30)
     assert message.text == "Your answer"
     stalled, retried = bot_api.calls_of("sendMessage")
     assert stalled.result is None  # still stalled when the client gave up on it
