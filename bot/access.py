@@ -1,7 +1,8 @@
 """Who may use the bot, and how often: allow-lists and a per-user rate limit.
 
-The limiter is a sliding window per user kept in memory; it only protects the
-model bill from floods, so losing it on restart is harmless.
+The limiter is a sliding window per user kept in memory (only for users active
+in the last minute); it only protects the model bill from floods, so losing it
+on restart is harmless.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+
+from bot.expiring import ExpiringDict
 
 
 def is_allowed(
@@ -25,23 +28,26 @@ def is_allowed(
 
 
 class RateLimiter:
-    """At most `per_minute` events per user in any 60-second window (0: unlimited)."""
+    """At most `per_minute` events per user in any 60-second window (0: unlimited).
+
+    Memory and time stay bounded however many users write: a user's state
+    expires a window after their last counted event (`ExpiringDict`), so each
+    check costs O(1) amortised and only users active in the last minute are kept.
+    """
 
     WINDOW = 60.0
 
     def __init__(self, per_minute: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._limit = per_minute
         self._clock = clock
-        self._events: dict[int, deque[float]] = {}
-        self._warned: dict[int, float] = {}
+        self._events: ExpiringDict[int, deque[float]] = ExpiringDict(self.WINDOW, clock=clock)
+        self._warned: ExpiringDict[int, float] = ExpiringDict(self.WINDOW, clock=clock)
 
     def should_warn(self, user_id: int) -> bool:
         """Whether to tell a limited user so: once per window, not on every message."""
-        now = self._clock()
-        last = self._warned.get(user_id)
-        if last is not None and now - last < self.WINDOW:
+        if user_id in self._warned:
             return False
-        self._warned[user_id] = now
+        self._warned[user_id] = self._clock()
         return True
 
     def check(self, user_id: int) -> float:
@@ -49,22 +55,15 @@ class RateLimiter:
         if self._limit <= 0:
             return 0.0
         now = self._clock()
-        events = self._events.setdefault(user_id, deque())
+        events = self._events.get(user_id) or deque()
         while events and now - events[0] >= self.WINDOW:
             events.popleft()
         if len(events) >= self._limit:
             return self.WINDOW - (now - events[0])
         events.append(now)
-        if len(self._events) > 10_000:  # forget idle users now and then
-            self._forget_idle(now)
+        self._events[user_id] = events
         return 0.0
 
-    def _forget_idle(self, now: float) -> None:
-        idle = [
-            user
-            for user, events in self._events.items()
-            if not events or now - events[-1] >= self.WINDOW
-        ]
-        for user in idle:
-            del self._events[user]
-            self._warned.pop(user, None)
+    def tracked(self) -> int:
+        """Users whose state is held (for tests and monitoring)."""
+        return len(self._events)

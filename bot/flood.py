@@ -5,6 +5,10 @@ so one busy group would stall all private chats, and its default overall cap of
 30 requests/s alone makes 500 simultaneous replies take 17 s. Here a RetryAfter
 pauses only the chat it came from, groups keep Telegram's 20 messages a minute,
 and the overall cap is optional (`TELEGRAM_MAX_RATE`).
+
+Per-chat state is bounded (`ExpiringDict`): a pause is forgotten once it is
+over, a group's limiter once the group was idle long enough for it to be full
+again (a new one is then identical), so chats that never return cost nothing.
 """
 
 from __future__ import annotations
@@ -21,10 +25,14 @@ from aiolimiter import AsyncLimiter
 from telegram.error import RetryAfter
 from telegram.ext import BaseRateLimiter
 
+from bot.expiring import ExpiringDict
+
 log = logging.getLogger(__name__)
 
 JSON = bool | dict[str, Any] | list[dict[str, Any]]
 UNLIMITED_ENDPOINTS = frozenset({"sendChatAction", "sendMessageDraft", "answerCallbackQuery"})
+GROUP_WINDOW = 60.0
+"""Telegram's group limit is per minute; an idle limiter is full again after one window."""
 
 
 class ChatFloodControl(BaseRateLimiter[dict[str, Any]]):
@@ -40,10 +48,15 @@ class ChatFloodControl(BaseRateLimiter[dict[str, Any]]):
     ) -> None:
         self._overall = AsyncLimiter(overall_per_second, 1) if overall_per_second > 0 else None
         self._group_per_minute = group_per_minute
-        self._groups: dict[int, AsyncLimiter] = {}
-        self._paused_until: dict[int, float] = {}
+        # Kept two windows after last use, so a limiter with callers still queued stays.
+        self._groups: ExpiringDict[int, AsyncLimiter] = ExpiringDict(2 * GROUP_WINDOW, clock=clock)
+        self._paused_until: ExpiringDict[int, float] = ExpiringDict(0, clock=clock)
         self._max_retries = max_retries
         self._clock = clock
+
+    def tracked_chats(self) -> int:
+        """Chats with a pause or a group limiter held (for tests and monitoring)."""
+        return len(self._groups) + len(self._paused_until)
 
     async def initialize(self) -> None:
         """Nothing to set up."""
@@ -72,7 +85,7 @@ class ChatFloodControl(BaseRateLimiter[dict[str, Any]]):
             except RetryAfter as exc:
                 wait = retry_seconds(exc) + 0.1
                 if chat_id is not None:
-                    self._paused_until[chat_id] = self._clock() + wait
+                    self._paused_until.set(chat_id, self._clock() + wait, ttl=wait)
                 if attempt == retries:
                     raise
                 log.info("flood control in chat %s: waiting %.1f s", chat_id, wait)
@@ -83,23 +96,20 @@ class ChatFloodControl(BaseRateLimiter[dict[str, Any]]):
     async def _wait_if_paused(self, chat_id: int | None) -> None:
         if chat_id is None:
             return
-        until = self._paused_until.get(chat_id)
-        if until is None:
-            return
-        remaining = until - self._clock()
-        if remaining > 0:
-            await asyncio.sleep(remaining)
-        elif self._paused_until.get(chat_id) == until:
-            del self._paused_until[chat_id]
+        until = self._paused_until.get(chat_id)  # None once the pause is over
+        if until is not None:
+            await asyncio.sleep(until - self._clock())
 
     async def _acquire(self, chat_id: int | None, endpoint: str) -> None:
         if chat_id is None or endpoint in UNLIMITED_ENDPOINTS:
             return
         if chat_id < 0 and self._group_per_minute > 0:
-            limiter = self._groups.get(chat_id)
-            if limiter is None:
-                limiter = self._groups[chat_id] = AsyncLimiter(self._group_per_minute, 60)
+            limiter = self._groups.get(chat_id) or AsyncLimiter(
+                self._group_per_minute, GROUP_WINDOW
+            )
+            self._groups[chat_id] = limiter
             await limiter.acquire()
+            self._groups[chat_id] = limiter  # last use: when its queue moved
         if self._overall is not None:
             await self._overall.acquire()
 

@@ -11,8 +11,10 @@ from telegram.error import RetryAfter
 
 from bot.access import RateLimiter, is_allowed
 from bot.chat import chat_key, language_of, strip_mention
+from bot.expiring import ExpiringDict
 from bot.flood import ChatFloodControl
 from bot.i18n import EN, RU, t
+from bot.turns import TurnRunner
 
 
 def _fields(template: str) -> set[str]:
@@ -141,3 +143,73 @@ async def test_retry_after_beyond_max_retries_is_raised() -> None:
 
     with pytest.raises(RetryAfter):
         await control.process_request(callback, (), {}, "sendMessage", {"chat_id": 1}, None)
+
+
+def test_the_rate_limiter_forgets_users_a_window_after_their_last_message() -> None:
+    """Thousands of users who wrote once are dropped as time passes, without a full
+    scan: memory follows the users of the last minute, not all users ever seen."""
+    now = [0.0]
+    limiter = RateLimiter(5, clock=lambda: now[0])
+    for user in range(5000):
+        assert limiter.check(user) == 0.0
+        limiter.should_warn(user)
+    assert limiter.tracked() == 5000
+    now[0] = 61.0
+    assert limiter.check(99_999) == 0.0
+    assert limiter.tracked() == 1
+    assert limiter.should_warn(0)  # a new window: warned again
+
+
+async def test_flood_state_of_chats_that_never_return_is_dropped() -> None:
+    """Pauses end and idle group limiters go, even for chats that never write again."""
+    now = [0.0]
+    control = ChatFloodControl(max_retries=0, clock=lambda: now[0])
+
+    async def limited() -> dict:
+        raise RetryAfter(30)
+
+    async def fine() -> dict:
+        return {"ok": True}
+
+    for chat in range(1, 501):
+        with pytest.raises(RetryAfter):
+            await control.process_request(limited, (), {}, "sendMessage", {"chat_id": chat}, None)
+        await control.process_request(fine, (), {}, "sendMessage", {"chat_id": -chat}, None)
+    assert control.tracked_chats() == 1000
+    now[0] = 200.0
+    await control.process_request(fine, (), {}, "sendMessage", {"chat_id": -9999}, None)
+    assert control.tracked_chats() == 1
+
+
+def test_turn_runner_forgets_blocked_chats_and_undelivered_replies_after_a_day() -> None:
+    """A chat that blocked the bot and never returns is not remembered forever."""
+    now = [0.0]
+    runner = TurnRunner(ttl_minutes=60, clock=lambda: now[0])
+    for chat in range(1000):
+        runner._note_blocked(chat, RuntimeError("blocked"))
+    assert len(runner._blocked) == 1000
+    now[0] = 24 * 3600.0
+    runner._note_blocked(5000, RuntimeError("blocked"))
+    assert len(runner._blocked) == 1
+
+
+def test_expiring_dict_keeps_entries_until_their_deadline() -> None:
+    """Visible until `ttl` after the last set; a refresh moves the deadline; `max_size`
+    drops the oldest."""
+    now = [0.0]
+    entries: ExpiringDict[str, int] = ExpiringDict(10, max_size=3, clock=lambda: now[0])
+    entries["a"] = 1
+    now[0] = 5.0
+    entries["a"] = 3  # refreshed: lives until 15
+    now[0] = 6.0
+    entries["b"] = 2
+    now[0] = 12.0
+    assert entries.get("a") == 3 and "b" in entries
+    now[0] = 15.0
+    assert "a" not in entries and entries.pop("b") == 2 and entries.pop("b") is None
+    for key in "wxyz":
+        entries[key] = 0 if key == "w" else 1
+    assert "w" not in entries and len(entries) == 3
+    entries.set("long", 1, ttl=100)
+    now[0] = 50.0
+    assert entries.get("long") == 1 and entries.get("z") is None
