@@ -2,8 +2,9 @@
 
 Why the builder settings: updates of one chat run in order but chats run in
 parallel (`PerChatUpdateProcessor`, thousands of slots, so a slow model in one chat
-never holds up another); flood control pauses only the chat Telegram limited
-(`ChatFloodControl`); the HTTP pool is large enough for hundreds of replies at once.
+never holds up another), except /reset and /status, which answer at once; flood
+control pauses only the chat Telegram limited (`ChatFloodControl`); the HTTP pool
+is large enough for hundreds of replies at once.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from core.settings import Settings
 log = logging.getLogger(__name__)
 
 POOL_SIZE = 1024
+UNORDERED_COMMANDS = ("reset", "status")
+"""Answered at once even while the chat's reply is being written (/reset stops it)."""
 
 
 def build_application(
@@ -59,7 +62,7 @@ def build_application(
         .token(token)
         .base_url(settings.telegram_api_base_url)
         .base_file_url(settings.telegram_api_base_url.replace("/bot", "/file/bot"))
-        .concurrent_updates(PerChatUpdateProcessor())
+        .concurrent_updates(PerChatUpdateProcessor(unordered_commands=UNORDERED_COMMANDS))
         .rate_limiter(ChatFloodControl(overall_per_second=settings.telegram_max_rate))
         .request(
             AiohttpRequest(

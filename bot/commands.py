@@ -105,7 +105,7 @@ class Commands:
         await self._say(message, context, "\n".join(lines))
 
     async def reset(self, update: Update, context: Context) -> None:
-        """End the active consultation."""
+        """End the active consultation, stopping a reply being written (runs out of order)."""
         if (found := self._message(update)) is None:
             return
         message, language, key = found
@@ -116,7 +116,7 @@ class Commands:
         await self._say(message, context, t(language, "reset_done" if ended else "reset_none"))
 
     async def status(self, update: Update, context: Context) -> None:
-        """Say where the consultation stands."""
+        """Say where the consultation stands (runs out of order, even mid-turn)."""
         if (found := self._message(update)) is None:
             return
         message, language, key = found
@@ -135,7 +135,9 @@ class Commands:
                 role=role,
                 request=shown,
             )
-            if status.open_turn:
+            if status.answering:
+                text += "\n" + t(language, "status_answering")
+            elif status.open_turn:
                 text += "\n" + t(language, "status_open_turn")
         await self._say(message, context, text)
 

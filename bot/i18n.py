@@ -52,6 +52,9 @@ EN: dict[str, str] = {
         "Request: “{request}”"
     ),
     "status_open_turn": "Your last message is still waiting for an answer: send /retry.",
+    "status_answering": (
+        "I'm writing the answer to your last message now. /reset stops it and starts over."
+    ),
     "answer_none": "There is nothing to answer yet: send your question first.",
     "retry_none": "Nothing to retry: no message is waiting for an answer.",
     "model_error": (
@@ -132,6 +135,9 @@ RU: dict[str, str] = {
         "Запрос: «{request}»"
     ),
     "status_open_turn": "Ваше последнее сообщение ещё ждёт ответа: отправьте /retry.",
+    "status_answering": (
+        "Сейчас пишу ответ на ваше последнее сообщение. /reset остановит его и начнёт заново."
+    ),
     "answer_none": "Пока нечего отвечать: сначала напишите свой вопрос.",
     "retry_none": "Повторять нечего: нет сообщений, ожидающих ответа.",
     "model_error": (

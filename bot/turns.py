@@ -17,7 +17,13 @@ from telegram.error import TelegramError
 from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
 from bot.expiring import ExpiringDict
 from bot.i18n import t
-from core.errors import ModelError, NoActiveConsultation, NothingToRetry, StoreUnavailable
+from core.errors import (
+    ModelError,
+    NoActiveConsultation,
+    NothingToRetry,
+    StoreUnavailable,
+    TurnCancelled,
+)
 from core.outcomes import Notice, Reply
 from core.service import OnText
 
@@ -100,6 +106,8 @@ class TurnRunner:
         except StoreUnavailable as exc:  # nothing half-stored: the same message works later
             log.warning("store unavailable in chat %s: %s", target.chat_id, exc)
             await self._say(sender, t(language, "store_unavailable"))
+        except TurnCancelled:  # /reset stopped it and answers for itself
+            log.info("turn in chat %s stopped by a reset", target.chat_id)
         except ChatUnavailable as exc:
             self._note_blocked(target.chat_id, exc)
         return None

@@ -57,3 +57,7 @@ class StoreUnavailable(Exception):
     Nothing half-done was kept: the operation that raised it was rolled back, so
     the same request can be made again once the store recovers.
     """
+
+
+class TurnCancelled(Exception):
+    """A reset stopped the turn while the model was answering; no reply was stored."""

@@ -45,6 +45,7 @@ class StatusInfo:
     active: bool
     rounds_done: int = 0
     open_turn: bool = False  # a message is waiting for an answer (after a failure)
+    answering: bool = False  # a reply to the open turn is being written right now
     initial_request: str | None = None
     last_activity_at: float | None = None
     started_by: int | None = None

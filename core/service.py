@@ -4,7 +4,9 @@ Invariants it keeps:
 - calls for one chat key run strictly one after another; other keys run in parallel;
 - the user's message is committed to the store before the model is called;
 - a round is consumed only when a reply was stored; a failed call leaves the message
-  as the open turn, and an identical resend is not stored twice.
+  as the open turn, and an identical resend is not stored twice;
+- a reset never waits for the model: it stops the chat's running turn (which then
+  stores no reply and raises `TurnCancelled`) and takes the chat's lock next.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 from core.blank import is_blank
 from core.collect import collect_answer
@@ -45,6 +48,7 @@ from core.rounds import (
     plan_turn,
     validate_max_rounds,
 )
+from core.running import RunningTurns, StoppableCompleter
 from core.streaming import MarkerFilter
 
 OnText = Callable[[str], Awaitable[None]]
@@ -64,7 +68,8 @@ class ConsultationService:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
-        self._completer = completer
+        self._running = RunningTurns()
+        self._completer = StoppableCompleter(completer)
         self._prompts = prompts
         self._config = config
         self._clock = clock
@@ -88,7 +93,7 @@ class ConsultationService:
     ) -> Reply:
         """Advance the chat's consultation with a user message (starting one if needed)."""
         text = _require_text(text)
-        async with self._locks.hold(chat_key):
+        async with self._turn(chat_key):
             now = self._clock()
             consultation, notices = await self._active_or_none(chat_key, now)
             if consultation is None:
@@ -109,7 +114,7 @@ class ConsultationService:
         on_text: OnText | None = None,
     ) -> Reply:
         """Give the final answer now, from whatever the consultation holds."""
-        async with self._locks.hold(chat_key):
+        async with self._turn(chat_key):
             now = self._clock()
             consultation, notices = await self._active_or_none(chat_key, now)
             if consultation is None:
@@ -129,7 +134,7 @@ class ConsultationService:
         self, chat_key: str, *, is_group: bool = False, on_text: OnText | None = None
     ) -> Reply:
         """Answer the open turn again (after a model failure)."""
-        async with self._locks.hold(chat_key):
+        async with self._turn(chat_key):
             consultation, notices = await self._active_or_none(chat_key, self._clock())
             if consultation is None or not has_open_turn(consultation):
                 raise NothingToRetry("no message is waiting for an answer")
@@ -138,7 +143,12 @@ class ConsultationService:
             )
 
     async def reset(self, chat_key: str) -> bool:
-        """End the active consultation; True when there was one."""
+        """End the active consultation, stopping a reply being written; True when there was one.
+
+        The stop happens before waiting for the chat, so the reset is next in line
+        for it: a turn that arrives after the reset starts a new consultation.
+        """
+        self._running.stop(chat_key)
         async with self._locks.hold(chat_key):
             consultation = await self._store.load_active(chat_key)
             if consultation is None:
@@ -179,6 +189,7 @@ class ConsultationService:
         return await self._store.load_chat_settings(chat_key)
 
     async def status(self, chat_key: str) -> StatusInfo:
+        """Where the chat stands; it reads without waiting for a running turn."""
         settings = await self._store.load_chat_settings(chat_key)
         consultation = await self._store.load_active(chat_key)
         now = self._clock()
@@ -191,6 +202,7 @@ class ConsultationService:
         if consultation is None:
             return StatusInfo(max_rounds=max_rounds, role=role, active=False)
         return StatusInfo(
+            answering=self._running.is_running(chat_key),
             max_rounds=consultation.max_rounds,
             role=consultation.role or role,
             active=True,
@@ -242,7 +254,7 @@ class ConsultationService:
     ) -> Reply:
         """Answer the next round of an API session."""
         text = _require_text(text)
-        async with self._locks.hold(API_KEY_PREFIX + session_id):
+        async with self._turn(API_KEY_PREFIX + session_id):
             consultation = await self._usable_session(session_id)
             await self._add_user_message(consultation, text, None, self._clock())
             return await self._answer(consultation, is_group=False, on_text=on_text, notices=set())
@@ -332,6 +344,13 @@ class ConsultationService:
         return consultation
 
     # -- internals -------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _turn(self, key: str) -> AsyncIterator[None]:
+        """Hold the chat's lock as a turn that `reset` may stop."""
+        async with self._locks.hold(key):
+            with self._running.turn(key):
+                yield
 
     async def _active_or_none(
         self, chat_key: str, now: float

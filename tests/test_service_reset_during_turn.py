@@ -1,0 +1,114 @@
+"""`ConsultationService.reset` and `status` while a turn is running (real SQLite, the real
+openai SDK, the fake model server): reset stops the turn's model call instead of waiting
+behind it, the stopped turn stores no reply, and other chats are left alone."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.errors import TurnCancelled
+from core.llm import OpenAICompleter
+from core.models import Role, Status
+from core.outcomes import Reply
+from core.prompts import PromptLibrary
+from core.requests import EngineConfig
+from core.service import ConsultationService
+from storage import SqliteStore
+from tests.fakes.model_server import FakeModelServer
+
+GUARD = 20  # seconds; only a broken reset ever gets near it
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    store = await SqliteStore.open(tmp_path / "consultations.sqlite3")
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def service(
+    store: SqliteStore, model_server: FakeModelServer
+) -> AsyncIterator[ConsultationService]:
+    completer = OpenAICompleter(
+        api_key="test", base_url=model_server.base_url, timeout=10, max_retries=0
+    )
+    yield ConsultationService(store, completer, PromptLibrary(), EngineConfig(model="m"))
+    await completer.close()
+
+
+async def streaming_turn(
+    service: ConsultationService, model_server: FakeModelServer, key: str, text: str
+) -> asyncio.Task[Reply]:
+    """Start `ask` on a model that streams forever; return once its text is arriving."""
+    model_server.enqueue("abc", endless=True, chunk_size=4, chunk_delay=0.01)
+    streaming = asyncio.Event()
+
+    async def on_text(shown: str) -> None:
+        streaming.set()
+
+    task = asyncio.create_task(service.ask(key, text, on_text=on_text))
+    await streaming.wait()
+    return task
+
+
+async def test_reset_stops_the_running_turn_and_stores_no_reply(
+    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer
+) -> None:
+    async with asyncio.timeout(GUARD):
+        turn = await streaming_turn(service, model_server, "tg:1", "Plan my week")
+        running = await service.status("tg:1")
+        assert running.active and running.answering
+        stuck = await store.load_active("tg:1")
+        assert stuck is not None
+
+        assert await service.reset("tg:1") is True
+        with pytest.raises(TurnCancelled):
+            await turn
+
+    idle = await service.status("tg:1")
+    assert not idle.active and not idle.answering
+    ended = await store.get(stuck.id)
+    assert ended is not None and ended.status is Status.RESET
+    assert [(m.role, m.text) for m in ended.messages] == [(Role.USER, "Plan my week")]
+    reply = await service.ask("tg:1", "New topic")
+    assert reply.round == 1
+    consultation = await store.load_active("tg:1")
+    assert consultation is not None
+    assert [(m.role, m.text) for m in consultation.messages] == [
+        (Role.USER, "New topic"),
+        (Role.ASSISTANT, "Reply to: New topic"),
+    ]
+
+
+async def test_reset_of_another_chat_leaves_the_turn_running(
+    service: ConsultationService, model_server: FakeModelServer
+) -> None:
+    async with asyncio.timeout(GUARD):
+        turn = await streaming_turn(service, model_server, "tg:1", "Plan my week")
+        assert await service.reset("tg:2") is False
+        assert not turn.done()
+        assert (await service.status("tg:1")).answering
+        assert await service.reset("tg:1") is True
+        with pytest.raises(TurnCancelled):
+            await turn
+
+
+async def test_a_turn_queued_behind_a_reset_runs_after_it(
+    service: ConsultationService, model_server: FakeModelServer
+) -> None:
+    """A message waiting for the chat when /reset came starts the next consultation."""
+    async with asyncio.timeout(GUARD):
+        turn = await streaming_turn(service, model_server, "tg:1", "Plan my week")
+        reset = asyncio.create_task(service.reset("tg:1"))  # tasks start in this order
+        follow_up = asyncio.create_task(service.ask("tg:1", "Something else"))
+        assert await reset is True
+        with pytest.raises(TurnCancelled):
+            await turn
+        reply = await follow_up
+    assert reply.round == 1
+    assert model_server.requests[-1]["messages"][-1]["content"] == "Something else"
