@@ -16,7 +16,6 @@ import hashlib
 import hmac
 import logging
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -59,17 +58,16 @@ def build_web_app(
     store: ApiStore | None = None,
     telegram_application: TelegramApp | None = None,
     metrics: Metrics | None = None,
-    clock: Callable[[], float] = time.monotonic,
 ) -> web.Application:
     """The routes this deployment serves: the API when API_ENABLED, the webhook when
     WEBHOOK_URL is set and an application is given, `/healthz` and `/metrics` always.
 
     Without a `store` to ping, `/healthz` reports 503: healthy only when proven; without
-    one, `Idempotency-Key` is refused. `clock` paces the rate limit.
+    one, `Idempotency-Key` is refused.
     """
     metrics = metrics or Metrics()
     token = settings.secret("api_token")
-    limiter = RateLimiter(settings.api_rate_limit_per_minute, clock=clock)
+    limiter = RateLimiter(settings.api_rate_limit_per_minute)
     app = web.Application(
         client_max_size=settings.api_max_body_bytes,
         middlewares=[_metered(metrics), _json_errors, _gate(token, limiter)],
