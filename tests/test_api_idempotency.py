@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import ClientResponse
 from openai._streaming import ServerSentEvent, SSEDecoder
@@ -243,3 +244,18 @@ async def test_a_reply_stored_without_its_key_record_is_still_replayed(
     assert await chat(api, body) == (200, answer)
     assert len(model_server.requests) == 1
     assert await user_messages(api, answer["sessionId"]) == ["Question"]
+
+
+async def test_keys_belong_to_their_client(api: RunningApi, model_server: FakeModelServer) -> None:
+    """Without a token a client is its address: the same key from another one is its own."""
+    body = {"message": "Same words, two clients"}
+    status, mine = await chat(api, body)
+    assert status == 200
+    connector = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+    async with aiohttp.ClientSession(connector=connector) as other:
+        url = api.client.make_url("/api/chat")
+        async with other.post(url, json=body, headers={"Idempotency-Key": KEY}) as response:
+            assert response.status == 200 and "Idempotent-Replayed" not in response.headers
+            theirs = await response.json()
+    assert theirs["sessionId"] != mine["sessionId"]
+    assert len(model_server.requests) == 2

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from core.models import Role
@@ -167,3 +168,20 @@ def test_loopback_or_an_explicit_override_is_allowed() -> None:
     check_exposure(
         api_settings(Path("x"), "http://x/v1", api_host="0.0.0.0", api_allow_anonymous=True)
     )
+
+
+async def test_the_rate_limit_counts_each_client_apart(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """Without a token, clients are told apart by address: one's limit does not stop another."""
+    settings = api_settings(
+        tmp_path / "api.sqlite3", model_server.base_url, api_rate_limit_per_minute=1
+    )
+    async with running_api(settings) as api:
+        assert (await chat(api, {"message": "one"}))[0] == 200
+        assert (await chat(api, {"message": "two"}))[0] == 429
+        connector = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+        async with aiohttp.ClientSession(connector=connector) as other:
+            url = api.client.make_url("/api/chat")
+            async with other.post(url, json={"message": "three"}) as response:
+                assert response.status == 200
