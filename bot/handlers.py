@@ -31,7 +31,7 @@ from bot.delivery import ChatUnavailable, Sender, Target
 from bot.i18n import t
 from bot.turns import ANSWER_NOW, TurnRunner
 from core.blank import is_blank
-from core.errors import EmptyMessage
+from core.errors import EmptyMessage, StoreUnavailable
 from core.outcomes import Reply
 from core.service import ConsultationService
 from core.settings import Settings
@@ -230,13 +230,17 @@ class Handlers:
 
     async def on_error(self, update: object, context: Context) -> None:
         """Log the failure; tell the user something went wrong, never how."""
-        log.error("error while handling an update", exc_info=context.error)
+        unavailable = isinstance(context.error, StoreUnavailable)
+        if unavailable:  # the disk or the file, not a bug: the same command works later
+            log.warning("store unavailable while handling an update: %s", context.error)
+        else:
+            log.error("error while handling an update", exc_info=context.error)
         if isinstance(update, Update) and update.effective_message is not None:
             message = update.effective_message
             language = language_of(update.effective_user)
             try:
                 await Sender(context.bot, target_of(message)).send_text(
-                    t(language, "internal_error")
+                    t(language, "store_unavailable" if unavailable else "internal_error")
                 )
             except Exception:  # the chat may be gone; nothing more to do
                 log.debug("could not report the error to the chat", exc_info=True)

@@ -32,3 +32,15 @@ async def test_a_full_disk_is_explained_and_the_message_can_be_sent_again(
         [reply] = await say(bot, USER, question)
         assert reply.endswith("Round 1 of 3")
         assert conversation(model_server.requests[-1]) == [question]
+
+
+async def test_a_command_that_cannot_be_saved_is_explained_too(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A settings command while the database file is gone: "temporarily unavailable",
+    not "something went wrong"."""
+    db_path = tmp_path / "bot.sqlite3"
+    async with private_bot(db_path, bot_api, model_server) as bot:
+        db_path.unlink()
+        [reply] = await say(bot, USER, "/rounds 4")
+        assert "temporarily unavailable" in reply
