@@ -92,7 +92,8 @@ def long_answer_line(long: dict[str, Any]) -> str:
     answer = "not answered" if long["answer_s"] is None else f"answered in {long['answer_s']:.1f} s"
     others = long["other_chats"].get("done", {})
     return (
-        f"long answer ({long['chars']:,} chars in {long['piece']}-char pieces, {answer}): "
+        f"long answer ({long['chars']:,} chars in {long['piece']}-char pieces, "
+        f"MAX_ANSWER_CHARS {long['max_answer_chars']:,}, {answer}): "
         f"worst /healthz {long['healthz_max_ms']:.1f} ms (idle worst "
         f"{long['healthz_idle_max_ms']:.1f} ms, p50 {long['healthz']['p50']:.1f} ms, "
         f"{long['healthz']['n']} probes); other chats meanwhile: {others.get('n', 0)} rounds, "
@@ -142,7 +143,9 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         floors.append(await bench.floor())
         print(pair_line(n, bots[-1], refs[-1], floors[-1]), flush=True)
     context = await bench.context_growth()
-    long = await bench.long_answer(args.long_chars, args.long_piece) if args.long_chars else None
+    long = None
+    if args.long_chars:
+        long = await bench.long_answer(args.long_chars, args.long_piece, args.long_cap)
     mb = float("nan")
     if bots:
         print()
@@ -193,6 +196,12 @@ def main() -> int:
         help="the long-answer phase's answer length (0 skips the phase)",
     )
     parser.add_argument("--long-piece", type=int, default=4, help="its streamed piece size")
+    parser.add_argument(
+        "--long-cap",
+        type=int,
+        default=None,
+        help="the bot's MAX_ANSWER_CHARS in that phase (default: above the answer's length)",
+    )
     parser.add_argument(
         "--bot-root",
         type=Path,

@@ -209,7 +209,9 @@ class Bench:
         ]
         return {n: tokens[n - 1] for n in (1, 5, 10, 20) if n <= len(tokens)}
 
-    async def long_answer(self, chars: int, piece: int, timeout: float = 180.0) -> dict[str, Any]:  # noqa: ASYNC109
+    async def long_answer(
+        self, chars: int, piece: int, cap: int | None = None, give_up_after: float = 180.0
+    ) -> dict[str, Any]:
         """One `chars`-character answer streamed in `piece`-character chunks, as fast as the
         fake can send them, while other chats are served and `/healthz` is timed.
 
@@ -223,8 +225,8 @@ class Bench:
             "API_ENABLED": "true",
             "API_HOST": "127.0.0.1",
             "API_PORT": str(api_port),
-            # The whole answer streams: the phase measures streaming, not the answer cap.
-            "MAX_ANSWER_CHARS": str(chars + 1000),
+            # By default the whole answer streams: the phase measures streaming, not the cap.
+            "MAX_ANSWER_CHARS": str(cap or chars + 1000),
         }
         bot = self.procs.start("bot-long", CONTENDERS["bot"], env, root=self.bot_root)
         try:
@@ -244,7 +246,7 @@ class Bench:
                 probe = asyncio.create_task(probe_health(http, api_port, done))
                 others: list[Round] = []
                 chats = [driver.new_chat() for _ in range(3)]
-                deadline = time.monotonic() + timeout
+                deadline = time.monotonic() + give_up_after
                 while not done.is_set() and time.monotonic() < deadline:
                     chat = chats[len(others) % len(chats)]
                     others.append(await driver.one_round(chat, message_text(chat, len(others))))
@@ -259,6 +261,7 @@ class Bench:
         return {
             "chars": chars,
             "piece": piece,
+            "max_answer_chars": cap or chars + 1000,
             "answered": finished,
             "answer_s": long.done_latency if finished else None,
             "healthz_idle_max_ms": 1000 * max(idle_samples, default=float("nan")),
