@@ -85,7 +85,7 @@ async def test_lowering_rounds_to_rounds_used_makes_the_next_reply_final(
     assert "Final answer" in final and "Consultation complete" in final
     prompt = system_prompt(bot.model.requests[-1])
     assert "last round" in prompt and "round 2 of 2" in prompt
-    assert '"Help me choose a laptop"' in prompt
+    assert "\n> Help me choose a laptop\n" in prompt
     assert "reply_markup" not in sent(bot, USER)[-1].params
 
 
