@@ -66,9 +66,6 @@ class RunningTurns:
             turn.call.cancel()
         return True
 
-    def __len__(self) -> int:
-        return len(self._turns)
-
 
 class StoppableCompleter:
     """A `core.ports.Completer` whose calls a `RunningTurns.stop` can cancel."""
