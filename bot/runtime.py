@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from api.metrics import MeteredCompleter, Metrics
 from core.deadline import DeadlineCompleter
+from core.errors import StoreUnavailable
 from core.llm import OpenAICompleter
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig
@@ -92,6 +93,8 @@ async def _cleanup_loop(service: ConsultationService, settings: Settings) -> Non
             )
             if expired or purged:
                 log.info("cleanup: %d expired, %d purged", expired, purged)
+        except StoreUnavailable as exc:
+            log.warning("cleanup postponed: %s", exc)
         except Exception:
             log.exception("cleanup failed; will try again")
         await asyncio.sleep(settings.cleanup_interval_seconds)
