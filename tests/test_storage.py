@@ -578,3 +578,18 @@ async def test_retention_counts_from_the_last_activity_not_from_expiry(
     assert await store.expire_idle(inactive_since=4000.0, at=5000.0) == 1
     assert await store.purge(older_than=101.0) == 2
     assert await store.get(swept.id) is None and await store.get(touched.id) is None
+
+
+async def test_update_ids_are_remembered_for_a_day_and_no_longer(
+    db_path: Path, store: SqliteStore
+) -> None:
+    """A repeat within a day is recognised; older ids are deleted as new ones arrive,
+    so the table stays bounded."""
+    assert await store.remember_update(100, at=0.0)
+    assert not await store.remember_update(100, at=10.0)
+    assert await store.remember_update(101, at=20.0)
+    assert await store.remember_update(102, at=86_430.0)  # a day after the first two
+    assert await count(db_path, "SELECT COUNT(*) FROM telegram_updates") == 1
+    assert await store.remember_update(100, at=86_440.0)  # forgotten: Telegram gave up long ago
+    assert await store.remember_update(2_000_102, at=86_450.0)  # a million ids later
+    assert await count(db_path, "SELECT COUNT(*) FROM telegram_updates") == 1
