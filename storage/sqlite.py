@@ -96,8 +96,11 @@ class SqliteStore:
         # Checked first with a plain connection: aiosqlite leaves a thread behind
         # when its connect fails.
         await asyncio.to_thread(_check_file, path)
-        # isolation_level=None: no implicit BEGINs; transactions are explicit.
-        writer = await aiosqlite.connect(path, isolation_level=None)
+        try:
+            # isolation_level=None: no implicit BEGINs; transactions are explicit.
+            writer = await aiosqlite.connect(path, isolation_level=None)
+        except sqlite3.Error as error:  # the file changed since the check
+            raise DatabaseUnusable(_describe(path, error)) from error
         reader: aiosqlite.Connection | None = None
         try:
             identity = FileIdentity(path)
