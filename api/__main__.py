@@ -2,6 +2,7 @@
 
 For deployments that only need the JSON API, and for trying it with curl. Same
 settings, same database and engine as the bot; stops cleanly on SIGINT/SIGTERM.
+A setting or start-up problem ends it with one line and exit code 2, as for the bot.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """`python -m bot`: run the Telegram bot (long polling, or webhook when WEBHOOK_URL is set).
 
 `python -m bot console` runs the same consultation in the terminal. A missing or
-invalid setting ends the process with one line saying what to set, exit code 2.
+invalid setting, or a start-up that cannot succeed as configured (database,
+port, log level), ends the process with one line saying what to fix, exit code 2.
 """
 
 from __future__ import annotations
