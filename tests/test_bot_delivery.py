@@ -13,7 +13,7 @@ import pytest
 from telegram import Bot
 from telegram.request import HTTPXRequest
 
-from bot.delivery import Sender, Target
+from bot.delivery import Sender, Target, with_footer
 from tests.bot_harness import FirstCallOnly, RunningBot
 from tests.bot_private_support import buttons, delivered, private_bot, say, sent, wait_sent
 from tests.fakes.bot_api import TOKEN, FakeBotApi
@@ -88,6 +88,16 @@ async def test_footer_joins_the_last_part_only_when_both_fit(
     texts = await say(bot, USER, "Go", parts=parts)
     assert texts == ([f"{text}\n\nRound 1 of 3"] if parts == 1 else [text, "Round 1 of 3"])
     assert [c.status for c in bot.api.calls_of("sendMessage")] == [200] * parts
+    footer_at = utf16_len(texts[-1]) - len("Round 1 of 3")
+    italic = {"type": "italic", "offset": footer_at, "length": len("Round 1 of 3")}
+    assert bot.api.calls_of("sendMessage")[-1].params["entities"] == [italic]
+
+
+def test_footer_alone_when_there_is_no_part() -> None:
+    """Without any part to join, the status line is the one (italic) part."""
+    [part] = with_footer([], "Final answer")
+    assert part.text == "Final answer"
+    assert [(e.type, e.offset, e.length) for e in part.entities] == [("italic", 0, 12)]
 
 
 async def test_cut_off_final_answer_is_continued_and_merged(
