@@ -10,8 +10,9 @@ import asyncio
 import re
 import sys
 
+from bot.i18n import t
 from bot.runtime import open_runtime
-from core.errors import ConsultationError, InvalidMaxRounds, ModelError
+from core.errors import ConsultationError, InvalidMaxRounds, ModelError, StoreUnavailable
 from core.outcomes import Notice, Reply
 from core.settings import Settings
 
@@ -49,6 +50,8 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
                 print(f"\n[model error: {exc}; your message is saved, /retry to try again]")
             except (ConsultationError, ValueError) as exc:
                 print(f"[{exc}]")
+            except StoreUnavailable as exc:
+                print(f"\n[{t('en', 'store_unavailable')} ({exc})]")
 
 
 async def _handle(service, key: str, text: str) -> None:  # type: ignore[no-untyped-def]

@@ -3,11 +3,15 @@ answers normally once space is back: no internal error, no message lost or doubl
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.bot_private_support import conversation, private_bot, say
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
+from tests.test_entrypoint import clean_env
 from tests.test_store_faults import fill_disk, free_disk
 
 USER = 901
@@ -44,3 +48,28 @@ async def test_a_command_that_cannot_be_saved_is_explained_too(
         db_path.unlink()
         [reply] = await say(bot, USER, "/rounds 4")
         assert "temporarily unavailable" in reply
+
+
+async def test_the_console_explains_a_store_outage_and_keeps_running(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """`python -m bot console` with its database file deleted under it: one clear line,
+    no traceback, and the console goes on to /quit normally."""
+    db_path = tmp_path / "console.sqlite3"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console",
+        env=clean_env(
+            tmp_path, OPENAI_API_KEY="test-key", OPENAI_BASE_URL=model_server.base_url,
+            DB_PATH=str(db_path), LOG_LEVEL="ERROR",
+        ),
+        cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None
+    while b"/help" not in await asyncio.wait_for(process.stdout.readline(), 30):
+        pass  # the help text is printed once the store is open
+    db_path.unlink()
+    out, err = await asyncio.wait_for(process.communicate(b"Hello there\n/quit\n"), 30)
+    assert process.returncode == 0, err.decode()
+    assert "temporarily unavailable" in out.decode()
+    assert "Traceback" not in err.decode()
+    assert model_server.requests == []
