@@ -1,8 +1,10 @@
-"""An in-process `Completer` for core tests: replies are queued with `enqueue()`.
+"""An in-process `Completer`: replies are queued with `enqueue()`.
 
 It records every request, streams each reply in a few deltas, and can be told to
-fail, so the service is exercised without any network at all.
-"""
+fail. Tests of what the engine does with the model's answers use the fake model
+server through the real SDK instead (tests/fakes/model_server.py); this one is for
+tests about the service's own logic that must stop a call at an exact point in
+Python (a subclass overrides `complete`), such as its per-chat locking."""
 
 from __future__ import annotations
 
