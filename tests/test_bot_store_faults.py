@@ -65,8 +65,10 @@ async def test_the_console_explains_a_store_outage_and_keeps_running(
         cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     assert process.stdout is not None
-    while b"/help" not in await asyncio.wait_for(process.stdout.readline(), 30):
-        pass  # the help text is printed once the store is open
+    line = b"?"
+    while b"/help" not in line:  # the help text is printed once the store is open
+        line = await asyncio.wait_for(process.stdout.readline(), 30)
+        assert line, "the console ended before printing its help"
     db_path.unlink()
     out, err = await asyncio.wait_for(process.communicate(b"Hello there\n/quit\n"), 30)
     assert process.returncode == 0, err.decode()
