@@ -40,3 +40,22 @@ async def test_shutdown_waits_for_a_round_being_answered(
         assert consultation is not None
         assert [m.text for m in consultation.messages] == ["Slow one", "Worth the wait"]
         assert consultation.current_round == 1
+
+
+async def test_a_telegram_consultation_is_not_an_api_session(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """A Telegram chat's consultation id sent as `sessionId` is an unknown session (404),
+    on both endpoints; the chat's consultation gets no message and no round."""
+    db_path = tmp_path / "api.sqlite3"
+    async with running_api(api_settings(db_path, model_server.base_url)) as api:
+        chat = await api.service.ask("tg:42", "Private matter")
+        for path in ("/api/chat", "/api/chat/stream"):
+            body = {"sessionId": chat.consultation_id, "message": "let me in"}
+            response = await api.client.post(path, json=body)
+            assert response.status == 404, await response.text()
+            assert (await response.json())["code"] == "SESSION_NOT_FOUND"
+        after = await api.store.get(chat.consultation_id)
+        assert after is not None and after.current_round == 1
+        assert [m.text for m in after.messages] == ["Private matter", "Reply to: Private matter"]
+    assert len(model_server.requests) == 1
