@@ -12,10 +12,10 @@ import logging
 import sys
 
 from telegram import Update
-from telegram.error import InvalidToken, NetworkError, TimedOut
+from telegram.error import InvalidToken, NetworkError, TelegramError, TimedOut
 
 from bot.app import build_application, set_command_menus
-from bot.runtime import cannot_listen, open_runtime, stop_on_signals
+from bot.runtime import StartupError, cannot_listen, open_runtime, stop_on_signals
 from core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -104,3 +104,5 @@ async def start_web(settings, runtime, application):  # type: ignore[no-untyped-
         return await start_web_server(settings, runtime, application)
     except OSError as exc:
         raise cannot_listen(settings, exc) from None
+    except TelegramError as exc:  # setWebhook refused, or Telegram unreachable for it
+        raise StartupError(f"WEBHOOK_URL: Telegram did not set the webhook: {exc}") from None

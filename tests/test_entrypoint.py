@@ -327,3 +327,28 @@ async def test_a_busy_port_stops_the_bot_with_one_line(tmp_path: Path, bot_api: 
             LOG_LEVEL="WARNING",
         )
     assert_one_line(done, "API_PORT", port)
+
+
+async def test_a_webhook_telegram_refuses_stops_the_bot_with_one_line(
+    tmp_path: Path, bot_api: FakeBotApi
+) -> None:
+    """setWebhook refused (e.g. not an HTTPS URL): exit 2, one line naming WEBHOOK_URL."""
+    bot_api.fail_next(
+        "setWebhook", status=400, description="Bad Request: bad webhook: HTTPS url must be provided"
+    )
+    with listening_socket() as probe:
+        port = str(probe.getsockname()[1])
+    done = await asyncio.to_thread(
+        run_module,
+        tmp_path,
+        "bot",
+        TELEGRAM_BOT_TOKEN=TOKEN,
+        TELEGRAM_API_BASE_URL=bot_api.base_url,
+        OPENAI_API_KEY="test-key",
+        DB_PATH=str(tmp_path / "bot.sqlite3"),
+        WEBHOOK_URL="http://bot.example.com/telegram/webhook",
+        WEBHOOK_SECRET="hook-secret",
+        API_PORT=port,
+        LOG_LEVEL="WARNING",
+    )
+    assert_one_line(done, "WEBHOOK_URL", "url must be provided")
