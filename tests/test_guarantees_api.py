@@ -45,8 +45,8 @@ async def test_shutdown_waits_for_a_round_being_answered(
 async def test_a_telegram_consultation_is_not_an_api_session(
     tmp_path: Path, model_server: FakeModelServer
 ) -> None:
-    """A Telegram chat's consultation id sent as `sessionId` is an unknown session (404),
-    on both endpoints; the chat's consultation gets no message and no round."""
+    """A Telegram chat's consultation id is an unknown session (404) to the API: it can be
+    neither continued (either chat endpoint) nor read back, and it gets no message."""
     db_path = tmp_path / "api.sqlite3"
     async with running_api(api_settings(db_path, model_server.base_url)) as api:
         chat = await api.service.ask("tg:42", "Private matter")
@@ -55,6 +55,8 @@ async def test_a_telegram_consultation_is_not_an_api_session(
             response = await api.client.post(path, json=body)
             assert response.status == 404, await response.text()
             assert (await response.json())["code"] == "SESSION_NOT_FOUND"
+        read = await api.client.get(f"/api/sessions/{chat.consultation_id}")
+        assert read.status == 404, await read.text()  # nor can it be read back
         after = await api.store.get(chat.consultation_id)
         assert after is not None and after.current_round == 1
         assert [m.text for m in after.messages] == ["Private matter", "Reply to: Private matter"]
