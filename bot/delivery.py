@@ -33,6 +33,10 @@ AnyBot = ExtBot[Any]  # ExtBot: the calls pass `rate_limit_args` to the flood co
 
 TELEGRAM_LIMIT = 4096
 PROGRESS_LIMIT = 4000  # room for the " …" that marks a cut progress message
+PROGRESS_WINDOW = 2 * PROGRESS_LIMIT
+"""Characters of a long reply that a progress update renders: enough for one message."""
+RENDER_INLINE_CHARS = 8000
+"""Longer replies are rendered on a worker thread, so the event loop keeps serving."""
 NO_RETRIES = {"max_retries": 0}
 _draft_ids = itertools.count(1)
 
@@ -63,6 +67,41 @@ def with_footer(parts: list[Part], footer: str | None) -> list[Part]:
     return [*parts, Part(footer, (MessageEntity(MessageEntity.ITALIC, 0, utf16_len(footer)),))]
 
 
+async def render_parts(markdown: str) -> list[Part]:
+    """`render` for delivery: a long answer's conversion runs off the event loop.
+
+    Rendering is pure Python and grows with the text (tens of milliseconds for tens of
+    thousands of characters); on a thread, other chats keep being served meanwhile.
+    """
+    if len(markdown) <= RENDER_INLINE_CHARS:
+        return render(markdown, limit=TELEGRAM_LIMIT)
+    return await asyncio.to_thread(render, markdown, limit=TELEGRAM_LIMIT)
+
+
+def progress_window(text: str, *, from_end: bool) -> tuple[str, bool]:
+    """The slice of a growing reply that one progress update renders, and whether it is cut.
+
+    Progress shows one message: the end of the reply in a draft, its start in an
+    edited message. Rendering only a window of `PROGRESS_WINDOW` characters keeps
+    each update's cost bounded however long the reply grows. The window starts (or
+    ends) at a line break where one is near, and a window starting inside a code
+    block reopens it, so the slice renders like the same lines of the whole text.
+    """
+    if len(text) <= PROGRESS_WINDOW:
+        return text, False
+    if not from_end:
+        end = text.rfind("\n", PROGRESS_LIMIT, PROGRESS_WINDOW)
+        return text[: end if end != -1 else PROGRESS_WINDOW], True
+    start = len(text) - PROGRESS_WINDOW
+    newline = text.find("\n", start, start + PROGRESS_LIMIT)
+    if newline != -1:
+        start = newline + 1
+    window = text[start:]
+    if text.count("```", 0, start) % 2:
+        window = "```\n" + window
+    return window, True
+
+
 class Sender:
     """Sends complete texts to one chat with fallbacks and retries."""
 
@@ -87,7 +126,7 @@ class Sender:
 
         With `edit`, the first part replaces that (progress) message's text.
         """
-        parts = with_footer(render(markdown, limit=TELEGRAM_LIMIT), footer)
+        parts = with_footer(await render_parts(markdown), footer)
         sent: list[Message] = []
         for index, part in enumerate(parts):
             last = index == len(parts) - 1
@@ -296,6 +335,7 @@ class Progress:
 
     def _progress_part(self, text: str) -> Part:
         """The formatted slice worth showing: the end in a draft, the start in a message."""
+        text, cut = progress_window(text, from_end=self._target.private)
         try:
             parts = render(text, limit=PROGRESS_LIMIT)
         except Exception:  # a half-written answer must never break the progress display
@@ -306,7 +346,7 @@ class Progress:
         if self._target.private:
             return parts[-1]
         first = parts[0]
-        return Part(first.text + " …", first.entities) if len(parts) > 1 else first
+        return Part(first.text + " …", first.entities) if len(parts) > 1 or cut else first
 
     async def _send_progress(self, part: Part) -> None:
         target = self._target
