@@ -120,13 +120,11 @@ class _StreamPrinter:
     def done(self, reply: Reply) -> None:
         if reply.text != self._printed:
             print(("\n" if self._printed else "") + reply.text, end="")
-        if reply.is_final:
-            state = "final answer"
-            if Notice.ANSWER_INCOMPLETE in reply.notices:
-                state += " (it may be incomplete: it hit the length limit)"
-            state += ", consultation complete" if reply.is_complete else ""
-        else:
-            state = f"round {reply.round} of {reply.max_rounds}"
+        state = "final answer" if reply.is_final else f"round {reply.round} of {reply.max_rounds}"
+        if Notice.ANSWER_INCOMPLETE in reply.notices:
+            state += " (it may be incomplete: it was cut off before its end)"
+        if reply.is_final and reply.is_complete:
+            state += ", consultation complete"
         print(f"\n[{state}]")
 
 

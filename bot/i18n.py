@@ -75,7 +75,7 @@ EN: dict[str, str] = {
         "Your previous consultation expired after {minutes} min without messages, so this "
         "starts a new one."
     ),
-    "incomplete": "(The answer may be incomplete: it hit the length limit.)",
+    "incomplete": "(This reply may be incomplete: it was cut off before its end.)",
     "unknown_command": "I don't know that command. See /help.",
     "empty": "Your message is empty. Please write your question in words.",
     "role_show": "Expert: {role}. Choose another one (applies to the next consultation):",
@@ -157,7 +157,7 @@ RU: dict[str, str] = {
     "expired": (
         "Предыдущая консультация истекла после {minutes} мин без сообщений, поэтому начинаем новую."
     ),
-    "incomplete": "(Ответ может быть неполным: он упёрся в ограничение длины.)",
+    "incomplete": "(Ответ может быть неполным: он оборвался, не дойдя до конца.)",
     "unknown_command": "Такой команды я не знаю. Смотрите /help.",
     "empty": "Сообщение пустое. Пожалуйста, напишите вопрос словами.",
     "role_show": "Эксперт: {role}. Выберите другого (для следующей консультации):",

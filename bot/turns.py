@@ -45,15 +45,16 @@ def answer_now_keyboard(language: str) -> InlineKeyboardMarkup:
 
 
 def footer_for(reply: Reply, language: str) -> str:
-    """The unobtrusive status line under a reply."""
+    """The unobtrusive status line under a reply; a reply the model did not finish says so."""
     if reply.is_final:
         lines = [t(language, "final_label")]
-        if Notice.ANSWER_INCOMPLETE in reply.notices:
-            lines.append(t(language, "incomplete"))
-        if reply.is_complete:
-            lines.append(t(language, "complete"))
-        return "\n".join(lines)
-    return t(language, "round_label", round=reply.round, max_rounds=reply.max_rounds)
+    else:
+        lines = [t(language, "round_label", round=reply.round, max_rounds=reply.max_rounds)]
+    if Notice.ANSWER_INCOMPLETE in reply.notices:
+        lines.append(t(language, "incomplete"))
+    if reply.is_final and reply.is_complete:
+        lines.append(t(language, "complete"))
+    return "\n".join(lines)
 
 
 class TurnRunner:

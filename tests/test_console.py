@@ -113,4 +113,4 @@ async def test_an_answer_cut_off_by_the_length_limit_says_so(
     code, out = await console(tmp_path, model_server, ["/rounds 1", "Tell me everything"])
     assert code == 0
     assert "Part 0" in out and "Part 3" in out
-    assert "[final answer (it may be incomplete: it hit the length limit)" in out
+    assert "[final answer (it may be incomplete: it was cut off before its end)" in out

@@ -1,0 +1,45 @@
+"""A reply the model did not finish says so under it, whatever the round."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.bot_private_support import private_bot, say
+from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.model_server import FakeModelServer
+
+USER = 4242
+
+
+async def test_a_question_round_cut_off_says_it_may_be_incomplete(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A clarifying reply whose stream stopped early is shown with the incomplete note."""
+    model_server.enqueue("What is your budget and how often do you", stop_early=True)
+    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [reply] = await say(bot, USER, "Help me choose a laptop")
+    assert reply.startswith("What is your budget and how often do you")
+    assert "Round 1 of 3" in reply
+    assert "may be incomplete: it was cut off" in reply
+    assert len(model_server.requests) == 1  # a question round is never continued
+
+
+async def test_a_whole_question_round_has_no_note(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A clarifying reply that ended normally carries only the round line."""
+    model_server.enqueue("What is your budget?")
+    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [reply] = await say(bot, USER, "Help me choose a laptop")
+    assert "Round 1 of 3" in reply
+    assert "incomplete" not in reply
+
+
+async def test_the_note_speaks_the_users_language(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A Russian-speaking user reads the note in Russian."""
+    model_server.enqueue("Какой у вас бюджет и как часто вы", stop_early=True)
+    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [reply] = await say(bot, USER, "Помоги выбрать ноутбук", language_code="ru")
+    assert "Ответ может быть неполным: он оборвался" in reply
