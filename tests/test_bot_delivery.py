@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from telegram import Bot
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.request import HTTPXRequest
 
 from bot.delivery import Sender, Target, with_footer
 from tests.bot_harness import FirstCallOnly, RunningBot
 from tests.bot_private_support import buttons, delivered, private_bot, say, sent, wait_sent
-from tests.fakes.bot_api import TOKEN, FakeBotApi
+from tests.fakes.bot_api import NOT_MODIFIED, TOKEN, FakeBotApi
 from tests.fakes.bot_api_checks import utf16_len
 from tests.fakes.model_server import FakeModelServer
 
@@ -224,3 +224,89 @@ async def test_timed_out_send_is_retried(bot_api: FakeBotApi) -> None:
     stalled, retried = bot_api.calls_of("sendMessage")
     assert stalled.result is None  # still stalled when the client gave up on it
     assert retried.result is not None and retried.params["text"] == "Your answer"
+
+
+# -- the Sender on its own: fallbacks that keep the reply, the button and every part ---------
+
+GROUP_CHAT = -1001701
+QUESTION_ID = 77
+KEYBOARD = InlineKeyboardMarkup(
+    [[InlineKeyboardButton("Final answer now", callback_data="answer")]]
+)
+
+
+@pytest.fixture
+async def telegram(bot_api: FakeBotApi) -> AsyncIterator[Bot]:
+    """A real PTB Bot talking to the fake Bot API."""
+    async with Bot(TOKEN, base_url=bot_api.base_url) as bot:
+        yield bot
+
+
+def in_group(sender_bot: Bot) -> Sender:
+    """A Sender answering the group's question 77 (replies quote it)."""
+    return Sender(sender_bot, Target(GROUP_CHAT, reply_to=QUESTION_ID, private=False))
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    ["Bad Request: can't parse entities: bad offset", "Bad Request: message is too long"],
+)
+async def test_refused_part_is_resent_plain_with_its_reply_and_button(
+    telegram: Bot, bot_api: FakeBotApi, refusal: str
+) -> None:
+    """A part Telegram refuses for its formatting or length is sent again as plain text,
+    still quoting the question and still carrying the button."""
+    bot_api.fail_next("sendMessage", status=400, description=refusal)
+    [message] = await in_group(telegram).send_markdown("**Which** dates?", keyboard=KEYBOARD)
+    refused, plain = bot_api.calls_of("sendMessage")
+    assert refused.status == 400 and plain.status == 200
+    assert plain.params["text"] == "Which dates?" and not plain.params.get("entities")
+    assert plain.params["reply_parameters"]["message_id"] == QUESTION_ID
+    assert plain.params["reply_markup"] == KEYBOARD.to_dict()
+    assert message.text == "Which dates?" and message.message_id == plain.result["message_id"]
+
+
+async def test_final_edit_keeps_the_button(telegram: Bot, bot_api: FakeBotApi) -> None:
+    """A one-part reply that replaces the progress message carries the button there."""
+    progress = await telegram.send_message(GROUP_CHAT, "Which da")
+    [message] = await in_group(telegram).send_markdown(
+        "Which **dates**?", keyboard=KEYBOARD, edit=progress
+    )
+    [edit] = bot_api.calls_of("editMessageText")
+    assert edit.params["reply_markup"] == KEYBOARD.to_dict()
+    assert message.text == "Which dates?" and message.reply_markup == KEYBOARD
+    assert len(bot_api.calls_of("sendMessage")) == 1  # only the progress message
+
+
+async def test_final_edit_is_followed_by_every_other_part(
+    telegram: Bot, bot_api: FakeBotApi
+) -> None:
+    """A long reply replaces the progress message with its first part and sends the rest;
+    the button goes under the last part only. Every message is returned, in order."""
+    markdown = long_markdown(9000)
+    progress = await telegram.send_message(GROUP_CHAT, "Paragraph")
+    messages = await in_group(telegram).send_markdown(markdown, keyboard=KEYBOARD, edit=progress)
+    [edit] = bot_api.calls_of("editMessageText")
+    sends = bot_api.calls_of("sendMessage")[1:]
+    assert len(sends) >= 2
+    assert [m.message_id for m in messages] == [progress.message_id] + [
+        c.result["message_id"] for c in sends
+    ]
+    shown = "\n".join(m.text for m in messages)
+    assert WORD.findall(shown) == WORD.findall(markdown)
+    assert "reply_markup" not in edit.params
+    assert [bool(c.params.get("reply_markup")) for c in sends] == [False] * (len(sends) - 1) + [
+        True
+    ]
+
+
+async def test_final_edit_refused_as_not_modified_sends_nothing_more(
+    telegram: Bot, bot_api: FakeBotApi
+) -> None:
+    """If the progress message already shows the final text ("message is not modified"),
+    that message is the reply: no copy is sent."""
+    progress = await telegram.send_message(GROUP_CHAT, "Done.")
+    bot_api.fail_next("editMessageText", status=400, description=NOT_MODIFIED)
+    [message] = await in_group(telegram).send_markdown("Done.", edit=progress)
+    assert message.message_id == progress.message_id
+    assert len(bot_api.calls_of("sendMessage")) == 1  # only the progress message
