@@ -14,6 +14,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import choose_encoder
 
+from api.loopwatch import LAG_BUCKETS
 from core.errors import ModelError
 from core.outcomes import Reply
 from core.ports import Completer, Completion, CompletionRequest, OnDelta
@@ -59,6 +60,11 @@ class Metrics:
         self.tokens = Counter(
             "model_tokens", "Tokens reported by the model, by type (prompt, completion).",
             ["type"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+
+        self.loop_lag = Histogram(
+            "event_loop_lag_seconds", "How late the event loop ran a timer (stalls every chat).",
+            namespace=NAMESPACE, registry=r, buckets=LAG_BUCKETS,
         )  # fmt: skip
 
     def record_reply(self, reply: Reply, *, source: str = "api") -> None:

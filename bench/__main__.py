@@ -91,9 +91,14 @@ def long_answer_line(long: dict[str, Any]) -> str:
     """The long-answer phase: the worst event-loop stall, seen through /healthz."""
     answer = "not answered" if long["answer_s"] is None else f"answered in {long['answer_s']:.1f} s"
     others = long["other_chats"].get("done", {})
+    stall = long.get("loop_stall_ms")
+    shown = (
+        f"{stall['above_ms']:g}-{stall['at_most_ms']:g} ms" if stall is not None else "not measured"
+    )
     return (
         f"long answer ({long['chars']:,} chars in {long['piece']}-char pieces, "
         f"MAX_ANSWER_CHARS {long['max_answer_chars']:,}, {answer}): "
+        f"worst event-loop stall {shown}; "
         f"worst /healthz {long['healthz_max_ms']:.1f} ms (idle worst "
         f"{long['healthz_idle_max_ms']:.1f} ms, p50 {long['healthz']['p50']:.1f} ms, "
         f"{long['healthz']['n']} probes); other chats meanwhile: {others.get('n', 0)} rounds, "

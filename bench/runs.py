@@ -239,6 +239,7 @@ class Bench:
                 await asyncio.sleep(1.0)
                 quiet.set()
                 idle_samples = await calm
+                lag_before = await loop_lag_buckets(http, api_port)
                 await driver.model_mode(long_chars=chars, long_piece=piece)
                 long = Round(driver.new_chat(), f"{LONG_ANSWER_REQUEST}: explain everything")
                 done = asyncio.Event()
@@ -254,6 +255,7 @@ class Bench:
                 finished = await driver.wait_until(lambda: long.done_at is not None, 0.1)
                 done.set()
                 samples = await probe
+                stall = worst_stall(lag_before, await loop_lag_buckets(http, api_port))
                 await driver.model_mode(long_chars=0)
         finally:
             for child in (bot, tg, model):
@@ -264,12 +266,43 @@ class Bench:
             "max_answer_chars": cap or chars + 1000,
             "answered": finished,
             "answer_s": long.done_latency if finished else None,
+            "loop_stall_ms": stall,
             "healthz_idle_max_ms": 1000 * max(idle_samples, default=float("nan")),
             "healthz_max_ms": 1000 * max(samples, default=float("nan")),
             "healthz": percentiles(samples),
             "other_chats": latencies(others) if others else {},
             "other_chats_max_ms": 1000 * max((r.done_latency for r in others), default=0.0),
         }
+
+
+async def loop_lag_buckets(http: aiohttp.ClientSession, port: int) -> dict[float, float]:
+    """The bot's event-loop lag histogram: cumulative count per bucket bound, in seconds."""
+    async with http.get(f"http://127.0.0.1:{port}/metrics") as response:
+        text = await response.text()
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("consult_event_loop_lag_seconds_bucket{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[float(bound)] = float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def worst_stall(before: dict[float, float], after: dict[float, float]) -> dict[str, float] | None:
+    """The bucket the worst lag between two readings fell in: {"above_ms", "at_most_ms"}.
+
+    The bot measures its own loop (a timer 100 times a second), so unlike a /healthz
+    round trip this leaves out the network, the probe and the other processes' CPU.
+    """
+    bounds = sorted(after)
+    if not bounds:
+        return None
+    total = after[bounds[-1]] - before.get(bounds[-1], 0.0)
+    previous = 0.0
+    for bound in bounds:
+        if after[bound] - before.get(bound, 0.0) >= total:
+            return {"above_ms": 1000 * previous, "at_most_ms": 1000 * bound}
+        previous = bound
+    return None
 
 
 async def probe_health(

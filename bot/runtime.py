@@ -1,8 +1,8 @@
 """Opening and closing what a running process needs: store, model client, prompts, service.
 
 Shared by the Telegram bot, the HTTP API and the console, so all three run the
-same engine on the same database. Periodic cleanup runs as a plain asyncio task
-for as long as the runtime is open.
+same engine on the same database. Periodic cleanup and the event-loop lag watcher
+run as plain asyncio tasks for as long as the runtime is open.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from api.loopwatch import watch_event_loop
 from api.metrics import MeteredCompleter, Metrics
 from core.deadline import DeadlineCompleter
 from core.errors import StoreUnavailable
@@ -73,13 +74,18 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
     metrics = Metrics()
     metered = MeteredCompleter(DeadlineCompleter.from_settings(completer, settings), metrics)
     service = ConsultationService(store, metered, prompts, EngineConfig.from_settings(settings))
-    cleanup = asyncio.create_task(_cleanup_loop(service, settings))
+    background = [
+        asyncio.create_task(_cleanup_loop(service, settings)),
+        asyncio.create_task(watch_event_loop(metrics.loop_lag.observe)),
+    ]
     try:
         yield Runtime(settings, store, completer, prompts, service, metrics)
     finally:
-        cleanup.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await cleanup
+        for task in background:
+            task.cancel()
+        for task in background:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await completer.close()
         await store.close()
 
