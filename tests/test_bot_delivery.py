@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram.error import NetworkError, RetryAfter
 from telegram.request import HTTPXRequest
 
-from bot.delivery import Sender, Target, with_footer
+from bot.delivery import ChatUnavailable, Sender, Target, with_footer
 from tests.bot_harness import FirstCallOnly, RunningBot
 from tests.bot_private_support import buttons, delivered, private_bot, say, sent, wait_sent
 from tests.fakes.bot_api import NOT_MODIFIED, TOKEN, FakeBotApi
@@ -310,3 +311,68 @@ async def test_final_edit_refused_as_not_modified_sends_nothing_more(
     [message] = await in_group(telegram).send_markdown("Done.", edit=progress)
     assert message.message_id == progress.message_id
     assert len(bot_api.calls_of("sendMessage")) == 1  # only the progress message
+
+
+async def test_long_ui_text_quotes_once_and_keeps_the_button_last(
+    telegram: Bot, bot_api: FakeBotApi
+) -> None:
+    """A UI text over 4096 characters is split; only the first part quotes the question
+    (in its topic, even if the question is gone) and only the last carries the button."""
+    sender = Sender(telegram, Target(GROUP_CHAT, thread_id=5, reply_to=QUESTION_ID, private=False))
+    text = words_of_length(6001)
+    messages = await sender.send_text(text, keyboard=KEYBOARD)
+    first, last = bot_api.calls_of("sendMessage")
+    assert " ".join(m.text for m in messages).split() == text.split()
+    assert first.params["reply_parameters"] == {
+        "message_id": QUESTION_ID,
+        "allow_sending_without_reply": True,
+    }
+    assert "reply_parameters" not in last.params
+    assert first.params["message_thread_id"] == last.params["message_thread_id"] == 5
+    assert "reply_markup" not in first.params
+    assert last.params["reply_markup"] == KEYBOARD.to_dict()
+
+
+async def test_private_reply_quotes_nothing(telegram: Bot, bot_api: FakeBotApi) -> None:
+    """In a private chat (no question to quote) a reply is a plain message."""
+    await Sender(telegram, Target(USER)).send_markdown("**Hi**")
+    [call] = bot_api.calls_of("sendMessage")
+    assert "reply_parameters" not in call.params and "message_thread_id" not in call.params
+
+
+async def test_a_failing_send_is_tried_exactly_the_given_number_of_times(
+    telegram: Bot, bot_api: FakeBotApi
+) -> None:
+    """A 502 is retried: with two attempts one failure is survived, two are not."""
+    sender = Sender(telegram, Target(USER), attempts=2)
+    bot_api.fail_next("sendMessage", status=502, description="Bad Gateway")
+    [message] = await sender.send_text("Your answer")
+    assert message.text == "Your answer" and len(bot_api.calls_of("sendMessage")) == 2
+    bot_api.fail_next("sendMessage", status=502, description="Bad Gateway", times=2)
+    with pytest.raises(NetworkError):
+        await sender.send_text("Lost")
+    assert len(bot_api.calls_of("sendMessage")) == 4
+
+
+async def test_flood_control_without_a_rate_limiter_waits_the_time_asked(
+    telegram: Bot, bot_api: FakeBotApi
+) -> None:
+    """A 429 reaching the Sender is retried after the time Telegram asked for (and a
+    little more), not sooner; with one attempt left it is raised."""
+    bot_api.fail_next("sendMessage", status=429, description="Too Many Requests", retry_after=1)
+    await Sender(telegram, Target(USER)).send_text("Your answer")
+    limited, sent_after = bot_api.calls_of("sendMessage")
+    assert sent_after.monotonic - limited.monotonic >= 1.05
+    bot_api.fail_next("sendMessage", status=429, description="Too Many Requests", retry_after=1)
+    with pytest.raises(RetryAfter):
+        await Sender(telegram, Target(USER), attempts=1).send_text("Not now")
+
+
+async def test_a_chat_that_blocked_the_bot_is_reported_at_once(
+    telegram: Bot, bot_api: FakeBotApi
+) -> None:
+    """A 403 is not retried: it becomes ChatUnavailable carrying Telegram's reason."""
+    bot_api.fail_next("sendMessage", status=403, description="Forbidden: bot was blocked")
+    with pytest.raises(ChatUnavailable, match="bot was blocked"):
+        await Sender(telegram, Target(USER)).send_text("Hello?")
+    assert len(bot_api.calls_of("sendMessage")) == 1
