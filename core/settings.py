@@ -48,7 +48,8 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
     llm_model: str = "gpt-4o-mini"
-    llm_max_tokens: int | None = Field(default=None, ge=1)
+    llm_max_tokens: int = Field(default=2048, ge=1)  # the final answer's budget per call
+    llm_question_max_tokens: int = Field(default=400, ge=1)  # a clarifying round's budget
     llm_timeout_seconds: float = Field(default=120.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0, le=10)
     llm_extra_body: Annotated[dict[str, Any], NoDecode] = Field(default_factory=dict)
@@ -87,6 +88,7 @@ class Settings(BaseSettings):
     api_allowed_models: Annotated[frozenset[str], NoDecode] = frozenset()
     api_max_tokens_limit: int = Field(default=8192, ge=1)
     api_rate_limit_per_minute: int = Field(default=60, ge=0)  # 0: no limit
+    api_access_log: bool = True
 
     log_level: str = "INFO"
 
