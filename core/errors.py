@@ -9,16 +9,25 @@ class ModelErrorKind(enum.StrEnum):
     TIMEOUT = "timeout"
     RATE_LIMITED = "rate_limited"
     UNAVAILABLE = "unavailable"  # 5xx, connection refused, reset
-    REJECTED = "rejected"  # 4xx other than 429: bad request, auth, context too long
+    REJECTED = "rejected"  # another 4xx: a request the provider refuses
+    CONTEXT_TOO_LONG = "context_too_long"  # the prompt is over the model's context
+    MISCONFIGURED = "misconfigured"  # 401/403/404: key, base URL or model name is wrong
 
 
 class ModelError(Exception):
-    """The model could not answer, after the client's own retries."""
+    """The model could not answer, after the client's own retries.
 
-    def __init__(self, kind: ModelErrorKind, detail: str = "") -> None:
+    `detail` is for the operator's log: for CONTEXT_TOO_LONG and MISCONFIGURED it names
+    the setting to change. Users are told by `kind` alone.
+    """
+
+    def __init__(
+        self, kind: ModelErrorKind, detail: str = "", *, context_tokens: int | None = None
+    ) -> None:
         super().__init__(f"{kind}: {detail}" if detail else str(kind))
         self.kind = kind
         self.detail = detail
+        self.context_tokens = context_tokens  # the model's context size, when the error named it
 
 
 class ConsultationError(Exception):

@@ -5,17 +5,29 @@ Invariant: every call streams, and whatever the SDK raises once its own retries
 are spent leaves this module as `core.errors.ModelError` with a kind the edges
 can explain — including an error in the middle of a stream and a stream that is
 not valid JSON or not shaped like OpenAI's chunks ("malformed stream"). A stream
-that ends without a finish_reason (a server that gave up, e.g. on a prompt over
-its context) reports `finish_reason=None`, never a made-up "stop". Reading a fast
-stream yields to the event loop every `YIELD_EVERY` chunks. One `AsyncOpenAI`
-client (one connection pool) is shared by all calls.
+that ends without a finish_reason after some text reports `finish_reason=None`
+(a cut-off answer), never a made-up "stop"; one that ends so before any text is
+how llama.cpp's server answers a prompt over its context, and is reported as
+CONTEXT_TOO_LONG like the providers' own 400s for it. Errors no retry can fix say
+which setting to look at: HISTORY_BUDGET_CHARS for a context overflow,
+OPENAI_API_KEY for 401/403, OPENAI_BASE_URL and LLM_MODEL for 404.
+
+Every completion has a usage: reported by the provider, or estimated by
+`core.tokens` (and marked so) when the stream carried none. A JSON request with a
+schema asks for `response_format: json_schema`; a server that refuses that (a 400
+about response_format) is asked again with `json_object`, and so are all later
+calls of this completer. Reading a fast stream yields to the event loop every
+`YIELD_EVERY` chunks. One `AsyncOpenAI` client (one connection pool) is shared by
+all calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import openai
 from openai import AsyncOpenAI, AsyncStream
@@ -24,12 +36,29 @@ from core.errors import ModelError, ModelErrorKind
 from core.models import Usage
 from core.ports import Completion, CompletionRequest, OnDelta
 from core.settings import ConfigError, Settings
+from core.tokens import estimate_prompt_tokens, estimate_tokens
 
 YIELD_EVERY = 32
 """Chunks handled between two turns of the event loop: a provider streaming faster than
 the bot parses (or a buffer full of small chunks) must not starve other chats."""
 
+CHECK_SECONDS = 3.0
+"""How long the start-up check of the model endpoint may take, at most."""
+
+SCHEMA_NAME = "answer"
+"""The `json_schema.name` sent with an output schema (providers require one)."""
+
 _JSON_FORMAT = {"type": "json_object"}
+_CONTEXT_ERROR = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|exceeds? (?:the )?(?:available )?"
+    r"context (?:size|window)|context window of|prompt is too long",
+    re.IGNORECASE,
+)
+_CONTEXT_SIZE = re.compile(
+    r"(?:maximum context length is|context window of|context size \(|context size of)\s*(\d+)",
+    re.IGNORECASE,
+)
+_FORMAT_REFUSED = re.compile(r"response_format|json_schema", re.IGNORECASE)
 _STREAM_OPTIONS = {"include_usage": True}
 # Fields of an OpenAI chat.completion.chunk; anything else is a provider extra.
 _CHUNK_FIELDS = frozenset(
@@ -76,6 +105,7 @@ class OpenAICompleter:
             )
         self._client = client
         self._default_extra_body = dict(default_extra_body or {})
+        self._schema_refused = False  # the server refused json_schema once: json_object now
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OpenAICompleter:
@@ -112,12 +142,37 @@ class OpenAICompleter:
             body["max_tokens"] = request.max_tokens
         if request.json_mode:
             body["response_format"] = _JSON_FORMAT
+            if request.json_schema is not None and not self._schema_refused:
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": SCHEMA_NAME,
+                        "schema": request.json_schema,
+                        "strict": False,  # any schema the client sent, not OpenAI's subset
+                    },
+                }
         return body
 
     async def complete(
         self, request: CompletionRequest, on_delta: OnDelta | None = None
     ) -> Completion:
         """Stream one completion, passing each text piece to `on_delta` in order."""
+        with_schema = request.json_mode and request.json_schema is not None
+        try:
+            return await self._complete(request, on_delta)
+        except openai.BadRequestError as exc:
+            if not (with_schema and not self._schema_refused and _format_refused(exc)):
+                raise _model_error(exc) from exc
+            # Nothing was streamed yet (a 400 comes before the stream): ask again.
+            self._schema_refused = True
+        try:
+            return await self._complete(request, on_delta)
+        except openai.APIError as exc:
+            raise _model_error(exc) from exc
+
+    async def _complete(self, request: CompletionRequest, on_delta: OnDelta | None) -> Completion:
+        """One streamed call; a 400 leaves as `openai.BadRequestError` (`complete` may retry
+        it without the schema), any other SDK error as `ModelError`."""
         state = _StreamState(request.model)
         try:
             # The SDK's generic `post` keeps its retries, timeouts, SSE decoding and
@@ -139,9 +194,57 @@ class OpenAICompleter:
                     count += 1
                     if count % YIELD_EVERY == 0:
                         await asyncio.sleep(0)
+        except openai.BadRequestError:
+            raise
         except openai.APIError as exc:
             raise _model_error(exc) from exc
-        return state.completion()
+        if state.finish_reason is None and not state.pieces:
+            raise ModelError(
+                ModelErrorKind.CONTEXT_TOO_LONG,
+                "the stream ended before any text and without a finish_reason, as servers "
+                f"such as llama.cpp's do for a prompt over the model's context: {_LOWER_BUDGET}",
+            )
+        return state.completion(request)
+
+    async def check_endpoint(self, model: str) -> list[str]:
+        """Problems with OPENAI_BASE_URL, OPENAI_API_KEY or LLM_MODEL that `GET /models`
+        reveals, one line each; [] when none shows (or the provider has no such endpoint).
+
+        Takes at most `CHECK_SECONDS`, without retries. Only clear signs count: a 404
+        on /models alone is not one (some providers lack it), but a 404 under a base URL
+        without any path almost always means the `/v1` is missing.
+        """
+        base = str(self._client.base_url)
+        client = self._client.with_options(timeout=CHECK_SECONDS, max_retries=0)
+        try:
+            async with asyncio.timeout(CHECK_SECONDS):
+                page = await client.models.list()
+        except (TimeoutError, openai.APITimeoutError) as exc:
+            if not _refused(exc):
+                return [f"OPENAI_BASE_URL: {base} did not answer within {CHECK_SECONDS:g} s"]
+            return [f"OPENAI_BASE_URL: cannot connect to {base}; is the model server running?"]
+        except openai.APIConnectionError:
+            return [f"OPENAI_BASE_URL: cannot connect to {base}; is the model server running?"]
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            return [f"OPENAI_API_KEY: {base} refused the key (HTTP {exc.status_code})"]
+        except openai.NotFoundError:
+            if urlsplit(base).path.strip("/"):
+                return []
+            return [
+                f"OPENAI_BASE_URL: {base} answers 404 and has no path; OpenAI-compatible "
+                f"servers usually serve under /v1 (e.g. {base.rstrip('/')}/v1)"
+            ]
+        except openai.APIError:
+            return []  # another answer proves nothing about the settings
+        ids = [getattr(item, "id", None) for item in page.data]
+        listed = [i for i in ids if isinstance(i, str) and i]
+        if not ids or len(listed) != len(ids) or model in listed:
+            return []  # nothing listed, or not clearly a list of model ids
+        shown = ", ".join(sorted(listed)[:10]) + (", …" if len(listed) > 10 else "")
+        return [
+            f"LLM_MODEL: {model!r} is not among the models {base} lists ({shown}); servers "
+            "that serve one model whatever the name (llama.cpp) answer anyway"
+        ]
 
 
 async def _decoded(stream: AsyncStream[object]) -> AsyncIterator[Any]:
@@ -164,13 +267,14 @@ def _malformed(problem: object) -> ModelError:
 class _StreamState:
     """What the chunks of one stream have said so far."""
 
-    __slots__ = ("extras", "finish_reason", "model", "pieces", "usage")
+    __slots__ = ("extras", "finish_reason", "model", "pieces", "reported", "usage")
 
     def __init__(self, model: str) -> None:
         self.pieces: list[str] = []
         self.finish_reason: str | None = None
         self.model = model
         self.usage = Usage()
+        self.reported = False  # a chunk carried usage
         self.extras: dict[str, Any] = {}
 
     def feed(self, chunk: Any) -> str | None:
@@ -185,6 +289,7 @@ class _StreamState:
             self.extras.update((k, v) for k, v in chunk.items() if k not in _CHUNK_FIELDS)
         self.model = _typed(chunk.get("model"), str, "model") or self.model
         if (counts := _typed(chunk.get("usage"), dict, "usage")) is not None:
+            self.reported = True
             self.usage = Usage(
                 _typed(counts.get("prompt_tokens"), int, "prompt_tokens") or 0,
                 _typed(counts.get("completion_tokens"), int, "completion_tokens") or 0,
@@ -201,12 +306,19 @@ class _StreamState:
             self.pieces.append(piece)
         return piece or None
 
-    def completion(self) -> Completion:
+    def completion(self, request: CompletionRequest) -> Completion:
+        """The completion so far; its usage is estimated when no chunk reported one."""
+        text = "".join(self.pieces)
+        usage = self.usage
+        if not self.reported:
+            usage = Usage(
+                estimate_prompt_tokens(request.messages), estimate_tokens(text), estimated=True
+            )
         return Completion(
-            text="".join(self.pieces),
+            text=text,
             finish_reason=self.finish_reason,
             model=self.model,
-            usage=self.usage,
+            usage=usage,
             extras=self.extras,
         )
 
@@ -218,9 +330,32 @@ def _typed(value: Any, kind: type, name: str) -> Any:
     raise _malformed(f"{name} is {type(value).__name__}, not {kind.__name__}")
 
 
+_LOWER_BUDGET = "lower HISTORY_BUDGET_CHARS (or use a model with a larger context)"
+
+
 def _model_error(exc: openai.APIError) -> ModelError:
     """Classify what is left after the SDK's retries into the engine's error kinds."""
     detail = exc.message
+    if exc.code == "context_length_exceeded" or _CONTEXT_ERROR.search(detail):
+        size = _CONTEXT_SIZE.search(detail)
+        tokens = int(size.group(1)) if size else None
+        context = f" of {tokens} tokens" if tokens else ""
+        return ModelError(
+            ModelErrorKind.CONTEXT_TOO_LONG,
+            f"the prompt is over the model's context{context}: {_LOWER_BUDGET} ({detail})",
+            context_tokens=tokens,
+        )
+    if isinstance(exc, openai.APIStatusError) and exc.status_code in (401, 403):
+        return ModelError(
+            ModelErrorKind.MISCONFIGURED,
+            f"HTTP {exc.status_code}: check OPENAI_API_KEY ({detail})",
+        )
+    if isinstance(exc, openai.APIStatusError) and exc.status_code == 404:
+        return ModelError(
+            ModelErrorKind.MISCONFIGURED,
+            f"HTTP 404 at {exc.request.url}: check OPENAI_BASE_URL (usually ending in /v1) "
+            f"and LLM_MODEL ({detail})",
+        )
     if isinstance(exc, openai.APITimeoutError):
         if _refused(exc):  # the aiohttp transport reports a refused connect as a timeout
             return ModelError(ModelErrorKind.UNAVAILABLE, "connection failed")
@@ -236,6 +371,11 @@ def _model_error(exc: openai.APIError) -> ModelError:
         return ModelError(ModelErrorKind.REJECTED, f"HTTP {status}: {detail}")
     # Connection refused/reset, an error event mid-stream, an unparsable response.
     return ModelError(ModelErrorKind.UNAVAILABLE, detail)
+
+
+def _format_refused(exc: openai.BadRequestError) -> bool:
+    """Whether a 400 is about the response format (a server without json_schema)."""
+    return bool(_FORMAT_REFUSED.search(exc.message)) and not _CONTEXT_ERROR.search(exc.message)
 
 
 def _refused(exc: BaseException) -> bool:

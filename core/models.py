@@ -25,8 +25,13 @@ class Role(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens of one or more model calls; `estimated` when any part was counted by
+    `core.tokens` because the provider reported none (a sum is as exact as its least
+    exact part)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -36,6 +41,7 @@ class Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.estimated or other.estimated,
         )
 
 

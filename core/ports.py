@@ -23,6 +23,8 @@ class CompletionRequest:
     max_tokens: int | None = None
     json_mode: bool = False
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # With json_mode: the JSON Schema the answer should follow, for servers that enforce one.
+    json_schema: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from core.llm import OpenAICompleter
 from core.models import Usage
 from core.ports import CompletionRequest
 from core.settings import ConfigError, Settings
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
 
 Transport = Literal["httpx", "aiohttp"]
 USER = [{"role": "user", "content": "How do I brew tea?"}]
@@ -189,14 +189,17 @@ async def test_persistent_server_error_is_unavailable(
     [
         (429, ModelErrorKind.RATE_LIMITED),
         (400, ModelErrorKind.REJECTED),
-        (401, ModelErrorKind.REJECTED),
-        (404, ModelErrorKind.REJECTED),
+        (422, ModelErrorKind.REJECTED),
+        (401, ModelErrorKind.MISCONFIGURED),
+        (403, ModelErrorKind.MISCONFIGURED),
+        (404, ModelErrorKind.MISCONFIGURED),
     ],
 )
 async def test_http_errors_map_to_kinds(
     model_server: FakeModelServer, completer: OpenAICompleter, status: int, kind: ModelErrorKind
 ) -> None:
-    """429 is rate_limited and other 4xx are rejected."""
+    """429 is rate_limited; 401, 403 and 404 are a configuration problem (no retry can help);
+    other 4xx are rejected."""
     model_server.enqueue("scripted failure", status=status)
 
     with pytest.raises(ModelError) as caught:
@@ -399,3 +402,238 @@ def test_only_core_llm_imports_openai() -> None:
         assert not roots & {"telegram", "aiohttp", "aiosqlite"}, path.name
         if path.name != "llm.py":
             assert "openai" not in roots, path.name
+
+
+# -- what real servers do: context overflow, wrong settings, no usage, JSON schemas ----------
+
+
+async def failure(completer: OpenAICompleter, request: CompletionRequest | None = None) -> str:
+    """The kind and text of the ModelError a call ends in, as "kind: detail"."""
+    with pytest.raises(ModelError) as caught:
+        await completer.complete(request or CompletionRequest(USER, "m"))
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("provider", CONTEXT_ERRORS)
+async def test_a_prompt_over_the_context_is_context_too_long(
+    model_server: FakeModelServer, completer: OpenAICompleter, provider: str
+) -> None:
+    """A 400 worded as OpenAI, llama.cpp or vLLM word a context overflow is CONTEXT_TOO_LONG,
+    and the error names the setting to lower and the context size when the server gave it."""
+    message, code = CONTEXT_ERRORS[provider]
+    model_server.enqueue(message, status=400, error_code=code)
+
+    with pytest.raises(ModelError) as caught:
+        await completer.complete(CompletionRequest(USER, "m"))
+
+    assert caught.value.kind is ModelErrorKind.CONTEXT_TOO_LONG
+    assert "HISTORY_BUDGET_CHARS" in str(caught.value)
+    size = {"openai": 8192, "llama.cpp-window": 8192, "vllm": 4096}.get(provider)
+    assert caught.value.context_tokens == size
+    if size is not None:
+        assert f"{size} tokens" in str(caught.value)
+
+
+async def test_the_openai_code_alone_is_context_too_long(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """OpenAI's `context_length_exceeded` code is enough, whatever the message says."""
+    model_server.enqueue("too many tokens", status=400, error_code="context_length_exceeded")
+
+    assert (await failure(completer)).startswith("context_too_long:")
+
+
+async def test_a_stream_ending_before_any_text_is_context_too_long(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A stream that ends with no text and no finish_reason (how llama.cpp's server answers a
+    streamed prompt over its context) is CONTEXT_TOO_LONG, not an empty answer."""
+    model_server.enqueue("", stop_early=True)
+
+    error = await failure(completer)
+
+    assert error.startswith("context_too_long:") and "HISTORY_BUDGET_CHARS" in error
+
+
+async def test_an_empty_answer_that_finished_is_not_a_context_error(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """An empty answer with finish_reason "stop" is returned as it is (the engine judges it)."""
+    model_server.enqueue("")
+
+    result = await completer.complete(CompletionRequest(USER, "m"))
+
+    assert (result.text, result.finish_reason) == ("", "stop")
+
+
+async def test_a_wrong_base_path_is_misconfigured(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """A base URL without the API's path answers 404: a configuration problem naming the
+    settings to check, not a retryable failure."""
+    completer = OpenAICompleter(
+        api_key="k",
+        base_url=model_server.base_url.removesuffix("/v1"),
+        timeout=5,
+        max_retries=0,
+        transport=transport,
+    )
+    try:
+        error = await failure(completer)
+    finally:
+        await completer.close()
+
+    assert error.startswith("misconfigured:")
+    assert "OPENAI_BASE_URL" in error and "LLM_MODEL" in error
+
+
+async def test_a_refused_key_is_misconfigured_naming_the_key(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """401 names OPENAI_API_KEY as the setting to check."""
+    model_server.enqueue("Incorrect API key provided", status=401)
+
+    error = await failure(completer)
+
+    assert error.startswith("misconfigured:") and "OPENAI_API_KEY" in error
+
+
+async def test_usage_is_estimated_when_the_stream_reports_none(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A server that ignores include_usage (llama.cpp's) still yields token counts, marked
+    estimated; reported counts are not marked."""
+    answer = "Brew green tea at 80 °C for two minutes, then pour. " * 4
+    model_server.enqueue(answer, no_usage=True)
+    model_server.enqueue("Short.", usage={"prompt_tokens": 11, "completion_tokens": 3})
+
+    estimated = await completer.complete(CompletionRequest(USER, "m"))
+    reported = await completer.complete(CompletionRequest(USER, "m"))
+
+    assert estimated.usage.estimated
+    assert 30 <= estimated.usage.completion_tokens <= 80  # about 55 tokens of English
+    assert 5 <= estimated.usage.prompt_tokens <= 30
+    assert reported.usage == Usage(11, 3) and not reported.usage.estimated
+
+
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+async def test_an_output_schema_is_sent_as_json_schema(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A JSON request with a schema asks the server for that schema (strict off)."""
+    model_server.enqueue('{"name": "tea"}')
+
+    await completer.complete(CompletionRequest(USER, "m", json_mode=True, json_schema=SCHEMA))
+
+    assert model_server.requests[0]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "schema": SCHEMA, "strict": False},
+    }
+
+
+async def test_a_server_refusing_json_schema_falls_back_to_json_object_once(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A 400 about response_format makes the call again with json_object, and later calls
+    go straight to json_object: the failed attempt is paid once per process."""
+    model_server.enqueue(
+        "Invalid parameter: 'response_format' of type 'json_schema' is not supported",
+        status=400,
+    )
+    model_server.enqueue('{"name": "tea"}')
+    model_server.enqueue('{"name": "coffee"}')
+    request = CompletionRequest(USER, "m", json_mode=True, json_schema=SCHEMA)
+
+    first = await completer.complete(request)
+    second = await completer.complete(request)
+
+    assert (first.text, second.text) == ('{"name": "tea"}', '{"name": "coffee"}')
+    formats = [body["response_format"]["type"] for body in model_server.requests]
+    assert formats == ["json_schema", "json_object", "json_object"]
+
+
+async def test_another_400_is_not_taken_for_a_schema_refusal(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A 400 that is not about response_format is rejected at once, not retried."""
+    model_server.enqueue("messages: invalid role", status=400)
+
+    request = CompletionRequest(USER, "m", json_mode=True, json_schema=SCHEMA)
+    assert (await failure(completer, request)).startswith("rejected:")
+    assert len(model_server.requests) == 1
+
+
+# -- the start-up check of the model endpoint -------------------------------------------------
+
+
+async def _check(base_url: str, transport: Transport, model: str = "m") -> list[str]:
+    completer = OpenAICompleter(
+        api_key="k", base_url=base_url, timeout=5, max_retries=2, transport=transport
+    )
+    try:
+        return await completer.check_endpoint(model)
+    finally:
+        await completer.close()
+
+
+async def test_check_passes_a_listed_model(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """A server listing LLM_MODEL gives no warning."""
+    model_server.models = ["m", "other"]
+
+    assert await _check(model_server.base_url, transport) == []
+
+
+async def test_check_tolerates_a_provider_without_models(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """A 404 on /models under a base URL with a path is no proof of anything: no warning."""
+    assert await _check(model_server.base_url, transport) == []
+
+
+async def test_check_warns_of_a_base_url_without_its_path(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """No path and a 404: one warning naming OPENAI_BASE_URL and the usual /v1."""
+    model_server.models = ["m"]
+
+    [warning] = await _check(model_server.base_url.removesuffix("/v1"), transport)
+
+    assert "OPENAI_BASE_URL" in warning and "/v1" in warning
+
+
+async def test_check_warns_of_an_unlisted_model(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """LLM_MODEL missing from a non-empty list of ids: one warning naming LLM_MODEL."""
+    model_server.models = ["gpt-4o", "gpt-4o-mini"]
+
+    [warning] = await _check(model_server.base_url, transport, model="gpt-5-typo")
+
+    assert "LLM_MODEL" in warning and "gpt-5-typo" in warning and "gpt-4o-mini" in warning
+
+
+async def test_check_warns_of_a_server_that_is_not_there(transport: Transport) -> None:
+    """Connection refused: one warning naming OPENAI_BASE_URL, at once (no retries)."""
+    server = FakeModelServer()
+    await server.start()
+    await server.stop()
+
+    [warning] = await _check(server.base_url, transport)
+
+    assert "OPENAI_BASE_URL" in warning and "connect" in warning
+
+
+async def test_check_warns_of_a_refused_key(
+    model_server: FakeModelServer, transport: Transport
+) -> None:
+    """401 on /models: one warning naming OPENAI_API_KEY."""
+    model_server.models = ["m"]
+    model_server.refuse_key = True
+
+    [warning] = await _check(model_server.base_url, transport)
+
+    assert "OPENAI_API_KEY" in warning

@@ -26,6 +26,24 @@ from aiohttp import web
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
 
+CONTEXT_ERRORS = {
+    # What real servers answer (HTTP 400) to a prompt over the model's context: (message, code).
+    "openai": (
+        "This model's maximum context length is 8192 tokens. However, your messages resulted "
+        "in 9120 tokens. Please reduce the length of the messages.",
+        "context_length_exceeded",
+    ),
+    "llama.cpp": ("the request exceeds the available context size, try increasing it", None),
+    "llama.cpp-window": ("Requested tokens (9120) exceed context window of 8192", None),
+    "vllm": (
+        "This model's maximum context length is 4096 tokens. However, you requested 5000 "
+        "tokens (4000 in the messages, 1000 in the completion). Please reduce the length of "
+        "the messages or completion.",
+        "BadRequestError",
+    ),
+}
+"""Enqueue one with `enqueue(message, status=400, error_code=code)`."""
+
 
 @dataclass(slots=True)
 class ScriptedReply:
@@ -46,6 +64,7 @@ class ScriptedReply:
     endless: bool = False  # repeat the text as content chunks forever (paced by chunk_delay)
     raw_events: list[bytes] | None = None  # sent as they are after the role chunk, then EOF
     hold: asyncio.Event | None = None  # the reply waits until the test sets it (or the stop)
+    error_code: str | None = None  # the error body's "code" (default: the status as text)
 
 
 def _last_user_content(body: dict[str, Any]) -> str:
@@ -71,6 +90,9 @@ class FakeModelServer:
         self.default_reply: Callable[[dict[str, Any]], str] = echo_reply
         self.hold: asyncio.Event | None = None  # default replies wait until it is set
         self.requests: list[dict[str, Any]] = []
+        # `GET /v1/models` lists these ids; None: no such endpoint (404), like some providers.
+        self.models: list[str] | None = None
+        self.refuse_key = False  # `GET /v1/models` answers 401, as for a wrong API key
         self._queue: deque[ScriptedReply] = deque()
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -100,6 +122,7 @@ class FakeModelServer:
         endless: bool = False,
         raw_events: list[bytes] | None = None,
         hold: asyncio.Event | None = None,
+        error_code: str | None = None,
     ) -> None:
         """Script the next reply; `status` (e.g. 500, 429) makes it an OpenAI-style error.
 
@@ -127,6 +150,7 @@ class FakeModelServer:
                 endless,
                 raw_events,
                 hold,
+                error_code,
             )
         )
 
@@ -148,6 +172,7 @@ class FakeModelServer:
     async def start(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_get("/v1/models", self._models)
         # Short shutdown: handlers still sleeping on a delay are woken by `_closing`.
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
@@ -176,6 +201,14 @@ class FakeModelServer:
             for waiter in waiters:
                 waiter.cancel()
 
+    async def _models(self, request: web.Request) -> web.Response:
+        if self.refuse_key:
+            return _error(401, "Incorrect API key provided", {})
+        if self.models is None:
+            raise web.HTTPNotFound()
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+        return web.json_response({"object": "list", "data": data})
+
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await request.json()
@@ -195,7 +228,10 @@ class FakeModelServer:
         await self._sleep(reply.delay)
         if reply.status is not None and reply.status >= 400:
             return _error(
-                reply.status, reply.text or f"scripted error {reply.status}", reply.headers or {}
+                reply.status,
+                reply.text or f"scripted error {reply.status}",
+                reply.headers or {},
+                reply.error_code,
             )
         usage = reply.usage or _usage(body, reply.text)
         model = str(body.get("model", "fake-model"))
@@ -309,11 +345,13 @@ def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
     }
 
 
-def _error(status: int, message: str, headers: dict[str, str]) -> web.Response:
+def _error(
+    status: int, message: str, headers: dict[str, str], code: str | None = None
+) -> web.Response:
     kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     # retry-after-ms keeps the SDK's retry waits tiny in tests.
     headers = {"retry-after-ms": "1", **headers}
-    body = {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code or str(status)}}
     return web.json_response(body, status=status, headers=headers)
 
 
