@@ -17,7 +17,7 @@ from core.settings import ConfigError, Settings, load_settings
 
 
 async def serve(settings: Settings) -> int:
-    from bot.runtime import cannot_listen, open_runtime, stop_on_signals
+    from bot.runtime import cannot_listen, check_model_endpoint, open_runtime, stop_on_signals
 
     stop = stop_on_signals()
     async with open_runtime(settings) as runtime:
@@ -26,6 +26,7 @@ async def serve(settings: Settings) -> int:
         except OSError as exc:
             raise cannot_listen(settings, exc) from None
         print(f"API on http://{settings.api_host}:{settings.api_port}", flush=True)
+        await check_model_endpoint(runtime)
         try:
             await stop.wait()
         finally:

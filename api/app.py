@@ -27,7 +27,7 @@ from api.exposure import check_exposure
 from api.metrics import Metrics
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
-from api.server import ApiRunner, name_the_server
+from api.server import ApiRunner, name_the_server, runner_options
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog
 from core.errors import StoreUnavailable
 from core.service import ConsultationService
@@ -126,7 +126,7 @@ async def start_web_server(
         metrics=getattr(runtime, "metrics", None),
     )
     check_exposure(settings)
-    runner = ApiRunner(app, access_log=None, shutdown_timeout=10.0)
+    runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(settings.api_access_log))
     await runner.setup()
     try:
         await web.TCPSite(runner, settings.api_host, settings.api_port).start()

@@ -25,10 +25,12 @@ STATUS: dict[str, int] = {
     "SESSION_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405,
     "PAYLOAD_TOO_LARGE": 413,
+    "CONTEXT_TOO_LONG": 413,
     "IDEMPOTENCY_KEY_REUSED": 422,
     "RATE_LIMITED": 429,
     "INTERNAL_ERROR": 500,
     "MODEL_ERROR": 502,
+    "MODEL_MISCONFIGURED": 502,
     "MODEL_UNAVAILABLE": 503,
     "STORE_UNAVAILABLE": 503,
     "MODEL_TIMEOUT": 504,
@@ -47,6 +49,15 @@ _MODEL_CODES = {
     ModelErrorKind.UNAVAILABLE: ("MODEL_UNAVAILABLE", "the model is unavailable, try again"),
     ModelErrorKind.RATE_LIMITED: ("MODEL_UNAVAILABLE", "the model is rate limited, try again"),
     ModelErrorKind.TIMEOUT: ("MODEL_TIMEOUT", "the model did not answer in time, try again"),
+    ModelErrorKind.CONTEXT_TOO_LONG: (
+        "CONTEXT_TOO_LONG",
+        "the conversation is too long for the model: start a new session (no sessionId), "
+        "or send a shorter message",
+    ),
+    ModelErrorKind.MISCONFIGURED: (
+        "MODEL_MISCONFIGURED",
+        "the service's model connection is misconfigured; the operator has been told",
+    ),
 }
 
 _HTTP_CODES = {

@@ -58,8 +58,9 @@ class Metrics:
             ["kind"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
         self.tokens = Counter(
-            "model_tokens", "Tokens reported by the model, by type (prompt, completion).",
-            ["type"], namespace=NAMESPACE, registry=r,
+            "model_tokens", "Model tokens by type (prompt, completion) and source (reported by "
+            "the provider, or estimated from the text when it reported none).",
+            ["type", "source"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
 
         self.loop_lag = Histogram(
@@ -116,8 +117,10 @@ class MeteredCompleter:
             metrics.model_errors.labels(kind=str(exc.kind)).inc()
             raise
         metrics.model_latency.labels(outcome="ok").observe(time.perf_counter() - started)
-        metrics.tokens.labels(type="prompt").inc(completion.usage.prompt_tokens)
-        metrics.tokens.labels(type="completion").inc(completion.usage.completion_tokens)
+        usage = completion.usage
+        source = "estimated" if usage.estimated else "reported"
+        metrics.tokens.labels(type="prompt", source=source).inc(usage.prompt_tokens)
+        metrics.tokens.labels(type="completion", source=source).inc(usage.completion_tokens)
         return completion
 
     async def close(self) -> None:

@@ -11,6 +11,10 @@ logged as one line, never with a traceback.
 aiohttp has no public hook for the parser's refusals: they are answered by
 `RequestHandler.handle_error`, so the runner builds its connections with a
 `RequestHandler` whose `handle_error` answers in JSON.
+
+The access log (`AccessLog`, API_ACCESS_LOG) is one line per request: method, path,
+status and milliseconds — never the query string, a header or a body, where tokens
+and users' text travel.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import logging
 from typing import Any
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from aiohttp.web_request import BaseRequest
@@ -26,6 +31,7 @@ from aiohttp.web_request import BaseRequest
 from api.errors import ApiError, json_response
 
 log = logging.getLogger(__name__)
+access_log = logging.getLogger("api.access")
 
 SERVER_NAME = "consultation-api"
 """The `Server` header of every response: a name, no version."""
@@ -94,3 +100,22 @@ class ApiRunner(web.AppRunner):
             loop=server._loop,
             **server._kwargs,
         )
+
+
+class AccessLog(AbstractAccessLogger):
+    """`GET /healthz 200 1 ms`: what was asked, how it ended, how long it took."""
+
+    def log(self, request: BaseRequest, response: web.StreamResponse, time: float) -> None:
+        method = request.method if request.method.isalpha() else "OTHER"
+        self.logger.info("%s %s %d %.0f ms", method, request.path, response.status, time * 1000)
+
+    @property
+    def enabled(self) -> bool:
+        return self.logger.isEnabledFor(logging.INFO)
+
+
+def runner_options(enabled: bool) -> dict[str, Any]:
+    """The access-log arguments of `ApiRunner` (API_ACCESS_LOG on or off)."""
+    if not enabled:
+        return {"access_log": None}
+    return {"access_log": access_log, "access_log_class": AccessLog}

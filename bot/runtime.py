@@ -1,7 +1,10 @@
 """Opening and closing what a running process needs: store, model client, prompts, service.
 
 Shared by the Telegram bot, the HTTP API and the console, so all three run the
-same engine on the same database. Periodic cleanup and the event-loop lag watcher
+same engine on the same database. Once a process is up (its listener bound, so a
+start-up failure stays one line), `check_model_endpoint` asks the model endpoint
+once — a few seconds at most, never fatal — and logs one WARNING per setting that
+looks wrong. Periodic cleanup and the event-loop lag watcher
 run as plain asyncio tasks for as long as the runtime is open.
 """
 
@@ -88,6 +91,17 @@ async def open_runtime(settings: Settings) -> AsyncIterator[Runtime]:
                 await task
         await completer.close()
         await store.close()
+
+
+async def check_model_endpoint(runtime: Runtime) -> None:
+    """Log what `GET /models` says is wrong with the model settings; never stop start-up."""
+    try:
+        warnings = await runtime.completer.check_endpoint(runtime.settings.llm_model)
+    except Exception:  # a check that cannot run proves nothing
+        log.debug("model endpoint check failed", exc_info=True)
+        return
+    for warning in warnings:
+        log.warning("model endpoint: %s", warning)
 
 
 async def _cleanup_loop(service: ConsultationService, settings: Settings) -> None:

@@ -15,7 +15,13 @@ from telegram import Update
 from telegram.error import InvalidToken, NetworkError, TelegramError, TimedOut
 
 from bot.app import build_application, set_command_menus
-from bot.runtime import StartupError, cannot_listen, open_runtime, stop_on_signals
+from bot.runtime import (
+    StartupError,
+    cannot_listen,
+    check_model_endpoint,
+    open_runtime,
+    stop_on_signals,
+)
 from core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -58,6 +64,7 @@ async def run_bot(settings: Settings) -> int:
                 await application.updater.start_polling(
                     allowed_updates=Update.ALL_TYPES, timeout=30, poll_interval=0
                 )
+            await check_model_endpoint(runtime)
             log.info(
                 "bot @%s is running (%s)",
                 application.bot.username,

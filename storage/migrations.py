@@ -174,3 +174,12 @@ async def m004_telegram_updates(db: aiosqlite.Connection) -> None:
         "CREATE TABLE telegram_updates ( update_id INTEGER PRIMARY KEY, received_at REAL NOT NULL)"
     )
     await db.execute("CREATE INDEX telegram_updates_received ON telegram_updates (received_at)")
+
+
+@migration
+async def m005_estimated_usage(db: aiosqlite.Connection) -> None:
+    """Whether a reply's token counts were estimated (the provider reported none).
+
+    NULL in rows written before: their counts were what the provider reported.
+    """
+    await db.execute("ALTER TABLE messages ADD COLUMN tokens_estimated INTEGER")

@@ -26,17 +26,17 @@ _SELECT_CONSULTATION = (
 _SELECT_ACTIVE = f"{_SELECT_CONSULTATION} WHERE chat_key = ? AND status = 'active'"
 _SELECT_BY_ID = f"{_SELECT_CONSULTATION} WHERE id = ?"
 _SELECT_MESSAGES = (
-    "SELECT role, text, created_at, author, prompt_tokens, completion_tokens"
+    "SELECT role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated"
     " FROM messages WHERE consultation_id = ? ORDER BY seq"
 )
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages (consultation_id, seq, role, author, text, created_at,"
-    " prompt_tokens, completion_tokens)"
+    " prompt_tokens, completion_tokens, tokens_estimated)"
 )
 # The next position is computed inside the INSERT; writes never interleave, so it is race-free.
 _APPEND_MESSAGE = (
-    f"{_INSERT_MESSAGE} SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?"
+    f"{_INSERT_MESSAGE} SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?"
     " FROM messages WHERE consultation_id = ?"
 )
 
@@ -78,7 +78,7 @@ def insert_consultation(db: sqlite3.Connection, c: Consultation) -> None:
             raise ActiveConsultationExists(c.chat_key) from error
         raise
     db.executemany(
-        f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(c.id, seq, *_message_values(m)) for seq, m in enumerate(c.messages, start=1)],
     )
 
@@ -178,6 +178,7 @@ def _message_values(m: Message) -> tuple[Any, ...]:
         m.created_at,
         None if usage is None else usage.prompt_tokens,
         None if usage is None else usage.completion_tokens,
+        None if usage is None else int(usage.estimated),
     )
 
 
@@ -229,9 +230,9 @@ def _load(db: sqlite3.Connection, select: str, key: str) -> Consultation | None:
             text=text,
             created_at=created_at,
             author=author,
-            usage=None if prompt is None else Usage(prompt, completion or 0),
+            usage=None if prompt is None else Usage(prompt, completion or 0, bool(estimated)),
         )
-        for role, text, created_at, author, prompt, completion in db.execute(
+        for role, text, created_at, author, prompt, completion, estimated in db.execute(
             _SELECT_MESSAGES, (row[0],)
         )
     ]

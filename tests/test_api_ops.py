@@ -75,8 +75,8 @@ async def test_metrics_count_requests_rounds_tokens_and_errors(
         'consult_consultations_completed_total{source="api"} 1.0',
         'consult_model_request_duration_seconds_count{outcome="ok"} 1.0',
         'consult_model_errors_total{kind="unavailable"} 1.0',
-        'consult_model_tokens_total{type="prompt"} 11.0',
-        'consult_model_tokens_total{type="completion"} 3.0',
+        'consult_model_tokens_total{source="reported",type="prompt"} 11.0',
+        'consult_model_tokens_total{source="reported",type="completion"} 3.0',
     ]
     for line in expected:
         assert line in text
