@@ -20,6 +20,7 @@ from api.idempotency import HEADER, MAX_KEY_LENGTH
 from api.schemas import (
     ChatRequest,
     ChatResponse,
+    Citation,
     ErrorResponse,
     HealthResponse,
     SessionView,
@@ -65,6 +66,7 @@ _IDEMPOTENCY = {
 _MODELS: tuple[type[BaseModel], ...] = (
     ChatRequest,
     ChatResponse,
+    Citation,
     ErrorResponse,
     HealthResponse,
     SessionView,

@@ -48,6 +48,11 @@ Count = Annotated[int, Field(ge=1), BeforeValidator(_integral)]
 """A JSON integer ≥ 1."""
 
 
+def _absent(value: Any) -> bool:
+    """An optional response field left out of the body: false, empty or None."""
+    return not value
+
+
 class ChatRequest(BaseModel):
     """`POST /api/chat`: without `sessionId` a new session, with it the next round."""
 
@@ -111,8 +116,21 @@ class ChatRequest(BaseModel):
         )
 
 
+class Citation(BaseModel):
+    """A source the answer cites as `[index]` (from a search-backed provider)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(ge=1, description="The number the answer cites it by: `[1]` is 1.")
+    url: str = Field(description="As the provider sent it; not necessarily http(s).")
+    title: str | None = Field(None, exclude_if=_absent, description="One line, when known.")
+
+
 class ChatResponse(BaseModel):
-    """One answered round (seed 003 §2.2); `content` is the assistant's reply."""
+    """One answered round (seed 003 §2.2); `content` is the assistant's reply.
+
+    The fields after the seed's six are additive and appear only when they say something.
+    """
 
     model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")
 
@@ -122,6 +140,19 @@ class ChatResponse(BaseModel):
     round: int = Field(ge=1)
     max_rounds: int = Field(ge=1)
     session_id: str = Field(json_schema_extra={"format": "uuid"})
+    truncated: bool = Field(
+        default=False,
+        exclude_if=_absent,
+        description="Present (true) only when the model did not finish this reply: it was "
+        "cut off by its token limit or a stream that ended early, even after the allowed "
+        "continuations. `isComplete` still says whether the dialog is over.",
+    )
+    citations: list[Citation] = Field(
+        default_factory=list,
+        exclude_if=_absent,
+        description="Present only when the provider named sources (e.g. Perplexity): the "
+        "ones the answer's `[n]` markers refer to, by number, each URL once (at most 20).",
+    )
 
     @classmethod
     def from_reply(cls, reply: Reply) -> ChatResponse:
@@ -132,6 +163,8 @@ class ChatResponse(BaseModel):
             round=reply.round,
             max_rounds=reply.max_rounds,
             session_id=reply.consultation_id,
+            truncated=reply.truncated,
+            citations=[Citation(index=s.index, url=s.url, title=s.title) for s in reply.sources],
         )
 
 

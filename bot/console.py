@@ -120,6 +120,11 @@ class _StreamPrinter:
     def done(self, reply: Reply) -> None:
         if reply.text != self._printed:
             print(("\n" if self._printed else "") + reply.text, end="")
+        if reply.sources:
+            print(f"\n{t('en', 'sources')}:", end="")
+            for source in reply.sources:
+                shown = f"{source.title} — {source.url}" if source.title else source.url
+                print(f"\n[{source.index}] {shown}", end="")
         state = "final answer" if reply.is_final else f"round {reply.round} of {reply.max_rounds}"
         if Notice.ANSWER_INCOMPLETE in reply.notices:
             state += " (it may be incomplete: it was cut off before its end)"

@@ -25,7 +25,7 @@ from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, Time
 from telegram.ext import ExtBot
 
 from bot.flood import retry_seconds
-from bot.render import Part, plain_parts, render, utf16_len
+from bot.render import MAX_ENTITIES, Part, plain_parts, render, utf16_len
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +53,41 @@ class Target:
     private: bool = True
 
 
+def attach(parts: list[Part], block: Part) -> list[Part]:
+    """Append `block` to the last part after a blank line when the two fit one message
+    (4096 UTF-16 units, `MAX_ENTITIES` entities), else as a part of its own.
+
+    The block's entities are shifted by where it lands, in UTF-16 units.
+    """
+    separator = "\n\n"
+    last = parts[-1] if parts else None
+    if (
+        last is not None
+        and utf16_len(last.text + separator + block.text) <= TELEGRAM_LIMIT
+        and len(last.entities) + len(block.entities) <= MAX_ENTITIES
+    ):
+        offset = utf16_len(last.text + separator)
+        moved = tuple(_shifted(entity, offset) for entity in block.entities)
+        return [*parts[:-1], Part(last.text + separator + block.text, (*last.entities, *moved))]
+    return [*parts, block]
+
+
+def _shifted(entity: MessageEntity, offset: int) -> MessageEntity:
+    return MessageEntity(
+        entity.type,
+        entity.offset + offset,
+        entity.length,
+        url=entity.url,
+        language=entity.language,
+        custom_emoji_id=entity.custom_emoji_id,
+    )
+
+
 def with_footer(parts: list[Part], footer: str | None) -> list[Part]:
     """Append an italic status line (e.g. "Round 1 of 3") to the last part, or as its own part."""
     if not footer:
         return parts
-    separator = "\n\n"
-    last = parts[-1] if parts else None
-    if last is not None and utf16_len(last.text + separator + footer) <= TELEGRAM_LIMIT:
-        offset = utf16_len(last.text + separator)
-        italic = MessageEntity(MessageEntity.ITALIC, offset, utf16_len(footer))
-        parts = [*parts[:-1], Part(last.text + separator + footer, (*last.entities, italic))]
-        return parts
-    return [*parts, Part(footer, (MessageEntity(MessageEntity.ITALIC, 0, utf16_len(footer)),))]
+    return attach(parts, Part(footer, (MessageEntity(MessageEntity.ITALIC, 0, utf16_len(footer)),)))
 
 
 async def render_parts(markdown: str) -> list[Part]:
@@ -121,12 +144,18 @@ class Sender:
         footer: str | None = None,
         keyboard: InlineKeyboardMarkup | None = None,
         edit: Message | None = None,
+        appendix: Sequence[Part] = (),
     ) -> list[Message]:
         """Deliver `markdown` whole: formatted where Telegram accepts it, plain where not.
 
-        With `edit`, the first part replaces that (progress) message's text.
+        `appendix` (ready parts, e.g. the list of sources) follows the text, joined to its
+        last part where it fits; the footer comes last. With `edit`, the first part
+        replaces that (progress) message's text.
         """
-        parts = with_footer(await render_parts(markdown), footer)
+        parts = await render_parts(markdown)
+        for block in appendix:
+            parts = attach(parts, block)
+        parts = with_footer(parts, footer)
         sent: list[Message] = []
         for index, part in enumerate(parts):
             last = index == len(parts) - 1

@@ -76,6 +76,7 @@ EN: dict[str, str] = {
         "starts a new one."
     ),
     "incomplete": "(This reply may be incomplete: it was cut off before its end.)",
+    "sources": "Sources",
     "unknown_command": "I don't know that command. See /help.",
     "empty": "Your message is empty. Please write your question in words.",
     "role_show": "Expert: {role}. Choose another one (applies to the next consultation):",
@@ -158,6 +159,7 @@ RU: dict[str, str] = {
         "Предыдущая консультация истекла после {minutes} мин без сообщений, поэтому начинаем новую."
     ),
     "incomplete": "(Ответ может быть неполным: он оборвался, не дойдя до конца.)",
+    "sources": "Источники",
     "unknown_command": "Такой команды я не знаю. Смотрите /help.",
     "empty": "Сообщение пустое. Пожалуйста, напишите вопрос словами.",
     "role_show": "Эксперт: {role}. Выберите другого (для следующей консультации):",

@@ -16,12 +16,16 @@ from __future__ import annotations
 import bisect
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import pyromark  # telegramify-markdown's parser: asked where code is, as the converter sees it
 import telegramify_markdown
 from telegram import MessageEntity
 from telegramify_markdown import utf16_len
+
+from core.sources import Source
 
 try:  # LaTeX must become `$…$` math before escaping, so `<` inside it is not escaped twice
     from telegramify_markdown.converter import _escape_latex as _latex_to_math
@@ -31,7 +35,15 @@ except ImportError:  # pragma: no cover - a later 1.x may move it; then LaTeX st
         return text
 
 
-__all__ = ["MAX_ENTITIES", "TELEGRAM_LIMIT", "Part", "plain_parts", "render", "utf16_len"]
+__all__ = [
+    "MAX_ENTITIES",
+    "TELEGRAM_LIMIT",
+    "Part",
+    "plain_parts",
+    "render",
+    "sources_parts",
+    "utf16_len",
+]
 
 log = logging.getLogger(__name__)
 
@@ -252,6 +264,55 @@ def _best_break(text: str, start: int, hard: int) -> int:
             if cut != -1:
                 return cut + len(sep)
     return hard  # a Python index never falls inside a surrogate pair
+
+
+SOURCE_LABEL_CHARS = 60
+"""A source without a title is shown as its URL, cut to this many characters."""
+
+
+def sources_parts(
+    heading: str, sources: Sequence[Source], *, limit: int = TELEGRAM_LIMIT
+) -> list[Part]:
+    """The numbered list of `sources` under a bold `heading`, as messages of their own.
+
+    Each line reads "[n] title" (the `[n]` the answer cites); the title, or a short form
+    of the URL, links to the source when it is an http(s) URL and is plain text otherwise.
+    Titles are text, never Markdown, so nothing in them is interpreted. Lines are packed
+    into as few parts as fit `limit` UTF-16 units and `MAX_ENTITIES` entities; the heading
+    opens the first. A caller joins the first part to the answer when both fit.
+    """
+    if not sources:
+        return []
+    parts: list[Part] = []
+    text, entities = heading, [MessageEntity(MessageEntity.BOLD, 0, utf16_len(heading))]
+    for source in sources:
+        label = source.title or _short_url(source.url)
+        prefix = f"[{source.index}] "
+        line = prefix + label
+        if utf16_len(text) + 1 + utf16_len(line) > limit or len(entities) >= MAX_ENTITIES:
+            parts.append(Part(text, tuple(entities)))
+            text, entities = "", []
+        if text:
+            text += "\n"
+        if source.is_web_link:
+            offset = utf16_len(text + prefix)
+            link = MessageEntity(MessageEntity.TEXT_LINK, offset, utf16_len(label), url=source.url)
+            entities.append(link)
+        text += line
+    parts.append(Part(text, tuple(entities)))
+    return parts
+
+
+def _short_url(url: str) -> str:
+    """The URL without its scheme (for http(s)), cut to `SOURCE_LABEL_CHARS` with "…"."""
+    try:
+        web = urlsplit(url).scheme.lower() in {"http", "https"}
+    except ValueError:
+        web = False
+    shown = url.split("://", 1)[-1] if web else url
+    if len(shown) > SOURCE_LABEL_CHARS:
+        shown = shown[: SOURCE_LABEL_CHARS - 1] + "…"
+    return shown
 
 
 def _make_part(

@@ -17,6 +17,7 @@ from telegram.error import TelegramError
 from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
 from bot.expiring import ExpiringDict
 from bot.i18n import t
+from bot.render import sources_parts
 from core.errors import (
     ModelError,
     NoActiveConsultation,
@@ -136,6 +137,7 @@ class TurnRunner:
             footer=footer_for(reply, language),
             keyboard=keyboard,
             edit=progress.message if progress is not None else None,
+            appendix=sources_parts(t(language, "sources"), reply.sources),
         )
 
     async def _say(self, sender: Sender, text: str) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.models import Usage
+from core.sources import Source, extract_sources
 
 
 class Notice(enum.StrEnum):
@@ -34,6 +35,17 @@ class Reply:
     @property
     def early_finish(self) -> bool:
         return self.is_final and self.round < self.max_rounds
+
+    @property
+    def truncated(self) -> bool:
+        """The model did not finish this reply (cut off by its token limit, a stream that
+        just ended, a content filter or the answer cap), even after the continuations."""
+        return Notice.ANSWER_INCOMPLETE in self.notices
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        """What a search-backed provider cited for this reply (see `core.sources`)."""
+        return extract_sources(self.extras)
 
 
 @dataclass(frozen=True, slots=True)
