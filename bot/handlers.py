@@ -210,14 +210,19 @@ class Handlers:
 
     async def final_answer_now(self, message: Message, context: Context, *, user) -> None:  # type: ignore[no-untyped-def]
         group = is_group(message)
-        key = Incoming(message.chat_id, topic_of(message), None, None, "en", "", group).key
+        language = language_of(user)
+        key = Incoming(message.chat_id, topic_of(message), None, None, language, "", group).key
 
         async def answer(on_text):  # type: ignore[no-untyped-def]
             return await self.service.answer_now(
-                key, author=display_name(user) if group else None, is_group=group, on_text=on_text
+                key,
+                author=display_name(user) if group else None,
+                is_group=group,
+                on_text=on_text,
+                language=language,
             )
 
-        await self.turns.run(context.bot, target_of(message), language_of(user), answer)
+        await self.turns.run(context.bot, target_of(message), language, answer)
 
     async def say(
         self, sender: Sender, text: str, *, keyboard: InlineKeyboardMarkup | None = None

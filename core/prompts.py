@@ -48,7 +48,7 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "round_context": _SYSTEM_VARS,
     "early_finish": _SYSTEM_VARS,
     "final_round": _SYSTEM_VARS,
-    "final_requested": _SYSTEM_VARS,
+    "final_requested": (*_SYSTEM_VARS, "language"),
     "user_request": _SYSTEM_VARS,
     "group_context": _SYSTEM_VARS,
     "json_output": ("schema",),
@@ -56,6 +56,7 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "omission_note": ("omitted",),
     "excerpt_note": ("omitted_chars",),
     "final_now_request": (),
+    "final_now_request.ru": (),  # the same request in the user's language (`.<code>`)
 }
 _SAMPLE_VALUES: Mapping[str, Any] = {
     "round": 2,
@@ -63,6 +64,7 @@ _SAMPLE_VALUES: Mapping[str, Any] = {
     "remaining": 1,
     "initial_request": 'Sample "request" {{x}}',
     "marker": EARLY_FINISH_MARKER,
+    "language": "Russian",
     "schema": '{"type": "object"}',
     "omitted": 4,
     "omitted_chars": "12,345",
@@ -151,6 +153,7 @@ class PromptLibrary:
         for name, variables in TEMPLATE_VARIABLES.items():
             self.render(name, **{v: _SAMPLE_VALUES[v] for v in variables})
         self.render("json_output", schema=None)
+        self.render("final_requested", **{**_SAMPLE_VALUES, "language": None})
         if DEFAULT_ROLE not in self.roles():
             raise PromptError(f"{ROLES_SUBDIR}/{DEFAULT_ROLE}", "the default role is missing")
 
@@ -180,6 +183,7 @@ class PromptContext:
     json_mode: bool = False
     json_schema: str | None = None
     request_budget_chars: int = 6000  # how much of `initial_request` is repeated verbatim
+    language: str | None = None  # the name of the language the user writes in, when known
 
 
 def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
@@ -196,6 +200,7 @@ def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
         "remaining": max(ctx.max_rounds - ctx.round, 0),
         "initial_request": quote_request(library, ctx.initial_request, ctx.request_budget_chars),
         "marker": EARLY_FINISH_MARKER,
+        "language": ctx.language,
     }
     custom = (ctx.custom_system_prompt or "").strip()
     parts = [

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.context import build_model_messages
+from core.final_now import user_language
+from core.language import language_name
 from core.models import Consultation
 from core.ports import CompletionRequest
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
@@ -69,6 +71,9 @@ def build_completion_request(
         json_mode=json_mode,
         json_schema=options.output_schema,
         request_budget_chars=config.initial_request_budget_chars,
+        language=language_name(user_language(consultation, prompts))
+        if turn.final_requested
+        else None,
     )
     system_prompt = build_system_prompt(prompts, context)
     messages = build_model_messages(

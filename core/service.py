@@ -29,6 +29,7 @@ from core.errors import (
     NothingToRetry,
     SessionNotFound,
 )
+from core.final_now import request_text, user_language
 from core.keyed_lock import KeyedLock
 from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status
 from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
@@ -112,15 +113,22 @@ class ConsultationService:
         author: str | None = None,
         is_group: bool = False,
         on_text: OnText | None = None,
+        language: str | None = None,
     ) -> Reply:
-        """Give the final answer now, from whatever the consultation holds."""
+        """Give the final answer now, from whatever the consultation holds.
+
+        The request stored as the user's turn is in `language` (a code such as "ru": the
+        user's interface language); without one, in the language the user has been writing
+        in when that can be told, else in English.
+        """
         async with self._turn(chat_key):
             now = self._clock()
             consultation, notices = await self._active_or_none(chat_key, now)
             if consultation is None:
                 raise NoActiveConsultation("there is no consultation to finish")
             if not has_open_turn(consultation):
-                request = self._prompts.render("final_now_request")
+                language = language or user_language(consultation, self._prompts)
+                request = request_text(self._prompts, language)
                 await self._add_user_message(consultation, request, author, now)
             return await self._answer(
                 consultation,

@@ -55,7 +55,9 @@ def test_every_default_template_renders(library: PromptLibrary) -> None:
 def test_every_template_mentions_nothing_unrendered(library: PromptLibrary) -> None:
     """No rendered template keeps a Mustache tag or its title comment."""
     for name in TEMPLATE_VARIABLES:
-        text = library.render(name, **SYSTEM_VALUES, schema=None, omitted=2, omitted_chars=5)
+        text = library.render(
+            name, **SYSTEM_VALUES, language=None, schema=None, omitted=2, omitted_chars=5
+        )
         assert "{{" not in text
         assert text
 
