@@ -51,8 +51,8 @@ _MODEL_CODES = {
     ModelErrorKind.TIMEOUT: ("MODEL_TIMEOUT", "the model did not answer in time, try again"),
     ModelErrorKind.CONTEXT_TOO_LONG: (
         "CONTEXT_TOO_LONG",
-        "the conversation is too long for the model: start a new session (no sessionId), "
-        "or send a shorter message",
+        "the conversation is too long for the model: start a new session (no sessionId) "
+        "and ask more briefly",
     ),
     ModelErrorKind.MISCONFIGURED: (
         "MODEL_MISCONFIGURED",

@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings()
         check_required(settings, telegram=mode == "bot")
-        configure_logging(settings.log_level, secrets_of(settings))
+        # The console's terminal is the conversation: only warnings go to its stderr.
+        floor = "WARNING" if mode == "console" else "DEBUG"
+        configure_logging(settings.log_level, secrets_of(settings), floor=floor)
     except ConfigError as exc:
         print(f"Configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

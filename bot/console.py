@@ -7,12 +7,19 @@ so a console consultation also survives a restart. Replies stream as they come.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import sys
 
 from bot.i18n import t
-from bot.runtime import open_runtime
-from core.errors import ConsultationError, InvalidMaxRounds, ModelError, StoreUnavailable
+from bot.runtime import check_model_endpoint, open_runtime
+from core.errors import (
+    NOT_RETRYABLE,
+    ConsultationError,
+    InvalidMaxRounds,
+    ModelError,
+    StoreUnavailable,
+)
 from core.outcomes import Notice, Reply
 from core.settings import Settings
 
@@ -26,10 +33,13 @@ HELP = """Type your question. Commands:
 
 COMMAND = re.compile(r"/[A-Za-z]\w*")
 
+log = logging.getLogger(__name__)
+
 
 async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
     async with open_runtime(settings) as runtime:
         service = runtime.service
+        await check_model_endpoint(runtime)  # warnings go to stderr, before the first prompt
         print(HELP)
         status = await service.status(key)
         if status.active:
@@ -47,7 +57,11 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
             try:
                 await _handle(service, key, text)
             except ModelError as exc:
-                print(f"\n[model error: {exc}; your message is saved, /retry to try again]")
+                if exc.kind not in NOT_RETRYABLE:
+                    print(f"\n[model error: {exc}; your message is saved, /retry to try again]")
+                else:  # the user is told what helps; the log (stderr) names the setting
+                    log.warning("model error: %s", exc)
+                    print(f"\n[{t('en', f'model_{exc.kind.value}')}]")
             except (ConsultationError, ValueError) as exc:
                 print(f"[{exc}]")
             except StoreUnavailable as exc:

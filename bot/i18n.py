@@ -65,6 +65,14 @@ EN: dict[str, str] = {
     "reason_rate_limited": "too many requests",
     "reason_unavailable": "the service is unavailable",
     "reason_rejected": "the request was refused",
+    "model_context_too_long": (
+        "⚠️ This conversation has grown too long for the model to read. Send /reset to start "
+        "over, then ask more briefly."
+    ),
+    "model_misconfigured": (
+        "⚠️ I can't use my model because of a configuration problem on my side. The operator "
+        "has been told; your message is saved, please try again later."
+    ),
     "rate_limited": "You're sending messages too fast. Please wait {seconds} s and try again.",
     "not_allowed": "Sorry, this bot is not available here.",
     "text_only": (
@@ -149,6 +157,14 @@ RU: dict[str, str] = {
     "reason_rate_limited": "слишком много запросов",
     "reason_unavailable": "сервис недоступен",
     "reason_rejected": "запрос отклонён",
+    "model_context_too_long": (
+        "⚠️ Разговор стал слишком длинным для модели. Отправьте /reset, чтобы начать заново, и "
+        "сформулируйте вопрос короче."
+    ),
+    "model_misconfigured": (
+        "⚠️ Не могу обратиться к модели из-за ошибки в моих настройках. Администратор уже "
+        "уведомлён; ваше сообщение сохранено, попробуйте позже."
+    ),
     "rate_limited": "Вы пишете слишком часто. Подождите {seconds} с и попробуйте снова.",
     "not_allowed": "Извините, этот бот здесь недоступен.",
     "text_only": (

@@ -9,6 +9,12 @@ Invariants:
 - aiosqlite stays at INFO whatever LOG_LEVEL says: at DEBUG it logs every
   statement it runs with its parameters, i.e. every user's message in full,
   and tells an operator nothing the store's own logs do not.
+- Third-party chatter stays out unless LOG_LEVEL=DEBUG: the openai SDK's "Retrying
+  request" lines, one "HTTP Request" line per model call from httpx (httpx2 under
+  the SDK's aiohttp transport) and aiohttp's own access log are WARNING and above;
+  the API's access log is `api.access` (one line per request, API_ACCESS_LOG).
+- `floor` raises the level for a process whose terminal is its user interface (the
+  console): its stderr shows warnings, never INFO lines between the turns.
 - An unknown LOG_LEVEL is a `ConfigError` naming the variable, not a traceback.
 """
 
@@ -27,11 +33,14 @@ MIN_SECRET_LENGTH = 6
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _QUIET = {
+    "openai": logging.WARNING,
     "httpx": logging.WARNING,
+    "httpx2": logging.WARNING,
     "httpcore": logging.WARNING,
+    "aiohttp.access": logging.WARNING,
     "telegram.ext.Updater": logging.WARNING,
-    "aiosqlite": logging.INFO,
 }
+_NEVER_BELOW = {"aiosqlite": logging.INFO}  # whatever LOG_LEVEL says (see above)
 _SECRET_SETTINGS = ("telegram_bot_token", "webhook_secret", "api_token", "openai_api_key")
 
 
@@ -75,17 +84,25 @@ def secrets_of(settings: Settings) -> list[str | None]:
     return [settings.secret(name) for name in _SECRET_SETTINGS]
 
 
-def configure_logging(level: str, secrets: Iterable[str | None] = ()) -> None:
-    """Log to stderr at `level` (a name from `LEVELS`), secrets redacted; raise ConfigError
-    for an unknown level."""
+def configure_logging(
+    level: str, secrets: Iterable[str | None] = (), *, floor: str = "DEBUG"
+) -> None:
+    """Log to stderr at `level` (a name from `LEVELS`) but not below `floor` unless `level`
+    is DEBUG, secrets redacted; raise ConfigError for an unknown level."""
     name = level.strip().upper()
     if name not in LEVELS:
         raise ConfigError(f"LOG_LEVEL: {level!r} is not a level; use one of {', '.join(LEVELS)}")
+    if name != "DEBUG" and LEVELS.index(name) < LEVELS.index(floor):
+        name = floor
     logging.basicConfig(
         level=getattr(logging, name), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger().setLevel(name)  # also when a handler was there before basicConfig
     redactor = Redactor(secrets)
     for handler in logging.getLogger().handlers:
         handler.addFilter(redactor)
+    chosen = getattr(logging, name)
     for logger, quiet in _QUIET.items():
-        logging.getLogger(logger).setLevel(max(quiet, getattr(logging, name)))
+        logging.getLogger(logger).setLevel(chosen if name == "DEBUG" else max(quiet, chosen))
+    for logger, least in _NEVER_BELOW.items():
+        logging.getLogger(logger).setLevel(max(least, chosen))

@@ -19,7 +19,9 @@ from bot.expiring import ExpiringDict
 from bot.i18n import t
 from bot.render import sources_parts
 from core.errors import (
+    NOT_RETRYABLE,
     ModelError,
+    ModelErrorKind,
     NoActiveConsultation,
     NothingToRetry,
     StoreUnavailable,
@@ -56,6 +58,13 @@ def footer_for(reply: Reply, language: str) -> str:
     if reply.is_final and reply.is_complete:
         lines.append(t(language, "complete"))
     return "\n".join(lines)
+
+
+def model_error_text(exc: ModelError, language: str) -> str:
+    """What the user reads: for an error no retry can fix, what helps instead of /retry."""
+    if exc.kind in NOT_RETRYABLE:
+        return t(language, f"model_{exc.kind.value}")
+    return t(language, "model_error", reason=t(language, f"reason_{exc.kind.value}"))
 
 
 class TurnRunner:
@@ -98,9 +107,10 @@ class TurnRunner:
                 self._undelivered[(target.chat_id, target.thread_id)] = (reply, language)
             return reply
         except ModelError as exc:
-            log.warning("model error in chat %s: %s", target.chat_id, exc)
-            reason = t(language, f"reason_{exc.kind.value}")
-            await self._say(sender, t(language, "model_error", reason=reason))
+            # A setting only the operator can fix is an error; the detail names the setting.
+            level = logging.ERROR if exc.kind is ModelErrorKind.MISCONFIGURED else logging.WARNING
+            log.log(level, "model error in chat %s: %s", target.chat_id, exc)
+            await self._say(sender, model_error_text(exc, language))
         except NothingToRetry:
             await self._say(sender, t(language, "retry_none"))
         except NoActiveConsultation:

@@ -14,6 +14,10 @@ class ModelErrorKind(enum.StrEnum):
     MISCONFIGURED = "misconfigured"  # 401/403/404: key, base URL or model name is wrong
 
 
+NOT_RETRYABLE = frozenset({ModelErrorKind.CONTEXT_TOO_LONG, ModelErrorKind.MISCONFIGURED})
+"""Kinds the same request will meet again: users are told what helps instead of a retry."""
+
+
 class ModelError(Exception):
     """The model could not answer, after the client's own retries.
 
