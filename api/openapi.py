@@ -36,11 +36,14 @@ _CHAT_ERRORS = {
     400: "VALIDATION_ERROR, INVALID_MAX_ROUNDS, MAX_ROUNDS_EXCEEDED, DIALOG_COMPLETED",
     401: "UNAUTHORIZED (only when an API token is configured)",
     404: "SESSION_NOT_FOUND",
-    413: "PAYLOAD_TOO_LARGE",
+    413: "PAYLOAD_TOO_LARGE, or CONTEXT_TOO_LONG: the session's conversation is over the "
+    "model's context; start a new session and ask more briefly (the error names the session)",
     422: f"IDEMPOTENCY_KEY_REUSED: this {HEADER} was used for a different request",
     429: "RATE_LIMITED: too many requests from this client; see Retry-After",
     500: "INTERNAL_ERROR (round not consumed; the error names the session to retry)",
-    502: "MODEL_ERROR: the model rejected the request (round not consumed)",
+    502: "MODEL_ERROR: the model rejected the request, or MODEL_MISCONFIGURED: the service's "
+    "model key, base URL or model name is wrong, which the operator must fix (round not "
+    "consumed)",
     503: "MODEL_UNAVAILABLE or STORE_UNAVAILABLE (round not consumed; retry)",
     504: "MODEL_TIMEOUT (round not consumed; retry)",
 }

@@ -153,6 +153,13 @@ class ChatResponse(BaseModel):
         description="Present only when the provider named sources (e.g. Perplexity): the "
         "ones the answer's `[n]` markers refer to, by number, each URL once (at most 20).",
     )
+    schema_valid: bool | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Present only with `outputFormat: json` and an `outputSchema` that is a "
+        "JSON Schema object, on the final answer: whether its JSON follows the schema. The "
+        "content is delivered either way; `false` means the model did not keep to it.",
+    )
 
     @classmethod
     def from_reply(cls, reply: Reply) -> ChatResponse:
@@ -165,6 +172,7 @@ class ChatResponse(BaseModel):
             session_id=reply.consultation_id,
             truncated=reply.truncated,
             citations=[Citation(index=s.index, url=s.url, title=s.title) for s in reply.sources],
+            schema_valid=reply.schema_valid,
         )
 
 

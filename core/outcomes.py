@@ -31,6 +31,8 @@ class Reply:
     notices: frozenset[Notice] = frozenset()
     extras: dict[str, Any] = field(default_factory=dict)
     json_valid: bool | None = None
+    # With an output schema (`core.answer_schema`): whether the final JSON follows it.
+    schema_valid: bool | None = None
 
     @property
     def early_finish(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.answer_schema import schema_object
 from core.context import build_model_messages
 from core.final_now import user_language
 from core.language import language_name
@@ -93,4 +94,5 @@ def build_completion_request(
         max_tokens=options.max_tokens or config.max_tokens,
         json_mode=json_mode,
         extra_body=extra_body,
+        json_schema=schema_object(options.output_schema) if json_mode else None,
     )

@@ -16,9 +16,11 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
+from core.answer_schema import follows_schema
 from core.blank import is_blank
-from core.collect import collect_answer
+from core.collect import CollectedAnswer, collect_answer
 from core.errors import (
     DialogCompleted,
     EmptyMessage,
@@ -453,7 +455,17 @@ class ConsultationService:
             notices=frozenset(notices),
             extras=answer.extras,
             json_valid=answer.json_valid,
+            schema_valid=_schema_valid(answer, request.json_schema),
         )
+
+
+def _schema_valid(answer: CollectedAnswer, schema: dict[str, Any] | None) -> bool | None:
+    """Whether the final JSON follows the client's schema; None without a schema.
+
+    Text that is no JSON at all does not follow it either."""
+    if schema is None:
+        return None
+    return bool(answer.json_valid) and follows_schema(answer.json_value, schema)
 
 
 def _require_text(text: str) -> str:

@@ -219,6 +219,7 @@ async def test_json_output_is_continued_until_it_parses(
     )
     assert (status, body["isComplete"]) == (200, True)
     assert json.loads(body["content"]) == {"plan": ["squats", "rows"], "note": "rest on Sunday"}
-    assert model_server.requests[0]["response_format"] == {"type": "json_object"}
+    assert model_server.requests[0]["response_format"]["json_schema"]["schema"] == schema
     assert '"plan"' in model_server.requests[0]["messages"][0]["content"]  # the schema is shown
+    assert "response_format" not in model_server.requests[1]  # a continuation is plain text
     assert len(model_server.requests) == 2
