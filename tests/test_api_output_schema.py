@@ -49,27 +49,22 @@ async def test_the_schema_is_sent_as_json_schema_and_a_fitting_answer_is_valid(
     }
 
 
+@pytest.mark.parametrize(
+    ("answer", "schema"),
+    [('{"plan": "squats"}', json.dumps(SCHEMA)), ("Sorry, no plan today.", SCHEMA)],
+    ids=["wrong type, schema as text", "no JSON at all"],
+)
 async def test_an_answer_that_breaks_the_schema_says_so(
-    api: RunningApi, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer, answer: str, schema: Any
 ) -> None:
-    """JSON that does not follow the schema is delivered as it is, with schemaValid: false."""
-    model_server.enqueue('{"plan": "squats"}')
+    """An answer that does not follow the schema (JSON of the wrong shape, or no JSON at all)
+    is delivered as it is, with schemaValid: false."""
+    model_server.enqueue(answer)
 
-    body = await ask(api, outputSchema=json.dumps(SCHEMA))
-
-    assert json.loads(body["content"]) == {"plan": "squats"}
-    assert body["schemaValid"] is False
-
-
-async def test_an_answer_that_is_not_json_breaks_the_schema(
-    api: RunningApi, model_server: FakeModelServer
-) -> None:
-    """Text that is no JSON at all cannot follow the schema either."""
-    model_server.enqueue("Sorry, no plan today.")
-
-    body = await ask(api, outputSchema=SCHEMA)
+    body = await ask(api, outputSchema=schema)
 
     assert body["schemaValid"] is False
+    assert body["content"] == answer
 
 
 async def test_a_server_without_json_schema_gets_json_object_once(
