@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -129,7 +129,7 @@ class OpenAICompleter:
         if self._owns_client:
             await self._client.close()
 
-    def _body(self, request: CompletionRequest) -> dict[str, Any]:
+    def _body(self, request: CompletionRequest, *, schema: bool) -> dict[str, Any]:
         body: dict[str, Any] = {
             **self._default_extra_body,
             **request.extra_body,  # provider fields (disable_search, …) as extra_body would
@@ -142,7 +142,7 @@ class OpenAICompleter:
             body["max_tokens"] = request.max_tokens
         if request.json_mode:
             body["response_format"] = _JSON_FORMAT
-            if request.json_schema is not None and not self._schema_refused:
+            if schema and request.json_schema is not None:
                 body["response_format"] = {
                     "type": "json_schema",
                     "json_schema": {
@@ -156,23 +156,42 @@ class OpenAICompleter:
     async def complete(
         self, request: CompletionRequest, on_delta: OnDelta | None = None
     ) -> Completion:
-        """Stream one completion, passing each text piece to `on_delta` in order."""
-        with_schema = request.json_mode and request.json_schema is not None
-        try:
-            return await self._complete(request, on_delta)
-        except openai.BadRequestError as exc:
-            if not (with_schema and not self._schema_refused and _format_refused(exc)):
-                raise _model_error(exc) from exc
-            # Nothing was streamed yet (a 400 comes before the stream): ask again.
-            self._schema_refused = True
-        try:
-            return await self._complete(request, on_delta)
-        except openai.APIError as exc:
-            raise _model_error(exc) from exc
+        """Stream one completion, passing each text piece to `on_delta` in order.
 
-    async def _complete(self, request: CompletionRequest, on_delta: OnDelta | None) -> Completion:
-        """One streamed call; a 400 leaves as `openai.BadRequestError` (`complete` may retry
-        it without the schema), any other SDK error as `ModelError`."""
+        A call with a schema that the server refuses — a 400/422 about response_format,
+        or a hang-up before any answer (llama-cpp-python's server) — is made again with
+        `json_object`; when that one succeeds, the server is known to lack json_schema
+        and later calls skip it. (When it fails too, the server is down, not refusing.)
+        """
+        schema = request.json_mode and request.json_schema is not None
+        if not schema or self._schema_refused:
+            return await self._complete(request, on_delta, schema=False)
+        streamed = False
+
+        async def delta(piece: str) -> None:
+            nonlocal streamed
+            streamed = True
+            if on_delta is not None:
+                await on_delta(piece)
+
+        try:
+            return await self._complete(request, delta, schema=True, raw_errors=True)
+        except openai.APIError as exc:
+            if streamed or not _schema_refused(exc):
+                raise _model_error(exc) from exc
+        completion = await self._complete(request, on_delta, schema=False)
+        self._schema_refused = True
+        return completion
+
+    async def _complete(
+        self,
+        request: CompletionRequest,
+        on_delta: OnDelta | None,
+        *,
+        schema: bool,
+        raw_errors: bool = False,
+    ) -> Completion:
+        """One streamed call; SDK errors leave as `ModelError` (as they are: `raw_errors`)."""
         state = _StreamState(request.model)
         try:
             # The SDK's generic `post` keeps its retries, timeouts, SSE decoding and
@@ -180,7 +199,7 @@ class OpenAICompleter:
             # per chunk (what `chat.completions.create` does) cost more than all the rest.
             stream = await self._client.post(
                 "/chat/completions",
-                body=self._body(request),
+                body=self._body(request, schema=schema),
                 cast_to=object,
                 stream=True,
                 stream_cls=AsyncStream[object],
@@ -194,9 +213,9 @@ class OpenAICompleter:
                     count += 1
                     if count % YIELD_EVERY == 0:
                         await asyncio.sleep(0)
-        except openai.BadRequestError:
-            raise
         except openai.APIError as exc:
+            if raw_errors:
+                raise
             raise _model_error(exc) from exc
         if state.finish_reason is None and not state.pieces:
             raise ModelError(
@@ -373,18 +392,35 @@ def _model_error(exc: openai.APIError) -> ModelError:
     return ModelError(ModelErrorKind.UNAVAILABLE, detail)
 
 
-def _format_refused(exc: openai.BadRequestError) -> bool:
-    """Whether a 400 is about the response format (a server without json_schema)."""
-    return bool(_FORMAT_REFUSED.search(exc.message)) and not _CONTEXT_ERROR.search(exc.message)
+def _schema_refused(exc: openai.APIError) -> bool:
+    """Whether a call with json_schema may have failed for the schema: a 400/422 about the
+    response format, or a hang-up without an answer (not a refused connect, not a timeout)."""
+    if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
+        message = exc.message
+        return bool(_FORMAT_REFUSED.search(message)) and not _CONTEXT_ERROR.search(message)
+    return isinstance(exc, openai.APIConnectionError) and _hung_up(exc)
 
 
-def _refused(exc: BaseException) -> bool:
-    """Whether an OS-level connection failure (not a timeout) is behind `exc`."""
+_HANG_UPS = frozenset({"RemoteProtocolError", "ServerDisconnectedError"})
+"""httpx's and aiohttp's names for a server that closed the connection without an answer."""
+
+
+def _hung_up(exc: BaseException) -> bool:
+    """Whether the server closed the connection without answering behind `exc` (the
+    aiohttp transport reports that as a timeout, so the cause tells)."""
+    return any(type(cause).__name__ in _HANG_UPS for cause in _causes(exc))
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """What `exc` was raised from, nearest first."""
     seen: BaseException | None = exc
     for _ in range(8):  # causes form a short chain; the bound guards against cycles
         seen = seen.__cause__ or seen.__context__ if seen is not None else None
         if seen is None:
-            return False
-        if isinstance(seen, OSError) and not isinstance(seen, TimeoutError):
-            return True
-    return False
+            return
+        yield seen
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether an OS-level connection failure (not a timeout) is behind `exc`."""
+    return any(isinstance(c, OSError) and not isinstance(c, TimeoutError) for c in _causes(exc))

@@ -6,7 +6,7 @@ import ast
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -533,15 +533,27 @@ async def test_an_output_schema_is_sent_as_json_schema(
     }
 
 
+SCHEMA_REFUSALS: dict[str, dict[str, Any]] = {
+    "400 about response_format": {
+        "text": "Invalid parameter: 'response_format' of type 'json_schema' is not supported",
+        "status": 400,
+    },
+    "422 about response_format": {
+        "text": "body.response_format.type: Input should be 'text' or 'json_object'",
+        "status": 422,
+    },
+    "hang-up (llama-cpp-python)": {"drop": True},
+}
+
+
+@pytest.mark.parametrize("refusal", SCHEMA_REFUSALS.values(), ids=SCHEMA_REFUSALS.keys())
 async def test_a_server_refusing_json_schema_falls_back_to_json_object_once(
-    model_server: FakeModelServer, completer: OpenAICompleter
+    model_server: FakeModelServer, completer: OpenAICompleter, refusal: dict[str, Any]
 ) -> None:
-    """A 400 about response_format makes the call again with json_object, and later calls
-    go straight to json_object: the failed attempt is paid once per process."""
-    model_server.enqueue(
-        "Invalid parameter: 'response_format' of type 'json_schema' is not supported",
-        status=400,
-    )
+    """A refused json_schema (a 400/422 about response_format, or a hang-up without an answer,
+    as llama-cpp-python's server does) is asked again with json_object, and later calls go
+    straight to json_object: the failed attempt is paid once per process."""
+    model_server.enqueue(**refusal)
     model_server.enqueue('{"name": "tea"}')
     model_server.enqueue('{"name": "coffee"}')
     request = CompletionRequest(USER, "m", json_mode=True, json_schema=SCHEMA)
@@ -552,6 +564,23 @@ async def test_a_server_refusing_json_schema_falls_back_to_json_object_once(
     assert (first.text, second.text) == ('{"name": "tea"}', '{"name": "coffee"}')
     formats = [body["response_format"]["type"] for body in model_server.requests]
     assert formats == ["json_schema", "json_object", "json_object"]
+
+
+async def test_a_failed_fallback_keeps_json_schema_for_later_calls(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """When the json_object attempt fails too, the server is down, not refusing the schema:
+    the error is reported and the next call asks for json_schema again."""
+    model_server.enqueue(drop=True)
+    model_server.enqueue(status=503)
+    model_server.enqueue('{"name": "tea"}')
+    request = CompletionRequest(USER, "m", json_mode=True, json_schema=SCHEMA)
+
+    assert (await failure(completer, request)).startswith("unavailable:")
+    await completer.complete(request)
+
+    formats = [body["response_format"]["type"] for body in model_server.requests]
+    assert formats == ["json_schema", "json_object", "json_schema"]
 
 
 async def test_another_400_is_not_taken_for_a_schema_refusal(

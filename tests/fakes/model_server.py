@@ -65,6 +65,9 @@ class ScriptedReply:
     raw_events: list[bytes] | None = None  # sent as they are after the role chunk, then EOF
     hold: asyncio.Event | None = None  # the reply waits until the test sets it (or the stop)
     error_code: str | None = None  # the error body's "code" (default: the status as text)
+    # Hang up without any response (llama-cpp-python's server does so on a request its
+    # validation refuses, e.g. response_format json_schema: its error handler fails).
+    drop: bool = False
 
 
 def _last_user_content(body: dict[str, Any]) -> str:
@@ -123,6 +126,7 @@ class FakeModelServer:
         raw_events: list[bytes] | None = None,
         hold: asyncio.Event | None = None,
         error_code: str | None = None,
+        drop: bool = False,
     ) -> None:
         """Script the next reply; `status` (e.g. 500, 429) makes it an OpenAI-style error.
 
@@ -151,6 +155,7 @@ class FakeModelServer:
                 raw_events,
                 hold,
                 error_code,
+                drop,
             )
         )
 
@@ -226,6 +231,10 @@ class FakeModelServer:
         if reply.hold is not None:
             await self._until_set(reply.hold)
         await self._sleep(reply.delay)
+        if reply.drop:
+            assert request.transport is not None
+            request.transport.abort()  # no status line, nothing: the client sees a hang-up
+            return web.Response()
         if reply.status is not None and reply.status >= 400:
             return _error(
                 reply.status,
