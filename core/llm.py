@@ -158,7 +158,7 @@ class OpenAICompleter:
     ) -> Completion:
         """Stream one completion, passing each text piece to `on_delta` in order.
 
-        A call with a schema that the server refuses — a 400/422 about response_format,
+        A call with a schema that the server refuses — an error naming response_format,
         or a hang-up before any answer (llama-cpp-python's server) — is made again with
         `json_object`; when that one succeeds, the server is known to lack json_schema
         and later calls skip it. (When it fails too, the server is down, not refusing.)
@@ -393,9 +393,11 @@ def _model_error(exc: openai.APIError) -> ModelError:
 
 
 def _schema_refused(exc: openai.APIError) -> bool:
-    """Whether a call with json_schema may have failed for the schema: a 400/422 about the
-    response format, or a hang-up without an answer (not a refused connect, not a timeout)."""
-    if isinstance(exc, openai.BadRequestError | openai.UnprocessableEntityError):
+    """Whether a call with json_schema may have failed for the schema: an error status whose
+    message names the response format (400 or 422; llama-cpp-python's server answers 500 with
+    its validation error), or a hang-up without an answer (not a refused connect, not a
+    timeout)."""
+    if isinstance(exc, openai.APIStatusError):
         message = exc.message
         return bool(_FORMAT_REFUSED.search(message)) and not _CONTEXT_ERROR.search(message)
     return isinstance(exc, openai.APIConnectionError) and _hung_up(exc)

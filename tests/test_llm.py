@@ -542,6 +542,11 @@ SCHEMA_REFUSALS: dict[str, dict[str, Any]] = {
         "text": "body.response_format.type: Input should be 'text' or 'json_object'",
         "status": 422,
     },
+    "500 naming response_format (llama-cpp-python)": {
+        "text": "1 validation error: ('body', 'response_format', 'type') Input should be "
+        "'text' or 'json_object'",
+        "status": 500,
+    },
     "hang-up (llama-cpp-python)": {"drop": True},
 }
 
@@ -550,8 +555,8 @@ SCHEMA_REFUSALS: dict[str, dict[str, Any]] = {
 async def test_a_server_refusing_json_schema_falls_back_to_json_object_once(
     model_server: FakeModelServer, completer: OpenAICompleter, refusal: dict[str, Any]
 ) -> None:
-    """A refused json_schema (a 400/422 about response_format, or a hang-up without an answer,
-    as llama-cpp-python's server does) is asked again with json_object, and later calls go
+    """A refused json_schema (an error status naming response_format, or a hang-up without an
+    answer, as llama-cpp-python's server does) is asked again with json_object, and later calls go
     straight to json_object: the failed attempt is paid once per process."""
     model_server.enqueue(**refusal)
     model_server.enqueue('{"name": "tea"}')
