@@ -33,6 +33,8 @@ from json_repair import repair_json
 from core.errors import ModelError
 from core.models import Usage
 from core.ports import Completer, Completion, CompletionRequest
+from core.repetition import RepetitionGuard
+from core.seams import drop_opener, join
 
 OnText = Callable[[str], Awaitable[None]]
 
@@ -52,8 +54,15 @@ FORWARD_INTERVAL = 0.05
 CAPPED = "max_chars"
 """The finish_reason of an answer stopped at `max_chars` by the engine itself."""
 
+LOOPED = "repetition"
+"""The finish_reason of an answer stopped because it fell into a loop (`core.repetition`)."""
+
+OPENER_LOOKAHEAD = 80
+"""Characters of a continuation held back before it is shown, so that a restart's opening
+phrase (`core.seams`) is recognised before any of it reaches the screen."""
+
 _CUT_OFF = frozenset({"length", None})  # the model would have said more: continue a final one
-_INCOMPLETE_REASONS = frozenset({"length", "content_filter", None, CAPPED})
+_INCOMPLETE_REASONS = frozenset({"length", "content_filter", None, CAPPED, LOOPED})
 _OPEN_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[ \t]*\n?")
 _CLOSE_FENCE = re.compile(r"\n?```\s*$")
 
@@ -87,13 +96,32 @@ def merge_with_overlap(
        `min_overlap` characters, within `window`) is not repeated.
     3. Failing that, the same is tried ignoring whitespace at the seam (the model
        often drops or adds the space or newline it stopped at).
-    4. Otherwise the fragment is appended as is: a continuation may start mid-word.
+    4. A fragment opening with a restart's phrase ("Sure! Here's the continuation:",
+       `core.seams`) loses the phrase, and rules 1–3 are tried on the rest.
+    5. Otherwise the fragment is joined as is — a continuation may start mid-word — or,
+       when it starts a new sentence or block after a word, after a space or a
+       paragraph break (`core.seams.join`).
     Comparison is by code points, so Cyrillic and emoji are never split.
     """
     if not fragment:
         return accumulated
     if not accumulated:
         return fragment
+    merged = _merge_overlapping(accumulated, fragment, min_overlap, window)
+    if merged is not None:
+        return merged
+    rest = drop_opener(fragment)
+    if rest is not fragment:
+        merged = _merge_overlapping(accumulated, rest, min_overlap, window)
+        if merged is not None:
+            return merged
+    return join(accumulated, rest)
+
+
+def _merge_overlapping(
+    accumulated: str, fragment: str, min_overlap: int, window: int
+) -> str | None:
+    """Rules 1–3 of `merge_with_overlap`; None when the two do not overlap."""
     tail = accumulated[-window:]
     trimmed = fragment.strip()
     if len(trimmed) >= min_overlap and trimmed in tail:
@@ -107,7 +135,7 @@ def merge_with_overlap(
         size = _overlap(base[-window:], rest[:window], min_overlap)
         if size:
             return base + rest[size:]
-    return accumulated + fragment
+    return None
 
 
 @dataclass
@@ -127,6 +155,14 @@ class CollectedAnswer:
 
 class _TooLong(Exception):
     """Raised from a delta callback past `max_chars`: the completer closes its stream."""
+
+
+class _Looping(Exception):
+    """Raised from a delta callback when the text fell into a loop: the stream is closed."""
+
+    def __init__(self, cut: int) -> None:
+        super().__init__(cut)
+        self.cut = cut  # characters to remove from the end of the text
 
 
 class _Pieces:
@@ -217,7 +253,10 @@ class _Progress:
         if len(piece) > room:
             raise _TooLong
         so_far = "".join(self._fragment)
-        if len(so_far) < OVERLAP_WINDOW and so_far.lstrip() in self._tail:
+        if len(so_far) < OPENER_LOOKAHEAD:
+            return  # may still be a restart's opening phrase
+        rest = drop_opener(so_far)
+        if len(rest) < OVERLAP_WINDOW and rest.lstrip() in self._tail:
             return  # still repeating (or not yet distinguishable): nothing new to show
         self._merged_from = so_far
         self._merged = _Pieces(
@@ -236,13 +275,30 @@ class _Progress:
 
 
 async def _complete(
-    completer: Completer, request: CompletionRequest, sink: _Pieces | _Progress
-) -> Completion:
-    """One call streamed into `sink`; past its limit, what arrived, marked `CAPPED`."""
+    completer: Completer, request: CompletionRequest, sink: _Pieces | _Progress, before: str
+) -> tuple[Completion, int]:
+    """One call streamed into `sink`, and how many characters to cut from the end of the
+    text it makes (a loop's repetitions). Past its limit, what arrived, marked `CAPPED`;
+    fallen into a loop, what arrived, marked `LOOPED`. `before`: the text it continues."""
+    guard = RepetitionGuard(before)
+
+    async def on_delta(piece: str) -> None:
+        await sink.add(piece)
+        cut = guard.add(piece)
+        if cut is not None:
+            raise _Looping(cut)
+
     try:
-        return await completer.complete(request, sink.add)
+        return await completer.complete(request, on_delta), 0
     except _TooLong:
-        return Completion(text=sink.received(), finish_reason=CAPPED, model="")
+        return Completion(text=sink.received(), finish_reason=CAPPED, model=""), 0
+    except _Looping as loop:
+        return Completion(text=sink.received(), finish_reason=LOOPED, model=""), loop.cut
+
+
+def _cut(text: str, chars: int) -> str:
+    """`text` without its last `chars` characters."""
+    return text[: max(len(text) - chars, 0)] if chars else text
 
 
 def strip_fences(text: str) -> str:
@@ -270,12 +326,13 @@ async def collect_answer(
     completer: Completer,
     request: CompletionRequest,
     *,
-    continuation_prompt: str,
+    continuation_prompt: str | Callable[[str], str],
     max_continuations: int,
     on_text: OnText | None = None,
     max_chars: int = 50_000,
     continue_if: Callable[[str], bool] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    follow_up_max_tokens: int | None = None,
 ) -> CollectedAnswer:
     """Ask, then keep asking the model to continue while its final answer is cut off.
 
@@ -286,42 +343,57 @@ async def collect_answer(
     answer is worse than delivering it with a note. Past `max_chars` the stream is
     closed and the text cut there, `complete=False`, finish_reason `CAPPED`.
 
-    Continuations are requested without `json_mode`: a provider enforcing a JSON
-    object could not emit the rest of one; the whole text is parsed at the end.
+    A text that falls into a loop (`core.repetition`) is stopped there: the stream is
+    closed, the repetitions are cut (the first occurrence stays), finish_reason `LOOPED`,
+    `complete=False`, and it is not continued.
+
+    `continuation_prompt` is the user turn asking to continue, or a function of the text
+    so far giving it. Continuations are requested without `json_mode` (a provider
+    enforcing a JSON object could not emit the rest of one; the whole text is parsed at
+    the end) and with `follow_up_max_tokens` when given. Provider extras (sources) are
+    the first call's: its text's [n] markers refer to them; a continuation only adds what
+    the first call did not have.
     """
     pieces = _Pieces("", on_text, limit=max_chars, clock=clock)
-    first = await _complete(completer, request, pieces)
+    first, cut = await _complete(completer, request, pieces, "")
     await pieces.flush()
-    text = first.text[:max_chars]
+    text = _cut(first.text[:max_chars], cut)
+    if cut and on_text is not None:
+        await on_text(text)
     finish_reason, model = first.finish_reason, first.model or request.model
     usage, extras = first.usage, dict(first.extras)
     continuations = 0
     error: ModelError | None = None
     follow_up = dataclasses.replace(request, json_mode=False)
+    if follow_up_max_tokens is not None:
+        follow_up = dataclasses.replace(follow_up, max_tokens=follow_up_max_tokens)
     wanted = finish_reason in _CUT_OFF and (continue_if is None or continue_if(text))
 
     while wanted and finish_reason in _CUT_OFF and continuations < max_continuations:
+        prompt = continuation_prompt(text) if callable(continuation_prompt) else continuation_prompt
         messages = [
             *request.messages,
             {"role": "assistant", "content": text},
-            {"role": "user", "content": continuation_prompt},
+            {"role": "user", "content": prompt},
         ]
         progress = _Progress(text, on_text, limit=max_chars, clock=clock)
         try:
-            part = await _complete(
-                completer, dataclasses.replace(follow_up, messages=messages), progress
+            part, cut = await _complete(
+                completer, dataclasses.replace(follow_up, messages=messages), progress, text
             )
         except ModelError as exc:
             error = exc
             break
         continuations += 1
         usage = usage + part.usage
-        extras.update(part.extras)
+        for key, value in part.extras.items():
+            if not extras.get(key):
+                extras[key] = value
         model, finish_reason = part.model or model, part.finish_reason
         fragment = part.text
         if request.json_mode and fragment.lstrip().startswith("```"):
             fragment = _OPEN_FENCE.sub("", fragment, count=1)  # a restated fence, not content
-        merged = merge_with_overlap(text, fragment)
+        merged = _cut(merge_with_overlap(text, fragment), cut)
         if len(merged) > max_chars:
             merged, finish_reason = merged[:max_chars], CAPPED
         if merged == text:

@@ -35,6 +35,8 @@ from core.excerpt import split_excerpt
 from prompts import DEFAULT_PROMPTS_DIR
 
 EARLY_FINISH_MARKER = "[[FINAL]]"
+CONTINUATION_TAIL_CHARS = 300
+"""How much of a cut-off answer's end the continuation request quotes."""
 DEFAULT_ROLE = "expert"
 SUFFIX = ".mustache"
 ROLES_SUBDIR = "roles"
@@ -52,7 +54,7 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "user_request": _SYSTEM_VARS,
     "group_context": _SYSTEM_VARS,
     "json_output": ("schema",),
-    "continuation": (),
+    "continuation": ("answer_tail",),
     "omission_note": ("omitted",),
     "excerpt_note": ("omitted_chars",),
     "final_now_request": (),
@@ -68,6 +70,7 @@ _SAMPLE_VALUES: Mapping[str, Any] = {
     "schema": '{"type": "object"}',
     "omitted": 4,
     "omitted_chars": "12,345",
+    "answer_tail": "…the last characters of {{the}} answer so far",
 }
 
 _TITLE_RE = re.compile(r"\A\s*\{\{!\s*title:\s*(?P<title>.*?)\s*\}\}")
@@ -129,6 +132,11 @@ class PromptLibrary:
     def excerpt_note(self, omitted_chars: int) -> str:
         """The note standing for `omitted_chars` characters left out of a long text."""
         return self.render("excerpt_note", omitted_chars=f"{omitted_chars:,}")
+
+    def continuation(self, answer: str) -> str:
+        """The request to continue `answer`, quoting its last `CONTINUATION_TAIL_CHARS`
+        characters so the model can pick up at the exact character."""
+        return self.render("continuation", answer_tail=answer[-CONTINUATION_TAIL_CHARS:])
 
     def roles(self) -> dict[str, RoleInfo]:
         """The personas by key, sorted, with their /role menu titles."""

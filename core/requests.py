@@ -3,6 +3,12 @@
 The round context or final-round instruction goes into the system message; the
 history is the bounded window of `core.context`; per-session options (model,
 max tokens, search, JSON output) override the deployment's.
+
+Every call has an output budget (`max_tokens`), so a model stuck in a loop on a server
+without a limit of its own cannot write for minutes: the final answer gets `max_tokens`
+per call (it is continued when cut off), a clarifying round `question_max_tokens`. An API
+session's `maxTokens` is its final answer's budget and caps its clarifying rounds too: a
+clarifying round gets the smaller of the two.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from core.settings import Settings
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     model: str
-    max_tokens: int | None = None
+    max_tokens: int | None = 2048  # the final answer's budget per call
+    question_max_tokens: int | None = 400  # a clarifying round's budget
     default_max_rounds: int = 3
     max_rounds_limit: int = 10
     session_ttl_seconds: float = 3600
@@ -38,6 +45,7 @@ class EngineConfig:
         return cls(
             model=settings.llm_model,
             max_tokens=settings.llm_max_tokens,
+            question_max_tokens=settings.llm_question_max_tokens,
             default_max_rounds=settings.default_max_rounds,
             max_rounds_limit=settings.max_rounds_limit,
             session_ttl_seconds=settings.session_ttl_seconds,
@@ -91,8 +99,21 @@ def build_completion_request(
     return CompletionRequest(
         messages=messages,
         model=options.model or config.model,
-        max_tokens=options.max_tokens or config.max_tokens,
+        max_tokens=answer_max_tokens(consultation, config)
+        if turn.is_final
+        else question_max_tokens(consultation, config),
         json_mode=json_mode,
         extra_body=extra_body,
         json_schema=schema_object(options.output_schema) if json_mode else None,
     )
+
+
+def answer_max_tokens(consultation: Consultation, config: EngineConfig) -> int | None:
+    """The final answer's budget per call: the session's `maxTokens`, else the deployment's."""
+    return consultation.options.max_tokens or config.max_tokens
+
+
+def question_max_tokens(consultation: Consultation, config: EngineConfig) -> int | None:
+    """A clarifying round's budget: the deployment's, capped by the session's `maxTokens`."""
+    budgets = [b for b in (config.question_max_tokens, consultation.options.max_tokens) if b]
+    return min(budgets) if budgets else None

@@ -41,7 +41,7 @@ from core.prompts import (
     RoleInfo,
     strip_marker,
 )
-from core.requests import EngineConfig, build_completion_request
+from core.requests import EngineConfig, answer_max_tokens, build_completion_request
 from core.rounds import (
     after_reply,
     append_user_message,
@@ -421,12 +421,14 @@ class ConsultationService:
         answer = await collect_answer(
             self._completer,
             request,
-            continuation_prompt=self._prompts.render("continuation"),
+            continuation_prompt=self._prompts.continuation,
             max_continuations=self._config.max_continuations,
             on_text=shown.feed if shown is not None else None,
             max_chars=self._config.max_answer_chars,
             # Only a final answer is continued; in a question round, an early final one.
             continue_if=None if turn.is_final else lambda text: strip_marker(text)[1],
+            # Continued, it is the final answer (an early one too): the answer's budget.
+            follow_up_max_tokens=answer_max_tokens(consultation, self._config),
         )
         text, marked = strip_marker(answer.text)
         if not text.strip():

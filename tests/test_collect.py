@@ -302,7 +302,8 @@ async def test_failed_first_call_propagates(
 async def test_extras_are_kept_across_calls(
     model_server: FakeModelServer, completer: OpenAICompleter
 ) -> None:
-    """Provider extras from the calls are merged into the collected answer."""
+    """Provider extras from the calls are merged into the collected answer: the first
+    call's sources stay (its [n] markers refer to them)."""
     model_server.enqueue("Sources say ", "length", extras={"citations": ["a"]})
     model_server.enqueue("water often.", extras={"citations": ["a", "b"]})
 
@@ -314,7 +315,7 @@ async def test_extras_are_kept_across_calls(
     )
 
     assert answer.text == "Sources say water often."
-    assert answer.extras["citations"] == ["a", "b"]
+    assert answer.extras["citations"] == ["a"]
     assert answer.model == "sonar"
 
 
@@ -422,7 +423,7 @@ async def test_a_long_stream_is_forwarded_a_bounded_number_of_times(
     """Tens of thousands of deltas do not mean as many whole-text updates: growth is
     forwarded in batches (here with a clock that never moves), and the last update is the
     whole text."""
-    text = "Water the beans. " * 2400
+    text = "".join(f"Water bed {i}. " for i in range(2400))  # not a loop: each line differs
     model_server.enqueue(text, chunk_size=2)
     shown: list[str] = []
 
@@ -441,7 +442,7 @@ async def test_growth_is_forwarded_when_the_interval_passed(
 ) -> None:
     """Each delta is forwarded when the forwarding interval (well under a second) has passed
     since the last one: here the clock moves a second per look."""
-    text = "Water the beans. " * 300
+    text = "".join(f"Water bed {i}. " for i in range(300))  # even length, not a loop
     model_server.enqueue(text, chunk_size=2)
     ticks = iter(range(10**6))
     shown: list[str] = []
@@ -452,3 +453,148 @@ async def test_growth_is_forwarded_when_the_interval_passed(
     await collect(completer, on_text=on_text, clock=lambda: float(next(ticks)))
 
     assert len(shown) == len(text) // 2
+
+
+# Seams of continuations that restart instead of continuing (recorded from real models)
+
+CUT_MID_SENTENCE = "Week 1 builds the habit; the long run on Saturday is what it gives us"
+RESTART_SEAMS = [
+    pytest.param(
+        CUT_MID_SENTENCE,
+        "I'm happy to continue. The next step is to rest on Sunday.",
+        CUT_MID_SENTENCE + " The next step is to rest on Sunday.",
+        id="opener-then-new-sentence",
+    ),
+    pytest.param(
+        "Бегайте трусцой три раза в нед",
+        "Конечно, продолжаю:\n\nЕженедельно увеличивайте дистанцию на 10 %.",
+        "Бегайте трусцой три раза в нед Еженедельно увеличивайте дистанцию на 10 %.",
+        id="russian-opener",
+    ),
+    pytest.param(
+        "Warm up for five minutes. Then run for ten minutes at an easy pa",
+        "Sure! Here's the continuation:\n\nThen run for ten minutes at an easy pace, and walk.",
+        "Warm up for five minutes. Then run for ten minutes at an easy pace, and walk.",
+        id="opener-then-restated-sentence",
+    ),
+    pytest.param(
+        "Warm up for five minutes. Then run for ten minutes at an easy pa",
+        "ce, and walk back home.",
+        "Warm up for five minutes. Then run for ten minutes at an easy pace, and walk back home.",
+        id="mid-word-continuation-glued",
+    ),
+    pytest.param(
+        "Then keep the pace. Continuing from where I left off",
+        "Continuing from where I left off: stretch for five minutes.",
+        "Then keep the pace. Continuing from where I left off: stretch for five minutes.",
+        id="overlap-wins-over-opener",
+    ),
+    pytest.param(
+        CUT_MID_SENTENCE,
+        "Continuing from where I left off:\n\n## Week 2\n- Run 25 minutes",
+        CUT_MID_SENTENCE + "\n\n## Week 2\n- Run 25 minutes",
+        id="opener-then-heading",
+    ),
+    pytest.param(
+        "Your plan is ready.",
+        "Of course! Week 2 adds a fourth run.",
+        "Your plan is ready. Week 2 adds a fourth run.",
+        id="interjection-alone",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "fragment", "merged"), RESTART_SEAMS)
+def test_a_restarted_continuation_is_joined_on_a_boundary(
+    text: str, fragment: str, merged: str
+) -> None:
+    """A restart's opening phrase is dropped and a new sentence or block is not glued to a
+    word; a continuation mid-word is still glued as it is."""
+    assert merge_with_overlap(text, fragment) == merged
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    [
+        "Sure footing matters on trails.",
+        "Certainly, the best time is the morning.",
+        "Continuing runs build endurance.",
+        "Here is the rest day schedule.",
+        "Продолжение тренировок важно.",
+    ],
+)
+def test_real_content_that_looks_like_an_opener_is_kept(fragment: str) -> None:
+    """Words that open real sentences are never dropped."""
+    assert merge_with_overlap("Done.", fragment) == "Done. " + fragment
+
+
+def test_a_lowercase_or_punctuation_start_is_glued() -> None:
+    """A fragment starting in lowercase, with punctuation or with whitespace is appended
+    as it is (it continues the word or sentence)."""
+    assert merge_with_overlap("in New Yo", "rk City.") == "in New York City."
+    assert merge_with_overlap("the NA", "SA launch") == "the NASA launch"
+    assert merge_with_overlap("stop", ", then go.") == "stop, then go."
+    assert merge_with_overlap("stop.", "\nNext line") == "stop.\nNext line"
+
+
+async def test_an_opener_is_never_shown_while_streaming(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """The progress of a continuation that restarts with an opener never shows the opener
+    glued to the text; the final text joins on a boundary."""
+    model_server.enqueue(CUT_MID_SENTENCE, finish_reason="length")
+    model_server.enqueue("I'm happy to continue. The next step is to rest on Sunday.", chunk_size=3)
+    shown: list[str] = []
+
+    async def on_text(text: str) -> None:
+        shown.append(text)
+
+    answer = await collect(completer, on_text=on_text, clock=lambda: 0.0)
+
+    assert answer.text == CUT_MID_SENTENCE + " The next step is to rest on Sunday."
+    assert not any("happy" in text for text in shown)
+
+
+async def test_the_continuation_request_quotes_the_end_of_the_answer(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Each continuation prompt carries the last characters of the answer so far."""
+    from core.prompts import CONTINUATION_TAIL_CHARS, PromptLibrary
+
+    library = PromptLibrary()
+    first = "".join(f"Step {i}: jog {i} minutes. " for i in range(60))
+    model_server.enqueue(first, finish_reason="length")
+    model_server.enqueue("Step 60: rest.")
+
+    answer = await collect_answer(
+        completer,
+        CompletionRequest(HISTORY, "m"),
+        continuation_prompt=library.continuation,
+        max_continuations=1,
+    )
+
+    assert answer.text == first + "Step 60: rest."
+    prompt = model_server.requests[1]["messages"][-1]["content"]
+    assert prompt == library.continuation(first)
+    assert first[-CONTINUATION_TAIL_CHARS:] in prompt
+    assert first[: -CONTINUATION_TAIL_CHARS - 1] not in prompt
+
+
+async def test_the_first_calls_sources_are_kept(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """The answer's [n] markers were written against the first call's sources: a
+    continuation's own lists do not replace them; a list the first call lacked is taken."""
+    model_server.enqueue(
+        "Run easy [1] ", "length", extras={"citations": ["a", "b"], "search_results": []}
+    )
+    model_server.enqueue(
+        "and rest [2].",
+        extras={"citations": ["x"], "search_results": [{"url": "https://y"}]},
+    )
+
+    answer = await collect(completer)
+
+    assert answer.text == "Run easy [1] and rest [2]."
+    assert answer.extras["citations"] == ["a", "b"]
+    assert answer.extras["search_results"] == [{"url": "https://y"}]

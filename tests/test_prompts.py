@@ -56,7 +56,13 @@ def test_every_template_mentions_nothing_unrendered(library: PromptLibrary) -> N
     """No rendered template keeps a Mustache tag or its title comment."""
     for name in TEMPLATE_VARIABLES:
         text = library.render(
-            name, **SYSTEM_VALUES, language=None, schema=None, omitted=2, omitted_chars=5
+            name,
+            **SYSTEM_VALUES,
+            language=None,
+            schema=None,
+            omitted=2,
+            omitted_chars=5,
+            answer_tail="the end",
         )
         assert "{{" not in text
         assert text
@@ -123,9 +129,9 @@ def test_templates_are_loaded_once(tmp_path: Path) -> None:
     """Files are read at construction: a later change on disk does not affect rendering."""
     shutil.copy(DEFAULT_PROMPTS_DIR / "continuation.mustache", tmp_path)
     library = PromptLibrary(tmp_path)
-    before = library.render("continuation")
+    before = library.continuation("the end")
     (tmp_path / "continuation.mustache").write_text("changed\n")
-    assert library.render("continuation") == before
+    assert library.continuation("the end") == before
 
 
 def test_roles_have_titles_and_text(library: PromptLibrary) -> None:

@@ -98,7 +98,9 @@ async def test_an_endless_answer_is_cut_at_max_answer_chars(
     an incomplete answer; the progress display never shows more than that."""
     service = engine(max_answer_chars=3000)
     await service.set_max_rounds(KEY, 1)
-    model.enqueue("More beans. ", endless=True, chunk_size=4)
+    # Longer than the cap before it repeats: a stream that repeats itself is a loop, stopped
+    # earlier (tests/test_repetition.py).
+    model.enqueue("".join(f"Bean {i}. " for i in range(400)), endless=True, chunk_size=4)
     shown: list[str] = []
 
     async def on_text(text: str) -> None:
@@ -106,7 +108,7 @@ async def test_an_endless_answer_is_cut_at_max_answer_chars(
 
     reply = await asyncio.wait_for(service.ask(KEY, "Tell me all", on_text=on_text), 60)
 
-    assert len(reply.text) == 3000 and reply.text.startswith("More beans. More")
+    assert len(reply.text) == 3000 and reply.text.startswith("Bean 0. Bean 1")
     assert Notice.ANSWER_INCOMPLETE in reply.notices and reply.is_complete
     assert len(model.requests) == 1
     assert shown and max(map(len, shown)) <= 3000

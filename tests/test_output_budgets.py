@@ -1,0 +1,78 @@
+"""Each kind of turn has its own output budget (`max_tokens`), as the model server sees it:
+clarifying rounds `LLM_QUESTION_MAX_TOKENS`, the final answer `LLM_MAX_TOKENS` per call; an
+API session's `maxTokens` is the final answer's budget and caps its clarifying rounds too."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from core.models import ModelOptions
+from core.requests import EngineConfig
+from core.service import ConsultationService
+from core.settings import load_settings
+from tests.fakes.model_server import FakeModelServer
+from tests.test_service_answers import engine
+
+__all__ = ["engine"]  # the fixture: a service on a real store and the real SDK
+
+Engine = Callable[..., ConsultationService]
+
+
+def sent_budgets(model: FakeModelServer) -> list[int | None]:
+    return [body.get("max_tokens") for body in model.requests]
+
+
+async def test_default_settings_bound_every_round(
+    engine: Engine, model_server: FakeModelServer
+) -> None:
+    """With no budget set anywhere, clarifying rounds get 400 tokens, the final answer 2048."""
+    config = EngineConfig.from_settings(load_settings(_env_file=None))
+    service = engine(max_tokens=config.max_tokens, question_max_tokens=config.question_max_tokens)
+
+    for text in ("Plan my running", "35, no exercise in years", "5K in 3 months"):
+        await service.ask("tg:1", text)
+
+    assert sent_budgets(model_server) == [400, 400, 2048]
+
+
+async def test_configured_budgets_per_turn(engine: Engine, model_server: FakeModelServer) -> None:
+    """LLM_QUESTION_MAX_TOKENS and LLM_MAX_TOKENS are sent as they are set."""
+    service = engine(max_tokens=3000, question_max_tokens=150)
+
+    await service.ask("tg:1", "Plan my running")
+    await service.answer_now("tg:1")
+
+    assert sent_budgets(model_server) == [150, 3000]
+
+
+async def test_continuations_of_an_early_final_answer_get_the_final_budget(
+    engine: Engine, model_server: FakeModelServer
+) -> None:
+    """An early final answer (marked, in a clarifying round) cut by the question budget is a
+    final answer: its continuations are asked with the final answer's budget."""
+    service = engine(max_tokens=3000, question_max_tokens=150)
+    model_server.enqueue("[[FINAL]] Run three times a we", finish_reason="length")
+    model_server.enqueue("ek, slowly.")
+
+    reply = await service.ask("tg:1", "Plan my running")
+
+    assert reply.text == "Run three times a week, slowly." and reply.is_final
+    assert sent_budgets(model_server) == [150, 3000]
+
+
+@pytest.mark.parametrize(("max_tokens", "expected"), [(1000, [400, 1000]), (120, [120, 120])])
+async def test_an_api_sessions_max_tokens(
+    engine: Engine, model_server: FakeModelServer, max_tokens: int, expected: list[int]
+) -> None:
+    """maxTokens is the final answer's budget; a clarifying round gets the smaller of it and
+    the question budget."""
+    service = engine(max_tokens=2048, question_max_tokens=400)
+
+    reply = await service.start_session(
+        "Plan my running", max_rounds=2, options=ModelOptions(max_tokens=max_tokens)
+    )
+    await service.continue_session(reply.consultation_id, "35, 5K in 3 months")
+
+    assert sent_budgets(model_server) == expected
