@@ -114,9 +114,16 @@ class BenchModel(FakeModelServer):
         return await self._slow_stream(request, body)
 
     async def _long_stream(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
-        """`long_chars` characters of Markdown prose in `long_piece`-character chunks, at once."""
-        line = "- Check the **settings** of each service, then note what changed and why.\n"
-        text = (line * (self.long_chars // len(line) + 1))[: self.long_chars]
+        """`long_chars` characters of Markdown prose in `long_piece`-character chunks, at once.
+
+        Every line is numbered: an answer repeating one line would be a loop, which the
+        bot stops (`core.repetition`)."""
+        lines, size, n = [], 0, 0
+        while size < self.long_chars:
+            n += 1
+            lines.append(f"- {n}. Check the **settings** of service {n}, then note what changed.\n")
+            size += len(lines[-1])
+        text = "".join(lines)[: self.long_chars]
         reply = ScriptedReply(text, chunk_size=max(1, self.long_piece))
         model = str(body.get("model", "fake"))
         return await self._stream(request, reply, model, None)
