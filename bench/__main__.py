@@ -171,7 +171,9 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         )
     print(
         "tokens sent to the model (approx, chars/4) by round of one long consultation: "
-        + ", ".join(f"round {k}: {v}" for k, v in context.items())
+        + ", ".join(f"round {k}: {v}" for k, v in context["tokens"].items())
+        + "; the user's messages in that request: "
+        + ", ".join(f"round {k}: {v}" for k, v in context["user_messages_kept"].items())
     )
     if long is not None:
         print(long_answer_line(long))

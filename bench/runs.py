@@ -184,8 +184,10 @@ class Bench:
                 gaps.append(r.first_at - token)
         return {"max": 1000 * max(gaps), "median": 1000 * statistics.median(gaps)} if gaps else {}
 
-    async def context_growth(self, rounds: int = 20) -> dict[int, int]:
-        """Tokens sent to the model at rounds 1, 5, 10, 20 of one long consultation."""
+    async def context_growth(self, rounds: int = 20) -> dict[str, dict[int, Any]]:
+        """Tokens sent to the model at rounds 1, 5, 10, 20 of one long consultation, and
+        how many of the user's messages so far each of those requests holds: whole, and
+        at all (whole or shortened to its beginning and end)."""
         tg, tg_port, model, model_port = self._start_fakes()
         db = self.scratch / "context.sqlite3"
         bot = self.procs.start(
@@ -207,7 +209,15 @@ class Bench:
         tokens = [
             sum(approx_tokens(str(m.get("content", ""))) for m in b["messages"]) for b in bodies
         ]
-        return {n: tokens[n - 1] for n in (1, 5, 10, 20) if n <= len(tokens)}
+        shown = (n for n in (1, 5, 10, 20) if n <= len(tokens))
+        kept: dict[int, Any] = {}
+        for n in (1, 5, 10, 20):
+            if n <= len(bodies):
+                sent = "\n".join(str(m.get("content", "")) for m in bodies[n - 1]["messages"])
+                whole = sum(long_message(i) in sent for i in range(n))
+                present = sum(long_message(i)[:80] in sent for i in range(n))
+                kept[n] = f"{present}/{n} ({whole} whole)"
+        return {"tokens": {n: tokens[n - 1] for n in shown}, "user_messages_kept": kept}
 
     async def long_answer(
         self, chars: int, piece: int, cap: int | None = None, give_up_after: float = 180.0

@@ -2,19 +2,28 @@
 
 Invariants of `build_model_messages`' result: the system message comes first; after it
 the roles strictly alternate user/assistant starting with user (providers such as
-Perplexity reject two user messages in a row); the original request (the first user
-message) and the latest user message are always present, whatever the budget; the
-first assistant reply is kept with the original request as a fixed prefix; what is
-left out is whole user+assistant pairs from the middle, announced by an omission note
-at the start of the first recent user message. When what must be kept is still over
-the budget (one huge message), the kept messages longer than a common share are cut to
-their beginning and end around an excerpt note, never below `MIN_KEPT_CHARS`: the size
-of a request is bounded whatever one message holds. Pure functions: no I/O.
+Perplexity reject two user messages in a row). What the user said matters most to the
+answer, so when the conversation is over the budget it gives up, in this order:
+1. the model's older replies are shortened to their beginning and end (an excerpt note
+   marks the cut), then its most recent reply too — never below `MIN_KEPT_CHARS`; an
+   outsized user message (a pasted document) is shortened alike, as long as no message
+   is cut below `ORDINARY_MESSAGE_CHARS`;
+2. the model's older replies are left out, oldest first (the user's messages around
+   them are merged, in order);
+3. the user's messages are shortened alike;
+4. the user's older messages are left out, oldest first.
+The original request (the first user message), the latest user message and the most
+recent reply of the model (the most recent exchange) are never left out, and no user
+message is left out while the rest would fit with it. Whatever is shortened or left
+out is said in an omission note at the end of the system message. Past all that (one
+huge message), every kept message is cut to a common share, never below
+`MIN_KEPT_CHARS`: the size of a request is bounded whatever one message holds. Pure
+functions: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from core.excerpt import excerpt
@@ -25,6 +34,25 @@ CHARS_PER_TOKEN = 4
 MIN_KEPT_CHARS = 1000
 """A kept message is never cut below this, however small the budget: a message that
 short is cheap, and cutting it further would lose its point."""
+ORDINARY_MESSAGE_CHARS = 4000
+"""User messages up to this long (MAX_INPUT_CHARS' default) are never shortened while a
+reply of the model can be left out instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class Omissions:
+    """What the window gave up, for the omission note."""
+
+    replies: int = 0  # stored replies of the model left out
+    messages: int = 0  # stored messages of the user left out
+    shortened: int = 0  # chat messages cut to their beginning and end
+
+    @property
+    def left_out(self) -> int:
+        return self.replies + self.messages
+
+    def __bool__(self) -> bool:
+        return bool(self.left_out or self.shortened)
 
 
 @dataclass(slots=True)
@@ -36,44 +64,61 @@ class _Turn:
     sources: int  # how many stored messages it stands for
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Which turns are kept, and which kept ones may be shortened to a common share."""
+
+    kept: tuple[int, ...]
+    shortenable: frozenset[int]
+    min_share: int = MIN_KEPT_CHARS  # the plan fails rather than cut below this
+
+
 def build_model_messages(
     system_prompt: str,
     history: Sequence[Message],
     *,
     is_group: bool,
     budget_chars: int,
-    omission_note: Callable[[int], str],
+    omission_note: Callable[[Omissions], str],
     excerpt_note: Callable[[int], str],
 ) -> list[dict[str, str]]:
     """OpenAI chat messages for `history`, fitted to `budget_chars` characters of content.
 
     Consecutive user messages are merged (blank line between); in groups each user
-    message is prefixed with ``"{author}: "``. If everything fits nothing is dropped;
-    otherwise the fewest middle pairs are dropped, the omission note (counting the
-    stored messages left out) included in the size; if the rest is still too big, the
-    longest kept messages are cut to a common size (`excerpt_note(characters left out)`
-    between their beginning and end). Assistant messages before the first user message
-    have no request to answer and are not sent.
+    message is prefixed with ``"{author}: "``. If everything fits nothing changes;
+    otherwise the first plan of `_plans` that fits is used (the last one when none
+    does), its note (`omission_note`) appended to the system message. Assistant messages
+    before the first user message have no request to answer and are not sent.
     """
     turns = _merge(history, is_group=is_group)
     system = {"role": "system", "content": system_prompt}
     if not turns:
         return [system]
+    sizes = [len(turn.content) for turn in turns]
+    if len(system_prompt) + sum(sizes) <= budget_chars:
+        return [system, *({"role": t.role.value, "content": t.content} for t in turns)]
 
-    start, omitted = _fit(turns, len(system_prompt), budget_chars, omission_note)
-    kept = turns[:2] + turns[start:] if omitted else turns
-    note = omission_note(omitted) + SEPARATOR if omitted else ""
-    share = _common_share(
-        [len(turn.content) for turn in kept], budget_chars - len(system_prompt) - len(note)
-    )
-    messages = [system]
-    for index, turn in enumerate(kept):
+    for plan in _plans(turns):
+        share, omissions = _fit(
+            turns, sizes, plan, budget_chars - len(system_prompt), omission_note
+        )
+        if share is not None:
+            break
+    else:
+        share = MIN_KEPT_CHARS  # what must be kept, cut this far: bounded, if over the budget
+    note = omission_note(omissions) if omissions else ""
+    messages = [
+        {"role": "system", "content": system_prompt + SEPARATOR + note if note else system_prompt}
+    ]
+    for index in plan.kept:
+        turn = turns[index]
         content = turn.content
-        if share is not None and len(content) > share:
+        if index in plan.shortenable and share and len(content) > share:
             content = excerpt(content, share, excerpt_note)
-        if omitted and index == 2:
-            content = note + content
-        messages.append({"role": turn.role.value, "content": content})
+        if messages[-1]["role"] == turn.role.value:
+            messages[-1]["content"] += SEPARATOR + content
+        else:
+            messages.append({"role": turn.role.value, "content": content})
     return messages
 
 
@@ -104,51 +149,76 @@ def _merge(history: Sequence[Message], *, is_group: bool) -> list[_Turn]:
     return turns
 
 
+def _plans(turns: list[_Turn]) -> Iterator[_Plan]:
+    """Ever more aggressive plans, in the order of the module's docstring."""
+    every = tuple(range(len(turns)))
+    users = [i for i in every if turns[i].role is Role.USER]
+    replies = [i for i in every if turns[i].role is Role.ASSISTANT]
+    last_user = users[-1]
+    recent = replies[-1] if replies else None  # the most recent exchange's reply
+    older_replies = [i for i in replies if i != recent]
+    older_users = [i for i in users if i not in (0, last_user)]
+
+    yield _Plan(every, frozenset(older_replies))
+    yield _Plan(every, frozenset(replies))
+    yield _Plan(every, frozenset(every), min_share=ORDINARY_MESSAGE_CHARS)
+    kept = list(every)
+    for index in older_replies:
+        kept.remove(index)
+        yield _Plan(tuple(kept), frozenset(replies))
+    yield _Plan(tuple(kept), frozenset(kept))
+    for index in older_users:
+        kept.remove(index)
+        yield _Plan(tuple(kept), frozenset(kept))
+
+
 def _fit(
     turns: list[_Turn],
-    system_chars: int,
-    budget_chars: int,
-    omission_note: Callable[[int], str],
-) -> tuple[int, int]:
-    """Where the recent part starts and how many stored messages are omitted (0: none).
+    sizes: list[int],
+    plan: _Plan,
+    room: int,
+    omission_note: Callable[[Omissions], str],
+) -> tuple[int | None, Omissions]:
+    """The common share the plan's shortenable turns are cut to (0: none is cut), or None
+    when the plan does not fit `room` even with them at `MIN_KEPT_CHARS`; and what the
+    plan gives up."""
+    kept = set(plan.kept)
+    left_out = [i for i in range(len(turns)) if i not in kept]
+    replies = sum(turns[i].sources for i in left_out if turns[i].role is Role.ASSISTANT)
+    messages = sum(turns[i].sources for i in left_out if turns[i].role is Role.USER)
+    merges = sum(
+        1 for a, b in zip(plan.kept, plan.kept[1:], strict=False) if turns[a].role is turns[b].role
+    )
+    fixed = merges * len(SEPARATOR) + sum(sizes[i] for i in kept - plan.shortenable)
+    cuttable = [sizes[i] for i in plan.kept if i in plan.shortenable]
+    whole = Omissions(replies, messages)
+    if fixed + sum(cuttable) + _note_size(omission_note, whole) <= room:
+        return 0, whole
+    worst = Omissions(replies, messages, len(cuttable))
+    if not cuttable:
+        return None, whole
+    share = _common_share(cuttable, room - fixed - _note_size(omission_note, worst))
+    if share is None:
+        return 0, whole
+    if share < plan.min_share:
+        return None, Omissions(replies, messages, sum(1 for s in cuttable if s > MIN_KEPT_CHARS))
+    return share, Omissions(replies, messages, sum(1 for size in cuttable if size > share))
 
-    Turns alternate user/assistant from index 0, so user turns sit at even indices.
-    The prefix is turns[0:2]; the recent part starts at an even index `start` ≥ 2
-    that is at most the index of the last user turn, which is therefore always kept.
-    """
-    sizes = [len(turn.content) for turn in turns]
-    if system_chars + sum(sizes) <= budget_chars:
-        return 2, 0
-    last_user = len(turns) - 1 if turns[-1].role is Role.USER else len(turns) - 2
-    if last_user <= 2:
-        return 2, 0  # nothing between the prefix and the current turn
 
-    prefix_chars = system_chars + sizes[0] + sizes[1]
-    suffix = [0] * (len(turns) + 1)
-    for i in range(len(turns) - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + sizes[i]
-
-    omitted = 0
-    for start in range(4, last_user + 1, 2):
-        omitted = sum(turn.sources for turn in turns[2:start])
-        note = len(omission_note(omitted)) + len(SEPARATOR)
-        if prefix_chars + note + suffix[start] <= budget_chars:
-            return start, omitted
-    return last_user, omitted
+def _note_size(omission_note: Callable[[Omissions], str], omissions: Omissions) -> int:
+    return len(omission_note(omissions)) + len(SEPARATOR) if omissions else 0
 
 
 def _common_share(sizes: list[int], room: int) -> int | None:
-    """The size every longer message is cut to so that all fit `room` (None: they fit).
-
-    Messages shorter than their fair share keep their size and leave the rest to the
-    others; the share is never below `MIN_KEPT_CHARS`.
-    """
+    """The size every longer message is cut to so that all fit `room` (None: they fit;
+    0 or less: they cannot). Messages shorter than their fair share keep their size and
+    leave the rest to the others."""
     if sum(sizes) <= room:
         return None
     left = room
     for count, size in enumerate(sorted(sizes)):
         share = left // (len(sizes) - count)
         if size > share:
-            return max(share, MIN_KEPT_CHARS)
+            return share
         left -= size
     return None  # unreachable: the sizes were over `room`

@@ -31,6 +31,7 @@ from pystache.context import KeyNotFoundError
 from pystache.parsed import ParsedTemplate
 from pystache.parser import ParsingError
 
+from core.context import Omissions
 from core.excerpt import split_excerpt
 from prompts import DEFAULT_PROMPTS_DIR
 
@@ -55,7 +56,7 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "group_context": _SYSTEM_VARS,
     "json_output": ("schema",),
     "continuation": ("answer_tail",),
-    "omission_note": ("omitted",),
+    "omission_note": ("omitted", "omitted_replies", "omitted_messages", "shortened"),
     "excerpt_note": ("omitted_chars",),
     "final_now_request": (),
     "final_now_request.ru": (),  # the same request in the user's language (`.<code>`)
@@ -69,6 +70,9 @@ _SAMPLE_VALUES: Mapping[str, Any] = {
     "language": "Russian",
     "schema": '{"type": "object"}',
     "omitted": 4,
+    "omitted_replies": 3,
+    "omitted_messages": 1,
+    "shortened": 2,
     "omitted_chars": "12,345",
     "answer_tail": "…the last characters of {{the}} answer so far",
 }
@@ -132,6 +136,16 @@ class PromptLibrary:
     def excerpt_note(self, omitted_chars: int) -> str:
         """The note standing for `omitted_chars` characters left out of a long text."""
         return self.render("excerpt_note", omitted_chars=f"{omitted_chars:,}")
+
+    def omission_note(self, omitted: Omissions) -> str:
+        """The note saying what the context window left out or shortened."""
+        return self.render(
+            "omission_note",
+            omitted=omitted.left_out,
+            omitted_replies=omitted.replies,
+            omitted_messages=omitted.messages,
+            shortened=omitted.shortened,
+        )
 
     def continuation(self, answer: str) -> str:
         """The request to continue `answer`, quoting its last `CONTINUATION_TAIL_CHARS`

@@ -90,7 +90,7 @@ def build_completion_request(
         consultation.messages,
         is_group=is_group,
         budget_chars=config.history_budget_chars,
-        omission_note=lambda omitted: prompts.render("omission_note", omitted=omitted),
+        omission_note=prompts.omission_note,
         excerpt_note=prompts.excerpt_note,
     )
     extra_body = {}

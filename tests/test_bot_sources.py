@@ -86,7 +86,8 @@ async def test_sources_that_do_not_fit_go_into_their_own_message(
 ) -> None:
     """An answer filling a message leaves the sources list a message of its own, whose
     entities are counted from its own start; every message passes Telegram's checks."""
-    answer = "Пункт 🙂 [1].\n" * 290  # about 4000 UTF-16 units: room for no list
+    # About 4000 UTF-16 units: room for no list (numbered: one line repeated is a loop).
+    answer = "".join(f"Пу{n:03d} 🙂 [1].\n" for n in range(290))
     titles = [
         {"title": f"Источник номер {n} 🙂" * 6, "url": f"https://s{n}.example/p"} for n in range(20)
     ]

@@ -1,16 +1,23 @@
-"""The bounded context window: fixed prefix, omission note, recent messages."""
+"""The bounded context window: what it gives up first (the model's replies), what it keeps
+(the original request, every user answer, the most recent exchange), and its bounds."""
 
 from __future__ import annotations
 
-from core.context import MIN_KEPT_CHARS, approx_tokens, build_model_messages
+from core.context import MIN_KEPT_CHARS, Omissions, approx_tokens, build_model_messages
 from core.models import Message, Role
 from core.prompts import PromptLibrary
 
 SYSTEM = "SYS"
 
 
-def note(count: int) -> str:
-    return f"[{count} omitted]"
+def note(omitted: Omissions) -> str:
+    return (
+        f"[{omitted.replies} replies, {omitted.messages} messages omitted, {omitted.shortened} cut]"
+    )
+
+
+def system_with(omitted: Omissions) -> str:
+    return SYSTEM + "\n\n" + note(omitted)
 
 
 def cut(chars: int) -> str:
@@ -72,37 +79,102 @@ def test_exactly_at_budget_nothing_is_dropped() -> None:
     assert len(build(history, budget=size)) == len(history) + 1
 
 
-def test_just_over_budget_drops_the_oldest_middle_pair() -> None:
-    """One character too many drops u1/a1 (after the prefix) and adds the note."""
-    history = conversation(4)  # u0 a0 u1 a1 u2 a2 u3 a3 current
-    size = len(SYSTEM) + sum(len(m.text) for m in history)
-    messages = build(history, budget=size - 1)
-    contents = [m["content"] for m in messages[1:]]
-    assert contents[:2] == [history[0].text, history[1].text]
-    assert contents[2] == note(2) + "\n\n" + history[4].text
-    assert contents[3:] == [m.text for m in history[5:]]
+def numbered_rounds(rounds: int, *, user_chars: int, reply_chars: int = 3000) -> list[Message]:
+    """`rounds` rounds ("answer i …", "reply i …") of the given sizes, then "current"."""
+    history: list[Message] = []
+    for i in range(rounds):
+        history += [
+            user(f"answer {i} ".ljust(user_chars, "u")),
+            assistant(f"reply {i} ".ljust(reply_chars, "a")),
+        ]
+    return [*history, user("current")]
+
+
+def texts(messages: list[dict[str, str]]) -> str:
+    return "\n".join(m["content"] for m in messages)
+
+
+def test_older_long_replies_are_shortened_first() -> None:
+    """Just over the budget, an older long reply is cut to its beginning and end; the most
+    recent reply and every user message stay whole."""
+    history = [user("u0"), assistant("A" * 3000), user("u1"), assistant("B" * 3000), user("u2")]
+    messages = build(history, budget=5000)
+    assert [m["content"] for m in messages[3:]] == ["u1", "B" * 3000, "u2"]
+    assert "chars cut]" in messages[2]["content"] and messages[2]["content"].startswith("AAA")
+    assert messages[0]["content"] == system_with(Omissions(shortened=1))
+    assert total_chars(messages) <= 5000
+
+
+def test_all_long_replies_are_shortened_before_any_is_left_out() -> None:
+    """When shortening older replies is not enough, the most recent one is shortened too,
+    and nothing is left out."""
+    history = [user("u0"), assistant("A" * 5000), user("u1"), assistant("B" * 5000), user("u2")]
+    messages = build(history, budget=6000)
+    assert [m["role"] for m in messages[1:]] == ["user", "assistant", "user", "assistant", "user"]
+    assert all("chars cut]" in messages[i]["content"] for i in (2, 4))
+    assert messages[0]["content"] == system_with(Omissions(shortened=2))
+    assert total_chars(messages) <= 6000
+
+
+def test_older_replies_are_left_out_oldest_first_before_any_user_message() -> None:
+    """Replies cut to the floor still too long: the oldest replies are left out (the user
+    messages around them merged, in order), every user message and the latest reply stay."""
+    history = numbered_rounds(6, user_chars=200)
+    messages = build(history, budget=5000)
+    sent = texts(messages)
+    assert all(m.text in sent for m in history if m.role is Role.USER)
+    assert [f"reply {i} " in sent for i in range(6)] == [False] * 3 + [True] * 3
+    assert messages[0]["content"] == system_with(Omissions(replies=3, shortened=3))
+    assert total_chars(messages) <= 5000
     assert_alternates(messages)
-    assert total_chars(messages) <= size - 1
 
 
-def test_far_over_budget_keeps_prefix_and_last_turn() -> None:
-    """With a tiny budget only the prefix and the current user message remain."""
+def test_ordinary_user_messages_stay_whole_while_a_reply_can_go() -> None:
+    """User messages of ordinary length (3,000 characters) are not shortened to keep the
+    model's older replies: those are left out first."""
+    history = numbered_rounds(3, user_chars=3000)
+    messages = build(history, budget=12_000)
+    sent = texts(messages)
+    assert all(m.text in sent for m in history if m.role is Role.USER)
+    assert "reply 0 " not in sent and "reply 2 " in sent
+    assert total_chars(messages) <= 12_000
+
+
+def test_user_messages_are_left_out_last_oldest_first() -> None:
+    """Only when every reply but the latest is gone and all messages are at the floor are
+    older user messages left out, oldest first; the request and the latest exchange stay."""
+    history = numbered_rounds(6, user_chars=3000)
+    messages = build(history, budget=5000)
+    sent = texts(messages)
+    assert [f"answer {i} " in sent for i in range(6)] == [True, False, False, False, True, True]
+    assert "reply 5 " in sent and "current" in sent
+    assert messages[0]["content"] == system_with(Omissions(replies=5, messages=3, shortened=4))
+    assert total_chars(messages) <= 5000
+    assert_alternates(messages)
+
+
+def test_far_over_budget_keeps_request_latest_exchange_and_last_turn() -> None:
+    """With a tiny budget only the original request, the latest reply and the current user
+    message remain."""
     history = conversation(6)
     messages = build(history, budget=1)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert messages[1]["content"] == history[0].text
-    assert messages[2]["content"] == history[1].text
-    assert messages[3]["content"] == note(10) + "\n\n" + history[-1].text
+    assert [m["content"] for m in messages[1:]] == [
+        history[0].text,
+        history[-2].text,
+        history[-1].text,
+    ]
+    assert messages[0]["content"] == system_with(Omissions(replies=5, messages=5))
 
 
 def test_last_turn_kept_even_when_alone_over_budget() -> None:
-    """A current message larger than the budget is still sent, as its beginning and end."""
+    """A current message larger than the budget is still sent, as its beginning and end;
+    the rest of the conversation, small, is all there."""
     message = "START " + "x" * 900_000 + " END"
     history = [*conversation(3, open_turn=False), user(message)]
     messages = build(history, budget=24_000)
-    assert messages[-1]["role"] == "user"
-    omitted, head, note_line, tail = messages[-1]["content"].split("\n\n")
-    assert omitted == note(4)  # the omission note comes first, as always
+    assert [m["content"] for m in messages[1:-1]] == [m.text for m in history[:-1]]
+    head, note_line, tail = messages[-1]["content"].split("\n\n")
     assert message.startswith(head) and message.endswith(tail)
     assert note_line.endswith("chars cut]")
     assert total_chars(messages) <= 24_000
@@ -128,6 +200,7 @@ def test_original_request_never_dropped_even_when_huge() -> None:
     assert note_line == cut(len(request) - len(head) - len(tail))
     assert total_chars(messages) <= 10_000
     assert_alternates(messages)
+    assert all(m.text in texts(messages) for m in history[1:])  # nothing else given up
 
 
 def test_every_kept_turn_shares_the_budget() -> None:
@@ -144,46 +217,36 @@ def test_history_ending_with_assistant_keeps_the_last_pair() -> None:
     """When the last message is a reply, the last user turn and the reply are kept."""
     history = conversation(5, open_turn=False)
     messages = build(history, budget=1)
-    assert messages[-2]["content"] == note(6) + "\n\n" + history[-2].text
+    assert messages[-2]["content"] == history[0].text + "\n\n" + history[-2].text
     assert messages[-1]["content"] == history[-1].text
     assert_alternates(messages)
 
 
 def test_alternation_holds_for_every_budget_and_length() -> None:
-    """For many lengths and budgets: alternation, prefix, last turn and note hold."""
+    """For many lengths and budgets: alternation, the request first, the last user message,
+    a note exactly when something was given up, and a larger budget never keeps fewer of
+    the user's messages."""
     for rounds in range(0, 9):
         for open_turn in (True, False):
             history = conversation(rounds, size=7, open_turn=open_turn)
             if not history:
                 continue
             full = len(SYSTEM) + sum(len(m.text) for m in history)
+            users = [m.text for m in history if m.role is Role.USER]
+            kept_before = 0
             for budget in range(0, full + 20, 3):
                 messages = build(history, budget)
                 assert_alternates(messages)
-                assert messages[1]["content"] == history[0].text
-                last_user = next(m.text for m in reversed(history) if m.role is Role.USER)
-                assert any(m["content"].endswith(last_user) for m in messages)
-                dropped = len(history) - (len(messages) - 1)
-                notes = [m for m in messages if m["content"].startswith("[")]
-                if dropped:
-                    assert len(notes) == 1
-                    assert notes[0]["role"] == "user"
-                    assert notes[0] is messages[3]
-                    assert notes[0]["content"].startswith(note(dropped))
-                else:
-                    assert not notes
+                assert messages[1]["content"].startswith(history[0].text)
+                assert messages[-1]["content"].endswith(history[-1].text)
+                sent = texts(messages[1:])
+                kept = sum(text in sent for text in users)
+                assert kept >= kept_before
+                kept_before = kept
+                given_up = sum(m.text not in sent for m in history)
+                assert (messages[0]["content"] != SYSTEM) == bool(given_up)
                 if budget >= full:
-                    assert dropped == 0
-
-
-def test_fewest_pairs_dropped_to_fit() -> None:
-    """Dropping stops as soon as the rest, note included, fits the budget."""
-    history = conversation(6, size=10)
-    full = len(SYSTEM) + sum(len(m.text) for m in history)
-    budget = full - 20 + len(note(2)) + 2  # room for everything but one pair, plus the note
-    messages = build(history, budget)
-    assert len(messages) == len(history) + 1 - 2
-    assert total_chars(messages) <= budget
+                    assert given_up == 0
 
 
 def test_consecutive_user_messages_are_merged() -> None:
@@ -198,7 +261,12 @@ def test_merged_messages_count_in_the_omission_note() -> None:
     """The note counts the stored messages left out, not the merged chat messages."""
     history = [user("r"), assistant("a"), user("m1"), user("m2"), assistant("b"), user("now")]
     messages = build(history, budget=1)
-    assert messages[3]["content"] == note(3) + "\n\nnow"
+    assert messages[0]["content"] == system_with(Omissions(replies=1, messages=2))
+    assert messages[1:] == [
+        {"role": "user", "content": "r"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "now"},
+    ]
 
 
 def test_group_messages_carry_author_names() -> None:
@@ -237,10 +305,13 @@ def test_note_from_the_prompt_library() -> None:
         conversation(5),
         is_group=False,
         budget_chars=1,
-        omission_note=lambda n: library.render("omission_note", omitted=n),
+        omission_note=library.omission_note,
         excerpt_note=lambda n: library.render("excerpt_note", omitted_chars=n),
     )
-    assert "8 earlier messages" in messages[3]["content"]
+    assert (
+        "8 earlier messages are left out (4 of your replies, 4 of the user's)"
+        in (messages[0]["content"])
+    )
 
 
 def test_approx_tokens() -> None:

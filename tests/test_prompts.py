@@ -61,6 +61,9 @@ def test_every_template_mentions_nothing_unrendered(library: PromptLibrary) -> N
             language=None,
             schema=None,
             omitted=2,
+            omitted_replies=1,
+            omitted_messages=1,
+            shortened=1,
             omitted_chars=5,
             answer_tail="the end",
         )
@@ -92,8 +95,9 @@ def test_operator_folder_overrides_one_template_and_falls_back(tmp_path: Path) -
     library = PromptLibrary(tmp_path)
     library.check()
     assert library.render("final_now_request") == "Answer now, please!"
-    assert library.render("omission_note", omitted=3) == PromptLibrary().render(
-        "omission_note", omitted=3
+    counts = {"omitted": 3, "omitted_replies": 2, "omitted_messages": 1, "shortened": 0}
+    assert library.render("omission_note", **counts) == PromptLibrary().render(
+        "omission_note", **counts
     )
     roles = library.roles()
     assert roles["chef"].title == "Chef"
@@ -285,9 +289,18 @@ def test_json_mode_adds_the_schema(library: PromptLibrary) -> None:
 
 
 def test_final_now_request_and_omission_note_text(library: PromptLibrary) -> None:
-    """The fixed user-turn text and the omission note render as specified."""
+    """The fixed user-turn text and the omission note render as specified: the note says
+    only what was given up (left out, shortened)."""
     assert library.render("final_now_request") == "Please give me your final answer now."
-    assert "7 earlier messages" in library.render("omission_note", omitted=7)
+    note = library.render(
+        "omission_note", omitted=7, omitted_replies=5, omitted_messages=2, shortened=0
+    )
+    assert "7 earlier messages are left out (5 of your replies, 2 of the user's)" in note
+    assert "shortened" not in note
+    note = library.render(
+        "omission_note", omitted=0, omitted_replies=0, omitted_messages=0, shortened=3
+    )
+    assert "3 long messages are shortened" in note and "left out (" not in note
 
 
 @pytest.mark.parametrize(
