@@ -59,11 +59,10 @@ _WORD_END = re.compile(r"[\w.!?:;,)\]»\"'*_`]\Z")
 
 
 def drop_opener(fragment: str) -> str:
-    """`fragment` without a restart's opening phrase (unchanged when it has none)."""
+    """`fragment` without a restart's opening phrase (unchanged when it has none; empty
+    when it is nothing else)."""
     match = _OPENER.match(fragment.replace("’", "'"))
-    if match is None or match.end() == len(fragment):
-        return fragment  # nothing after it yet: it may still be the start of real text
-    return fragment[match.end() :]
+    return fragment if match is None else fragment[match.end() :]
 
 
 def join(text: str, fragment: str) -> str:

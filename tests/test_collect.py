@@ -537,6 +537,12 @@ def test_a_lowercase_or_punctuation_start_is_glued() -> None:
     assert merge_with_overlap("stop.", "\nNext line") == "stop.\nNext line"
 
 
+def test_a_fragment_that_is_only_an_opener_adds_nothing() -> None:
+    """A continuation saying only "Sure! Here's the rest:" adds nothing to the answer."""
+    assert merge_with_overlap("Done", "Sure! Here's the rest:") == "Done"
+    assert merge_with_overlap("Готово", "Конечно, продолжаю:\n") == "Готово"
+
+
 async def test_an_opener_is_never_shown_while_streaming(
     model_server: FakeModelServer, completer: OpenAICompleter
 ) -> None:
