@@ -98,10 +98,9 @@ def build_model_messages(
     if len(system_prompt) + sum(sizes) <= budget_chars:
         return [system, *({"role": t.role.value, "content": t.content} for t in turns)]
 
+    note_size = _NoteSizes(omission_note)
     for plan in _plans(turns):
-        share, omissions = _fit(
-            turns, sizes, plan, budget_chars - len(system_prompt), omission_note
-        )
+        share, omissions = _fit(turns, sizes, plan, budget_chars - len(system_prompt), note_size)
         if share is not None:
             break
     else:
@@ -177,7 +176,7 @@ def _fit(
     sizes: list[int],
     plan: _Plan,
     room: int,
-    omission_note: Callable[[Omissions], str],
+    note_size: Callable[[Omissions], int],
 ) -> tuple[int | None, Omissions]:
     """The common share the plan's shortenable turns are cut to (0: none is cut), or None
     when the plan does not fit `room` even with them at `MIN_KEPT_CHARS`; and what the
@@ -192,12 +191,12 @@ def _fit(
     fixed = merges * len(SEPARATOR) + sum(sizes[i] for i in kept - plan.shortenable)
     cuttable = [sizes[i] for i in plan.kept if i in plan.shortenable]
     whole = Omissions(replies, messages)
-    if fixed + sum(cuttable) + _note_size(omission_note, whole) <= room:
+    if fixed + sum(cuttable) + note_size(whole) <= room:
         return 0, whole
     worst = Omissions(replies, messages, len(cuttable))
     if not cuttable:
         return None, whole
-    share = _common_share(cuttable, room - fixed - _note_size(omission_note, worst))
+    share = _common_share(cuttable, room - fixed - note_size(worst))
     if share is None:
         return 0, whole
     if share < plan.min_share:
@@ -205,8 +204,23 @@ def _fit(
     return share, Omissions(replies, messages, sum(1 for size in cuttable if size > share))
 
 
-def _note_size(omission_note: Callable[[Omissions], str], omissions: Omissions) -> int:
-    return len(omission_note(omissions)) + len(SEPARATOR) if omissions else 0
+class _NoteSizes:
+    """The room an omission note takes, each shape of note rendered once: a template's
+    output depends on a count only through whether it is zero and its text, whose length
+    is its number of digits (the plans of one request give up similar counts)."""
+
+    def __init__(self, omission_note: Callable[[Omissions], str]) -> None:
+        self._note = omission_note
+        self._sizes: dict[tuple[int, ...], int] = {}
+
+    def __call__(self, omissions: Omissions) -> int:
+        if not omissions:
+            return 0
+        counts = (omissions.replies, omissions.messages, omissions.shortened, omissions.left_out)
+        shape = tuple(len(str(count)) if count else 0 for count in counts)
+        if shape not in self._sizes:
+            self._sizes[shape] = len(self._note(omissions)) + len(SEPARATOR)
+        return self._sizes[shape]
 
 
 def _common_share(sizes: list[int], room: int) -> int | None:
