@@ -8,7 +8,7 @@ the way production should wire it (`MeteredCompleter` around the model client).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,23 @@ class RunningApi:
     service: ConsultationService
     metrics: Metrics
     client: TestClient  # type: ignore[type-arg]
+    deadline: DeadlineCompleter
     telegram: TelegramApp | None = None
+
+    @contextlib.contextmanager
+    def first_text_deadline(self, seconds: float) -> Iterator[None]:
+        """Within the block, a model call gives up after `seconds` without text.
+
+        For a call the test holds forever at the fake model server: only that call
+        runs inside the block, so no call meant to succeed can meet the short
+        deadline, however loaded the machine is.
+        """
+        before = self.deadline.first_token_seconds
+        self.deadline.first_token_seconds = seconds
+        try:
+            yield
+        finally:
+            self.deadline.first_token_seconds = before
 
 
 TelegramFactory = Callable[[Settings, ConsultationService], TelegramApp]
@@ -92,7 +108,7 @@ async def running_api(
     client = TestClient(ApiTestServer(app, host="127.0.0.1"))
     try:
         await client.start_server()
-        yield RunningApi(settings, store, service, metrics, client, application)
+        yield RunningApi(settings, store, service, metrics, client, model, application)
     finally:
         await client.close()
         await completer.close()

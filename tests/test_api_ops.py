@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ TOKEN = "s3cr3t-token"
 async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
     settings = api_settings(
         tmp_path / "api.sqlite3", model_server.base_url, api_token=TOKEN, max_rounds_limit=5,
-        api_max_body_bytes=4096, llm_timeout_seconds=0.5,
+        api_max_body_bytes=4096,
     )  # fmt: skip
     async with running_api(settings) as running:
         yield running
@@ -117,8 +118,11 @@ async def test_real_responses_match_the_openapi_document(
     await chat({"message": "Hi", "sessionId": str(uuid.uuid4())})
     await chat({"message": "x" * 5000})
     await chat({"message": "Hi"}, headers=auth("nope"))
-    for status, kwargs in ((400, {}), (500, {}), (None, {"delay": 2.0})):
-        model_server.enqueue("slow", status=status, **kwargs)
+    for status in (400, 500):
+        model_server.enqueue(status=status)
+        await chat({"message": "Hi", "sessionId": ok["sessionId"]})
+    model_server.enqueue("slow", hold=asyncio.Event())  # held forever: a timeout
+    with api.first_text_deadline(0.05):
         await chat({"message": "Hi", "sessionId": ok["sessionId"]})
     last = await chat({"message": "Hi", "sessionId": ok["sessionId"]})
     await chat({"message": "More", "sessionId": last["sessionId"]})
