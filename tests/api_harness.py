@@ -7,12 +7,14 @@ the way production should wire it (`MeteredCompleter` around the model client).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web_runner import BaseRunner
 
@@ -53,6 +55,33 @@ class ApiTestServer(TestServer):
 
 
 @dataclass
+class Arrivals:
+    """Counts requests as they enter the app, so a test can wait for them to arrive.
+
+    The counting middleware is the outermost one: a request is counted before any
+    of the app's own work on it, and every request is counted, refused or not.
+    """
+
+    count: int = 0
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: web.Handler) -> web.StreamResponse:
+        self.count += 1
+        async with self._changed:
+            self._changed.notify_all()
+        return await handler(request)
+
+    async def wait(self, count: int, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        """Wait until `count` requests in all have entered the app."""
+        try:
+            async with asyncio.timeout(timeout), self._changed:
+                await self._changed.wait_for(lambda: self.count >= count)
+        except TimeoutError:
+            raise AssertionError(f"{self.count} of {count} requests reached the API") from None
+
+
+@dataclass
 class RunningApi:
     settings: Settings
     store: SqliteStore
@@ -60,6 +89,7 @@ class RunningApi:
     metrics: Metrics
     client: TestClient  # type: ignore[type-arg]
     deadline: DeadlineCompleter
+    arrivals: Arrivals
     telegram: TelegramApp | None = None
 
     @contextlib.contextmanager
@@ -105,10 +135,12 @@ async def running_api(
         telegram_application=application,
         metrics=metrics,
     )
+    arrivals = Arrivals()
+    app.middlewares.insert(0, arrivals.middleware)
     client = TestClient(ApiTestServer(app, host="127.0.0.1"))
     try:
         await client.start_server()
-        yield RunningApi(settings, store, service, metrics, client, model, application)
+        yield RunningApi(settings, store, service, metrics, client, model, arrivals, application)
     finally:
         await client.close()
         await completer.close()

@@ -50,17 +50,6 @@ async def events_of(response: ClientResponse) -> list[ServerSentEvent]:
     return [event async for event in SSEDecoder().aiter_bytes(response.content.iter_any())]
 
 
-async def handling(api: RunningApi, count: int) -> None:
-    """Wait until the server has begun handling `count` requests in all."""
-    server = api.client.server.runner.server
-    assert server is not None
-    for _ in range(1000):
-        if server.requests_count >= count:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"{server.requests_count} of {count} requests reached the server")
-
-
 async def user_messages(api: RunningApi, session: str) -> list[str]:
     stored = await api.store.get(session)
     assert stored is not None
@@ -148,7 +137,7 @@ async def test_a_retry_while_the_first_is_running_waits_for_its_result(
     await model_server.wait_requests(1)
     second = asyncio.create_task(chat(api, body))
     stream = asyncio.create_task(post(api, body, path="/api/chat/stream"))
-    await handling(api, 3)  # both retries reached the server while the first is held
+    await api.arrivals.wait(3)  # both retries reached the server while the first is held
     release.set()
     (status, answer), again = await asyncio.gather(first, second)
     assert status == 200 and again == (200, answer)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -82,14 +81,16 @@ async def test_stream_sends_deltas_then_the_same_object_as_chat(
 async def test_headers_arrive_before_the_model_answers(
     api: RunningApi, model_server: FakeModelServer
 ) -> None:
-    """The stream opens at once; the events follow when the slow model answers."""
-    model_server.enqueue("Slow but sure", delay=1.0)
-    started = time.monotonic()
+    """The stream opens at once, and names its session, while the model has not answered."""
+    release = asyncio.Event()
+    model_server.enqueue("Slow but sure", hold=release)
     response = await stream(api, {"message": "Hello"})
-    assert response.status == 200
-    assert time.monotonic() - started < 0.8
+    assert response.status == 200  # the model's reply is still held
+    assert await response.content.readline() == b"event: session\n"
+    await model_server.wait_requests(1)  # the model has the question, and holds its reply
+    release.set()
     events = await events_of(response)
-    assert events[-1].event == "done" and time.monotonic() - started >= 1.0
+    assert events[-1].event == "done" and events[-1].json()["content"] == "Slow but sure"
 
 
 async def test_a_rewritten_seam_is_sent_as_a_snapshot(
@@ -139,17 +140,21 @@ async def test_a_client_that_leaves_does_not_lose_the_round(
         await api.client.post("/api/chat", json={"message": "Hi", "maxRounds": 3})
     ).json()
     session = first["sessionId"]
-    model_server.enqueue("An answer nobody waited for", delay=0.3)
+    release = asyncio.Event()
+    model_server.enqueue("An answer nobody waited for", hold=release)
     response = await stream(api, {"message": "Hello", "sessionId": session})
     assert await response.content.readline() == b"event: session\n"
+    await model_server.wait_requests(2)  # the round is under way: it holds the session
     response.close()
-    for _ in range(100):
-        stored = await api.store.get(session)
-        if stored is not None and stored.current_round == 2:
-            break
-        await asyncio.sleep(0.05)
-    assert stored is not None and stored.current_round == 2
-    assert stored.messages[-1].text == "An answer nobody waited for"
+    release.set()
+    # A round on a session waits for the one under way, so this one runs after it.
+    model_server.enqueue("And the next one")
+    follow = await api.client.post("/api/chat", json={"message": "Next", "sessionId": session})
+    assert (follow.status, (await follow.json())["round"]) == (200, 3)
+    stored = await api.store.get(session)
+    assert stored is not None and stored.current_round == 3
+    assert [m.text for m in stored.messages][2:] == [
+        "Hello", "An answer nobody waited for", "Next", "And the next one"]  # fmt: skip
 
 
 async def test_two_streams_racing_for_the_last_round_never_stream_a_refusal(
