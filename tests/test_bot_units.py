@@ -112,12 +112,12 @@ async def test_retry_after_pauses_only_the_limited_chat() -> None:
     control = ChatFloodControl(max_retries=2)
     calls: list[tuple[int, float]] = []
     loop = asyncio.get_running_loop()
-    failed = set()
+    paused = asyncio.Event()  # chat 1 got its RetryAfter; it runs no further until its pause ends
 
     async def callback(chat_id: int) -> dict:
         calls.append((chat_id, loop.time()))
-        if chat_id == 1 and 1 not in failed:
-            failed.add(1)
+        if chat_id == 1 and not paused.is_set():
+            paused.set()
             raise RetryAfter(1)
         return {"ok": True}
 
@@ -125,7 +125,7 @@ async def test_retry_after_pauses_only_the_limited_chat() -> None:
     limited = asyncio.create_task(
         control.process_request(callback, (1,), {}, "sendMessage", {"chat_id": 1}, None)
     )
-    await asyncio.sleep(0.05)
+    await paused.wait()
     other = await control.process_request(callback, (2,), {}, "sendMessage", {"chat_id": 2}, None)
     assert other == {"ok": True}
     assert await limited == {"ok": True}
