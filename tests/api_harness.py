@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,9 @@ class ApiTestServer(TestServer):
         return ApiRunner(self.app, **kwargs)
 
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 @dataclass
 class Arrivals:
     """Counts requests as they enter the app, so a test can wait for them to arrive.
@@ -66,7 +69,7 @@ class Arrivals:
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     @web.middleware
-    async def middleware(self, request: web.Request, handler: web.Handler) -> web.StreamResponse:
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         self.count += 1
         async with self._changed:
             self._changed.notify_all()

@@ -4,8 +4,9 @@ round is not used up (LLM_FIRST_TOKEN_TIMEOUT_SECONDS, LLM_TOTAL_TIMEOUT_SECONDS
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,32 @@ from tests.fakes.model_server import FakeModelServer
 
 USER = 951
 REQUEST = CompletionRequest(messages=[{"role": "user", "content": "Hi"}], model="test-model")
+
+
+@pytest.fixture
+def built_deadlines(monkeypatch: pytest.MonkeyPatch) -> list[DeadlineCompleter]:
+    """Every `DeadlineCompleter` built during the test (the bot's runtime builds one)."""
+    built: list[DeadlineCompleter] = []
+    original = DeadlineCompleter.__init__
+
+    def record(self: DeadlineCompleter, *args: object, **kwargs: float) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        built.append(self)
+
+    monkeypatch.setattr(DeadlineCompleter, "__init__", record)
+    return built
+
+
+@contextlib.contextmanager
+def deadlines(completer: DeadlineCompleter, first: float, total: float) -> Iterator[None]:
+    """Short deadlines within the block only, for the one call meant to meet them: calls
+    meant to succeed run outside it, so a loaded machine cannot make them time out."""
+    before = (completer.first_token_seconds, completer.total_seconds)
+    completer.first_token_seconds, completer.total_seconds = first, total
+    try:
+        yield
+    finally:
+        completer.first_token_seconds, completer.total_seconds = before
 
 
 @pytest.fixture(params=["httpx", "aiohttp"])
@@ -56,7 +83,8 @@ async def test_endless_stream_fails_at_the_total_deadline(
 ) -> None:
     """Text that never ends passes the first-token deadline but not the total one."""
     model_server.enqueue("abc", endless=True, chunk_size=4, chunk_delay=0.01)
-    completer = DeadlineCompleter(sdk, first_token_seconds=1.0, total_seconds=1.5)
+    # No separate first-token deadline: however late the first text, only the total can end it.
+    completer = DeadlineCompleter(sdk, first_token_seconds=1.5, total_seconds=1.5)
     pieces: list[str] = []
 
     async def on_delta(piece: str) -> None:
@@ -73,8 +101,9 @@ async def test_first_text_lifts_the_first_token_deadline(
     model_server: FakeModelServer, sdk: OpenAICompleter
 ) -> None:
     """A reply whose first text comes in time may take longer than the first-token deadline."""
-    model_server.enqueue("abcdefghijklmnopqrst", chunk_size=1, chunk_delay=0.1)
-    completer = DeadlineCompleter(sdk, first_token_seconds=1.0, total_seconds=30)
+    # First text after 0.125 s, the whole reply after 2.5 s: past the 2 s first-token deadline.
+    model_server.enqueue("abcdefghijklmnopqrst", chunk_size=1, chunk_delay=0.125)
+    completer = DeadlineCompleter(sdk, first_token_seconds=2.0, total_seconds=30)
     completion = await completer.complete(REQUEST)
     assert completion.text == "abcdefghijklmnopqrst"
     assert completion.finish_reason == "stop"
@@ -101,17 +130,13 @@ async def test_api_turn_on_a_silent_model_is_a_timeout_that_keeps_the_round(
     tmp_path: Path, model_server: FakeModelServer
 ) -> None:
     """Keep-alives only: 504 MODEL_TIMEOUT naming the session; a retry answers round 1."""
-    settings = api_settings(
-        tmp_path / "api.sqlite3",
-        model_server.base_url,
-        llm_first_token_timeout_seconds=0.3,
-        llm_total_timeout_seconds=5,
-    )
+    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url)
     model_server.enqueue(keepalive_only=0.05)
     async with running_api(settings) as api:
         headers = {"Content-Type": "application/json"}
         body = {"message": "Plan my week", "maxRounds": 2}
-        response = await api.client.post("/api/chat", data=json.dumps(body), headers=headers)
+        with api.first_text_deadline(0.3):
+            response = await api.client.post("/api/chat", data=json.dumps(body), headers=headers)
         failed = await response.json()
         assert (response.status, failed["code"]) == (504, "MODEL_TIMEOUT")
         session = failed["sessionId"]
@@ -125,18 +150,17 @@ async def test_api_turn_on_a_silent_model_is_a_timeout_that_keeps_the_round(
 
 
 async def test_bot_turn_on_an_endless_stream_times_out_and_frees_the_chat(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+    tmp_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    built_deadlines: list[DeadlineCompleter],
 ) -> None:
     """Text forever: the total deadline ends the call, the user is told, the chat answers again."""
     model_server.enqueue("abc", endless=True, chunk_size=4, chunk_delay=0.01)
-    async with private_bot(
-        tmp_path / "bot.sqlite3",
-        bot_api,
-        model_server,
-        llm_first_token_timeout_seconds=0.5,
-        llm_total_timeout_seconds=1,
-    ) as bot:
-        [error] = await say(bot, USER, "Plan my week")
+    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [runtime_deadline] = built_deadlines
+        with deadlines(runtime_deadline, first=1, total=1):
+            [error] = await say(bot, USER, "Plan my week")
         assert error.startswith("⚠️ The model is not answering right now")
         assert "it took too long" in error and "/retry" in error
 
