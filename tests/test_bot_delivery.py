@@ -217,14 +217,16 @@ async def test_timed_out_send_is_retried(bot_api: FakeBotApi) -> None:
     whose timeout is short. Telegram may have received the first request, so a retried
     send can duplicate a message: that is preferred to losing it.
     """
-    request = HTTPXRequest(read_timeout=0.3, write_timeout=0.3, connect_timeout=1.0)
+    request = HTTPXRequest(read_timeout=1.0, write_timeout=1.0, connect_timeout=1.0)
     async with Bot(TOKEN, base_url=bot_api.base_url, request=request) as bot:
-        bot_api.latency = FirstCallOnly(sendMessage=2.0)
+        bot_api.latency = FirstCallOnly(sendMessage=3600)  # the first send stalls for good
         [message] = await asyncio.wait_for(Sender(bot, Target(USER)).send_text("Your answer"), 30)
     assert message.text == "Your answer"
-    stalled, retried = bot_api.calls_of("sendMessage")
+    # A loaded machine may time out a retry too; the Sender's next attempt then sends it.
+    stalled, *retried = bot_api.calls_of("sendMessage")
     assert stalled.result is None  # still stalled when the client gave up on it
-    assert retried.result is not None and retried.params["text"] == "Your answer"
+    assert retried[-1].result is not None
+    assert {call.params["text"] for call in retried} == {"Your answer"}
 
 
 # -- the Sender on its own: fallbacks that keep the reply, the button and every part ---------
