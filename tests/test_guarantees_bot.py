@@ -102,8 +102,8 @@ async def test_a_process_killed_in_round_two_loses_no_message(
     never = asyncio.Event()
     model_server.enqueue("too late", hold=never)
     bot_api.push_update(bot_api.text_message(PROCESS_USER, "Hammer curls", user_id=PROCESS_USER))
-    await model_server.wait_requests(2, timeout=20)
-    code, _ = await first.stop(signal.SIGKILL)
+    await first.asked(model_server, 2)
+    code = await first.stop(signal.SIGKILL)
     assert code == -signal.SIGKILL
 
     second = await start_bot()
@@ -116,5 +116,5 @@ async def test_a_process_killed_in_round_two_loses_no_message(
         "Hammer curls",
     ]
     assert not any("too late" in t for t in bot_api.sent_texts(PROCESS_USER))
-    code, _ = await second.stop()
+    code = await second.stop()
     assert code == 0
