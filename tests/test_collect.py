@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 
 from core.collect import (
+    CAPPED,
+    OPENER_LOOKAHEAD,
     CollectedAnswer,
     collect_answer,
     merge_with_overlap,
@@ -604,3 +607,116 @@ async def test_the_first_calls_sources_are_kept(
     assert answer.text == "Run easy [1] and rest [2]."
     assert answer.extras["citations"] == ["a", "b"]
     assert answer.extras["search_results"] == [{"url": "https://y"}]
+
+
+# Progress of a continuation, and the cap closing one. Every text handed to `on_text` is
+# a prefix of the final answer (a repeated seam or a restart is never shown), and progress
+# of a continuation is shown while it streams.
+
+SEAM = (
+    "On Tuesday water the tomato beds slowly at the roots, never on the leaves, and check "
+    "the soil two fingers deep before you do."
+)  # 120 characters the continuation repeats
+FIRST = "Monday: weed the paths and loosen the soil. " + SEAM
+NEW = "".join(f" Day {day}: mulch bed {day} and note what grew." for day in range(3, 9))
+
+
+async def collect_ticking(
+    completer: OpenAICompleter, shown: list[str], *, max_chars: int = 50_000
+) -> CollectedAnswer:
+    """One answer with a clock that moves a second per look, so every delta is forwarded."""
+    ticks = itertools.count()
+
+    async def on_text(text: str) -> None:
+        shown.append(text)
+
+    return await collect(
+        completer, on_text=on_text, max_chars=max_chars, clock=lambda: float(next(ticks))
+    )
+
+
+async def test_a_continuation_repeating_a_long_seam_shows_only_prefixes_of_the_answer(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A continuation that restates the last 120 characters (after a line break) and goes
+    on: its progress is shown while it streams, never with the seam twice or without the
+    text before it."""
+    model_server.enqueue(FIRST, finish_reason="length")
+    model_server.enqueue("\n" + SEAM + NEW, chunk_size=5)
+    shown: list[str] = []
+
+    answer = await collect_ticking(completer, shown)
+
+    assert answer.text == FIRST + NEW
+    assert (answer.complete, answer.continuations) == (True, 1)
+    assert all(answer.text.startswith(text) for text in shown), [
+        text[len(FIRST) - 20 :] for text in shown if not answer.text.startswith(text)
+    ]
+    during = [text for text in shown if len(FIRST) < len(text) < len(answer.text)]
+    assert len(during) > 10  # the new part appeared piece by piece
+
+
+async def test_a_continuation_is_shown_once_the_lookahead_has_arrived(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A continuation's first characters are held back only until `OPENER_LOOKAHEAD` of
+    them arrived (enough to recognise a restart's opening phrase), then shown at once."""
+    more = ("and then rake the leaves into the compost heap behind the shed, " * 3)[
+        : 2 * OPENER_LOOKAHEAD
+    ]
+    model_server.enqueue("Monday: weed the paths, ", finish_reason="length")
+    model_server.enqueue(more, chunk_size=OPENER_LOOKAHEAD)
+    shown: list[str] = []
+
+    answer = await collect_ticking(completer, shown)
+
+    assert answer.text == "Monday: weed the paths, " + more
+    assert "Monday: weed the paths, " + more[:OPENER_LOOKAHEAD] in shown
+
+
+async def test_the_cap_closes_a_continuation_within_its_lookahead(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """The cap counts what a continuation streams, its repeated seam included: the stream
+    is closed once it sent `max_chars` less the answer so far, and what arrived is merged."""
+    seam = SEAM[-20:]
+    model_server.enqueue(FIRST, finish_reason="length")
+    model_server.enqueue(seam + NEW, chunk_size=5)
+    shown: list[str] = []
+
+    answer = await collect_ticking(completer, shown, max_chars=len(FIRST) + 30)
+
+    assert answer.text == FIRST + NEW[:10]
+    assert (answer.complete, answer.finish_reason, answer.continuations) == (False, CAPPED, 1)
+    assert shown[-1] == answer.text
+
+
+async def test_a_continuation_ending_exactly_at_the_cap_is_complete(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Reaching `max_chars` exactly with the model's own stop is a complete answer."""
+    model_server.enqueue("Monday: weed the paths ", finish_reason="length")
+    model_server.enqueue("and water.", chunk_size=5)
+    shown: list[str] = []
+
+    answer = await collect_ticking(
+        completer, shown, max_chars=len("Monday: weed the paths and water.")
+    )
+
+    assert answer.text == "Monday: weed the paths and water."
+    assert (answer.complete, answer.finish_reason) == (True, "stop")
+
+
+def test_a_seam_as_long_as_the_minimum_is_merged() -> None:
+    """A text exactly `min_overlap` long that the fragment restates is not repeated."""
+    assert merge_with_overlap("Dig.", "Dig. Then plant.") == "Dig. Then plant."
+
+
+def test_a_fragment_shorter_than_the_minimum_is_appended_whole() -> None:
+    """A continuation of a few characters is never trimmed."""
+    assert merge_with_overlap("Keep wat", "er.") == "Keep water."
+
+
+def test_a_single_quoted_empty_string_is_repaired_to_json() -> None:
+    """'' (not JSON) is repaired to the empty JSON string, not rejected."""
+    assert parse_json_answer("''") == ('""', "", True, True)
