@@ -420,8 +420,9 @@ async def test_max_chars_holds_without_on_text_and_across_continuations(
     assert len(model_server.requests) == 2
 
 
+@pytest.mark.parametrize("stopped_at", [0.0, 1000.0])
 async def test_a_long_stream_is_forwarded_a_bounded_number_of_times(
-    model_server: FakeModelServer, completer: OpenAICompleter
+    model_server: FakeModelServer, completer: OpenAICompleter, stopped_at: float
 ) -> None:
     """Tens of thousands of deltas do not mean as many whole-text updates: growth is
     forwarded in batches (here with a clock that never moves), and the last update is the
@@ -433,11 +434,11 @@ async def test_a_long_stream_is_forwarded_a_bounded_number_of_times(
     async def on_text(whole: str) -> None:
         shown.append(whole)
 
-    answer = await collect(completer, on_text=on_text, clock=lambda: 0.0)
+    answer = await collect(completer, on_text=on_text, clock=lambda: stopped_at)
 
     assert answer.text == text and shown[-1] == text
     assert shown[0] == "Wa"
-    assert len(shown) < 500, len(shown)
+    assert 50 < len(shown) < 500, len(shown)
 
 
 async def test_growth_is_forwarded_when_the_interval_passed(
@@ -720,3 +721,153 @@ def test_a_fragment_shorter_than_the_minimum_is_appended_whole() -> None:
 def test_a_single_quoted_empty_string_is_repaired_to_json() -> None:
     """'' (not JSON) is repaired to the empty JSON string, not rejected."""
     assert parse_json_answer("''") == ('""', "", True, True)
+
+
+def test_a_fragment_of_the_minimum_length_repeated_earlier_adds_nothing() -> None:
+    """A fragment exactly `min_overlap` long that occurs near the end adds nothing."""
+    assert merge_with_overlap("Water the beds, then mulch", "beds") == "Water the beds, then mulch"
+
+
+def test_a_fragment_opening_with_a_line_break_still_merges_its_seam() -> None:
+    """Whitespace before a restated seam does not hide the seam."""
+    merged = merge_with_overlap("Step 1: dig the beds", "\nthe beds, then plant.")
+    assert merged == "Step 1: dig the beds, then plant."
+
+
+def _chunk(content: str, finish_reason: str | None, model: str) -> bytes:
+    choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish_reason}
+    return f"data: {json.dumps({'model': model, 'choices': [choice]})}\n\n".encode()
+
+
+async def test_the_answer_names_the_model_version_that_wrote_it_last(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Providers answer with the exact model version: the answer carries the one the last
+    call reported, not the alias that was asked for."""
+    model_server.enqueue(raw_events=[_chunk("Plant in May, wa", "length", "m-0513")])
+    model_server.enqueue(raw_events=[_chunk("ter weekly.", "stop", "m-0514")])
+
+    answer = await collect(completer)
+
+    assert (answer.text, answer.model) == ("Plant in May, water weekly.", "m-0514")
+
+
+async def test_a_single_answer_names_its_model_version(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """One call's reported model version is the answer's model."""
+    model_server.enqueue(raw_events=[_chunk("Plant in May.", "stop", "m-0513")])
+
+    answer = await collect(completer)
+
+    assert answer.model == "m-0513"
+
+
+async def test_the_default_cap_is_fifty_thousand_characters(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Without `max_chars` an answer is cut at 50,000 characters."""
+    text = "".join(f"Water bed {i} at dawn. " for i in range(3000))  # 65 kB, not a loop
+    model_server.enqueue(text, chunk_size=1000)
+
+    answer = await collect(completer)
+
+    assert answer.text == text[:50_000]
+    assert (answer.complete, answer.finish_reason) == (False, CAPPED)
+
+
+async def test_a_first_reply_exactly_at_the_cap_is_complete(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A reply that ends by itself exactly at `max_chars` is complete, not cut."""
+    model_server.enqueue("Plant in May and water weekly.", chunk_size=5)
+
+    answer = await collect(completer, max_chars=len("Plant in May and water weekly."))
+
+    assert (answer.text, answer.complete, answer.finish_reason) == (
+        "Plant in May and water weekly.",
+        True,
+        "stop",
+    )
+
+
+async def test_the_last_view_of_a_capped_reply_is_the_answer(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A reply stopped at `max_chars` between two deltas (pieces held back for batching)
+    still ends the caller's view on the whole answer."""
+    text = "".join(f"Water bed {i} at dawn. " for i in range(200))
+    model_server.enqueue(text, chunk_size=10)
+    shown: list[str] = []
+
+    async def on_text(whole: str) -> None:
+        shown.append(whole)
+
+    answer = await collect(completer, max_chars=2000, on_text=on_text, clock=lambda: 0.0)
+
+    assert answer.text == text[:2000] and shown[-1] == answer.text
+
+
+async def test_a_loop_is_cut_without_a_caller_watching(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A looping first reply is cut to one occurrence also when nobody streams it."""
+    paragraph = "".join(f"Run {i} minutes on day {i}, then walk home slowly. " for i in range(6))
+    model_server.enqueue(paragraph, endless=True, chunk_size=7)
+
+    answer = await asyncio.wait_for(collect(completer), 30)
+
+    assert answer.text == paragraph
+    assert (answer.complete, answer.finish_reason) == (False, "repetition")
+
+
+async def test_a_text_continuation_opening_a_code_block_keeps_its_fence(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """Outside JSON mode a continuation starting with ``` is content (a code block)."""
+    model_server.enqueue("Save this script:", finish_reason="length")
+    model_server.enqueue("```python\nprint('water')\n```")
+
+    answer = await collect(completer)
+
+    assert answer.text == "Save this script:\n\n```python\nprint('water')\n```"
+
+
+@pytest.mark.parametrize("before", ["", "\n"])
+async def test_a_json_continuation_restating_the_fence_is_parsed_cleanly(
+    model_server: FakeModelServer, completer: OpenAICompleter, before: str
+) -> None:
+    """A JSON continuation that opens the code fence again (after a line break or not)
+    loses that fence: the merged answer is valid JSON without repair."""
+    model_server.enqueue('```json\n{"plan": [1, 2, ', finish_reason="length")
+    model_server.enqueue(before + "```json\n3]}\n```")
+
+    answer = await collect_answer(
+        completer,
+        CompletionRequest(HISTORY, "m", json_mode=True),
+        continuation_prompt=CONTINUE,
+        max_continuations=1,
+    )
+
+    assert (answer.json_value, answer.json_valid, answer.json_repaired) == (
+        {"plan": [1, 2, 3]},
+        True,
+        False,
+    )
+
+
+async def test_growth_by_a_32nd_of_the_text_is_forwarded_at_once(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """With a stopped clock, a delta is forwarded when what is pending reaches 1/32 of the
+    text: each of the first 32 characters, then every second one."""
+    text = "".join(f"Water bed {i}. " for i in range(10))
+    model_server.enqueue(text, chunk_size=1)
+    shown: list[str] = []
+
+    async def on_text(whole: str) -> None:
+        shown.append(whole)
+
+    await collect(completer, on_text=on_text, clock=lambda: 0.0)
+
+    assert [len(whole) for whole in shown[:34]] == [*range(1, 33), 34, 36]
