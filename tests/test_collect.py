@@ -871,3 +871,22 @@ async def test_growth_by_a_32nd_of_the_text_is_forwarded_at_once(
     await collect(completer, on_text=on_text, clock=lambda: 0.0)
 
     assert [len(whole) for whole in shown[:34]] == [*range(1, 33), 34, 36]
+
+
+async def test_the_last_view_of_a_reply_capped_mid_delta_is_the_answer(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A reply capped inside a delta, with characters held back for batching, ends the
+    caller's view on the whole (cut) answer."""
+    head = "Water the tomato beds at dawn. " * 3 + "Mulch them."  # 101 characters
+    deltas = [head, "Dig", "ging twice a week helps."]
+    model_server.enqueue(raw_events=[_chunk(delta, None, "m") for delta in deltas])
+    shown: list[str] = []
+
+    async def on_text(whole: str) -> None:
+        shown.append(whole)
+
+    answer = await collect(completer, max_chars=len(head) + 6, on_text=on_text, clock=lambda: 0.0)
+
+    assert answer.text == head + "Diggin"
+    assert shown == [head, answer.text]
