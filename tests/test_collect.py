@@ -890,3 +890,18 @@ async def test_the_last_view_of_a_reply_capped_mid_delta_is_the_answer(
 
     assert answer.text == head + "Diggin"
     assert shown == [head, answer.text]
+
+
+async def test_an_empty_reply_shows_nothing(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A reply without text hands the caller no (empty) view to show."""
+    model_server.enqueue("")
+    shown: list[str] = []
+
+    async def on_text(whole: str) -> None:
+        shown.append(whole)
+
+    answer = await collect(completer, on_text=on_text)
+
+    assert (answer.text, shown) == ("", [])
