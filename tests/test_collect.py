@@ -772,7 +772,7 @@ async def test_the_default_cap_is_fifty_thousand_characters(
 
     answer = await collect(completer)
 
-    assert answer.text == text[:50_000]
+    assert (answer.text, answer.model) == (text[:50_000], "m")
     assert (answer.complete, answer.finish_reason) == (False, CAPPED)
 
 
@@ -817,7 +817,7 @@ async def test_a_loop_is_cut_without_a_caller_watching(
 
     answer = await asyncio.wait_for(collect(completer), 30)
 
-    assert answer.text == paragraph
+    assert (answer.text, answer.model) == (paragraph, "m")
     assert (answer.complete, answer.finish_reason) == (False, "repetition")
 
 
