@@ -3,16 +3,16 @@
 Invariants: a client may send `per_minute` requests at once, then one more every
 `60 / per_minute` seconds; memory holds only clients seen in the last minute (a
 bucket idle that long is full again, so forgetting it changes nothing), and each
-check costs O(1) amortised: buckets sit in least-recently-used order and the stale
-ones are dropped from the front as time passes.
+check costs O(1) amortised: the buckets live in an `ExpiringDict` with that lifetime.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Callable
+
+from core.expiring import ExpiringDict
 
 WINDOW_SECONDS = 60.0
 
@@ -24,14 +24,16 @@ class RateLimiter:
         self._capacity = float(per_minute)
         self._refill = per_minute / WINDOW_SECONDS  # tokens per second
         self._clock = clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, at
+        # (tokens, at) per client, forgotten a window after its last request.
+        self._buckets: ExpiringDict[str, tuple[float, float]] = ExpiringDict(
+            WINDOW_SECONDS, clock=clock
+        )
 
     def check(self, client: str) -> float:
         if self._capacity <= 0:
             return 0.0
         now = self._clock()
-        self._forget_idle(now)
-        tokens, at = self._buckets.pop(client, (self._capacity, now))
+        tokens, at = self._buckets.pop(client) or (self._capacity, now)
         tokens = min(self._capacity, tokens + (now - at) * self._refill)
         if tokens >= 1.0:
             self._buckets[client] = (tokens - 1.0, now)
@@ -43,14 +45,6 @@ class RateLimiter:
         """Whole seconds for a `Retry-After` header (at least 1) if refused now, else 0."""
         wait = self.check(client)
         return max(1, math.ceil(wait)) if wait > 0 else 0
-
-    def _forget_idle(self, now: float) -> None:
-        buckets = self._buckets
-        while buckets:
-            _, (_, at) = next(iter(buckets.items()))
-            if now - at < WINDOW_SECONDS:
-                return
-            buckets.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._buckets)

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from bot.expiring import ExpiringDict
+from core.expiring import ExpiringDict
 
 
 def is_allowed(

@@ -25,7 +25,7 @@ from aiolimiter import AsyncLimiter
 from telegram.error import RetryAfter
 from telegram.ext import BaseRateLimiter
 
-from bot.expiring import ExpiringDict
+from core.expiring import ExpiringDict
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,6 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 
 from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
-from bot.expiring import ExpiringDict
 from bot.i18n import t
 from bot.render import sources_parts
 from core.errors import (
@@ -27,6 +26,7 @@ from core.errors import (
     StoreUnavailable,
     TurnCancelled,
 )
+from core.expiring import ExpiringDict
 from core.outcomes import Notice, Reply
 from core.service import OnText
 

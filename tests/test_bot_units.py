@@ -11,10 +11,10 @@ from telegram.error import RetryAfter
 
 from bot.access import RateLimiter, is_allowed
 from bot.chat import chat_key, language_of, strip_mention
-from bot.expiring import ExpiringDict
 from bot.flood import ChatFloodControl
 from bot.i18n import EN, RU, t
 from bot.turns import TurnRunner
+from core.expiring import ExpiringDict
 
 
 def _fields(template: str) -> set[str]:
