@@ -1,6 +1,6 @@
-"""The HTTP side: JSON API (seed 003), Telegram webhook, health and Prometheus metrics."""
+"""The HTTP side: JSON API, Telegram webhook, health and Prometheus metrics."""
 
 from api.app import build_web_app, start_web_server
-from api.metrics import MeteredCompleter, Metrics
+from api.config import ApiConfig, WebhookConfig
 
-__all__ = ["MeteredCompleter", "Metrics", "build_web_app", "start_web_server"]
+__all__ = ["ApiConfig", "WebhookConfig", "build_web_app", "start_web_server"]

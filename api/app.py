@@ -22,16 +22,16 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from api.chat import CLIENT_KEY, ChatEndpoints, KeyStore
+from api.config import ApiConfig
 from api.errors import ApiError, from_http, json_response, store_unavailable
 from api.exposure import check_exposure
-from api.metrics import Metrics
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
 from api.server import ApiRunner, name_the_server, runner_options
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog
 from core.errors import StoreUnavailable
 from core.service import ConsultationService
-from core.settings import ConfigError, Settings
+from telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 
 
 class Pingable(Protocol):
-    """What `/healthz` needs of the store (`storage.SqliteStore` has it)."""
+    """What `/healthz` needs of the store."""
 
     async def ping(self) -> bool: ...
 
@@ -52,31 +52,31 @@ class ApiStore(Pingable, KeyStore, UpdateLog, Protocol):
 
 
 def build_web_app(
-    settings: Settings,
+    config: ApiConfig,
     service: ConsultationService,
     *,
     store: ApiStore | None = None,
     telegram_application: TelegramApp | None = None,
     metrics: Metrics | None = None,
 ) -> web.Application:
-    """The routes this deployment serves: the API when API_ENABLED, the webhook when
-    WEBHOOK_URL is set and an application is given, `/healthz` and `/metrics` always.
+    """The routes this deployment serves: the API when it is enabled, the webhook when
+    one is configured and an application is given, `/healthz` and `/metrics` always.
 
     Without a `store` to ping, `/healthz` reports 503: healthy only when proven; without
     one, `Idempotency-Key` is refused.
     """
     metrics = metrics or Metrics()
-    token = settings.secret("api_token")
-    limiter = RateLimiter(settings.api_rate_limit_per_minute)
+    token = config.token
+    limiter = RateLimiter(config.rate_limit_per_minute)
     app = web.Application(
-        client_max_size=settings.api_max_body_bytes,
+        client_max_size=config.max_body_bytes,
         middlewares=[_metered(metrics), _json_errors, _gate(token, limiter)],
     )
     name_the_server(app)
     app[METRICS_KEY] = metrics
-    if settings.api_enabled:
-        chat = ChatEndpoints(service, metrics, settings, keys=store)
-        document = build_openapi(settings, with_token=token is not None)
+    if config.enabled:
+        chat = ChatEndpoints(service, metrics, config, keys=store)
+        document = build_openapi(config, with_token=token is not None)
 
         async def openapi(request: web.Request) -> web.Response:
             return json_response(document)
@@ -86,17 +86,14 @@ def build_web_app(
         app.router.add_post("/api/chat/stream", chat.stream)
         app.router.add_get("/api/sessions/{session_id}", chat.session)
         app.router.add_get("/api/openapi.json", openapi)
-    if telegram_application is not None and settings.webhook_url:
-        secret = settings.secret("webhook_secret")
-        if not secret:
-            raise ConfigError("WEBHOOK_SECRET: required when WEBHOOK_URL is set")
-        webhook = TelegramWebhook(telegram_application, secret, seen=store)
-        app.router.add_post(settings.webhook_path, webhook.handle)
+    if telegram_application is not None and config.webhook is not None:
+        webhook = TelegramWebhook(telegram_application, config.webhook.secret, seen=store)
+        app.router.add_post(config.webhook.path, webhook.handle)
         app[WEBHOOK_KEY] = webhook
 
     async def health(request: web.Request) -> web.Response:
         store_ok = await _ping(store)
-        model = settings.llm_model or None
+        model = config.model or None
         ok = store_ok and model is not None
         body = {"status": "ok" if ok else "unavailable", "store": store_ok, "model": model}
         return json_response(body, status=200 if ok else 503)
@@ -111,32 +108,37 @@ def build_web_app(
 
 
 async def start_web_server(
-    settings: Settings, runtime: Any, telegram_application: TelegramApp | None
+    config: ApiConfig,
+    service: ConsultationService,
+    *,
+    store: ApiStore,
+    metrics: Metrics,
+    telegram_application: TelegramApp | None = None,
 ) -> web.AppRunner:
-    """Serve on API_HOST:API_PORT; in webhook mode, then register the webhook with Telegram.
+    """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
-    `runtime` is a `bot.runtime.Runtime`; its `metrics` attribute is used when present,
-    so the bot and the API report into one registry.
+    `metrics` is the process's registry, so the bot, the model clients and the API
+    report into one `/metrics`.
     """
     app = build_web_app(
-        settings,
-        runtime.service,
-        store=runtime.store,
+        config,
+        service,
+        store=store,
         telegram_application=telegram_application,
-        metrics=getattr(runtime, "metrics", None),
+        metrics=metrics,
     )
-    check_exposure(settings)
-    runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(settings.api_access_log))
+    check_exposure(config)
+    runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config.access_log))
     await runner.setup()
     try:
-        await web.TCPSite(runner, settings.api_host, settings.api_port).start()
+        await web.TCPSite(runner, config.host, config.port).start()
         webhook = app.get(WEBHOOK_KEY)
-        if webhook is not None and settings.webhook_url:
-            await webhook.register(settings.webhook_url)
+        if webhook is not None and config.webhook is not None:
+            await webhook.register(config.webhook.url)
     except BaseException:
         await runner.cleanup()
         raise
-    log.info("HTTP server on %s:%d", settings.api_host, settings.api_port)
+    log.info("HTTP server on %s:%d", config.host, config.port)
     return runner
 
 

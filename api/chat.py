@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from api.config import ApiConfig
 from api.errors import (
     ApiError,
     from_engine,
@@ -40,14 +41,13 @@ from api.errors import (
     store_unavailable,
 )
 from api.idempotency import HEADER, KeyStore, answered_round, fingerprint, parse_key
-from api.metrics import Metrics
 from api.schemas import ChatRequest, ChatResponse, SessionView, parse_chat_request
 from api.sse import EventStream
 from core.errors import ConsultationError, ModelError, StoreUnavailable
 from core.keyed_lock import KeyedLock
 from core.outcomes import Reply
 from core.service import ConsultationService
-from core.settings import Settings
+from telemetry.metrics import Metrics
 
 __all__ = ["CLIENT_KEY", "ChatEndpoints", "KeyStore"]
 
@@ -72,13 +72,13 @@ class Limits:
     max_tokens: int
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Limits:
+    def of(cls, config: ApiConfig) -> Limits:
         return cls(
-            max_rounds=settings.max_rounds_limit,
-            max_body_bytes=settings.api_max_body_bytes,
-            max_input_chars=settings.max_input_chars,
-            models=settings.api_models(),
-            max_tokens=settings.api_max_tokens_limit,
+            max_rounds=config.max_rounds_limit,
+            max_body_bytes=config.max_body_bytes,
+            max_input_chars=config.max_input_chars,
+            models=config.models,
+            max_tokens=config.max_tokens_limit,
         )
 
     def check(self, body: ChatRequest) -> None:
@@ -178,14 +178,14 @@ class ChatEndpoints:
         self,
         service: ConsultationService,
         metrics: Metrics,
-        settings: Settings,
+        config: ApiConfig,
         *,
         keys: KeyStore | None = None,
         keepalive_seconds: float = 15.0,
     ) -> None:
         self._service = service
         self._metrics = metrics
-        self._limits = Limits.from_settings(settings)
+        self._limits = Limits.of(config)
         self._keys = keys
         self._keepalive = keepalive_seconds
         self._sessions = KeyedLock()  # vetting and answering a session are one step

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from core.settings import ConfigError, Settings
+from api.config import ApiConfig
+from core.errors import ConfigError
 
 _LOCAL_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 
@@ -25,14 +26,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_exposure(settings: Settings) -> None:
+def check_exposure(config: ApiConfig) -> None:
     """Raise `ConfigError` (one line saying why) for an open API without a token."""
-    if not settings.api_enabled or settings.api_allow_anonymous:
+    if not config.enabled or config.allow_anonymous:
         return
-    if settings.secret("api_token") or is_loopback(settings.api_host):
+    if config.token or is_loopback(config.host):
         return
     raise ConfigError(
-        f"API_HOST={settings.api_host} is reachable from other machines and API_TOKEN is not "
+        f"API_HOST={config.host} is reachable from other machines and API_TOKEN is not "
         "set, so anyone could use the API at your expense: set API_TOKEN, listen on "
         "127.0.0.1, or set API_ALLOW_ANONYMOUS=true to allow it on purpose."
     )

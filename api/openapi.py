@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from api.config import ApiConfig
 from api.errors import STATUS
 from api.idempotency import HEADER, MAX_KEY_LENGTH
 from api.schemas import (
@@ -28,7 +29,6 @@ from api.schemas import (
     StreamSession,
     StreamText,
 )
-from core.settings import Settings
 
 _REF = "#/components/schemas/{model}"
 
@@ -119,24 +119,24 @@ def _errors(*statuses: int) -> dict[str, Any]:
     return errors
 
 
-def _limit(schemas: dict[str, Any], settings: Settings) -> None:
+def _limit(schemas: dict[str, Any], config: ApiConfig) -> None:
     """Write this deployment's limits into the request schema."""
     properties = schemas["ChatRequest"]["properties"]
-    properties["maxRounds"]["anyOf"][0]["maximum"] = settings.max_rounds_limit
-    properties["maxTokens"]["anyOf"][0]["maximum"] = settings.api_max_tokens_limit
-    properties["message"]["maxLength"] = settings.max_input_chars
-    properties["systemPrompt"]["anyOf"][0]["maxLength"] = settings.max_input_chars
-    properties["outputSchema"]["anyOf"][0]["maxLength"] = settings.max_input_chars
+    properties["maxRounds"]["anyOf"][0]["maximum"] = config.max_rounds_limit
+    properties["maxTokens"]["anyOf"][0]["maximum"] = config.max_tokens_limit
+    properties["message"]["maxLength"] = config.max_input_chars
+    properties["systemPrompt"]["anyOf"][0]["maxLength"] = config.max_input_chars
+    properties["outputSchema"]["anyOf"][0]["maxLength"] = config.max_input_chars
     model = properties["model"]["anyOf"][0]
-    model["enum"] = sorted(settings.api_models())
+    model["enum"] = sorted(config.models)
     model.pop("minLength", None)
     model.pop("maxLength", None)
 
 
-def build_openapi(settings: Settings, *, with_token: bool) -> dict[str, Any]:
+def build_openapi(config: ApiConfig, *, with_token: bool) -> dict[str, Any]:
     """The document for this deployment (its limits and whether a token is needed)."""
     schemas = copy.deepcopy(_schemas())
-    _limit(schemas, settings)
+    _limit(schemas, config)
     body = {"required": True, "content": {"application/json": {"schema": _ref("ChatRequest")}}}
     chat = {
         "summary": "Answer one round of a consultation",
@@ -204,7 +204,8 @@ def build_openapi(settings: Settings, *, with_token: bool) -> dict[str, Any]:
         "info": {
             "title": "Consultation bot API",
             "version": "1.1.0",
-            "description": "Bounded multi-round expert consultations (seed 003). Error codes: "
+            "description": "Bounded multi-round expert consultations: a few clarifying "
+            "rounds, then one complete answer. Error codes: "
             + ", ".join(f"{code} ({status})" for code, status in STATUS.items()),
         },
         "paths": {

@@ -1,4 +1,4 @@
-"""The HTTP API's bodies (seed 003 §2), validated strictly before they reach the engine.
+"""The HTTP API's bodies, validated strictly before they reach the engine.
 
 Invariant: a request that passes `parse_chat_request` has a non-blank message, a
 canonical UUID `sessionId` (if any), `maxRounds` ≥ 1 (if any) and values of exactly
@@ -127,9 +127,10 @@ class Citation(BaseModel):
 
 
 class ChatResponse(BaseModel):
-    """One answered round (seed 003 §2.2); `content` is the assistant's reply.
+    """One answered round; `content` is the assistant's reply.
 
-    The fields after the seed's six are additive and appear only when they say something.
+    The six core fields (content, model, isComplete, round, maxRounds, sessionId) are
+    always there; the others are additive and appear only when they say something.
     """
 
     model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")

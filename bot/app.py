@@ -29,6 +29,7 @@ from telegram.ext import (
 )
 
 from bot.commands import Commands
+from bot.config import BotConfig
 from bot.flood import ChatFloodControl
 from bot.handlers import Handlers
 from bot.i18n import COMMANDS
@@ -37,7 +38,6 @@ from bot.telegram_http import AiohttpRequest
 from bot.turns import ANSWER_NOW
 from core.outcomes import Reply
 from core.service import ConsultationService
-from core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -47,23 +47,19 @@ UNORDERED_COMMANDS = ("reset", "status")
 
 
 def build_application(
-    settings: Settings,
+    config: BotConfig,
     service: ConsultationService,
     *,
-    webhook: bool = False,
     on_reply: Callable[[Reply], None] | None = None,
 ) -> Application:  # type: ignore[type-arg]
     """The Application; `on_reply` sees every reply produced (metrics)."""
-    token = settings.secret("telegram_bot_token")
-    if not token:
-        raise ValueError("TELEGRAM_BOT_TOKEN is not set")
     builder = (
         ApplicationBuilder()
-        .token(token)
-        .base_url(settings.telegram_api_base_url)
-        .base_file_url(settings.telegram_api_base_url.replace("/bot", "/file/bot"))
+        .token(config.token)
+        .base_url(config.api_base_url)
+        .base_file_url(config.file_base_url)
         .concurrent_updates(PerChatUpdateProcessor(unordered_commands=UNORDERED_COMMANDS))
-        .rate_limiter(ChatFloodControl(overall_per_second=settings.telegram_max_rate))
+        .rate_limiter(ChatFloodControl(overall_per_second=config.max_rate))
         .request(
             AiohttpRequest(
                 pool_size=POOL_SIZE,
@@ -77,11 +73,11 @@ def build_application(
     # Webhook mode feeds updates from the aiohttp server instead of an Updater.
     builder = (
         builder.updater(None)
-        if webhook
+        if config.webhook
         else builder.get_updates_request(AiohttpRequest(pool_size=1, read_timeout=40.0))
     )
     application = builder.build()
-    register(application, Handlers(service, settings, on_reply=on_reply))
+    register(application, Handlers(service, config, on_reply=on_reply))
     return application
 
 

@@ -34,7 +34,7 @@ class Commands:
     def __init__(self, handlers: Handlers) -> None:
         self.h = handlers
         self.service = handlers.service
-        self.settings = handlers.settings
+        self.config = handlers.config
 
     async def start(self, update: Update, context: Context) -> None:
         """Greet and explain how a consultation works."""
@@ -261,7 +261,7 @@ class Commands:
         self, message: Message, context: Context, key: str, *, user_id: int | None = None
     ) -> bool:
         """In groups: admins and the consultation's starter; elsewhere anyone."""
-        if not is_group(message) or not self.settings.group_config_admins_only:
+        if not is_group(message) or not self.config.group_config_admins_only:
             return True
         if message.sender_chat is not None and message.sender_chat.id == message.chat_id:
             return True  # an anonymous admin writing as the group

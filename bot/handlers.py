@@ -27,6 +27,7 @@ from bot.chat import (
     strip_mention,
     topic_of,
 )
+from bot.config import BotConfig
 from bot.delivery import ChatUnavailable, Sender, Target
 from bot.i18n import t
 from bot.turns import ANSWER_NOW, TurnRunner
@@ -34,7 +35,6 @@ from core.blank import is_blank
 from core.errors import EmptyMessage, StoreUnavailable
 from core.outcomes import Reply
 from core.service import ConsultationService
-from core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -54,16 +54,19 @@ class Handlers:
     def __init__(
         self,
         service: ConsultationService,
-        settings: Settings,
+        config: BotConfig,
         *,
         on_reply: Callable[[Reply], None] | None = None,
     ) -> None:
         self.service = service
-        self.settings = settings
+        self.config = config
         self.turns = TurnRunner(
-            ttl_minutes=max(round(settings.session_ttl_seconds / 60), 1), on_reply=on_reply
+            ttl_minutes=config.ttl_minutes,
+            private_interval=config.private_progress_interval,
+            group_interval=config.group_progress_interval,
+            on_reply=on_reply,
         )
-        self.rate_limiter = RateLimiter(settings.user_rate_limit_per_minute)
+        self.rate_limiter = RateLimiter(config.user_rate_limit_per_minute)
 
     async def gate(self, update: Update, context: Context) -> None:
         """Stop commands and button presses from users outside the allow-lists.
@@ -77,8 +80,8 @@ class Handlers:
         if chat is None or is_allowed(
             user_id=user.id if user is not None else None,
             chat_id=chat.id,
-            allowed_users=self.settings.allowed_user_ids,
-            allowed_chats=self.settings.allowed_chat_ids,
+            allowed_users=self.config.allowed_user_ids,
+            allowed_chats=self.config.allowed_chat_ids,
         ):
             return
         refusal = t(language_of(user), "not_allowed")
@@ -111,9 +114,9 @@ class Handlers:
         if is_blank(text):
             await self.say(sender, t(language, "empty"))
             return
-        if len(text) > self.settings.max_input_chars:
-            text = text[: self.settings.max_input_chars]
-            await self.say(sender, t(language, "truncated", limit=self.settings.max_input_chars))
+        if len(text) > self.config.max_input_chars:
+            text = text[: self.config.max_input_chars]
+            await self.say(sender, t(language, "truncated", limit=self.config.max_input_chars))
 
         async def ask(on_text):  # type: ignore[no-untyped-def]
             return await self.service.ask(
@@ -161,8 +164,8 @@ class Handlers:
         if not is_allowed(
             user_id=user_id,
             chat_id=message.chat_id,
-            allowed_users=self.settings.allowed_user_ids,
-            allowed_chats=self.settings.allowed_chat_ids,
+            allowed_users=self.config.allowed_user_ids,
+            allowed_chats=self.config.allowed_chat_ids,
         ):
             await self.say(sender, t(language, "not_allowed"))
             return None

@@ -72,12 +72,14 @@ class TurnRunner:
         self,
         *,
         ttl_minutes: int,
+        private_interval: float = 1.0,
         group_interval: float = 3.0,
         on_reply: Callable[[Reply], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._on_reply = on_reply
         self._ttl_minutes = ttl_minutes
+        self._private_interval = private_interval
         self._group_interval = group_interval
         self._blocked: ExpiringDict[int, bool] = ExpiringDict(FORGET_AFTER, clock=clock)
         # Replies stored but not delivered (Telegram unreachable through every retry),
@@ -90,7 +92,7 @@ class TurnRunner:
         """Run `action` (a service call taking an on_text callback) and deliver its outcome."""
         sender = Sender(bot, target)
         await self._redeliver(sender, target)
-        interval = 1.0 if target.private else self._group_interval
+        interval = self._private_interval if target.private else self._group_interval
         progress = Progress(bot, target, interval=interval)
         progress.start()
         try:

@@ -1,7 +1,7 @@
 """Collecting one final answer across calls when the model is cut off.
 
 Invariants: the collected text is the first reply followed by each continuation
-with the part it repeats removed (SPEC §5, seed 004); nothing the model already
+with the part it repeats removed; nothing the model already
 delivered is lost — not even when a continuation fails — and the loop always ends
 (on "stop", on a fragment that adds nothing, after `max_continuations`, or at
 `max_chars`, where the stream being read is closed and the answer is cut off).

@@ -1,4 +1,4 @@
-"""The bounded context window sent to the model (SPEC §4, seed 002's episodic memory).
+"""The bounded context window sent to the model: what the user said is kept first.
 
 Invariants of `build_model_messages`' result: the system message comes first; after it
 the roles strictly alternate user/assistant starting with user (providers such as

@@ -15,7 +15,6 @@ import asyncio
 
 from core.errors import ModelError, ModelErrorKind
 from core.ports import Completer, Completion, CompletionRequest, OnDelta
-from core.settings import Settings
 
 
 class DeadlineCompleter:
@@ -29,15 +28,6 @@ class DeadlineCompleter:
         self.inner = inner
         self.first_token_seconds = min(first_token_seconds, total_seconds)
         self.total_seconds = total_seconds
-
-    @classmethod
-    def from_settings(cls, inner: Completer, settings: Settings) -> DeadlineCompleter:
-        """Deadlines from LLM_FIRST_TOKEN_TIMEOUT_SECONDS and LLM_TOTAL_TIMEOUT_SECONDS."""
-        return cls(
-            inner,
-            first_token_seconds=settings.llm_first_token_timeout_seconds,
-            total_seconds=settings.llm_total_timeout_seconds,
-        )
 
     async def complete(
         self, request: CompletionRequest, on_delta: OnDelta | None = None

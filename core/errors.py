@@ -5,6 +5,10 @@ from __future__ import annotations
 import enum
 
 
+class ConfigError(Exception):
+    """A setting is missing or invalid; the message names the variable to fix."""
+
+
 class ModelErrorKind(enum.StrEnum):
     TIMEOUT = "timeout"
     RATE_LIMITED = "rate_limited"

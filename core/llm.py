@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -35,7 +36,6 @@ from openai import AsyncOpenAI, AsyncStream
 from core.errors import ModelError, ModelErrorKind
 from core.models import Usage
 from core.ports import Completion, CompletionRequest, OnDelta
-from core.settings import ConfigError, Settings
 from core.tokens import estimate_prompt_tokens, estimate_tokens
 
 YIELD_EVERY = 32
@@ -76,6 +76,27 @@ _CHUNK_FIELDS = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class ModelEndpoint:
+    """One OpenAI-compatible model as configured: where it is, how it is called, its limits.
+
+    `name` says which of the process's models it is ("bot"; the evaluator adds more).
+    The deadlines bound each whole call (`core.deadline`); the timeout, each read.
+    """
+
+    name: str
+    api_key: str
+    base_url: str | None
+    model: str
+    timeout_seconds: float = 120.0
+    max_retries: int = 2
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    transport: Literal["httpx", "aiohttp"] = "aiohttp"
+    temperature: float | None = None  # None: the server's default
+    first_token_timeout_seconds: float = 120.0
+    total_timeout_seconds: float = 600.0
+
+
 class OpenAICompleter:
     """`core.ports.Completer` backed by `openai.AsyncOpenAI`, streaming every call."""
 
@@ -89,6 +110,7 @@ class OpenAICompleter:
         default_extra_body: dict[str, Any] | None = None,
         client: AsyncOpenAI | None = None,
         transport: Literal["httpx", "aiohttp"] = "httpx",
+        temperature: float | None = None,
     ) -> None:
         """`transport="aiohttp"` (the SDK's own aiohttp transport) roughly halves the
         client CPU per call at hundreds of concurrent streams, where the httpx pool's
@@ -105,23 +127,20 @@ class OpenAICompleter:
             )
         self._client = client
         self._default_extra_body = dict(default_extra_body or {})
+        if temperature is not None:
+            self._default_extra_body.setdefault("temperature", temperature)
         self._schema_refused = False  # the server refused json_schema once: json_object now
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> OpenAICompleter:
-        """Build from deployment settings; a missing key fails at start-up, not per call."""
-        api_key = settings.secret("openai_api_key")
-        if not api_key:
-            raise ConfigError(
-                "OPENAI_API_KEY: required (any non-empty value for providers without keys)"
-            )
+    def from_endpoint(cls, endpoint: ModelEndpoint) -> OpenAICompleter:
         return cls(
-            api_key=api_key,
-            base_url=settings.openai_base_url,
-            timeout=settings.llm_timeout_seconds,
-            max_retries=settings.llm_max_retries,
-            default_extra_body=settings.llm_extra_body,
-            transport=settings.llm_http_transport,
+            api_key=endpoint.api_key,
+            base_url=endpoint.base_url,
+            timeout=endpoint.timeout_seconds,
+            max_retries=endpoint.max_retries,
+            default_extra_body=endpoint.extra_body,
+            transport=endpoint.transport,
+            temperature=endpoint.temperature,
         )
 
     async def close(self) -> None:

@@ -1,12 +1,14 @@
-"""The two ports of the engine: where consultations are kept and who answers.
+"""The ports of the engine: where consultations are kept, who answers, who waits for whom.
 
 `storage.SqliteStore` implements `ConsultationStore`; `core.llm.OpenAICompleter`
-implements `Completer`. Tests may plug in anything with the same shape.
+implements `Completer`; `core.keyed_lock.KeyedLock` implements `ChatLocks` within one
+process. Tests may plug in anything with the same shape.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -105,3 +107,10 @@ class ConsultationStore(Protocol):
     async def purge(self, *, older_than: float) -> int:
         """Delete finished consultations (and their messages) last active before `older_than`."""
         ...
+
+
+class ChatLocks(Protocol):
+    """Mutual exclusion per chat key: while one holder is inside `hold(key)`, another
+    `hold(key)` waits; different keys never wait for each other."""
+
+    def hold(self, key: str) -> AbstractAsyncContextManager[None]: ...

@@ -23,7 +23,6 @@ from core.models import Consultation
 from core.ports import CompletionRequest
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
 from core.rounds import Turn
-from core.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,22 +38,6 @@ class EngineConfig:
     default_role: str = "expert"
     max_answer_chars: int = 50_000
     initial_request_budget_chars: int = 6000
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> EngineConfig:
-        return cls(
-            model=settings.llm_model,
-            max_tokens=settings.llm_max_tokens,
-            question_max_tokens=settings.llm_question_max_tokens,
-            default_max_rounds=settings.default_max_rounds,
-            max_rounds_limit=settings.max_rounds_limit,
-            session_ttl_seconds=settings.session_ttl_seconds,
-            history_budget_chars=settings.history_budget_chars,
-            max_continuations=settings.max_continuations,
-            default_role=settings.default_role,
-            max_answer_chars=settings.max_answer_chars,
-            initial_request_budget_chars=settings.initial_request_budget_chars,
-        )
 
 
 def build_completion_request(

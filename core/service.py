@@ -32,10 +32,9 @@ from core.errors import (
     SessionNotFound,
 )
 from core.final_now import request_text, user_language
-from core.keyed_lock import KeyedLock
 from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status
 from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
-from core.ports import Completer, ConsultationStore
+from core.ports import ChatLocks, Completer, ConsultationStore
 from core.prompts import (
     PromptLibrary,
     RoleInfo,
@@ -68,15 +67,18 @@ class ConsultationService:
         prompts: PromptLibrary,
         config: EngineConfig,
         *,
+        locks: ChatLocks,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`locks` orders the calls for one chat key (`core.keyed_lock.KeyedLock` within one
+        process); the service holds a key's lock for each whole turn."""
         self._store = store
         self._running = RunningTurns()
         self._completer = StoppableCompleter(completer)
         self._prompts = prompts
         self._config = config
         self._clock = clock
-        self._locks = KeyedLock()
+        self._locks = locks
 
     @property
     def config(self) -> EngineConfig:

@@ -30,9 +30,9 @@ from aiohttp import ClientSession, ClientTimeout, web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.runtime import check_model_endpoint, open_runtime
+from app.runtime import check_model_endpoint, open_runtime
+from app.settings import ConfigError, load_settings
 from core.errors import ConsultationError, ModelError
-from core.settings import ConfigError, load_settings
 
 DEFAULT_MESSAGES = [
     "I want to start running. Can you make me a plan?",

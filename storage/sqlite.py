@@ -67,6 +67,7 @@ class SqliteStore:
     ) -> None:
         self._writer_db = writer
         self._reader_db = reader
+        self._closed = False
         self._writer = Batcher(writer, run_writes, guard=identity.check)
         self._reader = Batcher(reader, run_reads)
         self._health = StoreHealth(self._writer, identity, interval=probe_interval, clock=clock)
@@ -120,7 +121,10 @@ class SqliteStore:
         return cls(writer, reader, identity, probe_interval=probe_interval, clock=clock)
 
     async def close(self) -> None:
-        """Commit what was submitted, then close both connections."""
+        """Commit what was submitted, then close both connections; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         await self._writer.flush()
         await self._reader.flush()
         await self._reader_db.close()

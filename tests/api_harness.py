@@ -1,8 +1,9 @@
-"""A running API for tests and demos: real SQLite, real openai SDK, real aiohttp server.
+"""A running API for tests: the production runtime (real SQLite, real openai SDK) under a
+real aiohttp server.
 
 Invariant: everything opened by `running_api` is closed when it exits, in reverse
-order, and nothing listens anywhere but 127.0.0.1. The metrics registry is wired
-the way production should wire it (`MeteredCompleter` around the model client).
+order, and nothing listens anywhere but 127.0.0.1. Store, model client, metrics and
+service come from `app.runtime.open_runtime`, wired exactly as in production.
 """
 
 from __future__ import annotations
@@ -19,16 +20,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web_runner import BaseRunner
 
 from api.app import build_web_app
-from api.metrics import MeteredCompleter, Metrics
 from api.server import ApiRunner
 from api.webhook import TelegramApp
+from app.runtime import BOT_MODEL, open_runtime
+from app.settings import Settings, load_settings
+from app.stores import Store
 from core.deadline import DeadlineCompleter
-from core.llm import OpenAICompleter
-from core.prompts import PromptLibrary
-from core.requests import EngineConfig
 from core.service import ConsultationService
-from core.settings import Settings, load_settings
-from storage import SqliteStore
+from telemetry.metrics import MeteredCompleter, Metrics
 
 
 def api_settings(db_path: Path, model_base_url: str, **overrides: Any) -> Settings:
@@ -87,7 +86,7 @@ class Arrivals:
 @dataclass
 class RunningApi:
     settings: Settings
-    store: SqliteStore
+    store: Store
     service: ConsultationService
     metrics: Metrics
     client: TestClient  # type: ignore[type-arg]
@@ -118,34 +117,39 @@ TelegramFactory = Callable[[Settings, ConsultationService], TelegramApp]
 async def running_api(
     settings: Settings, *, telegram: TelegramFactory | None = None
 ) -> AsyncIterator[RunningApi]:
-    """Store, metered model client, service and an HTTP server with a client bound to it.
+    """The production runtime (`app.runtime.open_runtime`, without its periodic jobs) and
+    an HTTP server over it, with a client bound to it.
 
     `telegram` builds the PTB application over the service (for the webhook route);
     starting and stopping it is the caller's business.
     """
-    metrics = Metrics()
-    store = await SqliteStore.open(settings.db_path)
-    model = DeadlineCompleter.from_settings(OpenAICompleter.from_settings(settings), settings)
-    completer = MeteredCompleter(model, metrics)
-    service = ConsultationService(
-        store, completer, PromptLibrary(settings.prompts_dir), EngineConfig.from_settings(settings)
-    )
-    application = telegram(settings, service) if telegram is not None else None
-    app = build_web_app(
-        settings,
-        service,
-        store=store,
-        telegram_application=application,
-        metrics=metrics,
-    )
-    arrivals = Arrivals()
-    app.middlewares.insert(0, arrivals.middleware)
-    client = TestClient(ApiTestServer(app, host="127.0.0.1"))
-    try:
-        await client.start_server()
-        yield RunningApi(settings, store, service, metrics, client, model, arrivals, application)
-    finally:
-        await client.close()
-        await completer.close()
-        with contextlib.suppress(ValueError):  # a test may have closed it to stage an outage
-            await store.close()
+    async with open_runtime(settings, background=False) as runtime:
+        application = telegram(settings, runtime.service) if telegram is not None else None
+        app = build_web_app(
+            settings.api_config(),
+            runtime.service,
+            store=runtime.store,
+            telegram_application=application,
+            metrics=runtime.metrics,
+        )
+        arrivals = Arrivals()
+        app.middlewares.insert(0, arrivals.middleware)
+        client = TestClient(ApiTestServer(app, host="127.0.0.1"))
+        metered = runtime.models[BOT_MODEL]
+        assert isinstance(metered, MeteredCompleter)
+        deadline = metered.inner
+        assert isinstance(deadline, DeadlineCompleter)
+        try:
+            await client.start_server()
+            yield RunningApi(
+                settings,
+                runtime.store,
+                runtime.service,
+                runtime.metrics,
+                client,
+                deadline,
+                arrivals,
+                application,
+            )
+        finally:
+            await client.close()

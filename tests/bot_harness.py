@@ -11,11 +11,11 @@ from typing import Any
 
 from telegram.ext import Application
 
+from app.runtime import Runtime, open_runtime
+from app.settings import Settings, load_settings
 from bot.app import build_application
 from bot.handlers import Handlers
-from bot.runtime import Runtime, open_runtime
 from bot.turns import TurnRunner
-from core.settings import Settings, load_settings
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 
@@ -88,7 +88,7 @@ async def running_bot(
     settings: Settings, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> AsyncIterator[RunningBot]:
     async with open_runtime(settings) as runtime:
-        application = build_application(settings, runtime.service)
+        application = build_application(settings.bot_config(), runtime.service)
         async with application:
             await application.start()
             assert application.updater is not None

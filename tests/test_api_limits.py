@@ -163,10 +163,14 @@ def test_loopback_or_an_explicit_override_is_allowed() -> None:
     from api.exposure import check_exposure
 
     for host in ("127.0.0.1", "127.3.2.1", "::1", "localhost", "LOCALHOST"):
-        check_exposure(api_settings(Path("x"), "http://x/v1", api_host=host))
-    check_exposure(api_settings(Path("x"), "http://x/v1", api_host="0.0.0.0", api_token="t"))
+        check_exposure(api_settings(Path("x"), "http://x/v1", api_host=host).api_config())
     check_exposure(
-        api_settings(Path("x"), "http://x/v1", api_host="0.0.0.0", api_allow_anonymous=True)
+        api_settings(Path("x"), "http://x/v1", api_host="0.0.0.0", api_token="t").api_config()
+    )
+    check_exposure(
+        api_settings(
+            Path("x"), "http://x/v1", api_host="0.0.0.0", api_allow_anonymous=True
+        ).api_config()
     )
 
 

@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 
 from api.app import start_web_server
-from bot.runtime import check_model_endpoint, open_runtime
-from core.settings import Settings
+from app.runtime import check_model_endpoint, open_runtime
+from app.settings import Settings
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
 
@@ -124,7 +124,9 @@ def free_port() -> int:
 async def serve_once(settings: Settings, path: str) -> int:
     """Start the API as `python -m api` does, request `path` once, stop; return the status."""
     async with open_runtime(settings) as runtime:
-        runner = await start_web_server(settings, runtime, None)
+        runner = await start_web_server(
+            settings.api_config(), runtime.service, store=runtime.store, metrics=runtime.metrics
+        )
         try:
             url = f"http://127.0.0.1:{settings.api_port}{path}"
             async with aiohttp.ClientSession() as session, session.get(url) as response:

@@ -6,7 +6,6 @@ import asyncio
 import json
 import socket
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -14,8 +13,8 @@ import pytest
 
 from api import start_web_server
 from api.webhook import SECRET_HEADER, TelegramApp
+from app.settings import Settings
 from bot.app import build_application
-from core.settings import Settings
 from tests.api_harness import api_settings, running_api
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
@@ -40,9 +39,7 @@ async def test_webhook_with_the_secret_reaches_the_bot_and_without_it_nothing_do
     """A missing secret is 401, a wrong one 403 (nothing queued); the right one gets a reply."""
     settings = settings_for(tmp_path, bot_api, model_server)
     model_server.enqueue("What is your budget?")
-    async with running_api(
-        settings, telegram=lambda s, service: build_application(s, service, webhook=True)
-    ) as api:
+    async with running_api(settings, telegram=telegram_app) as api:
         application = api.telegram
         assert application is not None and application.updater is None
         async with application:
@@ -78,9 +75,7 @@ async def test_a_webhook_body_that_is_not_an_update_is_refused(
 ) -> None:
     """Garbage with the right secret is a 400, not a crash."""
     settings = settings_for(tmp_path, bot_api, model_server)
-    async with running_api(
-        settings, telegram=lambda s, service: build_application(s, service, webhook=True)
-    ) as api:
+    async with running_api(settings, telegram=telegram_app) as api:
         response = await api.client.post(
             settings.webhook_path, data=b"{not json",
             headers={"X-Telegram-Bot-Api-Secret-Token": SECRET},
@@ -101,10 +96,15 @@ async def test_start_web_server_serves_and_registers_the_webhook(
     port = free_port()
     settings = settings_for(tmp_path, bot_api, model_server, api_host="127.0.0.1", api_port=port)
     async with running_api(settings) as api:
-        application = build_application(settings, api.service, webhook=True)
-        runtime = SimpleNamespace(service=api.service, store=api.store, metrics=api.metrics)
+        application = telegram_app(settings, api.service)
         async with application:
-            runner = await start_web_server(settings, runtime, application)
+            runner = await start_web_server(
+                settings.api_config(),
+                api.service,
+                store=api.store,
+                metrics=api.metrics,
+                telegram_application=application,
+            )
             try:
                 (call,) = bot_api.calls_of("setWebhook")
                 assert call.params["url"] == URL and call.params["secret_token"] == SECRET
@@ -117,7 +117,7 @@ async def test_start_web_server_serves_and_registers_the_webhook(
 
 
 def telegram_app(settings: Settings, service: Any) -> TelegramApp:
-    return build_application(settings, service, webhook=True)
+    return build_application(settings.bot_config(), service)
 
 
 async def test_a_redelivered_update_is_queued_once_even_after_a_restart(

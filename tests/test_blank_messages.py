@@ -10,6 +10,7 @@ import pytest
 
 from core.blank import is_blank
 from core.errors import EmptyMessage
+from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig
@@ -49,7 +50,12 @@ async def service(
     completer = OpenAICompleter(
         api_key="test", base_url=model_server.base_url, timeout=10, max_retries=0
     )
-    yield ConsultationService(store, completer, PromptLibrary(), EngineConfig(model="m")), store
+    yield (
+        ConsultationService(
+            store, completer, PromptLibrary(), EngineConfig(model="m"), locks=KeyedLock()
+        ),
+        store,
+    )
     await completer.close()
     await store.close()
 

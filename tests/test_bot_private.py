@@ -172,13 +172,13 @@ async def test_replies_are_counted_in_the_metrics(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """A Telegram round shows up in /metrics: rounds, model calls and tokens."""
+    from app.runtime import open_runtime
     from bot.app import build_application
-    from bot.runtime import open_runtime
 
     settings = bot_settings(tmp_path / "m.sqlite3", bot_api, model_server)
     async with open_runtime(settings) as runtime:
         application = build_application(
-            settings,
+            settings.bot_config(),
             runtime.service,
             on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
         )

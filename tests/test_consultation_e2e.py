@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import ModelError
+from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
 from core.requests import EngineConfig
@@ -27,7 +28,7 @@ async def service(
         api_key="test", base_url=model_server.base_url, timeout=10, max_retries=2
     )
     engine = EngineConfig(model="sonar", max_tokens=800)
-    yield ConsultationService(store, completer, PromptLibrary(), engine)
+    yield ConsultationService(store, completer, PromptLibrary(), engine, locks=KeyedLock())
     await completer.close()
     await store.close()
 

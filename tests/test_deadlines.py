@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from app.models import ModelClients
+from app.runtime import BOT_MODEL
 from core.deadline import DeadlineCompleter
 from core.errors import ModelError, ModelErrorKind
 from core.llm import OpenAICompleter
 from core.ports import CompletionRequest
+from telemetry.metrics import MeteredCompleter, Metrics
 from tests.api_harness import api_settings, running_api
 from tests.bot_private_support import conversation, private_bot, say
 from tests.fakes.bot_api import FakeBotApi
@@ -117,9 +120,16 @@ async def test_deadlines_come_from_settings(tmp_path: Path, sdk: OpenAICompleter
         llm_first_token_timeout_seconds=7,
         llm_total_timeout_seconds=9,
     )
-    completer = DeadlineCompleter.from_settings(sdk, settings)
-    assert (completer.first_token_seconds, completer.total_seconds) == (7, 9)
-    assert completer.inner is sdk
+    clients = ModelClients([settings.model_endpoint()], Metrics())
+    try:
+        metered = clients[BOT_MODEL]
+        assert isinstance(metered, MeteredCompleter)
+        completer = metered.inner
+        assert isinstance(completer, DeadlineCompleter)
+        assert (completer.first_token_seconds, completer.total_seconds) == (7, 9)
+        assert completer.inner is clients.raw(BOT_MODEL)
+    finally:
+        await clients.close()
     capped = DeadlineCompleter(sdk, first_token_seconds=50, total_seconds=5)
     assert (capped.first_token_seconds, capped.total_seconds) == (5, 5)
     with pytest.raises(ValueError, match="positive"):

@@ -10,11 +10,11 @@ from typing import Any, Literal
 
 import pytest
 
+from app.settings import ConfigError, Settings
 from core.errors import ModelError, ModelErrorKind
 from core.llm import OpenAICompleter
 from core.models import Usage
 from core.ports import CompletionRequest
-from core.settings import ConfigError, Settings
 from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
 
 Transport = Literal["httpx", "aiohttp"]
@@ -357,17 +357,17 @@ async def test_default_reply_echoes_the_last_user_message(
     assert result.text == "Reply to: How do I brew tea?"
 
 
-async def test_from_settings_uses_the_deployment_values(
+async def test_the_endpoint_from_settings_carries_the_deployment_values(
     model_server: FakeModelServer, transport: Transport
 ) -> None:
-    """from_settings wires key, base URL and default extra body from Settings."""
+    """The bot's endpoint wires key, base URL and default extra body from Settings."""
     settings = Settings(
         openai_api_key="k",
         openai_base_url=model_server.base_url,
         llm_extra_body={"disable_search": True},
         _env_file=None,  # type: ignore[call-arg]
     )
-    completer = OpenAICompleter.from_settings(settings)
+    completer = OpenAICompleter.from_endpoint(settings.model_endpoint())
     try:
         await completer.complete(CompletionRequest(USER, "m"))
     finally:
@@ -376,12 +376,12 @@ async def test_from_settings_uses_the_deployment_values(
     assert model_server.requests[0]["disable_search"] is True
 
 
-def test_from_settings_without_key_fails_at_start_up() -> None:
+def test_an_endpoint_without_key_fails_at_start_up() -> None:
     """A missing OPENAI_API_KEY is a ConfigError naming the variable."""
     settings = Settings(openai_api_key=None, _env_file=None)  # type: ignore[call-arg]
 
     with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
-        OpenAICompleter.from_settings(settings)
+        settings.model_endpoint()
 
 
 def test_only_core_llm_imports_openai() -> None:

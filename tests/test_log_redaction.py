@@ -12,7 +12,7 @@ from pathlib import Path
 
 import aiohttp
 
-from bot.logs import REDACTED, Redactor
+from app.logs import REDACTED, Redactor
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.test_api_webhook import free_port

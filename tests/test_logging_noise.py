@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.logs import configure_logging
+from app.logs import configure_logging
 
 CHATTY = ("openai._base_client", "httpx", "httpx2", "httpcore", "aiohttp.access")
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from api.loopwatch import watch_event_loop
-from api.metrics import Metrics
+from telemetry.loopwatch import watch_event_loop
+from telemetry.metrics import Metrics
 
 
 async def test_a_blocked_loop_is_recorded_and_logged(caplog: pytest.LogCaptureFixture) -> None:

@@ -8,10 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
+from app.settings import load_settings
 from core.models import ModelOptions
-from core.requests import EngineConfig
 from core.service import ConsultationService
-from core.settings import load_settings
 from tests.fakes.model_server import FakeModelServer
 from tests.test_service_answers import engine
 
@@ -28,7 +27,7 @@ async def test_default_settings_bound_every_round(
     engine: Engine, model_server: FakeModelServer
 ) -> None:
     """With no budget set anywhere, clarifying rounds get 400 tokens, the final answer 2048."""
-    config = EngineConfig.from_settings(load_settings(_env_file=None))
+    config = load_settings(_env_file=None).engine_config()
     service = engine(max_tokens=config.max_tokens, question_max_tokens=config.question_max_tokens)
 
     for text in ("Plan my running", "35, no exercise in years", "5K in 3 months"):

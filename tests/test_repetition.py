@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.collect import CollectedAnswer, OnText, collect_answer
+from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.outcomes import Notice
 from core.ports import CompletionRequest
@@ -177,7 +178,9 @@ async def test_the_service_marks_a_looping_answer_incomplete(
     """End to end: a looping final answer is stored cut and marked incomplete."""
     store = await SqliteStore.open(tmp_path / "db.sqlite3")
     try:
-        service = ConsultationService(store, completer, PromptLibrary(), EngineConfig(model="m"))
+        service = ConsultationService(
+            store, completer, PromptLibrary(), EngineConfig(model="m"), locks=KeyedLock()
+        )
         await service.set_max_rounds("tg:1", 1)
         model_server.enqueue(INTRO + PARAGRAPH, endless=True, chunk_size=16)
 

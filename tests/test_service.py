@@ -25,6 +25,7 @@ from core.errors import (
     NothingToRetry,
     SessionNotFound,
 )
+from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.models import ModelOptions, Role, Status
 from core.outcomes import Notice
@@ -80,7 +81,9 @@ def make_service(
     store: SqliteStore, completer: Completer, clock: Clock, **config: object
 ) -> ConsultationService:
     engine = EngineConfig(model="test-model", **config)  # type: ignore[arg-type]
-    return ConsultationService(store, completer, PromptLibrary(), engine, clock=clock)
+    return ConsultationService(
+        store, completer, PromptLibrary(), engine, locks=KeyedLock(), clock=clock
+    )
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import TurnCancelled
+from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.models import Role, Status
 from core.outcomes import Reply
@@ -37,7 +38,9 @@ async def service(
     completer = OpenAICompleter(
         api_key="test", base_url=model_server.base_url, timeout=10, max_retries=0
     )
-    yield ConsultationService(store, completer, PromptLibrary(), EngineConfig(model="m"))
+    yield ConsultationService(
+        store, completer, PromptLibrary(), EngineConfig(model="m"), locks=KeyedLock()
+    )
     await completer.close()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.settings import ConfigError, Settings, load_settings
+from app.settings import ConfigError, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,7 +1,10 @@
 """Deployment settings, read once from the environment and `.env`.
 
 Every value is validated here so a bad deployment fails at start-up with one
-line naming the variable, never later with a traceback.
+line naming the variable, never later with a traceback. Each part of the product
+gets only its own small frozen config built from them (`engine_config`,
+`bot_config`, `api_config`, `model_endpoint`): the engine never sees a Telegram or
+HTTP setting, and the edges never read the environment.
 """
 
 from __future__ import annotations
@@ -13,9 +16,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
+from api.config import ApiConfig, WebhookConfig
+from bot.config import BotConfig
+from core.errors import ConfigError
+from core.llm import ModelEndpoint
+from core.requests import EngineConfig
 
-class ConfigError(Exception):
-    """A setting is missing or invalid; the message names the variable."""
+__all__ = ["ConfigError", "Settings", "load_settings"]
 
 
 def _split_ids(value: Any) -> Any:
@@ -121,6 +128,91 @@ class Settings(BaseSettings):
         """The plain value of a SecretStr setting, or None."""
         value = getattr(self, name)
         return value.get_secret_value() if value is not None else None
+
+    def engine_config(self) -> EngineConfig:
+        return EngineConfig(
+            model=self.llm_model,
+            max_tokens=self.llm_max_tokens,
+            question_max_tokens=self.llm_question_max_tokens,
+            default_max_rounds=self.default_max_rounds,
+            max_rounds_limit=self.max_rounds_limit,
+            session_ttl_seconds=self.session_ttl_seconds,
+            history_budget_chars=self.history_budget_chars,
+            max_continuations=self.max_continuations,
+            default_role=self.default_role,
+            max_answer_chars=self.max_answer_chars,
+            initial_request_budget_chars=self.initial_request_budget_chars,
+        )
+
+    def model_endpoint(self) -> ModelEndpoint:
+        """The bot's model: OPENAI_BASE_URL, OPENAI_API_KEY, LLM_MODEL and the call limits.
+
+        A missing key fails here, at start-up, not on the first call.
+        """
+        api_key = self.secret("openai_api_key")
+        if not api_key:
+            raise ConfigError(
+                "OPENAI_API_KEY: required (any non-empty value for providers without keys)"
+            )
+        return ModelEndpoint(
+            name="bot",
+            api_key=api_key,
+            base_url=self.openai_base_url,
+            model=self.llm_model,
+            timeout_seconds=self.llm_timeout_seconds,
+            max_retries=self.llm_max_retries,
+            extra_body=dict(self.llm_extra_body),
+            transport=self.llm_http_transport,
+            first_token_timeout_seconds=self.llm_first_token_timeout_seconds,
+            total_timeout_seconds=self.llm_total_timeout_seconds,
+        )
+
+    def bot_config(self) -> BotConfig:
+        token = self.secret("telegram_bot_token")
+        if not token:
+            raise ConfigError(
+                "TELEGRAM_BOT_TOKEN is not set. Create a bot with @BotFather and put its "
+                "token in .env (see .env.example)."
+            )
+        return BotConfig(
+            token=token,
+            api_base_url=self.telegram_api_base_url,
+            webhook=bool(self.webhook_url),
+            max_rate=self.telegram_max_rate,
+            allowed_user_ids=self.allowed_user_ids,
+            allowed_chat_ids=self.allowed_chat_ids,
+            user_rate_limit_per_minute=self.user_rate_limit_per_minute,
+            group_config_admins_only=self.group_config_admins_only,
+            max_input_chars=self.max_input_chars,
+            session_ttl_seconds=self.session_ttl_seconds,
+        )
+
+    def api_config(self) -> ApiConfig:
+        webhook = None
+        if self.webhook_url:
+            secret = self.secret("webhook_secret")
+            if not secret:
+                raise ConfigError(
+                    "WEBHOOK_SECRET is not set. Webhook mode needs a secret (1-256 characters "
+                    "of A-Z a-z 0-9 _ -) so that only Telegram can post updates."
+                )
+            webhook = WebhookConfig(url=self.webhook_url, secret=secret, path=self.webhook_path)
+        return ApiConfig(
+            enabled=self.api_enabled,
+            host=self.api_host,
+            port=self.api_port,
+            token=self.secret("api_token"),
+            allow_anonymous=self.api_allow_anonymous,
+            max_body_bytes=self.api_max_body_bytes,
+            models=self.api_models(),
+            max_tokens_limit=self.api_max_tokens_limit,
+            max_input_chars=self.max_input_chars,
+            max_rounds_limit=self.max_rounds_limit,
+            rate_limit_per_minute=self.api_rate_limit_per_minute,
+            access_log=self.api_access_log,
+            model=self.llm_model,
+            webhook=webhook,
+        )
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -14,10 +14,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import choose_encoder
 
-from api.loopwatch import LAG_BUCKETS
 from core.errors import ModelError
 from core.outcomes import Reply
 from core.ports import Completer, Completion, CompletionRequest, OnDelta
+from telemetry.loopwatch import LAG_BUCKETS
 
 NAMESPACE = "consult"
 MODEL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)

@@ -1,4 +1,5 @@
-"""`python -m bot console`: the same consultation in a terminal, for trying prompts.
+"""`consultation-bot console` (`python -m bot console`): the same consultation in a
+terminal, for trying prompts.
 
 Uses the configured model and the same store as the bot, under its own chat key,
 so a console consultation also survives a restart. Replies stream as they come.
@@ -11,8 +12,9 @@ import logging
 import re
 import sys
 
+from app.runtime import check_model_endpoint, open_runtime
+from app.settings import Settings
 from bot.i18n import t
-from bot.runtime import check_model_endpoint, open_runtime
 from core.errors import (
     NOT_RETRYABLE,
     ConsultationError,
@@ -21,7 +23,6 @@ from core.errors import (
     StoreUnavailable,
 )
 from core.outcomes import Notice, Reply
-from core.settings import Settings
 
 CONSOLE_KEY = "console:local"
 

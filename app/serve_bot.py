@@ -1,4 +1,5 @@
-"""The long-running bot process: runtime, Telegram application, optional HTTP server.
+"""The long-running bot process (`consultation-bot run`, `python -m bot`): runtime,
+Telegram application, and the HTTP server when the API or the webhook needs it.
 
 Stops cleanly on SIGTERM/SIGINT: polling ends, updates being handled finish,
 the store is closed. Start-up failures (bad token, Telegram unreachable) end with
@@ -11,18 +12,16 @@ import asyncio
 import logging
 import sys
 
+from aiohttp import web
 from telegram import Update
 from telegram.error import InvalidToken, NetworkError, TelegramError, TimedOut
+from telegram.ext import Application
 
+from api.app import start_web_server
+from app.runtime import Runtime, check_model_endpoint, open_runtime
+from app.settings import Settings
+from app.startup import StartupError, cannot_listen, stop_on_signals
 from bot.app import build_application, set_command_menus
-from bot.runtime import (
-    StartupError,
-    cannot_listen,
-    check_model_endpoint,
-    open_runtime,
-    stop_on_signals,
-)
-from core.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +30,12 @@ STARTUP_ATTEMPTS = 5
 
 async def run_bot(settings: Settings) -> int:
     stop = stop_on_signals()
+    config = settings.bot_config()
+    webhook = config.webhook
     async with open_runtime(settings) as runtime:
-        webhook = bool(settings.webhook_url)
         application = build_application(
-            settings,
+            config,
             runtime.service,
-            webhook=webhook,
             on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
         )
         try:
@@ -57,7 +56,9 @@ async def run_bot(settings: Settings) -> int:
             # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
             await set_command_menus(application)
             # The server first: if it cannot listen, nothing is running yet to stop.
-            web = await start_web(settings, runtime, application) if needs_web(settings) else None
+            server = None
+            if needs_web(settings):
+                server = await start_web(settings, runtime, application)
             await application.start()
             if not webhook:
                 assert application.updater is not None
@@ -74,15 +75,15 @@ async def run_bot(settings: Settings) -> int:
             log.info("stopping")
             if application.updater is not None and application.updater.running:
                 await application.updater.stop()
-            if web is not None:
-                await web.cleanup()
+            if server is not None:
+                await server.cleanup()
             await application.stop()
         finally:
             await application.shutdown()
     return 0
 
 
-async def initialize_with_retries(application) -> None:  # type: ignore[no-untyped-def]
+async def initialize_with_retries(application: Application) -> None:  # type: ignore[type-arg]
     """getMe and friends, retried a few times: a network blip at start-up is no reason to die."""
     for attempt in range(1, STARTUP_ATTEMPTS + 1):
         try:
@@ -103,13 +104,22 @@ def needs_web(settings: Settings) -> bool:
     return settings.api_enabled or bool(settings.webhook_url)
 
 
-async def start_web(settings, runtime, application):  # type: ignore[no-untyped-def]
+async def start_web(
+    settings: Settings,
+    runtime: Runtime,
+    application: Application,  # type: ignore[type-arg]
+) -> web.AppRunner:
     """The aiohttp server for the HTTP API, the webhook, health and metrics."""
-    from api import start_web_server
-
+    config = settings.api_config()
     try:
-        return await start_web_server(settings, runtime, application)
+        return await start_web_server(
+            config,
+            runtime.service,
+            store=runtime.store,
+            metrics=runtime.metrics,
+            telegram_application=application,
+        )
     except OSError as exc:
-        raise cannot_listen(settings, exc) from None
+        raise cannot_listen(config.host, config.port, exc) from None
     except TelegramError as exc:  # setWebhook refused, or Telegram unreachable for it
         raise StartupError(f"WEBHOOK_URL: Telegram did not set the webhook: {exc}") from None

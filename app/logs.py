@@ -25,7 +25,8 @@ import re
 from collections.abc import Iterable
 from urllib.parse import quote
 
-from core.settings import ConfigError, Settings
+from app.settings import Settings
+from core.errors import ConfigError
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 6

@@ -1,0 +1,36 @@
+"""What the HTTP edge needs to know of the deployment, as frozen values.
+
+Built by the composition root from the deployment settings (`app.settings`); the
+HTTP side never reads environment settings itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    """Telegram posts updates to `url`, which the HTTP server serves at `path`."""
+
+    url: str
+    secret: str
+    path: str = "/telegram/webhook"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiConfig:
+    enabled: bool = True  # the JSON API; health, metrics and the webhook are served anyway
+    host: str = "127.0.0.1"
+    port: int = 8080
+    token: str | None = None
+    allow_anonymous: bool = False  # listen beyond loopback without a token
+    max_body_bytes: int = 1_000_000
+    models: frozenset[str] = frozenset()  # what a request may name in `model`
+    max_tokens_limit: int = 8192
+    max_input_chars: int = 4000
+    max_rounds_limit: int = 10
+    rate_limit_per_minute: int = 60  # per client; 0: no limit
+    access_log: bool = True
+    model: str = ""  # the deployment's model, reported by /healthz
+    webhook: WebhookConfig | None = None

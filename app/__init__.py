@@ -1,0 +1,5 @@
+"""The composition root: settings, wiring (`app.runtime`) and the entry points (`app.cli`).
+
+The only package that knows every other one: it builds the store, the model clients,
+the service and the edges, and hands each edge its own small config.
+"""

@@ -1,0 +1,114 @@
+"""`consultation-bot run|api|console`: the one entry point family of the product.
+
+`python -m bot` is `run`, `python -m bot console` is `console`, `python -m api` is
+`api`. Every command reads the settings, checks what it needs, sets up logging the
+same way and runs on uvloop where available. A missing or invalid setting, or a
+start-up that cannot succeed as configured (database, port, log level), ends the
+process with one line saying what to fix, exit code 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+from collections.abc import Coroutine
+from typing import Any
+
+from app.logs import configure_logging, secrets_of
+from app.settings import Settings, load_settings
+from core.errors import ConfigError
+
+EXIT_CONFIG = 2
+COMMANDS = ("run", "api", "console")
+USAGE = """usage: consultation-bot [run|api|console]
+
+  run       the Telegram bot (long polling, or webhook when WEBHOOK_URL is set),
+            with the HTTP API in the same process when API_ENABLED=true
+  api       the HTTP API alone, on API_HOST:API_PORT
+  console   a consultation in this terminal
+
+Also `python -m bot` (run), `python -m bot console` and `python -m api`.
+Settings come from the environment and .env (see .env.example)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    command = args[0] if args else "run"
+    if command in {"-h", "--help", "help"}:
+        print(USAGE)
+        return 0
+    if command not in COMMANDS or len(args) > 1:
+        print(f"unknown command {' '.join(args)!r}\n\n{USAGE}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        settings = load_settings(api_enabled=True) if command == "api" else load_settings()
+        check_required(settings, command)
+        # The console's terminal is the conversation: only warnings go to its stderr.
+        floor = "WARNING" if command == "console" else "DEBUG"
+        configure_logging(settings.log_level, secrets_of(settings), floor=floor)
+    except ConfigError as exc:
+        print(f"Configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    from app.startup import StartupError  # the engine's imports, once settings are sound
+
+    try:
+        if command == "console":
+            from app.console import run_console
+
+            return run(run_console(settings))
+        tune_gc()
+        if command == "api":
+            from app.serve_api import serve_api
+
+            return run(serve_api(settings))
+        from app.serve_bot import run_bot
+
+        return run(run_bot(settings))
+    except KeyboardInterrupt:
+        return 0
+    except StartupError as exc:
+        print(f"Cannot start: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def check_required(settings: Settings, command: str) -> None:
+    """Raise `ConfigError` for the first setting `command` cannot run without."""
+    if command == "run":
+        settings.bot_config()  # the token
+        settings.api_config()  # the webhook secret when WEBHOOK_URL is set
+    if not settings.secret("openai_api_key"):
+        raise ConfigError(
+            "OPENAI_API_KEY is not set. Put your provider's API key in .env (any non-empty "
+            "value for a local server that needs none)."
+        )
+    if command == "api" or (command == "run" and settings.api_enabled):
+        from api.exposure import check_exposure
+
+        check_exposure(settings.api_config())
+
+
+def tune_gc() -> None:
+    """Freeze what start-up made and collect young objects less often.
+
+    Each update allocates thousands of short-lived objects; at the default
+    thresholds full collections kept walking every imported module's objects
+    (pauses up to 0.1 s) and garbage collection took a third of the CPU with 500
+    chats at once. Frozen start-up objects are never scanned again.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+
+
+def run(coroutine: Coroutine[Any, Any, int]) -> int:
+    """Run on uvloop where available: it makes each request several times cheaper."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

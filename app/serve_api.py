@@ -1,0 +1,31 @@
+"""The HTTP API alone (no Telegram): `consultation-bot api`, `python -m api`.
+
+For deployments that only need the JSON API, and for trying it with curl. Same
+settings, database and engine as the bot; stops cleanly on SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+from api.app import start_web_server
+from app.runtime import check_model_endpoint, open_runtime
+from app.settings import Settings
+from app.startup import cannot_listen, stop_on_signals
+
+
+async def serve_api(settings: Settings) -> int:
+    stop = stop_on_signals()
+    config = settings.api_config()
+    async with open_runtime(settings) as runtime:
+        try:
+            runner = await start_web_server(
+                config, runtime.service, store=runtime.store, metrics=runtime.metrics
+            )
+        except OSError as exc:
+            raise cannot_listen(config.host, config.port, exc) from None
+        print(f"API on http://{config.host}:{config.port}", flush=True)
+        await check_model_endpoint(runtime)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+    return 0

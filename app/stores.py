@@ -1,0 +1,30 @@
+"""The store factory: which `ConsultationStore` a deployment uses, from its settings.
+
+SQLite (one file, DB_PATH) is the embedded default. The factory is the one place that
+knows the storage implementations, so another store is added here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from api.app import ApiStore
+from app.settings import Settings
+from app.startup import StartupError
+from core.ports import ConsultationStore
+from storage import DatabaseUnusable, SqliteStore
+
+
+class Store(ConsultationStore, ApiStore, Protocol):
+    """The store as a whole process uses it: the engine's port, what the HTTP side needs
+    (health, idempotency keys, seen Telegram updates), and closing it."""
+
+    async def close(self) -> None: ...
+
+
+async def open_store(settings: Settings) -> Store:
+    """Open (and migrate) the configured store; an unusable one is a `StartupError`."""
+    try:
+        return await SqliteStore.open(settings.db_path)
+    except DatabaseUnusable as exc:
+        raise StartupError(f"DB_PATH: {exc}") from None
