@@ -1,0 +1,81 @@
+"""What one evaluation run produced: transcripts, judgements and comparisons, as plain data.
+
+The runner fills these; the reports (terminal table, JSON, HTML) only read them. Every
+field is JSON-serialisable through `dataclasses.asdict`, so the JSON report is a dump of
+`Report` and can be loaded back for later comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(slots=True)
+class Turn:
+    """One message of a consultation as the evaluator saw it."""
+
+    speaker: str  # "bot", "user", or a group member's name
+    text: str
+    round: int | None = None  # the bot's round for its replies; None for user messages
+    final_now: bool = False  # the user pressed "final answer now" instead of writing
+
+
+@dataclass(slots=True)
+class Judgement:
+    """The judge's verdict on one final answer. A failure is never a score."""
+
+    score: float | None  # 0..1; None when the judge failed
+    justification: str = ""
+    covered: list[str] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
+    failure: str | None = None  # why no score: unparseable reply, model error
+    raw: str = ""  # the judge's last reply as received
+
+
+@dataclass(slots=True)
+class RunResult:
+    """One scenario played once under one variant (e.g. "3 rounds" or "one-shot")."""
+
+    scenario_id: str
+    variant: str
+    repeat: int  # 0-based index of the repetition
+    transcript: list[Turn] = field(default_factory=list)
+    final_answer: str = ""
+    rounds_used: int = 0
+    max_rounds: int = 0
+    early_finish: bool = False  # the bot finished before its last round
+    final_now_pressed: bool = False
+    tokens_in: int = 0  # the bot model's prompt tokens over the whole consultation
+    tokens_out: int = 0
+    seconds: float = 0.0
+    error: str | None = None  # the consultation could not finish (model error, …)
+    judgement: Judgement | None = None
+
+
+@dataclass(slots=True)
+class Pairwise:
+    """The judge's choice between two variants' final answers for one scenario and repeat."""
+
+    scenario_id: str
+    repeat: int
+    variant_a: str
+    variant_b: str
+    shown_first: Literal["a", "b"]  # which answer the judge saw first (randomised)
+    winner: Literal["a", "b", "tie"] | None  # None when the judge failed
+    justification: str = ""
+    failure: str | None = None
+
+
+@dataclass(slots=True)
+class Report:
+    """A whole evaluation run."""
+
+    started_at: str  # ISO 8601, UTC
+    seed: int
+    models: dict[str, str]  # role ("bot", "user", "judge") -> model name (and base URL)
+    variants: list[str]
+    scenarios: list[str]  # scenario ids, in run order
+    repeats: int
+    results: list[RunResult] = field(default_factory=list)
+    pairwise: list[Pairwise] = field(default_factory=list)
