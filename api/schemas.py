@@ -217,13 +217,13 @@ class SessionView(BaseModel):
     def from_consultation(cls, consultation: Consultation) -> SessionView:
         return cls(
             session_id=consultation.id,
-            status=consultation.status.value,  # type: ignore[arg-type]
+            status=consultation.status.value,
             round=consultation.current_round,
             max_rounds=consultation.max_rounds,
             is_complete=consultation.status is Status.COMPLETE,
             messages=[
                 SessionMessage(
-                    role=m.role.value,  # type: ignore[arg-type]
+                    role=m.role.value,
                     text=m.text,
                     time=datetime.fromtimestamp(m.created_at, UTC),
                 )

@@ -23,6 +23,7 @@ from core.errors import (
     StoreUnavailable,
 )
 from core.outcomes import Notice, Reply
+from core.service import ConsultationService
 
 CONSOLE_KEY = "console:local"
 
@@ -69,7 +70,7 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
                 print(f"\n[{t('en', 'store_unavailable')} ({exc})]")
 
 
-async def _handle(service, key: str, text: str) -> None:  # type: ignore[no-untyped-def]
+async def _handle(service: ConsultationService, key: str, text: str) -> None:
     printer = _StreamPrinter()
     command, _, argument = text.partition(" ")
     if command == "/rounds":
@@ -90,7 +91,7 @@ async def _handle(service, key: str, text: str) -> None:  # type: ignore[no-unty
         printer.done(await service.ask(key, text, on_text=printer.feed))
 
 
-async def _rounds(service, key: str, argument: str) -> None:  # type: ignore[no-untyped-def]
+async def _rounds(service: ConsultationService, key: str, argument: str) -> None:
     """Show the limit, or set it; a bad value gets one line, never a Python error text."""
     limit = service.config.max_rounds_limit
     if not argument:
@@ -107,7 +108,7 @@ async def _rounds(service, key: str, argument: str) -> None:  # type: ignore[no-
     )
 
 
-async def _status_line(service, key: str) -> str:  # type: ignore[no-untyped-def]
+async def _status_line(service: ConsultationService, key: str) -> str:
     status = await service.status(key)
     role = service.roles().get(status.role)
     expert = role.title if role is not None else status.role

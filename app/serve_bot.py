@@ -83,7 +83,7 @@ async def run_bot(settings: Settings) -> int:
     return 0
 
 
-async def initialize_with_retries(application: Application) -> None:  # type: ignore[type-arg]
+async def initialize_with_retries(application: Application) -> None:
     """getMe and friends, retried a few times: a network blip at start-up is no reason to die."""
     for attempt in range(1, STARTUP_ATTEMPTS + 1):
         try:
@@ -107,7 +107,7 @@ def needs_web(settings: Settings) -> bool:
 async def start_web(
     settings: Settings,
     runtime: Runtime,
-    application: Application,  # type: ignore[type-arg]
+    application: Application,
 ) -> web.AppRunner:
     """The aiohttp server for the HTTP API, the webhook, health and metrics."""
     config = settings.api_config()

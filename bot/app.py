@@ -51,7 +51,7 @@ def build_application(
     service: ConsultationService,
     *,
     on_reply: Callable[[Reply], None] | None = None,
-) -> Application:  # type: ignore[type-arg]
+) -> Application:
     """The Application; `on_reply` sees every reply produced (metrics)."""
     builder = (
         ApplicationBuilder()
@@ -81,7 +81,7 @@ def build_application(
     return application
 
 
-def register(application: Application, handlers: Handlers) -> None:  # type: ignore[type-arg]
+def register(application: Application, handlers: Handlers) -> None:
     commands = Commands(handlers)
     # Allow-lists first: a stranger's command or button press goes no further.
     application.add_handler(TypeHandler(Update, handlers.gate), group=-1)
@@ -115,7 +115,7 @@ def register(application: Application, handlers: Handlers) -> None:  # type: ign
     application.add_error_handler(handlers.on_error)
 
 
-async def set_command_menus(application: Application) -> None:  # type: ignore[type-arg]
+async def set_command_menus(application: Application) -> None:
     """Command menus for private chats and groups, in English and Russian."""
     bot = application.bot
     for language in (None, "ru"):

@@ -23,6 +23,8 @@ from bot.delivery import Sender
 from bot.handlers import Context, Handlers, target_of
 from bot.i18n import t
 from core.errors import InvalidMaxRounds
+from core.outcomes import Reply
+from core.service import OnText
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +157,7 @@ class Commands:
         message, language, key = found
         group = is_group(message)
 
-        async def retry(on_text):  # type: ignore[no-untyped-def]
+        async def retry(on_text: OnText) -> Reply:
             return await self.service.retry(key, is_group=group, on_text=on_text)
 
         await self.h.turns.run(context.bot, target_of(message), language, retry)

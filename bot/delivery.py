@@ -15,9 +15,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from telegram import InlineKeyboardMarkup, Message, MessageEntity, ReplyParameters
 from telegram.constants import ChatAction
@@ -26,6 +26,9 @@ from telegram.ext import ExtBot
 
 from bot.flood import retry_seconds
 from bot.render import MAX_ENTITIES, Part, plain_parts, render, utf16_len
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +246,9 @@ class Sender:
             link_preview_options=None,
         )
 
-    async def _with_retries(self, call, *args, **kwargs):  # type: ignore[no-untyped-def]
+    async def _with_retries(
+        self, call: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
         """Retry flood control and timeouts; stop at once when the chat is gone."""
         for attempt in range(1, self._attempts + 1):
             try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from telegram import InlineKeyboardMarkup, Message, Update
+from telegram import InlineKeyboardMarkup, Message, Update, User
 from telegram.error import TelegramError
 from telegram.ext import ApplicationHandlerStop, ContextTypes, filters
 
@@ -34,7 +34,7 @@ from bot.turns import ANSWER_NOW, TurnRunner
 from core.blank import is_blank
 from core.errors import EmptyMessage, StoreUnavailable
 from core.outcomes import Reply
-from core.service import ConsultationService
+from core.service import ConsultationService, OnText
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Handlers:
             text = text[: self.config.max_input_chars]
             await self.say(sender, t(language, "truncated", limit=self.config.max_input_chars))
 
-        async def ask(on_text):  # type: ignore[no-untyped-def]
+        async def ask(on_text: OnText) -> Reply:
             return await self.service.ask(
                 incoming.key,
                 text,
@@ -211,12 +211,14 @@ class Handlers:
             return
         await self.final_answer_now(message, context, user=query.from_user)
 
-    async def final_answer_now(self, message: Message, context: Context, *, user) -> None:  # type: ignore[no-untyped-def]
+    async def final_answer_now(
+        self, message: Message, context: Context, *, user: User | None
+    ) -> None:
         group = is_group(message)
         language = language_of(user)
         key = Incoming(message.chat_id, topic_of(message), None, None, language, "", group).key
 
-        async def answer(on_text):  # type: ignore[no-untyped-def]
+        async def answer(on_text: OnText) -> Reply:
             return await self.service.answer_now(
                 key,
                 author=display_name(user) if group else None,

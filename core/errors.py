@@ -78,3 +78,24 @@ class StoreUnavailable(Exception):
 
 class TurnCancelled(Exception):
     """A reset stopped the turn while the model was answering; no reply was stored."""
+
+
+class UnknownRole(ConsultationError):
+    """A role name that is not among the prompt library's roles."""
+
+    code = "UNKNOWN_ROLE"
+
+
+class ActiveConsultationExists(Exception):
+    """The store refused to create a second ACTIVE consultation for one chat key: another
+    writer (another process, or a turn racing this one) started one first."""
+
+    def __init__(self, chat_key: str) -> None:
+        super().__init__(f"chat {chat_key!r} already has an active consultation")
+        self.chat_key = chat_key
+
+
+class TurnSuperseded(Exception):
+    """The consultation moved on while this turn ran (another writer recorded a reply for
+    the same round), so this turn's reply was not stored. Whoever advanced it answered
+    the user; this turn has nothing left to say."""
