@@ -1,4 +1,4 @@
-"""Collecting a final answer cut off by the token limit (SPEC §5), over the real SDK."""
+"""Collecting a final answer cut off by the token limit, over the real SDK."""
 
 from __future__ import annotations
 
