@@ -1,0 +1,201 @@
+"""The evaluator's reports: the summary's numbers, the JSON round trip, the terminal table
+and the self-contained HTML report, all from a hand-built `Report`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evaluation.report_json import read_json, write_json
+from evaluation.results import Judgement, Pairwise, Report, RunResult, Turn
+from evaluation.summary import bootstrap_interval, summarise
+
+MULTI = "3 rounds"
+ONE = "one-shot"
+
+
+def _run(
+    scenario: str,
+    variant: str,
+    score: float | None,
+    *,
+    repeat: int = 0,
+    rounds: int = 3,
+    early: bool = False,
+    error: str | None = None,
+    tokens: tuple[int, int] = (100, 50),
+    seconds: float = 2.0,
+    answer: str = "Do 3 sets of 10.",
+) -> RunResult:
+    judgement = None
+    if error is None:
+        judgement = (
+            Judgement(score=None, failure="unparseable judge reply", raw="not json")
+            if score is None
+            else Judgement(
+                score=score,
+                justification="Covers the elbow.",
+                covered=["elbow history"],
+                missed=["rest times"],
+            )
+        )
+    return RunResult(
+        scenario_id=scenario,
+        variant=variant,
+        repeat=repeat,
+        transcript=[
+            Turn(speaker="user", text="How do I do hammer curls?"),
+            Turn(speaker="bot", text="Which dumbbells do you have?", round=1),
+            Turn(speaker="user", text="2 kg and 5 kg"),
+            Turn(speaker="bot", text=answer, round=rounds),
+        ],
+        final_answer=answer,
+        rounds_used=rounds,
+        max_rounds=3 if variant == MULTI else 1,
+        early_finish=early,
+        tokens_in=tokens[0],
+        tokens_out=tokens[1],
+        seconds=seconds,
+        error=error,
+        judgement=judgement,
+    )
+
+
+def _report() -> Report:
+    return Report(
+        started_at="2026-11-23T07:00:00+00:00",
+        seed=7,
+        models={"bot": "small @ http://127.0.0.1:8001/v1", "user": "small", "judge": "big"},
+        variants=[MULTI, ONE],
+        scenarios=["fitness-hammer-curl-en", "legal-deposit-ru"],
+        repeats=1,
+        results=[
+            _run("fitness-hammer-curl-en", MULTI, 0.9, rounds=2, early=True, tokens=(300, 120)),
+            _run("fitness-hammer-curl-en", ONE, 0.4, rounds=1, tokens=(80, 40), seconds=1.0),
+            _run("legal-deposit-ru", MULTI, None, rounds=3, tokens=(400, 200), seconds=4.0),
+            _run("legal-deposit-ru", ONE, None, error="model timed out", rounds=0),
+        ],
+        pairwise=[
+            Pairwise("fitness-hammer-curl-en", 0, MULTI, ONE, "b", "a", "Tailored."),
+            Pairwise("legal-deposit-ru", 0, MULTI, ONE, "a", None, failure="no JSON"),
+        ],
+    )
+
+
+# --- summary ---------------------------------------------------------------------------
+
+
+def test_summary_counts_scores_failures_and_errors_per_variant() -> None:
+    summary = summarise(_report())
+    multi, one = summary.variant(MULTI), summary.variant(ONE)
+    assert (multi.runs, multi.scored, multi.judge_failures, multi.consultation_errors) == (
+        2,
+        1,
+        1,
+        0,
+    )
+    assert (one.runs, one.scored, one.judge_failures, one.consultation_errors) == (2, 1, 0, 1)
+    assert multi.mean_score == pytest.approx(0.9)
+    assert one.mean_score == pytest.approx(0.4)
+    assert multi.mean_rounds == pytest.approx(2.5)
+    assert one.mean_rounds == pytest.approx(1.0)  # the failed consultation is not averaged
+    assert (multi.early_finishes, one.early_finishes) == (1, 0)
+    assert (multi.tokens_in, multi.tokens_out) == (700, 320)
+    assert multi.mean_seconds == pytest.approx(3.0)
+
+
+def test_a_judge_failure_is_never_averaged_as_zero() -> None:
+    report = _report()
+    report.results.append(_run("x", MULTI, None, repeat=1))
+    assert summarise(report).variant(MULTI).mean_score == pytest.approx(0.9)
+
+
+def test_a_variant_with_no_score_has_no_mean_and_no_interval() -> None:
+    report = _report()
+    report.results = [r for r in report.results if r.scenario_id == "legal-deposit-ru"]
+    multi = summarise(report).variant(MULTI)
+    assert multi.scored == 0
+    assert multi.mean_score is None and multi.ci_low is None and multi.ci_high is None
+
+
+def test_pairwise_counts_wins_ties_failures_and_win_rate() -> None:
+    report = _report()
+    report.pairwise += [
+        Pairwise("a", 1, MULTI, ONE, "a", "tie"),
+        Pairwise("b", 1, MULTI, ONE, "b", "b"),
+        Pairwise("c", 1, MULTI, ONE, "b", "a"),
+    ]
+    (pair,) = summarise(report).pairs
+    assert (pair.variant_a, pair.variant_b) == (MULTI, ONE)
+    assert (pair.wins_a, pair.wins_b, pair.ties, pair.failures) == (2, 1, 1, 1)
+    assert pair.win_rate_a == pytest.approx((2 + 0.5) / 4)
+    assert summarise(report).variant(MULTI).win_rate == pytest.approx(2.5 / 4)
+    assert summarise(report).variant(ONE).win_rate == pytest.approx(1.5 / 4)
+
+
+def test_win_rate_is_none_when_every_pairwise_judgement_failed() -> None:
+    report = _report()
+    report.pairwise = [Pairwise("a", 0, MULTI, ONE, "a", None, failure="x")]
+    (pair,) = summarise(report).pairs
+    assert pair.failures == 1 and pair.win_rate_a is None
+
+
+def test_bootstrap_interval_is_deterministic_brackets_the_mean_and_stays_in_range() -> None:
+    scores = [0.2, 0.4, 0.5, 0.9, 1.0, 0.7, 0.3]
+    first = bootstrap_interval(scores, seed="7:3 rounds", resamples=500)
+    assert first == bootstrap_interval(scores, seed="7:3 rounds", resamples=500)
+    low, high = first
+    mean = sum(scores) / len(scores)
+    assert min(scores) <= low < mean < high <= max(scores)
+    assert bootstrap_interval(scores, seed="8:3 rounds", resamples=500) != first
+
+
+def test_bootstrap_interval_of_one_score_is_that_score() -> None:
+    assert bootstrap_interval([0.6], seed="s", resamples=100) == (0.6, 0.6)
+
+
+def test_summary_interval_depends_on_the_report_seed_only() -> None:
+    report = _report()
+    report.results = [
+        _run(f"s{i}", MULTI, score) for i, score in enumerate([0.1, 0.5, 0.8, 0.9, 0.3])
+    ]
+    a = summarise(report, resamples=300).variant(MULTI)
+    b = summarise(report, resamples=300).variant(MULTI)
+    assert (a.ci_low, a.ci_high) == (b.ci_low, b.ci_high)
+    assert a.ci_low is not None and a.ci_high is not None and a.ci_low < a.ci_high
+
+
+# --- JSON ------------------------------------------------------------------------------
+
+
+def test_json_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    report = _report()
+    report.results[0].transcript.append(Turn(speaker="user", text="«Итог сейчас»", final_now=True))
+    path = tmp_path / "report.json"
+    write_json(report, path)
+    assert read_json(path) == report
+
+
+def test_json_is_indented_utf8_with_every_transcript(tmp_path: Path) -> None:
+    report = _report()
+    report.results[1].transcript.append(Turn(speaker="Анна", text="Где залог?"))
+    path = tmp_path / "report.json"
+    write_json(report, path)
+    text = path.read_text(encoding="utf-8")
+    assert "Где залог?" in text  # not \u escapes
+    assert text.startswith('{\n  "')
+    data = json.loads(text)
+    assert len(data["results"]) == 4
+    assert data["results"][0]["transcript"][1]["text"] == "Which dumbbells do you have?"
+
+
+def test_read_json_names_a_missing_field(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    write_json(_report(), path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["results"][0]["variant"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"results\[0\]\.variant"):
+        read_json(path)
