@@ -25,6 +25,7 @@ from core.errors import (
     NothingToRetry,
     StoreUnavailable,
     TurnCancelled,
+    TurnSuperseded,
 )
 from core.expiring import ExpiringDict
 from core.outcomes import Notice, Reply
@@ -122,6 +123,8 @@ class TurnRunner:
             await self._say(sender, t(language, "store_unavailable"))
         except TurnCancelled:  # /reset stopped it and answers for itself
             log.info("turn in chat %s stopped by a reset", target.chat_id)
+        except TurnSuperseded as exc:  # whoever advanced the round answered the user
+            log.info("turn in chat %s superseded: %s", target.chat_id, exc)
         except ChatUnavailable as exc:
             self._note_blocked(target.chat_id, exc)
         return None
