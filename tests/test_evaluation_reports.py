@@ -3,12 +3,15 @@ and the self-contained HTML report, all from a hand-built `Report`."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from evaluation.report_json import read_json, write_json
+from evaluation.report_table import print_table
 from evaluation.results import Judgement, Pairwise, Report, RunResult, Turn
 from evaluation.summary import bootstrap_interval, summarise
 
@@ -199,3 +202,47 @@ def test_read_json_names_a_missing_field(tmp_path: Path) -> None:
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(ValueError, match=r"results\[0\]\.variant"):
         read_json(path)
+
+
+# --- terminal table --------------------------------------------------------------------
+
+
+def _table(report: Report) -> str:
+    console = Console(file=io.StringIO(), width=200, color_system=None, force_terminal=False)
+    print_table(report, console)
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert isinstance(out, str)
+    return out
+
+
+def test_table_shows_scores_winner_rounds_tokens_and_time_per_scenario() -> None:
+    out = _table(_report())
+    line = next(x for x in out.splitlines() if "fitness-hammer-curl-en" in x)
+    assert "0.90" in line and "0.40" in line
+    assert "3 rounds" in line  # the pairwise winner
+    assert "2/3" in line and "early" in line
+    assert "300/120" in line and "2.0 s" in line
+
+
+def test_table_shows_judge_failures_as_such_never_as_zero() -> None:
+    out = _table(_report())
+    line = next(x for x in out.splitlines() if "legal-deposit-ru" in x)
+    assert "judge failed" in line
+    assert "error" in line  # the one-shot consultation did not finish
+    assert "0.00" not in out
+
+
+def test_table_overall_has_mean_interval_win_rate_and_failures() -> None:
+    out = _table(_report())
+    overall = out[out.index("Overall") :]
+    header = next(x for x in overall.splitlines() if "Judge failures" in x)
+    row = next(x for x in overall.splitlines() if x.strip("│ ").startswith(MULTI))
+    cells = dict(zip(_cells(header, "┃"), _cells(row, "│"), strict=True))
+    assert cells["Mean score [95% CI]"] == "0.90 [0.90–0.90]"
+    assert cells["Win rate"] == "100%"  # the only decided pairwise judgement
+    assert cells["Judge failures"] == "1"
+    assert cells["Scored"] == "1/2"
+
+
+def _cells(line: str, bar: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip(bar).split(bar)]

@@ -1,0 +1,160 @@
+"""The terminal report: one row per scenario and repeat, then the overall numbers.
+
+A score the judge could not give shows as "judge failed" and a consultation that did not
+finish as "error": neither is ever printed as a number, so a broken judge cannot pass for
+a bad answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.table import Table
+
+from evaluation.results import Pairwise, Report, RunResult
+from evaluation.summary import PairSummary, Summary, VariantSummary, summarise
+
+NONE = "–"
+
+
+def print_table(report: Report, console: Console, *, summary: Summary | None = None) -> None:
+    summary = summary if summary is not None else summarise(report)
+    console.print(scenario_table(report, summary))
+    console.print(overall_table(summary))
+    if summary.pairs:
+        console.print(pairwise_table(summary.pairs))
+
+
+def score_text(result: RunResult | None) -> str:
+    """A run's score as shown in every report: a number, "judge failed" or "error"."""
+    if result is None:
+        return NONE
+    if result.error is not None:
+        return "error"
+    if result.judgement is None or result.judgement.score is None:
+        return "judge failed"
+    return f"{result.judgement.score:.2f}"
+
+
+def winner_text(judgement: Pairwise | None) -> str:
+    if judgement is None:
+        return NONE
+    if judgement.winner is None:
+        return "judge failed"
+    if judgement.winner == "tie":
+        return "tie"
+    return judgement.variant_a if judgement.winner == "a" else judgement.variant_b
+
+
+def scenario_table(report: Report, summary: Summary) -> Table:
+    variants = [v.variant for v in summary.variants]
+    table = Table(title="Per scenario", title_justify="left")
+    keys = _scenario_repeats(report)
+    longest = max((len(scenario) for scenario, _ in keys), default=8)
+    table.add_column("Scenario", no_wrap=True, min_width=longest)
+    table.add_column("Rep", justify="right")
+    for name in variants:
+        table.add_column(f"Score {name}", justify="right")
+    for pair in summary.pairs:
+        table.add_column(f"Better: {pair.variant_a} vs {pair.variant_b}")
+    joined = " · ".join(variants)
+    table.add_column(f"Rounds ({joined})")
+    table.add_column("Early")
+    table.add_column("Tokens in/out")
+    table.add_column("Time")
+
+    by_key = {(r.scenario_id, r.repeat, r.variant): r for r in report.results}
+    pairwise = {(p.scenario_id, p.repeat, p.variant_a, p.variant_b): p for p in report.pairwise}
+    for scenario, repeat in keys:
+        runs = [by_key.get((scenario, repeat, name)) for name in variants]
+        table.add_row(
+            scenario,
+            str(repeat + 1),
+            *[score_text(run) for run in runs],
+            *[
+                winner_text(pairwise.get((scenario, repeat, pair.variant_a, pair.variant_b)))
+                for pair in summary.pairs
+            ],
+            _per_variant(runs, lambda r: f"{r.rounds_used}/{r.max_rounds}"),
+            _per_variant(runs, lambda r: "early" if r.early_finish else NONE),
+            _per_variant(runs, lambda r: f"{r.tokens_in}/{r.tokens_out}"),
+            _per_variant(runs, lambda r: f"{r.seconds:.1f} s"),
+        )
+    return table
+
+
+def overall_table(summary: Summary) -> Table:
+    table = Table(title="Overall", title_justify="left")
+    for header in (
+        "Variant",
+        "Scored",
+        "Mean score [95% CI]",
+        "Win rate",
+        "Judge failures",
+        "Errors",
+        "Mean rounds",
+        "Early",
+        "Tokens in/out",
+        "Mean time",
+    ):
+        table.add_column(header, justify="left" if header == "Variant" else "right")
+    for v in summary.variants:
+        table.add_row(
+            v.variant,
+            f"{v.scored}/{v.runs}",
+            mean_text(v),
+            percent(v.win_rate),
+            str(v.judge_failures),
+            str(v.consultation_errors),
+            NONE if v.mean_rounds is None else f"{v.mean_rounds:.1f}",
+            str(v.early_finishes),
+            f"{v.tokens_in}/{v.tokens_out}",
+            NONE if v.mean_seconds is None else f"{v.mean_seconds:.1f} s",
+        )
+    return table
+
+
+def pairwise_table(pairs: list[PairSummary]) -> Table:
+    table = Table(
+        title="Pairwise (the judge saw both answers, in random order)", title_justify="left"
+    )
+    for header in ("A", "B", "A wins", "B wins", "Ties", "Judge failures", "Win rate of A"):
+        table.add_column(header, justify="left" if len(header) == 1 else "right")
+    for p in pairs:
+        table.add_row(
+            p.variant_a,
+            p.variant_b,
+            str(p.wins_a),
+            str(p.wins_b),
+            str(p.ties),
+            str(p.failures),
+            percent(p.win_rate_a),
+        )
+    return table
+
+
+def mean_text(v: VariantSummary) -> str:
+    if v.mean_score is None or v.ci_low is None or v.ci_high is None:
+        return NONE
+    return f"{v.mean_score:.2f} [{v.ci_low:.2f}–{v.ci_high:.2f}]"
+
+
+def percent(rate: float | None) -> str:
+    return NONE if rate is None else f"{rate:.0%}"
+
+
+def _scenario_repeats(report: Report) -> list[tuple[str, int]]:
+    """Scenario and repeat pairs in run order, then any only the results name."""
+    keys = [(s, k) for s in report.scenarios for k in range(report.repeats)]
+    seen = set(keys)
+    for r in report.results:
+        if (r.scenario_id, r.repeat) not in seen:
+            seen.add((r.scenario_id, r.repeat))
+            keys.append((r.scenario_id, r.repeat))
+    return keys
+
+
+def _per_variant(runs: list[RunResult | None], show: Callable[[RunResult], str]) -> str:
+    """One value per variant, in the variants' order, as in the "Rounds" header."""
+    return " · ".join(NONE if run is None else show(run) for run in runs)
