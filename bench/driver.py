@@ -109,7 +109,9 @@ class Driver:
             if callback is not None:
                 callback(round_)
 
-    async def push(self, rounds: list[Round], callback: Callable[[Round], None] | None = None):  # type: ignore[no-untyped-def]
+    async def push(
+        self, rounds: list[Round], callback: Callable[[Round], None] | None = None
+    ) -> None:
         """Queue one message per round (one request) and start timing them."""
         for round_ in rounds:
             # Calls may be seen before the push answer: 0 accepts them (a chat's earlier
@@ -146,7 +148,8 @@ class Driver:
         async with self._http.get(
             f"{self._model}/_bench/requests", params={"since": since}
         ) as response:
-            return await response.json()  # type: ignore[no-any-return]
+            found: dict[str, Any] = await response.json()
+        return found
 
     # -- scenarios -----------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
@@ -33,17 +34,11 @@ LONG_ANSWER_REQUEST = "LONG-ANSWER"
 class BenchBotApi(FakeBotApi):
     """The fake Bot API with a long-polling view of the calls."""
 
-    async def start(self) -> None:
-        """As `FakeBotApi.start`, plus the long-poll route (routes freeze once serving)."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/bot{token}/{method}", self._handle)
-        app.router.add_get("/bot{token}/{method}", self._handle)
-        app.router.add_post("/_control/updates", self._control_updates)
+    def build_app(self) -> web.Application:
+        """The fake Bot API's routes plus the long poll (routes freeze once serving)."""
+        app = super().build_app()
         app.router.add_get("/_bench/calls", self._bench_calls)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port, backlog=4096).start()
-        self.port = self._runner.addresses[0][1]
+        return app
 
     async def _bench_calls(self, request: web.Request) -> web.Response:
         since = int(request.query.get("since", 0))
@@ -72,15 +67,13 @@ class BenchModel(FakeModelServer):
         self.first_tokens: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request, in order
 
-    async def start(self) -> None:
+    def build_app(self) -> web.Application:
+        """Completions through the bench modes, the mode switch and the request log."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_post("/_bench/mode", self._mode)
         app.router.add_get("/_bench/requests", self._requests)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port, backlog=4096).start()
-        self.port = self._runner.addresses[0][1]
+        return app
 
     async def _mode(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -158,18 +151,22 @@ class BenchModel(FakeModelServer):
 
 
 async def _serve(kind: str, latency: float) -> None:
-    if kind == "telegram":
-        server: Any = BenchBotApi()
-        await server.start()
-        print(f"PORT {server.port}", flush=True)
-    else:
-        server = BenchModel(latency=latency)
-        await server.start()
-        print(f"PORT {server.port}", flush=True)
+    server = BenchBotApi() if kind == "telegram" else BenchModel(latency=latency)
+    await server.start()
+    print(f"PORT {server.port}", flush=True)
     try:
         await asyncio.Event().wait()
     finally:
         await server.stop()
+
+
+def _event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
+    """uvloop's `run` when installed (the fakes then cost the benchmark less), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run
+    return uvloop.run
 
 
 def main() -> None:
@@ -177,14 +174,8 @@ def main() -> None:
     parser.add_argument("kind", choices=["telegram", "model"])
     parser.add_argument("--latency", type=float, default=0.0)
     args = parser.parse_args()
-    try:
-        import uvloop
-
-        runner = uvloop.run
-    except ImportError:
-        runner = asyncio.run
     with contextlib.suppress(KeyboardInterrupt):
-        runner(_serve(args.kind, args.latency))
+        _event_loop_runner()(_serve(args.kind, args.latency))
     sys.exit(0)
 
 

@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from typing import Any
 
 import aiohttp
 
 
-async def relay(http: aiohttp.ClientSession, api: str, model_url: str, message: dict) -> None:  # type: ignore[type-arg]
+async def relay(
+    http: aiohttp.ClientSession, api: str, model_url: str, message: dict[str, Any]
+) -> None:
     body = {
         "model": os.environ.get("LLM_MODEL", "fake"),
         "messages": [{"role": "user", "content": message.get("text", "")}],

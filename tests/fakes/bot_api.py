@@ -26,6 +26,7 @@ from aiohttp import web
 
 from tests.fakes.bot_api_checks import check_text
 from tests.fakes.bot_updates import UpdateBuilder
+from tests.fakes.serving import LOOPBACK, LocalServer
 
 TOKEN = "123456:TEST-TOKEN"
 STRING_PARAMS = frozenset(
@@ -102,14 +103,13 @@ class FakeBotApi(UpdateBuilder):
     def __init__(
         self,
         *,
-        host: str = "127.0.0.1",
         port: int = 0,
         username: str = "consult_bot",
         can_read_all_group_messages: bool = False,
         poll_cap: float = 0.5,
     ) -> None:
         super().__init__()
-        self.host, self.port = host, port
+        self.host, self.port = LOOPBACK, port
         self.username = username
         self.can_read_all_group_messages = can_read_all_group_messages
         self.poll_cap = poll_cap  # longest getUpdates wait, whatever `timeout` the bot asks for
@@ -123,31 +123,33 @@ class FakeBotApi(UpdateBuilder):
         self._failures: dict[str, list[_Failure]] = {}
         self._changed = asyncio.Event()  # replaced by a fresh one after each change
         self._closing = asyncio.Event()
-        self._runner: web.AppRunner | None = None
+        self._server: LocalServer | None = None
 
     @property
     def base_url(self) -> str:
         """PTB's `base_url`: the token is appended to it."""
         return f"http://{self.host}:{self.port}/bot"
 
-    async def start(self) -> None:
+    def build_app(self) -> web.Application:
+        """The Bot API routes and the control endpoints (a subclass may add routes)."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/bot{token}/{method}", self._handle)
         app.router.add_get("/bot{token}/{method}", self._handle)
         app.router.add_post("/_control/updates", self._control_updates)
         app.router.add_get("/_control/calls", self._control_calls)
         app.router.add_post("/_control/fail", self._control_fail)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port, backlog=4096).start()
-        self.port = self._runner.addresses[0][1]
+        return app
+
+    async def start(self) -> None:
+        self._server = LocalServer(self.build_app(), port=self.port)
+        await self._server.start()
+        self.port = self._server.port
 
     async def stop(self) -> None:
         self._closing.set()
         self._notify()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._server is not None:
+            await self._server.stop()
 
     # -- test helpers ------------------------------------------------------------------------
 
@@ -278,7 +280,7 @@ class FakeBotApi(UpdateBuilder):
                 return _ok(True)
             return self._send(p) if method == "sendMessage" else self._edit(p)
         if method == "editMessageReplyMarkup":
-            msg = self.messages.get((p.get("chat_id"), p.get("message_id")))
+            msg = self.messages.get(_message_key(p))
             if msg is None:
                 return _error(400, "Bad Request: message to edit not found")
             if p.get("reply_markup") == msg.get("reply_markup"):
@@ -286,7 +288,7 @@ class FakeBotApi(UpdateBuilder):
             msg["reply_markup"] = p.get("reply_markup") or None
             return _ok(_strip(msg))
         if method == "deleteMessage":
-            if self.messages.pop((p.get("chat_id"), p.get("message_id")), None) is None:
+            if self.messages.pop(_message_key(p), None) is None:
                 return _error(400, "Bad Request: message to delete not found")
             return _ok(True)
         if method in ("setMyCommands", "deleteMyCommands"):
@@ -363,7 +365,7 @@ class FakeBotApi(UpdateBuilder):
         return _ok(msg)
 
     def _edit(self, p: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        msg = self.messages.get((p.get("chat_id"), p.get("message_id")))
+        msg = self.messages.get(_message_key(p))
         if msg is None:
             return _error(400, "Bad Request: message to edit not found")
         new = {
@@ -442,6 +444,12 @@ def _ok(result: Any) -> tuple[int, dict[str, Any]]:
 
 def _error(status: int, description: str, **extra: Any) -> tuple[int, dict[str, Any]]:
     return status, {"ok": False, "error_code": status, "description": description, **extra}
+
+
+def _message_key(p: dict[str, Any]) -> tuple[Any, int]:
+    """The (chat id, message id) a call names; message id -1, which no message has, if none."""
+    message_id = p.get("message_id")
+    return p.get("chat_id"), message_id if isinstance(message_id, int) else -1
 
 
 def _strip(msg: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.fakes.serving import LOOPBACK, LocalServer
+
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
 
 CONTEXT_ERRORS = {
@@ -86,8 +88,8 @@ def echo_reply(body: dict[str, Any]) -> str:
 class FakeModelServer:
     """Scripted OpenAI-compatible server; `enqueue` replies, read `requests` afterwards."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0) -> None:
-        self.host = host
+    def __init__(self, *, port: int = 0, latency: float = 0.0) -> None:
+        self.host = LOOPBACK
         self.port = port
         self.latency = latency
         self.default_reply: Callable[[dict[str, Any]], str] = echo_reply
@@ -98,7 +100,7 @@ class FakeModelServer:
         self.refuse_key = False  # `GET /v1/models` answers 401, as for a wrong API key
         self._queue: deque[ScriptedReply] = deque()
         self._ids = itertools.count(1)
-        self._runner: web.AppRunner | None = None
+        self._server: LocalServer | None = None
         self._closing = asyncio.Event()
         self._arrived = asyncio.Event()  # replaced by a fresh one after each request
 
@@ -174,22 +176,23 @@ class FakeModelServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), left)
 
-    async def start(self) -> None:
+    def build_app(self) -> web.Application:
+        """The chat completions and models routes (a subclass may serve others)."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
-        # Short shutdown: handlers still sleeping on a delay are woken by `_closing`.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=4096)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        return app
+
+    async def start(self) -> None:
+        self._server = LocalServer(self.build_app(), port=self.port)
+        await self._server.start()
+        self.port = self._server.port
 
     async def stop(self) -> None:
+        # Set first: handlers still sleeping on a delay wake up, so the short shutdown holds.
         self._closing.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._server is not None:
+            await self._server.stop()
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but wake at once when the server stops (so shutdown never hangs)."""
