@@ -1,0 +1,128 @@
+"""The PostgreSQL schema: versioned migrations, applied once even when workers start together.
+
+Invariant: each migration runs at most once per database, in order, in one transaction
+with the `schema_migrations` row that records it. Every process applies migrations
+under one transaction-scoped advisory lock (`MIGRATION_LOCK`), so when several workers
+start at once one applies each migration and the others wait for it, then see it
+recorded and skip it. The tables mean the same as the SQLite store's: times are seconds
+since the epoch (double precision), ids are text, options are the JSON text the engine
+writes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import asyncpg
+
+MIGRATION_LOCK = 0x636F6E73756C74  # "consult": the advisory lock key for migrations
+
+MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "m001_initial",
+        (
+            """
+            CREATE TABLE consultations (
+                id TEXT PRIMARY KEY,
+                chat_key TEXT NOT NULL,
+                status TEXT NOT NULL,
+                max_rounds INTEGER NOT NULL,
+                current_round INTEGER NOT NULL DEFAULT 0,
+                initial_request TEXT NOT NULL,
+                role TEXT,
+                system_prompt TEXT,
+                options TEXT NOT NULL DEFAULT '{}',
+                created_at DOUBLE PRECISION NOT NULL,
+                last_activity_at DOUBLE PRECISION NOT NULL,
+                started_by BIGINT
+            )
+            """,
+            "CREATE INDEX consultations_chat_status ON consultations (chat_key, status)",
+            # At most one ACTIVE consultation per chat, enforced by the database itself.
+            "CREATE UNIQUE INDEX consultations_one_active ON consultations (chat_key)"
+            " WHERE status = 'active'",
+            "CREATE INDEX consultations_status_activity"
+            " ON consultations (status, last_activity_at)",
+            """
+            CREATE TABLE messages (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                consultation_id TEXT NOT NULL
+                    REFERENCES consultations (id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL,
+                role TEXT NOT NULL,
+                author TEXT,
+                text TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                prompt_tokens INTEGER,
+                completion_tokens INTEGER,
+                tokens_estimated BOOLEAN,
+                UNIQUE (consultation_id, seq)
+            )
+            """,
+            """
+            CREATE TABLE chat_settings (
+                chat_key TEXT PRIMARY KEY,
+                max_rounds INTEGER,
+                role TEXT,
+                system_prompt TEXT,
+                language TEXT,
+                updated_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE idempotency_keys (
+                client TEXT NOT NULL,
+                key TEXT NOT NULL,
+                fingerprint TEXT NOT NULL,
+                session_id TEXT NOT NULL
+                    REFERENCES consultations (id) ON DELETE CASCADE,
+                response TEXT,
+                created_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (client, key)
+            )
+            """,
+            "CREATE INDEX idempotency_keys_session ON idempotency_keys (session_id)",
+            """
+            CREATE TABLE telegram_updates (
+                update_id BIGINT PRIMARY KEY,
+                received_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            "CREATE INDEX telegram_updates_received ON telegram_updates (received_at)",
+        ),
+    ),
+]
+
+
+async def migrate(connection: asyncpg.Connection) -> list[str]:
+    """Apply the migrations this database lacks; return the names applied by this call."""
+    async with connection.transaction():
+        # Under the lock too: two CREATE TABLE IF NOT EXISTS at once can both try to create it.
+        await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+        await connection.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
+        )
+    applied: list[str] = []
+    for name, statements in MIGRATIONS:
+        async with connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+            done = await connection.fetchval(
+                "SELECT 1 FROM schema_migrations WHERE name = $1", name
+            )
+            if done:
+                continue
+            for statement in statements:
+                await connection.execute(statement)
+            await connection.execute(
+                "INSERT INTO schema_migrations (name, applied_at) VALUES ($1, $2)",
+                name,
+                time.time(),
+            )
+        applied.append(name)
+    return applied
+
+
+async def applied_migrations(connection: asyncpg.Connection) -> list[str]:
+    rows = await connection.fetch("SELECT name FROM schema_migrations ORDER BY name")
+    return [row["name"] for row in rows]

@@ -1,0 +1,493 @@
+"""`ConsultationStore` on PostgreSQL through an asyncpg connection pool.
+
+Invariants:
+- Every statement is parameterised; the only text formatted into SQL is fixed
+  column names written in this module.
+- Each write is one transaction. Appending a message first updates (and so locks) its
+  consultation's row, so concurrent appends to one consultation from several processes
+  take turns and never compute the same position.
+- `record_reply` is a compare-and-set on the round: the reply is stored and the round
+  advanced only while the stored round is still the one the turn started from, so two
+  writers can never both advance one consultation (`TurnSuperseded` for the second).
+- At most one ACTIVE consultation per chat key (a partial unique index); a second one
+  raises `ActiveConsultationExists`.
+- A lost connection, a database that does not answer, or a full disk reaches callers as
+  `StoreUnavailable` (nothing half-written: the transaction rolled back); a server that
+  cannot be reached or a URL that is wrong stops `open` with `DatabaseUnusable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import asyncpg
+
+from core.errors import ActiveConsultationExists, SessionNotFound, StoreUnavailable, TurnSuperseded
+from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
+from storage.faults import DatabaseUnusable
+from storage.idempotency import KeyRecord
+from storage.pg_schema import migrate
+from storage.updates import KEEP_IDS, KEEP_SECONDS
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT = 10.0
+COMMAND_TIMEOUT = 30.0
+PING_TIMEOUT = 2.0
+
+_CONSULTATION_COLUMNS = (
+    "id, chat_key, status, max_rounds, current_round, initial_request, role,"
+    " system_prompt, options, created_at, last_activity_at, started_by"
+)
+_SELECT_MESSAGES = (
+    "SELECT role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated"
+    " FROM messages WHERE consultation_id = $1 ORDER BY seq"
+)
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (consultation_id, seq, role, author, text, created_at,"
+    " prompt_tokens, completion_tokens, tokens_estimated)"
+)
+_APPEND_MESSAGE = (
+    f"{_INSERT_MESSAGE} SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8"
+    " FROM messages WHERE consultation_id = $1"
+)
+_UNAVAILABLE = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InsufficientResourcesError,  # disk full, out of memory, too many connections
+    asyncpg.exceptions.OperatorInterventionError,  # shutdown, cancelled by an admin
+    asyncpg.exceptions.CannotConnectNowError,
+)
+
+
+class PostgresStore:
+    """The consultation store on PostgreSQL; `await PostgresStore.open(url)`, then `close()`."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, *, pool_size: int = 10) -> PostgresStore:
+        """Connect, apply missing migrations (one process at a time) and return the store."""
+        try:
+            pool = await asyncpg.create_pool(
+                url,
+                min_size=1,
+                max_size=pool_size,
+                timeout=CONNECT_TIMEOUT,
+                command_timeout=COMMAND_TIMEOUT,
+            )
+        except (TimeoutError, OSError, asyncpg.PostgresError, ValueError) as error:
+            raise DatabaseUnusable(f"cannot connect to PostgreSQL: {_describe(error)}") from None
+        try:
+            async with pool.acquire() as connection:
+                applied = await migrate(connection)
+        except BaseException:
+            await pool.close()
+            raise
+        if applied:
+            log.info("database migrated: %s", ", ".join(applied))
+        return cls(pool)
+
+    async def close(self) -> None:
+        """Close the pool (waiting for connections in use); a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._pool.close()
+
+    async def ping(self) -> bool:
+        """True if the database answers a query within `PING_TIMEOUT` seconds."""
+        try:
+            async with asyncio.timeout(PING_TIMEOUT):
+                return bool(await self._pool.fetchval("SELECT 1") == 1)
+        except (*_UNAVAILABLE, asyncpg.PostgresError):
+            return False
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def load_active(self, chat_key: str) -> Consultation | None:
+        return await self._load(
+            f"SELECT {_CONSULTATION_COLUMNS} FROM consultations"
+            " WHERE chat_key = $1 AND status = 'active'",
+            chat_key,
+        )
+
+    async def get(self, consultation_id: str) -> Consultation | None:
+        return await self._load(
+            f"SELECT {_CONSULTATION_COLUMNS} FROM consultations WHERE id = $1", consultation_id
+        )
+
+    async def latest_status(self, chat_key: str) -> Status | None:
+        value = await self._call(
+            lambda c: c.fetchval(
+                "SELECT status FROM consultations WHERE chat_key = $1"
+                " ORDER BY last_activity_at DESC, created_at DESC LIMIT 1",
+                chat_key,
+            )
+        )
+        return None if value is None else Status(value)
+
+    async def load_chat_settings(self, chat_key: str) -> ChatSettings:
+        row = await self._call(
+            lambda c: c.fetchrow(
+                "SELECT max_rounds, role, system_prompt, language FROM chat_settings"
+                " WHERE chat_key = $1",
+                chat_key,
+            )
+        )
+        if row is None:
+            return ChatSettings()
+        return ChatSettings(
+            max_rounds=row["max_rounds"],
+            role=row["role"],
+            system_prompt=row["system_prompt"],
+            language=row["language"],
+        )
+
+    # -- writes --------------------------------------------------------------------------
+
+    async def create(self, consultation: Consultation) -> None:
+        """Insert it with its messages; raises `ActiveConsultationExists` for a 2nd ACTIVE."""
+        c = consultation
+
+        async def insert(connection: asyncpg.Connection) -> None:
+            try:
+                await connection.execute(
+                    f"INSERT INTO consultations ({_CONSULTATION_COLUMNS})"
+                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                    c.id,
+                    c.chat_key,
+                    c.status.value,
+                    c.max_rounds,
+                    c.current_round,
+                    c.initial_request,
+                    c.role,
+                    c.system_prompt,
+                    json.dumps(dataclasses.asdict(c.options)),
+                    c.created_at,
+                    c.last_activity_at,
+                    c.started_by,
+                )
+            except asyncpg.UniqueViolationError as error:
+                if error.constraint_name == "consultations_one_active":
+                    raise ActiveConsultationExists(c.chat_key) from error
+                raise
+            await connection.executemany(
+                f"{_INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                [(c.id, seq, *_message_values(m)) for seq, m in enumerate(c.messages, start=1)],
+            )
+
+        await self._write(insert)
+
+    async def add_message(
+        self, consultation_id: str, message: Message, *, last_activity_at: float
+    ) -> None:
+        """Append and commit; raises `core.errors.SessionNotFound` for an unknown id."""
+
+        async def append(connection: asyncpg.Connection) -> None:
+            await _update(connection, consultation_id, last_activity_at=last_activity_at)
+            await connection.execute(_APPEND_MESSAGE, consultation_id, *_message_values(message))
+
+        await self._write(append)
+
+    async def record_reply(
+        self,
+        consultation_id: str,
+        reply: Message,
+        *,
+        expected_round: int,
+        current_round: int,
+        status: Status,
+        last_activity_at: float,
+    ) -> None:
+        """Store the reply and advance the round, only if the round is still `expected_round`."""
+
+        async def record(connection: asyncpg.Connection) -> None:
+            updated = await connection.fetchval(
+                "UPDATE consultations SET current_round = $1, status = $2, last_activity_at = $3"
+                " WHERE id = $4 AND current_round = $5 RETURNING 1",
+                current_round,
+                status.value,
+                last_activity_at,
+                consultation_id,
+                expected_round,
+            )
+            if updated is None:
+                exists = await connection.fetchval(
+                    "SELECT 1 FROM consultations WHERE id = $1", consultation_id
+                )
+                if exists is None:
+                    raise SessionNotFound(consultation_id)
+                raise TurnSuperseded(
+                    f"consultation {consultation_id} is no longer at round {expected_round}"
+                )
+            await connection.execute(_APPEND_MESSAGE, consultation_id, *_message_values(reply))
+
+        await self._write(record)
+
+    async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
+        """Change the status; `at` becomes the last activity, except for EXPIRED (expiring
+        is the absence of activity: retention keeps counting from the last real one)."""
+        activity: dict[str, Any] = {} if status is Status.EXPIRED else {"last_activity_at": at}
+        await self._write(lambda c: _update(c, consultation_id, status=status.value, **activity))
+
+    async def set_max_rounds(self, consultation_id: str, max_rounds: int) -> None:
+        await self._write(lambda c: _update(c, consultation_id, max_rounds=max_rounds))
+
+    async def save_chat_settings(self, chat_key: str, settings: ChatSettings) -> None:
+        s = settings
+        await self._write(
+            lambda c: c.execute(
+                "INSERT INTO chat_settings (chat_key, max_rounds, role, system_prompt, language,"
+                " updated_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (chat_key) DO UPDATE"
+                " SET max_rounds = excluded.max_rounds, role = excluded.role,"
+                " system_prompt = excluded.system_prompt, language = excluded.language,"
+                " updated_at = excluded.updated_at",
+                chat_key,
+                s.max_rounds,
+                s.role,
+                s.system_prompt,
+                s.language,
+                time.time(),
+            )
+        )
+
+    async def move_chat(self, old_key: str, new_key: str) -> int:
+        """Re-key a chat's consultations and settings; the new key's own data wins."""
+
+        async def move(connection: asyncpg.Connection) -> int:
+            if await connection.fetchval(
+                "SELECT 1 FROM consultations WHERE chat_key = $1 AND status = 'active'", new_key
+            ):
+                await connection.execute(
+                    "UPDATE consultations SET status = 'reset'"
+                    " WHERE chat_key = $1 AND status = 'active'",
+                    old_key,
+                )
+            moved = await connection.fetchval(
+                "WITH moved AS (UPDATE consultations SET chat_key = $1 WHERE chat_key = $2"
+                " RETURNING 1) SELECT count(*) FROM moved",
+                new_key,
+                old_key,
+            )
+            await connection.execute(
+                "UPDATE chat_settings SET chat_key = $1 WHERE chat_key = $2 AND NOT EXISTS"
+                " (SELECT 1 FROM chat_settings WHERE chat_key = $1)",
+                new_key,
+                old_key,
+            )
+            await connection.execute("DELETE FROM chat_settings WHERE chat_key = $1", old_key)
+            return int(moved)
+
+        return await self._write(move)
+
+    async def expire_idle(self, *, inactive_since: float, at: float) -> int:
+        """Expire idle ACTIVE consultations; their last activity stays (retention counts
+        from it)."""
+        return await self._write(
+            lambda c: _count(
+                c,
+                "UPDATE consultations SET status = 'expired'"
+                " WHERE status = 'active' AND last_activity_at < $1",
+                inactive_since,
+            )
+        )
+
+    async def purge(self, *, older_than: float) -> int:
+        """Delete ended consultations last active before `older_than` (messages and
+        idempotency keys go with them); settings are kept."""
+        return await self._write(
+            lambda c: _count(
+                c,
+                "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < $1",
+                older_than,
+            )
+        )
+
+    async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:
+        """Record a Telegram update id; True the first time, False for a redelivery."""
+        received = time.time() if at is None else at
+
+        async def remember(connection: asyncpg.Connection) -> bool:
+            new = await connection.fetchval(
+                "INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
+                " ON CONFLICT (update_id) DO NOTHING RETURNING 1",
+                update_id,
+                received,
+            )
+            await connection.execute(
+                "DELETE FROM telegram_updates WHERE received_at < $1", received - KEEP_SECONDS
+            )
+            await connection.execute(
+                "DELETE FROM telegram_updates WHERE update_id <= $1", update_id - KEEP_IDS
+            )
+            return new is not None
+
+        return await self._write(remember)
+
+    # -- idempotency keys of API requests (deleted with their session) ---------------------
+
+    async def find_idempotency_key(self, client: str, key: str) -> KeyRecord | None:
+        row = await self._call(
+            lambda c: c.fetchrow(
+                "SELECT fingerprint, session_id, response, created_at FROM idempotency_keys"
+                " WHERE client = $1 AND key = $2",
+                client,
+                key,
+            )
+        )
+        return None if row is None else KeyRecord(*row)
+
+    async def claim_idempotency_key(
+        self, client: str, key: str, *, fingerprint: str, session_id: str, at: float
+    ) -> None:
+        """Record the key for the session (a key already claimed keeps its first claim)."""
+
+        async def claim(connection: asyncpg.Connection) -> None:
+            try:
+                await connection.execute(
+                    "INSERT INTO idempotency_keys (client, key, fingerprint, session_id,"
+                    " created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (client, key) DO NOTHING",
+                    client,
+                    key,
+                    fingerprint,
+                    session_id,
+                    at,
+                )
+            except asyncpg.ForeignKeyViolationError as error:  # the session was purged
+                raise SessionNotFound(session_id) from error
+
+        await self._write(claim)
+
+    async def save_idempotent_response(self, client: str, key: str, response: str) -> None:
+        """Store the reply a key answered with (once; a stored reply is never replaced)."""
+        await self._write(
+            lambda c: c.execute(
+                "UPDATE idempotency_keys SET response = $1 WHERE client = $2 AND key = $3"
+                " AND response IS NULL",
+                response,
+                client,
+                key,
+            )
+        )
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    async def _load(self, select: str, key: str) -> Consultation | None:
+        """The consultation and its messages from one snapshot (a repeatable-read transaction)."""
+
+        async def load(connection: asyncpg.Connection) -> Consultation | None:
+            async with connection.transaction(isolation="repeatable_read", readonly=True):
+                row = await connection.fetchrow(select, key)
+                if row is None:
+                    return None
+                messages = await connection.fetch(_SELECT_MESSAGES, row["id"])
+            return _consultation(row, messages)
+
+        return await self._call(load)
+
+    async def _write(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """Run `work` in one transaction: all of it is committed, or nothing."""
+
+        async def in_transaction(connection: asyncpg.Connection) -> T:
+            async with connection.transaction():
+                return await work(connection)
+
+        return await self._call(in_transaction)
+
+    async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        try:
+            async with self._connection() as connection:
+                return await work(connection)
+        except _UNAVAILABLE as error:
+            raise StoreUnavailable(f"the database is unavailable ({_describe(error)})") from error
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        async with self._pool.acquire() as connection:
+            yield connection
+
+
+async def _update(connection: asyncpg.Connection, consultation_id: str, **columns: Any) -> None:
+    """UPDATE the given columns (fixed names from this module, never user input)."""
+    assignments = ", ".join(f"{name} = ${i}" for i, name in enumerate(columns, start=2))
+    updated = await connection.fetchval(
+        f"UPDATE consultations SET {assignments} WHERE id = $1 RETURNING 1",
+        consultation_id,
+        *columns.values(),
+    )
+    if updated is None:
+        raise SessionNotFound(consultation_id)
+
+
+async def _count(connection: asyncpg.Connection, statement: str, *args: Any) -> int:
+    status = await connection.execute(statement, *args)
+    return int(status.rsplit(" ", 1)[-1])
+
+
+def _message_values(m: Message) -> tuple[Any, ...]:
+    usage = m.usage
+    return (
+        m.role.value,
+        m.author,
+        m.text,
+        m.created_at,
+        None if usage is None else usage.prompt_tokens,
+        None if usage is None else usage.completion_tokens,
+        None if usage is None else usage.estimated,
+    )
+
+
+def _consultation(row: asyncpg.Record, messages: list[asyncpg.Record]) -> Consultation:
+    return Consultation(
+        id=row["id"],
+        chat_key=row["chat_key"],
+        status=Status(row["status"]),
+        max_rounds=row["max_rounds"],
+        current_round=row["current_round"],
+        initial_request=row["initial_request"],
+        role=row["role"],
+        system_prompt=row["system_prompt"],
+        options=_options_from_json(row["options"]),
+        created_at=row["created_at"],
+        last_activity_at=row["last_activity_at"],
+        started_by=row["started_by"],
+        messages=[
+            Message(
+                role=Role(m["role"]),
+                text=m["text"],
+                created_at=m["created_at"],
+                author=m["author"],
+                usage=None
+                if m["prompt_tokens"] is None
+                else Usage(
+                    m["prompt_tokens"], m["completion_tokens"] or 0, bool(m["tokens_estimated"])
+                ),
+            )
+            for m in messages
+        ],
+    )
+
+
+def _options_from_json(raw: str) -> ModelOptions:
+    data = json.loads(raw) if raw else {}
+    known = {f.name for f in dataclasses.fields(ModelOptions)}
+    return ModelOptions(**{k: v for k, v in data.items() if k in known})
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
