@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from app.settings import Settings
 from core.errors import ConfigError
@@ -82,7 +82,11 @@ class Redactor(logging.Filter):
 
 def secrets_of(settings: Settings) -> list[str | None]:
     """The values no log line may show."""
-    return [settings.secret(name) for name in _SECRET_SETTINGS]
+    secrets = [settings.secret(name) for name in _SECRET_SETTINGS]
+    database_url = settings.secret("database_url")
+    if database_url:  # its password, wherever a library prints it
+        secrets.append(urlsplit(database_url).password)
+    return secrets
 
 
 def configure_logging(

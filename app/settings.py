@@ -67,6 +67,8 @@ class Settings(BaseSettings):
 
     # Consultations
     db_path: Path = Path("consultations.sqlite3")
+    database_url: SecretStr | None = None  # postgresql://…: PostgreSQL instead of DB_PATH
+    database_pool_size: int = Field(default=10, ge=1, le=1000)
     default_max_rounds: int = Field(default=3, ge=1)
     max_rounds_limit: int = Field(default=10, ge=1)
     session_ttl_seconds: int = Field(default=3600, ge=1)
@@ -128,6 +130,15 @@ class Settings(BaseSettings):
         """The plain value of a SecretStr setting, or None."""
         value = getattr(self, name)
         return value.get_secret_value() if value is not None else None
+
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _postgres_only(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(
+            ("postgresql://", "postgres://")
+        ):
+            raise ValueError("must start with postgresql:// (or be empty for SQLite)")
+        return value
 
     def engine_config(self) -> EngineConfig:
         return EngineConfig(

@@ -38,6 +38,8 @@ def test_defaults_match_the_spec() -> None:
         ("ALLOWED_USER_IDS", "12,bob"),
         ("LLM_EXTRA_BODY", "{not json"),
         ("API_ENABLED", "maybe"),
+        ("DATABASE_URL", "mysql://root@127.0.0.1/db"),
+        ("DATABASE_POOL_SIZE", "0"),
     ],
 )
 def test_invalid_value_names_the_variable(
@@ -83,3 +85,13 @@ def test_env_example_documents_exactly_the_settings() -> None:
 def test_env_example_loads_as_is() -> None:
     """The example file is itself a valid configuration (empty values mean defaults)."""
     load_settings(_env_file=str(ROOT / ".env.example"))
+
+
+def test_the_database_password_is_among_the_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PostgreSQL URL's password never reaches a log line."""
+    from app.logs import secrets_of
+
+    monkeypatch.setenv("DATABASE_URL", "postgresql://bot:s3cret-pass@db:5432/consult")
+    settings = load_settings()
+    assert "s3cret-pass" in secrets_of(settings)
+    assert settings.database_pool_size == 10
