@@ -50,7 +50,7 @@ def winner_text(judgement: Pairwise | None) -> str:
 def scenario_table(report: Report, summary: Summary) -> Table:
     variants = [v.variant for v in summary.variants]
     table = Table(title="Per scenario", title_justify="left")
-    keys = _scenario_repeats(report)
+    keys = scenario_repeats(report)
     longest = max((len(scenario) for scenario, _ in keys), default=8)
     table.add_column("Scenario", no_wrap=True, min_width=longest)
     table.add_column("Rep", justify="right")
@@ -144,7 +144,7 @@ def percent(rate: float | None) -> str:
     return NONE if rate is None else f"{rate:.0%}"
 
 
-def _scenario_repeats(report: Report) -> list[tuple[str, int]]:
+def scenario_repeats(report: Report) -> list[tuple[str, int]]:
     """Scenario and repeat pairs in run order, then any only the results name."""
     keys = [(s, k) for s in report.scenarios for k in range(report.repeats)]
     seen = set(keys)

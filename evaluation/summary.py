@@ -80,10 +80,10 @@ def bootstrap_interval(
     rng = random.Random(seed)
     n = len(scores)
     means = sorted(sum(rng.choices(scores, k=n)) / n for _ in range(resamples))
-    return (_percentile(means, 0.025), _percentile(means, 0.975))
+    return (percentile(means, 0.025), percentile(means, 0.975))
 
 
-def _percentile(ordered: Sequence[float], q: float) -> float:
+def percentile(ordered: Sequence[float], q: float) -> float:
     """Linear interpolation between the closest ranks of an ascending sequence."""
     position = q * (len(ordered) - 1)
     lower = int(position)

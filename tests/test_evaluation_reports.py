@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from evaluation.report_html import write_html
 from evaluation.report_json import read_json, write_json
 from evaluation.report_table import print_table
 from evaluation.results import Judgement, Pairwise, Report, RunResult, Turn
@@ -246,3 +250,81 @@ def test_table_overall_has_mean_interval_win_rate_and_failures() -> None:
 
 def _cells(line: str, bar: str) -> list[str]:
     return [c.strip() for c in line.strip().strip(bar).split(bar)]
+
+
+# --- HTML ------------------------------------------------------------------------------
+
+
+class _Page(HTMLParser):
+    """The text a reader sees and every attribute that could load something."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.tags: list[str] = []
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.links += [v or "" for k, v in attrs if k in ("src", "href", "srcset", "action")]
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _html(report: Report, tmp_path: Path) -> tuple[str, _Page]:
+    path = tmp_path / "report.html"
+    write_html(report, path)
+    html = path.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>")
+    ET.fromstring(html.removeprefix("<!DOCTYPE html>"))  # well-formed: every tag closed
+    page = _Page()
+    page.feed(html)
+    page.close()
+    return html, page
+
+
+def test_html_has_every_transcript_readable(tmp_path: Path) -> None:
+    report = _report()
+    report.results[2].transcript.append(
+        Turn(speaker="Анна", text="Залог 50 000 ₽, договор\nна год")
+    )
+    _, page = _html(report, tmp_path)
+    text = "".join(page.text)
+    for result in report.results:
+        for turn in result.transcript:
+            assert turn.text in text
+    assert "Анна" in text
+    assert "Covers the elbow." in text and "elbow history" in text and "rest times" in text
+    assert "Tailored." in text  # the pairwise justification
+    assert page.tags.count("details") >= len(report.results)
+
+
+def test_html_escapes_model_output(tmp_path: Path) -> None:
+    report = _report()
+    evil = '<script>alert("x")</script><img src="https://evil.example/x.png">'
+    report.results[0].transcript.append(Turn(speaker="bot", text=evil, round=2))
+    report.results[0].judgement = Judgement(score=0.5, justification="<b>bold</b> & co")
+    html, page = _html(report, tmp_path)
+    assert "<script" not in html.lower() and "<img" not in html.lower()
+    assert "&lt;script&gt;" in html
+    text = "".join(page.text)
+    assert evil in text and "<b>bold</b> & co" in text
+    assert "script" not in page.tags and "img" not in page.tags
+
+
+def test_html_loads_nothing_from_the_network(tmp_path: Path) -> None:
+    html, page = _html(_report(), tmp_path)
+    assert all(not re.match(r"\s*(https?:)?//", link, re.I) for link in page.links), page.links
+    assert "link" not in page.tags and "script" not in page.tags and "iframe" not in page.tags
+    assert "@import" not in html and "url(" not in html
+    assert "127.0.0.1:8001" in "".join(page.text)  # the models are named, as text
+
+
+def test_html_draws_one_point_per_score_and_shows_failures(tmp_path: Path) -> None:
+    html, page = _html(_report(), tmp_path)
+    assert "svg" in page.tags
+    svg = html[html.index("<svg") : html.index("</svg>")]
+    assert svg.count("<circle") == 2  # two scores; a failure is no point
+    text = "".join(page.text)
+    assert "judge failed" in text and "0.90 [0.90–0.90]" in text

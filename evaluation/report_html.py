@@ -1,0 +1,262 @@
+"""The HTML report: one self-contained file a browser opens offline.
+
+Inline CSS and an inline SVG chart; no script, no font, no image, nothing fetched. Every
+text of the report (transcripts and judge replies are model output) goes through
+`html.escape`, so a transcript holding markup shows it as text. The page is also
+well-formed XML (void elements closed), which keeps it easy to check and to post-process.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+from evaluation.report_chart import score_chart
+from evaluation.report_table import (
+    NONE,
+    mean_text,
+    percent,
+    scenario_repeats,
+    score_text,
+    winner_text,
+)
+from evaluation.results import Judgement, Pairwise, Report, RunResult, Turn
+from evaluation.summary import Summary, summarise
+
+CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  margin: 2rem auto; max-width: 1100px; padding: 0 1rem; color: #1d232b; }
+h1 { font-size: 1.6rem; } h2 { margin-top: 2rem; border-bottom: 1px solid #d5dae0; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; }
+th, td { border: 1px solid #d5dae0; padding: .3rem .55rem; text-align: right; }
+th { background: #f2f4f7; } td.l, th.l { text-align: left; }
+.failed { color: #b42318; font-weight: 600; }
+.meta td { text-align: left; }
+details { border: 1px solid #d5dae0; border-radius: 6px; margin: .5rem 0; padding: .3rem .7rem; }
+details details { margin-left: .5rem; }
+summary { cursor: pointer; font-weight: 600; }
+.turn { margin: .45rem 0; padding: .4rem .6rem; border-radius: 6px; background: #f6f8fa; }
+.turn.bot { background: #eef4fb; border-left: 3px solid #2f6db3; }
+.who { font-size: .8rem; color: #57606a; font-weight: 600; }
+.text { white-space: pre-wrap; overflow-wrap: anywhere; }
+.judge { background: #fff8e6; border-left: 3px solid #b8860b; padding: .4rem .6rem; }
+.chart .grid { stroke: #d5dae0; } .chart .tick { font-size: 11px; text-anchor: middle; }
+.chart .name { font-size: 13px; text-anchor: end; } .chart .note { font-size: 12px; }
+"""
+
+
+def write_html(report: Report, path: str | Path, *, summary: Summary | None = None) -> None:
+    Path(path).write_text(render_html(report, summary=summary), encoding="utf-8")
+
+
+def render_html(report: Report, *, summary: Summary | None = None) -> str:
+    summary = summary if summary is not None else summarise(report)
+    body = [
+        "<h1>Consultation quality report</h1>",
+        _meta(report),
+        "<h2>Score distribution</h2>",
+        "<p>One dot per judged run; box: quartiles and median; bar below: mean with its "
+        "bootstrap 95% interval. Runs the judge could not score are counted, not drawn.</p>",
+        score_chart(report, summary),
+        "<h2>Overall</h2>",
+        _overall(summary),
+        _pairs(summary),
+        "<h2>Per scenario</h2>",
+        _per_scenario(report, summary),
+        "<h2>Transcripts</h2>",
+        _transcripts(report, summary),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"/>'
+        '<meta name="viewport" content="width=device-width, initial-scale=1"/>'
+        f"<title>Consultation quality report {_e(report.started_at)}</title>"
+        f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>\n"
+    )
+
+
+def _e(text: object) -> str:
+    return escape(str(text), quote=True)
+
+
+def _row(cells: list[str], *, header: bool = False, left: int = 1) -> str:
+    tag = "th" if header else "td"
+    out = []
+    for i, cell in enumerate(cells):
+        classes = ["l"] if i < left else []
+        if cell in ("judge failed", "error"):
+            classes.append("failed")
+        attr = f' class="{" ".join(classes)}"' if classes else ""
+        out.append(f"<{tag}{attr}>{_e(cell)}</{tag}>")
+    return f"<tr>{''.join(out)}</tr>"
+
+
+def _table(headers: list[str], rows: list[list[str]], *, left: int = 1) -> str:
+    lines = [_row(headers, header=True, left=left)] + [_row(r, left=left) for r in rows]
+    return f"<table>{''.join(lines)}</table>"
+
+
+def _meta(report: Report) -> str:
+    rows = [
+        ["Started", report.started_at],
+        ["Seed", str(report.seed)],
+        ["Repeats", str(report.repeats)],
+        ["Variants", ", ".join(report.variants)],
+        ["Scenarios", str(len(report.scenarios))],
+    ] + [[f"Model ({role})", name] for role, name in report.models.items()]
+    return '<table class="meta">' + "".join(_row(r, left=2) for r in rows) + "</table>"
+
+
+def _overall(summary: Summary) -> str:
+    headers = ["Variant", "Scored", "Mean score [95% CI]", "Win rate", "Judge failures"]
+    headers += ["Errors", "Mean rounds", "Early", "Tokens in/out", "Mean time"]
+    rows = [
+        [
+            v.variant,
+            f"{v.scored}/{v.runs}",
+            mean_text(v),
+            percent(v.win_rate),
+            str(v.judge_failures),
+            str(v.consultation_errors),
+            NONE if v.mean_rounds is None else f"{v.mean_rounds:.1f}",
+            str(v.early_finishes),
+            f"{v.tokens_in}/{v.tokens_out}",
+            NONE if v.mean_seconds is None else f"{v.mean_seconds:.1f} s",
+        ]
+        for v in summary.variants
+    ]
+    return _table(headers, rows)
+
+
+def _pairs(summary: Summary) -> str:
+    if not summary.pairs:
+        return ""
+    headers = ["A", "B", "A wins", "B wins", "Ties", "Judge failures", "Win rate of A"]
+    rows = [
+        [
+            p.variant_a,
+            p.variant_b,
+            str(p.wins_a),
+            str(p.wins_b),
+            str(p.ties),
+            str(p.failures),
+            percent(p.win_rate_a),
+        ]
+        for p in summary.pairs
+    ]
+    return (
+        "<h3>Pairwise</h3><p>The judge saw both final answers, in random order, and picked "
+        "the better one.</p>" + _table(headers, rows, left=2)
+    )
+
+
+def _per_scenario(report: Report, summary: Summary) -> str:
+    variants = [v.variant for v in summary.variants]
+    headers = ["Scenario", "Rep"] + [f"Score {v}" for v in variants]
+    headers += [f"Better: {p.variant_a} vs {p.variant_b}" for p in summary.pairs]
+    headers += [f"Rounds ({' · '.join(variants)})", "Tokens in/out", "Time"]
+    results = _results(report)
+    pairwise = _pairwise(report)
+    rows = []
+    for scenario, repeat in scenario_repeats(report):
+        runs = [results.get((scenario, repeat, v)) for v in variants]
+        row = [scenario, str(repeat + 1)] + [score_text(r) for r in runs]
+        row += [
+            winner_text(pairwise.get((scenario, repeat, p.variant_a, p.variant_b)))
+            for p in summary.pairs
+        ]
+        row += [
+            " · ".join(
+                NONE if r is None else f"{r.rounds_used}/{r.max_rounds}" + " early" * r.early_finish
+                for r in runs
+            ),
+            " · ".join(NONE if r is None else f"{r.tokens_in}/{r.tokens_out}" for r in runs),
+            " · ".join(NONE if r is None else f"{r.seconds:.1f} s" for r in runs),
+        ]
+        rows.append(row)
+    return _table(headers, rows)
+
+
+def _transcripts(report: Report, summary: Summary) -> str:
+    variants = [v.variant for v in summary.variants]
+    results = _results(report)
+    out = []
+    for scenario, repeat in scenario_repeats(report):
+        runs = [r for v in variants if (r := results.get((scenario, repeat, v))) is not None]
+        scores = " · ".join(f"{r.variant} {score_text(r)}" for r in runs)
+        inner = [
+            _pair_block(p)
+            for p in report.pairwise
+            if (p.scenario_id, p.repeat) == (scenario, repeat)
+        ]
+        inner += [_run_block(r) for r in runs]
+        out.append(
+            f"<details><summary>{_e(scenario)} · repeat {repeat + 1} — {_e(scores)}</summary>"
+            f"{''.join(inner)}</details>"
+        )
+    return "".join(out)
+
+
+def _pair_block(p: Pairwise) -> str:
+    first = p.variant_a if p.shown_first == "a" else p.variant_b
+    verdict = winner_text(p)
+    text = f"Better: {verdict} (shown first: {first})"
+    if p.failure:
+        text += f" — {p.failure}"
+    justification = f'<div class="text">{_e(p.justification)}</div>' if p.justification else ""
+    return (
+        f'<div class="judge"><div class="who">Pairwise: {_e(p.variant_a)} vs '
+        f"{_e(p.variant_b)}</div><div>{_e(text)}</div>{justification}</div>"
+    )
+
+
+def _run_block(r: RunResult) -> str:
+    head = f"{r.variant}: {score_text(r)} · rounds {r.rounds_used}/{r.max_rounds}"
+    if r.early_finish:
+        head += " · early finish"
+    if r.final_now_pressed:
+        head += " · final answer pressed"
+    parts = [_turn(t) for t in r.transcript]
+    if r.error is not None:
+        parts.append(f'<p class="failed">Consultation error: {_e(r.error)}</p>')
+    if r.judgement is not None:
+        parts.append(_judgement(r.judgement))
+    return f"<details><summary>{_e(head)}</summary>{''.join(parts)}</details>"
+
+
+def _turn(turn: Turn) -> str:
+    if turn.speaker == "bot":
+        who = "Bot" + (f" · round {turn.round}" if turn.round is not None else "")
+    elif turn.speaker == "user":
+        who = "User"
+    else:
+        who = turn.speaker
+    if turn.final_now:
+        who += " · pressed “final answer now”"
+    kind = "turn bot" if turn.speaker == "bot" else "turn"
+    return (
+        f'<div class="{kind}"><div class="who">{_e(who)}</div>'
+        f'<div class="text">{_e(turn.text)}</div></div>'
+    )
+
+
+def _judgement(j: Judgement) -> str:
+    if j.score is None:
+        head = f'<div class="who failed">Judge failed: {_e(j.failure or "no score")}</div>'
+        raw = f'<div class="text">{_e(j.raw)}</div>' if j.raw else ""
+        return f'<div class="judge">{head}{raw}</div>'
+    parts = [f'<div class="who">Judge: {j.score:.2f}</div>']
+    if j.justification:
+        parts.append(f'<div class="text">{_e(j.justification)}</div>')
+    for label, items in (("Covered", j.covered), ("Missed", j.missed)):
+        if items:
+            listed = "".join(f"<li>{_e(item)}</li>" for item in items)
+            parts.append(f"<div>{label}:</div><ul>{listed}</ul>")
+    return f'<div class="judge">{"".join(parts)}</div>'
+
+
+def _results(report: Report) -> dict[tuple[str, int, str], RunResult]:
+    return {(r.scenario_id, r.repeat, r.variant): r for r in report.results}
+
+
+def _pairwise(report: Report) -> dict[tuple[str, int, str, str], Pairwise]:
+    return {(p.scenario_id, p.repeat, p.variant_a, p.variant_b): p for p in report.pairwise}
