@@ -1,27 +1,246 @@
-"""Dependencies point inward: core knows no Telegram, HTTP server or SQLite driver."""
+"""Dependencies point inward: the package graph has no cycle and follows the layering rules.
+
+Every import statement of every product file counts: top-level ones, lazy ones inside a
+function and those under `if TYPE_CHECKING:` (a type-only import still couples the packages:
+whoever changes the imported module must check the importer). `ALLOWED` is the whole
+picture (docs/ARCHITECTURE.md draws it); each rule also has its own test, so a failure names
+the rule that broke and the file and line that broke it.
+"""
 
 from __future__ import annotations
 
 import ast
+import functools
+import itertools
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ("app", "api", "bot", "core", "storage", "telemetry", "evaluation", "prompts")
+
+# `python -m bot` and `python -m api` run these two files; nothing imports them. They call
+# `app.cli.main`, so they are programs on top of the composition root, not part of the edge
+# they are named after: counting them as `app` keeps `bot` and `api` free of `app`.
+ENTRY_SHIMS = {"bot/__main__.py": "app", "api/__main__.py": "app"}
+
+ALLOWED: dict[str, set[str]] = {
+    "app": {"api", "bot", "core", "storage", "telemetry", "prompts"},
+    "evaluation": {"app", "core", "telemetry", "prompts"},
+    "api": {"core", "telemetry", "prompts"},
+    "bot": {"core", "telemetry", "prompts"},
+    "storage": {"core", "telemetry", "prompts"},
+    "telemetry": {"core"},
+    "core": {"prompts"},
+    "prompts": set(),
+}
+"""Which product packages each package may import (itself always)."""
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module as written in one file (relative imports resolved)."""
+
+    path: str
+    line: int
+    module: str
+    lazy: bool  # inside a function body: runs on the first call, not at import time
+
+    @property
+    def top(self) -> str:
+        return self.module.split(".")[0]
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line} imports {self.module}" + (" (lazily)" if self.lazy else "")
+
+
+class _Walker(ast.NodeVisitor):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.package = path.removesuffix(".py").split("/")[:-1]  # the file's package
+        self.depth = 0  # enclosing function bodies
+        self.found: list[Import] = []
+
+    def _add(self, node: ast.stmt, module: str) -> None:
+        self.found.append(Import(self.path, node.lineno, module, self.depth > 0))
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(node, alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = self.package[: len(self.package) - node.level + 1] if node.level else []
+        self._add(node, ".".join([*base, *([node.module] if node.module else [])]))
+
+
+def imports_in(source: str, path: str) -> list[Import]:
+    """Every import statement of a source file, wherever it stands in the file."""
+    walker = _Walker(path)
+    walker.visit(ast.parse(source, path))
+    return walker.found
+
+
+@functools.cache
+def product_imports() -> tuple[Import, ...]:
+    """The imports of every product file (read once per test session)."""
+    found: list[Import] = []
+    for package in PRODUCT:
+        for file in sorted((ROOT / package).rglob("*.py")):
+            found += imports_in(file.read_text(), file.relative_to(ROOT).as_posix())
+    return tuple(found)
+
+
+def owner(path: str) -> str:
+    """The package a file belongs to in the graph (the entry shims belong to `app`)."""
+    return ENTRY_SHIMS.get(path, path.split("/")[0])
+
+
+def package_graph(imports: Iterable[Import]) -> dict[tuple[str, str], list[Import]]:
+    """Edges between product packages, each with the imports that make it."""
+    edges: dict[tuple[str, str], list[Import]] = {}
+    for imp in imports:
+        source = owner(imp.path)
+        if imp.top in PRODUCT and imp.top != source:
+            edges.setdefault((source, imp.top), []).append(imp)
+    return edges
+
+
+def find_cycle(edges: Iterable[tuple[str, str]]) -> list[str] | None:
+    """A cycle as a path `[a, b, ..., a]`, or None when the graph has none."""
+    successors: dict[str, list[str]] = {}
+    for a, b in sorted(edges):
+        successors.setdefault(a, []).append(b)
+    state: dict[str, str] = {}  # "open" while on the current path, "done" after
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for nxt in successors.get(node, []):
+            if state.get(nxt) == "open":
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = "done"
+        return None
+
+    for start in sorted(successors):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def offenders(importers: Iterable[str], banned: set[str], *, exempt: str = "") -> list[str]:
+    """Imports of a banned top-level module by files of the importing packages."""
+    return [
+        str(imp)
+        for imp in product_imports()
+        if owner(imp.path) in set(importers) and imp.top in banned and imp.path != exempt
+    ]
 
 
 def imported_modules(package: str) -> dict[str, set[str]]:
-    """Top-level module names imported by each file of a package (from the source)."""
+    """Top-level module names imported by each file of a package."""
     found: dict[str, set[str]] = {}
-    for path in sorted((ROOT / package).rglob("*.py")):
-        names: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names.update(alias.name.split(".")[0] for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module.split(".")[0])
-        found[str(path.relative_to(ROOT))] = names
+    for imp in product_imports():
+        if imp.path.split("/")[0] == package:
+            found.setdefault(imp.path, set()).add(imp.top)
     return found
+
+
+# -- the walker ----------------------------------------------------------------------------
+
+
+def test_the_walker_sees_lazy_type_checking_and_relative_imports() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from storage.sqlite import SqliteStore\n"
+        "from . import ports\n"
+        "from ..bot.render import render\n"
+        "async def build():\n"
+        "    import telegram.ext\n"
+        "    return telegram.ext\n"
+    )
+    found = {(i.module, i.lazy) for i in imports_in(source, "core/sub/mod.py")}
+    assert found == {
+        ("typing", False),
+        ("storage.sqlite", False),
+        ("core.sub", False),
+        ("core.bot.render", False),
+        ("telegram.ext", True),
+    }
+
+
+def test_find_cycle_returns_the_cycle_path() -> None:
+    assert find_cycle([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == ["a", "b", "c", "a"]
+    assert find_cycle([("a", "b"), ("b", "c"), ("a", "c")]) is None
+
+
+# -- the package graph ---------------------------------------------------------------------
+
+
+def test_the_package_graph_has_no_cycle() -> None:
+    edges = package_graph(product_imports())
+    cycle = find_cycle(edges)
+    if cycle is not None:
+        steps = [f"{a} -> {b}: {edges[a, b][0]}" for a, b in itertools.pairwise(cycle)]
+        pytest.fail("import cycle " + " -> ".join(cycle) + "\n" + "\n".join(steps))
+
+
+def test_every_package_edge_is_an_allowed_one() -> None:
+    edges = package_graph(product_imports())
+    extra = [f"{a} -> {b}: {edges[a, b][0]}" for a, b in sorted(edges) if b not in ALLOWED[a]]
+    assert extra == []
+    assert not find_cycle((a, b) for a, targets in ALLOWED.items() for b in targets)
+
+
+# -- the rules -----------------------------------------------------------------------------
+
+
+def test_core_imports_no_edge_library_and_no_outer_package() -> None:
+    banned = {"telegram", "aiohttp", "aiosqlite", "asyncpg", "psycopg", "psycopg2", "sqlite3"}
+    banned |= {"app", "bot", "api", "storage", "telemetry", "evaluation"}
+    assert offenders(["core"], banned) == []
+
+
+def test_within_core_only_llm_imports_openai() -> None:
+    assert offenders(["core"], {"openai"}, exempt="core/llm.py") == []
+
+
+def test_bot_and_api_do_not_import_each_other() -> None:
+    assert offenders(["bot"], {"api"}) == []
+    assert offenders(["api"], {"bot"}) == []
+
+
+def test_only_app_and_storage_itself_import_storage() -> None:
+    assert offenders(set(PRODUCT) - {"app", "storage"}, {"storage"}) == []
+
+
+def test_only_the_entry_shims_and_evaluation_import_app() -> None:
+    """The shims count as `app`; the evaluator is a program built on the composition root."""
+    assert offenders(set(PRODUCT) - {"app", "evaluation"}, {"app"}) == []
+    shims = [i.path for i in product_imports() if i.top == "app" and i.path in ENTRY_SHIMS]
+    assert sorted(set(shims)) == sorted(ENTRY_SHIMS)
+
+
+def test_telemetry_imports_only_core_prometheus_and_the_standard_library() -> None:
+    allowed = {"telemetry", "core", "prometheus_client", *sys.stdlib_module_names}
+    assert offenders(["telemetry"], {i.top for i in product_imports()} - allowed) == []
+
+
+# -- the original checks, kept -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -33,12 +252,12 @@ def imported_modules(package: str) -> dict[str, set[str]]:
 )
 def test_inner_packages_do_not_import_the_edges(package: str, forbidden: set[str]) -> None:
     """No file of an inner package imports an edge library or package."""
-    offenders = {
+    offending = {
         path: sorted(names & forbidden)
         for path, names in imported_modules(package).items()
         if names & forbidden
     }
-    assert offenders == {}
+    assert offending == {}
 
 
 def test_core_depends_on_the_model_vendor_in_one_module_only() -> None:
