@@ -1,0 +1,107 @@
+"""`ChatLocks` across processes: PostgreSQL advisory locks keyed by the chat key.
+
+Invariant: while one process is inside `hold(key)`, no other process sharing the
+database (and no other task of this process) is inside `hold(key)` for the same key;
+different keys never wait for each other.
+
+How: within the process a `KeyedLock` orders the waiters, so each key is asked of the
+database by one task at a time. Across processes, the holder owns a session-level
+advisory lock on a 64-bit hash of the key, taken on one connection that this object
+keeps for its lifetime (session locks belong to a connection; one connection can hold
+the locks of many keys). It is taken with `pg_try_advisory_lock` and retried with a
+short backoff, never with the blocking form: a blocked call would hold that shared
+connection and stall every other key. When a process dies its connection closes and
+PostgreSQL releases its locks at once, so a crashed worker never blocks a chat. If the
+lock connection itself breaks while this process holds locks, the exclusivity may lapse
+without notice; the store's compare-and-set on the round still keeps a consultation from
+being advanced twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+
+from core.errors import StoreUnavailable
+from core.keyed_lock import KeyedLock
+
+RETRY_FIRST = 0.02
+RETRY_MAX = 0.5
+
+
+def lock_id(key: str) -> int:
+    """A stable signed 64-bit id for `key` (PostgreSQL's advisory lock key space)."""
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class PostgresChatLocks:
+    """Open with `await PostgresChatLocks.open(url)`; `close()` releases every lock."""
+
+    def __init__(self, connection: asyncpg.Connection, url: str) -> None:
+        self._connection = connection
+        self._url = url
+        self._local = KeyedLock()
+        self._statement = asyncio.Lock()  # one statement at a time on the shared connection
+
+    @classmethod
+    async def open(cls, url: str) -> PostgresChatLocks:
+        return cls(await asyncpg.connect(url, timeout=10), url)
+
+    async def close(self) -> None:
+        """Close the lock connection: PostgreSQL releases every lock it held."""
+        try:
+            await self._connection.close(timeout=5)
+        except Exception:  # already broken: drop it without a goodbye
+            self._connection.terminate()
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        async with self._local.hold(key):
+            ident = lock_id(key)
+            await self._acquire(ident)
+            try:
+                yield
+            finally:
+                await self._release(ident)
+
+    async def _acquire(self, ident: int) -> None:
+        delay = RETRY_FIRST
+        while not await self._try_lock(ident):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX)
+
+    async def _try_lock(self, ident: int) -> bool:
+        """One attempt; a cancelled attempt that took the lock after all gives it back."""
+        attempt = asyncio.ensure_future(self._run("SELECT pg_try_advisory_lock($1)", ident))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                if await attempt:
+                    await self._release(ident)
+            raise
+
+    async def _release(self, ident: int) -> None:
+        with contextlib.suppress(StoreUnavailable):  # the connection is gone, and the lock too
+            await asyncio.shield(self._run("SELECT pg_advisory_unlock($1)", ident))
+
+    async def _run(self, statement: str, ident: int) -> bool:
+        async with self._statement:
+            try:
+                if self._connection.is_closed():  # broken: its locks are gone already
+                    self._connection.terminate()
+                    self._connection = await asyncpg.connect(self._url, timeout=10)
+                return bool(await self._connection.fetchval(statement, ident))
+            except (
+                OSError,
+                TimeoutError,
+                asyncpg.PostgresConnectionError,
+                asyncpg.InterfaceError,
+            ) as error:
+                raise StoreUnavailable(f"the lock connection failed ({error})") from error
