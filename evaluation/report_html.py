@@ -198,8 +198,8 @@ def _transcripts(report: Report, summary: Summary) -> str:
 
 def _pair_block(p: Pairwise) -> str:
     first = p.variant_a if p.shown_first == "a" else p.variant_b
-    verdict = winner_text(p)
-    text = f"Better: {verdict} (shown first: {first})"
+    verdict = "judge failed" if p.winner is None else f"better: {winner_text(p)}"
+    text = f"{verdict} (shown first: {first})"
     if p.failure:
         text += f" — {p.failure}"
     justification = f'<div class="text">{_e(p.justification)}</div>' if p.justification else ""
@@ -215,7 +215,10 @@ def _run_block(r: RunResult) -> str:
         head += " · early finish"
     if r.final_now_pressed:
         head += " · final answer pressed"
-    parts = [_turn(t) for t in r.transcript]
+    final = _final_index(r)
+    parts = [_turn(t, final=i == final) for i, t in enumerate(r.transcript)]
+    if final is None and r.final_answer:
+        parts.append(_turn(Turn(speaker="bot", text=r.final_answer), final=True))
     if r.error is not None:
         parts.append(f'<p class="failed">Consultation error: {_e(r.error)}</p>')
     if r.judgement is not None:
@@ -223,9 +226,18 @@ def _run_block(r: RunResult) -> str:
     return f"<details><summary>{_e(head)}</summary>{''.join(parts)}</details>"
 
 
-def _turn(turn: Turn) -> str:
+def _final_index(r: RunResult) -> int | None:
+    """The transcript's last bot turn when it is the final answer, else None."""
+    for i in range(len(r.transcript) - 1, -1, -1):
+        if r.transcript[i].speaker == "bot":
+            return i if r.final_answer and r.transcript[i].text == r.final_answer else None
+    return None
+
+
+def _turn(turn: Turn, *, final: bool = False) -> str:
     if turn.speaker == "bot":
         who = "Bot" + (f" · round {turn.round}" if turn.round is not None else "")
+        who += " · final answer" if final else ""
     elif turn.speaker == "user":
         who = "User"
     else:

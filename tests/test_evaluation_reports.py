@@ -328,3 +328,15 @@ def test_html_draws_one_point_per_score_and_shows_failures(tmp_path: Path) -> No
     assert svg.count("<circle") == 2  # two scores; a failure is no point
     text = "".join(page.text)
     assert "judge failed" in text and "0.90 [0.90–0.90]" in text
+
+
+def test_html_marks_the_final_answer_and_shows_one_missing_from_the_transcript(
+    tmp_path: Path,
+) -> None:
+    report = _report()
+    report.results[1].transcript = report.results[1].transcript[:1]
+    report.results[1].final_answer = "Start with 2 kg, 3×12."
+    _, page = _html(report, tmp_path)
+    text = "".join(page.text)
+    assert text.count("· final answer") == 4
+    assert "Start with 2 kg, 3×12." in text
