@@ -45,6 +45,8 @@ class RunResult:
     rounds_used: int = 0
     max_rounds: int = 0
     early_finish: bool = False  # the bot finished before its last round
+    # The scenario's `expect.early_finish`: True/False when it states one, None otherwise.
+    expected_early_finish: bool | None = None
     final_now_pressed: bool = False
     tokens_in: int = 0  # the bot model's prompt tokens over the whole consultation
     tokens_out: int = 0

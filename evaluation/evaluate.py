@@ -1,0 +1,157 @@
+"""A whole evaluation: every scenario under every variant, `repeats` times, judged.
+
+Each variant gets its own runtime (`app.runtime.open_runtime`, no background jobs) on
+a throwaway SQLite file in `workdir`, with the simulated user and the judge as extra
+named model clients; each run uses its own chat key. At most `concurrency` runs or
+pairwise judgements are in flight at once. Results come back in a fixed order —
+scenario, variant, repeat — whatever order they finish in, and the pairwise order
+comes from the seed, so two evaluations with the same seed ask the same questions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.runtime import open_runtime
+from app.settings import Settings
+from core.llm import ModelEndpoint
+from evaluation.judge import JudgeModel, judge_answer
+from evaluation.pairwise import judge_pair, order_rng
+from evaluation.results import Pairwise, Report, RunResult
+from evaluation.runner import Bot, play
+from evaluation.scenarios import Scenario
+from evaluation.settings import ModelRoles
+from evaluation.simulated_user import UserModel
+from evaluation.variants import Variant, variant_pairs
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    scenarios: list[Scenario]
+    variants: list[Variant]
+    repeats: int = 1
+    seed: int = 0
+    concurrency: int = 2
+
+    def steps(self) -> int:
+        """Runs plus pairwise judgements: what a progress bar counts."""
+        per_repeat = len(self.variants) + len(variant_pairs(self.variants))
+        return len(self.scenarios) * self.repeats * per_repeat
+
+
+async def evaluate(
+    settings: Settings,
+    roles: ModelRoles,
+    plan: Plan,
+    workdir: Path,
+    *,
+    on_step: Callable[[], None] = lambda: None,
+) -> Report:
+    report = Report(
+        started_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        seed=plan.seed,
+        models={name: _describe(e) for name, e in _named(roles)},
+        variants=[v.name for v in plan.variants],
+        scenarios=[s.id for s in plan.scenarios],
+        repeats=plan.repeats,
+    )
+    gate = asyncio.Semaphore(plan.concurrency)
+    async with contextlib.AsyncExitStack() as stack:
+        runtimes = [
+            await stack.enter_async_context(
+                open_runtime(
+                    _variant_settings(settings, roles, variant, workdir / f"variant-{i}.sqlite3"),
+                    extra_models=[roles.user, roles.judge],
+                    background=False,
+                )
+            )
+            for i, variant in enumerate(plan.variants)
+        ]
+        judge = JudgeModel(runtimes[0].models["judge"], roles.judge.model, roles.judge_max_tokens)
+
+        async def run(scenario: Scenario, index: int, repeat: int) -> RunResult:
+            variant, runtime = plan.variants[index], runtimes[index]
+            user = UserModel(runtime.models["user"], roles.user.model, roles.user_max_tokens)
+            async with gate:
+                result = await play(
+                    Bot(runtime.service, runtime.prompts),
+                    user,
+                    scenario,
+                    variant=variant.name,
+                    repeat=repeat,
+                    max_rounds=variant.rounds_for(scenario),
+                    chat_key=f"eval:{scenario.id}:{repeat}",
+                )
+                result.expected_early_finish = scenario.expect.early_finish
+                if result.error is None:
+                    result.judgement = await judge_answer(judge, scenario, result.final_answer)
+            on_step()
+            return result
+
+        async def scenario_repeat(
+            scenario: Scenario, repeat: int
+        ) -> tuple[list[RunResult], list[Pairwise]]:
+            results = await asyncio.gather(
+                *(run(scenario, i, repeat) for i in range(len(plan.variants)))
+            )
+            answers = {r.variant: (r.final_answer if r.error is None else None) for r in results}
+            rng = order_rng(plan.seed, scenario.id, repeat)
+            pairs = []
+            for a, b in variant_pairs(plan.variants):
+                async with gate:
+                    pairs.append(
+                        await judge_pair(
+                            judge,
+                            scenario,
+                            repeat,
+                            (a.name, answers[a.name]),
+                            (b.name, answers[b.name]),
+                            rng,
+                        )
+                    )
+                on_step()
+            return list(results), pairs
+
+        done = await asyncio.gather(
+            *(scenario_repeat(s, r) for s in plan.scenarios for r in range(plan.repeats))
+        )
+    order = {v.name: i for i, v in enumerate(plan.variants)}
+    position = {s.id: i for i, s in enumerate(plan.scenarios)}
+    results = [result for found, _ in done for result in found]
+    results.sort(key=lambda r: (position[r.scenario_id], order[r.variant], r.repeat))
+    report.results = results
+    report.pairwise = [pair for _, pairs in done for pair in pairs]
+    report.pairwise.sort(key=lambda p: (position[p.scenario_id], p.repeat))
+    return report
+
+
+def _variant_settings(
+    settings: Settings, roles: ModelRoles, variant: Variant, db_path: Path
+) -> Settings:
+    """The deployment's settings with the variant's prompts, model and round limit."""
+    update: dict[str, object] = {
+        "db_path": db_path,
+        "max_rounds_limit": max(settings.max_rounds_limit, variant.max_rounds or 0, 10),
+    }
+    if variant.prompts_dir is not None:
+        update["prompts_dir"] = variant.prompts_dir
+    if variant.bot_model is not None:
+        update["llm_model"] = variant.bot_model
+    if roles.bot.temperature is not None:  # the bot's client reads it from the extra body
+        update["llm_extra_body"] = {**settings.llm_extra_body, "temperature": roles.bot.temperature}
+    return settings.model_copy(update=update)
+
+
+def _named(roles: ModelRoles) -> list[tuple[str, ModelEndpoint]]:
+    return [("bot", roles.bot), ("user", roles.user), ("judge", roles.judge)]
+
+
+def _describe(endpoint: ModelEndpoint) -> str:
+    where = endpoint.base_url or "the provider's default URL"
+    temperature = "" if endpoint.temperature is None else f", temperature {endpoint.temperature:g}"
+    return f"{endpoint.model} at {where}{temperature}"

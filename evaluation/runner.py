@@ -1,0 +1,112 @@
+"""One scenario played once through the real consultation service.
+
+The first message is the scenario's; after each reply that is not final the simulated
+user writes the next message (or presses "final answer now" after the round the
+scenario names, with the scenario's language), until the service hands back its final
+reply — after the chat's round limit at the latest — or something fails. A failure
+is recorded on the result (`error`), never raised: one broken run does not stop an
+evaluation. Tokens are the bot model's own, summed over every reply.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from core.final_now import request_text
+from core.outcomes import Reply
+from core.prompts import PromptLibrary
+from core.service import ConsultationService
+from evaluation.results import RunResult, Turn
+from evaluation.scenarios import Scenario
+from evaluation.simulated_user import BOT, USER, UserModel, next_message, speaker_for
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Bot:
+    """The engine under test, as a runtime opened it."""
+
+    service: ConsultationService
+    prompts: PromptLibrary
+
+
+async def play(
+    bot: Bot,
+    user: UserModel,
+    scenario: Scenario,
+    *,
+    variant: str,
+    repeat: int,
+    max_rounds: int,
+    chat_key: str,
+) -> RunResult:
+    result = RunResult(scenario.id, variant, repeat, max_rounds=max_rounds)
+    started = time.perf_counter()
+    try:
+        await _consult(bot, user, scenario, result, chat_key)
+    except Exception as exc:  # any failure ends this run only, and says why
+        log.debug("run %s/%s/%d failed", scenario.id, variant, repeat, exc_info=True)
+        result.error = f"{type(exc).__name__}: {exc}"
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+async def _consult(
+    bot: Bot, user: UserModel, scenario: Scenario, result: RunResult, key: str
+) -> None:
+    service = bot.service
+    group = scenario.is_group
+    await service.set_role(key, scenario.role)
+    await service.set_max_rounds(key, result.max_rounds)
+    name = _name(scenario, 0)
+    result.transcript.append(Turn(name, scenario.first_message))
+    author, author_id = _author(scenario, name)
+    reply = await service.ask(
+        key, scenario.first_message, author=author, author_id=author_id, is_group=group
+    )
+    replies = 1
+    while True:
+        _record(result, reply)
+        if reply.is_final:
+            break
+        if replies > result.max_rounds:  # the service's last round is final: never here
+            raise RuntimeError(f"no final answer after {replies} replies")
+        if scenario.behaviour.press_final_now_after_round == reply.round:
+            name = _name(scenario, reply.round)
+            text = request_text(bot.prompts, scenario.language)
+            result.transcript.append(Turn(name, text, final_now=True))
+            result.final_now_pressed = True
+            reply = await service.answer_now(
+                key, author=_author(scenario, name)[0], is_group=group, language=scenario.language
+            )
+        else:
+            name, text = await next_message(user, scenario, result.transcript, reply.round)
+            result.transcript.append(Turn(name, text))
+            author, author_id = _author(scenario, name)
+            reply = await service.ask(key, text, author=author, author_id=author_id, is_group=group)
+        replies += 1
+    result.final_answer = reply.text
+    result.rounds_used = reply.round
+    result.early_finish = reply.early_finish and not result.final_now_pressed
+
+
+def _record(result: RunResult, reply: Reply) -> None:
+    result.transcript.append(Turn(BOT, reply.text, round=reply.round))
+    result.tokens_in += reply.usage.prompt_tokens
+    result.tokens_out += reply.usage.completion_tokens
+
+
+def _name(scenario: Scenario, turn: int) -> str:
+    speaker = speaker_for(scenario, turn)
+    return speaker.name if speaker is not None else USER
+
+
+def _author(scenario: Scenario, name: str) -> tuple[str | None, int | None]:
+    """The author and author id a group member's messages carry; none in a private chat."""
+    for index, speaker in enumerate(scenario.speakers):
+        if speaker.name == name:
+            return name, 1000 + index
+    return None, None

@@ -1,0 +1,77 @@
+"""What is compared: variants of the bot (round limit, prompts folder, model) and the pairs.
+
+Without options there are two variants: "N-round" (each scenario's own round limit)
+and the "one-shot" baseline (one round: the first message answered at once, with the
+first variant's prompts and model). `--rounds`, `--prompts` and `--bot-model` given
+more than once multiply into one variant per combination, named by what differs.
+Every variant is compared pairwise with the baseline, and the first variant with each
+other one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluation.scenarios import Scenario
+
+BASELINE = "one-shot"
+DEFAULT = "N-round"
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    name: str
+    max_rounds: int | None = None  # None: the scenario's own
+    prompts_dir: Path | None = None  # None: the deployment's PROMPTS_DIR
+    bot_model: str | None = None  # None: the deployment's LLM_MODEL
+    baseline: bool = False
+
+    def rounds_for(self, scenario: Scenario) -> int:
+        if self.baseline:
+            return 1
+        return self.max_rounds or scenario.max_rounds
+
+
+def build_variants(
+    rounds: list[int], prompts: list[Path], bot_models: list[str], *, baseline: bool = True
+) -> list[Variant]:
+    """The variants, in a fixed order: the combinations as given, then the baseline."""
+    labels = _labels(prompts)
+    variants = []
+    folders: list[Path | None] = [*prompts] or [None]
+    models: list[str | None] = [*bot_models] or [None]
+    limits: list[int | None] = [*rounds] or [None]
+    for folder, model, limit in itertools.product(folders, models, limits):
+        parts = []
+        if len(prompts) > 1 and folder is not None:
+            parts.append(f"prompts:{labels[folder]}")
+        if len(bot_models) > 1:
+            parts.append(f"model:{model}")
+        if limit is not None and (len(rounds) > 1 or not parts):
+            parts.append(f"{limit}-round")
+        variants.append(Variant(" ".join(parts) or DEFAULT, limit, folder, model))
+    if baseline:
+        first = variants[0]
+        variants.append(Variant(BASELINE, 1, first.prompts_dir, first.bot_model, baseline=True))
+    return variants
+
+
+def variant_pairs(variants: list[Variant]) -> list[tuple[Variant, Variant]]:
+    """The pairs the pairwise judge compares: each variant against the baseline, and the
+    first variant against each other one."""
+    compared = [v for v in variants if not v.baseline]
+    baselines = [v for v in variants if v.baseline]
+    pairs = [(v, base) for v in compared for base in baselines]
+    pairs += [(compared[0], other) for other in compared[1:]]
+    return pairs
+
+
+def _labels(folders: list[Path]) -> dict[Path, str]:
+    """A short label per folder: its name, or the whole path when two names are equal."""
+    names = [folder.name or str(folder) for folder in folders]
+    return {
+        folder: name if names.count(name) == 1 else str(folder)
+        for folder, name in zip(folders, names, strict=True)
+    }
