@@ -16,7 +16,6 @@ from telegram import (
     BotCommand,
     BotCommandScopeAllGroupChats,
     BotCommandScopeAllPrivateChats,
-    Update,
 )
 from telegram.ext import (
     Application,
@@ -24,18 +23,20 @@ from telegram.ext import (
     CallbackQueryHandler,
     CommandHandler,
     MessageHandler,
-    TypeHandler,
     filters,
 )
 
+from bot.answer_now import AnswerNow
+from bot.chat import Context, Incoming
 from bot.commands import Commands
 from bot.config import BotConfig
 from bot.flood import ChatFloodControl
 from bot.handlers import Handlers
 from bot.i18n import COMMANDS
 from bot.ordering import PerChatUpdateProcessor
+from bot.say import Say
 from bot.telegram_http import AiohttpRequest
-from bot.turns import ANSWER_NOW
+from bot.turns import ANSWER_NOW, TurnRunner
 from core.outcomes import Reply
 from core.service import ConsultationService
 
@@ -77,14 +78,43 @@ def build_application(
         else builder.get_updates_request(AiohttpRequest(pool_size=1, read_timeout=40.0))
     )
     application = builder.build()
-    register(application, Handlers(service, config, on_reply=on_reply))
+    register(application, config, service, on_reply=on_reply)
     return application
 
 
-def register(application: Application, handlers: Handlers) -> None:
-    commands = Commands(handlers)
-    # Allow-lists first: a stranger's command or button press goes no further.
-    application.add_handler(TypeHandler(Update, handlers.gate), group=-1)
+def register(
+    application: Application,
+    config: BotConfig,
+    service: ConsultationService,
+    *,
+    on_reply: Callable[[Reply], None] | None = None,
+) -> None:
+    """Wire the handlers: one turn runner, one `say`, one "final answer now" shared by all."""
+    bot = application.bot
+    turns = TurnRunner(
+        ttl_minutes=config.ttl_minutes,
+        private_interval=config.private_progress_interval,
+        group_interval=config.group_progress_interval,
+        on_reply=on_reply,
+    )
+    say = Say(bot)
+    answer_now = AnswerNow(service, turns, bot)
+    commands = Commands(service, config, turns=turns, say=say, answer_now=answer_now)
+
+    async def answer_button(incoming: Incoming, _value: str, _context: Context) -> None:
+        await answer_now(incoming)
+
+    handlers = Handlers(
+        service,
+        config,
+        turns=turns,
+        say=say,
+        buttons={
+            ANSWER_NOW: answer_button,
+            "rounds": commands.rounds_button,
+            "role": commands.role_button,
+        },
+    )
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (
         ("start", commands.start),
@@ -96,9 +126,11 @@ def register(application: Application, handlers: Handlers) -> None:
         ("retry", commands.retry),
         ("role", commands.role),
     ):
-        application.add_handler(CommandHandler(name, callback, filters=only_new))
+        application.add_handler(CommandHandler(name, handlers.command(callback), filters=only_new))
     application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, handlers.on_migrate))
-    application.add_handler(MessageHandler(only_new & filters.COMMAND, commands.unknown))
+    application.add_handler(
+        MessageHandler(only_new & filters.COMMAND, handlers.command(commands.unknown))
+    )
     text_like = filters.TEXT | filters.CAPTION
     application.add_handler(
         MessageHandler(only_new & text_like & ~filters.COMMAND, handlers.on_message)
@@ -106,12 +138,7 @@ def register(application: Application, handlers: Handlers) -> None:
     application.add_handler(
         MessageHandler(only_new & ~text_like & ~filters.StatusUpdate.ALL, handlers.on_media)
     )
-    application.add_handler(
-        CallbackQueryHandler(handlers.on_answer_button, pattern=f"^{ANSWER_NOW}$")
-    )
-    application.add_handler(
-        CallbackQueryHandler(commands.on_settings_button, pattern=r"^(rounds|role):")
-    )
+    application.add_handler(CallbackQueryHandler(handlers.on_button))
     application.add_error_handler(handlers.on_error)
 
 

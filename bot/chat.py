@@ -12,8 +12,14 @@ import re
 from dataclasses import dataclass
 
 from telegram import Chat, Message, MessageEntity, Update, User
+from telegram.ext import ContextTypes
+
+from bot.delivery import Target
 
 GROUP_TYPES = frozenset({Chat.GROUP, Chat.SUPERGROUP})
+
+Context = ContextTypes.DEFAULT_TYPE
+"""What PTB hands every handler next to the update (the bot, command arguments)."""
 
 
 def chat_key(chat_id: int, thread_id: int | None = None) -> str:
@@ -93,16 +99,79 @@ def strip_mention(text: str, username: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Incoming:
-    """A text addressed to the bot, free of Telegram types."""
+    """One update as plain values: everything a handler needs, built once by `incoming_of`.
+
+    What arrived is `text` today; other kinds of input (voice, documents, photos) are
+    meant to join as fields of their own, next to it.
+    """
 
     chat_id: int
-    thread_id: int | None
+    thread_id: int | None  # the forum topic, None outside topics
+    message_id: int  # the user's message, or the bot's message under a pressed button
     user_id: int | None
-    author: str | None
+    author: str | None  # the member's display name in groups; None in private chats
     language: str
-    text: str
+    text: str  # mention of the bot stripped in groups; empty for a button press
     is_group: bool
+    addressed: bool  # surely for the bot: private, a mention, a reply to it, a command naming it
+    anonymous_admin: bool = False  # written as the group itself
 
     @property
     def key(self) -> str:
         return chat_key(self.chat_id, self.thread_id)
+
+    @property
+    def target(self) -> Target:
+        """Where answers go: the same topic, as a reply to the message in groups."""
+        return Target(
+            chat_id=self.chat_id,
+            thread_id=self.thread_id,
+            reply_to=self.message_id if self.is_group else None,
+            private=not self.is_group,
+        )
+
+
+def incoming_of(update: Update, bot_username: str, bot_id: int) -> Incoming | None:
+    """The update as an `Incoming`; None when it carries no (accessible) message."""
+    message = update.effective_message
+    if not isinstance(message, Message):
+        return None
+    user = update.effective_user
+    group = is_group(message)
+    button = update.callback_query is not None
+    raw = "" if button else (message.text or message.caption or "")
+    return Incoming(
+        chat_id=message.chat_id,
+        thread_id=topic_of(message),
+        message_id=message.message_id,
+        user_id=user.id if user is not None else None,
+        author=display_name(user) if group else None,
+        language=language_of(user),
+        text=strip_mention(raw, bot_username) if group else raw,
+        is_group=group,
+        addressed=button or not group or addressed_in_group(message, bot_username, bot_id),
+        anonymous_admin=(
+            not button
+            and message.sender_chat is not None
+            and message.sender_chat.id == message.chat_id
+        ),
+    )
+
+
+def addressed_in_group(message: Message, username: str, bot_id: int) -> bool:
+    """A command naming this bot (a bare one may be any bot's), else a mention or a reply."""
+    if command := command_of(message):
+        _, _, name = command.partition("@")
+        return name.lower() == username.lower()
+    return mentions_bot(message, username=username, bot_id=bot_id) or replies_to_bot(
+        message, bot_id=bot_id
+    )
+
+
+def command_of(message: Message) -> str | None:
+    """The leading `/command[@bot]` of a message, as Telegram marks it."""
+    text = message.text or ""
+    for entity in message.entities:
+        if entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
+            return text[: entity.length]
+    return None

@@ -1,30 +1,27 @@
 """Command handlers: /start /help /rounds /reset /status /answer /retry /role, and their buttons.
 
-In groups, the commands that change the consultation (/rounds, /reset, /role) are
-for chat admins and the member who started the consultation, unless the operator
-opened them to everyone (GROUP_CONFIG_ADMINS_ONLY=false).
+Each command gets the update as an `Incoming` from the allow-list check in
+`bot.handlers`. In groups, the commands that change the consultation (/rounds,
+/reset, /role) are for chat admins and the member who started the consultation,
+unless the operator opened them to everyone (GROUP_CONFIG_ADMINS_ONLY=false).
 """
 
 from __future__ import annotations
 
 import logging
 
-from telegram import (
-    ChatMember,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    Message,
-    Update,
-)
+from telegram import ChatMember, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 
-from bot.chat import chat_key, is_group, language_of, topic_of
-from bot.delivery import Sender
-from bot.handlers import Context, Handlers, target_of
+from bot.answer_now import AnswerNow
+from bot.chat import Context, Incoming
+from bot.config import BotConfig
 from bot.i18n import t
+from bot.say import Say
+from bot.turns import TurnRunner
 from core.errors import InvalidMaxRounds
 from core.outcomes import Reply
-from core.service import OnText
+from core.service import ConsultationService, OnText
 
 log = logging.getLogger(__name__)
 
@@ -33,25 +30,30 @@ ADMIN_STATUSES = frozenset({ChatMember.ADMINISTRATOR, ChatMember.OWNER})
 
 
 class Commands:
-    def __init__(self, handlers: Handlers) -> None:
-        self.h = handlers
-        self.service = handlers.service
-        self.config = handlers.config
+    def __init__(
+        self,
+        service: ConsultationService,
+        config: BotConfig,
+        *,
+        turns: TurnRunner,
+        say: Say,
+        answer_now: AnswerNow,
+    ) -> None:
+        self.service = service
+        self.config = config
+        self.turns = turns
+        self.say = say
+        self.answer_now = answer_now
 
-    async def start(self, update: Update, context: Context) -> None:
+    async def start(self, incoming: Incoming, context: Context) -> None:
         """Greet and explain how a consultation works."""
-        if (found := self._message(update)) is None:
-            return
-        message, language, key = found
-        status = await self.service.status(key)
-        await self._say(message, context, t(language, "start", rounds=status.max_rounds))
+        status = await self.service.status(incoming.key)
+        await self.say(incoming, t(incoming.language, "start", rounds=status.max_rounds))
 
-    async def help(self, update: Update, context: Context) -> None:
+    async def help(self, incoming: Incoming, context: Context) -> None:
         """List the commands; in groups explain privacy mode when it hides messages."""
-        if (found := self._message(update)) is None:
-            return
-        message, language, key = found
-        status = await self.service.status(key)
+        language = incoming.language
+        status = await self.service.status(incoming.key)
         text = t(
             language,
             "help",
@@ -59,70 +61,67 @@ class Commands:
             rounds=status.max_rounds,
             username=context.bot.username,
         )
-        if is_group(message) and not context.bot.can_read_all_group_messages:
+        if incoming.is_group and not context.bot.can_read_all_group_messages:
             text += "\n\n" + t(language, "privacy_note", username=context.bot.username)
-        await self._say(message, context, text)
+        await self.say(incoming, text)
 
-    async def rounds(self, update: Update, context: Context) -> None:
+    async def rounds(self, incoming: Incoming, context: Context) -> None:
         """Show or set the number of rounds per consultation."""
-        if (found := self._message(update)) is None:
-            return
-        message, language, key = found
         args = context.args or []
         if not args:
-            status = await self.service.status(key)
+            status = await self.service.status(incoming.key)
             limit = self.service.config.max_rounds_limit
-            await self._say(
-                message,
-                context,
-                t(language, "rounds_show", rounds=status.max_rounds, limit=limit),
+            await self.say(
+                incoming,
+                t(incoming.language, "rounds_show", rounds=status.max_rounds, limit=limit),
                 keyboard=rounds_keyboard(limit),
             )
             return
-        if not await self._may_configure(message, context, key):
-            await self._say(message, context, t(language, "not_admin"))
+        if not await self._may_configure(incoming, context):
+            await self.say(incoming, t(incoming.language, "not_admin"))
             return
-        await self._set_rounds(message, context, language, key, " ".join(args))
+        await self._set_rounds(incoming, " ".join(args))
 
-    async def _set_rounds(
-        self, message: Message, context: Context, language: str, key: str, raw: str
-    ) -> None:
+    async def rounds_button(self, incoming: Incoming, value: str, context: Context) -> None:
+        """Apply a choice from the /rounds buttons."""
+        if not await self._may_configure(incoming, context):
+            await self.say(incoming, t(incoming.language, "not_admin"))
+            return
+        await self._set_rounds(incoming, value)
+
+    async def _set_rounds(self, incoming: Incoming, raw: str) -> None:
+        language = incoming.language
         limit = self.service.config.max_rounds_limit
         invalid = t(language, "rounds_invalid", value=raw[:40], limit=limit)
         try:
             value = int(raw.strip())
         except ValueError:
-            await self._say(message, context, invalid)
+            await self.say(incoming, invalid)
             return
         try:
-            change = await self.service.set_max_rounds(key, value)
+            change = await self.service.set_max_rounds(incoming.key, value)
         except InvalidMaxRounds:
-            await self._say(message, context, invalid)
+            await self.say(incoming, invalid)
             return
         lines = [t(language, "rounds_set", rounds=change.max_rounds)]
         if change.active:
             lines.append(t(language, "rounds_set_active", done=change.rounds_done, rounds=value))
             if change.next_is_final:
                 lines.append(t(language, "rounds_next_final"))
-        await self._say(message, context, "\n".join(lines))
+        await self.say(incoming, "\n".join(lines))
 
-    async def reset(self, update: Update, context: Context) -> None:
+    async def reset(self, incoming: Incoming, context: Context) -> None:
         """End the active consultation, stopping a reply being written (runs out of order)."""
-        if (found := self._message(update)) is None:
+        if not await self._may_configure(incoming, context):
+            await self.say(incoming, t(incoming.language, "not_admin"))
             return
-        message, language, key = found
-        if not await self._may_configure(message, context, key):
-            await self._say(message, context, t(language, "not_admin"))
-            return
-        ended = await self.service.reset(key)
-        await self._say(message, context, t(language, "reset_done" if ended else "reset_none"))
+        ended = await self.service.reset(incoming.key)
+        await self.say(incoming, t(incoming.language, "reset_done" if ended else "reset_none"))
 
-    async def status(self, update: Update, context: Context) -> None:
+    async def status(self, incoming: Incoming, context: Context) -> None:
         """Say where the consultation stands (runs out of order, even mid-turn)."""
-        if (found := self._message(update)) is None:
-            return
-        message, language, key = found
-        status = await self.service.status(key)
+        language = incoming.language
+        status = await self.service.status(incoming.key)
         role = self._role_title(status.role)
         if not status.active:
             text = t(language, "status_idle", rounds=status.max_rounds, role=role)
@@ -141,143 +140,90 @@ class Commands:
                 text += "\n" + t(language, "status_answering")
             elif status.open_turn:
                 text += "\n" + t(language, "status_open_turn")
-        await self._say(message, context, text)
+        await self.say(incoming, text)
 
-    async def answer(self, update: Update, context: Context) -> None:
+    async def answer(self, incoming: Incoming, context: Context) -> None:
         """Give the final answer now."""
-        message = update.effective_message
-        if message is None:
-            return
-        await self.h.final_answer_now(message, context, user=update.effective_user)
+        await self.answer_now(incoming)
 
-    async def retry(self, update: Update, context: Context) -> None:
+    async def retry(self, incoming: Incoming, context: Context) -> None:
         """Answer the waiting message again after a model error."""
-        if (found := self._message(update)) is None:
-            return
-        message, language, key = found
-        group = is_group(message)
 
         async def retry(on_text: OnText) -> Reply:
-            return await self.service.retry(key, is_group=group, on_text=on_text)
+            return await self.service.retry(
+                incoming.key, is_group=incoming.is_group, on_text=on_text
+            )
 
-        await self.h.turns.run(context.bot, target_of(message), language, retry)
+        await self.turns.run(context.bot, incoming.target, incoming.language, retry)
 
-    async def role(self, update: Update, context: Context) -> None:
+    async def role(self, incoming: Incoming, context: Context) -> None:
         """Show or choose the expert persona (or a custom instruction) for the chat."""
-        if (found := self._message(update)) is None:
-            return
-        message, language, key = found
         roles = self.service.roles()
         args = context.args or []
         if not args:
-            status = await self.service.status(key)
-            await self._say(
-                message,
-                context,
-                t(language, "role_show", role=self._role_title(status.role)),
+            status = await self.service.status(incoming.key)
+            await self.say(
+                incoming,
+                t(incoming.language, "role_show", role=self._role_title(status.role)),
                 keyboard=roles_keyboard({k: r.title for k, r in roles.items()}),
             )
             return
-        if not await self._may_configure(message, context, key):
-            await self._say(message, context, t(language, "not_admin"))
+        if not await self._may_configure(incoming, context):
+            await self.say(incoming, t(incoming.language, "not_admin"))
             return
-        await self._set_role(message, context, language, key, " ".join(args))
+        await self._set_role(incoming, " ".join(args))
 
-    async def _set_role(
-        self, message: Message, context: Context, language: str, key: str, raw: str
-    ) -> None:
+    async def role_button(self, incoming: Incoming, value: str, context: Context) -> None:
+        """Apply a choice from the /role buttons."""
+        if not await self._may_configure(incoming, context):
+            await self.say(incoming, t(incoming.language, "not_admin"))
+            return
+        await self._set_role(incoming, value)
+
+    async def _set_role(self, incoming: Incoming, raw: str) -> None:
         roles = self.service.roles()
         choice = raw.strip().lower()
         if choice in roles:
-            await self.service.set_role(key, choice)
+            await self.service.set_role(incoming.key, choice)
             title = roles[choice].title
         elif len(raw.split()) >= 3:  # a sentence: the chat's own instruction for the expert
-            await self.service.set_role(key, None, system_prompt=raw.strip()[:2000])
+            await self.service.set_role(incoming.key, None, system_prompt=raw.strip()[:2000])
             title = "“" + raw.strip()[:60] + "”"
         else:
             names = ", ".join(sorted(roles))
-            await self._say(
-                message, context, t(language, "role_unknown", value=raw[:40], roles=names)
+            await self.say(
+                incoming, t(incoming.language, "role_unknown", value=raw[:40], roles=names)
             )
             return
-        await self._say(message, context, t(language, "role_set", role=title))
+        await self.say(incoming, t(incoming.language, "role_set", role=title))
 
-    async def unknown(self, update: Update, context: Context) -> None:
-        """Point to /help for a command the bot does not have."""
-        message = update.effective_message
-        if message is None or not message.text:
-            return
-        if is_group(message):
-            command = message.text.split()[0]
-            if (
-                "@" not in command
-                or command.split("@", 1)[1].lower() != context.bot.username.lower()
-            ):
-                return  # possibly another bot's command
-        await self._say(message, context, t(language_of(update.effective_user), "unknown_command"))
-
-    async def on_settings_button(self, update: Update, context: Context) -> None:
-        """Apply a choice from the /rounds or /role buttons."""
-        query = update.callback_query
-        if query is None or not isinstance(query.message, Message) or not query.data:
-            return
-        await query.answer()
-        message = query.message
-        language = language_of(query.from_user)
-        key = chat_key(message.chat_id, topic_of(message))
-        if not await self._may_configure(message, context, key, user_id=query.from_user.id):
-            await self._say(message, context, t(language, "not_admin"))
-            return
-        kind, _, value = query.data.partition(":")
-        if kind == "rounds":
-            await self._set_rounds(message, context, language, key, value)
-        elif kind == "role":
-            await self._set_role(message, context, language, key, value)
+    async def unknown(self, incoming: Incoming, context: Context) -> None:
+        """Point to /help for a command the bot does not have; in groups only when the
+        command names this bot (a bare one may be another bot's)."""
+        if incoming.addressed:
+            await self.say(incoming, t(incoming.language, "unknown_command"))
 
     # -- helpers ---------------------------------------------------------------------------
-
-    def _message(self, update: Update) -> tuple[Message, str, str] | None:
-        message = update.effective_message
-        if message is None:
-            return None
-        return (
-            message,
-            language_of(update.effective_user),
-            chat_key(message.chat_id, topic_of(message)),
-        )
-
-    async def _say(
-        self,
-        message: Message,
-        context: Context,
-        text: str,
-        keyboard: InlineKeyboardMarkup | None = None,
-    ) -> None:
-        await self.h.say(Sender(context.bot, target_of(message)), text, keyboard=keyboard)
 
     def _role_title(self, role: str) -> str:
         info = self.service.roles().get(role)
         return info.title if info is not None else role
 
-    async def _may_configure(
-        self, message: Message, context: Context, key: str, *, user_id: int | None = None
-    ) -> bool:
+    async def _may_configure(self, incoming: Incoming, context: Context) -> bool:
         """In groups: admins and the consultation's starter; elsewhere anyone."""
-        if not is_group(message) or not self.config.group_config_admins_only:
+        if not incoming.is_group or not self.config.group_config_admins_only:
             return True
-        if message.sender_chat is not None and message.sender_chat.id == message.chat_id:
-            return True  # an anonymous admin writing as the group
-        if user_id is None:
-            user_id = message.from_user.id if message.from_user is not None else None
-        if user_id is None:
+        if incoming.anonymous_admin:
+            return True
+        if incoming.user_id is None:
             return False
-        status = await self.service.status(key)
-        if status.active and status.started_by == user_id:
+        status = await self.service.status(incoming.key)
+        if status.active and status.started_by == incoming.user_id:
             return True
         try:
-            member = await context.bot.get_chat_member(message.chat_id, user_id)
+            member = await context.bot.get_chat_member(incoming.chat_id, incoming.user_id)
         except TelegramError as exc:
-            log.info("could not check admin rights in chat %s: %s", message.chat_id, exc)
+            log.info("could not check admin rights in chat %s: %s", incoming.chat_id, exc)
             return False
         return member.status in ADMIN_STATUSES
 

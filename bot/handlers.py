@@ -1,7 +1,8 @@
-"""Telegram handlers: parse the update, call the consultation service, show the result.
+"""Telegram handlers: turn the update into an `Incoming`, check access, call the service.
 
 Handlers stay thin: Telegram specifics (addressing in groups, access, input limits)
-are decided here; consultation rules live in `core`. Edited messages are ignored
+are decided here; consultation rules live in `core`. Every handler reads the update
+through one `Incoming`, built once by `incoming_of`. Edited messages are ignored
 on purpose: the original text is already part of the consultation and the model
 may have answered it, so re-answering an edit would fork the conversation.
 """
@@ -9,28 +10,18 @@ may have answered it, so re-answering an edit would fork the conversation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any
 
-from telegram import InlineKeyboardMarkup, Message, Update, User
-from telegram.error import TelegramError
-from telegram.ext import ApplicationHandlerStop, ContextTypes, filters
+from telegram import Update
 
 from bot.access import RateLimiter, is_allowed
-from bot.chat import (
-    Incoming,
-    chat_key,
-    display_name,
-    is_group,
-    language_of,
-    mentions_bot,
-    replies_to_bot,
-    strip_mention,
-    topic_of,
-)
+from bot.chat import Context, Incoming, chat_key, incoming_of
 from bot.config import BotConfig
-from bot.delivery import ChatUnavailable, Sender, Target
+from bot.delivery import Sender
 from bot.i18n import t
-from bot.turns import ANSWER_NOW, TurnRunner
+from bot.say import Say
+from bot.turns import TurnRunner
 from core.blank import is_blank
 from core.errors import EmptyMessage, StoreUnavailable
 from core.outcomes import Reply
@@ -38,16 +29,10 @@ from core.service import ConsultationService, OnText
 
 log = logging.getLogger(__name__)
 
-Context = ContextTypes.DEFAULT_TYPE
-
-
-def target_of(message: Message) -> Target:
-    return Target(
-        chat_id=message.chat_id,
-        thread_id=topic_of(message) if message.is_topic_message else None,
-        reply_to=message.message_id if is_group(message) else None,
-        private=not is_group(message),
-    )
+UpdateCallback = Callable[[Update, Context], Coroutine[Any, Any, None]]
+CommandCallback = Callable[[Incoming, Context], Awaitable[None]]
+ButtonCallback = Callable[[Incoming, str, Context], Awaitable[None]]
+"""Called with the part of the button's data after "kind:" ("" when there is none)."""
 
 
 class Handlers:
@@ -56,67 +41,74 @@ class Handlers:
         service: ConsultationService,
         config: BotConfig,
         *,
-        on_reply: Callable[[Reply], None] | None = None,
+        turns: TurnRunner,
+        say: Say,
+        buttons: Mapping[str, ButtonCallback],
     ) -> None:
         self.service = service
         self.config = config
-        self.turns = TurnRunner(
-            ttl_minutes=config.ttl_minutes,
-            private_interval=config.private_progress_interval,
-            group_interval=config.group_progress_interval,
-            on_reply=on_reply,
-        )
+        self.turns = turns
+        self.say = say
+        self.buttons = buttons  # by the kind before ":" in the button's data
         self.rate_limiter = RateLimiter(config.user_rate_limit_per_minute)
 
-    async def gate(self, update: Update, context: Context) -> None:
-        """Stop commands and button presses from users outside the allow-lists.
-
-        Runs before every other handler. Plain messages pass: `accept` refuses them
-        (it knows which group messages are addressed to the bot); commands and buttons
-        would otherwise change settings or call the model for anyone. Refused commands
-        are answered in private chats only, since in a group they may be another bot's.
-        """
-        user, chat = update.effective_user, update.effective_chat
-        if chat is None or is_allowed(
-            user_id=user.id if user is not None else None,
-            chat_id=chat.id,
+    def allowed(self, incoming: Incoming) -> bool:
+        return is_allowed(
+            user_id=incoming.user_id,
+            chat_id=incoming.chat_id,
             allowed_users=self.config.allowed_user_ids,
             allowed_chats=self.config.allowed_chat_ids,
-        ):
+        )
+
+    def command(self, callback: CommandCallback) -> UpdateCallback:
+        """`callback` for the users on the allow-lists only.
+
+        A refused command is answered in private chats only, since in a group it may be
+        another bot's.
+        """
+
+        async def handle(update: Update, context: Context) -> None:
+            incoming = incoming_of(update, context.bot.username, context.bot.id)
+            if incoming is None:
+                return
+            if not self.allowed(incoming):
+                if not incoming.is_group:
+                    await self.say(incoming, t(incoming.language, "not_allowed"))
+                return
+            await callback(incoming, context)
+
+        return handle
+
+    async def on_button(self, update: Update, context: Context) -> None:
+        """A press on an inline button: refused outside the allow-lists, else handled by kind."""
+        query = update.callback_query
+        incoming = incoming_of(update, context.bot.username, context.bot.id)
+        if query is None or incoming is None:
             return
-        refusal = t(language_of(user), "not_allowed")
-        if update.callback_query is not None:
-            try:
-                await update.callback_query.answer(refusal)
-            except TelegramError as exc:
-                log.info("could not answer a refused button press: %s", exc)
-            raise ApplicationHandlerStop
-        message = update.message
-        if message is None or not filters.COMMAND.check_update(update):
+        if not self.allowed(incoming):
+            await query.answer(t(incoming.language, "not_allowed"))
             return
-        if not is_group(message):
-            await self.say(Sender(context.bot, target_of(message)), refusal)
-        raise ApplicationHandlerStop
+        await query.answer()
+        kind, _, value = (query.data or "").partition(":")
+        callback = self.buttons.get(kind)
+        if callback is not None:
+            await callback(incoming, value, context)
 
     # -- messages ------------------------------------------------------------------------
 
     async def on_message(self, update: Update, context: Context) -> None:
         """Advance the consultation with a text (or a captioned photo) addressed to the bot."""
-        message = update.effective_message
-        if message is None:
-            return
-        incoming = await self.accept(message, context)
+        incoming = await self.accept(update, context)
         if incoming is None:
             return
         text = incoming.text
         language = incoming.language
-        sender = Sender(context.bot, target_of(message))
         if is_blank(text):
-            await self.say(sender, t(language, "empty"))
+            await self.say(incoming, t(language, "empty"))
             return
         if len(text) > self.config.max_input_chars:
             text = text[: self.config.max_input_chars]
-            await self.say(sender, t(language, "truncated", limit=self.config.max_input_chars))
+            await self.say(incoming, t(language, "truncated", limit=self.config.max_input_chars))
 
         async def ask(on_text: OnText) -> Reply:
             return await self.service.ask(
@@ -129,63 +121,36 @@ class Handlers:
             )
 
         try:
-            await self.turns.run(context.bot, target_of(message), language, ask)
+            await self.turns.run(context.bot, incoming.target, language, ask)
         except EmptyMessage:
-            await self.say(sender, t(language, "empty"))
+            await self.say(incoming, t(language, "empty"))
 
     async def on_media(self, update: Update, context: Context) -> None:
         """Explain that only text is understood (stickers, voice, photos without caption)."""
-        message = update.effective_message
-        if message is None:
-            return
-        incoming = await self.accept(message, context)
+        incoming = await self.accept(update, context)
         if incoming is not None:
-            await self.say(
-                Sender(context.bot, target_of(message)), t(incoming.language, "text_only")
-            )
+            await self.say(incoming, t(incoming.language, "text_only"))
 
-    async def accept(self, message: Message, context: Context) -> Incoming | None:
-        """The message as plain values if it is for the bot and allowed; None to ignore it.
+    async def accept(self, update: Update, context: Context) -> Incoming | None:
+        """The message if it is for the bot and allowed; None to ignore it.
 
         Replies itself when a user is refused (not allowed, too fast).
         """
-        user = message.from_user
-        language = language_of(user)
-        group = is_group(message)
-        raw = message.text or message.caption or ""
-        bot = context.bot
-        if group and not (
-            mentions_bot(message, username=bot.username, bot_id=bot.id)
-            or replies_to_bot(message, bot_id=bot.id)
-        ):
+        incoming = incoming_of(update, context.bot.username, context.bot.id)
+        if incoming is None or not incoming.addressed:
             return None
-        sender = Sender(bot, target_of(message))
-        user_id = user.id if user is not None else None
-        if not is_allowed(
-            user_id=user_id,
-            chat_id=message.chat_id,
-            allowed_users=self.config.allowed_user_ids,
-            allowed_chats=self.config.allowed_chat_ids,
-        ):
-            await self.say(sender, t(language, "not_allowed"))
+        if not self.allowed(incoming):
+            await self.say(incoming, t(incoming.language, "not_allowed"))
             return None
-        if user_id is not None:
-            wait = self.rate_limiter.check(user_id)
+        if incoming.user_id is not None:
+            wait = self.rate_limiter.check(incoming.user_id)
             if wait > 0:
-                if self.rate_limiter.should_warn(user_id):
-                    await self.say(sender, t(language, "rate_limited", seconds=int(wait) + 1))
+                if self.rate_limiter.should_warn(incoming.user_id):
+                    seconds = int(wait) + 1
+                    await self.say(incoming, t(incoming.language, "rate_limited", seconds=seconds))
                 return None
-        self.turns.forget_blocked(message.chat_id)
-        text = strip_mention(raw, bot.username) if group else raw
-        return Incoming(
-            chat_id=message.chat_id,
-            thread_id=topic_of(message),
-            user_id=user_id,
-            author=display_name(user) if group else None,
-            language=language,
-            text=text,
-            is_group=group,
-        )
+        self.turns.forget_blocked(incoming.chat_id)
+        return incoming
 
     async def on_migrate(self, update: Update, context: Context) -> None:
         """Keep a group's consultation and settings when Telegram makes it a supergroup.
@@ -200,44 +165,6 @@ class Handlers:
         moved = await self.service.move_chat(old, new)
         log.info("chat %s became %s; %d consultation(s) moved", old, new, moved)
 
-    async def on_answer_button(self, update: Update, context: Context) -> None:
-        """Give the final answer now, from the button under a clarifying question."""
-        query = update.callback_query
-        if query is None:
-            return
-        await query.answer()
-        message = query.message
-        if not isinstance(message, Message) or query.data != ANSWER_NOW:
-            return
-        await self.final_answer_now(message, context, user=query.from_user)
-
-    async def final_answer_now(
-        self, message: Message, context: Context, *, user: User | None
-    ) -> None:
-        group = is_group(message)
-        language = language_of(user)
-        key = Incoming(message.chat_id, topic_of(message), None, None, language, "", group).key
-
-        async def answer(on_text: OnText) -> Reply:
-            return await self.service.answer_now(
-                key,
-                author=display_name(user) if group else None,
-                is_group=group,
-                on_text=on_text,
-                language=language,
-            )
-
-        await self.turns.run(context.bot, target_of(message), language, answer)
-
-    async def say(
-        self, sender: Sender, text: str, *, keyboard: InlineKeyboardMarkup | None = None
-    ) -> None:
-        """Send a UI text; a chat that is gone or unreachable is logged, not raised."""
-        try:
-            await sender.send_text(text, keyboard=keyboard)
-        except (ChatUnavailable, TelegramError) as exc:
-            log.info("could not write to chat %s: %s", sender.chat_id, exc)
-
     async def on_error(self, update: object, context: Context) -> None:
         """Log the failure; tell the user something went wrong, never how."""
         unavailable = isinstance(context.error, StoreUnavailable)
@@ -245,12 +172,13 @@ class Handlers:
             log.warning("store unavailable while handling an update: %s", context.error)
         else:
             log.error("error while handling an update", exc_info=context.error)
-        if isinstance(update, Update) and update.effective_message is not None:
-            message = update.effective_message
-            language = language_of(update.effective_user)
-            try:
-                await Sender(context.bot, target_of(message)).send_text(
-                    t(language, "store_unavailable" if unavailable else "internal_error")
-                )
-            except Exception:  # the chat may be gone; nothing more to do
-                log.debug("could not report the error to the chat", exc_info=True)
+        if not isinstance(update, Update):
+            return
+        incoming = incoming_of(update, context.bot.username, context.bot.id)
+        if incoming is None:
+            return
+        text = t(incoming.language, "store_unavailable" if unavailable else "internal_error")
+        try:
+            await Sender(context.bot, incoming.target).send_text(text)
+        except Exception:  # the chat may be gone; nothing more to do
+            log.debug("could not report the error to the chat", exc_info=True)

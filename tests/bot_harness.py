@@ -1,9 +1,21 @@
-"""A running bot for end-to-end tests: the real PTB Application, long polling against the
-fake Bot API, the real openai SDK against the fake model server, a real SQLite file."""
+"""The Telegram edge under test: a running bot and the helpers that talk to it.
+
+The real PTB Application long-polls the fake Bot API, the real openai SDK talks to the
+fake model server, and the store is a real SQLite file. Every helper waits on the fake
+Bot API's recorded calls (never on sleeps); "sent" always means a sendMessage the fake
+accepted (status 200), in the order received.
+
+Private chats: `ask_private` sends a message and returns the texts of the replies.
+Groups: `post_in_group` sends a member's message (mentioning the bot by default) and
+returns the message dict; `group_answer` waits for a finished answer (recognised by its
+footer, "Round k of N" / "Final answer", whether sent new or as the final edit of a
+progress message: exactly one successful call carries it).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +26,11 @@ from telegram.ext import Application
 from app.runtime import Runtime, open_runtime
 from app.settings import Settings, load_settings
 from bot.app import build_application
-from bot.handlers import Handlers
-from bot.turns import TurnRunner
-from tests.fakes.bot_api import TOKEN, FakeBotApi
+from bot.config import BotConfig
+from tests.fakes.bot_api import TOKEN, Call, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
+
+# -- starting a bot ------------------------------------------------------------------------
 
 
 def bot_settings(
@@ -62,19 +75,6 @@ class RunningBot:
         )
         return self.messages(chat_id)
 
-    @property
-    def handlers(self) -> Handlers:
-        """The bot's `Handlers` (their allow-list gate is the one handler of group -1)."""
-        [gate] = self.application.handlers[-1]
-        handlers = gate.callback.__self__  # type: ignore[attr-defined]
-        assert isinstance(handlers, Handlers)
-        return handlers
-
-    def set_group_interval(self, seconds: float) -> None:
-        """Space group progress edits at least `seconds` apart (3 s in production)."""
-        ttl_minutes = max(round(self.runtime.settings.session_ttl_seconds / 60), 1)
-        self.handlers.turns = TurnRunner(ttl_minutes=ttl_minutes, group_interval=seconds)
-
     def messages(self, chat_id: int) -> list[str]:
         return [
             c.params["text"]
@@ -85,10 +85,15 @@ class RunningBot:
 
 @contextlib.asynccontextmanager
 async def running_bot(
-    settings: Settings, bot_api: FakeBotApi, model_server: FakeModelServer
+    settings: Settings,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    *,
+    config: BotConfig | None = None,
 ) -> AsyncIterator[RunningBot]:
+    """A bot polling the fake; `config` replaces the one `settings` gives (tunables)."""
     async with open_runtime(settings) as runtime:
-        application = build_application(settings.bot_config(), runtime.service)
+        application = build_application(config or settings.bot_config(), runtime.service)
         async with application:
             await application.start()
             assert application.updater is not None
@@ -100,8 +105,147 @@ async def running_bot(
                 await application.stop()
 
 
+@contextlib.asynccontextmanager
+async def started_bot(
+    db_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    *,
+    group_progress_interval: float | None = None,
+    **overrides: Any,
+) -> AsyncIterator[RunningBot]:
+    """A running bot on `db_path` with settings `overrides` (and, given, the seconds
+    between progress edits in groups: 3 s in production)."""
+    settings = bot_settings(db_path, bot_api, model_server, **overrides)
+    config = settings.bot_config()
+    if group_progress_interval is not None:
+        config = dataclasses.replace(config, group_progress_interval=group_progress_interval)
+    async with running_bot(settings, bot_api, model_server, config=config) as running:
+        yield running
+
+
 class FirstCallOnly(dict[str, float]):
     """Latencies for `FakeBotApi.latency` applied once per method: only the first call stalls."""
 
     def get(self, key: str, default: float | None = None) -> float | None:  # type: ignore[override]
         return self.pop(key, default)
+
+
+# -- private chats -------------------------------------------------------------------------
+
+
+def delivered(call: Call, chat_id: int) -> bool:
+    """A sendMessage to the chat that the fake has answered with a message.
+
+    `result` is set only once a call is answered; `status` reads 200 while it is in flight.
+    """
+    return (
+        call.method == "sendMessage"
+        and call.result is not None
+        and str(call.params.get("chat_id")) == str(chat_id)
+    )
+
+
+def sent(bot: RunningBot, chat_id: int) -> list[Call]:
+    """Delivered sendMessage calls to the chat, in order."""
+    return [c for c in bot.api.calls if delivered(c, chat_id)]
+
+
+async def wait_sent(bot: RunningBot, chat_id: int, count: int, timeout: float = 10.0) -> list[str]:  # noqa: ASYNC109
+    """Wait until `count` messages in total were delivered to the chat; return all texts."""
+    await bot.api.wait_for(lambda c: delivered(c, chat_id), timeout, count=count)
+    return [c.params["text"] for c in sent(bot, chat_id)]
+
+
+async def ask_private(
+    bot: RunningBot, chat_id: int, text: str | None, *, parts: int = 1, **kwargs: Any
+) -> list[str]:
+    """Send a message in a private chat and wait for `parts` more messages to it; return
+    their texts."""
+    before = len(sent(bot, chat_id))
+    await bot.send(chat_id, text, **kwargs)
+    texts = await wait_sent(bot, chat_id, before + parts)
+    return texts[before:]
+
+
+async def press(bot: RunningBot, chat_id: int, data: str, message_id: int) -> str:
+    """Press an inline button under `message_id`; return the bot's next message."""
+    before = len(sent(bot, chat_id))
+    bot.api.push_update(bot.api.callback_query(chat_id, chat_id, data, message_id))
+    texts = await wait_sent(bot, chat_id, before + 1)
+    return texts[before]
+
+
+def buttons(call: Call) -> list[str]:
+    """callback_data of every inline button of a sent message."""
+    markup = call.params.get("reply_markup") or {}
+    return [b["callback_data"] for row in markup.get("inline_keyboard", []) for b in row]
+
+
+def system_prompt(request: dict[str, Any]) -> str:
+    return str(request["messages"][0]["content"])
+
+
+def conversation(request: dict[str, Any]) -> list[str]:
+    """Contents of the non-system messages the model was sent."""
+    return [m["content"] for m in request["messages"] if m["role"] != "system"]
+
+
+# -- groups --------------------------------------------------------------------------------
+
+GROUP = -1001234
+ALICE, BOB, CAROL = 11, 12, 13
+FOOTERS = ("Round ", "Final answer")
+NOT_ADMIN = "Only group admins"
+
+
+def mention(text: str, name: str = "@consult_bot") -> list[dict[str, Any]]:
+    """The `mention` entity Telegram attaches to `name` inside `text` (ASCII texts only)."""
+    return [{"type": "mention", "offset": text.index(name), "length": len(name)}]
+
+
+def in_chat(call: Call, chat_id: int) -> bool:
+    return call.status == 200 and call.params.get("chat_id") == chat_id
+
+
+async def post_in_group(
+    bot: RunningBot,
+    text: str,
+    *,
+    user: int = ALICE,
+    name: str = "Alice",
+    chat: int = GROUP,
+    addressed: str | None = "@consult_bot",
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """A member's message in a group, mentioning the bot unless `addressed` is None;
+    returns the message dict at once (wait with `group_answer` or `group_said`)."""
+    kwargs.setdefault("chat_type", "supergroup")
+    entities = mention(text, addressed) if addressed and addressed in text else None
+    return await bot.send(chat, text, user_id=user, first_name=name, entities=entities, **kwargs)
+
+
+async def group_answer(bot: RunningBot, count: int, chat: int = GROUP, timeout: float = 10) -> Call:  # noqa: ASYNC109
+    """Wait for the `count`-th finished answer in the chat (a send or edit carrying a footer)."""
+    return await bot.api.wait_for(
+        lambda c: (
+            c.method in ("sendMessage", "editMessageText")
+            and in_chat(c, chat)
+            and any(f in c.params["text"] for f in FOOTERS)
+        ),
+        timeout,
+        count=count,
+    )
+
+
+async def group_said(bot: RunningBot, fragment: str, count: int = 1, chat: int = GROUP) -> Call:
+    """Wait for the `count`-th sendMessage to the chat containing `fragment`."""
+    return await bot.api.wait_for(
+        lambda c: c.method == "sendMessage" and in_chat(c, chat) and fragment in c.params["text"],
+        count=count,
+    )
+
+
+def group_texts(bot: RunningBot, chat: int = GROUP) -> list[str]:
+    """Texts of the bot's sendMessage calls the fake accepted in the group."""
+    return [c.params["text"] for c in bot.api.calls_of("sendMessage") if in_chat(c, chat)]

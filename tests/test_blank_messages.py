@@ -16,7 +16,7 @@ from core.prompts import PromptLibrary
 from core.requests import EngineConfig
 from core.service import ConsultationService
 from storage import SqliteStore
-from tests.bot_private_support import private_bot, say
+from tests.bot_harness import ask_private, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 
@@ -83,9 +83,9 @@ async def test_bot_answers_an_invisible_message_as_empty(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """A zero-width message gets the "empty" explanation; nothing is stored or asked."""
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        [text] = await say(bot, 961, "\u200b\u200c\u200d\u2060\ufeff")
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [text] = await ask_private(bot, 961, "\u200b\u200c\u200d\u2060\ufeff")
         assert text == "Your message is empty. Please write your question in words."
-        [status] = await say(bot, 961, "/status")
+        [status] = await ask_private(bot, 961, "/status")
         assert status.startswith("No active consultation.")
         assert model_server.requests == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.bot_private_support import private_bot, say
+from tests.bot_harness import ask_private, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 
@@ -16,8 +16,8 @@ async def test_a_question_round_cut_off_says_it_may_be_incomplete(
 ) -> None:
     """A clarifying reply whose stream stopped early is shown with the incomplete note."""
     model_server.enqueue("What is your budget and how often do you", stop_early=True)
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        [reply] = await say(bot, USER, "Help me choose a laptop")
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [reply] = await ask_private(bot, USER, "Help me choose a laptop")
     assert reply.startswith("What is your budget and how often do you")
     assert "Round 1 of 3" in reply
     assert "may be incomplete: it was cut off" in reply
@@ -29,8 +29,8 @@ async def test_a_whole_question_round_has_no_note(
 ) -> None:
     """A clarifying reply that ended normally carries only the round line."""
     model_server.enqueue("What is your budget?")
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        [reply] = await say(bot, USER, "Help me choose a laptop")
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [reply] = await ask_private(bot, USER, "Help me choose a laptop")
     assert "Round 1 of 3" in reply
     assert "incomplete" not in reply
 
@@ -40,6 +40,6 @@ async def test_the_note_speaks_the_users_language(
 ) -> None:
     """A Russian-speaking user reads the note in Russian."""
     model_server.enqueue("Какой у вас бюджет и как часто вы", stop_early=True)
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        [reply] = await say(bot, USER, "Помоги выбрать ноутбук", language_code="ru")
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [reply] = await ask_private(bot, USER, "Помоги выбрать ноутбук", language_code="ru")
     assert "Ответ может быть неполным: он оборвался" in reply

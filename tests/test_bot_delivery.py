@@ -15,22 +15,22 @@ from telegram.error import NetworkError, RetryAfter
 from telegram.request import HTTPXRequest
 
 from bot.delivery import ChatUnavailable, Sender, Target, with_footer
-from tests.bot_harness import FirstCallOnly, RunningBot
-from tests.bot_private_support import buttons, delivered, private_bot, say, sent, wait_sent
+from tests.bot_harness import (
+    FirstCallOnly,
+    RunningBot,
+    ask_private,
+    buttons,
+    delivered,
+    sent,
+    started_bot,
+    wait_sent,
+)
 from tests.fakes.bot_api import NOT_MODIFIED, TOKEN, FakeBotApi
 from tests.fakes.bot_api_checks import utf16_len
 from tests.fakes.model_server import FakeModelServer
 
 USER = 701
 WORD = re.compile(r"w\d{4}")
-
-
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as running:
-        yield running
 
 
 def long_markdown(size: int = 10_000) -> str:
@@ -86,7 +86,7 @@ async def test_footer_joins_the_last_part_only_when_both_fit(
     Telegram never has to refuse a message for its length."""
     text = words_of_length(size)
     bot.model.enqueue(text)
-    texts = await say(bot, USER, "Go", parts=parts)
+    texts = await ask_private(bot, USER, "Go", parts=parts)
     assert texts == ([f"{text}\n\nRound 1 of 3"] if parts == 1 else [text, "Round 1 of 3"])
     assert [c.status for c in bot.api.calls_of("sendMessage")] == [200] * parts
     footer_at = utf16_len(texts[-1]) - len("Round 1 of 3")
@@ -109,10 +109,10 @@ async def test_cut_off_final_answer_is_continued_and_merged(
     part2 = "nth. Then add a second session each week."
     model_server.enqueue(part1, finish_reason="length")
     model_server.enqueue(part2)
-    async with private_bot(
+    async with started_bot(
         tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1
     ) as bot:
-        [answer] = await say(bot, USER, "Make me a training plan")
+        [answer] = await ask_private(bot, USER, "Make me a training plan")
         assert answer.startswith(part1 + part2)
         assert "Final answer" in answer and "may be incomplete" not in answer
         assert len(sent(bot, USER)) == 1
@@ -128,7 +128,7 @@ async def test_rejected_formatting_is_resent_as_plain_text(bot: RunningBot) -> N
     bot.api.fail_next(
         "sendMessage", status=400, description="Bad Request: can't parse entities: bad offset"
     )
-    await say(bot, USER, "Go")
+    await ask_private(bot, USER, "Go")
     first, second = bot.api.calls_of("sendMessage")[:2]
     assert first.status == 400 and first.params.get("entities")
     assert second.status == 200 and not second.params.get("entities")
@@ -149,7 +149,7 @@ async def test_rejected_formatting_is_resent_as_plain_text(bot: RunningBot) -> N
 async def test_hostile_markdown_keeps_every_word(bot: RunningBot, model_text: str) -> None:
     """HTML-looking text and unbalanced Markdown arrive with every word the model wrote."""
     bot.model.enqueue(model_text)
-    [reply] = await say(bot, USER, "Explain")
+    [reply] = await ask_private(bot, USER, "Explain")
     shown = reply.removesuffix("Round 1 of 3")
     assert re.findall(r"[A-Za-z]+", shown) == re.findall(r"[A-Za-z]+", model_text)
     for token in ("<div>", "<", "&"):
@@ -163,7 +163,7 @@ async def test_slow_stream_shows_growing_drafts_then_the_message(
     """While a final answer is still coming, drafts with its growing text come before the
     complete message. The model holds each continuation until the draft of the text so
     far was shown, so every step is seen whatever the machine's speed."""
-    async with private_bot(
+    async with started_bot(
         tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1
     ) as bot:
         await _growing_drafts(bot)
@@ -201,7 +201,7 @@ async def test_flood_control_on_the_answer_waits_and_delivers(bot: RunningBot) -
     bot.api.fail_next(
         "sendMessage", status=429, description="Too Many Requests: retry after 1", retry_after=1
     )
-    [reply] = await say(bot, USER, "Hello")
+    [reply] = await ask_private(bot, USER, "Hello")
     assert reply.startswith("Reply to: Hello")
     limited, delivered = bot.api.calls_of("sendMessage")
     assert limited.status == 429 and delivered.status == 200

@@ -7,64 +7,56 @@ handled in order, so the ignored one was handled by then (no sleeps).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.bot_harness import RunningBot, bot_settings, running_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
-from tests.group_helpers import (
+from tests.bot_harness import (
     ALICE,
     BOB,
     CAROL,
     GROUP,
     NOT_ADMIN,
-    answers,
-    bot_texts,
-    said,
-    say,
+    RunningBot,
+    bot_settings,
+    group_answer,
+    group_said,
+    group_texts,
+    post_in_group,
+    running_bot,
 )
-
-
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server)
-    async with running_bot(settings, bot_api, model_server) as running:
-        yield running
+from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.model_server import FakeModelServer
 
 
 async def test_configuration_commands_need_admin_or_starter(bot: RunningBot) -> None:
     """A plain member is refused /rounds and /reset; an admin and the starter are not."""
     bot.api.member_status[CAROL] = "administrator"
     service = bot.runtime.service
-    await say(bot, "@consult_bot plan a trip")
-    await answers(bot, 1)
+    await post_in_group(bot, "@consult_bot plan a trip")
+    await group_answer(bot, 1)
 
-    await say(bot, "/rounds 2", user=BOB, name="Bob")
-    await said(bot, NOT_ADMIN)
-    await say(bot, "/reset", user=BOB, name="Bob")
-    await said(bot, NOT_ADMIN, count=2)
+    await post_in_group(bot, "/rounds 2", user=BOB, name="Bob")
+    await group_said(bot, NOT_ADMIN)
+    await post_in_group(bot, "/reset", user=BOB, name="Bob")
+    await group_said(bot, NOT_ADMIN, count=2)
     status = await service.status(f"tg:{GROUP}")
     assert status.active and status.max_rounds == 3
 
-    await say(bot, "/rounds 2", user=CAROL, name="Carol")
-    await said(bot, "Rounds per consultation: 2.")
-    await say(bot, "/rounds 4", user=ALICE)
-    await said(bot, "Rounds per consultation: 4.")
+    await post_in_group(bot, "/rounds 2", user=CAROL, name="Carol")
+    await group_said(bot, "Rounds per consultation: 2.")
+    await post_in_group(bot, "/rounds 4", user=ALICE)
+    await group_said(bot, "Rounds per consultation: 4.")
     assert (await service.status(f"tg:{GROUP}")).max_rounds == 4
-    await say(bot, "/reset", user=ALICE)
-    await said(bot, "Consultation ended")
+    await post_in_group(bot, "/reset", user=ALICE)
+    await group_said(bot, "Consultation ended")
     assert not (await service.status(f"tg:{GROUP}")).active
 
-    await say(bot, "@consult_bot another question", user=BOB, name="Bob")
-    await answers(bot, 2)
-    await say(bot, "/reset", user=CAROL, name="Carol")
-    await said(bot, "Consultation ended", count=2)
-    assert len([t for t in bot_texts(bot) if NOT_ADMIN in t]) == 2
+    await post_in_group(bot, "@consult_bot another question", user=BOB, name="Bob")
+    await group_answer(bot, 2)
+    await post_in_group(bot, "/reset", user=CAROL, name="Carol")
+    await group_said(bot, "Consultation ended", count=2)
+    assert len([t for t in group_texts(bot) if NOT_ADMIN in t]) == 2
 
 
 async def test_anyone_may_configure_when_the_operator_allows(
@@ -75,27 +67,27 @@ async def test_anyone_may_configure_when_the_operator_allows(
         tmp_path / "bot.sqlite3", bot_api, model_server, group_config_admins_only=False
     )
     async with running_bot(settings, bot_api, model_server) as bot:
-        await say(bot, "@consult_bot plan a trip")
-        await answers(bot, 1)
-        await say(bot, "/rounds 2", user=BOB, name="Bob")
-        await said(bot, "Rounds per consultation: 2.")
-        await say(bot, "/reset", user=BOB, name="Bob")
-        await said(bot, "Consultation ended")
-        assert not any(NOT_ADMIN in t for t in bot_texts(bot))
+        await post_in_group(bot, "@consult_bot plan a trip")
+        await group_answer(bot, 1)
+        await post_in_group(bot, "/rounds 2", user=BOB, name="Bob")
+        await group_said(bot, "Rounds per consultation: 2.")
+        await post_in_group(bot, "/reset", user=BOB, name="Bob")
+        await group_said(bot, "Consultation ended")
+        assert not any(NOT_ADMIN in t for t in group_texts(bot))
         assert bot.api.calls_of("getChatMember") == []
 
 
 async def test_commands_addressed_to_other_bots_are_ignored(bot: RunningBot) -> None:
     """/cmd@consult_bot works, /cmd@other_bot is someone else's, /unknown@consult_bot hints."""
     bot.api.member_status[ALICE] = "administrator"
-    await say(bot, "/rounds@other_bot 5")
-    await say(bot, "/foo@other_bot")
-    await say(bot, "/foo")
-    await say(bot, "/rounds@consult_bot 2")
-    await said(bot, "Rounds per consultation: 2.")
-    await say(bot, "/foo@consult_bot")
-    await said(bot, "I don't know that command")
-    assert len(bot_texts(bot)) == 2
+    await post_in_group(bot, "/rounds@other_bot 5")
+    await post_in_group(bot, "/foo@other_bot")
+    await post_in_group(bot, "/foo")
+    await post_in_group(bot, "/rounds@consult_bot 2")
+    await group_said(bot, "Rounds per consultation: 2.")
+    await post_in_group(bot, "/foo@consult_bot")
+    await group_said(bot, "I don't know that command")
+    assert len(group_texts(bot)) == 2
     assert (await bot.runtime.service.status(f"tg:{GROUP}")).max_rounds == 2
 
 
@@ -110,10 +102,10 @@ async def test_help_explains_privacy_mode_only_when_it_applies(
     bot_api.can_read_all_group_messages = reads_all
     settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server)
     async with running_bot(settings, bot_api, model_server) as bot:
-        await say(bot, "/help")
-        group_help = (await said(bot, "/rounds")).params["text"]
+        await post_in_group(bot, "/help")
+        group_help = (await group_said(bot, "/rounds")).params["text"]
         await bot.send(77, "/help")
-        private_help = (await said(bot, "/rounds", chat=77)).params["text"]
+        private_help = (await group_said(bot, "/rounds", chat=77)).params["text"]
     assert ("Privacy mode" in group_help) is not reads_all
     assert "Privacy mode" not in private_help
 
@@ -121,14 +113,14 @@ async def test_help_explains_privacy_mode_only_when_it_applies(
 async def test_settings_buttons_follow_the_same_permission_rule(bot: RunningBot) -> None:
     """Anyone may open the /rounds buttons; a plain member's press is refused, an admin's works."""
     bot.api.member_status[CAROL] = "administrator"
-    await say(bot, "/rounds", user=BOB, name="Bob")
-    menu = await said(bot, "Rounds per consultation: 3")
+    await post_in_group(bot, "/rounds", user=BOB, name="Bob")
+    menu = await group_said(bot, "Rounds per consultation: 3")
     assert menu.params["reply_markup"]["inline_keyboard"]
     message_id = menu.result["message_id"]
     bot.api.push_update(bot.api.callback_query(GROUP, BOB, "rounds:2", message_id))
-    await said(bot, NOT_ADMIN)
+    await group_said(bot, NOT_ADMIN)
     bot.api.push_update(bot.api.callback_query(GROUP, CAROL, "rounds:2", message_id))
-    await said(bot, "Rounds per consultation: 2.")
+    await group_said(bot, "Rounds per consultation: 2.")
     assert (await bot.runtime.service.status(f"tg:{GROUP}")).max_rounds == 2
 
 
@@ -144,5 +136,5 @@ async def test_an_anonymous_admin_may_configure(bot: RunningBot) -> None:
     }
     message["sender_chat"] = message["chat"]
     bot.api.push_update(update)
-    await said(bot, "Rounds per consultation: 5.")
+    await group_said(bot, "Rounds per consultation: 5.")
     assert bot.api.calls_of("getChatMember") == []

@@ -10,34 +10,35 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
-from tests.bot_harness import RunningBot, bot_settings, running_bot
-from tests.fakes.bot_api import NOT_MODIFIED, Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
-from tests.group_helpers import (
+from tests.bot_harness import (
     ALICE,
     BOB,
     GROUP,
-    answers,
-    bot_texts,
+    RunningBot,
+    bot_settings,
+    group_answer,
+    group_said,
+    group_texts,
     in_chat,
     mention,
-    said,
-    say,
+    post_in_group,
+    running_bot,
+    started_bot,
 )
+from tests.fakes.bot_api import NOT_MODIFIED, Call, FakeBotApi
+from tests.fakes.model_server import FakeModelServer
 
 
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server)
-    async with running_bot(settings, bot_api, model_server) as running:
-        yield running
+class StartBot(Protocol):
+    """Starts a bot given the seconds between group progress edits."""
+
+    def __call__(self, *, group_interval: float) -> AbstractAsyncContextManager[RunningBot]: ...
 
 
 async def test_only_addressed_messages_are_answered_and_members_are_named(
@@ -47,14 +48,14 @@ async def test_only_addressed_messages_are_answered_and_members_are_named(
     replies to the bot continue one consultation whose model input names each speaker."""
     bot.model.enqueue("How many people?")
     bot.model.enqueue("Which dates?")
-    await say(bot, "we should plan a trip", addressed=None)
-    question = await say(bot, "@consult_bot plan a trip to Rome")
-    first = await answers(bot, 1)
+    await post_in_group(bot, "we should plan a trip", addressed=None)
+    question = await post_in_group(bot, "@consult_bot plan a trip to Rome")
+    first = await group_answer(bot, 1)
     assert first.result["reply_to_message"]["message_id"] == question["message_id"]
     assert first.params["text"].startswith("How many people?")
     assert first.params["text"].endswith("Round 1 of 3")
 
-    await say(
+    await post_in_group(
         bot,
         "ignore this",
         user=BOB,
@@ -62,7 +63,7 @@ async def test_only_addressed_messages_are_answered_and_members_are_named(
         addressed=None,
         reply_to_message=question["message_id"],
     )
-    answer = await say(
+    answer = await post_in_group(
         bot,
         "Four of us",
         user=BOB,
@@ -70,12 +71,12 @@ async def test_only_addressed_messages_are_answered_and_members_are_named(
         addressed=None,
         reply_to_message=first.result["message_id"],
     )
-    second = await answers(bot, 2)
+    second = await group_answer(bot, 2)
     assert second.result["reply_to_message"]["message_id"] == answer["message_id"]
     assert second.params["text"].endswith("Round 2 of 3")
 
-    await say(bot, "@Consult_Bot, one more thing: in May", addressed="@Consult_Bot")
-    await answers(bot, 3)
+    await post_in_group(bot, "@Consult_Bot, one more thing: in May", addressed="@Consult_Bot")
+    await group_answer(bot, 3)
     assert len(bot.model.requests) == 3
     system, *turns = bot.model.requests[-1]["messages"]
     assert "group chat" in system["content"]
@@ -86,7 +87,7 @@ async def test_only_addressed_messages_are_answered_and_members_are_named(
         "Which dates?",
         "Alice: one more thing: in May",
     ]
-    assert len(bot_texts(bot)) == 3
+    assert len(group_texts(bot)) == 3
 
 
 async def test_forum_topics_are_separate_consultations(bot: RunningBot) -> None:
@@ -107,10 +108,12 @@ async def test_forum_topics_are_separate_consultations(bot: RunningBot) -> None:
         "forum_topic_created": {"name": "Travel", "icon_color": 7322096},
     }
     topic = {"is_topic_message": True, "reply_to_message": root}
-    await say(bot, "just chatting in the topic", addressed=None, message_thread_id=70, **topic)
-    await say(bot, "@consult_bot plan a trip", message_thread_id=70, **topic)
-    travel = await answers(bot, 1)
-    await say(
+    await post_in_group(
+        bot, "just chatting in the topic", addressed=None, message_thread_id=70, **topic
+    )
+    await post_in_group(bot, "@consult_bot plan a trip", message_thread_id=70, **topic)
+    travel = await group_answer(bot, 1)
+    await post_in_group(
         bot,
         "@consult_bot fix my bike",
         user=BOB,
@@ -118,7 +121,7 @@ async def test_forum_topics_are_separate_consultations(bot: RunningBot) -> None:
         message_thread_id=90,
         is_topic_message=True,
     )
-    bikes = await answers(bot, 2)
+    bikes = await group_answer(bot, 2)
     assert travel.params["message_thread_id"] == 70
     assert bikes.params["message_thread_id"] == 90
     assert travel.params["text"].endswith("Round 1 of 3")
@@ -126,7 +129,7 @@ async def test_forum_topics_are_separate_consultations(bot: RunningBot) -> None:
     assert [len(r["messages"]) for r in bot.model.requests] == [2, 2]
     assert bot.model.requests[1]["messages"][1]["content"] == "Bob: fix my bike"
 
-    await say(
+    await post_in_group(
         bot,
         "for two people",
         addressed=None,
@@ -134,7 +137,7 @@ async def test_forum_topics_are_separate_consultations(bot: RunningBot) -> None:
         is_topic_message=True,
         reply_to_message=travel.result["message_id"],
     )
-    again = await answers(bot, 3)
+    again = await group_answer(bot, 3)
     assert again.params["message_thread_id"] == 70
     assert again.params["text"].endswith("Round 2 of 3")
     status = await bot.runtime.service.status(f"tg:{GROUP}:90")
@@ -144,8 +147,8 @@ async def test_forum_topics_are_separate_consultations(bot: RunningBot) -> None:
 
 async def test_plain_group_without_topics(bot: RunningBot) -> None:
     """A basic group (not a supergroup) answers a mention in place, without a thread id."""
-    question = await say(bot, "@consult_bot hello", chat=-555, chat_type="group")
-    reply = await answers(bot, 1, chat=-555)
+    question = await post_in_group(bot, "@consult_bot hello", chat=-555, chat_type="group")
+    reply = await group_answer(bot, 1, chat=-555)
     assert "message_thread_id" not in reply.params
     assert reply.result["reply_to_message"]["message_id"] == question["message_id"]
 
@@ -154,10 +157,10 @@ async def test_a_long_answer_in_a_topic_stays_in_the_topic(bot: RunningBot) -> N
     """Every part of a split answer goes to the topic; only the first replies to the question."""
     paragraphs = [f"Paragraph {n}: " + "word " * 30 for n in range(60)]
     bot.model.enqueue("\n\n".join(paragraphs))
-    question = await say(
+    question = await post_in_group(
         bot, "@consult_bot explain everything", message_thread_id=70, is_topic_message=True
     )
-    await answers(bot, 1)
+    await group_answer(bot, 1)
     sends = [c for c in bot.api.calls_of("sendMessage") if in_chat(c, GROUP)]
     assert len(sends) >= 2
     assert all(c.params["message_thread_id"] == 70 for c in sends)
@@ -170,10 +173,12 @@ async def test_a_long_answer_in_a_topic_stays_in_the_topic(bot: RunningBot) -> N
 
 async def test_answer_now_button_in_a_topic(bot: RunningBot) -> None:
     """Another member pressing "final answer now" gets the final answer in the same topic."""
-    await say(bot, "@consult_bot plan a trip", message_thread_id=70, is_topic_message=True)
-    first = await answers(bot, 1)
+    await post_in_group(
+        bot, "@consult_bot plan a trip", message_thread_id=70, is_topic_message=True
+    )
+    first = await group_answer(bot, 1)
     bot.api.push_update(bot.api.callback_query(GROUP, BOB, "answer", first.result["message_id"]))
-    final = await answers(bot, 2)
+    final = await group_answer(bot, 2)
     assert final.params["message_thread_id"] == 70
     assert "Final answer" in final.params["text"]
     system, *turns = bot.model.requests[-1]["messages"]
@@ -184,9 +189,9 @@ async def test_answer_now_button_in_a_topic(bot: RunningBot) -> None:
 async def test_reply_threads_outside_forums_are_not_topics(bot: RunningBot) -> None:
     """In a group without topics a reply carries the thread root's id, yet it continues the
     group's one consultation and the answer is sent without a thread id."""
-    question = await say(bot, "@consult_bot plan a trip")
-    first = await answers(bot, 1)
-    await say(
+    question = await post_in_group(bot, "@consult_bot plan a trip")
+    first = await group_answer(bot, 1)
+    await post_in_group(
         bot,
         "Four of us",
         user=BOB,
@@ -195,7 +200,7 @@ async def test_reply_threads_outside_forums_are_not_topics(bot: RunningBot) -> N
         message_thread_id=question["message_id"],
         reply_to_message=first.result["message_id"],
     )
-    second = await answers(bot, 2)
+    second = await group_answer(bot, 2)
     assert second.params["text"].endswith("Round 2 of 3")
     assert "message_thread_id" not in second.params
 
@@ -213,7 +218,7 @@ async def test_a_captioned_photo_mentioning_the_bot_is_a_question(bot: RunningBo
         caption=caption,
         entities=mention(caption),
     )
-    first = await answers(bot, 1)
+    first = await group_answer(bot, 1)
     assert bot.model.requests[0]["messages"][-1]["content"] == "Alice: is this mould?"
     await bot.send(GROUP, None, user_id=BOB, chat_type="supergroup", sticker=True)
     await bot.send(
@@ -224,8 +229,8 @@ async def test_a_captioned_photo_mentioning_the_bot_is_a_question(bot: RunningBo
         sticker=True,
         reply_to_message=first.result["message_id"],
     )
-    await said(bot, "I can only read text")
-    assert len(bot_texts(bot)) == 2 and len(bot.model.requests) == 1
+    await group_said(bot, "I can only read text")
+    assert len(group_texts(bot)) == 2 and len(bot.model.requests) == 1
 
 
 class HeldAnswer:
@@ -262,130 +267,140 @@ async def group_call(
 
 
 @pytest.fixture
-async def final_only_bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    """A bot whose consultations have one round, so every answer is final."""
-    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1)
-    async with running_bot(settings, bot_api, model_server) as running:
-        yield running
+def final_only_bot(tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer) -> StartBot:
+    """Starts a bot whose consultations have one round, so every answer is final, with
+    group progress edits at least `group_interval` seconds apart (3 s in production)."""
+
+    def start(*, group_interval: float) -> AbstractAsyncContextManager[RunningBot]:
+        return started_bot(
+            tmp_path / "bot.sqlite3",
+            bot_api,
+            model_server,
+            default_max_rounds=1,
+            group_progress_interval=group_interval,
+        )
+
+    return start
 
 
-async def test_group_answer_streams_into_one_edited_message(final_only_bot: RunningBot) -> None:
+async def test_group_answer_streams_into_one_edited_message(final_only_bot: StartBot) -> None:
     """A slow answer appears as one progress message, edited no sooner than the group
     interval after it was sent, that ends holding the whole final text: no second copy."""
-    bot, bot_api = final_only_bot, final_only_bot.api
-    bot.set_group_interval(1.0)
-    answer = HeldAnswer(bot.model)
-    question = await say(bot, "@consult_bot plan my trip")
-    await group_call(bot, "sendMessage", "First, book")
-    answer.second.set()
-    await group_call(bot, "editMessageText", "Second, pick")
-    answer.third.set()
-    final = await answers(bot, 1)
-    sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
-    edits = [c for c in bot_api.calls_of("editMessageText") if in_chat(c, GROUP)]
-    assert len(sends) == 1 and len(edits) >= 2
-    assert final is edits[-1]
-    assert sends[0].result["reply_to_message"]["message_id"] == question["message_id"]
-    assert "First, book" in sends[0].params["text"]
-    assert edits[0].monotonic - sends[0].monotonic >= 1.0
-    assert "Third" not in edits[0].params["text"]
-    shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
-    assert "First, book" in shown and shown.rstrip().endswith(
-        "Consultation complete. Send a new message to start another one."
-    )
-    assert "Third, buy museum passes online." in shown
+    async with final_only_bot(group_interval=1.0) as bot:
+        bot_api = bot.api
+        answer = HeldAnswer(bot.model)
+        question = await post_in_group(bot, "@consult_bot plan my trip")
+        await group_call(bot, "sendMessage", "First, book")
+        answer.second.set()
+        await group_call(bot, "editMessageText", "Second, pick")
+        answer.third.set()
+        final = await group_answer(bot, 1)
+        sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
+        edits = [c for c in bot_api.calls_of("editMessageText") if in_chat(c, GROUP)]
+        assert len(sends) == 1 and len(edits) >= 2
+        assert final is edits[-1]
+        assert sends[0].result["reply_to_message"]["message_id"] == question["message_id"]
+        assert "First, book" in sends[0].params["text"]
+        assert edits[0].monotonic - sends[0].monotonic >= 1.0
+        assert "Third" not in edits[0].params["text"]
+        shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
+        assert "First, book" in shown and shown.rstrip().endswith(
+            "Consultation complete. Send a new message to start another one."
+        )
+        assert "Third, buy museum passes online." in shown
 
 
-async def test_not_modified_on_a_progress_edit_is_harmless(final_only_bot: RunningBot) -> None:
+async def test_not_modified_on_a_progress_edit_is_harmless(final_only_bot: StartBot) -> None:
     """A progress edit refused as "message is not modified" neither breaks nor duplicates."""
-    bot, bot_api = final_only_bot, final_only_bot.api
-    bot.set_group_interval(0.1)
-    bot_api.fail_next("editMessageText", status=400, description=NOT_MODIFIED)
-    answer = HeldAnswer(bot.model)
-    await say(bot, "@consult_bot plan my trip")
-    await group_call(bot, "sendMessage", "First, book")
-    answer.second.set()
-    await group_call(bot, "editMessageText", status=400)
-    answer.third.set()
-    await answers(bot, 1)
-    sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
-    edits = bot_api.calls_of("editMessageText")
-    assert len(sends) == 1
-    assert edits[0].status == 400 and edits[-1].status == 200
-    shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
-    assert "Third, buy museum passes online." in shown and "Final answer" in shown
+    async with final_only_bot(group_interval=0.1) as bot:
+        bot_api = bot.api
+        bot_api.fail_next("editMessageText", status=400, description=NOT_MODIFIED)
+        answer = HeldAnswer(bot.model)
+        await post_in_group(bot, "@consult_bot plan my trip")
+        await group_call(bot, "sendMessage", "First, book")
+        answer.second.set()
+        await group_call(bot, "editMessageText", status=400)
+        answer.third.set()
+        await group_answer(bot, 1)
+        sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
+        edits = bot_api.calls_of("editMessageText")
+        assert len(sends) == 1
+        assert edits[0].status == 400 and edits[-1].status == 200
+        shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
+        assert "Third, buy museum passes online." in shown and "Final answer" in shown
 
 
 async def test_progress_is_formatted_and_falls_back_to_plain_text(
-    final_only_bot: RunningBot,
+    final_only_bot: StartBot,
 ) -> None:
     """The progress message shows formatting, not raw Markdown; refused formatting is sent plain."""
-    bot, bot_api = final_only_bot, final_only_bot.api
-    bot.set_group_interval(0.1)
-    bot_api.fail_next("sendMessage", status=400, description="Bad Request: can't parse entities: x")
-    answer = HeldAnswer(bot.model)
-    await say(bot, "@consult_bot plan my trip")
-    await group_call(bot, "sendMessage", "First, book", status=200)
-    answer.second.set()
-    await group_call(bot, "editMessageText", "Second, pick", status=200)
-    answer.third.set()
-    await answers(bot, 1)
-    refused, progress = bot_api.calls_of("sendMessage")
-    assert refused.status == 400 and refused.params.get("entities")
-    assert progress.status == 200 and not progress.params.get("entities")
-    assert "##" not in refused.params["text"] and "Plan" in refused.params["text"]
-    edits = bot_api.calls_of("editMessageText")
-    formatted_edits = [c for c in edits if c.status == 200 and c.params.get("entities")]
-    assert len(formatted_edits) >= 2  # the progress edit and the final one are formatted again
-    assert all("##" not in c.params["text"] for c in formatted_edits)
+    async with final_only_bot(group_interval=0.1) as bot:
+        bot_api = bot.api
+        bot_api.fail_next(
+            "sendMessage", status=400, description="Bad Request: can't parse entities: x"
+        )
+        answer = HeldAnswer(bot.model)
+        await post_in_group(bot, "@consult_bot plan my trip")
+        await group_call(bot, "sendMessage", "First, book", status=200)
+        answer.second.set()
+        await group_call(bot, "editMessageText", "Second, pick", status=200)
+        answer.third.set()
+        await group_answer(bot, 1)
+        refused, progress = bot_api.calls_of("sendMessage")
+        assert refused.status == 400 and refused.params.get("entities")
+        assert progress.status == 200 and not progress.params.get("entities")
+        assert "##" not in refused.params["text"] and "Plan" in refused.params["text"]
+        edits = bot_api.calls_of("editMessageText")
+        formatted_edits = [c for c in edits if c.status == 200 and c.params.get("entities")]
+        assert len(formatted_edits) >= 2  # the progress edit and the final one are formatted again
+        assert all("##" not in c.params["text"] for c in formatted_edits)
 
 
 async def test_refused_formatting_of_the_final_edit_is_edited_in_plain(
-    final_only_bot: RunningBot,
+    final_only_bot: StartBot,
 ) -> None:
     """When Telegram refuses the formatting of the final edit, the progress message is
     edited again as plain text: it ends holding the whole answer, and no copy is sent."""
-    bot, bot_api = final_only_bot, final_only_bot.api
-    bot.set_group_interval(600)  # no progress edits: the only edits are the final one's
-    bot_api.fail_next(
-        "editMessageText", status=400, description="Bad Request: can't parse entities: x"
-    )
-    answer = HeldAnswer(bot.model)
-    await say(bot, "@consult_bot plan my trip")
-    await group_call(bot, "sendMessage", "First, book")
-    answer.second.set()
-    answer.third.set()
-    final = await answers(bot, 1)
-    sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
-    refused, plain = bot_api.calls_of("editMessageText")
-    assert len(sends) == 1
-    assert refused.status == 400 and refused.params.get("entities")
-    assert final is plain and not plain.params.get("entities")
-    shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
-    assert "Third, buy museum passes online." in shown and "Final answer" in shown
+    # No progress edits: the only edits are the final one's.
+    async with final_only_bot(group_interval=600) as bot:
+        bot_api = bot.api
+        bot_api.fail_next(
+            "editMessageText", status=400, description="Bad Request: can't parse entities: x"
+        )
+        answer = HeldAnswer(bot.model)
+        await post_in_group(bot, "@consult_bot plan my trip")
+        await group_call(bot, "sendMessage", "First, book")
+        answer.second.set()
+        answer.third.set()
+        final = await group_answer(bot, 1)
+        sends = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
+        refused, plain = bot_api.calls_of("editMessageText")
+        assert len(sends) == 1
+        assert refused.status == 400 and refused.params.get("entities")
+        assert final is plain and not plain.params.get("entities")
+        shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
+        assert "Third, buy museum passes online." in shown and "Final answer" in shown
 
 
-async def test_final_edit_that_fails_is_sent_as_a_new_message(final_only_bot: RunningBot) -> None:
+async def test_final_edit_that_fails_is_sent_as_a_new_message(final_only_bot: StartBot) -> None:
     """When the progress message cannot be edited (deleted meanwhile), the whole final
     answer arrives as a new message."""
-    bot, bot_api = final_only_bot, final_only_bot.api
-    bot.set_group_interval(600)
-    bot_api.fail_next(
-        "editMessageText", status=400, description="Bad Request: message to edit not found"
-    )
-    answer = HeldAnswer(bot.model)
-    await say(bot, "@consult_bot plan my trip")
-    await group_call(bot, "sendMessage", "First, book")
-    answer.second.set()
-    answer.third.set()
-    final = await answers(bot, 1)
-    _progress, copy = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
-    assert final is copy
-    assert "".join(HeldAnswer.FRAGMENTS[1:]) in copy.params["text"]
-    assert "First, book the flights early." in copy.params["text"]
-    assert "Final answer" in copy.params["text"]
+    async with final_only_bot(group_interval=600) as bot:
+        bot_api = bot.api
+        bot_api.fail_next(
+            "editMessageText", status=400, description="Bad Request: message to edit not found"
+        )
+        answer = HeldAnswer(bot.model)
+        await post_in_group(bot, "@consult_bot plan my trip")
+        await group_call(bot, "sendMessage", "First, book")
+        answer.second.set()
+        answer.third.set()
+        final = await group_answer(bot, 1)
+        _progress, copy = [c for c in bot_api.calls_of("sendMessage") if in_chat(c, GROUP)]
+        assert final is copy
+        assert "".join(HeldAnswer.FRAGMENTS[1:]) in copy.params["text"]
+        assert "First, book the flights early." in copy.params["text"]
+        assert "Final answer" in copy.params["text"]
 
 
 async def test_group_upgraded_to_supergroup_keeps_its_consultation(
@@ -397,9 +412,9 @@ async def test_group_upgraded_to_supergroup_keeps_its_consultation(
     settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server)
     async with running_bot(settings, bot_api, model_server) as bot:
         bot_api.member_status[ALICE] = "administrator"
-        await say(bot, "/rounds 4", chat=old, chat_type="group", addressed=None)
-        await say(bot, "@consult_bot plan my trip", chat=old, chat_type="group")
-        await answers(bot, 1, chat=old)
+        await post_in_group(bot, "/rounds 4", chat=old, chat_type="group", addressed=None)
+        await post_in_group(bot, "@consult_bot plan my trip", chat=old, chat_type="group")
+        await group_answer(bot, 1, chat=old)
         bot_api.push_update(
             {
                 "update_id": bot_api.next_update_id(),
@@ -413,8 +428,8 @@ async def test_group_upgraded_to_supergroup_keeps_its_consultation(
             }
         )
         await bot.application.update_queue.join()
-        await say(bot, "@consult_bot two weeks in May", chat=new)
-        await answers(bot, 1, chat=new)
+        await post_in_group(bot, "@consult_bot two weeks in May", chat=new)
+        await group_answer(bot, 1, chat=new)
     system = model_server.requests[-1]["messages"][0]["content"]
     assert "round 2 of 4" in system
     contents = [m["content"] for m in model_server.requests[-1]["messages"][1:]]

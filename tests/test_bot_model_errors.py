@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bot_private_support import private_bot, say
+from tests.bot_harness import ask_private, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
 
@@ -19,8 +19,8 @@ async def failed_turn(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer, language: str = "en"
 ) -> str:
     """Start the bot, send one message (answered by what the test enqueued), return the reply."""
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        [reply] = await say(bot, USER, "Plan my year", language_code=language)
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [reply] = await ask_private(bot, USER, "Plan my year", language_code=language)
     return reply
 
 

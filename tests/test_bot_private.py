@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from tests.bot_harness import RunningBot, bot_settings, running_bot
-from tests.bot_private_support import conversation, private_bot, say, sent, wait_sent
+from tests.bot_harness import (
+    RunningBot,
+    ask_private,
+    bot_settings,
+    conversation,
+    sent,
+    started_bot,
+    wait_sent,
+)
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 
 USER = 501
 STRANGER = 502
-
-
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    settings = bot_settings(tmp_path / "bot.sqlite3", bot_api, model_server)
-    async with running_bot(settings, bot_api, model_server) as running:
-        yield running
 
 
 async def test_three_round_private_consultation(bot: RunningBot) -> None:
@@ -59,7 +56,7 @@ async def test_three_round_private_consultation(bot: RunningBot) -> None:
 
 async def test_whitespace_only_message_is_refused_without_the_model(bot: RunningBot) -> None:
     """A message of only spaces and newlines gets the "empty" reply; the model is not called."""
-    [text] = await say(bot, USER, "   \n\t ")
+    [text] = await ask_private(bot, USER, "   \n\t ")
     assert text == "Your message is empty. Please write your question in words."
     assert bot.model.requests == []
 
@@ -69,10 +66,10 @@ async def test_overlong_message_is_cut_and_the_user_told(
 ) -> None:
     """A message over MAX_INPUT_CHARS is cut to it; the user is told; the model gets the cut."""
     long_text = "Please help me with this: " + "x" * 100
-    async with private_bot(
+    async with started_bot(
         tmp_path / "bot.sqlite3", bot_api, model_server, max_input_chars=50
     ) as bot:
-        notice, reply = await say(bot, USER, long_text, parts=2)
+        notice, reply = await ask_private(bot, USER, long_text, parts=2)
         assert notice == "Your message was too long, so I used its first 50 characters."
         assert conversation(model_server.requests[0]) == [long_text[:50]]
         assert reply.startswith("Reply to: " + long_text[:50])
@@ -83,14 +80,14 @@ async def test_media_without_text_gets_a_text_only_reply(
     bot: RunningBot, media: dict[str, bool]
 ) -> None:
     """A sticker or a photo without caption gets a polite "text only" reply, no model call."""
-    [text] = await say(bot, USER, None, **media)
+    [text] = await ask_private(bot, USER, None, **media)
     assert text.startswith("I can only read text.")
     assert bot.model.requests == []
 
 
 async def test_photo_caption_is_the_message(bot: RunningBot) -> None:
     """A photo with a caption is answered as if the caption were the message."""
-    [reply] = await say(bot, USER, None, photo=True, caption="Is this plant healthy?")
+    [reply] = await ask_private(bot, USER, None, photo=True, caption="Is this plant healthy?")
     assert reply == "Reply to: Is this plant healthy?\n\nRound 1 of 3"
     assert conversation(bot.model.requests[0]) == ["Is this plant healthy?"]
 
@@ -108,7 +105,7 @@ async def test_edited_message_is_ignored(bot: RunningBot) -> None:
     bot.api.push_update(
         bot.api.edited_message(USER, original["message_id"], "Budget is 200", user_id=USER)
     )
-    [reply] = await say(bot, USER, "Anything else?")
+    [reply] = await ask_private(bot, USER, "Anything else?")
     assert reply.startswith("Reply to: Anything else?")
     assert len(bot.model.requests) == 2
     assert "Budget is 200" not in str(bot.model.requests)
@@ -122,13 +119,13 @@ async def test_stranger_is_refused_when_users_are_listed(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """With an allow-list, a user not on it gets "not available"; a listed user is served."""
-    async with private_bot(
+    async with started_bot(
         tmp_path / "bot.sqlite3", bot_api, model_server, allowed_user_ids=frozenset({USER})
     ) as bot:
-        [text] = await say(bot, STRANGER, "Hello")
+        [text] = await ask_private(bot, STRANGER, "Hello")
         assert text == "Sorry, this bot is not available here."
         assert model_server.requests == []
-        [reply] = await say(bot, USER, "Hello")
+        [reply] = await ask_private(bot, USER, "Hello")
         assert reply.startswith("Reply to: Hello")
 
 
@@ -136,11 +133,11 @@ async def test_stranger_cannot_use_commands_or_buttons(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """With an allow-list, a stranger's commands and button presses change nothing."""
-    async with private_bot(
+    async with started_bot(
         tmp_path / "bot.sqlite3", bot_api, model_server, allowed_user_ids=frozenset({USER})
     ) as bot:
         for command in ("/start", "/rounds 2", "/role lawyer"):
-            [text] = await say(bot, STRANGER, command)
+            [text] = await ask_private(bot, STRANGER, command)
             assert text == "Sorry, this bot is not available here."
         bot.api.push_update(bot.api.callback_query(STRANGER, STRANGER, "rounds:1", 1))
         await bot.api.wait_for("answerCallbackQuery")
@@ -154,15 +151,15 @@ async def test_per_user_rate_limit_refuses_the_third_message(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """With two messages a minute allowed, the third gets the rate-limit reply."""
-    async with private_bot(
+    async with started_bot(
         tmp_path / "bot.sqlite3", bot_api, model_server, user_rate_limit_per_minute=2
     ) as bot:
-        await say(bot, USER, "one")
-        await say(bot, USER, "two")
-        [text] = await say(bot, USER, "three")
+        await ask_private(bot, USER, "one")
+        await ask_private(bot, USER, "two")
+        [text] = await ask_private(bot, USER, "three")
         assert text.startswith("You're sending messages too fast. Please wait")
         await bot.send(USER, "four")  # still too fast: ignored without a second warning
-        await say(bot, USER, "/status")
+        await ask_private(bot, USER, "/status")
         warnings = [t for t in bot.messages(USER) if t.startswith("You're sending messages")]
         assert len(warnings) == 1
         assert len(model_server.requests) == 2

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tests import bot_private_support as private
-from tests import group_helpers as group
+from tests import bot_harness as harness
 from tests.bot_harness import RunningBot
 from tests.fakes.bot_api import Call, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
@@ -36,23 +35,23 @@ async def test_status_and_reset_answer_during_a_stuck_turn(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """/status answers at once, /reset stops the turn, the next messages start a new one."""
-    async with private.private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+    async with harness.started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
         await start_stuck_turn(bot, "First topic")
 
-        [status] = await private.say(bot, USER, "/status")
+        [status] = await harness.ask_private(bot, USER, "/status")
         assert "Consultation in progress: 0 of 3 rounds answered" in status
         assert "I'm writing the answer to your last message now." in status
 
-        [reset] = await private.say(bot, USER, "/reset")
+        [reset] = await harness.ask_private(bot, USER, "/reset")
         assert reset == "Consultation ended. Your next message starts a new one."
 
-        [first] = await private.say(bot, USER, "Second topic")
+        [first] = await harness.ask_private(bot, USER, "Second topic")
         assert first == "Reply to: Second topic\n\nRound 1 of 3"
-        assert private.conversation(bot.model.requests[-1]) == ["Second topic"]
+        assert harness.conversation(bot.model.requests[-1]) == ["Second topic"]
         await bot.send(USER, "More detail")
-        texts = await private.wait_sent(bot, USER, 4)
+        texts = await harness.wait_sent(bot, USER, 4)
         assert texts[-1] == "Reply to: More detail\n\nRound 2 of 3"
-        assert private.conversation(bot.model.requests[-1]) == [
+        assert harness.conversation(bot.model.requests[-1]) == [
             "Second topic",
             "Reply to: Second topic",
             "More detail",
@@ -66,11 +65,11 @@ async def test_reset_in_russian_answers_during_a_stuck_turn(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """The same in Russian, and /status after the reset shows nothing running."""
-    async with private.private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+    async with harness.started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
         await start_stuck_turn(bot, "Первая тема")
-        [reset] = await private.say(bot, USER, "/reset", language_code="ru")
+        [reset] = await harness.ask_private(bot, USER, "/reset", language_code="ru")
         assert reset == "Консультация завершена. Следующее сообщение начнёт новую."
-        [status] = await private.say(bot, USER, "/status", language_code="ru")
+        [status] = await harness.ask_private(bot, USER, "/status", language_code="ru")
         assert status.startswith("Активной консультации нет.")
 
 
@@ -78,11 +77,11 @@ async def test_answer_button_and_settings_wait_for_the_running_turn(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """Pressed while round 2 is being written, the button gives the final answer after it."""
-    async with private.private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        [question] = await private.say(bot, USER, "Help me pick a bike")
+    async with harness.started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [question] = await harness.ask_private(bot, USER, "Help me pick a bike")
         assert question.endswith("Round 1 of 3")
-        with_button = private.sent(bot, USER)[-1]
-        assert private.buttons(with_button) == ["answer"]
+        with_button = harness.sent(bot, USER)[-1]
+        assert harness.buttons(with_button) == ["answer"]
 
         bot.model.enqueue("What is your budget?", delay=1.0)
         bot.model.enqueue("## Take the city bike")
@@ -93,7 +92,7 @@ async def test_answer_button_and_settings_wait_for_the_running_turn(
         bot.api.push_update(bot.api.callback_query(USER, USER, "answer", message_id))
         await bot.send(USER, "/rounds 5")
 
-        texts = await private.wait_sent(bot, USER, 4)
+        texts = await harness.wait_sent(bot, USER, 4)
         assert texts[1] == "What is your budget?\n\nRound 2 of 3"
         assert "Take the city bike" in texts[2] and "Final answer" in texts[2]
         assert texts[3] == "Rounds per consultation: 5."
@@ -104,19 +103,19 @@ async def test_group_reset_during_a_turn_is_for_admins_and_the_starter(
 ) -> None:
     """In a group a member's /reset is refused at once and the reply goes on being written;
     the starter's /reset stops it, and the next mention starts a new consultation."""
-    async with private.private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        key = f"tg:{group.GROUP}"
+    async with harness.started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        key = f"tg:{harness.GROUP}"
         model_server.enqueue("abc", endless=True, chunk_size=4, chunk_delay=0.01)
-        await group.say(bot, "@consult_bot plan a trip")
-        await group.said(bot, "abc")  # the progress message: the reply is being written
+        await harness.post_in_group(bot, "@consult_bot plan a trip")
+        await harness.group_said(bot, "abc")  # the progress message: the reply is being written
 
-        await group.say(bot, "/reset", user=group.BOB, name="Bob")
-        await group.said(bot, group.NOT_ADMIN)
+        await harness.post_in_group(bot, "/reset", user=harness.BOB, name="Bob")
+        await harness.group_said(bot, harness.NOT_ADMIN)
         assert (await bot.runtime.service.status(key)).answering
 
-        await group.say(bot, "/reset@consult_bot", user=group.ALICE)
-        await group.said(bot, "Consultation ended")
-        await group.say(bot, "@consult_bot new topic", user=group.BOB, name="Bob")
-        finished = await group.answers(bot, 1)
+        await harness.post_in_group(bot, "/reset@consult_bot", user=harness.ALICE)
+        await harness.group_said(bot, "Consultation ended")
+        await harness.post_in_group(bot, "@consult_bot new topic", user=harness.BOB, name="Bob")
+        finished = await harness.group_answer(bot, 1)
         assert finished.params["text"].endswith("Round 1 of 3")
-        assert private.conversation(model_server.requests[-1]) == ["Bob: new topic"]
+        assert harness.conversation(model_server.requests[-1]) == ["Bob: new topic"]

@@ -6,19 +6,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from core.models import Role
-from tests.bot_harness import RunningBot
-from tests.bot_private_support import (
+from tests.bot_harness import (
+    RunningBot,
+    ask_private,
     conversation,
     delivered,
-    private_bot,
-    say,
     sent,
+    started_bot,
     system_prompt,
 )
 from tests.fakes.bot_api import FakeBotApi
@@ -27,14 +26,6 @@ from tests.fakes.model_server import FakeModelServer
 USER = 801
 OTHER = 802
 TTL = 3600  # the default SESSION_TTL_SECONDS
-
-
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as running:
-        yield running
 
 
 def idle_for(db_path: Path, seconds: float) -> None:
@@ -54,7 +45,7 @@ async def fail_model_turn(bot: RunningBot, text: str) -> str:
     """Send `text` while the model answers 500 to the call and its one SDK retry."""
     bot.model.enqueue("upstream exploded", status=500)
     bot.model.enqueue("upstream exploded", status=500)
-    [error] = await say(bot, USER, text)
+    [error] = await ask_private(bot, USER, text)
     return error
 
 
@@ -65,9 +56,9 @@ async def test_model_outage_explains_and_retry_answers_round_one(bot: RunningBot
     assert "the service is unavailable" in error and "/retry" in error
     assert "Traceback" not in error and "500" not in error and "exploded" not in error
     assert len(bot.model.requests) == 2  # the call and the SDK's one retry
-    [status] = await say(bot, USER, "/status")
+    [status] = await ask_private(bot, USER, "/status")
     assert "0 of 3 rounds answered" in status and "still waiting" in status
-    [reply] = await say(bot, USER, "/retry")
+    [reply] = await ask_private(bot, USER, "/retry")
     assert reply == "Reply to: Plan my week\n\nRound 1 of 3"
     assert [conversation(r) for r in bot.model.requests] == [["Plan my week"]] * 3
     assert await stored_texts(bot, USER) == [
@@ -79,7 +70,7 @@ async def test_model_outage_explains_and_retry_answers_round_one(bot: RunningBot
 async def test_resending_after_an_outage_is_not_stored_twice(bot: RunningBot) -> None:
     """Sending the same text again after a failure answers round 1 with it once."""
     await fail_model_turn(bot, "Plan my week")
-    [reply] = await say(bot, USER, "Plan my week")
+    [reply] = await ask_private(bot, USER, "Plan my week")
     assert reply.endswith("Round 1 of 3")
     assert conversation(bot.model.requests[-1]) == ["Plan my week"]
     assert "round 1 of 3" in system_prompt(bot.model.requests[-1])
@@ -92,7 +83,7 @@ async def test_resending_after_an_outage_is_not_stored_twice(bot: RunningBot) ->
 async def test_new_message_after_an_outage_joins_the_open_round(bot: RunningBot) -> None:
     """A different message after a failure is answered together with the first, as round 1."""
     await fail_model_turn(bot, "Plan my week")
-    [reply] = await say(bot, USER, "Actually, my month")
+    [reply] = await ask_private(bot, USER, "Actually, my month")
     assert reply.endswith("Round 1 of 3")
     assert conversation(bot.model.requests[-1]) == ["Plan my week\n\nActually, my month"]
     assert [text for _, text in await stored_texts(bot, USER)] == [
@@ -105,9 +96,9 @@ async def test_new_message_after_an_outage_joins_the_open_round(bot: RunningBot)
 async def test_stream_broken_midway_is_explained_and_retried(bot: RunningBot) -> None:
     """A stream that breaks after some text gives the error reply; /retry answers round 1."""
     bot.model.enqueue("A partial answer that breaks off", error_after=2, chunk_size=4)
-    [error] = await say(bot, USER, "Question")
+    [error] = await ask_private(bot, USER, "Question")
     assert error.startswith("⚠️ The model is not answering right now")
-    [reply] = await say(bot, USER, "/retry")
+    [reply] = await ask_private(bot, USER, "/retry")
     assert reply == "Reply to: Question\n\nRound 1 of 3"
 
 
@@ -117,10 +108,10 @@ async def test_restart_continues_the_consultation(
     """A bot started again on the same database continues at round 2 with the history.
     (A real process killed mid-answer is tested in test_entrypoint and test_guarantees_bot.)"""
     db = tmp_path / "bot.sqlite3"
-    async with private_bot(db, bot_api, model_server) as first:
-        await say(first, USER, "Help me learn Spanish")
-    async with private_bot(db, bot_api, model_server) as second:
-        [reply] = await say(second, USER, "Thirty minutes a day")
+    async with started_bot(db, bot_api, model_server) as first:
+        await ask_private(first, USER, "Help me learn Spanish")
+    async with started_bot(db, bot_api, model_server) as second:
+        [reply] = await ask_private(second, USER, "Thirty minutes a day")
         assert reply.endswith("Round 2 of 3")
         assert conversation(model_server.requests[-1]) == [
             "Help me learn Spanish",
@@ -176,7 +167,7 @@ async def test_blocked_chat_is_not_retried_and_others_keep_working(
     )
     await bot.send(USER, "Hello?")
     await bot.api.wait_for(lambda c: c.method == "sendMessage" and c.status == 403)
-    [reply] = await say(bot, OTHER, "Anyone there?")
+    [reply] = await ask_private(bot, OTHER, "Anyone there?")
     assert reply.startswith("Reply to: Anyone there?")
     to_blocked = [c for c in bot.api.calls_of("sendMessage") if c.params["chat_id"] == USER]
     assert len(to_blocked) == 1
@@ -189,10 +180,10 @@ async def test_expired_consultation_starts_fresh_and_says_why(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """A message after the TTL starts round 1 with fresh history, after an explanation."""
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        await say(bot, USER, "Old topic")
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        await ask_private(bot, USER, "Old topic")
         idle_for(tmp_path / "bot.sqlite3", TTL + 1)
-        notice, reply = await say(bot, USER, "New topic", parts=2)
+        notice, reply = await ask_private(bot, USER, "New topic", parts=2)
         assert notice.startswith("Your previous consultation expired")
         assert reply.endswith("Round 1 of 3")
         assert conversation(model_server.requests[-1]) == ["New topic"]
@@ -202,11 +193,11 @@ async def test_user_is_told_when_the_cleanup_expired_the_consultation(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """A consultation expired by the periodic cleanup is still explained to the user."""
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        await say(bot, USER, "Old topic")
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        await ask_private(bot, USER, "Old topic")
         idle_for(tmp_path / "bot.sqlite3", TTL + 1)
         await bot.runtime.service.cleanup(retention_seconds=86_400)  # what the loop runs
-        [first, *_] = await say(bot, USER, "New topic")
+        [first, *_] = await ask_private(bot, USER, "New topic")
         assert first.startswith("Your previous consultation expired")
 
 
@@ -221,6 +212,6 @@ async def test_reply_that_could_not_be_delivered_comes_before_the_next_one(
         lambda c: c.method == "sendMessage" and c.status == 502, timeout=10, count=4
     )
     assert sent(bot, USER) == []
-    texts = await say(bot, USER, "Second question", parts=2)
+    texts = await ask_private(bot, USER, "Second question", parts=2)
     assert texts[0] == "Reply to: First question\n\nRound 1 of 3"
     assert texts[1].endswith("Round 2 of 3")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.bot_private_support import buttons, private_bot, say, sent
+from tests.bot_harness import ask_private, buttons, sent, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.bot_api_checks import utf16_len
 from tests.fakes.model_server import FakeModelServer
@@ -42,10 +42,10 @@ async def test_a_final_answer_lists_its_sources_as_links(
     """Numbered as the answer cites them, titles shown literally, only http(s) linked, a
     repeated URL listed once; the status line stays last."""
     model_server.enqueue("Adults need 7-9 hours [1][4]. More in [2] and [3].", extras=EXTRAS)
-    async with private_bot(
+    async with started_bot(
         tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1
     ) as bot:
-        [text] = await say(bot, USER, "How much sleep do adults need?")
+        [text] = await ask_private(bot, USER, "How much sleep do adults need?")
         params = sent(bot, USER)[-1].params
     assert text == (
         "Adults need 7-9 hours [1][4]. More in [2] and [3].\n\n"
@@ -72,8 +72,8 @@ async def test_a_question_round_shows_its_sources_in_russian(
     model_server.enqueue(
         "Сколько вам лет? [1]", extras={"citations": ["https://www.who.int/sleep"]}
     )
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        [text] = await say(bot, USER, "Сколько нужно спать?", language_code="ru")
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [text] = await ask_private(bot, USER, "Сколько нужно спать?", language_code="ru")
         last = sent(bot, USER)[-1]
     assert "\n\nИсточники\n[1] www.who.int/sleep\n\nРаунд 1 из 3" in text
     assert buttons(last) == ["answer"]
@@ -93,10 +93,10 @@ async def test_sources_that_do_not_fit_go_into_their_own_message(
     ]
     extras = {"search_results": titles}
     model_server.enqueue(answer, extras=extras)
-    async with private_bot(
+    async with started_bot(
         tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1
     ) as bot:
-        texts = await say(bot, USER, "Вопрос", language_code="ru", parts=2)
+        texts = await ask_private(bot, USER, "Вопрос", language_code="ru", parts=2)
         calls = sent(bot, USER)[-2:]
     assert texts[0].rstrip().endswith("[1].")
     assert texts[1].startswith("Источники\n[1] Источник номер 0")

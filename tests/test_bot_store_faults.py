@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.bot_private_support import conversation, private_bot, say
+from tests.bot_harness import ask_private, conversation, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.test_entrypoint import clean_env
@@ -22,20 +22,20 @@ async def test_a_full_disk_is_explained_and_the_message_can_be_sent_again(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """SQLITE_FULL: "temporarily unavailable" in the user's language; later it works."""
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
-        await say(bot, OTHER, "A first question that takes some room " * 20)
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        await ask_private(bot, OTHER, "A first question that takes some room " * 20)
         await fill_disk(bot.runtime.store)
         # Needs pages the disk lacks; numbered, as the fake model echoes it (a reply
         # repeating one line is a loop, cut short).
         question = " ".join(f"Which laptop {n:03d} should I buy?" for n in range(125))
-        [english] = await say(bot, USER, question)
-        [russian] = await say(bot, USER, question, language_code="ru")
+        [english] = await ask_private(bot, USER, question)
+        [russian] = await ask_private(bot, USER, question, language_code="ru")
         assert "temporarily unavailable" in english and "try again" in english
         assert "временно недоступно" in russian
         assert model_server.requests[1:] == []  # nothing was stored, so nothing was asked
 
         await free_disk(bot.runtime.store)
-        [reply] = await say(bot, USER, question)
+        [reply] = await ask_private(bot, USER, question)
         assert reply.endswith("Round 1 of 3")
         assert conversation(model_server.requests[-1]) == [question]
 
@@ -46,9 +46,9 @@ async def test_a_command_that_cannot_be_saved_is_explained_too(
     """A settings command while the database file is gone: "temporarily unavailable",
     not "something went wrong"."""
     db_path = tmp_path / "bot.sqlite3"
-    async with private_bot(db_path, bot_api, model_server) as bot:
+    async with started_bot(db_path, bot_api, model_server) as bot:
         db_path.unlink()
-        [reply] = await say(bot, USER, "/rounds 4")
+        [reply] = await ask_private(bot, USER, "/rounds 4")
         assert "temporarily unavailable" in reply
 
 

@@ -19,7 +19,7 @@ from core.llm import OpenAICompleter
 from core.ports import CompletionRequest
 from telemetry.metrics import MeteredCompleter, Metrics
 from tests.api_harness import api_settings, running_api
-from tests.bot_private_support import conversation, private_bot, say
+from tests.bot_harness import ask_private, conversation, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 
@@ -167,16 +167,16 @@ async def test_bot_turn_on_an_endless_stream_times_out_and_frees_the_chat(
 ) -> None:
     """Text forever: the total deadline ends the call, the user is told, the chat answers again."""
     model_server.enqueue("abc", endless=True, chunk_size=4, chunk_delay=0.01)
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
         [runtime_deadline] = built_deadlines
         with deadlines(runtime_deadline, first=1, total=1):
-            [error] = await say(bot, USER, "Plan my week")
+            [error] = await ask_private(bot, USER, "Plan my week")
         assert error.startswith("⚠️ The model is not answering right now")
         assert "it took too long" in error and "/retry" in error
 
-        [status] = await say(bot, USER, "/status")
+        [status] = await ask_private(bot, USER, "/status")
         assert "0 of 3 rounds answered" in status
 
-        [reply] = await say(bot, USER, "/retry")
+        [reply] = await ask_private(bot, USER, "/retry")
         assert reply == "Reply to: Plan my week\n\nRound 1 of 3"
         assert conversation(model_server.requests[-1]) == ["Plan my week"]

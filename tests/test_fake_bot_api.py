@@ -35,7 +35,7 @@ async def app(bot_api: FakeBotApi) -> AsyncIterator[Application]:
 
 
 @pytest.fixture
-async def bot(bot_api: FakeBotApi) -> AsyncIterator[Bot]:
+async def bare_bot(bot_api: FakeBotApi) -> AsyncIterator[Bot]:
     """A bare PTB Bot talking to the fake."""
     async with Bot(TOKEN, base_url=bot_api.base_url) as b:
         yield b
@@ -86,35 +86,35 @@ async def test_command_gets_bot_command_entity(bot_api: FakeBotApi) -> None:
     assert photo.message is not None and photo.message.photo and photo.message.text is None
 
 
-async def test_send_edit_and_not_modified(bot_api: FakeBotApi, bot: Bot) -> None:
+async def test_send_edit_and_not_modified(bot_api: FakeBotApi, bare_bot: Bot) -> None:
     """Edits change the stored text; editing to the same text is "message is not modified"."""
-    sent = await bot.send_message(3, "draft")
+    sent = await bare_bot.send_message(3, "draft")
     assert sent.message_id > 0 and sent.text == "draft"
-    edited = await bot.edit_message_text("final", chat_id=3, message_id=sent.message_id)
+    edited = await bare_bot.edit_message_text("final", chat_id=3, message_id=sent.message_id)
     assert isinstance(edited, type(sent)) and edited.text == "final"
     with pytest.raises(BadRequest, match=r"(?i)message is not modified"):
-        await bot.edit_message_text("final", chat_id=3, message_id=sent.message_id)
+        await bare_bot.edit_message_text("final", chat_id=3, message_id=sent.message_id)
     assert bot_api.sent_texts(3) == ["draft", "final"]
 
 
-async def test_text_validation(bot_api: FakeBotApi, bot: Bot) -> None:
+async def test_text_validation(bot_api: FakeBotApi, bare_bot: Bot) -> None:
     """Too long, empty, and entities past the end (counted in UTF-16) are 400s like Telegram's."""
     with pytest.raises(BadRequest, match=r"(?i)message is too long"):
-        await bot.send_message(1, "x" * 4097)
-    await bot.send_message(1, "😀" * 2048)  # 4096 UTF-16 units: fits
+        await bare_bot.send_message(1, "x" * 4097)
+    await bare_bot.send_message(1, "😀" * 2048)  # 4096 UTF-16 units: fits
     with pytest.raises(BadRequest, match=r"(?i)message is too long"):
-        await bot.send_message(1, "😀" * 2049)
+        await bare_bot.send_message(1, "😀" * 2049)
     with pytest.raises(BadRequest, match=r"(?i)message text is empty"):
-        await bot.send_message(1, "  ")
+        await bare_bot.send_message(1, "  ")
     bad = [MessageEntity(MessageEntity.BOLD, offset=1, length=2)]
     with pytest.raises(BadRequest, match=r"(?i)can't parse entities"):
-        await bot.send_message(1, "😀", entities=bad)  # the emoji is 2 units: 1 + 2 > 2
-    ok = await bot.send_message(1, "a😀", entities=bad)
+        await bare_bot.send_message(1, "😀", entities=bad)  # the emoji is 2 units: 1 + 2 > 2
+    ok = await bare_bot.send_message(1, "a😀", entities=bad)
     assert ok.entities == tuple(bad)
     with pytest.raises(BadRequest, match=r"(?i)can't parse entities"):
-        await bot.send_message(1, "use the <div> tag", parse_mode="HTML")
+        await bare_bot.send_message(1, "use the <div> tag", parse_mode="HTML")
     with pytest.raises(BadRequest, match=r"(?i)can't parse entities"):
-        await bot.send_message(1, "end.", parse_mode="MarkdownV2")
+        await bare_bot.send_message(1, "end.", parse_mode="MarkdownV2")
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ async def test_text_validation(bot_api: FakeBotApi, bot: Bot) -> None:
     ],
 )
 async def test_injected_failures_map_to_ptb_errors(
-    bot_api: FakeBotApi, bot: Bot, status: int, description: str, error: type[Exception]
+    bot_api: FakeBotApi, bare_bot: Bot, status: int, description: str, error: type[Exception]
 ) -> None:
     """Injected failures use real HTTP statuses, so PTB raises its matching exception once."""
     retry_after = 3 if status == 429 else None
@@ -135,32 +135,32 @@ async def test_injected_failures_map_to_ptb_errors(
         "sendMessage", status=status, description=description, retry_after=retry_after
     )
     with pytest.raises(error) as caught:
-        await bot.send_message(1, "hi")
+        await bare_bot.send_message(1, "hi")
     if isinstance(caught.value, RetryAfter):
         assert caught.value.retry_after.total_seconds() == 3  # type: ignore[union-attr]
     if status == 400:
         assert "can't parse entities" in str(caught.value).lower()
-    assert (await bot.send_message(1, "again")).text == "again"
+    assert (await bare_bot.send_message(1, "again")).text == "again"
     assert [c.status for c in bot_api.calls_of("sendMessage")] == [status, 200]
 
 
-async def test_other_methods_answer_like_telegram(bot_api: FakeBotApi, bot: Bot) -> None:
+async def test_other_methods_answer_like_telegram(bot_api: FakeBotApi, bare_bot: Bot) -> None:
     """Chat members by status, getChat, commands, actions, drafts and unknown methods."""
     bot_api.member_status.update({10: "administrator", 11: "creator"})
-    assert (await bot.get_chat_member(-5, 10)).status == "administrator"
-    assert (await bot.get_chat_member(-5, 11)).status == "creator"
-    assert (await bot.get_chat_member(-5, 12)).status == "member"
-    assert (await bot.get_chat(-5)).type == "group"
-    assert await bot.set_my_commands([("start", "Start")], language_code="ru")
-    assert await bot.send_chat_action(1, "typing")
-    assert await bot.send_message_draft(1, 77, "partial answer")
+    assert (await bare_bot.get_chat_member(-5, 10)).status == "administrator"
+    assert (await bare_bot.get_chat_member(-5, 11)).status == "creator"
+    assert (await bare_bot.get_chat_member(-5, 12)).status == "member"
+    assert (await bare_bot.get_chat(-5)).type == "group"
+    assert await bare_bot.set_my_commands([("start", "Start")], language_code="ru")
+    assert await bare_bot.send_chat_action(1, "typing")
+    assert await bare_bot.send_message_draft(1, 77, "partial answer")
     assert bot_api.calls_of("sendMessageDraft")[0].params["draft_id"] == 77
-    sent = await bot.send_message(1, "x")
-    assert await bot.delete_message(1, sent.message_id)
+    sent = await bare_bot.send_message(1, "x")
+    assert await bare_bot.delete_message(1, sent.message_id)
     with pytest.raises(BadRequest):
-        await bot.delete_message(1, sent.message_id)
+        await bare_bot.delete_message(1, sent.message_id)
     with pytest.raises(TelegramError, match=r"(?i)not found"):
-        await bot.do_api_request("noSuchMethod")
+        await bare_bot.do_api_request("noSuchMethod")
 
 
 async def test_control_endpoints_for_benchmarks(bot_api: FakeBotApi, app: Application) -> None:

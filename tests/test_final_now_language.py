@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.bot_harness import RunningBot
-from tests.bot_private_support import (
+from tests.bot_harness import (
+    RunningBot,
+    ask_private,
     conversation,
-    private_bot,
-    say,
     sent,
+    started_bot,
     system_prompt,
     wait_sent,
 )
@@ -38,9 +38,9 @@ async def test_a_russian_user_pressing_answer_now_is_asked_and_answered_in_russi
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """The model receives the request in Russian and is told to answer in Russian."""
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
         model_server.enqueue("Какой у вас участок?")
-        await say(bot, USER, "Помоги спланировать сад на даче", language_code="ru")
+        await ask_private(bot, USER, "Помоги спланировать сад на даче", language_code="ru")
         model_server.enqueue("## План сада")
         final = await press_answer_now(bot, "ru")
     assert "План сада" in final and "Итоговый ответ" in final
@@ -55,10 +55,10 @@ async def test_answer_command_names_the_written_language_whatever_the_ui_languag
 ) -> None:
     """A user whose Telegram is in English but who writes Russian: the request follows the
     UI language, the answer the language written in."""
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
         model_server.enqueue("Какой у вас участок?")
-        await say(bot, USER, "Помоги спланировать сад на даче")
-        await say(bot, USER, "/answer")
+        await ask_private(bot, USER, "Помоги спланировать сад на даче")
+        await ask_private(bot, USER, "/answer")
     request = model_server.requests[-1]
     assert conversation(request)[-1] == ENGLISH_REQUEST
     assert "Answer in Russian" in system_prompt(request)
@@ -67,9 +67,9 @@ async def test_answer_command_names_the_written_language_whatever_the_ui_languag
 async def test_an_english_conversation_is_answered_in_english(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
         model_server.enqueue("How big is the plot?")
-        await say(bot, USER, "Help me plan the garden at my country house")
+        await ask_private(bot, USER, "Help me plan the garden at my country house")
         await press_answer_now(bot, "en")
     request = model_server.requests[-1]
     assert conversation(request)[-1] == ENGLISH_REQUEST
@@ -81,9 +81,9 @@ async def test_a_language_that_cannot_be_told_is_not_guessed(
 ) -> None:
     """A German conversation is not called English: the prompt says to keep the language
     the user has been writing in, and that the request for the answer does not count."""
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
         model_server.enqueue("Wie groß ist das Grundstück?")
-        await say(bot, USER, "Hilf mir, den Garten zu planen", language_code="de")
+        await ask_private(bot, USER, "Hilf mir, den Garten zu planen", language_code="de")
         await press_answer_now(bot, "de")
     request = model_server.requests[-1]
     prompt = system_prompt(request)

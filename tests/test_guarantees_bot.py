@@ -8,27 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest
-
-from tests.bot_harness import FirstCallOnly, RunningBot
-from tests.bot_private_support import conversation, delivered, private_bot, say, sent
+from tests.bot_harness import (
+    FirstCallOnly,
+    RunningBot,
+    ask_private,
+    conversation,
+    delivered,
+    sent,
+)
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.test_entrypoint import USER as PROCESS_USER
 from tests.test_entrypoint import StartBot, answered, start_bot  # noqa: F401 - a fixture
 
 USER = 901
-
-
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    async with private_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as running:
-        yield running
 
 
 def in_delivery_order(bot: RunningBot, chat_id: int) -> list[str]:
@@ -72,14 +66,14 @@ async def test_a_slow_delivery_holds_back_the_chats_next_message(bot: RunningBot
 
 async def test_model_outage_in_round_two_keeps_the_message(bot: RunningBot) -> None:
     """A failed round 2 leaves its message waiting: /status says so, /retry answers it."""
-    await say(bot, USER, "Plan my week")
+    await ask_private(bot, USER, "Plan my week")
     bot.model.enqueue("upstream exploded", status=500)
     bot.model.enqueue("upstream exploded", status=500)  # the SDK's one retry
-    [error] = await say(bot, USER, "Mostly evenings")
+    [error] = await ask_private(bot, USER, "Mostly evenings")
     assert error.startswith("⚠️ The model is not answering right now")
-    [status] = await say(bot, USER, "/status")
+    [status] = await ask_private(bot, USER, "/status")
     assert "1 of 3 rounds answered" in status and "still waiting" in status
-    [reply] = await say(bot, USER, "/retry")
+    [reply] = await ask_private(bot, USER, "/retry")
     assert reply == "Reply to: Mostly evenings\n\nRound 2 of 3"
     assert conversation(bot.model.requests[-1]) == [
         "Plan my week",
