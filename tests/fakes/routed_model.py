@@ -40,7 +40,6 @@ class RoleServers:
 
     def roles(self, tmp_path: Path) -> ModelRoles:
         evals = EvalSettings(
-            _env_file=None,
             user_base_url=self.user.base_url,
             user_model=USER_MODEL,
             judge_base_url=self.judge.base_url,
