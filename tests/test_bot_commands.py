@@ -1,5 +1,5 @@
 """Commands and their buttons in a private chat, end to end: what the user sees, what the
-model is sent (SPEC §2 rounds, reset, early finish; §6 commands)."""
+model is sent (rounds, reset, early finish)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Delivery of answers in a private chat, end to end: splitting, formatting fallbacks,
-continuation of cut-off answers, streaming drafts and Telegram's flood control (SPEC §5, §6)."""
+continuation of cut-off answers, streaming drafts and Telegram's flood control."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What goes wrong around a private chat, end to end: model outages, restarts, quick
-messages, many chats at once, blocked chats and expiry (SPEC §2 failure, ordering; §6)."""
+messages, many chats at once, blocked chats and expiry."""
 
 from __future__ import annotations
 
