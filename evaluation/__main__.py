@@ -1,0 +1,7 @@
+"""`python -m evaluation`: see `evaluation.cli`."""
+
+import sys
+
+from evaluation.cli import main
+
+sys.exit(main())
