@@ -14,6 +14,7 @@ from pathlib import Path
 from evaluation.report_chart import score_chart
 from evaluation.report_table import (
     NONE,
+    early_text,
     mean_text,
     percent,
     scenario_repeats,
@@ -165,15 +166,19 @@ def _per_scenario(report: Report, summary: Summary) -> str:
             for p in summary.pairs
         ]
         row += [
-            " · ".join(
-                NONE if r is None else f"{r.rounds_used}/{r.max_rounds}" + " early" * r.early_finish
-                for r in runs
-            ),
+            " · ".join(_rounds(r) for r in runs),
             " · ".join(NONE if r is None else f"{r.tokens_in}/{r.tokens_out}" for r in runs),
             " · ".join(NONE if r is None else f"{r.seconds:.1f} s" for r in runs),
         ]
         rows.append(row)
     return _table(headers, rows)
+
+
+def _rounds(r: RunResult | None) -> str:
+    if r is None:
+        return NONE
+    early = early_text(r)
+    return f"{r.rounds_used}/{r.max_rounds}" + ("" if early == NONE else f" {early}")
 
 
 def _transcripts(report: Report, summary: Summary) -> str:
@@ -211,8 +216,8 @@ def _pair_block(p: Pairwise) -> str:
 
 def _run_block(r: RunResult) -> str:
     head = f"{r.variant}: {score_text(r)} · rounds {r.rounds_used}/{r.max_rounds}"
-    if r.early_finish:
-        head += " · early finish"
+    if r.early_finish or r.expected_early_finish:
+        head += f" · {early_text(r)}"
     if r.final_now_pressed:
         head += " · final answer pressed"
     final = _final_index(r)

@@ -37,6 +37,13 @@ def score_text(result: RunResult | None) -> str:
     return f"{result.judgement.score:.2f}"
 
 
+def early_text(result: RunResult) -> str:
+    """Whether the bot finished early, flagged when the scenario expected otherwise."""
+    if result.early_finish:
+        return "early (not expected)" if result.expected_early_finish is False else "early"
+    return "not early (expected)" if result.expected_early_finish else NONE
+
+
 def winner_text(judgement: Pairwise | None) -> str:
     if judgement is None:
         return NONE
@@ -77,7 +84,7 @@ def scenario_table(report: Report, summary: Summary) -> Table:
                 for pair in summary.pairs
             ],
             _per_variant(runs, lambda r: f"{r.rounds_used}/{r.max_rounds}"),
-            _per_variant(runs, lambda r: "early" if r.early_finish else NONE),
+            _per_variant(runs, early_text),
             _per_variant(runs, lambda r: f"{r.tokens_in}/{r.tokens_out}"),
             _per_variant(runs, lambda r: f"{r.seconds:.1f} s"),
         )

@@ -340,3 +340,15 @@ def test_html_marks_the_final_answer_and_shows_one_missing_from_the_transcript(
     text = "".join(page.text)
     assert text.count("· final answer") == 4
     assert "Start with 2 kg, 3×12." in text
+
+
+def test_table_flags_an_early_finish_that_did_not_go_as_the_scenario_expects() -> None:
+    report = _report()
+    report.results[0].expected_early_finish = True  # finished early, as expected
+    report.results[2].expected_early_finish = True  # used all 3 rounds
+    report.results[2].judgement = Judgement(score=0.5)
+    out = _table(report)
+    fitness = next(x for x in out.splitlines() if "fitness-hammer-curl-en" in x)
+    legal = next(x for x in out.splitlines() if "legal-deposit-ru" in x)
+    assert "early ·" in fitness and "expected" not in fitness
+    assert "not early (expected)" in legal
