@@ -50,6 +50,14 @@ class Completer(Protocol):
 
 
 class ConsultationStore(Protocol):
+    async def ping(self) -> bool:
+        """True if the store can read and write right now (a health check polls it).
+
+        Never raises: a store that cannot be reached, or was closed, answers False.
+        Cheap enough to call every few seconds.
+        """
+        ...
+
     async def load_active(self, chat_key: str) -> Consultation | None:
         """The chat's consultation with status ACTIVE, messages included."""
         ...
@@ -63,7 +71,11 @@ class ConsultationStore(Protocol):
         ...
 
     async def create(self, consultation: Consultation) -> None:
-        """Insert the consultation and the messages it already holds, atomically."""
+        """Insert the consultation and the messages it already holds, atomically.
+
+        A chat has at most one ACTIVE consultation, whoever writes: creating a second
+        raises `core.errors.ActiveConsultationExists` and stores nothing.
+        """
         ...
 
     async def add_message(
@@ -77,11 +89,19 @@ class ConsultationStore(Protocol):
         consultation_id: str,
         reply: Message,
         *,
+        expected_round: int,
         current_round: int,
         status: Status,
         last_activity_at: float,
     ) -> None:
-        """Append the assistant reply and advance the round, atomically."""
+        """Append the assistant reply and advance the round, atomically, as a
+        compare-and-set: only if the stored consultation is still ACTIVE with
+        `current_round == expected_round` (the round the turn was planned from).
+
+        Otherwise another writer moved it on (or ended it) meanwhile: nothing is
+        written and `core.errors.TurnSuperseded` is raised. `SessionNotFound` for an
+        unknown id.
+        """
         ...
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None: ...

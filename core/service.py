@@ -439,10 +439,14 @@ class ConsultationService:
         if not answer.complete:
             notices.add(Notice.ANSWER_INCOMPLETE)
         reply = Message(Role.ASSISTANT, text, self._clock(), usage=answer.usage)
+        planned_from = consultation.current_round
         after_reply(consultation, turn, reply, early_finish=early_finish)
+        # Compare-and-set: if another writer answered this round meanwhile, the store
+        # keeps nothing of this turn and raises TurnSuperseded, which the caller gets.
         await self._store.record_reply(
             consultation.id,
             reply,
+            expected_round=planned_from,
             current_round=consultation.current_round,
             status=consultation.status,
             last_activity_at=consultation.last_activity_at,

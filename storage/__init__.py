@@ -2,6 +2,5 @@
 
 from storage.faults import DatabaseUnusable
 from storage.sqlite import SqliteStore
-from storage.statements import ActiveConsultationExists
 
-__all__ = ["ActiveConsultationExists", "DatabaseUnusable", "SqliteStore"]
+__all__ = ["DatabaseUnusable", "SqliteStore"]

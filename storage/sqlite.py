@@ -163,7 +163,11 @@ class SqliteStore:
     # -- writes --------------------------------------------------------------------------
 
     async def create(self, consultation: Consultation) -> None:
-        """Insert it with its messages; raises `ActiveConsultationExists` for a 2nd ACTIVE."""
+        """Insert it with its messages atomically.
+
+        Raises `core.errors.ActiveConsultationExists` for a second ACTIVE one in its chat,
+        whichever store (or process) created the first.
+        """
         await self._writer.run(functools.partial(sql.insert_consultation, c=consultation))
 
     async def add_message(
@@ -184,15 +188,19 @@ class SqliteStore:
         consultation_id: str,
         reply: Message,
         *,
+        expected_round: int,
         current_round: int,
         status: Status,
         last_activity_at: float,
     ) -> None:
+        """Append the reply and advance the round if it still stands at `expected_round`;
+        raises `TurnSuperseded` (storing nothing) if another writer moved it on."""
         await self._writer.run(
             functools.partial(
-                sql.append_message,
+                sql.record_reply,
                 consultation_id=consultation_id,
                 message=reply,
+                expected_round=expected_round,
                 current_round=current_round,
                 status=status.value,
                 last_activity_at=last_activity_at,

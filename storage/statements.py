@@ -4,7 +4,9 @@ Invariant: every value reaches SQLite as a bound parameter; the only text
 formatted into SQL is fixed column names written in this module. Every
 function here is synchronous and runs on a connection's thread inside a
 transaction opened by `storage.batch`; writes raise `SessionNotFound` for a
-missing consultation so that their savepoint is rolled back.
+missing consultation (and `record_reply` raises `TurnSuperseded` when its
+compare-and-set fails) before changing anything, so their savepoint is rolled back
+and the writes batched with them still commit.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sqlite3
 import time
 from typing import Any
 
-from core.errors import SessionNotFound
+from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
 from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
 
 _SELECT_CONSULTATION = (
@@ -43,10 +45,6 @@ _APPEND_MESSAGE = (
 
 VACUUM_PAGES_PER_PURGE = 5000
 """At most this many pages (20 MB at 4 KiB) are freed per purge, about 150 ms of work."""
-
-
-class ActiveConsultationExists(ValueError):
-    """The chat already has an ACTIVE consultation; end it before creating another."""
 
 
 # -- writes (run on the connection's thread, inside a transaction) -----------------------
@@ -88,6 +86,35 @@ def append_message(
 ) -> None:
     """Append `message` and set `columns` on its consultation."""
     update_consultation(db, consultation_id, **columns)
+    db.execute(_APPEND_MESSAGE, (consultation_id, *_message_values(message), consultation_id))
+
+
+def record_reply(
+    db: sqlite3.Connection,
+    consultation_id: str,
+    message: Message,
+    *,
+    expected_round: int,
+    **columns: Any,
+) -> None:
+    """Append the reply and set `columns` only if the consultation is still ACTIVE at
+    `expected_round`; otherwise write nothing and raise `TurnSuperseded`.
+
+    The check and the update are one UPDATE inside the write transaction, so two
+    writers (two processes) recording the same round cannot both succeed.
+    """
+    assignments = ", ".join(f"{name} = ?" for name in columns)
+    cursor = db.execute(
+        f"UPDATE consultations SET {assignments}"
+        " WHERE id = ? AND current_round = ? AND status = 'active'",
+        (*columns.values(), consultation_id, expected_round),
+    )
+    if cursor.rowcount == 0:
+        if db.execute("SELECT 1 FROM consultations WHERE id = ?", (consultation_id,)).fetchone():
+            raise TurnSuperseded(
+                f"consultation {consultation_id} moved on from round {expected_round}"
+            )
+        raise SessionNotFound(consultation_id)
     db.execute(_APPEND_MESSAGE, (consultation_id, *_message_values(message), consultation_id))
 
 

@@ -11,7 +11,7 @@ import pytest
 from core.models import Message, Role
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import FakeModelServer
-from tests.test_storage import make
+from tests.store_contract import make
 from tests.test_store_faults import fill_disk
 
 

@@ -1,130 +1,56 @@
-"""SqliteStore against real SQLite files: schema, round trips, durability, concurrency."""
+"""The store contract: what every `ConsultationStore` implementation must do, run against
+each one in `tests.store_contract.STORE_KINDS` (SQLite today) on a real database —
+round trips, atomic writes, one ACTIVE consultation per chat, compare-and-set of the
+round, and several writers at once (one store, or two stores on one database as two
+worker processes would have). What only SQLite has is in tests/test_storage_sqlite.py."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
-import sys
-import textwrap
+import functools
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
-from core.errors import SessionNotFound
+from app.stores import Store
+from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
 from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
-from core.ports import ConsultationStore
-from storage import ActiveConsultationExists, SqliteStore
-from storage.migrations import MIGRATIONS, applied_migrations, migrate
+from tests.store_contract import STORE_KINDS, StoreKind, make
 
-ROOT = Path(__file__).resolve().parent.parent
 INJECTION = "'); DROP TABLE consultations; -- \" OR 1=1; SELECT * FROM messages WHERE '1'='1"
 
+Rows = Callable[..., Awaitable[int]]
+
+
+@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
+def kind(request: pytest.FixtureRequest) -> StoreKind:
+    """The store implementation under test."""
+    kind: StoreKind = request.param
+    return kind
+
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "nested" / "bot.db"
+def database(kind: StoreKind, tmp_path: Path) -> str:
+    return kind.new_database(tmp_path)
 
 
 @pytest.fixture
-async def store(db_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(db_path)
+async def store(kind: StoreKind, database: str) -> AsyncIterator[Store]:
+    opened = await kind.open(database)
     yield opened
     await opened.close()
 
 
-def make(
-    chat_key: str = "chat:1",
-    *,
-    messages: list[Message] | None = None,
-    at: float = 1000.0,
-    **fields: object,
-) -> Consultation:
-    text = "How do I choose a database?"
-    return Consultation(
-        id=str(uuid.uuid4()),
-        chat_key=chat_key,
-        max_rounds=3,
-        initial_request=text,
-        created_at=at,
-        last_activity_at=at,
-        messages=[Message(Role.USER, text, at, author="Ann")] if messages is None else messages,
-        **fields,  # type: ignore[arg-type]
-    )
+@pytest.fixture
+def rows(kind: StoreKind, database: str) -> Rows:
+    """rows(table, **equals): how many rows the database holds, read behind the store."""
+    return functools.partial(kind.count, database)
 
 
-async def count(path: Path, sql: str, *params: object) -> int:
-    async with aiosqlite.connect(path) as db:
-        rows = list(await db.execute_fetchall(sql, params))
-    return int(rows[0][0])
-
-
-async def test_store_satisfies_the_port(store: SqliteStore) -> None:
-    """SqliteStore is usable wherever the engine expects a ConsultationStore."""
-    port: ConsultationStore = store
-    assert await port.load_active("nobody") is None
-    assert await store.ping()
-
-
-async def test_blank_database_is_migrated(db_path: Path, store: SqliteStore) -> None:
-    """Opening a missing file creates its folder, the schema, WAL mode and the migration log."""
-    assert db_path.exists()  # noqa: ASYNC240 (a stat of a local file in a test)
-    async with aiosqlite.connect(db_path) as db:
-        assert await applied_migrations(db) == [m.__name__ for m in MIGRATIONS]
-        tables = {
-            row[0]
-            for row in await db.execute_fetchall(
-                "SELECT name FROM sqlite_master WHERE type='table'"
-            )
-        }
-        (mode,) = next(iter(await db.execute_fetchall("PRAGMA journal_mode")))
-    assert {"consultations", "messages", "chat_settings", "schema_migrations"} <= tables
-    assert mode == "wal"
-
-
-async def test_reopen_keeps_data_and_does_not_rerun_migrations(db_path: Path) -> None:
-    """A second open finds the data and applies no migration again."""
-    store = await SqliteStore.open(db_path)
-    consultation = make()
-    await store.create(consultation)
-    await store.close()
-    before = await count(db_path, "SELECT COUNT(*) FROM schema_migrations")
-
-    store = await SqliteStore.open(db_path)
-    try:
-        assert await store.get(consultation.id) == consultation
-    finally:
-        await store.close()
-    assert await count(db_path, "SELECT COUNT(*) FROM schema_migrations") == before
-    async with aiosqlite.connect(db_path, isolation_level=None) as db:
-        assert await migrate(db) == []
-
-
-async def test_failed_migration_leaves_nothing_behind(tmp_path: Path) -> None:
-    """A migration that fails is rolled back whole and not recorded; earlier ones stay."""
-
-    async def m001_ok(db: aiosqlite.Connection) -> None:
-        await db.execute("CREATE TABLE kept (x)")
-
-    async def m002_broken(db: aiosqlite.Connection) -> None:
-        await db.execute("CREATE TABLE half (x)")
-        await db.execute("THIS IS NOT SQL")
-
-    async with aiosqlite.connect(tmp_path / "m.db", isolation_level=None) as db:
-        with pytest.raises(aiosqlite.OperationalError):
-            await migrate(db, [m001_ok, m002_broken])
-        assert await applied_migrations(db) == ["m001_ok"]
-        names = {r[0] for r in await db.execute_fetchall("SELECT name FROM sqlite_master")}
-        assert "kept" in names
-        assert "half" not in names
-        assert await migrate(db, [m001_ok]) == []
-
-
-async def test_round_trip_keeps_options_order_authors_and_usage(store: SqliteStore) -> None:
+async def test_round_trip_keeps_options_order_authors_and_usage(store: Store) -> None:
     """What create stores, load_active and get return equal, field for field."""
     options = ModelOptions(
         model="sonar-pro",
@@ -156,21 +82,22 @@ async def test_round_trip_keeps_options_order_authors_and_usage(store: SqliteSto
     assert await store.get(str(uuid.uuid4())) is None
 
 
-async def test_consultation_without_messages_round_trips(store: SqliteStore) -> None:
+async def test_consultation_without_messages_round_trips(store: Store) -> None:
     """A consultation created with no messages loads with an empty list, default options."""
     consultation = make(messages=[])
     await store.create(consultation)
     assert await store.get(consultation.id) == consultation
 
 
-async def test_open_turn_survives_reopen(db_path: Path) -> None:
+async def test_open_turn_survives_reopen(kind: StoreKind, database: str) -> None:
     """A user message added and committed is still the open turn after a restart."""
-    store = await SqliteStore.open(db_path)
+    store = await kind.open(database)
     consultation = make()
     await store.create(consultation)
     await store.record_reply(
         consultation.id,
         Message(Role.ASSISTANT, "Which workload?", 1001.0),
+        expected_round=0,
         current_round=1,
         status=Status.ACTIVE,
         last_activity_at=1001.0,
@@ -180,7 +107,7 @@ async def test_open_turn_survives_reopen(db_path: Path) -> None:
     )
     await store.close()
 
-    store = await SqliteStore.open(db_path)
+    store = await kind.open(database)
     try:
         resumed = await store.load_active("chat:1")
     finally:
@@ -191,47 +118,18 @@ async def test_open_turn_survives_reopen(db_path: Path) -> None:
     assert [m.text for m in resumed.open_turn] == ["Mostly reads"]
 
 
-async def test_committed_message_survives_process_kill(db_path: Path) -> None:
-    """A message whose add_message returned is on disk even if the process is SIGKILLed."""
-    script = textwrap.dedent(
-        f"""
-        import asyncio, os, signal
-        from core.models import Consultation, Message, Role
-        from storage import SqliteStore
-
-        async def main():
-            store = await SqliteStore.open({str(db_path)!r})
-            c = Consultation("c1", "chat:k", 3, "hello", 1.0, 1.0,
-                             messages=[Message(Role.USER, "hello", 1.0)])
-            await store.create(c)
-            await store.add_message("c1", Message(Role.USER, "still here", 2.0),
-                                    last_activity_at=2.0)
-            os.kill(os.getpid(), signal.SIGKILL)
-
-        asyncio.run(main())
-        """
-    )
-    process = await asyncio.create_subprocess_exec(sys.executable, "-c", script, cwd=ROOT)
-    assert await process.wait() == -signal.SIGKILL
-    # Never checkpointed: the commit is only in the WAL the killed process left.
-    assert os.path.exists(f"{db_path}-wal")  # noqa: ASYNC240
-
-    store = await SqliteStore.open(db_path)
-    try:
-        resumed = await store.load_active("chat:k")
-    finally:
-        await store.close()
-    assert resumed is not None
-    assert [m.text for m in resumed.messages] == ["hello", "still here"]
-
-
-async def test_record_reply_advances_round_and_status_together(store: SqliteStore) -> None:
+async def test_record_reply_advances_round_and_status_together(store: Store) -> None:
     """The final reply, the round and COMPLETE are stored together; the chat has no active one."""
     consultation = make()
     await store.create(consultation)
     reply = Message(Role.ASSISTANT, "Final answer", 1005.0, usage=Usage(100, 900))
     await store.record_reply(
-        consultation.id, reply, current_round=3, status=Status.COMPLETE, last_activity_at=1005.0
+        consultation.id,
+        reply,
+        expected_round=0,
+        current_round=3,
+        status=Status.COMPLETE,
+        last_activity_at=1005.0,
     )
     assert await store.load_active("chat:1") is None
     done = await store.get(consultation.id)
@@ -241,7 +139,7 @@ async def test_record_reply_advances_round_and_status_together(store: SqliteStor
 
 
 async def test_write_to_unknown_consultation_raises_and_changes_nothing(
-    db_path: Path, store: SqliteStore
+    rows: Rows, store: Store
 ) -> None:
     """Writes naming a missing id raise SessionNotFound, roll back, and leave the store usable."""
     missing = str(uuid.uuid4())
@@ -251,6 +149,7 @@ async def test_write_to_unknown_consultation_raises_and_changes_nothing(
         await store.record_reply(
             missing,
             Message(Role.ASSISTANT, "x", 1.0),
+            expected_round=0,
             current_round=1,
             status=Status.ACTIVE,
             last_activity_at=1.0,
@@ -259,13 +158,13 @@ async def test_write_to_unknown_consultation_raises_and_changes_nothing(
         await store.set_status(missing, Status.RESET, at=1.0)
     with pytest.raises(SessionNotFound):
         await store.set_max_rounds(missing, 5)
-    assert await count(db_path, "SELECT COUNT(*) FROM messages") == 0
+    assert await rows("messages") == 0
     await store.create(make())
-    assert await count(db_path, "SELECT COUNT(*) FROM consultations") == 1
+    assert await rows("consultations") == 1
 
 
 async def test_failing_write_does_not_spoil_writes_batched_with_it(
-    db_path: Path, store: SqliteStore
+    rows: Rows, store: Store
 ) -> None:
     """Writes submitted together share a commit, but one that fails is rolled back alone."""
     consultation = make()
@@ -286,12 +185,12 @@ async def test_failing_write_does_not_spoil_writes_batched_with_it(
     assert [m.text for m in loaded.messages][1:] == ["a", "b"]
     assert loaded.last_activity_at == 4.0
     assert await store.load_active("chat:2") is not None
-    assert await count(db_path, "SELECT COUNT(*) FROM consultations") == 2
+    assert await rows("consultations") == 2
 
 
-async def test_close_commits_writes_already_submitted(db_path: Path) -> None:
+async def test_close_commits_writes_already_submitted(kind: StoreKind, database: str) -> None:
     """Closing the store waits for pending writes instead of dropping them."""
-    store = await SqliteStore.open(db_path)
+    store = await kind.open(database)
     consultation = make()
     await store.create(consultation)
     pending = [
@@ -305,7 +204,7 @@ async def test_close_commits_writes_already_submitted(db_path: Path) -> None:
     await asyncio.sleep(0)  # the writes are submitted, not yet committed
     await store.close()
     await asyncio.gather(*pending)
-    store = await SqliteStore.open(db_path)
+    store = await kind.open(database)
     try:
         loaded = await store.get(consultation.id)
     finally:
@@ -314,7 +213,7 @@ async def test_close_commits_writes_already_submitted(db_path: Path) -> None:
     assert [m.text for m in loaded.messages][1:] == [f"m{i}" for i in range(5)]
 
 
-async def test_only_one_active_consultation_per_chat(store: SqliteStore) -> None:
+async def test_only_one_active_consultation_per_chat(store: Store) -> None:
     """A second ACTIVE consultation in a chat is refused until the first one ends."""
     first = make()
     await store.create(first)
@@ -332,7 +231,7 @@ async def test_only_one_active_consultation_per_chat(store: SqliteStore) -> None
     assert (reset.status, reset.last_activity_at) == (Status.RESET, 1010.0)
 
 
-async def test_set_max_rounds_persists(store: SqliteStore) -> None:
+async def test_set_max_rounds_persists(store: Store) -> None:
     """A changed limit applies to the stored consultation."""
     consultation = make()
     await store.create(consultation)
@@ -342,7 +241,7 @@ async def test_set_max_rounds_persists(store: SqliteStore) -> None:
     assert loaded.max_rounds == 7
 
 
-async def test_chat_settings_default_then_saved(store: SqliteStore) -> None:
+async def test_chat_settings_default_then_saved(store: Store) -> None:
     """A chat with nothing saved gets ChatSettings(); a save replaces every field."""
     assert await store.load_chat_settings("chat:1") == ChatSettings()
     first = ChatSettings(max_rounds=5, role="doctor", system_prompt="Careful.", language="ru")
@@ -353,7 +252,7 @@ async def test_chat_settings_default_then_saved(store: SqliteStore) -> None:
     assert await store.load_chat_settings("chat:2") == ChatSettings()
 
 
-async def test_expire_idle_marks_only_idle_active_ones(store: SqliteStore) -> None:
+async def test_expire_idle_marks_only_idle_active_ones(store: Store) -> None:
     """Active consultations idle since before the cut-off expire; others are untouched."""
     idle, fresh, done = make("a", at=100.0), make("b", at=900.0), make("c", at=50.0)
     for consultation in (idle, fresh, done):
@@ -373,7 +272,7 @@ async def test_expire_idle_marks_only_idle_active_ones(store: SqliteStore) -> No
 
 
 async def test_purge_deletes_old_finished_consultations_and_their_messages(
-    db_path: Path, store: SqliteStore
+    rows: Rows, store: Store
 ) -> None:
     """Old ended consultations go with their messages; active, recent ones and settings stay."""
     old_done, old_active, new_done = make("a", at=10.0), make("b", at=10.0), make("c", at=10.0)
@@ -388,14 +287,11 @@ async def test_purge_deletes_old_finished_consultations_and_their_messages(
     assert await store.get(old_active.id) is not None
     assert await store.get(new_done.id) is not None
     assert await store.load_chat_settings("a") == ChatSettings(max_rounds=4)
-    assert (
-        await count(db_path, "SELECT COUNT(*) FROM messages WHERE consultation_id = ?", old_done.id)
-        == 0
-    )
-    assert await count(db_path, "SELECT COUNT(*) FROM messages") == 2
+    assert await rows("messages", consultation_id=old_done.id) == 0
+    assert await rows("messages") == 2
 
 
-async def test_hundred_concurrent_writers_lose_nothing(db_path: Path, store: SqliteStore) -> None:
+async def test_hundred_concurrent_writers_lose_nothing(rows: Rows, store: Store) -> None:
     """100 coroutines creating and advancing consultations at once: every row lands, in order."""
     rounds = 3
 
@@ -406,6 +302,7 @@ async def test_hundred_concurrent_writers_lose_nothing(db_path: Path, store: Sql
             await store.record_reply(
                 consultation.id,
                 Message(Role.ASSISTANT, f"reply {k}", float(n + k)),
+                expected_round=k - 1,
                 current_round=k,
                 status=Status.COMPLETE if k == rounds else Status.ACTIVE,
                 last_activity_at=float(n + k),
@@ -421,9 +318,9 @@ async def test_hundred_concurrent_writers_lose_nothing(db_path: Path, store: Sql
 
     ids = await asyncio.gather(*(chat(n) for n in range(100)))
 
-    assert await count(db_path, "SELECT COUNT(*) FROM consultations") == 100
-    assert await count(db_path, "SELECT COUNT(*) FROM messages") == 100 * (1 + 2 * rounds - 1)
-    assert await count(db_path, "SELECT COUNT(*) FROM chat_settings") == 100
+    assert await rows("consultations") == 100
+    assert await rows("messages") == 100 * (1 + 2 * rounds - 1)
+    assert await rows("chat_settings") == 100
     for consultation_id in ids:
         loaded = await store.get(consultation_id)
         assert loaded is not None
@@ -433,7 +330,7 @@ async def test_hundred_concurrent_writers_lose_nothing(db_path: Path, store: Sql
         assert texts[1:] == ["reply 1", "user 1", "reply 2", "user 2", "reply 3"]
 
 
-async def test_reads_never_see_half_a_transaction(store: SqliteStore) -> None:
+async def test_reads_never_see_half_a_transaction(store: Store) -> None:
     """While replies are recorded concurrently, every read has one reply per completed round."""
     consultations = [make(f"chat:{n}") for n in range(10)]
     for consultation in consultations:
@@ -445,6 +342,7 @@ async def test_reads_never_see_half_a_transaction(store: SqliteStore) -> None:
             await store.record_reply(
                 consultation.id,
                 Message(Role.ASSISTANT, f"r{k}", float(k)),
+                expected_round=k - 1,
                 current_round=k,
                 status=Status.ACTIVE,
                 last_activity_at=float(k),
@@ -467,7 +365,7 @@ async def test_reads_never_see_half_a_transaction(store: SqliteStore) -> None:
     assert all(n > 0 for n in await asyncio.gather(*readers))
 
 
-async def test_cancelled_write_leaves_store_consistent(db_path: Path, store: SqliteStore) -> None:
+async def test_cancelled_write_leaves_store_consistent(rows: Rows, store: Store) -> None:
     """A write cancelled at any point is all-or-nothing and the next write still works."""
     consultation = make()
     await store.create(consultation)
@@ -488,10 +386,10 @@ async def test_cancelled_write_leaves_store_consistent(db_path: Path, store: Sql
     assert loaded is not None
     assert loaded.max_rounds == 10
     assert loaded.messages[-1].text == "last"
-    assert await count(db_path, "SELECT COUNT(*) FROM messages") == len(loaded.messages)
+    assert await rows("messages") == len(loaded.messages)
 
 
-async def test_injection_looking_text_is_stored_verbatim(store: SqliteStore) -> None:
+async def test_injection_looking_text_is_stored_verbatim(store: Store) -> None:
     """Text that looks like SQL is data: stored and returned byte for byte."""
     consultation = make(
         INJECTION,
@@ -517,7 +415,7 @@ async def test_injection_looking_text_is_stored_verbatim(store: SqliteStore) -> 
     assert await store.load_active("chat:1") is None
 
 
-async def test_starter_of_a_consultation_round_trips(store: SqliteStore) -> None:
+async def test_starter_of_a_consultation_round_trips(store: Store) -> None:
     """Who opened a consultation (migration m002) is kept, and absent means None."""
     with_starter = make("chat:starter", started_by=4242)
     without = make("chat:nobody")
@@ -529,7 +427,7 @@ async def test_starter_of_a_consultation_round_trips(store: SqliteStore) -> None
     assert other is not None and other.started_by is None
 
 
-async def test_latest_status_is_the_most_recently_active(store: SqliteStore) -> None:
+async def test_latest_status_is_the_most_recently_active(store: Store) -> None:
     """latest_status reports the chat's newest consultation, None for an unknown chat."""
     assert await store.latest_status("chat:none") is None
     old = make("chat:l", at=100.0)
@@ -540,7 +438,7 @@ async def test_latest_status_is_the_most_recently_active(store: SqliteStore) -> 
     assert await store.latest_status("chat:l") is Status.ACTIVE
 
 
-async def test_move_chat_carries_consultations_and_settings(store: SqliteStore) -> None:
+async def test_move_chat_carries_consultations_and_settings(store: Store) -> None:
     """A re-keyed chat keeps its active consultation and settings under the new key."""
     active = make("tg:-5")
     await store.create(active)
@@ -553,7 +451,7 @@ async def test_move_chat_carries_consultations_and_settings(store: SqliteStore) 
     assert await store.load_chat_settings("tg:-5") == ChatSettings()
 
 
-async def test_move_chat_never_leaves_two_active_consultations(store: SqliteStore) -> None:
+async def test_move_chat_never_leaves_two_active_consultations(store: Store) -> None:
     """If the new key already has an active consultation it stays; the old one is reset."""
     old, new = make("tg:-6"), make("tg:-1006")
     await store.create(old)
@@ -566,7 +464,7 @@ async def test_move_chat_never_leaves_two_active_consultations(store: SqliteStor
 
 
 async def test_retention_counts_from_the_last_activity_not_from_expiry(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     """Expired consultations (by the cleanup or when next used) are purged a retention
     period after their last message, however late they were found idle."""
@@ -580,16 +478,138 @@ async def test_retention_counts_from_the_last_activity_not_from_expiry(
     assert await store.get(swept.id) is None and await store.get(touched.id) is None
 
 
-async def test_update_ids_are_remembered_for_a_day_and_no_longer(
-    db_path: Path, store: SqliteStore
+async def test_ping_is_true_while_usable_and_false_once_closed(
+    kind: StoreKind, database: str
 ) -> None:
-    """A repeat within a day is recognised; older ids are deleted as new ones arrive,
-    so the table stays bounded."""
-    assert await store.remember_update(100, at=0.0)
-    assert not await store.remember_update(100, at=10.0)
-    assert await store.remember_update(101, at=20.0)
-    assert await store.remember_update(102, at=86_430.0)  # a day after the first two
-    assert await count(db_path, "SELECT COUNT(*) FROM telegram_updates") == 1
-    assert await store.remember_update(100, at=86_440.0)  # forgotten: Telegram gave up long ago
-    assert await store.remember_update(2_000_102, at=86_450.0)  # a million ids later
-    assert await count(db_path, "SELECT COUNT(*) FROM telegram_updates") == 1
+    """ping answers whether the store can serve now; it reports, never raises."""
+    store = await kind.open(database)
+    try:
+        assert await store.ping() is True
+    finally:
+        await store.close()
+    assert await store.ping() is False
+
+
+async def reply(store: Store, consultation_id: str, text: str, *, expected: int, at: float) -> None:
+    """Record an ACTIVE reply that advances the round from `expected` by one."""
+    await store.record_reply(
+        consultation_id,
+        Message(Role.ASSISTANT, text, at),
+        expected_round=expected,
+        current_round=expected + 1,
+        status=Status.ACTIVE,
+        last_activity_at=at,
+    )
+
+
+async def test_record_reply_is_compare_and_set_on_the_round(store: Store, rows: Rows) -> None:
+    """A second reply planned from the same round raises TurnSuperseded and changes nothing:
+    not the messages, the round, the status or the last activity."""
+    consultation = make()
+    await store.create(consultation)
+    await reply(store, consultation.id, "first", expected=0, at=1001.0)
+    with pytest.raises(TurnSuperseded):
+        await store.record_reply(
+            consultation.id,
+            Message(Role.ASSISTANT, "second", 1002.0),
+            expected_round=0,
+            current_round=1,
+            status=Status.COMPLETE,
+            last_activity_at=1002.0,
+        )
+    loaded = await store.get(consultation.id)
+    assert loaded is not None
+    assert [m.text for m in loaded.messages][1:] == ["first"]
+    assert (loaded.current_round, loaded.status, loaded.last_activity_at) == (
+        1,
+        Status.ACTIVE,
+        1001.0,
+    )
+    assert await rows("messages", consultation_id=consultation.id) == 2
+    await reply(store, consultation.id, "next", expected=1, at=1003.0)  # the CAS moved on
+
+
+async def test_reply_to_a_consultation_no_longer_active_is_superseded(store: Store) -> None:
+    """Another writer reset the consultation while the turn ran: the reply is not stored
+    and the consultation stays reset (it is never made ACTIVE again)."""
+    consultation = make()
+    await store.create(consultation)
+    await store.set_status(consultation.id, Status.RESET, at=1001.0)
+    with pytest.raises(TurnSuperseded):
+        await reply(store, consultation.id, "late", expected=0, at=1002.0)
+    loaded = await store.get(consultation.id)
+    assert loaded is not None
+    assert (loaded.status, len(loaded.messages), loaded.current_round) == (Status.RESET, 1, 0)
+
+
+async def test_a_superseded_reply_does_not_spoil_writes_submitted_with_it(
+    store: Store, rows: Rows
+) -> None:
+    """Replies of other chats and messages written at the same moment as a superseded
+    reply all land; only the stale reply is refused."""
+    stale, other = make("chat:stale"), make("chat:other")
+    await store.create(stale)
+    await store.create(other)
+    await reply(store, stale.id, "won", expected=0, at=1001.0)
+    results = await asyncio.gather(
+        reply(store, other.id, "other 1", expected=0, at=1002.0),
+        reply(store, stale.id, "lost", expected=0, at=1002.0),
+        store.add_message(stale.id, Message(Role.USER, "more", 1003.0), last_activity_at=1003.0),
+        return_exceptions=True,
+    )
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], TurnSuperseded)
+    loaded_other = await store.get(other.id)
+    loaded_stale = await store.get(stale.id)
+    assert loaded_other is not None and loaded_stale is not None
+    assert [m.text for m in loaded_other.messages][1:] == ["other 1"]
+    assert loaded_other.current_round == 1
+    assert [m.text for m in loaded_stale.messages][1:] == ["won", "more"]
+    assert await rows("messages") == 5
+
+
+async def test_two_stores_on_one_database_create_one_active_consultation_per_chat(
+    kind: StoreKind, database: str, store: Store
+) -> None:
+    """Two stores (two worker processes) creating the same chat's ACTIVE consultation at
+    once: exactly one wins, the other raises ActiveConsultationExists naming the chat."""
+    second = await kind.open(database)
+    try:
+        for n in range(10):
+            key = f"chat:{n}"
+            mine, theirs = make(key), make(key)
+            results = await asyncio.gather(
+                store.create(mine), second.create(theirs), return_exceptions=True
+            )
+            refused = [r for r in results if isinstance(r, ActiveConsultationExists)]
+            assert len(refused) == 1 and results.count(None) == 1
+            assert refused[0].chat_key == key
+            active = await second.load_active(key)
+            winner = mine if results[0] is None else theirs
+            assert active is not None and active.id == winner.id
+    finally:
+        await second.close()
+
+
+async def test_two_stores_recording_the_same_round_store_one_reply(
+    kind: StoreKind, database: str, store: Store
+) -> None:
+    """Two stores recording a reply planned from the same round: exactly one is stored,
+    the other raises TurnSuperseded."""
+    second = await kind.open(database)
+    try:
+        consultation = make()
+        await store.create(consultation)
+        results = await asyncio.gather(
+            reply(store, consultation.id, "mine", expected=0, at=1001.0),
+            reply(second, consultation.id, "theirs", expected=0, at=1001.0),
+            return_exceptions=True,
+        )
+        assert results.count(None) == 1
+        assert sum(isinstance(r, TurnSuperseded) for r in results) == 1
+        loaded = await second.get(consultation.id)
+        assert loaded is not None
+        assert loaded.current_round == 1
+        assert [m.role for m in loaded.messages] == [Role.USER, Role.ASSISTANT]
+    finally:
+        await second.close()

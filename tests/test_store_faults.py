@@ -18,7 +18,7 @@ from core.errors import StoreUnavailable
 from core.models import Consultation, Message, Role, Status
 from storage import SqliteStore
 from storage.faults import DatabaseUnusable
-from tests.test_storage import count, make
+from tests.store_contract import count, make
 
 
 @pytest.fixture

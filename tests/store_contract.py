@@ -1,0 +1,83 @@
+"""The store implementations the contract suite (tests/test_storage.py) runs against.
+
+Each `StoreKind` knows how to make a fresh, empty database for one test, open a store
+on it (several stores may be open on one database at once, as several worker
+processes would be), and count a table's rows behind the store's back (to prove a
+write left nothing behind). A new store implementation, such as PostgreSQL, adds one
+`StoreKind` to `STORE_KINDS` and passes the same tests; what only SQLite has (its
+file, WAL, pragmas, migrations of the file, disk faults) is tested in
+tests/test_storage_sqlite.py instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiosqlite
+
+from app.stores import Store
+from core.models import Consultation, Message, Role
+from storage import SqliteStore
+
+
+@dataclass(frozen=True)
+class StoreKind:
+    name: str  # the pytest id of the parametrised tests
+    new_database: Callable[[Path], str]
+    """The address of a fresh, empty database, given the test's temporary folder."""
+    open: Callable[[str], Awaitable[Store]]
+    """Open (and migrate) a store on the database at that address."""
+    count: Callable[..., Awaitable[int]]
+    """count(address, table, **equals): rows of `table` whose columns equal `equals`."""
+
+
+def _sqlite_database(tmp_path: Path) -> str:
+    return str(tmp_path / "nested" / "bot.db")
+
+
+async def _sqlite_open(address: str) -> Store:
+    return await SqliteStore.open(address)
+
+
+async def _sqlite_count(address: str, table: str, **equals: object) -> int:
+    where = " AND ".join(f"{column} = ?" for column in equals) or "1"
+    return await count(
+        Path(address), f"SELECT COUNT(*) FROM {table} WHERE {where}", *equals.values()
+    )
+
+
+STORE_KINDS: list[StoreKind] = [
+    StoreKind("sqlite", _sqlite_database, _sqlite_open, _sqlite_count),
+    # A PostgreSQL store adds its StoreKind here (a fresh schema or database per test).
+]
+
+
+async def count(path: Path, sql: str, *params: object) -> int:
+    """The first column of the first row of `sql` run on the SQLite file at `path`."""
+    async with aiosqlite.connect(path) as db:
+        rows = list(await db.execute_fetchall(sql, params))
+    return int(rows[0][0])
+
+
+def make(
+    chat_key: str = "chat:1",
+    *,
+    messages: list[Message] | None = None,
+    at: float = 1000.0,
+    **fields: object,
+) -> Consultation:
+    """A new ACTIVE consultation in `chat_key` holding one user message (unless given)."""
+    text = "How do I choose a database?"
+    return Consultation(
+        id=str(uuid.uuid4()),
+        chat_key=chat_key,
+        max_rounds=3,
+        initial_request=text,
+        created_at=at,
+        last_activity_at=at,
+        messages=[Message(Role.USER, text, at, author="Ann")] if messages is None else messages,
+        **fields,  # type: ignore[arg-type]
+    )
