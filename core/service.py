@@ -6,7 +6,10 @@ Invariants it keeps:
 - a round is consumed only when a reply was stored; a failed call leaves the message
   as the open turn, and an identical resend is not stored twice;
 - a reset never waits for the model: it stops the chat's running turn (which then
-  stores no reply and raises `TurnCancelled`) and takes the chat's lock next.
+  stores no reply and raises `TurnCancelled`) and takes the chat's lock next;
+- another writer on the same store (another process, whose locks this one cannot see)
+  is settled by the store: a consultation it started first is joined, not duplicated;
+  a round it answered first is not answered again (`TurnSuperseded`, nothing stored).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from core.answer_schema import follows_schema
 from core.blank import is_blank
 from core.collect import CollectedAnswer, collect_answer
 from core.errors import (
+    ActiveConsultationExists,
     DialogCompleted,
     EmptyMessage,
     InvalidMaxRounds,
@@ -57,6 +61,10 @@ OnText = Callable[[str], Awaitable[None]]
 """Receives the whole reply text shown so far, each time it grows."""
 
 API_KEY_PREFIX = "api:"
+
+_START_ATTEMPTS = 3
+"""Creating a consultation is refused while another writer's is active; if that one ends
+before it can be joined, starting is tried again, this many times in all."""
 
 
 class ConsultationService:
@@ -102,8 +110,9 @@ class ConsultationService:
             now = self._clock()
             consultation, notices = await self._active_or_none(chat_key, now)
             if consultation is None:
-                consultation = await self._start(chat_key, text, author, author_id, now)
-                notices.add(Notice.STARTED)
+                consultation, started = await self._start(chat_key, text, author, author_id, now)
+                if started:
+                    notices.add(Notice.STARTED)
             else:
                 await self._add_user_message(consultation, text, author, now)
             return await self._answer(
@@ -379,6 +388,25 @@ class ConsultationService:
         return consultation, set()
 
     async def _start(
+        self, chat_key: str, text: str, author: str | None, author_id: int | None, now: float
+    ) -> tuple[Consultation, bool]:
+        """Start the chat's consultation with `text`; True when this call started it.
+
+        Another writer (another process) may have started one since this turn found
+        none: the store refuses a second ACTIVE one, and the message joins that one
+        instead, as it would have had it been seen in time (False: no STARTED notice).
+        """
+        for _ in range(_START_ATTEMPTS):
+            try:
+                return await self._create(chat_key, text, author, author_id, now), True
+            except ActiveConsultationExists:
+                existing = await self._store.load_active(chat_key)
+            if existing is not None:  # else it ended meanwhile: try to start one again
+                await self._add_user_message(existing, text, author, now)
+                return existing, False
+        raise ActiveConsultationExists(chat_key)
+
+    async def _create(
         self, chat_key: str, text: str, author: str | None, author_id: int | None, now: float
     ) -> Consultation:
         settings = await self._store.load_chat_settings(chat_key)
