@@ -64,7 +64,7 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
                 else:  # the user is told what helps; the log (stderr) names the setting
                     log.warning("model error: %s", exc)
                     print(f"\n[{t('en', f'model_{exc.kind.value}')}]")
-            except (ConsultationError, ValueError) as exc:
+            except ConsultationError as exc:
                 print(f"[{exc}]")
             except StoreUnavailable as exc:
                 print(f"\n[{t('en', 'store_unavailable')} ({exc})]")

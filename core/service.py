@@ -34,6 +34,7 @@ from core.errors import (
     NoActiveConsultation,
     NothingToRetry,
     SessionNotFound,
+    UnknownRole,
 )
 from core.final_now import request_text, user_language
 from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status
@@ -197,9 +198,11 @@ class ConsultationService:
     async def set_role(
         self, chat_key: str, role: str | None, system_prompt: str | None = None
     ) -> None:
-        """Choose the persona (or a custom system prompt) for the chat's next consultations."""
+        """Choose the persona (or a custom system prompt) for the chat's next consultations.
+
+        Raises `UnknownRole` for a role the prompt library does not have."""
         if role is not None and role not in self._prompts.roles():
-            raise ValueError(f"unknown role {role!r}")
+            raise UnknownRole(f"unknown role {role!r}")
         async with self._locks.hold(chat_key):
             settings = await self._store.load_chat_settings(chat_key)
             await self._store.save_chat_settings(

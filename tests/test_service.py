@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from core.errors import (
+    ConsultationError,
     DialogCompleted,
     EmptyMessage,
     InvalidMaxRounds,
@@ -24,6 +25,7 @@ from core.errors import (
     NoActiveConsultation,
     NothingToRetry,
     SessionNotFound,
+    UnknownRole,
 )
 from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
@@ -574,3 +576,17 @@ async def test_status_of_an_idle_consultation_is_inactive(
     clock.now += 1
     status = await service.status(KEY)
     assert not status.active and status.rounds_done == 0
+
+
+async def test_an_unknown_role_is_refused_with_its_own_code(
+    service: ConsultationService, store: SqliteStore
+) -> None:
+    """A role the prompt library lacks raises UnknownRole (a ConsultationError the edges
+    already show as a refusal) and leaves the chat's settings as they were."""
+    role = next(iter(service.roles()))
+    await service.set_role(KEY, role)
+    with pytest.raises(UnknownRole) as refused:
+        await service.set_role(KEY, "astrologer")
+    assert isinstance(refused.value, ConsultationError)
+    assert refused.value.code == "UNKNOWN_ROLE"
+    assert (await store.load_chat_settings(KEY)).role == role
