@@ -12,7 +12,13 @@ from typing import Any
 
 from aiohttp import web
 
-from core.errors import ConsultationError, ModelError, ModelErrorKind, StoreUnavailable
+from core.errors import (
+    ConsultationError,
+    ModelError,
+    ModelErrorKind,
+    StoreUnavailable,
+    TurnSuperseded,
+)
 
 STATUS: dict[str, int] = {
     "VALIDATION_ERROR": 400,
@@ -24,6 +30,7 @@ STATUS: dict[str, int] = {
     "NOT_FOUND": 404,
     "SESSION_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405,
+    "CONFLICT": 409,
     "PAYLOAD_TOO_LARGE": 413,
     "CONTEXT_TOO_LONG": 413,
     "IDEMPOTENCY_KEY_REUSED": 422,
@@ -118,6 +125,8 @@ def from_round_failure(exc: BaseException, session_id: str) -> ApiError:
         error = from_engine(exc, session_id)
     elif isinstance(exc, StoreUnavailable):
         error = store_unavailable()
+    elif isinstance(exc, TurnSuperseded):  # another worker answered this round first
+        error = ApiError("CONFLICT", "this round was answered by another request meanwhile")
     else:
         error = ApiError("INTERNAL_ERROR", "internal error")
     if isinstance(exc, ConsultationError):

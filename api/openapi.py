@@ -36,6 +36,7 @@ _CHAT_ERRORS = {
     400: "VALIDATION_ERROR, INVALID_MAX_ROUNDS, MAX_ROUNDS_EXCEEDED, DIALOG_COMPLETED",
     401: "UNAUTHORIZED (only when an API token is configured)",
     404: "SESSION_NOT_FOUND",
+    409: "CONFLICT: another request answered this round meanwhile (read the session)",
     413: "PAYLOAD_TOO_LARGE, or CONTEXT_TOO_LONG: the session's conversation is over the "
     "model's context; start a new session and ask more briefly (the error names the session)",
     422: f"IDEMPOTENCY_KEY_REUSED: this {HEADER} was used for a different request",

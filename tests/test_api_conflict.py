@@ -1,0 +1,61 @@
+"""A round another worker answered first: the HTTP API answers 409 CONFLICT naming the
+session (nothing of the losing round's reply was stored). A real server over the
+production runtime, real SQLite, the real openai SDK against the fake model server; the
+other worker is a second `ConsultationService` on the same store with its own locks."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.keyed_lock import KeyedLock
+from core.llm import OpenAICompleter
+from core.prompts import PromptLibrary
+from core.requests import EngineConfig
+from core.service import ConsultationService
+from tests.api_harness import RunningApi, api_settings, running_api
+from tests.fakes.model_server import FakeModelServer
+
+
+@pytest.fixture
+async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
+    async with running_api(api_settings(tmp_path / "api.sqlite3", model_server.base_url)) as api:
+        yield api
+
+
+async def test_a_round_answered_by_another_worker_is_409_conflict(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """While this server waits for the model, another worker answers the same round: the
+    request ends 409 CONFLICT with the session id, and only the other worker's reply is
+    stored."""
+    response = await api.client.post("/api/chat", json={"message": "Plan a trip", "maxRounds": 3})
+    session_id = (await response.json())["sessionId"]
+    held = asyncio.Event()
+    model_server.enqueue("this reply loses", hold=held)
+    request = asyncio.create_task(
+        api.client.post("/api/chat", json={"message": "To Rome", "sessionId": session_id})
+    )
+    await model_server.wait_requests(2)
+    other = OpenAICompleter(
+        api_key="test", base_url=model_server.base_url, timeout=10, max_retries=0
+    )
+    try:
+        worker = ConsultationService(
+            api.store, other, PromptLibrary(), EngineConfig(model="m"), locks=KeyedLock()
+        )
+        won = await worker.continue_session(session_id, "In May")
+    finally:
+        await other.close()
+    held.set()
+    response = await request
+
+    assert response.status == 409
+    body = await response.json()
+    assert (body["code"], body["sessionId"]) == ("CONFLICT", session_id)
+    stored = await api.service.get_session(session_id)
+    assert stored.current_round == won.round == 2
+    assert "this reply loses" not in [m.text for m in stored.messages]
