@@ -339,3 +339,43 @@ async def test_results_come_in_a_fixed_order_whatever_finishes_first(
         for scenario in ("hammer-curl-en", "trip-group-ru")
         for repeat in (0, 1)
     ]
+
+
+async def test_two_prompt_folders_two_models_and_the_bot_temperature(
+    servers: RoleServers, tmp_path: Path
+) -> None:
+    """Each variant's bot runs with its own prompts folder and model; EVAL_BOT_TEMPERATURE
+    reaches the bot's requests."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    for folder, text in ((old, "You are the OLD coach."), (new, "You are the NEW coach.")):
+        (folder / "roles").mkdir(parents=True)
+        (folder / "roles" / "coach.mustache").write_text(text, encoding="utf-8")
+    servers.bot.default_reply = lambda body: "[[FINAL]] An answer."
+    servers.judge.default_reply = lambda body: (
+        '{"winner": "tie"}' if "two consultants" in json.dumps(body) else JUDGE_OK
+    )
+    roles = servers.roles(tmp_path)
+    roles = dataclasses.replace(roles, bot=dataclasses.replace(roles.bot, temperature=0.3))
+    plan = Plan(
+        scenarios=[CURL],
+        variants=build_variants([], [old, new], ["m-x", "m-y"], baseline=False),
+    )
+    report = await evaluate(servers.settings(tmp_path), roles, plan, tmp_path)
+
+    assert report.variants == [
+        "prompts:old model:m-x",
+        "prompts:old model:m-y",
+        "prompts:new model:m-x",
+        "prompts:new model:m-y",
+    ]
+    sent = {
+        (r["model"], "OLD" if "OLD coach" in r["messages"][0]["content"] else "NEW")
+        for r in servers.bot.requests
+    }
+    assert sent == {("m-x", "OLD"), ("m-y", "OLD"), ("m-x", "NEW"), ("m-y", "NEW")}
+    assert {r["temperature"] for r in servers.bot.requests} == {0.3}
+    assert [(p.variant_a, p.variant_b) for p in report.pairwise] == [
+        ("prompts:old model:m-x", "prompts:old model:m-y"),
+        ("prompts:old model:m-x", "prompts:new model:m-x"),
+        ("prompts:old model:m-x", "prompts:new model:m-y"),
+    ]
