@@ -1,6 +1,7 @@
 """The store factory: which `ConsultationStore` a deployment uses, from its settings.
 
-SQLite (one file, DB_PATH) is the embedded default. The factory is the one place that
+SQLite (one file, DB_PATH) is the embedded default; DATABASE_URL=postgresql://… selects
+PostgreSQL, shared by any number of worker processes. The factory is the one place that
 knows the storage implementations, so another store is added here and nowhere else.
 """
 
@@ -13,6 +14,7 @@ from app.settings import Settings
 from app.startup import StartupError
 from core.ports import ConsultationStore
 from storage import DatabaseUnusable, SqliteStore
+from storage.pg_store import PostgresStore
 
 
 class Store(ConsultationStore, ApiStore, Protocol):
@@ -24,6 +26,12 @@ class Store(ConsultationStore, ApiStore, Protocol):
 
 async def open_store(settings: Settings) -> Store:
     """Open (and migrate) the configured store; an unusable one is a `StartupError`."""
+    url = settings.secret("database_url")
+    if url:
+        try:
+            return await PostgresStore.open(url, pool_size=settings.database_pool_size)
+        except DatabaseUnusable as exc:
+            raise StartupError(f"DATABASE_URL: {exc}") from None
     try:
         return await SqliteStore.open(settings.db_path)
     except DatabaseUnusable as exc:
