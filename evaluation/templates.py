@@ -1,8 +1,8 @@
 """The evaluator's own prompts: Mustache files in evaluation/prompts, rendered strictly.
 
 Values are substituted verbatim (no HTML escaping) and a tag without a value raises
-`KeyError`-like `TemplateError` instead of rendering blank, so a renamed variable
-cannot quietly drop a persona or a rubric from a prompt.
+`TemplateError` instead of rendering blank, so a renamed variable cannot quietly drop
+a persona or a rubric from a prompt.
 """
 
 from __future__ import annotations
