@@ -30,6 +30,8 @@ ADMIN_STATUSES = frozenset({ChatMember.ADMINISTRATOR, ChatMember.OWNER})
 
 
 class Commands:
+    """The commands and the settings buttons; each method takes the update as an `Incoming`."""
+
     def __init__(
         self,
         service: ConsultationService,

@@ -36,6 +36,9 @@ ButtonCallback = Callable[[Incoming, str, Context], Awaitable[None]]
 
 
 class Handlers:
+    """Messages, media, buttons and the allow-list check around commands; shares the turn
+    runner and `say` with `Commands` (wired by `bot.app.register`)."""
+
     def __init__(
         self,
         service: ConsultationService,
