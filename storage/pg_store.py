@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from core.errors import ActiveConsultationExists, SessionNotFound, StoreUnavailable, TurnSuperseded
+from core.keyed_lock import KeyedLock
 from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
 from storage.faults import DatabaseUnusable
 from storage.idempotency import KeyRecord
@@ -77,6 +78,10 @@ class PostgresStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
         self._closed = False
+        self._ordered = KeyedLock()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 10) -> PostgresStore:
@@ -102,10 +107,15 @@ class PostgresStore:
         return cls(pool)
 
     async def close(self) -> None:
-        """Close the pool (waiting for connections in use); a second call does nothing."""
+        """Finish the calls already made, then close the pool; a second call does nothing.
+
+        A write submitted before `close` is committed, never dropped; a call made after
+        it raises `StoreUnavailable`.
+        """
         if self._closed:
             return
         self._closed = True
+        await self._idle.wait()
         await self._pool.close()
 
     async def ping(self) -> bool:
@@ -201,7 +211,7 @@ class PostgresStore:
             await _update(connection, consultation_id, last_activity_at=last_activity_at)
             await connection.execute(_APPEND_MESSAGE, consultation_id, *_message_values(message))
 
-        await self._write(append)
+        await self._write(append, consultation=consultation_id)
 
     async def record_reply(
         self,
@@ -213,12 +223,13 @@ class PostgresStore:
         status: Status,
         last_activity_at: float,
     ) -> None:
-        """Store the reply and advance the round, only if the round is still `expected_round`."""
+        """Store the reply and advance the round, only while the consultation is still ACTIVE
+        at `expected_round`; otherwise store nothing and raise `TurnSuperseded`."""
 
         async def record(connection: asyncpg.Connection) -> None:
             updated = await connection.fetchval(
                 "UPDATE consultations SET current_round = $1, status = $2, last_activity_at = $3"
-                " WHERE id = $4 AND current_round = $5 RETURNING 1",
+                " WHERE id = $4 AND current_round = $5 AND status = 'active' RETURNING 1",
                 current_round,
                 status.value,
                 last_activity_at,
@@ -232,11 +243,11 @@ class PostgresStore:
                 if exists is None:
                     raise SessionNotFound(consultation_id)
                 raise TurnSuperseded(
-                    f"consultation {consultation_id} is no longer at round {expected_round}"
+                    f"consultation {consultation_id} is no longer active at round {expected_round}"
                 )
             await connection.execute(_APPEND_MESSAGE, consultation_id, *_message_values(reply))
 
-        await self._write(record)
+        await self._write(record, consultation=consultation_id)
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
         """Change the status; `at` becomes the last activity, except for EXPIRED (expiring
@@ -245,7 +256,10 @@ class PostgresStore:
         await self._write(lambda c: _update(c, consultation_id, status=status.value, **activity))
 
     async def set_max_rounds(self, consultation_id: str, max_rounds: int) -> None:
-        await self._write(lambda c: _update(c, consultation_id, max_rounds=max_rounds))
+        await self._write(
+            lambda c: _update(c, consultation_id, max_rounds=max_rounds),
+            consultation=consultation_id,
+        )
 
     async def save_chat_settings(self, chat_key: str, settings: ChatSettings) -> None:
         s = settings
@@ -399,21 +413,47 @@ class PostgresStore:
 
         return await self._call(load)
 
-    async def _write(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        """Run `work` in one transaction: all of it is committed, or nothing."""
+    async def _write(
+        self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, consultation: str = ""
+    ) -> T:
+        """Run `work` in one transaction: all of it is committed, or nothing.
+
+        Writes to one consultation from this process commit in the order they were made
+        (a FIFO lock per consultation id), as they would through one connection.
+        """
 
         async def in_transaction(connection: asyncpg.Connection) -> T:
             async with connection.transaction():
                 return await work(connection)
 
-        return await self._call(in_transaction)
+        if not consultation:
+            return await self._call(in_transaction)
+        async with self._tracked(), self._ordered.hold(consultation):
+            return await self._call(in_transaction)
 
     async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        async with self._tracked():
+            try:
+                async with self._connection() as connection:
+                    return await work(connection)
+            except _UNAVAILABLE as error:
+                raise StoreUnavailable(
+                    f"the database is unavailable ({_describe(error)})"
+                ) from error
+
+    @asynccontextmanager
+    async def _tracked(self) -> AsyncIterator[None]:
+        """Count a call from when it is made, so `close` waits for it; refuse one after."""
+        if self._closed and self._in_flight == 0:
+            raise StoreUnavailable("the store is closed")
+        self._in_flight += 1
+        self._idle.clear()
         try:
-            async with self._connection() as connection:
-                return await work(connection)
-        except _UNAVAILABLE as error:
-            raise StoreUnavailable(f"the database is unavailable ({_describe(error)})") from error
+            yield
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[asyncpg.Connection]:

@@ -17,25 +17,34 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiosqlite
+import asyncpg
 
 from app.stores import Store
 from core.models import Consultation, Message, Role
 from storage import SqliteStore
+from storage.pg_store import PostgresStore
+from tests.postgres import connect_or_skip, database_url_for_tests, with_search_path
 
 
 @dataclass(frozen=True)
 class StoreKind:
     name: str  # the pytest id of the parametrised tests
-    new_database: Callable[[Path], str]
+    new_database: Callable[[Path], Awaitable[str]]
     """The address of a fresh, empty database, given the test's temporary folder."""
     open: Callable[[str], Awaitable[Store]]
     """Open (and migrate) a store on the database at that address."""
     count: Callable[..., Awaitable[int]]
     """count(address, table, **equals): rows of `table` whose columns equal `equals`."""
+    drop_database: Callable[[str], Awaitable[None]]
+    """Remove what `new_database` made."""
 
 
-def _sqlite_database(tmp_path: Path) -> str:
+async def _sqlite_database(tmp_path: Path) -> str:
     return str(tmp_path / "nested" / "bot.db")
+
+
+async def _sqlite_drop(address: str) -> None:
+    """The file goes with the test's temporary folder."""
 
 
 async def _sqlite_open(address: str) -> Store:
@@ -49,9 +58,47 @@ async def _sqlite_count(address: str, table: str, **equals: object) -> int:
     )
 
 
+async def _postgres_database(tmp_path: Path) -> str:
+    """A new schema in the test database; every connection of the store uses it."""
+    url = database_url_for_tests()
+    admin = await connect_or_skip(url)
+    try:
+        schema = f"test_{uuid.uuid4().hex[:12]}"
+        await admin.execute(f'CREATE SCHEMA "{schema}"')
+    finally:
+        await admin.close()
+    return with_search_path(url, schema)
+
+
+async def _postgres_open(address: str) -> Store:
+    return await PostgresStore.open(address, pool_size=4)
+
+
+async def _postgres_count(address: str, table: str, **equals: object) -> int:
+    where = " AND ".join(f"{column} = ${i}" for i, column in enumerate(equals, 1)) or "TRUE"
+    connection = await asyncpg.connect(address)
+    try:
+        return int(
+            await connection.fetchval(
+                f"SELECT COUNT(*) FROM {table} WHERE {where}", *equals.values()
+            )
+        )
+    finally:
+        await connection.close()
+
+
+async def _postgres_drop(address: str) -> None:
+    connection = await asyncpg.connect(address)
+    try:
+        schema = await connection.fetchval("SELECT current_schema()")
+        await connection.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    finally:
+        await connection.close()
+
+
 STORE_KINDS: list[StoreKind] = [
-    StoreKind("sqlite", _sqlite_database, _sqlite_open, _sqlite_count),
-    # A PostgreSQL store adds its StoreKind here (a fresh schema or database per test).
+    StoreKind("sqlite", _sqlite_database, _sqlite_open, _sqlite_count, _sqlite_drop),
+    StoreKind("postgres", _postgres_database, _postgres_open, _postgres_count, _postgres_drop),
 ]
 
 

@@ -33,8 +33,10 @@ def kind(request: pytest.FixtureRequest) -> StoreKind:
 
 
 @pytest.fixture
-def database(kind: StoreKind, tmp_path: Path) -> str:
-    return kind.new_database(tmp_path)
+async def database(kind: StoreKind, tmp_path: Path) -> AsyncIterator[str]:
+    address = await kind.new_database(tmp_path)
+    yield address
+    await kind.drop_database(address)
 
 
 @pytest.fixture
