@@ -43,7 +43,7 @@ from api.errors import (
 from api.idempotency import HEADER, KeyStore, answered_round, fingerprint, parse_key
 from api.schemas import ChatRequest, ChatResponse, SessionView, parse_chat_request
 from api.sse import EventStream
-from core.errors import ConsultationError, ModelError, StoreUnavailable
+from core.errors import ConsultationError, ModelError, StoreUnavailable, TurnSuperseded
 from core.keyed_lock import KeyedLock
 from core.outcomes import Reply
 from core.service import ConsultationService
@@ -420,6 +420,8 @@ def _log_round_failure(session_id: str, exc: Exception) -> None:
         log.warning("model error for session %s: %s", session_id, exc)
     elif isinstance(exc, StoreUnavailable | ConsultationError):
         log.warning("round of session %s not answered: %s", session_id, exc)
+    elif isinstance(exc, TurnSuperseded):  # another worker answered it: nothing went wrong
+        log.info("round of session %s answered elsewhere first: %s", session_id, exc)
     else:
         log.error("round of session %s failed", session_id, exc_info=exc)
 
