@@ -183,3 +183,11 @@ async def m005_estimated_usage(db: aiosqlite.Connection) -> None:
     NULL in rows written before: their counts were what the provider reported.
     """
     await db.execute("ALTER TABLE messages ADD COLUMN tokens_estimated INTEGER")
+
+
+@migration
+async def m006_turn_ids(db: aiosqlite.Connection) -> None:
+    """The Telegram update a user message came from (`tg:<update_id>`), so handling an
+    update a second time finds the turn instead of storing it again."""
+    await db.execute("ALTER TABLE messages ADD COLUMN turn_id TEXT")
+    await db.execute("CREATE INDEX messages_turn ON messages (turn_id) WHERE turn_id IS NOT NULL")

@@ -91,6 +91,63 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             "CREATE INDEX telegram_updates_received ON telegram_updates (received_at)",
         ),
     ),
+    (
+        # The Telegram update a user message came from (`tg:<update_id>`): handling an update
+        # twice (a worker died after storing the reply) finds it instead of storing it again.
+        "m002_turn_ids",
+        (
+            "ALTER TABLE messages ADD COLUMN turn_id TEXT",
+            "CREATE INDEX messages_turn ON messages (turn_id) WHERE turn_id IS NOT NULL",
+        ),
+    ),
+    (
+        # Updates accepted but not yet handled, worked per chat in update_id order by
+        # whichever worker holds the chat's advisory lock.
+        "m003_inbox",
+        (
+            """
+            CREATE TABLE inbox (
+                update_id BIGINT PRIMARY KEY,
+                chat_key TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                received_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            "CREATE INDEX inbox_chat ON inbox (chat_key, update_id)",
+        ),
+    ),
+    (
+        # State every worker must share: per-user rate limits, replies stored but not yet
+        # delivered, and Telegram's flood-control waits per chat.
+        "m004_shared_state",
+        (
+            """
+            CREATE TABLE rate_limits (
+                user_id BIGINT PRIMARY KEY,
+                tokens DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                warned_at DOUBLE PRECISION
+            )
+            """,
+            """
+            CREATE TABLE undelivered (
+                chat_id BIGINT NOT NULL,
+                thread_id BIGINT NOT NULL DEFAULT 0,
+                reply TEXT NOT NULL,
+                language TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (chat_id, thread_id)
+            )
+            """,
+            "CREATE INDEX undelivered_created ON undelivered (created_at)",
+            """
+            CREATE TABLE flood_waits (
+                chat_id BIGINT PRIMARY KEY,
+                until DOUBLE PRECISION NOT NULL
+            )
+            """,
+        ),
+    ),
 ]
 
 
