@@ -15,6 +15,10 @@ PostgreSQL releases its locks at once, so a crashed worker never blocks a chat. 
 lock connection itself breaks while this process holds locks, the exclusivity may lapse
 without notice; the store's compare-and-set on the round still keeps a consultation from
 being advanced twice.
+
+`try_hold(key)` is the claim that never waits: it yields True while this task holds the
+key, or False at once when another task of this process or another process has it (one
+attempt at the database, no backoff).
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import asyncpg
 
@@ -48,6 +53,7 @@ class PostgresChatLocks:
         self._url = url
         self._local = KeyedLock()
         self._statement = asyncio.Lock()  # one statement at a time on the shared connection
+        self._busy: Counter[str] = Counter()  # keys this process's tasks hold or wait for
 
     @classmethod
     async def open(cls, url: str) -> PostgresChatLocks:
@@ -62,13 +68,42 @@ class PostgresChatLocks:
 
     @asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
-        async with self._local.hold(key):
-            ident = lock_id(key)
-            await self._acquire(ident)
-            try:
-                yield
-            finally:
-                await self._release(ident)
+        with self._in_use(key):
+            async with self._local.hold(key):
+                ident = lock_id(key)
+                await self._acquire(ident)
+                try:
+                    yield
+                finally:
+                    await self._release(ident)
+
+    @asynccontextmanager
+    async def try_hold(self, key: str) -> AsyncIterator[bool]:
+        """Yield True holding `key`, or False at once if anyone else holds or awaits it."""
+        if self._busy[key]:
+            yield False
+            return
+        with self._in_use(key):
+            # Nobody of this process holds or awaits the key: the local lock is free at once.
+            async with self._local.hold(key):
+                ident = lock_id(key)
+                if await self._try_lock(ident):
+                    try:
+                        yield True
+                    finally:
+                        await self._release(ident)
+                    return
+        yield False
+
+    @contextmanager
+    def _in_use(self, key: str) -> Iterator[None]:
+        self._busy[key] += 1
+        try:
+            yield
+        finally:
+            self._busy[key] -= 1
+            if not self._busy[key]:
+                del self._busy[key]
 
     async def _acquire(self, ident: int) -> None:
         delay = RETRY_FIRST

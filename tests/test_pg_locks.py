@@ -126,3 +126,38 @@ async def test_a_cancelled_wait_leaves_no_lock_behind(
 async def _enter(locks: PostgresChatLocks, key: str) -> None:
     async with locks.hold(key):
         pass
+
+
+async def test_try_hold_says_false_at_once_when_another_process_holds_the_key(
+    workers: tuple[PostgresChatLocks, PostgresChatLocks],
+) -> None:
+    """A non-blocking claim: False while the other process holds the key, True once it is
+    free, and a claim that got the key keeps others out until it ends."""
+    first, second = workers
+    async with first.hold("inbox:tg:1"):
+        async with second.try_hold("inbox:tg:1") as held:
+            assert held is False
+        async with second.try_hold("inbox:tg:2") as other:
+            assert other is True
+    async with second.try_hold("inbox:tg:1") as held:
+        assert held is True
+        async with first.try_hold("inbox:tg:1") as again:
+            assert again is False
+    async with first.try_hold("inbox:tg:1") as held:
+        assert held is True
+
+
+async def test_try_hold_says_false_while_another_task_of_this_process_holds_the_key(
+    workers: tuple[PostgresChatLocks, PostgresChatLocks],
+) -> None:
+    """PostgreSQL would grant a session lock twice to one connection; the process itself
+    refuses a second claim by one of its own tasks, whether it came by `hold` or `try_hold`."""
+    first, second = workers
+    async with first.try_hold("inbox:tg:1") as held:
+        assert held is True
+        async with first.try_hold("inbox:tg:1") as again:
+            assert again is False
+    async with first.hold("inbox:tg:1"), first.try_hold("inbox:tg:1") as held:
+        assert held is False
+    async with second.try_hold("inbox:tg:1") as held:
+        assert held is True
