@@ -1,0 +1,190 @@
+"""The inbox: Telegram updates accepted by any worker, waiting to be handled, on PostgreSQL.
+
+Invariants:
+- An update id is accepted at most once, ever: `put` records the id in `telegram_updates`
+  (the table the webhook's de-duplication uses) and queues the row in the same
+  transaction, so a redelivery is refused while the row waits AND after it was handled
+  and deleted (a new polling leader fetches again what the old one had not acknowledged).
+  The ids are kept as long as the store keeps them (`storage.updates` bounds).
+- A row stays until `done` deletes it: a worker that dies mid-update leaves its row for
+  another worker (at least once).
+- Rows of one chat come out lowest update_id first (`next`); which worker works a chat is
+  decided elsewhere (an advisory lock per chat), not here.
+- Each new row is announced with `NOTIFY consult_inbox, '<chat key>'` on commit, so
+  listening workers pick it up at once; a missed notification only costs a poll interval.
+
+The inbox has its own small pool rather than the store's: accepting an update (the
+webhook's 200 waits for it) never queues behind model turns holding store connections,
+and the store's pool stays private to the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, TypeVar
+
+import asyncpg
+
+from core.errors import StoreUnavailable
+from storage.faults import DatabaseUnusable
+from storage.updates import KEEP_IDS, KEEP_SECONDS
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CHANNEL = "consult_inbox"
+CONNECT_TIMEOUT = 10.0
+COMMAND_TIMEOUT = 30.0
+_UNAVAILABLE = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.CannotConnectNowError,
+)
+
+Row = tuple[int, str]
+"""(update_id, payload): the update's JSON as it was accepted."""
+
+
+class PostgresInbox:
+    """Open with `await PostgresInbox.open(url)` after the schema is migrated; `close()`."""
+
+    def __init__(self, pool: asyncpg.Pool, url: str) -> None:
+        self._pool = pool
+        self._url = url
+        self._listener: asyncpg.Connection | None = None
+        self._callback: Callable[[str], object] | None = None
+
+    @classmethod
+    async def open(cls, url: str, *, pool_size: int = 4) -> PostgresInbox:
+        try:
+            pool = await asyncpg.create_pool(
+                url,
+                min_size=1,
+                max_size=pool_size,
+                timeout=CONNECT_TIMEOUT,
+                command_timeout=COMMAND_TIMEOUT,
+            )
+        except (TimeoutError, OSError, asyncpg.PostgresError, ValueError) as error:
+            raise DatabaseUnusable(f"the inbox cannot connect to PostgreSQL: {error}") from None
+        return cls(pool, url)
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                await self._listener.close(timeout=5)
+            self._listener = None
+        await self._pool.close()
+
+    async def put(self, update_id: int, chat_key: str, payload: str) -> bool:
+        """Queue an update for its chat; False (nothing queued) for an id seen before."""
+
+        async def put(connection: asyncpg.Connection) -> bool:
+            if not await _record(connection, update_id):
+                return False
+            await connection.execute(
+                "INSERT INTO inbox (update_id, chat_key, payload, received_at)"
+                " VALUES ($1, $2, $3, $4)",
+                update_id,
+                chat_key,
+                payload,
+                time.time(),
+            )
+            await connection.execute("SELECT pg_notify($1, $2)", CHANNEL, chat_key)
+            return True
+
+        return await self._transaction(put)
+
+    async def remember(self, update_id: int) -> bool:
+        """Record an update handled without queueing it; False for an id seen before."""
+        return await self._transaction(lambda c: _record(c, update_id))
+
+    async def pending_chats(self, exclude: Collection[str] = (), limit: int = 100) -> list[str]:
+        """Chats with waiting rows, the one whose oldest row is oldest first."""
+        rows = await self._call(
+            lambda c: c.fetch(
+                "SELECT chat_key FROM inbox WHERE NOT (chat_key = ANY($1::text[]))"
+                " GROUP BY chat_key ORDER BY MIN(update_id) LIMIT $2",
+                list(exclude),
+                limit,
+            )
+        )
+        return [row["chat_key"] for row in rows]
+
+    async def next(self, chat_key: str) -> Row | None:
+        """The chat's waiting row with the lowest update_id, left in place."""
+        row = await self._call(
+            lambda c: c.fetchrow(
+                "SELECT update_id, payload FROM inbox WHERE chat_key = $1"
+                " ORDER BY update_id LIMIT 1",
+                chat_key,
+            )
+        )
+        return None if row is None else (int(row["update_id"]), str(row["payload"]))
+
+    async def done(self, update_id: int) -> None:
+        """The update was handled: delete its row (its id stays recorded)."""
+        await self._call(lambda c: c.execute("DELETE FROM inbox WHERE update_id = $1", update_id))
+
+    async def depth(self) -> int:
+        """Rows waiting in all chats."""
+        return int(await self._call(lambda c: c.fetchval("SELECT count(*) FROM inbox")))
+
+    async def listen(self, callback: Callable[[str], object]) -> None:
+        """Call `callback(chat_key)` for each new row, on a connection kept for it.
+
+        Calling again while that connection is up does nothing; after it broke, it
+        connects again (the caller's periodic look at `pending_chats` covers the gap).
+        """
+        self._callback = callback
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        try:
+            listener = await asyncpg.connect(self._url, timeout=CONNECT_TIMEOUT)
+            await listener.add_listener(CHANNEL, self._notified)
+        except _UNAVAILABLE as error:
+            raise StoreUnavailable(f"the inbox cannot listen ({error})") from error
+        self._listener = listener
+
+    def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        if self._callback is not None:
+            self._callback(payload)
+
+    async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        try:
+            async with self._pool.acquire() as connection:
+                return await work(connection)
+        except _UNAVAILABLE as error:
+            raise StoreUnavailable(f"the inbox is unavailable ({error})") from error
+
+    async def _transaction(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        async def in_transaction(connection: asyncpg.Connection) -> T:
+            async with connection.transaction():
+                return await work(connection)
+
+        return await self._call(in_transaction)
+
+
+async def _record(connection: asyncpg.Connection, update_id: int) -> bool:
+    """Record `update_id` as received (pruning ids past the kept bounds); True if new."""
+    now = time.time()
+    new = await connection.fetchval(
+        "INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
+        " ON CONFLICT (update_id) DO NOTHING RETURNING 1",
+        update_id,
+        now,
+    )
+    await connection.execute(
+        "DELETE FROM telegram_updates WHERE received_at < $1", now - KEEP_SECONDS
+    )
+    await connection.execute(
+        "DELETE FROM telegram_updates WHERE update_id <= $1", update_id - KEEP_IDS
+    )
+    return new is not None

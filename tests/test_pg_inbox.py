@@ -1,0 +1,101 @@
+"""The inbox on PostgreSQL: accepted Telegram updates waiting to be handled, per chat in
+update_id order; two inbox objects stand for two worker processes on one database."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest_asyncio
+
+from storage.pg_inbox import PostgresInbox
+from storage.pg_schema import migrate
+from tests.postgres import postgres_url  # noqa: F401  (fixture)
+
+
+@pytest_asyncio.fixture
+async def inboxes(postgres_url: str) -> AsyncIterator[tuple[PostgresInbox, PostgresInbox]]:  # noqa: F811
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await migrate(admin)
+    finally:
+        await admin.close()
+    first = await PostgresInbox.open(postgres_url)
+    second = await PostgresInbox.open(postgres_url)
+    try:
+        yield first, second
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_an_update_is_accepted_once_even_after_it_was_handled(
+    inboxes: tuple[PostgresInbox, PostgresInbox],
+) -> None:
+    """A redelivery is refused while the row waits and after it was handled and deleted."""
+    first, second = inboxes
+    assert await first.put(10, "tg:1", '{"update_id": 10}') is True
+    assert await second.put(10, "tg:1", '{"update_id": 10}') is False
+    assert await first.depth() == 1
+    assert await first.next("tg:1") == (10, '{"update_id": 10}')
+    await first.done(10)
+    assert await first.depth() == 0
+    assert await second.put(10, "tg:1", '{"update_id": 10}') is False
+    assert await first.next("tg:1") is None
+
+
+async def test_a_chat_gives_its_rows_lowest_update_id_first(
+    inboxes: tuple[PostgresInbox, PostgresInbox],
+) -> None:
+    first, second = inboxes
+    for update_id in (12, 11, 13):
+        await first.put(update_id, "tg:1", f"u{update_id}")
+    await first.put(5, "tg:2", "u5")
+    seen = []
+    while (row := await second.next("tg:1")) is not None:
+        seen.append(row)
+        await second.done(row[0])
+    assert seen == [(11, "u11"), (12, "u12"), (13, "u13")]
+    assert await first.next("tg:2") == (5, "u5")
+
+
+async def test_pending_chats_oldest_first_without_the_excluded_ones(
+    inboxes: tuple[PostgresInbox, PostgresInbox],
+) -> None:
+    first, _ = inboxes
+    await first.put(30, "tg:3", "a")
+    await first.put(10, "tg:1", "b")
+    await first.put(20, "tg:2", "c")
+    await first.put(31, "tg:1", "d")
+    assert await first.pending_chats() == ["tg:1", "tg:2", "tg:3"]
+    assert await first.pending_chats(exclude={"tg:1"}) == ["tg:2", "tg:3"]
+    assert await first.pending_chats(limit=2) == ["tg:1", "tg:2"]
+    assert await first.pending_chats(exclude={"tg:1", "tg:2", "tg:3"}) == []
+
+
+async def test_remember_records_an_id_without_queueing_it(
+    inboxes: tuple[PostgresInbox, PostgresInbox],
+) -> None:
+    """An update handled at once (not queued) still refuses its redeliveries."""
+    first, second = inboxes
+    assert await first.remember(40) is True
+    assert await second.remember(40) is False
+    assert await second.put(40, "tg:1", "x") is False
+    assert await first.depth() == 0
+
+
+async def test_listeners_hear_of_each_new_row_with_its_chat(
+    inboxes: tuple[PostgresInbox, PostgresInbox],
+) -> None:
+    """Every process listening is woken with the chat key; a redelivery wakes nobody."""
+    first, second = inboxes
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    await second.listen(heard.put_nowait)
+    await second.listen(heard.put_nowait)  # listening again does not double the wake-ups
+    await first.put(50, "tg:5", "x")
+    assert await asyncio.wait_for(heard.get(), 10) == "tg:5"
+    await first.put(50, "tg:5", "x")
+    await first.put(51, "tg:6", "y")
+    assert await asyncio.wait_for(heard.get(), 10) == "tg:6"
+    assert heard.empty()
