@@ -52,6 +52,9 @@ class Message:
     created_at: float
     author: str | None = None
     usage: Usage | None = None
+    # The update a user message came from (`tg:<update_id>`): handling that update a
+    # second time finds this turn (`TurnRecord`) instead of storing it again.
+    turn_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,39 @@ class Consultation:
             turn.append(message)
         turn.reverse()
         return turn
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """A user message found by its turn id, and where its turn stands.
+
+    `reply` is the first assistant message after it (the reply that answered its turn,
+    together with any messages sent with it) and `round` the round that reply answered;
+    both None while the turn is unanswered.
+    """
+
+    consultation: Consultation  # whatever its status, messages included
+    message: Message
+    reply: Message | None = None
+    round: int | None = None
+
+
+def locate_turn(consultation: Consultation, turn_id: str) -> TurnRecord | None:
+    """The user message of `consultation` stored with `turn_id`, and its reply if any.
+
+    Each reply consumes one round, so the round a reply answered is its position among
+    the assistant messages.
+    """
+    message: Message | None = None
+    answered = 0
+    for candidate in consultation.messages:
+        if candidate.role is Role.ASSISTANT:
+            answered += 1
+            if message is not None:
+                return TurnRecord(consultation, message, candidate, answered)
+        elif message is None and candidate.turn_id == turn_id:
+            message = candidate
+    return None if message is None else TurnRecord(consultation, message)
 
 
 @dataclass(frozen=True, slots=True)

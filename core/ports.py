@@ -12,7 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.models import ChatSettings, Consultation, Message, Status, Usage
+from core.models import ChatSettings, Consultation, Message, Status, TurnRecord, Usage
 
 OnDelta = Callable[[str], Awaitable[None]]
 """Called with each new piece of streamed text, in order."""
@@ -68,6 +68,13 @@ class ConsultationStore(Protocol):
 
     async def latest_status(self, chat_key: str) -> Status | None:
         """Status of the chat's most recently active consultation, None if it never had one."""
+        ...
+
+    async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
+        """The chat's consultation (any status, messages included) holding a user message
+        stored with `turn_id`, with the reply that followed it (`core.models.locate_turn`);
+        None when the chat has no such message. Read from one snapshot.
+        """
         ...
 
     async def create(self, consultation: Consultation) -> None:

@@ -31,7 +31,17 @@ import asyncpg
 
 from core.errors import ActiveConsultationExists, SessionNotFound, StoreUnavailable, TurnSuperseded
 from core.keyed_lock import KeyedLock
-from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
+from core.models import (
+    ChatSettings,
+    Consultation,
+    Message,
+    ModelOptions,
+    Role,
+    Status,
+    TurnRecord,
+    Usage,
+    locate_turn,
+)
 from storage.faults import DatabaseUnusable
 from storage.idempotency import KeyRecord
 from storage.pg_schema import migrate
@@ -50,15 +60,24 @@ _CONSULTATION_COLUMNS = (
     " system_prompt, options, created_at, last_activity_at, started_by"
 )
 _SELECT_MESSAGES = (
-    "SELECT role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated"
-    " FROM messages WHERE consultation_id = $1 ORDER BY seq"
+    "SELECT role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated,"
+    " turn_id FROM messages WHERE consultation_id = $1 ORDER BY seq"
+)
+# The consultation of the chat holding a user message with a turn id (found through the
+# partial index on turn_id; an update is handled in one chat, so at most one matches).
+_SELECT_TURN = (
+    "SELECT c.id, c.chat_key, c.status, c.max_rounds, c.current_round, c.initial_request,"
+    " c.role, c.system_prompt, c.options, c.created_at, c.last_activity_at, c.started_by"
+    " FROM messages m JOIN consultations c ON c.id = m.consultation_id"
+    " WHERE m.turn_id = $1 AND m.role = 'user' AND c.chat_key = $2"
+    " ORDER BY c.created_at DESC LIMIT 1"
 )
 _INSERT_MESSAGE = (
     "INSERT INTO messages (consultation_id, seq, role, author, text, created_at,"
-    " prompt_tokens, completion_tokens, tokens_estimated)"
+    " prompt_tokens, completion_tokens, tokens_estimated, turn_id)"
 )
 _APPEND_MESSAGE = (
-    f"{_INSERT_MESSAGE} SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8"
+    f"{_INSERT_MESSAGE} SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8, $9"
     " FROM messages WHERE consultation_id = $1"
 )
 _UNAVAILABLE = (
@@ -140,6 +159,20 @@ class PostgresStore:
             f"SELECT {_CONSULTATION_COLUMNS} FROM consultations WHERE id = $1", consultation_id
         )
 
+    async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
+        """The consultation holding the turn and its reply, from one snapshot."""
+
+        async def find(connection: asyncpg.Connection) -> Consultation | None:
+            async with connection.transaction(isolation="repeatable_read", readonly=True):
+                row = await connection.fetchrow(_SELECT_TURN, turn_id, chat_key)
+                if row is None:
+                    return None
+                messages = await connection.fetch(_SELECT_MESSAGES, row["id"])
+            return _consultation(row, messages)
+
+        consultation = await self._call(find)
+        return None if consultation is None else locate_turn(consultation, turn_id)
+
     async def latest_status(self, chat_key: str) -> Status | None:
         value = await self._call(
             lambda c: c.fetchval(
@@ -196,7 +229,7 @@ class PostgresStore:
                     raise ActiveConsultationExists(c.chat_key) from error
                 raise
             await connection.executemany(
-                f"{_INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                f"{_INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                 [(c.id, seq, *_message_values(m)) for seq, m in enumerate(c.messages, start=1)],
             )
 
@@ -488,6 +521,7 @@ def _message_values(m: Message) -> tuple[Any, ...]:
         None if usage is None else usage.prompt_tokens,
         None if usage is None else usage.completion_tokens,
         None if usage is None else usage.estimated,
+        m.turn_id,
     )
 
 
@@ -516,6 +550,7 @@ def _consultation(row: asyncpg.Record, messages: list[asyncpg.Record]) -> Consul
                 else Usage(
                     m["prompt_tokens"], m["completion_tokens"] or 0, bool(m["tokens_estimated"])
                 ),
+                turn_id=m["turn_id"],
             )
             for m in messages
         ],

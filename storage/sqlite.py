@@ -37,7 +37,7 @@ from typing import Any
 
 import aiosqlite
 
-from core.models import ChatSettings, Consultation, Message, Status
+from core.models import ChatSettings, Consultation, Message, Status, TurnRecord
 from storage import idempotency, updates
 from storage import statements as sql
 from storage.batch import Batcher, run_reads, run_writes
@@ -152,6 +152,12 @@ class SqliteStore:
     async def get(self, consultation_id: str) -> Consultation | None:
         return await self._reader.run(
             functools.partial(sql.load_by_id, consultation_id=consultation_id)
+        )
+
+    async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
+        """The consultation holding the turn and its reply, from one read transaction."""
+        return await self._reader.run(
+            functools.partial(sql.find_turn, chat_key=chat_key, turn_id=turn_id)
         )
 
     async def latest_status(self, chat_key: str) -> Status | None:

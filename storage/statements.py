@@ -18,7 +18,17 @@ import time
 from typing import Any
 
 from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
-from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
+from core.models import (
+    ChatSettings,
+    Consultation,
+    Message,
+    ModelOptions,
+    Role,
+    Status,
+    TurnRecord,
+    Usage,
+    locate_turn,
+)
 
 _SELECT_CONSULTATION = (
     "SELECT id, chat_key, status, max_rounds, current_round, initial_request, role,"
@@ -28,17 +38,24 @@ _SELECT_CONSULTATION = (
 _SELECT_ACTIVE = f"{_SELECT_CONSULTATION} WHERE chat_key = ? AND status = 'active'"
 _SELECT_BY_ID = f"{_SELECT_CONSULTATION} WHERE id = ?"
 _SELECT_MESSAGES = (
-    "SELECT role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated"
-    " FROM messages WHERE consultation_id = ? ORDER BY seq"
+    "SELECT role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated,"
+    " turn_id FROM messages WHERE consultation_id = ? ORDER BY seq"
+)
+# The consultation of the chat holding a user message with a turn id (the partial index on
+# turn_id finds the message; an update id is handled in one chat, so at most one matches).
+_SELECT_TURN = (
+    "SELECT c.id FROM messages m JOIN consultations c ON c.id = m.consultation_id"
+    " WHERE m.turn_id = ? AND m.role = 'user' AND c.chat_key = ?"
+    " ORDER BY c.created_at DESC LIMIT 1"
 )
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages (consultation_id, seq, role, author, text, created_at,"
-    " prompt_tokens, completion_tokens, tokens_estimated)"
+    " prompt_tokens, completion_tokens, tokens_estimated, turn_id)"
 )
 # The next position is computed inside the INSERT; writes never interleave, so it is race-free.
 _APPEND_MESSAGE = (
-    f"{_INSERT_MESSAGE} SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?"
+    f"{_INSERT_MESSAGE} SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?"
     " FROM messages WHERE consultation_id = ?"
 )
 
@@ -76,7 +93,7 @@ def insert_consultation(db: sqlite3.Connection, c: Consultation) -> None:
             raise ActiveConsultationExists(c.chat_key) from error
         raise
     db.executemany(
-        f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(c.id, seq, *_message_values(m)) for seq, m in enumerate(c.messages, start=1)],
     )
 
@@ -206,6 +223,7 @@ def _message_values(m: Message) -> tuple[Any, ...]:
         None if usage is None else usage.prompt_tokens,
         None if usage is None else usage.completion_tokens,
         None if usage is None else int(usage.estimated),
+        m.turn_id,
     )
 
 
@@ -222,6 +240,15 @@ def load_active(db: sqlite3.Connection, chat_key: str) -> Consultation | None:
 
 def load_by_id(db: sqlite3.Connection, consultation_id: str) -> Consultation | None:
     return _load(db, _SELECT_BY_ID, consultation_id)
+
+
+def find_turn(db: sqlite3.Connection, chat_key: str, turn_id: str) -> TurnRecord | None:
+    """The chat's consultation holding the turn, and where the turn stands (one snapshot)."""
+    row = db.execute(_SELECT_TURN, (turn_id, chat_key)).fetchone()
+    if row is None:
+        return None
+    consultation = load_by_id(db, row[0])
+    return None if consultation is None else locate_turn(consultation, turn_id)
 
 
 def latest_status(db: sqlite3.Connection, chat_key: str) -> Status | None:
@@ -258,8 +285,9 @@ def _load(db: sqlite3.Connection, select: str, key: str) -> Consultation | None:
             created_at=created_at,
             author=author,
             usage=None if prompt is None else Usage(prompt, completion or 0, bool(estimated)),
+            turn_id=turn_id,
         )
-        for role, text, created_at, author, prompt, completion, estimated in db.execute(
+        for role, text, created_at, author, prompt, completion, estimated, turn_id in db.execute(
             _SELECT_MESSAGES, (row[0],)
         )
     ]

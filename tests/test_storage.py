@@ -615,3 +615,86 @@ async def test_two_stores_recording_the_same_round_store_one_reply(
         assert [m.role for m in loaded.messages] == [Role.USER, Role.ASSISTANT]
     finally:
         await second.close()
+
+
+# -- turn ids: a Telegram update found again by the turn it became ----------------------
+
+
+async def test_turn_id_round_trips_on_user_messages(store: Store) -> None:
+    """The turn id a user message was stored with comes back with it, from create and
+    from add_message; messages without one load with None."""
+    consultation = make(messages=[Message(Role.USER, "first", 1.0, author="Ann", turn_id="tg:1")])
+    await store.create(consultation)
+    await reply(store, consultation.id, "question?", expected=0, at=2.0)
+    await store.add_message(
+        consultation.id, Message(Role.USER, "second", 3.0, turn_id="tg:2"), last_activity_at=3.0
+    )
+    loaded = await store.get(consultation.id)
+    assert loaded is not None
+    assert [m.turn_id for m in loaded.messages] == ["tg:1", None, "tg:2"]
+
+
+async def test_find_turn_unanswered_is_the_open_turn(store: Store) -> None:
+    """A turn stored but not answered: its consultation, the message, no reply, no round."""
+    consultation = make(messages=[Message(Role.USER, "first", 1.0, turn_id="tg:7")])
+    await store.create(consultation)
+    found = await store.find_turn("chat:1", "tg:7")
+    assert found is not None
+    assert found.consultation == consultation
+    assert found.message.text == "first"
+    assert (found.reply, found.round) == (None, None)
+
+
+async def test_find_turn_answered_gives_the_reply_that_followed(store: Store) -> None:
+    """The first assistant message after the turn's message is its reply, with the round
+    it answered; a later round's reply is not taken for it."""
+    consultation = make(messages=[Message(Role.USER, "first", 1.0, turn_id="tg:1")])
+    await store.create(consultation)
+    await reply(store, consultation.id, "question 1?", expected=0, at=2.0)
+    await store.add_message(
+        consultation.id, Message(Role.USER, "second", 3.0, turn_id="tg:2"), last_activity_at=3.0
+    )
+    await reply(store, consultation.id, "question 2?", expected=1, at=4.0)
+    await store.add_message(
+        consultation.id, Message(Role.USER, "third", 5.0, turn_id="tg:3"), last_activity_at=5.0
+    )
+    await reply(store, consultation.id, "question 3?", expected=2, at=6.0)
+
+    found = await store.find_turn("chat:1", "tg:2")
+    assert found is not None
+    assert found.consultation.id == consultation.id
+    assert found.consultation.current_round == 3
+    assert found.message.text == "second"
+    assert found.reply is not None and found.reply.text == "question 2?"
+    assert found.round == 2
+
+
+async def test_find_turn_in_a_completed_consultation(store: Store) -> None:
+    """A finished consultation is searched too: the chat's active one is not required."""
+    consultation = make(messages=[Message(Role.USER, "first", 1.0, turn_id="tg:9")])
+    await store.create(consultation)
+    await store.record_reply(
+        consultation.id,
+        Message(Role.ASSISTANT, "Final answer", 2.0),
+        expected_round=0,
+        current_round=1,
+        status=Status.COMPLETE,
+        last_activity_at=2.0,
+    )
+    await store.create(make(messages=[Message(Role.USER, "new one", 3.0, turn_id="tg:10")]))
+
+    found = await store.find_turn("chat:1", "tg:9")
+    assert found is not None
+    assert (found.consultation.id, found.consultation.status) == (consultation.id, Status.COMPLETE)
+    assert found.reply is not None and found.reply.text == "Final answer"
+    assert found.round == 1
+
+
+async def test_find_turn_is_scoped_to_the_chat_and_knows_no_unknown_ids(store: Store) -> None:
+    """Another chat's turn id is not found in this chat; an id never stored is not found."""
+    await store.create(make("chat:other", messages=[Message(Role.USER, "x", 1.0, turn_id="tg:5")]))
+    await store.create(make("chat:1", messages=[Message(Role.USER, "y", 1.0, turn_id="tg:6")]))
+    assert await store.find_turn("chat:1", "tg:5") is None
+    assert await store.find_turn("chat:1", "tg:404") is None
+    found = await store.find_turn("chat:other", "tg:5")
+    assert found is not None and found.message.text == "x"
