@@ -1,8 +1,10 @@
 """Who may use the bot, and how often: allow-lists and a per-user rate limit.
 
-The limiter is a sliding window per user kept in memory (only for users active
-in the last minute); it only protects the model bill from floods, so losing it
-on restart is harmless.
+The limit is a port (`UserRateLimits`): `RateLimiter` is a sliding window per user kept
+in memory (only for users active in the last minute), right for one process; it only
+protects the model bill from floods, so losing it on restart is harmless. Several worker
+processes share one limit instead (`storage.pg_shared.PostgresRateLimits`), so a user
+reaching two workers is not allowed twice as much.
 """
 
 from __future__ import annotations
@@ -10,8 +12,21 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 from core.expiring import ExpiringDict
+
+
+class UserRateLimits(Protocol):
+    """How often each user may write."""
+
+    async def check(self, user_id: int) -> float:
+        """Count a message: 0 when allowed, else the seconds to wait (nothing counted)."""
+        ...
+
+    async def should_warn(self, user_id: int) -> bool:
+        """Whether to tell a limited user so: at most once a minute, not on every message."""
+        ...
 
 
 def is_allowed(
@@ -28,7 +43,8 @@ def is_allowed(
 
 
 class RateLimiter:
-    """At most `per_minute` events per user in any 60-second window (0: unlimited).
+    """`UserRateLimits` in this process's memory: at most `per_minute` events per user in
+    any 60-second window (0: unlimited).
 
     Memory and time stay bounded however many users write: a user's state
     expires a window after their last counted event (`ExpiringDict`), so each
@@ -43,14 +59,14 @@ class RateLimiter:
         self._events: ExpiringDict[int, deque[float]] = ExpiringDict(self.WINDOW, clock=clock)
         self._warned: ExpiringDict[int, float] = ExpiringDict(self.WINDOW, clock=clock)
 
-    def should_warn(self, user_id: int) -> bool:
+    async def should_warn(self, user_id: int) -> bool:
         """Whether to tell a limited user so: once per window, not on every message."""
         if user_id in self._warned:
             return False
         self._warned[user_id] = self._clock()
         return True
 
-    def check(self, user_id: int) -> float:
+    async def check(self, user_id: int) -> float:
         """Record an event; return 0 when allowed, else the seconds to wait."""
         if self._limit <= 0:
             return 0.0

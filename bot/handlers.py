@@ -15,7 +15,7 @@ from typing import Any
 
 from telegram import Update
 
-from bot.access import RateLimiter, is_allowed
+from bot.access import RateLimiter, UserRateLimits, is_allowed
 from bot.chat import Context, Incoming, chat_key, incoming_of
 from bot.config import BotConfig
 from bot.delivery import Sender
@@ -47,13 +47,17 @@ class Handlers:
         turns: TurnRunner,
         say: Say,
         buttons: Mapping[str, ButtonCallback],
+        rate_limits: UserRateLimits | None = None,
     ) -> None:
         self.service = service
         self.config = config
         self.turns = turns
         self.say = say
         self.buttons = buttons  # by the kind before ":" in the button's data
-        self.rate_limiter = RateLimiter(config.user_rate_limit_per_minute)
+        # Shared by every worker when given; this process's memory by default.
+        self.rate_limiter = (
+            RateLimiter(config.user_rate_limit_per_minute) if rate_limits is None else rate_limits
+        )
 
     def allowed(self, incoming: Incoming) -> bool:
         return is_allowed(
@@ -146,9 +150,9 @@ class Handlers:
             await self.say(incoming, t(incoming.language, "not_allowed"))
             return None
         if incoming.user_id is not None:
-            wait = self.rate_limiter.check(incoming.user_id)
+            wait = await self.rate_limiter.check(incoming.user_id)
             if wait > 0:
-                if self.rate_limiter.should_warn(incoming.user_id):
+                if await self.rate_limiter.should_warn(incoming.user_id):
                     seconds = int(wait) + 1
                     await self.say(incoming, t(incoming.language, "rate_limited", seconds=seconds))
                 return None

@@ -1,20 +1,28 @@
-"""Bot building blocks that need no server: strings, access, addressing, flood control."""
+"""Bot building blocks: strings, access, addressing, flood control (a few against the fake
+Bot API)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import string
+from types import SimpleNamespace
 
 import pytest
+from telegram import Update
 from telegram.error import RetryAfter
+from telegram.ext import ExtBot
 
 from bot.access import RateLimiter, is_allowed
 from bot.chat import chat_key, language_of, strip_mention
+from bot.config import BotConfig
 from bot.flood import ChatFloodControl
+from bot.handlers import Handlers
 from bot.i18n import EN, RU, t
+from bot.say import Say
 from bot.turns import TurnRunner
 from core.expiring import ExpiringDict
+from tests.fakes.bot_api import TOKEN, FakeBotApi
 
 
 def _fields(template: str) -> set[str]:
@@ -54,34 +62,34 @@ def test_allow_lists() -> None:
     assert not is_allowed(user_id=2, chat_id=5, allowed_users=frozenset({1}), allowed_chats=nobody)
 
 
-def test_rate_limiter_window() -> None:
+async def test_rate_limiter_window() -> None:
     """The n+1-th message within a minute waits; after the window it passes again."""
     now = [0.0]
     limiter = RateLimiter(3, clock=lambda: now[0])
-    assert [limiter.check(7) for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert limiter.check(7) == pytest.approx(60.0)
-    assert limiter.check(8) == 0.0  # other users are unaffected
+    assert [await limiter.check(7) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert await limiter.check(7) == pytest.approx(60.0)
+    assert await limiter.check(8) == 0.0  # other users are unaffected
     now[0] = 60.0
-    assert limiter.check(7) == 0.0
+    assert await limiter.check(7) == 0.0
 
 
-def test_a_limited_user_is_warned_once_per_window() -> None:
+async def test_a_limited_user_is_warned_once_per_window() -> None:
     """Being over the limit is said once a minute, not in reply to every message."""
     now = [0.0]
     limiter = RateLimiter(1, clock=lambda: now[0])
-    assert [limiter.should_warn(7), limiter.should_warn(7), limiter.should_warn(8)] == [
-        True,
-        False,
-        True,
-    ]
+    assert [
+        await limiter.should_warn(7),
+        await limiter.should_warn(7),
+        await limiter.should_warn(8),
+    ] == [True, False, True]
     now[0] = 61.0
-    assert limiter.should_warn(7)
+    assert await limiter.should_warn(7)
 
 
-def test_rate_limit_zero_means_unlimited() -> None:
+async def test_rate_limit_zero_means_unlimited() -> None:
     """A limit of 0 never refuses."""
     limiter = RateLimiter(0)
-    assert all(limiter.check(1) == 0.0 for _ in range(1000))
+    assert all([await limiter.check(1) == 0.0 for _ in range(1000)])
 
 
 @pytest.mark.parametrize(
@@ -145,19 +153,19 @@ async def test_retry_after_beyond_max_retries_is_raised() -> None:
         await control.process_request(callback, (), {}, "sendMessage", {"chat_id": 1}, None)
 
 
-def test_the_rate_limiter_forgets_users_a_window_after_their_last_message() -> None:
+async def test_the_rate_limiter_forgets_users_a_window_after_their_last_message() -> None:
     """Thousands of users who wrote once are dropped as time passes, without a full
     scan: memory follows the users of the last minute, not all users ever seen."""
     now = [0.0]
     limiter = RateLimiter(5, clock=lambda: now[0])
     for user in range(5000):
-        assert limiter.check(user) == 0.0
-        limiter.should_warn(user)
+        assert await limiter.check(user) == 0.0
+        await limiter.should_warn(user)
     assert limiter.tracked() == 5000
     now[0] = 61.0
-    assert limiter.check(99_999) == 0.0
+    assert await limiter.check(99_999) == 0.0
     assert limiter.tracked() == 1
-    assert limiter.should_warn(0)  # a new window: warned again
+    assert await limiter.should_warn(0)  # a new window: warned again
 
 
 async def test_flood_state_of_chats_that_never_return_is_dropped() -> None:
@@ -213,3 +221,30 @@ def test_expiring_dict_keeps_entries_until_their_deadline() -> None:
     entries.set("long", 1, ttl=100)
     now[0] = 50.0
     assert entries.get("long") == 1 and entries.get("z") is None
+
+
+async def test_handlers_count_messages_in_the_rate_limit_they_are_given(
+    bot_api: FakeBotApi,
+) -> None:
+    """Two workers' handlers given one limit: a user's second message within the minute,
+    reaching the other worker, is refused there with one warning."""
+    shared = RateLimiter(1)
+    async with ExtBot(TOKEN, base_url=bot_api.base_url) as ext:
+        context = SimpleNamespace(bot=ext)
+        workers = [
+            Handlers(
+                None,  # type: ignore[arg-type]  # accept() never reaches the service
+                BotConfig(token=TOKEN, user_rate_limit_per_minute=50),
+                turns=TurnRunner(ttl_minutes=60),
+                say=Say(ext),
+                buttons={},
+                rate_limits=shared,
+            )
+            for _ in range(2)
+        ]
+        first = Update.de_json(bot_api.text_message(31, "one", user_id=31), ext)
+        second = Update.de_json(bot_api.text_message(31, "two", user_id=31), ext)
+        assert await workers[0].accept(first, context) is not None  # type: ignore[arg-type]
+        assert await workers[1].accept(second, context) is None  # type: ignore[arg-type]
+    [warning] = bot_api.sent_texts(31)
+    assert warning.startswith("You're sending messages too fast")
