@@ -1,0 +1,184 @@
+"""Working the shared inbox: each chat's updates in order, by one worker process at a time.
+
+Invariants:
+- A chat is worked by the worker holding its claim (`try_hold("inbox:" + chat)`, an
+  advisory lock across processes); that worker hands its rows to `process` lowest
+  update_id first, one at a time, and deletes each only after `process` returned. A
+  worker that dies mid-update leaves the row: its lock connection closes, and another
+  worker claims the chat at its next look (a notification or the periodic poll), so
+  every queued update is processed at least once. An update whose processing raised is
+  logged and deleted, so one bad update never blocks its chat.
+- Different chats run in parallel, up to `concurrency` chats per worker.
+- /reset and /status (`unordered_commands`) are processed at once by the worker that
+  accepts them, never queued behind the chat's running turn; their ids are recorded so a
+  redelivery is dropped. Like any update accepted that way they are handled at most once:
+  a worker that dies between accepting one and processing it loses that one command.
+  A /reset that reaches another worker than the one running the chat's turn cannot stop
+  that turn early: the turn's reply then lands before the reset or is superseded by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from telegram import Update
+
+from bot.chat import conversation_key
+from bot.ordering import command_of
+from core.errors import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+CLAIM_PREFIX = "inbox:"
+POLL_INTERVAL = 1.0
+CONCURRENCY = 1000
+STOP_GRACE = 30.0
+
+Process = Callable[[str], Awaitable[object]]
+"""Handle one update given as its JSON text; returns once the update was fully handled."""
+
+
+class Inbox(Protocol):
+    """The shared queue of accepted updates (`storage.pg_inbox.PostgresInbox`)."""
+
+    async def put(self, update_id: int, chat_key: str, payload: str) -> bool: ...
+    async def remember(self, update_id: int) -> bool: ...
+    async def pending_chats(self, exclude: Collection[str] = (), limit: int = 100) -> list[str]: ...
+    async def next(self, chat_key: str) -> tuple[int, str] | None: ...
+    async def done(self, update_id: int) -> None: ...
+    async def listen(self, callback: Callable[[str], object]) -> None: ...
+
+
+class Claims(Protocol):
+    """Non-blocking claims across processes (`storage.pg_locks.PostgresChatLocks`)."""
+
+    def try_hold(self, key: str) -> AbstractAsyncContextManager[bool]: ...
+
+
+def chat_key_of_update(update: dict[str, Any]) -> str | None:
+    """The conversation key of a raw update (None for an update of no chat): the same key
+    `bot.chat.conversation_key` gives the parsed update."""
+    return conversation_key(Update.de_json(update, None))
+
+
+def is_unordered(update: dict[str, Any], commands: Iterable[str]) -> bool:
+    """Whether the update is one of the commands answered at once, outside the chat's order."""
+    return command_of(Update.de_json(update, None)) in frozenset(commands)
+
+
+class InboxWorker:
+    """`accept` is the update sink (webhook, polling leader); `run` works the inbox until
+    `stop()` (then the updates being processed finish) or cancellation (nothing finishes)."""
+
+    def __init__(
+        self,
+        inbox: Inbox,
+        claims: Claims,
+        process: Process,
+        *,
+        unordered_commands: Iterable[str] = (),
+        concurrency: int = CONCURRENCY,
+        poll_interval: float = POLL_INTERVAL,
+        stop_grace: float = STOP_GRACE,
+    ) -> None:
+        self._inbox = inbox
+        self._claims = claims
+        self._process = process
+        self._unordered = frozenset(unordered_commands)
+        self._concurrency = concurrency
+        self._poll_interval = poll_interval
+        self._stop_grace = stop_grace
+        self._chats: dict[str, asyncio.Task[None]] = {}
+        self._immediate: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+
+    async def accept(self, update: dict[str, Any]) -> bool:
+        """Queue (or, for an unordered command, start handling) a new update; False for a
+        redelivery. Returns once the update is durably accepted."""
+        update_id = int(update["update_id"])
+        payload = json.dumps(update, ensure_ascii=False, separators=(",", ":"))
+        if is_unordered(update, self._unordered):
+            if not await self._inbox.remember(update_id):
+                return False
+            task = asyncio.create_task(self._handle(update_id, payload))
+            self._immediate.add(task)
+            task.add_done_callback(self._immediate.discard)
+            return True
+        chat = chat_key_of_update(update) or f"update:{update_id}"
+        return await self._inbox.put(update_id, chat, payload)
+
+    async def run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                await self._look()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self._poll_interval)
+            busy = [*self._chats.values(), *self._immediate]
+            if busy:
+                await asyncio.wait(busy, timeout=self._stop_grace)
+        finally:
+            busy = [*self._chats.values(), *self._immediate]
+            for task in busy:
+                task.cancel()
+            await asyncio.gather(*busy, return_exceptions=True)
+
+    def stop(self) -> None:
+        """Claim nothing more; each chat ends after the update it is processing."""
+        self._stopping.set()
+
+    async def _look(self) -> None:
+        """Listen for new rows (again, if the connection broke) and claim waiting chats."""
+        try:
+            await self._inbox.listen(self._heard)
+            free = self._concurrency - len(self._chats)
+            if free > 0:
+                for chat in await self._inbox.pending_chats(exclude=set(self._chats), limit=free):
+                    self._claim(chat)
+        except StoreUnavailable as exc:
+            log.warning("inbox: cannot look for updates now: %s", exc)
+
+    def _heard(self, chat: str) -> None:
+        if not self._stopping.is_set() and len(self._chats) < self._concurrency:
+            self._claim(chat)
+
+    def _claim(self, chat: str) -> None:
+        if chat in self._chats:
+            return
+        task = asyncio.create_task(self._work(chat))
+        self._chats[chat] = task
+        task.add_done_callback(lambda _: self._chats.pop(chat, None))
+
+    async def _work(self, chat: str) -> None:
+        try:
+            while not self._stopping.is_set():
+                async with self._claims.try_hold(CLAIM_PREFIX + chat) as held:
+                    if not held:  # another worker has it
+                        return
+                    await self._drain(chat)
+                # A row put after the last look but before the release found the chat
+                # claimed here, so nobody took it: look once more.
+                if self._stopping.is_set() or await self._inbox.next(chat) is None:
+                    return
+        except StoreUnavailable as exc:
+            log.warning("inbox: chat %s left for later: %s", chat, exc)
+
+    async def _drain(self, chat: str) -> None:
+        while not self._stopping.is_set():
+            row = await self._inbox.next(chat)
+            if row is None:
+                return
+            update_id, payload = row
+            await self._handle(update_id, payload)
+            await self._inbox.done(update_id)
+
+    async def _handle(self, update_id: int, payload: str) -> None:
+        try:
+            await self._process(payload)
+        except Exception:
+            log.exception("inbox: update %d failed; it is dropped", update_id)

@@ -1,0 +1,267 @@
+"""Inbox workers on PostgreSQL: each pair of (PostgresInbox, PostgresChatLocks, InboxWorker)
+stands for one worker process; all of them share one database."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import pytest
+import pytest_asyncio
+
+from bot.inbox import InboxWorker, chat_key_of_update
+from storage.pg_inbox import PostgresInbox
+from storage.pg_locks import PostgresChatLocks
+from storage.pg_schema import migrate
+from tests.fakes.bot_updates import UpdateBuilder
+from tests.postgres import postgres_url  # noqa: F401  (fixture)
+
+WAIT = 20.0
+
+
+@dataclass
+class Recorder:
+    """A fake `process`: records (chat, update_id) as each update starts and ends; an update
+    whose text is in `gates` waits for that event first (unless the worker ignores gates)."""
+
+    started: list[tuple[str, int]] = field(default_factory=list)
+    finished: list[tuple[str, int]] = field(default_factory=list)
+    gates: dict[str, asyncio.Event] = field(default_factory=dict)
+    running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    overlapped: list[str] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def process(self, *, gated: bool = True) -> Callable[[str], Any]:
+        async def process(payload: str) -> None:
+            update = json.loads(payload)
+            chat = chat_key_of_update(update)
+            assert chat is not None
+            entry = (chat, int(update["update_id"]))
+            self.started.append(entry)
+            self._notify()
+            self.running[chat] += 1
+            if self.running[chat] > 1:
+                self.overlapped.append(chat)
+            try:
+                gate = self.gates.get(update["message"]["text"]) if gated else None
+                if gate is not None:
+                    await gate.wait()
+                await asyncio.sleep(0.01)
+            finally:
+                self.running[chat] -= 1
+            self.finished.append(entry)
+            self._notify()
+
+        return process
+
+    def _notify(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def until(self, check: Callable[[], bool]) -> None:
+        async with asyncio.timeout(WAIT):
+            while not check():
+                await self.changed.wait()
+
+
+@dataclass
+class Worker:
+    inbox: PostgresInbox
+    locks: PostgresChatLocks
+    worker: InboxWorker
+    task: asyncio.Task[None]
+    closed: bool = False
+
+    async def kill(self) -> None:
+        """What SIGKILL does: every task stops where it is, the connections close."""
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        if not self.closed:
+            self.closed = True
+            await self.locks.close()
+            await self.inbox.close()
+
+
+@pytest_asyncio.fixture
+async def start_worker(
+    postgres_url: str,  # noqa: F811
+) -> AsyncIterator[Callable[..., Any]]:
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await migrate(admin)
+    finally:
+        await admin.close()
+    started: list[Worker] = []
+
+    async def start(process: Callable[[str], Any]) -> Worker:
+        inbox = await PostgresInbox.open(postgres_url)
+        locks = await PostgresChatLocks.open(postgres_url)
+        worker = InboxWorker(inbox, locks, process, unordered_commands=("reset", "status"))
+        started.append(Worker(inbox, locks, worker, asyncio.create_task(worker.run())))
+        return started[-1]
+
+    yield start
+    for running in started:
+        await running.kill()
+
+
+Start = Callable[..., Any]
+
+
+async def test_every_update_once_in_order_per_chat_with_two_workers(
+    start_worker: Start,
+) -> None:
+    """Updates of three chats accepted by either worker: each is processed exactly once, a
+    chat's updates strictly in update_id order and never two at once."""
+    recorder = Recorder()
+    first = await start_worker(recorder.process())
+    second = await start_worker(recorder.process())
+    updates = UpdateBuilder()
+    accepted: dict[str, list[int]] = defaultdict(list)
+    for n in range(5):
+        for chat_id in (701, 702, 703):
+            update = updates.text_message(chat_id, f"message {n}", user_id=chat_id)
+            receiver = (first, second)[(n + chat_id) % 2]
+            assert await receiver.worker.accept(update) is True
+            accepted[f"tg:{chat_id}"].append(update["update_id"])
+    await recorder.until(lambda: len(recorder.finished) == 15)
+    assert sorted(recorder.finished) == sorted(
+        (chat, update_id) for chat, ids in accepted.items() for update_id in ids
+    )
+    for chat, ids in accepted.items():
+        assert [u for c, u in recorder.started if c == chat] == ids
+    assert recorder.overlapped == []
+    for worker in (first, second):  # a stop lets each update end, row deleted included
+        worker.worker.stop()
+        await asyncio.wait_for(worker.task, WAIT)
+    assert await first.inbox.depth() == 0
+
+
+async def test_a_redelivered_update_is_not_accepted_again(start_worker: Start) -> None:
+    recorder = Recorder()
+    first = await start_worker(recorder.process())
+    second = await start_worker(recorder.process())
+    update = UpdateBuilder().text_message(701, "hello", user_id=701)
+    assert await first.worker.accept(update) is True
+    assert await second.worker.accept(update) is False
+    await recorder.until(lambda: len(recorder.finished) == 1)
+    assert await first.worker.accept(update) is False  # also after it was handled
+
+
+async def test_chats_are_processed_in_parallel(start_worker: Start) -> None:
+    """One worker: chat A's update waits until chat B's has started, so the test only ends
+    if both run at once."""
+    recorder = Recorder()
+    worker = await start_worker(recorder.process())
+    b_started = asyncio.Event()
+    recorder.gates["from A"] = b_started
+    updates = UpdateBuilder()
+    await worker.worker.accept(updates.text_message(701, "from A", user_id=701))
+    await recorder.until(lambda: len(recorder.started) == 1)
+    await worker.worker.accept(updates.text_message(702, "from B", user_id=702))
+    await recorder.until(lambda: ("tg:702", 2) in recorder.started)
+    b_started.set()
+    await recorder.until(lambda: len(recorder.finished) == 2)
+
+
+async def test_reset_and_status_answer_at_once_while_the_chat_is_busy(
+    start_worker: Start,
+) -> None:
+    """While a chat's turn runs on one worker, /status and /reset received by the other are
+    handled at once, not queued behind it; the next message still waits its turn."""
+    recorder = Recorder()
+    first = await start_worker(recorder.process())
+    second = await start_worker(recorder.process())
+    release = asyncio.Event()
+    recorder.gates["slow question"] = release
+    updates = UpdateBuilder()
+    slow = updates.text_message(701, "slow question", user_id=701)
+    await first.worker.accept(slow)
+    await recorder.until(lambda: len(recorder.started) == 1)
+    status = updates.text_message(701, "/status", user_id=701)
+    following = updates.text_message(701, "next question", user_id=701)
+    reset = updates.text_message(701, "/reset", user_id=701)
+    for update in (status, following, reset):
+        assert await second.worker.accept(update) is True
+    await recorder.until(lambda: len(recorder.finished) == 2)
+    assert recorder.finished == [("tg:701", status["update_id"]), ("tg:701", reset["update_id"])]
+    assert await second.worker.accept(reset) is False  # a redelivered command is dropped
+    release.set()
+    await recorder.until(lambda: len(recorder.finished) == 4)
+    assert recorder.finished[2:] == [
+        ("tg:701", slow["update_id"]),
+        ("tg:701", following["update_id"]),
+    ]
+
+
+async def test_a_killed_worker_leaves_its_unfinished_update_to_another(
+    start_worker: Start,
+) -> None:
+    """The worker running a chat dies mid-update: the other claims the chat once the dead
+    one's connection is gone and processes the unfinished update, then the rest, in order."""
+    recorder = Recorder()
+    doomed = await start_worker(recorder.process())
+    recorder.gates["never finishes"] = asyncio.Event()
+    updates = UpdateBuilder()
+    stuck = updates.text_message(701, "never finishes", user_id=701)
+    after = updates.text_message(701, "after", user_id=701)
+    await doomed.worker.accept(stuck)
+    await doomed.worker.accept(after)
+    await recorder.until(lambda: len(recorder.started) == 1)
+    survivor = await start_worker(recorder.process(gated=False))
+    await doomed.kill()
+    await recorder.until(lambda: len(recorder.finished) == 2)
+    assert recorder.started == [
+        ("tg:701", stuck["update_id"]),
+        ("tg:701", stuck["update_id"]),
+        ("tg:701", after["update_id"]),
+    ]
+    assert recorder.finished == [("tg:701", stuck["update_id"]), ("tg:701", after["update_id"])]
+    survivor.worker.stop()
+    await asyncio.wait_for(survivor.task, WAIT)
+    assert await survivor.inbox.depth() == 0
+
+
+async def test_a_stopped_worker_finishes_the_update_it_runs_then_stops(
+    start_worker: Start,
+) -> None:
+    """A graceful stop (SIGTERM) lets the running update end and leaves the rest queued."""
+    recorder = Recorder()
+    worker = await start_worker(recorder.process())
+    release = asyncio.Event()
+    recorder.gates["running"] = release
+    updates = UpdateBuilder()
+    await worker.worker.accept(updates.text_message(701, "running", user_id=701))
+    await worker.worker.accept(updates.text_message(701, "queued", user_id=701))
+    await recorder.until(lambda: len(recorder.started) == 1)
+    worker.worker.stop()
+    release.set()
+    await asyncio.wait_for(worker.task, WAIT)
+    assert [u for _, u in recorder.finished] == [1]
+    assert await worker.inbox.depth() == 1
+
+
+def test_the_chat_key_of_a_raw_update_is_its_conversation_key() -> None:
+    updates = UpdateBuilder()
+    private = updates.text_message(701, "hi", user_id=701)
+    topic = updates.text_message(
+        -1001, "hi", user_id=5, chat_type="supergroup", message_thread_id=7, is_topic_message=True
+    )
+    assert chat_key_of_update(private) == "tg:701"
+    assert chat_key_of_update(topic) == "tg:-1001:7"
+    assert chat_key_of_update({"update_id": 9}) is None
+
+
+@pytest.mark.parametrize("text", ["/reset", "/status@consult_bot", "/RESET now"])
+def test_reset_and_status_are_the_unordered_commands(text: str) -> None:
+    from bot.inbox import is_unordered
+
+    update = UpdateBuilder().text_message(701, text, user_id=701)
+    assert is_unordered(update, ("reset", "status"))
