@@ -99,3 +99,10 @@ class TurnSuperseded(Exception):
     """The consultation moved on while this turn ran (another writer recorded a reply for
     the same round), so this turn's reply was not stored. Whoever advanced it answered
     the user; this turn has nothing left to say."""
+
+
+class TurnAlreadyHandled(TurnSuperseded):
+    """An update handled a second time whose turn has nothing left to answer: its message
+    was stored, never answered, and its consultation moved on since (reset, expired or
+    ended). Nothing is stored and the model is not called; like any superseded turn,
+    there is nothing to tell the user."""

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.models import Usage
+from core.models import Status, TurnRecord, Usage
 from core.sources import Source, extract_sources
 
 
@@ -33,6 +33,9 @@ class Reply:
     json_valid: bool | None = None
     # With an output schema (`core.answer_schema`): whether the final JSON follows it.
     schema_valid: bool | None = None
+    # Handed back from the store for a turn handled a second time (`replay_of`): the
+    # model was not called and nothing was stored.
+    replayed: bool = False
 
     @property
     def early_finish(self) -> bool:
@@ -48,6 +51,33 @@ class Reply:
     def sources(self) -> tuple[Source, ...]:
         """What a search-backed provider cited for this reply (see `core.sources`)."""
         return extract_sources(self.extras)
+
+
+def replay_of(record: TurnRecord, *, model: str) -> Reply:
+    """The stored reply of an answered turn, as the `Reply` it was (`replayed`).
+
+    It was final, and the consultation complete after it, exactly when the consultation
+    is COMPLETE and this reply is its last message: a final reply completes the
+    consultation and nothing follows it, while a reply the consultation went on from was
+    a question round. `max_rounds` is the consultation's limit now (never below the
+    round). What the store does not keep comes back empty: notices, provider extras
+    (sources), JSON validity; `model` is the one the consultation asks for.
+    """
+    reply, consultation = record.reply, record.consultation
+    if reply is None or record.round is None:
+        raise ValueError("only an answered turn can be replayed")
+    final = consultation.status is Status.COMPLETE and consultation.messages[-1] is reply
+    return Reply(
+        text=reply.text,
+        consultation_id=consultation.id,
+        round=record.round,
+        max_rounds=max(consultation.max_rounds, record.round),
+        is_final=final,
+        is_complete=final,
+        model=model,
+        usage=reply.usage or Usage(),
+        replayed=True,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,12 @@ Invariants it keeps:
   stores no reply and raises `TurnCancelled`) and takes the chat's lock next;
 - another writer on the same store (another process, whose locks this one cannot see)
   is settled by the store: a consultation it started first is joined, not duplicated;
-  a round it answered first is not answered again (`TurnSuperseded`, nothing stored).
+  a round it answered first is not answered again (`TurnSuperseded`, nothing stored);
+- a turn with a turn id (the update it came from) is in the history once however often
+  it is handled: handled again, an answered turn gets its stored reply back
+  (`Reply.replayed`, no model call, nothing stored), an unanswered one in the open turn
+  is answered without storing it again, and one its consultation moved on from raises
+  `TurnAlreadyHandled`. Without a turn id nothing is looked up.
 """
 
 from __future__ import annotations
@@ -34,11 +39,20 @@ from core.errors import (
     NoActiveConsultation,
     NothingToRetry,
     SessionNotFound,
+    TurnAlreadyHandled,
     UnknownRole,
 )
 from core.final_now import request_text, user_language
-from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status
-from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
+from core.models import (
+    ChatSettings,
+    Consultation,
+    Message,
+    ModelOptions,
+    Role,
+    Status,
+    TurnRecord,
+)
+from core.outcomes import Notice, Reply, RoundsChange, StatusInfo, replay_of
 from core.ports import ChatLocks, Completer, ConsultationStore
 from core.prompts import (
     PromptLibrary,
@@ -104,18 +118,27 @@ class ConsultationService:
         author_id: int | None = None,
         is_group: bool = False,
         on_text: OnText | None = None,
+        turn_id: str | None = None,
     ) -> Reply:
-        """Advance the chat's consultation with a user message (starting one if needed)."""
+        """Advance the chat's consultation with a user message (starting one if needed).
+
+        `turn_id` names the update the message came from; handled again, that update
+        does not make a second turn (see `_handled_again`).
+        """
         text = _require_text(text)
         async with self._turn(chat_key):
+            if turn_id is not None and (found := await self._store.find_turn(chat_key, turn_id)):
+                return await self._handled_again(found, is_group=is_group, on_text=on_text)
             now = self._clock()
             consultation, notices = await self._active_or_none(chat_key, now)
             if consultation is None:
-                consultation, started = await self._start(chat_key, text, author, author_id, now)
+                consultation, started = await self._start(
+                    chat_key, text, author, author_id, now, turn_id
+                )
                 if started:
                     notices.add(Notice.STARTED)
             else:
-                await self._add_user_message(consultation, text, author, now)
+                await self._add_user_message(consultation, text, author, now, turn_id)
             return await self._answer(
                 consultation, is_group=is_group, on_text=on_text, notices=notices
             )
@@ -128,14 +151,23 @@ class ConsultationService:
         is_group: bool = False,
         on_text: OnText | None = None,
         language: str | None = None,
+        turn_id: str | None = None,
     ) -> Reply:
         """Give the final answer now, from whatever the consultation holds.
 
         The request stored as the user's turn is in `language` (a code such as "ru": the
         user's interface language); without one, in the language the user has been writing
-        in when that can be told, else in English.
+        in when that can be told, else in English. It is stored with `turn_id`, so the
+        same update handled again does not ask twice (`_handled_again`). When the open
+        turn already holds the user's messages nothing is stored and the id is not kept:
+        handled again, that update is like a new request for the answer (refused with
+        `NoActiveConsultation` once the answer was given).
         """
         async with self._turn(chat_key):
+            if turn_id is not None and (found := await self._store.find_turn(chat_key, turn_id)):
+                return await self._handled_again(
+                    found, is_group=is_group, on_text=on_text, final_requested=True
+                )
             now = self._clock()
             consultation, notices = await self._active_or_none(chat_key, now)
             if consultation is None:
@@ -143,7 +175,7 @@ class ConsultationService:
             if not has_open_turn(consultation):
                 language = language or user_language(consultation, self._prompts)
                 request = request_text(self._prompts, language)
-                await self._add_user_message(consultation, request, author, now)
+                await self._add_user_message(consultation, request, author, now, turn_id)
             return await self._answer(
                 consultation,
                 is_group=is_group,
@@ -391,7 +423,13 @@ class ConsultationService:
         return consultation, set()
 
     async def _start(
-        self, chat_key: str, text: str, author: str | None, author_id: int | None, now: float
+        self,
+        chat_key: str,
+        text: str,
+        author: str | None,
+        author_id: int | None,
+        now: float,
+        turn_id: str | None,
     ) -> tuple[Consultation, bool]:
         """Start the chat's consultation with `text`; True when this call started it.
 
@@ -401,16 +439,22 @@ class ConsultationService:
         """
         for _ in range(_START_ATTEMPTS):
             try:
-                return await self._create(chat_key, text, author, author_id, now), True
+                return await self._create(chat_key, text, author, author_id, now, turn_id), True
             except ActiveConsultationExists:
                 existing = await self._store.load_active(chat_key)
             if existing is not None:  # else it ended meanwhile: try to start one again
-                await self._add_user_message(existing, text, author, now)
+                await self._add_user_message(existing, text, author, now, turn_id)
                 return existing, False
         raise ActiveConsultationExists(chat_key)
 
     async def _create(
-        self, chat_key: str, text: str, author: str | None, author_id: int | None, now: float
+        self,
+        chat_key: str,
+        text: str,
+        author: str | None,
+        author_id: int | None,
+        now: float,
+        turn_id: str | None,
     ) -> Consultation:
         settings = await self._store.load_chat_settings(chat_key)
         consultation = Consultation(
@@ -423,19 +467,56 @@ class ConsultationService:
             role=settings.role or self._config.default_role,
             system_prompt=settings.system_prompt,
             started_by=author_id,
-            messages=[Message(Role.USER, text, now, author=author)],
+            messages=[Message(Role.USER, text, now, author=author, turn_id=turn_id)],
         )
         await self._store.create(consultation)
         return consultation
 
     async def _add_user_message(
-        self, consultation: Consultation, text: str, author: str | None, now: float
+        self,
+        consultation: Consultation,
+        text: str,
+        author: str | None,
+        now: float,
+        turn_id: str | None = None,
     ) -> None:
         if is_duplicate_of_open_turn(consultation, text, author):
             return
-        message = Message(Role.USER, text, now, author=author)
+        message = Message(Role.USER, text, now, author=author, turn_id=turn_id)
         await self._store.add_message(consultation.id, message, last_activity_at=now)
         append_user_message(consultation, message)
+
+    async def _handled_again(
+        self,
+        found: TurnRecord,
+        *,
+        is_group: bool,
+        on_text: OnText | None,
+        final_requested: bool = False,
+    ) -> Reply:
+        """A turn whose update was handled before (the caller holds the chat's lock).
+
+        Answered: its stored reply, replayed; the model is not called, nothing is stored.
+        Unanswered in the still active (unexpired) consultation, where it is part of the
+        open turn: that turn is answered like a retry. Otherwise the consultation moved
+        on without answering it (reset, expired, ended): `TurnAlreadyHandled`.
+        """
+        consultation = found.consultation
+        if found.reply is not None:
+            return replay_of(found, model=consultation.options.model or self._config.model)
+        if consultation.status is not Status.ACTIVE or is_expired(
+            consultation, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
+        ):
+            raise TurnAlreadyHandled(
+                f"consultation {consultation.id} moved on without answering this turn"
+            )
+        return await self._answer(
+            consultation,
+            is_group=is_group,
+            on_text=on_text,
+            notices=set(),
+            final_requested=final_requested,
+        )
 
     async def _answer(
         self,
