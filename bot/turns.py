@@ -17,6 +17,7 @@ from telegram.error import TelegramError
 from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
 from bot.i18n import t
 from bot.render import sources_parts
+from bot.undelivered import MemoryUndelivered, UndeliveredReplies
 from core.errors import (
     NOT_RETRYABLE,
     ModelError,
@@ -36,9 +37,8 @@ log = logging.getLogger(__name__)
 
 ANSWER_NOW = "answer"
 FORGET_AFTER = 24 * 3600.0
-"""A chat that refused the bot, or a reply kept for a chat Telegram would not take, is
-forgotten after a day without news of it: memory holds only the last day's chats."""
-MAX_UNDELIVERED = 10_000
+"""A chat that refused the bot is forgotten after a day without news of it: memory holds
+only the last day's chats."""
 
 Action = Callable[[OnText], Awaitable[Reply]]
 
@@ -76,6 +76,7 @@ class TurnRunner:
         private_interval: float = 1.0,
         group_interval: float = 3.0,
         on_reply: Callable[[Reply], None] | None = None,
+        undelivered: UndeliveredReplies | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._on_reply = on_reply
@@ -83,11 +84,9 @@ class TurnRunner:
         self._private_interval = private_interval
         self._group_interval = group_interval
         self._blocked: ExpiringDict[int, bool] = ExpiringDict(FORGET_AFTER, clock=clock)
-        # Replies stored but not delivered (Telegram unreachable through every retry),
-        # by conversation; sent before that conversation's next turn. In memory only: after
-        # a restart the reply is still in the store and the history the model sees.
-        self._undelivered: ExpiringDict[tuple[int, int | None], tuple[Reply, str]]
-        self._undelivered = ExpiringDict(FORGET_AFTER, max_size=MAX_UNDELIVERED, clock=clock)
+        # Replies stored but not delivered (Telegram unreachable through every retry), by
+        # conversation; sent before that conversation's next turn (see bot.undelivered).
+        self._undelivered = MemoryUndelivered(clock=clock) if undelivered is None else undelivered
 
     async def run(self, bot: AnyBot, target: Target, language: str, action: Action) -> Reply | None:
         """Run `action` (a service call taking an on_text callback) and deliver its outcome."""
@@ -107,7 +106,7 @@ class TurnRunner:
                 await self._deliver(sender, reply, language, progress)
             except TelegramError as exc:  # ChatUnavailable is not a TelegramError
                 log.error("reply in chat %s not delivered, kept for later: %s", target.chat_id, exc)
-                self._undelivered[(target.chat_id, target.thread_id)] = (reply, language)
+                await self._keep(target, reply, language)
             return reply
         except ModelError as exc:
             # A setting only the operator can fix is an error; the detail names the setting.
@@ -130,16 +129,30 @@ class TurnRunner:
         return None
 
     async def _redeliver(self, sender: Sender, target: Target) -> None:
-        """Send a reply this conversation never received, before anything new."""
-        pending = self._undelivered.pop((target.chat_id, target.thread_id), None)
+        """Send a reply this conversation never received, before anything new.
+
+        When the kept replies cannot be read (the database is down) the turn goes on
+        without them: the reply is in the consultation's history anyway.
+        """
+        try:
+            pending = await self._undelivered.pop(target.chat_id, target.thread_id)
+        except StoreUnavailable as exc:
+            log.warning("undelivered reply of chat %s not read: %s", target.chat_id, exc)
+            return
         if pending is None:
             return
         reply, language = pending
         try:
             await self._deliver(sender, reply, language, None)
         except TelegramError:
-            self._undelivered[(target.chat_id, target.thread_id)] = pending
+            await self._keep(target, reply, language)
             raise
+
+    async def _keep(self, target: Target, reply: Reply, language: str) -> None:
+        try:
+            await self._undelivered.put(target.chat_id, target.thread_id, reply, language)
+        except StoreUnavailable as exc:
+            log.warning("undelivered reply of chat %s not kept: %s", target.chat_id, exc)
 
     async def _deliver(
         self, sender: Sender, reply: Reply, language: str, progress: Progress | None

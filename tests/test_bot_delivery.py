@@ -1,20 +1,30 @@
 """Delivery of answers in a private chat, end to end: splitting, formatting fallbacks,
-continuation of cut-off answers, streaming drafts and Telegram's flood control."""
+continuation of cut-off answers, streaming drafts, Telegram's flood control, and replies
+Telegram would not take, kept for the chat's next turn on whichever worker runs it."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import NetworkError, RetryAfter
+from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
 from bot.delivery import ChatUnavailable, Sender, Target, with_footer
+from bot.turns import TurnRunner
+from bot.undelivered import StoredUndelivered, reply_from_dict, reply_to_dict
+from core.models import Usage
+from core.outcomes import Notice, Reply
+from core.service import OnText
+from storage.pg_shared import PostgresUndelivered, open_shared_pool
+from storage.pg_store import PostgresStore
 from tests.bot_harness import (
     FirstCallOnly,
     RunningBot,
@@ -28,6 +38,7 @@ from tests.bot_harness import (
 from tests.fakes.bot_api import NOT_MODIFIED, TOKEN, FakeBotApi
 from tests.fakes.bot_api_checks import utf16_len
 from tests.fakes.model_server import FakeModelServer
+from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 USER = 701
 WORD = re.compile(r"w\d{4}")
@@ -378,3 +389,68 @@ async def test_a_chat_that_blocked_the_bot_is_reported_at_once(
     with pytest.raises(ChatUnavailable, match="bot was blocked"):
         await Sender(telegram, Target(USER)).send_text("Hello?")
     assert len(bot_api.calls_of("sendMessage")) == 1
+
+
+# -- replies not delivered, kept for the chat's next turn on any worker ------------------------
+
+
+def test_a_reply_survives_its_round_trip_through_json() -> None:
+    """Everything delivery shows comes back: text, round, notices, usage, sources."""
+    reply = Reply(
+        text="Answer [1]",
+        consultation_id="c1",
+        round=2,
+        max_rounds=3,
+        is_final=True,
+        is_complete=True,
+        model="m",
+        usage=Usage(10, 20, True),
+        notices=frozenset({Notice.PREVIOUS_EXPIRED, Notice.ANSWER_INCOMPLETE}),
+        extras={"citations": ["https://example.org/a"]},
+        json_valid=True,
+        schema_valid=False,
+    )
+    again = reply_from_dict(json.loads(json.dumps(reply_to_dict(reply))))
+    assert again == reply and again.sources == reply.sources and again.sources
+
+
+@pytest.fixture
+async def two_workers(postgres_url: str) -> AsyncIterator[tuple[TurnRunner, TurnRunner]]:  # noqa: F811
+    """Two turn runners, each with its own pool on one database: two worker processes."""
+    store = await PostgresStore.open(postgres_url)
+    pools = [await open_shared_pool(postgres_url) for _ in range(2)]
+    try:
+        yield tuple(  # type: ignore[misc]
+            TurnRunner(ttl_minutes=60, undelivered=StoredUndelivered(PostgresUndelivered(pool)))
+            for pool in pools
+        )
+    finally:
+        for pool in pools:
+            await pool.close()
+        await store.close()
+
+
+async def test_a_reply_one_worker_could_not_deliver_is_sent_first_by_another(
+    bot_api: FakeBotApi, two_workers: tuple[TurnRunner, TurnRunner]
+) -> None:
+    """Worker A stores the reply but Telegram fails every attempt; the chat's next turn
+    runs on worker B, which sends A's reply before its own."""
+    a, b = two_workers
+
+    def answering(text: str, round_: int) -> Callable[[OnText], Awaitable[Reply]]:
+        async def action(on_text: OnText) -> Reply:
+            return Reply(text, "c1", round_, 3, is_final=False, is_complete=False, model="m")
+
+        return action
+
+    async with ExtBot(TOKEN, base_url=bot_api.base_url) as ext:
+        bot_api.fail_next("sendMessage", status=502, description="Bad Gateway", times=4)
+        await a.run(ext, Target(USER), "en", answering("First reply", 1))
+        assert bot_api.sent_texts(USER) == []
+        await b.run(ext, Target(USER), "en", answering("Second reply", 2))
+        await a.run(ext, Target(USER), "en", answering("Third reply", 3))
+    assert bot_api.sent_texts(USER) == [
+        "First reply\n\nRound 1 of 3",
+        "Second reply\n\nRound 2 of 3",
+        "Third reply\n\nRound 3 of 3",
+    ]
