@@ -28,6 +28,7 @@ class AnswerNow:
                 is_group=incoming.is_group,
                 on_text=on_text,
                 language=incoming.language,
+                turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
             )
 
         await self._turns.run(self._bot, incoming.target, incoming.language, answer)

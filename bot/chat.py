@@ -115,10 +115,22 @@ class Incoming:
     is_group: bool
     addressed: bool  # surely for the bot: private, a mention, a reply to it, a command naming it
     anonymous_admin: bool = False  # written as the group itself
+    update_id: int | None = None  # the Telegram update it came from
 
     @property
     def key(self) -> str:
         return chat_key(self.chat_id, self.thread_id)
+
+    @property
+    def turn_id(self) -> str | None:
+        """The id of the consultation turn this update becomes (`tg:<update_id>`).
+
+        The store keeps it with the user's message, so the same update handled again
+        (delivered twice, or left by a worker that died after answering) is not a second
+        turn: an answered one is replayed from the store and delivered again, so the user
+        may see that reply twice — the price of handling each update at least once.
+        """
+        return None if self.update_id is None else f"tg:{self.update_id}"
 
     @property
     def target(self) -> Target:
@@ -155,6 +167,7 @@ def incoming_of(update: Update, bot_username: str, bot_id: int) -> Incoming | No
             and message.sender_chat is not None
             and message.sender_chat.id == message.chat_id
         ),
+        update_id=update.update_id,
     )
 
 

@@ -125,6 +125,7 @@ class Handlers:
                 author_id=incoming.user_id,
                 is_group=incoming.is_group,
                 on_text=on_text,
+                turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
             )
 
         try:
