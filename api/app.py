@@ -28,7 +28,7 @@ from api.exposure import check_exposure
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
 from api.server import ApiRunner, name_the_server, runner_options
-from api.webhook import TelegramApp, TelegramWebhook, UpdateLog
+from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
 from core.errors import StoreUnavailable
 from core.service import ConsultationService
 from telemetry.metrics import Metrics
@@ -58,9 +58,11 @@ def build_web_app(
     store: ApiStore | None = None,
     telegram_application: TelegramApp | None = None,
     metrics: Metrics | None = None,
+    update_sink: UpdateSink | None = None,
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always.
+    With an `update_sink` the webhook hands updates to it (see `api.webhook`).
 
     Without a `store` to ping, `/healthz` reports 503: healthy only when proven; without
     one, `Idempotency-Key` is refused.
@@ -87,7 +89,9 @@ def build_web_app(
         app.router.add_get("/api/sessions/{session_id}", chat.session)
         app.router.add_get("/api/openapi.json", openapi)
     if telegram_application is not None and config.webhook is not None:
-        webhook = TelegramWebhook(telegram_application, config.webhook.secret, seen=store)
+        webhook = TelegramWebhook(
+            telegram_application, config.webhook.secret, seen=store, sink=update_sink
+        )
         app.router.add_post(config.webhook.path, webhook.handle)
         app[WEBHOOK_KEY] = webhook
 
@@ -114,6 +118,7 @@ async def start_web_server(
     store: ApiStore,
     metrics: Metrics,
     telegram_application: TelegramApp | None = None,
+    update_sink: UpdateSink | None = None,
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -126,6 +131,7 @@ async def start_web_server(
         store=store,
         telegram_application=telegram_application,
         metrics=metrics,
+        update_sink=update_sink,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config.access_log))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -37,6 +38,9 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 TelegramApp = Application[Any, Any, Any, Any, Any, Any]
 
+UpdateSink = Callable[[dict[str, Any]], Awaitable[bool]]
+"""Takes an update's JSON object and commits it for handling; False for a redelivery."""
+
 
 class UpdateLog(Protocol):
     """Where accepted update ids are remembered (`storage.SqliteStore` is one)."""
@@ -48,13 +52,19 @@ class UpdateLog(Protocol):
 
 class TelegramWebhook:
     def __init__(
-        self, application: TelegramApp, secret: str, *, seen: UpdateLog | None = None
+        self,
+        application: TelegramApp,
+        secret: str,
+        *,
+        seen: UpdateLog | None = None,
+        sink: UpdateSink | None = None,
     ) -> None:
         if not secret:
             raise ValueError("a webhook needs a secret token (WEBHOOK_SECRET)")
         self._application = application
         self._secret = secret.encode()
         self._seen = seen
+        self._sink = sink
 
     async def handle(self, request: web.Request) -> web.Response:
         """Check the secret, drop a redelivery, queue the update, answer 200 at once."""
@@ -66,10 +76,14 @@ class TelegramWebhook:
             raise ApiError("FORBIDDEN", "wrong secret token")
         try:
             data = json.loads(await request.read())
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON {type(data).__name__}, not an object")
             update = Update.de_json(data, self._application.bot)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             log.warning("webhook: not an update (%s)", exc)
             raise ApiError("VALIDATION_ERROR", "the body is not a Telegram update") from None
+        if self._sink is not None:
+            return await self._to_sink(self._sink, data, update.update_id)
         if self._seen is not None:
             try:
                 first = await self._seen.remember_update(update.update_id)
@@ -80,6 +94,18 @@ class TelegramWebhook:
                 log.info("webhook: update %d was already received; dropped", update.update_id)
                 return web.json_response({"ok": True})
         await self._application.update_queue.put(update)
+        return web.json_response({"ok": True})
+
+    async def _to_sink(
+        self, sink: UpdateSink, data: dict[str, Any], update_id: int
+    ) -> web.Response:
+        try:
+            new = await sink(data)
+        except StoreUnavailable as exc:
+            log.warning("webhook: update %d refused for now: %s", update_id, exc)
+            raise store_unavailable() from None
+        if not new:
+            log.info("webhook: update %d was already received; dropped", update_id)
         return web.json_response({"ok": True})
 
     async def register(self, url: str) -> None:

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp.test_utils import TestClient
 
 from api import start_web_server
-from api.webhook import SECRET_HEADER, TelegramApp
+from api.app import build_web_app
+from api.webhook import SECRET_HEADER, TelegramApp, UpdateSink
+from app.runtime import open_runtime
 from app.settings import Settings
 from bot.app import build_application
-from tests.api_harness import api_settings, running_api
+from core.errors import StoreUnavailable
+from tests.api_harness import ApiTestServer, api_settings, running_api
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 
@@ -193,3 +199,83 @@ async def test_a_secret_header_that_is_not_utf8_is_forbidden_without_a_traceback
         assert json.loads(payload)["code"] == "FORBIDDEN"
         assert api.telegram.update_queue.qsize() == 0
     assert not [r for r in caplog.records if r.levelname in {"ERROR", "CRITICAL"}]
+
+
+@contextlib.asynccontextmanager
+async def webhook_with_sink(
+    settings: Settings, sink: UpdateSink
+) -> AsyncIterator[tuple[TestClient, TelegramApp]]:
+    """The production runtime and web app with an update sink (the PostgreSQL inbox's place)."""
+    async with open_runtime(settings, background=False) as runtime:
+        application = telegram_app(settings, runtime.service)
+        app = build_web_app(
+            settings.api_config(),
+            runtime.service,
+            store=runtime.store,
+            telegram_application=application,
+            metrics=runtime.metrics,
+            update_sink=sink,
+        )
+        client = TestClient(ApiTestServer(app, host="127.0.0.1"))
+        await client.start_server()
+        try:
+            yield client, application
+        finally:
+            await client.close()
+
+
+async def test_with_a_sink_the_200_waits_until_the_sink_has_the_update(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The update goes to the sink, not to the application's queue, and Telegram hears 200
+    only once the sink returned (the update is committed): a crash before that makes
+    Telegram deliver it again."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    received: list[dict[str, Any]] = []
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def sink(update: dict[str, Any]) -> bool:
+        entered.set()
+        await release.wait()
+        received.append(update)
+        return True
+
+    update = bot_api.text_message(42, "Hello", user_id=42)
+    async with webhook_with_sink(settings, sink) as (client, application):
+        posting = asyncio.create_task(
+            client.post(settings.webhook_path, json=update, headers={SECRET_HEADER: SECRET})
+        )
+        await asyncio.wait_for(entered.wait(), 10)
+        assert not posting.done()
+        release.set()
+        response = await asyncio.wait_for(posting, 10)
+        assert response.status == 200
+        assert received == [update]
+        assert application.update_queue.qsize() == 0
+
+
+async def test_with_a_sink_a_redelivery_is_200_and_an_unavailable_sink_is_503(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The sink decides what is new; a sink that cannot commit makes Telegram retry later."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    answers: list[bool | Exception] = [False, StoreUnavailable("database gone")]
+
+    async def sink(update: dict[str, Any]) -> bool:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    update = bot_api.text_message(42, "Hello", user_id=42)
+    headers = {SECRET_HEADER: SECRET}
+    async with webhook_with_sink(settings, sink) as (client, application):
+        response = await client.post(settings.webhook_path, json=update, headers=headers)
+        assert response.status == 200
+        response = await client.post(settings.webhook_path, json=update, headers=headers)
+        assert response.status == 503
+        assert (await response.json())["code"] == "STORE_UNAVAILABLE"
+        response = await client.post(settings.webhook_path, data=b"[1]", headers=headers)
+        assert response.status == 400
+        assert answers == [] and application.update_queue.qsize() == 0
