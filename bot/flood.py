@@ -9,6 +9,11 @@ and the overall cap is optional (`TELEGRAM_MAX_RATE`).
 Per-chat state is bounded (`ExpiringDict`): a pause is forgotten once it is
 over, a group's limiter once the group was idle long enough for it to be full
 again (a new one is then identical), so chats that never return cost nothing.
+
+The pauses are a port (`FloodWaits`): `MemoryFloodWaits` pauses this process only;
+several workers share them instead (`storage.pg_shared.PostgresFloodWaits`), so a chat
+Telegram limited is left alone by every worker, not only by the one that was told.
+The per-group and overall rates stay per process.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import time
 import warnings
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from aiolimiter import AsyncLimiter
 from telegram.error import RetryAfter
@@ -35,6 +40,40 @@ GROUP_WINDOW = 60.0
 """Telegram's group limit is per minute; an idle limiter is full again after one window."""
 
 
+class FloodWaits(Protocol):
+    """Per chat, how long to send nothing (Telegram's RetryAfter)."""
+
+    async def pause(self, chat_id: int, seconds: float) -> None:
+        """Send nothing to `chat_id` for `seconds` from now."""
+        ...
+
+    async def remaining(self, chat_id: int) -> float:
+        """Seconds before `chat_id` may receive messages again (0: now)."""
+        ...
+
+    def tracked(self) -> int:
+        """Chats with a pause held in this process (for tests and monitoring)."""
+        ...
+
+
+class MemoryFloodWaits:
+    """`FloodWaits` of this process: each pause is forgotten once over."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._until: ExpiringDict[int, float] = ExpiringDict(0, clock=clock)
+        self._clock = clock
+
+    async def pause(self, chat_id: int, seconds: float) -> None:
+        self._until.set(chat_id, self._clock() + seconds, ttl=seconds)
+
+    async def remaining(self, chat_id: int) -> float:
+        until = self._until.get(chat_id)  # None once the pause is over
+        return 0.0 if until is None else max(until - self._clock(), 0.0)
+
+    def tracked(self) -> int:
+        return len(self._until)
+
+
 class ChatFloodControl(BaseRateLimiter[dict[str, Any]]):
     """`rate_limit_args` may be `{"max_retries": n}` to override retries for one call."""
 
@@ -44,19 +83,19 @@ class ChatFloodControl(BaseRateLimiter[dict[str, Any]]):
         overall_per_second: float = 0,
         group_per_minute: int = 20,
         max_retries: int = 5,
+        waits: FloodWaits | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._overall = AsyncLimiter(overall_per_second, 1) if overall_per_second > 0 else None
         self._group_per_minute = group_per_minute
         # Kept two windows after last use, so a limiter with callers still queued stays.
         self._groups: ExpiringDict[int, AsyncLimiter] = ExpiringDict(2 * GROUP_WINDOW, clock=clock)
-        self._paused_until: ExpiringDict[int, float] = ExpiringDict(0, clock=clock)
+        self._waits = MemoryFloodWaits(clock) if waits is None else waits
         self._max_retries = max_retries
-        self._clock = clock
 
     def tracked_chats(self) -> int:
         """Chats with a pause or a group limiter held (for tests and monitoring)."""
-        return len(self._groups) + len(self._paused_until)
+        return len(self._groups) + self._waits.tracked()
 
     async def initialize(self) -> None:
         """Nothing to set up."""
@@ -85,7 +124,7 @@ class ChatFloodControl(BaseRateLimiter[dict[str, Any]]):
             except RetryAfter as exc:
                 wait = retry_seconds(exc) + 0.1
                 if chat_id is not None:
-                    self._paused_until.set(chat_id, self._clock() + wait, ttl=wait)
+                    await self._waits.pause(chat_id, wait)
                 if attempt == retries:
                     raise
                 log.info("flood control in chat %s: waiting %.1f s", chat_id, wait)
@@ -96,9 +135,9 @@ class ChatFloodControl(BaseRateLimiter[dict[str, Any]]):
     async def _wait_if_paused(self, chat_id: int | None) -> None:
         if chat_id is None:
             return
-        until = self._paused_until.get(chat_id)  # None once the pause is over
-        if until is not None:
-            await asyncio.sleep(until - self._clock())
+        wait = await self._waits.remaining(chat_id)
+        if wait > 0:
+            await asyncio.sleep(wait)
 
     async def _acquire(self, chat_id: int | None, endpoint: str) -> None:
         if chat_id is None or endpoint in UNLIMITED_ENDPOINTS:

@@ -1,0 +1,89 @@
+"""Telegram's flood control per chat shared by worker processes: a RetryAfter one worker
+receives for a chat holds back every worker's sends to that chat (PostgreSQL; two pools
+on one database stand for two workers)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+import pytest_asyncio
+from telegram.error import RetryAfter
+
+from bot.flood import ChatFloodControl
+from storage.pg_shared import PostgresFloodWaits, open_shared_pool
+from storage.pg_store import PostgresStore
+from tests.postgres import postgres_url  # noqa: F401  (fixture)
+
+Pools = tuple[asyncpg.Pool, asyncpg.Pool]
+
+
+@pytest_asyncio.fixture
+async def pools(postgres_url: str) -> AsyncIterator[Pools]:  # noqa: F811
+    store = await PostgresStore.open(postgres_url)
+    first = await open_shared_pool(postgres_url)
+    second = await open_shared_pool(postgres_url)
+    try:
+        yield first, second
+    finally:
+        await first.close()
+        await second.close()
+        await store.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_retry_after_on_one_worker_holds_back_the_others(pools: Pools) -> None:
+    """Worker A is told to wait in chat 1; worker B's next send to chat 1 waits until then,
+    while B's sends to chat 2 go at once."""
+    a = ChatFloodControl(max_retries=0, waits=PostgresFloodWaits(pools[0]))
+    b = ChatFloodControl(max_retries=0, waits=PostgresFloodWaits(pools[1], refresh=0))
+    loop = asyncio.get_running_loop()
+    sent: list[tuple[int, float]] = []
+
+    async def refused() -> dict:
+        raise RetryAfter(1)
+
+    async def accepted(chat_id: int) -> dict:
+        sent.append((chat_id, loop.time()))
+        return {"ok": True}
+
+    start = loop.time()
+    with pytest.raises(RetryAfter):
+        await a.process_request(refused, (), {}, "sendMessage", {"chat_id": 1}, None)
+    held = asyncio.create_task(
+        b.process_request(accepted, (1,), {}, "sendMessage", {"chat_id": 1}, None)
+    )
+    await b.process_request(accepted, (2,), {}, "sendMessage", {"chat_id": 2}, None)
+    await held
+    assert [chat for chat, _ in sent] == [2, 1]  # chat 2 went while chat 1 was held
+    assert sent[1][1] - start >= 1.0
+
+
+async def test_other_workers_waits_are_read_through_a_short_cache(pools: Pools) -> None:
+    """A wait written by another worker is seen once the copy is `refresh` seconds old, not
+    before (sends in between cost no query); a wait written here is seen at once; a wait
+    that is over is gone."""
+    clock = Clock()
+    a = PostgresFloodWaits(pools[0], refresh=0.5, clock=clock)
+    b = PostgresFloodWaits(pools[1], refresh=0.5, clock=clock)
+    assert await b.remaining(1) == 0.0
+    await a.pause(1, 30)
+    assert await a.remaining(1) == 30.0
+    assert await b.remaining(1) == 0.0  # b's copy is fresh: no query yet
+    clock.now += 0.5
+    assert await b.remaining(1) == 29.5
+    await b.pause(1, 5)  # an earlier end does not shorten the recorded wait
+    clock.now += 0.5
+    assert await a.remaining(1) == 29.0
+    clock.now += 30
+    assert await b.remaining(1) == 0.0 and b.tracked() == 0
+    assert await a.forget_past() == 1
