@@ -30,6 +30,7 @@ from api.ratelimit import RateLimiter
 from api.server import ApiRunner, name_the_server, runner_options
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
 from core.errors import StoreUnavailable
+from core.ports import ChatLocks
 from core.service import ConsultationService
 from telemetry.metrics import Metrics
 
@@ -59,6 +60,7 @@ def build_web_app(
     telegram_application: TelegramApp | None = None,
     metrics: Metrics | None = None,
     update_sink: UpdateSink | None = None,
+    session_locks: ChatLocks | None = None,
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always.
@@ -77,7 +79,7 @@ def build_web_app(
     name_the_server(app)
     app[METRICS_KEY] = metrics
     if config.enabled:
-        chat = ChatEndpoints(service, metrics, config, keys=store)
+        chat = ChatEndpoints(service, metrics, config, keys=store, locks=session_locks)
         document = build_openapi(config, with_token=token is not None)
 
         async def openapi(request: web.Request) -> web.Response:
@@ -119,6 +121,7 @@ async def start_web_server(
     metrics: Metrics,
     telegram_application: TelegramApp | None = None,
     update_sink: UpdateSink | None = None,
+    session_locks: ChatLocks | None = None,
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -132,6 +135,7 @@ async def start_web_server(
         telegram_application=telegram_application,
         metrics=metrics,
         update_sink=update_sink,
+        session_locks=session_locks,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config.access_log))

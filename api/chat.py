@@ -46,6 +46,7 @@ from api.sse import EventStream
 from core.errors import ConsultationError, ModelError, StoreUnavailable, TurnSuperseded
 from core.keyed_lock import KeyedLock
 from core.outcomes import Reply
+from core.ports import ChatLocks
 from core.service import ConsultationService
 from telemetry.metrics import Metrics
 
@@ -54,6 +55,7 @@ __all__ = ["CLIENT_KEY", "ChatEndpoints", "KeyStore"]
 log = logging.getLogger(__name__)
 
 DRAIN_SECONDS = 30.0
+SESSION_LOCK_PREFIX = "session:"
 CLIENT_KEY = web.RequestKey("client", str)
 """Who the request counts for (set by the gate in `api.app`): scopes idempotency keys."""
 
@@ -182,13 +184,16 @@ class ChatEndpoints:
         *,
         keys: KeyStore | None = None,
         keepalive_seconds: float = 15.0,
+        locks: ChatLocks | None = None,
     ) -> None:
         self._service = service
         self._metrics = metrics
         self._limits = Limits.of(config)
         self._keys = keys
         self._keepalive = keepalive_seconds
-        self._sessions = KeyedLock()  # vetting and answering a session are one step
+        # Vetting and answering a session are one step, in every worker sharing `locks`
+        # (this process only by default). Keys are "session:<id>", apart from chat keys.
+        self._sessions: ChatLocks = KeyedLock() if locks is None else locks
         self._flights: dict[tuple[str, str], _Turn] = {}  # keyed requests being answered
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -292,7 +297,7 @@ class ChatEndpoints:
                 session_id, new = await self._open(body), True
             else:
                 session_id, new = body.session_id, False
-            async with self._sessions.hold(session_id):
+            async with self._sessions.hold(SESSION_LOCK_PREFIX + session_id):
                 if stored is not None and await self._recover(turn, session_id, body, flight):
                     return
                 if not new:

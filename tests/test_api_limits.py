@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
+from api.app import build_web_app
+from app.runtime import open_runtime
+from core.keyed_lock import KeyedLock
 from core.models import Role
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.bot_api import TOKEN as BOT_TOKEN
@@ -189,3 +195,49 @@ async def test_the_rate_limit_counts_each_client_apart(
             url = api.client.make_url("/api/chat")
             async with other.post(url, json={"message": "three"}) as response:
                 assert response.status == 200
+
+
+class RecordedLocks:
+    """A real in-process `ChatLocks` that records the keys asked for."""
+
+    def __init__(self) -> None:
+        self.inner = KeyedLock()
+        self.asked: list[str] = []
+        self._more = asyncio.Event()
+
+    def hold(self, key: str) -> AbstractAsyncContextManager[None]:
+        self.asked.append(key)
+        self._more.set()
+        return self.inner.hold(key)
+
+    async def asked_for(self, key: str, times: int) -> None:
+        while self.asked.count(key) < times:
+            self._more.clear()
+            await self._more.wait()
+
+
+async def test_sessions_are_held_through_the_locks_the_server_is_given(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """With `session_locks` (PostgreSQL's in a multi-worker deployment) a session is vetted
+    and answered under that lock: while someone else holds it, the request waits."""
+    settings = api_settings(tmp_path / "s.sqlite3", model_server.base_url)
+    locks = RecordedLocks()
+    async with open_runtime(settings, background=False) as runtime:
+        app = build_web_app(
+            settings.api_config(), runtime.service, store=runtime.store, session_locks=locks
+        )
+        async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+            first = await (
+                await client.post("/api/chat", json={"message": "one", "maxRounds": 3})
+            ).json()
+            key = "session:" + first["sessionId"]
+            assert locks.asked == [key]
+            async with locks.hold(key):
+                body = {"message": "two", "sessionId": first["sessionId"]}
+                waiting = asyncio.create_task(client.post("/api/chat", json=body))
+                await asyncio.wait_for(locks.asked_for(key, 3), 10)
+                assert not waiting.done() and len(model_server.requests) == 1
+            response = await waiting
+            assert response.status == 200, await response.text()
+            assert len(model_server.requests) == 2
