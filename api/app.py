@@ -105,7 +105,7 @@ def build_web_app(
         return json_response(body, status=200 if ok else 503)
 
     async def metrics_text(request: web.Request) -> web.Response:
-        body, content_type = metrics.render(request.headers.get("Accept"))
+        body, content_type = await metrics.scrape(request.headers.get("Accept"))
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     app.router.add_get("/healthz", health)

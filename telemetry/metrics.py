@@ -4,14 +4,23 @@ Invariant: every metric lives in the `CollectorRegistry` of one `Metrics` object
 (never the process-global one), so two instances — two tests, or the bot and a
 benchmark in one process — never clash. Label values come from fixed sets (route
 templates, error kinds), never from user input, so the series count stays bounded.
+
+The inbox depth (updates accepted but not handled yet, across all workers) is read from
+its source when scraped (`scrape`), so it is never older than the scrape; without a
+source it stays 0, and a source that fails or is slow reports NaN for that scrape.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import logging
+import math
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
 from core.errors import ModelError
@@ -19,8 +28,14 @@ from core.outcomes import Reply
 from core.ports import Completer, Completion, CompletionRequest, OnDelta
 from telemetry.loopwatch import LAG_BUCKETS
 
+log = logging.getLogger(__name__)
+
 NAMESPACE = "consult"
 MODEL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+CLAIM_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+DEPTH_TIMEOUT = 2.0
+DepthSource = Callable[[], Awaitable[int] | int]
+"""The inbox depth: a count query (async) or any callable giving an int."""
 
 
 class Metrics:
@@ -67,6 +82,19 @@ class Metrics:
             "event_loop_lag_seconds", "How late the event loop ran a timer (stalls every chat).",
             namespace=NAMESPACE, registry=r, buckets=LAG_BUCKETS,
         )  # fmt: skip
+        self.inbox_depth = Gauge(
+            "inbox_depth", "Updates accepted but not handled yet, all workers (read at scrape).",
+            namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+        self.inbox_claim_seconds = Histogram(
+            "inbox_claim_seconds", "Time from an update's arrival to the start of its processing.",
+            namespace=NAMESPACE, registry=r, buckets=CLAIM_BUCKETS,
+        )  # fmt: skip
+        self._depth_source: DepthSource | None = None
+
+    def read_inbox_depth_from(self, source: DepthSource) -> None:
+        """Read the inbox depth from `source` at every scrape (set once the inbox exists)."""
+        self._depth_source = source
 
     def record_reply(self, reply: Reply, *, source: str = "api") -> None:
         """Count one answered round (call it from the bot too, with source="telegram")."""
@@ -82,6 +110,20 @@ class Metrics:
         """(body, content type) in the exposition format the scraper asked for."""
         encoder, content_type = choose_encoder(accept or "")
         return encoder(self.registry), content_type
+
+    async def scrape(self, accept: str | None = None) -> tuple[bytes, str]:
+        """`render` after reading the values that need a query (the inbox depth)."""
+        source = self._depth_source
+        if source is not None:
+            try:
+                async with asyncio.timeout(DEPTH_TIMEOUT):
+                    value = source()
+                    depth = await value if inspect.isawaitable(value) else value
+                self.inbox_depth.set(depth)
+            except Exception as exc:  # a scrape reports what it can; NaN says "unknown"
+                log.warning("inbox depth not read: %s", exc)
+                self.inbox_depth.set(math.nan)
+        return self.render(accept)
 
 
 class MeteredCompleter:
