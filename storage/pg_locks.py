@@ -16,6 +16,9 @@ lock connection itself breaks while this process holds locks, the exclusivity ma
 without notice; the store's compare-and-set on the round still keeps a consultation from
 being advanced twice.
 
+`PostgresLeadership` elects one process among many (the one that polls Telegram) the same
+way, on a connection of its own.
+
 `try_hold(key)` is the claim that never waits: it yields True while this task holds the
 key, or False at once when another task of this process or another process has it (one
 attempt at the database, no backoff).
@@ -37,6 +40,12 @@ from core.keyed_lock import KeyedLock
 
 RETRY_FIRST = 0.02
 RETRY_MAX = 0.5
+_CONNECTION_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+)
 
 
 def lock_id(key: str) -> int:
@@ -133,10 +142,61 @@ class PostgresChatLocks:
                     self._connection.terminate()
                     self._connection = await asyncpg.connect(self._url, timeout=10)
                 return bool(await self._connection.fetchval(statement, ident))
-            except (
-                OSError,
-                TimeoutError,
-                asyncpg.PostgresConnectionError,
-                asyncpg.InterfaceError,
-            ) as error:
+            except _CONNECTION_ERRORS as error:
                 raise StoreUnavailable(f"the lock connection failed ({error})") from error
+
+
+class PostgresLeadership:
+    """At most one leader among the processes that use the same `name`: the leader holds
+    a session advisory lock on a connection of its own.
+
+    Invariant: `held()` is True only while that connection is alive, and the lock lives
+    exactly as long as the connection: when the leader dies or its connection breaks,
+    PostgreSQL releases the lock and the next `try_acquire` anywhere can take it.
+    """
+
+    def __init__(self, url: str, name: str) -> None:
+        self._url = url
+        self._ident = lock_id("leader:" + name)
+        self._connection: asyncpg.Connection | None = None
+        self._leading = False
+
+    async def try_acquire(self) -> bool:
+        """True if this process leads (already, or from now on); never waits for the lock."""
+        if await self.held():
+            return True
+        try:
+            if self._connection is None or self._connection.is_closed():
+                self._connection = await asyncpg.connect(self._url, timeout=10)
+            self._leading = bool(
+                await self._connection.fetchval("SELECT pg_try_advisory_lock($1)", self._ident)
+            )
+        except _CONNECTION_ERRORS as error:
+            self._drop()
+            raise StoreUnavailable(f"the leadership connection failed ({error})") from error
+        return self._leading
+
+    async def held(self) -> bool:
+        """Whether this process still leads: its lock connection answers."""
+        if not self._leading or self._connection is None:
+            return False
+        try:
+            await self._connection.fetchval("SELECT 1", timeout=10)
+        except (*_CONNECTION_ERRORS, asyncpg.PostgresError):
+            self._drop()
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Give up leadership (the connection closes, and the lock with it)."""
+        connection, self._connection, self._leading = self._connection, None, False
+        if connection is not None:
+            try:
+                await connection.close(timeout=5)
+            except Exception:  # already broken: drop it without a goodbye
+                connection.terminate()
+
+    def _drop(self) -> None:
+        if self._connection is not None:
+            self._connection.terminate()
+        self._connection, self._leading = None, False

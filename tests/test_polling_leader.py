@@ -1,0 +1,154 @@
+"""Polling with several workers: one leader polls the fake Bot API and fills the shared inbox;
+when it dies another worker takes over, and no update is lost or queued twice."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import pytest_asyncio
+from telegram import Bot
+
+from bot.inbox import chat_key_of_update
+from bot.polling import PollingLeader
+from storage.pg_inbox import PostgresInbox
+from storage.pg_locks import PostgresLeadership
+from storage.pg_schema import migrate
+from tests.fakes.bot_api import TOKEN, FakeBotApi
+from tests.postgres import postgres_url  # noqa: F401  (fixture)
+
+WAIT = 20.0
+
+
+@dataclass
+class Poller:
+    """One worker process's polling side: its bot, leadership connection and inbox."""
+
+    bot: Bot
+    leadership: PostgresLeadership
+    inbox: PostgresInbox
+    leader: PollingLeader
+    task: asyncio.Task[None]
+    accepted: Counter[int]  # update id → times any poller's sink took it as new
+    offered: Counter[int]  # update id → times any poller's sink was given it
+    stall_after: set[int]  # the sink never returns after queueing these (a dying leader)
+    closed: bool = False
+
+    async def kill(self) -> None:
+        """What SIGKILL does: the loop stops where it is, the connections close."""
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+        if not self.closed:
+            self.closed = True
+            await self.leadership.close()
+            await self.inbox.close()
+            await self.bot.shutdown()
+
+
+@pytest_asyncio.fixture
+async def start_poller(
+    postgres_url: str,  # noqa: F811
+    bot_api: FakeBotApi,
+) -> AsyncIterator[Callable[[], Any]]:
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await migrate(admin)
+    finally:
+        await admin.close()
+    name = f"test-polling-{uuid.uuid4().hex}"  # tests running at once never share a leader
+    started: list[Poller] = []
+    accepted: Counter[int] = Counter()
+    offered: Counter[int] = Counter()
+
+    async def start() -> Poller:
+        stall_after: set[int] = set()
+        inbox = await PostgresInbox.open(postgres_url)
+        leadership = PostgresLeadership(postgres_url, name)
+        bot = Bot(TOKEN, base_url=bot_api.base_url)
+        await bot.initialize()
+
+        async def sink(update: dict[str, Any]) -> bool:
+            chat = chat_key_of_update(update) or "none"
+            new = await inbox.put(update["update_id"], chat, json.dumps(update))
+            accepted[update["update_id"]] += new
+            offered[update["update_id"]] += 1
+            if update["update_id"] in stall_after:
+                await asyncio.Event().wait()
+            return new
+
+        leader = PollingLeader(bot, sink, leadership, poll_timeout=1, retry_interval=0.2)
+        task = asyncio.create_task(leader.run())
+        started.append(Poller(bot, leadership, inbox, leader, task, accepted, offered, stall_after))
+        return started[-1]
+
+    yield start
+    for poller in started:
+        await poller.kill()
+
+
+async def until(check: Callable[[], Any]) -> None:
+    """Wait until `await check()` holds (looked at every 50 ms, for WAIT seconds at most)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while True:
+        if await check():
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"{check.__name__} never held")
+        await asyncio.sleep(0.05)
+
+
+async def test_one_leader_polls_and_another_takes_over_when_it_dies(
+    start_poller: Callable[[], Any], bot_api: FakeBotApi
+) -> None:
+    """Two workers, one leader; the leader dies after queueing updates it had not yet
+    acknowledged to Telegram, and more arrive while nobody polls: the other becomes leader,
+    fetches the unacknowledged ones again, and every update is in the inbox once, in
+    update_id order."""
+    first = await start_poller()
+    second = await start_poller()
+
+    async def one_leader() -> bool:
+        return [first.leader.leading, second.leader.leading].count(True) == 1
+
+    await until(one_leader)
+    leader, follower = (first, second) if first.leader.leading else (second, first)
+    batch = [bot_api.text_message(801, f"before {n}", user_id=801) for n in range(3)]
+    leader.stall_after.add(batch[-1]["update_id"])  # queued, then the leader hangs
+    pushed = [bot_api.push_update(update)["update_id"] for update in batch]
+
+    def depth_is(count: int) -> Callable[[], Any]:
+        async def check() -> bool:
+            return await follower.inbox.depth() == count
+
+        return check
+
+    await until(depth_is(3))
+    await leader.kill()
+    pushed += [
+        bot_api.push_update(bot_api.text_message(801, f"after {n}", user_id=801))["update_id"]
+        for n in range(3)
+    ]
+
+    async def follower_leads() -> bool:
+        return follower.leader.leading
+
+    await until(follower_leads)
+    await until(depth_is(6))
+    rows = await follower.inbox.pending_chats()
+    assert rows == ["tg:801"]
+    taken = []
+    while (row := await follower.inbox.next("tg:801")) is not None:
+        taken.append(row[0])
+        await follower.inbox.done(row[0])
+    assert taken == pushed
+    assert dict(follower.accepted) == dict.fromkeys(pushed, 1)
+    assert follower.offered[pushed[2]] == 2  # fetched again by the new leader, refused
