@@ -35,6 +35,7 @@ from bot.handlers import Handlers
 from bot.i18n import COMMANDS
 from bot.ordering import PerChatUpdateProcessor
 from bot.say import Say
+from bot.shared import IN_MEMORY, SharedState
 from bot.telegram_http import AiohttpRequest
 from bot.turns import ANSWER_NOW, TurnRunner
 from core.outcomes import Reply
@@ -52,15 +53,19 @@ def build_application(
     service: ConsultationService,
     *,
     on_reply: Callable[[Reply], None] | None = None,
+    shared: SharedState = IN_MEMORY,
 ) -> Application:
-    """The Application; `on_reply` sees every reply produced (metrics)."""
+    """The Application; `on_reply` sees every reply produced (metrics); `shared` is the
+    state kept between updates (this process's memory unless given)."""
     builder = (
         ApplicationBuilder()
         .token(config.token)
         .base_url(config.api_base_url)
         .base_file_url(config.file_base_url)
         .concurrent_updates(PerChatUpdateProcessor(unordered_commands=UNORDERED_COMMANDS))
-        .rate_limiter(ChatFloodControl(overall_per_second=config.max_rate))
+        .rate_limiter(
+            ChatFloodControl(overall_per_second=config.max_rate, waits=shared.flood_waits)
+        )
         .request(
             AiohttpRequest(
                 pool_size=POOL_SIZE,
@@ -78,7 +83,7 @@ def build_application(
         else builder.get_updates_request(AiohttpRequest(pool_size=1, read_timeout=40.0))
     )
     application = builder.build()
-    register(application, config, service, on_reply=on_reply)
+    register(application, config, service, on_reply=on_reply, shared=shared)
     return application
 
 
@@ -88,6 +93,7 @@ def register(
     service: ConsultationService,
     *,
     on_reply: Callable[[Reply], None] | None = None,
+    shared: SharedState = IN_MEMORY,
 ) -> None:
     """Wire the handlers: one turn runner, one `say`, one "final answer now" shared by all."""
     bot = application.bot
@@ -96,6 +102,7 @@ def register(
         private_interval=config.private_progress_interval,
         group_interval=config.group_progress_interval,
         on_reply=on_reply,
+        undelivered=shared.undelivered,
     )
     say = Say(bot)
     answer_now = AnswerNow(service, turns, bot)
@@ -114,6 +121,7 @@ def register(
             "rounds": commands.rounds_button,
             "role": commands.role_button,
         },
+        rate_limits=shared.rate_limits,
     )
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (

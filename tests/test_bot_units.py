@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import re
 import string
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,16 +14,21 @@ from telegram import Update
 from telegram.error import RetryAfter
 from telegram.ext import ExtBot
 
+from app.runtime import open_runtime
 from bot.access import RateLimiter, is_allowed
+from bot.app import build_application
 from bot.chat import chat_key, language_of, strip_mention
 from bot.config import BotConfig
 from bot.flood import ChatFloodControl
 from bot.handlers import Handlers
 from bot.i18n import EN, RU, t
 from bot.say import Say
+from bot.shared import SharedState
 from bot.turns import TurnRunner
 from core.expiring import ExpiringDict
+from tests.bot_harness import bot_settings
 from tests.fakes.bot_api import TOKEN, FakeBotApi
+from tests.fakes.model_server import FakeModelServer
 
 
 def _fields(template: str) -> set[str]:
@@ -248,3 +254,27 @@ async def test_handlers_count_messages_in_the_rate_limit_they_are_given(
         assert await workers[1].accept(second, context) is None  # type: ignore[arg-type]
     [warning] = bot_api.sent_texts(31)
     assert warning.startswith("You're sending messages too fast")
+
+
+async def test_two_applications_given_one_shared_state_share_the_rate_limit(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The state a deployment's workers share reaches the handlers through
+    `build_application`: the second message, handled by the other application, is
+    refused by the limit both were given."""
+    settings = bot_settings(tmp_path / "s.sqlite3", bot_api, model_server)
+    shared = SharedState(rate_limits=RateLimiter(1))
+    async with open_runtime(settings, background=False) as runtime:
+        workers = [
+            build_application(settings.bot_config(), runtime.service, shared=shared)
+            for _ in range(2)
+        ]
+        for worker, text in zip(workers, ["one", "two"], strict=True):
+            await worker.initialize()
+            update = bot_api.text_message(41, text, user_id=41)
+            await worker.process_update(Update.de_json(update, worker.bot))
+            await worker.shutdown()
+    replies = bot_api.sent_texts(41)
+    assert replies[0].startswith("Reply to: one")
+    assert replies[-1].startswith("You're sending messages too fast")
+    assert len(model_server.requests) == 1

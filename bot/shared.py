@@ -1,0 +1,25 @@
+"""The state a bot keeps between updates that several worker processes must share.
+
+Each field is a port; None keeps it in this process's memory (one process, as with
+SQLite). The composition root gives shared implementations (PostgreSQL) when several
+workers serve one bot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.access import UserRateLimits
+from bot.flood import FloodWaits
+from bot.undelivered import UndeliveredReplies
+
+
+@dataclass(frozen=True, slots=True)
+class SharedState:
+    rate_limits: UserRateLimits | None = None  # per-user message rate
+    undelivered: UndeliveredReplies | None = None  # replies Telegram would not take
+    flood_waits: FloodWaits | None = None  # Telegram's RetryAfter per chat
+
+
+IN_MEMORY = SharedState()
+"""Everything in this process's memory: one worker."""
