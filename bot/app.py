@@ -76,12 +76,13 @@ def build_application(
             )
         )
     )
-    # Webhook mode feeds updates from the aiohttp server instead of an Updater.
-    builder = (
-        builder.updater(None)
-        if config.webhook
-        else builder.get_updates_request(AiohttpRequest(pool_size=1, read_timeout=40.0))
-    )
+    # Webhook mode feeds updates from the aiohttp server instead of an Updater, and the
+    # shared inbox feeds them when several workers run; its polling leader then calls
+    # getUpdates with the bot's own long-poll request.
+    if config.webhook or config.external_updates:
+        builder = builder.updater(None)
+    if not config.webhook:
+        builder = builder.get_updates_request(AiohttpRequest(pool_size=1, read_timeout=40.0))
     application = builder.build()
     register(application, config, service, on_reply=on_reply, shared=shared)
     return application

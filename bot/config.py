@@ -14,6 +14,7 @@ class BotConfig:
     token: str
     api_base_url: str = "https://api.telegram.org/bot"
     webhook: bool = False  # updates arrive through the HTTP server instead of polling
+    external_updates: bool = False  # updates come from the shared inbox: PTB polls nothing
     max_rate: float = 0  # overall Bot API requests per second; 0: no cap
     allowed_user_ids: frozenset[int] = frozenset()
     allowed_chat_ids: frozenset[int] = frozenset()

@@ -152,3 +152,20 @@ async def test_one_leader_polls_and_another_takes_over_when_it_dies(
     assert taken == pushed
     assert dict(follower.accepted) == dict.fromkeys(pushed, 1)
     assert follower.offered[pushed[2]] == 2  # fetched again by the new leader, refused
+
+
+async def test_an_application_fed_by_the_inbox_has_no_updater_and_its_bot_polls(
+    bot_api: FakeBotApi,
+) -> None:
+    """With updates from outside (the inbox) PTB runs no Updater of its own, and the leader
+    polls with the application's bot: a long poll longer than the ordinary read timeout."""
+    from bot.app import build_application
+    from bot.config import BotConfig
+
+    config = BotConfig(token=TOKEN, api_base_url=bot_api.base_url, external_updates=True)
+    application = build_application(config, service=None)  # type: ignore[arg-type]
+    assert application.updater is None
+    async with application:
+        bot_api.push_update(bot_api.text_message(801, "hello", user_id=801))
+        (update,) = await application.bot.get_updates(timeout=40)
+        assert update.message is not None and update.message.text == "hello"
