@@ -8,6 +8,11 @@ start-up failure stays one line), `check_model_endpoint` asks the model endpoint
 — a few seconds at most, never fatal — and logs one WARNING per setting that looks
 wrong. Periodic cleanup and the event-loop lag watcher run as plain asyncio tasks for
 as long as the runtime is open.
+
+With DATABASE_URL (several worker processes on one PostgreSQL database) the service's
+chat locks are advisory locks every worker respects (`PostgresChatLocks`), and a bot
+process also opens the shared inbox (`PostgresInbox`) with its own claim connection;
+without it, one process: in-process locks and no inbox.
 """
 
 from __future__ import annotations
@@ -16,23 +21,30 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from app.models import ModelClients
 from app.settings import Settings
+from app.startup import StartupError
 from app.stores import Store, open_store
 from core.errors import StoreUnavailable
 from core.keyed_lock import KeyedLock
 from core.llm import ModelEndpoint, OpenAICompleter
+from core.ports import ChatLocks
 from core.prompts import PromptLibrary
 from core.service import ConsultationService
+from storage.pg_inbox import PostgresInbox
+from storage.pg_locks import PostgresChatLocks
 from telemetry.loopwatch import watch_event_loop
 from telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 BOT_MODEL = "bot"
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -43,6 +55,9 @@ class Runtime:
     prompts: PromptLibrary
     service: ConsultationService
     metrics: Metrics
+    chat_locks: ChatLocks  # the service's: across processes with DATABASE_URL
+    inbox: PostgresInbox | None = None  # the shared inbox (a bot process with DATABASE_URL)
+    inbox_claims: PostgresChatLocks | None = None  # which worker works which inbox chat
 
     @property
     def completer(self) -> OpenAICompleter:
@@ -56,36 +71,71 @@ async def open_runtime(
     *,
     extra_models: Iterable[ModelEndpoint] = (),
     background: bool = True,
+    inbox: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Open everything, yield the runtime, close everything in reverse order.
 
     `extra_models` adds named model clients beside the bot's; `background=False`
-    leaves out the periodic jobs (a short-lived process such as the evaluator).
+    leaves out the periodic jobs (a short-lived process such as the evaluator);
+    `inbox=True` opens the shared inbox when DATABASE_URL is set (the bot process).
     """
     prompts = PromptLibrary(settings.prompts_dir)
     prompts.check()
     bot_model = settings.model_endpoint()
     engine = settings.engine_config()
-    store = await open_store(settings)
-    metrics = Metrics()
-    models = ModelClients([bot_model, *extra_models], metrics)
-    service = ConsultationService(store, models[BOT_MODEL], prompts, engine, locks=KeyedLock())
-    tasks = []
-    if background:
-        tasks = [
-            asyncio.create_task(_cleanup_loop(service, settings)),
-            asyncio.create_task(watch_event_loop(metrics.loop_lag.observe)),
-        ]
+    url = settings.secret("database_url")
+    async with contextlib.AsyncExitStack() as closing:
+        store = await open_store(settings)
+        closing.push_async_callback(store.close)
+        chat_locks: ChatLocks = KeyedLock()
+        shared_inbox = claims = None
+        if url:
+            pg_locks = await _database_part("chat locks", PostgresChatLocks.open(url))
+            closing.push_async_callback(pg_locks.close)
+            chat_locks = pg_locks
+            if inbox:
+                shared_inbox = await _database_part("inbox", PostgresInbox.open(url))
+                closing.push_async_callback(shared_inbox.close)
+                claims = await _database_part("inbox claims", PostgresChatLocks.open(url))
+                closing.push_async_callback(claims.close)
+        metrics = Metrics()
+        if shared_inbox is not None:
+            metrics.read_inbox_depth_from(shared_inbox.depth)
+        models = ModelClients([bot_model, *extra_models], metrics)
+        closing.push_async_callback(models.close)
+        service = ConsultationService(store, models[BOT_MODEL], prompts, engine, locks=chat_locks)
+        tasks = []
+        if background:
+            tasks = [
+                asyncio.create_task(_cleanup_loop(service, settings)),
+                asyncio.create_task(watch_event_loop(metrics.loop_lag.observe)),
+            ]
+        try:
+            yield Runtime(
+                settings,
+                store,
+                models,
+                prompts,
+                service,
+                metrics,
+                chat_locks,
+                inbox=shared_inbox,
+                inbox_claims=claims,
+            )
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+async def _database_part(name: str, opening: Awaitable[T]) -> T:
+    """Open one more connection to the database the store already reached."""
     try:
-        yield Runtime(settings, store, models, prompts, service, metrics)
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await models.close()
-        await store.close()
+        return await opening
+    except Exception as exc:  # the store's connection worked a moment ago: say what failed
+        raise StartupError(f"DATABASE_URL: cannot open the {name}: {exc}") from None
 
 
 async def check_model_endpoint(runtime: Runtime, name: str = BOT_MODEL) -> None:

@@ -4,11 +4,18 @@ Telegram application, and the HTTP server when the API or the webhook needs it.
 Stops cleanly on SIGTERM/SIGINT: polling ends, updates being handled finish,
 the store is closed. Start-up failures (bad token, Telegram unreachable) end with
 one clear line instead of a traceback.
+
+With DATABASE_URL any number of these processes serve one bot: updates (from the
+webhook, or from whichever process leads the polling) go into the shared inbox, and
+every process's `InboxWorker` hands them to PTB's `process_update`, each chat in order
+on one process at a time. Without it, one process: PTB's own Updater and update queue.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import logging
 import sys
 
@@ -18,10 +25,14 @@ from telegram.error import InvalidToken, NetworkError, TelegramError, TimedOut
 from telegram.ext import Application
 
 from api.app import start_web_server
+from api.webhook import UpdateSink
 from app.runtime import Runtime, check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import StartupError, cannot_listen, stop_on_signals
-from bot.app import build_application, set_command_menus
+from bot.app import UNORDERED_COMMANDS, build_application, set_command_menus
+from bot.inbox import InboxWorker
+from bot.polling import PollingLeader
+from storage.pg_locks import PostgresLeadership
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +43,9 @@ async def run_bot(settings: Settings) -> int:
     stop = stop_on_signals()
     config = settings.bot_config()
     webhook = config.webhook
-    async with open_runtime(settings) as runtime:
+    async with open_runtime(settings, inbox=True) as runtime:
+        if runtime.inbox is not None:
+            config = dataclasses.replace(config, external_updates=True)
         application = build_application(
             config,
             runtime.service,
@@ -52,35 +65,87 @@ async def run_bot(settings: Settings) -> int:
                 file=sys.stderr,
             )
             return 1
+        worker = inbox_worker(runtime, application)
+        background: list[asyncio.Task[None]] = []
+        leadership = None
         try:
             # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
             await set_command_menus(application)
             # The server first: if it cannot listen, nothing is running yet to stop.
             server = None
             if needs_web(settings):
-                server = await start_web(settings, runtime, application)
+                sink = worker.accept if worker is not None else None
+                server = await start_web(settings, runtime, application, sink)
             await application.start()
-            if not webhook:
+            if worker is not None:
+                background.append(asyncio.create_task(worker.run()))
+            if not webhook and worker is not None:
+                leadership = polling_leadership(settings, config.token)
+                leader = PollingLeader(application.bot, worker.accept, leadership)
+                background.append(asyncio.create_task(leader.run()))
+            elif not webhook:
                 assert application.updater is not None
                 await application.updater.start_polling(
                     allowed_updates=Update.ALL_TYPES, timeout=30, poll_interval=0
                 )
             await check_model_endpoint(runtime)
             log.info(
-                "bot @%s is running (%s)",
+                "bot @%s is running (%s%s)",
                 application.bot.username,
                 "webhook" if webhook else "polling",
+                ", shared inbox" if worker is not None else "",
             )
             await stop.wait()
             log.info("stopping")
             if application.updater is not None and application.updater.running:
                 await application.updater.stop()
+            if leadership is not None:  # another worker takes over the polling
+                await _cancel(background.pop())
+                await leadership.close()
             if server is not None:
                 await server.cleanup()
+            if worker is not None:  # the updates being processed finish; the rest wait
+                worker.stop()
+                await asyncio.gather(*background)
             await application.stop()
         finally:
+            for task in background:
+                await _cancel(task)
+            if leadership is not None:
+                await leadership.close()
             await application.shutdown()
     return 0
+
+
+def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | None:
+    """The worker feeding PTB from the shared inbox (None without DATABASE_URL)."""
+    if runtime.inbox is None or runtime.inbox_claims is None:
+        return None
+
+    async def process(payload: str) -> None:
+        update = Update.de_json(json.loads(payload), application.bot)
+        await application.process_update(update)
+
+    return InboxWorker(
+        runtime.inbox, runtime.inbox_claims, process, unordered_commands=UNORDERED_COMMANDS
+    )
+
+
+def polling_leadership(settings: Settings, token: str) -> PostgresLeadership:
+    """One poller per bot among the workers: the lock is named after the bot's id."""
+    url = settings.secret("database_url")
+    assert url is not None
+    return PostgresLeadership(url, "telegram-polling:" + token.split(":", 1)[0])
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        log.exception("a background task had failed")
 
 
 async def initialize_with_retries(application: Application) -> None:
@@ -108,8 +173,10 @@ async def start_web(
     settings: Settings,
     runtime: Runtime,
     application: Application,
+    update_sink: UpdateSink | None = None,
 ) -> web.AppRunner:
-    """The aiohttp server for the HTTP API, the webhook, health and metrics."""
+    """The aiohttp server for the HTTP API, the webhook (into `update_sink` when given),
+    health and metrics."""
     config = settings.api_config()
     try:
         return await start_web_server(
@@ -118,6 +185,7 @@ async def start_web(
             store=runtime.store,
             metrics=runtime.metrics,
             telegram_application=application,
+            update_sink=update_sink,
         )
     except OSError as exc:
         raise cannot_listen(config.host, config.port, exc) from None
