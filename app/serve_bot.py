@@ -127,7 +127,11 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
         await application.process_update(update)
 
     return InboxWorker(
-        runtime.inbox, runtime.inbox_claims, process, unordered_commands=UNORDERED_COMMANDS
+        runtime.inbox,
+        runtime.inbox_claims,
+        process,
+        unordered_commands=UNORDERED_COMMANDS,
+        on_claim=runtime.metrics.inbox_claim_seconds.observe,
     )
 
 

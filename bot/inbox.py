@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
@@ -50,7 +51,10 @@ class Inbox(Protocol):
     async def put(self, update_id: int, chat_key: str, payload: str) -> bool: ...
     async def remember(self, update_id: int) -> bool: ...
     async def pending_chats(self, exclude: Collection[str] = (), limit: int = 100) -> list[str]: ...
-    async def next(self, chat_key: str) -> tuple[int, str] | None: ...
+    async def next(self, chat_key: str) -> tuple[int, str, float] | None:
+        """The chat's oldest row: (update_id, payload, received_at in epoch seconds)."""
+        ...
+
     async def done(self, update_id: int) -> None: ...
     async def listen(self, callback: Callable[[str], object]) -> None: ...
 
@@ -86,7 +90,9 @@ class InboxWorker:
         concurrency: int = CONCURRENCY,
         poll_interval: float = POLL_INTERVAL,
         stop_grace: float = STOP_GRACE,
+        on_claim: Callable[[float], object] | None = None,
     ) -> None:
+        """`on_claim` hears, as each queued update starts, the seconds since it was accepted."""
         self._inbox = inbox
         self._claims = claims
         self._process = process
@@ -94,6 +100,7 @@ class InboxWorker:
         self._concurrency = concurrency
         self._poll_interval = poll_interval
         self._stop_grace = stop_grace
+        self._on_claim = on_claim
         self._chats: dict[str, asyncio.Task[None]] = {}
         self._immediate: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
@@ -173,7 +180,9 @@ class InboxWorker:
             row = await self._inbox.next(chat)
             if row is None:
                 return
-            update_id, payload = row
+            update_id, payload, received_at = row
+            if self._on_claim is not None:
+                self._on_claim(max(time.time() - received_at, 0.0))
             await self._handle(update_id, payload)
             await self._inbox.done(update_id)
 

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import asyncpg
 
@@ -49,8 +49,13 @@ _UNAVAILABLE = (
     asyncpg.exceptions.CannotConnectNowError,
 )
 
-Row = tuple[int, str]
-"""(update_id, payload): the update's JSON as it was accepted."""
+
+class Row(NamedTuple):
+    """A waiting update: its id, its JSON as it was accepted, and when (epoch seconds)."""
+
+    update_id: int
+    payload: str
+    received_at: float
 
 
 class PostgresInbox:
@@ -122,12 +127,14 @@ class PostgresInbox:
         """The chat's waiting row with the lowest update_id, left in place."""
         row = await self._call(
             lambda c: c.fetchrow(
-                "SELECT update_id, payload FROM inbox WHERE chat_key = $1"
+                "SELECT update_id, payload, received_at FROM inbox WHERE chat_key = $1"
                 " ORDER BY update_id LIMIT 1",
                 chat_key,
             )
         )
-        return None if row is None else (int(row["update_id"]), str(row["payload"]))
+        if row is None:
+            return None
+        return Row(int(row["update_id"]), str(row["payload"]), float(row["received_at"]))
 
     async def done(self, update_id: int) -> None:
         """The update was handled: delete its row (its id stays recorded)."""

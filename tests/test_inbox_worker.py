@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -265,3 +266,35 @@ def test_reset_and_status_are_the_unordered_commands(text: str) -> None:
 
     update = UpdateBuilder().text_message(701, text, user_id=701)
     assert is_unordered(update, ("reset", "status"))
+
+
+async def test_each_queued_update_reports_how_long_it_waited(postgres_url: str) -> None:  # noqa: F811
+    """`on_claim` hears, for each queued update as its processing starts, the seconds since
+    it was accepted (the claim latency of /metrics); an update handled at once is not queued."""
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await migrate(admin)
+    finally:
+        await admin.close()
+    inbox = await PostgresInbox.open(postgres_url)
+    locks = await PostgresChatLocks.open(postgres_url)
+    recorder = Recorder()
+    waits: list[float] = []
+    worker = InboxWorker(
+        inbox, locks, recorder.process(), unordered_commands=("status",), on_claim=waits.append
+    )
+    task = asyncio.create_task(worker.run())
+    try:
+        updates = UpdateBuilder()
+        before = time.time()
+        await worker.accept(updates.text_message(701, "hello", user_id=701))
+        await worker.accept(updates.text_message(701, "/status", user_id=701))
+        await recorder.until(lambda: len(recorder.finished) == 2)
+        after = time.time()
+        assert len(waits) == 1
+        assert 0 <= waits[0] <= after - before
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, WAIT)
+        await locks.close()
+        await inbox.close()

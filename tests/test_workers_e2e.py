@@ -102,7 +102,8 @@ async def test_a_chat_is_answered_in_order_whichever_worker_accepted_its_updates
 ) -> None:
     """Round 1 through this worker's webhook, round 2 queued by another worker (straight into
     the inbox), round 3 through the webhook again: three replies, in order, each answering
-    its own message with the history before it; then SIGTERM ends the worker with 0."""
+    its own message with the history before it; /metrics counts three claims; SIGTERM
+    ends the worker with 0."""
     process, port = worker
     await process.logged("is running")
     messages = ["Plan a trip to Rome", "Four days in May", "Museums over food"]
@@ -124,6 +125,13 @@ async def test_a_chat_is_answered_in_order_whichever_worker_accepted_its_updates
     users = [m["content"] for m in model_server.requests[-1]["messages"] if m["role"] == "user"]
     assert users == messages
     assert len(model_server.requests) == 3
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}/metrics") as response,
+    ):
+        metrics = await response.text()
+    assert "consult_inbox_claim_seconds_count 3.0" in metrics  # each update came through it
+    assert "consult_inbox_depth 0.0" in metrics
     process.process.send_signal(signal.SIGTERM)
     assert await process.exited() == 0, process.log.read_text()
     assert "Traceback" not in process.log.read_text()
