@@ -56,7 +56,16 @@ _UNAVAILABLE = (
 async def open_shared_pool(url: str, *, size: int = 5) -> asyncpg.Pool:
     """A small pool for the shared state; applies missing migrations like the store does."""
     try:
-        pool = await asyncpg.create_pool(url, min_size=1, max_size=size, timeout=10)
+        pool = await asyncpg.create_pool(
+            url,
+            min_size=1,
+            max_size=size,
+            timeout=10,
+            # Losing the last writes of this state in a database crash is harmless (a limit
+            # or a pause a little short; an undelivered reply is still in the history), so
+            # commits do not wait for the disk.
+            server_settings={"synchronous_commit": "off"},
+        )
     except (TimeoutError, OSError, asyncpg.PostgresError, ValueError) as error:
         raise DatabaseUnusable(f"cannot connect to PostgreSQL: {error}") from None
     try:
