@@ -10,8 +10,10 @@ Invariants:
   another worker (at least once).
 - Rows of one chat come out lowest update_id first (`next`); which worker works a chat is
   decided elsewhere (an advisory lock per chat), not here.
-- Each new row is announced with `NOTIFY consult_inbox, '<chat key>'` on commit, so
-  listening workers pick it up at once; a missed notification only costs a poll interval.
+- Each new row is announced with a NOTIFY carrying its chat key on commit, so listening
+  workers pick it up at once; a missed notification only costs a poll interval. The
+  channel is named after the schema (notifications are database-wide, and deployments in
+  other schemas of the same database must not wake these workers).
 
 The inbox has its own small pool rather than the store's: accepting an update (the
 webhook's 200 waits for it) never queues behind model turns holding store connections,
@@ -21,6 +23,7 @@ and the store's pool stays private to the store.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection
@@ -36,7 +39,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-CHANNEL = "consult_inbox"
+CHANNEL_PREFIX = "consult_inbox_"
 CONNECT_TIMEOUT = 10.0
 COMMAND_TIMEOUT = 30.0
 _UNAVAILABLE = (
@@ -61,9 +64,10 @@ class Row(NamedTuple):
 class PostgresInbox:
     """Open with `await PostgresInbox.open(url)` after the schema is migrated; `close()`."""
 
-    def __init__(self, pool: asyncpg.Pool, url: str) -> None:
+    def __init__(self, pool: asyncpg.Pool, url: str, channel: str) -> None:
         self._pool = pool
         self._url = url
+        self._channel = channel
         self._listener: asyncpg.Connection | None = None
         self._callback: Callable[[str], object] | None = None
 
@@ -79,7 +83,12 @@ class PostgresInbox:
             )
         except (TimeoutError, OSError, asyncpg.PostgresError, ValueError) as error:
             raise DatabaseUnusable(f"the inbox cannot connect to PostgreSQL: {error}") from None
-        return cls(pool, url)
+        try:
+            schema = await pool.fetchval("SELECT current_schema()")
+        except BaseException:
+            await pool.close()
+            raise
+        return cls(pool, url, channel_of(str(schema)))
 
     async def close(self) -> None:
         if self._listener is not None:
@@ -102,7 +111,7 @@ class PostgresInbox:
                 payload,
                 time.time(),
             )
-            await connection.execute("SELECT pg_notify($1, $2)", CHANNEL, chat_key)
+            await connection.execute("SELECT pg_notify($1, $2)", self._channel, chat_key)
             return True
 
         return await self._transaction(put)
@@ -155,7 +164,7 @@ class PostgresInbox:
             return
         try:
             listener = await asyncpg.connect(self._url, timeout=CONNECT_TIMEOUT)
-            await listener.add_listener(CHANNEL, self._notified)
+            await listener.add_listener(self._channel, self._notified)
         except _UNAVAILABLE as error:
             raise StoreUnavailable(f"the inbox cannot listen ({error})") from error
         self._listener = listener
@@ -177,6 +186,11 @@ class PostgresInbox:
                 return await work(connection)
 
         return await self._call(in_transaction)
+
+
+def channel_of(schema: str) -> str:
+    """The notification channel of the inbox in `schema` (short enough for any schema name)."""
+    return CHANNEL_PREFIX + hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
 
 
 async def _record(connection: asyncpg.Connection, update_id: int) -> bool:

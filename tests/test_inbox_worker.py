@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
@@ -24,6 +25,9 @@ from tests.fakes.bot_updates import UpdateBuilder
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 WAIT = 20.0
+# Advisory locks are database-wide: chats of their own keep test runs at once apart.
+A = 10**9 + secrets.randbelow(10**9) * 10
+B, C = A + 1, A + 2
 
 
 @dataclass
@@ -127,7 +131,7 @@ async def test_every_update_once_in_order_per_chat_with_two_workers(
     updates = UpdateBuilder()
     accepted: dict[str, list[int]] = defaultdict(list)
     for n in range(5):
-        for chat_id in (701, 702, 703):
+        for chat_id in (A, B, C):
             update = updates.text_message(chat_id, f"message {n}", user_id=chat_id)
             receiver = (first, second)[(n + chat_id) % 2]
             assert await receiver.worker.accept(update) is True
@@ -149,7 +153,7 @@ async def test_a_redelivered_update_is_not_accepted_again(start_worker: Start) -
     recorder = Recorder()
     first = await start_worker(recorder.process())
     second = await start_worker(recorder.process())
-    update = UpdateBuilder().text_message(701, "hello", user_id=701)
+    update = UpdateBuilder().text_message(A, "hello", user_id=A)
     assert await first.worker.accept(update) is True
     assert await second.worker.accept(update) is False
     await recorder.until(lambda: len(recorder.finished) == 1)
@@ -164,10 +168,10 @@ async def test_chats_are_processed_in_parallel(start_worker: Start) -> None:
     b_started = asyncio.Event()
     recorder.gates["from A"] = b_started
     updates = UpdateBuilder()
-    await worker.worker.accept(updates.text_message(701, "from A", user_id=701))
+    await worker.worker.accept(updates.text_message(A, "from A", user_id=A))
     await recorder.until(lambda: len(recorder.started) == 1)
-    await worker.worker.accept(updates.text_message(702, "from B", user_id=702))
-    await recorder.until(lambda: ("tg:702", 2) in recorder.started)
+    await worker.worker.accept(updates.text_message(B, "from B", user_id=B))
+    await recorder.until(lambda: (f"tg:{B}", 2) in recorder.started)
     b_started.set()
     await recorder.until(lambda: len(recorder.finished) == 2)
 
@@ -183,22 +187,22 @@ async def test_reset_and_status_answer_at_once_while_the_chat_is_busy(
     release = asyncio.Event()
     recorder.gates["slow question"] = release
     updates = UpdateBuilder()
-    slow = updates.text_message(701, "slow question", user_id=701)
+    slow = updates.text_message(A, "slow question", user_id=A)
     await first.worker.accept(slow)
     await recorder.until(lambda: len(recorder.started) == 1)
-    status = updates.text_message(701, "/status", user_id=701)
-    following = updates.text_message(701, "next question", user_id=701)
-    reset = updates.text_message(701, "/reset", user_id=701)
+    status = updates.text_message(A, "/status", user_id=A)
+    following = updates.text_message(A, "next question", user_id=A)
+    reset = updates.text_message(A, "/reset", user_id=A)
     for update in (status, following, reset):
         assert await second.worker.accept(update) is True
     await recorder.until(lambda: len(recorder.finished) == 2)
-    assert recorder.finished == [("tg:701", status["update_id"]), ("tg:701", reset["update_id"])]
+    assert recorder.finished == [(f"tg:{A}", status["update_id"]), (f"tg:{A}", reset["update_id"])]
     assert await second.worker.accept(reset) is False  # a redelivered command is dropped
     release.set()
     await recorder.until(lambda: len(recorder.finished) == 4)
     assert recorder.finished[2:] == [
-        ("tg:701", slow["update_id"]),
-        ("tg:701", following["update_id"]),
+        (f"tg:{A}", slow["update_id"]),
+        (f"tg:{A}", following["update_id"]),
     ]
 
 
@@ -211,8 +215,8 @@ async def test_a_killed_worker_leaves_its_unfinished_update_to_another(
     doomed = await start_worker(recorder.process())
     recorder.gates["never finishes"] = asyncio.Event()
     updates = UpdateBuilder()
-    stuck = updates.text_message(701, "never finishes", user_id=701)
-    after = updates.text_message(701, "after", user_id=701)
+    stuck = updates.text_message(A, "never finishes", user_id=A)
+    after = updates.text_message(A, "after", user_id=A)
     await doomed.worker.accept(stuck)
     await doomed.worker.accept(after)
     await recorder.until(lambda: len(recorder.started) == 1)
@@ -220,11 +224,11 @@ async def test_a_killed_worker_leaves_its_unfinished_update_to_another(
     await doomed.kill()
     await recorder.until(lambda: len(recorder.finished) == 2)
     assert recorder.started == [
-        ("tg:701", stuck["update_id"]),
-        ("tg:701", stuck["update_id"]),
-        ("tg:701", after["update_id"]),
+        (f"tg:{A}", stuck["update_id"]),
+        (f"tg:{A}", stuck["update_id"]),
+        (f"tg:{A}", after["update_id"]),
     ]
-    assert recorder.finished == [("tg:701", stuck["update_id"]), ("tg:701", after["update_id"])]
+    assert recorder.finished == [(f"tg:{A}", stuck["update_id"]), (f"tg:{A}", after["update_id"])]
     survivor.worker.stop()
     await asyncio.wait_for(survivor.task, WAIT)
     assert await survivor.inbox.depth() == 0
@@ -239,8 +243,8 @@ async def test_a_stopped_worker_finishes_the_update_it_runs_then_stops(
     release = asyncio.Event()
     recorder.gates["running"] = release
     updates = UpdateBuilder()
-    await worker.worker.accept(updates.text_message(701, "running", user_id=701))
-    await worker.worker.accept(updates.text_message(701, "queued", user_id=701))
+    await worker.worker.accept(updates.text_message(A, "running", user_id=A))
+    await worker.worker.accept(updates.text_message(A, "queued", user_id=A))
     await recorder.until(lambda: len(recorder.started) == 1)
     worker.worker.stop()
     release.set()
@@ -287,8 +291,8 @@ async def test_each_queued_update_reports_how_long_it_waited(postgres_url: str) 
     try:
         updates = UpdateBuilder()
         before = time.time()
-        await worker.accept(updates.text_message(701, "hello", user_id=701))
-        await worker.accept(updates.text_message(701, "/status", user_id=701))
+        await worker.accept(updates.text_message(A, "hello", user_id=A))
+        await worker.accept(updates.text_message(A, "/status", user_id=A))
         await recorder.until(lambda: len(recorder.finished) == 2)
         after = time.time()
         assert len(waits) == 1

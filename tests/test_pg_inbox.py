@@ -4,6 +4,7 @@ update_id order; two inbox objects stand for two worker processes on one databas
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -11,7 +12,7 @@ import pytest_asyncio
 
 from storage.pg_inbox import PostgresInbox
 from storage.pg_schema import migrate
-from tests.postgres import postgres_url  # noqa: F401  (fixture)
+from tests.postgres import database_url_for_tests, postgres_url, with_search_path  # noqa: F401
 
 
 @pytest_asyncio.fixture
@@ -101,3 +102,35 @@ async def test_listeners_hear_of_each_new_row_with_its_chat(
     await first.put(51, "tg:6", "y")
     assert await asyncio.wait_for(heard.get(), 10) == "tg:6"
     assert heard.empty()
+
+
+async def test_an_inbox_in_another_schema_wakes_nobody_here(
+    postgres_url: str,  # noqa: F811
+    inboxes: tuple[PostgresInbox, PostgresInbox],
+) -> None:
+    """Notifications are database-wide; a deployment in another schema of the same database
+    has a channel of its own."""
+    first, _ = inboxes
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    await first.listen(heard.put_nowait)
+    schema = f"other_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await admin.execute(f'CREATE SCHEMA "{schema}"')
+        elsewhere_url = with_search_path(database_url_for_tests(), schema)
+        other = await asyncpg.connect(elsewhere_url)
+        try:
+            await migrate(other)
+        finally:
+            await other.close()
+        elsewhere = await PostgresInbox.open(elsewhere_url)
+        try:
+            await elsewhere.put(60, "tg:elsewhere", "x")
+            await first.put(61, "tg:here", "y")
+            assert await asyncio.wait_for(heard.get(), 10) == "tg:here"
+            assert heard.empty()
+        finally:
+            await elsewhere.close()
+    finally:
+        await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        await admin.close()
