@@ -37,6 +37,7 @@ from evaluation.summary import summarise
 from evaluation.variants import build_variants
 
 DEFAULT_OUT = Path("evaluation-report")
+PIPED_WIDTH = 160
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_json(report, out / "report.json")
     write_html(report, out / "report.html", summary=summary)
-    console = Console()
+    # Piped to a file or a CI log, the table keeps its columns instead of rich's 80.
+    console = Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
     print_table(report, console, summary=summary)
     console.print(f"Report: {out / 'report.json'} and {out / 'report.html'}")
     return 0

@@ -122,6 +122,7 @@ async def test_a_whole_run_prints_the_table_and_writes_both_reports(
 
     printed = capsys.readouterr().out
     assert "hammer-curl-en" in printed and str(out / "report.json") in printed
+    assert "…" not in printed  # no column cut short: wide when piped, not rich's 80
     report = read_json(out / "report.json")
     assert report.seed == 3 and report.scenarios == ["hammer-curl-en"]
     assert report.variants == ["N-round", "one-shot"]
