@@ -1,5 +1,4 @@
-"""`python -m evaluation` (and `consultation-bot evaluate`): run scenarios, print and write
-the report.
+"""`python -m evaluation`: run scenarios, print and write the report.
 
 Settings come from the environment and `.env` like the bot's (OPENAI_*, LLM_MODEL, …)
 plus EVAL_USER_* and EVAL_JUDGE_* for the other two roles. Anything that cannot work
