@@ -10,9 +10,11 @@ wrong. Periodic cleanup and the event-loop lag watcher run as plain asyncio task
 as long as the runtime is open.
 
 With DATABASE_URL (several worker processes on one PostgreSQL database) the service's
-chat locks are advisory locks every worker respects (`PostgresChatLocks`), and a bot
+chat locks are advisory locks every worker respects (`PostgresChatLocks`), the state
+the edges must share (rate limits, undelivered replies, flood waits) lives in a small
+pool of its own (`shared_pool`), the cleanup runs on one worker at a time, and a bot
 process also opens the shared inbox (`PostgresInbox`) with its own claim connection;
-without it, one process: in-process locks and no inbox.
+without it, one process: in-process locks, memory and no inbox.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
+
+import asyncpg
 
 from app.models import ModelClients
 from app.settings import Settings
@@ -37,6 +41,13 @@ from core.prompts import PromptLibrary
 from core.service import ConsultationService
 from storage.pg_inbox import PostgresInbox
 from storage.pg_locks import PostgresChatLocks
+from storage.pg_shared import (
+    PostgresFloodWaits,
+    PostgresRateLimits,
+    PostgresUndelivered,
+    open_shared_pool,
+    try_exclusive,
+)
 from telemetry.loopwatch import watch_event_loop
 from telemetry.metrics import Metrics
 
@@ -58,6 +69,7 @@ class Runtime:
     chat_locks: ChatLocks  # the service's: across processes with DATABASE_URL
     inbox: PostgresInbox | None = None  # the shared inbox (a bot process with DATABASE_URL)
     inbox_claims: PostgresChatLocks | None = None  # which worker works which inbox chat
+    shared_pool: asyncpg.Pool | None = None  # state every worker shares (DATABASE_URL)
 
     @property
     def completer(self) -> OpenAICompleter:
@@ -88,11 +100,13 @@ async def open_runtime(
         store = await open_store(settings)
         closing.push_async_callback(store.close)
         chat_locks: ChatLocks = KeyedLock()
-        shared_inbox = claims = None
+        shared_inbox = claims = shared_pool = None
         if url:
             pg_locks = await _database_part("chat locks", PostgresChatLocks.open(url))
             closing.push_async_callback(pg_locks.close)
             chat_locks = pg_locks
+            shared_pool = await _database_part("shared state", open_shared_pool(url))
+            closing.push_async_callback(shared_pool.close)
             if inbox:
                 shared_inbox = await _database_part("inbox", PostgresInbox.open(url))
                 closing.push_async_callback(shared_inbox.close)
@@ -107,7 +121,7 @@ async def open_runtime(
         tasks = []
         if background:
             tasks = [
-                asyncio.create_task(_cleanup_loop(service, settings)),
+                asyncio.create_task(_cleanup_loop(service, settings, shared_pool)),
                 asyncio.create_task(watch_event_loop(metrics.loop_lag.observe)),
             ]
         try:
@@ -121,6 +135,7 @@ async def open_runtime(
                 chat_locks,
                 inbox=shared_inbox,
                 inbox_claims=claims,
+                shared_pool=shared_pool,
             )
         finally:
             for task in tasks:
@@ -150,17 +165,32 @@ async def check_model_endpoint(runtime: Runtime, name: str = BOT_MODEL) -> None:
         log.warning("model endpoint: %s", warning)
 
 
-async def _cleanup_loop(service: ConsultationService, settings: Settings) -> None:
-    """Expire idle consultations and purge old ones, now and then."""
+async def _cleanup_loop(
+    service: ConsultationService, settings: Settings, shared: asyncpg.Pool | None = None
+) -> None:
+    """Expire idle consultations and purge old ones, now and then; with several workers
+    (`shared`), one worker at a time, which also forgets the shared state gone stale."""
     while True:
         try:
-            expired, purged = await service.cleanup(
-                retention_seconds=settings.retention_days * 86400, now=time.time()
-            )
-            if expired or purged:
-                log.info("cleanup: %d expired, %d purged", expired, purged)
+            if shared is None:
+                await _cleanup_once(service, settings)
+            else:
+                async with try_exclusive(shared, "cleanup") as mine:
+                    if mine:
+                        await _cleanup_once(service, settings)
+                        await PostgresRateLimits(shared, 0).forget_idle()
+                        await PostgresUndelivered(shared).forget_old()
+                        await PostgresFloodWaits(shared).forget_past()
         except StoreUnavailable as exc:
             log.warning("cleanup postponed: %s", exc)
         except Exception:
             log.exception("cleanup failed; will try again")
         await asyncio.sleep(settings.cleanup_interval_seconds)
+
+
+async def _cleanup_once(service: ConsultationService, settings: Settings) -> None:
+    expired, purged = await service.cleanup(
+        retention_seconds=settings.retention_days * 86400, now=time.time()
+    )
+    if expired or purged:
+        log.info("cleanup: %d expired, %d purged", expired, purged)

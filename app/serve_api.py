@@ -18,7 +18,11 @@ async def serve_api(settings: Settings) -> int:
     async with open_runtime(settings) as runtime:
         try:
             runner = await start_web_server(
-                config, runtime.service, store=runtime.store, metrics=runtime.metrics
+                config,
+                runtime.service,
+                store=runtime.store,
+                metrics=runtime.metrics,
+                session_locks=runtime.chat_locks,
             )
         except OSError as exc:
             raise cannot_listen(config.host, config.port, exc) from None

@@ -30,9 +30,13 @@ from app.runtime import Runtime, check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import StartupError, cannot_listen, stop_on_signals
 from bot.app import UNORDERED_COMMANDS, build_application, set_command_menus
+from bot.config import BotConfig
 from bot.inbox import InboxWorker
 from bot.polling import PollingLeader
+from bot.shared import IN_MEMORY, SharedState
+from bot.undelivered import StoredUndelivered
 from storage.pg_locks import PostgresLeadership
+from storage.pg_shared import PostgresFloodWaits, PostgresRateLimits, PostgresUndelivered
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,7 @@ async def run_bot(settings: Settings) -> int:
             config,
             runtime.service,
             on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
+            shared=shared_state(runtime, config),
         )
         try:
             await initialize_with_retries(application)
@@ -115,6 +120,18 @@ async def run_bot(settings: Settings) -> int:
                 await leadership.close()
             await application.shutdown()
     return 0
+
+
+def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
+    """What the workers share: in PostgreSQL with DATABASE_URL, else this process's memory."""
+    pool = runtime.shared_pool
+    if pool is None:
+        return IN_MEMORY
+    return SharedState(
+        rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute),
+        undelivered=StoredUndelivered(PostgresUndelivered(pool)),
+        flood_waits=PostgresFloodWaits(pool),
+    )
 
 
 def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | None:
@@ -190,6 +207,7 @@ async def start_web(
             metrics=runtime.metrics,
             telegram_application=application,
             update_sink=update_sink,
+            session_locks=runtime.chat_locks,
         )
     except OSError as exc:
         raise cannot_listen(config.host, config.port, exc) from None
