@@ -1,0 +1,164 @@
+"""Several real `python -m bot` workers on one PostgreSQL schema, with the fakes for Telegram
+and the model: a load-balanced webhook, a worker killed mid-traffic, one API session on two
+workers, the polling leader's hand-over, and migrations raced by workers starting together.
+
+Helpers (processes, the load balancer, reading replies and histories) are in
+tests/cluster_harness.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from tests.cluster_harness import (
+    Cluster,
+    LoadBalancer,
+    Replies,
+    cluster,
+    free_port,
+    histories,
+    post_update,
+    worker_env,
+)
+from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.model_server import FakeModelServer
+from tests.postgres import postgres_url  # noqa: F401  (fixture)
+
+CHATS = 100
+ROUNDS = 3
+MODEL_SECONDS = 0.2
+FINAL_MARKER = "IMPORTANT: This is the last round of the consultation"  # final_round.mustache
+FIRST_CHAT = 70_000
+
+
+def question(chat: int, round_: int) -> str:
+    return f"Question {round_} of chat {chat}"
+
+
+@dataclass
+class Traffic:
+    """What the test users sent and saw, for the assertions and the printed figures."""
+
+    sent: int = 0
+    gaps: list[float] = field(default_factory=list)  # per message: POST to its reply
+    round_one_done: int = 0
+    round_one: asyncio.Event = field(default_factory=asyncio.Event)
+    third: int = CHATS // 3
+
+    def answered_round_one(self) -> None:
+        self.round_one_done += 1
+        if self.round_one_done >= self.third:
+            self.round_one.set()
+
+
+async def converse(url: str, bot_api: FakeBotApi, replies: Replies, traffic: Traffic) -> None:
+    """Every chat at once; each sends its next round only once the last one was answered."""
+
+    async def chat(chat_id: int) -> None:
+        for round_ in range(1, ROUNDS + 1):
+            text = question(chat_id, round_)
+            update = bot_api.text_message(chat_id, text, user_id=chat_id)
+            started = time.monotonic()
+            assert await post_update(http, url, update) == 200
+            traffic.sent += 1
+            reply = await replies.first_line(chat_id, f"Reply to: {text}")
+            traffic.gaps.append(reply.monotonic - started)
+            if round_ == 1:
+                traffic.answered_round_one()
+
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        await asyncio.gather(*(chat(FIRST_CHAT + n) for n in range(CHATS)))
+
+
+async def start_webhook_workers(
+    workers: Cluster,
+    count: int,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    database_url: str,
+    *,
+    api: bool = False,
+) -> list[int]:
+    ports = [free_port() for _ in range(count)]
+    for port in ports:
+        env = worker_env(workers.home, bot_api, model_server, database_url, port=port, api=api)
+        await workers.start(env, port)
+    await workers.running()
+    return ports
+
+
+def delivered_twice(replies: Replies) -> int:
+    """Replies the users saw more than once (a reply sent, its update handled again)."""
+    extra = 0
+    for n in range(CHATS):
+        lines = [line for line in replies.first_lines(FIRST_CHAT + n) if line.startswith("Reply")]
+        extra += len(lines) - len(set(lines))
+    return extra
+
+
+def assert_answered_once_each(replies: Replies) -> None:
+    for n in range(CHATS):
+        chat_id = FIRST_CHAT + n
+        lines = [line for line in replies.first_lines(chat_id) if line.startswith("Reply")]
+        assert lines == [f"Reply to: {question(chat_id, r)}" for r in range(1, ROUNDS + 1)]
+
+
+async def assert_histories_in_order(database_url: str) -> None:
+    """One consultation per chat: user and assistant strictly alternating, in round order,
+    each message stored once."""
+    found = await histories(database_url)
+    for n in range(CHATS):
+        chat_id = FIRST_CHAT + n
+        [rows] = found[f"tg:{chat_id}"]
+        assert [role for role, _ in rows] == ["user", "assistant"] * ROUNDS, rows
+        asked = [question(chat_id, r) for r in range(1, ROUNDS + 1)]
+        assert [text for role, text in rows if role == "user"] == asked
+        answers = [text.split("\n", 1)[0] for role, text in rows if role == "assistant"]
+        assert answers == [f"Reply to: {q}" for q in asked]
+
+
+def assert_final_round_instructed(model_server: FakeModelServer) -> None:
+    """Each model request's system prompt carries the final-round text iff it is round 3."""
+    seen = set()
+    for body in model_server.requests:
+        messages = body["messages"]
+        last = [m["content"] for m in messages if m["role"] == "user"][-1]
+        system = "\n".join(m["content"] for m in messages if m["role"] == "system")
+        assert (FINAL_MARKER in system) == last.startswith(f"Question {ROUNDS} "), last
+        seen.add(last)
+    assert len(seen) == CHATS * ROUNDS
+
+
+async def test_three_workers_behind_a_load_balancer_answer_every_message_once(
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+) -> None:
+    """100 chats × 3 rounds through a round-robin balancer over three workers: each
+    message answered exactly once, histories strictly alternating in order, and the third
+    round's model request told it is the last."""
+    model_server.latency = MODEL_SECONDS
+    replies = Replies(bot_api)
+    traffic = Traffic()
+    async with cluster(tmp_path) as workers:
+        ports = await start_webhook_workers(workers, 3, bot_api, model_server, postgres_url)
+        async with LoadBalancer(ports) as balancer:
+            await converse(balancer.url, bot_api, replies, traffic)
+        assert all(balancer.forwarded[port] > 0 for port in ports), balancer.forwarded
+        assert "Traceback" not in workers.logs()
+    assert traffic.sent == CHATS * ROUNDS
+    assert_answered_once_each(replies)
+    await assert_histories_in_order(postgres_url)
+    assert_final_round_instructed(model_server)
+    assert len(model_server.requests) == CHATS * ROUNDS
+    print(
+        f"\n3 workers: {traffic.sent} messages, longest wait for a reply "
+        f"{max(traffic.gaps):.2f} s, per worker {sorted(balancer.forwarded.values())}"
+    )
