@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.pg_report import pg_table
+from bench.pg_runs import KINDS, PostgresBench
 from bench.procs import ROOT, Processes
 from bench.runs import Bench
 
@@ -129,6 +131,29 @@ def machine() -> dict[str, Any]:
     return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
 
 
+async def postgres_async(
+    args: argparse.Namespace, procs: Processes, scratch: Path
+) -> dict[str, Any]:
+    """SQLite, one PostgreSQL worker, two PostgreSQL workers; `--pairs` times, interleaved."""
+    bench = PostgresBench(
+        procs, scratch, seconds=args.seconds, chats=args.chats, idle_rounds=args.idle_rounds
+    )
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    for n in range(1, max(args.pairs, 1) + 1):
+        for kind in KINDS:
+            runs[kind].append(await bench.run(kind))
+            last = runs[kind][-1]
+            print(
+                f"set {n} {kind}: {last['throughput']:.1f} rounds/s, load complete p50 "
+                f"{last['load']['done']['p50']:.1f} / p99 {last['load']['done']['p99']:.1f} ms, "
+                f"CPU/round {last['cpu_ms_per_round']:.2f} ms",
+                flush=True,
+            )
+    print()
+    print(pg_table(runs))
+    return {"machine": machine(), "args": vars(args), "postgres": runs}
+
+
 async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) -> dict[str, Any]:
     bench = Bench(
         procs,
@@ -215,6 +240,12 @@ def main() -> int:
         default=ROOT,
         help="checkout whose `python -m bot` is measured (e.g. an export of an older commit)",
     )
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="only the PostgreSQL phase: SQLite vs one and two workers on PostgreSQL "
+        "(a fresh schema in TEST_DATABASE_URL, dropped afterwards)",
+    )
     args = parser.parse_args()
     started = time.time()
     m = machine()
@@ -227,7 +258,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         procs = Processes(Path(tmp))
         try:
-            result = asyncio.run(main_async(args, procs, Path(tmp)))
+            run = postgres_async if args.postgres else main_async
+            result = asyncio.run(run(args, procs, Path(tmp)))
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             return 130
@@ -235,7 +267,8 @@ def main() -> int:
             procs.stop_all()
     result["seconds_total"] = time.time() - started
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / time.strftime("bench-%Y%m%d-%H%M%S.json")
+    name = "bench-pg-%Y%m%d-%H%M%S.json" if args.postgres else "bench-%Y%m%d-%H%M%S.json"
+    path = RESULTS / time.strftime(name)
     path.write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwhole bench: {result['seconds_total']:.0f} s; results in {path.relative_to(ROOT)}")
     return 0
