@@ -162,3 +162,49 @@ async def test_three_workers_behind_a_load_balancer_answer_every_message_once(
         f"\n3 workers: {traffic.sent} messages, longest wait for a reply "
         f"{max(traffic.gaps):.2f} s, per worker {sorted(balancer.forwarded.values())}"
     )
+
+
+async def test_a_worker_killed_mid_traffic_loses_nothing(
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+) -> None:
+    """The same traffic; once a third of the chats got their first reply one worker is
+    killed -9. The balancer skips it; every chat completes, each message is answered, no
+    history row is stored twice. The figures are printed."""
+    model_server.latency = MODEL_SECONDS
+    replies = Replies(bot_api)
+    traffic = Traffic()
+    async with cluster(tmp_path) as workers:
+        ports = await start_webhook_workers(workers, 3, bot_api, model_server, postgres_url)
+        victim = workers.workers[1]
+
+        async def kill_after_a_third() -> float:
+            await traffic.round_one.wait()
+            await victim.kill()
+            return time.monotonic()
+
+        async with LoadBalancer(ports) as balancer:
+            started = time.monotonic()
+            killer = asyncio.create_task(kill_after_a_third())
+            await converse(balancer.url, bot_api, replies, traffic)
+            killed_at = await killer
+        assert not victim.alive
+        assert balancer.skipped > 0  # the dead worker was tried, and passed over
+        survivors = "\n".join(w.log() for w in workers.workers if w is not victim)
+        assert "Traceback" not in survivors, survivors
+    assert traffic.sent == CHATS * ROUNDS
+    await assert_histories_in_order(postgres_url)  # each chat's rows once, in order
+    twice = delivered_twice(replies)
+    answered = sum(
+        len({line for line in replies.first_lines(FIRST_CHAT + n) if line.startswith("Reply")})
+        for n in range(CHATS)
+    )
+    assert answered == CHATS * ROUNDS
+    print(
+        f"\nkill -9 of one of 3 workers {killed_at - started:.2f} s in: {traffic.sent} "
+        f"messages sent, {answered} answered, {twice} replies delivered twice, "
+        f"{len(model_server.requests) - CHATS * ROUNDS} extra model calls, "
+        f"{balancer.skipped} balancer skips, longest wait for a reply {max(traffic.gaps):.2f} s"
+    )
