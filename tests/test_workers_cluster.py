@@ -12,10 +12,12 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
 from tests.cluster_harness import (
+    API_TOKEN,
     Cluster,
     LoadBalancer,
     Replies,
@@ -208,3 +210,52 @@ async def test_a_worker_killed_mid_traffic_loses_nothing(
         f"{len(model_server.requests) - CHATS * ROUNDS} extra model calls, "
         f"{balancer.skipped} balancer skips, longest wait for a reply {max(traffic.gaps):.2f} s"
     )
+
+
+async def api_chat(http: aiohttp.ClientSession, port: int, body: dict[str, Any]) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {API_TOKEN}"}
+    async with http.post(f"http://127.0.0.1:{port}/api/chat", json=body, headers=headers) as r:
+        answer: dict[str, Any] = await r.json()
+        assert r.status == 200, answer
+        return answer
+
+
+async def test_one_api_session_on_two_workers_answers_rounds_in_turn(
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+) -> None:
+    """Rounds 2 and 3 of one session sent to two workers at once (round 2's model call is
+    held while round 3 arrives at the other worker): both are answered, one after the other,
+    and the history strictly alternates user and assistant."""
+    async with cluster(tmp_path) as workers:
+        first, second = await start_webhook_workers(
+            workers, 2, bot_api, model_server, postgres_url, api=True
+        )
+        async with aiohttp.ClientSession() as http:
+            opened = await api_chat(http, first, {"message": "Plan a garden", "maxRounds": 3})
+            session = opened["sessionId"]
+            model_server.hold = asyncio.Event()
+            two = asyncio.create_task(
+                api_chat(http, first, {"message": "Clay soil", "sessionId": session})
+            )
+            await model_server.wait_requests(2, timeout=30)
+            three = asyncio.create_task(
+                api_chat(http, second, {"message": "Mostly shade", "sessionId": session})
+            )
+            await asyncio.sleep(0.5)  # lets it reach the session's lock; passes either way
+            model_server.hold.set()
+            answers = await asyncio.gather(two, three)
+        assert "Traceback" not in workers.logs()
+    assert [a["round"] for a in answers] == [2, 3], answers
+    [[rows]] = (await histories(postgres_url)).values()
+    assert [role for role, _ in rows] == ["user", "assistant"] * 3
+    users = [text for role, text in rows if role == "user"]
+    assert users == ["Plan a garden", "Clay soil", "Mostly shade"]
+    assert len(model_server.requests) == 3
+    last = model_server.requests[-1]["messages"]
+    assert [m["content"] for m in last if m["role"] != "system"] == [
+        text for _, text in rows[:-1]
+    ]  # round 3 was asked with round 2's reply in its history
+    assert any(FINAL_MARKER in m["content"] for m in last if m["role"] == "system")
