@@ -128,6 +128,17 @@ class Cluster:
         """Wait until every worker logged its start line."""
         await asyncio.gather(*(w.bot.logged("is running", timeout) for w in self.workers))
 
+    async def first_to_log(self, fragment: str, timeout: float = 30) -> Worker:  # noqa: ASYNC109
+        """The first worker whose log contains `fragment` (the logs are read every 20 ms)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for worker in self.workers:
+                if fragment in worker.log():
+                    return worker
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{fragment!r} never logged:\n{self.logs()}")
+            await asyncio.sleep(0.02)
+
     def logs(self) -> str:
         return "\n".join(f"--- {w.name}\n{w.log()}" for w in self.workers)
 

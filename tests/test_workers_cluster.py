@@ -259,3 +259,45 @@ async def test_one_api_session_on_two_workers_answers_rounds_in_turn(
         text for _, text in rows[:-1]
     ]  # round 3 was asked with round 2's reply in its history
     assert any(FINAL_MARKER in m["content"] for m in last if m["role"] == "system")
+
+
+LEADING = "polling: this worker polls Telegram for all workers"
+
+
+async def test_a_killed_polling_leader_is_replaced_and_no_update_is_lost(
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+) -> None:
+    """Two workers polling: one leads. Updates pushed, the leader killed -9 while the model
+    holds its first answer, more updates pushed: the other worker starts polling, and every update
+    is answered once (the ones the dead leader had queued or fetched included)."""
+    replies = Replies(bot_api)
+    chats = [FIRST_CHAT + n for n in range(10)]
+    async with cluster(tmp_path) as workers:
+        for _ in range(2):
+            env = worker_env(tmp_path, bot_api, model_server, postgres_url, webhook=False)
+            await workers.start(env)
+        await workers.running()
+        leader = await workers.first_to_log(LEADING)
+        [follower] = [w for w in workers.workers if w is not leader]
+        model_server.hold = asyncio.Event()  # no reply until the leader is dead
+        before = [question(chat, 1) for chat in chats[:5]]
+        for chat, text in zip(chats, before, strict=False):
+            bot_api.push_update(bot_api.text_message(chat, text, user_id=chat))
+        await model_server.wait_requests(1, timeout=30)  # the leader fetched and queued them
+        await leader.kill()
+        killed_at = time.monotonic()
+        model_server.hold.set()
+        after = [question(chat, 1) for chat in chats[5:]]
+        for chat, text in zip(chats[5:], after, strict=True):
+            bot_api.push_update(bot_api.text_message(chat, text, user_id=chat))
+        await follower.bot.logged(LEADING)
+        took_over = time.monotonic() - killed_at
+        for chat, text in zip(chats, before + after, strict=True):
+            await replies.first_line(chat, f"Reply to: {text}")
+        assert "Traceback" not in follower.log(), follower.log()
+    for chat, text in zip(chats, before + after, strict=True):
+        assert replies.first_lines(chat).count(f"Reply to: {text}") == 1
+    print(f"\npolling leader killed -9: the other worker polled {took_over:.2f} s later")
