@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 
 from tests.cluster_harness import (
     API_TOKEN,
@@ -301,3 +302,41 @@ async def test_a_killed_polling_leader_is_replaced_and_no_update_is_lost(
     for chat, text in zip(chats, before + after, strict=True):
         assert replies.first_lines(chat).count(f"Reply to: {text}") == 1
     print(f"\npolling leader killed -9: the other worker polled {took_over:.2f} s later")
+
+
+async def test_workers_starting_together_on_an_empty_schema_all_come_up(
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+) -> None:
+    """Three workers started at once on an empty schema: each migration is applied by
+    exactly one of them, once, and all three answer /healthz with 200."""
+    async with cluster(tmp_path) as workers:
+        ports = [free_port() for _ in range(3)]
+        envs = [
+            worker_env(tmp_path, bot_api, model_server, postgres_url, port=port, api=True)
+            for port in ports
+        ]
+        for env, port in zip(envs, ports, strict=True):
+            await workers.start(env, port)
+        await workers.running()
+        async with aiohttp.ClientSession() as http:
+            for port in ports:
+                async with http.get(f"http://127.0.0.1:{port}/healthz") as response:
+                    assert response.status == 200, await response.text()
+        logs = workers.logs()
+        assert "Traceback" not in logs, logs
+    applied = [
+        name.strip()
+        for line in logs.splitlines()
+        if "database migrated:" in line
+        for name in line.split("database migrated:", 1)[1].split(",")
+    ]
+    db = await asyncpg.connect(postgres_url)
+    try:
+        recorded = [r["name"] for r in await db.fetch("SELECT name FROM schema_migrations")]
+    finally:
+        await db.close()
+    assert sorted(applied) == sorted(recorded)  # each applied once, by one worker
+    assert len(recorded) >= 4
