@@ -138,9 +138,9 @@ async def postgres_async(
     bench = PostgresBench(
         procs, scratch, seconds=args.seconds, chats=args.chats, idle_rounds=args.idle_rounds
     )
-    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in args.kinds.split(",")}
     for n in range(1, max(args.pairs, 1) + 1):
-        for kind in KINDS:
+        for kind in args.kinds.split(","):
             runs[kind].append(await bench.run(kind))
             last = runs[kind][-1]
             print(
@@ -245,6 +245,11 @@ def main() -> int:
         action="store_true",
         help="only the PostgreSQL phase: SQLite vs one and two workers on PostgreSQL "
         "(a fresh schema in TEST_DATABASE_URL, dropped afterwards)",
+    )
+    parser.add_argument(
+        "--kinds",
+        default=",".join(KINDS),
+        help=f"with --postgres: the runs in each set, of {', '.join(KINDS)}",
     )
     args = parser.parse_args()
     started = time.time()

@@ -3,12 +3,15 @@
 The benchmark's only view into the store's round trips from the client side. Counting is
 done by wrapping the drivers in this process (nothing in storage/ changes):
 - SQLite: each statement SQLite runs (a trace callback on every connection, BEGIN, COMMIT
-  and SAVEPOINTs included) and each hop to an aiosqlite connection's thread;
+  and SAVEPOINTs included), each store operation submitted (`storage.batch.Batcher.run`)
+  and each hop to an aiosqlite connection's thread (one per batch of operations);
 - PostgreSQL (asyncpg): each request sent — a statement with arguments, a simple query
   (BEGIN, COMMIT, the pool's reset on release, LISTEN), an executemany.
 
 Invariant: the counts are written to `BENCH_COUNTS_FILE` as JSON (replaced whole, about
 ten times a second), so a reader always sees a complete snapshot, at most 0.1 s old.
+With `BENCH_PROFILE=<path>` the process runs under cProfile and writes its stats there
+when it stops.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from functools import wraps
 from pathlib import Path
 from typing import Any
 
-COUNTS: Counter[str] = Counter()  # "sqlite", "sqlite_hops", "pg"
+COUNTS: Counter[str] = Counter()  # "sqlite", "sqlite_hops", "sqlite_ops", "pg"
 STATEMENTS: Counter[str] = Counter()  # "<driver>: <normalised statement>"
 _guard = threading.Lock()
 
@@ -64,6 +67,18 @@ def _count_sqlite() -> None:
         return await hop(self, fn, *args, **kwargs)
 
     aiosqlite.core.Connection._execute = counted_hop  # type: ignore[method-assign]
+
+    from storage.batch import Batcher
+
+    submit = Batcher.run
+
+    @wraps(submit)
+    async def counted_submit(self: Any, op: Any) -> Any:
+        with _guard:
+            COUNTS["sqlite_ops"] += 1
+        return await submit(self, op)
+
+    Batcher.run = counted_submit  # type: ignore[method-assign]
 
 
 def _count_asyncpg() -> None:
@@ -110,7 +125,16 @@ def main() -> int:
         threading.Thread(target=_write_counts, args=(Path(out),), daemon=True).start()
     from app.cli import main as cli_main
 
-    return cli_main(["run"])
+    profile_to = os.environ.get("BENCH_PROFILE")
+    if not profile_to:
+        return cli_main(["run"])
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(cli_main, ["run"])
+    finally:
+        profiler.dump_stats(profile_to)
 
 
 if __name__ == "__main__":

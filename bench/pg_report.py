@@ -14,9 +14,11 @@ ROWS: list[tuple[str, tuple[str, ...], str]] = [
     ("workers' CPU per round, ms", ("cpu_ms_per_round",), "{:.2f}"),
     ("PostgreSQL backends' CPU per round, ms", ("pg_backend_cpu_ms_per_round",), "{:.2f}"),
     ("SQLite statements per round", ("client_per_round", "sqlite"), "{:.1f}"),
+    ("SQLite store operations per round", ("client_per_round", "sqlite_ops"), "{:.1f}"),
     ("SQLite thread hops per round", ("client_per_round", "sqlite_hops"), "{:.1f}"),
     ("PostgreSQL requests per round (client)", ("client_per_round", "pg"), "{:.1f}"),
     ("PostgreSQL transactions per round (server)", ("pg_xacts_per_round",), "{:.1f}"),
+    ("connections open after the load (all workers)", ("pg_connections",), "{:.0f}"),
     ("WAL bytes per round (whole server)", ("pg_wal_bytes_per_round",), "{:.0f}"),
 ]
 

@@ -113,6 +113,7 @@ class PostgresBench:
                 "MAX_ROUNDS_LIMIT": "20",
                 "LOG_LEVEL": "INFO",
                 "BENCH_COUNTS_FILE": str(path),
+                **profiled(path),
                 **env,
             }
             bots.append(
@@ -160,6 +161,12 @@ class PostgresBench:
         if admin is not None:
             snap.update(await settled_server_stats(admin, tag))
         return snap
+
+
+def profiled(counts: Path) -> dict[str, str]:
+    """With BENCH_PROFILE_DIR set, each worker writes its cProfile stats there."""
+    folder = os.environ.get("BENCH_PROFILE_DIR")
+    return {"BENCH_PROFILE": str(Path(folder) / (counts.stem + ".prof"))} if folder else {}
 
 
 async def all_running(bots: list[Child], timeout: float = 30.0) -> bool:  # noqa: ASYNC109
@@ -246,6 +253,7 @@ def per_round_deltas(before: dict[str, Any], after: dict[str, Any], rounds: int)
     }
     if "xacts" in after:
         out["pg_xacts_per_round"] = (after["xacts"] - before["xacts"]) / rounds
+        out["pg_connections"] = len(after["backend_cpu"])  # all workers', once the load ended
         out["pg_wal_bytes_per_round"] = (after["wal_bytes"] - before["wal_bytes"]) / rounds
         cpu0 = before["backend_cpu"]
         out["pg_backend_cpu_ms_per_round"] = (
