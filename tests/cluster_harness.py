@@ -7,6 +7,9 @@ Invariants:
   that worker's status; a worker it cannot reach (refused, reset, hung up) is skipped for
   the next, as a real balancer does with a dead backend, so an update is only refused when
   no worker takes it;
+- advisory locks (chat locks, inbox claims, the polling leadership) are database-wide, not
+  per schema: each test takes chat ids (`chat_ids`) and a bot token (`unique_token`) of its
+  own, so test runs sharing the database never wait on each other's locks;
 - `Replies` reads the fake Bot API's calls once each, in order: waiting for many chats costs
   one scan per new call, not one per waiter.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import secrets
 import socket
 import subprocess
 import sys
@@ -45,6 +49,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def unique_token() -> str:
+    """A bot token of this test alone (the polling leadership lock is named after its id)."""
+    return f"{secrets.randbelow(10**9) + 10**9}:TEST-TOKEN"
+
+
+def chat_ids(count: int) -> list[int]:
+    """`count` private chat ids no other test run uses (their chat locks are their own)."""
+    first = (secrets.randbelow(10**6) + 1) * 1000
+    return list(range(first, first + count))
+
+
 def worker_env(
     home: Path,
     bot_api: FakeBotApi,
@@ -54,10 +69,11 @@ def worker_env(
     port: int | None = None,
     webhook: bool = True,
     api: bool = False,
+    token: str = TOKEN,
 ) -> dict[str, str]:
     """A worker's settings: webhook mode on `port` (or polling), the API when asked."""
     values = {
-        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "TELEGRAM_BOT_TOKEN": token,
         "TELEGRAM_API_BASE_URL": bot_api.base_url,
         "OPENAI_API_KEY": "test-key",
         "OPENAI_BASE_URL": model_server.base_url,

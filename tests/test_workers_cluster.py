@@ -22,10 +22,12 @@ from tests.cluster_harness import (
     Cluster,
     LoadBalancer,
     Replies,
+    chat_ids,
     cluster,
     free_port,
     histories,
     post_update,
+    unique_token,
     worker_env,
 )
 from tests.fakes.bot_api import FakeBotApi
@@ -36,7 +38,6 @@ CHATS = 100
 ROUNDS = 3
 MODEL_SECONDS = 0.2
 FINAL_MARKER = "IMPORTANT: This is the last round of the consultation"  # final_round.mustache
-FIRST_CHAT = 70_000
 
 
 def question(chat: int, round_: int) -> str:
@@ -47,6 +48,7 @@ def question(chat: int, round_: int) -> str:
 class Traffic:
     """What the test users sent and saw, for the assertions and the printed figures."""
 
+    chats: list[int] = field(default_factory=lambda: chat_ids(CHATS))
     sent: int = 0
     gaps: list[float] = field(default_factory=list)  # per message: POST to its reply
     round_one_done: int = 0
@@ -76,7 +78,7 @@ async def converse(url: str, bot_api: FakeBotApi, replies: Replies, traffic: Tra
 
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
-        await asyncio.gather(*(chat(FIRST_CHAT + n) for n in range(CHATS)))
+        await asyncio.gather(*(chat(chat_id) for chat_id in traffic.chats))
 
 
 async def start_webhook_workers(
@@ -96,28 +98,29 @@ async def start_webhook_workers(
     return ports
 
 
-def delivered_twice(replies: Replies) -> int:
+def reply_lines(replies: Replies, chat_id: int) -> list[str]:
+    return [line for line in replies.first_lines(chat_id) if line.startswith("Reply to: ")]
+
+
+def delivered_twice(replies: Replies, chats: list[int]) -> int:
     """Replies the users saw more than once (a reply sent, its update handled again)."""
-    extra = 0
-    for n in range(CHATS):
-        lines = [line for line in replies.first_lines(FIRST_CHAT + n) if line.startswith("Reply")]
-        extra += len(lines) - len(set(lines))
-    return extra
+    return sum(
+        len(reply_lines(replies, chat)) - len(set(reply_lines(replies, chat))) for chat in chats
+    )
 
 
-def assert_answered_once_each(replies: Replies) -> None:
-    for n in range(CHATS):
-        chat_id = FIRST_CHAT + n
-        lines = [line for line in replies.first_lines(chat_id) if line.startswith("Reply")]
+def assert_answered_once_each(replies: Replies, chats: list[int]) -> None:
+    for chat_id in chats:
+        lines = reply_lines(replies, chat_id)
         assert lines == [f"Reply to: {question(chat_id, r)}" for r in range(1, ROUNDS + 1)]
 
 
-async def assert_histories_in_order(database_url: str) -> None:
+async def assert_histories_in_order(database_url: str, chats: list[int]) -> None:
     """One consultation per chat: user and assistant strictly alternating, in round order,
     each message stored once."""
     found = await histories(database_url)
-    for n in range(CHATS):
-        chat_id = FIRST_CHAT + n
+    assert len(found) == len(chats)
+    for chat_id in chats:
         [rows] = found[f"tg:{chat_id}"]
         assert [role for role, _ in rows] == ["user", "assistant"] * ROUNDS, rows
         asked = [question(chat_id, r) for r in range(1, ROUNDS + 1)]
@@ -157,8 +160,8 @@ async def test_three_workers_behind_a_load_balancer_answer_every_message_once(
         assert all(balancer.forwarded[port] > 0 for port in ports), balancer.forwarded
         assert "Traceback" not in workers.logs()
     assert traffic.sent == CHATS * ROUNDS
-    assert_answered_once_each(replies)
-    await assert_histories_in_order(postgres_url)
+    assert_answered_once_each(replies, traffic.chats)
+    await assert_histories_in_order(postgres_url, traffic.chats)
     assert_final_round_instructed(model_server)
     assert len(model_server.requests) == CHATS * ROUNDS
     print(
@@ -198,12 +201,9 @@ async def test_a_worker_killed_mid_traffic_loses_nothing(
         survivors = "\n".join(w.log() for w in workers.workers if w is not victim)
         assert "Traceback" not in survivors, survivors
     assert traffic.sent == CHATS * ROUNDS
-    await assert_histories_in_order(postgres_url)  # each chat's rows once, in order
-    twice = delivered_twice(replies)
-    answered = sum(
-        len({line for line in replies.first_lines(FIRST_CHAT + n) if line.startswith("Reply")})
-        for n in range(CHATS)
-    )
+    await assert_histories_in_order(postgres_url, traffic.chats)  # each row once, in order
+    twice = delivered_twice(replies, traffic.chats)
+    answered = sum(len(set(reply_lines(replies, chat))) for chat in traffic.chats)
     assert answered == CHATS * ROUNDS
     print(
         f"\nkill -9 of one of 3 workers {killed_at - started:.2f} s in: {traffic.sent} "
@@ -275,10 +275,13 @@ async def test_a_killed_polling_leader_is_replaced_and_no_update_is_lost(
     holds its first answer, more updates pushed: the other worker starts polling, and every update
     is answered once (the ones the dead leader had queued or fetched included)."""
     replies = Replies(bot_api)
-    chats = [FIRST_CHAT + n for n in range(10)]
+    chats = chat_ids(10)
+    token = unique_token()
     async with cluster(tmp_path) as workers:
         for _ in range(2):
-            env = worker_env(tmp_path, bot_api, model_server, postgres_url, webhook=False)
+            env = worker_env(
+                tmp_path, bot_api, model_server, postgres_url, webhook=False, token=token
+            )
             await workers.start(env)
         await workers.running()
         leader = await workers.first_to_log(LEADING)
