@@ -33,6 +33,7 @@ import asyncpg
 
 from core.errors import StoreUnavailable
 from storage.faults import DatabaseUnusable
+from storage.pg_schema import keep_session
 from storage.updates import KEEP_IDS, KEEP_SECONDS
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class PostgresInbox:
         try:
             pool = await asyncpg.create_pool(
                 url,
+                reset=keep_session,
                 min_size=1,
                 max_size=pool_size,
                 timeout=CONNECT_TIMEOUT,

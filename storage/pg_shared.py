@@ -30,7 +30,7 @@ import asyncpg
 from core.errors import StoreUnavailable
 from storage.faults import DatabaseUnusable
 from storage.pg_locks import lock_id
-from storage.pg_schema import migrate
+from storage.pg_schema import keep_session, migrate
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ async def open_shared_pool(url: str, *, size: int = 5) -> asyncpg.Pool:
     try:
         pool = await asyncpg.create_pool(
             url,
+            reset=keep_session,
             min_size=1,
             max_size=size,
             timeout=10,

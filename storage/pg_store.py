@@ -44,7 +44,7 @@ from core.models import (
 )
 from storage.faults import DatabaseUnusable
 from storage.idempotency import KeyRecord
-from storage.pg_schema import migrate
+from storage.pg_schema import keep_session, migrate
 from storage.updates import KEEP_IDS, KEEP_SECONDS
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,7 @@ class PostgresStore:
         try:
             pool = await asyncpg.create_pool(
                 url,
+                reset=keep_session,
                 min_size=1,
                 max_size=pool_size,
                 timeout=CONNECT_TIMEOUT,
