@@ -41,6 +41,7 @@ from tests.test_entrypoint import BotProcess, clean_env
 SECRET = "cluster-webhook-secret"
 PATH = "/telegram/webhook"
 API_TOKEN = "cluster-api-token"
+POOL_SIZE = 3
 
 
 def free_port() -> int:
@@ -80,6 +81,9 @@ def worker_env(
         "LLM_MODEL": "test-model",
         "LLM_MAX_RETRIES": "0",
         "DATABASE_URL": database_url,
+        # Few connections per worker: the database's 100 are shared by every test run on
+        # this machine, and a worker past the limit answers "try again later".
+        "DATABASE_POOL_SIZE": str(POOL_SIZE),
         "USER_RATE_LIMIT_PER_MINUTE": "0",
         "API_HOST": "127.0.0.1",
     }
@@ -154,6 +158,16 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{fragment!r} never logged:\n{self.logs()}")
             await asyncio.sleep(0.02)
+
+    def warnings(self, most: int = 20) -> str:
+        """The workers' first WARNING and ERROR lines (what to read when a reply is missing)."""
+        lines = [
+            f"{w.name}: {line}"
+            for w in self.workers
+            for line in w.log().splitlines()
+            if " WARNING " in line or " ERROR " in line
+        ]
+        return "\n".join(lines[:most])
 
     def logs(self) -> str:
         return "\n".join(f"--- {w.name}\n{w.log()}" for w in self.workers)
@@ -277,7 +291,8 @@ class Replies:
                 if sent.text.split("\n", 1)[0] == line:
                     return sent
             if time.monotonic() > deadline:
-                raise AssertionError(f"chat {chat_id}: never sent {line!r}")
+                got = [s.text.split("\n", 1)[0] for s in self.by_chat.get(chat_id, [])]
+                raise AssertionError(f"chat {chat_id}: never sent {line!r}; sent {got}")
             await asyncio.sleep(0.02)
 
 

@@ -61,8 +61,11 @@ class Traffic:
             self.round_one.set()
 
 
-async def converse(url: str, bot_api: FakeBotApi, replies: Replies, traffic: Traffic) -> None:
-    """Every chat at once; each sends its next round only once the last one was answered."""
+async def converse(
+    workers: Cluster, url: str, bot_api: FakeBotApi, replies: Replies, traffic: Traffic
+) -> None:
+    """Every chat at once; each sends its next round only once the last one was answered.
+    A reply that never comes fails the test with the workers' warnings."""
 
     async def chat(chat_id: int) -> None:
         for round_ in range(1, ROUNDS + 1):
@@ -78,7 +81,10 @@ async def converse(url: str, bot_api: FakeBotApi, replies: Replies, traffic: Tra
 
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
-        await asyncio.gather(*(chat(chat_id) for chat_id in traffic.chats))
+        try:
+            await asyncio.gather(*(chat(chat_id) for chat_id in traffic.chats))
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nthe workers' warnings:\n{workers.warnings()}") from None
 
 
 async def start_webhook_workers(
@@ -156,7 +162,7 @@ async def test_three_workers_behind_a_load_balancer_answer_every_message_once(
     async with cluster(tmp_path) as workers:
         ports = await start_webhook_workers(workers, 3, bot_api, model_server, postgres_url)
         async with LoadBalancer(ports) as balancer:
-            await converse(balancer.url, bot_api, replies, traffic)
+            await converse(workers, balancer.url, bot_api, replies, traffic)
         assert all(balancer.forwarded[port] > 0 for port in ports), balancer.forwarded
         assert "Traceback" not in workers.logs()
     assert traffic.sent == CHATS * ROUNDS
@@ -194,7 +200,7 @@ async def test_a_worker_killed_mid_traffic_loses_nothing(
         async with LoadBalancer(ports) as balancer:
             started = time.monotonic()
             killer = asyncio.create_task(kill_after_a_third())
-            await converse(balancer.url, bot_api, replies, traffic)
+            await converse(workers, balancer.url, bot_api, replies, traffic)
             killed_at = await killer
         assert not victim.alive
         assert balancer.skipped > 0  # the dead worker was tried, and passed over
