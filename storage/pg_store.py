@@ -59,9 +59,12 @@ _CONSULTATION_COLUMNS = (
     "id, chat_key, status, max_rounds, current_round, initial_request, role,"
     " system_prompt, options, created_at, last_activity_at, started_by"
 )
-_SELECT_MESSAGES = (
-    "SELECT role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated,"
-    " turn_id FROM messages WHERE consultation_id = $1 ORDER BY seq"
+# A consultation row with its messages, in one statement (so from one snapshot, in one
+# round trip): `select` yields consultation columns; its messages come as an array of rows.
+_WITH_MESSAGES = (
+    "SELECT found.*, ARRAY(SELECT ROW(m.role, m.text, m.created_at, m.author, m.prompt_tokens,"
+    " m.completion_tokens, m.tokens_estimated, m.turn_id) FROM messages m"
+    " WHERE m.consultation_id = found.id ORDER BY m.seq) AS messages FROM ({select}) AS found"
 )
 # The consultation of the chat holding a user message with a turn id (found through the
 # partial index on turn_id; an update is handled in one chat, so at most one matches).
@@ -163,15 +166,7 @@ class PostgresStore:
     async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
         """The consultation holding the turn and its reply, from one snapshot."""
 
-        async def find(connection: asyncpg.Connection) -> Consultation | None:
-            async with connection.transaction(isolation="repeatable_read", readonly=True):
-                row = await connection.fetchrow(_SELECT_TURN, turn_id, chat_key)
-                if row is None:
-                    return None
-                messages = await connection.fetch(_SELECT_MESSAGES, row["id"])
-            return _consultation(row, messages)
-
-        consultation = await self._call(find)
+        consultation = await self._load(_SELECT_TURN, turn_id, chat_key)
         return None if consultation is None else locate_turn(consultation, turn_id)
 
     async def latest_status(self, chat_key: str) -> Status | None:
@@ -434,18 +429,11 @@ class PostgresStore:
 
     # -- plumbing ------------------------------------------------------------------------
 
-    async def _load(self, select: str, key: str) -> Consultation | None:
-        """The consultation and its messages from one snapshot (a repeatable-read transaction)."""
-
-        async def load(connection: asyncpg.Connection) -> Consultation | None:
-            async with connection.transaction(isolation="repeatable_read", readonly=True):
-                row = await connection.fetchrow(select, key)
-                if row is None:
-                    return None
-                messages = await connection.fetch(_SELECT_MESSAGES, row["id"])
-            return _consultation(row, messages)
-
-        return await self._call(load)
+    async def _load(self, select: str, *args: object) -> Consultation | None:
+        """The consultation `select` finds and its messages: one statement, so one snapshot
+        and one round trip."""
+        row = await self._call(lambda c: c.fetchrow(_WITH_MESSAGES.format(select=select), *args))
+        return None if row is None else _consultation(row)
 
     async def _write(
         self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, consultation: str = ""
@@ -526,7 +514,10 @@ def _message_values(m: Message) -> tuple[Any, ...]:
     )
 
 
-def _consultation(row: asyncpg.Record, messages: list[asyncpg.Record]) -> Consultation:
+def _consultation(row: asyncpg.Record) -> Consultation:
+    """A row of `_WITH_MESSAGES`: the consultation's columns, then its messages as rows of
+    (role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated,
+    turn_id)."""
     return Consultation(
         id=row["id"],
         chat_key=row["chat_key"],
@@ -542,18 +533,16 @@ def _consultation(row: asyncpg.Record, messages: list[asyncpg.Record]) -> Consul
         started_by=row["started_by"],
         messages=[
             Message(
-                role=Role(m["role"]),
-                text=m["text"],
-                created_at=m["created_at"],
-                author=m["author"],
-                usage=None
-                if m["prompt_tokens"] is None
-                else Usage(
-                    m["prompt_tokens"], m["completion_tokens"] or 0, bool(m["tokens_estimated"])
-                ),
-                turn_id=m["turn_id"],
+                role=Role(role),
+                text=text,
+                created_at=created_at,
+                author=author,
+                usage=None if prompt is None else Usage(prompt, completion or 0, bool(estimated)),
+                turn_id=turn_id,
             )
-            for m in messages
+            for role, text, created_at, author, prompt, completion, estimated, turn_id in row[
+                "messages"
+            ]
         ],
     )
 
