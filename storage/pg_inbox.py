@@ -3,8 +3,9 @@
 Invariants:
 - An update id is accepted at most once, ever: `put` records the id in `telegram_updates`
   (the table the webhook's de-duplication uses) and queues the row in the same
-  transaction, so a redelivery is refused while the row waits AND after it was handled
-  and deleted (a new polling leader fetches again what the old one had not acknowledged).
+  statement (one round trip, one transaction), so a redelivery is refused while the row
+  waits AND after it was handled and deleted (a new polling leader fetches again what
+  the old one had not acknowledged).
   The ids are kept as long as the store keeps them (`storage.updates` bounds).
 - A row stays until `done` deletes it: a worker that dies mid-update leaves its row for
   another worker (at least once).
@@ -101,26 +102,20 @@ class PostgresInbox:
 
     async def put(self, update_id: int, chat_key: str, payload: str) -> bool:
         """Queue an update for its chat; False (nothing queued) for an id seen before."""
-
-        async def put(connection: asyncpg.Connection) -> bool:
-            if not await _record(connection, update_id):
-                return False
-            await connection.execute(
-                "INSERT INTO inbox (update_id, chat_key, payload, received_at)"
-                " VALUES ($1, $2, $3, $4)",
-                update_id,
-                chat_key,
-                payload,
-                time.time(),
+        queued = await self._call(
+            lambda c: c.fetchval(
+                _PUT, update_id, time.time(), KEEP_SECONDS, KEEP_IDS, chat_key, payload,
+                self._channel,
             )
-            await connection.execute("SELECT pg_notify($1, $2)", self._channel, chat_key)
-            return True
-
-        return await self._transaction(put)
+        )  # fmt: skip
+        return bool(queued)
 
     async def remember(self, update_id: int) -> bool:
         """Record an update handled without queueing it; False for an id seen before."""
-        return await self._transaction(lambda c: _record(c, update_id))
+        new = await self._call(
+            lambda c: c.fetchval(_REMEMBER, update_id, time.time(), KEEP_SECONDS, KEEP_IDS)
+        )
+        return bool(new)
 
     async def pending_chats(self, exclude: Collection[str] = (), limit: int = 100) -> list[str]:
         """Chats with waiting rows, the one whose oldest row is oldest first."""
@@ -182,32 +177,25 @@ class PostgresInbox:
         except _UNAVAILABLE as error:
             raise StoreUnavailable(f"the inbox is unavailable ({error})") from error
 
-    async def _transaction(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        async def in_transaction(connection: asyncpg.Connection) -> T:
-            async with connection.transaction():
-                return await work(connection)
-
-        return await self._call(in_transaction)
-
 
 def channel_of(schema: str) -> str:
     """The notification channel of the inbox in `schema` (short enough for any schema name)."""
     return CHANNEL_PREFIX + hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
 
 
-async def _record(connection: asyncpg.Connection, update_id: int) -> bool:
-    """Record `update_id` as received (pruning ids past the kept bounds); True if new."""
-    now = time.time()
-    new = await connection.fetchval(
-        "INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
-        " ON CONFLICT (update_id) DO NOTHING RETURNING 1",
-        update_id,
-        now,
-    )
-    await connection.execute(
-        "DELETE FROM telegram_updates WHERE received_at < $1", now - KEEP_SECONDS
-    )
-    await connection.execute(
-        "DELETE FROM telegram_updates WHERE update_id <= $1", update_id - KEEP_IDS
-    )
-    return new is not None
+_RECORD = (
+    # Record the id as received ($1 id, $2 now), pruning ids past the kept bounds ($3 seconds,
+    # $4 ids). Every data-modifying part of a WITH runs, read or not, in one transaction.
+    "WITH recorded AS (INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
+    " ON CONFLICT (update_id) DO NOTHING RETURNING update_id),"
+    " too_old AS (DELETE FROM telegram_updates WHERE received_at < $2 - $3),"
+    " too_far AS (DELETE FROM telegram_updates WHERE update_id <= $1 - $4)"
+)
+_REMEMBER = f"{_RECORD} SELECT count(*) FROM recorded"
+_PUT = (
+    # ... then queue the row ($5 chat key, $6 payload) only if the id was new, and announce
+    # it on the channel ($7) at commit.
+    f"{_RECORD}, queued AS (INSERT INTO inbox (update_id, chat_key, payload, received_at)"
+    " SELECT update_id, $5, $6, $2 FROM recorded RETURNING chat_key)"
+    " SELECT count(pg_notify($7, chat_key)) FROM queued"
+)
