@@ -33,8 +33,7 @@ from typing import Any, NamedTuple, TypeVar
 import asyncpg
 
 from core.errors import StoreUnavailable
-from storage.faults import DatabaseUnusable
-from storage.pg_schema import keep_session
+from storage.pg_pool import CONNECT_TIMEOUT, UNAVAILABLE, call, open_pool
 from storage.updates import KEEP_IDS, KEEP_SECONDS
 
 log = logging.getLogger(__name__)
@@ -42,17 +41,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CHANNEL_PREFIX = "consult_inbox_"
-CONNECT_TIMEOUT = 10.0
-COMMAND_TIMEOUT = 30.0
-_UNAVAILABLE = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.InsufficientResourcesError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.CannotConnectNowError,
-)
 
 
 class Row(NamedTuple):
@@ -75,17 +63,7 @@ class PostgresInbox:
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 4) -> PostgresInbox:
-        try:
-            pool = await asyncpg.create_pool(
-                url,
-                reset=keep_session,
-                min_size=1,
-                max_size=pool_size,
-                timeout=CONNECT_TIMEOUT,
-                command_timeout=COMMAND_TIMEOUT,
-            )
-        except (TimeoutError, OSError, asyncpg.PostgresError, ValueError) as error:
-            raise DatabaseUnusable(f"the inbox cannot connect to PostgreSQL: {error}") from None
+        pool = await open_pool(url, size=pool_size, purpose="inbox")
         try:
             schema = await pool.fetchval("SELECT current_schema()")
         except BaseException:
@@ -162,7 +140,7 @@ class PostgresInbox:
         try:
             listener = await asyncpg.connect(self._url, timeout=CONNECT_TIMEOUT)
             await listener.add_listener(self._channel, self._notified)
-        except _UNAVAILABLE as error:
+        except UNAVAILABLE as error:
             raise StoreUnavailable(f"the inbox cannot listen ({error})") from error
         self._listener = listener
 
@@ -171,11 +149,7 @@ class PostgresInbox:
             self._callback(payload)
 
     async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        try:
-            async with self._pool.acquire() as connection:
-                return await work(connection)
-        except _UNAVAILABLE as error:
-            raise StoreUnavailable(f"the inbox is unavailable ({error})") from error
+        return await call(self._pool, work, "inbox")
 
 
 def channel_of(schema: str) -> str:

@@ -183,14 +183,3 @@ async def migrate(connection: asyncpg.Connection) -> list[str]:
 async def applied_migrations(connection: asyncpg.Connection) -> list[str]:
     rows = await connection.fetch("SELECT name FROM schema_migrations ORDER BY name")
     return [row["name"] for row in rows]
-
-
-async def keep_session(connection: asyncpg.Connection) -> None:
-    """The `reset` of this package's pools: nothing beyond what asyncpg always does.
-
-    asyncpg always rolls back a transaction left open when a connection goes back to
-    its pool. Its default reset adds one more round trip per release (unlock advisory
-    locks, close cursors, UNLISTEN, RESET ALL) for session state these pools never
-    create: their advisory locks are transaction-scoped, they open no cursors outside
-    a transaction, and listening and session locks use connections of their own.
-    """

@@ -28,9 +28,8 @@ from typing import TypeVar
 import asyncpg
 
 from core.errors import StoreUnavailable
-from storage.faults import DatabaseUnusable
 from storage.pg_locks import lock_id
-from storage.pg_schema import keep_session, migrate
+from storage.pg_pool import UNAVAILABLE, call, open_pool
 
 log = logging.getLogger(__name__)
 
@@ -42,48 +41,26 @@ UNDELIVERED_KEEP = 24 * 3600.0
 """A reply not delivered within a day is dropped (it stays in the consultation's history)."""
 FLOOD_REFRESH_SECONDS = 0.5
 """How stale a worker's view of the other workers' flood waits may be."""
-_UNAVAILABLE = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.InsufficientResourcesError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.CannotConnectNowError,
-)
 
 
 async def open_shared_pool(url: str, *, size: int = 5) -> asyncpg.Pool:
-    """A small pool for the shared state; applies missing migrations like the store does."""
-    try:
-        pool = await asyncpg.create_pool(
-            url,
-            reset=keep_session,
-            min_size=1,
-            max_size=size,
-            timeout=10,
-            # Losing the last writes of this state in a database crash is harmless (a limit
-            # or a pause a little short; an undelivered reply is still in the history), so
-            # commits do not wait for the disk.
-            server_settings={"synchronous_commit": "off"},
-        )
-    except (TimeoutError, OSError, asyncpg.PostgresError, ValueError) as error:
-        raise DatabaseUnusable(f"cannot connect to PostgreSQL: {error}") from None
-    try:
-        async with pool.acquire() as connection:
-            await migrate(connection)
-    except BaseException:
-        await pool.close()
-        raise
-    return pool
+    """A small pool for the shared state; applies missing migrations like the store does.
+
+    Losing the last writes of this state in a database crash is harmless (a limit or a
+    pause a little short; an undelivered reply is still in the history), so its commits
+    do not wait for the disk.
+    """
+    return await open_pool(
+        url,
+        size=size,
+        purpose="shared state",
+        migrated=True,
+        server_settings={"synchronous_commit": "off"},
+    )
 
 
 async def _call(pool: asyncpg.Pool, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-    try:
-        async with pool.acquire() as connection:
-            return await work(connection)
-    except _UNAVAILABLE as error:
-        raise StoreUnavailable(f"the database is unavailable ({error})") from error
+    return await call(pool, work)
 
 
 # -- rate limits ----------------------------------------------------------------------------
@@ -338,7 +315,7 @@ async def try_exclusive(pool: asyncpg.Pool, name: str) -> AsyncIterator[bool]:
             )
             inside = True
             yield mine
-    except _UNAVAILABLE as error:
+    except UNAVAILABLE as error:
         if inside:  # the block's own failure, not the lock's
             raise
         raise StoreUnavailable(f"the database is unavailable ({error})") from error

@@ -19,8 +19,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -35,35 +33,32 @@ from core.models import (
     ChatSettings,
     Consultation,
     Message,
-    ModelOptions,
-    Role,
     Status,
     TurnRecord,
-    Usage,
     locate_turn,
 )
-from storage.faults import DatabaseUnusable
 from storage.idempotency import KeyRecord
-from storage.pg_schema import keep_session, migrate
+from storage.pg_pool import UNAVAILABLE, call, open_pool
+from storage.rows import (
+    CONSULTATION_COLUMNS,
+    MESSAGE_INSERT_COLUMNS,
+    MESSAGE_READ_COLUMNS,
+    consultation_from_row,
+    consultation_values,
+    message_values,
+)
 from storage.updates import KEEP_IDS, KEEP_SECONDS
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-CONNECT_TIMEOUT = 10.0
-COMMAND_TIMEOUT = 30.0
 PING_TIMEOUT = 2.0
 
-_CONSULTATION_COLUMNS = (
-    "id, chat_key, status, max_rounds, current_round, initial_request, role,"
-    " system_prompt, options, created_at, last_activity_at, started_by"
-)
 # A consultation row with its messages, in one statement (so from one snapshot, in one
 # round trip): `select` yields consultation columns; its messages come as an array of rows.
 _WITH_MESSAGES = (
-    "SELECT found.*, ARRAY(SELECT ROW(m.role, m.text, m.created_at, m.author, m.prompt_tokens,"
-    " m.completion_tokens, m.tokens_estimated, m.turn_id) FROM messages m"
+    f"SELECT found.*, ARRAY(SELECT ROW({MESSAGE_READ_COLUMNS}) FROM messages m"
     " WHERE m.consultation_id = found.id ORDER BY m.seq) AS messages FROM ({select}) AS found"
 )
 # The consultation of the chat holding a user message with a turn id (found through the
@@ -75,22 +70,10 @@ _SELECT_TURN = (
     " WHERE m.turn_id = $1 AND m.role = 'user' AND c.chat_key = $2"
     " ORDER BY c.created_at DESC LIMIT 1"
 )
-_INSERT_MESSAGE = (
-    "INSERT INTO messages (consultation_id, seq, role, author, text, created_at,"
-    " prompt_tokens, completion_tokens, tokens_estimated, turn_id)"
-)
+_INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
 _APPEND_MESSAGE = (
     f"{_INSERT_MESSAGE} SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8, $9"
     " FROM messages WHERE consultation_id = $1"
-)
-_UNAVAILABLE = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.InsufficientResourcesError,  # disk full, out of memory, too many connections
-    asyncpg.exceptions.OperatorInterventionError,  # shutdown, cancelled by an admin
-    asyncpg.exceptions.CannotConnectNowError,
 )
 
 
@@ -108,26 +91,7 @@ class PostgresStore:
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 10) -> PostgresStore:
         """Connect, apply missing migrations (one process at a time) and return the store."""
-        try:
-            pool = await asyncpg.create_pool(
-                url,
-                reset=keep_session,
-                min_size=1,
-                max_size=pool_size,
-                timeout=CONNECT_TIMEOUT,
-                command_timeout=COMMAND_TIMEOUT,
-            )
-        except (TimeoutError, OSError, asyncpg.PostgresError, ValueError) as error:
-            raise DatabaseUnusable(f"cannot connect to PostgreSQL: {_describe(error)}") from None
-        try:
-            async with pool.acquire() as connection:
-                applied = await migrate(connection)
-        except BaseException:
-            await pool.close()
-            raise
-        if applied:
-            log.info("database migrated: %s", ", ".join(applied))
-        return cls(pool)
+        return cls(await open_pool(url, size=pool_size, migrated=True))
 
     async def close(self) -> None:
         """Finish the calls already made, then close the pool; a second call does nothing.
@@ -146,21 +110,21 @@ class PostgresStore:
         try:
             async with asyncio.timeout(PING_TIMEOUT):
                 return bool(await self._pool.fetchval("SELECT 1") == 1)
-        except (*_UNAVAILABLE, asyncpg.PostgresError):
+        except (*UNAVAILABLE, asyncpg.PostgresError):
             return False
 
     # -- reads ---------------------------------------------------------------------------
 
     async def load_active(self, chat_key: str) -> Consultation | None:
         return await self._load(
-            f"SELECT {_CONSULTATION_COLUMNS} FROM consultations"
+            f"SELECT {CONSULTATION_COLUMNS} FROM consultations"
             " WHERE chat_key = $1 AND status = 'active'",
             chat_key,
         )
 
     async def get(self, consultation_id: str) -> Consultation | None:
         return await self._load(
-            f"SELECT {_CONSULTATION_COLUMNS} FROM consultations WHERE id = $1", consultation_id
+            f"SELECT {CONSULTATION_COLUMNS} FROM consultations WHERE id = $1", consultation_id
         )
 
     async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
@@ -205,20 +169,9 @@ class PostgresStore:
         async def insert(connection: asyncpg.Connection) -> None:
             try:
                 await connection.execute(
-                    f"INSERT INTO consultations ({_CONSULTATION_COLUMNS})"
+                    f"INSERT INTO consultations ({CONSULTATION_COLUMNS})"
                     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                    c.id,
-                    c.chat_key,
-                    c.status.value,
-                    c.max_rounds,
-                    c.current_round,
-                    c.initial_request,
-                    c.role,
-                    c.system_prompt,
-                    json.dumps(dataclasses.asdict(c.options)),
-                    c.created_at,
-                    c.last_activity_at,
-                    c.started_by,
+                    *consultation_values(c),
                 )
             except asyncpg.UniqueViolationError as error:
                 if error.constraint_name == "consultations_one_active":
@@ -226,7 +179,7 @@ class PostgresStore:
                 raise
             await connection.executemany(
                 f"{_INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                [(c.id, seq, *_message_values(m)) for seq, m in enumerate(c.messages, start=1)],
+                [(c.id, seq, *message_values(m)) for seq, m in enumerate(c.messages, start=1)],
             )
 
         await self._write(insert)
@@ -238,7 +191,7 @@ class PostgresStore:
 
         async def append(connection: asyncpg.Connection) -> None:
             await _update(connection, consultation_id, last_activity_at=last_activity_at)
-            await connection.execute(_APPEND_MESSAGE, consultation_id, *_message_values(message))
+            await connection.execute(_APPEND_MESSAGE, consultation_id, *message_values(message))
 
         await self._write(append, consultation=consultation_id)
 
@@ -274,7 +227,7 @@ class PostgresStore:
                 raise TurnSuperseded(
                     f"consultation {consultation_id} is no longer active at round {expected_round}"
                 )
-            await connection.execute(_APPEND_MESSAGE, consultation_id, *_message_values(reply))
+            await connection.execute(_APPEND_MESSAGE, consultation_id, *message_values(reply))
 
         await self._write(record, consultation=consultation_id)
 
@@ -433,7 +386,7 @@ class PostgresStore:
         """The consultation `select` finds and its messages: one statement, so one snapshot
         and one round trip."""
         row = await self._call(lambda c: c.fetchrow(_WITH_MESSAGES.format(select=select), *args))
-        return None if row is None else _consultation(row)
+        return None if row is None else consultation_from_row(row, row["messages"])
 
     async def _write(
         self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, consultation: str = ""
@@ -455,13 +408,7 @@ class PostgresStore:
 
     async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         async with self._tracked():
-            try:
-                async with self._connection() as connection:
-                    return await work(connection)
-            except _UNAVAILABLE as error:
-                raise StoreUnavailable(
-                    f"the database is unavailable ({_describe(error)})"
-                ) from error
+            return await call(self._pool, work)
 
     @asynccontextmanager
     async def _tracked(self) -> AsyncIterator[None]:
@@ -476,11 +423,6 @@ class PostgresStore:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
-
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
-        async with self._pool.acquire() as connection:
-            yield connection
 
 
 async def _update(connection: asyncpg.Connection, consultation_id: str, **columns: Any) -> None:
@@ -498,61 +440,3 @@ async def _update(connection: asyncpg.Connection, consultation_id: str, **column
 async def _count(connection: asyncpg.Connection, statement: str, *args: Any) -> int:
     status = await connection.execute(statement, *args)
     return int(status.rsplit(" ", 1)[-1])
-
-
-def _message_values(m: Message) -> tuple[Any, ...]:
-    usage = m.usage
-    return (
-        m.role.value,
-        m.author,
-        m.text,
-        m.created_at,
-        None if usage is None else usage.prompt_tokens,
-        None if usage is None else usage.completion_tokens,
-        None if usage is None else usage.estimated,
-        m.turn_id,
-    )
-
-
-def _consultation(row: asyncpg.Record) -> Consultation:
-    """A row of `_WITH_MESSAGES`: the consultation's columns, then its messages as rows of
-    (role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated,
-    turn_id)."""
-    return Consultation(
-        id=row["id"],
-        chat_key=row["chat_key"],
-        status=Status(row["status"]),
-        max_rounds=row["max_rounds"],
-        current_round=row["current_round"],
-        initial_request=row["initial_request"],
-        role=row["role"],
-        system_prompt=row["system_prompt"],
-        options=_options_from_json(row["options"]),
-        created_at=row["created_at"],
-        last_activity_at=row["last_activity_at"],
-        started_by=row["started_by"],
-        messages=[
-            Message(
-                role=Role(role),
-                text=text,
-                created_at=created_at,
-                author=author,
-                usage=None if prompt is None else Usage(prompt, completion or 0, bool(estimated)),
-                turn_id=turn_id,
-            )
-            for role, text, created_at, author, prompt, completion, estimated, turn_id in row[
-                "messages"
-            ]
-        ],
-    )
-
-
-def _options_from_json(raw: str) -> ModelOptions:
-    data = json.loads(raw) if raw else {}
-    known = {f.name for f in dataclasses.fields(ModelOptions)}
-    return ModelOptions(**{k: v for k, v in data.items() if k in known})
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__

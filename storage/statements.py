@@ -11,8 +11,6 @@ and the writes batched with them still commit.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sqlite3
 import time
 from typing import Any
@@ -22,24 +20,25 @@ from core.models import (
     ChatSettings,
     Consultation,
     Message,
-    ModelOptions,
-    Role,
     Status,
     TurnRecord,
-    Usage,
     locate_turn,
 )
-
-_SELECT_CONSULTATION = (
-    "SELECT id, chat_key, status, max_rounds, current_round, initial_request, role,"
-    " system_prompt, options, created_at, last_activity_at, started_by FROM consultations"
+from storage.rows import (
+    CONSULTATION_COLUMNS,
+    MESSAGE_INSERT_COLUMNS,
+    MESSAGE_READ_COLUMNS,
+    consultation_from_row,
+    consultation_values,
+    message_values,
 )
+
+_SELECT_CONSULTATION = f"SELECT {CONSULTATION_COLUMNS} FROM consultations"
 # The literal 'active' (not a parameter) lets SQLite use the partial unique index.
 _SELECT_ACTIVE = f"{_SELECT_CONSULTATION} WHERE chat_key = ? AND status = 'active'"
 _SELECT_BY_ID = f"{_SELECT_CONSULTATION} WHERE id = ?"
 _SELECT_MESSAGES = (
-    "SELECT role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated,"
-    " turn_id FROM messages WHERE consultation_id = ? ORDER BY seq"
+    f"SELECT {MESSAGE_READ_COLUMNS} FROM messages WHERE consultation_id = ? ORDER BY seq"
 )
 # The consultation of the chat holding a user message with a turn id (the partial index on
 # turn_id finds the message; an update id is handled in one chat, so at most one matches).
@@ -49,10 +48,7 @@ _SELECT_TURN = (
     " ORDER BY c.created_at DESC LIMIT 1"
 )
 
-_INSERT_MESSAGE = (
-    "INSERT INTO messages (consultation_id, seq, role, author, text, created_at,"
-    " prompt_tokens, completion_tokens, tokens_estimated, turn_id)"
-)
+_INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
 # The next position is computed inside the INSERT; writes never interleave, so it is race-free.
 _APPEND_MESSAGE = (
     f"{_INSERT_MESSAGE} SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?"
@@ -70,23 +66,9 @@ VACUUM_PAGES_PER_PURGE = 5000
 def insert_consultation(db: sqlite3.Connection, c: Consultation) -> None:
     try:
         db.execute(
-            "INSERT INTO consultations (id, chat_key, status, max_rounds, current_round,"
-            " initial_request, role, system_prompt, options, created_at, last_activity_at,"
-            " started_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                c.id,
-                c.chat_key,
-                c.status.value,
-                c.max_rounds,
-                c.current_round,
-                c.initial_request,
-                c.role,
-                c.system_prompt,
-                json.dumps(dataclasses.asdict(c.options)),
-                c.created_at,
-                c.last_activity_at,
-                c.started_by,
-            ),
+            f"INSERT INTO consultations ({CONSULTATION_COLUMNS})"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            consultation_values(c),
         )
     except sqlite3.IntegrityError as error:
         if c.status is Status.ACTIVE and "chat_key" in str(error):
@@ -94,7 +76,7 @@ def insert_consultation(db: sqlite3.Connection, c: Consultation) -> None:
         raise
     db.executemany(
         f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(c.id, seq, *_message_values(m)) for seq, m in enumerate(c.messages, start=1)],
+        [(c.id, seq, *message_values(m)) for seq, m in enumerate(c.messages, start=1)],
     )
 
 
@@ -103,7 +85,7 @@ def append_message(
 ) -> None:
     """Append `message` and set `columns` on its consultation."""
     update_consultation(db, consultation_id, **columns)
-    db.execute(_APPEND_MESSAGE, (consultation_id, *_message_values(message), consultation_id))
+    db.execute(_APPEND_MESSAGE, (consultation_id, *message_values(message), consultation_id))
 
 
 def record_reply(
@@ -132,7 +114,7 @@ def record_reply(
                 f"consultation {consultation_id} moved on from round {expected_round}"
             )
         raise SessionNotFound(consultation_id)
-    db.execute(_APPEND_MESSAGE, (consultation_id, *_message_values(message), consultation_id))
+    db.execute(_APPEND_MESSAGE, (consultation_id, *message_values(message), consultation_id))
 
 
 def update_consultation(db: sqlite3.Connection, consultation_id: str, **columns: Any) -> None:
@@ -213,27 +195,6 @@ def free_pages(db: sqlite3.Connection, limit: int) -> int:
 # -- reads (run on the reader's thread, inside one read transaction) ---------------------
 
 
-def _message_values(m: Message) -> tuple[Any, ...]:
-    usage = m.usage
-    return (
-        m.role.value,
-        m.author,
-        m.text,
-        m.created_at,
-        None if usage is None else usage.prompt_tokens,
-        None if usage is None else usage.completion_tokens,
-        None if usage is None else int(usage.estimated),
-        m.turn_id,
-    )
-
-
-def _options_from_json(raw: str) -> ModelOptions:
-    data = json.loads(raw) if raw else {}
-    known = {f.name for f in dataclasses.fields(ModelOptions)}
-    # Keys written by a newer version are ignored rather than failing the load.
-    return ModelOptions(**{k: v for k, v in data.items() if k in known})
-
-
 def load_active(db: sqlite3.Connection, chat_key: str) -> Consultation | None:
     return _load(db, _SELECT_ACTIVE, chat_key)
 
@@ -278,31 +239,4 @@ def _load(db: sqlite3.Connection, select: str, key: str) -> Consultation | None:
     row = db.execute(select, (key,)).fetchone()
     if row is None:
         return None
-    messages = [
-        Message(
-            role=Role(role),
-            text=text,
-            created_at=created_at,
-            author=author,
-            usage=None if prompt is None else Usage(prompt, completion or 0, bool(estimated)),
-            turn_id=turn_id,
-        )
-        for role, text, created_at, author, prompt, completion, estimated, turn_id in db.execute(
-            _SELECT_MESSAGES, (row[0],)
-        )
-    ]
-    return Consultation(
-        id=row[0],
-        chat_key=row[1],
-        status=Status(row[2]),
-        max_rounds=row[3],
-        current_round=row[4],
-        initial_request=row[5],
-        role=row[6],
-        system_prompt=row[7],
-        options=_options_from_json(row[8]),
-        created_at=row[9],
-        last_activity_at=row[10],
-        started_by=row[11],
-        messages=messages,
-    )
+    return consultation_from_row(row, db.execute(_SELECT_MESSAGES, (row[0],)))
