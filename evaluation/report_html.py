@@ -14,8 +14,9 @@ from pathlib import Path
 from evaluation.report_chart import score_chart
 from evaluation.report_table import (
     NONE,
+    OVERALL_HEADERS,
     early_text,
-    mean_text,
+    overall_cells,
     percent,
     scenario_repeats,
     score_text,
@@ -108,24 +109,7 @@ def _meta(report: Report) -> str:
 
 
 def _overall(summary: Summary) -> str:
-    headers = ["Variant", "Scored", "Mean score [95% CI]", "Win rate", "Judge failures"]
-    headers += ["Errors", "Mean rounds", "Early", "Tokens in/out", "Mean time"]
-    rows = [
-        [
-            v.variant,
-            f"{v.scored}/{v.runs}",
-            mean_text(v),
-            percent(v.win_rate),
-            str(v.judge_failures),
-            str(v.consultation_errors),
-            NONE if v.mean_rounds is None else f"{v.mean_rounds:.1f}",
-            str(v.early_finishes),
-            f"{v.tokens_in}/{v.tokens_out}",
-            NONE if v.mean_seconds is None else f"{v.mean_seconds:.1f} s",
-        ]
-        for v in summary.variants
-    ]
-    return _table(headers, rows)
+    return _table(list(OVERALL_HEADERS), [overall_cells(v) for v in summary.variants])
 
 
 def _pairs(summary: Summary) -> str:

@@ -91,34 +91,42 @@ def scenario_table(report: Report, summary: Summary) -> Table:
     return table
 
 
+OVERALL_HEADERS = (
+    "Variant",
+    "Scored",
+    "Mean score [95% CI]",
+    "Win rate",
+    "Judge failures",
+    "Errors",
+    "Mean rounds",
+    "Early",
+    "Tokens in/out",
+    "Mean time",
+)
+
+
+def overall_cells(v: VariantSummary) -> list[str]:
+    """One variant's overall row, as text (the terminal and the HTML report show the same)."""
+    return [
+        v.variant,
+        f"{v.scored}/{v.runs}",
+        mean_text(v),
+        percent(v.win_rate),
+        str(v.judge_failures),
+        str(v.consultation_errors),
+        NONE if v.mean_rounds is None else f"{v.mean_rounds:.1f}",
+        str(v.early_finishes),
+        f"{v.tokens_in}/{v.tokens_out}",
+        NONE if v.mean_seconds is None else f"{v.mean_seconds:.1f} s",
+    ]
+
+
 def overall_table(summary: Summary) -> Table:
     table = Table(title="Overall", title_justify="left")
-    for header in (
-        "Variant",
-        "Scored",
-        "Mean score [95% CI]",
-        "Win rate",
-        "Judge failures",
-        "Errors",
-        "Mean rounds",
-        "Early",
-        "Tokens in/out",
-        "Mean time",
-    ):
+    for header in OVERALL_HEADERS:
         table.add_column(header, justify="left" if header == "Variant" else "right")
     for v in summary.variants:
-        table.add_row(
-            v.variant,
-            f"{v.scored}/{v.runs}",
-            mean_text(v),
-            percent(v.win_rate),
-            str(v.judge_failures),
-            str(v.consultation_errors),
-            NONE if v.mean_rounds is None else f"{v.mean_rounds:.1f}",
-            str(v.early_finishes),
-            f"{v.tokens_in}/{v.tokens_out}",
-            NONE if v.mean_seconds is None else f"{v.mean_seconds:.1f} s",
-        )
+        table.add_row(*overall_cells(v))
     return table
 
 
