@@ -110,14 +110,15 @@ class InboxWorker:
         redelivery. Returns once the update is durably accepted."""
         update_id = int(update["update_id"])
         payload = json.dumps(update, ensure_ascii=False, separators=(",", ":"))
-        if is_unordered(update, self._unordered):
+        parsed = Update.de_json(update, None)  # once, for its command and its chat
+        if command_of(parsed) in self._unordered:
             if not await self._inbox.remember(update_id):
                 return False
             task = asyncio.create_task(self._handle(update_id, payload))
             self._immediate.add(task)
             task.add_done_callback(self._immediate.discard)
             return True
-        chat = chat_key_of_update(update) or f"update:{update_id}"
+        chat = conversation_key(parsed) or f"update:{update_id}"
         return await self._inbox.put(update_id, chat, payload)
 
     async def run(self) -> None:
