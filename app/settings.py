@@ -21,6 +21,7 @@ from bot.config import BotConfig
 from core.errors import ConfigError
 from core.llm import ModelEndpoint
 from core.requests import EngineConfig
+from media.config import IntakeConfig, TranscriptionEndpoint
 
 __all__ = ["ConfigError", "Settings", "load_settings"]
 
@@ -64,6 +65,17 @@ class Settings(BaseSettings):
     llm_first_token_timeout_seconds: float = Field(default=120.0, gt=0)
     llm_total_timeout_seconds: float = Field(default=600.0, gt=0)
     max_answer_chars: int = Field(default=50_000, ge=1000)
+    llm_vision: bool = False  # the model accepts images (photos go to it as image parts)
+
+    # Voice, documents and photos
+    transcription_model: str = ""  # e.g. whisper-1, gpt-4o-mini-transcribe; empty: voice off
+    transcription_base_url: str | None = None  # default: OPENAI_BASE_URL
+    transcription_api_key: SecretStr | None = None  # default: OPENAI_API_KEY
+    max_voice_bytes: int = Field(default=20_000_000, ge=1000)  # Telegram's download limit
+    max_document_bytes: int = Field(default=10_000_000, ge=1000)
+    max_document_chars: int = Field(default=30_000, ge=500)
+    max_image_bytes: int = Field(default=5_000_000, ge=1000)
+    telegram_file_base_url: str | None = None  # default: TELEGRAM_API_BASE_URL's …/file/bot
 
     # Consultations
     db_path: Path = Path("consultations.sqlite3")
@@ -176,6 +188,33 @@ class Settings(BaseSettings):
             transport=self.llm_http_transport,
             first_token_timeout_seconds=self.llm_first_token_timeout_seconds,
             total_timeout_seconds=self.llm_total_timeout_seconds,
+        )
+
+    def intake_config(self) -> IntakeConfig:
+        """What voice notes, documents and photos may be, and what reads them."""
+        return IntakeConfig(
+            vision=self.llm_vision,
+            voice=bool(self.transcription_model),
+            max_voice_bytes=self.max_voice_bytes,
+            max_document_bytes=self.max_document_bytes,
+            max_document_chars=self.max_document_chars,
+            max_image_bytes=self.max_image_bytes,
+        )
+
+    def transcription_endpoint(self) -> TranscriptionEndpoint | None:
+        """The speech-to-text service (None: voice is off); its URL and key default to the
+        model provider's."""
+        if not self.transcription_model:
+            return None
+        api_key = self.secret("transcription_api_key") or self.secret("openai_api_key")
+        if not api_key:
+            raise ConfigError("TRANSCRIPTION_API_KEY (or OPENAI_API_KEY): required for voice")
+        return TranscriptionEndpoint(
+            model=self.transcription_model,
+            api_key=api_key,
+            base_url=self.transcription_base_url or self.openai_base_url,
+            timeout_seconds=self.llm_timeout_seconds,
+            max_retries=self.llm_max_retries,
         )
 
     def bot_config(self) -> BotConfig:

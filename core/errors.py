@@ -106,3 +106,38 @@ class TurnAlreadyHandled(TurnSuperseded):
     was stored, never answered, and its consultation moved on since (reset, expired or
     ended). Nothing is stored and the model is not called; like any superseded turn,
     there is nothing to tell the user."""
+
+
+class AttachmentProblem(enum.StrEnum):
+    """Why an attachment was not taken; the edges word each one for the user."""
+
+    TOO_LARGE = "too_large"  # over a byte limit (`limit`), refused before it is read
+    UNSUPPORTED = "unsupported"  # a kind of file no reader takes (archives, programs…)
+    VOICE_OFF = "voice_off"  # no transcription model is configured
+    VISION_OFF = "vision_off"  # an image, and the model is not set up to see images
+    UNREADABLE = "unreadable"  # a supported kind, but broken or encrypted
+    NO_TEXT = "no_text"  # read fine, but nothing to read (a scanned PDF, silence)
+    TRANSCRIPTION_FAILED = "transcription_failed"  # the transcription service failed
+
+
+class AttachmentRefused(ConsultationError):
+    """An attachment cannot become part of the turn; nothing was stored and no round used.
+
+    `limit` is the byte limit for TOO_LARGE; `name` the file's name when it has one.
+    """
+
+    code = "ATTACHMENT_REFUSED"
+
+    def __init__(
+        self,
+        problem: AttachmentProblem,
+        detail: str = "",
+        *,
+        limit: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(f"{problem}: {detail}" if detail else str(problem))
+        self.problem = problem
+        self.detail = detail
+        self.limit = limit
+        self.name = name

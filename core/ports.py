@@ -141,3 +141,13 @@ class ChatLocks(Protocol):
     `hold(key)` waits; different keys never wait for each other."""
 
     def hold(self, key: str) -> AbstractAsyncContextManager[None]: ...
+
+
+class Transcriber(Protocol):
+    async def transcribe(self, audio: bytes, *, filename: str, language: str | None = None) -> str:
+        """The words spoken in `audio` (sent as `filename`, whose extension names the format).
+
+        Raises `core.errors.AttachmentRefused` (TRANSCRIPTION_FAILED) when the service
+        fails after its own retries.
+        """
+        ...

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("app", "api", "bot", "core", "storage", "telemetry", "evaluation", "prompts")
+PRODUCT = ("app", "api", "bot", "core", "storage", "telemetry", "evaluation", "prompts", "media")
 
 # `python -m bot` and `python -m api` run these two files; nothing imports them. They call
 # `app.cli.main`, so they are programs on top of the composition root, not part of the edge
@@ -28,10 +28,11 @@ PRODUCT = ("app", "api", "bot", "core", "storage", "telemetry", "evaluation", "p
 ENTRY_SHIMS = {"bot/__main__.py": "app", "api/__main__.py": "app"}
 
 ALLOWED: dict[str, set[str]] = {
-    "app": {"api", "bot", "core", "storage", "telemetry", "prompts"},
+    "app": {"api", "bot", "core", "storage", "telemetry", "prompts", "media"},
     "evaluation": {"app", "core", "telemetry", "prompts"},
-    "api": {"core", "telemetry", "prompts"},
-    "bot": {"core", "telemetry", "prompts"},
+    "api": {"core", "telemetry", "prompts", "media"},
+    "bot": {"core", "telemetry", "prompts", "media"},
+    "media": {"core"},
     "storage": {"core", "telemetry", "prompts"},
     "telemetry": {"core"},
     "core": {"prompts"},

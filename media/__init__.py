@@ -1,0 +1,1 @@
+"""Reading what users attach: voice notes (transcribed), documents (their text), photos."""

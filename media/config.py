@@ -1,0 +1,32 @@
+"""The limits and switches of reading attachments, built from the settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class IntakeConfig:
+    """`voice`: a transcription model is configured; `vision`: the chat model sees images.
+
+    Byte limits are checked before a file is downloaded or decoded where its size is
+    known; `max_document_chars` is the text budget of all documents of one turn.
+    """
+
+    vision: bool = False
+    voice: bool = False
+    max_voice_bytes: int = 20_000_000
+    max_document_bytes: int = 10_000_000
+    max_document_chars: int = 30_000
+    max_image_bytes: int = 5_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptionEndpoint:
+    """An OpenAI-compatible `audio/transcriptions` service."""
+
+    model: str
+    api_key: str
+    base_url: str | None = None
+    timeout_seconds: float = 120.0
+    max_retries: int = 2
