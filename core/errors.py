@@ -16,9 +16,14 @@ class ModelErrorKind(enum.StrEnum):
     REJECTED = "rejected"  # another 4xx: a request the provider refuses
     CONTEXT_TOO_LONG = "context_too_long"  # the prompt is over the model's context
     MISCONFIGURED = "misconfigured"  # 401/403/404: key, base URL or model name is wrong
+    # A request with images refused by a model that takes text only. The service asks
+    # again without them (`Notice.IMAGES_NOT_SEEN`), so this kind never reaches an edge.
+    IMAGES_REJECTED = "images_rejected"
 
 
-NOT_RETRYABLE = frozenset({ModelErrorKind.CONTEXT_TOO_LONG, ModelErrorKind.MISCONFIGURED})
+NOT_RETRYABLE = frozenset(
+    {ModelErrorKind.CONTEXT_TOO_LONG, ModelErrorKind.MISCONFIGURED, ModelErrorKind.IMAGES_REJECTED}
+)
 """Kinds the same request will meet again: users are told what helps instead of a retry."""
 
 

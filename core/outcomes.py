@@ -14,6 +14,9 @@ class Notice(enum.StrEnum):
     PREVIOUS_EXPIRED = "previous_expired"  # an idle consultation expired; this one is new
     STARTED = "started"  # this message started a new consultation
     ANSWER_INCOMPLETE = "answer_incomplete"  # still cut off after the allowed continuations
+    # The user's images were refused by the model (it takes text only): the reply was
+    # written without seeing them.
+    IMAGES_NOT_SEEN = "images_not_seen"
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,9 @@ OnDelta = Callable[[str], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class CompletionRequest:
-    messages: list[dict[str, str]]  # OpenAI chat format: {"role": ..., "content": ...}
+    # OpenAI chat format: {"role": ..., "content": ...}; content is a string, or for the
+    # user message of a round with images a list of content parts (text, image_url).
+    messages: list[dict[str, Any]]
     model: str
     max_tokens: int | None = None
     json_mode: bool = False

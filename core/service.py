@@ -22,11 +22,12 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from core.answer_schema import follows_schema
+from core.attachments import Image
 from core.blank import is_blank
 from core.collect import CollectedAnswer, collect_answer
 from core.errors import (
@@ -119,16 +120,20 @@ class ConsultationService:
         is_group: bool = False,
         on_text: OnText | None = None,
         turn_id: str | None = None,
+        images: Sequence[Image] = (),
     ) -> Reply:
         """Advance the chat's consultation with a user message (starting one if needed).
 
-        `turn_id` names the update the message came from; handled again, that update
-        does not make a second turn (see `_handled_again`).
+        `text` is the turn as stored (`TurnInput.stored_text`); `images` reach the model in
+        this round's request only. `turn_id` names the update the message came from;
+        handled again, that update does not make a second turn (see `_handled_again`).
         """
         text = _require_text(text)
         async with self._turn(chat_key):
             if turn_id is not None and (found := await self._store.find_turn(chat_key, turn_id)):
-                return await self._handled_again(found, is_group=is_group, on_text=on_text)
+                return await self._handled_again(
+                    found, is_group=is_group, on_text=on_text, images=images
+                )
             now = self._clock()
             consultation, notices = await self._active_or_none(chat_key, now)
             if consultation is None:
@@ -140,7 +145,7 @@ class ConsultationService:
             else:
                 await self._add_user_message(consultation, text, author, now, turn_id)
             return await self._answer(
-                consultation, is_group=is_group, on_text=on_text, notices=notices
+                consultation, is_group=is_group, on_text=on_text, notices=notices, images=images
             )
 
     async def answer_now(
@@ -298,22 +303,30 @@ class ConsultationService:
         system_prompt: str | None = None,
         options: ModelOptions | None = None,
         on_text: OnText | None = None,
+        images: Sequence[Image] = (),
     ) -> Reply:
         """Open an API session (one consultation per session id) and answer round 1."""
         session_id = await self.open_session(
             text, max_rounds=max_rounds, system_prompt=system_prompt, options=options
         )
-        return await self.continue_session(session_id, text, on_text=on_text)
+        return await self.continue_session(session_id, text, on_text=on_text, images=images)
 
     async def continue_session(
-        self, session_id: str, text: str, *, on_text: OnText | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        on_text: OnText | None = None,
+        images: Sequence[Image] = (),
     ) -> Reply:
-        """Answer the next round of an API session."""
+        """Answer the next round of an API session (`images`: this round's, as in `ask`)."""
         text = _require_text(text)
         async with self._turn(API_KEY_PREFIX + session_id):
             consultation = await self._usable_session(session_id)
             await self._add_user_message(consultation, text, None, self._clock())
-            return await self._answer(consultation, is_group=False, on_text=on_text, notices=set())
+            return await self._answer(
+                consultation, is_group=False, on_text=on_text, notices=set(), images=images
+            )
 
     async def open_session(
         self,
@@ -493,6 +506,7 @@ class ConsultationService:
         is_group: bool,
         on_text: OnText | None,
         final_requested: bool = False,
+        images: Sequence[Image] = (),
     ) -> Reply:
         """A turn whose update was handled before (the caller holds the chat's lock).
 
@@ -516,6 +530,7 @@ class ConsultationService:
             on_text=on_text,
             notices=set(),
             final_requested=final_requested,
+            images=images,
         )
 
     async def _answer(
@@ -526,6 +541,7 @@ class ConsultationService:
         on_text: OnText | None,
         notices: set[Notice],
         final_requested: bool = False,
+        images: Sequence[Image] = (),
     ) -> Reply:
         turn = plan_turn(consultation, final_requested=final_requested)
         request = build_completion_request(
