@@ -9,8 +9,10 @@ start-up failure stays one line), `check_model_endpoint` asks the model endpoint
 wrong. Periodic cleanup and the event-loop lag watcher run as plain asyncio tasks for
 as long as the runtime is open.
 
-With DATABASE_URL (several worker processes on one PostgreSQL database) the service's
-chat locks are advisory locks every worker respects (`PostgresChatLocks`), the state
+With DATABASE_URL (several worker processes on one PostgreSQL database) an API session
+is held across workers by an advisory lock every worker respects (`PostgresChatLocks`,
+`Runtime.chat_locks`) and a Telegram chat by its inbox claim, so the service itself only
+orders the calls of this process (`KeyedLock`: no database round trip per turn); the state
 the edges must share (rate limits, undelivered replies, flood waits) lives in a small
 pool of its own (`shared_pool`), the cleanup runs on one worker at a time, and a bot
 process also opens the shared inbox (`PostgresInbox`) with its own claim connection;
@@ -66,7 +68,7 @@ class Runtime:
     prompts: PromptLibrary
     service: ConsultationService
     metrics: Metrics
-    chat_locks: ChatLocks  # the service's: across processes with DATABASE_URL
+    chat_locks: ChatLocks  # API sessions' locks: across processes with DATABASE_URL
     inbox: PostgresInbox | None = None  # the shared inbox (a bot process with DATABASE_URL)
     inbox_claims: PostgresChatLocks | None = None  # which worker works which inbox chat
     shared_pool: asyncpg.Pool | None = None  # state every worker shares (DATABASE_URL)
@@ -117,7 +119,8 @@ async def open_runtime(
             metrics.read_inbox_depth_from(shared_inbox.depth)
         models = ModelClients([bot_model, *extra_models], metrics)
         closing.push_async_callback(models.close)
-        service = ConsultationService(store, models[BOT_MODEL], prompts, engine, locks=chat_locks)
+        # Within the process: across processes a chat is the inbox claim's, a session its lock's.
+        service = ConsultationService(store, models[BOT_MODEL], prompts, engine, locks=KeyedLock())
         tasks = []
         if background:
             tasks = [
