@@ -148,6 +148,17 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             """,
         ),
     ),
+    (
+        # The position of a consultation's last message, kept on its row: appending is then
+        # one statement that locks the row, takes the next position from its newest version
+        # and inserts the message (the store's writes are single statements, one round trip).
+        "m005_last_seq",
+        (
+            "ALTER TABLE consultations ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0",
+            "UPDATE consultations c SET last_seq = COALESCE("
+            "(SELECT MAX(seq) FROM messages m WHERE m.consultation_id = c.id), 0)",
+        ),
+    ),
 ]
 
 

@@ -3,9 +3,11 @@
 Invariants:
 - Every statement is parameterised; the only text formatted into SQL is fixed
   column names written in this module.
-- Each write is one transaction. Appending a message first updates (and so locks) its
-  consultation's row, so concurrent appends to one consultation from several processes
-  take turns and never compute the same position.
+- Each write is one transaction, and the hot ones (appending a message, recording a
+  reply) are one statement: one round trip, no BEGIN/COMMIT. Appending a message updates
+  (and so locks) its consultation's row and takes the next position from that row's
+  newest version (`last_seq`), so concurrent appends to one consultation from several
+  processes take turns and never compute the same position.
 - `record_reply` is a compare-and-set on the round: the reply is stored and the round
   advanced only while the stored round is still the one the turn started from, so two
   writers can never both advance one consultation (`TurnSuperseded` for the second).
@@ -71,9 +73,29 @@ _SELECT_TURN = (
     " ORDER BY c.created_at DESC LIMIT 1"
 )
 _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
-_APPEND_MESSAGE = (
-    f"{_INSERT_MESSAGE} SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5, $6, $7, $8, $9"
-    " FROM messages WHERE consultation_id = $1"
+# The next position: the row's own counter, or past the messages a worker of a version
+# before the counter appended (rolling upgrades).
+_NEXT_SEQ = (
+    "last_seq = GREATEST(last_seq,"
+    " COALESCE((SELECT MAX(seq) FROM messages WHERE consultation_id = $1), 0)) + 1"
+)
+# Append a message ($1 consultation id, $2-$9 `message_values`) to the consultation the
+# UPDATE named `touched` found and advanced, at the position it returned; the count of
+# messages appended (0: no such consultation, or its guard failed).
+_APPEND_TO = (
+    "appended AS ({insert} SELECT id, last_seq, $2, $3, $4, $5, $6, $7, $8, $9 FROM touched"
+    " RETURNING 1) SELECT (SELECT count(*) FROM appended) AS stored,"
+    " EXISTS (SELECT 1 FROM consultations WHERE id = $1) AS known"
+)
+_ADD_MESSAGE = (
+    f"WITH touched AS (UPDATE consultations SET last_activity_at = $10, {_NEXT_SEQ}"
+    " WHERE id = $1 RETURNING id, last_seq), " + _APPEND_TO.format(insert=_INSERT_MESSAGE)
+)
+_RECORD_REPLY = (
+    "WITH touched AS (UPDATE consultations SET current_round = $10, status = $11,"
+    f" last_activity_at = $12, {_NEXT_SEQ}"
+    " WHERE id = $1 AND current_round = $13 AND status = 'active' RETURNING id, last_seq), "
+    + _APPEND_TO.format(insert=_INSERT_MESSAGE)
 )
 
 
@@ -169,9 +191,10 @@ class PostgresStore:
         async def insert(connection: asyncpg.Connection) -> None:
             try:
                 await connection.execute(
-                    f"INSERT INTO consultations ({CONSULTATION_COLUMNS})"
-                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                    f"INSERT INTO consultations ({CONSULTATION_COLUMNS}, last_seq)"
+                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
                     *consultation_values(c),
+                    len(c.messages),
                 )
             except asyncpg.UniqueViolationError as error:
                 if error.constraint_name == "consultations_one_active":
@@ -188,12 +211,14 @@ class PostgresStore:
         self, consultation_id: str, message: Message, *, last_activity_at: float
     ) -> None:
         """Append and commit; raises `core.errors.SessionNotFound` for an unknown id."""
-
-        async def append(connection: asyncpg.Connection) -> None:
-            await _update(connection, consultation_id, last_activity_at=last_activity_at)
-            await connection.execute(_APPEND_MESSAGE, consultation_id, *message_values(message))
-
-        await self._write(append, consultation=consultation_id)
+        row = await self._write_one(
+            lambda c: c.fetchrow(
+                _ADD_MESSAGE, consultation_id, *message_values(message), last_activity_at
+            ),
+            consultation=consultation_id,
+        )
+        if not row["stored"]:
+            raise SessionNotFound(consultation_id)
 
     async def record_reply(
         self,
@@ -208,28 +233,25 @@ class PostgresStore:
         """Store the reply and advance the round, only while the consultation is still ACTIVE
         at `expected_round`; otherwise store nothing and raise `TurnSuperseded`."""
 
-        async def record(connection: asyncpg.Connection) -> None:
-            updated = await connection.fetchval(
-                "UPDATE consultations SET current_round = $1, status = $2, last_activity_at = $3"
-                " WHERE id = $4 AND current_round = $5 AND status = 'active' RETURNING 1",
+        row = await self._write_one(
+            lambda c: c.fetchrow(
+                _RECORD_REPLY,
+                consultation_id,
+                *message_values(reply),
                 current_round,
                 status.value,
                 last_activity_at,
-                consultation_id,
                 expected_round,
-            )
-            if updated is None:
-                exists = await connection.fetchval(
-                    "SELECT 1 FROM consultations WHERE id = $1", consultation_id
-                )
-                if exists is None:
-                    raise SessionNotFound(consultation_id)
-                raise TurnSuperseded(
-                    f"consultation {consultation_id} is no longer active at round {expected_round}"
-                )
-            await connection.execute(_APPEND_MESSAGE, consultation_id, *message_values(reply))
-
-        await self._write(record, consultation=consultation_id)
+            ),
+            consultation=consultation_id,
+        )
+        if row["stored"]:
+            return
+        if not row["known"]:
+            raise SessionNotFound(consultation_id)
+        raise TurnSuperseded(
+            f"consultation {consultation_id} is no longer active at round {expected_round}"
+        )
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
         """Change the status; `at` becomes the last activity, except for EXPIRED (expiring
@@ -405,6 +427,13 @@ class PostgresStore:
             return await self._call(in_transaction)
         async with self._tracked(), self._ordered.hold(consultation):
             return await self._call(in_transaction)
+
+    async def _write_one(
+        self, statement: Callable[[asyncpg.Connection], Awaitable[T]], *, consultation: str
+    ) -> T:
+        """Run one statement (its own transaction) in this process's order for `consultation`."""
+        async with self._tracked(), self._ordered.hold(consultation):
+            return await self._call(statement)
 
     async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         async with self._tracked():

@@ -1,0 +1,146 @@
+"""Appending to one consultation from several processes' pools, and upgrading to the row's
+own position counter: every message gets its own position, none is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import asyncpg
+import pytest
+
+from core.errors import TurnSuperseded
+from core.models import Consultation, Message, Role, Status
+from storage import pg_schema
+from storage.pg_store import PostgresStore
+from tests.postgres import postgres_url
+
+__all__ = ["postgres_url"]
+
+
+def consultation(key: str) -> Consultation:
+    now = time.time()
+    return Consultation(
+        id=f"id-{key}",
+        chat_key=key,
+        max_rounds=100,
+        initial_request="first",
+        created_at=now,
+        last_activity_at=now,
+        messages=[Message(Role.USER, "first", now)],
+    )
+
+
+async def positions(url: str, consultation_id: str) -> list[int]:
+    connection = await asyncpg.connect(url)
+    try:
+        rows = await connection.fetch(
+            "SELECT seq FROM messages WHERE consultation_id = $1 ORDER BY seq", consultation_id
+        )
+    finally:
+        await connection.close()
+    return [row["seq"] for row in rows]
+
+
+async def test_appends_from_two_pools_to_one_consultation_take_distinct_positions(
+    postgres_url: str,
+) -> None:
+    first = await PostgresStore.open(postgres_url, pool_size=8)
+    second = await PostgresStore.open(postgres_url, pool_size=8)
+    try:
+        target = consultation("tg:1")
+        await first.create(target)
+
+        async def append(store: PostgresStore, n: int) -> None:
+            message = Message(Role.USER, f"message {n}", time.time())
+            await store.add_message(target.id, message, last_activity_at=time.time())
+
+        await asyncio.gather(*(append((first, second)[n % 2], n) for n in range(60)))
+
+        assert await positions(postgres_url, target.id) == list(range(1, 62))
+        loaded = await second.get(target.id)
+        assert loaded is not None
+        assert sorted(m.text for m in loaded.messages[1:]) == sorted(
+            f"message {n}" for n in range(60)
+        )
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_two_pools_racing_to_record_one_round_store_one_reply(postgres_url: str) -> None:
+    first = await PostgresStore.open(postgres_url, pool_size=4)
+    second = await PostgresStore.open(postgres_url, pool_size=4)
+    try:
+        target = consultation("tg:2")
+        await first.create(target)
+
+        async def record(store: PostgresStore, text: str) -> str:
+            try:
+                await store.record_reply(
+                    target.id,
+                    Message(Role.ASSISTANT, text, time.time()),
+                    expected_round=0,
+                    current_round=1,
+                    status=Status.ACTIVE,
+                    last_activity_at=time.time(),
+                )
+            except TurnSuperseded:
+                return "superseded"
+            return "stored"
+
+        outcomes = await asyncio.gather(record(first, "a"), record(second, "b"))
+
+        assert sorted(outcomes) == ["stored", "superseded"]
+        assert await positions(postgres_url, target.id) == [1, 2]
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_messages_stored_before_the_upgrade_keep_their_positions(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = list(pg_schema.MIGRATIONS)
+    names = [name for name, _ in full]
+    monkeypatch.setattr(pg_schema, "MIGRATIONS", full[: names.index("m005_last_seq")])
+    connection = await asyncpg.connect(postgres_url)
+    try:
+        await pg_schema.migrate(connection)
+        now = time.time()
+        await connection.execute(
+            "INSERT INTO consultations (id, chat_key, status, max_rounds, current_round,"
+            " initial_request, options, created_at, last_activity_at)"
+            " VALUES ('old', 'tg:3', 'active', 5, 1, 'q', '{}', $1, $1)",
+            now,
+        )
+        for seq, role in enumerate(("user", "assistant", "user"), start=1):
+            await connection.execute(
+                "INSERT INTO messages (consultation_id, seq, role, text, created_at)"
+                " VALUES ('old', $1, $2, $3, $4)",
+                seq,
+                role,
+                f"{role} {seq}",
+                now,
+            )
+    finally:
+        await connection.close()
+    monkeypatch.setattr(pg_schema, "MIGRATIONS", full)
+
+    store = await PostgresStore.open(postgres_url)  # applies the rest
+    try:
+        await store.record_reply(
+            "old",
+            Message(Role.ASSISTANT, "assistant 4", time.time()),
+            expected_round=1,
+            current_round=2,
+            status=Status.ACTIVE,
+            last_activity_at=time.time(),
+        )
+        loaded = await store.get("old")
+    finally:
+        await store.close()
+
+    assert await positions(postgres_url, "old") == [1, 2, 3, 4]
+    assert loaded is not None
+    assert [m.text for m in loaded.messages] == ["user 1", "assistant 2", "user 3", "assistant 4"]
