@@ -139,8 +139,8 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
     if runtime.inbox is None or runtime.inbox_claims is None:
         return None
 
-    async def process(payload: str) -> None:
-        update = Update.de_json(json.loads(payload), application.bot)
+    async def process(payload: str, parsed: Update | None) -> None:
+        update = parsed or Update.de_json(json.loads(payload), application.bot)
         await application.process_update(update)
 
     return InboxWorker(
@@ -149,6 +149,7 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
         process,
         unordered_commands=UNORDERED_COMMANDS,
         on_claim=runtime.metrics.inbox_claim_seconds.observe,
+        bot=application.bot,
     )
 
 

@@ -8,6 +8,13 @@ Invariants:
   worker claims the chat at its next look (a notification or the periodic poll), so
   every queued update is processed at least once. An update whose processing raised is
   logged and deleted, so one bad update never blocks its chat.
+- No row waits for a chat nobody works: a worker ends its claim only after its last look
+  at the chat's rows found none and no notification for the chat arrived since that look
+  (a notification arriving while the chat is worked marks it to be looked at again; one
+  arriving after the claim ended starts a new claim), and a missed notification is made
+  up for by the periodic look.
+- An update accepted by this worker is parsed once: the parsed update is kept (a bounded
+  number of them) for when this worker processes it.
 - Different chats run in parallel, up to `concurrency` chats per worker.
 - /reset and /status (`unordered_commands`) are processed at once by the worker that
   accepts them, never queued behind the chat's running turn; their ids are recorded so a
@@ -28,7 +35,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from telegram import Update
+from telegram import Bot, Update
 
 from bot.chat import conversation_key
 from bot.ordering import command_of
@@ -41,8 +48,11 @@ POLL_INTERVAL = 1.0
 CONCURRENCY = 1000
 STOP_GRACE = 30.0
 
-Process = Callable[[str], Awaitable[object]]
-"""Handle one update given as its JSON text; returns once the update was fully handled."""
+PARSED_KEPT = 10_000
+
+Process = Callable[[str, Update | None], Awaitable[object]]
+"""Handle one update given as its JSON text, with its parsed form when this worker has it
+(else None); returns once the update was fully handled."""
 
 
 class Inbox(Protocol):
@@ -56,6 +66,10 @@ class Inbox(Protocol):
         ...
 
     async def done(self, update_id: int) -> None: ...
+    async def finish(self, update_id: int, chat_key: str) -> tuple[int, str, float] | None:
+        """`done(update_id)`, then the chat's next row (as `next`)."""
+        ...
+
     async def listen(self, callback: Callable[[str], object]) -> None: ...
 
 
@@ -91,8 +105,10 @@ class InboxWorker:
         poll_interval: float = POLL_INTERVAL,
         stop_grace: float = STOP_GRACE,
         on_claim: Callable[[float], object] | None = None,
+        bot: Bot | None = None,
     ) -> None:
-        """`on_claim` hears, as each queued update starts, the seconds since it was accepted."""
+        """`on_claim` hears, as each queued update starts, the seconds since it was accepted;
+        `bot` is the one parsed updates are bound to (`Update.de_json(data, bot)`)."""
         self._inbox = inbox
         self._claims = claims
         self._process = process
@@ -101,7 +117,10 @@ class InboxWorker:
         self._poll_interval = poll_interval
         self._stop_grace = stop_grace
         self._on_claim = on_claim
+        self._bot = bot
         self._chats: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()  # worked chats with a row announced since the last look
+        self._parsed: dict[int, Update] = {}  # accepted here, not yet processed here
         self._immediate: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
 
@@ -110,16 +129,20 @@ class InboxWorker:
         redelivery. Returns once the update is durably accepted."""
         update_id = int(update["update_id"])
         payload = json.dumps(update, ensure_ascii=False, separators=(",", ":"))
-        parsed = Update.de_json(update, None)  # once, for its command and its chat
+        parsed = Update.de_json(update, self._bot)  # once: its command, its chat, processing
         if command_of(parsed) in self._unordered:
             if not await self._inbox.remember(update_id):
                 return False
-            task = asyncio.create_task(self._handle(update_id, payload))
+            task = asyncio.create_task(self._handle(update_id, payload, parsed))
             self._immediate.add(task)
             task.add_done_callback(self._immediate.discard)
             return True
         chat = conversation_key(parsed) or f"update:{update_id}"
-        return await self._inbox.put(update_id, chat, payload)
+        self._keep(update_id, parsed)
+        queued = await self._inbox.put(update_id, chat, payload)
+        if not queued:
+            self._parsed.pop(update_id, None)
+        return queued
 
     async def run(self) -> None:
         try:
@@ -152,7 +175,9 @@ class InboxWorker:
             log.warning("inbox: cannot look for updates now: %s", exc)
 
     def _heard(self, chat: str) -> None:
-        if not self._stopping.is_set() and len(self._chats) < self._concurrency:
+        if chat in self._chats:
+            self._again.add(chat)
+        elif not self._stopping.is_set() and len(self._chats) < self._concurrency:
             self._claim(chat)
 
     def _claim(self, chat: str) -> None:
@@ -160,35 +185,46 @@ class InboxWorker:
             return
         task = asyncio.create_task(self._work(chat))
         self._chats[chat] = task
-        task.add_done_callback(lambda _: self._chats.pop(chat, None))
+        task.add_done_callback(lambda done: self._forget(chat, done))
+
+    def _forget(self, chat: str, task: asyncio.Task[None]) -> None:
+        if self._chats.get(chat) is task:
+            del self._chats[chat]
+            self._again.discard(chat)
 
     async def _work(self, chat: str) -> None:
         try:
             while not self._stopping.is_set():
+                self._again.discard(chat)  # the drain's looks cover what was heard so far
                 async with self._claims.try_hold(CLAIM_PREFIX + chat) as held:
                     if not held:  # another worker has it
                         return
                     await self._drain(chat)
-                # A row put after the last look but before the release found the chat
-                # claimed here, so nobody took it: look once more.
-                if self._stopping.is_set() or await self._inbox.next(chat) is None:
+                if chat not in self._again:
                     return
         except StoreUnavailable as exc:
             log.warning("inbox: chat %s left for later: %s", chat, exc)
+        finally:
+            # Synchronously with the last check: from here a notification starts a new claim.
+            if (task := asyncio.current_task()) is not None:
+                self._forget(chat, task)
 
     async def _drain(self, chat: str) -> None:
-        while not self._stopping.is_set():
-            row = await self._inbox.next(chat)
-            if row is None:
-                return
+        row = await self._inbox.next(chat)
+        while row is not None and not self._stopping.is_set():
             update_id, payload, received_at = row
             if self._on_claim is not None:
                 self._on_claim(max(time.time() - received_at, 0.0))
-            await self._handle(update_id, payload)
-            await self._inbox.done(update_id)
+            await self._handle(update_id, payload, self._parsed.pop(update_id, None))
+            row = await self._inbox.finish(update_id, chat)
 
-    async def _handle(self, update_id: int, payload: str) -> None:
+    async def _handle(self, update_id: int, payload: str, parsed: Update | None) -> None:
         try:
-            await self._process(payload)
+            await self._process(payload, parsed)
         except Exception:
             log.exception("inbox: update %d failed; it is dropped", update_id)
+
+    def _keep(self, update_id: int, parsed: Update) -> None:
+        self._parsed[update_id] = parsed
+        if len(self._parsed) > PARSED_KEPT:  # processed elsewhere: forget the oldest
+            del self._parsed[next(iter(self._parsed))]

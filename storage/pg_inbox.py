@@ -3,13 +3,16 @@
 Invariants:
 - An update id is accepted at most once, ever: `put` records the id in `telegram_updates`
   (the table the webhook's de-duplication uses) and queues the row in the same
-  statement (one round trip, one transaction), so a redelivery is refused while the row
-  waits AND after it was handled and deleted (a new polling leader fetches again what
-  the old one had not acknowledged).
+  statement (one transaction), so a redelivery is refused while the row waits AND after
+  it was handled and deleted (a new polling leader fetches again what the old one had
+  not acknowledged).
+- Group commit: the `put`s made while one is being written are written together by the
+  next statement (one round trip and one commit for all of them); each caller returns
+  only once its own row is committed.
   The ids are kept as long as the store keeps them (`storage.updates` bounds).
-- A row stays until `done` deletes it: a worker that dies mid-update leaves its row for
-  another worker (at least once).
-- Rows of one chat come out lowest update_id first (`next`); which worker works a chat is
+- A row stays until `done` (or `finish`) deletes it: a worker that dies mid-update leaves
+  its row for another worker (at least once).
+- Rows of one chat come out lowest update_id first (`next`, `finish`); which worker works a chat is
   decided elsewhere (an advisory lock per chat), not here.
 - Each new row is announced with a NOTIFY carrying its chat key on commit, so listening
   workers pick it up at once; a missed notification only costs a poll interval. The
@@ -23,6 +26,7 @@ and the store's pool stays private to the store.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import logging
@@ -60,6 +64,8 @@ class PostgresInbox:
         self._channel = channel
         self._listener: asyncpg.Connection | None = None
         self._callback: Callable[[str], object] | None = None
+        self._waiting: list[tuple[int, str, str, asyncio.Future[bool]]] = []
+        self._writing: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 4) -> PostgresInbox:
@@ -79,14 +85,55 @@ class PostgresInbox:
         await self._pool.close()
 
     async def put(self, update_id: int, chat_key: str, payload: str) -> bool:
-        """Queue an update for its chat; False (nothing queued) for an id seen before."""
-        queued = await self._call(
-            lambda c: c.fetchval(
-                _PUT, update_id, time.time(), KEEP_SECONDS, KEEP_IDS, chat_key, payload,
-                self._channel,
-            )
-        )  # fmt: skip
-        return bool(queued)
+        """Queue an update for its chat; False (nothing queued) for an id seen before.
+
+        Returns once the row is committed, together with the rows put meanwhile.
+        """
+        queued = asyncio.get_running_loop().create_future()
+        self._waiting.append((update_id, chat_key, payload, queued))
+        if self._writing is None:
+            self._writing = asyncio.create_task(self._write_waiting())
+        return await asyncio.shield(queued)  # a caller that gives up leaves the batch whole
+
+    async def _write_waiting(self) -> None:
+        """Write the waiting rows, one statement per batch, until none is left."""
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                await self._write_batch(batch)
+        finally:
+            self._writing = None
+
+    async def _write_batch(self, batch: list[tuple[int, str, str, asyncio.Future[bool]]]) -> None:
+        """Resolve each caller's future: whether its id was new, or the write's error."""
+        args = self._put_args(batch)
+        try:
+            rows = await self._call(lambda c: c.fetch(_PUT_MANY, *args))
+        except Exception as error:
+            for *_, queued in batch:
+                if not queued.done():
+                    queued.set_exception(error)
+            return
+        except BaseException:  # cancelled with the inbox: the callers are cancelled too
+            for *_, queued in batch:
+                queued.cancel()
+            raise
+        new = {int(row["update_id"]) for row in rows}
+        for update_id, _, _, queued in batch:
+            if not queued.done():
+                queued.set_result(update_id in new)
+            new.discard(update_id)  # the same id twice in one batch: queued once
+
+    def _put_args(self, batch: list[tuple[int, str, str, asyncio.Future[bool]]]) -> list[Any]:
+        return [
+            [update_id for update_id, *_ in batch],
+            [chat for _, chat, *_ in batch],
+            [payload for _, _, payload, _ in batch],
+            time.time(),
+            KEEP_SECONDS,
+            KEEP_IDS,
+            self._channel,
+        ]
 
     async def remember(self, update_id: int) -> bool:
         """Record an update handled without queueing it; False for an id seen before."""
@@ -116,13 +163,16 @@ class PostgresInbox:
                 chat_key,
             )
         )
-        if row is None:
-            return None
-        return Row(int(row["update_id"]), str(row["payload"]), float(row["received_at"]))
+        return _row(row)
 
     async def done(self, update_id: int) -> None:
         """The update was handled: delete its row (its id stays recorded)."""
         await self._call(lambda c: c.execute("DELETE FROM inbox WHERE update_id = $1", update_id))
+
+    async def finish(self, update_id: int, chat_key: str) -> Row | None:
+        """`done(update_id)`, then the chat's next waiting row: one statement."""
+        row = await self._call(lambda c: c.fetchrow(_FINISH, update_id, chat_key))
+        return _row(row)
 
     async def depth(self) -> int:
         """Rows waiting in all chats."""
@@ -152,6 +202,12 @@ class PostgresInbox:
         return await call(self._pool, work, "inbox")
 
 
+def _row(row: asyncpg.Record | None) -> Row | None:
+    if row is None:
+        return None
+    return Row(int(row["update_id"]), str(row["payload"]), float(row["received_at"]))
+
+
 def channel_of(schema: str) -> str:
     """The notification channel of the inbox in `schema` (short enough for any schema name)."""
     return CHANNEL_PREFIX + hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
@@ -166,10 +222,36 @@ _RECORD = (
     " too_far AS (DELETE FROM telegram_updates WHERE update_id <= $1 - $4)"
 )
 _REMEMBER = f"{_RECORD} SELECT count(*) FROM recorded"
-_PUT = (
-    # ... then queue the row ($5 chat key, $6 payload) only if the id was new, and announce
-    # it on the channel ($7) at commit.
-    f"{_RECORD}, queued AS (INSERT INTO inbox (update_id, chat_key, payload, received_at)"
-    " SELECT update_id, $5, $6, $2 FROM recorded RETURNING chat_key)"
-    " SELECT count(pg_notify($7, chat_key)) FROM queued"
+_PUT_MANY = (
+    # Record the ids ($1 ids, $4 now), prune ids past the kept bounds ($5 seconds, $6 ids),
+    # queue the rows ($2 chat keys, $3 payloads) whose id was new, announce each on the
+    # channel ($7) at commit, and return the ids queued. Every data-modifying part of a
+    # WITH runs, read or not, in one transaction; none sees the rows another one writes.
+    "WITH incoming AS (SELECT DISTINCT ON (update_id) * FROM unnest($1::bigint[],"
+    " $2::text[], $3::text[]) AS i (update_id, chat_key, payload) ORDER BY update_id),"
+    " recorded AS (INSERT INTO telegram_updates (update_id, received_at)"
+    " SELECT update_id, $4 FROM incoming ON CONFLICT (update_id) DO NOTHING"
+    " RETURNING update_id),"
+    " too_old AS (DELETE FROM telegram_updates WHERE received_at < $4 - $5),"
+    " too_far AS (DELETE FROM telegram_updates"
+    " WHERE update_id <= (SELECT max(update_id) FROM incoming) - $6),"
+    " queued AS (INSERT INTO inbox (update_id, chat_key, payload, received_at)"
+    " SELECT i.update_id, i.chat_key, i.payload, $4 FROM incoming i"
+    " JOIN recorded USING (update_id) RETURNING update_id, chat_key)"
+    " SELECT update_id, pg_notify($7, chat_key) FROM queued"
+)
+_REMEMBER = (
+    # Record the id as received ($1 id, $2 now), pruning as above ($3 seconds, $4 ids).
+    "WITH recorded AS (INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
+    " ON CONFLICT (update_id) DO NOTHING RETURNING update_id),"
+    " too_old AS (DELETE FROM telegram_updates WHERE received_at < $2 - $3),"
+    " too_far AS (DELETE FROM telegram_updates WHERE update_id <= $1 - $4)"
+    " SELECT count(*) FROM recorded"
+)
+_FINISH = (
+    # Delete the handled row ($1) and read the chat's ($2) next one; the read does not see
+    # the delete (one snapshot), hence the explicit exclusion.
+    "WITH gone AS (DELETE FROM inbox WHERE update_id = $1)"
+    " SELECT update_id, payload, received_at FROM inbox"
+    " WHERE chat_key = $2 AND update_id <> $1 ORDER BY update_id LIMIT 1"
 )

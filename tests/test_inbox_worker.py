@@ -9,13 +9,14 @@ import json
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
 import pytest
 import pytest_asyncio
+from telegram import Update
 
 from bot.inbox import InboxWorker, chat_key_of_update
 from storage.pg_inbox import PostgresInbox
@@ -42,9 +43,16 @@ class Recorder:
     overlapped: list[str] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def process(self, *, gated: bool = True) -> Callable[[str], Any]:
-        async def process(payload: str) -> None:
+    parsed_given: int = 0  # updates handed over already parsed (accepted by the same worker)
+
+    def process(self, *, gated: bool = True) -> Callable[[str, Update | None], Any]:
+        async def process(payload: str, parsed: Update | None) -> None:
             update = json.loads(payload)
+            if parsed is not None:  # the worker's own parse of this very update
+                assert parsed.update_id == update["update_id"]
+                assert parsed.effective_message is not None
+                assert parsed.effective_message.text == update["message"]["text"]
+                self.parsed_given += 1
             chat = chat_key_of_update(update)
             assert chat is not None
             entry = (chat, int(update["update_id"]))
@@ -105,10 +113,12 @@ async def start_worker(
         await admin.close()
     started: list[Worker] = []
 
-    async def start(process: Callable[[str], Any]) -> Worker:
+    async def start(process: Callable[[str, Update | None], Any], **options: Any) -> Worker:
         inbox = await PostgresInbox.open(postgres_url)
         locks = await PostgresChatLocks.open(postgres_url)
-        worker = InboxWorker(inbox, locks, process, unordered_commands=("reset", "status"))
+        worker = InboxWorker(
+            inbox, locks, process, unordered_commands=("reset", "status"), **options
+        )
         started.append(Worker(inbox, locks, worker, asyncio.create_task(worker.run())))
         return started[-1]
 
@@ -300,5 +310,61 @@ async def test_each_queued_update_reports_how_long_it_waited(postgres_url: str) 
     finally:
         worker.stop()
         await asyncio.wait_for(task, WAIT)
+        await locks.close()
+        await inbox.close()
+
+
+class ClaimsWithAHook:
+    """The real claims, with `before_release` awaited once as a claim is about to end: the
+    moment a row can arrive after the chat's last look and before the claim is released."""
+
+    def __init__(self, claims: PostgresChatLocks) -> None:
+        self._claims = claims
+        self.before_release: Callable[[], Awaitable[None]] | None = None
+
+    @contextlib.asynccontextmanager
+    async def try_hold(self, key: str) -> AsyncIterator[bool]:
+        async with self._claims.try_hold(key) as held:
+            yield held
+            hook, self.before_release = self.before_release, None
+            if held and hook is not None:
+                await hook()
+
+
+async def test_a_row_queued_between_the_last_look_and_the_release_is_processed(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """No periodic look to fall back on: the row's notification, heard while the chat was
+    still claimed, makes the worker look again instead of leaving the row waiting."""
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await migrate(admin)
+    finally:
+        await admin.close()
+    inbox = await PostgresInbox.open(postgres_url)
+    locks = await PostgresChatLocks.open(postgres_url)
+    claims = ClaimsWithAHook(locks)
+    recorder = Recorder()
+    worker = InboxWorker(inbox, claims, recorder.process(), poll_interval=3600)
+    task = asyncio.create_task(worker.run())
+    updates = UpdateBuilder()
+
+    async def queue_another() -> None:
+        await worker.accept(updates.text_message(A, "second", user_id=A))
+        await asyncio.sleep(0.3)  # its notification reaches this worker meanwhile
+
+    try:
+        claims.before_release = queue_another
+        await worker.accept(updates.text_message(A, "first", user_id=A))
+        await recorder.until(lambda: len(recorder.finished) == 2)
+        assert [entry[1] for entry in recorder.finished] == sorted(
+            entry[1] for entry in recorder.finished
+        )
+        assert recorder.parsed_given == 2  # each parsed once, when it was accepted
+    finally:
+        worker.stop()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
         await locks.close()
         await inbox.close()

@@ -134,3 +134,42 @@ async def test_an_inbox_in_another_schema_wakes_nobody_here(
     finally:
         await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
         await admin.close()
+
+
+async def test_puts_made_together_are_each_answered_for_their_own_id(
+    inboxes: tuple[PostgresInbox, PostgresInbox],
+) -> None:
+    """Concurrent puts are written in batches: each caller still learns whether its own id
+    was new, an id put twice at once is queued once, and nothing is lost."""
+    first, second = inboxes
+    await first.put(7, "tg:7", "seen before")
+    ids = [n % 40 for n in range(80)]  # every id twice, 7 also seen before
+    results = await asyncio.gather(
+        *((first if n % 2 else second).put(i, f"tg:{i % 5}", f"u{i}") for n, i in enumerate(ids))
+    )
+    accepted = [i for i, new in zip(ids, results, strict=True) if new]
+    assert sorted(accepted) == [i for i in range(40) if i != 7]
+    assert await first.depth() == 40
+    order = []
+    for chat in ["tg:0", "tg:1", "tg:2", "tg:3", "tg:4", "tg:7"]:
+        while (row := await first.next(chat)) is not None:
+            order.append(row.update_id)
+            await first.done(row.update_id)
+    assert sorted(order) == list(range(40))
+
+
+async def test_finish_deletes_the_row_and_hands_over_the_chats_next_one(
+    inboxes: tuple[PostgresInbox, PostgresInbox],
+) -> None:
+    first, second = inboxes
+    for update_id in (21, 22, 23):
+        await first.put(update_id, "tg:2", f"u{update_id}")
+    await first.put(24, "tg:3", "other chat")
+    row = await second.next("tg:2")
+    seen = []
+    while row is not None:
+        seen.append(row.update_id)
+        row = await second.finish(row.update_id, "tg:2")
+    assert seen == [21, 22, 23]
+    assert await first.depth() == 1
+    assert await first.next("tg:3") is not None
