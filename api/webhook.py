@@ -38,8 +38,9 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 TelegramApp = Application[Any, Any, Any, Any, Any, Any]
 
-UpdateSink = Callable[[dict[str, Any]], Awaitable[bool]]
-"""Takes an update's JSON object and commits it for handling; False for a redelivery."""
+UpdateSink = Callable[[dict[str, Any], Update], Awaitable[bool]]
+"""Takes an update's JSON object (and the update parsed from it) and commits it for
+handling; False for a redelivery."""
 
 
 class UpdateLog(Protocol):
@@ -83,7 +84,7 @@ class TelegramWebhook:
             log.warning("webhook: not an update (%s)", exc)
             raise ApiError("VALIDATION_ERROR", "the body is not a Telegram update") from None
         if self._sink is not None:
-            return await self._to_sink(self._sink, data, update.update_id)
+            return await self._to_sink(self._sink, data, update)
         if self._seen is not None:
             try:
                 first = await self._seen.remember_update(update.update_id)
@@ -97,10 +98,11 @@ class TelegramWebhook:
         return web.json_response({"ok": True})
 
     async def _to_sink(
-        self, sink: UpdateSink, data: dict[str, Any], update_id: int
+        self, sink: UpdateSink, data: dict[str, Any], update: Update
     ) -> web.Response:
+        update_id = update.update_id
         try:
-            new = await sink(data)
+            new = await sink(data, update)
         except StoreUnavailable as exc:
             log.warning("webhook: update %d refused for now: %s", update_id, exc)
             raise store_unavailable() from None

@@ -124,12 +124,17 @@ class InboxWorker:
         self._immediate: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
 
-    async def accept(self, update: dict[str, Any]) -> bool:
+    async def accept(self, update: dict[str, Any], parsed: Update | None = None) -> bool:
         """Queue (or, for an unordered command, start handling) a new update; False for a
-        redelivery. Returns once the update is durably accepted."""
+        redelivery. Returns once the update is durably accepted.
+
+        `parsed` is the update already parsed from `update` with this worker's bot, if the
+        caller has it; else it is parsed here, once: for its command, its chat, processing.
+        """
         update_id = int(update["update_id"])
         payload = json.dumps(update, ensure_ascii=False, separators=(",", ":"))
-        parsed = Update.de_json(update, self._bot)  # once: its command, its chat, processing
+        if parsed is None:
+            parsed = Update.de_json(update, self._bot)
         if command_of(parsed) in self._unordered:
             if not await self._inbox.remember(update_id):
                 return False

@@ -5,7 +5,9 @@ Invariants:
   lock across processes (`Leadership`) that lives as long as the leader's connection to
   the database, so a leader that dies frees it and a follower, trying every
   `retry_interval` seconds, takes over within seconds.
-- Every update is handed to the sink (the shared inbox) before the offset moves past it:
+- Every update is handed to the sink (the shared inbox) before the offset moves past it
+  (the updates of one getUpdates are handed over together, so the sink can commit them
+  at once; the offset moves past the ones before the first the sink did not take):
   getUpdates acknowledges an update only when a later call names a higher offset, so an
   update the sink did not take is fetched again. A new leader starts from Telegram's
   oldest unacknowledged update; the ones its predecessor already queued are refused by
@@ -32,8 +34,9 @@ POLL_TIMEOUT = 30
 RETRY_INTERVAL = 2.0
 PAUSE_AFTER_ERROR = 1.0
 
-UpdateSink = Callable[[dict[str, Any]], Awaitable[bool]]
-"""Commits an update's JSON object for handling; False for a redelivery."""
+UpdateSink = Callable[[dict[str, Any], Update], Awaitable[bool]]
+"""Commits an update (its JSON object and its parsed form) for handling; False for a
+redelivery."""
 
 
 class Leadership(Protocol):
@@ -101,16 +104,17 @@ class PollingLeader:
                 log.warning("polling: getUpdates failed (%s); retrying", exc)
                 await asyncio.sleep(PAUSE_AFTER_ERROR)
                 continue
-            for update in updates:
-                if not await self._hand_over(update):
+            taken = await asyncio.gather(*(self._hand_over(update) for update in updates))
+            for update, ok in zip(updates, taken, strict=True):
+                if not ok:
                     await asyncio.sleep(PAUSE_AFTER_ERROR)
-                    break  # not acknowledged: fetched again by the next call
+                    break  # not acknowledged: this one and the rest are fetched again
                 offset = update.update_id + 1
 
     async def _hand_over(self, update: Update) -> bool:
         """Give the update to the sink; False if it must be fetched again later."""
         try:
-            await self._sink(update.to_dict())
+            await self._sink(update.to_dict(), update)
         except StoreUnavailable as exc:
             log.warning("polling: update %d not queued yet: %s", update.update_id, exc)
             return False

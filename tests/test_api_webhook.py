@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
+from telegram import Update
 
 from api import start_web_server
 from api.app import build_web_app
@@ -235,7 +236,8 @@ async def test_with_a_sink_the_200_waits_until_the_sink_has_the_update(
     entered = asyncio.Event()
     release = asyncio.Event()
 
-    async def sink(update: dict[str, Any]) -> bool:
+    async def sink(update: dict[str, Any], parsed: Update) -> bool:
+        assert parsed.update_id == update["update_id"]
         entered.set()
         await release.wait()
         received.append(update)
@@ -262,7 +264,8 @@ async def test_with_a_sink_a_redelivery_is_200_and_an_unavailable_sink_is_503(
     settings = settings_for(tmp_path, bot_api, model_server)
     answers: list[bool | Exception] = [False, StoreUnavailable("database gone")]
 
-    async def sink(update: dict[str, Any]) -> bool:
+    async def sink(update: dict[str, Any], parsed: Update) -> bool:
+        assert parsed.update_id == update["update_id"]
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer

@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 import pytest_asyncio
-from telegram import Bot
+from telegram import Bot, Update
 
 from bot.inbox import chat_key_of_update
 from bot.polling import PollingLeader
@@ -75,7 +75,8 @@ async def start_poller(
         bot = Bot(TOKEN, base_url=bot_api.base_url)
         await bot.initialize()
 
-        async def sink(update: dict[str, Any]) -> bool:
+        async def sink(update: dict[str, Any], parsed: Update) -> bool:
+            assert parsed.update_id == update["update_id"]
             chat = chat_key_of_update(update) or "none"
             new = await inbox.put(update["update_id"], chat, json.dumps(update))
             accepted[update["update_id"]] += new
