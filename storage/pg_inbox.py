@@ -6,9 +6,9 @@ Invariants:
   statement (one transaction), so a redelivery is refused while the row waits AND after
   it was handled and deleted (a new polling leader fetches again what the old one had
   not acknowledged).
-- Group commit: the `put`s made while one is being written are written together by the
-  next statement (one round trip and one commit for all of them); each caller returns
-  only once its own row is committed.
+- Group commit (`storage.pg_batch`): the `put`s (and the `finish`es) made while one is
+  being written are written together by the next statement (one round trip and one
+  commit for all of them); each caller returns only once its own row is committed.
   The ids are kept as long as the store keeps them (`storage.updates` bounds).
 - A row stays until `done` (or `finish`) deletes it: a worker that dies mid-update leaves
   its row for another worker (at least once).
@@ -26,17 +26,17 @@ and the store's pool stays private to the store.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import asyncpg
 
 from core.errors import StoreUnavailable
+from storage.pg_batch import Batched
 from storage.pg_pool import CONNECT_TIMEOUT, UNAVAILABLE, call, open_pool
 from storage.updates import KEEP_IDS, KEEP_SECONDS
 
@@ -64,8 +64,8 @@ class PostgresInbox:
         self._channel = channel
         self._listener: asyncpg.Connection | None = None
         self._callback: Callable[[str], object] | None = None
-        self._waiting: list[tuple[int, str, str, asyncio.Future[bool]]] = []
-        self._writing: asyncio.Task[None] | None = None
+        self._put: Batched[tuple[int, str, str], bool] = Batched(self._put_batch)
+        self._finish: Batched[tuple[int, str], Row | None] = Batched(self._finish_batch)
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 4) -> PostgresInbox:
@@ -89,51 +89,22 @@ class PostgresInbox:
 
         Returns once the row is committed, together with the rows put meanwhile.
         """
-        queued = asyncio.get_running_loop().create_future()
-        self._waiting.append((update_id, chat_key, payload, queued))
-        if self._writing is None:
-            self._writing = asyncio.create_task(self._write_waiting())
-        return await asyncio.shield(queued)  # a caller that gives up leaves the batch whole
+        return await self._put((update_id, chat_key, payload))
 
-    async def _write_waiting(self) -> None:
-        """Write the waiting rows, one statement per batch, until none is left."""
-        try:
-            while self._waiting:
-                batch, self._waiting = self._waiting, []
-                await self._write_batch(batch)
-        finally:
-            self._writing = None
-
-    async def _write_batch(self, batch: list[tuple[int, str, str, asyncio.Future[bool]]]) -> None:
-        """Resolve each caller's future: whether its id was new, or the write's error."""
-        args = self._put_args(batch)
-        try:
-            rows = await self._call(lambda c: c.fetch(_PUT_MANY, *args))
-        except Exception as error:
-            for *_, queued in batch:
-                if not queued.done():
-                    queued.set_exception(error)
-            return
-        except BaseException:  # cancelled with the inbox: the callers are cancelled too
-            for *_, queued in batch:
-                queued.cancel()
-            raise
+    async def _put_batch(self, batch: Sequence[tuple[int, str, str]]) -> list[bool]:
+        ids, chats, payloads = (list(column) for column in zip(*batch, strict=True))
+        now = time.time()
+        rows = await self._call(
+            lambda c: c.fetch(
+                _PUT_MANY, ids, chats, payloads, now, KEEP_SECONDS, KEEP_IDS, self._channel
+            )
+        )
         new = {int(row["update_id"]) for row in rows}
-        for update_id, _, _, queued in batch:
-            if not queued.done():
-                queued.set_result(update_id in new)
+        queued = []
+        for update_id in ids:
+            queued.append(update_id in new)
             new.discard(update_id)  # the same id twice in one batch: queued once
-
-    def _put_args(self, batch: list[tuple[int, str, str, asyncio.Future[bool]]]) -> list[Any]:
-        return [
-            [update_id for update_id, *_ in batch],
-            [chat for _, chat, *_ in batch],
-            [payload for _, _, payload, _ in batch],
-            time.time(),
-            KEEP_SECONDS,
-            KEEP_IDS,
-            self._channel,
-        ]
+        return queued
 
     async def remember(self, update_id: int) -> bool:
         """Record an update handled without queueing it; False for an id seen before."""
@@ -170,9 +141,15 @@ class PostgresInbox:
         await self._call(lambda c: c.execute("DELETE FROM inbox WHERE update_id = $1", update_id))
 
     async def finish(self, update_id: int, chat_key: str) -> Row | None:
-        """`done(update_id)`, then the chat's next waiting row: one statement."""
-        row = await self._call(lambda c: c.fetchrow(_FINISH, update_id, chat_key))
-        return _row(row)
+        """`done(update_id)`, then the chat's next waiting row (with the finishes made
+        meanwhile, in one statement)."""
+        return await self._finish((update_id, chat_key))
+
+    async def _finish_batch(self, batch: Sequence[tuple[int, str]]) -> list[Row | None]:
+        ids, chats = (list(column) for column in zip(*batch, strict=True))
+        rows = await self._call(lambda c: c.fetch(_FINISH_MANY, ids, chats))
+        following = {str(row["chat_key"]): _row(row) for row in rows}
+        return [following.get(chat) for chat in chats]
 
     async def depth(self) -> int:
         """Rows waiting in all chats."""
@@ -248,10 +225,13 @@ _REMEMBER = (
     " too_far AS (DELETE FROM telegram_updates WHERE update_id <= $1 - $4)"
     " SELECT count(*) FROM recorded"
 )
-_FINISH = (
-    # Delete the handled row ($1) and read the chat's ($2) next one; the read does not see
-    # the delete (one snapshot), hence the explicit exclusion.
-    "WITH gone AS (DELETE FROM inbox WHERE update_id = $1)"
-    " SELECT update_id, payload, received_at FROM inbox"
-    " WHERE chat_key = $2 AND update_id <> $1 ORDER BY update_id LIMIT 1"
+_FINISH_MANY = (
+    # Delete the handled rows ($1) and read the next row of each of their chats ($2, one
+    # chat per row: a chat is worked by one task at a time); the read does not see the
+    # delete (one snapshot), hence the explicit exclusion.
+    "WITH gone AS (DELETE FROM inbox WHERE update_id = ANY($1::bigint[]))"
+    " SELECT chat.chat_key, following.* FROM unnest($2::text[]) AS chat (chat_key)"
+    " CROSS JOIN LATERAL (SELECT update_id, payload, received_at FROM inbox"
+    " WHERE inbox.chat_key = chat.chat_key AND NOT (update_id = ANY($1::bigint[]))"
+    " ORDER BY update_id LIMIT 1) AS following"
 )
