@@ -22,6 +22,10 @@ way, on a connection of its own.
 `try_hold(key)` is the claim that never waits: it yields True while this task holds the
 key, or False at once when another task of this process or another process has it (one
 attempt at the database, no backoff).
+
+The attempts and releases of all keys share the lock connection: those made while one
+statement runs go together in the next (`storage.pg_batch`), in the order they were made,
+so under load a round trip carries the claims and releases of many chats.
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ import asyncio
 import contextlib
 import hashlib
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 
 import asyncpg
 
 from core.errors import StoreUnavailable
 from core.keyed_lock import KeyedLock
+from storage.pg_batch import Batched
 
 RETRY_FIRST = 0.02
 RETRY_MAX = 0.5
@@ -61,7 +66,9 @@ class PostgresChatLocks:
         self._connection = connection
         self._url = url
         self._local = KeyedLock()
-        self._statement = asyncio.Lock()  # one statement at a time on the shared connection
+        # One statement at a time on the shared connection, carrying every request made
+        # meanwhile: (True, id) takes a lock if free, (False, id) releases one.
+        self._requests: Batched[tuple[bool, int], bool] = Batched(self._run)
         self._busy: Counter[str] = Counter()  # keys this process's tasks hold or wait for
 
     @classmethod
@@ -122,7 +129,7 @@ class PostgresChatLocks:
 
     async def _try_lock(self, ident: int) -> bool:
         """One attempt; a cancelled attempt that took the lock after all gives it back."""
-        attempt = asyncio.ensure_future(self._run("SELECT pg_try_advisory_lock($1)", ident))
+        attempt = asyncio.ensure_future(self._requests((True, ident)))
         try:
             return await asyncio.shield(attempt)
         except asyncio.CancelledError:
@@ -133,17 +140,27 @@ class PostgresChatLocks:
 
     async def _release(self, ident: int) -> None:
         with contextlib.suppress(StoreUnavailable):  # the connection is gone, and the lock too
-            await asyncio.shield(self._run("SELECT pg_advisory_unlock($1)", ident))
+            await self._requests((False, ident))  # sent even if this task is cancelled
 
-    async def _run(self, statement: str, ident: int) -> bool:
-        async with self._statement:
-            try:
-                if self._connection.is_closed():  # broken: its locks are gone already
-                    self._connection.terminate()
-                    self._connection = await asyncpg.connect(self._url, timeout=10)
-                return bool(await self._connection.fetchval(statement, ident))
-            except _CONNECTION_ERRORS as error:
-                raise StoreUnavailable(f"the lock connection failed ({error})") from error
+    async def _run(self, requests: Sequence[tuple[bool, int]]) -> list[bool]:
+        try:
+            if self._connection.is_closed():  # broken: its locks are gone already
+                self._connection.terminate()
+                self._connection = await asyncpg.connect(self._url, timeout=10)
+            rows = await self._connection.fetch(
+                _LOCK_OR_UNLOCK, [take for take, _ in requests], [ident for _, ident in requests]
+            )
+        except _CONNECTION_ERRORS as error:
+            raise StoreUnavailable(f"the lock connection failed ({error})") from error
+        return [bool(row[0]) for row in rows]
+
+
+_LOCK_OR_UNLOCK = (
+    # Each (take, id) pair in order: try to take the lock, or release it.
+    "SELECT CASE WHEN take THEN pg_try_advisory_lock(id) ELSE pg_advisory_unlock(id) END"
+    " FROM unnest($1::boolean[], $2::bigint[]) WITH ORDINALITY AS request (take, id, n)"
+    " ORDER BY n"
+)
 
 
 class PostgresLeadership:
