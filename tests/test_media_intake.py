@@ -7,11 +7,14 @@ import io
 import struct
 import zlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import docx
 import pytest
 
+from app.runtime import open_runtime
+from app.settings import Settings, load_settings
 from core.attachments import Attachment, Image
 from core.errors import AttachmentProblem, AttachmentRefused
 from media.config import IntakeConfig, TranscriptionEndpoint
@@ -388,3 +391,46 @@ async def test_words_alone_are_the_turn() -> None:
 
     assert turn.stored_text == "just text"
     assert (turn.transcript, turn.documents, turn.images) == (None, (), ())
+
+
+# -- the runtime ----------------------------------------------------------------------------
+
+
+def runtime_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    return load_settings(
+        openai_api_key="test-key",
+        openai_base_url="http://127.0.0.1:9/v1",  # never called here
+        llm_model="test-model",
+        db_path=tmp_path / "runtime.sqlite3",
+        llm_max_retries=0,
+        _env_file=None,
+        **overrides,
+    )
+
+
+async def test_the_runtime_reads_voice_through_the_configured_transcription_model(
+    tmp_path: Path, transcription_server: FakeTranscriptionServer
+) -> None:
+    settings = runtime_settings(
+        tmp_path,
+        transcription_model="whisper-runtime",
+        transcription_base_url=transcription_server.base_url,
+        llm_vision=True,
+        max_document_chars=5000,
+    )
+    voice = Attachment("voice.ogg", None, OGG, kind_hint="voice")
+
+    async with open_runtime(settings, background=False) as runtime:
+        turn = await runtime.intake.read("", [voice])
+
+    assert turn.transcript == transcription_server.default_text
+    assert transcription_server.calls[0].model == "whisper-runtime"
+    assert (runtime.intake.config.vision, runtime.intake.config.max_document_chars) == (True, 5000)
+
+
+async def test_without_a_transcription_model_the_runtime_has_voice_off(tmp_path: Path) -> None:
+    async with open_runtime(runtime_settings(tmp_path), background=False) as runtime:
+        with pytest.raises(AttachmentRefused) as refused:
+            runtime.intake.check_size("voice", 100)
+
+    assert refused.value.problem is AttachmentProblem.VOICE_OFF
