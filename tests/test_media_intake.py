@@ -8,7 +8,7 @@ import struct
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import docx
 import pytest
@@ -20,12 +20,10 @@ from core.errors import AttachmentProblem, AttachmentRefused
 from media.config import IntakeConfig, TranscriptionEndpoint
 from media.intake import SUPPORTED_DOCUMENTS, Intake
 from media.transcription import OpenAITranscriber
-
-if TYPE_CHECKING:
-    from tests.fakes.transcription_server import FakeTranscriptionServer
-
-# The `transcription_server` fixture; registered, not imported, so pytest rewrites its asserts.
-pytest_plugins = ["tests.fakes.transcription_server"]
+from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
+    FakeTranscriptionServer,
+    transcription_server,
+)
 
 OGG = b"OggS\x00\x02" + bytes(300)
 MP3 = b"ID3\x04\x00\x00" + bytes(300)
@@ -63,7 +61,7 @@ def docx_file() -> bytes:
 
 @pytest.fixture
 async def transcriber(
-    transcription_server: FakeTranscriptionServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
 ) -> AsyncIterator[OpenAITranscriber]:
     endpoint = TranscriptionEndpoint(
         model="whisper-test",
@@ -190,7 +188,8 @@ def test_an_unsupported_kind_is_refused_naming_what_is_supported() -> None:
 
 
 async def test_a_voice_note_becomes_the_transcript_of_the_turn(
-    transcription_server: FakeTranscriptionServer, transcriber: OpenAITranscriber
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    transcriber: OpenAITranscriber,
 ) -> None:
     transcription_server.script("  Как перенести базу на новый сервер?  ")
 
@@ -220,7 +219,7 @@ async def test_a_voice_note_becomes_the_transcript_of_the_turn(
     ],
 )
 async def test_the_service_gets_a_file_name_whose_extension_names_the_format(
-    transcription_server: FakeTranscriptionServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
     transcriber: OpenAITranscriber,
     name: str,
     data: bytes,
@@ -232,7 +231,8 @@ async def test_the_service_gets_a_file_name_whose_extension_names_the_format(
 
 
 async def test_a_caption_stays_beside_the_transcript(
-    transcription_server: FakeTranscriptionServer, transcriber: OpenAITranscriber
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    transcriber: OpenAITranscriber,
 ) -> None:
     transcription_server.script("the spoken part")
 
@@ -244,7 +244,8 @@ async def test_a_caption_stays_beside_the_transcript(
 
 
 async def test_a_failing_service_refuses_the_voice_note(
-    transcription_server: FakeTranscriptionServer, transcriber: OpenAITranscriber
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    transcriber: OpenAITranscriber,
 ) -> None:
     transcription_server.fail(500)
 
@@ -255,7 +256,8 @@ async def test_a_failing_service_refuses_the_voice_note(
 
 
 async def test_silence_has_no_text(
-    transcription_server: FakeTranscriptionServer, transcriber: OpenAITranscriber
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    transcriber: OpenAITranscriber,
 ) -> None:
     transcription_server.script(" \n ")
 
@@ -273,7 +275,8 @@ async def test_voice_without_a_transcriber_is_off() -> None:
 
 
 async def test_one_voice_note_per_turn(
-    transcription_server: FakeTranscriptionServer, transcriber: OpenAITranscriber
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    transcriber: OpenAITranscriber,
 ) -> None:
     voices = [Attachment(f"v{n}.ogg", None, OGG, kind_hint="voice") for n in (1, 2)]
 
@@ -294,7 +297,9 @@ async def test_one_voice_note_per_turn(
     ids=["unsupported", "unreadable", "too-large"],
 )
 async def test_a_turn_refused_for_another_file_pays_for_no_transcription(
-    transcription_server: FakeTranscriptionServer, transcriber: OpenAITranscriber, bad: Attachment
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    transcriber: OpenAITranscriber,
+    bad: Attachment,
 ) -> None:
     voice = Attachment("voice.ogg", None, OGG, kind_hint="voice")
 
@@ -370,7 +375,8 @@ async def test_photos_and_documents_together() -> None:
 
 
 async def test_voice_and_a_document_in_one_turn(
-    transcription_server: FakeTranscriptionServer, transcriber: OpenAITranscriber
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    transcriber: OpenAITranscriber,
 ) -> None:
     transcription_server.script("please check the attached config")
     files = [
@@ -409,7 +415,8 @@ def runtime_settings(tmp_path: Path, **overrides: Any) -> Settings:
 
 
 async def test_the_runtime_reads_voice_through_the_configured_transcription_model(
-    tmp_path: Path, transcription_server: FakeTranscriptionServer
+    tmp_path: Path,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
 ) -> None:
     settings = runtime_settings(
         tmp_path,

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
 
 import pytest
 
 from core.errors import AttachmentProblem, AttachmentRefused
 from media.config import TranscriptionEndpoint
 from media.transcription import OpenAITranscriber, iso_639_1
-
-if TYPE_CHECKING:
-    from tests.fakes.transcription_server import FakeTranscriptionServer
-
-# The `transcription_server` fixture; registered, not imported, so pytest rewrites its asserts.
-pytest_plugins = ["tests.fakes.transcription_server"]
+from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
+    FakeTranscriptionServer,
+    transcription_server,
+)
 
 OGG = b"OggS\x00\x02" + bytes(200)
 
@@ -24,7 +21,7 @@ Make = Callable[..., OpenAITranscriber]
 
 @pytest.fixture
 async def make_transcriber(
-    transcription_server: FakeTranscriptionServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
 ) -> AsyncIterator[Make]:
     """Transcribers pointed at the fake server, closed after the test."""
     made: list[OpenAITranscriber] = []
@@ -46,7 +43,8 @@ async def make_transcriber(
 
 
 async def test_the_audio_goes_up_with_its_name_and_model_and_the_text_comes_back(
-    transcription_server: FakeTranscriptionServer, make_transcriber: Make
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    make_transcriber: Make,
 ) -> None:
     transcription_server.script("Как настроить резервное копирование?")
 
@@ -67,7 +65,7 @@ async def test_the_audio_goes_up_with_its_name_and_model_and_the_text_comes_back
     ("given", "sent"), [("ru", "ru"), ("ru-RU", "ru"), ("EN_us", "en"), ("russian", None)]
 )
 async def test_a_language_is_sent_as_a_two_letter_code_or_not_at_all(
-    transcription_server: FakeTranscriptionServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
     make_transcriber: Make,
     given: str,
     sent: str | None,
@@ -83,7 +81,8 @@ def test_iso_639_1_of_nothing_is_nothing() -> None:
 
 
 async def test_a_server_error_is_a_transcription_failure_with_the_status_in_the_detail(
-    transcription_server: FakeTranscriptionServer, make_transcriber: Make
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    make_transcriber: Make,
 ) -> None:
     transcription_server.fail(500)
 
@@ -96,7 +95,8 @@ async def test_a_server_error_is_a_transcription_failure_with_the_status_in_the_
 
 
 async def test_the_sdk_retries_a_failure_before_giving_up(
-    transcription_server: FakeTranscriptionServer, make_transcriber: Make
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    make_transcriber: Make,
 ) -> None:
     transcription_server.fail(503, times=1)
     transcription_server.script("second time lucky")
@@ -108,7 +108,8 @@ async def test_the_sdk_retries_a_failure_before_giving_up(
 
 
 async def test_a_service_that_cannot_be_reached_is_a_transcription_failure(
-    transcription_server: FakeTranscriptionServer, make_transcriber: Make
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    make_transcriber: Make,
 ) -> None:
     gone = transcription_server.base_url
     await transcription_server.stop()
