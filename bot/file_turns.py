@@ -132,7 +132,7 @@ class FileTurns:
         """Why the file was not taken, and what the user can do instead."""
         problem = refused.problem
         if problem is AttachmentProblem.TOO_LARGE:
-            return t(language, "file_too_large", limit=megabytes(refused.limit))
+            return t(language, "file_too_large", limit=size_text(refused.limit, language))
         if problem is AttachmentProblem.UNSUPPORTED:
             return t(language, "file_unsupported", supported=SUPPORTED_DOCUMENTS)
         if problem is AttachmentProblem.VISION_OFF:
@@ -140,11 +140,13 @@ class FileTurns:
         return t(language, f"file_{problem.value}")
 
 
-def megabytes(limit: int | None) -> str:
-    """A byte limit as users read it: "20", "2.5" (decimal megabytes)."""
+def size_text(limit: int | None, language: str) -> str:
+    """A byte limit as users read it: "20 MB", "2.5 MB", "500 KB" (decimal units)."""
     if limit is None:
         return "?"
-    return f"{round(limit / 1_000_000, 1):g}"
+    if limit >= 1_000_000:
+        return t(language, "megabytes", value=f"{round(limit / 1_000_000, 1):g}")
+    return t(language, "kilobytes", value=f"{max(round(limit / 1000), 1)}")
 
 
 def excerpt(text: str, limit: int = HEARD_CHARS) -> str:

@@ -86,7 +86,9 @@ EN: dict[str, str] = {
     "download_failed": (
         "I couldn't download your file from Telegram. Nothing was saved; please send it again."
     ),
-    "file_too_large": "This file is too large: I can take files up to {limit} MB.",
+    "file_too_large": "This file is too large: I can take files up to {limit}.",
+    "megabytes": "{value} MB",
+    "kilobytes": "{value} KB",
     "file_unsupported": (
         "I can't read this kind of file. Documents I can read: {supported}. You can also "
         "paste the text into a message."
@@ -208,7 +210,9 @@ RU: dict[str, str] = {
     "download_failed": (
         "Не удалось скачать ваш файл из Telegram. Ничего не сохранено; отправьте его ещё раз."
     ),
-    "file_too_large": "Файл слишком большой: я принимаю файлы до {limit} МБ.",
+    "file_too_large": "Файл слишком большой: я принимаю файлы до {limit}.",
+    "megabytes": "{value} МБ",
+    "kilobytes": "{value} КБ",
     "file_unsupported": (
         "Такой файл я прочитать не могу. Я читаю документы: {supported}. Можно также "
         "вставить текст в сообщение."
