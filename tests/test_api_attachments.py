@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -25,12 +25,10 @@ from app.runtime import open_runtime
 from app.settings import Settings
 from tests.api_harness import ApiTestServer, api_settings
 from tests.fakes.model_server import FakeModelServer, image_parts, text_of
-
-if TYPE_CHECKING:
-    from tests.fakes.transcription_server import FakeTranscriptionServer
-
-# The `transcription_server` fixture; registered, not imported, so pytest rewrites its asserts.
-pytest_plugins = ["tests.fakes.transcription_server"]
+from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
+    FakeTranscriptionServer,
+    transcription_server,
+)
 
 Client = TestClient  # type: ignore[type-arg]
 
@@ -189,7 +187,9 @@ async def test_a_photo_without_vision_is_refused_and_nothing_is_stored(
 
 
 async def test_a_voice_note_is_transcribed_for_the_model_and_the_client(
-    tmp_path: Path, model_server: FakeModelServer, transcription_server: FakeTranscriptionServer
+    tmp_path: Path,
+    model_server: FakeModelServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
 ) -> None:
     transcription_server.script("how many sets should I do")
     settings = settings_for(
@@ -330,7 +330,9 @@ async def test_the_stream_takes_attachments_and_refuses_files_as_plain_json(
 
 
 async def test_the_openapi_document_describes_files_and_their_refusals(
-    tmp_path: Path, model_server: FakeModelServer, transcription_server: FakeTranscriptionServer
+    tmp_path: Path,
+    model_server: FakeModelServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
 ) -> None:
     """Requests with files, the reply with a transcript and the refusal validate against the
     document; the document and the parser agree on the file bodies."""
