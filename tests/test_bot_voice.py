@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +29,18 @@ from tests.bot_harness import (
     mention,
     started_bot,
 )
-from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
     FakeTranscriptionServer,
     transcription_server,
 )
+from tests.postgres import postgres_url  # noqa: F401 - a fixture
 from tests.test_entrypoint import USER as PROCESS_USER
 from tests.test_entrypoint import BotProcess, answered, clean_env
+from tests.test_workers_e2e import PATH as WEBHOOK_PATH
+from tests.test_workers_e2e import SECRET as WEBHOOK_SECRET
+from tests.test_workers_e2e import free_port, post
 
 USER = 701
 VOICE = b"OggS\x00\x02" + bytes(200)
@@ -233,29 +237,36 @@ def test_the_shown_transcript_is_cut_at_a_word() -> None:
     assert excerpt("  two\nlines ") == "two lines"
 
 
-async def test_a_process_killed_after_a_voice_note_was_stored_answers_it_after_restart(
+StartProcess = Callable[..., Awaitable[BotProcess]]
+
+
+@pytest.fixture
+async def start_process(
     tmp_path: Path,
     bot_api: FakeBotApi,
     model_server: FakeModelServer,
     transcription_server: FakeTranscriptionServer,  # noqa: F811
-) -> None:
-    """kill -9 while the model answers a voice note: the transcript was stored first, so
-    after a restart it is the open turn and /retry answers it (no new transcription)."""
-    env = clean_env(
-        tmp_path,
-        TELEGRAM_BOT_TOKEN="123456:TEST-TOKEN",
-        TELEGRAM_API_BASE_URL=bot_api.base_url,
-        OPENAI_API_KEY="test-key",
-        OPENAI_BASE_URL=model_server.base_url,
-        LLM_MODEL="test-model",
-        LLM_MAX_RETRIES="0",
-        TRANSCRIPTION_MODEL="whisper-1",
-        TRANSCRIPTION_BASE_URL=transcription_server.base_url,
-        DB_PATH=str(tmp_path / "bot.sqlite3"),
-    )
+) -> AsyncIterator[StartProcess]:
+    """Start `python -m bot` with voice on against the fakes (extra settings as keywords);
+    processes still running at the end are killed."""
+    started: list[BotProcess] = []
 
-    async def start(number: int) -> BotProcess:
-        log = tmp_path / f"bot{number}.log"
+    async def start(**settings: str) -> BotProcess:
+        env = clean_env(
+            tmp_path,
+            TELEGRAM_BOT_TOKEN=TOKEN,
+            TELEGRAM_API_BASE_URL=bot_api.base_url,
+            OPENAI_API_KEY="test-key",
+            OPENAI_BASE_URL=model_server.base_url,
+            LLM_MODEL="test-model",
+            LLM_MAX_RETRIES="0",
+            TRANSCRIPTION_MODEL="whisper-1",
+            TRANSCRIPTION_BASE_URL=transcription_server.base_url,
+            DB_PATH=str(tmp_path / "bot.sqlite3"),
+            USER_RATE_LIMIT_PER_MINUTE="0",
+            **settings,
+        )
+        log = tmp_path / f"bot{len(started)}.log"
         with log.open("wb") as sink:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -267,36 +278,70 @@ async def test_a_process_killed_after_a_voice_note_was_stored_answers_it_after_r
                 stdout=sink,
                 stderr=sink,
             )
-        return BotProcess(process, log)
+        started.append(BotProcess(process, log))
+        return started[-1]
 
-    first = await start(0)
-    try:
-        never = asyncio.Event()
-        model_server.enqueue("too late", hold=never)
-        transcription_server.script("Help me pick weights")
-        bot_api.push_update(
-            bot_api.text_message(
-                PROCESS_USER, None, user_id=PROCESS_USER, media=bot_api.voice(VOICE)
-            )
-        )
-        await answered(bot_api, "🎤 “Help me pick weights”")
-        await first.asked(model_server, 1)
-        assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+    yield start
+    for bot in started:
+        if bot.process.returncode is None:
+            bot.process.kill()
+            await bot.process.wait()
 
-        second = await start(1)
-        try:
-            bot_api.push_update(bot_api.text_message(PROCESS_USER, "/retry", user_id=PROCESS_USER))
-            text = await answered(bot_api, "Reply to: [voice] Help me pick weights")
-            assert text.endswith("Round 1 of 3")
-            assert conversation(model_server.requests[-1]) == ["[voice] Help me pick weights"]
-            assert len(transcription_server.calls) == 1
-            assert not any("too late" in t for t in bot_api.sent_texts(PROCESS_USER))
-            assert await second.stop() == 0
-        finally:
-            if second.process.returncode is None:
-                second.process.kill()
-                await second.process.wait()
-    finally:
-        if first.process.returncode is None:
-            first.process.kill()
-            await first.process.wait()
+
+async def test_a_process_killed_after_a_voice_note_was_stored_answers_it_after_restart(
+    start_process: StartProcess,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
+) -> None:
+    """kill -9 while the model answers a voice note: the transcript was stored first, so
+    after a restart it is the open turn and /retry answers it (no new transcription)."""
+    first = await start_process()
+    model_server.enqueue("too late", hold=asyncio.Event())
+    transcription_server.script("Help me pick weights")
+    voice = bot_api.voice(VOICE)
+    bot_api.push_update(bot_api.text_message(PROCESS_USER, None, user_id=PROCESS_USER, media=voice))
+    await answered(bot_api, "🎤 “Help me pick weights”")
+    await first.asked(model_server, 1)
+    assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+
+    second = await start_process()
+    bot_api.push_update(bot_api.text_message(PROCESS_USER, "/retry", user_id=PROCESS_USER))
+    text = await answered(bot_api, "Reply to: [voice] Help me pick weights")
+    assert text.endswith("Round 1 of 3")
+    assert conversation(model_server.requests[-1]) == ["[voice] Help me pick weights"]
+    assert len(transcription_server.calls) == 1
+    assert not any("too late" in t for t in bot_api.sent_texts(PROCESS_USER))
+    assert await second.stop() == 0
+
+
+async def test_a_voice_note_through_the_postgresql_inbox(
+    start_process: StartProcess,
+    postgres_url: str,  # noqa: F811
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
+) -> None:
+    """A worker on PostgreSQL (webhook into the shared inbox) hears and answers a voice note
+    the same way; the webhook's redelivery of it is not transcribed again."""
+    port = free_port()
+    worker = await start_process(
+        DATABASE_URL=postgres_url,
+        WEBHOOK_URL="https://bot.example.com" + WEBHOOK_PATH,
+        WEBHOOK_SECRET=WEBHOOK_SECRET,
+        API_HOST="127.0.0.1",
+        API_PORT=str(port),
+    )
+    await worker.logged("is running")
+    transcription_server.script("Plan a trip to Rome")
+    update = bot_api.text_message(
+        PROCESS_USER, None, user_id=PROCESS_USER, media=bot_api.voice(VOICE)
+    )
+    assert await post(port, update) == 200
+    text = await answered(bot_api, "Reply to: [voice] Plan a trip to Rome")
+    assert text.endswith("Round 1 of 3")
+    assert bot_api.sent_texts(PROCESS_USER)[0] == "🎤 “Plan a trip to Rome”"
+    assert await post(port, update) == 200  # a redelivery: accepted once, so dropped
+    assert await worker.stop() == 0  # the updates being handled finish first
+    assert len(transcription_server.calls) == 1
+    assert len(model_server.requests) == 1
