@@ -14,12 +14,17 @@ caption alone, as before photos were read; without one the user is asked for wor
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from telegram.constants import ChatAction
 
 from bot.chat import Context, Incoming
 from bot.config import BotConfig
+from bot.delivery import NO_RETRIES, AnyBot, Target
 from bot.files import DownloadFailed, FileTooBig, TelegramFile, download
 from bot.i18n import t
 from bot.say import Say
@@ -106,14 +111,18 @@ class FileTurns:
     async def _read(self, incoming: Incoming, file: TelegramFile, context: Context) -> TurnInput:
         """The file checked, fetched and read; raises AttachmentRefused or DownloadFailed."""
         self.intake.check_size(file.kind, file.file_size, name=file.name)
-        try:
-            data = await download(context.bot, file, timeout=self.config.download_timeout)
-        except FileTooBig as exc:
-            raise AttachmentRefused(
-                AttachmentProblem.TOO_LARGE, str(exc), limit=TELEGRAM_LIMIT_BYTES, name=file.name
-            ) from exc
-        attachment = Attachment(file.name, file.mime, data, kind_hint=file.kind_hint)
-        return await self.intake.read(incoming.text, [attachment], language=incoming.language)
+        async with typing(context.bot, incoming.target):  # a transcription takes a while
+            try:
+                data = await download(context.bot, file, timeout=self.config.download_timeout)
+            except FileTooBig as exc:
+                raise AttachmentRefused(
+                    AttachmentProblem.TOO_LARGE,
+                    str(exc),
+                    limit=TELEGRAM_LIMIT_BYTES,
+                    name=file.name,
+                ) from exc
+            attachment = Attachment(file.name, file.mime, data, kind_hint=file.kind_hint)
+            return await self.intake.read(incoming.text, [attachment], language=incoming.language)
 
     async def _within_input_limit(self, incoming: Incoming, turn: TurnInput) -> TurnInput:
         """The typed words and the transcript cut to the input limit (the user is told)."""
@@ -138,6 +147,30 @@ class FileTurns:
         if problem is AttachmentProblem.VISION_OFF:
             return t(language, "text_only")
         return t(language, f"file_{problem.value}")
+
+
+@contextlib.asynccontextmanager
+async def typing(bot: AnyBot, target: Target) -> AsyncIterator[None]:
+    """ "typing…" in the chat (renewed every 4 s, best effort) while the block runs."""
+
+    async def keep_typing() -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await bot.send_chat_action(
+                    target.chat_id,
+                    ChatAction.TYPING,
+                    message_thread_id=target.thread_id,
+                    rate_limit_args=NO_RETRIES,
+                )
+            await asyncio.sleep(4.0)
+
+    task = asyncio.create_task(keep_typing())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def size_text(limit: int | None, language: str) -> str:
