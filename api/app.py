@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
+from media.intake import Intake
 
 from api.chat import CLIENT_KEY, ChatEndpoints, KeyStore
 from api.config import ApiConfig
@@ -61,13 +62,17 @@ def build_web_app(
     metrics: Metrics | None = None,
     update_sink: UpdateSink | None = None,
     session_locks: ChatLocks | None = None,
+    intake: Intake | None = None,
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always.
     With an `update_sink` the webhook hands updates to it (see `api.webhook`).
 
     Without a `store` to ping, `/healthz` reports 503: healthy only when proven; without
-    one, `Idempotency-Key` is refused.
+    one, `Idempotency-Key` is refused. Without an `intake`, requests with attachments are
+    refused (ATTACHMENT_REFUSED); with one, the chat endpoints admit bodies large enough
+    for a file at its limit (`api.attachments.chat_body_limit`), every other route keeps
+    API_MAX_BODY_BYTES.
     """
     metrics = metrics or Metrics()
     token = config.token
@@ -79,8 +84,10 @@ def build_web_app(
     name_the_server(app)
     app[METRICS_KEY] = metrics
     if config.enabled:
-        chat = ChatEndpoints(service, metrics, config, keys=store, locks=session_locks)
-        document = build_openapi(config, with_token=token is not None)
+        chat = ChatEndpoints(
+            service, metrics, config, keys=store, locks=session_locks, intake=intake
+        )
+        document = build_openapi(config, with_token=token is not None, intake=intake)
 
         async def openapi(request: web.Request) -> web.Response:
             return json_response(document)
@@ -122,6 +129,7 @@ async def start_web_server(
     telegram_application: TelegramApp | None = None,
     update_sink: UpdateSink | None = None,
     session_locks: ChatLocks | None = None,
+    intake: Intake | None = None,
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -136,6 +144,7 @@ async def start_web_server(
         metrics=metrics,
         update_sink=update_sink,
         session_locks=session_locks,
+        intake=intake,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config.access_log))

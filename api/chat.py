@@ -12,7 +12,12 @@ Invariants:
 - a failure while the round runs — of any kind — never consumes the round, and its
   error names the session to retry (a brand-new session included);
 - a round runs in a task of its own, so a client that hangs up never aborts it;
-- with `Idempotency-Key` a request is answered at most once (see `api.idempotency`).
+- with `Idempotency-Key` a request is answered at most once (see `api.idempotency`);
+- attached files are checked (kind, size, base64) before the stream opens and read
+  (documents' text, a voice note's transcript, photos) before a session is opened or a
+  message stored, so a refused file leaves nothing behind and uses no round; the turn
+  is then stored as its text (`TurnInput.stored_text`), photos going to the model only
+  in this round.
 
 `maxRounds` on a continuing request: omitted or equal to the session's limit changes
 nothing; a different value is applied like Telegram's /rounds (validated the same
@@ -31,10 +36,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiohttp import web
+from media.intake import Intake
 
+from api.attachments import chat_body_limit, decode_attachments
 from api.config import ApiConfig
 from api.errors import (
     ApiError,
+    attachment_refused,
     from_engine,
     from_round_failure,
     json_response,
@@ -43,7 +51,14 @@ from api.errors import (
 from api.idempotency import HEADER, KeyStore, answered_round, fingerprint, parse_key
 from api.schemas import ChatRequest, ChatResponse, SessionView, parse_chat_request
 from api.sse import EventStream
-from core.errors import ConsultationError, ModelError, StoreUnavailable, TurnSuperseded
+from core.attachments import Attachment, Image, TurnInput
+from core.errors import (
+    AttachmentRefused,
+    ConsultationError,
+    ModelError,
+    StoreUnavailable,
+    TurnSuperseded,
+)
 from core.keyed_lock import KeyedLock
 from core.outcomes import Reply
 from core.ports import ChatLocks
@@ -64,6 +79,14 @@ Body = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
+class Asked:
+    """A validated request and its files, decoded but not yet read."""
+
+    body: ChatRequest
+    files: tuple[Attachment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Limits:
     """What one API request may ask for (MAX_INPUT_CHARS, API_ALLOWED_MODELS, …)."""
 
@@ -74,10 +97,10 @@ class Limits:
     max_tokens: int
 
     @classmethod
-    def of(cls, config: ApiConfig) -> Limits:
+    def of(cls, config: ApiConfig, intake: Intake | None = None) -> Limits:
         return cls(
             max_rounds=config.max_rounds_limit,
-            max_body_bytes=config.max_body_bytes,
+            max_body_bytes=chat_body_limit(config.max_body_bytes, intake),
             max_input_chars=config.max_input_chars,
             models=config.models,
             max_tokens=config.max_tokens_limit,
@@ -185,10 +208,12 @@ class ChatEndpoints:
         keys: KeyStore | None = None,
         keepalive_seconds: float = 15.0,
         locks: ChatLocks | None = None,
+        intake: Intake | None = None,
     ) -> None:
         self._service = service
         self._metrics = metrics
-        self._limits = Limits.of(config)
+        self._intake = intake  # None: requests with attachments are refused
+        self._limits = Limits.of(config, intake)
         self._keys = keys
         self._keepalive = keepalive_seconds
         # Vetting and answering a session are one step, in every worker sharing `locks`
@@ -247,15 +272,15 @@ class ChatEndpoints:
         """Validate the request; join the running turn of its idempotency key (True), or
         start a turn of its own (False)."""
         key = parse_key(request.headers.get(HEADER))
-        body = await self._parse(request)
+        asked = await self._parse(request)
         if key is None:
             turn = _Turn(None, relay)
-            self._start(turn, body, None)
+            self._start(turn, asked, None)
             return turn, False
         if self._keys is None:
             raise ApiError("VALIDATION_ERROR", f"{HEADER}: not supported by this deployment")
         flight = (request.get(CLIENT_KEY) or f"addr:{request.remote}", key)
-        wanted = fingerprint(body)
+        wanted = fingerprint(asked.body)
         running = self._flights.get(flight)
         if running is not None:
             if running.fingerprint != wanted:
@@ -263,19 +288,20 @@ class ChatEndpoints:
             return running, True
         turn = _Turn(wanted, relay)
         self._flights[flight] = turn
-        self._start(turn, body, flight)
+        self._start(turn, asked, flight)
         return turn, False
 
-    async def _parse(self, request: web.Request) -> ChatRequest:
-        length = request.content_length
-        if length is not None and length > self._limits.max_body_bytes:
-            raise ApiError("PAYLOAD_TOO_LARGE", "the request body is too large")
-        body = parse_chat_request(await request.read())  # aiohttp enforces client_max_size
+    async def _parse(self, request: web.Request) -> Asked:
+        body = parse_chat_request(await _read_body(request, self._limits.max_body_bytes))
         self._limits.check(body)
-        return body
+        try:
+            files = decode_attachments(body.attachments, self._intake)
+        except AttachmentRefused as exc:
+            raise attachment_refused(exc) from None
+        return Asked(body, tuple(files))
 
-    def _start(self, turn: _Turn, body: ChatRequest, flight: tuple[str, str] | None) -> None:
-        task = asyncio.create_task(self._run(turn, body, flight))
+    def _start(self, turn: _Turn, asked: Asked, flight: tuple[str, str] | None) -> None:
+        task = asyncio.create_task(self._run(turn, asked, flight))
         self._tasks.add(task)
 
         def forget(done: asyncio.Task[None]) -> None:
@@ -285,20 +311,25 @@ class ChatEndpoints:
 
         task.add_done_callback(forget)
 
-    async def _run(self, turn: _Turn, body: ChatRequest, flight: tuple[str, str] | None) -> None:
-        """The whole turn: find or open the session, vet it, answer it, store the reply."""
+    async def _run(self, turn: _Turn, asked: Asked, flight: tuple[str, str] | None) -> None:
+        """The whole turn: read its files, find or open the session, vet it, answer it,
+        store the reply."""
+        body = asked.body
         try:
             stored = await self._stored(turn, flight)
             if turn.result.done():  # replayed
                 return
+            message = await self._read(asked)
             if stored is not None:  # an earlier attempt with this key was not answered
                 session_id, new = stored, False
             elif body.session_id is None:
-                session_id, new = await self._open(body), True
+                session_id, new = await self._open(body, message.text), True
             else:
                 session_id, new = body.session_id, False
             async with self._sessions.hold(SESSION_LOCK_PREFIX + session_id):
-                if stored is not None and await self._recover(turn, session_id, body, flight):
+                if stored is not None and await self._recover(
+                    turn, session_id, message.text, flight
+                ):
                     return
                 if not new:
                     await self._vet(session_id, body)
@@ -308,7 +339,7 @@ class ChatEndpoints:
                         *flight, fingerprint=turn.fingerprint, session_id=session_id, at=time.time()
                     )
                 turn.session.set_result(session_id)
-                await self._answer(turn, session_id, body.message, flight)
+                await self._answer(turn, session_id, message, flight)
         except ApiError as exc:
             turn.refuse(exc)
         except ConsultationError as exc:
@@ -339,13 +370,13 @@ class ChatEndpoints:
         return session_id
 
     async def _recover(
-        self, turn: _Turn, session_id: str, body: ChatRequest, flight: tuple[str, str] | None
+        self, turn: _Turn, session_id: str, text: str, flight: tuple[str, str] | None
     ) -> bool:
         """Replay a round the key's earlier attempt got answered without recording the reply."""
         consultation = await self._service.get_session(session_id)
         answered = answered_round(
             consultation,
-            body.message,
+            text,
             since=turn.claimed_at,
             default_model=self._service.config.model,
         )
@@ -361,9 +392,18 @@ class ChatEndpoints:
         turn.result.set_result(response)
         return True
 
-    async def _open(self, body: ChatRequest) -> str:
+    async def _read(self, asked: Asked) -> _Message:
+        """The request's message as the session stores it: typed words alone, or read with
+        its files (documents' text, the transcript, photos). Raises `AttachmentRefused`."""
+        if not asked.files:
+            return _Message(asked.body.message)
+        assert self._intake is not None  # files are decoded only with an intake
+        read = await self._intake.read(asked.body.message, asked.files)
+        return _Message(read.stored_text, read)
+
+    async def _open(self, body: ChatRequest, text: str) -> str:
         return await self._service.open_session(
-            body.message,
+            text,
             max_rounds=body.max_rounds or 1,
             system_prompt=body.system_prompt,
             options=body.options(),
@@ -377,17 +417,19 @@ class ChatEndpoints:
             await self._service.check_session(session_id)
 
     async def _answer(
-        self, turn: _Turn, session_id: str, text: str, flight: tuple[str, str] | None
+        self, turn: _Turn, session_id: str, message: _Message, flight: tuple[str, str] | None
     ) -> None:
         on_text = turn.relay.on_text if turn.relay is not None else None
         try:
-            reply = await self._service.continue_session(session_id, text, on_text=on_text)
+            reply = await self._service.continue_session(
+                session_id, message.text, images=message.images, on_text=on_text
+            )
         except Exception as exc:
             _log_round_failure(session_id, exc)
             turn.result.set_exception(from_round_failure(exc, session_id))
             return
         self._metrics.record_reply(reply, source="api")
-        body = _response(reply)
+        body = _response(reply, message.read)
         if flight is not None and self._keys is not None:
             try:
                 await self._keys.save_idempotent_response(
@@ -431,5 +473,32 @@ def _log_round_failure(session_id: str, exc: Exception) -> None:
         log.error("round of session %s failed", session_id, exc_info=exc)
 
 
-def _response(reply: Reply) -> dict[str, object]:
-    return ChatResponse.from_reply(reply).model_dump(mode="json")
+def _response(reply: Reply, read: TurnInput | None = None) -> dict[str, object]:
+    return ChatResponse.from_reply(reply, read).model_dump(mode="json")
+
+
+@dataclass(frozen=True, slots=True)
+class _Message:
+    """The round's user message: the text to store and, with files, what was read."""
+
+    text: str
+    read: TurnInput | None = None
+
+    @property
+    def images(self) -> tuple[Image, ...]:
+        return self.read.images if self.read is not None else ()
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    """The whole body, refused once it is over `limit` (the chat endpoints' own limit,
+    which admits attachments, instead of the server-wide API_MAX_BODY_BYTES)."""
+    too_large = ApiError("PAYLOAD_TOO_LARGE", f"the request body is over {limit} bytes")
+    length = request.content_length
+    if length is not None and length > limit:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(1 << 16):
+        body += chunk
+        if len(body) > limit:
+            raise too_large
+    return bytes(body)

@@ -11,8 +11,11 @@ import json
 from typing import Any
 
 from aiohttp import web
+from media.intake import SUPPORTED_DOCUMENTS
 
 from core.errors import (
+    AttachmentProblem,
+    AttachmentRefused,
     ConsultationError,
     ModelError,
     ModelErrorKind,
@@ -34,6 +37,7 @@ STATUS: dict[str, int] = {
     "PAYLOAD_TOO_LARGE": 413,
     "CONTEXT_TOO_LONG": 413,
     "IDEMPOTENCY_KEY_REUSED": 422,
+    "ATTACHMENT_REFUSED": 422,
     "RATE_LIMITED": 429,
     "INTERNAL_ERROR": 500,
     "MODEL_ERROR": 502,
@@ -112,6 +116,8 @@ def from_engine(exc: ConsultationError | ModelError, session_id: str | None = No
         code, message = _MODEL_CODES[exc.kind]
         extra = {"sessionId": session_id} if session_id else {}
         return ApiError(code, message, **extra)
+    if isinstance(exc, AttachmentRefused):
+        return attachment_refused(exc)
     return ApiError(_ENGINE_CODES.get(exc.code, "VALIDATION_ERROR"), str(exc))
 
 
@@ -133,6 +139,33 @@ def from_round_failure(exc: BaseException, session_id: str) -> ApiError:
         return error
     error.extra["sessionId"] = session_id
     return error
+
+
+_REFUSALS = {
+    AttachmentProblem.TOO_LARGE: "the file is larger than this server takes ({limit} bytes)",
+    AttachmentProblem.UNSUPPORTED: "this kind of file is not taken; documents may be {supported}",
+    AttachmentProblem.VOICE_OFF: "voice notes are not taken here (no transcription model is "
+    "configured): send the question as text",
+    AttachmentProblem.VISION_OFF: "photos are not taken here (the model does not see images): "
+    "describe it in words",
+    AttachmentProblem.UNREADABLE: "the file could not be read (broken or encrypted)",
+    AttachmentProblem.NO_TEXT: "there is no text to read in it (a scan or a silent recording?)",
+    AttachmentProblem.TRANSCRIPTION_FAILED: "the voice note could not be transcribed right "
+    "now: try again later",
+}
+
+
+def attachment_refused(exc: AttachmentRefused) -> ApiError:
+    """A file the request cannot use: ATTACHMENT_REFUSED naming the problem, the file and
+    (for `too_large`) the limit. Nothing was stored and no round was used."""
+    message = _REFUSALS[exc.problem].format(limit=exc.limit, supported=SUPPORTED_DOCUMENTS)
+    extra: dict[str, Any] = {"problem": exc.problem.value}
+    if exc.name:
+        message = f"{exc.name}: {message}"
+        extra["name"] = exc.name
+    if exc.limit is not None:
+        extra["limit"] = exc.limit
+    return ApiError("ATTACHMENT_REFUSED", message, **extra)
 
 
 def store_unavailable() -> ApiError:

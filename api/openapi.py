@@ -15,10 +15,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from api.attachments import MAX_ATTACHMENTS, chat_body_limit, largest_file
 from api.config import ApiConfig
 from api.errors import STATUS
 from api.idempotency import HEADER, MAX_KEY_LENGTH
 from api.schemas import (
+    AttachmentIn,
     ChatRequest,
     ChatResponse,
     Citation,
@@ -29,6 +31,7 @@ from api.schemas import (
     StreamSession,
     StreamText,
 )
+from media.intake import Intake
 
 _REF = "#/components/schemas/{model}"
 
@@ -39,7 +42,9 @@ _CHAT_ERRORS = {
     409: "CONFLICT: another request answered this round meanwhile (read the session)",
     413: "PAYLOAD_TOO_LARGE, or CONTEXT_TOO_LONG: the session's conversation is over the "
     "model's context; start a new session and ask more briefly (the error names the session)",
-    422: f"IDEMPOTENCY_KEY_REUSED: this {HEADER} was used for a different request",
+    422: f"IDEMPOTENCY_KEY_REUSED: this {HEADER} was used for a different request, or "
+    "ATTACHMENT_REFUSED: a file was not taken (`problem` says why, `name` which file, "
+    "`limit` the byte limit it is over); nothing was stored and no round was used",
     429: "RATE_LIMITED: too many requests from this client; see Retry-After",
     500: "INTERNAL_ERROR (round not consumed; the error names the session to retry)",
     502: "MODEL_ERROR: the model rejected the request, or MODEL_MISCONFIGURED: the service's "
@@ -68,6 +73,7 @@ _IDEMPOTENCY = {
 }
 
 _MODELS: tuple[type[BaseModel], ...] = (
+    AttachmentIn,
     ChatRequest,
     ChatResponse,
     Citation,
@@ -134,11 +140,51 @@ def _limit(schemas: dict[str, Any], config: ApiConfig) -> None:
     model.pop("maxLength", None)
 
 
-def build_openapi(config: ApiConfig, *, with_token: bool) -> dict[str, Any]:
-    """The document for this deployment (its limits and whether a token is needed)."""
+def _files(schemas: dict[str, Any], config: ApiConfig, intake: Intake | None) -> str:
+    """Write what files this deployment takes into the request schema; return the body
+    limit's description."""
+    attachments = schemas["ChatRequest"]["properties"]["attachments"]
+    if intake is None:
+        attachments["maxItems"] = 0
+        attachments["description"] = "This deployment takes no attachments."
+        return f"At most {config.max_body_bytes} bytes (API_MAX_BODY_BYTES)."
+    limits = intake.config
+    kinds = [f"documents up to {limits.max_document_bytes} bytes (MAX_DOCUMENT_BYTES)"]
+    kinds.append(
+        f"voice notes up to {limits.max_voice_bytes} bytes (MAX_VOICE_BYTES)"
+        if limits.voice
+        else "no voice notes (no transcription model is configured)"
+    )
+    kinds.append(
+        f"photos up to {limits.max_image_bytes} bytes (MAX_IMAGE_BYTES)"
+        if limits.vision
+        else "no photos (the model is not set up to see images: LLM_VISION)"
+    )
+    attachments["description"] += (
+        " This deployment takes " + "; ".join(kinds) + f". The documents of one request "
+        f"share {limits.max_document_chars} characters of text (MAX_DOCUMENT_CHARS); a "
+        "longer text is cut and `attachmentsCut` says by how much."
+    )
+    attachments["maxItems"] = MAX_ATTACHMENTS
+    return (
+        f"At most {chat_body_limit(config.max_body_bytes, intake)} bytes: API_MAX_BODY_BYTES "
+        f"({config.max_body_bytes}) plus the base64 size of the largest file taken "
+        f"({largest_file(limits)} bytes). Other routes keep API_MAX_BODY_BYTES."
+    )
+
+
+def build_openapi(
+    config: ApiConfig, *, with_token: bool, intake: Intake | None = None
+) -> dict[str, Any]:
+    """The document for this deployment (its limits, the files it takes and whether a
+    token is needed)."""
     schemas = copy.deepcopy(_schemas())
     _limit(schemas, config)
-    body = {"required": True, "content": {"application/json": {"schema": _ref("ChatRequest")}}}
+    body = {
+        "required": True,
+        "description": _files(schemas, config, intake),
+        "content": {"application/json": {"schema": _ref("ChatRequest")}},
+    }
     chat = {
         "summary": "Answer one round of a consultation",
         "parameters": [_IDEMPOTENCY],
@@ -204,7 +250,7 @@ def build_openapi(config: ApiConfig, *, with_token: bool) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {
             "title": "Consultation bot API",
-            "version": "1.1.0",
+            "version": "1.2.0",
             "description": "Bounded multi-round expert consultations: a few clarifying "
             "rounds, then one complete answer. Error codes: "
             + ", ".join(f"{code} ({status})" for code, status in STATUS.items()),

@@ -1,7 +1,8 @@
 """The HTTP API's bodies, validated strictly before they reach the engine.
 
-Invariant: a request that passes `parse_chat_request` has a non-blank message, a
-canonical UUID `sessionId` (if any), `maxRounds` ≥ 1 (if any) and values of exactly
+Invariant: a request that passes `parse_chat_request` has a non-blank message or at
+least one attachment (a document alone is a question), a canonical UUID `sessionId` (if
+any), `maxRounds` ≥ 1 (if any), at most `MAX_ATTACHMENTS` files and values of exactly
 the declared JSON types — `"maxRounds": "3"` is refused, never coerced. An integer
 field takes what JSON Schema calls an integer, so `2.0` is 2 and `2.5` is refused.
 Unknown fields are ignored. The OpenAPI document is generated from these same models.
@@ -25,9 +26,12 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from api.attachments import BASE64_PATTERN, MAX_ATTACHMENTS
 from api.errors import STATUS, ApiError
+from core.attachments import TurnInput
+from core.errors import AttachmentProblem
 from core.models import Consultation, ModelOptions, Status
-from core.outcomes import Reply
+from core.outcomes import Notice, Reply
 
 _CAMEL = ConfigDict(alias_generator=to_camel, validate_by_alias=True, serialize_by_alias=True)
 
@@ -53,15 +57,53 @@ def _absent(value: Any) -> bool:
     return not value
 
 
+class AttachmentIn(BaseModel):
+    """A file sent with the message: a voice note, a document or a photo."""
+
+    model_config = ConfigDict(**_CAMEL, strict=True, extra="forbid")
+
+    name: str = Field(
+        min_length=1,
+        max_length=255,
+        description='The file\'s name; its extension helps tell the kind ("notes.pdf").',
+    )
+    mime_type: str | None = Field(
+        None, max_length=255, description='The MIME type, when known ("application/pdf").'
+    )
+    data: str = Field(
+        min_length=4,
+        description="The file's bytes in standard base64 with padding, no line breaks. "
+        "Its size is checked against its kind's limit before it is decoded.",
+        json_schema_extra={"pattern": BASE64_PATTERN, "contentEncoding": "base64"},
+    )
+
+
+def _message_or_files(schema: dict[str, Any]) -> None:
+    """The document's form of the rule `parse_chat_request` enforces."""
+    schema["anyOf"] = [
+        {"required": ["message"], "properties": {"message": {"pattern": r"\S"}}},
+        {"required": ["attachments"], "properties": {"attachments": {"minItems": 1}}},
+    ]
+
+
 class ChatRequest(BaseModel):
     """`POST /api/chat`: without `sessionId` a new session, with it the next round."""
 
-    model_config = ConfigDict(**_CAMEL, strict=True, extra="ignore")
+    model_config = ConfigDict(
+        **_CAMEL, strict=True, extra="ignore", json_schema_extra=_message_or_files
+    )
 
     message: str = Field(
-        min_length=1,
-        description="The user's message; must not be blank.",
-        json_schema_extra={"pattern": r"\S"},
+        "",
+        description="The user's message; must not be blank, unless attachments are sent "
+        "(then it is their caption and may be empty).",
+    )
+    attachments: list[AttachmentIn] = Field(
+        default_factory=list,
+        max_length=MAX_ATTACHMENTS,
+        description="Files sent with the message: voice notes (transcribed), documents "
+        "(their text: plain text, Markdown, CSV, JSON, source code, PDF, DOCX) and photos "
+        "(for a model that sees images). One voice note per request.",
     )
     model: str | None = Field(None, min_length=1, max_length=200)
     max_tokens: Count | None = None
@@ -85,13 +127,6 @@ class ChatRequest(BaseModel):
         description="Continue this session (a UUID from an earlier response).",
         json_schema_extra={"format": "uuid", "pattern": UUID_PATTERN},
     )
-
-    @field_validator("message")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value
 
     @field_validator("session_id")
     @classmethod
@@ -161,10 +196,34 @@ class ChatResponse(BaseModel):
         "JSON Schema object, on the final answer: whether its JSON follows the schema. The "
         "content is delivered either way; `false` means the model did not keep to it.",
     )
+    transcript: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Present only when a voice note was sent: what was heard in it (the "
+        "model was given this text).",
+    )
+    attachments_cut: int = Field(
+        default=0,
+        ge=0,
+        exclude_if=_absent,
+        description="Present only when documents were longer than MAX_DOCUMENT_CHARS "
+        "(shared by one request's documents): how many characters were left out. The "
+        "model was told the text was cut.",
+    )
+    images_not_seen: bool = Field(
+        default=False,
+        exclude_if=_absent,
+        description="Present (true) only when the model refused the photos: it answered "
+        "from the text alone and may ask for a description.",
+    )
 
     @classmethod
-    def from_reply(cls, reply: Reply) -> ChatResponse:
+    def from_reply(cls, reply: Reply, turn: TurnInput | None = None) -> ChatResponse:
+        """The reply; `turn` (the request's message as read) adds what was heard and cut."""
         return cls(
+            transcript=turn.transcript if turn is not None else None,
+            attachments_cut=turn.omitted_chars if turn is not None else 0,
+            images_not_seen=Notice.IMAGES_NOT_SEEN in reply.notices,
             content=reply.text,
             model=reply.model,
             is_complete=reply.is_complete,
@@ -185,6 +244,16 @@ class ErrorResponse(BaseModel):
     error: str
     code: str = Field(json_schema_extra={"enum": list(STATUS)})
     session_id: str | None = Field(None, json_schema_extra={"format": "uuid"})
+    problem: AttachmentProblem | None = Field(
+        None,
+        description="With ATTACHMENT_REFUSED: why the file was not taken. `too_large`: "
+        "over `limit` bytes; `unsupported`: a kind no reader takes; `voice_off`/"
+        "`vision_off`: this deployment takes no voice notes / photos; `unreadable`: broken "
+        "or encrypted; `no_text`: nothing to read (a scan, silence); "
+        "`transcription_failed`: the speech-to-text service failed (try again later).",
+    )
+    limit: int | None = Field(None, ge=1, description="With `too_large`: the limit in bytes.")
+    name: str | None = Field(None, description="With ATTACHMENT_REFUSED: the file's name.")
 
 
 class SessionMessage(BaseModel):
@@ -265,9 +334,15 @@ class HealthResponse(BaseModel):
 def parse_chat_request(raw: bytes) -> ChatRequest:
     """Validate a request body; raise `ApiError` with the code the first problem deserves."""
     try:
-        return ChatRequest.model_validate_json(raw)
+        body = ChatRequest.model_validate_json(raw)
     except ValidationError as exc:
         raise _api_error(exc) from None
+    if not body.message.strip() and not body.attachments:
+        missing = "message" not in body.model_fields_set
+        raise ApiError(
+            "VALIDATION_ERROR", f"message: {'is required' if missing else 'must not be blank'}"
+        )
+    return body
 
 
 def _api_error(exc: ValidationError) -> ApiError:

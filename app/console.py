@@ -3,20 +3,33 @@ terminal, for trying prompts.
 
 Uses the configured model and the same store as the bot, under its own chat key,
 so a console consultation also survives a restart. Replies stream as they come.
+
+`/file PATH` queues a local file (document, voice recording, photo) for the next
+message; typing the message — or an empty line, to send the files alone — sends them
+together, read by the same `media.intake.Intake` as the bot's and the API's files. A
+file is checked (kind, size) from its size on disk and its first bytes before it is
+read whole, so a huge file is refused at once. A refused file is named with the reason
+and the queue is emptied; nothing is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
+import stat
 import sys
+from pathlib import Path
 
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from bot.i18n import t
+from core.attachments import Attachment
 from core.errors import (
     NOT_RETRYABLE,
+    AttachmentProblem,
+    AttachmentRefused,
     ConsultationError,
     InvalidMaxRounds,
     ModelError,
@@ -24,6 +37,7 @@ from core.errors import (
 )
 from core.outcomes import Notice, Reply
 from core.service import ConsultationService
+from media.intake import SUPPORTED_DOCUMENTS, Intake
 
 CONSOLE_KEY = "console:local"
 
@@ -31,6 +45,8 @@ HELP = """Type your question. Commands:
   /rounds N   rounds per consultation     /answer   final answer now
   /reset      start over                  /retry    answer the last message again
   /status     where it stands             /quit     leave (Ctrl-D too)
+  /file PATH  attach a file to your next message (an empty line sends files alone)
+  /file       list the attached files     /drop     forget them
   /help       this list"""
 
 COMMAND = re.compile(r"/[A-Za-z]\w*")
@@ -46,6 +62,7 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
         status = await service.status(key)
         if status.active:
             print(f"(resuming: {status.rounds_done} of {status.max_rounds} rounds answered)")
+        files = _Files(runtime.intake)
         while True:
             line = await asyncio.to_thread(_read_line)
             if line is None:
@@ -54,10 +71,12 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
             if line.strip() in {"/quit", "/exit"}:
                 return 0
             text = line.strip()
-            if not text:
+            if not text and not files.queued:
                 continue
             try:
-                await _handle(service, key, text)
+                await _handle(service, key, text, files)
+            except AttachmentRefused as exc:
+                print(f"[{_refusal(exc)}; nothing was sent, the attached files were dropped]")
             except ModelError as exc:
                 if exc.kind not in NOT_RETRYABLE:
                     print(f"\n[model error: {exc}; your message is saved, /retry to try again]")
@@ -70,10 +89,15 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
                 print(f"\n[{t('en', 'store_unavailable')} ({exc})]")
 
 
-async def _handle(service: ConsultationService, key: str, text: str) -> None:
+async def _handle(service: ConsultationService, key: str, text: str, files: _Files) -> None:
     printer = _StreamPrinter()
     command, _, argument = text.partition(" ")
-    if command == "/rounds":
+    if command == "/file":
+        files.command(argument.strip())
+    elif command == "/drop":
+        print(f"[{len(files.queued)} attached file(s) dropped]")
+        files.queued.clear()
+    elif command == "/rounds":
         await _rounds(service, key, argument.strip())
     elif command == "/reset":
         print("[reset]" if await service.reset(key) else "[nothing to reset]")
@@ -87,8 +111,75 @@ async def _handle(service: ConsultationService, key: str, text: str) -> None:
         printer.done(await service.retry(key, on_text=printer.feed))
     elif COMMAND.fullmatch(command):  # a typo'd command is not a question for the model
         print(f"[unknown command {command}: /help lists the commands]")
+    elif files.queued:
+        await _send_with_files(service, key, text, files, printer)
     else:
         printer.done(await service.ask(key, text, on_text=printer.feed))
+
+
+async def _send_with_files(
+    service: ConsultationService, key: str, text: str, files: _Files, printer: _StreamPrinter
+) -> None:
+    """Read the queued files with the message, echo what was heard, then ask."""
+    queued = tuple(files.queued)
+    files.queued.clear()  # sent or refused, they are not sent twice
+    turn = await files.intake.read(text, queued)
+    if turn.transcript is not None:
+        print(f'[heard: "{turn.transcript.strip()}"]')
+    if turn.omitted_chars:
+        print(f"[the documents were cut: {turn.omitted_chars} characters left out]")
+    reply = await service.ask(key, turn.stored_text, images=turn.images, on_text=printer.feed)
+    printer.done(reply)
+    if Notice.IMAGES_NOT_SEEN in reply.notices:
+        print("[the model could not see the photo; describe it in words if it matters]")
+
+
+HEAD_BYTES = 4096
+"""Bytes read before the size check, to tell a file's kind by its magic bytes."""
+
+
+class _Files:
+    """Local files queued for the next message, checked before they are read whole."""
+
+    def __init__(self, intake: Intake) -> None:
+        self.intake = intake
+        self.queued: list[Attachment] = []
+
+    def command(self, argument: str) -> None:
+        """`/file PATH` queues a file; `/file` alone lists the queue."""
+        if not argument:
+            names = ", ".join(f.name for f in self.queued) or "none"
+            print(f"[attached: {names}]")
+            return
+        try:
+            attachment = self._load(Path(_unquoted(argument)).expanduser())
+        except AttachmentRefused as exc:
+            print(f"[{_refusal(exc)}; not attached]")
+            return
+        except OSError as exc:
+            print(f"[cannot read {argument}: {exc.strerror or exc}]")
+            return
+        self.queued.append(attachment)
+        print(
+            f"[attached {attachment.name} ({_size(len(attachment.data))}); it goes with "
+            "your next message, or an empty line sends it alone]"
+        )
+
+    def _load(self, path: Path) -> Attachment:
+        with path.open("rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise IsADirectoryError(0, "not a regular file")
+            head = file.read(HEAD_BYTES)
+            kind = self.intake.kind_of(Attachment(path.name, None, head))
+            # A head alone cannot prove a DOCX (a ZIP is known by its contents): such a
+            # file is held to the document limit and the full read decides what it is.
+            checked = "document" if kind == "unsupported" else kind
+            self.intake.check_size(checked, info.st_size, name=path.name)
+            rest = file.read(max(0, info.st_size - len(head)))
+        whole = Attachment(path.name, None, head + rest)
+        self.intake.check_size(self.intake.kind_of(whole), len(whole.data), name=path.name)
+        return whole
 
 
 async def _rounds(service: ConsultationService, key: str, argument: str) -> None:
@@ -147,6 +238,32 @@ class _StreamPrinter:
         if reply.is_final and reply.is_complete:
             state += ", consultation complete"
         print(f"\n[{state}]")
+
+
+def _refusal(exc: AttachmentRefused) -> str:
+    reasons = {
+        AttachmentProblem.TOO_LARGE: f"over the limit of {_size(exc.limit or 0)}",
+        AttachmentProblem.UNSUPPORTED: f"not a kind of file I read ({SUPPORTED_DOCUMENTS}, "
+        "voice recordings, photos)",
+        AttachmentProblem.VOICE_OFF: "voice is off: set TRANSCRIPTION_MODEL to transcribe it",
+        AttachmentProblem.VISION_OFF: "photos are off: set LLM_VISION=true for a model that "
+        "sees images",
+        AttachmentProblem.UNREADABLE: "cannot be read (broken or encrypted)",
+        AttachmentProblem.NO_TEXT: "has no text to read (a scan, or silence)",
+        AttachmentProblem.TRANSCRIPTION_FAILED: "the transcription failed; try again",
+    }
+    return f"{exc.name or 'file'}: {reasons[exc.problem]}"
+
+
+def _size(count: int) -> str:
+    return f"{count / 1_000_000:.1f} MB" if count >= 100_000 else f"{count} bytes"
+
+
+def _unquoted(path: str) -> str:
+    """A path as a terminal's drag and drop may paste it: in quotes."""
+    if len(path) >= 2 and path[0] == path[-1] and path[0] in "'\"":
+        return path[1:-1]
+    return path
 
 
 def _read_line() -> str | None:

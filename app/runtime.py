@@ -1,8 +1,9 @@
 """The composition root: what a running process needs, opened and closed in one place.
 
 Settings → store (from `app.stores`), model clients by name (`app.models`), prompts,
-metrics, the consultation service and its periodic jobs. The Telegram bot, the HTTP
-API, the console and the quality evaluator all open a `Runtime`, so all of them run
+metrics, the consultation service and its periodic jobs, and the intake that reads
+attachments (`media.intake`; voice only with TRANSCRIPTION_MODEL). The Telegram bot, the
+HTTP API, the console and the quality evaluator all open a `Runtime`, so all of them run
 the same engine on the same database. Once a process is up (its listener bound, so a
 start-up failure stays one line), `check_model_endpoint` asks the model endpoint once
 — a few seconds at most, never fatal — and logs one WARNING per setting that looks
@@ -41,6 +42,8 @@ from core.llm import ModelEndpoint, OpenAICompleter
 from core.ports import ChatLocks
 from core.prompts import PromptLibrary
 from core.service import ConsultationService
+from media.intake import Intake
+from media.transcription import OpenAITranscriber
 from storage.pg_inbox import PostgresInbox
 from storage.pg_locks import PostgresChatLocks
 from storage.pg_shared import (
@@ -69,6 +72,7 @@ class Runtime:
     service: ConsultationService
     metrics: Metrics
     chat_locks: ChatLocks  # API sessions' locks: across processes with DATABASE_URL
+    intake: Intake  # reads voice notes, documents and photos into a turn
     inbox: PostgresInbox | None = None  # the shared inbox (a bot process with DATABASE_URL)
     inbox_claims: PostgresChatLocks | None = None  # which worker works which inbox chat
     shared_pool: asyncpg.Pool | None = None  # state every worker shares (DATABASE_URL)
@@ -97,6 +101,7 @@ async def open_runtime(
     prompts.check()
     bot_model = settings.model_endpoint()
     engine = settings.engine_config()
+    transcription = settings.transcription_endpoint()
     url = settings.secret("database_url")
     async with contextlib.AsyncExitStack() as closing:
         store = await open_store(settings)
@@ -121,6 +126,11 @@ async def open_runtime(
         closing.push_async_callback(models.close)
         # Within the process: across processes a chat is the inbox claim's, a session its lock's.
         service = ConsultationService(store, models[BOT_MODEL], prompts, engine, locks=KeyedLock())
+        transcriber = None
+        if transcription is not None:
+            transcriber = OpenAITranscriber(transcription)
+            closing.push_async_callback(transcriber.close)
+        intake = Intake(settings.intake_config(), transcriber)
         tasks = []
         if background:
             tasks = [
@@ -136,6 +146,7 @@ async def open_runtime(
                 service,
                 metrics,
                 chat_locks,
+                intake,
                 inbox=shared_inbox,
                 inbox_claims=claims,
                 shared_pool=shared_pool,

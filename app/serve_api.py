@@ -23,6 +23,7 @@ async def serve_api(settings: Settings) -> int:
                 store=runtime.store,
                 metrics=runtime.metrics,
                 session_locks=runtime.chat_locks,
+                intake=runtime.intake,
             )
         except OSError as exc:
             raise cannot_listen(config.host, config.port, exc) from None

@@ -55,6 +55,7 @@ async def run_bot(settings: Settings) -> int:
             runtime.service,
             on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
             shared=shared_state(runtime, config),
+            intake=runtime.intake,
         )
         try:
             await initialize_with_retries(application)

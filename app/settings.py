@@ -235,6 +235,7 @@ class Settings(BaseSettings):
             group_config_admins_only=self.group_config_admins_only,
             max_input_chars=self.max_input_chars,
             session_ttl_seconds=self.session_ttl_seconds,
+            file_api_url=self.telegram_file_base_url,
         )
 
     def api_config(self) -> ApiConfig:

@@ -40,10 +40,13 @@ from bot.telegram_http import AiohttpRequest
 from bot.turns import ANSWER_NOW, TurnRunner
 from core.outcomes import Reply
 from core.service import ConsultationService
+from media.intake import Intake
 
 log = logging.getLogger(__name__)
 
 POOL_SIZE = 1024
+FILES = filters.VOICE | filters.AUDIO | filters.VIDEO_NOTE | filters.Document.ALL | filters.PHOTO
+"""Messages whose file can be a turn (read by `media.intake`)."""
 UNORDERED_COMMANDS = ("reset", "status")
 """Answered at once even while the chat's reply is being written (/reset stops it)."""
 
@@ -54,9 +57,11 @@ def build_application(
     *,
     on_reply: Callable[[Reply], None] | None = None,
     shared: SharedState = IN_MEMORY,
+    intake: Intake | None = None,
 ) -> Application:
     """The Application; `on_reply` sees every reply produced (metrics); `shared` is the
-    state kept between updates (this process's memory unless given)."""
+    state kept between updates (this process's memory unless given); `intake` reads the
+    files users send (without it they get the "text only" answer)."""
     builder = (
         ApplicationBuilder()
         .token(config.token)
@@ -84,7 +89,7 @@ def build_application(
     if not config.webhook:
         builder = builder.get_updates_request(AiohttpRequest(pool_size=1, read_timeout=40.0))
     application = builder.build()
-    register(application, config, service, on_reply=on_reply, shared=shared)
+    register(application, config, service, on_reply=on_reply, shared=shared, intake=intake)
     return application
 
 
@@ -95,6 +100,7 @@ def register(
     *,
     on_reply: Callable[[Reply], None] | None = None,
     shared: SharedState = IN_MEMORY,
+    intake: Intake | None = None,
 ) -> None:
     """Wire the handlers: one turn runner, one `say`, one "final answer now" shared by all."""
     bot = application.bot
@@ -123,6 +129,7 @@ def register(
             "role": commands.role_button,
         },
         rate_limits=shared.rate_limits,
+        intake=intake,
     )
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (
@@ -140,6 +147,7 @@ def register(
     application.add_handler(
         MessageHandler(only_new & filters.COMMAND, handlers.command(commands.unknown))
     )
+    application.add_handler(MessageHandler(only_new & FILES, handlers.on_file))
     text_like = filters.TEXT | filters.CAPTION
     application.add_handler(
         MessageHandler(only_new & text_like & ~filters.COMMAND, handlers.on_message)

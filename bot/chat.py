@@ -3,7 +3,10 @@
 A conversation is a private chat, a group, or one forum topic of a supergroup;
 its key is what the consultation store and the ordering lock are keyed on.
 In groups the bot only takes messages addressed to it: commands, @mentions and
-replies to its own messages (a forum topic's root message is not a reply).
+replies to its own messages (a forum topic's root message is not a reply). A file
+counts in a group only when its message is addressed to the bot, or when a message
+mentioning the bot replies to it: then that file is the input and the mentioning
+message's text the words.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from telegram import Chat, Message, MessageEntity, Update, User
 from telegram.ext import ContextTypes
 
 from bot.delivery import Target
+from bot.files import TelegramFile, file_of
 
 GROUP_TYPES = frozenset({Chat.GROUP, Chat.SUPERGROUP})
 
@@ -101,8 +105,8 @@ def strip_mention(text: str, username: str) -> str:
 class Incoming:
     """One update as plain values: everything a handler needs, built once by `incoming_of`.
 
-    What arrived is `text` today; other kinds of input (voice, documents, photos) are
-    meant to join as fields of their own, next to it.
+    What arrived is `text` (a file's caption counts as text) and `file`: the voice
+    note, document or photo the turn is about, not yet downloaded.
     """
 
     chat_id: int
@@ -116,6 +120,7 @@ class Incoming:
     addressed: bool  # surely for the bot: private, a mention, a reply to it, a command naming it
     anonymous_admin: bool = False  # written as the group itself
     update_id: int | None = None  # the Telegram update it came from
+    file: TelegramFile | None = None  # its own, or in a group the one its mention replies to
 
     @property
     def key(self) -> str:
@@ -143,8 +148,13 @@ class Incoming:
         )
 
 
-def incoming_of(update: Update, bot_username: str, bot_id: int) -> Incoming | None:
-    """The update as an `Incoming`; None when it carries no (accessible) message."""
+def incoming_of(
+    update: Update, bot_username: str, bot_id: int, *, max_image_bytes: int | None = None
+) -> Incoming | None:
+    """The update as an `Incoming`; None when it carries no (accessible) message.
+
+    `max_image_bytes` picks the size of a photo to take (see `bot.files.photo_size`).
+    """
     message = update.effective_message
     if not isinstance(message, Message):
         return None
@@ -152,6 +162,11 @@ def incoming_of(update: Update, bot_username: str, bot_id: int) -> Incoming | No
     group = is_group(message)
     button = update.callback_query is not None
     raw = "" if button else (message.text or message.caption or "")
+    file = None
+    if not button:
+        file = file_of(message, max_image_bytes=max_image_bytes)
+        if file is None and group and mentions_bot(message, username=bot_username, bot_id=bot_id):
+            file = file_of(message.reply_to_message, max_image_bytes=max_image_bytes)
     return Incoming(
         chat_id=message.chat_id,
         thread_id=topic_of(message),
@@ -168,6 +183,7 @@ def incoming_of(update: Update, bot_username: str, bot_id: int) -> Incoming | No
             and message.sender_chat.id == message.chat_id
         ),
         update_id=update.update_id,
+        file=file,
     )
 
 

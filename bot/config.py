@@ -24,11 +24,19 @@ class BotConfig:
     session_ttl_seconds: float = 3600
     private_progress_interval: float = 1.0  # seconds between progress edits
     group_progress_interval: float = 3.0  # groups share Telegram's stricter per-chat limit
+    file_api_url: str | None = None  # TELEGRAM_FILE_BASE_URL; None: derived from api_base_url
+    download_timeout: float = 60.0  # seconds for getFile and the download of one file
 
     @property
     def file_base_url(self) -> str:
-        """Where files are downloaded from: the Bot API's `/file/bot<token>` twin."""
-        return self.api_base_url.replace("/bot", "/file/bot")
+        """Where files users send are downloaded from (the token and file path follow):
+        as set, else the Bot API URL with its trailing "/bot" made "/file/bot"."""
+        if self.file_api_url:
+            return self.file_api_url
+        base = self.api_base_url.rstrip("/")
+        if base.endswith("/bot"):
+            return base[: -len("/bot")] + "/file/bot"
+        return base + "/file/bot"
 
     @property
     def ttl_minutes(self) -> int:

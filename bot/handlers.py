@@ -19,6 +19,7 @@ from bot.access import RateLimiter, UserRateLimits, is_allowed
 from bot.chat import Context, Incoming, chat_key, incoming_of
 from bot.config import BotConfig
 from bot.delivery import Sender
+from bot.file_turns import FileTurns
 from bot.i18n import t
 from bot.say import Say
 from bot.turns import TurnRunner
@@ -26,6 +27,7 @@ from core.blank import is_blank
 from core.errors import EmptyMessage, StoreUnavailable
 from core.outcomes import Reply
 from core.service import ConsultationService, OnText
+from media.intake import Intake
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,11 @@ ButtonCallback = Callable[[Incoming, str, Context], Awaitable[None]]
 
 
 class Handlers:
-    """Messages, media, buttons and the allow-list check around commands; shares the turn
-    runner and `say` with `Commands` (wired by `bot.app.register`)."""
+    """Messages, files, media, buttons and the allow-list check around commands; shares the
+    turn runner and `say` with `Commands` (wired by `bot.app.register`).
+
+    Without an `intake` files are not read: they get the "text only" answer.
+    """
 
     def __init__(
         self,
@@ -48,6 +53,7 @@ class Handlers:
         say: Say,
         buttons: Mapping[str, ButtonCallback],
         rate_limits: UserRateLimits | None = None,
+        intake: Intake | None = None,
     ) -> None:
         self.service = service
         self.config = config
@@ -57,6 +63,12 @@ class Handlers:
         # Shared by every worker when given; this process's memory by default.
         self.rate_limiter = (
             RateLimiter(config.user_rate_limit_per_minute) if rate_limits is None else rate_limits
+        )
+        self.max_image_bytes = None if intake is None else intake.config.max_image_bytes
+        self.files = (
+            None
+            if intake is None
+            else FileTurns(service, config, intake, turns=turns, say=say, text_turn=self.text_turn)
         )
 
     def allowed(self, incoming: Incoming) -> bool:
@@ -104,10 +116,30 @@ class Handlers:
     # -- messages ------------------------------------------------------------------------
 
     async def on_message(self, update: Update, context: Context) -> None:
-        """Advance the consultation with a text (or a captioned photo) addressed to the bot."""
+        """Advance the consultation with a text addressed to the bot (in a group, a mention
+        replying to a file makes that file the turn)."""
         incoming = await self.accept(update, context)
         if incoming is None:
             return
+        if incoming.file is not None and self.files is not None:
+            await self.files(incoming, context)
+        else:
+            await self.text_turn(incoming, context)
+
+    async def on_file(self, update: Update, context: Context) -> None:
+        """A voice note, audio, video note, document or photo addressed to the bot."""
+        incoming = await self.accept(update, context)
+        if incoming is None:
+            return
+        if incoming.file is not None and self.files is not None:
+            await self.files(incoming, context)
+        elif not is_blank(incoming.text):
+            await self.text_turn(incoming, context)  # files not read here: the caption is all
+        else:
+            await self.say(incoming, t(incoming.language, "text_only"))
+
+    async def text_turn(self, incoming: Incoming, context: Context) -> None:
+        """The turn of `incoming.text` alone (a caption counts as text)."""
         text = incoming.text
         language = incoming.language
         if is_blank(text):
@@ -134,7 +166,7 @@ class Handlers:
             await self.say(incoming, t(language, "empty"))
 
     async def on_media(self, update: Update, context: Context) -> None:
-        """Explain that only text is understood (stickers, voice, photos without caption)."""
+        """Explain that only text is understood (stickers, videos, locations and the like)."""
         incoming = await self.accept(update, context)
         if incoming is not None:
             await self.say(incoming, t(incoming.language, "text_only"))
@@ -144,7 +176,9 @@ class Handlers:
 
         Replies itself when a user is refused (not allowed, too fast).
         """
-        incoming = incoming_of(update, context.bot.username, context.bot.id)
+        incoming = incoming_of(
+            update, context.bot.username, context.bot.id, max_image_bytes=self.max_image_bytes
+        )
         if incoming is None or not incoming.addressed:
             return None
         if not self.allowed(incoming):

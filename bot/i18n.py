@@ -79,6 +79,37 @@ EN: dict[str, str] = {
         "I can only read text. Please describe it in words (a caption on a photo works too)."
     ),
     "truncated": "Your message was too long, so I used its first {limit} characters.",
+    "heard": "🎤 “{text}”",
+    "document_cut": (
+        "Your document is longer than I can read at once, so I used its first {limit} characters."
+    ),
+    "download_failed": (
+        "I couldn't download your file from Telegram. Nothing was saved; please send it again."
+    ),
+    "file_too_large": "This file is too large: I can take files up to {limit}.",
+    "megabytes": "{value} MB",
+    "kilobytes": "{value} KB",
+    "file_unsupported": (
+        "I can't read this kind of file. Documents I can read: {supported}. You can also "
+        "paste the text into a message."
+    ),
+    "file_voice_off": ("I can't listen to voice messages here. Please type your question instead."),
+    "file_unreadable": (
+        "I couldn't open this file: it looks damaged or password-protected. Please send "
+        "another copy, or paste the text into a message."
+    ),
+    "file_no_text": (
+        "I found no text to read in this file (a scanned document, or silence in a voice "
+        "message). Please type your question, or send a file with text in it."
+    ),
+    "file_transcription_failed": (
+        "I couldn't transcribe your voice message just now. Nothing was saved: please try "
+        "again, or type it."
+    ),
+    "images_not_seen": (
+        "(I couldn't see your photo: this model reads text only. Describe it in words if it "
+        "matters.)"
+    ),
     "expired": (
         "Your previous consultation expired after {minutes} min without messages, so this "
         "starts a new one."
@@ -171,6 +202,40 @@ RU: dict[str, str] = {
         "Я понимаю только текст. Опишите, пожалуйста, словами (подпись к фото тоже подойдёт)."
     ),
     "truncated": "Сообщение слишком длинное, я использовал первые {limit} символов.",
+    "heard": "🎤 «{text}»",
+    "document_cut": (
+        "Документ длиннее, чем я могу прочитать за раз, поэтому я использовал первые {limit} "
+        "символов."
+    ),
+    "download_failed": (
+        "Не удалось скачать ваш файл из Telegram. Ничего не сохранено; отправьте его ещё раз."
+    ),
+    "file_too_large": "Файл слишком большой: я принимаю файлы до {limit}.",
+    "megabytes": "{value} МБ",
+    "kilobytes": "{value} КБ",
+    "file_unsupported": (
+        "Такой файл я прочитать не могу. Я читаю документы: {supported}. Можно также "
+        "вставить текст в сообщение."
+    ),
+    "file_voice_off": (
+        "Здесь я не могу слушать голосовые сообщения. Пожалуйста, напишите вопрос текстом."
+    ),
+    "file_unreadable": (
+        "Не удалось открыть файл: похоже, он повреждён или защищён паролем. Отправьте другую "
+        "копию или вставьте текст в сообщение."
+    ),
+    "file_no_text": (
+        "В этом файле нет текста, который я мог бы прочитать (скан документа или тишина в "
+        "голосовом сообщении). Напишите вопрос текстом или пришлите файл с текстом."
+    ),
+    "file_transcription_failed": (
+        "Не удалось распознать голосовое сообщение. Ничего не сохранено: попробуйте ещё раз "
+        "или напишите текстом."
+    ),
+    "images_not_seen": (
+        "(Я не смог увидеть ваше фото: эта модель читает только текст. Опишите его словами, "
+        "если это важно.)"
+    ),
     "expired": (
         "Предыдущая консультация истекла после {minutes} мин без сообщений, поэтому начинаем новую."
     ),

@@ -49,13 +49,16 @@ def answer_now_keyboard(language: str) -> InlineKeyboardMarkup:
 
 
 def footer_for(reply: Reply, language: str) -> str:
-    """The unobtrusive status line under a reply; a reply the model did not finish says so."""
+    """The unobtrusive status line under a reply; a reply the model did not finish, or
+    wrote without seeing the user's photo, says so."""
     if reply.is_final:
         lines = [t(language, "final_label")]
     else:
         lines = [t(language, "round_label", round=reply.round, max_rounds=reply.max_rounds)]
     if Notice.ANSWER_INCOMPLETE in reply.notices:
         lines.append(t(language, "incomplete"))
+    if Notice.IMAGES_NOT_SEEN in reply.notices:
+        lines.append(t(language, "images_not_seen"))
     if reply.is_final and reply.is_complete:
         lines.append(t(language, "complete"))
     return "\n".join(lines)

@@ -5,20 +5,36 @@ the roles strictly alternate user/assistant starting with user (providers such a
 Perplexity reject two user messages in a row). What the user said matters most to the
 answer, so when the conversation is over the budget it gives up, in this order:
 1. the model's older replies are shortened to their beginning and end (an excerpt note
-   marks the cut), then its most recent reply too — never below `MIN_KEPT_CHARS`; an
-   outsized user message (a pasted document) is shortened alike, as long as no message
-   is cut below `ORDINARY_MESSAGE_CHARS`;
-2. the model's older replies are left out, oldest first (the user's messages around
+   marks the cut), then its most recent reply too — never below `MIN_KEPT_CHARS`;
+2. the bodies of documents the user attached to later messages (not the original
+   request, not the latest message) are replaced by their one-line reference by name,
+   oldest first;
+3. an outsized user message (a pasted document) is shortened alike, as long as no
+   message is cut below `ORDINARY_MESSAGE_CHARS`;
+4. the model's older replies are left out, oldest first (the user's messages around
    them are merged, in order);
-3. the user's messages are shortened alike;
-4. the user's older messages are left out, oldest first.
+5. the user's messages are shortened alike;
+6. the user's older messages are left out, oldest first.
 The original request (the first user message), the latest user message and the most
 recent reply of the model (the most recent exchange) are never left out, and no user
 message is left out while the rest would fit with it. Whatever is shortened or left
 out is said in an omission note at the end of the system message. Past all that (one
 huge message), every kept message is cut to a common share, never below
-`MIN_KEPT_CHARS`: the size of a request is bounded whatever one message holds. Pure
-functions: no I/O.
+`MIN_KEPT_CHARS`: the size of a request is bounded whatever one message holds.
+
+Documents of the original request (`documents_budget_chars`). A document is read into
+the stored turn whole up to MAX_DOCUMENT_CHARS, which is more than the whole history
+budget; counted against it, a document sent with the request would squeeze out every
+answer the user gave, and would itself be cut ever shorter as the consultation grows.
+Yet it is the request: the answer is about it, in every round. So the document blocks
+of the first user turn have an allowance of their own on top of the history budget:
+they stay in the context in every round, cut to their beginning and end only when
+together they exceed it, while the rest of the conversation (the request's typed words
+with a reference in place of each document) is fitted to the history budget as above.
+They are put back where they were unless the typed words had to be shortened, when
+they follow them. Documents sent later have no such allowance: they are part of the
+history, and give way (step 2) before anything the user typed does. Pure functions:
+no I/O.
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from core.attachments import _DOCUMENT_BLOCK, without_document_bodies
 from core.excerpt import excerpt
 from core.models import Message, Role
 
@@ -35,6 +52,9 @@ MIN_KEPT_CHARS = 1000
 """A kept message is never cut below this, however small the budget: a message that
 short is cheap, and cutting it further would lose its point."""
 ORDINARY_MESSAGE_CHARS = 4000
+CUT_NOTE_CHARS = 100
+"""Room for the note a document's reader adds when it cut the text: the documents'
+allowance counts their text, not their delimiters or that note."""
 """User messages up to this long (MAX_INPUT_CHARS' default) are never shortened while a
 reply of the model can be left out instead."""
 
@@ -45,14 +65,15 @@ class Omissions:
 
     replies: int = 0  # stored replies of the model left out
     messages: int = 0  # stored messages of the user left out
-    shortened: int = 0  # chat messages cut to their beginning and end
+    shortened: int = 0  # chat messages (or documents) cut to their beginning and end
+    documents: int = 0  # document bodies of later messages shown by name only
 
     @property
     def left_out(self) -> int:
         return self.replies + self.messages
 
     def __bool__(self) -> bool:
-        return bool(self.left_out or self.shortened)
+        return bool(self.left_out or self.shortened or self.documents)
 
 
 @dataclass(slots=True)
@@ -62,6 +83,7 @@ class _Turn:
     role: Role
     content: str
     sources: int  # how many stored messages it stands for
+    named: str | None = None  # `content` with its document bodies replaced by references
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +93,7 @@ class _Plan:
     kept: tuple[int, ...]
     shortenable: frozenset[int]
     min_share: int = MIN_KEPT_CHARS  # the plan fails rather than cut below this
+    named: frozenset[int] = frozenset()  # turns whose document bodies are references
 
 
 def build_model_messages(
@@ -81,6 +104,7 @@ def build_model_messages(
     budget_chars: int,
     omission_note: Callable[[Omissions], str],
     excerpt_note: Callable[[int], str],
+    documents_budget_chars: int | None = None,
 ) -> list[dict[str, str]]:
     """OpenAI chat messages for `history`, fitted to `budget_chars` characters of content.
 
@@ -88,19 +112,24 @@ def build_model_messages(
     message is prefixed with ``"{author}: "``. If everything fits nothing changes;
     otherwise the first plan of `_plans` that fits is used (the last one when none
     does), its note (`omission_note`) appended to the system message. Assistant messages
-    before the first user message have no request to answer and are not sent.
+    before the first user message have no request to answer and are not sent. With
+    `documents_budget_chars`, the first user turn's documents have that allowance of
+    their own (see the module's docstring).
     """
     turns = _merge(history, is_group=is_group)
     system = {"role": "system", "content": system_prompt}
     if not turns:
         return [system]
+    documents = _RequestDocuments.take(turns[0], documents_budget_chars, excerpt_note)
     sizes = [len(turn.content) for turn in turns]
-    if len(system_prompt) + sum(sizes) <= budget_chars:
+    if len(system_prompt) + sum(sizes) <= budget_chars and not documents.cut:
+        turns[0].content = documents.put_back(turns[0].content)
         return [system, *({"role": t.role.value, "content": t.content} for t in turns)]
 
     note_size = _NoteSizes(omission_note)
+    room = budget_chars - len(system_prompt)
     for plan in _plans(turns):
-        share, omissions = _fit(turns, sizes, plan, budget_chars - len(system_prompt), note_size)
+        share, omissions = _fit(turns, sizes, plan, room, note_size, documents.cut)
         if share is not None:
             break
     else:
@@ -111,14 +140,64 @@ def build_model_messages(
     ]
     for index in plan.kept:
         turn = turns[index]
-        content = turn.content
+        content = _content(turn, index, plan)
         if index in plan.shortenable and share and len(content) > share:
             content = excerpt(content, share, excerpt_note)
+        if index == 0:
+            content = documents.put_back(content, shortened=content != turn.content)
         if messages[-1]["role"] == turn.role.value:
             messages[-1]["content"] += SEPARATOR + content
         else:
             messages.append({"role": turn.role.value, "content": content})
     return messages
+
+
+@dataclass(frozen=True, slots=True)
+class _RequestDocuments:
+    """The document blocks of the first user turn, fitted to their own allowance, and the
+    references standing for them in the turn while the rest is fitted."""
+
+    blocks: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
+    cut: int = 0  # how many blocks were shortened to fit the allowance
+
+    @classmethod
+    def take(
+        cls, turn: _Turn, budget: int | None, excerpt_note: Callable[[int], str]
+    ) -> _RequestDocuments:
+        """Take the blocks out of `turn` (leaving references); none without a budget."""
+        found = [match.group(0) for match in _DOCUMENT_BLOCK.finditer(turn.content)]
+        if budget is None or not found:
+            return cls()
+        turn.content = without_document_bodies(turn.content)
+        framing = sum(len(b) - len(b.split("\n", 1)[1].rsplit("\n", 1)[0]) for b in found)
+        room = budget + framing + CUT_NOTE_CHARS * len(found)
+        share = _common_share([len(block) for block in found], room)
+        if share is not None:
+            share = max(share, MIN_KEPT_CHARS)
+        blocks = tuple(
+            excerpt(block, share, excerpt_note) if share and len(block) > share else block
+            for block in found
+        )
+        cut = sum(1 for block, whole in zip(blocks, found, strict=True) if block != whole)
+        return cls(blocks, tuple(without_document_bodies(block) for block in found), cut)
+
+    def put_back(self, content: str, *, shortened: bool = False) -> str:
+        """`content` with each reference replaced by its block, in order; when the turn was
+        shortened (a reference may be cut), the blocks follow it instead."""
+        if not self.blocks:
+            return content
+        if not shortened:
+            parts, start = [], 0
+            for reference, block in zip(self.references, self.blocks, strict=True):
+                at = content.find(reference, start)
+                if at < 0:
+                    break
+                parts += [content[start:at], block]
+                start = at + len(reference)
+            else:
+                return "".join(parts) + content[start:]
+        return SEPARATOR.join((content, *self.blocks))
 
 
 def approx_tokens(text: str) -> int:
@@ -145,7 +224,16 @@ def _merge(history: Sequence[Message], *, is_group: bool) -> list[_Turn]:
             turns[-1].sources += 1
         else:
             turns.append(_Turn(message.role, text, 1))
+    users = [i for i, turn in enumerate(turns) if turn.role is Role.USER]
+    for index in users[1:-1]:  # neither the original request nor the latest message
+        if _DOCUMENT_BLOCK.search(turns[index].content):
+            turns[index].named = without_document_bodies(turns[index].content)
     return turns
+
+
+def _content(turn: _Turn, index: int, plan: _Plan) -> str:
+    """The turn's text under `plan`: with its documents by name, if the plan says so."""
+    return turn.named if index in plan.named and turn.named is not None else turn.content
 
 
 def _plans(turns: list[_Turn]) -> Iterator[_Plan]:
@@ -160,15 +248,19 @@ def _plans(turns: list[_Turn]) -> Iterator[_Plan]:
 
     yield _Plan(every, frozenset(older_replies))
     yield _Plan(every, frozenset(replies))
-    yield _Plan(every, frozenset(every), min_share=ORDINARY_MESSAGE_CHARS)
+    named: frozenset[int] = frozenset()
+    for index in (i for i in users if turns[i].named is not None):
+        named |= {index}
+        yield _Plan(every, frozenset(replies), named=named)
+    yield _Plan(every, frozenset(every), min_share=ORDINARY_MESSAGE_CHARS, named=named)
     kept = list(every)
     for index in older_replies:
         kept.remove(index)
-        yield _Plan(tuple(kept), frozenset(replies))
-    yield _Plan(tuple(kept), frozenset(kept))
+        yield _Plan(tuple(kept), frozenset(replies), named=named)
+    yield _Plan(tuple(kept), frozenset(kept), named=named)
     for index in older_users:
         kept.remove(index)
-        yield _Plan(tuple(kept), frozenset(kept))
+        yield _Plan(tuple(kept), frozenset(kept), named=named)
 
 
 def _fit(
@@ -177,31 +269,38 @@ def _fit(
     plan: _Plan,
     room: int,
     note_size: Callable[[Omissions], int],
+    cut_documents: int = 0,
 ) -> tuple[int | None, Omissions]:
     """The common share the plan's shortenable turns are cut to (0: none is cut), or None
     when the plan does not fit `room` even with them at `MIN_KEPT_CHARS`; and what the
-    plan gives up."""
+    plan gives up (`cut_documents`: the request's documents cut to their allowance)."""
     kept = set(plan.kept)
+    sizes = [len(_content(turn, i, plan)) for i, turn in enumerate(turns)] if plan.named else sizes
     left_out = [i for i in range(len(turns)) if i not in kept]
     replies = sum(turns[i].sources for i in left_out if turns[i].role is Role.ASSISTANT)
     messages = sum(turns[i].sources for i in left_out if turns[i].role is Role.USER)
+    named = sum(_DOCUMENT_BLOCK.subn("", turns[i].content)[1] for i in plan.named & kept)
     merges = sum(
         1 for a, b in zip(plan.kept, plan.kept[1:], strict=False) if turns[a].role is turns[b].role
     )
     fixed = merges * len(SEPARATOR) + sum(sizes[i] for i in kept - plan.shortenable)
     cuttable = [sizes[i] for i in plan.kept if i in plan.shortenable]
-    whole = Omissions(replies, messages)
+
+    def omissions(shortened: int) -> Omissions:
+        return Omissions(replies, messages, shortened + cut_documents, named)
+
+    whole = omissions(0)
     if fixed + sum(cuttable) + note_size(whole) <= room:
         return 0, whole
-    worst = Omissions(replies, messages, len(cuttable))
+    worst = omissions(len(cuttable))
     if not cuttable:
         return None, whole
     share = _common_share(cuttable, room - fixed - note_size(worst))
     if share is None:
         return 0, whole
     if share < plan.min_share:
-        return None, Omissions(replies, messages, sum(1 for s in cuttable if s > MIN_KEPT_CHARS))
-    return share, Omissions(replies, messages, sum(1 for size in cuttable if size > share))
+        return None, omissions(sum(1 for s in cuttable if s > MIN_KEPT_CHARS))
+    return share, omissions(sum(1 for size in cuttable if size > share))
 
 
 class _NoteSizes:
@@ -216,7 +315,13 @@ class _NoteSizes:
     def __call__(self, omissions: Omissions) -> int:
         if not omissions:
             return 0
-        counts = (omissions.replies, omissions.messages, omissions.shortened, omissions.left_out)
+        counts = (
+            omissions.replies,
+            omissions.messages,
+            omissions.shortened,
+            omissions.left_out,
+            omissions.documents,
+        )
         shape = tuple(len(str(count)) if count else 0 for count in counts)
         if shape not in self._sizes:
             self._sizes[shape] = len(self._note(omissions)) + len(SEPARATOR)

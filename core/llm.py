@@ -10,7 +10,10 @@ that ends without a finish_reason after some text reports `finish_reason=None`
 how llama.cpp's server answers a prompt over its context, and is reported as
 CONTEXT_TOO_LONG like the providers' own 400s for it. Errors no retry can fix say
 which setting to look at: HISTORY_BUDGET_CHARS for a context overflow,
-OPENAI_API_KEY for 401/403, OPENAI_BASE_URL and LLM_MODEL for 404.
+OPENAI_API_KEY for 401/403, OPENAI_BASE_URL and LLM_MODEL for 404. A request with
+images that the server refuses for them (a model that reads text only) is
+IMAGES_REJECTED, whatever the status the server chose for it, so the caller can ask
+again without them; a request without images never is.
 
 Every completion has a usage: reported by the provider, or estimated by
 `core.tokens` (and marked so) when the stream carried none. A JSON request with a
@@ -59,6 +62,22 @@ _CONTEXT_SIZE = re.compile(
     re.IGNORECASE,
 )
 _FORMAT_REFUSED = re.compile(r"response_format|json_schema", re.IGNORECASE)
+# How servers refuse image parts for a model that reads text only. OpenAI: "Invalid
+# content type. image_url is only supported by certain models."; llama.cpp without a
+# projector (HTTP 500): "image input is not supported - hint: … provide the mmproj";
+# vLLM: "<model> is not a multimodal model"; Groq: "'messages.1' : for 'role:user' the
+# following must be satisfied[('messages.1.content' : value must be a string)]";
+# DeepSeek: "messages[1]: unknown variant `image_url`, expected `text`"; Ollama and LM
+# Studio: "… does not support images"; OpenRouter (404): "No endpoints found that
+# support image input".
+_IMAGES_REFUSED = re.compile(
+    r"image_url|image input|images? (?:is |are )?(?:not supported|unsupported)|"
+    r"(?:not|n't|cannot|unable to) (?:support|accept|process|handle) (?:images?|vision|multimodal)|"
+    r"multimodal|vision|content' ?: value must be a string|content must be a string|"
+    r"expected `text`|only 'text' content|missing data required for image",
+    re.IGNORECASE,
+)
+_IMAGES_REFUSED_STATUS = frozenset({400, 404, 415, 422, 500})
 _STREAM_OPTIONS = {"include_usage": True}
 # Fields of an OpenAI chat.completion.chunk; anything else is a provider extra.
 _CHUNK_FIELDS = frozenset(
@@ -197,7 +216,7 @@ class OpenAICompleter:
             return await self._complete(request, delta, schema=True, raw_errors=True)
         except openai.APIError as exc:
             if streamed or not _schema_refused(exc):
-                raise _model_error(exc) from exc
+                raise _model_error(exc, images=_has_images(request)) from exc
         completion = await self._complete(request, on_delta, schema=False)
         self._schema_refused = True
         return completion
@@ -235,7 +254,7 @@ class OpenAICompleter:
         except openai.APIError as exc:
             if raw_errors:
                 raise
-            raise _model_error(exc) from exc
+            raise _model_error(exc, images=_has_images(request)) from exc
         if state.finish_reason is None and not state.pieces:
             raise ModelError(
                 ModelErrorKind.CONTEXT_TOO_LONG,
@@ -371,9 +390,35 @@ def _typed(value: Any, kind: type, name: str) -> Any:
 _LOWER_BUDGET = "lower HISTORY_BUDGET_CHARS (or use a model with a larger context)"
 
 
-def _model_error(exc: openai.APIError) -> ModelError:
-    """Classify what is left after the SDK's retries into the engine's error kinds."""
+def _has_images(request: CompletionRequest) -> bool:
+    """Whether any message of `request` carries an image part."""
+    return any(
+        isinstance(part, dict) and part.get("type") == "image_url"
+        for message in request.messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+    )
+
+
+def _images_refused(exc: openai.APIError) -> bool:
+    """Whether a request with images failed for them (see `_IMAGES_REFUSED`)."""
+    return (
+        isinstance(exc, openai.APIStatusError)
+        and exc.status_code in _IMAGES_REFUSED_STATUS
+        and bool(_IMAGES_REFUSED.search(exc.message))
+        and not _CONTEXT_ERROR.search(exc.message)
+    )
+
+
+def _model_error(exc: openai.APIError, *, images: bool = False) -> ModelError:
+    """Classify what is left after the SDK's retries into the engine's error kinds
+    (`images`: the request carried image parts)."""
     detail = exc.message
+    if images and _images_refused(exc):
+        return ModelError(
+            ModelErrorKind.IMAGES_REJECTED,
+            f"the model refused the images (set LLM_VISION=false if it reads text only): {detail}",
+        )
     if exc.code == "context_length_exceeded" or _CONTEXT_ERROR.search(detail):
         size = _CONTEXT_SIZE.search(detail)
         tokens = int(size.group(1)) if size else None

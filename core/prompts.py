@@ -9,8 +9,11 @@ The user's original request, repeated in the final round's system prompt, is quo
 line by line (every line starts with "> ", between delimiter lines the templates
 name), so no text of the user's can stand as a line of instructions; past
 `PromptContext.request_budget_chars` only its beginning and end are repeated, around
-the `excerpt_note` template. The early-finish marker counts only at the very start of
-a reply, exactly as `early_finish.mustache` asks the model to write it.
+the `excerpt_note` template. Its documents are not repeated: each stands as its
+reference by name (`core.attachments.without_document_bodies`), and the
+`request_documents` note says where their text is. The early-finish marker counts only
+at the very start of a reply, exactly as `early_finish.mustache` asks the model to
+write it.
 
 Role files (``roles/<key>.mustache``) may start with a comment ``{{! title: ... }}``
 giving the short title shown in the /role menu; the key (file stem) is the fallback.
@@ -31,6 +34,7 @@ from pystache.context import KeyNotFoundError
 from pystache.parsed import ParsedTemplate
 from pystache.parser import ParsingError
 
+from core.attachments import document_names, without_document_bodies
 from core.context import Omissions
 from core.excerpt import split_excerpt
 from prompts import DEFAULT_PROMPTS_DIR
@@ -57,7 +61,10 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "json_output": ("schema",),
     "continuation": ("answer_tail",),
     "omission_note": ("omitted", "omitted_replies", "omitted_messages", "shortened"),
+    "named_documents_note": ("omitted",),
+    "request_documents": (),
     "excerpt_note": ("omitted_chars",),
+    "images_not_seen": (),
     "final_now_request": (),
     "final_now_request.ru": (),  # the same request in the user's language (`.<code>`)
 }
@@ -73,6 +80,7 @@ _SAMPLE_VALUES: Mapping[str, Any] = {
     "omitted_replies": 3,
     "omitted_messages": 1,
     "shortened": 2,
+    "named_documents": 1,
     "omitted_chars": "12,345",
     "answer_tail": "…the last characters of {{the}} answer so far",
 }
@@ -138,14 +146,22 @@ class PromptLibrary:
         return self.render("excerpt_note", omitted_chars=f"{omitted_chars:,}")
 
     def omission_note(self, omitted: Omissions) -> str:
-        """The note saying what the context window left out or shortened."""
-        return self.render(
+        """The note saying what the context window left out, shortened or named only."""
+        note = self.render(
             "omission_note",
             omitted=omitted.left_out,
             omitted_replies=omitted.replies,
             omitted_messages=omitted.messages,
             shortened=omitted.shortened,
         )
+        if omitted.documents:
+            note += " " + self.render("named_documents_note", omitted=omitted.documents)
+        return note
+
+    @property
+    def images_not_seen(self) -> str:
+        """The note for a round whose images the model could not take."""
+        return self.render("images_not_seen")
 
     def continuation(self, answer: str) -> str:
         """The request to continue `answer`, quoting its last `CONTINUATION_TAIL_CHARS`
@@ -211,6 +227,10 @@ class PromptContext:
 def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
     """Base + persona (or the custom prompt) + group + JSON + round or final instruction.
 
+    The original request is repeated in its own words with each attached document named
+    instead of repeated: the document itself is in the conversation (`core.context` keeps
+    it there in every round), and repeating it here would cost its length again.
+
     A reply is final when `is_final` or `final_requested`; the "asked for it now"
     wording is used only when that happens before the last round. The early-finish
     instruction is offered only in a non-final round with rounds still to come.
@@ -220,7 +240,9 @@ def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
         "round": shown_round,
         "max_rounds": ctx.max_rounds,
         "remaining": max(ctx.max_rounds - ctx.round, 0),
-        "initial_request": quote_request(library, ctx.initial_request, ctx.request_budget_chars),
+        "initial_request": quote_request(
+            library, without_document_bodies(ctx.initial_request), ctx.request_budget_chars
+        ),
         "marker": EARLY_FINISH_MARKER,
         "language": ctx.language,
     }
@@ -236,6 +258,8 @@ def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
     if ctx.is_final or ctx.final_requested:
         early = ctx.final_requested and ctx.round < ctx.max_rounds
         parts.append(library.render("final_requested" if early else "final_round", **values))
+        if document_names(ctx.initial_request):
+            parts.append(library.render("request_documents"))
     else:
         parts.append(library.render("round_context", **values))
         if ctx.round < ctx.max_rounds:

@@ -9,14 +9,23 @@ without a limit of its own cannot write for minutes: the final answer gets `max_
 per call (it is continued when cut off), a clarifying round `question_max_tokens`. An API
 session's `maxTokens` is its final answer's budget and caps its clarifying rounds too: a
 clarifying round gets the smaller of the two.
+
+Images reach the model only in the request of the round they came with: its last user
+message becomes OpenAI content parts (its text, then one `image_url` part per image).
+The store keeps the text alone, with its [photo] placeholder, so later rounds, retries
+and replays send text. A round whose images the model refused is asked again without
+them, with a note in the system message that the user sent a photo it cannot see.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.answer_schema import schema_object
-from core.context import build_model_messages
+from core.attachments import Image
+from core.context import SEPARATOR, build_model_messages
 from core.final_now import user_language
 from core.language import language_name
 from core.models import Consultation
@@ -38,6 +47,8 @@ class EngineConfig:
     default_role: str = "expert"
     max_answer_chars: int = 50_000
     initial_request_budget_chars: int = 6000
+    # The original request's documents, on top of the history budget (`core.context`).
+    documents_budget_chars: int = 30_000
 
 
 def build_completion_request(
@@ -47,7 +58,11 @@ def build_completion_request(
     is_group: bool,
     prompts: PromptLibrary,
     config: EngineConfig,
+    images: Sequence[Image] = (),
+    images_not_seen: bool = False,
 ) -> CompletionRequest:
+    """The request for `turn`; `images` go with its last user message, and
+    `images_not_seen` tells the model that the user sent images it could not take."""
     options = consultation.options
     # JSON output is for the answer; clarifying questions stay plain text.
     json_mode = options.output_format == "json" and turn.is_final
@@ -68,14 +83,19 @@ def build_completion_request(
         else None,
     )
     system_prompt = build_system_prompt(prompts, context)
-    messages = build_model_messages(
+    if images_not_seen:
+        system_prompt += SEPARATOR + prompts.images_not_seen
+    messages: list[dict[str, Any]] = build_model_messages(
         system_prompt,
         consultation.messages,
         is_group=is_group,
         budget_chars=config.history_budget_chars,
         omission_note=prompts.omission_note,
         excerpt_note=prompts.excerpt_note,
+        documents_budget_chars=config.documents_budget_chars,
     )
+    if images and messages[-1]["role"] == "user":
+        messages[-1] = with_images(messages[-1], images)
     extra_body = {}
     if options.disable_search is not None:
         extra_body["disable_search"] = options.disable_search
@@ -89,6 +109,13 @@ def build_completion_request(
         extra_body=extra_body,
         json_schema=schema_object(options.output_schema) if json_mode else None,
     )
+
+
+def with_images(message: dict[str, Any], images: Sequence[Image]) -> dict[str, Any]:
+    """`message` with its text followed by `images`, as OpenAI content parts."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
+    parts += ({"type": "image_url", "image_url": {"url": image.data_url()}} for image in images)
+    return {**message, "content": parts}
 
 
 def answer_max_tokens(consultation: Consultation, config: EngineConfig) -> int | None:

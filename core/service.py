@@ -14,7 +14,11 @@ Invariants it keeps:
   it is handled: handled again, an answered turn gets its stored reply back
   (`Reply.replayed`, no model call, nothing stored), an unanswered one in the open turn
   is answered without storing it again, and one its consultation moved on from raises
-  `TurnAlreadyHandled`. Without a turn id nothing is looked up.
+  `TurnAlreadyHandled`. Without a turn id nothing is looked up;
+- images reach the model only in the round they came with (the store keeps the turn's
+  text, with a [photo] placeholder); a model that refuses them is asked the same round
+  again without them, and the reply says so (`Notice.IMAGES_NOT_SEEN`): one round, one
+  stored reply, not a failure.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from core.models import (
     TurnRecord,
 )
 from core.outcomes import Notice, Reply, RoundsChange, StatusInfo, replay_of
-from core.ports import ChatLocks, Completer, ConsultationStore
+from core.ports import ChatLocks, Completer, CompletionRequest, ConsultationStore
 from core.prompts import (
     PromptLibrary,
     RoleInfo,
@@ -62,6 +66,7 @@ from core.prompts import (
 )
 from core.requests import EngineConfig, answer_max_tokens, build_completion_request
 from core.rounds import (
+    Turn,
     after_reply,
     append_user_message,
     has_open_turn,
@@ -544,22 +549,16 @@ class ConsultationService:
         images: Sequence[Image] = (),
     ) -> Reply:
         turn = plan_turn(consultation, final_requested=final_requested)
-        request = build_completion_request(
-            consultation, turn, is_group=is_group, prompts=self._prompts, config=self._config
-        )
-        shown = MarkerFilter(on_text) if on_text is not None else None
-        answer = await collect_answer(
-            self._completer,
-            request,
-            continuation_prompt=self._prompts.continuation,
-            max_continuations=self._config.max_continuations,
-            on_text=shown.feed if shown is not None else None,
-            max_chars=self._config.max_answer_chars,
-            # Only a final answer is continued; in a question round, an early final one.
-            continue_if=None if turn.is_final else lambda text: strip_marker(text)[1],
-            # Continued, it is the final answer (an early one too): the answer's budget.
-            follow_up_max_tokens=answer_max_tokens(consultation, self._config),
-        )
+        try:
+            request, answer = await self._collect(consultation, turn, is_group, on_text, images)
+        except ModelError as exc:
+            if exc.kind is not ModelErrorKind.IMAGES_REJECTED:
+                raise
+            # The model reads text only: the same round without the images, told so.
+            request, answer = await self._collect(
+                consultation, turn, is_group, on_text, (), images_not_seen=True
+            )
+            notices.add(Notice.IMAGES_NOT_SEEN)
         text, marked = strip_marker(answer.text)
         if not text.strip():
             raise ModelError(ModelErrorKind.UNAVAILABLE, "the model returned an empty reply")
@@ -593,6 +592,41 @@ class ConsultationService:
             json_valid=answer.json_valid,
             schema_valid=_schema_valid(answer, request.json_schema),
         )
+
+    async def _collect(
+        self,
+        consultation: Consultation,
+        turn: Turn,
+        is_group: bool,
+        on_text: OnText | None,
+        images: Sequence[Image],
+        *,
+        images_not_seen: bool = False,
+    ) -> tuple[CompletionRequest, CollectedAnswer]:
+        """One model answer to `turn` (continued when cut off), and the request it was."""
+        request = build_completion_request(
+            consultation,
+            turn,
+            is_group=is_group,
+            prompts=self._prompts,
+            config=self._config,
+            images=images,
+            images_not_seen=images_not_seen,
+        )
+        shown = MarkerFilter(on_text) if on_text is not None else None
+        answer = await collect_answer(
+            self._completer,
+            request,
+            continuation_prompt=self._prompts.continuation,
+            max_continuations=self._config.max_continuations,
+            on_text=shown.feed if shown is not None else None,
+            max_chars=self._config.max_answer_chars,
+            # Only a final answer is continued; in a question round, an early final one.
+            continue_if=None if turn.is_final else lambda text: strip_marker(text)[1],
+            # Continued, it is the final answer (an early one too): the answer's budget.
+            follow_up_max_tokens=answer_max_tokens(consultation, self._config),
+        )
+        return request, answer
 
 
 def _schema_valid(answer: CollectedAnswer, schema: dict[str, Any] | None) -> bool | None:

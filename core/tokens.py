@@ -16,6 +16,12 @@ half its real cost. The 4 tokens per message and 3 for the reply are OpenAI's do
 chat framing (`<|start|>role … <|end|>`). Expect ±25% against the real tokenizer: good
 enough for cost dashboards, which is all these figures are for; they are marked
 `Usage.estimated` wherever they are kept or shown.
+
+A message whose content is a list of parts (text and images, for a model that sees
+images) counts its text parts by the same formula and each image as `IMAGE_TOKENS`:
+what an image costs depends on the provider and the image's size (OpenAI bills a
+512-pixel tile at 170 tokens plus 85, so a typical photo at high detail runs to about
+800), and no one number is right for all.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from collections.abc import Iterable, Mapping
 BYTES_PER_TOKEN = 4
 MESSAGE_OVERHEAD = 4
 REPLY_PRIMING = 3
+IMAGE_TOKENS = 800
 
 
 def estimate_tokens(text: str) -> int:
@@ -36,6 +43,21 @@ def estimate_prompt_tokens(messages: Iterable[Mapping[str, object]]) -> int:
     """Tokens of a chat prompt: each message's content plus its framing, plus the reply's."""
     total = REPLY_PRIMING
     for message in messages:
-        content = message.get("content")
-        total += MESSAGE_OVERHEAD + estimate_tokens(content if isinstance(content, str) else "")
+        total += MESSAGE_OVERHEAD + content_tokens(message.get("content"))
+    return total
+
+
+def content_tokens(content: object) -> int:
+    """Tokens of one message's content: a string, or a list of OpenAI content parts."""
+    if isinstance(content, str):
+        return estimate_tokens(content)
+    if not isinstance(content, list):
+        return 0
+    total = 0
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            total += estimate_tokens(part["text"])
+        elif kind == "image_url":
+            total += IMAGE_TOKENS
     return total

@@ -93,7 +93,9 @@ async def running_bot(
 ) -> AsyncIterator[RunningBot]:
     """A bot polling the fake; `config` replaces the one `settings` gives (tunables)."""
     async with open_runtime(settings) as runtime:
-        application = build_application(config or settings.bot_config(), runtime.service)
+        application = build_application(
+            config or settings.bot_config(), runtime.service, intake=runtime.intake
+        )
         async with application:
             await application.start()
             assert application.updater is not None

@@ -25,6 +25,7 @@ import pytest
 from aiohttp import web
 
 from tests.fakes.bot_api_checks import check_text
+from tests.fakes.bot_files import BotFiles
 from tests.fakes.bot_updates import UpdateBuilder
 from tests.fakes.serving import LOOPBACK, LocalServer
 
@@ -97,8 +98,11 @@ def _decode(key: str, value: Any) -> Any:
         return value
 
 
-class FakeBotApi(UpdateBuilder):
-    """Records every Bot API call and answers like Telegram; `push_update` feeds getUpdates."""
+class FakeBotApi(UpdateBuilder, BotFiles):
+    """Records every Bot API call and answers like Telegram; `push_update` feeds getUpdates.
+
+    File downloads are recorded as calls of the method "download" (`file_path` param).
+    """
 
     def __init__(
         self,
@@ -108,7 +112,8 @@ class FakeBotApi(UpdateBuilder):
         can_read_all_group_messages: bool = False,
         poll_cap: float = 0.5,
     ) -> None:
-        super().__init__()
+        UpdateBuilder.__init__(self)
+        BotFiles.__init__(self)
         self.host, self.port = LOOPBACK, port
         self.username = username
         self.can_read_all_group_messages = can_read_all_group_messages
@@ -130,11 +135,17 @@ class FakeBotApi(UpdateBuilder):
         """PTB's `base_url`: the token is appended to it."""
         return f"http://{self.host}:{self.port}/bot"
 
+    @property
+    def file_base_url(self) -> str:
+        """PTB's `base_file_url`: the token, then the file path, are appended to it."""
+        return f"http://{self.host}:{self.port}/file/bot"
+
     def build_app(self) -> web.Application:
         """The Bot API routes and the control endpoints (a subclass may add routes)."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/bot{token}/{method}", self._handle)
         app.router.add_get("/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         app.router.add_post("/_control/updates", self._control_updates)
         app.router.add_get("/_control/calls", self._control_calls)
         app.router.add_post("/_control/fail", self._control_fail)
@@ -246,6 +257,20 @@ class FakeBotApi(UpdateBuilder):
         self._notify()
         return web.json_response(body, status=status)
 
+    async def _download(self, request: web.Request) -> web.Response:
+        path = request.match_info["path"]
+        call = Call("download", {"file_path": path})
+        self.calls.append(call)
+        status, body = self._injected("download") or (200, {})
+        stored = self.by_path.get(path)
+        if status == 200 and stored is None:
+            status, body = _error(404, "Not Found")
+        call.status = status
+        self._notify()
+        if status != 200 or stored is None:
+            return web.json_response(body, status=status)
+        return web.Response(body=stored.data, content_type="application/octet-stream")
+
     def _injected(self, method: str) -> tuple[int, dict[str, Any]] | None:
         queue = self._failures.get(method)
         if not queue:
@@ -272,6 +297,9 @@ class FakeBotApi(UpdateBuilder):
             )
         if method == "getUpdates":
             return _ok(await self._get_updates(p))
+        if method == "getFile":
+            status, file = self.get_file(str(p.get("file_id")))
+            return _ok(file) if status == 200 else _error(status, str(file))
         if method in ("sendMessage", "editMessageText", "sendMessageDraft"):
             problem = check_text(p.get("text"), p.get("entities"), p.get("parse_mode"))
             if problem:

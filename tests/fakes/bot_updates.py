@@ -75,11 +75,14 @@ class UpdateBuilder:
         caption: str | None = None,
         photo: bool = False,
         sticker: bool = False,
+        media: JSON | None = None,
     ) -> JSON:
         """A user's Message; a leading `/command` gets its `bot_command` entity.
 
-        With `photo` or `sticker` the message has no text, only `caption` (if given).
-        `reply_to_message` may be a message dict or the id of a remembered message.
+        With `photo`, `sticker` or `media` (fields such as {"voice": {...}}, see
+        `tests.fakes.bot_files`) the message has no text, only `caption` (if given),
+        and `entities` are the caption's. `reply_to_message` may be a message dict or
+        the id of a remembered message.
         """
         msg: JSON = {
             "message_id": self.next_message_id(),
@@ -107,7 +110,10 @@ class UpdateBuilder:
                 "is_video": False,
                 "type": "regular",
             }
-        body, key = (caption, "caption") if photo or sticker else (text, "text")
+        if media:
+            msg.update(media)
+        with_caption = photo or sticker or bool(media)
+        body, key = (caption, "caption") if with_caption else (text, "text")
         if body is not None:
             msg[key] = body
             ents = list(entities or [])

@@ -5,6 +5,10 @@ error) is sent, and scripted replies are consumed strictly in FIFO order; when
 none is queued, `default_reply` answers after `latency` seconds. Streaming
 replies use the real OpenAI chunk format, so the real openai SDK can talk to it.
 
+A user message's content may be a string or, as OpenAI accepts, a list of content parts
+(`text`, `image_url`); bodies are recorded as sent, so tests can see the image parts.
+`reject_images` makes it refuse image parts the way a text-only server does.
+
 Standalone, for the benchmark: ``python -m tests.fakes.model_server --port N --latency S``.
 """
 
@@ -46,6 +50,36 @@ CONTEXT_ERRORS = {
 }
 """Enqueue one with `enqueue(message, status=400, error_code=code)`."""
 
+IMAGE_ERRORS = {
+    # What real servers answer to image parts for a model that reads text only:
+    # (status, message, code).
+    "openai": (
+        400,
+        "Invalid content type. image_url is only supported by certain models.",
+        "invalid_request_error",
+    ),
+    "llama.cpp": (
+        500,
+        "image input is not supported - hint: if this is unexpected, you may need to provide "
+        "the mmproj",
+        None,
+    ),
+    "groq": (
+        400,
+        "'messages.1' : for 'role:user' the following must be satisfied"
+        "[('messages.1.content' : value must be a string)]",
+        None,
+    ),
+    "deepseek": (
+        400,
+        "Failed to deserialize the JSON body into the target type: messages[1]: unknown "
+        "variant `image_url`, expected `text` at line 1 column 746",
+        "invalid_request_error",
+    ),
+    "vllm": (400, "Qwen2ForCausalLM is not a multimodal model", "BadRequestError"),
+}
+"""Set `FakeModelServer.reject_images` to one of these keys."""
+
 
 @dataclass(slots=True)
 class ScriptedReply:
@@ -72,11 +106,29 @@ class ScriptedReply:
     drop: bool = False
 
 
+def text_of(content: Any) -> str:
+    """A message's text: the string, or its text parts joined (image parts left out)."""
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def image_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The image parts of one message as sent (none for string content)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [p for p in content if isinstance(p, dict) and p.get("type") == "image_url"]
+
+
 def _last_user_content(body: dict[str, Any]) -> str:
     for message in reversed(body.get("messages") or []):
         if message.get("role") == "user":
-            content = message.get("content")
-            return content if isinstance(content, str) else json.dumps(content)
+            return text_of(message.get("content"))
     return ""
 
 
@@ -98,6 +150,8 @@ class FakeModelServer:
         # `GET /v1/models` lists these ids; None: no such endpoint (404), like some providers.
         self.models: list[str] | None = None
         self.refuse_key = False  # `GET /v1/models` answers 401, as for a wrong API key
+        # A key of IMAGE_ERRORS: requests with image parts get that server's refusal.
+        self.reject_images: str | None = None
         self._queue: deque[ScriptedReply] = deque()
         self._ids = itertools.count(1)
         self._server: LocalServer | None = None
@@ -225,6 +279,11 @@ class FakeModelServer:
         self.requests.append(body)
         self._arrived.set()
         self._arrived = asyncio.Event()
+        if self.reject_images is not None and any(
+            image_parts(m) for m in body.get("messages") or [] if isinstance(m, dict)
+        ):
+            status, message, code = IMAGE_ERRORS[self.reject_images]
+            return _error(status, message, {}, code)
         if self._queue:
             reply = self._queue.popleft()
         else:
@@ -348,7 +407,7 @@ def _chunks(text: str, size: int) -> list[str]:
 
 
 def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
-    prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
+    prompt = sum(len(text_of(m.get("content", "")).split()) for m in body.get("messages") or [])
     completion = len(text.split())
     return {
         "prompt_tokens": prompt,

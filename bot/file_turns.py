@@ -1,0 +1,194 @@
+"""A turn made of a file: a voice note, a document or a photo (with its caption as words).
+
+Order, and why: the size is checked before anything is fetched (a 25 MB voice note is
+refused without a download), then the file is downloaded and read into a `TurnInput`
+(transcribed, its text extracted, or an image), and only then does the turn reach the
+service. A refusal or a failed download is answered in the user's language and nothing
+is stored, so no round is used and the user can simply send again. A transcript is shown
+to the user before the answer, so a misheard word is seen next to the reply it caused;
+a document cut to the text budget is said once, with the limit.
+
+A photo while the model cannot see images, sent with a caption, is answered from the
+caption alone, as before photos were read; without one the user is asked for words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from telegram.constants import ChatAction
+
+from bot.chat import Context, Incoming
+from bot.config import BotConfig
+from bot.delivery import NO_RETRIES, AnyBot, Target
+from bot.files import DownloadFailed, FileTooBig, TelegramFile, download
+from bot.i18n import t
+from bot.say import Say
+from bot.turns import TurnRunner
+from core.attachments import Attachment, TurnInput
+from core.blank import is_blank
+from core.errors import AttachmentProblem, AttachmentRefused, EmptyMessage
+from core.outcomes import Reply
+from core.service import ConsultationService, OnText
+from media.intake import SUPPORTED_DOCUMENTS, Intake
+
+log = logging.getLogger(__name__)
+
+HEARD_CHARS = 200
+"""How much of a transcript the user is shown before the answer."""
+
+TELEGRAM_LIMIT_BYTES = 20_000_000
+"""Telegram's own download limit (20 MB), as users are told it."""
+
+TextTurn = Callable[[Incoming, Context], Awaitable[None]]
+
+
+class FileTurns:
+    """Runs the turn of an accepted message that carries a file (`Incoming.file`)."""
+
+    def __init__(
+        self,
+        service: ConsultationService,
+        config: BotConfig,
+        intake: Intake,
+        *,
+        turns: TurnRunner,
+        say: Say,
+        text_turn: TextTurn,
+    ) -> None:
+        self.service = service
+        self.config = config
+        self.intake = intake
+        self.turns = turns
+        self.say = say
+        self.text_turn = text_turn  # the caption alone, when the photo cannot be seen
+
+    async def __call__(self, incoming: Incoming, context: Context) -> None:
+        file = incoming.file
+        assert file is not None
+        language = incoming.language
+        try:
+            turn = await self._read(incoming, file, context)
+        except AttachmentRefused as refused:
+            log.info("file %r in chat %s refused: %s", file.name, incoming.chat_id, refused)
+            if refused.problem is AttachmentProblem.VISION_OFF and not is_blank(incoming.text):
+                await self.text_turn(incoming, context)
+            else:
+                await self.say(incoming, self.refusal_text(refused, language))
+            return
+        except DownloadFailed as exc:
+            log.warning("file %r in chat %s not downloaded: %s", file.name, incoming.chat_id, exc)
+            await self.say(incoming, t(language, "download_failed"))
+            return
+        turn = await self._within_input_limit(incoming, turn)
+        if turn.transcript is not None:
+            await self.say(incoming, t(language, "heard", text=excerpt(turn.transcript)))
+        if turn.omitted_chars:
+            limit = self.intake.config.max_document_chars
+            await self.say(incoming, t(language, "document_cut", limit=limit))
+
+        async def ask(on_text: OnText) -> Reply:
+            return await self.service.ask(
+                incoming.key,
+                turn.stored_text,
+                images=turn.images,
+                author=incoming.author,
+                author_id=incoming.user_id,
+                is_group=incoming.is_group,
+                on_text=on_text,
+                turn_id=incoming.turn_id,
+            )
+
+        try:
+            await self.turns.run(context.bot, incoming.target, language, ask)
+        except EmptyMessage:
+            await self.say(incoming, t(language, "empty"))
+
+    async def _read(self, incoming: Incoming, file: TelegramFile, context: Context) -> TurnInput:
+        """The file checked, fetched and read; raises AttachmentRefused or DownloadFailed."""
+        self.intake.check_size(file.kind, file.file_size, name=file.name)
+        async with typing(context.bot, incoming.target):  # a transcription takes a while
+            try:
+                data = await download(context.bot, file, timeout=self.config.download_timeout)
+            except FileTooBig as exc:
+                raise AttachmentRefused(
+                    AttachmentProblem.TOO_LARGE,
+                    str(exc),
+                    limit=TELEGRAM_LIMIT_BYTES,
+                    name=file.name,
+                ) from exc
+            attachment = Attachment(file.name, file.mime, data, kind_hint=file.kind_hint)
+            return await self.intake.read(incoming.text, [attachment], language=incoming.language)
+
+    async def _within_input_limit(self, incoming: Incoming, turn: TurnInput) -> TurnInput:
+        """The typed words and the transcript cut to the input limit (the user is told)."""
+        limit = self.config.max_input_chars
+        transcript = turn.transcript
+        if len(turn.words) <= limit and (transcript is None or len(transcript) <= limit):
+            return turn
+        await self.say(incoming, t(incoming.language, "truncated", limit=limit))
+        return dataclasses.replace(
+            turn,
+            words=turn.words[:limit],
+            transcript=None if transcript is None else transcript[:limit],
+        )
+
+    def refusal_text(self, refused: AttachmentRefused, language: str) -> str:
+        """Why the file was not taken, and what the user can do instead."""
+        problem = refused.problem
+        if problem is AttachmentProblem.TOO_LARGE:
+            return t(language, "file_too_large", limit=size_text(refused.limit, language))
+        if problem is AttachmentProblem.UNSUPPORTED:
+            return t(language, "file_unsupported", supported=SUPPORTED_DOCUMENTS)
+        if problem is AttachmentProblem.VISION_OFF:
+            return t(language, "text_only")
+        return t(language, f"file_{problem.value}")
+
+
+@contextlib.asynccontextmanager
+async def typing(bot: AnyBot, target: Target) -> AsyncIterator[None]:
+    """ "typing…" in the chat (renewed every 4 s, best effort) while the block runs."""
+
+    async def keep_typing() -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await bot.send_chat_action(
+                    target.chat_id,
+                    ChatAction.TYPING,
+                    message_thread_id=target.thread_id,
+                    rate_limit_args=NO_RETRIES,
+                )
+            await asyncio.sleep(4.0)
+
+    task = asyncio.create_task(keep_typing())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def size_text(limit: int | None, language: str) -> str:
+    """A byte limit as users read it: "20 MB", "2.5 MB", "500 KB" (decimal units)."""
+    if limit is None:
+        return "?"
+    if limit >= 1_000_000:
+        return t(language, "megabytes", value=f"{round(limit / 1_000_000, 1):g}")
+    return t(language, "kilobytes", value=f"{max(round(limit / 1000), 1)}")
+
+
+def excerpt(text: str, limit: int = HEARD_CHARS) -> str:
+    """`text` on one line, cut at a word near `limit` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,.;:") + "…"

@@ -1,0 +1,147 @@
+"""One turn's attachments read into a `TurnInput`: transcript, document texts, images.
+
+Invariants: every attachment is classified and size-checked before any is read, and the
+voice note (the one read that costs money) is transcribed last, so a turn refused for
+one file never pays for another's transcription; documents are parsed in a worker
+thread, so a large PDF never stalls the event loop; all documents of a turn share
+`config.max_document_chars` (see `media.text.share_budget`), each cut one reporting how
+much was left out. A refusal is an `AttachmentRefused` naming the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import PurePath
+
+from core.attachments import Attachment, DocumentText, Image, TurnInput
+from core.errors import AttachmentProblem, AttachmentRefused
+from core.ports import Transcriber
+from media import kinds
+from media.config import IntakeConfig
+from media.documents import SUPPORTED_DOCUMENTS, read_document
+from media.sniff import AUDIO_FORMATS, IMAGE_MIMES, sniff
+from media.text import cut, share_budget
+
+__all__ = ["SUPPORTED_DOCUMENTS", "Intake"]
+
+SUPPORTED_IMAGES = "JPEG, PNG, WEBP, GIF"
+DEFAULT_VOICE_NAME = "voice"
+_RENAMED_SUFFIXES = {".oga": ".ogg"}  # some services refuse .oga, none refuses .ogg
+
+
+class Intake:
+    """Reads attachments within `config`'s limits; voice only with a `transcriber`."""
+
+    def __init__(self, config: IntakeConfig, transcriber: Transcriber | None) -> None:
+        self.config = config
+        self.transcriber = transcriber
+
+    def check_size(self, kind: str, size: int | None, *, name: str | None = None) -> None:
+        """Refuse before a download: voice without a transcriber (VOICE_OFF), a photo the
+        model cannot see (VISION_OFF), a file over its kind's byte limit (TOO_LARGE)."""
+        if kind == kinds.UNSUPPORTED:
+            raise AttachmentRefused(
+                AttachmentProblem.UNSUPPORTED,
+                f"supported documents: {SUPPORTED_DOCUMENTS}",
+                name=name,
+            )
+        if kind == kinds.VOICE and self.transcriber is None:
+            raise AttachmentRefused(
+                AttachmentProblem.VOICE_OFF, "no transcription model", name=name
+            )
+        if kind == kinds.PHOTO and not self.config.vision:
+            raise AttachmentRefused(AttachmentProblem.VISION_OFF, "LLM_VISION is off", name=name)
+        limit = self._limit(kind)
+        if size is not None and size > limit:
+            raise AttachmentRefused(
+                AttachmentProblem.TOO_LARGE, f"{kind} of {size} bytes", limit=limit, name=name
+            )
+
+    def kind_of(self, attachment: Attachment) -> str:
+        """ "voice", "document", "photo" or "unsupported" (see `media.kinds`)."""
+        return kinds.kind_of(attachment)
+
+    async def read(
+        self, words: str, attachments: Sequence[Attachment], *, language: str | None = None
+    ) -> TurnInput:
+        """The turn `words` and `attachments` make; raises `AttachmentRefused`."""
+        sorted_out: dict[str, list[Attachment]] = {kind: [] for kind in kinds.KINDS}
+        for attachment in attachments:
+            kind = self.kind_of(attachment)
+            self.check_size(kind, len(attachment.data), name=attachment.name or None)
+            sorted_out[kind].append(attachment)
+        voices = sorted_out[kinds.VOICE]
+        if len(voices) > 1:
+            raise AttachmentRefused(
+                AttachmentProblem.UNSUPPORTED,
+                "one voice note per message",
+                name=voices[1].name or None,
+            )
+        images = tuple(_image(photo) for photo in sorted_out[kinds.PHOTO])
+        documents = await self._documents(sorted_out[kinds.DOCUMENT])
+        transcript = await self._transcribe(voices[0], language) if voices else None
+        return TurnInput(words=words, transcript=transcript, documents=documents, images=images)
+
+    def _limit(self, kind: str) -> int:
+        limits = {
+            kinds.VOICE: self.config.max_voice_bytes,
+            kinds.DOCUMENT: self.config.max_document_bytes,
+            kinds.PHOTO: self.config.max_image_bytes,
+        }
+        if kind not in limits:
+            raise ValueError(f"unknown attachment kind {kind!r}")
+        return limits[kind]
+
+    async def _documents(self, files: list[Attachment]) -> tuple[DocumentText, ...]:
+        if not files:
+            return ()
+        texts = await asyncio.to_thread(self._read_documents, files)
+        allowed = share_budget([len(text) for text in texts], self.config.max_document_chars)
+        documents = []
+        for file, text, limit in zip(files, texts, allowed, strict=True):
+            kept, omitted = cut(text, limit)
+            documents.append(DocumentText(file.name or "document", kept, omitted))
+        return tuple(documents)
+
+    def _read_documents(self, files: list[Attachment]) -> list[str]:
+        limit = self.config.max_document_bytes
+        return [
+            read_document(file.data, name=file.name, mime=file.mime, max_bytes=limit)
+            for file in files
+        ]
+
+    async def _transcribe(self, voice: Attachment, language: str | None) -> str:
+        assert self.transcriber is not None  # check_size refused voice without one
+        filename = voice_filename(voice.name, voice.data)
+        transcript = await self.transcriber.transcribe(
+            voice.data, filename=filename, language=language
+        )
+        if not transcript.strip():
+            raise AttachmentRefused(
+                AttachmentProblem.NO_TEXT, "empty transcript", name=voice.name or None
+            )
+        return transcript.strip()
+
+
+def voice_filename(name: str, data: bytes) -> str:
+    """The name the transcription service gets: its extension names the format, so a
+    missing one comes from the bytes, and .oga becomes .ogg."""
+    path = PurePath(name or DEFAULT_VOICE_NAME)
+    found = sniff(data)
+    if not path.suffix and found in AUDIO_FORMATS:
+        return f"{path.name}.{found}"
+    suffix = _RENAMED_SUFFIXES.get(path.suffix.lower(), path.suffix)
+    return path.stem + suffix
+
+
+def _image(photo: Attachment) -> Image:
+    """The photo as an image the model can see; its MIME type comes from its bytes."""
+    mime = IMAGE_MIMES.get(sniff(photo.data) or "")
+    if mime is None:
+        raise AttachmentRefused(
+            AttachmentProblem.UNSUPPORTED,
+            f"an image that is not {SUPPORTED_IMAGES}",
+            name=photo.name or None,
+        )
+    return Image(mime, photo.data)
