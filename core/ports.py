@@ -72,6 +72,13 @@ class ConsultationStore(Protocol):
         """Status of the chat's most recently active consultation, None if it never had one."""
         ...
 
+    async def load_turn(
+        self, chat_key: str, turn_id: str | None
+    ) -> tuple[TurnRecord | None, Consultation | None]:
+        """`find_turn(chat_key, turn_id)` (None without a turn id) and `load_active(chat_key)`
+        in one read, from one snapshot: what a new turn needs to know first."""
+        ...
+
     async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
         """The chat's consultation (any status, messages included) holding a user message
         stored with `turn_id`, with the reply that followed it (`core.models.locate_turn`);

@@ -135,12 +135,13 @@ class ConsultationService:
         """
         text = _require_text(text)
         async with self._turn(chat_key):
-            if turn_id is not None and (found := await self._store.find_turn(chat_key, turn_id)):
+            found, active = await self._store.load_turn(chat_key, turn_id)
+            if found is not None:
                 return await self._handled_again(
                     found, is_group=is_group, on_text=on_text, images=images
                 )
             now = self._clock()
-            consultation, notices = await self._active_or_none(chat_key, now)
+            consultation, notices = await self._vetted(chat_key, active, now)
             if consultation is None:
                 consultation, started = await self._start(
                     chat_key, text, author, author_id, now, turn_id
@@ -174,12 +175,13 @@ class ConsultationService:
         `NoActiveConsultation` once the answer was given).
         """
         async with self._turn(chat_key):
-            if turn_id is not None and (found := await self._store.find_turn(chat_key, turn_id)):
+            found, active = await self._store.load_turn(chat_key, turn_id)
+            if found is not None:
                 return await self._handled_again(
                     found, is_group=is_group, on_text=on_text, final_requested=True
                 )
             now = self._clock()
-            consultation, notices = await self._active_or_none(chat_key, now)
+            consultation, notices = await self._vetted(chat_key, active, now)
             if consultation is None:
                 raise NoActiveConsultation("there is no consultation to finish")
             if not has_open_turn(consultation):
@@ -429,7 +431,13 @@ class ConsultationService:
     async def _active_or_none(
         self, chat_key: str, now: float
     ) -> tuple[Consultation | None, set[Notice]]:
-        consultation = await self._store.load_active(chat_key)
+        return await self._vetted(chat_key, await self._store.load_active(chat_key), now)
+
+    async def _vetted(
+        self, chat_key: str, consultation: Consultation | None, now: float
+    ) -> tuple[Consultation | None, set[Notice]]:
+        """The chat's active consultation as loaded, unless it expired (then None, and the
+        notice that the previous one expired)."""
         if consultation is not None and is_expired(
             consultation, now=now, ttl_seconds=self._config.session_ttl_seconds
         ):

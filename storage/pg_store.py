@@ -40,6 +40,8 @@ from core.models import (
     locate_turn,
 )
 from storage.idempotency import KeyRecord
+from storage.pg_batch import Batched
+from storage.pg_batched import Append, Appended, RoundGuard, append_messages, load_turns
 from storage.pg_pool import UNAVAILABLE, call, open_pool
 from storage.rows import (
     CONSULTATION_COLUMNS,
@@ -73,30 +75,6 @@ _SELECT_TURN = (
     " ORDER BY c.created_at DESC LIMIT 1"
 )
 _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
-# The next position: the row's own counter, or past the messages a worker of a version
-# before the counter appended (rolling upgrades).
-_NEXT_SEQ = (
-    "last_seq = GREATEST(last_seq,"
-    " COALESCE((SELECT MAX(seq) FROM messages WHERE consultation_id = $1), 0)) + 1"
-)
-# Append a message ($1 consultation id, $2-$9 `message_values`) to the consultation the
-# UPDATE named `touched` found and advanced, at the position it returned; the count of
-# messages appended (0: no such consultation, or its guard failed).
-_APPEND_TO = (
-    "appended AS ({insert} SELECT id, last_seq, $2, $3, $4, $5, $6, $7, $8, $9 FROM touched"
-    " RETURNING 1) SELECT (SELECT count(*) FROM appended) AS stored,"
-    " EXISTS (SELECT 1 FROM consultations WHERE id = $1) AS known"
-)
-_ADD_MESSAGE = (
-    f"WITH touched AS (UPDATE consultations SET last_activity_at = $10, {_NEXT_SEQ}"
-    " WHERE id = $1 RETURNING id, last_seq), " + _APPEND_TO.format(insert=_INSERT_MESSAGE)
-)
-_RECORD_REPLY = (
-    "WITH touched AS (UPDATE consultations SET current_round = $10, status = $11,"
-    f" last_activity_at = $12, {_NEXT_SEQ}"
-    " WHERE id = $1 AND current_round = $13 AND status = 'active' RETURNING id, last_seq), "
-    + _APPEND_TO.format(insert=_INSERT_MESSAGE)
-)
 
 
 class PostgresStore:
@@ -106,6 +84,11 @@ class PostgresStore:
         self._pool = pool
         self._closed = False
         self._ordered = KeyedLock()
+        # The hot statements, one round trip for all the calls made meanwhile.
+        self._turns: Batched[tuple[str, str | None], tuple[TurnRecord | None, Consultation | None]]
+        self._turns = Batched(lambda batch: self._call(lambda c: load_turns(c, batch)))
+        self._appends: Batched[Append, Appended]
+        self._appends = Batched(lambda batch: self._call(lambda c: append_messages(c, batch)))
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -148,6 +131,14 @@ class PostgresStore:
         return await self._load(
             f"SELECT {CONSULTATION_COLUMNS} FROM consultations WHERE id = $1", consultation_id
         )
+
+    async def load_turn(
+        self, chat_key: str, turn_id: str | None
+    ) -> tuple[TurnRecord | None, Consultation | None]:
+        """The turn and the active consultation, in one statement (with the loads made
+        meanwhile by other chats)."""
+        async with self._tracked():
+            return await self._turns((chat_key, turn_id))
 
     async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
         """The consultation holding the turn and its reply, from one snapshot."""
@@ -211,13 +202,8 @@ class PostgresStore:
         self, consultation_id: str, message: Message, *, last_activity_at: float
     ) -> None:
         """Append and commit; raises `core.errors.SessionNotFound` for an unknown id."""
-        row = await self._write_one(
-            lambda c: c.fetchrow(
-                _ADD_MESSAGE, consultation_id, *message_values(message), last_activity_at
-            ),
-            consultation=consultation_id,
-        )
-        if not row["stored"]:
+        outcome = await self._append(Append(consultation_id, message, last_activity_at))
+        if not outcome.stored:
             raise SessionNotFound(consultation_id)
 
     async def record_reply(
@@ -233,21 +219,11 @@ class PostgresStore:
         """Store the reply and advance the round, only while the consultation is still ACTIVE
         at `expected_round`; otherwise store nothing and raise `TurnSuperseded`."""
 
-        row = await self._write_one(
-            lambda c: c.fetchrow(
-                _RECORD_REPLY,
-                consultation_id,
-                *message_values(reply),
-                current_round,
-                status.value,
-                last_activity_at,
-                expected_round,
-            ),
-            consultation=consultation_id,
-        )
-        if row["stored"]:
+        guard = RoundGuard(expected_round, current_round, status)
+        outcome = await self._append(Append(consultation_id, reply, last_activity_at, guard))
+        if outcome.stored:
             return
-        if not row["known"]:
+        if not outcome.known:
             raise SessionNotFound(consultation_id)
         raise TurnSuperseded(
             f"consultation {consultation_id} is no longer active at round {expected_round}"
@@ -428,12 +404,11 @@ class PostgresStore:
         async with self._tracked(), self._ordered.hold(consultation):
             return await self._call(in_transaction)
 
-    async def _write_one(
-        self, statement: Callable[[asyncpg.Connection], Awaitable[T]], *, consultation: str
-    ) -> T:
-        """Run one statement (its own transaction) in this process's order for `consultation`."""
-        async with self._tracked(), self._ordered.hold(consultation):
-            return await self._call(statement)
+    async def _append(self, append: Append) -> Appended:
+        """One message appended, in this process's order for its consultation (so a batch
+        never holds two appends to one consultation)."""
+        async with self._tracked(), self._ordered.hold(append.consultation_id):
+            return await self._appends(append)
 
     async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         async with self._tracked():

@@ -160,6 +160,14 @@ class SqliteStore:
             functools.partial(sql.find_turn, chat_key=chat_key, turn_id=turn_id)
         )
 
+    async def load_turn(
+        self, chat_key: str, turn_id: str | None
+    ) -> tuple[TurnRecord | None, Consultation | None]:
+        """The turn and the active consultation, from one read transaction."""
+        return await self._reader.run(
+            functools.partial(sql.load_turn, chat_key=chat_key, turn_id=turn_id)
+        )
+
     async def latest_status(self, chat_key: str) -> Status | None:
         return await self._reader.run(functools.partial(sql.latest_status, chat_key=chat_key))
 

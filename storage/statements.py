@@ -212,6 +212,14 @@ def find_turn(db: sqlite3.Connection, chat_key: str, turn_id: str) -> TurnRecord
     return None if consultation is None else locate_turn(consultation, turn_id)
 
 
+def load_turn(
+    db: sqlite3.Connection, chat_key: str, turn_id: str | None
+) -> tuple[TurnRecord | None, Consultation | None]:
+    """The turn (when a turn id is given) and the active consultation (one snapshot)."""
+    found = None if turn_id is None else find_turn(db, chat_key, turn_id)
+    return found, None if found is not None else load_active(db, chat_key)
+
+
 def latest_status(db: sqlite3.Connection, chat_key: str) -> Status | None:
     row = db.execute(
         "SELECT status FROM consultations WHERE chat_key = ?"

@@ -20,7 +20,7 @@ import pytest
 from core.errors import ModelError, TurnAlreadyHandled, TurnSuperseded
 from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
-from core.models import Role, TurnRecord
+from core.models import Consultation, Role, TurnRecord
 from core.ports import ConsultationStore
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig
@@ -231,7 +231,7 @@ async def test_answer_now_unanswered_is_answered_as_the_final_answer(
 
 
 class CountingStore:
-    """The real store, counting `find_turn` calls."""
+    """The real store, counting the turn ids it is asked to look up."""
 
     def __init__(self, inner: SqliteStore) -> None:
         self._inner = inner
@@ -243,6 +243,12 @@ class CountingStore:
     async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
         self.lookups += 1
         return await self._inner.find_turn(chat_key, turn_id)
+
+    async def load_turn(
+        self, chat_key: str, turn_id: str | None
+    ) -> tuple[TurnRecord | None, Consultation | None]:
+        self.lookups += turn_id is not None
+        return await self._inner.load_turn(chat_key, turn_id)
 
 
 async def test_a_turn_is_looked_up_only_when_it_has_an_id(

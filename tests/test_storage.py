@@ -698,3 +698,67 @@ async def test_find_turn_is_scoped_to_the_chat_and_knows_no_unknown_ids(store: S
     assert await store.find_turn("chat:1", "tg:404") is None
     found = await store.find_turn("chat:other", "tg:5")
     assert found is not None and found.message.text == "x"
+
+
+async def test_load_turn_gives_the_turn_or_else_the_active_consultation(store: Store) -> None:
+    """One read for a new turn: the consultation holding the turn id if there is one (then
+    nothing else), else the chat's active consultation (or none)."""
+    first = make("tg:load", at=1.0)
+    first.messages[0].turn_id = "tg:1"
+    await store.create(first)
+
+    found, active = await store.load_turn("tg:load", "tg:1")
+    assert found is not None and found.message.turn_id == "tg:1" and found.reply is None
+    assert active is None
+
+    found, active = await store.load_turn("tg:load", "tg:2")
+    assert found is None
+    assert active is not None and active.id == first.id
+    assert [m.text for m in active.messages] == [m.text for m in first.messages]
+
+    found, active = await store.load_turn("tg:load", None)
+    assert found is None and active is not None and active.id == first.id
+
+    assert await store.load_turn("tg:elsewhere", "tg:1") == (None, None)
+
+
+async def test_loads_and_appends_made_together_each_get_their_own_answer(store: Store) -> None:
+    """Many chats at once (the PostgreSQL store writes them in shared statements): each
+    load sees its own chat, each append lands in its own consultation, and a reply whose
+    round was already taken is refused on its own."""
+    chats = [make(f"tg:many:{n}", at=float(n)) for n in range(30)]
+    for consultation in chats:
+        await store.create(consultation)
+
+    loaded = await asyncio.gather(*(store.load_turn(c.chat_key, None) for c in chats))
+    assert [active.id for _, active in loaded if active is not None] == [c.id for c in chats]
+
+    async def reply(consultation: Consultation, expected: int) -> str:
+        try:
+            await store.record_reply(
+                consultation.id,
+                Message(Role.ASSISTANT, f"reply to {consultation.chat_key}", 50.0),
+                expected_round=expected,
+                current_round=expected + 1,
+                status=Status.ACTIVE,
+                last_activity_at=50.0,
+            )
+        except TurnSuperseded:
+            return "superseded"
+        return "stored"
+
+    outcomes = await asyncio.gather(
+        *(reply(c, 0 if n % 3 else 5) for n, c in enumerate(chats)),
+        *(
+            store.add_message(c.id, Message(Role.USER, "more", 60.0), last_activity_at=60.0)
+            for c in chats[:10]
+        ),
+    )
+    assert outcomes[:30] == ["superseded" if n % 3 == 0 else "stored" for n in range(30)]
+    for n, consultation in enumerate(chats):
+        after = await store.get(consultation.id)
+        assert after is not None
+        texts = [m.text for m in after.messages]
+        assert texts.count(f"reply to {consultation.chat_key}") == (0 if n % 3 == 0 else 1)
+        assert texts.count("more") == (1 if n < 10 else 0)
+        assert after.current_round == (0 if n % 3 == 0 else 1)

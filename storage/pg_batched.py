@@ -1,0 +1,153 @@
+"""The PostgreSQL store's hot statements, each written for a whole batch of calls.
+
+A turn reads its chat's state once (`load_turns`) and appends two messages (the user's,
+then the reply: `append_messages`). Under load many chats do so at once; with
+`storage.pg_batch.Batched` the calls made while one statement runs go together in the
+next, so a round trip (and a commit) carries the turns of many chats.
+
+Invariants:
+- One statement per batch: one snapshot for every read, one transaction for every write.
+- Appending locks the consultations' rows in id order (so two batches from two
+  processes never deadlock), takes each message's position from its row's newest version
+  (`last_seq`) and stores it only if the row's guard holds: for a reply, that the
+  consultation is still ACTIVE at the round the turn started from (a compare-and-set,
+  so two writers never both advance one round).
+- Each call gets its own answer; a batch never holds two appends to one consultation
+  (the store orders them per consultation, one at a time).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from core.models import Consultation, Message, Status, TurnRecord, locate_turn
+from storage.rows import (
+    CONSULTATION_COLUMNS,
+    MESSAGE_INSERT_COLUMNS,
+    MESSAGE_READ_COLUMNS,
+    consultation_from_row,
+    message_values,
+)
+
+_QUALIFIED = ", ".join(f"c.{column.strip()}" for column in CONSULTATION_COLUMNS.split(","))
+
+
+@dataclass(frozen=True, slots=True)
+class RoundGuard:
+    """Store the reply only while the consultation is ACTIVE at `expected_round`; then
+    make it `current_round` with `status`."""
+
+    expected_round: int
+    current_round: int
+    status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    consultation_id: str
+    message: Message
+    last_activity_at: float
+    guard: RoundGuard | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    stored: bool
+    known: bool  # the consultation exists (stored is False and known True: a failed guard)
+
+
+async def load_turns(
+    connection: asyncpg.Connection, requests: Sequence[tuple[str, str | None]]
+) -> list[tuple[TurnRecord | None, Consultation | None]]:
+    """For each (chat key, turn id or None): the turn stored with that id, else the
+    chat's active consultation (see `ConsultationStore.load_turn`)."""
+    rows = await connection.fetch(
+        _LOAD_TURNS, [chat for chat, _ in requests], [turn for _, turn in requests]
+    )
+    turns: dict[int, TurnRecord] = {}
+    active: dict[int, Consultation] = {}
+    for row in rows:
+        n = int(row["n"]) - 1
+        consultation = consultation_from_row(row, row["messages"])
+        turn_id = requests[n][1]
+        if row["which"] == 1 and turn_id is not None:
+            if (found := locate_turn(consultation, turn_id)) is not None:
+                turns[n] = found
+        else:
+            active[n] = consultation
+    return [(turns[n], None) if n in turns else (None, active.get(n)) for n in range(len(requests))]
+
+
+async def append_messages(
+    connection: asyncpg.Connection, appends: Sequence[Append]
+) -> list[Appended]:
+    columns: list[list[object]] = [[] for _ in range(14)]
+    for append in appends:
+        guard = append.guard
+        values = (
+            append.consultation_id,
+            *message_values(append.message),
+            append.last_activity_at,
+            guard is not None,
+            None if guard is None else guard.current_round,
+            None if guard is None else guard.status.value,
+            None if guard is None else guard.expected_round,
+        )
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    rows = await connection.fetch(_APPEND_MESSAGES, *columns)
+    outcome: defaultdict[int, Appended] = defaultdict(lambda: Appended(False, False))
+    for row in rows:
+        outcome[int(row["n"]) - 1] = Appended(bool(row["stored"]), bool(row["known"]))
+    return [outcome[n] for n in range(len(appends))]
+
+
+_MESSAGES = (
+    f"ARRAY(SELECT ROW({MESSAGE_READ_COLUMNS}) FROM messages m"
+    " WHERE m.consultation_id = found.id ORDER BY m.seq) AS messages"
+)
+_LOAD_TURNS = (
+    # $1 chat keys, $2 turn ids (NULL: none): per request n, the consultation holding the
+    # turn (which = 1) and the chat's active one (which = 2), each with its messages.
+    f"SELECT found.*, {_MESSAGES}, request.n"
+    " FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS request (chat_key, turn_id, n)"
+    " CROSS JOIN LATERAL ("
+    f"(SELECT {_QUALIFIED}, 1 AS which FROM messages m"
+    " JOIN consultations c ON c.id = m.consultation_id"
+    " WHERE request.turn_id IS NOT NULL AND m.turn_id = request.turn_id AND m.role = 'user'"
+    " AND c.chat_key = request.chat_key ORDER BY c.created_at DESC LIMIT 1)"
+    f" UNION ALL (SELECT {_QUALIFIED}, 2 AS which FROM consultations c"
+    " WHERE c.chat_key = request.chat_key AND c.status = 'active')"
+    ") AS found"
+)
+_APPEND_MESSAGES = (
+    "WITH input AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],"
+    " $5::double precision[], $6::integer[], $7::integer[], $8::boolean[], $9::text[],"
+    " $10::double precision[], $11::boolean[], $12::integer[], $13::text[], $14::integer[])"
+    " WITH ORDINALITY AS i (id, role, author, text, created_at, prompt_tokens,"
+    " completion_tokens, tokens_estimated, turn_id, activity, guarded, new_round,"
+    " new_status, expected_round, n)),"
+    # Lock the rows in id order first: two batches never wait for each other in a circle.
+    " locked AS (SELECT c.id FROM consultations c WHERE c.id IN (SELECT id FROM input)"
+    " ORDER BY c.id FOR UPDATE),"
+    " touched AS (UPDATE consultations c SET last_activity_at = i.activity,"
+    " current_round = CASE WHEN i.guarded THEN i.new_round ELSE c.current_round END,"
+    " status = CASE WHEN i.guarded THEN i.new_status ELSE c.status END,"
+    # The next position: the row's counter, or past the messages a worker of a version
+    # before the counter appended (rolling upgrades).
+    " last_seq = GREATEST(c.last_seq, COALESCE((SELECT MAX(seq) FROM messages m"
+    " WHERE m.consultation_id = c.id), 0)) + 1"
+    " FROM input i JOIN locked l ON l.id = i.id WHERE c.id = i.id AND (NOT i.guarded"
+    " OR (c.current_round = i.expected_round AND c.status = 'active'))"
+    " RETURNING c.id, c.last_seq),"
+    f" appended AS (INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
+    " SELECT t.id, t.last_seq, i.role, i.author, i.text, i.created_at, i.prompt_tokens,"
+    " i.completion_tokens, i.tokens_estimated, i.turn_id FROM touched t"
+    " JOIN input i ON i.id = t.id RETURNING consultation_id)"
+    " SELECT i.n, EXISTS (SELECT 1 FROM appended a WHERE a.consultation_id = i.id) AS stored,"
+    " EXISTS (SELECT 1 FROM consultations c WHERE c.id = i.id) AS known FROM input i"
+)
