@@ -66,6 +66,7 @@ class PostgresInbox:
         self._callback: Callable[[str], object] | None = None
         self._put: Batched[tuple[int, str, str], bool] = Batched(self._put_batch)
         self._finish: Batched[tuple[int, str], Row | None] = Batched(self._finish_batch)
+        self._next: Batched[str, Row | None] = Batched(self._next_batch)
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 4) -> PostgresInbox:
@@ -126,15 +127,20 @@ class PostgresInbox:
         return [row["chat_key"] for row in rows]
 
     async def next(self, chat_key: str) -> Row | None:
-        """The chat's waiting row with the lowest update_id, left in place."""
-        row = await self._call(
-            lambda c: c.fetchrow(
-                "SELECT update_id, payload, received_at FROM inbox WHERE chat_key = $1"
-                " ORDER BY update_id LIMIT 1",
-                chat_key,
+        """The chat's waiting row with the lowest update_id, left in place (with the looks
+        made meanwhile by other chats, in one statement)."""
+        return await self._next(chat_key)
+
+    async def _next_batch(self, chats: Sequence[str]) -> list[Row | None]:
+        rows = await self._call(
+            lambda c: c.fetch(
+                "SELECT DISTINCT ON (chat_key) chat_key, update_id, payload, received_at"
+                " FROM inbox WHERE chat_key = ANY($1::text[]) ORDER BY chat_key, update_id",
+                list(chats),
             )
         )
-        return _row(row)
+        first = {str(row["chat_key"]): _row(row) for row in rows}
+        return [first.get(chat) for chat in chats]
 
     async def done(self, update_id: int) -> None:
         """The update was handled: delete its row (its id stays recorded)."""

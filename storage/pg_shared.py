@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
 import asyncpg
 
 from core.errors import StoreUnavailable
+from storage.pg_batch import Batched
 from storage.pg_locks import lock_id
 from storage.pg_pool import UNAVAILABLE, call, open_pool
 
@@ -158,6 +159,8 @@ class PostgresUndelivered:
     def __init__(self, pool: asyncpg.Pool, *, clock: Clock = time.time) -> None:
         self._pool = pool
         self._clock = clock
+        # Every turn looks first: the looks made meanwhile share one statement.
+        self._pops: Batched[tuple[int, int], asyncpg.Record | None] = Batched(self._pop_batch)
 
     async def put(self, chat_id: int, thread_id: int | None, document: str, language: str) -> None:
         await _call(
@@ -178,18 +181,25 @@ class PostgresUndelivered:
     async def pop(self, chat_id: int, thread_id: int | None) -> tuple[str, str] | None:
         """The conversation's document and language, removed; None if none or older than
         `UNDELIVERED_KEEP`."""
-        row = await _call(
-            self._pool,
-            lambda c: c.fetchrow(
-                "DELETE FROM undelivered WHERE chat_id = $1 AND thread_id = $2"
-                " RETURNING reply, language, created_at",
-                chat_id,
-                thread_id or 0,
-            ),
-        )
+        row = await self._pops((chat_id, thread_id or 0))
         if row is None or row["created_at"] <= self._clock() - UNDELIVERED_KEEP:
             return None
         return row["reply"], row["language"]
+
+    async def _pop_batch(self, batch: Sequence[tuple[int, int]]) -> list[asyncpg.Record | None]:
+        rows = await _call(
+            self._pool,
+            lambda c: c.fetch(
+                "DELETE FROM undelivered u USING unnest($1::bigint[], $2::bigint[])"
+                " AS wanted (chat_id, thread_id) WHERE u.chat_id = wanted.chat_id"
+                " AND u.thread_id = wanted.thread_id"
+                " RETURNING u.chat_id, u.thread_id, u.reply, u.language, u.created_at",
+                [chat for chat, _ in batch],
+                [thread for _, thread in batch],
+            ),
+        )
+        taken = {(row["chat_id"], row["thread_id"]): row for row in rows}
+        return [taken.pop(conversation, None) for conversation in batch]
 
     async def forget_old(self) -> int:
         """Delete documents older than `UNDELIVERED_KEEP`; returns how many."""

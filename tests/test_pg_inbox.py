@@ -173,3 +173,13 @@ async def test_finish_deletes_the_row_and_hands_over_the_chats_next_one(
     assert seen == [21, 22, 23]
     assert await first.depth() == 1
     assert await first.next("tg:3") is not None
+
+
+async def test_looks_made_together_each_see_their_own_chats_first_row(
+    inboxes: tuple[PostgresInbox, PostgresInbox],
+) -> None:
+    first, _ = inboxes
+    for update_id in (40, 41, 50):
+        await first.put(update_id, f"tg:{update_id // 10}", f"u{update_id}")
+    rows = await asyncio.gather(*(first.next(f"tg:{chat}") for chat in (4, 5, 6, 4)))
+    assert [None if row is None else row.update_id for row in rows] == [40, 50, None, 40]

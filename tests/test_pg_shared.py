@@ -110,6 +110,22 @@ async def test_an_undelivered_reply_is_taken_by_exactly_one_worker(pools: Pools)
     assert await b.pop(5, 9) is None
 
 
+async def test_looks_made_together_each_take_their_own_conversation(pools: Pools) -> None:
+    """Many turns look at once (one shared statement): each gets its own conversation's
+    reply, a conversation asked twice at once gives it once, the others get None."""
+    undelivered = PostgresUndelivered(pools[0], clock=Clock())
+    for chat in range(0, 20, 2):
+        await undelivered.put(chat, None, f'{{"chat": {chat}}}', "en")
+    await undelivered.put(4, 7, '{"topic": 7}', "ru")
+    asked = [(chat, None) for chat in range(20)] + [(4, 7), (4, None)]
+    results = await asyncio.gather(*(undelivered.pop(chat, topic) for chat, topic in asked))
+    for (chat, topic), result in zip(asked[:20], results[:20], strict=True):
+        assert result == ((f'{{"chat": {chat}}}', "en") if chat % 2 == 0 else None)
+    assert results[20] == ('{"topic": 7}', "ru")
+    assert results[21] is None  # (4, None) was asked twice: taken by the first look only
+    assert await pools[0].fetchval("SELECT count(*) FROM undelivered") == 0
+
+
 async def test_undelivered_replies_older_than_a_day_are_dropped(pools: Pools) -> None:
     clock = Clock()
     undelivered = PostgresUndelivered(pools[0], clock=clock)
