@@ -20,7 +20,6 @@ from typing import Any, Protocol
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
-from media.intake import Intake
 
 from api.chat import CLIENT_KEY, ChatEndpoints, KeyStore
 from api.config import ApiConfig
@@ -33,6 +32,7 @@ from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
 from core.errors import StoreUnavailable
 from core.ports import ChatLocks
 from core.service import ConsultationService
+from media.intake import Intake
 from telemetry.metrics import Metrics
 
 log = logging.getLogger(__name__)

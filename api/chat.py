@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiohttp import web
-from media.intake import Intake
 
 from api.attachments import chat_body_limit, decode_attachments
 from api.config import ApiConfig
@@ -63,6 +62,7 @@ from core.keyed_lock import KeyedLock
 from core.outcomes import Reply
 from core.ports import ChatLocks
 from core.service import ConsultationService
+from media.intake import Intake
 from telemetry.metrics import Metrics
 
 __all__ = ["CLIENT_KEY", "ChatEndpoints", "KeyStore"]

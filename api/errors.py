@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from aiohttp import web
-from media.intake import SUPPORTED_DOCUMENTS
 
 from core.errors import (
     AttachmentProblem,
@@ -22,6 +21,7 @@ from core.errors import (
     StoreUnavailable,
     TurnSuperseded,
 )
+from media.intake import SUPPORTED_DOCUMENTS
 
 STATUS: dict[str, int] = {
     "VALIDATION_ERROR": 400,
@@ -57,6 +57,7 @@ _ENGINE_CODES = {
 
 _MODEL_CODES = {
     ModelErrorKind.REJECTED: ("MODEL_ERROR", "the model rejected the request"),
+    ModelErrorKind.IMAGES_REJECTED: ("MODEL_ERROR", "the model does not accept images"),
     ModelErrorKind.UNAVAILABLE: ("MODEL_UNAVAILABLE", "the model is unavailable, try again"),
     ModelErrorKind.RATE_LIMITED: ("MODEL_UNAVAILABLE", "the model is rate limited, try again"),
     ModelErrorKind.TIMEOUT: ("MODEL_TIMEOUT", "the model did not answer in time, try again"),

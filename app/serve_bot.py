@@ -210,6 +210,7 @@ async def start_web(
             telegram_application=application,
             update_sink=update_sink,
             session_locks=runtime.chat_locks,
+            intake=runtime.intake,
         )
     except OSError as exc:
         raise cannot_listen(config.host, config.port, exc) from None

@@ -165,6 +165,7 @@ class Settings(BaseSettings):
             default_role=self.default_role,
             max_answer_chars=self.max_answer_chars,
             initial_request_budget_chars=self.initial_request_budget_chars,
+            documents_budget_chars=self.max_document_chars,
         )
 
     def model_endpoint(self) -> ModelEndpoint:

@@ -65,6 +65,9 @@ EN: dict[str, str] = {
     "reason_rate_limited": "too many requests",
     "reason_unavailable": "the service is unavailable",
     "reason_rejected": "the request was refused",
+    "model_images_rejected": (
+        "The model cannot look at images. Describe the photo in words, or send the text in it."
+    ),
     "model_context_too_long": (
         "⚠️ This conversation has grown too long for the model to read. Send /reset to start "
         "over, then ask more briefly."
@@ -188,6 +191,9 @@ RU: dict[str, str] = {
     "reason_rate_limited": "слишком много запросов",
     "reason_unavailable": "сервис недоступен",
     "reason_rejected": "запрос отклонён",
+    "model_images_rejected": (
+        "Модель не умеет смотреть изображения. Опишите фото словами или пришлите текст с него."
+    ),
     "model_context_too_long": (
         "⚠️ Разговор стал слишком длинным для модели. Отправьте /reset, чтобы начать заново, и "
         "сформулируйте вопрос короче."

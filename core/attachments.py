@@ -24,7 +24,8 @@ VOICE_MARKER = "[voice]"
 PHOTO_MARKER = "[photo]"
 _DOCUMENT_OPEN = '<document name="{name}">'
 _DOCUMENT_CLOSE = "</document>"
-_DOCUMENT_BLOCK = re.compile(r'<document name="([^"\n]*)">\n.*?\n</document>', re.DOTALL)
+DOCUMENT_BLOCK = re.compile(r'<document name="([^"\n]*)">\n.*?\n</document>', re.DOTALL)
+"""One document block of a stored turn (group 1: the file's name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +101,9 @@ def document_block(document: DocumentText) -> str:
 
 def without_document_bodies(text: str) -> str:
     """`text` with each document block replaced by a one-line reference to it by name."""
-    return _DOCUMENT_BLOCK.sub(lambda match: f'[document "{match.group(1)}" attached]', text)
+    return DOCUMENT_BLOCK.sub(lambda match: f'[document "{match.group(1)}" attached]', text)
 
 
 def document_names(text: str) -> list[str]:
     """The names of the documents attached in a stored turn, in order."""
-    return [match.group(1) for match in _DOCUMENT_BLOCK.finditer(text)]
+    return [match.group(1) for match in DOCUMENT_BLOCK.finditer(text)]

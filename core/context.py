@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from core.attachments import _DOCUMENT_BLOCK, without_document_bodies
+from core.attachments import DOCUMENT_BLOCK, without_document_bodies
 from core.excerpt import excerpt
 from core.models import Message, Role
 
@@ -166,7 +166,7 @@ class _RequestDocuments:
         cls, turn: _Turn, budget: int | None, excerpt_note: Callable[[int], str]
     ) -> _RequestDocuments:
         """Take the blocks out of `turn` (leaving references); none without a budget."""
-        found = [match.group(0) for match in _DOCUMENT_BLOCK.finditer(turn.content)]
+        found = [match.group(0) for match in DOCUMENT_BLOCK.finditer(turn.content)]
         if budget is None or not found:
             return cls()
         turn.content = without_document_bodies(turn.content)
@@ -226,7 +226,7 @@ def _merge(history: Sequence[Message], *, is_group: bool) -> list[_Turn]:
             turns.append(_Turn(message.role, text, 1))
     users = [i for i, turn in enumerate(turns) if turn.role is Role.USER]
     for index in users[1:-1]:  # neither the original request nor the latest message
-        if _DOCUMENT_BLOCK.search(turns[index].content):
+        if DOCUMENT_BLOCK.search(turns[index].content):
             turns[index].named = without_document_bodies(turns[index].content)
     return turns
 
@@ -279,7 +279,7 @@ def _fit(
     left_out = [i for i in range(len(turns)) if i not in kept]
     replies = sum(turns[i].sources for i in left_out if turns[i].role is Role.ASSISTANT)
     messages = sum(turns[i].sources for i in left_out if turns[i].role is Role.USER)
-    named = sum(_DOCUMENT_BLOCK.subn("", turns[i].content)[1] for i in plan.named & kept)
+    named = sum(DOCUMENT_BLOCK.subn("", turns[i].content)[1] for i in plan.named & kept)
     merges = sum(
         1 for a, b in zip(plan.kept, plan.kept[1:], strict=False) if turns[a].role is turns[b].role
     )

@@ -131,6 +131,7 @@ async def running_api(
             store=runtime.store,
             telegram_application=application,
             metrics=runtime.metrics,
+            intake=runtime.intake,
         )
         arrivals = Arrivals()
         app.middlewares.insert(0, arrivals.middleware)

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from api.attachments import chat_body_limit
 from core.models import Role
+from media.intake import Intake
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import FakeModelServer
 
@@ -23,6 +25,7 @@ async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[Ru
     settings = api_settings(
         tmp_path / "api.sqlite3", model_server.base_url, max_rounds_limit=10,
         api_allowed_models=frozenset({"test-model", "sonar"}),
+        max_document_bytes=1000, max_image_bytes=1000,  # keeps the chat body limit near 1 MB
     )  # fmt: skip
     async with running_api(settings) as running:
         yield running
@@ -116,7 +119,9 @@ async def test_malformed_json_unknown_session_and_http_errors_are_json(api: Runn
     assert (status, error["code"]) == (400, "VALIDATION_ERROR")
     status, error = await post(api, {"message": "hi", "sessionId": str(uuid.uuid4())})
     assert (status, error["code"]) == (404, "SESSION_NOT_FOUND")
-    huge = {"message": "x" * (api.settings.api_max_body_bytes + 10)}
+    intake = Intake(api.settings.intake_config(), None)  # what the harness's runtime has
+    limit = chat_body_limit(api.settings.api_max_body_bytes, intake)
+    huge = {"message": "x" * (limit + 10)}
     status, error = await post(api, huge)
     assert (status, error["code"]) == (413, "PAYLOAD_TOO_LARGE")
     response = await api.client.get("/api/nothing-here")

@@ -14,8 +14,10 @@ import aiohttp
 import pytest
 
 from api.app import start_web_server
+from api.errors import from_engine
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
+from core.errors import ModelError, ModelErrorKind
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
 
@@ -207,3 +209,10 @@ async def test_start_up_is_quiet_when_the_endpoint_looks_right(
     settings = api_settings(tmp_path / "a.sqlite3", model_server.base_url)
 
     assert await start_up_warnings(settings, caplog) == []
+
+
+@pytest.mark.parametrize("kind", list(ModelErrorKind))
+def test_every_model_failure_has_a_stable_code(kind: ModelErrorKind) -> None:
+    error = from_engine(ModelError(kind, "detail for the log"), session_id="s-1")
+    assert error.code.isupper() and error.status >= 400
+    assert error.body()["sessionId"] == "s-1" and "detail for the log" not in error.message

@@ -22,7 +22,7 @@ TOKEN = "s3cr3t-token"
 async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
     settings = api_settings(
         tmp_path / "api.sqlite3", model_server.base_url, api_token=TOKEN, max_rounds_limit=5,
-        api_max_body_bytes=4096,
+        api_max_body_bytes=4096, max_document_bytes=1000, max_image_bytes=1000,
     )  # fmt: skip
     async with running_api(settings) as running:
         yield running
@@ -116,7 +116,7 @@ async def test_real_responses_match_the_openapi_document(
     await chat({"message": " "})
     await chat(b"{oops")
     await chat({"message": "Hi", "sessionId": str(uuid.uuid4())})
-    await chat({"message": "x" * 5000})
+    await chat({"message": "x" * 6000})  # over 4096 + one 1000-byte file in base64
     await chat({"message": "Hi"}, headers=auth("nope"))
     for status in (400, 500):
         model_server.enqueue(status=status)

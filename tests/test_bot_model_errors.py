@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.turns import model_error_text
+from core.errors import ModelError, ModelErrorKind
 from tests.bot_harness import ask_private, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
@@ -75,3 +77,12 @@ async def test_a_refused_key_is_a_configuration_problem_logged_as_an_error(
     assert "configuration" in reply and "/retry" not in reply
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("OPENAI_API_KEY" in line for line in errors)
+
+
+@pytest.mark.parametrize("language", ["en", "ru"])
+@pytest.mark.parametrize("kind", list(ModelErrorKind))
+def test_every_model_failure_has_words_in_each_language(
+    kind: ModelErrorKind, language: str
+) -> None:
+    text = model_error_text(ModelError(kind, "detail for the log"), language)
+    assert text.strip() and "detail for the log" not in text

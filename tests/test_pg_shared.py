@@ -119,7 +119,7 @@ async def test_looks_made_together_each_take_their_own_conversation(pools: Pools
     await undelivered.put(4, 7, '{"topic": 7}', "ru")
     asked = [(chat, None) for chat in range(20)] + [(4, 7), (4, None)]
     results = await asyncio.gather(*(undelivered.pop(chat, topic) for chat, topic in asked))
-    for (chat, topic), result in zip(asked[:20], results[:20], strict=True):
+    for (chat, _), result in zip(asked[:20], results[:20], strict=True):
         assert result == ((f'{{"chat": {chat}}}', "en") if chat % 2 == 0 else None)
     assert results[20] == ('{"topic": 7}', "ru")
     assert results[21] is None  # (4, None) was asked twice: taken by the first look only
