@@ -21,8 +21,6 @@ import contextlib
 import itertools
 import secrets
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -128,19 +126,8 @@ class Cluster:
 
     async def start(self, env: dict[str, str], port: int | None = None) -> Worker:
         name = f"worker{len(self.workers)}"
-        log = self.home / f"{name}.log"
-        with log.open("wb") as sink:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "bot",
-                env=env,
-                cwd=self.home,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=sink,
-            )
-        worker = Worker(name, BotProcess(process, log), port)
+        bot = await BotProcess.launch(env, self.home / f"{name}.log", self.home)
+        worker = Worker(name, bot, port)
         self.workers.append(worker)
         return worker
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -266,19 +265,7 @@ async def start_process(
             USER_RATE_LIMIT_PER_MINUTE="0",
             **settings,
         )
-        log = tmp_path / f"bot{len(started)}.log"
-        with log.open("wb") as sink:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "bot",
-                env=env,
-                cwd=tmp_path,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=sink,
-                stderr=sink,
-            )
-        started.append(BotProcess(process, log))
+        started.append(await BotProcess.launch(env, tmp_path / f"bot{len(started)}.log", tmp_path))
         return started[-1]
 
     yield start

@@ -76,6 +76,22 @@ class BotProcess:
     process: asyncio.subprocess.Process
     log: Path
 
+    @classmethod
+    async def launch(cls, env: dict[str, str], log: Path, cwd: Path) -> BotProcess:
+        """Start `python -m bot` in `cwd` with exactly `env`, its output into `log`."""
+        with log.open("wb") as sink:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "bot",
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=sink,
+            )
+        return cls(process, log)
+
     async def stop(self, sig: int = signal.SIGTERM) -> int:
         """Send `sig`; return the exit code."""
         self.process.send_signal(sig)
@@ -128,19 +144,7 @@ async def start_bot(
     )
 
     async def start() -> BotProcess:
-        log = tmp_path / f"bot{len(started)}.log"
-        with log.open("wb") as sink:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "bot",
-                env=env,
-                cwd=tmp_path,
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=sink,
-            )
-        started.append(BotProcess(process, log))
+        started.append(await BotProcess.launch(env, tmp_path / f"bot{len(started)}.log", tmp_path))
         return started[-1]
 
     yield start

@@ -102,15 +102,20 @@ class Worker:
             await self.inbox.close()
 
 
-@pytest_asyncio.fixture
-async def start_worker(
-    postgres_url: str,  # noqa: F811
-) -> AsyncIterator[Callable[..., Any]]:
-    admin = await asyncpg.connect(postgres_url)
+async def migrated(url: str) -> None:
+    """Apply the schema's migrations to the database at `url`."""
+    admin = await asyncpg.connect(url)
     try:
         await migrate(admin)
     finally:
         await admin.close()
+
+
+@pytest_asyncio.fixture
+async def start_worker(
+    postgres_url: str,  # noqa: F811
+) -> AsyncIterator[Callable[..., Any]]:
+    await migrated(postgres_url)
     started: list[Worker] = []
 
     async def start(process: Callable[[str, Update | None], Any], **options: Any) -> Worker:
@@ -285,11 +290,7 @@ def test_reset_and_status_are_the_unordered_commands(text: str) -> None:
 async def test_each_queued_update_reports_how_long_it_waited(postgres_url: str) -> None:  # noqa: F811
     """`on_claim` hears, for each queued update as its processing starts, the seconds since
     it was accepted (the claim latency of /metrics); an update handled at once is not queued."""
-    admin = await asyncpg.connect(postgres_url)
-    try:
-        await migrate(admin)
-    finally:
-        await admin.close()
+    await migrated(postgres_url)
     inbox = await PostgresInbox.open(postgres_url)
     locks = await PostgresChatLocks.open(postgres_url)
     recorder = Recorder()
@@ -336,11 +337,7 @@ async def test_a_row_queued_between_the_last_look_and_the_release_is_processed(
 ) -> None:
     """No periodic look to fall back on: the row's notification, heard while the chat was
     still claimed, makes the worker look again instead of leaving the row waiting."""
-    admin = await asyncpg.connect(postgres_url)
-    try:
-        await migrate(admin)
-    finally:
-        await admin.close()
+    await migrated(postgres_url)
     inbox = await PostgresInbox.open(postgres_url)
     locks = await PostgresChatLocks.open(postgres_url)
     claims = ClaimsWithAHook(locks)

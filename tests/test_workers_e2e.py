@@ -11,8 +11,6 @@ import asyncio
 import json
 import signal
 import socket
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -61,19 +59,8 @@ async def worker(
         API_PORT=str(port),
         USER_RATE_LIMIT_PER_MINUTE="0",
     )
-    log = tmp_path / "worker.log"
-    with log.open("wb") as sink:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot",
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=sink,
-        )
-    running = BotProcess(process, log)
+    running = await BotProcess.launch(env, tmp_path / "worker.log", tmp_path)
+    process = running.process
     try:
         yield running, port
     finally:
