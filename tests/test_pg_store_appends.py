@@ -144,3 +144,43 @@ async def test_messages_stored_before_the_upgrade_keep_their_positions(
     assert await positions(postgres_url, "old") == [1, 2, 3, 4]
     assert loaded is not None
     assert [m.text for m in loaded.messages] == ["user 1", "assistant 2", "user 3", "assistant 4"]
+
+
+async def test_two_pools_appending_to_the_same_chats_in_opposite_orders_both_finish(
+    postgres_url: str,
+) -> None:
+    """Each pool's appends go out in shared statements touching many consultations; two
+    such statements over the same rows, made in opposite orders, lock the rows in one order
+    and so never wait for each other in a circle: every append lands, positions distinct."""
+    first = await PostgresStore.open(postgres_url, pool_size=4)
+    second = await PostgresStore.open(postgres_url, pool_size=4)
+    try:
+        targets = [consultation(f"tg:many:{n}") for n in range(20)]
+        for target in targets:
+            await first.create(target)
+
+        async def append_all(store: PostgresStore, order: list[Consultation], tag: str) -> None:
+            await asyncio.gather(
+                *(
+                    store.add_message(
+                        target.id,
+                        Message(Role.USER, tag, time.time()),
+                        last_activity_at=time.time(),
+                    )
+                    for target in order
+                )
+            )
+
+        for attempt in range(5):
+            await asyncio.wait_for(
+                asyncio.gather(
+                    append_all(first, targets, f"first {attempt}"),
+                    append_all(second, targets[::-1], f"second {attempt}"),
+                ),
+                timeout=30,
+            )
+        for target in targets:
+            assert await positions(postgres_url, target.id) == list(range(1, 12))
+    finally:
+        await first.close()
+        await second.close()
