@@ -11,8 +11,10 @@ Invariants:
   can read the session back or retry;
 - a failure while the round runs — of any kind — never consumes the round, and its
   error names the session to retry (a brand-new session included);
-- a round runs in a task of its own, so a client that hangs up never aborts it;
-- with `Idempotency-Key` a request is answered at most once (see `api.idempotency`);
+- a round runs in a task of its own, so a client that hangs up never aborts it
+  (see `api.turn`);
+- with `Idempotency-Key` a request is answered at most once (see `api.idempotency`
+  and `api.responses`);
 - attached files are checked (kind, size, base64) before the stream opens and read
   (documents' text, a voice note's transcript, photos) before a session is opened or a
   message stored, so a refused file leaves nothing behind and uses no round; the turn
@@ -22,6 +24,10 @@ Invariants:
 `maxRounds` on a continuing request: omitted or equal to the session's limit changes
 nothing; a different value is applied like Telegram's /rounds (validated the same
 way; a limit at or below the rounds already used makes this reply the final one).
+
+This module runs the steps; `api.limits` holds what a request may ask for,
+`api.turn` a round in flight (its outcome and streamed text) and `api.responses`
+the response body and the replay of a reply given before.
 """
 
 from __future__ import annotations
@@ -31,13 +37,11 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from aiohttp import web
 
-from api.attachments import chat_body_limit, decode_attachments
+from api.attachments import decode_attachments
 from api.config import ApiConfig
 from api.errors import (
     ApiError,
@@ -47,10 +51,13 @@ from api.errors import (
     json_response,
     store_unavailable,
 )
-from api.idempotency import HEADER, KeyStore, answered_round, fingerprint, parse_key
-from api.schemas import ChatRequest, ChatResponse, SessionView, parse_chat_request
+from api.idempotency import HEADER, KeyStore, fingerprint, parse_key
+from api.limits import Limits, read_body
+from api.responses import find_stored, key_reused, recover, replayed_headers, response
+from api.schemas import ChatRequest, SessionView, parse_chat_request
 from api.sse import EventStream
-from core.attachments import Attachment, Image, TurnInput
+from api.turn import Flight, Message, Relay, Turn, shielded
+from core.attachments import Attachment
 from core.errors import (
     AttachmentRefused,
     ConsultationError,
@@ -59,7 +66,6 @@ from core.errors import (
     TurnSuperseded,
 )
 from core.keyed_lock import KeyedLock
-from core.outcomes import Reply
 from core.ports import ChatLocks
 from core.service import ConsultationService
 from media.intake import Intake
@@ -74,9 +80,6 @@ SESSION_LOCK_PREFIX = "session:"
 CLIENT_KEY = web.RequestKey("client", str)
 """Who the request counts for (set by the gate in `api.app`): scopes idempotency keys."""
 
-T = TypeVar("T")
-Body = dict[str, Any]
-
 
 @dataclass(frozen=True, slots=True)
 class Asked:
@@ -84,116 +87,6 @@ class Asked:
 
     body: ChatRequest
     files: tuple[Attachment, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """What one API request may ask for (MAX_INPUT_CHARS, API_ALLOWED_MODELS, …)."""
-
-    max_rounds: int
-    max_body_bytes: int
-    max_input_chars: int
-    models: frozenset[str]
-    max_tokens: int
-
-    @classmethod
-    def of(cls, config: ApiConfig, intake: Intake | None = None) -> Limits:
-        return cls(
-            max_rounds=config.max_rounds_limit,
-            max_body_bytes=chat_body_limit(config.max_body_bytes, intake),
-            max_input_chars=config.max_input_chars,
-            models=config.models,
-            max_tokens=config.max_tokens_limit,
-        )
-
-    def check(self, body: ChatRequest) -> None:
-        """Raise `ApiError` for the first limit the request is over.
-
-        The message, the system prompt and the output schema each go into model requests,
-        so MAX_INPUT_CHARS bounds each of them (an object schema as its JSON text).
-        """
-        texts = (
-            ("message", body.message),
-            ("systemPrompt", body.system_prompt),
-            ("outputSchema", body.options().output_schema),
-        )
-        for field, text in texts:
-            if text is not None and len(text) > self.max_input_chars:
-                raise ApiError(
-                    "VALIDATION_ERROR",
-                    f"{field}: at most {self.max_input_chars} characters "
-                    f"(MAX_INPUT_CHARS), got {len(text)}",
-                )
-        if body.max_rounds is not None and body.max_rounds > self.max_rounds:
-            raise ApiError(
-                "MAX_ROUNDS_EXCEEDED", f"maxRounds: at most {self.max_rounds} rounds are allowed"
-            )
-        if body.model is not None and body.model not in self.models:
-            allowed = ", ".join(sorted(self.models))
-            raise ApiError(
-                "VALIDATION_ERROR", f"model: {body.model!r} is not available; allowed: {allowed}"
-            )
-        if body.max_tokens is not None and body.max_tokens > self.max_tokens:
-            raise ApiError("VALIDATION_ERROR", f"maxTokens: at most {self.max_tokens}")
-
-
-class _Relay:
-    """Streamed text on its way to a client: deltas while the stream is open.
-
-    Text that arrives before the stream is open is kept and sent when it opens, so
-    appending every `delta` always rebuilds exactly the text so far.
-    """
-
-    def __init__(self) -> None:
-        self._events: EventStream | None = None
-        self._sent = ""
-        self._latest = ""
-
-    async def on_text(self, text: str) -> None:
-        self._latest = text
-        await self._flush()
-
-    async def attach(self, events: EventStream) -> None:
-        self._events = events
-        await self._flush()
-
-    async def _flush(self) -> None:
-        if self._events is None:
-            return
-        text = self._latest
-        if text.startswith(self._sent):
-            piece, kind = text[len(self._sent) :], "delta"
-        else:  # the seam of a continuation was rewritten: send the whole text again
-            piece, kind = text, "snapshot"
-        self._sent = text
-        if piece:
-            await self._events.send(kind, {"content": piece})
-
-
-class _Turn:
-    """One request's round, run by a task of its own and awaited by the request (and,
-    with an idempotency key, by every retry that arrives while it runs).
-
-    `session` resolves once the session is vetted (or fails with the refusal);
-    `result` resolves with the response body (or fails with the error).
-    """
-
-    def __init__(self, fingerprint: str | None, relay: _Relay | None) -> None:
-        loop = asyncio.get_running_loop()
-        self.fingerprint = fingerprint
-        self.relay = relay
-        self.replayed = False
-        self.claimed_at = 0.0  # when an earlier, unanswered attempt claimed the key
-        self.session: asyncio.Future[str] = loop.create_future()
-        self.result: asyncio.Future[Body] = loop.create_future()
-        for future in (self.session, self.result):  # a client that left retrieves nothing
-            future.add_done_callback(_retrieve)
-
-    def refuse(self, error: ApiError) -> None:
-        if not self.session.done():
-            self.session.set_exception(error)
-        elif not self.result.done():
-            self.result.set_exception(error)
 
 
 class ChatEndpoints:
@@ -219,22 +112,22 @@ class ChatEndpoints:
         # Vetting and answering a session are one step, in every worker sharing `locks`
         # (this process only by default). Keys are "session:<id>", apart from chat keys.
         self._sessions: ChatLocks = KeyedLock() if locks is None else locks
-        self._flights: dict[tuple[str, str], _Turn] = {}  # keyed requests being answered
+        self._flights: dict[Flight, Turn] = {}  # keyed requests being answered
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def chat(self, request: web.Request) -> web.Response:
         """Answer one round and return it as JSON."""
         turn, joined = await self._begin(request, relay=None)
-        await _shielded(turn.session)
-        body = await _shielded(turn.result)
-        return json_response(body, headers=_replayed(turn, joined))
+        await shielded(turn.session)
+        body = await shielded(turn.result)
+        return json_response(body, headers=replayed_headers(turn, joined))
 
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """Answer one round as Server-Sent Events: `session`, `delta`…, then `done` or `error`."""
-        relay = _Relay()
+        relay = Relay()
         turn, joined = await self._begin(request, relay=relay)
-        session_id = await _shielded(turn.session)  # a refusal is still a plain JSON error
-        headers = _replayed(turn, joined)
+        session_id = await shielded(turn.session)  # a refusal is still a plain JSON error
+        headers = replayed_headers(turn, joined)
         events = EventStream(request, keepalive=self._keepalive, headers=headers)
         await events.open()
         try:
@@ -242,7 +135,7 @@ class ChatEndpoints:
             if turn.relay is relay:  # this request runs the round: stream its text
                 await relay.attach(events)
             try:
-                body = await _shielded(turn.result)
+                body = await shielded(turn.result)
             except ApiError as exc:
                 await events.send("error", {**exc.body(), "status": exc.status})
             else:
@@ -268,13 +161,13 @@ class ChatEndpoints:
 
     # -- steps -----------------------------------------------------------------------------
 
-    async def _begin(self, request: web.Request, *, relay: _Relay | None) -> tuple[_Turn, bool]:
+    async def _begin(self, request: web.Request, *, relay: Relay | None) -> tuple[Turn, bool]:
         """Validate the request; join the running turn of its idempotency key (True), or
         start a turn of its own (False)."""
         key = parse_key(request.headers.get(HEADER))
         asked = await self._parse(request)
         if key is None:
-            turn = _Turn(None, relay)
+            turn = Turn(None, relay)
             self._start(turn, asked, None)
             return turn, False
         if self._keys is None:
@@ -284,15 +177,15 @@ class ChatEndpoints:
         running = self._flights.get(flight)
         if running is not None:
             if running.fingerprint != wanted:
-                raise _key_reused()
+                raise key_reused()
             return running, True
-        turn = _Turn(wanted, relay)
+        turn = Turn(wanted, relay)
         self._flights[flight] = turn
         self._start(turn, asked, flight)
         return turn, False
 
     async def _parse(self, request: web.Request) -> Asked:
-        body = parse_chat_request(await _read_body(request, self._limits.max_body_bytes))
+        body = parse_chat_request(await read_body(request, self._limits.max_body_bytes))
         self._limits.check(body)
         try:
             files = decode_attachments(body.attachments, self._intake)
@@ -300,7 +193,7 @@ class ChatEndpoints:
             raise attachment_refused(exc) from None
         return Asked(body, tuple(files))
 
-    def _start(self, turn: _Turn, asked: Asked, flight: tuple[str, str] | None) -> None:
+    def _start(self, turn: Turn, asked: Asked, flight: Flight | None) -> None:
         task = asyncio.create_task(self._run(turn, asked, flight))
         self._tasks.add(task)
 
@@ -311,12 +204,12 @@ class ChatEndpoints:
 
         task.add_done_callback(forget)
 
-    async def _run(self, turn: _Turn, asked: Asked, flight: tuple[str, str] | None) -> None:
+    async def _run(self, turn: Turn, asked: Asked, flight: Flight | None) -> None:
         """The whole turn: read its files, find or open the session, vet it, answer it,
         store the reply."""
         body = asked.body
         try:
-            stored = await self._stored(turn, flight)
+            stored = await find_stored(self._keys, turn, flight)
             if turn.result.done():  # replayed
                 return
             message = await self._read(asked)
@@ -327,8 +220,8 @@ class ChatEndpoints:
             else:
                 session_id, new = body.session_id, False
             async with self._sessions.hold(SESSION_LOCK_PREFIX + session_id):
-                if stored is not None and await self._recover(
-                    turn, session_id, message.text, flight
+                if stored is not None and await recover(
+                    self._service, self._keys, turn, session_id, message.text, flight
                 ):
                     return
                 if not new:
@@ -351,55 +244,14 @@ class ChatEndpoints:
             log.error("chat request failed", exc_info=exc)
             turn.refuse(ApiError("INTERNAL_ERROR", "internal error"))
 
-    async def _stored(self, turn: _Turn, flight: tuple[str, str] | None) -> str | None:
-        """For a key seen before: replay its reply (sets `turn`), or the session to retry."""
-        if flight is None or self._keys is None:
-            return None
-        found = await self._keys.find_idempotency_key(*flight)
-        if found is None:
-            return None
-        stored_print, session_id, response, claimed_at = found
-        if stored_print != turn.fingerprint:
-            raise _key_reused()
-        if response is None:
-            turn.claimed_at = claimed_at
-            return session_id
-        turn.replayed = True
-        turn.session.set_result(session_id)
-        turn.result.set_result(json.loads(response))
-        return session_id
-
-    async def _recover(
-        self, turn: _Turn, session_id: str, text: str, flight: tuple[str, str] | None
-    ) -> bool:
-        """Replay a round the key's earlier attempt got answered without recording the reply."""
-        consultation = await self._service.get_session(session_id)
-        answered = answered_round(
-            consultation,
-            text,
-            since=turn.claimed_at,
-            default_model=self._service.config.model,
-        )
-        if answered is None:
-            return False
-        response = answered.model_dump(mode="json")
-        if flight is not None and self._keys is not None:
-            await self._keys.save_idempotent_response(
-                *flight, json.dumps(response, ensure_ascii=False)
-            )
-        turn.replayed = True
-        turn.session.set_result(session_id)
-        turn.result.set_result(response)
-        return True
-
-    async def _read(self, asked: Asked) -> _Message:
+    async def _read(self, asked: Asked) -> Message:
         """The request's message as the session stores it: typed words alone, or read with
         its files (documents' text, the transcript, photos). Raises `AttachmentRefused`."""
         if not asked.files:
-            return _Message(asked.body.message)
+            return Message(asked.body.message)
         assert self._intake is not None  # files are decoded only with an intake
         read = await self._intake.read(asked.body.message, asked.files)
-        return _Message(read.stored_text, read)
+        return Message(read.stored_text, read)
 
     async def _open(self, body: ChatRequest, text: str) -> str:
         return await self._service.open_session(
@@ -417,7 +269,7 @@ class ChatEndpoints:
             await self._service.check_session(session_id)
 
     async def _answer(
-        self, turn: _Turn, session_id: str, message: _Message, flight: tuple[str, str] | None
+        self, turn: Turn, session_id: str, message: Message, flight: Flight | None
     ) -> None:
         on_text = turn.relay.on_text if turn.relay is not None else None
         try:
@@ -429,7 +281,7 @@ class ChatEndpoints:
             turn.result.set_exception(from_round_failure(exc, session_id))
             return
         self._metrics.record_reply(reply, source="api")
-        body = _response(reply, message.read)
+        body = response(reply, message.read)
         if flight is not None and self._keys is not None:
             try:
                 await self._keys.save_idempotent_response(
@@ -438,28 +290,6 @@ class ChatEndpoints:
             except Exception:  # the reply stands; only a later retry would not find it
                 log.warning("could not store the reply of an idempotent request", exc_info=True)
         turn.result.set_result(body)
-
-
-async def _shielded(future: Awaitable[T]) -> T:
-    """Await a turn's outcome; a request cancelled meanwhile leaves the turn running."""
-    return await asyncio.shield(future)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-def _replayed(turn: _Turn, joined: bool) -> dict[str, str] | None:
-    """Marks an answer this request did not cause (a stored reply, or another request's)."""
-    return {"Idempotent-Replayed": "true"} if turn.replayed or joined else None
-
-
-def _key_reused() -> ApiError:
-    return ApiError(
-        "IDEMPOTENCY_KEY_REUSED",
-        f"{HEADER} was already used for a different request: use a new key for a new request",
-    )
 
 
 def _log_round_failure(session_id: str, exc: Exception) -> None:
@@ -471,34 +301,3 @@ def _log_round_failure(session_id: str, exc: Exception) -> None:
         log.info("round of session %s answered elsewhere first: %s", session_id, exc)
     else:
         log.error("round of session %s failed", session_id, exc_info=exc)
-
-
-def _response(reply: Reply, read: TurnInput | None = None) -> dict[str, object]:
-    return ChatResponse.from_reply(reply, read).model_dump(mode="json")
-
-
-@dataclass(frozen=True, slots=True)
-class _Message:
-    """The round's user message: the text to store and, with files, what was read."""
-
-    text: str
-    read: TurnInput | None = None
-
-    @property
-    def images(self) -> tuple[Image, ...]:
-        return self.read.images if self.read is not None else ()
-
-
-async def _read_body(request: web.Request, limit: int) -> bytes:
-    """The whole body, refused once it is over `limit` (the chat endpoints' own limit,
-    which admits attachments, instead of the server-wide API_MAX_BODY_BYTES)."""
-    too_large = ApiError("PAYLOAD_TOO_LARGE", f"the request body is over {limit} bytes")
-    length = request.content_length
-    if length is not None and length > limit:
-        raise too_large
-    body = bytearray()
-    async for chunk in request.content.iter_chunked(1 << 16):
-        body += chunk
-        if len(body) > limit:
-            raise too_large
-    return bytes(body)

@@ -1,0 +1,89 @@
+"""What one chat request may ask for, checked before anything else happens.
+
+Invariants:
+- every limit is checked before a session is opened, a file read or the model called,
+  so a request over one is a plain JSON error that leaves nothing behind;
+- the message, the system prompt and the output schema each go into model requests,
+  so MAX_INPUT_CHARS bounds each of them;
+- the body is refused as soon as it is over the chat endpoints' own limit (which
+  admits attachments): a declared length over it is refused unread, and reading stops
+  at the first chunk that takes it over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from api.attachments import chat_body_limit
+from api.config import ApiConfig
+from api.errors import ApiError
+from api.schemas import ChatRequest
+from media.intake import Intake
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one API request may ask for (MAX_INPUT_CHARS, API_ALLOWED_MODELS, …)."""
+
+    max_rounds: int
+    max_body_bytes: int
+    max_input_chars: int
+    models: frozenset[str]
+    max_tokens: int
+
+    @classmethod
+    def of(cls, config: ApiConfig, intake: Intake | None = None) -> Limits:
+        return cls(
+            max_rounds=config.max_rounds_limit,
+            max_body_bytes=chat_body_limit(config.max_body_bytes, intake),
+            max_input_chars=config.max_input_chars,
+            models=config.models,
+            max_tokens=config.max_tokens_limit,
+        )
+
+    def check(self, body: ChatRequest) -> None:
+        """Raise `ApiError` for the first limit the request is over.
+
+        The message, the system prompt and the output schema each go into model requests,
+        so MAX_INPUT_CHARS bounds each of them (an object schema as its JSON text).
+        """
+        texts = (
+            ("message", body.message),
+            ("systemPrompt", body.system_prompt),
+            ("outputSchema", body.options().output_schema),
+        )
+        for field, text in texts:
+            if text is not None and len(text) > self.max_input_chars:
+                raise ApiError(
+                    "VALIDATION_ERROR",
+                    f"{field}: at most {self.max_input_chars} characters "
+                    f"(MAX_INPUT_CHARS), got {len(text)}",
+                )
+        if body.max_rounds is not None and body.max_rounds > self.max_rounds:
+            raise ApiError(
+                "MAX_ROUNDS_EXCEEDED", f"maxRounds: at most {self.max_rounds} rounds are allowed"
+            )
+        if body.model is not None and body.model not in self.models:
+            allowed = ", ".join(sorted(self.models))
+            raise ApiError(
+                "VALIDATION_ERROR", f"model: {body.model!r} is not available; allowed: {allowed}"
+            )
+        if body.max_tokens is not None and body.max_tokens > self.max_tokens:
+            raise ApiError("VALIDATION_ERROR", f"maxTokens: at most {self.max_tokens}")
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The whole body, refused once it is over `limit` (the chat endpoints' own limit,
+    which admits attachments, instead of the server-wide API_MAX_BODY_BYTES)."""
+    too_large = ApiError("PAYLOAD_TOO_LARGE", f"the request body is over {limit} bytes")
+    length = request.content_length
+    if length is not None and length > limit:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(1 << 16):
+        body += chunk
+        if len(body) > limit:
+            raise too_large
+    return bytes(body)
