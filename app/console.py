@@ -76,7 +76,10 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
             try:
                 await _handle(service, key, text, files)
             except AttachmentRefused as exc:
-                print(f"[{_refusal(exc)}; nothing was sent, the attached files were dropped]")
+                print(
+                    f"[{_refusal(exc, runtime.intake)}; nothing was sent,"
+                    " the attached files were dropped]"
+                )
             except ModelError as exc:
                 if exc.kind not in NOT_RETRYABLE:
                     print(f"\n[model error: {exc}; your message is saved, /retry to try again]")
@@ -154,7 +157,7 @@ class _Files:
         try:
             attachment = self._load(Path(_unquoted(argument)).expanduser())
         except AttachmentRefused as exc:
-            print(f"[{_refusal(exc)}; not attached]")
+            print(f"[{_refusal(exc, self.intake)}; not attached]")
             return
         except OSError as exc:
             print(f"[cannot read {argument}: {exc.strerror or exc}]")
@@ -240,11 +243,15 @@ class _StreamPrinter:
         print(f"\n[{state}]")
 
 
-def _refusal(exc: AttachmentRefused) -> str:
+def _refusal(exc: AttachmentRefused, intake: Intake) -> str:
+    kinds = [SUPPORTED_DOCUMENTS]
+    if intake.transcriber is not None:
+        kinds.append("voice recordings")
+    if intake.config.vision:
+        kinds.append("photos")
     reasons = {
         AttachmentProblem.TOO_LARGE: f"over the limit of {_size(exc.limit or 0)}",
-        AttachmentProblem.UNSUPPORTED: f"not a kind of file I read ({SUPPORTED_DOCUMENTS}, "
-        "voice recordings, photos)",
+        AttachmentProblem.UNSUPPORTED: f"not a kind of file I read ({', '.join(kinds)})",
         AttachmentProblem.VOICE_OFF: "voice is off: set TRANSCRIPTION_MODEL to transcribe it",
         AttachmentProblem.VISION_OFF: "photos are off: set LLM_VISION=true for a model that "
         "sees images",

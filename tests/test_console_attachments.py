@@ -62,7 +62,11 @@ async def test_a_missing_path_and_a_refused_file_get_one_clear_line_each(
     )
     assert code == 0
     assert "[cannot read missing.txt: No such file or directory]" in out
-    assert "[backup.zip: not a kind of file I read (" in out and "; not attached]" in out
+    # Only the kinds this set-up reads: voice and photos are off here.
+    assert (
+        "[backup.zip: not a kind of file I read (text, Markdown, CSV, JSON, source code, PDF,"
+        " DOCX); not attached]"
+    ) in out
     assert "[photo.png: photos are off: set LLM_VISION=true" in out
     assert "[attached: none]" in out
     assert "[cannot read .:" in out
