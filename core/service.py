@@ -1,94 +1,46 @@
 """The consultation service: the one seam the Telegram bot and the HTTP API call.
 
+It runs a chat's turns and settings itself and leaves the parts of a turn to its
+collaborators: `core.user_turns` (the consultation a message goes to, and the message
+committed before the model is called), `core.answering` (the model's reply, stored once)
+and `core.sessions` (the HTTP API's sessions). Each states the invariants it keeps.
+
 Invariants it keeps:
 - calls for one chat key run strictly one after another; other keys run in parallel;
-- the user's message is committed to the store before the model is called;
-- a round is consumed only when a reply was stored; a failed call leaves the message
-  as the open turn, and an identical resend is not stored twice;
 - a reset never waits for the model: it stops the chat's running turn (which then
   stores no reply and raises `TurnCancelled`) and takes the chat's lock next;
-- another writer on the same store (another process, whose locks this one cannot see)
-  is settled by the store: a consultation it started first is joined, not duplicated;
-  a round it answered first is not answered again (`TurnSuperseded`, nothing stored);
 - a turn with a turn id (the update it came from) is in the history once however often
-  it is handled: handled again, an answered turn gets its stored reply back
-  (`Reply.replayed`, no model call, nothing stored), an unanswered one in the open turn
-  is answered without storing it again, and one its consultation moved on from raises
-  `TurnAlreadyHandled`. Without a turn id nothing is looked up;
-- images reach the model only in the round they came with (the store keeps the turn's
-  text, with a [photo] placeholder); a model that refuses them is asked the same round
-  again without them, and the reply says so (`Notice.IMAGES_NOT_SEEN`): one round, one
-  stored reply, not a failure.
+  it is handled: it is looked up before anything is stored, and found, answered as
+  `Answerer.answer_again` says. Without a turn id nothing is looked up.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
-from core.answer_schema import follows_schema
+from core.answering import Answerer, OnText
 from core.attachments import Image
-from core.blank import is_blank
-from core.collect import CollectedAnswer, collect_answer
-from core.errors import (
-    ActiveConsultationExists,
-    DialogCompleted,
-    EmptyMessage,
-    InvalidMaxRounds,
-    ModelError,
-    ModelErrorKind,
-    NoActiveConsultation,
-    NothingToRetry,
-    SessionNotFound,
-    TurnAlreadyHandled,
-    UnknownRole,
-)
+from core.errors import InvalidMaxRounds, NoActiveConsultation, NothingToRetry, UnknownRole
 from core.final_now import request_text, user_language
-from core.models import (
-    ChatSettings,
-    Consultation,
-    Message,
-    ModelOptions,
-    Role,
-    Status,
-    TurnRecord,
-)
-from core.outcomes import Notice, Reply, RoundsChange, StatusInfo, replay_of
-from core.ports import ChatLocks, Completer, CompletionRequest, ConsultationStore
-from core.prompts import (
-    PromptLibrary,
-    RoleInfo,
-    strip_marker,
-)
-from core.requests import EngineConfig, answer_max_tokens, build_completion_request
-from core.rounds import (
-    Turn,
-    after_reply,
-    append_user_message,
-    has_open_turn,
-    is_duplicate_of_open_turn,
-    is_expired,
-    plan_turn,
-    validate_max_rounds,
-)
+from core.models import ChatSettings, Consultation, ModelOptions, Status
+from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
+from core.ports import ChatLocks, Completer, ConsultationStore
+from core.prompts import PromptLibrary, RoleInfo
+from core.requests import EngineConfig
+from core.rounds import has_open_turn, is_expired, validate_max_rounds
 from core.running import RunningTurns, StoppableCompleter
-from core.streaming import MarkerFilter
+from core.sessions import API_KEY_PREFIX, ApiSessions
+from core.user_turns import UserTurns, require_text
 
-OnText = Callable[[str], Awaitable[None]]
-"""Receives the whole reply text shown so far, each time it grows."""
-
-API_KEY_PREFIX = "api:"
-
-_START_ATTEMPTS = 3
-"""Creating a consultation is refused while another writer's is active; if that one ends
-before it can be joined, starting is tried again, this many times in all."""
+__all__ = ["API_KEY_PREFIX", "ConsultationService", "OnText"]
 
 
 class ConsultationService:
+    """What the bot, the HTTP API and the console ask of the engine, for any chat key."""
+
     def __init__(
         self,
         store: ConsultationStore,
@@ -103,11 +55,21 @@ class ConsultationService:
         process); the service holds a key's lock for each whole turn."""
         self._store = store
         self._running = RunningTurns()
-        self._completer = StoppableCompleter(completer)
         self._prompts = prompts
         self._config = config
         self._clock = clock
         self._locks = locks
+        self._user_turns = UserTurns(store, config)
+        self._answerer = Answerer(store, StoppableCompleter(completer), prompts, config, clock)
+        self._sessions = ApiSessions(
+            store,
+            config,
+            clock,
+            locks=locks,
+            turn=self._turn,
+            user_turns=self._user_turns,
+            answerer=self._answerer,
+        )
 
     @property
     def config(self) -> EngineConfig:
@@ -131,26 +93,26 @@ class ConsultationService:
 
         `text` is the turn as stored (`TurnInput.stored_text`); `images` reach the model in
         this round's request only. `turn_id` names the update the message came from;
-        handled again, that update does not make a second turn (see `_handled_again`).
+        handled again, that update does not make a second turn (see `Answerer.answer_again`).
         """
-        text = _require_text(text)
+        text = require_text(text)
         async with self._turn(chat_key):
             found, active = await self._store.load_turn(chat_key, turn_id)
             if found is not None:
-                return await self._handled_again(
+                return await self._answerer.answer_again(
                     found, is_group=is_group, on_text=on_text, images=images
                 )
             now = self._clock()
-            consultation, notices = await self._vetted(chat_key, active, now)
+            consultation, notices = await self._user_turns.vetted(chat_key, active, now)
             if consultation is None:
-                consultation, started = await self._start(
+                consultation, started = await self._user_turns.start(
                     chat_key, text, author, author_id, now, turn_id
                 )
                 if started:
                     notices.add(Notice.STARTED)
             else:
-                await self._add_user_message(consultation, text, author, now, turn_id)
-            return await self._answer(
+                await self._user_turns.add_message(consultation, text, author, now, turn_id)
+            return await self._answerer.answer(
                 consultation, is_group=is_group, on_text=on_text, notices=notices, images=images
             )
 
@@ -169,7 +131,7 @@ class ConsultationService:
         The request stored as the user's turn is in `language` (a code such as "ru": the
         user's interface language); without one, in the language the user has been writing
         in when that can be told, else in English. It is stored with `turn_id`, so the
-        same update handled again does not ask twice (`_handled_again`). When the open
+        same update handled again does not ask twice (`Answerer.answer_again`). When the open
         turn already holds the user's messages nothing is stored and the id is not kept:
         handled again, that update is like a new request for the answer (refused with
         `NoActiveConsultation` once the answer was given).
@@ -177,18 +139,18 @@ class ConsultationService:
         async with self._turn(chat_key):
             found, active = await self._store.load_turn(chat_key, turn_id)
             if found is not None:
-                return await self._handled_again(
+                return await self._answerer.answer_again(
                     found, is_group=is_group, on_text=on_text, final_requested=True
                 )
             now = self._clock()
-            consultation, notices = await self._vetted(chat_key, active, now)
+            consultation, notices = await self._user_turns.vetted(chat_key, active, now)
             if consultation is None:
                 raise NoActiveConsultation("there is no consultation to finish")
             if not has_open_turn(consultation):
                 language = language or user_language(consultation, self._prompts)
                 request = request_text(self._prompts, language)
-                await self._add_user_message(consultation, request, author, now, turn_id)
-            return await self._answer(
+                await self._user_turns.add_message(consultation, request, author, now, turn_id)
+            return await self._answerer.answer(
                 consultation,
                 is_group=is_group,
                 on_text=on_text,
@@ -201,10 +163,10 @@ class ConsultationService:
     ) -> Reply:
         """Answer the open turn again (after a model failure)."""
         async with self._turn(chat_key):
-            consultation, notices = await self._active_or_none(chat_key, self._clock())
+            consultation, notices = await self._user_turns.active_or_none(chat_key, self._clock())
             if consultation is None or not has_open_turn(consultation):
                 raise NothingToRetry("no message is waiting for an answer")
-            return await self._answer(
+            return await self._answerer.answer(
                 consultation, is_group=is_group, on_text=on_text, notices=notices
             )
 
@@ -230,7 +192,7 @@ class ConsultationService:
         async with self._locks.hold(chat_key):
             settings = await self._store.load_chat_settings(chat_key)
             await self._store.save_chat_settings(chat_key, _replace(settings, max_rounds=value))
-            consultation, _ = await self._active_or_none(chat_key, self._clock())
+            consultation, _ = await self._user_turns.active_or_none(chat_key, self._clock())
             if consultation is None:
                 return RoundsChange(value, active=False, rounds_done=0, next_is_final=value == 1)
             await self._store.set_max_rounds(consultation.id, value)
@@ -300,7 +262,7 @@ class ConsultationService:
         purged = await self._store.purge(older_than=now - retention_seconds)
         return expired, purged
 
-    # -- API sessions ----------------------------------------------------------------------
+    # -- API sessions (`core.sessions.ApiSessions` holds them) ----------------------------
 
     async def start_session(
         self,
@@ -313,10 +275,14 @@ class ConsultationService:
         images: Sequence[Image] = (),
     ) -> Reply:
         """Open an API session (one consultation per session id) and answer round 1."""
-        session_id = await self.open_session(
-            text, max_rounds=max_rounds, system_prompt=system_prompt, options=options
+        return await self._sessions.start_session(
+            text,
+            max_rounds=max_rounds,
+            system_prompt=system_prompt,
+            options=options,
+            on_text=on_text,
+            images=images,
         )
-        return await self.continue_session(session_id, text, on_text=on_text, images=images)
 
     async def continue_session(
         self,
@@ -327,13 +293,9 @@ class ConsultationService:
         images: Sequence[Image] = (),
     ) -> Reply:
         """Answer the next round of an API session (`images`: this round's, as in `ask`)."""
-        text = _require_text(text)
-        async with self._turn(API_KEY_PREFIX + session_id):
-            consultation = await self._usable_session(session_id)
-            await self._add_user_message(consultation, text, None, self._clock())
-            return await self._answer(
-                consultation, is_group=False, on_text=on_text, notices=set(), images=images
-            )
+        return await self._sessions.continue_session(
+            session_id, text, on_text=on_text, images=images
+        )
 
     async def open_session(
         self,
@@ -343,81 +305,22 @@ class ConsultationService:
         system_prompt: str | None = None,
         options: ModelOptions | None = None,
     ) -> str:
-        """Create an API session holding `text` as its open turn, without calling the model.
-
-        The HTTP API then answers it with `continue_session(id, text)` (the identical open
-        turn is not stored twice), so a model failure on round 1 can still name the
-        session the client may retry.
-        """
-        text = _require_text(text)
-        if max_rounds < 1:
-            raise InvalidMaxRounds("maxRounds must be at least 1")
-        session_id = str(uuid.uuid4())
-        now = self._clock()
-        await self._store.create(
-            Consultation(
-                id=session_id,
-                chat_key=API_KEY_PREFIX + session_id,
-                max_rounds=max_rounds,
-                initial_request=text,
-                created_at=now,
-                last_activity_at=now,
-                role=self._config.default_role,
-                system_prompt=system_prompt,
-                options=options or ModelOptions(),
-                messages=[Message(Role.USER, text, now)],
-            )
+        """Create an API session holding `text` as its open turn, without calling the model."""
+        return await self._sessions.open_session(
+            text, max_rounds=max_rounds, system_prompt=system_prompt, options=options
         )
-        return session_id
 
     async def get_session(self, session_id: str) -> Consultation:
-        """An API session as stored, whatever its status, to read back (never changes it).
-
-        One idle past the TTL shows as EXPIRED even before the cleanup marks it so.
-        """
-        consultation = await self._store.get(session_id)
-        if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
-            raise SessionNotFound("session not found")
-        if consultation.status is Status.ACTIVE and is_expired(
-            consultation, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
-        ):
-            consultation.status = Status.EXPIRED
-        return consultation
+        """An API session as stored, whatever its status, to read back (never changes it)."""
+        return await self._sessions.get_session(session_id)
 
     async def check_session(self, session_id: str) -> Consultation:
         """The API session if it can take another round; raises like `continue_session`."""
-        async with self._locks.hold(API_KEY_PREFIX + session_id):
-            return await self._usable_session(session_id)
+        return await self._sessions.check_session(session_id)
 
     async def set_session_max_rounds(self, session_id: str, value: int) -> int:
-        """Change an API session's round limit (like /rounds); returns the limit applied.
-
-        A limit at or below the rounds already used makes the next reply the final one;
-        it is raised to that round, so a reply never shows a round above its limit.
-        """
-        if value < 1:
-            raise InvalidMaxRounds("maxRounds must be at least 1")
-        async with self._locks.hold(API_KEY_PREFIX + session_id):
-            consultation = await self._usable_session(session_id)
-            applied = max(value, consultation.current_round + 1)
-            if applied != consultation.max_rounds:
-                await self._store.set_max_rounds(consultation.id, applied)
-            return applied
-
-    async def _usable_session(self, session_id: str) -> Consultation:
-        """Load an active, unexpired API session (the caller holds its lock)."""
-        consultation = await self._store.get(session_id)
-        if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
-            raise SessionNotFound("session not found")
-        if consultation.status is Status.COMPLETE:
-            raise DialogCompleted("the dialog is already complete")
-        if consultation.status is not Status.ACTIVE:
-            raise SessionNotFound("session not found")
-        now = self._clock()
-        if is_expired(consultation, now=now, ttl_seconds=self._config.session_ttl_seconds):
-            await self._store.set_status(consultation.id, Status.EXPIRED, at=now)
-            raise SessionNotFound("session expired")
-        return consultation
+        """Change an API session's round limit (like /rounds); returns the limit applied."""
+        return await self._sessions.set_session_max_rounds(session_id, value)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -427,229 +330,6 @@ class ConsultationService:
         async with self._locks.hold(key):
             with self._running.turn(key):
                 yield
-
-    async def _active_or_none(
-        self, chat_key: str, now: float
-    ) -> tuple[Consultation | None, set[Notice]]:
-        return await self._vetted(chat_key, await self._store.load_active(chat_key), now)
-
-    async def _vetted(
-        self, chat_key: str, consultation: Consultation | None, now: float
-    ) -> tuple[Consultation | None, set[Notice]]:
-        """The chat's active consultation as loaded, unless it expired (then None, and the
-        notice that the previous one expired)."""
-        if consultation is not None and is_expired(
-            consultation, now=now, ttl_seconds=self._config.session_ttl_seconds
-        ):
-            await self._store.set_status(consultation.id, Status.EXPIRED, at=now)
-            return None, {Notice.PREVIOUS_EXPIRED}
-        if consultation is None and await self._store.latest_status(chat_key) is Status.EXPIRED:
-            # The periodic cleanup expired it; nothing newer started, so nobody was told yet.
-            return None, {Notice.PREVIOUS_EXPIRED}
-        return consultation, set()
-
-    async def _start(
-        self,
-        chat_key: str,
-        text: str,
-        author: str | None,
-        author_id: int | None,
-        now: float,
-        turn_id: str | None,
-    ) -> tuple[Consultation, bool]:
-        """Start the chat's consultation with `text`; True when this call started it.
-
-        Another writer (another process) may have started one since this turn found
-        none: the store refuses a second ACTIVE one, and the message joins that one
-        instead, as it would have had it been seen in time (False: no STARTED notice).
-        """
-        for _ in range(_START_ATTEMPTS):
-            try:
-                return await self._create(chat_key, text, author, author_id, now, turn_id), True
-            except ActiveConsultationExists:
-                existing = await self._store.load_active(chat_key)
-            if existing is not None:  # else it ended meanwhile: try to start one again
-                await self._add_user_message(existing, text, author, now, turn_id)
-                return existing, False
-        raise ActiveConsultationExists(chat_key)
-
-    async def _create(
-        self,
-        chat_key: str,
-        text: str,
-        author: str | None,
-        author_id: int | None,
-        now: float,
-        turn_id: str | None,
-    ) -> Consultation:
-        settings = await self._store.load_chat_settings(chat_key)
-        consultation = Consultation(
-            id=str(uuid.uuid4()),
-            chat_key=chat_key,
-            max_rounds=settings.max_rounds or self._config.default_max_rounds,
-            initial_request=text,
-            created_at=now,
-            last_activity_at=now,
-            role=settings.role or self._config.default_role,
-            system_prompt=settings.system_prompt,
-            started_by=author_id,
-            messages=[Message(Role.USER, text, now, author=author, turn_id=turn_id)],
-        )
-        await self._store.create(consultation)
-        return consultation
-
-    async def _add_user_message(
-        self,
-        consultation: Consultation,
-        text: str,
-        author: str | None,
-        now: float,
-        turn_id: str | None = None,
-    ) -> None:
-        if is_duplicate_of_open_turn(consultation, text, author):
-            return
-        message = Message(Role.USER, text, now, author=author, turn_id=turn_id)
-        await self._store.add_message(consultation.id, message, last_activity_at=now)
-        append_user_message(consultation, message)
-
-    async def _handled_again(
-        self,
-        found: TurnRecord,
-        *,
-        is_group: bool,
-        on_text: OnText | None,
-        final_requested: bool = False,
-        images: Sequence[Image] = (),
-    ) -> Reply:
-        """A turn whose update was handled before (the caller holds the chat's lock).
-
-        Answered: its stored reply, replayed; the model is not called, nothing is stored.
-        Unanswered in the still active (unexpired) consultation, where it is part of the
-        open turn: that turn is answered like a retry. Otherwise the consultation moved
-        on without answering it (reset, expired, ended): `TurnAlreadyHandled`.
-        """
-        consultation = found.consultation
-        if found.reply is not None:
-            return replay_of(found, model=consultation.options.model or self._config.model)
-        if consultation.status is not Status.ACTIVE or is_expired(
-            consultation, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
-        ):
-            raise TurnAlreadyHandled(
-                f"consultation {consultation.id} moved on without answering this turn"
-            )
-        return await self._answer(
-            consultation,
-            is_group=is_group,
-            on_text=on_text,
-            notices=set(),
-            final_requested=final_requested,
-            images=images,
-        )
-
-    async def _answer(
-        self,
-        consultation: Consultation,
-        *,
-        is_group: bool,
-        on_text: OnText | None,
-        notices: set[Notice],
-        final_requested: bool = False,
-        images: Sequence[Image] = (),
-    ) -> Reply:
-        turn = plan_turn(consultation, final_requested=final_requested)
-        try:
-            request, answer = await self._collect(consultation, turn, is_group, on_text, images)
-        except ModelError as exc:
-            if exc.kind is not ModelErrorKind.IMAGES_REJECTED:
-                raise
-            # The model reads text only: the same round without the images, told so.
-            request, answer = await self._collect(
-                consultation, turn, is_group, on_text, (), images_not_seen=True
-            )
-            notices.add(Notice.IMAGES_NOT_SEEN)
-        text, marked = strip_marker(answer.text)
-        if not text.strip():
-            raise ModelError(ModelErrorKind.UNAVAILABLE, "the model returned an empty reply")
-        early_finish = marked and not turn.is_final
-        if not answer.complete:
-            notices.add(Notice.ANSWER_INCOMPLETE)
-        reply = Message(Role.ASSISTANT, text, self._clock(), usage=answer.usage)
-        planned_from = consultation.current_round
-        after_reply(consultation, turn, reply, early_finish=early_finish)
-        # Compare-and-set: if another writer answered this round meanwhile, the store
-        # keeps nothing of this turn and raises TurnSuperseded, which the caller gets.
-        await self._store.record_reply(
-            consultation.id,
-            reply,
-            expected_round=planned_from,
-            current_round=consultation.current_round,
-            status=consultation.status,
-            last_activity_at=consultation.last_activity_at,
-        )
-        return Reply(
-            text=text,
-            consultation_id=consultation.id,
-            round=turn.round,
-            max_rounds=consultation.max_rounds,
-            is_final=turn.is_final or early_finish,
-            is_complete=consultation.status is Status.COMPLETE,
-            model=answer.model or request.model,
-            usage=answer.usage,
-            notices=frozenset(notices),
-            extras=answer.extras,
-            json_valid=answer.json_valid,
-            schema_valid=_schema_valid(answer, request.json_schema),
-        )
-
-    async def _collect(
-        self,
-        consultation: Consultation,
-        turn: Turn,
-        is_group: bool,
-        on_text: OnText | None,
-        images: Sequence[Image],
-        *,
-        images_not_seen: bool = False,
-    ) -> tuple[CompletionRequest, CollectedAnswer]:
-        """One model answer to `turn` (continued when cut off), and the request it was."""
-        request = build_completion_request(
-            consultation,
-            turn,
-            is_group=is_group,
-            prompts=self._prompts,
-            config=self._config,
-            images=images,
-            images_not_seen=images_not_seen,
-        )
-        shown = MarkerFilter(on_text) if on_text is not None else None
-        answer = await collect_answer(
-            self._completer,
-            request,
-            continuation_prompt=self._prompts.continuation,
-            max_continuations=self._config.max_continuations,
-            on_text=shown.feed if shown is not None else None,
-            max_chars=self._config.max_answer_chars,
-            # Only a final answer is continued; in a question round, an early final one.
-            continue_if=None if turn.is_final else lambda text: strip_marker(text)[1],
-            # Continued, it is the final answer (an early one too): the answer's budget.
-            follow_up_max_tokens=answer_max_tokens(consultation, self._config),
-        )
-        return request, answer
-
-
-def _schema_valid(answer: CollectedAnswer, schema: dict[str, Any] | None) -> bool | None:
-    """Whether the final JSON follows the client's schema; None without a schema.
-
-    Text that is no JSON at all does not follow it either."""
-    if schema is None:
-        return None
-    return bool(answer.json_valid) and follows_schema(answer.json_value, schema)
-
-
-def _require_text(text: str) -> str:
-    if is_blank(text):  # zero-width and other invisible characters count as nothing
-        raise EmptyMessage("the message is empty")
-    return text
 
 
 def _replace(settings: ChatSettings, **changes: object) -> ChatSettings:

@@ -1,0 +1,204 @@
+"""Answering a turn: the model's reply to the open turn, stored once.
+
+Invariants it keeps:
+- a round is consumed only when a reply was stored; a failed call leaves the message
+  as the open turn, stored nothing, and raises;
+- the reply is stored by compare-and-set: a round another writer (another process) answered
+  first is not answered again (`TurnSuperseded`, nothing of this turn stored);
+- images reach the model only in the round they came with (the store keeps the turn's
+  text, with a [photo] placeholder); a model that refuses them is asked the same round
+  again without them, and the reply says so (`Notice.IMAGES_NOT_SEEN`): one round, one
+  stored reply, not a failure;
+- a turn handled again (found by its turn id) is answered at most once: answered, its
+  stored reply comes back (`Reply.replayed`, no model call, nothing stored); unanswered
+  in the open turn, it is answered without storing the message again; one its
+  consultation moved on from raises `TurnAlreadyHandled`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from core.answer_schema import follows_schema
+from core.attachments import Image
+from core.collect import CollectedAnswer, collect_answer
+from core.errors import ModelError, ModelErrorKind, TurnAlreadyHandled
+from core.models import Consultation, Message, Role, Status, TurnRecord
+from core.outcomes import Notice, Reply, replay_of
+from core.ports import Completer, CompletionRequest, ConsultationStore
+from core.prompts import PromptLibrary, strip_marker
+from core.requests import EngineConfig, answer_max_tokens, build_completion_request
+from core.rounds import Turn, after_reply, is_expired, plan_turn
+from core.streaming import MarkerFilter
+
+OnText = Callable[[str], Awaitable[None]]
+"""Receives the whole reply text shown so far, each time it grows."""
+
+
+class Answerer:
+    """Asks the model for the open turn's reply and stores it (the caller holds the chat's
+    lock, and has committed the user's message already)."""
+
+    def __init__(
+        self,
+        store: ConsultationStore,
+        completer: Completer,
+        prompts: PromptLibrary,
+        config: EngineConfig,
+        clock: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self._completer = completer
+        self._prompts = prompts
+        self._config = config
+        self._clock = clock
+
+    async def answer(
+        self,
+        consultation: Consultation,
+        *,
+        is_group: bool,
+        on_text: OnText | None,
+        notices: set[Notice],
+        final_requested: bool = False,
+        images: Sequence[Image] = (),
+    ) -> Reply:
+        """Answer the consultation's open turn, store the reply and advance the round."""
+        turn = plan_turn(consultation, final_requested=final_requested)
+        request, answer = await self._model_answer(
+            consultation, turn, is_group, on_text, images, notices
+        )
+        text, marked = strip_marker(answer.text)
+        if not text.strip():
+            raise ModelError(ModelErrorKind.UNAVAILABLE, "the model returned an empty reply")
+        early_finish = marked and not turn.is_final
+        if not answer.complete:
+            notices.add(Notice.ANSWER_INCOMPLETE)
+        reply = Message(Role.ASSISTANT, text, self._clock(), usage=answer.usage)
+        planned_from = consultation.current_round
+        after_reply(consultation, turn, reply, early_finish=early_finish)
+        # Compare-and-set: if another writer answered this round meanwhile, the store
+        # keeps nothing of this turn and raises TurnSuperseded, which the caller gets.
+        await self._store.record_reply(
+            consultation.id,
+            reply,
+            expected_round=planned_from,
+            current_round=consultation.current_round,
+            status=consultation.status,
+            last_activity_at=consultation.last_activity_at,
+        )
+        return Reply(
+            text=text,
+            consultation_id=consultation.id,
+            round=turn.round,
+            max_rounds=consultation.max_rounds,
+            is_final=turn.is_final or early_finish,
+            is_complete=consultation.status is Status.COMPLETE,
+            model=answer.model or request.model,
+            usage=answer.usage,
+            notices=frozenset(notices),
+            extras=answer.extras,
+            json_valid=answer.json_valid,
+            schema_valid=_schema_valid(answer, request.json_schema),
+        )
+
+    async def answer_again(
+        self,
+        found: TurnRecord,
+        *,
+        is_group: bool,
+        on_text: OnText | None,
+        final_requested: bool = False,
+        images: Sequence[Image] = (),
+    ) -> Reply:
+        """A turn whose update was handled before (the caller holds the chat's lock).
+
+        Answered: its stored reply, replayed; the model is not called, nothing is stored.
+        Unanswered in the still active (unexpired) consultation, where it is part of the
+        open turn: that turn is answered like a retry. Otherwise the consultation moved
+        on without answering it (reset, expired, ended): `TurnAlreadyHandled`.
+        """
+        consultation = found.consultation
+        if found.reply is not None:
+            return replay_of(found, model=consultation.options.model or self._config.model)
+        if consultation.status is not Status.ACTIVE or is_expired(
+            consultation, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
+        ):
+            raise TurnAlreadyHandled(
+                f"consultation {consultation.id} moved on without answering this turn"
+            )
+        return await self.answer(
+            consultation,
+            is_group=is_group,
+            on_text=on_text,
+            notices=set(),
+            final_requested=final_requested,
+            images=images,
+        )
+
+    async def _model_answer(
+        self,
+        consultation: Consultation,
+        turn: Turn,
+        is_group: bool,
+        on_text: OnText | None,
+        images: Sequence[Image],
+        notices: set[Notice],
+    ) -> tuple[CompletionRequest, CollectedAnswer]:
+        """The model's answer, asked again without the images when it refuses them."""
+        try:
+            return await self._collect(consultation, turn, is_group, on_text, images)
+        except ModelError as exc:
+            if exc.kind is not ModelErrorKind.IMAGES_REJECTED:
+                raise
+        # The model reads text only: the same round without the images, told so.
+        collected = await self._collect(
+            consultation, turn, is_group, on_text, (), images_not_seen=True
+        )
+        notices.add(Notice.IMAGES_NOT_SEEN)
+        return collected
+
+    async def _collect(
+        self,
+        consultation: Consultation,
+        turn: Turn,
+        is_group: bool,
+        on_text: OnText | None,
+        images: Sequence[Image],
+        *,
+        images_not_seen: bool = False,
+    ) -> tuple[CompletionRequest, CollectedAnswer]:
+        """One model answer to `turn` (continued when cut off), and the request it was."""
+        request = build_completion_request(
+            consultation,
+            turn,
+            is_group=is_group,
+            prompts=self._prompts,
+            config=self._config,
+            images=images,
+            images_not_seen=images_not_seen,
+        )
+        shown = MarkerFilter(on_text) if on_text is not None else None
+        answer = await collect_answer(
+            self._completer,
+            request,
+            continuation_prompt=self._prompts.continuation,
+            max_continuations=self._config.max_continuations,
+            on_text=shown.feed if shown is not None else None,
+            max_chars=self._config.max_answer_chars,
+            # Only a final answer is continued; in a question round, an early final one.
+            continue_if=None if turn.is_final else lambda text: strip_marker(text)[1],
+            # Continued, it is the final answer (an early one too): the answer's budget.
+            follow_up_max_tokens=answer_max_tokens(consultation, self._config),
+        )
+        return request, answer
+
+
+def _schema_valid(answer: CollectedAnswer, schema: dict[str, Any] | None) -> bool | None:
+    """Whether the final JSON follows the client's schema; None without a schema.
+
+    Text that is no JSON at all does not follow it either."""
+    if schema is None:
+        return None
+    return bool(answer.json_valid) and follows_schema(answer.json_value, schema)

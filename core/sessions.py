@@ -1,0 +1,171 @@
+"""API sessions: the HTTP API's consultations, one per session id.
+
+Invariants it keeps:
+- a session is a consultation under the chat key `API_KEY_PREFIX + session id`; only such
+  consultations are found by session id (a chat's never is);
+- a session takes a round only while it is active and unexpired: a completed one raises
+  `DialogCompleted`, any other `SessionNotFound` (an expired one is marked so on the way);
+- a session's round limit is never set below the round it is in, so a reply never shows a
+  round above its limit;
+- reading a session back (`get_session`) never changes it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+
+from core.answering import Answerer, OnText
+from core.attachments import Image
+from core.errors import DialogCompleted, InvalidMaxRounds, SessionNotFound
+from core.models import Consultation, Message, ModelOptions, Role, Status
+from core.outcomes import Reply
+from core.ports import ChatLocks, ConsultationStore
+from core.requests import EngineConfig
+from core.rounds import is_expired
+from core.user_turns import UserTurns, require_text
+
+API_KEY_PREFIX = "api:"
+
+
+class ApiSessions:
+    """The session operations `ConsultationService` offers the HTTP API."""
+
+    def __init__(
+        self,
+        store: ConsultationStore,
+        config: EngineConfig,
+        clock: Callable[[], float],
+        *,
+        locks: ChatLocks,
+        turn: Callable[[str], AbstractAsyncContextManager[None]],
+        user_turns: UserTurns,
+        answerer: Answerer,
+    ) -> None:
+        """`turn(key)` holds a chat key's lock as a turn (`locks` alone serves the calls
+        that do not call the model)."""
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._locks = locks
+        self._turn = turn
+        self._user_turns = user_turns
+        self._answerer = answerer
+
+    async def start_session(
+        self,
+        text: str,
+        *,
+        max_rounds: int = 1,
+        system_prompt: str | None = None,
+        options: ModelOptions | None = None,
+        on_text: OnText | None = None,
+        images: Sequence[Image] = (),
+    ) -> Reply:
+        """Open an API session (one consultation per session id) and answer round 1."""
+        session_id = await self.open_session(
+            text, max_rounds=max_rounds, system_prompt=system_prompt, options=options
+        )
+        return await self.continue_session(session_id, text, on_text=on_text, images=images)
+
+    async def continue_session(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        on_text: OnText | None = None,
+        images: Sequence[Image] = (),
+    ) -> Reply:
+        """Answer the next round of an API session (`images`: this round's, as in `ask`)."""
+        text = require_text(text)
+        async with self._turn(API_KEY_PREFIX + session_id):
+            consultation = await self._usable_session(session_id)
+            await self._user_turns.add_message(consultation, text, None, self._clock())
+            return await self._answerer.answer(
+                consultation, is_group=False, on_text=on_text, notices=set(), images=images
+            )
+
+    async def open_session(
+        self,
+        text: str,
+        *,
+        max_rounds: int = 1,
+        system_prompt: str | None = None,
+        options: ModelOptions | None = None,
+    ) -> str:
+        """Create an API session holding `text` as its open turn, without calling the model.
+
+        The HTTP API then answers it with `continue_session(id, text)` (the identical open
+        turn is not stored twice), so a model failure on round 1 can still name the
+        session the client may retry.
+        """
+        text = require_text(text)
+        if max_rounds < 1:
+            raise InvalidMaxRounds("maxRounds must be at least 1")
+        session_id = str(uuid.uuid4())
+        now = self._clock()
+        await self._store.create(
+            Consultation(
+                id=session_id,
+                chat_key=API_KEY_PREFIX + session_id,
+                max_rounds=max_rounds,
+                initial_request=text,
+                created_at=now,
+                last_activity_at=now,
+                role=self._config.default_role,
+                system_prompt=system_prompt,
+                options=options or ModelOptions(),
+                messages=[Message(Role.USER, text, now)],
+            )
+        )
+        return session_id
+
+    async def get_session(self, session_id: str) -> Consultation:
+        """An API session as stored, whatever its status, to read back (never changes it).
+
+        One idle past the TTL shows as EXPIRED even before the cleanup marks it so.
+        """
+        consultation = await self._store.get(session_id)
+        if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
+            raise SessionNotFound("session not found")
+        if consultation.status is Status.ACTIVE and is_expired(
+            consultation, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
+        ):
+            consultation.status = Status.EXPIRED
+        return consultation
+
+    async def check_session(self, session_id: str) -> Consultation:
+        """The API session if it can take another round; raises like `continue_session`."""
+        async with self._locks.hold(API_KEY_PREFIX + session_id):
+            return await self._usable_session(session_id)
+
+    async def set_session_max_rounds(self, session_id: str, value: int) -> int:
+        """Change an API session's round limit (like /rounds); returns the limit applied.
+
+        A limit at or below the rounds already used makes the next reply the final one;
+        it is raised to that round, so a reply never shows a round above its limit.
+        """
+        if value < 1:
+            raise InvalidMaxRounds("maxRounds must be at least 1")
+        async with self._locks.hold(API_KEY_PREFIX + session_id):
+            consultation = await self._usable_session(session_id)
+            applied = max(value, consultation.current_round + 1)
+            if applied != consultation.max_rounds:
+                await self._store.set_max_rounds(consultation.id, applied)
+            return applied
+
+    async def _usable_session(self, session_id: str) -> Consultation:
+        """Load an active, unexpired API session (the caller holds its lock)."""
+        consultation = await self._store.get(session_id)
+        if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
+            raise SessionNotFound("session not found")
+        if consultation.status is Status.COMPLETE:
+            raise DialogCompleted("the dialog is already complete")
+        if consultation.status is not Status.ACTIVE:
+            raise SessionNotFound("session not found")
+        now = self._clock()
+        if is_expired(consultation, now=now, ttl_seconds=self._config.session_ttl_seconds):
+            await self._store.set_status(consultation.id, Status.EXPIRED, at=now)
+            raise SessionNotFound("session expired")
+        return consultation
