@@ -12,14 +12,15 @@ Invariants:
   (`last_seq`) and stores it only if the row's guard holds: for a reply, that the
   consultation is still ACTIVE at the round the turn started from (a compare-and-set,
   so two writers never both advance one round).
-- Each call gets its own answer; a batch never holds two appends to one consultation
-  (the store orders them per consultation, one at a time).
+- Each call gets its own answer. A statement never holds two appends to one consultation
+  (its UPDATE would advance the row once for both): a batch that does is written as
+  consecutive statements, in the batch's order.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import asyncpg
@@ -85,6 +86,28 @@ async def load_turns(
 async def append_messages(
     connection: asyncpg.Connection, appends: Sequence[Append]
 ) -> list[Appended]:
+    """Each append's outcome, in order; one statement per run of distinct consultations."""
+    outcomes: list[Appended] = []
+    for run in _distinct_runs(appends):
+        outcomes.extend(await _append_run(connection, run))
+    return outcomes
+
+
+def _distinct_runs(appends: Sequence[Append]) -> Iterator[list[Append]]:
+    """`appends` cut into consecutive runs in which no consultation appears twice."""
+    run: list[Append] = []
+    seen: set[str] = set()
+    for append in appends:
+        if append.consultation_id in seen:
+            yield run
+            run, seen = [], set()
+        run.append(append)
+        seen.add(append.consultation_id)
+    if run:
+        yield run
+
+
+async def _append_run(connection: asyncpg.Connection, appends: list[Append]) -> list[Appended]:
     columns: list[list[object]] = [[] for _ in range(14)]
     for append in appends:
         guard = append.guard

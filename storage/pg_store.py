@@ -405,8 +405,15 @@ class PostgresStore:
             return await self._call(in_transaction)
 
     async def _append(self, append: Append) -> Appended:
-        """One message appended, in this process's order for its consultation (so a batch
-        never holds two appends to one consultation)."""
+        """One message appended, in this process's order for its consultation.
+
+        A caller that is cancelled leaves the append to finish (it may already be in a
+        statement shared with other calls): the consultation's order is held until then,
+        so the next write to it never overtakes this one.
+        """
+        return await asyncio.shield(self._append_in_order(append))
+
+    async def _append_in_order(self, append: Append) -> Appended:
         async with self._tracked(), self._ordered.hold(append.consultation_id):
             return await self._appends(append)
 

@@ -12,6 +12,7 @@ import pytest
 from core.errors import TurnSuperseded
 from core.models import Consultation, Message, Role, Status
 from storage import pg_schema
+from storage.pg_batched import Append, append_messages
 from storage.pg_store import PostgresStore
 from tests.postgres import postgres_url
 
@@ -184,3 +185,34 @@ async def test_two_pools_appending_to_the_same_chats_in_opposite_orders_both_fin
     finally:
         await first.close()
         await second.close()
+
+
+async def test_one_batch_with_two_appends_to_one_consultation_stores_both_in_order(
+    postgres_url: str,
+) -> None:
+    """However a batch is made up, two appends to one consultation both land, in order."""
+    store = await PostgresStore.open(postgres_url, pool_size=2)
+    try:
+        target, other = consultation("tg:twice"), consultation("tg:other")
+        await store.create(target)
+        await store.create(other)
+        connection = await asyncpg.connect(postgres_url)
+        try:
+            now = time.time()
+            outcomes = await append_messages(
+                connection,
+                [
+                    Append(target.id, Message(Role.USER, "one", now), now),
+                    Append(other.id, Message(Role.USER, "elsewhere", now), now),
+                    Append(target.id, Message(Role.USER, "two", now), now),
+                ],
+            )
+        finally:
+            await connection.close()
+        assert [outcome.stored for outcome in outcomes] == [True, True, True]
+        loaded = await store.get(target.id)
+        assert loaded is not None
+        assert [m.text for m in loaded.messages] == ["first", "one", "two"]
+        assert await positions(postgres_url, target.id) == [1, 2, 3]
+    finally:
+        await store.close()
