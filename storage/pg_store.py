@@ -411,11 +411,15 @@ class PostgresStore:
         statement shared with other calls): the consultation's order is held until then,
         so the next write to it never overtakes this one.
         """
+        self._enter()  # counted from the call, so `close` waits for it
         return await asyncio.shield(self._append_in_order(append))
 
     async def _append_in_order(self, append: Append) -> Appended:
-        async with self._tracked(), self._ordered.hold(append.consultation_id):
-            return await self._appends(append)
+        try:
+            async with self._ordered.hold(append.consultation_id):
+                return await self._appends(append)
+        finally:
+            self._leave()
 
     async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         async with self._tracked():
@@ -424,16 +428,22 @@ class PostgresStore:
     @asynccontextmanager
     async def _tracked(self) -> AsyncIterator[None]:
         """Count a call from when it is made, so `close` waits for it; refuse one after."""
+        self._enter()
+        try:
+            yield
+        finally:
+            self._leave()
+
+    def _enter(self) -> None:
         if self._closed and self._in_flight == 0:
             raise StoreUnavailable("the store is closed")
         self._in_flight += 1
         self._idle.clear()
-        try:
-            yield
-        finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.set()
+
+    def _leave(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle.set()
 
 
 async def _update(connection: asyncpg.Connection, consultation_id: str, **columns: Any) -> None:
