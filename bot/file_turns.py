@@ -1,7 +1,8 @@
 """A turn made of a file: a voice note, a document or a photo (with its caption as words).
 
 Order, and why: the size is checked before anything is fetched (a 25 MB voice note is
-refused without a download), then the file is downloaded and read into a `TurnInput`
+refused without a download, and so is a document whose name or type already says it is an
+archive, a program or a video), then the file is downloaded and read into a `TurnInput`
 (transcribed, its text extracted, or an image), and only then does the turn reach the
 service. A refusal or a failed download is answered in the user's language and nothing
 is stored, so no round is used and the user can simply send again. A transcript is shown
@@ -110,7 +111,10 @@ class FileTurns:
 
     async def _read(self, incoming: Incoming, file: TelegramFile, context: Context) -> TurnInput:
         """The file checked, fetched and read; raises AttachmentRefused or DownloadFailed."""
-        self.intake.check_size(file.kind, file.file_size, name=file.name)
+        kind = file.kind
+        if kind == "document" and self.intake.declared_kind(file.name, file.mime) == "unsupported":
+            kind = "unsupported"  # an archive, a program, a video: refused unfetched
+        self.intake.check_size(kind, file.file_size, name=file.name)
         async with typing(context.bot, incoming.target):  # a transcription takes a while
             try:
                 data = await download(context.bot, file, timeout=self.config.download_timeout)

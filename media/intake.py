@@ -58,6 +58,11 @@ class Intake:
                 AttachmentProblem.TOO_LARGE, f"{kind} of {size} bytes", limit=limit, name=name
             )
 
+    def declared_kind(self, name: str, mime: str | None) -> str | None:
+        """What a file's name and MIME type say it is, before it is fetched (None: its
+        bytes must tell; see `media.kinds.declared_kind`)."""
+        return kinds.declared_kind(name, mime)
+
     def kind_of(self, attachment: Attachment) -> str:
         """ "voice", "document", "photo" or "unsupported" (see `media.kinds`)."""
         return kinds.kind_of(attachment)

@@ -97,6 +97,12 @@ def kind_of(attachment: Attachment) -> str:
     )
 
 
+def declared_kind(name: str, mime: str | None) -> str | None:
+    """The kind the name and MIME type alone tell, before any byte is read (None: only
+    the bytes can tell)."""
+    return _by_mime(mime) or _by_extension(name)
+
+
 def _by_mime(mime: str | None) -> str | None:
     declared = (mime or "").split(";")[0].strip().lower()
     if declared in VAGUE_MIMES:
