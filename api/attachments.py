@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import binascii
 from collections.abc import Sequence
 from typing import Protocol
@@ -63,6 +64,20 @@ def chat_body_limit(max_body_bytes: int, intake: Intake | None) -> int:
     if intake is None:
         return max_body_bytes
     return max_body_bytes + base64_length(largest_file(intake.config))
+
+
+OFF_LOOP_CHARS = 256_000
+"""Base64 characters from which decoding moves to a worker thread: a 10 MB file takes tens
+of milliseconds to decode, too long to hold the event loop (and every other request)."""
+
+
+async def read_attachments(
+    items: Sequence[AttachmentBody], intake: Intake | None
+) -> list[Attachment]:
+    """`decode_attachments`, off the event loop when the files are large."""
+    if sum(len(item.data) for item in items) < OFF_LOOP_CHARS:
+        return decode_attachments(items, intake)
+    return await asyncio.to_thread(decode_attachments, items, intake)
 
 
 def decode_attachments(items: Sequence[AttachmentBody], intake: Intake | None) -> list[Attachment]:

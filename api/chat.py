@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from api.attachments import decode_attachments
+from api.attachments import read_attachments
 from api.config import ApiConfig
 from api.errors import (
     ApiError,
@@ -188,7 +188,7 @@ class ChatEndpoints:
         body = parse_chat_request(await read_body(request, self._limits.max_body_bytes))
         self._limits.check(body)
         try:
-            files = decode_attachments(body.attachments, self._intake)
+            files = await read_attachments(body.attachments, self._intake)
         except AttachmentRefused as exc:
             raise attachment_refused(exc) from None
         return Asked(body, tuple(files))

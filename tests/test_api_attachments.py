@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from jsonschema import Draft202012Validator
 from openai._streaming import SSEDecoder
 from PIL import Image as PILImage
 
+from api import attachments as api_attachments
 from api.app import build_web_app
 from app.runtime import open_runtime
 from app.settings import Settings
@@ -373,3 +375,28 @@ async def test_the_openapi_document_describes_files_and_their_refusals(
     assert "ATTACHMENT_REFUSED" in responses["422"]["description"]
     described = document["paths"]["/api/chat"]["post"]["requestBody"]["description"]
     assert "API_MAX_BODY_BYTES" in described
+
+
+async def test_a_large_file_is_decoded_off_the_event_loop(
+    tmp_path: Path, model_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoding megabytes of base64 takes tens of milliseconds: a large file is decoded in a
+    worker thread, a small one where it is (the thread switch would cost more)."""
+    threads: list[int] = []
+    decode = api_attachments.decode_attachments
+
+    def recording(*args: Any) -> Any:
+        threads.append(threading.get_ident())
+        return decode(*args)
+
+    monkeypatch.setattr(api_attachments, "decode_attachments", recording)
+    loop_thread = threading.get_ident()
+    big = ("a line of the report\n" * 30_000).encode()  # 630 KB, 840,000 base64 characters
+    async with serving(settings_for(tmp_path, model_server)) as client:
+        for name, data in (("small.txt", b"Budget: 1200 EUR\n"), ("big.txt", big)):
+            status, body = await post(
+                client, {"message": "Sum up", "attachments": [file(name, data)]}
+            )
+            assert status == 200, body
+    assert threads[0] == loop_thread and threads[1] != loop_thread
+    assert "a line of the report" in last_user(model_server)["content"]
