@@ -1,59 +1,57 @@
-"""Showing a reply while it is generated, then delivering it as normal messages.
+"""Delivering a finished reply as normal messages.
 
 Invariants:
-- progress is best effort (drafts in private chats, throttled edits elsewhere) and
-  never blocks the answer; the final text always goes out as ordinary messages,
-  every part of it, whatever happened to the progress updates;
+- the final text always goes out as ordinary messages, every part of it, whatever
+  happened to the progress updates;
 - a part Telegram rejects for its formatting is sent again as plain text, and a part
   hit by flood control or a timeout is retried, so nothing the model wrote is lost;
 - a chat that blocked the bot raises `ChatUnavailable` once instead of retrying.
+
+Showing the reply while it is generated lives in `bot.progress` (`Progress`,
+`progress_window`), and the terms shared by both (`Target`, `AnyBot`,
+`ChatUnavailable`, `NO_RETRIES`, `TELEGRAM_LIMIT`) in `bot.target`; all of them
+stay importable from here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from telegram import InlineKeyboardMarkup, Message, MessageEntity, ReplyParameters
-from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
-from telegram.ext import ExtBot
 
 from bot.flood import retry_seconds
+from bot.progress import PROGRESS_LIMIT, PROGRESS_WINDOW, Progress, progress_window
 from bot.render import MAX_ENTITIES, Part, plain_parts, render, utf16_len
+from bot.target import NO_RETRIES, TELEGRAM_LIMIT, AnyBot, ChatUnavailable, Target
+
+__all__ = [
+    "NO_RETRIES",
+    "PROGRESS_LIMIT",
+    "PROGRESS_WINDOW",
+    "RENDER_INLINE_CHARS",
+    "TELEGRAM_LIMIT",
+    "AnyBot",
+    "ChatUnavailable",
+    "Progress",
+    "Sender",
+    "Target",
+    "attach",
+    "progress_window",
+    "render_parts",
+    "with_footer",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-AnyBot = ExtBot[Any]  # ExtBot: the calls pass `rate_limit_args` to the flood control
-
-TELEGRAM_LIMIT = 4096
-PROGRESS_LIMIT = 4000  # room for the " …" that marks a cut progress message
-PROGRESS_WINDOW = 2 * PROGRESS_LIMIT
-"""Characters of a long reply that a progress update renders: enough for one message."""
 RENDER_INLINE_CHARS = 8000
 """Longer replies are rendered on a worker thread, so the event loop keeps serving."""
-NO_RETRIES = {"max_retries": 0}
-_draft_ids = itertools.count(1)
-
-
-class ChatUnavailable(Exception):
-    """The bot may not write to this chat (blocked, kicked, chat deleted)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    chat_id: int
-    thread_id: int | None = None
-    reply_to: int | None = None
-    private: bool = True
 
 
 def attach(parts: list[Part], block: Part) -> list[Part]:
@@ -102,30 +100,6 @@ async def render_parts(markdown: str) -> list[Part]:
     if len(markdown) <= RENDER_INLINE_CHARS:
         return render(markdown, limit=TELEGRAM_LIMIT)
     return await asyncio.to_thread(render, markdown, limit=TELEGRAM_LIMIT)
-
-
-def progress_window(text: str, *, from_end: bool) -> tuple[str, bool]:
-    """The slice of a growing reply that one progress update renders, and whether it is cut.
-
-    Progress shows one message: the end of the reply in a draft, its start in an
-    edited message. Rendering only a window of `PROGRESS_WINDOW` characters keeps
-    each update's cost bounded however long the reply grows. The window starts (or
-    ends) at a line break where one is near, and a window starting inside a code
-    block reopens it, so the slice renders like the same lines of the whole text.
-    """
-    if len(text) <= PROGRESS_WINDOW:
-        return text, False
-    if not from_end:
-        end = text.rfind("\n", PROGRESS_LIMIT, PROGRESS_WINDOW)
-        return text[: end if end != -1 else PROGRESS_WINDOW], True
-    start = len(text) - PROGRESS_WINDOW
-    newline = text.find("\n", start, start + PROGRESS_LIMIT)
-    if newline != -1:
-        start = newline + 1
-    window = text[start:]
-    if text.count("```", 0, start) % 2:
-        window = "```\n" + window
-    return window, True
 
 
 class Sender:
@@ -264,156 +238,3 @@ class Sender:
                     raise
                 await asyncio.sleep(0.5 * attempt)
         raise AssertionError("unreachable")
-
-
-class Progress:
-    """Streams partial text into the chat: drafts in private chats, edits elsewhere.
-
-    The first update waits `first_delay` so a reply that completes at once costs no
-    extra request; later ones are at least `interval` apart. The typing action is
-    sent after `typing_delay` and renewed every 4 s until `close()`.
-    """
-
-    def __init__(
-        self,
-        bot: AnyBot,
-        target: Target,
-        *,
-        interval: float = 1.0,
-        first_delay: float = 0.25,
-        typing_delay: float = 0.3,
-    ) -> None:
-        self._bot = bot
-        self._target = target
-        self._interval = interval
-        self._first_delay = first_delay
-        self._typing_delay = typing_delay
-        self._latest = ""
-        self._shown = ""
-        self._changed = asyncio.Event()
-        self._draft_id = next(_draft_ids)
-        self.message: Message | None = None  # the progress message (edits mode)
-        self._tasks: list[asyncio.Task[None]] = []
-        self._in_flight: asyncio.Future[None] | None = None
-        self._closed = False
-
-    def start(self) -> None:
-        self._tasks.append(asyncio.create_task(self._keep_typing()))
-
-    async def update(self, text: str) -> None:
-        """Called with the whole reply so far; returns at once."""
-        self._latest = text
-        self._changed.set()
-        if len(self._tasks) < 2 and not self._closed:
-            self._tasks.append(asyncio.create_task(self._pump()))
-
-    async def close(self) -> None:
-        """Stop typing and progress updates (the final delivery follows).
-
-        A progress request already on its way is let finish, so the final delivery
-        knows about a progress message that reached the chat and edits it instead
-        of leaving a stray partial copy behind.
-        """
-        self._closed = True
-        if self._in_flight is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._in_flight), timeout=10)
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-    async def _keep_typing(self) -> None:
-        await asyncio.sleep(self._typing_delay)
-        while True:
-            with contextlib.suppress(Exception):
-                await self._bot.send_chat_action(
-                    self._target.chat_id,
-                    ChatAction.TYPING,
-                    message_thread_id=self._target.thread_id,
-                    rate_limit_args=NO_RETRIES,
-                )
-            await asyncio.sleep(4.0)
-
-    async def _pump(self) -> None:
-        await asyncio.sleep(self._first_delay)
-        while True:
-            await self._changed.wait()
-            self._changed.clear()
-            text = self._latest
-            if text.strip() and text != self._shown and not self._closed:
-                try:
-                    self._in_flight = asyncio.ensure_future(self._show(text))
-                    await asyncio.shield(self._in_flight)
-                    self._shown = text
-                except RetryAfter as exc:
-                    await asyncio.sleep(retry_seconds(exc))
-                except Forbidden:
-                    return
-                except Exception as exc:  # progress is cosmetic; the final delivery decides
-                    log.debug("progress update failed: %s", exc)
-                finally:
-                    self._in_flight = None
-            await asyncio.sleep(self._interval)
-
-    async def _show(self, text: str) -> None:
-        """Show `text` formatted; if Telegram refuses the formatting, show it plain."""
-        part = self._progress_part(text)
-        try:
-            await self._send_progress(part)
-        except BadRequest as exc:
-            if not part.entities or "entit" not in str(exc).lower():
-                raise
-            await self._send_progress(Part(part.text, ()))
-
-    def _progress_part(self, text: str) -> Part:
-        """The formatted slice worth showing: the end in a draft, the start in a message."""
-        text, cut = progress_window(text, from_end=self._target.private)
-        try:
-            parts = render(text, limit=PROGRESS_LIMIT)
-        except Exception:  # a half-written answer must never break the progress display
-            log.debug("progress rendering failed; showing plain text", exc_info=True)
-            parts = [Part(chunk, ()) for chunk in plain_parts(text, limit=PROGRESS_LIMIT)]
-        if not parts:
-            return Part(text[:PROGRESS_LIMIT], ())
-        if self._target.private:
-            return parts[-1]
-        first = parts[0]
-        return Part(first.text + " …", first.entities) if len(parts) > 1 or cut else first
-
-    async def _send_progress(self, part: Part) -> None:
-        target = self._target
-        entities = list(part.entities) or None
-        if target.private:
-            await self._bot.send_message_draft(
-                target.chat_id,
-                self._draft_id,
-                part.text,
-                entities=entities,
-                rate_limit_args=NO_RETRIES,
-            )
-            return
-        if self.message is None:
-            self.message = await self._bot.send_message(
-                target.chat_id,
-                part.text,
-                entities=entities,
-                message_thread_id=target.thread_id,
-                reply_parameters=ReplyParameters(target.reply_to, allow_sending_without_reply=True)
-                if target.reply_to
-                else None,
-                rate_limit_args=NO_RETRIES,
-            )
-            return
-        try:
-            await self._bot.edit_message_text(
-                part.text,
-                chat_id=self.message.chat_id,
-                message_id=self.message.message_id,
-                entities=entities,
-                rate_limit_args=NO_RETRIES,
-            )
-        except BadRequest as exc:
-            if "not modified" not in str(exc).lower():
-                raise
