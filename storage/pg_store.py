@@ -16,6 +16,13 @@ Invariants:
 - A lost connection, a database that does not answer, or a full disk reaches callers as
   `StoreUnavailable` (nothing half-written: the transaction rolled back); a server that
   cannot be reached or a URL that is wrong stops `open` with `DatabaseUnusable`.
+
+The store is put together from modules next to this one: `storage.pg_calls` (the base
+class: counting calls so `close` waits for them, one transaction per write, writes to one
+consultation in order), `storage.pg_batched` with `storage.pg_batch` (the hot statements,
+batched), `storage.pg_upkeep` (re-keying a chat, expiring, purging, Telegram update ids)
+and `storage.pg_keys` (the API's idempotency keys). `PostgresStore` is the one class
+callers use.
 """
 
 from __future__ import annotations
@@ -23,14 +30,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
 
-from core.errors import ActiveConsultationExists, SessionNotFound, StoreUnavailable, TurnSuperseded
-from core.keyed_lock import KeyedLock
+from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
 from core.models import (
     ChatSettings,
     Consultation,
@@ -39,10 +43,12 @@ from core.models import (
     TurnRecord,
     locate_turn,
 )
+from storage import pg_keys, pg_upkeep
 from storage.idempotency import KeyRecord
 from storage.pg_batch import Batched
 from storage.pg_batched import Append, Appended, RoundGuard, append_messages, load_turns
-from storage.pg_pool import UNAVAILABLE, call, open_pool
+from storage.pg_calls import StoreCalls
+from storage.pg_pool import UNAVAILABLE, open_pool
 from storage.rows import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
@@ -51,11 +57,8 @@ from storage.rows import (
     consultation_values,
     message_values,
 )
-from storage.updates import KEEP_IDS, KEEP_SECONDS
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 PING_TIMEOUT = 2.0
 
@@ -77,38 +80,21 @@ _SELECT_TURN = (
 _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
 
 
-class PostgresStore:
+class PostgresStore(StoreCalls):
     """The consultation store on PostgreSQL; `await PostgresStore.open(url)`, then `close()`."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-        self._closed = False
-        self._ordered = KeyedLock()
+        super().__init__(pool)
         # The hot statements, one round trip for all the calls made meanwhile.
         self._turns: Batched[tuple[str, str | None], tuple[TurnRecord | None, Consultation | None]]
         self._turns = Batched(lambda batch: self._call(lambda c: load_turns(c, batch)))
         self._appends: Batched[Append, Appended]
         self._appends = Batched(lambda batch: self._call(lambda c: append_messages(c, batch)))
-        self._in_flight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 10) -> PostgresStore:
         """Connect, apply missing migrations (one process at a time) and return the store."""
         return cls(await open_pool(url, size=pool_size, migrated=True))
-
-    async def close(self) -> None:
-        """Finish the calls already made, then close the pool; a second call does nothing.
-
-        A write submitted before `close` is committed, never dropped; a call made after
-        it raises `StoreUnavailable`.
-        """
-        if self._closed:
-            return
-        self._closed = True
-        await self._idle.wait()
-        await self._pool.close()
 
     async def ping(self) -> bool:
         """True if the database answers a query within `PING_TIMEOUT` seconds."""
@@ -261,122 +247,41 @@ class PostgresStore:
 
     async def move_chat(self, old_key: str, new_key: str) -> int:
         """Re-key a chat's consultations and settings; the new key's own data wins."""
-
-        async def move(connection: asyncpg.Connection) -> int:
-            if await connection.fetchval(
-                "SELECT 1 FROM consultations WHERE chat_key = $1 AND status = 'active'", new_key
-            ):
-                await connection.execute(
-                    "UPDATE consultations SET status = 'reset'"
-                    " WHERE chat_key = $1 AND status = 'active'",
-                    old_key,
-                )
-            moved = await connection.fetchval(
-                "WITH moved AS (UPDATE consultations SET chat_key = $1 WHERE chat_key = $2"
-                " RETURNING 1) SELECT count(*) FROM moved",
-                new_key,
-                old_key,
-            )
-            await connection.execute(
-                "UPDATE chat_settings SET chat_key = $1 WHERE chat_key = $2 AND NOT EXISTS"
-                " (SELECT 1 FROM chat_settings WHERE chat_key = $1)",
-                new_key,
-                old_key,
-            )
-            await connection.execute("DELETE FROM chat_settings WHERE chat_key = $1", old_key)
-            return int(moved)
-
-        return await self._write(move)
+        return await self._write(lambda c: pg_upkeep.move_chat(c, old_key, new_key))
 
     async def expire_idle(self, *, inactive_since: float, at: float) -> int:
         """Expire idle ACTIVE consultations; their last activity stays (retention counts
         from it)."""
-        return await self._write(
-            lambda c: _count(
-                c,
-                "UPDATE consultations SET status = 'expired'"
-                " WHERE status = 'active' AND last_activity_at < $1",
-                inactive_since,
-            )
-        )
+        return await self._write(lambda c: pg_upkeep.expire_idle(c, inactive_since))
 
     async def purge(self, *, older_than: float) -> int:
         """Delete ended consultations last active before `older_than` (messages and
         idempotency keys go with them); settings are kept."""
-        return await self._write(
-            lambda c: _count(
-                c,
-                "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < $1",
-                older_than,
-            )
-        )
+        return await self._write(lambda c: pg_upkeep.purge(c, older_than))
 
     async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:
         """Record a Telegram update id; True the first time, False for a redelivery."""
         received = time.time() if at is None else at
-
-        async def remember(connection: asyncpg.Connection) -> bool:
-            new = await connection.fetchval(
-                "INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
-                " ON CONFLICT (update_id) DO NOTHING RETURNING 1",
-                update_id,
-                received,
-            )
-            await connection.execute(
-                "DELETE FROM telegram_updates WHERE received_at < $1", received - KEEP_SECONDS
-            )
-            await connection.execute(
-                "DELETE FROM telegram_updates WHERE update_id <= $1", update_id - KEEP_IDS
-            )
-            return new is not None
-
-        return await self._write(remember)
+        return await self._write(lambda c: pg_upkeep.remember_update(c, update_id, received))
 
     # -- idempotency keys of API requests (deleted with their session) ---------------------
 
     async def find_idempotency_key(self, client: str, key: str) -> KeyRecord | None:
-        row = await self._call(
-            lambda c: c.fetchrow(
-                "SELECT fingerprint, session_id, response, created_at FROM idempotency_keys"
-                " WHERE client = $1 AND key = $2",
-                client,
-                key,
-            )
-        )
-        return None if row is None else KeyRecord(*row)
+        return await self._call(lambda c: pg_keys.find_key(c, client, key))
 
     async def claim_idempotency_key(
         self, client: str, key: str, *, fingerprint: str, session_id: str, at: float
     ) -> None:
         """Record the key for the session (a key already claimed keeps its first claim)."""
-
-        async def claim(connection: asyncpg.Connection) -> None:
-            try:
-                await connection.execute(
-                    "INSERT INTO idempotency_keys (client, key, fingerprint, session_id,"
-                    " created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (client, key) DO NOTHING",
-                    client,
-                    key,
-                    fingerprint,
-                    session_id,
-                    at,
-                )
-            except asyncpg.ForeignKeyViolationError as error:  # the session was purged
-                raise SessionNotFound(session_id) from error
-
-        await self._write(claim)
+        await self._write(
+            lambda c: pg_keys.claim_key(
+                c, client, key, fingerprint=fingerprint, session_id=session_id, at=at
+            )
+        )
 
     async def save_idempotent_response(self, client: str, key: str, response: str) -> None:
         """Store the reply a key answered with (once; a stored reply is never replaced)."""
-        await self._write(
-            lambda c: c.execute(
-                "UPDATE idempotency_keys SET response = $1 WHERE client = $2 AND key = $3"
-                " AND response IS NULL",
-                response,
-                client,
-                key,
-            )
-        )
+        await self._write(lambda c: pg_keys.save_response(c, client, key, response))
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -385,24 +290,6 @@ class PostgresStore:
         and one round trip."""
         row = await self._call(lambda c: c.fetchrow(_WITH_MESSAGES.format(select=select), *args))
         return None if row is None else consultation_from_row(row, row["messages"])
-
-    async def _write(
-        self, work: Callable[[asyncpg.Connection], Awaitable[T]], *, consultation: str = ""
-    ) -> T:
-        """Run `work` in one transaction: all of it is committed, or nothing.
-
-        Writes to one consultation from this process commit in the order they were made
-        (a FIFO lock per consultation id), as they would through one connection.
-        """
-
-        async def in_transaction(connection: asyncpg.Connection) -> T:
-            async with connection.transaction():
-                return await work(connection)
-
-        if not consultation:
-            return await self._call(in_transaction)
-        async with self._tracked(), self._ordered.hold(consultation):
-            return await self._call(in_transaction)
 
     async def _append(self, append: Append) -> Appended:
         """One message appended, in this process's order for its consultation.
@@ -421,30 +308,6 @@ class PostgresStore:
         finally:
             self._leave()
 
-    async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
-        async with self._tracked():
-            return await call(self._pool, work)
-
-    @asynccontextmanager
-    async def _tracked(self) -> AsyncIterator[None]:
-        """Count a call from when it is made, so `close` waits for it; refuse one after."""
-        self._enter()
-        try:
-            yield
-        finally:
-            self._leave()
-
-    def _enter(self) -> None:
-        if self._closed and self._in_flight == 0:
-            raise StoreUnavailable("the store is closed")
-        self._in_flight += 1
-        self._idle.clear()
-
-    def _leave(self) -> None:
-        self._in_flight -= 1
-        if self._in_flight == 0:
-            self._idle.set()
-
 
 async def _update(connection: asyncpg.Connection, consultation_id: str, **columns: Any) -> None:
     """UPDATE the given columns (fixed names from this module, never user input)."""
@@ -456,8 +319,3 @@ async def _update(connection: asyncpg.Connection, consultation_id: str, **column
     )
     if updated is None:
         raise SessionNotFound(consultation_id)
-
-
-async def _count(connection: asyncpg.Connection, statement: str, *args: Any) -> int:
-    status = await connection.execute(statement, *args)
-    return int(status.rsplit(" ", 1)[-1])

@@ -1,0 +1,94 @@
+"""The PostgreSQL store's upkeep writes: re-keying a chat, expiring and purging
+consultations, and remembering the webhook's Telegram update ids.
+
+Each function is given a connection inside the transaction the store opened for the
+call (`PostgresStore` owns transactions and the order of writes), so all of a call's
+statements are committed together, or none.
+
+Invariants:
+- Every statement is parameterised.
+- `move_chat`: the new key's own data wins. Its ACTIVE consultation stays the only
+  ACTIVE one (the old key's is reset first: at most one ACTIVE per chat key), and its
+  settings are kept (the old key's are dropped).
+- `expire_idle` leaves the last activity as it was: retention counts from the last real
+  activity, not from the expiry.
+- `purge` deletes only ended consultations; their messages and idempotency keys go with
+  them (`ON DELETE CASCADE`), chat settings stay.
+- `remember_update` answers "new" once per update id and keeps ids within the bounds of
+  `storage.updates` (`KEEP_SECONDS`, `KEEP_IDS`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from storage.updates import KEEP_IDS, KEEP_SECONDS
+
+
+async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) -> int:
+    """Re-key a chat's consultations and settings; the number of consultations moved."""
+    if await connection.fetchval(
+        "SELECT 1 FROM consultations WHERE chat_key = $1 AND status = 'active'", new_key
+    ):
+        await connection.execute(
+            "UPDATE consultations SET status = 'reset' WHERE chat_key = $1 AND status = 'active'",
+            old_key,
+        )
+    moved = await connection.fetchval(
+        "WITH moved AS (UPDATE consultations SET chat_key = $1 WHERE chat_key = $2"
+        " RETURNING 1) SELECT count(*) FROM moved",
+        new_key,
+        old_key,
+    )
+    await connection.execute(
+        "UPDATE chat_settings SET chat_key = $1 WHERE chat_key = $2 AND NOT EXISTS"
+        " (SELECT 1 FROM chat_settings WHERE chat_key = $1)",
+        new_key,
+        old_key,
+    )
+    await connection.execute("DELETE FROM chat_settings WHERE chat_key = $1", old_key)
+    return int(moved)
+
+
+async def expire_idle(connection: asyncpg.Connection, inactive_since: float) -> int:
+    """Expire the ACTIVE consultations last active before `inactive_since`; how many."""
+    return await _count(
+        connection,
+        "UPDATE consultations SET status = 'expired'"
+        " WHERE status = 'active' AND last_activity_at < $1",
+        inactive_since,
+    )
+
+
+async def purge(connection: asyncpg.Connection, older_than: float) -> int:
+    """Delete the ended consultations last active before `older_than`; how many."""
+    return await _count(
+        connection,
+        "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < $1",
+        older_than,
+    )
+
+
+async def remember_update(connection: asyncpg.Connection, update_id: int, received: float) -> bool:
+    """Record `update_id`; True if it was not recorded yet. Drops ids out of both bounds."""
+    new = await connection.fetchval(
+        "INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
+        " ON CONFLICT (update_id) DO NOTHING RETURNING 1",
+        update_id,
+        received,
+    )
+    await connection.execute(
+        "DELETE FROM telegram_updates WHERE received_at < $1", received - KEEP_SECONDS
+    )
+    await connection.execute(
+        "DELETE FROM telegram_updates WHERE update_id <= $1", update_id - KEEP_IDS
+    )
+    return new is not None
+
+
+async def _count(connection: asyncpg.Connection, statement: str, *args: Any) -> int:
+    """Run `statement`; the number of rows it touched (from the command tag)."""
+    status = await connection.execute(statement, *args)
+    return int(status.rsplit(" ", 1)[-1])
