@@ -148,7 +148,7 @@ class ChatEndpoints:
         """Read a session back: status, round, limit and messages."""
         try:
             session_id = str(uuid.UUID(request.match_info["session_id"]))
-            consultation = await self._service.get_session(session_id)
+            consultation = await self._service.sessions.get_session(session_id)
         except (ValueError, ConsultationError):
             raise ApiError("SESSION_NOT_FOUND", "session not found") from None
         view = SessionView.from_consultation(consultation)
@@ -254,7 +254,7 @@ class ChatEndpoints:
         return Message(read.stored_text, read)
 
     async def _open(self, body: ChatRequest, text: str) -> str:
-        return await self._service.open_session(
+        return await self._service.sessions.open_session(
             text,
             max_rounds=body.max_rounds or 1,
             system_prompt=body.system_prompt,
@@ -264,16 +264,16 @@ class ChatEndpoints:
     async def _vet(self, session_id: str, body: ChatRequest) -> None:
         """Check an existing session can take this round (and re-limit it if asked)."""
         if body.max_rounds is not None:
-            await self._service.set_session_max_rounds(session_id, body.max_rounds)
+            await self._service.sessions.set_session_max_rounds(session_id, body.max_rounds)
         else:
-            await self._service.check_session(session_id)
+            await self._service.sessions.check_session(session_id)
 
     async def _answer(
         self, turn: Turn, session_id: str, message: Message, flight: Flight | None
     ) -> None:
         on_text = turn.relay.on_text if turn.relay is not None else None
         try:
-            reply = await self._service.continue_session(
+            reply = await self._service.sessions.continue_session(
                 session_id, message.text, images=message.images, on_text=on_text
             )
         except Exception as exc:

@@ -65,7 +65,7 @@ async def recover(
     flight: Flight | None,
 ) -> bool:
     """Replay a round the key's earlier attempt got answered without recording the reply."""
-    consultation = await service.get_session(session_id)
+    consultation = await service.sessions.get_session(session_id)
     answered = answered_round(
         consultation, text, since=turn.claimed_at, default_model=service.config.model
     )

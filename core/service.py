@@ -3,7 +3,8 @@
 It runs a chat's turns and settings itself and leaves the parts of a turn to its
 collaborators: `core.user_turns` (the consultation a message goes to, and the message
 committed before the model is called), `core.answering` (the model's reply, stored once)
-and `core.sessions` (the HTTP API's sessions). Each states the invariants it keeps.
+and `core.sessions` (the HTTP API's sessions, reached as `service.sessions`). Each states
+the invariants it keeps.
 
 Invariants it keeps:
 - calls for one chat key run strictly one after another; other keys run in parallel;
@@ -25,7 +26,7 @@ from core.answering import Answerer, OnText
 from core.attachments import Image
 from core.errors import InvalidMaxRounds, NoActiveConsultation, NothingToRetry, UnknownRole
 from core.final_now import request_text, user_language
-from core.models import ChatSettings, Consultation, ModelOptions, Status
+from core.models import ChatSettings, Status
 from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore
 from core.prompts import PromptLibrary, RoleInfo
@@ -61,7 +62,8 @@ class ConsultationService:
         self._locks = locks
         self._user_turns = UserTurns(store, config)
         self._answerer = Answerer(store, StoppableCompleter(completer), prompts, config, clock)
-        self._sessions = ApiSessions(
+        # API sessions (`service.sessions.start_session(...)` and the rest).
+        self.sessions = ApiSessions(
             store,
             config,
             clock,
@@ -261,66 +263,6 @@ class ConsultationService:
         )
         purged = await self._store.purge(older_than=now - retention_seconds)
         return expired, purged
-
-    # -- API sessions (`core.sessions.ApiSessions` holds them) ----------------------------
-
-    async def start_session(
-        self,
-        text: str,
-        *,
-        max_rounds: int = 1,
-        system_prompt: str | None = None,
-        options: ModelOptions | None = None,
-        on_text: OnText | None = None,
-        images: Sequence[Image] = (),
-    ) -> Reply:
-        """Open an API session (one consultation per session id) and answer round 1."""
-        return await self._sessions.start_session(
-            text,
-            max_rounds=max_rounds,
-            system_prompt=system_prompt,
-            options=options,
-            on_text=on_text,
-            images=images,
-        )
-
-    async def continue_session(
-        self,
-        session_id: str,
-        text: str,
-        *,
-        on_text: OnText | None = None,
-        images: Sequence[Image] = (),
-    ) -> Reply:
-        """Answer the next round of an API session (`images`: this round's, as in `ask`)."""
-        return await self._sessions.continue_session(
-            session_id, text, on_text=on_text, images=images
-        )
-
-    async def open_session(
-        self,
-        text: str,
-        *,
-        max_rounds: int = 1,
-        system_prompt: str | None = None,
-        options: ModelOptions | None = None,
-    ) -> str:
-        """Create an API session holding `text` as its open turn, without calling the model."""
-        return await self._sessions.open_session(
-            text, max_rounds=max_rounds, system_prompt=system_prompt, options=options
-        )
-
-    async def get_session(self, session_id: str) -> Consultation:
-        """An API session as stored, whatever its status, to read back (never changes it)."""
-        return await self._sessions.get_session(session_id)
-
-    async def check_session(self, session_id: str) -> Consultation:
-        """The API session if it can take another round; raises like `continue_session`."""
-        return await self._sessions.check_session(session_id)
-
-    async def set_session_max_rounds(self, session_id: str, value: int) -> int:
-        """Change an API session's round limit (like /rounds); returns the limit applied."""
-        return await self._sessions.set_session_max_rounds(session_id, value)
 
     # -- internals -------------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ async def test_a_round_answered_by_another_worker_is_409_conflict(
         worker = ConsultationService(
             api.store, other, PromptLibrary(), EngineConfig(model="m"), locks=KeyedLock()
         )
-        won = await worker.continue_session(session_id, "In May")
+        won = await worker.sessions.continue_session(session_id, "In May")
     finally:
         await other.close()
     held.set()
@@ -57,7 +57,7 @@ async def test_a_round_answered_by_another_worker_is_409_conflict(
     assert response.status == 409
     body = await response.json()
     assert (body["code"], body["sessionId"]) == ("CONFLICT", session_id)
-    stored = await api.service.get_session(session_id)
+    stored = await api.service.sessions.get_session(session_id)
     assert stored.current_round == won.round == 2
     assert "this reply loses" not in [m.text for m in stored.messages]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

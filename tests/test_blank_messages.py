@@ -70,10 +70,10 @@ async def test_service_refuses_invisible_text_and_stores_nothing(
         await consultations.ask("tg:1", text)
     assert await store.load_active("tg:1") is None
     with pytest.raises(EmptyMessage):
-        await consultations.open_session(text)
-    session = await consultations.open_session("A real question")
+        await consultations.sessions.open_session(text)
+    session = await consultations.sessions.open_session("A real question")
     with pytest.raises(EmptyMessage):
-        await consultations.continue_session(session, text)
+        await consultations.sessions.continue_session(session, text)
     stored = await store.get(session)
     assert stored is not None and [m.text for m in stored.messages] == ["A real question"]
     assert model_server.requests == []

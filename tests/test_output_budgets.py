@@ -69,9 +69,9 @@ async def test_an_api_sessions_max_tokens(
     the question budget."""
     service = engine(max_tokens=2048, question_max_tokens=400)
 
-    reply = await service.start_session(
+    reply = await service.sessions.start_session(
         "Plan my running", max_rounds=2, options=ModelOptions(max_tokens=max_tokens)
     )
-    await service.continue_session(reply.consultation_id, "35, 5K in 3 months")
+    await service.sessions.continue_session(reply.consultation_id, "35, 5K in 3 months")
 
     assert sent_budgets(model_server) == expected

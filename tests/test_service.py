@@ -338,31 +338,31 @@ async def test_blank_text_is_refused(
     with pytest.raises(EmptyMessage):
         await service.ask(KEY, text)
     with pytest.raises(EmptyMessage):
-        await service.start_session(text)
+        await service.sessions.start_session(text)
     assert await store.load_active(KEY) is None
     assert model.requests == []
 
 
 async def test_api_sessions(service: ConsultationService, model: FakeModelServer) -> None:
     """API sessions: continue by id, refuse unknown ids and completed dialogs."""
-    first = await service.start_session(
+    first = await service.sessions.start_session(
         "Plan my trip", max_rounds=2, system_prompt="You are a guide"
     )
     assert (first.round, first.is_complete) == (1, False)
     assert "You are a guide" in system_of(model)
-    second = await service.continue_session(first.consultation_id, "Two weeks in May")
+    second = await service.sessions.continue_session(first.consultation_id, "Two weeks in May")
     assert (second.round, second.is_complete) == (2, True)
     with pytest.raises(DialogCompleted):
-        await service.continue_session(first.consultation_id, "more")
+        await service.sessions.continue_session(first.consultation_id, "more")
     with pytest.raises(SessionNotFound):
-        await service.continue_session("00000000-0000-0000-0000-000000000000", "hi")
+        await service.sessions.continue_session("00000000-0000-0000-0000-000000000000", "hi")
 
 
 async def test_single_round_api_session_is_final_at_once(
     service: ConsultationService, model: FakeModelServer
 ) -> None:
     """Without maxRounds (1) the first reply is the final answer."""
-    reply = await service.start_session("Quick question")
+    reply = await service.sessions.start_session("Quick question")
     assert reply.is_final and reply.is_complete and reply.round == 1
     assert "round 1 of 1" in system_of(model)
 
@@ -373,7 +373,7 @@ async def test_truncated_final_answer_is_continued(
     """A final answer cut by the token limit is continued and merged into the whole text."""
     model.enqueue("Step one: warm up. Step two:", finish_reason="length")
     model.enqueue(" lift.", finish_reason="stop")
-    reply = await service.start_session("How to train?")
+    reply = await service.sessions.start_session("How to train?")
     assert reply.text == "Step one: warm up. Step two: lift."
     assert Notice.ANSWER_INCOMPLETE not in reply.notices
     continuation = messages_of(model)
@@ -416,7 +416,7 @@ async def test_blank_text_opens_no_api_session(
 ) -> None:
     """A blank first API message stores no session at all."""
     with pytest.raises(EmptyMessage):
-        await service.open_session(" ")
+        await service.sessions.open_session(" ")
     assert consultation_count(tmp_path) == 0 and model.requests == []
 
 
@@ -523,7 +523,7 @@ async def test_json_answer_continued_with_a_restated_fence_is_one_object(
     is merged into one valid object without repairs."""
     model.enqueue('```json\n{"city": "Rome", "note": "book ea', finish_reason="length")
     model.enqueue('```json\nrly"}\n```')
-    reply = await service.start_session("Plan", options=ModelOptions(output_format="json"))
+    reply = await service.sessions.start_session("Plan", options=ModelOptions(output_format="json"))
     assert reply.json_valid is True
     assert json.loads(reply.text) == {"city": "Rome", "note": "book early"}
 
@@ -535,11 +535,11 @@ async def test_api_cannot_reach_a_telegram_consultation(
     is refused as unknown, and the consultation is left as it was."""
     chat = await service.ask(KEY, "Private matter")
     with pytest.raises(SessionNotFound):
-        await service.continue_session(chat.consultation_id, "let me in")
+        await service.sessions.continue_session(chat.consultation_id, "let me in")
     with pytest.raises(SessionNotFound):
-        await service.check_session(chat.consultation_id)
+        await service.sessions.check_session(chat.consultation_id)
     with pytest.raises(SessionNotFound):
-        await service.set_session_max_rounds(chat.consultation_id, 1)
+        await service.sessions.set_session_max_rounds(chat.consultation_id, 1)
     after = await store.get(chat.consultation_id)
     assert after is not None and (after.max_rounds, after.current_round) == (3, 1)
     assert [m.text for m in after.messages] == ["Private matter", "Reply to: Private matter"]
@@ -551,14 +551,14 @@ async def test_api_session_expires_after_the_ttl(
 ) -> None:
     """An API session idle for exactly the TTL still continues; one idle longer is refused
     as expired (and marked so), and the late message is not stored."""
-    first = await service.start_session("Plan my trip", max_rounds=3)
+    first = await service.sessions.start_session("Plan my trip", max_rounds=3)
     clock.now += TTL
-    await service.continue_session(first.consultation_id, "Two weeks")
+    await service.sessions.continue_session(first.consultation_id, "Two weeks")
     clock.now += TTL + 1
     with pytest.raises(SessionNotFound, match="expired"):
-        await service.continue_session(first.consultation_id, "Too late")
+        await service.sessions.continue_session(first.consultation_id, "Too late")
     with pytest.raises(SessionNotFound):
-        await service.check_session(first.consultation_id)
+        await service.sessions.check_session(first.consultation_id)
     expired = await store.get(first.consultation_id)
     assert expired is not None and expired.status is Status.EXPIRED
     assert "Too late" not in [m.text for m in expired.messages]

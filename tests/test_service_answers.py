@@ -133,7 +133,7 @@ async def test_a_huge_message_keeps_the_model_request_bounded(
     message = "START " + "Details about the setup. " * 36_000 + "END"
     model.enqueue("Here is the plan.")
 
-    await service.start_session(message, max_rounds=1)
+    await service.sessions.start_session(message, max_rounds=1)
 
     body = model.requests[-1]
     contents = [m["content"] for m in body["messages"]]

@@ -77,12 +77,12 @@ async def test_an_api_session_sends_round_ones_images(
     service: ConsultationService, model: FakeModelServer
 ) -> None:
     """start_session answers round 1 with its images; the open turn is stored once."""
-    reply = await service.start_session(LEAF.stored_text, max_rounds=2, images=LEAF.images)
+    reply = await service.sessions.start_session(LEAF.stored_text, max_rounds=2, images=LEAF.images)
 
     assert user_images(model, 0) == [
         [{"type": "image_url", "image_url": {"url": PHOTO.data_url()}}]
     ]
-    session = await service.get_session(reply.consultation_id)
+    session = await service.sessions.get_session(reply.consultation_id)
     assert [m.text for m in session.messages if m.role is Role.USER] == [LEAF.stored_text]
 
 
