@@ -34,7 +34,7 @@ from aiohttp import web
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.serving import LocalServer
-from tests.test_entrypoint import BotProcess, clean_env
+from tests.test_entrypoint import BotProcess, fakes_env
 
 SECRET = "cluster-webhook-secret"
 PATH = "/telegram/webhook"
@@ -73,11 +73,6 @@ def worker_env(
     """A worker's settings: webhook mode on `port` (or polling), the API when asked."""
     values = {
         "TELEGRAM_BOT_TOKEN": token,
-        "TELEGRAM_API_BASE_URL": bot_api.base_url,
-        "OPENAI_API_KEY": "test-key",
-        "OPENAI_BASE_URL": model_server.base_url,
-        "LLM_MODEL": "test-model",
-        "LLM_MAX_RETRIES": "0",
         "DATABASE_URL": database_url,
         # Few connections per worker: the database's 100 are shared by every test run on
         # this machine, and a worker past the limit answers "try again later".
@@ -93,7 +88,7 @@ def worker_env(
     if api:
         values["API_ENABLED"] = "true"
         values["API_TOKEN"] = API_TOKEN
-    return clean_env(home, **values)
+    return fakes_env(home, bot_api, model_server, **values)
 
 
 @dataclass

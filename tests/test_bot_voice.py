@@ -28,7 +28,7 @@ from tests.bot_harness import (
     mention,
     started_bot,
 )
-from tests.fakes.bot_api import TOKEN, FakeBotApi
+from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
     FakeTranscriptionServer,
@@ -36,7 +36,7 @@ from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
 )
 from tests.postgres import postgres_url  # noqa: F401 - a fixture
 from tests.test_entrypoint import USER as PROCESS_USER
-from tests.test_entrypoint import BotProcess, answered, clean_env
+from tests.test_entrypoint import BotProcess, answered, fakes_env
 from tests.test_workers_e2e import PATH as WEBHOOK_PATH
 from tests.test_workers_e2e import SECRET as WEBHOOK_SECRET
 from tests.test_workers_e2e import free_port, post
@@ -251,14 +251,10 @@ async def start_process(
     started: list[BotProcess] = []
 
     async def start(**settings: str) -> BotProcess:
-        env = clean_env(
+        env = fakes_env(
             tmp_path,
-            TELEGRAM_BOT_TOKEN=TOKEN,
-            TELEGRAM_API_BASE_URL=bot_api.base_url,
-            OPENAI_API_KEY="test-key",
-            OPENAI_BASE_URL=model_server.base_url,
-            LLM_MODEL="test-model",
-            LLM_MAX_RETRIES="0",
+            bot_api,
+            model_server,
             TRANSCRIPTION_MODEL="whisper-1",
             TRANSCRIPTION_BASE_URL=transcription_server.base_url,
             DB_PATH=str(tmp_path / "bot.sqlite3"),

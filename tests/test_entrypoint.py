@@ -31,6 +31,22 @@ def clean_env(home: Path, **values: str) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), **values}
 
 
+def fakes_env(
+    home: Path, bot_api: FakeBotApi, model_server: FakeModelServer, **values: str
+) -> dict[str, str]:
+    """`clean_env` for a bot talking to the test's fake Bot API and model server (no SDK
+    retries), plus the given settings (which win)."""
+    fakes = {
+        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "TELEGRAM_API_BASE_URL": bot_api.base_url,
+        "OPENAI_API_KEY": "test-key",
+        "OPENAI_BASE_URL": model_server.base_url,
+        "LLM_MODEL": "test-model",
+        "LLM_MAX_RETRIES": "0",
+    }
+    return clean_env(home, **(fakes | values))
+
+
 def run_bot_sync(tmp_path: Path, **values: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bot"],
@@ -132,16 +148,7 @@ async def start_bot(
 ) -> AsyncIterator[StartBot]:
     """Start `python -m bot` against the fakes, on one database file; kill leftovers at the end."""
     started: list[BotProcess] = []
-    env = clean_env(
-        tmp_path,
-        TELEGRAM_BOT_TOKEN=TOKEN,
-        TELEGRAM_API_BASE_URL=bot_api.base_url,
-        OPENAI_API_KEY="test-key",
-        OPENAI_BASE_URL=model_server.base_url,
-        LLM_MODEL="test-model",
-        LLM_MAX_RETRIES="0",
-        DB_PATH=str(tmp_path / "bot.sqlite3"),
-    )
+    env = fakes_env(tmp_path, bot_api, model_server, DB_PATH=str(tmp_path / "bot.sqlite3"))
 
     async def start() -> BotProcess:
         started.append(await BotProcess.launch(env, tmp_path / f"bot{len(started)}.log", tmp_path))

@@ -19,10 +19,10 @@ import aiohttp
 import pytest_asyncio
 
 from storage.pg_inbox import PostgresInbox
-from tests.fakes.bot_api import TOKEN, FakeBotApi
+from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
-from tests.test_entrypoint import BotProcess, clean_env
+from tests.test_entrypoint import BotProcess, fakes_env
 
 USER = 601
 SECRET = "e2e-webhook-secret"
@@ -44,14 +44,10 @@ async def worker(
 ) -> AsyncIterator[tuple[BotProcess, int]]:
     """One worker process in webhook mode on the test's schema; killed if still running."""
     port = free_port()
-    env = clean_env(
+    env = fakes_env(
         tmp_path,
-        TELEGRAM_BOT_TOKEN=TOKEN,
-        TELEGRAM_API_BASE_URL=bot_api.base_url,
-        OPENAI_API_KEY="test-key",
-        OPENAI_BASE_URL=model_server.base_url,
-        LLM_MODEL="test-model",
-        LLM_MAX_RETRIES="0",
+        bot_api,
+        model_server,
         DATABASE_URL=postgres_url,
         WEBHOOK_URL="https://bot.example.com" + PATH,
         WEBHOOK_SECRET=SECRET,
