@@ -10,7 +10,7 @@ Invariants:
   being written are written together by the next statement (one round trip and one
   commit for all of them); each caller returns only once its own row is committed.
   The ids are kept as long as the store keeps them (`storage.updates` bounds).
-- A row stays until `done` (or `finish`) deletes it: a worker that dies mid-update leaves
+- A row stays until `finish` deletes it: a worker that dies mid-update leaves
   its row for another worker (at least once).
 - Rows of one chat come out lowest update_id first (`next`, `finish`); which worker works a chat is
   decided elsewhere (an advisory lock per chat), not here.
@@ -142,13 +142,9 @@ class PostgresInbox:
         first = {str(row["chat_key"]): _row(row) for row in rows}
         return [first.get(chat) for chat in chats]
 
-    async def done(self, update_id: int) -> None:
-        """The update was handled: delete its row (its id stays recorded)."""
-        await self._call(lambda c: c.execute("DELETE FROM inbox WHERE update_id = $1", update_id))
-
     async def finish(self, update_id: int, chat_key: str) -> Row | None:
-        """`done(update_id)`, then the chat's next waiting row (with the finishes made
-        meanwhile, in one statement)."""
+        """The update was handled: delete its row (its id stays recorded) and return the
+        chat's next waiting row (with the finishes made meanwhile, in one statement)."""
         return await self._finish((update_id, chat_key))
 
     async def _finish_batch(self, batch: Sequence[tuple[int, str]]) -> list[Row | None]:
@@ -222,14 +218,6 @@ _PUT_MANY = (
     " SELECT i.update_id, i.chat_key, i.payload, $4 FROM incoming i"
     " JOIN recorded USING (update_id) RETURNING update_id, chat_key)"
     " SELECT update_id, pg_notify($7, chat_key) FROM queued"
-)
-_REMEMBER = (
-    # Record the id as received ($1 id, $2 now), pruning as above ($3 seconds, $4 ids).
-    "WITH recorded AS (INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
-    " ON CONFLICT (update_id) DO NOTHING RETURNING update_id),"
-    " too_old AS (DELETE FROM telegram_updates WHERE received_at < $2 - $3),"
-    " too_far AS (DELETE FROM telegram_updates WHERE update_id <= $1 - $4)"
-    " SELECT count(*) FROM recorded"
 )
 _FINISH_MANY = (
     # Delete the handled rows ($1) and read the next row of each of their chats ($2, one

@@ -41,7 +41,7 @@ async def test_an_update_is_accepted_once_even_after_it_was_handled(
     assert await first.depth() == 1
     row = await first.next("tg:1")
     assert row is not None and row[:2] == (10, '{"update_id": 10}')
-    await first.done(10)
+    await first.finish(10, "tg:1")
     assert await first.depth() == 0
     assert await second.put(10, "tg:1", '{"update_id": 10}') is False
     assert await first.next("tg:1") is None
@@ -57,7 +57,7 @@ async def test_a_chat_gives_its_rows_lowest_update_id_first(
     seen = []
     while (row := await second.next("tg:1")) is not None:
         seen.append(row[:2])
-        await second.done(row.update_id)
+        await second.finish(row.update_id, "tg:1")
     assert seen == [(11, "u11"), (12, "u12"), (13, "u13")]
     other = await first.next("tg:2")
     assert other is not None and other[:2] == (5, "u5")
@@ -154,7 +154,7 @@ async def test_puts_made_together_are_each_answered_for_their_own_id(
     for chat in ["tg:0", "tg:1", "tg:2", "tg:3", "tg:4", "tg:7"]:
         while (row := await first.next(chat)) is not None:
             order.append(row.update_id)
-            await first.done(row.update_id)
+            await first.finish(row.update_id, chat)
     assert sorted(order) == list(range(40))
 
 

@@ -149,7 +149,7 @@ async def test_one_leader_polls_and_another_takes_over_when_it_dies(
     taken = []
     while (row := await follower.inbox.next("tg:801")) is not None:
         taken.append(row[0])
-        await follower.inbox.done(row[0])
+        await follower.inbox.finish(row[0], "tg:801")
     assert taken == pushed
     assert dict(follower.accepted) == dict.fromkeys(pushed, 1)
     assert follower.offered[pushed[2]] == 2  # fetched again by the new leader, refused
