@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from core.attachments import DOCUMENT_BLOCK, without_document_bodies
+from core.attachments import DOCUMENT_BLOCK, document_names, without_document_bodies
 from core.excerpt import excerpt
 from core.models import Message, Role
 
@@ -52,11 +52,11 @@ MIN_KEPT_CHARS = 1000
 """A kept message is never cut below this, however small the budget: a message that
 short is cheap, and cutting it further would lose its point."""
 ORDINARY_MESSAGE_CHARS = 4000
+"""User messages up to this long (MAX_INPUT_CHARS' default) are never shortened while a
+reply of the model can be left out instead."""
 CUT_NOTE_CHARS = 100
 """Room for the note a document's reader adds when it cut the text: the documents'
 allowance counts their text, not their delimiters or that note."""
-"""User messages up to this long (MAX_INPUT_CHARS' default) are never shortened while a
-reply of the model can be left out instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +84,7 @@ class _Turn:
     content: str
     sources: int  # how many stored messages it stands for
     named: str | None = None  # `content` with its document bodies replaced by references
+    documents: int = 0  # how many document blocks `named` stands in for
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +122,15 @@ def build_model_messages(
     if not turns:
         return [system]
     documents = _RequestDocuments.take(turns[0], documents_budget_chars, excerpt_note)
-    sizes = [len(turn.content) for turn in turns]
-    if len(system_prompt) + sum(sizes) <= budget_chars and not documents.cut:
+    size = len(system_prompt) + sum(len(turn.content) for turn in turns)
+    if size <= budget_chars and not documents.cut:
         turns[0].content = documents.put_back(turns[0].content)
         return [system, *({"role": t.role.value, "content": t.content} for t in turns)]
 
     note_size = _NoteSizes(omission_note)
     room = budget_chars - len(system_prompt)
     for plan in _plans(turns):
-        share, omissions = _fit(turns, sizes, plan, room, note_size, documents.cut)
+        share, omissions = _fit(turns, plan, room, note_size, documents.cut)
         if share is not None:
             break
     else:
@@ -226,8 +227,9 @@ def _merge(history: Sequence[Message], *, is_group: bool) -> list[_Turn]:
             turns.append(_Turn(message.role, text, 1))
     users = [i for i, turn in enumerate(turns) if turn.role is Role.USER]
     for index in users[1:-1]:  # neither the original request nor the latest message
-        if DOCUMENT_BLOCK.search(turns[index].content):
+        if count := len(document_names(turns[index].content)):
             turns[index].named = without_document_bodies(turns[index].content)
+            turns[index].documents = count
     return turns
 
 
@@ -265,7 +267,6 @@ def _plans(turns: list[_Turn]) -> Iterator[_Plan]:
 
 def _fit(
     turns: list[_Turn],
-    sizes: list[int],
     plan: _Plan,
     room: int,
     note_size: Callable[[Omissions], int],
@@ -275,11 +276,11 @@ def _fit(
     when the plan does not fit `room` even with them at `MIN_KEPT_CHARS`; and what the
     plan gives up (`cut_documents`: the request's documents cut to their allowance)."""
     kept = set(plan.kept)
-    sizes = [len(_content(turn, i, plan)) for i, turn in enumerate(turns)] if plan.named else sizes
+    sizes = [len(_content(turn, i, plan)) for i, turn in enumerate(turns)]
     left_out = [i for i in range(len(turns)) if i not in kept]
     replies = sum(turns[i].sources for i in left_out if turns[i].role is Role.ASSISTANT)
     messages = sum(turns[i].sources for i in left_out if turns[i].role is Role.USER)
-    named = sum(DOCUMENT_BLOCK.subn("", turns[i].content)[1] for i in plan.named & kept)
+    named = sum(turns[i].documents for i in plan.named & kept)
     merges = sum(
         1 for a, b in zip(plan.kept, plan.kept[1:], strict=False) if turns[a].role is turns[b].role
     )

@@ -75,15 +75,11 @@ class ConsultationStore(Protocol):
     async def load_turn(
         self, chat_key: str, turn_id: str | None
     ) -> tuple[TurnRecord | None, Consultation | None]:
-        """`find_turn(chat_key, turn_id)` (None without a turn id) and `load_active(chat_key)`
-        in one read, from one snapshot: what a new turn needs to know first."""
-        ...
-
-    async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
-        """The chat's consultation (any status, messages included) holding a user message
-        stored with `turn_id`, with the reply that followed it (`core.models.locate_turn`);
-        None when the chat has no such message. Read from one snapshot.
-        """
+        """What a new turn needs to know first, in one read from one snapshot: the chat's
+        consultation (any status, messages included) holding a user message stored with
+        `turn_id`, with the reply that followed it (`core.models.locate_turn`) — None
+        without a turn id or when the chat has no such message; and, when no turn was
+        found, the chat's ACTIVE consultation (`load_active`)."""
         ...
 
     async def create(self, consultation: Consultation) -> None:

@@ -41,7 +41,6 @@ from core.models import (
     Message,
     Status,
     TurnRecord,
-    locate_turn,
 )
 from storage import pg_keys, pg_upkeep
 from storage.idempotency import KeyRecord
@@ -67,15 +66,6 @@ PING_TIMEOUT = 2.0
 _WITH_MESSAGES = (
     f"SELECT found.*, ARRAY(SELECT ROW({MESSAGE_READ_COLUMNS}) FROM messages m"
     " WHERE m.consultation_id = found.id ORDER BY m.seq) AS messages FROM ({select}) AS found"
-)
-# The consultation of the chat holding a user message with a turn id (found through the
-# partial index on turn_id; an update is handled in one chat, so at most one matches).
-_SELECT_TURN = (
-    "SELECT c.id, c.chat_key, c.status, c.max_rounds, c.current_round, c.initial_request,"
-    " c.role, c.system_prompt, c.options, c.created_at, c.last_activity_at, c.started_by"
-    " FROM messages m JOIN consultations c ON c.id = m.consultation_id"
-    " WHERE m.turn_id = $1 AND m.role = 'user' AND c.chat_key = $2"
-    " ORDER BY c.created_at DESC LIMIT 1"
 )
 _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
 
@@ -125,12 +115,6 @@ class PostgresStore(StoreCalls):
         meanwhile by other chats)."""
         async with self._tracked():
             return await self._turns((chat_key, turn_id))
-
-    async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
-        """The consultation holding the turn and its reply, from one snapshot."""
-
-        consultation = await self._load(_SELECT_TURN, turn_id, chat_key)
-        return None if consultation is None else locate_turn(consultation, turn_id)
 
     async def latest_status(self, chat_key: str) -> Status | None:
         value = await self._call(

@@ -154,12 +154,6 @@ class SqliteStore:
             functools.partial(sql.load_by_id, consultation_id=consultation_id)
         )
 
-    async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
-        """The consultation holding the turn and its reply, from one read transaction."""
-        return await self._reader.run(
-            functools.partial(sql.find_turn, chat_key=chat_key, turn_id=turn_id)
-        )
-
     async def load_turn(
         self, chat_key: str, turn_id: str | None
     ) -> tuple[TurnRecord | None, Consultation | None]:

@@ -26,7 +26,7 @@ async def handle_again(bot: RunningBot, update: dict[str, Any]) -> None:
 
 async def user_turns(bot: RunningBot) -> list[tuple[str, str | None]]:
     """Every user message of the chat's latest consultation with its turn id."""
-    found = await bot.runtime.store.find_turn(f"tg:{CHAT}", "tg:1")
+    found = (await bot.runtime.store.load_turn(f"tg:{CHAT}", "tg:1"))[0]
     assert found is not None
     return [(m.text, m.turn_id) for m in found.consultation.messages if m.role.value == "user"]
 

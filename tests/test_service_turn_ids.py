@@ -62,7 +62,7 @@ def service(store: SqliteStore, completer: OpenAICompleter) -> ConsultationServi
 
 async def history(store: SqliteStore) -> list[tuple[Role, str, str | None]]:
     """Every message of the chat's latest consultation: role, text, turn id."""
-    found = await store.find_turn(KEY, "tg:1")
+    found = (await store.load_turn(KEY, "tg:1"))[0]
     assert found is not None
     return [(m.role, m.text, m.turn_id) for m in found.consultation.messages]
 
@@ -239,10 +239,6 @@ class CountingStore:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
-
-    async def find_turn(self, chat_key: str, turn_id: str) -> TurnRecord | None:
-        self.lookups += 1
-        return await self._inner.find_turn(chat_key, turn_id)
 
     async def load_turn(
         self, chat_key: str, turn_id: str | None

@@ -638,7 +638,7 @@ async def test_find_turn_unanswered_is_the_open_turn(store: Store) -> None:
     """A turn stored but not answered: its consultation, the message, no reply, no round."""
     consultation = make(messages=[Message(Role.USER, "first", 1.0, turn_id="tg:7")])
     await store.create(consultation)
-    found = await store.find_turn("chat:1", "tg:7")
+    found = (await store.load_turn("chat:1", "tg:7"))[0]
     assert found is not None
     assert found.consultation == consultation
     assert found.message.text == "first"
@@ -660,7 +660,7 @@ async def test_find_turn_answered_gives_the_reply_that_followed(store: Store) ->
     )
     await reply(store, consultation.id, "question 3?", expected=2, at=6.0)
 
-    found = await store.find_turn("chat:1", "tg:2")
+    found = (await store.load_turn("chat:1", "tg:2"))[0]
     assert found is not None
     assert found.consultation.id == consultation.id
     assert found.consultation.current_round == 3
@@ -683,7 +683,7 @@ async def test_find_turn_in_a_completed_consultation(store: Store) -> None:
     )
     await store.create(make(messages=[Message(Role.USER, "new one", 3.0, turn_id="tg:10")]))
 
-    found = await store.find_turn("chat:1", "tg:9")
+    found = (await store.load_turn("chat:1", "tg:9"))[0]
     assert found is not None
     assert (found.consultation.id, found.consultation.status) == (consultation.id, Status.COMPLETE)
     assert found.reply is not None and found.reply.text == "Final answer"
@@ -694,9 +694,9 @@ async def test_find_turn_is_scoped_to_the_chat_and_knows_no_unknown_ids(store: S
     """Another chat's turn id is not found in this chat; an id never stored is not found."""
     await store.create(make("chat:other", messages=[Message(Role.USER, "x", 1.0, turn_id="tg:5")]))
     await store.create(make("chat:1", messages=[Message(Role.USER, "y", 1.0, turn_id="tg:6")]))
-    assert await store.find_turn("chat:1", "tg:5") is None
-    assert await store.find_turn("chat:1", "tg:404") is None
-    found = await store.find_turn("chat:other", "tg:5")
+    assert (await store.load_turn("chat:1", "tg:5"))[0] is None
+    assert (await store.load_turn("chat:1", "tg:404"))[0] is None
+    found = (await store.load_turn("chat:other", "tg:5"))[0]
     assert found is not None and found.message.text == "x"
 
 
