@@ -12,7 +12,7 @@ import logging
 import re
 
 import openai
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, omit
 
 from core.errors import AttachmentProblem, AttachmentRefused
 from media.config import TranscriptionEndpoint
@@ -46,14 +46,9 @@ class OpenAITranscriber:
     async def transcribe(self, audio: bytes, *, filename: str, language: str | None = None) -> str:
         code = iso_639_1(language)
         try:
-            if code is None:
-                result = await self._client.audio.transcriptions.create(
-                    model=self.model, file=(filename, audio)
-                )
-            else:
-                result = await self._client.audio.transcriptions.create(
-                    model=self.model, file=(filename, audio), language=code
-                )
+            result = await self._client.audio.transcriptions.create(
+                model=self.model, file=(filename, audio), language=omit if code is None else code
+            )
         except openai.APIError as exc:
             status = getattr(exc, "status_code", None)
             cause = f"HTTP {status}: {exc.message}" if status else f"{type(exc).__name__}: {exc}"
