@@ -108,20 +108,7 @@ def _distinct_runs(appends: Sequence[Append]) -> Iterator[list[Append]]:
 
 
 async def _append_run(connection: asyncpg.Connection, appends: list[Append]) -> list[Appended]:
-    columns: list[list[object]] = [[] for _ in range(14)]
-    for append in appends:
-        guard = append.guard
-        values = (
-            append.consultation_id,
-            *message_values(append.message),
-            append.last_activity_at,
-            guard is not None,
-            None if guard is None else guard.current_round,
-            None if guard is None else guard.status.value,
-            None if guard is None else guard.expected_round,
-        )
-        for column, value in zip(columns, values, strict=True):
-            column.append(value)
+    columns = [list(column) for column in zip(*map(_values, appends), strict=True)]
     rows = await connection.fetch(_APPEND_MESSAGES, *columns)
     outcome: defaultdict[int, Appended] = defaultdict(lambda: Appended(False, False))
     for row in rows:
@@ -129,14 +116,30 @@ async def _append_run(connection: asyncpg.Connection, appends: list[Append]) -> 
     return [outcome[n] for n in range(len(appends))]
 
 
-_MESSAGES = (
+def _values(append: Append) -> tuple[object, ...]:
+    """One append as the statement's parameters $1-$14, in order."""
+    guard = append.guard
+    return (
+        append.consultation_id,
+        *message_values(append.message),
+        append.last_activity_at,
+        guard is not None,
+        None if guard is None else guard.current_round,
+        None if guard is None else guard.status.value,
+        None if guard is None else guard.expected_round,
+    )
+
+
+MESSAGES_OF_FOUND = (
+    # The messages of the consultation row named `found`, in order, as an array of rows (read
+    # in the same statement, so from the same snapshot).
     f"ARRAY(SELECT ROW({MESSAGE_READ_COLUMNS}) FROM messages m"
     " WHERE m.consultation_id = found.id ORDER BY m.seq) AS messages"
 )
 _LOAD_TURNS = (
     # $1 chat keys, $2 turn ids (NULL: none): per request n, the consultation holding the
     # turn (which = 1) and the chat's active one (which = 2), each with its messages.
-    f"SELECT found.*, {_MESSAGES}, request.n"
+    f"SELECT found.*, {MESSAGES_OF_FOUND}, request.n"
     " FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS request (chat_key, turn_id, n)"
     " CROSS JOIN LATERAL ("
     f"(SELECT {_QUALIFIED}, 1 AS which FROM messages m"

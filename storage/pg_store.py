@@ -45,13 +45,19 @@ from core.models import (
 from storage import pg_keys, pg_upkeep
 from storage.idempotency import KeyRecord
 from storage.pg_batch import Batched
-from storage.pg_batched import Append, Appended, RoundGuard, append_messages, load_turns
+from storage.pg_batched import (
+    MESSAGES_OF_FOUND,
+    Append,
+    Appended,
+    RoundGuard,
+    append_messages,
+    load_turns,
+)
 from storage.pg_calls import StoreCalls
 from storage.pg_pool import UNAVAILABLE, open_pool
 from storage.rows import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
-    MESSAGE_READ_COLUMNS,
     consultation_from_row,
     consultation_values,
     message_values,
@@ -63,10 +69,7 @@ PING_TIMEOUT = 2.0
 
 # A consultation row with its messages, in one statement (so from one snapshot, in one
 # round trip): `select` yields consultation columns; its messages come as an array of rows.
-_WITH_MESSAGES = (
-    f"SELECT found.*, ARRAY(SELECT ROW({MESSAGE_READ_COLUMNS}) FROM messages m"
-    " WHERE m.consultation_id = found.id ORDER BY m.seq) AS messages FROM ({select}) AS found"
-)
+_WITH_MESSAGES = f"SELECT found.*, {MESSAGES_OF_FOUND} FROM ({{select}}) AS found"
 _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
 
 
