@@ -91,9 +91,12 @@ class TurnInput:
 
 
 def document_block(document: DocumentText) -> str:
-    """A document's text between delimiters naming it (and saying if it was cut)."""
+    """A document's text between delimiters naming it (and saying if it was cut).
+
+    Neither the name nor the text can end the block early: a close tag inside the text
+    would let the rest pass for the user's own words."""
     name = document.name.replace('"', "'").replace("\n", " ")
-    body = document.text.strip("\n")
+    body = document.text.strip("\n").replace(_DOCUMENT_CLOSE, "</ document>")
     if document.omitted_chars:
         body += f"\n[… {document.omitted_chars} more characters of this document were cut]"
     return f"{_DOCUMENT_OPEN.format(name=name)}\n{body}\n{_DOCUMENT_CLOSE}"
