@@ -126,9 +126,7 @@ class ApiSessions:
 
         One idle past the TTL shows as EXPIRED even before the cleanup marks it so.
         """
-        consultation = await self._store.get(session_id)
-        if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
-            raise SessionNotFound("session not found")
+        consultation = await self._stored_session(session_id)
         if consultation.status is Status.ACTIVE and is_expired(
             consultation, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
         ):
@@ -157,9 +155,7 @@ class ApiSessions:
 
     async def _usable_session(self, session_id: str) -> Consultation:
         """Load an active, unexpired API session (the caller holds its lock)."""
-        consultation = await self._store.get(session_id)
-        if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
-            raise SessionNotFound("session not found")
+        consultation = await self._stored_session(session_id)
         if consultation.status is Status.COMPLETE:
             raise DialogCompleted("the dialog is already complete")
         if consultation.status is not Status.ACTIVE:
@@ -168,4 +164,11 @@ class ApiSessions:
         if is_expired(consultation, now=now, ttl_seconds=self._config.session_ttl_seconds):
             await self._store.set_status(consultation.id, Status.EXPIRED, at=now)
             raise SessionNotFound("session expired")
+        return consultation
+
+    async def _stored_session(self, session_id: str) -> Consultation:
+        """The API session as stored; a chat's consultation is never found by session id."""
+        consultation = await self._store.get(session_id)
+        if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
+            raise SessionNotFound("session not found")
         return consultation
