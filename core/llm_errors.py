@@ -141,9 +141,10 @@ def refused(exc: BaseException) -> bool:
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
     """What `exc` was raised from, nearest first."""
-    seen: BaseException | None = exc
+    seen = exc
     for _ in range(8):  # causes form a short chain; the bound guards against cycles
-        seen = seen.__cause__ or seen.__context__ if seen is not None else None
-        if seen is None:
+        cause = seen.__cause__ or seen.__context__
+        if cause is None:
             return
-        yield seen
+        yield cause
+        seen = cause
