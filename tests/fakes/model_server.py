@@ -282,8 +282,8 @@ class FakeModelServer:
         if self.reject_images is not None and any(
             image_parts(m) for m in body.get("messages") or [] if isinstance(m, dict)
         ):
-            status, message, code = IMAGE_ERRORS[self.reject_images]
-            return _error(status, message, {}, code)
+            status, refusal, code = IMAGE_ERRORS[self.reject_images]
+            return _error(status, refusal, {}, code)
         if self._queue:
             reply = self._queue.popleft()
         else:
