@@ -2,7 +2,7 @@
 
 Invariants:
 - a file's size is computed from its base64 length and checked against its kind's limit
-  (`media.intake.Intake.check_size`) before the data is decoded; only a small head is
+  (`media.intake.Intake.check_head`) before the data is decoded; only a small head is
   decoded first, so the kind can be told by its magic bytes as well as its name and type;
 - the data must be strict base64 (standard alphabet, `=` padding, no whitespace or line
   breaks): anything else is the client's mistake (VALIDATION_ERROR), not a refused file;
@@ -94,10 +94,7 @@ def decode_attachments(items: Sequence[AttachmentBody], intake: Intake | None) -
         if size is None:
             raise _not_base64(field)
         head = Attachment(item.name, item.mime_type, _decode(item.data[:HEAD_CHARS], field))
-        kind = intake.kind_of(head)
-        # A head alone cannot prove a DOCX (a ZIP is known by its contents): such a file
-        # is held to the document limit and the full read decides what it is.
-        intake.check_size("document" if kind == "unsupported" else kind, size, name=item.name)
+        intake.check_head(head, size)
         files.append(Attachment(item.name, item.mime_type, _decode(item.data, field)))
     return files
 

@@ -174,11 +174,7 @@ class _Files:
             if not stat.S_ISREG(info.st_mode):
                 raise IsADirectoryError(0, "not a regular file")
             head = file.read(HEAD_BYTES)
-            kind = self.intake.kind_of(Attachment(path.name, None, head))
-            # A head alone cannot prove a DOCX (a ZIP is known by its contents): such a
-            # file is held to the document limit and the full read decides what it is.
-            checked = "document" if kind == "unsupported" else kind
-            self.intake.check_size(checked, info.st_size, name=path.name)
+            self.intake.check_head(Attachment(path.name, None, head), info.st_size)
             rest = file.read(max(0, info.st_size - len(head)))
         whole = Attachment(path.name, None, head + rest)
         self.intake.check_size(self.intake.kind_of(whole), len(whole.data), name=path.name)

@@ -58,6 +58,14 @@ class Intake:
                 AttachmentProblem.TOO_LARGE, f"{kind} of {size} bytes", limit=limit, name=name
             )
 
+    def check_head(self, head: Attachment, size: int) -> None:
+        """`check_size` for a file known by its first bytes and its full size, before it is
+        read whole. A head alone cannot prove a DOCX (a ZIP is known by its contents), so
+        one that says "unsupported" is held to the document limit and the full read decides."""
+        kind = self.kind_of(head)
+        checked = kinds.DOCUMENT if kind == kinds.UNSUPPORTED else kind
+        self.check_size(checked, size, name=head.name)
+
     def declared_kind(self, name: str, mime: str | None) -> str | None:
         """What a file's name and MIME type say it is, before it is fetched (None: its
         bytes must tell; see `media.kinds.declared_kind`)."""
