@@ -109,7 +109,8 @@ async def open_runtime(
         chat_locks: ChatLocks = KeyedLock()
         shared_inbox = claims = shared_pool = None
         if url:
-            pg_locks = await _database_part("chat locks", PostgresChatLocks.open(url))
+            # API sessions only: a worker whose API is never called keeps no connection for it.
+            pg_locks = PostgresChatLocks.on_first_use(url)
             closing.push_async_callback(pg_locks.close)
             chat_locks = pg_locks
             shared_pool = await _database_part("shared state", open_shared_pool(url))

@@ -62,8 +62,8 @@ def lock_id(key: str) -> int:
 class PostgresChatLocks:
     """Open with `await PostgresChatLocks.open(url)`; `close()` releases every lock."""
 
-    def __init__(self, connection: asyncpg.Connection, url: str) -> None:
-        self._connection = connection
+    def __init__(self, connection: asyncpg.Connection | None, url: str) -> None:
+        self._connection = connection  # None: connected on first use
         self._url = url
         self._local = KeyedLock()
         # One statement at a time on the shared connection, carrying every request made
@@ -75,8 +75,16 @@ class PostgresChatLocks:
     async def open(cls, url: str) -> PostgresChatLocks:
         return cls(await asyncpg.connect(url, timeout=10), url)
 
+    @classmethod
+    def on_first_use(cls, url: str) -> PostgresChatLocks:
+        """Locks whose connection opens with the first lock asked for (a process that may
+        never need one keeps no connection for it)."""
+        return cls(None, url)
+
     async def close(self) -> None:
         """Close the lock connection: PostgreSQL releases every lock it held."""
+        if self._connection is None:
+            return
         try:
             await self._connection.close(timeout=5)
         except Exception:  # already broken: drop it without a goodbye
@@ -144,8 +152,9 @@ class PostgresChatLocks:
 
     async def _run(self, requests: Sequence[tuple[bool, int]]) -> list[bool]:
         try:
-            if self._connection.is_closed():  # broken: its locks are gone already
-                self._connection.terminate()
+            if self._connection is None or self._connection.is_closed():
+                if self._connection is not None:  # broken: its locks are gone already
+                    self._connection.terminate()
                 self._connection = await asyncpg.connect(self._url, timeout=10)
             rows = await self._connection.fetch(
                 _LOCK_OR_UNLOCK, [take for take, _ in requests], [ident for _, ident in requests]
