@@ -22,6 +22,7 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 
 from core.errors import AttachmentProblem, AttachmentRefused
+from media.kinds import DOCX_MIME, PDF_MIME, mime_type
 from media.sniff import looks_like_text, sniff
 from media.text import decode_text
 
@@ -32,8 +33,6 @@ SUPPORTED_DOCUMENTS = "text, Markdown, CSV, JSON, source code, PDF, DOCX"
 
 MAX_UNPACKED_BYTES = 200_000_000
 UNPACK_RATIO = 20  # a DOCX may unpack to 20 times the document byte limit, at most
-_PDF_MIME = "application/pdf"
-_DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
 def unpacked_limit(max_document_bytes: int) -> int:
@@ -68,10 +67,10 @@ def document_format(data: bytes, *, name: str, mime: str | None) -> str:
     if found in ("pdf", "docx"):
         return found
     suffix = PurePath(name).suffix.lower()
-    declared = (mime or "").split(";")[0].strip().lower()
-    if suffix == ".pdf" or declared == _PDF_MIME:
+    declared = mime_type(mime)
+    if suffix == ".pdf" or declared == PDF_MIME:
         raise AttachmentRefused(AttachmentProblem.UNREADABLE, "not a PDF inside", name=name)
-    if suffix == ".docx" or declared == _DOCX_MIME:
+    if suffix == ".docx" or declared == DOCX_MIME:
         raise AttachmentRefused(AttachmentProblem.UNREADABLE, "not a DOCX inside", name=name)
     if found is None and looks_like_text(data):
         return "text"

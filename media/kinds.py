@@ -18,6 +18,8 @@ DOCUMENT = "document"
 PHOTO = "photo"
 UNSUPPORTED = "unsupported"
 KINDS = (VOICE, DOCUMENT, PHOTO, UNSUPPORTED)
+PDF_MIME = "application/pdf"
+DOCX_MIME = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 VOICE_EXTENSIONS = frozenset(
     {".ogg", ".oga", ".opus", ".mp3", ".mpga", ".m4a", ".wav", ".webm", ".flac"}
@@ -65,8 +67,8 @@ DOCUMENT_MIMES = frozenset(
         "application/x-tex",
         "application/x-subrip",
         "image/svg+xml",
-        "application/pdf",
-        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        PDF_MIME,
+        DOCX_MIME,
     }
 )
 VOICE_MIMES = frozenset({
@@ -103,8 +105,14 @@ def declared_kind(name: str, mime: str | None) -> str | None:
     return _by_mime(mime) or _by_extension(name)
 
 
+def mime_type(mime: str | None) -> str:
+    """The bare type of a declared MIME type, lower-case: "text/plain; charset=utf-8" ->
+    "text/plain" ("" for None)."""
+    return (mime or "").split(";")[0].strip().lower()
+
+
 def _by_mime(mime: str | None) -> str | None:
-    declared = (mime or "").split(";")[0].strip().lower()
+    declared = mime_type(mime)
     if declared in VAGUE_MIMES:
         return None
     if declared.startswith("text/") or declared in DOCUMENT_MIMES:
