@@ -26,7 +26,7 @@ from telegram.constants import ChatAction
 from bot.chat import Context, Incoming
 from bot.config import BotConfig
 from bot.delivery import NO_RETRIES, AnyBot, Target
-from bot.files import DownloadFailed, FileTooBig, TelegramFile, download
+from bot.files import DownloadFailed, TelegramFile, download
 from bot.i18n import t
 from bot.say import Say
 from bot.turns import TurnRunner
@@ -41,9 +41,6 @@ log = logging.getLogger(__name__)
 
 HEARD_CHARS = 200
 """How much of a transcript the user is shown before the answer."""
-
-TELEGRAM_LIMIT_BYTES = 20_000_000
-"""Telegram's own download limit (20 MB), as users are told it."""
 
 TextTurn = Callable[[Incoming, Context], Awaitable[None]]
 
@@ -116,15 +113,7 @@ class FileTurns:
             kind = "unsupported"  # an archive, a program, a video: refused unfetched
         self.intake.check_size(kind, file.file_size, name=file.name)
         async with typing(context.bot, incoming.target):  # a transcription takes a while
-            try:
-                data = await download(context.bot, file, timeout=self.config.download_timeout)
-            except FileTooBig as exc:
-                raise AttachmentRefused(
-                    AttachmentProblem.TOO_LARGE,
-                    str(exc),
-                    limit=TELEGRAM_LIMIT_BYTES,
-                    name=file.name,
-                ) from exc
+            data = await download(context.bot, file, timeout=self.config.download_timeout)
             attachment = Attachment(file.name, file.mime, data, kind_hint=file.kind_hint)
             return await self.intake.read(incoming.text, [attachment], language=incoming.language)
 

@@ -7,8 +7,8 @@ transcription services and readers expect: a voice note is OGG/Opus, named "voic
 a video note "video_note.mp4"; an audio file keeps its name or gets an extension from its
 MIME type. Of a photo's sizes the largest within the image byte limit is taken (else the
 smallest, which the limit then refuses). A download is bounded by a timeout and every
-way it fails becomes one `DownloadFailed` (or `FileTooBig` when Telegram will not hand
-out a file that large).
+way it fails becomes one `DownloadFailed`, except that a file Telegram will not hand out
+for its size is refused (`AttachmentRefused`, TOO_LARGE) like any file over a limit.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from telegram import Message, PhotoSize
 from telegram.error import BadRequest, TelegramError
 
 from bot.delivery import AnyBot
+from core.errors import AttachmentProblem, AttachmentRefused
 
-TELEGRAM_DOWNLOAD_LIMIT = 20 * 1024 * 1024
-"""The largest file the cloud Bot API hands out (getFile answers "file is too big")."""
+TELEGRAM_DOWNLOAD_LIMIT = 20_000_000
+"""The largest file the cloud Bot API hands out (getFile answers "file is too big"),
+as users are told it: 20 MB."""
 
 _AUDIO_EXTENSIONS = {
     "audio/mpeg": "mp3",
@@ -61,10 +63,6 @@ class TelegramFile:
 
 class DownloadFailed(Exception):
     """The file could not be fetched from Telegram (gone, network, timeout)."""
-
-
-class FileTooBig(DownloadFailed):
-    """Telegram refuses to hand out files this large (over `TELEGRAM_DOWNLOAD_LIMIT`)."""
 
 
 def file_of(message: Message | None, *, max_image_bytes: int | None = None) -> TelegramFile | None:
@@ -122,14 +120,20 @@ def _document_kind(mime: str | None) -> str:
 
 
 async def download(bot: AnyBot, file: TelegramFile, *, timeout: float) -> bytes:  # noqa: ASYNC109
-    """The file's bytes: getFile, then its download, within `timeout` seconds in all."""
+    """The file's bytes: getFile, then its download, within `timeout` seconds in all;
+    raises `DownloadFailed`, or `AttachmentRefused` for a file too big for Telegram."""
     try:
         async with asyncio.timeout(timeout):
             remote = await bot.get_file(file.file_id)
             return bytes(await remote.download_as_bytearray())
     except BadRequest as exc:
         if "too big" in exc.message.lower():
-            raise FileTooBig(exc.message) from exc
+            raise AttachmentRefused(
+                AttachmentProblem.TOO_LARGE,
+                exc.message,
+                limit=TELEGRAM_DOWNLOAD_LIMIT,
+                name=file.name,
+            ) from exc
         raise DownloadFailed(exc.message) from exc
     except TelegramError as exc:
         raise DownloadFailed(f"{type(exc).__name__}: {exc.message}") from exc
