@@ -78,17 +78,6 @@ class Claims(Protocol):
     def try_hold(self, key: str) -> AbstractAsyncContextManager[bool]: ...
 
 
-def chat_key_of_update(update: dict[str, Any]) -> str | None:
-    """The conversation key of a raw update (None for an update of no chat): the same key
-    `bot.chat.conversation_key` gives the parsed update."""
-    return conversation_key(Update.de_json(update, None))
-
-
-def is_unordered(update: dict[str, Any], commands: Iterable[str]) -> bool:
-    """Whether the update is one of the commands answered at once, outside the chat's order."""
-    return command_of(Update.de_json(update, None)) in frozenset(commands)
-
-
 class InboxWorker:
     """`accept` is the update sink (webhook, polling leader); `run` works the inbox until
     `stop()` (then the updates being processed finish) or cancellation (nothing finishes)."""

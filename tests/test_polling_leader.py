@@ -16,7 +16,7 @@ import asyncpg
 import pytest_asyncio
 from telegram import Bot, Update
 
-from bot.inbox import chat_key_of_update
+from bot.chat import conversation_key
 from bot.polling import PollingLeader
 from storage.pg_inbox import PostgresInbox
 from storage.pg_locks import PostgresLeadership
@@ -77,7 +77,7 @@ async def start_poller(
 
         async def sink(update: dict[str, Any], parsed: Update) -> bool:
             assert parsed.update_id == update["update_id"]
-            chat = chat_key_of_update(update) or "none"
+            chat = conversation_key(parsed) or "none"
             new = await inbox.put(update["update_id"], chat, json.dumps(update))
             accepted[update["update_id"]] += new
             offered[update["update_id"]] += 1
