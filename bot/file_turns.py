@@ -15,19 +15,17 @@ caption alone, as before photos were read; without one the user is asked for wor
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from telegram.constants import ChatAction
-
 from bot.chat import Context, Incoming
 from bot.config import BotConfig
-from bot.delivery import NO_RETRIES, AnyBot, Target
+from bot.delivery import AnyBot, Target
 from bot.files import DownloadFailed, TelegramFile, download
 from bot.i18n import t
+from bot.progress import Progress
 from bot.say import Say
 from bot.turns import TurnRunner
 from core.attachments import Attachment, TurnInput
@@ -144,26 +142,13 @@ class FileTurns:
 
 @contextlib.asynccontextmanager
 async def typing(bot: AnyBot, target: Target) -> AsyncIterator[None]:
-    """ "typing…" in the chat (renewed every 4 s, best effort) while the block runs."""
-
-    async def keep_typing() -> None:
-        while True:
-            with contextlib.suppress(Exception):
-                await bot.send_chat_action(
-                    target.chat_id,
-                    ChatAction.TYPING,
-                    message_thread_id=target.thread_id,
-                    rate_limit_args=NO_RETRIES,
-                )
-            await asyncio.sleep(4.0)
-
-    task = asyncio.create_task(keep_typing())
+    """ "typing…" in the chat while the block runs (sent and renewed by `Progress`)."""
+    progress = Progress(bot, target, typing_delay=0.0)
+    progress.start()
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await progress.close()
 
 
 def size_text(limit: int | None, language: str) -> str:
