@@ -34,6 +34,7 @@ from core.errors import AttachmentProblem, AttachmentRefused, EmptyMessage
 from core.outcomes import Reply
 from core.service import ConsultationService, OnText
 from media.intake import SUPPORTED_DOCUMENTS, Intake
+from media.text import cut
 
 log = logging.getLogger(__name__)
 
@@ -163,10 +164,5 @@ def size_text(limit: int | None, language: str) -> str:
 def excerpt(text: str, limit: int = HEARD_CHARS) -> str:
     """`text` on one line, cut at a word near `limit` characters with an ellipsis."""
     flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    cut = flat[:limit]
-    space = cut.rfind(" ")
-    if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip(" ,.;:") + "…"
+    kept, omitted = cut(flat, limit)
+    return kept.rstrip(" ,.;:") + "…" if omitted else flat
