@@ -1,12 +1,12 @@
 """The text of a document: plain text of any kind, a PDF's text layer, a DOCX's words.
 
 Invariants: the format is decided by the bytes first (a PDF named "notes.txt" is read
-as a PDF), by the declared name and MIME type only when the bytes do not say; nothing
-over the byte limit is parsed; a DOCX (a ZIP) is parsed only when its parts unpack to at
-most `unpacked_limit` bytes (ZIP reads stop at the sizes the archive declares, so the
-check bounds the memory parsing takes). Every failure is an `AttachmentRefused` naming
-the file. The functions here block (a PDF may take seconds): callers run them in a
-worker thread.
+as a PDF), by the declared name and MIME type only when the bytes do not say; the caller
+has checked the byte limit (`media.intake.Intake.check_size`); a DOCX (a ZIP) is parsed
+only when its parts unpack to at most `unpacked_limit` bytes (ZIP reads stop at the
+sizes the archive declares, so the check bounds the memory parsing takes). Every failure
+is an `AttachmentRefused` naming the file. The functions here block (a PDF may take
+seconds): callers run them in a worker thread.
 """
 
 from __future__ import annotations
@@ -41,13 +41,10 @@ def unpacked_limit(max_document_bytes: int) -> int:
 
 
 def read_document(data: bytes, *, name: str, mime: str | None, max_bytes: int) -> str:
-    """The text of the document `data`; raises `AttachmentRefused` (TOO_LARGE over
-    `max_bytes`, UNSUPPORTED, UNREADABLE, NO_TEXT)."""
+    """The text of the document `data`, which is at most `max_bytes` long (the document
+    byte limit, which also bounds a DOCX's unpacked size); raises `AttachmentRefused` (UNSUPPORTED,
+    UNREADABLE, NO_TEXT)."""
     label = name or None
-    if len(data) > max_bytes:
-        raise AttachmentRefused(
-            AttachmentProblem.TOO_LARGE, f"{len(data)} bytes", limit=max_bytes, name=label
-        )
     kind = document_format(data, name=name, mime=mime)
     if kind == "pdf":
         text = _pdf_text(data, label)
