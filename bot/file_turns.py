@@ -75,7 +75,7 @@ class FileTurns:
             if refused.problem is AttachmentProblem.VISION_OFF and not is_blank(incoming.text):
                 await self.text_turn(incoming, context)
             else:
-                await self.say(incoming, self.refusal_text(refused, language))
+                await self.say(incoming, refusal_text(refused, language))
             return
         except DownloadFailed as exc:
             log.warning("file %r in chat %s not downloaded: %s", file.name, incoming.chat_id, exc)
@@ -129,16 +129,17 @@ class FileTurns:
             transcript=None if transcript is None else transcript[:limit],
         )
 
-    def refusal_text(self, refused: AttachmentRefused, language: str) -> str:
-        """Why the file was not taken, and what the user can do instead."""
-        problem = refused.problem
-        if problem is AttachmentProblem.TOO_LARGE:
-            return t(language, "file_too_large", limit=size_text(refused.limit, language))
-        if problem is AttachmentProblem.UNSUPPORTED:
-            return t(language, "file_unsupported", supported=SUPPORTED_DOCUMENTS)
-        if problem is AttachmentProblem.VISION_OFF:
-            return t(language, "text_only")
-        return t(language, f"file_{problem.value}")
+
+def refusal_text(refused: AttachmentRefused, language: str) -> str:
+    """Why the file was not taken, and what the user can do instead."""
+    problem = refused.problem
+    if problem is AttachmentProblem.TOO_LARGE:
+        return t(language, "file_too_large", limit=size_text(refused.limit, language))
+    if problem is AttachmentProblem.UNSUPPORTED:
+        return t(language, "file_unsupported", supported=SUPPORTED_DOCUMENTS)
+    if problem is AttachmentProblem.VISION_OFF:
+        return t(language, "text_only")
+    return t(language, f"file_{problem.value}")
 
 
 @contextlib.asynccontextmanager
