@@ -165,8 +165,10 @@ def incoming_of(
     file = None
     if not button:
         file = file_of(message, max_image_bytes=max_image_bytes)
-        if file is None and group and mentions_bot(message, username=bot_username, bot_id=bot_id):
-            file = file_of(message.reply_to_message, max_image_bytes=max_image_bytes)
+        if file is None and group:
+            replied = file_of(message.reply_to_message, max_image_bytes=max_image_bytes)
+            if replied is not None and mentions_bot(message, username=bot_username, bot_id=bot_id):
+                file = replied  # entities are parsed only for a reply to a file
     return Incoming(
         chat_id=message.chat_id,
         thread_id=topic_of(message),
