@@ -128,7 +128,7 @@ async def _send_with_files(
     files.queued.clear()  # sent or refused, they are not sent twice
     turn = await files.intake.read(text, queued)
     if turn.transcript is not None:
-        print(f'[heard: "{turn.transcript.strip()}"]')
+        print(f'[heard: "{turn.transcript}"]')
     if turn.omitted_chars:
         print(f"[the documents were cut: {turn.omitted_chars} characters left out]")
     reply = await service.ask(key, turn.stored_text, images=turn.images, on_text=printer.feed)
