@@ -21,6 +21,13 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.fakes.model_server", "tests.fakes.bot_api"]
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """This run's PostgreSQL database (tests/postgres.py) goes with the run."""
+    from tests.postgres import drop_run_database
+
+    drop_run_database()
+
+
 @pytest.fixture
 async def bot(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
