@@ -18,6 +18,7 @@ from telegram import Bot, Update
 
 from bot.chat import conversation_key
 from bot.polling import PollingLeader
+from core.errors import StoreUnavailable
 from storage.pg_inbox import PostgresInbox
 from storage.pg_locks import PostgresLeadership
 from storage.pg_schema import migrate
@@ -170,3 +171,109 @@ async def test_an_application_fed_by_the_inbox_has_no_updater_and_its_bot_polls(
         bot_api.push_update(bot_api.text_message(801, "hello", user_id=801))
         (update,) = await application.bot.get_updates(timeout=40)
         assert update.message is not None and update.message.text == "hello"
+
+
+@dataclass
+class LoneLeader:
+    """One worker polling alone; its inbox refuses each id in `refuse_once` the first time
+    it is offered (as when the database is briefly unreachable)."""
+
+    inbox: PostgresInbox
+    leader: PollingLeader
+    offered: Counter[int]
+    refuse_once: set[int]
+
+
+@pytest_asyncio.fixture
+async def lone_leader(
+    postgres_url: str,  # noqa: F811
+    bot_api: FakeBotApi,
+) -> AsyncIterator[LoneLeader]:
+    admin = await asyncpg.connect(postgres_url)
+    try:
+        await migrate(admin)
+    finally:
+        await admin.close()
+    inbox = await PostgresInbox.open(postgres_url)
+    leadership = PostgresLeadership(postgres_url, f"test-polling-{uuid.uuid4().hex}")
+    bot = Bot(TOKEN, base_url=bot_api.base_url)
+    await bot.initialize()
+    offered: Counter[int] = Counter()
+    refuse_once: set[int] = set()
+
+    async def sink(update: dict[str, Any], parsed: Update) -> bool:
+        update_id = update["update_id"]
+        offered[update_id] += 1
+        if update_id in refuse_once:
+            refuse_once.discard(update_id)
+            raise StoreUnavailable("the inbox is unavailable (test)")
+        return await inbox.put(update_id, conversation_key(parsed) or "none", json.dumps(update))
+
+    leader = PollingLeader(bot, sink, leadership, poll_timeout=1, retry_interval=0.2)
+    task = asyncio.create_task(leader.run())
+    try:
+        yield LoneLeader(inbox, leader, offered, refuse_once)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await leadership.close()
+        await inbox.close()
+        await bot.shutdown()
+
+
+def offsets_named(bot_api: FakeBotApi) -> list[int]:
+    """The offsets the poller's getUpdates calls named, in order (calls without one left out)."""
+    return [c.params["offset"] for c in bot_api.calls_of("getUpdates") if "offset" in c.params]
+
+
+async def test_an_update_the_inbox_refuses_is_fetched_again_before_later_ones_are_acknowledged(
+    lone_leader: LoneLeader, bot_api: FakeBotApi
+) -> None:
+    """Three updates come in one getUpdates and the inbox refuses the middle one: the next
+    poll names the refused update's id as its offset (acknowledging only the first), so it
+    comes again, and each of the three is queued once, in order."""
+
+    async def leading() -> bool:
+        return lone_leader.leader.leading
+
+    await until(leading)
+    batch = [bot_api.text_message(801, f"message {n}", user_id=801) for n in range(3)]
+    ids = [bot_api.push_update(update)["update_id"] for update in batch]
+    lone_leader.refuse_once.add(ids[1])
+
+    await bot_api.wait_for(lambda c: c.method == "getUpdates" and "offset" in c.params, 10)
+    assert offsets_named(bot_api)[0] == ids[1]
+
+    async def all_queued() -> bool:
+        return await lone_leader.inbox.depth() == 3
+
+    await until(all_queued)
+    taken = []
+    while (row := await lone_leader.inbox.next("tg:801")) is not None:
+        taken.append(row.update_id)
+        await lone_leader.inbox.finish(row.update_id, "tg:801")
+    assert taken == ids
+    assert lone_leader.offered[ids[1]] == 2
+
+
+async def test_the_last_update_of_a_batch_is_acknowledged_by_the_next_poll(
+    lone_leader: LoneLeader, bot_api: FakeBotApi
+) -> None:
+    """Once a batch is queued the next getUpdates names the offset one past its last update,
+    so Telegram forgets it and it is never fetched again."""
+
+    async def leading() -> bool:
+        return lone_leader.leader.leading
+
+    await until(leading)
+    ids = [
+        bot_api.push_update(bot_api.text_message(801, f"message {n}", user_id=801))["update_id"]
+        for n in range(2)
+    ]
+
+    await bot_api.wait_for(lambda c: c.method == "getUpdates" and "offset" in c.params, 10)
+    assert offsets_named(bot_api)[0] == ids[-1] + 1
+    polls = len(bot_api.calls_of("getUpdates"))
+    await bot_api.wait_for("getUpdates", 10, count=polls + 1)  # one more poll, after the first
+    assert lone_leader.offered == dict.fromkeys(ids, 1)
