@@ -4,13 +4,14 @@ worker processes on one database."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 import pytest_asyncio
 
-from storage.pg_locks import PostgresChatLocks, lock_id
+from storage.pg_locks import PostgresChatLocks, PostgresLeadership, lock_id
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 
@@ -161,3 +162,34 @@ async def test_try_hold_says_false_while_another_task_of_this_process_holds_the_
         assert held is False
     async with second.try_hold("inbox:tg:1") as held:
         assert held is True
+
+
+async def test_a_leader_whose_lock_connection_died_no_longer_leads(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """The leader's connection is terminated (a network cut, a database restart): `held()`
+    asks the database and says False, and another process takes the lead, so two never
+    poll at once."""
+    name = f"test-leader-{uuid.uuid4().hex}"
+    first = PostgresLeadership(postgres_url, name)
+    second = PostgresLeadership(postgres_url, name)
+    try:
+        assert await first.try_acquire() is True
+        assert await second.try_acquire() is False
+        assert await first.held() is True
+        admin = await asyncpg.connect(postgres_url)
+        try:
+            terminated = await admin.fetchval(  # returns once the backend is gone
+                "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_locks"
+                " WHERE locktype = 'advisory' AND granted"
+                " AND ((classid::bigint << 32) | objid::bigint) = $1",
+                lock_id("leader:" + name),
+            )
+            assert terminated == 1
+        finally:
+            await admin.close()
+        assert await first.held() is False
+        assert await second.try_acquire() is True
+    finally:
+        await first.close()
+        await second.close()
