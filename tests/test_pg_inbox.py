@@ -183,3 +183,21 @@ async def test_looks_made_together_each_see_their_own_chats_first_row(
         await first.put(update_id, f"tg:{update_id // 10}", f"u{update_id}")
     rows = await asyncio.gather(*(first.next(f"tg:{chat}") for chat in (4, 5, 6, 4)))
     assert [None if row is None else row.update_id for row in rows] == [40, 50, None, 40]
+
+
+async def test_finish_hands_over_the_lowest_update_id_whatever_order_rows_were_written_in(
+    inboxes: tuple[PostgresInbox, PostgresInbox],
+) -> None:
+    """Rows of a chat written out of order (two workers queueing at once, a redelivery
+    queued late) still come out of `finish` lowest update_id first: the chat's messages are
+    handled in the order the user sent them."""
+    first, second = inboxes
+    written = [75, 71, 78, 72, 77, 70, 74, 79, 73, 76]
+    for update_id in written:
+        await (first if update_id % 2 else second).put(update_id, "tg:7", f"u{update_id}")
+    row = await second.next("tg:7")
+    seen = []
+    while row is not None:
+        seen.append(row.update_id)
+        row = await second.finish(row.update_id, "tg:7")
+    assert seen == sorted(written)
