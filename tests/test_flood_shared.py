@@ -87,3 +87,46 @@ async def test_other_workers_waits_are_read_through_a_short_cache(pools: Pools) 
     clock.now += 30
     assert await b.remaining(1) == 0.0 and b.tracked() == 0
     assert await a.forget_past() == 1
+
+
+async def test_a_shorter_wait_recorded_later_does_not_shorten_the_shared_one(pools: Pools) -> None:
+    """Worker A is told to wait 30 s, then worker B 5 s for the same chat: a worker that has
+    recorded neither (a third one, or a restarted one) still waits the 30 s."""
+    clock = Clock()
+    a = PostgresFloodWaits(pools[0], clock=clock)
+    b = PostgresFloodWaits(pools[1], clock=clock)
+    await a.pause(1, 30)
+    await b.pause(1, 5)
+
+    fresh = PostgresFloodWaits(pools[1], clock=clock)
+    assert await fresh.remaining(1) == 30.0
+
+
+async def test_a_wait_the_database_would_not_record_is_still_kept_by_this_worker(
+    pools: Pools,
+) -> None:
+    """When writing a RetryAfter fails (the database cancels the statement), this worker
+    keeps the wait across every refresh of its copy until it is over, and still sees the
+    waits other workers record."""
+    clock = Clock()
+    a = PostgresFloodWaits(pools[0], refresh=0.5, clock=clock)
+    b = PostgresFloodWaits(pools[1], refresh=0.5, clock=clock)
+    async with pools[1].acquire() as connection:
+        await connection.execute(
+            "CREATE FUNCTION refuse_chat_1() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN IF NEW.chat_id = 1 THEN"
+            " RAISE EXCEPTION 'canceling statement due to statement timeout'"
+            " USING ERRCODE = 'query_canceled'; END IF; RETURN NEW; END $$;"
+            " CREATE TRIGGER refuse_chat_1 BEFORE INSERT OR UPDATE ON flood_waits"
+            " FOR EACH ROW EXECUTE FUNCTION refuse_chat_1()"
+        )
+    await a.pause(1, 30)  # not recorded: logged, kept here
+    await b.pause(2, 10)
+    assert await a.remaining(1) == 30.0
+    clock.now += 0.5
+    assert await a.remaining(1) == 29.5  # the copy was refreshed from the database
+    assert await a.remaining(2) == 9.5
+    clock.now += 20
+    assert await a.remaining(1) == 9.5
+    clock.now += 10
+    assert await a.remaining(1) == 0.0 and a.tracked() == 0
