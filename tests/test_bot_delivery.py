@@ -454,3 +454,32 @@ async def test_a_reply_one_worker_could_not_deliver_is_sent_first_by_another(
         "Second reply\n\nRound 2 of 3",
         "Third reply\n\nRound 3 of 3",
     ]
+
+
+async def test_a_final_answer_cut_short_is_sent_by_another_worker_as_a_final_answer(
+    bot_api: FakeBotApi, two_workers: tuple[TurnRunner, TurnRunner]
+) -> None:
+    """Worker A cannot deliver the final answer, which the model left unfinished; worker B
+    sends it before its own turn labelled as the final answer, without the button asking
+    for one and without claiming the consultation is complete."""
+    a, b = two_workers
+
+    def answering(reply: Reply) -> Callable[[OnText], Awaitable[Reply]]:
+        async def action(on_text: OnText) -> Reply:
+            return reply
+
+        return action
+
+    cut = Reply("The plan: run", "c1", 3, 3, is_final=True, is_complete=False, model="m")
+    following = Reply("Start over?", "c2", 1, 3, is_final=False, is_complete=False, model="m")
+    async with ExtBot(TOKEN, base_url=bot_api.base_url) as ext:
+        bot_api.fail_next("sendMessage", status=502, description="Bad Gateway", times=4)
+        await a.run(ext, Target(USER), "en", answering(cut))
+        assert bot_api.sent_texts(USER) == []
+        await b.run(ext, Target(USER), "en", answering(following))
+    assert bot_api.sent_texts(USER) == [
+        "The plan: run\n\nFinal answer",
+        "Start over?\n\nRound 1 of 3",
+    ]
+    first, second = (c for c in bot_api.calls_of("sendMessage") if c.status == 200)
+    assert "reply_markup" not in first.params and "reply_markup" in second.params
