@@ -308,3 +308,26 @@ async def test_a_document_cannot_close_its_block_early() -> None:
     assert without_document_bodies(turn.stored_text) == (
         'Summarise it\n\n[document "trick.txt" attached]'
     )
+
+
+async def test_a_pdf_with_a_few_bytes_before_its_header_is_read_as_a_pdf() -> None:
+    """Some tools write a few bytes (a line break, a byte-order mark, a mail gateway's
+    junk) before "%PDF-"; PDF readers accept the header anywhere in the first KiB, and so
+    does the bot."""
+    data = b"\r\n\xef\xbb\xbf junk\r\n" + pdf_with_text("Invoice 42", "Total due: 1300 EUR")
+
+    turn = await read(Attachment("invoice.pdf", "application/pdf", data))
+
+    assert document_text(turn) == "Invoice 42\nTotal due: 1300 EUR"
+
+
+async def test_text_with_nul_bytes_in_it_is_not_read_as_text() -> None:
+    """A list of file names as `find -print0` writes it is printable but for one NUL per
+    name, too few to fail the share of control characters: a NUL is never in a text
+    document, so it is refused as unsupported rather than sent to the model as text."""
+    names = [f"./projects/garden/beds/plan-{n:03d}-watering-schedule.md" for n in range(100)]
+    data = b"\x00".join(name.encode() for name in names) + b"\x00"
+
+    problem = await refused(Attachment("files.txt", "text/plain", data))
+
+    assert (problem.problem, problem.name) == (AttachmentProblem.UNSUPPORTED, "files.txt")
