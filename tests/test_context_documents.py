@@ -4,6 +4,8 @@ user typed does, and the omission note says so."""
 
 from __future__ import annotations
 
+import pytest
+
 from core.attachments import DocumentText, TurnInput, document_block
 from core.context import MIN_KEPT_CHARS, build_model_messages
 from core.models import Message
@@ -147,3 +149,27 @@ def test_a_later_document_is_kept_while_shortening_replies_is_enough() -> None:
     assert letter.stored_text in sent
     assert "shown by name only" not in messages[0]["content"]
     assert len(min((m["content"] for m in messages[2::2]), key=len)) >= MIN_KEPT_CHARS
+
+
+@pytest.mark.parametrize(
+    ("name", "omitted_chars"),
+    [("lease.pdf", 0), ("lease.pdf", 250_000), ("signed " * 30 + "lease.pdf", 0)],
+    ids=["plain", "cut-by-its-reader", "long-name"],
+)
+def test_a_requests_document_exactly_at_its_allowance_is_sent_whole(
+    name: str, omitted_chars: int
+) -> None:
+    """The allowance counts the document's text: text of exactly that many characters is
+    sent whole, in place, with no excerpt and no omission note, whatever its name and
+    though its reader noted a cut of its own."""
+    text = contract(ALLOWANCE).text
+    assert len(text) == ALLOWANCE
+    request = TurnInput(
+        words="Is this lease fair to me?",
+        documents=(DocumentText(name, text, omitted_chars),),
+    )
+
+    messages = build([user(request.stored_text)])
+
+    assert messages[1]["content"] == request.stored_text
+    assert messages[0]["content"] == SYSTEM
