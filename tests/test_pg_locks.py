@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from storage.pg_locks import PostgresChatLocks, PostgresLeadership, lock_id
+from tests.fakes.tcp_relay import TcpRelay
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 
@@ -193,3 +194,31 @@ async def test_a_leader_whose_lock_connection_died_no_longer_leads(
     finally:
         await first.close()
         await second.close()
+
+
+async def test_a_leader_that_lost_its_connection_unawares_no_longer_leads(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """A network device forgets the leader's connection: the server ends the session (and
+    frees the lock) while the leader's socket still looks open. `held()` asks the database
+    instead of trusting the socket, so it says False and the leader stops polling; another
+    process takes the lead."""
+    relay = await TcpRelay.start(postgres_url)
+    name = f"test-leader-{uuid.uuid4().hex}"
+    first = PostgresLeadership(relay.relayed_url, name)
+    second = PostgresLeadership(postgres_url, name)
+    try:
+        assert await first.try_acquire() is True
+        assert await second.try_acquire() is False
+        relay.lose_connections()
+
+        assert await first.held() is False
+        for _ in range(200):  # the server frees the lock once it notices the session ended
+            if await second.try_acquire():
+                break
+            await asyncio.sleep(0.05)
+        assert await second.held() is True
+    finally:
+        await first.close()
+        await second.close()
+        await relay.stop()
