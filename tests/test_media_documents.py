@@ -310,11 +310,17 @@ async def test_a_document_cannot_close_its_block_early() -> None:
     )
 
 
-async def test_a_pdf_with_a_few_bytes_before_its_header_is_read_as_a_pdf() -> None:
-    """Some tools write a few bytes (a line break, a byte-order mark, a mail gateway's
-    junk) before "%PDF-"; PDF readers accept the header anywhere in the first KiB, and so
-    does the bot."""
-    data = b"\r\n\xef\xbb\xbf junk\r\n" + pdf_with_text("Invoice 42", "Total due: 1300 EUR")
+@pytest.mark.parametrize(
+    "before",
+    [b"\r\n\xef\xbb\xbf junk\r\n", b"X-Scanned-By: gateway\r\n" * 40],
+    ids=["a-few-bytes", "most-of-a-kib"],
+)
+async def test_a_pdf_with_bytes_before_its_header_is_read_as_a_pdf(before: bytes) -> None:
+    """Some tools write bytes (a line break, a byte-order mark, a mail gateway's lines)
+    before "%PDF-"; PDF readers accept the header anywhere in the first KiB, and so does
+    the bot."""
+    assert len(before) < 1024 - len("%PDF-")
+    data = before + pdf_with_text("Invoice 42", "Total due: 1300 EUR")
 
     turn = await read(Attachment("invoice.pdf", "application/pdf", data))
 
