@@ -47,6 +47,7 @@ from media.transcription import OpenAITranscriber
 from storage.pg_inbox import PostgresInbox
 from storage.pg_locks import PostgresChatLocks
 from storage.pg_shared import (
+    RATE_TABLES,
     PostgresFloodWaits,
     PostgresRateLimits,
     PostgresUndelivered,
@@ -193,7 +194,8 @@ async def _cleanup_loop(
                 async with try_exclusive(shared, "cleanup") as mine:
                     if mine:
                         await _cleanup_once(service, settings)
-                        await PostgresRateLimits(shared, 0).forget_idle()
+                        for table in RATE_TABLES:
+                            await PostgresRateLimits(shared, 0, table=table).forget_idle()
                         await PostgresUndelivered(shared).forget_old()
                         await PostgresFloodWaits(shared).forget_past()
         except StoreUnavailable as exc:

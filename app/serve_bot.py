@@ -130,6 +130,9 @@ def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
         return IN_MEMORY
     return SharedState(
         rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute),
+        press_limits=PostgresRateLimits(
+            pool, config.button_presses_per_minute, table="press_limits"
+        ),
         undelivered=StoredUndelivered(PostgresUndelivered(pool)),
         flood_waits=PostgresFloodWaits(pool),
     )

@@ -97,6 +97,7 @@ class Settings(BaseSettings):
     allowed_user_ids: IdList = frozenset()
     allowed_chat_ids: IdList = frozenset()
     user_rate_limit_per_minute: int = Field(default=20, ge=0)  # 0: no limit
+    button_presses_per_minute: int = Field(default=10, ge=0)  # per user; 0: no limit
     group_config_admins_only: bool = True
 
     # HTTP API
@@ -233,6 +234,7 @@ class Settings(BaseSettings):
             allowed_user_ids=self.allowed_user_ids,
             allowed_chat_ids=self.allowed_chat_ids,
             user_rate_limit_per_minute=self.user_rate_limit_per_minute,
+            button_presses_per_minute=self.button_presses_per_minute,
             group_config_admins_only=self.group_config_admins_only,
             max_input_chars=self.max_input_chars,
             session_ttl_seconds=self.session_ttl_seconds,

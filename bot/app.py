@@ -26,8 +26,9 @@ from telegram.ext import (
     filters,
 )
 
+from bot.access import RateLimiter
 from bot.answer_now import AnswerNow
-from bot.chat import Context, Incoming
+from bot.buttons import Buttons
 from bot.commands import Commands
 from bot.config import BotConfig
 from bot.flood import ChatFloodControl
@@ -115,21 +116,22 @@ def register(
     answer_now = AnswerNow(service, turns, bot)
     commands = Commands(service, config, turns=turns, say=say, answer_now=answer_now)
 
-    async def answer_button(incoming: Incoming, _value: str, _context: Context) -> None:
-        await answer_now(incoming)
-
     handlers = Handlers(
         service,
         config,
         turns=turns,
         say=say,
-        buttons={
-            ANSWER_NOW: answer_button,
+        rate_limits=shared.rate_limits,
+        intake=intake,
+    )
+    buttons = Buttons(
+        {
+            ANSWER_NOW: commands.answer_button,
             "rounds": commands.rounds_button,
             "role": commands.role_button,
         },
-        rate_limits=shared.rate_limits,
-        intake=intake,
+        allowed=handlers.allowed,
+        press_limits=shared.press_limits or RateLimiter(config.button_presses_per_minute),
     )
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (
@@ -155,7 +157,7 @@ def register(
     application.add_handler(
         MessageHandler(only_new & ~text_like & ~filters.StatusUpdate.ALL, handlers.on_media)
     )
-    application.add_handler(CallbackQueryHandler(handlers.on_button))
+    application.add_handler(CallbackQueryHandler(buttons.on_press))
     application.add_error_handler(handlers.on_error)
 
 

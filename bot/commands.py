@@ -3,7 +3,9 @@
 Each command gets the update as an `Incoming` from the allow-list check in
 `bot.handlers`. In groups, the commands that change the consultation (/rounds,
 /reset, /role) are for chat admins and the member who started the consultation,
-unless the operator opened them to everyone (GROUP_CONFIG_ADMINS_ONLY=false).
+unless the operator opened them to everyone (GROUP_CONFIG_ADMINS_ONLY=false). A button
+press is refused in its own popup, never with a chat message (see `bot.buttons`), and
+a value no button of the bot offers is ignored.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from telegram import ChatMember, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 
 from bot.answer_now import AnswerNow
+from bot.buttons import Press, ignored
 from bot.chat import Context, Incoming
 from bot.config import BotConfig
 from bot.i18n import t
@@ -84,11 +87,18 @@ class Commands:
             return
         await self._set_rounds(incoming, " ".join(args))
 
-    async def rounds_button(self, incoming: Incoming, value: str, context: Context) -> None:
-        """Apply a choice from the /rounds buttons."""
-        if not await self._may_configure(incoming, context):
-            await self.say(incoming, t(incoming.language, "not_admin"))
+    async def rounds_button(
+        self, incoming: Incoming, value: str, context: Context, press: Press
+    ) -> None:
+        """Apply a choice from the /rounds buttons (a refusal goes in the press's popup)."""
+        offered = rounds_choices(self.service.config.max_rounds_limit)
+        if value not in {str(n) for n in offered}:
+            ignored(press.query.data, "not a rounds choice")
             return
+        if not await self._may_configure(incoming, context):
+            await press.answer(t(incoming.language, "not_admin"))
+            return
+        await press.answer()
         await self._set_rounds(incoming, value)
 
     async def _set_rounds(self, incoming: Incoming, raw: str) -> None:
@@ -175,12 +185,29 @@ class Commands:
             return
         await self._set_role(incoming, " ".join(args))
 
-    async def role_button(self, incoming: Incoming, value: str, context: Context) -> None:
-        """Apply a choice from the /role buttons."""
-        if not await self._may_configure(incoming, context):
-            await self.say(incoming, t(incoming.language, "not_admin"))
+    async def role_button(
+        self, incoming: Incoming, value: str, context: Context, press: Press
+    ) -> None:
+        """Apply a choice from the /role buttons (a refusal goes in the press's popup); a
+        button names a persona, never an instruction of its own."""
+        if value not in self.service.roles():
+            ignored(press.query.data, "not a role")
             return
+        if not await self._may_configure(incoming, context):
+            await press.answer(t(incoming.language, "not_admin"))
+            return
+        await press.answer()
         await self._set_role(incoming, value)
+
+    async def answer_button(
+        self, incoming: Incoming, value: str, context: Context, press: Press
+    ) -> None:
+        """Give the final answer now, from the button under a clarifying question."""
+        if value:  # the button's data is the kind alone
+            ignored(press.query.data, "not the answer button")
+            return
+        await press.answer()  # before the turn: the client stops waiting at once
+        await self.answer_now(incoming)
 
     async def _set_role(self, incoming: Incoming, raw: str) -> None:
         roles = self.service.roles()
@@ -230,11 +257,14 @@ class Commands:
         return member.status in ADMIN_STATUSES
 
 
+def rounds_choices(limit: int) -> tuple[int, ...]:
+    """The numbers of rounds the /rounds buttons offer under `limit`."""
+    return tuple(n for n in ROUNDS_CHOICES if n <= limit)
+
+
 def rounds_keyboard(limit: int) -> InlineKeyboardMarkup:
     buttons = [
-        InlineKeyboardButton(str(n), callback_data=f"rounds:{n}")
-        for n in ROUNDS_CHOICES
-        if n <= limit
+        InlineKeyboardButton(str(n), callback_data=f"rounds:{n}") for n in rounds_choices(limit)
     ]
     return InlineKeyboardMarkup([buttons])
 

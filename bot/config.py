@@ -19,6 +19,7 @@ class BotConfig:
     allowed_user_ids: frozenset[int] = frozenset()
     allowed_chat_ids: frozenset[int] = frozenset()
     user_rate_limit_per_minute: int = 20  # 0: no limit
+    button_presses_per_minute: int = 10  # per user, apart from messages; 0: no limit
     group_config_admins_only: bool = True
     max_input_chars: int = 4000
     session_ttl_seconds: float = 3600

@@ -10,7 +10,7 @@ may have answered it, so re-answering an edit would fork the conversation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from telegram import Update
@@ -33,12 +33,10 @@ log = logging.getLogger(__name__)
 
 UpdateCallback = Callable[[Update, Context], Coroutine[Any, Any, None]]
 CommandCallback = Callable[[Incoming, Context], Awaitable[None]]
-ButtonCallback = Callable[[Incoming, str, Context], Awaitable[None]]
-"""Called with the part of the button's data after "kind:" ("" when there is none)."""
 
 
 class Handlers:
-    """Messages, files, media, buttons and the allow-list check around commands; shares the
+    """Messages, files, media and the allow-list check around commands; shares the
     turn runner and `say` with `Commands` (wired by `bot.app.register`).
 
     Without an `intake` files are not read: they get the "text only" answer.
@@ -51,7 +49,6 @@ class Handlers:
         *,
         turns: TurnRunner,
         say: Say,
-        buttons: Mapping[str, ButtonCallback],
         rate_limits: UserRateLimits | None = None,
         intake: Intake | None = None,
     ) -> None:
@@ -59,7 +56,6 @@ class Handlers:
         self.config = config
         self.turns = turns
         self.say = say
-        self.buttons = buttons  # by the kind before ":" in the button's data
         # Shared by every worker when given; this process's memory by default.
         self.rate_limiter = (
             RateLimiter(config.user_rate_limit_per_minute) if rate_limits is None else rate_limits
@@ -97,21 +93,6 @@ class Handlers:
             await callback(incoming, context)
 
         return handle
-
-    async def on_button(self, update: Update, context: Context) -> None:
-        """A press on an inline button: refused outside the allow-lists, else handled by kind."""
-        query = update.callback_query
-        incoming = incoming_of(update, context.bot.username, context.bot.id)
-        if query is None or incoming is None:
-            return
-        if not self.allowed(incoming):
-            await query.answer(t(incoming.language, "not_allowed"))
-            return
-        await query.answer()
-        kind, _, value = (query.data or "").partition(":")
-        callback = self.buttons.get(kind)
-        if callback is not None:
-            await callback(incoming, value, context)
 
     # -- messages ------------------------------------------------------------------------
 

@@ -125,6 +125,7 @@ EN: dict[str, str] = {
     "role_set": "Expert set to {role}. It applies to your next consultation (/reset to start now).",
     "role_unknown": "Unknown expert “{value}”. Available: {roles}.",
     "not_admin": "Only group admins or the member who started the consultation can do that.",
+    "presses_limited": "Too many presses. Please wait {seconds} s.",
     "internal_error": "Something went wrong on my side. Your message is saved; please try again.",
     "store_unavailable": (
         "⚠️ My storage is temporarily unavailable. Please try again in a few minutes: "
@@ -255,6 +256,7 @@ RU: dict[str, str] = {
     "not_admin": (
         "Это могут делать только администраторы группы или участник, начавший консультацию."
     ),
+    "presses_limited": "Слишком много нажатий. Подождите {seconds} с.",
     "internal_error": (
         "Что-то пошло не так на моей стороне. Сообщение сохранено, попробуйте ещё раз."
     ),

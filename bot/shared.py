@@ -17,6 +17,7 @@ from bot.undelivered import UndeliveredReplies
 @dataclass(frozen=True, slots=True)
 class SharedState:
     rate_limits: UserRateLimits | None = None  # per-user message rate
+    press_limits: UserRateLimits | None = None  # per-user button presses
     undelivered: UndeliveredReplies | None = None  # replies Telegram would not take
     flood_waits: FloodWaits | None = None  # Telegram's RetryAfter per chat
 

@@ -159,6 +159,20 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             "(SELECT MAX(seq) FROM messages m WHERE m.consultation_id = c.id), 0)",
         ),
     ),
+    (
+        # Button presses per user, a budget apart from messages (`rate_limits`' columns).
+        "m006_press_limits",
+        (
+            """
+            CREATE TABLE press_limits (
+                user_id BIGINT PRIMARY KEY,
+                tokens DOUBLE PRECISION NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                warned_at DOUBLE PRECISION
+            )
+            """,
+        ),
+    ),
 ]
 
 

@@ -1,7 +1,8 @@
 """State every worker process must share, on PostgreSQL: one class per concern.
 
-- `PostgresRateLimits`: the per-user rate limit (a token bucket per user, one statement
-  per check), so a user writing to several workers is limited once, not once per worker.
+- `PostgresRateLimits`: a per-user rate limit (a token bucket per user, one statement
+  per check), so a user writing to several workers is limited once, not once per worker;
+  messages (`rate_limits`) and button presses (`press_limits`) have a table each.
 - `PostgresUndelivered`: replies stored but not delivered, by conversation, so whichever
   worker handles the chat's next turn (or a restarted one) sends them first.
 - `PostgresFloodWaits`: Telegram's RetryAfter per chat, so no worker sends to a chat that
@@ -9,7 +10,8 @@
   `FLOOD_REFRESH_SECONDS`.
 - `try_exclusive(pool, name)`: one runner at a time for a periodic job (the cleanup).
 
-Invariants: every statement is parameterised; times are wall-clock seconds since the epoch
+Invariants: every statement is parameterised (a rate limit's table name is one of
+`RATE_TABLES`, never data); times are wall-clock seconds since the epoch
 (`time.time`), the only clock several processes share; a lost connection or an unreachable
 database reaches callers as `StoreUnavailable`. The tables come from the store's migrations
 (`storage.pg_schema`, m004), applied by `open_shared_pool` too, so the order of opening the
@@ -23,7 +25,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import asyncpg
 
@@ -36,6 +38,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Clock = Callable[[], float]
+RateTable = Literal["rate_limits", "press_limits"]
+RATE_TABLES: tuple[RateTable, ...] = ("rate_limits", "press_limits")
+"""Messages and button presses: one budget each, the same columns."""
 
 RATE_WINDOW = 60.0
 UNDELIVERED_KEEP = 24 * 3600.0
@@ -71,7 +76,7 @@ async def _call(pool: asyncpg.Pool, work: Callable[[asyncpg.Connection], Awaitab
 # the bucket from the statement's snapshot to say how long until the next token.
 _TAKE_TOKEN = """
 WITH taken AS (
-    INSERT INTO rate_limits AS r (user_id, tokens, updated_at)
+    INSERT INTO {table} AS r (user_id, tokens, updated_at)
     VALUES ($1::bigint, $2::float8 - 1, $3::float8)
     ON CONFLICT (user_id) DO UPDATE
         SET tokens = LEAST($2, r.tokens + GREATEST($3 - r.updated_at, 0) * $4) - 1,
@@ -81,10 +86,10 @@ WITH taken AS (
 )
 SELECT EXISTS (SELECT 1 FROM taken) AS allowed,
        (SELECT LEAST($2, tokens + GREATEST($3 - updated_at, 0) * $4)
-          FROM rate_limits WHERE user_id = $1) AS refilled
+          FROM {table} WHERE user_id = $1) AS refilled
 """
 _WARN = """
-INSERT INTO rate_limits AS r (user_id, tokens, updated_at, warned_at)
+INSERT INTO {table} AS r (user_id, tokens, updated_at, warned_at)
 VALUES ($1::bigint, $2::float8, $3::float8, $3::float8)
 ON CONFLICT (user_id) DO UPDATE SET warned_at = $3::float8
     WHERE r.warned_at IS NULL OR r.warned_at <= $3::float8 - $4::float8
@@ -93,18 +98,31 @@ RETURNING 1
 
 
 class PostgresRateLimits:
-    """At most `per_minute` messages a minute per user across all workers (0: unlimited).
+    """At most `per_minute` events a minute per user across all workers (0: unlimited),
+    counted in `table`: messages (`rate_limits`) or button presses (`press_limits`).
 
     A token bucket: `per_minute` tokens, refilled evenly over a minute; each allowed
-    message takes one. A burst of `per_minute` passes, then one message every
+    event takes one. A burst of `per_minute` passes, then one event every
     `60 / per_minute` seconds. Each `check` is one statement, atomic under concurrency
     (the row is locked by the upsert), so two workers never both take the last token.
     """
 
-    def __init__(self, pool: asyncpg.Pool, per_minute: int, *, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        per_minute: int,
+        *,
+        table: RateTable = "rate_limits",
+        clock: Clock = time.time,
+    ) -> None:
+        if table not in RATE_TABLES:
+            raise ValueError(f"not a rate limit table: {table!r}")
         self._pool = pool
         self._limit = per_minute
         self._clock = clock
+        self._table = table
+        self._take = _TAKE_TOKEN.format(table=table)
+        self._warn = _WARN.format(table=table)
 
     async def check(self, user_id: int) -> float:
         """Take a token: 0 when allowed, else the seconds until one is available."""
@@ -113,7 +131,7 @@ class PostgresRateLimits:
         rate = self._limit / RATE_WINDOW
         row = await _call(
             self._pool,
-            lambda c: c.fetchrow(_TAKE_TOKEN, user_id, float(self._limit), self._clock(), rate),
+            lambda c: c.fetchrow(self._take, user_id, float(self._limit), self._clock(), rate),
         )
         if row["allowed"]:
             return 0.0
@@ -123,9 +141,9 @@ class PostgresRateLimits:
 
     async def should_warn(self, user_id: int) -> bool:
         """True at most once per minute per user, whichever worker asks."""
+        limit, now = float(self._limit), self._clock()
         value = await _call(
-            self._pool,
-            lambda c: c.fetchval(_WARN, user_id, float(self._limit), self._clock(), RATE_WINDOW),
+            self._pool, lambda c: c.fetchval(self._warn, user_id, limit, now, RATE_WINDOW)
         )
         return value is not None
 
@@ -136,7 +154,7 @@ class PostgresRateLimits:
         status = await _call(
             self._pool,
             lambda c: c.execute(
-                "DELETE FROM rate_limits WHERE updated_at <= $1"
+                f"DELETE FROM {self._table} WHERE updated_at <= $1"
                 " AND (warned_at IS NULL OR warned_at <= $2)",
                 now - RATE_WINDOW,
                 now - RATE_WINDOW,

@@ -243,7 +243,6 @@ async def test_handlers_count_messages_in_the_rate_limit_they_are_given(
                 BotConfig(token=TOKEN, user_rate_limit_per_minute=50),
                 turns=TurnRunner(ttl_minutes=60),
                 say=Say(ext),
-                buttons={},
                 rate_limits=shared,
             )
             for _ in range(2)
@@ -278,3 +277,26 @@ async def test_two_applications_given_one_shared_state_share_the_rate_limit(
     assert replies[0].startswith("Reply to: one")
     assert replies[-1].startswith("You're sending messages too fast")
     assert len(model_server.requests) == 1
+
+
+async def test_two_applications_given_one_shared_state_share_the_press_limit(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """Button presses are limited through the shared state too: a user's second press,
+    handled by the other application, gets the "too many presses" popup."""
+    settings = bot_settings(tmp_path / "s.sqlite3", bot_api, model_server)
+    shared = SharedState(press_limits=RateLimiter(1))
+    async with open_runtime(settings, background=False) as runtime:
+        workers = [
+            build_application(settings.bot_config(), runtime.service, shared=shared)
+            for _ in range(2)
+        ]
+        for worker in workers:
+            await worker.initialize()
+            update = bot_api.callback_query(42, 42, "rounds:2", 1)
+            await worker.process_update(Update.de_json(update, worker.bot))
+            await worker.shutdown()
+    popups = [c.params.get("text") for c in bot_api.calls_of("answerCallbackQuery")]
+    assert popups[0] is None
+    assert popups[1].startswith("Too many presses")
+    assert bot_api.sent_texts(42) == ["Rounds per consultation: 2."]

@@ -59,6 +59,25 @@ async def test_the_rate_limit_is_shared_by_every_worker(pools: Pools) -> None:
     assert await a.check(7) == pytest.approx(20.0)
 
 
+async def test_button_presses_have_a_budget_of_their_own_shared_by_every_worker(
+    pools: Pools,
+) -> None:
+    """Presses and messages are counted apart: a user out of presses on one worker is out
+    on the other too, yet may still write; idle press buckets are forgotten too."""
+    clock = Clock()
+    presses = [PostgresRateLimits(pool, 2, table="press_limits", clock=clock) for pool in pools]
+    messages = PostgresRateLimits(pools[0], 1, clock=clock)
+    assert [await presses[0].check(5), await presses[1].check(5)] == [0.0, 0.0]
+    assert await presses[1].check(5) == pytest.approx(30.0)
+    assert await presses[0].check(5) == pytest.approx(30.0)
+    assert await messages.check(5) == 0.0
+    assert await pools[0].fetchval("SELECT count(*) FROM press_limits") == 1
+    clock.now += 61
+    assert await presses[0].forget_idle() == 1
+    with pytest.raises(ValueError, match="not a rate limit table"):
+        PostgresRateLimits(pools[0], 1, table="users; DROP TABLE x")  # type: ignore[arg-type]
+
+
 async def test_concurrent_checks_never_take_more_tokens_than_there_are(pools: Pools) -> None:
     """Forty checks at once from two workers: exactly the five tokens are taken."""
     clock = Clock()
