@@ -112,7 +112,12 @@ class FileTurns:
             kind = "unsupported"  # an archive, a program, a video: refused unfetched
         self.intake.check_size(kind, file.file_size, name=file.name)
         async with typing(context.bot, incoming.target):  # a transcription takes a while
-            data = await download(context.bot, file, timeout=self.config.download_timeout)
+            data = await download(
+                context.bot,
+                file,
+                timeout=self.config.download_timeout,
+                max_bytes=self.intake.byte_limit(kind),
+            )
             attachment = Attachment(file.name, file.mime, data, kind_hint=file.kind_hint)
             return await self.intake.read(incoming.text, [attachment], language=incoming.language)
 

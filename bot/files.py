@@ -6,20 +6,25 @@ size limits are checked first and an oversized file is never fetched. Names foll
 transcription services and readers expect: a voice note is OGG/Opus, named "voice.ogg";
 a video note "video_note.mp4"; an audio file keeps its name or gets an extension from its
 MIME type. Of a photo's sizes the largest within the image byte limit is taken (else the
-smallest, which the limit then refuses). A download is bounded by a timeout and every
-way it fails becomes one `DownloadFailed`, except that a file Telegram will not hand out
-for its size is refused (`AttachmentRefused`, TOO_LARGE) like any file over a limit.
+smallest, which the limit then refuses). A download is bounded by a timeout and by the
+byte limit it is given: the limit is enforced while the bytes arrive (a message may omit
+the size), so at most the limit plus one byte is ever read, and nothing is kept of a file
+over it. Every way a download fails becomes one `DownloadFailed`, except that a file over
+the limit, or one Telegram will not hand out for its size, is refused (`AttachmentRefused`,
+TOO_LARGE) like any file over a limit.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from telegram import Message, PhotoSize
 from telegram.error import BadRequest, TelegramError
 
 from bot.delivery import AnyBot
+from bot.telegram_http import AiohttpRequest, BodyTooLarge
 from core.errors import AttachmentProblem, AttachmentRefused
 
 TELEGRAM_DOWNLOAD_LIMIT = 20_000_000
@@ -119,13 +124,30 @@ def _document_kind(mime: str | None) -> str:
     return {"image": "photo", "audio": "voice"}.get(major, "document")
 
 
-async def download(bot: AnyBot, file: TelegramFile, *, timeout: float) -> bytes:  # noqa: ASYNC109
-    """The file's bytes: getFile, then its download, within `timeout` seconds in all;
-    raises `DownloadFailed`, or `AttachmentRefused` for a file too big for Telegram."""
+async def download(
+    bot: AnyBot,
+    file: TelegramFile,
+    *,
+    timeout: float,  # noqa: ASYNC109
+    max_bytes: int,
+) -> bytes:
+    """The file's bytes: getFile, then its download, within `timeout` seconds in all and
+    never past `max_bytes`; raises `DownloadFailed`, or `AttachmentRefused` for a file over
+    `max_bytes` or too big for Telegram. The bot must send its requests through
+    `AiohttpRequest` (as `bot.app` builds it), whose `fetch` enforces the limit."""
+    request = bot.request
+    if not isinstance(request, AiohttpRequest):
+        raise TypeError("downloads need the bot's requests made by AiohttpRequest")
     try:
         async with asyncio.timeout(timeout):
             remote = await bot.get_file(file.file_id)
-            return bytes(await remote.download_as_bytearray())
+            if remote.file_path is None:
+                raise DownloadFailed("getFile gave no file_path")
+            return await request.fetch(_encoded(remote.file_path), max_bytes=max_bytes)
+    except BodyTooLarge as exc:
+        raise AttachmentRefused(
+            AttachmentProblem.TOO_LARGE, str(exc), limit=max_bytes, name=file.name
+        ) from exc
     except BadRequest as exc:
         if "too big" in exc.message.lower():
             raise AttachmentRefused(
@@ -139,3 +161,9 @@ async def download(bot: AnyBot, file: TelegramFile, *, timeout: float) -> bytes:
         raise DownloadFailed(f"{type(exc).__name__}: {exc.message}") from exc
     except TimeoutError as exc:
         raise DownloadFailed(f"no file within {timeout:g} s") from exc
+
+
+def _encoded(url: str) -> str:
+    """`url` with its path percent-encoded (a file path may hold any UTF-8 character)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=quote(parts.path)))

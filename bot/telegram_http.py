@@ -8,7 +8,9 @@ connections in a queue per host and costs the same at any concurrency.
 
 Invariant: the same contract as `HTTPXRequest` — form-encoded parameters (multipart
 when a file is attached), `(status, body)` back for PTB to interpret, timeouts
-raised as `TimedOut` and transport failures as `NetworkError`.
+raised as `TimedOut` and transport failures as `NetworkError`. Besides, `fetch` downloads
+a file within a byte limit: it never reads more than the limit plus one byte, whatever
+the response announces or omits (`BodyTooLarge`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,19 @@ from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
 _FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+FETCH_CHUNK = 64 * 1024
+"""Bytes read at a time by `fetch`."""
+
+
+class BodyTooLarge(Exception):
+    """A response body over the byte limit, said by its Content-Length (`announced`) or
+    found while reading (`read`: the bytes read, the limit plus one)."""
+
+    def __init__(self, limit: int, *, read: int, announced: int | None) -> None:
+        super().__init__(f"over {limit} bytes (read {read}, announced {announced})")
+        self.limit = limit
+        self.read = read
+        self.announced = announced
 
 
 class AiohttpRequest(BaseRequest):
@@ -67,22 +82,16 @@ class AiohttpRequest(BaseRequest):
         connect_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
         pool_timeout: ODVInput[float] = BaseRequest.DEFAULT_NONE,
     ) -> tuple[int, bytes]:
-        if self._session is None or self._session.closed:
-            raise RuntimeError("This AiohttpRequest is not initialized!")
-        read = _given(read_timeout, self._read_timeout)
-        write = _given(write_timeout, self._write_timeout)
-        connect = _given(connect_timeout, self._connect_timeout)
-        pool = _given(pool_timeout, self._pool_timeout)
-        # aiohttp has no write timeout: sending the body counts against the read one.
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=None if connect is None or pool is None else connect + pool,
-            sock_connect=connect,
-            sock_read=None if read is None else read + (write or 0),
+        session = self._open_session()
+        timeout = self._timeout(
+            _given(read_timeout, self._read_timeout),
+            _given(write_timeout, self._write_timeout),
+            _given(connect_timeout, self._connect_timeout),
+            _given(pool_timeout, self._pool_timeout),
         )
         try:
             data, headers = _body(request_data)
-            async with self._session.request(
+            async with session.request(
                 method, url, data=data, headers=headers, timeout=timeout
             ) as response:
                 return response.status, await response.read()
@@ -90,6 +99,54 @@ class AiohttpRequest(BaseRequest):
             raise TimedOut from exc
         except aiohttp.ClientError as exc:
             raise NetworkError(f"aiohttp.{exc.__class__.__name__}: {exc}") from exc
+
+    async def fetch(self, url: str, *, max_bytes: int) -> bytes:
+        """The body of GET `url`, read `FETCH_CHUNK` bytes at a time and never past
+        `max_bytes + 1` bytes. Raises `BodyTooLarge` over `max_bytes` (before reading when
+        the Content-Length says so; the connection is closed, not drained), `NetworkError`
+        for a status other than 200 or a transport failure, `TimedOut`."""
+        session = self._open_session()
+        timeout = self._timeout(
+            self._read_timeout, self._write_timeout, self._connect_timeout, self._pool_timeout
+        )
+        try:
+            async with session.get(url, timeout=timeout) as response:
+                if response.status != 200:
+                    raise NetworkError(f"download answered HTTP {response.status}")
+                announced = response.content_length
+                if announced is not None and announced > max_bytes:
+                    response.close()
+                    raise BodyTooLarge(max_bytes, read=0, announced=announced)
+                body = bytearray()
+                while chunk := await response.content.read(
+                    min(FETCH_CHUNK, max_bytes + 1 - len(body))
+                ):
+                    body += chunk
+                    if len(body) > max_bytes:
+                        response.close()
+                        raise BodyTooLarge(max_bytes, read=len(body), announced=announced)
+                return bytes(body)
+        except TimeoutError as exc:
+            raise TimedOut from exc
+        except aiohttp.ClientError as exc:
+            raise NetworkError(f"aiohttp.{exc.__class__.__name__}: {exc}") from exc
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            raise RuntimeError("This AiohttpRequest is not initialized!")
+        return self._session
+
+    @staticmethod
+    def _timeout(
+        read: float | None, write: float | None, connect: float | None, pool: float | None
+    ) -> aiohttp.ClientTimeout:
+        # aiohttp has no write timeout: sending the body counts against the read one.
+        return aiohttp.ClientTimeout(
+            total=None,
+            connect=None if connect is None or pool is None else connect + pool,
+            sock_connect=connect,
+            sock_read=None if read is None else read + (write or 0),
+        )
 
 
 def _given(value: ODVInput[float], default: float | None) -> float | None:

@@ -58,6 +58,11 @@ class Intake:
                 AttachmentProblem.TOO_LARGE, f"{kind} of {size} bytes", limit=limit, name=name
             )
 
+    def byte_limit(self, kind: str) -> int:
+        """The most bytes a file of `kind` ("voice", "document", "photo") may have: what a
+        download of a file of unknown size stops at."""
+        return self._limit(kind)
+
     def check_head(self, head: Attachment, size: int) -> None:
         """`check_size` for a file known by its first bytes and its full size, before it is
         read whole. A head alone cannot prove a DOCX (a ZIP is known by its contents), so

@@ -23,7 +23,8 @@ from tests.bot_harness import (
     post_in_group,
     started_bot,
 )
-from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.bot_api import STREAM_CHUNK, FakeBotApi
+from tests.fakes.bot_files import UNANNOUNCED
 from tests.fakes.model_server import FakeModelServer
 
 USER = 702
@@ -130,6 +131,40 @@ async def test_telegrams_own_limit_is_said_when_the_bots_is_higher(
         [text] = await ask_private(bot, USER, None, media=media)
         assert text == "This file is too large: I can take files up to 20 MB."
         assert file_calls(bot) == ["getFile"] and bot.model.requests == []
+
+
+async def test_a_document_without_a_size_stops_downloading_past_the_limit(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A document whose message says no file_size, with a body far over the limit: the
+    download stops just past the limit (the rest is never sent), the user gets the size
+    refusal, and nothing is stored or asked."""
+    limit = 100_000
+    async with started_bot(
+        tmp_path / "bot.sqlite3", bot_api, model_server, max_document_bytes=limit
+    ) as bot:
+        body = b"a line of text that goes on and on\n" * 150_000  # 5.25 MB
+        media = bot.api.document(body, "dump.txt", "text/plain", size=UNANNOUNCED)
+        assert "file_size" not in media["document"]
+
+        [text] = await ask_private(bot, USER, None, media=media)
+
+        assert text == "This file is too large: I can take files up to 100 KB."
+        [sent] = bot.api.sent.values()
+        assert limit < sent <= limit + 16 * STREAM_CHUNK  # what was in flight, not 5 MB
+        assert bot.model.requests == []
+        status = await bot.runtime.service.status(f"tg:{USER}")
+        assert not status.active
+
+
+async def test_a_document_without_a_size_within_the_limit_is_read(bot: RunningBot) -> None:
+    """Without a file_size, a body within the limit is downloaded whole and read."""
+    body = b"chunked line\n" * 2000
+    media = bot.api.document(body, "notes.txt", "text/plain", size=UNANNOUNCED)
+    [reply] = await ask_private(bot, USER, None, media=media, caption="Count the lines")
+    assert "Round 1 of 3" in reply
+    assert "chunked line" in conversation(bot.model.requests[0])[0]
+    assert list(bot.api.sent.values()) == [len(body)]
 
 
 async def test_a_password_protected_pdf_is_unreadable(bot: RunningBot) -> None:

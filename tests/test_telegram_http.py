@@ -14,8 +14,9 @@ from telegram.error import NetworkError, TimedOut
 from telegram.request import RequestData
 from telegram.request._requestparameter import RequestParameter
 
-from bot.telegram_http import AiohttpRequest
+from bot.telegram_http import AiohttpRequest, BodyTooLarge
 from tests.fakes.bot_api import TOKEN, FakeBotApi
+from tests.fakes.bot_files import UNANNOUNCED
 
 
 class _Echo:
@@ -117,3 +118,27 @@ async def test_a_bot_works_over_it(bot_api: FakeBotApi) -> None:
         [update] = await bot.get_updates(timeout=1)
     assert message.text == "hi"
     assert update.message is not None and update.message.text == "question"
+
+
+async def test_a_fetch_reads_no_more_than_its_limit_plus_one_byte(bot_api: FakeBotApi) -> None:
+    """A body without a Content-Length is read only to the limit plus one byte; one whose
+    Content-Length is over the limit is refused unread; one within it comes back whole."""
+    unannounced = bot_api.register_file(b"x" * 1_000_000, size=UNANNOUNCED)
+    announced = bot_api.register_file(b"y" * 300_000)
+    small = bot_api.register_file(b"z" * 70_000, size=UNANNOUNCED)
+    request = AiohttpRequest()
+    await request.initialize()
+    try:
+        base = f"{bot_api.file_base_url}{TOKEN}/"
+        with pytest.raises(BodyTooLarge) as streamed:
+            await request.fetch(base + unannounced.path, max_bytes=100_000)
+        with pytest.raises(BodyTooLarge) as said:
+            await request.fetch(base + announced.path, max_bytes=100_000)
+        whole = await request.fetch(base + small.path, max_bytes=100_000)
+        with pytest.raises(NetworkError, match="HTTP 404"):
+            await request.fetch(base + "documents/missing", max_bytes=100_000)
+    finally:
+        await request.shutdown()
+    assert (streamed.value.read, streamed.value.announced) == (100_001, None)
+    assert (said.value.read, said.value.announced) == (0, 300_000)
+    assert whole == small.data

@@ -25,11 +25,13 @@ import pytest
 from aiohttp import web
 
 from tests.fakes.bot_api_checks import check_text
-from tests.fakes.bot_files import BotFiles
+from tests.fakes.bot_files import BotFiles, StoredFile
 from tests.fakes.bot_updates import UpdateBuilder
 from tests.fakes.serving import LOOPBACK, LocalServer
 
 TOKEN = "123456:TEST-TOKEN"
+STREAM_CHUNK = 16 * 1024
+"""Bytes per chunk of a file served without a Content-Length."""
 STRING_PARAMS = frozenset(
     {
         "text",
@@ -257,7 +259,7 @@ class FakeBotApi(UpdateBuilder, BotFiles):
         self._notify()
         return web.json_response(body, status=status)
 
-    async def _download(self, request: web.Request) -> web.Response:
+    async def _download(self, request: web.Request) -> web.StreamResponse:
         path = request.match_info["path"]
         call = Call("download", {"file_path": path})
         self.calls.append(call)
@@ -269,7 +271,30 @@ class FakeBotApi(UpdateBuilder, BotFiles):
         self._notify()
         if status != 200 or stored is None:
             return web.json_response(body, status=status)
+        if stored.size is None:
+            return await self._stream(request, stored)
         return web.Response(body=stored.data, content_type="application/octet-stream")
+
+    async def _stream(self, request: web.Request, stored: StoredFile) -> web.StreamResponse:
+        """The bytes in chunks without a Content-Length, counted in `sent`; each chunk waits
+        for the previous one to be taken (and lets the client run), and a client that hung
+        up ends it."""
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        self.sent[stored.path] = 0
+        for start in range(0, len(stored.data), STREAM_CHUNK):
+            if request.transport is None or request.transport.is_closing():
+                return response
+            chunk = stored.data[start : start + STREAM_CHUNK]
+            try:
+                await response.write(chunk)
+            except ConnectionError:
+                return response
+            self.sent[stored.path] += len(chunk)
+            await asyncio.sleep(0)
+        await response.write_eof()
+        return response
 
     def _injected(self, method: str) -> tuple[int, dict[str, Any]] | None:
         queue = self._failures.get(method)

@@ -4,7 +4,10 @@ Invariant: a test registers bytes and gets the file object Telegram would put in
 (voice, audio, video note, document, photo sizes); `getFile` answers like Telegram
 (`file_path` to download from, "file is too big" over 20 MB, "invalid file_id" for an
 unknown one) and `GET /file/bot<token>/<file_path>` returns the bytes. The size a message
-announces may be set apart from the bytes (`size=`), so a 25 MB voice note needs no 25 MB.
+announces may be set apart from the bytes (`size=`), so a 25 MB voice note needs no 25 MB,
+or left out (`size=UNANNOUNCED`), as Telegram does for some documents: such a file is then
+served without a Content-Length, in chunks, and `sent` counts the bytes that went out, so a
+test sees where a download stopped.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ JSON = dict[str, Any]
 
 GET_FILE_LIMIT = 20 * 1024 * 1024
 """Telegram's cloud Bot API hands out files up to 20 MB."""
+
+UNANNOUNCED = -1
+"""`size=` for a file whose message carries no `file_size`."""
 
 _FOLDERS = {
     "voice": "voice",
@@ -32,7 +38,7 @@ class StoredFile:
     file_id: str
     unique_id: str
     data: bytes
-    size: int  # what Telegram reports (the bytes' length unless a test claims more)
+    size: int | None  # what Telegram reports (the bytes' length unless a test says else)
     path: str
 
 
@@ -43,16 +49,17 @@ class BotFiles:
         self.files: dict[str, StoredFile] = {}
         self.by_path: dict[str, StoredFile] = {}
         self._file_numbers = itertools.count(1)
+        self.sent: dict[str, int] = {}  # bytes sent so far by file path (unannounced files)
 
     def register_file(
         self, data: bytes, *, kind: str = "document", extension: str = "", size: int | None = None
     ) -> StoredFile:
-        """Keep `data` for download; `size` is the size Telegram reports (default: the bytes)."""
+        """Keep `data` for download; `size` is the size Telegram reports (default: the bytes;
+        `UNANNOUNCED`: none)."""
         number = next(self._file_numbers)
         path = f"{_FOLDERS.get(kind, 'documents')}/file_{number}{extension}"
-        stored = StoredFile(
-            f"FILE{number}-{kind}", f"U{number}", data, len(data) if size is None else size, path
-        )
+        reported = len(data) if size is None else None if size == UNANNOUNCED else size
+        stored = StoredFile(f"FILE{number}-{kind}", f"U{number}", data, reported, path)
         self.files[stored.file_id] = stored
         self.by_path[path] = stored
         return stored
@@ -113,10 +120,13 @@ class BotFiles:
         stored = self.files.get(file_id)
         if stored is None:
             return 400, "Bad Request: invalid file_id"
-        if stored.size > GET_FILE_LIMIT:
+        if (len(stored.data) if stored.size is None else stored.size) > GET_FILE_LIMIT:
             return 400, "Bad Request: file is too big"
         return 200, {**_file_fields(stored), "file_path": stored.path}
 
 
 def _file_fields(stored: StoredFile) -> JSON:
-    return {"file_id": stored.file_id, "file_unique_id": stored.unique_id, "file_size": stored.size}
+    fields: JSON = {"file_id": stored.file_id, "file_unique_id": stored.unique_id}
+    if stored.size is not None:
+        fields["file_size"] = stored.size
+    return fields
