@@ -2,42 +2,49 @@
 terminal, for trying prompts.
 
 Uses the configured model and the same store as the bot, under its own chat key,
-so a console consultation also survives a restart. Replies stream as they come.
+so a console consultation also survives a restart. Replies stream as they come
+(`app.console_replies`).
 
 `/file PATH` queues a local file (document, voice recording, photo) for the next
-message; typing the message — or an empty line, to send the files alone — sends them
-together, read by the same `media.intake.Intake` as the bot's and the API's files. A
-file is checked (kind, size) from its size on disk and its first bytes before it is
-read whole, so a huge file is refused at once. A refused file is named with the reason
-and the queue is emptied; nothing is sent.
+message (`app.console_files`); typing the message — or an empty line, to send the files
+alone — sends them together, read by the same `media.intake.Intake` as the bot's and the
+API's files. A refused file is named with the reason and the queue is emptied; nothing
+is sent.
+
+SIGTERM or SIGINT (Ctrl-C) stops it: what is running is cancelled (a message being
+answered stays saved for /retry, as after a model error), the store is closed, one line
+says so, and the exit code is 0, a requested stop being a clean end. Lines are read by a
+daemon thread, so a stop never waits for Enter; when that thread is still blocked in its
+read, the process ends with `os._exit` once everything is closed (the interpreter could
+not finish with a thread holding stdin).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
-import stat
 import sys
-from pathlib import Path
+import threading
 
+from app.console_files import ConsoleFiles, refusal
+from app.console_replies import StreamPrinter, model_error_line
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
+from app.startup import stop_on_signals
 from bot.i18n import t
-from core.attachments import Attachment
 from core.errors import (
-    NOT_RETRYABLE,
-    AttachmentProblem,
     AttachmentRefused,
     ConsultationError,
     InvalidMaxRounds,
     ModelError,
+    ModelErrorKind,
     StoreUnavailable,
 )
-from core.outcomes import Notice, Reply
+from core.outcomes import Notice
 from core.service import ConsultationService
-from media.intake import SUPPORTED_DOCUMENTS, Intake
 
 CONSOLE_KEY = "console:local"
 
@@ -49,12 +56,34 @@ HELP = """Type your question. Commands:
   /file       list the attached files     /drop     forget them
   /help       this list"""
 
+STOPPED = "[stopped: the consultation is kept; start the console again to go on]"
+
 COMMAND = re.compile(r"/[A-Za-z]\w*")
 
 log = logging.getLogger(__name__)
 
 
 async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
+    """Run the console until /quit, end of input, SIGTERM or SIGINT; the exit code."""
+    stop = stop_on_signals()
+    lines = _Lines()
+    session = asyncio.ensure_future(_session(settings, key, lines))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({session, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if session.done():
+        return session.result()
+    session.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await session
+    print("\n" + STOPPED, flush=True)
+    if lines.reading:  # blocked in a read no one can interrupt: end here, all is closed
+        sys.stderr.flush()
+        os._exit(0)
+    return 0
+
+
+async def _session(settings: Settings, key: str, lines: _Lines) -> int:
     async with open_runtime(settings) as runtime:
         service = runtime.service
         await check_model_endpoint(runtime)  # warnings go to stderr, before the first prompt
@@ -62,9 +91,9 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
         status = await service.status(key)
         if status.active:
             print(f"(resuming: {status.rounds_done} of {status.max_rounds} rounds answered)")
-        files = _Files(runtime.intake)
+        files = ConsoleFiles(runtime.intake)
         while True:
-            line = await asyncio.to_thread(_read_line)
+            line = await lines.next()
             if line is None:
                 print()  # end the prompt line before the shell takes over
                 return 0
@@ -77,23 +106,51 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
                 await _handle(service, key, text, files)
             except AttachmentRefused as exc:
                 print(
-                    f"[{_refusal(exc, runtime.intake)}; nothing was sent,"
+                    f"[{refusal(exc, runtime.intake)}; nothing was sent,"
                     " the attached files were dropped]"
                 )
             except ModelError as exc:
-                if exc.kind not in NOT_RETRYABLE:
-                    print(f"\n[model error: {exc}; your message is saved, /retry to try again]")
-                else:  # the user is told what helps; the log (stderr) names the setting
-                    log.warning("model error: %s", exc)
-                    print(f"\n[{t('en', f'model_{exc.kind.value}')}]")
+                if exc.kind is ModelErrorKind.CONTEXT_TOO_LONG:
+                    log.warning("model error: %s", exc)  # stderr names the setting
+                print("\n" + model_error_line(exc, settings))
             except ConsultationError as exc:
                 print(f"[{exc}]")
             except StoreUnavailable as exc:
                 print(f"\n[{t('en', 'store_unavailable')} ({exc})]")
 
 
-async def _handle(service: ConsultationService, key: str, text: str, files: _Files) -> None:
-    printer = _StreamPrinter()
+class _Lines:
+    """Lines typed at the prompt, read one at a time when asked for by a daemon thread,
+    so that the prompt follows the output and a stop never waits for Enter."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._asked = threading.Semaphore(0)
+        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self.reading = False  # the thread is blocked in a read of stdin
+        threading.Thread(target=self._read, name="console-input", daemon=True).start()
+
+    async def next(self) -> str | None:
+        """The next line typed; None at the end of input."""
+        self._asked.release()
+        return await self._lines.get()
+
+    def _read(self) -> None:
+        while True:
+            self._asked.acquire()
+            self.reading = True
+            line = _read_line()
+            self.reading = False
+            try:
+                self._loop.call_soon_threadsafe(self._lines.put_nowait, line)
+            except RuntimeError:  # the loop is closed: the console has ended
+                return
+            if line is None:
+                return
+
+
+async def _handle(service: ConsultationService, key: str, text: str, files: ConsoleFiles) -> None:
+    printer = StreamPrinter()
     command, _, argument = text.partition(" ")
     if command == "/file":
         files.command(argument.strip())
@@ -121,7 +178,7 @@ async def _handle(service: ConsultationService, key: str, text: str, files: _Fil
 
 
 async def _send_with_files(
-    service: ConsultationService, key: str, text: str, files: _Files, printer: _StreamPrinter
+    service: ConsultationService, key: str, text: str, files: ConsoleFiles, printer: StreamPrinter
 ) -> None:
     """Read the queued files with the message, echo what was heard, then ask."""
     queued = tuple(files.queued)
@@ -135,50 +192,6 @@ async def _send_with_files(
     printer.done(reply)
     if Notice.IMAGES_NOT_SEEN in reply.notices:
         print("[the model could not see the photo; describe it in words if it matters]")
-
-
-HEAD_BYTES = 4096
-"""Bytes read before the size check, to tell a file's kind by its magic bytes."""
-
-
-class _Files:
-    """Local files queued for the next message, checked before they are read whole."""
-
-    def __init__(self, intake: Intake) -> None:
-        self.intake = intake
-        self.queued: list[Attachment] = []
-
-    def command(self, argument: str) -> None:
-        """`/file PATH` queues a file; `/file` alone lists the queue."""
-        if not argument:
-            names = ", ".join(f.name for f in self.queued) or "none"
-            print(f"[attached: {names}]")
-            return
-        try:
-            attachment = self._load(Path(_unquoted(argument)).expanduser())
-        except AttachmentRefused as exc:
-            print(f"[{_refusal(exc, self.intake)}; not attached]")
-            return
-        except OSError as exc:
-            print(f"[cannot read {argument}: {exc.strerror or exc}]")
-            return
-        self.queued.append(attachment)
-        print(
-            f"[attached {attachment.name} ({_size(len(attachment.data))}); it goes with "
-            "your next message, or an empty line sends it alone]"
-        )
-
-    def _load(self, path: Path) -> Attachment:
-        with path.open("rb") as file:
-            info = os.fstat(file.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise IsADirectoryError(0, "not a regular file")
-            head = file.read(HEAD_BYTES)
-            self.intake.check_head(Attachment(path.name, None, head), info.st_size)
-            rest = file.read(max(0, info.st_size - len(head)))
-        whole = Attachment(path.name, None, head + rest)
-        self.intake.check_size(self.intake.kind_of(whole), len(whole.data), name=path.name)
-        return whole
 
 
 async def _rounds(service: ConsultationService, key: str, argument: str) -> None:
@@ -207,66 +220,6 @@ async def _status_line(service: ConsultationService, key: str) -> str:
     waiting = "; your last message awaits an answer: /retry" if status.open_turn else ""
     done = f"{status.rounds_done} of {status.max_rounds} rounds answered"
     return f"[{done}, expert: {expert}{waiting}]"
-
-
-class _StreamPrinter:
-    """Prints each new piece of the streamed reply, then the round line."""
-
-    def __init__(self) -> None:
-        self._printed = ""
-
-    async def feed(self, text: str) -> None:
-        if text.startswith(self._printed):
-            sys.stdout.write(text[len(self._printed) :])
-        else:  # the text was revised (e.g. an overlap removed): print it again
-            sys.stdout.write("\n" + text)
-        sys.stdout.flush()
-        self._printed = text
-
-    def done(self, reply: Reply) -> None:
-        if reply.text != self._printed:
-            print(("\n" if self._printed else "") + reply.text, end="")
-        if reply.sources:
-            print(f"\n{t('en', 'sources')}:", end="")
-            for source in reply.sources:
-                shown = f"{source.title} — {source.url}" if source.title else source.url
-                print(f"\n[{source.index}] {shown}", end="")
-        state = "final answer" if reply.is_final else f"round {reply.round} of {reply.max_rounds}"
-        if Notice.ANSWER_INCOMPLETE in reply.notices:
-            state += " (it may be incomplete: it was cut off before its end)"
-        if reply.is_final and reply.is_complete:
-            state += ", consultation complete"
-        print(f"\n[{state}]")
-
-
-def _refusal(exc: AttachmentRefused, intake: Intake) -> str:
-    kinds = [SUPPORTED_DOCUMENTS]
-    if intake.transcriber is not None:
-        kinds.append("voice recordings")
-    if intake.config.vision:
-        kinds.append("photos")
-    reasons = {
-        AttachmentProblem.TOO_LARGE: f"over the limit of {_size(exc.limit or 0)}",
-        AttachmentProblem.UNSUPPORTED: f"not a kind of file I read ({', '.join(kinds)})",
-        AttachmentProblem.VOICE_OFF: "voice is off: set TRANSCRIPTION_MODEL to transcribe it",
-        AttachmentProblem.VISION_OFF: "photos are off: set LLM_VISION=true for a model that "
-        "sees images",
-        AttachmentProblem.UNREADABLE: "cannot be read (broken or encrypted)",
-        AttachmentProblem.NO_TEXT: "has no text to read (a scan, or silence)",
-        AttachmentProblem.TRANSCRIPTION_FAILED: "the transcription failed; try again",
-    }
-    return f"{exc.name or 'file'}: {reasons[exc.problem]}"
-
-
-def _size(count: int) -> str:
-    return f"{count / 1_000_000:.1f} MB" if count >= 100_000 else f"{count} bytes"
-
-
-def _unquoted(path: str) -> str:
-    """A path as a terminal's drag and drop may paste it: in quotes."""
-    if len(path) >= 2 and path[0] == path[-1] and path[0] in "'\"":
-        return path[1:-1]
-    return path
 
 
 def _read_line() -> str | None:

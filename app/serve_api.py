@@ -1,15 +1,20 @@
 """The HTTP API alone (no Telegram): `consultation-bot api`, `python -m api`.
 
 For deployments that only need the JSON API, and for trying it with curl. Same
-settings, database and engine as the bot; stops cleanly on SIGINT/SIGTERM.
+settings, database and engine as the bot; stops cleanly on SIGINT/SIGTERM, logging
+"stopping" when the signal arrives and "stopped" once the server and the store are closed.
 """
 
 from __future__ import annotations
+
+import logging
 
 from api.app import start_web_server
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import cannot_listen, stop_on_signals
+
+log = logging.getLogger(__name__)
 
 
 async def serve_api(settings: Settings) -> int:
@@ -31,6 +36,8 @@ async def serve_api(settings: Settings) -> int:
         await check_model_endpoint(runtime)
         try:
             await stop.wait()
+            log.info("stopping")
         finally:
             await runner.cleanup()
+    log.info("stopped")
     return 0

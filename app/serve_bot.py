@@ -120,6 +120,7 @@ async def run_bot(settings: Settings) -> int:
             if leadership is not None:
                 await leadership.close()
             await application.shutdown()
+    log.info("stopped")
     return 0
 
 

@@ -43,3 +43,21 @@ async def test_the_note_speaks_the_users_language(
     async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
         [reply] = await ask_private(bot, USER, "Помоги выбрать ноутбук", language_code="ru")
     assert "Ответ может быть неполным: он оборвался" in reply
+
+
+async def test_a_reply_cut_for_looping_is_delivered_once_with_its_first_occurrence(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """A model repeating a 200+ character passage: the progress display is replaced by one
+    finished message holding the kept text once (the passage once), with the note."""
+    passage = (
+        "Check the hinge first: a loose hinge wobbles when you type, and the screen drifts "
+        "backwards on a train. Then the keyboard: press each key near the edges, listen for "
+        "rattles, and make sure the backlight covers every row evenly. "
+    )
+    model_server.enqueue("Here is my checklist. " + passage * 12, chunk_size=40)
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
+        [reply] = await ask_private(bot, USER, "How to test a laptop?")
+    assert reply.count("Here is my checklist.") == 1
+    assert reply.count("Check the hinge first") == 1
+    assert "may be incomplete: it was cut off" in reply

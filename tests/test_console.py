@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from app.console import STOPPED
 from tests.fakes.model_server import FakeModelServer
 
 
-async def console(tmp_path: Path, model: FakeModelServer, lines: list[str]) -> tuple[int, str]:
-    """Run the console with `lines` as its input (then EOF); return exit code and stdout."""
-    env = {
+def console_env(tmp_path: Path, model: FakeModelServer) -> dict[str, str]:
+    return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "OPENAI_API_KEY": "test-key",
@@ -23,6 +24,11 @@ async def console(tmp_path: Path, model: FakeModelServer, lines: list[str]) -> t
         "DB_PATH": str(tmp_path / "console.sqlite3"),
         "LOG_LEVEL": "WARNING",
     }
+
+
+async def console(tmp_path: Path, model: FakeModelServer, lines: list[str]) -> tuple[int, str]:
+    """Run the console with `lines` as its input (then EOF); return exit code and stdout."""
+    env = console_env(tmp_path, model)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -35,7 +41,12 @@ async def console(tmp_path: Path, model: FakeModelServer, lines: list[str]) -> t
         stderr=subprocess.PIPE,
     )
     data = "".join(line + "\n" for line in lines).encode()
-    out, err = await asyncio.wait_for(process.communicate(data), 30)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(data), 30)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise AssertionError(f"the console did not finish its input: {lines}") from None
     assert "Traceback" not in err.decode(), err.decode()
     assert process.returncode is not None
     return process.returncode, out.decode()
@@ -114,3 +125,81 @@ async def test_an_answer_cut_off_by_the_length_limit_says_so(
     assert code == 0
     assert "Part 0" in out and "Part 3" in out
     assert "[final answer (it may be incomplete: it was cut off before its end)" in out
+
+
+PASSAGE = (
+    "Check the hinge first: a loose hinge wobbles when you type, and the screen drifts "
+    "backwards on a train. Then the keyboard: press each key near the edges, listen for "
+    "rattles, and make sure the backlight covers every row evenly. "
+)
+
+
+async def test_an_answer_cut_for_looping_shows_the_kept_text_once_and_says_so(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """A model that repeats a 200+ character passage is stopped: the kept text is not
+    printed a second time, and a line says the repeated tail was dropped."""
+    assert len(PASSAGE) > 200
+    model_server.enqueue("Here is my checklist. " + PASSAGE * 12, chunk_size=40)
+    code, out = await console(tmp_path, model_server, ["/rounds 1", "How to test a laptop?"])
+    assert code == 0
+    assert out.count("Here is my checklist.") == 1
+    assert out.count(PASSAGE) < 12
+    assert "[the answer began repeating itself: the repeated part above" in out
+    assert "was dropped]" in out
+    assert "[final answer" in out
+
+
+async def test_sigterm_stops_the_console_with_a_line_and_keeps_the_consultation(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """SIGTERM at the prompt (stdin still open) prints one line and exits 0; the
+    consultation is there on the next start."""
+    model_server.enqueue("Which budget do you have in mind?")
+    env = console_env(tmp_path, model_server)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console", env=env, cwd=tmp_path,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(b"Help me choose a laptop\n")
+    await process.stdin.drain()
+    seen = b""
+    while b"[round 1 of 3]" not in seen or not seen.endswith(b"> "):
+        chunk = await asyncio.wait_for(process.stdout.read(1024), 30)
+        assert chunk, seen.decode()
+        seen += chunk
+    process.send_signal(signal.SIGTERM)
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err.decode()
+    assert "Traceback" not in err.decode() and "Fatal" not in err.decode(), err.decode()
+    assert out.decode().rstrip().endswith(STOPPED)
+    code, again = await console(tmp_path, model_server, ["/status"])
+    assert code == 0
+    assert "(resuming: 1 of 3 rounds answered)" in again
+
+
+async def test_sigterm_mid_answer_keeps_the_message_for_retry(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """SIGTERM while the model is answering: the call is dropped, the line is printed, the
+    exit code is 0, and the next start finds the message waiting for /retry."""
+    model_server.enqueue("never finished", hold=asyncio.Event())
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "console", env=console_env(tmp_path, model_server),
+        cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdin is not None
+    process.stdin.write(b"Help me choose a laptop\n")
+    await process.stdin.drain()
+    await model_server.wait_requests(1, timeout=30)
+    process.send_signal(signal.SIGTERM)
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err.decode()
+    assert "Traceback" not in err.decode(), err.decode()
+    assert out.decode().rstrip().endswith(STOPPED)
+    model_server.enqueue("Which budget do you have in mind?")
+    code, again = await console(tmp_path, model_server, ["/status", "/retry"])
+    assert code == 0
+    assert "your last message awaits an answer: /retry" in again
+    assert "Which budget do you have in mind?" in again

@@ -3,6 +3,7 @@ files queued for the next message, read by the media intake, and clear lines whe
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tests.fakes.model_server import FakeModelServer, text_of
@@ -82,3 +83,15 @@ async def test_a_file_over_its_limit_is_refused_before_it_is_read(
     code, out = await console(tmp_path, model_server, ["/file huge.txt", "/quit"])
     assert code == 0
     assert "[huge.txt: over the limit of 10.0 MB; not attached]" in out
+
+
+async def test_a_fifo_is_refused_at_once_and_the_console_goes_on(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """`/file` on a named pipe (opening it would wait for a writer forever) gets one line,
+    and the next command is still answered."""
+    os.mkfifo(tmp_path / "pipe")
+    code, out = await console(tmp_path, model_server, ["/file pipe", "/file", "/quit"])
+    assert code == 0
+    assert "[cannot read pipe: not a regular file (a named pipe)]" in out
+    assert "[attached: none]" in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -70,12 +71,41 @@ async def test_a_wrong_base_url_is_a_start_up_warning_and_a_configuration_error(
     tmp_path: Path, model_server: FakeModelServer
 ) -> None:
     """A base URL without /v1: a WARNING on stderr at start, and a question answered with a
-    configuration problem naming the settings, not "try again"."""
+    configuration problem naming the settings to fix, not "try again"."""
     model_server.models = ["gpt-4o-mini"]
     base = model_server.base_url.removesuffix("/v1")
 
     out, err = await console(tmp_path, base, ["Hello", "/quit"], LLM_MAX_RETRIES="0")
 
     assert "WARNING" in err and "OPENAI_BASE_URL" in err
-    assert "configuration" in out and "/retry" not in out
+    assert "configured" in out and "try again" not in out
+    assert "OPENAI_BASE_URL" in out and "LLM_MODEL" in out
     assert "WARNING" not in out
+
+
+async def test_a_rejected_key_names_the_setting_not_an_operator(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """In the console the user is the operator: a 401 names OPENAI_API_KEY and the model
+    settings to check, never "the operator has been told"."""
+    model_server.enqueue("Incorrect API key provided", status=401)
+
+    out, _ = await console(tmp_path, model_server.base_url, ["Hello", "/quit"], LLM_MAX_RETRIES="0")
+
+    assert "operator" not in out
+    assert "OPENAI_API_KEY" in out and "LLM_MODEL" in out
+    assert "/retry" in out  # the message is kept for when the setting is fixed
+
+
+async def test_an_unreachable_server_is_named_with_its_address(tmp_path: Path) -> None:
+    """A refused connection says which server did not answer and which setting points
+    at it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = f"http://127.0.0.1:{port}/v1"
+
+    out, _ = await console(tmp_path, base, ["Hello", "/quit"], LLM_MAX_RETRIES="0")
+
+    assert f"the model server at {base} (OPENAI_BASE_URL) is unavailable" in out
+    assert "/retry" in out

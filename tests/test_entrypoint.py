@@ -93,13 +93,15 @@ class BotProcess:
     log: Path
 
     @classmethod
-    async def launch(cls, env: dict[str, str], log: Path, cwd: Path) -> BotProcess:
-        """Start `python -m bot` in `cwd` with exactly `env`, its output into `log`."""
+    async def launch(
+        cls, env: dict[str, str], log: Path, cwd: Path, module: str = "bot"
+    ) -> BotProcess:
+        """Start `python -m <module>` in `cwd` with exactly `env`, its output into `log`."""
         with log.open("wb") as sink:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "bot",
+                module,
                 env=env,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
@@ -381,3 +383,32 @@ async def test_a_webhook_telegram_refuses_stops_the_bot_with_one_line(
         LOG_LEVEL="WARNING",
     )
     assert_one_line(done, "WEBHOOK_URL", "url must be provided")
+
+
+async def test_the_api_logs_its_shutdown_on_sigterm(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """`python -m api` stopped by SIGTERM logs that it is stopping and that it stopped, and
+    exits 0."""
+    with listening_socket() as probe:
+        port = probe.getsockname()[1]
+    env = clean_env(
+        tmp_path,
+        OPENAI_API_KEY="test-key",
+        OPENAI_BASE_URL=model_server.base_url,
+        LLM_MODEL="test-model",
+        API_TOKEN="an-api-token",
+        API_PORT=str(port),
+        DB_PATH=str(tmp_path / "api.sqlite3"),
+    )
+    api = await BotProcess.launch(env, tmp_path / "api.log", tmp_path, module="api")
+    try:
+        await api.logged(f"API on http://127.0.0.1:{port}")
+        assert await api.stop() == 0
+    finally:
+        if api.process.returncode is None:
+            api.process.kill()
+            await api.process.wait()
+    log = api.log.read_text()
+    assert "stopping" in log and log.rstrip().endswith("stopped"), log
+    assert "Traceback" not in log

@@ -1,0 +1,86 @@
+"""What the console prints of a reply: the text as it streams, then its state line; and
+a model error as a line for the person at the terminal, who is also the operator.
+
+Invariants: the reply's text reaches the terminal once. The engine hands on a shorter
+prefix of what it showed only when it cut a loop's repetitions (`core.collect`): that
+text is not printed again, and one line says the repeated part above was dropped. Any
+other revision is printed whole on a new line. A model error names the setting or the
+server to check, never an operator to wait for.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from app.settings import Settings
+from bot.i18n import t
+from core.errors import ModelError, ModelErrorKind
+from core.outcomes import Notice, Reply
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""Where the openai SDK sends requests when OPENAI_BASE_URL is not set."""
+
+
+class StreamPrinter:
+    """Prints each new piece of the streamed reply, then the round line."""
+
+    def __init__(self) -> None:
+        self._printed = ""  # what the terminal shows of this reply
+        self._kept = ""  # what of it the reply keeps: shorter once a loop was cut
+
+    async def feed(self, text: str) -> None:
+        if len(text) < len(self._printed) and self._printed.startswith(text):
+            self._kept = text  # a loop's repetitions cut: the kept text is on the screen
+            return
+        if text.startswith(self._printed):
+            sys.stdout.write(text[len(self._printed) :])
+        else:  # the text was revised (e.g. an overlap removed): print it again
+            sys.stdout.write("\n" + text)
+        sys.stdout.flush()
+        self._printed = self._kept = text
+
+    def done(self, reply: Reply) -> None:
+        if reply.text != self._kept:
+            print(("\n" if self._printed else "") + reply.text, end="")
+        elif len(self._kept) < len(self._printed):
+            dropped = len(self._printed) - len(self._kept)
+            print(
+                "\n[the answer began repeating itself: the repeated part above "
+                f"({dropped} characters) was dropped]",
+                end="",
+            )
+        if reply.sources:
+            print(f"\n{t('en', 'sources')}:", end="")
+            for source in reply.sources:
+                shown = f"{source.title} — {source.url}" if source.title else source.url
+                print(f"\n[{source.index}] {shown}", end="")
+        state = "final answer" if reply.is_final else f"round {reply.round} of {reply.max_rounds}"
+        if Notice.ANSWER_INCOMPLETE in reply.notices:
+            state += " (it may be incomplete: it was cut off before its end)"
+        if reply.is_final and reply.is_complete:
+            state += ", consultation complete"
+        print(f"\n[{state}]")
+
+
+def model_error_line(exc: ModelError, settings: Settings) -> str:
+    """The console's line for a model error: what to check, and whether /retry helps."""
+    server = f"the model server at {settings.openai_base_url or DEFAULT_BASE_URL}"
+    saved = "your message is saved, /retry to try again"
+    kind = exc.kind
+    if kind is ModelErrorKind.MISCONFIGURED:
+        return (
+            f"[the model cannot be used as configured ({exc.detail}); check OPENAI_API_KEY, "
+            f"OPENAI_BASE_URL ({server.removeprefix('the model server at ')}) and LLM_MODEL "
+            f"({settings.llm_model}). Your message is saved: fix the setting, start the "
+            "console again and send /retry]"
+        )
+    if kind is ModelErrorKind.UNAVAILABLE:
+        return f"[model error: {server} (OPENAI_BASE_URL) is unavailable ({exc.detail}); {saved}]"
+    if kind is ModelErrorKind.TIMEOUT:
+        return (
+            f"[model error: {server} (OPENAI_BASE_URL) did not answer within "
+            f"LLM_TIMEOUT_SECONDS ({settings.llm_timeout_seconds:g} s); {saved}]"
+        )
+    if kind in (ModelErrorKind.CONTEXT_TOO_LONG, ModelErrorKind.IMAGES_REJECTED):
+        return f"[{t('en', f'model_{kind.value}')}]"  # what helps is the user's to do
+    return f"[model error: {exc}; {saved}]"
