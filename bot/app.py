@@ -131,7 +131,11 @@ def register(
             "role": commands.role_button,
         },
         allowed=handlers.allowed,
-        press_limits=shared.press_limits or RateLimiter(config.button_presses_per_minute),
+        press_limits=(
+            RateLimiter(config.button_presses_per_minute)
+            if shared.press_limits is None
+            else shared.press_limits
+        ),
     )
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (

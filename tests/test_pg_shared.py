@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 
 import asyncpg
 import pytest
 import pytest_asyncio
 
+from app.serve_bot import shared_state
+from bot.config import BotConfig
 from storage.pg_shared import (
     PostgresRateLimits,
     PostgresUndelivered,
@@ -17,6 +20,7 @@ from storage.pg_shared import (
     try_exclusive,
 )
 from storage.pg_store import PostgresStore
+from tests.fakes.bot_api import TOKEN
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 Pools = tuple[asyncpg.Pool, asyncpg.Pool]
@@ -76,6 +80,18 @@ async def test_button_presses_have_a_budget_of_their_own_shared_by_every_worker(
     assert await presses[0].forget_idle() == 1
     with pytest.raises(ValueError, match="not a rate limit table"):
         PostgresRateLimits(pools[0], 1, table="users; DROP TABLE x")  # type: ignore[arg-type]
+
+
+async def test_workers_on_postgresql_are_given_the_shared_press_budget(pools: Pools) -> None:
+    """`shared_state` gives the bot presses counted in `press_limits`, at the configured
+    rate, apart from the message limit."""
+    config = BotConfig(token=TOKEN, user_rate_limit_per_minute=5, button_presses_per_minute=1)
+    state = shared_state(SimpleNamespace(shared_pool=pools[0]), config)  # type: ignore[arg-type]
+    assert state.press_limits is not None and state.rate_limits is not None
+    assert await state.press_limits.check(77) == 0.0
+    assert await state.press_limits.check(77) > 0
+    assert await state.rate_limits.check(77) == 0.0
+    assert await pools[1].fetchval("SELECT count(*) FROM press_limits WHERE user_id = 77") == 1
 
 
 async def test_concurrent_checks_never_take_more_tokens_than_there_are(pools: Pools) -> None:
