@@ -64,15 +64,15 @@ class StreamPrinter:
 
 def model_error_line(exc: ModelError, settings: Settings) -> str:
     """The console's line for a model error: what to check, and whether /retry helps."""
-    server = f"the model server at {settings.openai_base_url or DEFAULT_BASE_URL}"
+    base_url = settings.openai_base_url or DEFAULT_BASE_URL
+    server = f"the model server at {base_url}"
     saved = "your message is saved, /retry to try again"
     kind = exc.kind
-    if kind is ModelErrorKind.MISCONFIGURED:
+    if kind is ModelErrorKind.MISCONFIGURED:  # the detail names the setting to check
         return (
-            f"[the model cannot be used as configured ({exc.detail}); check OPENAI_API_KEY, "
-            f"OPENAI_BASE_URL ({server.removeprefix('the model server at ')}) and LLM_MODEL "
-            f"({settings.llm_model}). Your message is saved: fix the setting, start the "
-            "console again and send /retry]"
+            f"[the model cannot be used as configured: {exc.detail}. In use: "
+            f"OPENAI_BASE_URL={base_url}, LLM_MODEL={settings.llm_model}. Your message is "
+            "saved: fix the setting, start the console again and send /retry]"
         )
     if kind is ModelErrorKind.UNAVAILABLE:
         return f"[model error: {server} (OPENAI_BASE_URL) is unavailable ({exc.detail}); {saved}]"
