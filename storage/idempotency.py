@@ -10,7 +10,8 @@ Invariants:
 - its response is written at most once and never changed, so a retry always gets the
   reply of the round the key first answered;
 - rows belong to a session and go with it (`ON DELETE CASCADE` when the retention purge
-  deletes it); a claim released before any session was opened is deleted at once.
+  deletes it); a claim released before any session was opened is deleted at once, and
+  one whose holder died before opening a session goes with the retention purge.
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ RELEASE = (
     "UPDATE idempotency_keys SET owner = NULL, lease_until = NULL"
     " WHERE client = $1 AND key = $2 AND owner = $3"
 )
+PURGE_UNOPENED = (
+    "DELETE FROM idempotency_keys WHERE session_id IS NULL AND created_at < $1"
+    " AND (lease_until IS NULL OR lease_until < $1)"
+)
+"""Claims whose holder died before opening a session (the retention purge drops them)."""
 SAVE = (
     "UPDATE idempotency_keys SET response = $3, owner = NULL, lease_until = NULL"
     " WHERE client = $1 AND key = $2 AND response IS NULL"
