@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -814,3 +815,24 @@ async def test_an_idempotency_key_is_held_by_one_attempt_at_a_time(
     await store.purge(older_than=60.0)  # its holder died before opening a session
     assert await store.find_idempotency_key(*other) is None
     assert await rows("idempotency_keys") == 1
+
+
+async def test_a_nul_character_is_dropped_the_same_on_every_store(store: Store) -> None:
+    """PostgreSQL cannot hold NUL in text (SQLite can): every store drops it from what it
+    writes, so a text reads back the same wherever it was stored."""
+    consultation = dataclasses.replace(
+        make(
+            "chat:nul",
+            messages=[Message(Role.USER, "Hello\x00 there", 1000.0, author="A\x00nn")],
+            system_prompt="Be\x00 brief",
+        ),
+        initial_request="Hello\x00 there",
+    )
+    await store.create(consultation)
+    await store.add_message(
+        consultation.id, Message(Role.USER, "More\x00", 1001.0), last_activity_at=1001.0
+    )
+    stored = await store.get(consultation.id)
+    assert stored is not None
+    assert [(m.text, m.author) for m in stored.messages] == [("Hello there", "Ann"), ("More", None)]
+    assert (stored.system_prompt, stored.initial_request) == ("Be brief", "Hello there")
