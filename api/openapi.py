@@ -41,7 +41,8 @@ _CHAT_ERRORS = {
     400: "VALIDATION_ERROR, INVALID_MAX_ROUNDS, MAX_ROUNDS_EXCEEDED, DIALOG_COMPLETED",
     401: "UNAUTHORIZED (only when an API token is configured)",
     404: "SESSION_NOT_FOUND",
-    409: "CONFLICT: another request answered this round meanwhile (read the session)",
+    409: "CONFLICT: another request answered this round meanwhile (read the session), or "
+    f"the request with this {HEADER} is still being answered (retry later)",
     413: "PAYLOAD_TOO_LARGE, or CONTEXT_TOO_LONG: the session's conversation is over the "
     "model's context; start a new session and ask more briefly (the error names the session)",
     422: f"IDEMPOTENCY_KEY_REUSED: this {HEADER} was used for a different request, or "
@@ -69,8 +70,9 @@ _IDEMPOTENCY = {
     "required": False,
     "description": "Makes the request safe to retry: the same key (from the same client) "
     "returns the stored reply instead of taking a new round; while the first request runs, "
-    "a retry waits for its result; a request that failed leaves the key usable. The same "
-    "key with a different body is refused (422 IDEMPOTENCY_KEY_REUSED).",
+    "a retry waits for its result (on any worker; after 5 minutes, 409 CONFLICT: retry later); "
+    "a request that failed leaves the key usable. The same key with a different body is "
+    "refused (422 IDEMPOTENCY_KEY_REUSED).",
     "schema": {"type": "string", "pattern": f"^[\\x21-\\x7e]{{1,{MAX_KEY_LENGTH}}}$"},
 }
 
