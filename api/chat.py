@@ -13,8 +13,8 @@ Invariants:
   error names the session to retry (a brand-new session included);
 - a round runs in a task of its own, so a client that hangs up never aborts it
   (see `api.turn`);
-- with `Idempotency-Key` a request is answered at most once (see `api.idempotency`
-  and `api.responses`);
+- with `Idempotency-Key` a request is answered at most once, by whichever worker
+  claimed the key first (see `api.idempotency`, `api.key_claims` and `api.responses`);
 - attached files are checked (kind, size, base64) before the stream opens and read
   (documents' text, a voice note's transcript, photos) before a session is opened or a
   message stored, so a refused file leaves nothing behind and uses no round; the turn
