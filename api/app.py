@@ -147,7 +147,7 @@ async def start_web_server(
         intake=intake,
     )
     check_exposure(config)
-    runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config.access_log))
+    runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config))
     await runner.setup()
     try:
         await web.TCPSite(runner, config.host, config.port).start()

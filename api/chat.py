@@ -13,8 +13,8 @@ Invariants:
   error names the session to retry (a brand-new session included);
 - a round runs in a task of its own, so a client that hangs up never aborts it
   (see `api.turn`);
-- with `Idempotency-Key` a request is answered at most once (see `api.idempotency`
-  and `api.responses`);
+- with `Idempotency-Key` a request is answered at most once, by whichever worker
+  claimed the key first (see `api.idempotency`, `api.key_claims` and `api.responses`);
 - attached files are checked (kind, size, base64) before the stream opens and read
   (documents' text, a voice note's transcript, photos) before a session is opened or a
   message stored, so a refused file leaves nothing behind and uses no round; the turn
@@ -33,9 +33,7 @@ the response body and the replay of a reply given before.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -51,9 +49,10 @@ from api.errors import (
     json_response,
     store_unavailable,
 )
-from api.idempotency import HEADER, KeyStore, fingerprint, parse_key
+from api.idempotency import HEADER, KeyStore, fingerprint, key_reused, parse_key
+from api.key_claims import Hold, claim
 from api.limits import Limits, read_body
-from api.responses import find_stored, key_reused, recover, replayed_headers, response
+from api.responses import recover, replayed_headers, response
 from api.schemas import ChatRequest, SessionView, parse_chat_request
 from api.sse import EventStream
 from api.turn import Flight, Message, Relay, Turn, shielded
@@ -205,13 +204,18 @@ class ChatEndpoints:
         task.add_done_callback(forget)
 
     async def _run(self, turn: Turn, asked: Asked, flight: Flight | None) -> None:
-        """The whole turn: read its files, find or open the session, vet it, answer it,
-        store the reply."""
+        """The whole turn: claim its key, read its files, find or open the session, vet it,
+        answer it, store the reply."""
         body = asked.body
+        hold: Hold | None = None
+        error: ApiError | None = None
         try:
-            stored = await find_stored(self._keys, turn, flight)
-            if turn.result.done():  # replayed
-                return
+            if flight is not None:
+                assert self._keys is not None
+                hold = await claim(self._keys, flight, turn)
+                if hold is None:  # answered before: replayed
+                    return
+            stored = hold.session_id if hold is not None else None
             message = await self._read(asked)
             if stored is not None:  # an earlier attempt with this key was not answered
                 session_id, new = stored, False
@@ -220,29 +224,33 @@ class ChatEndpoints:
             else:
                 session_id, new = body.session_id, False
             async with self._sessions.hold(SESSION_LOCK_PREFIX + session_id):
-                if stored is not None and await recover(
-                    self._service, self._keys, turn, session_id, message.text, flight
+                if (
+                    hold is not None
+                    and stored is not None
+                    and await recover(self._service, hold, turn, session_id, message.text)
                 ):
                     return
                 if not new:
                     await self._vet(session_id, body)
-                if flight is not None and stored is None:
-                    assert self._keys is not None and turn.fingerprint is not None
-                    await self._keys.claim_idempotency_key(
-                        *flight, fingerprint=turn.fingerprint, session_id=session_id, at=time.time()
-                    )
+                if hold is not None and stored is None:
+                    await hold.attach(session_id)
                 turn.session.set_result(session_id)
-                await self._answer(turn, session_id, message, flight)
+                await self._answer(turn, session_id, message, hold)
         except ApiError as exc:
-            turn.refuse(exc)
+            error = exc
         except ConsultationError as exc:
-            turn.refuse(from_engine(exc))
+            error = from_engine(exc)
         except StoreUnavailable as exc:  # before the round: nothing of it was stored
             log.warning("chat request refused: %s", exc)
-            turn.refuse(store_unavailable())
+            error = store_unavailable()
         except Exception as exc:
             log.error("chat request failed", exc_info=exc)
-            turn.refuse(ApiError("INTERNAL_ERROR", "internal error"))
+            error = ApiError("INTERNAL_ERROR", "internal error")
+        finally:
+            if hold is not None:  # released before the refusal: its retry finds it free
+                await hold.end()
+        if error is not None:
+            turn.refuse(error)
 
     async def _read(self, asked: Asked) -> Message:
         """The request's message as the session stores it: typed words alone, or read with
@@ -269,7 +277,7 @@ class ChatEndpoints:
             await self._service.sessions.check_session(session_id)
 
     async def _answer(
-        self, turn: Turn, session_id: str, message: Message, flight: Flight | None
+        self, turn: Turn, session_id: str, message: Message, hold: Hold | None
     ) -> None:
         on_text = turn.relay.on_text if turn.relay is not None else None
         try:
@@ -278,15 +286,12 @@ class ChatEndpoints:
             )
         except Exception as exc:
             _log_round_failure(session_id, exc)
-            turn.result.set_exception(from_round_failure(exc, session_id))
-            return
+            raise from_round_failure(exc, session_id) from None
         self._metrics.record_reply(reply, source="api")
         body = response(reply, message.read)
-        if flight is not None and self._keys is not None:
+        if hold is not None:
             try:
-                await self._keys.save_idempotent_response(
-                    *flight, json.dumps(body, ensure_ascii=False)
-                )
+                await hold.save(body)
             except Exception:  # the reply stands; only a later retry would not find it
                 log.warning("could not store the reply of an idempotent request", exc_info=True)
         turn.result.set_result(body)

@@ -32,5 +32,7 @@ class ApiConfig:
     max_rounds_limit: int = 10
     rate_limit_per_minute: int = 60  # per client; 0: no limit
     access_log: bool = True
+    header_timeout_seconds: float = 10.0  # to read a request's line and headers, in all
+    body_timeout_seconds: float = 30.0  # to read its body once the headers are in
     model: str = ""  # the deployment's model, reported by /healthz
     webhook: WebhookConfig | None = None

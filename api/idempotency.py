@@ -24,18 +24,62 @@ MAX_KEY_LENGTH = 255
 _KEY = re.compile(rf"[\x21-\x7e]{{1,{MAX_KEY_LENGTH}}}")
 
 
-class KeyStore(Protocol):
-    """Where keys and their replies are kept (`storage.SqliteStore` has these)."""
+class KeyRow(Protocol):
+    """A claimed key as stored: the request it was first sent with, its session (None
+    before one was opened), its reply (None until answered), when it was first claimed,
+    and until when its holder's lease runs (None: nobody is answering it)."""
 
-    async def find_idempotency_key(
-        self, client: str, key: str
-    ) -> tuple[str, str, str | None, float] | None:
-        """(fingerprint, session id, stored reply JSON or None, claimed at) of a claimed key."""
-        ...
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def response(self) -> str | None: ...
+    @property
+    def created_at(self) -> float: ...
+    @property
+    def lease_until(self) -> float | None: ...
+
+
+class HeldKey(Protocol):
+    """A key an attempt now holds: the session an earlier attempt opened (or None), and
+    when the key was first claimed."""
+
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def created_at(self) -> float: ...
+
+
+class KeyStore(Protocol):
+    """Where keys and their replies are kept (both stores have these; see
+    `storage.idempotency` for the rules)."""
+
+    async def find_idempotency_key(self, client: str, key: str) -> KeyRow | None: ...
 
     async def claim_idempotency_key(
-        self, client: str, key: str, *, fingerprint: str, session_id: str, at: float
-    ) -> None: ...
+        self,
+        client: str,
+        key: str,
+        *,
+        fingerprint: str,
+        owner: str,
+        at: float,
+        lease_until: float,
+    ) -> HeldKey | None:
+        """Hold the key for `owner`, in one statement: a new key, or one whose earlier
+        attempt at the same request gave it up or let its lease run out. None otherwise."""
+        ...
+
+    async def renew_idempotency_key(
+        self, client: str, key: str, *, owner: str, lease_until: float
+    ) -> bool: ...
+
+    async def attach_idempotency_session(
+        self, client: str, key: str, *, owner: str, session_id: str
+    ) -> bool: ...
+
+    async def release_idempotency_key(self, client: str, key: str, *, owner: str) -> None: ...
 
     async def save_idempotent_response(self, client: str, key: str, response: str) -> None: ...
 
@@ -50,6 +94,13 @@ def parse_key(value: str | None) -> str | None:
             f"{HEADER}: 1 to {MAX_KEY_LENGTH} visible ASCII characters (a UUID, say)",
         )
     return value
+
+
+def key_reused() -> ApiError:
+    return ApiError(
+        "IDEMPOTENCY_KEY_REUSED",
+        f"{HEADER} was already used for a different request: use a new key for a new request",
+    )
 
 
 def fingerprint(body: ChatRequest) -> str:

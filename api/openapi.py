@@ -4,8 +4,10 @@ Invariant: the document cannot drift from the code — bodies come from `api.sch
 error codes and statuses from `api.errors.STATUS`, this deployment's limits (rounds,
 input size, models, token budget) from its settings — and tests validate real requests
 and responses against it: a body the document calls valid is accepted, and the
-reverse. The stream's events are described in `x-sse-events` (event name → schema of
-its JSON `data`), since OpenAPI 3.1 has no vocabulary for a stream's items.
+reverse. The stream's response schema is one Server-Sent Event (`event` and JSON `data`,
+each event name with its data's schema), the form OpenAPI 3.2 gives `itemSchema` and
+tools for 3.1 read from `schema`; `x-sse-events` lists the same (event name → schema of
+its JSON `data`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ _CHAT_ERRORS = {
     400: "VALIDATION_ERROR, INVALID_MAX_ROUNDS, MAX_ROUNDS_EXCEEDED, DIALOG_COMPLETED",
     401: "UNAUTHORIZED (only when an API token is configured)",
     404: "SESSION_NOT_FOUND",
-    409: "CONFLICT: another request answered this round meanwhile (read the session)",
+    409: "CONFLICT: another request answered this round meanwhile (read the session), or "
+    f"the request with this {HEADER} is still being answered (retry later)",
     413: "PAYLOAD_TOO_LARGE, or CONTEXT_TOO_LONG: the session's conversation is over the "
     "model's context; start a new session and ask more briefly (the error names the session)",
     422: f"IDEMPOTENCY_KEY_REUSED: this {HEADER} was used for a different request, or "
@@ -67,8 +70,9 @@ _IDEMPOTENCY = {
     "required": False,
     "description": "Makes the request safe to retry: the same key (from the same client) "
     "returns the stored reply instead of taking a new round; while the first request runs, "
-    "a retry waits for its result; a request that failed leaves the key usable. The same "
-    "key with a different body is refused (422 IDEMPOTENCY_KEY_REUSED).",
+    "a retry waits for its result (on any worker; after 5 minutes, 409 CONFLICT: retry later); "
+    "a request that failed leaves the key usable. The same key with a different body is "
+    "refused (422 IDEMPOTENCY_KEY_REUSED).",
     "schema": {"type": "string", "pattern": f"^[\\x21-\\x7e]{{1,{MAX_KEY_LENGTH}}}$"},
 }
 
@@ -173,6 +177,32 @@ def _files(schemas: dict[str, Any], config: ApiConfig, intake: Intake | None) ->
     )
 
 
+def _sse_event(events: dict[str, Any]) -> dict[str, Any]:
+    """One event of the stream, as OpenAPI 3.2's `itemSchema` models a Server-Sent Event:
+    an object with its `event` name and its `data` (here JSON text, `contentSchema` naming
+    the event's own schema). Tools for OpenAPI 3.0/3.1 read `schema` of `text/event-stream`
+    this way too (Schemathesis, for one)."""
+    return {
+        "type": "object",
+        "description": "One Server-Sent Event; the stream is a sequence of these.",
+        "required": ["event", "data"],
+        "properties": {"event": {"type": "string"}, "data": {"type": "string"}},
+        "oneOf": [
+            {
+                "properties": {
+                    "event": {"const": name},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": schema,
+                    },
+                }
+            }
+            for name, schema in events.items()
+        ],
+    }
+
+
 def build_openapi(
     config: ApiConfig, *, with_token: bool, intake: Intake | None = None
 ) -> dict[str, Any]:
@@ -204,12 +234,7 @@ def build_openapi(
     stream_ok = {
         "description": _STREAM_DESCRIPTION,
         "headers": _REPLAYED,
-        "content": {
-            "text/event-stream": {
-                "schema": {"type": "string", "description": "A stream of the events below."},
-                "x-sse-events": events,
-            }
-        },
+        "content": {"text/event-stream": {"schema": _sse_event(events), "x-sse-events": events}},
     }
     stream = {
         "summary": "Answer one round, streamed as Server-Sent Events",

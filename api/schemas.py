@@ -5,7 +5,9 @@ least one attachment (a document alone is a question), a canonical UUID `session
 any), `maxRounds` ≥ 1 (if any), at most `MAX_ATTACHMENTS` files and values of exactly
 the declared JSON types — `"maxRounds": "3"` is refused, never coerced. An integer
 field takes what JSON Schema calls an integer, so `2.0` is 2 and `2.5` is refused.
-Unknown fields are ignored. The OpenAPI document is generated from these same models.
+Unknown fields are ignored. No text field holds NUL (refused: PostgreSQL cannot store
+it); a file's name loses its control characters. The OpenAPI document is generated
+from these same models.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ _CAMEL = ConfigDict(alias_generator=to_camel, validate_by_alias=True, serialize_
 UUID_PATTERN = "^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
 """The UUID form the API takes (what the document's pattern says, exactly)."""
 _UUID = re.compile(UUID_PATTERN)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _integral(value: Any) -> Any:
@@ -76,6 +79,16 @@ class AttachmentIn(BaseModel):
         "Its size is checked against its kind's limit before it is decoded.",
         json_schema_extra={"pattern": BASE64_PATTERN, "contentEncoding": "base64"},
     )
+
+    @field_validator("name")
+    @classmethod
+    def _visible(cls, value: str) -> str:
+        """Control characters (NUL, line breaks, ESC) are dropped: they would break the
+        document block, and PostgreSQL cannot store NUL."""
+        name = _CONTROL.sub("", value)
+        if not name.strip():
+            raise ValueError("must contain a visible character")
+        return name
 
 
 def _message_or_files(schema: dict[str, Any]) -> None:
@@ -127,6 +140,13 @@ class ChatRequest(BaseModel):
         description="Continue this session (a UUID from an earlier response).",
         json_schema_extra={"format": "uuid", "pattern": UUID_PATTERN},
     )
+
+    @field_validator("message", "model", "system_prompt", "output_schema")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        if isinstance(value, str) and "\x00" in value:  # PostgreSQL cannot store it in text
+            raise ValueError("must not contain NUL (\\u0000)")
+        return value
 
     @field_validator("session_id")
     @classmethod

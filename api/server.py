@@ -12,6 +12,11 @@ aiohttp has no public hook for the parser's refusals: they are answered by
 `RequestHandler.handle_error`, so the runner builds its connections with a
 `RequestHandler` whose `handle_error` answers in JSON.
 
+A request's line and headers must arrive within HTTP_HEADER_TIMEOUT_SECONDS in all,
+counted from the connection (or from the first byte after the previous request), and its
+body within HTTP_BODY_TIMEOUT_SECONDS of its headers: otherwise the connection is closed.
+aiohttp bounds only idle time, which a client sending a byte every few seconds never has.
+
 The access log (`AccessLog`, API_ACCESS_LOG) is one line per request: method, path,
 status and milliseconds — never the query string, a header or a body, where tokens
 and users' text travel.
@@ -19,15 +24,19 @@ and users' text travel.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from aiohttp.web_request import BaseRequest
 
+from api.config import ApiConfig
 from api.errors import ApiError, json_response
 
 log = logging.getLogger(__name__)
@@ -46,10 +55,79 @@ def name_the_server(app: web.Application) -> None:
     app.on_response_prepare.append(on_prepare)
 
 
+@dataclass(frozen=True, slots=True)
+class ReadTimeouts:
+    """Seconds a client has to send a request's line and headers, and then its body."""
+
+    headers: float = 10.0
+    body: float = 30.0
+
+
 class JsonErrorProtocol(RequestHandler):
     """A connection whose own error answers (parser refusals, crashes outside the app) are JSON."""
 
-    __slots__ = ()
+    __slots__ = ("_body", "_body_due", "_headers_due", "_read_timeouts")
+
+    def __init__(self, manager: web.Server, *, read_timeouts: ReadTimeouts, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._read_timeouts = read_timeouts
+        self._headers_due: asyncio.TimerHandle | None = None
+        self._body_due: asyncio.TimerHandle | None = None
+        self._body: StreamReader | None = None  # the newest request's body, once parsed
+
+    # -- read deadlines ----------------------------------------------------------------------
+    # aiohttp bounds only the idle time between requests (keep-alive), and a client that
+    # sends a byte every few seconds is never idle. The clock for a request's headers starts
+    # with the connection, or with the first byte after the previous request's body; the
+    # clock for its body starts when its headers are in. Either running out closes the
+    # connection.
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._expect_headers()
+
+    def data_received(self, data: bytes) -> None:
+        if self._headers_due is None and (self._body is None or self._body.is_eof()):
+            self._expect_headers()  # the first bytes of the next request
+        parsed = self._request_count
+        super().data_received(data)
+        if self._request_count == parsed or not self._messages:
+            return
+        if self._headers_due is not None:  # the headers are in
+            self._headers_due.cancel()
+            self._headers_due = None
+        self._body = self._messages[-1][1]
+        if self._body_due is not None:
+            self._body_due.cancel()
+            self._body_due = None
+        if not self._body.is_eof():
+            self._body_due = self._loop.call_later(
+                self._read_timeouts.body, self._body_late, self._body
+            )
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        for due in (self._headers_due, self._body_due):
+            if due is not None:
+                due.cancel()
+        self._headers_due = self._body_due = None
+        super().connection_lost(exc)
+
+    def _expect_headers(self) -> None:
+        self._headers_due = self._loop.call_later(self._read_timeouts.headers, self._headers_late)
+
+    def _headers_late(self) -> None:
+        self._headers_due = None
+        if self._request_in_progress or self._messages:  # a pipelined request is waiting
+            self._expect_headers()
+            return
+        log.info("closing a connection that sent no complete headers in time")
+        self.force_close()
+
+    def _body_late(self, body: StreamReader) -> None:
+        self._body_due = None
+        if body is self._body and not body.is_eof():
+            log.info("closing a connection whose request body did not arrive in time")
+            self.force_close()
 
     def log_exception(self, *args: Any, **kw: Any) -> None:
         """A client's malformed request or body is one line; anything else keeps its traceback."""
@@ -84,12 +162,24 @@ class JsonErrorProtocol(RequestHandler):
 class JsonErrorServer(web.Server):
     """`web.Server` building `JsonErrorProtocol` connections."""
 
+    def __init__(self, *args: Any, read_timeouts: ReadTimeouts, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read_timeouts = read_timeouts
+
     def __call__(self) -> RequestHandler:
-        return JsonErrorProtocol(self, loop=self._loop, **self._kwargs)
+        return JsonErrorProtocol(
+            self, loop=self._loop, read_timeouts=self.read_timeouts, **self._kwargs
+        )
 
 
 class ApiRunner(web.AppRunner):
-    """`web.AppRunner` whose server answers protocol errors in JSON."""
+    """`web.AppRunner` whose server answers protocol errors in JSON and cuts off slow reads."""
+
+    def __init__(
+        self, app: web.Application, *, read_timeouts: ReadTimeouts | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(app, **kwargs)
+        self._read_timeouts = read_timeouts or ReadTimeouts()
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
@@ -98,6 +188,7 @@ class ApiRunner(web.AppRunner):
             request_factory=server.request_factory,
             handler_cancellation=server.handler_cancellation,
             loop=server._loop,
+            read_timeouts=self._read_timeouts,
             **server._kwargs,
         )
 
@@ -114,8 +205,13 @@ class AccessLog(AbstractAccessLogger):
         return self.logger.isEnabledFor(logging.INFO)
 
 
-def runner_options(enabled: bool) -> dict[str, Any]:
-    """The access-log arguments of `ApiRunner` (API_ACCESS_LOG on or off)."""
-    if not enabled:
-        return {"access_log": None}
-    return {"access_log": access_log, "access_log_class": AccessLog}
+def read_timeouts(config: ApiConfig) -> ReadTimeouts:
+    return ReadTimeouts(config.header_timeout_seconds, config.body_timeout_seconds)
+
+
+def runner_options(config: ApiConfig) -> dict[str, Any]:
+    """`ApiRunner`'s arguments: the read deadlines, the access log (API_ACCESS_LOG)."""
+    options: dict[str, Any] = {"read_timeouts": read_timeouts(config)}
+    if not config.access_log:
+        return options | {"access_log": None}
+    return options | {"access_log": access_log, "access_log_class": AccessLog}

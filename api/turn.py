@@ -75,7 +75,6 @@ class Turn:
         self.fingerprint = fingerprint
         self.relay = relay
         self.replayed = False
-        self.claimed_at = 0.0  # when an earlier, unanswered attempt claimed the key
         self.session: asyncio.Future[str] = loop.create_future()
         self.result: asyncio.Future[Body] = loop.create_future()
         for future in (self.session, self.result):  # a client that left retrieves nothing

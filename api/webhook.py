@@ -4,6 +4,9 @@ Invariants:
 - Nothing reaches the application unless the request carries the secret token
   we registered with `setWebhook` (compared in constant time, as bytes, so a
   header that is not valid UTF-8 is simply a wrong secret: 403).
+- An update with the secret that could never be handled (an `update_id` that is not a
+  64-bit integer, a message without a chat) is answered 200 and dropped, with a log
+  line: refused, Telegram would send it again forever.
 - Each `update_id` is queued at most once: Telegram redelivers an update when
   it did not see our 200 in time, and a redelivery is answered 200 and dropped.
   The ids are recorded in the store (`remember_update`), so this holds across
@@ -41,6 +44,35 @@ TelegramApp = Application[Any, Any, Any, Any, Any, Any]
 UpdateSink = Callable[[dict[str, Any], Update], Awaitable[bool]]
 """Takes an update's JSON object (and the update parsed from it) and commits it for
 handling; False for a redelivery."""
+
+
+_ID = range(-(2**63), 2**63)  # what the stores' 64-bit integer columns hold
+_MESSAGES = (
+    "message",
+    "edited_message",
+    "channel_post",
+    "edited_channel_post",
+    "business_message",
+    "edited_business_message",
+)
+
+
+def unhandleable(data: dict[str, Any]) -> str | None:
+    """Why an update object (with the right secret) could never be stored or handled, or
+    None: an `update_id` that is not a 64-bit non-negative integer, a message without a
+    chat (or with a chat id no column holds)."""
+    update_id = data.get("update_id")
+    if type(update_id) is not int or not 0 <= update_id < 2**63:
+        return "update_id is not a 64-bit non-negative integer"
+    for field in _MESSAGES:
+        if field not in data:
+            continue
+        message = data[field]
+        chat = message.get("chat") if isinstance(message, dict) else None
+        chat_id = chat.get("id") if isinstance(chat, dict) else None
+        if type(chat_id) is not int or chat_id not in _ID:
+            return f"{field} without a chat"
+    return None
 
 
 class UpdateLog(Protocol):
@@ -83,6 +115,10 @@ class TelegramWebhook:
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             log.warning("webhook: not an update (%s)", exc)
             raise ApiError("VALIDATION_ERROR", "the body is not a Telegram update") from None
+        problem = unhandleable(data)
+        if problem is not None:  # refusing it would make Telegram resend it forever
+            log.warning("webhook: not an update we can handle (%s); dropped", problem)
+            return web.json_response({"ok": True})
         if self._sink is not None:
             return await self._to_sink(self._sink, data, update)
         if self._seen is not None:

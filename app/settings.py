@@ -111,6 +111,10 @@ class Settings(BaseSettings):
     api_max_tokens_limit: int = Field(default=8192, ge=1)
     api_rate_limit_per_minute: int = Field(default=60, ge=0)  # 0: no limit
     api_access_log: bool = True
+    # Whole-request read deadlines for the HTTP server (API and webhook): a client slower
+    # than these (a byte every few seconds) is disconnected.
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    http_body_timeout_seconds: float = Field(default=30.0, gt=0)
 
     log_level: str = "INFO"
 
@@ -264,6 +268,8 @@ class Settings(BaseSettings):
             max_rounds_limit=self.max_rounds_limit,
             rate_limit_per_minute=self.api_rate_limit_per_minute,
             access_log=self.api_access_log,
+            header_timeout_seconds=self.http_header_timeout_seconds,
+            body_timeout_seconds=self.http_body_timeout_seconds,
             model=self.llm_model,
             webhook=webhook,
         )

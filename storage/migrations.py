@@ -62,7 +62,19 @@ async def migrate(
             raise
         await db.commit()
         applied.append(name)
+    if applied:
+        await _give_pages_back(db)
     return applied
+
+
+async def _give_pages_back(db: aiosqlite.Connection) -> None:
+    """Pages a migration freed (a table rebuilt) go back to the file system. Moving pages
+    may free another (a table's root page moved down), so it runs until none is left."""
+    for _ in range(4):
+        rows = list(await db.execute_fetchall("PRAGMA freelist_count"))
+        if not rows or not rows[0][0]:
+            return
+        await db.execute_fetchall("PRAGMA incremental_vacuum")
 
 
 async def applied_migrations(db: aiosqlite.Connection) -> list[str]:
@@ -191,3 +203,33 @@ async def m006_turn_ids(db: aiosqlite.Connection) -> None:
     update a second time finds the turn instead of storing it again."""
     await db.execute("ALTER TABLE messages ADD COLUMN turn_id TEXT")
     await db.execute("CREATE INDEX messages_turn ON messages (turn_id) WHERE turn_id IS NOT NULL")
+
+
+@migration
+async def m007_idempotency_claims(db: aiosqlite.Connection) -> None:
+    """A key is claimed before its request does anything: `session_id` may be NULL (no
+    session opened yet), and `owner` with `lease_until` name the attempt answering it
+    (NULL: nobody; a lease run out: its owner died, and another attempt may take over)."""
+    await db.execute(
+        """
+        CREATE TABLE idempotency_claims (
+            client TEXT NOT NULL,
+            key TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            session_id TEXT REFERENCES consultations (id) ON DELETE CASCADE,
+            response TEXT,
+            created_at REAL NOT NULL,
+            owner TEXT,
+            lease_until REAL,
+            PRIMARY KEY (client, key)
+        )
+        """
+    )
+    await db.execute(
+        "INSERT INTO idempotency_claims (client, key, fingerprint, session_id, response,"
+        " created_at) SELECT client, key, fingerprint, session_id, response, created_at"
+        " FROM idempotency_keys"
+    )
+    await db.execute("DROP TABLE idempotency_keys")
+    await db.execute("ALTER TABLE idempotency_claims RENAME TO idempotency_keys")
+    await db.execute("CREATE INDEX idempotency_keys_session ON idempotency_keys (session_id)")

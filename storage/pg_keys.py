@@ -1,12 +1,11 @@
-"""The API's idempotency keys on PostgreSQL (table `idempotency_keys`, migration m003).
+"""The API's idempotency keys on PostgreSQL (table `idempotency_keys`, migrations m001, m007).
 
-The same rules as the SQLite statements in `storage.idempotency`: a key is claimed once
-per client (`ON CONFLICT DO NOTHING` keeps the first claim); its response is written at
-most once and never changed, so a retry always gets the reply of the round the key first
-answered. Rows belong to a session and go with it (`ON DELETE CASCADE` when the
-retention purge deletes it); claiming a key for a session already purged raises
-`SessionNotFound`. Every statement is parameterised; `PostgresStore` runs each write in
-a transaction of its own.
+The same statements and rules as the SQLite store's (`storage.idempotency`): a key is
+claimed in one statement by one attempt at a time, taken over only when no reply is
+stored and no live lease holds it; only its owner renews, releases or attaches a session
+to it; its response is written at most once and never changed. Rows go with their
+session (`ON DELETE CASCADE`); attaching a session already purged raises
+`SessionNotFound`. `PostgresStore` runs each write in a transaction of its own.
 """
 
 from __future__ import annotations
@@ -14,16 +13,12 @@ from __future__ import annotations
 import asyncpg
 
 from core.errors import SessionNotFound
-from storage.idempotency import KeyRecord
+from storage import idempotency as sql
+from storage.idempotency import Claimed, KeyRecord
 
 
 async def find_key(connection: asyncpg.Connection, client: str, key: str) -> KeyRecord | None:
-    row = await connection.fetchrow(
-        "SELECT fingerprint, session_id, response, created_at FROM idempotency_keys"
-        " WHERE client = $1 AND key = $2",
-        client,
-        key,
-    )
+    row = await connection.fetchrow(sql.FIND, client, key)
     return None if row is None else KeyRecord(*row)
 
 
@@ -33,32 +28,40 @@ async def claim_key(
     key: str,
     *,
     fingerprint: str,
-    session_id: str,
+    owner: str,
     at: float,
-) -> None:
-    """Record the key for the session (a key already claimed keeps its first claim)."""
+    lease_until: float,
+) -> Claimed | None:
+    row = await connection.fetchrow(sql.CLAIM, client, key, fingerprint, at, owner, lease_until)
+    return None if row is None else Claimed(*row)
+
+
+async def renew_key(
+    connection: asyncpg.Connection, client: str, key: str, owner: str, lease_until: float
+) -> bool:
+    return _changed(await connection.execute(sql.RENEW, client, key, owner, lease_until))
+
+
+async def attach_session(
+    connection: asyncpg.Connection, client: str, key: str, owner: str, session_id: str
+) -> bool:
     try:
-        await connection.execute(
-            "INSERT INTO idempotency_keys (client, key, fingerprint, session_id,"
-            " created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (client, key) DO NOTHING",
-            client,
-            key,
-            fingerprint,
-            session_id,
-            at,
-        )
+        return _changed(await connection.execute(sql.ATTACH, client, key, owner, session_id))
     except asyncpg.ForeignKeyViolationError as error:  # the session was purged
         raise SessionNotFound(session_id) from error
+
+
+async def release_key(connection: asyncpg.Connection, client: str, key: str, owner: str) -> None:
+    await connection.execute(sql.RELEASE_UNOPENED, client, key, owner)
+    await connection.execute(sql.RELEASE, client, key, owner)
 
 
 async def save_response(
     connection: asyncpg.Connection, client: str, key: str, response: str
 ) -> None:
-    """Store the reply a key answered with, unless one is stored already."""
-    await connection.execute(
-        "UPDATE idempotency_keys SET response = $1 WHERE client = $2 AND key = $3"
-        " AND response IS NULL",
-        response,
-        client,
-        key,
-    )
+    await connection.execute(sql.SAVE, client, key, response)
+
+
+def _changed(status: str) -> bool:
+    """Whether an UPDATE's status tag ("UPDATE 1") names a row."""
+    return status.rsplit(" ", 1)[-1] == "1"

@@ -173,6 +173,17 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             """,
         ),
     ),
+    (
+        # A key is claimed before its request does anything: `session_id` is NULL until a
+        # session is opened, and `owner` with `lease_until` name the attempt answering it
+        # (NULL: nobody; a lease run out: its owner died, and another attempt may take over).
+        "m007_idempotency_claims",
+        (
+            "ALTER TABLE idempotency_keys ALTER COLUMN session_id DROP NOT NULL",
+            "ALTER TABLE idempotency_keys ADD COLUMN owner TEXT",
+            "ALTER TABLE idempotency_keys ADD COLUMN lease_until DOUBLE PRECISION",
+        ),
+    ),
 ]
 
 

@@ -43,7 +43,7 @@ from core.models import (
     TurnRecord,
 )
 from storage import pg_keys, pg_upkeep
-from storage.idempotency import KeyRecord
+from storage.idempotency import Claimed, KeyRecord
 from storage.pg_batch import Batched
 from storage.pg_batched import (
     MESSAGES_OF_FOUND,
@@ -257,14 +257,43 @@ class PostgresStore(StoreCalls):
         return await self._call(lambda c: pg_keys.find_key(c, client, key))
 
     async def claim_idempotency_key(
-        self, client: str, key: str, *, fingerprint: str, session_id: str, at: float
-    ) -> None:
-        """Record the key for the session (a key already claimed keeps its first claim)."""
-        await self._write(
+        self,
+        client: str,
+        key: str,
+        *,
+        fingerprint: str,
+        owner: str,
+        at: float,
+        lease_until: float,
+    ) -> Claimed | None:
+        """Hold the key for `owner` (a new claim, or one abandoned by an earlier attempt
+        at the same request); None when it is not to be had (see `find_idempotency_key`)."""
+        return await self._write(
             lambda c: pg_keys.claim_key(
-                c, client, key, fingerprint=fingerprint, session_id=session_id, at=at
+                c,
+                client,
+                key,
+                fingerprint=fingerprint,
+                owner=owner,
+                at=at,
+                lease_until=lease_until,
             )
         )
+
+    async def renew_idempotency_key(
+        self, client: str, key: str, *, owner: str, lease_until: float
+    ) -> bool:
+        return await self._write(lambda c: pg_keys.renew_key(c, client, key, owner, lease_until))
+
+    async def attach_idempotency_session(
+        self, client: str, key: str, *, owner: str, session_id: str
+    ) -> bool:
+        return await self._write(
+            lambda c: pg_keys.attach_session(c, client, key, owner, session_id)
+        )
+
+    async def release_idempotency_key(self, client: str, key: str, *, owner: str) -> None:
+        await self._write(lambda c: pg_keys.release_key(c, client, key, owner))
 
     async def save_idempotent_response(self, client: str, key: str, response: str) -> None:
         """Store the reply a key answered with (once; a stored reply is never replaced)."""

@@ -24,6 +24,7 @@ from typing import Any
 
 import asyncpg
 
+from storage import idempotency
 from storage.updates import KEEP_IDS, KEEP_SECONDS
 
 
@@ -63,7 +64,9 @@ async def expire_idle(connection: asyncpg.Connection, inactive_since: float) -> 
 
 
 async def purge(connection: asyncpg.Connection, older_than: float) -> int:
-    """Delete the ended consultations last active before `older_than`; how many."""
+    """Delete the ended consultations last active before `older_than`; how many. Claims of
+    idempotency keys never given a session (their holder died) go too."""
+    await connection.execute(idempotency.PURGE_UNOPENED, older_than)
     return await _count(
         connection,
         "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < $1",

@@ -3,6 +3,9 @@
 Both stores keep the same columns in the same order: `CONSULTATION_COLUMNS` for a
 consultation, `MESSAGE_INSERT_COLUMNS` for writing a message, and the message read order
 of `message_from_row`. Only the SQL dialect around them differs.
+
+Text is written without NUL characters on every store: PostgreSQL cannot hold them in
+text and SQLite can, so dropping them here makes a text read back the same anywhere.
 """
 
 from __future__ import annotations
@@ -35,9 +38,9 @@ def consultation_values(c: Consultation) -> tuple[Any, ...]:
         c.status.value,
         c.max_rounds,
         c.current_round,
-        c.initial_request,
-        c.role,
-        c.system_prompt,
+        _text(c.initial_request),
+        _text(c.role),
+        _text(c.system_prompt),
         json.dumps(dataclasses.asdict(c.options)),
         c.created_at,
         c.last_activity_at,
@@ -50,14 +53,18 @@ def message_values(m: Message) -> tuple[Any, ...]:
     usage = m.usage
     return (
         m.role.value,
-        m.author,
-        m.text,
+        _text(m.author),
+        _text(m.text),
         m.created_at,
         None if usage is None else usage.prompt_tokens,
         None if usage is None else usage.completion_tokens,
         None if usage is None else usage.estimated,
         m.turn_id,
     )
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else value.replace("\x00", "")
 
 
 def message_from_row(row: Sequence[Any]) -> Message:

@@ -279,18 +279,54 @@ class SqliteStore:
         )
 
     async def claim_idempotency_key(
-        self, client: str, key: str, *, fingerprint: str, session_id: str, at: float
-    ) -> None:
-        """Record the key for the session (a key already claimed keeps its first claim)."""
-        await self._writer.run(
+        self,
+        client: str,
+        key: str,
+        *,
+        fingerprint: str,
+        owner: str,
+        at: float,
+        lease_until: float,
+    ) -> idempotency.Claimed | None:
+        """Hold the key for `owner` (a new claim, or one abandoned by an earlier attempt
+        at the same request); None when it is not to be had (see `find_idempotency_key`)."""
+        return await self._writer.run(
             functools.partial(
                 idempotency.claim_key,
                 client=client,
                 key=key,
                 fingerprint=fingerprint,
-                session_id=session_id,
-                created_at=at,
+                owner=owner,
+                at=at,
+                lease_until=lease_until,
             )
+        )
+
+    async def renew_idempotency_key(
+        self, client: str, key: str, *, owner: str, lease_until: float
+    ) -> bool:
+        return await self._writer.run(
+            functools.partial(
+                idempotency.renew_key, client=client, key=key, owner=owner, lease_until=lease_until
+            )
+        )
+
+    async def attach_idempotency_session(
+        self, client: str, key: str, *, owner: str, session_id: str
+    ) -> bool:
+        return await self._writer.run(
+            functools.partial(
+                idempotency.attach_session,
+                client=client,
+                key=key,
+                owner=owner,
+                session_id=session_id,
+            )
+        )
+
+    async def release_idempotency_key(self, client: str, key: str, *, owner: str) -> None:
+        await self._writer.run(
+            functools.partial(idempotency.release_key, client=client, key=key, owner=owner)
         )
 
     async def save_idempotent_response(self, client: str, key: str, response: str) -> None:

@@ -24,6 +24,7 @@ from core.models import (
     TurnRecord,
     locate_turn,
 )
+from storage import idempotency
 from storage.rows import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
@@ -175,6 +176,7 @@ def purge(db: sqlite3.Connection, older_than: float) -> int:
         "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < ?",
         (older_than,),
     )
+    db.execute(idempotency.sqlite_sql(idempotency.PURGE_UNOPENED), (older_than,))
     free_pages(db, VACUUM_PAGES_PER_PURGE)
     return cursor.rowcount
 

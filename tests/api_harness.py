@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web_runner import BaseRunner
 
 from api.app import build_web_app
-from api.server import ApiRunner
+from api.server import ApiRunner, ReadTimeouts, read_timeouts
 from api.webhook import TelegramApp
 from app.runtime import BOT_MODEL, open_runtime
 from app.settings import Settings, load_settings
@@ -47,10 +47,17 @@ def api_settings(db_path: Path, model_base_url: str, **overrides: Any) -> Settin
 
 
 class ApiTestServer(TestServer):
-    """`TestServer` with the production runner (JSON protocol errors, no version banner)."""
+    """`TestServer` with the production runner (JSON protocol errors, no version banner,
+    the deployment's read deadlines)."""
+
+    def __init__(
+        self, app: web.Application, *, read_timeouts: ReadTimeouts | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(app, **kwargs)
+        self._read_timeouts = read_timeouts
 
     async def _make_runner(self, **kwargs: Any) -> BaseRunner:
-        return ApiRunner(self.app, **kwargs)
+        return ApiRunner(self.app, read_timeouts=self._read_timeouts, **kwargs)
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -135,7 +142,8 @@ async def running_api(
         )
         arrivals = Arrivals()
         app.middlewares.insert(0, arrivals.middleware)
-        client = TestClient(ApiTestServer(app, host="127.0.0.1"))
+        timeouts = read_timeouts(settings.api_config())
+        client = TestClient(ApiTestServer(app, host="127.0.0.1", read_timeouts=timeouts))
         metered = runtime.models[BOT_MODEL]
         assert isinstance(metered, MeteredCompleter)
         deadline = metered.inner

@@ -400,3 +400,23 @@ async def test_a_large_file_is_decoded_off_the_event_loop(
             assert status == 200, body
     assert threads[0] == loop_thread and threads[1] != loop_thread
     assert "a line of the report" in last_user(model_server)["content"]
+
+
+async def test_control_characters_are_stripped_from_a_file_name(
+    api: Client, model_server: FakeModelServer
+) -> None:
+    """NUL, line breaks and escapes in a file's name never reach the block, the model or the
+    store (PostgreSQL refuses NUL in text; SQLite would keep it): they are dropped."""
+    status, body = await post(
+        api,
+        {"message": "Read it", "attachments": [file("no\x00te\r\n\x1b[31ms.txt", b"Budget: 9\n")]},
+    )
+    assert status == 200, body
+    sent = text_of(last_user(model_server)["content"])
+    assert '<document name="note[31ms.txt">\nBudget: 9\n</document>' in sent
+    view = await (await api.get(f"/api/sessions/{body['sessionId']}")).json()
+    assert 'name="note[31ms.txt"' in view["messages"][0]["text"]
+    status, error = await post(
+        api, {"message": "Read it", "attachments": [file("\x00\x07", b"Budget: 9\n")]}
+    )
+    assert (status, error["code"]) == (400, "VALIDATION_ERROR"), error

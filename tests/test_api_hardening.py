@@ -189,3 +189,27 @@ async def test_a_body_that_cannot_be_decoded_is_a_quiet_400(
     assert status == 400
     error = assert_quiet_json_error(status, headers, body, caplog)
     assert error["code"] == "VALIDATION_ERROR"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"message": "Hello\u0000there"},
+        {"message": "Hello", "systemPrompt": "You are\u0000a judge"},
+        {"message": "Hello", "outputFormat": "json", "outputSchema": "{\u0000}"},
+        {"message": "Hello", "model": "test\u0000model"},
+    ],
+    ids=["message", "system-prompt", "output-schema", "model"],
+)
+async def test_a_nul_character_in_the_text_is_a_400(
+    api: RunningApi, model_server: FakeModelServer, body: dict[str, Any]
+) -> None:
+    """PostgreSQL cannot store NUL in text and SQLite would: the API refuses it on both, with
+    the field named, before anything is stored or asked."""
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    for path in ("/api/chat", "/api/chat/stream"):
+        response = await api.client.post(path, data=json.dumps(body), headers=headers)
+        error = await response.json()
+        assert (response.status, error["code"]) == (400, "VALIDATION_ERROR"), error
+        assert "NUL" in error["error"]
+    assert model_server.requests == []

@@ -248,3 +248,69 @@ async def test_keys_belong_to_their_client(api: RunningApi, model_server: FakeMo
             theirs = await response.json()
     assert theirs["sessionId"] != mine["sessionId"]
     assert len(model_server.requests) == 2
+
+
+async def test_a_retried_message_equal_to_an_earlier_one_gets_a_new_round(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A key whose first attempt failed is retried; the session already holds the same
+    words answered in an earlier round (under another key). That older reply is not this
+    key's: the retry answers a new round."""
+    _, opened = await chat(api, {"message": "Start", "maxRounds": 5}, key="k0")
+    session = opened["sessionId"]
+    yes = {"message": "Yes", "sessionId": session}
+    model_server.enqueue("First yes")
+    assert (await chat(api, yes, key="k1"))[1]["content"] == "First yes"
+    model_server.enqueue(status=500)
+    status, error = await chat(api, yes, key="k2")
+    assert (status, error["code"]) == (503, "MODEL_UNAVAILABLE")
+    model_server.enqueue("Second yes")
+    status, answer = await chat(api, yes, key="k2")
+    assert (status, answer["content"], answer["round"]) == (200, "Second yes", 3)
+
+
+async def test_a_key_whose_holder_died_is_taken_over_once_its_lease_ran_out(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A worker died while answering (its claim still names it, the reply was stored in the
+    session but not under the key): the retry waits for the lease to run out, then takes the
+    key over and replays the answered round, without a new one."""
+    model_server.enqueue("The answer")
+    body = {"message": "Question", "maxRounds": 3}
+    status, answer = await chat(api, body)
+    assert status == 200
+    with sqlite3.connect(api.settings.db_path) as db:
+        db.execute(
+            "UPDATE idempotency_keys SET response = NULL, owner = 'dead', lease_until = ?",
+            (time.time() + 0.5,),
+        )
+    assert await chat(api, body) == (200, answer)
+    assert len(model_server.requests) == 1
+
+
+async def test_a_client_that_hangs_up_leaves_the_round_to_its_retry(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """The server cancels the handler of a client that hung up (the test server does, as
+    aiohttp's `handler_cancellation` option would), but the round it started goes on: a
+    retry with the same key joins it and gets its reply."""
+    release = asyncio.Event()
+    model_server.enqueue("Slow answer", hold=release)
+    body = {"message": "Question", "maxRounds": 2}
+    first = asyncio.create_task(chat(api, body))
+    await model_server.wait_requests(1)
+    first.cancel()  # the client hangs up: its connection closes
+    runner = api.client.server.runner
+    assert runner is not None and runner.server is not None
+    for _ in range(1000):  # until the server saw it go (and cancelled its handler)
+        if not runner.server.connections:
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the server never saw the client hang up")
+    second = asyncio.create_task(chat(api, body))
+    await api.arrivals.wait(2)
+    release.set()
+    status, answer = await second
+    assert (status, answer["content"]) == (200, "Slow answer")
+    assert len(model_server.requests) == 1

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import FakeModelServer
@@ -173,6 +173,21 @@ async def test_the_document_and_the_parser_agree_on_every_body(
         assert (response.status == 200) is declared_valid, (body, await response.json())
 
 
+def as_item(media: dict[str, Any], document: dict[str, Any], event: str, data: str) -> None:
+    """Validate one received event against the stream's schema: a Server-Sent Event object
+    (`event`, `data`), whose `data` is JSON text following the event's own schema."""
+    schema = media["schema"]
+    assert schema["type"] == "object"  # one event, not the stream as a plain string
+    Draft202012Validator({**schema, "components": document["components"]}).validate(
+        {"event": event, "data": data}
+    )
+    (branch,) = [b for b in schema["oneOf"] if b["properties"]["event"]["const"] == event]
+    text = branch["properties"]["data"]
+    assert text["contentMediaType"] == "application/json"
+    content = {**text["contentSchema"], "components": document["components"]}
+    Draft202012Validator(content).validate(json.loads(data))
+
+
 async def test_the_stream_and_session_endpoints_are_documented_and_match(
     api: RunningApi, model_server: FakeModelServer
 ) -> None:
@@ -202,6 +217,11 @@ async def test_the_stream_and_session_endpoints_are_documented_and_match(
     for event in seen:
         assert event.event is not None
         valid(event.event, event.json())
+        as_item(media, document, event.event, event.data)
+    with pytest.raises(ValidationError):
+        as_item(media, document, "bogus", "{}")
+    with pytest.raises(ValidationError):
+        as_item(media, document, "delta", '{"sessionId": 3}')
     model_server.enqueue(status=500)
     session = seen[-1].json()["sessionId"]
     response = await api.client.post(

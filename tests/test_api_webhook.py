@@ -282,3 +282,75 @@ async def test_with_a_sink_a_redelivery_is_200_and_an_unavailable_sink_is_503(
         response = await client.post(settings.webhook_path, data=b"[1]", headers=headers)
         assert response.status == 400
         assert answers == [] and application.update_queue.qsize() == 0
+
+
+def forged_updates(bot_api: FakeBotApi) -> list[dict[str, Any]]:
+    """Updates with the right secret that no worker could handle: Telegram would resend
+    them forever if they were refused."""
+    good = bot_api.text_message(42, "Hello", user_id=42)
+    message = good["message"]
+    chatless = {k: v for k, v in message.items() if k != "chat"}
+    return [
+        {"update_id": "abc", "message": message},
+        {"update_id": 2**80, "message": message},
+        {"update_id": -(2**80), "message": message},
+        {"update_id": 12.5, "message": message},
+        {"update_id": True, "message": message},
+        {"update_id": bot_api.next_update_id(), "message": chatless},
+        {"update_id": bot_api.next_update_id(), "edited_message": chatless},
+    ]
+
+
+async def test_a_forged_update_with_the_secret_is_dropped_with_200(
+    tmp_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A non-integer or huge `update_id`, or a message without a chat: 200 (so Telegram does
+    not resend it), logged, nothing queued; the next good update is handled."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    model_server.enqueue("What is your budget?")
+    headers = {SECRET_HEADER: SECRET}
+    async with running_api(settings, telegram=telegram_app) as api:
+        application = api.telegram
+        assert application is not None
+        async with application:
+            await application.start()
+            try:
+                for update in forged_updates(bot_api):
+                    response = await api.client.post(
+                        settings.webhook_path, json=update, headers=headers
+                    )
+                    assert response.status == 200, (update, await response.text())
+                    assert application.update_queue.qsize() == 0
+                good = bot_api.text_message(42, "I want to buy a laptop", user_id=42)
+                response = await api.client.post(settings.webhook_path, json=good, headers=headers)
+                assert response.status == 200
+                sent = await bot_api.wait_for("sendMessage", timeout=10)
+                assert "What is your budget?" in sent.params["text"]
+            finally:
+                await application.stop()
+    dropped = [r for r in caplog.records if "not an update we can handle" in r.getMessage()]
+    assert len(dropped) == len(forged_updates(bot_api))
+    assert not [r for r in caplog.records if r.levelname in {"ERROR", "CRITICAL"}]
+
+
+async def test_with_a_sink_a_forged_update_never_reaches_it(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The inbox (the sink) only ever gets updates it can store and handle."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    received: list[dict[str, Any]] = []
+
+    async def sink(update: dict[str, Any], parsed: Update) -> bool:
+        received.append(update)
+        return True
+
+    async with webhook_with_sink(settings, sink) as (client, _):
+        for update in forged_updates(bot_api):
+            response = await client.post(
+                settings.webhook_path, json=update, headers={SECRET_HEADER: SECRET}
+            )
+            assert response.status == 200
+    assert received == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -762,3 +763,76 @@ async def test_loads_and_appends_made_together_each_get_their_own_answer(store: 
         assert texts.count(f"reply to {consultation.chat_key}") == (0 if n % 3 == 0 else 1)
         assert texts.count("more") == (1 if n < 10 else 0)
         assert after.current_round == (0 if n % 3 == 0 else 1)
+
+
+async def test_an_idempotency_key_is_held_by_one_attempt_at_a_time(
+    rows: Rows, store: Store
+) -> None:
+    """The first claim holds the key; another attempt gets nothing while the lease lives,
+    takes it over once released or run out (keeping the session opened and the first
+    claim's time), never after a reply; a claim with no session is purged once old."""
+    key = ("client", "k1")
+
+    async def claim(owner: str, at: float, fingerprint: str = "f") -> object:
+        return await store.claim_idempotency_key(
+            *key, fingerprint=fingerprint, owner=owner, at=at, lease_until=at + 30
+        )
+
+    held = await claim("a", 100.0)
+    assert held is not None and (held.session_id, held.created_at) == (None, 100.0)
+    assert await claim("b", 110.0) is None
+    assert await claim("b", 110.0, fingerprint="other") is None
+    found = await store.find_idempotency_key(*key)
+    assert found is not None and (found.fingerprint, found.lease_until) == ("f", 130.0)
+
+    consultation = make("api:x")
+    await store.create(consultation)
+    assert not await store.attach_idempotency_session(*key, owner="b", session_id=consultation.id)
+    assert await store.attach_idempotency_session(*key, owner="a", session_id=consultation.id)
+    assert await store.renew_idempotency_key(*key, owner="a", lease_until=150.0)
+    assert await claim("b", 140.0) is None  # the renewed lease still lives
+    taken = await claim("b", 151.0)  # a died: its lease ran out
+    assert taken is not None and (taken.session_id, taken.created_at) == (consultation.id, 100.0)
+    assert not await store.renew_idempotency_key(*key, owner="a", lease_until=200.0)
+
+    await store.release_idempotency_key(*key, owner="b")
+    again = await claim("c", 152.0)  # released with its session: the session stays
+    assert again is not None and again.session_id == consultation.id
+    await store.save_idempotent_response(*key, '{"content": "done"}')
+    assert await claim("d", 500.0) is None  # answered: never taken over
+    found = await store.find_idempotency_key(*key)
+    assert found is not None and (found.response, found.lease_until) == (
+        '{"content": "done"}',
+        None,
+    )
+
+    assert await claim("e", 10.0) is None  # the same key of the same client
+    other = ("client", "k2")
+    await store.claim_idempotency_key(*other, fingerprint="f", owner="e", at=10.0, lease_until=40.0)
+    await store.release_idempotency_key(*other, owner="e")  # before any session: gone
+    assert await store.find_idempotency_key(*other) is None
+    await store.claim_idempotency_key(*other, fingerprint="f", owner="f", at=20.0, lease_until=50.0)
+    await store.purge(older_than=60.0)  # its holder died before opening a session
+    assert await store.find_idempotency_key(*other) is None
+    assert await rows("idempotency_keys") == 1
+
+
+async def test_a_nul_character_is_dropped_the_same_on_every_store(store: Store) -> None:
+    """PostgreSQL cannot hold NUL in text (SQLite can): every store drops it from what it
+    writes, so a text reads back the same wherever it was stored."""
+    consultation = dataclasses.replace(
+        make(
+            "chat:nul",
+            messages=[Message(Role.USER, "Hello\x00 there", 1000.0, author="A\x00nn")],
+            system_prompt="Be\x00 brief",
+        ),
+        initial_request="Hello\x00 there",
+    )
+    await store.create(consultation)
+    await store.add_message(
+        consultation.id, Message(Role.USER, "More\x00", 1001.0), last_activity_at=1001.0
+    )
+    stored = await store.get(consultation.id)
+    assert stored is not None
+    assert [(m.text, m.author) for m in stored.messages] == [("Hello there", "Ann"), ("More", None)]
+    assert (stored.system_prompt, stored.initial_request) == ("Be brief", "Hello there")

@@ -143,3 +143,32 @@ async def test_update_ids_are_remembered_for_a_day_and_no_longer(
     assert await store.remember_update(100, at=86_440.0)  # forgotten: Telegram gave up long ago
     assert await store.remember_update(2_000_102, at=86_450.0)  # a million ids later
     assert await count(db_path, "SELECT COUNT(*) FROM telegram_updates") == 1
+
+
+async def test_idempotency_keys_survive_the_claims_migration(tmp_path: Path) -> None:
+    """Keys stored before claims had owners keep their reply and session; new claims may
+    have no session yet."""
+    db_path = tmp_path / "old.db"
+    async with aiosqlite.connect(db_path, isolation_level=None) as db:
+        await db.execute("PRAGMA foreign_keys = ON")
+        before = [m for m in MIGRATIONS if m.__name__ < "m007_idempotency_claims"]
+        await migrate(db, before)
+        await db.execute(
+            "INSERT INTO consultations (id, chat_key, status, max_rounds, initial_request,"
+            " created_at, last_activity_at) VALUES ('s1', 'api:s1', 'active', 3, 'Hi', 1, 1)"
+        )
+        await db.execute(
+            "INSERT INTO idempotency_keys (client, key, fingerprint, session_id, response,"
+            " created_at) VALUES ('c', 'k', 'f', 's1', '{}', 5)"
+        )
+        assert await migrate(db) == ["m007_idempotency_claims"]
+    store = await SqliteStore.open(db_path)
+    try:
+        found = await store.find_idempotency_key("c", "k")
+        assert found is not None and tuple(found) == ("f", "s1", "{}", 5.0, None)
+        held = await store.claim_idempotency_key(
+            "c", "new", fingerprint="f", owner="o", at=9.0, lease_until=39.0
+        )
+        assert held is not None and held.session_id is None
+    finally:
+        await store.close()

@@ -349,3 +349,71 @@ async def test_workers_starting_together_on_an_empty_schema_all_come_up(
         await db.close()
     assert sorted(applied) == sorted(recorded)  # each applied once, by one worker
     assert len(recorded) >= 4
+
+
+async def keyed_chat(
+    http: aiohttp.ClientSession, port: int, body: dict[str, Any], key: str
+) -> tuple[int, dict[str, Any]]:
+    headers = {"Authorization": f"Bearer {API_TOKEN}", "Idempotency-Key": key}
+    async with http.post(f"http://127.0.0.1:{port}/api/chat", json=body, headers=headers) as r:
+        return r.status, await r.json()
+
+
+async def sessions_in(database_url: str) -> int:
+    db = await asyncpg.connect(database_url)
+    try:
+        return int(await db.fetchval("SELECT count(*) FROM consultations"))
+    finally:
+        await db.close()
+
+
+async def test_one_key_sent_to_two_workers_at_once_is_answered_once(
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+) -> None:
+    """The same `Idempotency-Key` sent to two workers at once (the model held meanwhile): the
+    same body gets one session, one model call and the same reply on both; another body gets
+    422 whichever worker sees it; on an existing session, the key uses one round."""
+
+    async def both(bodies: tuple[dict[str, Any], dict[str, Any]], key: str) -> list[Any]:
+        model_server.hold = asyncio.Event()
+        asked = len(model_server.requests)
+        sends = [
+            asyncio.create_task(keyed_chat(http, port, body, key))
+            for port, body in zip(ports, bodies, strict=True)
+        ]
+        await model_server.wait_requests(asked + 1, timeout=30)
+        await asyncio.sleep(0.5)  # lets the other request reach the model too, if it would
+        model_server.hold.set()
+        return list(await asyncio.gather(*sends))
+
+    async with cluster(tmp_path) as workers:
+        ports = await start_webhook_workers(
+            workers, 2, bot_api, model_server, postgres_url, api=True
+        )
+        async with aiohttp.ClientSession() as http:
+            same = {"message": "Plan a garden", "maxRounds": 3}
+            first, second = await both((same, same), "key-same-body")
+            assert first[0] == 200 and second == first, (first, second)
+            assert len(model_server.requests) == 1
+            assert await sessions_in(postgres_url) == 1
+            session = first[1]["sessionId"]
+
+            other = {"message": "Plan a pond", "maxRounds": 3}
+            answers = await both((same | {"maxRounds": 2}, other), "key-two-bodies")
+            assert sorted(status for status, _ in answers) == [200, 422], answers
+            refused = next(body for status, body in answers if status == 422)
+            assert refused["code"] == "IDEMPOTENCY_KEY_REUSED"
+            assert len(model_server.requests) == 2
+            assert await sessions_in(postgres_url) == 2
+
+            going_on = {"message": "Clay soil", "sessionId": session}
+            first, second = await both((going_on, going_on), "key-session")
+            assert first[0] == 200 and second == first, (first, second)
+            assert first[1]["round"] == 2
+            assert len(model_server.requests) == 3
+        assert "Traceback" not in workers.logs()
+    [rows] = (await histories(postgres_url))["api:" + session]
+    assert [text for role, text in rows if role == "user"] == ["Plan a garden", "Clay soil"]
