@@ -1,8 +1,10 @@
 """Who may use the bot, and how often: allow-lists and a per-user rate limit.
 
 The limit is a port (`UserRateLimits`): `RateLimiter` is a sliding window per user kept
-in memory (only for users active in the last minute), right for one process; it only
-protects the model bill from floods, so losing it on restart is harmless. Several worker
+in memory (only for users active in the last minute), right for one process; it protects
+the model bill and a group's share of Telegram's messages from floods (messages and
+commands count; `bot.refusals` says refusals through its "warned" mark), so losing it on
+restart is harmless. Several worker
 processes share one limit instead (`storage.pg_shared.PostgresRateLimits`), so a user
 reaching two workers is not allowed twice as much.
 """
@@ -25,7 +27,8 @@ class UserRateLimits(Protocol):
         ...
 
     async def should_warn(self, user_id: int) -> bool:
-        """Whether to tell a limited user so: at most once a minute, not on every message."""
+        """Whether to tell the user a refusal (too many, or any refusal in a group): True
+        at most once a minute per user, whatever is refused."""
         ...
 
 

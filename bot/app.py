@@ -114,8 +114,6 @@ def register(
     )
     say = Say(bot)
     answer_now = AnswerNow(service, turns, bot)
-    commands = Commands(service, config, turns=turns, say=say, answer_now=answer_now)
-
     handlers = Handlers(
         service,
         config,
@@ -123,6 +121,9 @@ def register(
         say=say,
         rate_limits=shared.rate_limits,
         intake=intake,
+    )
+    commands = Commands(
+        service, config, turns=turns, say=say, refuse=handlers.refuse, answer_now=answer_now
     )
     buttons = Buttons(
         {
@@ -151,7 +152,9 @@ def register(
         application.add_handler(CommandHandler(name, handlers.command(callback), filters=only_new))
     application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, handlers.on_migrate))
     application.add_handler(
-        MessageHandler(only_new & filters.COMMAND, handlers.command(commands.unknown))
+        MessageHandler(
+            only_new & filters.COMMAND, handlers.command(commands.unknown, addressed_only=True)
+        )
     )
     application.add_handler(MessageHandler(only_new & FILES, handlers.on_file))
     text_like = filters.TEXT | filters.CAPTION

@@ -3,7 +3,8 @@
 Each command gets the update as an `Incoming` from the allow-list check in
 `bot.handlers`. In groups, the commands that change the consultation (/rounds,
 /reset, /role) are for chat admins and the member who started the consultation,
-unless the operator opened them to everyone (GROUP_CONFIG_ADMINS_ONLY=false). A button
+unless the operator opened them to everyone (GROUP_CONFIG_ADMINS_ONLY=false); a refusal
+in a group is said at most once per person a minute (`bot.refusals`). A button
 press is refused in its own popup, never with a chat message (see `bot.buttons`), and
 a value no button of the bot offers is ignored.
 """
@@ -20,6 +21,7 @@ from bot.buttons import Press, ignored
 from bot.chat import Context, Incoming
 from bot.config import BotConfig
 from bot.i18n import t
+from bot.refusals import Refusals
 from bot.say import Say
 from bot.turns import TurnRunner
 from core.errors import InvalidMaxRounds
@@ -42,12 +44,14 @@ class Commands:
         *,
         turns: TurnRunner,
         say: Say,
+        refuse: Refusals,
         answer_now: AnswerNow,
     ) -> None:
         self.service = service
         self.config = config
         self.turns = turns
         self.say = say
+        self.refuse = refuse
         self.answer_now = answer_now
 
     async def start(self, incoming: Incoming, context: Context) -> None:
@@ -83,7 +87,7 @@ class Commands:
             )
             return
         if not await self._may_configure(incoming, context):
-            await self.say(incoming, t(incoming.language, "not_admin"))
+            await self.refuse(incoming, t(incoming.language, "not_admin"))
             return
         await self._set_rounds(incoming, " ".join(args))
 
@@ -125,7 +129,7 @@ class Commands:
     async def reset(self, incoming: Incoming, context: Context) -> None:
         """End the active consultation, stopping a reply being written (runs out of order)."""
         if not await self._may_configure(incoming, context):
-            await self.say(incoming, t(incoming.language, "not_admin"))
+            await self.refuse(incoming, t(incoming.language, "not_admin"))
             return
         ended = await self.service.reset(incoming.key)
         await self.say(incoming, t(incoming.language, "reset_done" if ended else "reset_none"))
@@ -181,7 +185,7 @@ class Commands:
             )
             return
         if not await self._may_configure(incoming, context):
-            await self.say(incoming, t(incoming.language, "not_admin"))
+            await self.refuse(incoming, t(incoming.language, "not_admin"))
             return
         await self._set_role(incoming, " ".join(args))
 
@@ -227,10 +231,9 @@ class Commands:
         await self.say(incoming, t(incoming.language, "role_set", role=title))
 
     async def unknown(self, incoming: Incoming, context: Context) -> None:
-        """Point to /help for a command the bot does not have; in groups only when the
-        command names this bot (a bare one may be another bot's)."""
-        if incoming.addressed:
-            await self.say(incoming, t(incoming.language, "unknown_command"))
+        """Point to /help for a command the bot does not have (registered for addressed
+        commands only: in groups a bare one may be another bot's)."""
+        await self.refuse(incoming, t(incoming.language, "unknown_command"))
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -4,8 +4,9 @@ Order, and why: the size is checked before anything is fetched (a 25 MB voice no
 refused without a download, and so is a document whose name or type already says it is an
 archive, a program or a video), then the file is downloaded and read into a `TurnInput`
 (transcribed, its text extracted, or an image), and only then does the turn reach the
-service. A refusal or a failed download is answered in the user's language and nothing
-is stored, so no round is used and the user can simply send again. A transcript is shown
+service. A refusal or a failed download is answered in the user's language (in a group at
+most once per person a minute, `bot.refusals`) and nothing is stored, so no round is used
+and the user can simply send again. A transcript is shown
 to the user before the answer, so a misheard word is seen next to the reply it caused;
 a document cut to the text budget is said once, with the limit.
 
@@ -26,6 +27,7 @@ from bot.delivery import AnyBot, Target
 from bot.files import DownloadFailed, TelegramFile, download
 from bot.i18n import t
 from bot.progress import Progress
+from bot.refusals import Refusals
 from bot.say import Say
 from bot.turns import TurnRunner
 from core.attachments import Attachment, TurnInput
@@ -55,6 +57,7 @@ class FileTurns:
         *,
         turns: TurnRunner,
         say: Say,
+        refuse: Refusals,
         text_turn: TextTurn,
     ) -> None:
         self.service = service
@@ -62,6 +65,7 @@ class FileTurns:
         self.intake = intake
         self.turns = turns
         self.say = say
+        self.refuse = refuse
         self.text_turn = text_turn  # the caption alone, when the photo cannot be seen
 
     async def __call__(self, incoming: Incoming, context: Context) -> None:
@@ -75,11 +79,11 @@ class FileTurns:
             if refused.problem is AttachmentProblem.VISION_OFF and not is_blank(incoming.text):
                 await self.text_turn(incoming, context)
             else:
-                await self.say(incoming, refusal_text(refused, language))
+                await self.refuse(incoming, refusal_text(refused, language))
             return
         except DownloadFailed as exc:
             log.warning("file %r in chat %s not downloaded: %s", file.name, incoming.chat_id, exc)
-            await self.say(incoming, t(language, "download_failed"))
+            await self.refuse(incoming, t(language, "download_failed"))
             return
         turn = await self._within_input_limit(incoming, turn)
         if turn.transcript is not None:
@@ -103,7 +107,7 @@ class FileTurns:
         try:
             await self.turns.run(context.bot, incoming.target, language, ask)
         except EmptyMessage:
-            await self.say(incoming, t(language, "empty"))
+            await self.refuse(incoming, t(language, "empty"))
 
     async def _read(self, incoming: Incoming, file: TelegramFile, context: Context) -> TurnInput:
         """The file checked, fetched and read; raises AttachmentRefused or DownloadFailed."""

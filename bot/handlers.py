@@ -1,7 +1,9 @@
 """Telegram handlers: turn the update into an `Incoming`, check access, call the service.
 
 Handlers stay thin: Telegram specifics (addressing in groups, access, input limits)
-are decided here; consultation rules live in `core`. Every handler reads the update
+are decided here; consultation rules live in `core`. Every message for the bot and every
+command counts against its sender's message limit before any work, and a refusal goes
+through `bot.refusals` (in a group at most one per person a minute). Every handler reads the update
 through one `Incoming`, built once by `incoming_of`. Edited messages are ignored
 on purpose: the original text is already part of the consultation and the model
 may have answered it, so re-answering an edit would fork the conversation.
@@ -21,6 +23,7 @@ from bot.config import BotConfig
 from bot.delivery import Sender
 from bot.file_turns import FileTurns
 from bot.i18n import t
+from bot.refusals import Refusals
 from bot.say import Say
 from bot.turns import TurnRunner
 from core.blank import is_blank
@@ -60,11 +63,20 @@ class Handlers:
         self.rate_limiter = (
             RateLimiter(config.user_rate_limit_per_minute) if rate_limits is None else rate_limits
         )
+        self.refuse = Refusals(say, self.rate_limiter)
         self.max_image_bytes = None if intake is None else intake.config.max_image_bytes
         self.files = (
             None
             if intake is None
-            else FileTurns(service, config, intake, turns=turns, say=say, text_turn=self.text_turn)
+            else FileTurns(
+                service,
+                config,
+                intake,
+                turns=turns,
+                say=say,
+                refuse=self.refuse,
+                text_turn=self.text_turn,
+            )
         )
 
     def allowed(self, incoming: Incoming) -> bool:
@@ -75,22 +87,26 @@ class Handlers:
             allowed_chats=self.config.allowed_chat_ids,
         )
 
-    def command(self, callback: CommandCallback) -> UpdateCallback:
-        """`callback` for the users on the allow-lists only.
+    def command(self, callback: CommandCallback, *, addressed_only: bool = False) -> UpdateCallback:
+        """`callback` for the users on the allow-lists only, within the sender's message
+        limit (/status and /reset too: they answer at once but still count).
 
-        A refused command is answered in private chats only, since in a group it may be
-        another bot's.
+        A command refused by the allow-list is answered in private chats only, since in a
+        group it may be another bot's. With `addressed_only` a group's command that does not
+        name this bot (`/x@other_bot`, a bare unknown one) is ignored before anything, so
+        another bot's commands never count against anyone's limit here.
         """
 
         async def handle(update: Update, context: Context) -> None:
             incoming = incoming_of(update, context.bot.username, context.bot.id)
-            if incoming is None:
+            if incoming is None or (addressed_only and not incoming.addressed):
                 return
             if not self.allowed(incoming):
                 if not incoming.is_group:
-                    await self.say(incoming, t(incoming.language, "not_allowed"))
+                    await self.refuse(incoming, t(incoming.language, "not_allowed"))
                 return
-            await callback(incoming, context)
+            if await self.refuse.within_limit(incoming):
+                await callback(incoming, context)
 
         return handle
 
@@ -117,14 +133,14 @@ class Handlers:
         elif not is_blank(incoming.text):
             await self.text_turn(incoming, context)  # files not read here: the caption is all
         else:
-            await self.say(incoming, t(incoming.language, "text_only"))
+            await self.refuse(incoming, t(incoming.language, "text_only"))
 
     async def text_turn(self, incoming: Incoming, context: Context) -> None:
         """The turn of `incoming.text` alone (a caption counts as text)."""
         text = incoming.text
         language = incoming.language
         if is_blank(text):
-            await self.say(incoming, t(language, "empty"))
+            await self.refuse(incoming, t(incoming.language, "empty"))
             return
         if len(text) > self.config.max_input_chars:
             text = text[: self.config.max_input_chars]
@@ -144,18 +160,19 @@ class Handlers:
         try:
             await self.turns.run(context.bot, incoming.target, language, ask)
         except EmptyMessage:
-            await self.say(incoming, t(language, "empty"))
+            await self.refuse(incoming, t(incoming.language, "empty"))
 
     async def on_media(self, update: Update, context: Context) -> None:
         """Explain that only text is understood (stickers, videos, locations and the like)."""
         incoming = await self.accept(update, context)
         if incoming is not None:
-            await self.say(incoming, t(incoming.language, "text_only"))
+            await self.refuse(incoming, t(incoming.language, "text_only"))
 
     async def accept(self, update: Update, context: Context) -> Incoming | None:
         """The message if it is for the bot and allowed; None to ignore it.
 
-        Replies itself when a user is refused (not allowed, too fast).
+        Refuses itself (not allowed, too fast), in a group at most once per person a
+        minute (`bot.refusals`).
         """
         incoming = incoming_of(
             update, context.bot.username, context.bot.id, max_image_bytes=self.max_image_bytes
@@ -163,15 +180,10 @@ class Handlers:
         if incoming is None or not incoming.addressed:
             return None
         if not self.allowed(incoming):
-            await self.say(incoming, t(incoming.language, "not_allowed"))
+            await self.refuse(incoming, t(incoming.language, "not_allowed"))
             return None
-        if incoming.user_id is not None:
-            wait = await self.rate_limiter.check(incoming.user_id)
-            if wait > 0:
-                if await self.rate_limiter.should_warn(incoming.user_id):
-                    seconds = int(wait) + 1
-                    await self.say(incoming, t(incoming.language, "rate_limited", seconds=seconds))
-                return None
+        if not await self.refuse.within_limit(incoming):
+            return None
         self.turns.forget_blocked(incoming.chat_id)
         return incoming
 

@@ -434,3 +434,62 @@ async def test_group_upgraded_to_supergroup_keeps_its_consultation(
     assert "round 2 of 4" in system
     contents = [m["content"] for m in model_server.requests[-1]["messages"][1:]]
     assert contents[0] == "Alice: plan my trip" and contents[-1] == "Alice: two weeks in May"
+
+
+REPEATED_INPUTS = {
+    # a mention with nothing else: the "empty" hint
+    "empty mention": ({"text": "@consult_bot"}, "Your message is empty"),
+    # a command naming the bot that it does not have
+    "unknown command": ({"text": "/foo@consult_bot"}, "I don't know that command"),
+    # a sticker replying to the bot's answer: the "text only" hint
+    "sticker": ({"text": None, "sticker": True, "reply": True}, "I can only read text"),
+    # a member the allow-list does not name
+    "not allowed": ({"text": "@consult_bot hello"}, "not available here"),
+    # an archive captioned with a mention: refused before it is fetched
+    "archive": ({"text": "@consult_bot read this", "archive": True}, "kind of file"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REPEATED_INPUTS))
+async def test_a_member_repeating_refused_input_costs_the_group_one_message(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer, kind: str
+) -> None:
+    """Nine refused inputs in a row from one member are refused once in the group; another
+    member's question is still answered."""
+    fields, refusal = REPEATED_INPUTS[kind]
+    allow_alice = {"allowed_user_ids": str(ALICE)} if kind == "not allowed" else {}
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server, **allow_alice) as bot:
+        await post_in_group(bot, "@consult_bot plan a trip")
+        first = await group_answer(bot, 1)
+        reply = first.result["message_id"] if fields.get("reply") else None
+        for _ in range(9):
+            if fields.get("sticker"):
+                await bot.send(
+                    GROUP,
+                    None,
+                    user_id=BOB,
+                    chat_type="supergroup",
+                    sticker=True,
+                    reply_to_message=reply,
+                )
+            elif fields.get("archive"):
+                caption = str(fields["text"])
+                archive = bot.api.document(
+                    b"PK\x03\x04" + bytes(60), "photos.zip", "application/zip"
+                )
+                await bot.send(
+                    GROUP,
+                    None,
+                    user_id=BOB,
+                    chat_type="supergroup",
+                    media=archive,
+                    caption=caption,
+                    entities=mention(caption),
+                )
+            else:
+                await post_in_group(bot, str(fields["text"]), user=BOB, name="Bob")
+        await post_in_group(bot, "@consult_bot in May")
+        await group_answer(bot, 2)
+        texts = group_texts(bot)
+    assert len([t for t in texts if refusal in t]) == 1
+    assert len(texts) == 3

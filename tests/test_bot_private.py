@@ -150,7 +150,9 @@ async def test_stranger_cannot_use_commands_or_buttons(
 async def test_per_user_rate_limit_refuses_the_third_message(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
-    """With two messages a minute allowed, the third gets the rate-limit reply."""
+    """With two messages a minute allowed, the third gets the rate-limit reply; a fourth
+    message and a command are dropped without a second one (a button press, counted apart,
+    still works)."""
     async with started_bot(
         tmp_path / "bot.sqlite3", bot_api, model_server, user_rate_limit_per_minute=2
     ) as bot:
@@ -159,7 +161,11 @@ async def test_per_user_rate_limit_refuses_the_third_message(
         [text] = await ask_private(bot, USER, "three")
         assert text.startswith("You're sending messages too fast. Please wait")
         await bot.send(USER, "four")  # still too fast: ignored without a second warning
-        await ask_private(bot, USER, "/status")
+        await bot.send(USER, "/rounds 5")
+        bot.api.push_update(bot.api.callback_query(USER, USER, "rounds:2", 1))
+        texts = await bot.replies(USER, count=4)
+        assert texts[3].startswith("Rounds per consultation: 2.")
+        assert len(texts) == 4
         warnings = [t for t in bot.messages(USER) if t.startswith("You're sending messages")]
         assert len(warnings) == 1
         assert len(model_server.requests) == 2

@@ -26,9 +26,11 @@ from bot.say import Say
 from bot.shared import SharedState
 from bot.turns import TurnRunner
 from core.expiring import ExpiringDict
+from storage.pg_shared import PostgresRateLimits, open_shared_pool
 from tests.bot_harness import bot_settings
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
+from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 
 def _fields(template: str) -> set[str]:
@@ -300,3 +302,40 @@ async def test_two_applications_given_one_shared_state_share_the_press_limit(
     assert popups[0] is None
     assert popups[1].startswith("Too many presses")
     assert bot_api.sent_texts(42) == ["Rounds per consultation: 2."]
+
+
+async def test_workers_on_postgresql_share_the_command_limit_and_the_one_refusal(
+    tmp_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """Two applications given one PostgreSQL limit: a user's second /status, reaching the
+    other worker, is told to wait; a plain member's /rounds 2 sent to both workers (under
+    an ample limit) is refused in the group once."""
+    settings = bot_settings(tmp_path / "s.sqlite3", bot_api, model_server)
+    pool = await open_shared_pool(postgres_url)
+    try:
+        tight = SharedState(rate_limits=PostgresRateLimits(pool, 1))
+        ample = SharedState(rate_limits=PostgresRateLimits(pool, 50))
+        async with open_runtime(settings, background=False) as runtime:
+            for shared, chat, user, text, chat_type in (
+                (tight, 42, 42, "/status", "private"),
+                (ample, -1009, 44, "/rounds 2", "supergroup"),
+            ):
+                for _ in range(2):
+                    worker = build_application(
+                        settings.bot_config(), runtime.service, shared=shared
+                    )
+                    await worker.initialize()
+                    update = bot_api.text_message(chat, text, user_id=user, chat_type=chat_type)
+                    await worker.process_update(Update.de_json(update, worker.bot))
+                    await worker.shutdown()
+    finally:
+        await pool.close()
+    private = bot_api.sent_texts(42)
+    assert private[0].startswith("No active consultation")
+    assert private[1].startswith("You're sending messages too fast")
+    assert len(private) == 2
+    [refusal] = bot_api.sent_texts(-1009)
+    assert refusal.startswith("Only group admins")
