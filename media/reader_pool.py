@@ -132,9 +132,7 @@ class DocumentReaders:
         if "problem" in reply:
             problem = AttachmentProblem(reply["problem"])
             raise AttachmentRefused(problem, str(reply.get("detail", "")), name=name or None)
-        text = str(reply["text"])
-        complete = bool(reply["complete"]) and len(text) <= max_chars
-        return Extracted(text[: max_chars + 1], complete)
+        return Extracted(str(reply["text"]), bool(reply["complete"]))
 
     async def _ask(self, request: dict[str, Any], data: bytes, reply_limit: int) -> dict[str, Any]:
         if self._closed:

@@ -63,7 +63,10 @@ def answer(request: dict[str, Any], data: bytes) -> dict[str, Any]:
         )
     except AttachmentRefused as refused:
         return {"problem": refused.problem.value, "detail": refused.detail}
-    return {"text": found.text, "complete": found.complete}
+    # What the bot can use of it: one more character than the budget says it was cut.
+    limit = request["max_chars"] + 1
+    complete = found.complete and len(found.text) < limit
+    return {"text": found.text[:limit], "complete": complete}
 
 
 def _limit_cpu(seconds: float) -> None:

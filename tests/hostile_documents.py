@@ -28,11 +28,17 @@ _RELS = (
 )
 
 
-def repeated_page_pdf(*, pages: int = 60, operators: int = 100_000) -> bytes:
+def repeated_page_pdf(
+    *, pages: int = 60, operators: int = 100_000, operator: bytes = b"(ab) Tj\n"
+) -> bytes:
     """A PDF whose every page draws the same content stream of `operators` text-showing
     operators: a few KB compressed, seconds of text extraction per page."""
-    content = b"BT /F1 12 Tf 72 720 Td\n" + b"(ab) Tj\n" * operators + b"ET\n"
-    packed = zlib.compress(content, 9)
+    content = b"BT /F1 12 Tf 72 720 Td\n" + operator * operators + b"ET\n"
+    return _one_stream_pdf(zlib.compress(content, 9), pages=pages)
+
+
+def _one_stream_pdf(packed: bytes, *, pages: int) -> bytes:
+    """`pages` references to one page drawing the Flate-compressed content `packed`."""
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids ["
@@ -105,3 +111,17 @@ def external_entity_docx() -> bytes:
         b"<w:p><w:r><w:t>next</w:t></w:r></w:p>"
     )
     return docx_of(iter([body]), doctype=doctype)
+
+
+def costly_pages_pdf(*, pages: int = 60, operators: int = 100_000) -> bytes:
+    """Like `repeated_page_pdf`, but the pages show no text: no character cap ends the
+    read early, only the page cap or the deadline."""
+    return repeated_page_pdf(
+        pages=pages, operators=operators, operator=b"1 0 0 1 72 700 Tm () Tj\n"
+    )
+
+
+def inflating_pdf(*, megabytes: int = 70) -> bytes:
+    """One page whose content stream inflates from a few KB to `megabytes` MB."""
+    content = b"BT /F1 12 Tf 72 720 Td (x) Tj ET\n" + b" " * (megabytes * 2**20)
+    return _one_stream_pdf(zlib.compress(content, 9), pages=1)
