@@ -150,15 +150,15 @@ class DocumentReaders:
             log.warning("document %r not read in %g s", request["name"], seconds)
             raise _too_costly(request, f"not read in {seconds:g} s") from None
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
-            status = await reader.stop()
+            status = await asyncio.shield(reader.stop())
             log.warning("document %r: the reader ended (%s): %s", request["name"], status, exc)
             raise _too_costly(request, f"the reader ended: {_status(status)}") from None
         finally:
             self._busy.discard(reader)
             if keep and not self._closed:
                 self._idle.append(reader)
-            else:
-                reader.kill()  # mid-read (a deadline, a cancelled turn) or spent: never reused
+            else:  # mid-read (a deadline, a cancelled turn) or spent: never reused
+                await asyncio.shield(reader.stop())  # killed, then reaped within milliseconds
 
     async def close(self) -> None:
         """Kill every reader now (a document being read is refused) and stop the threads."""
