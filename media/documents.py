@@ -26,7 +26,7 @@ from lxml import etree
 from core.errors import AttachmentProblem, AttachmentRefused
 from media.docx_text import docx_body_text
 from media.kinds import DOCX_MIME, PDF_MIME, mime_type
-from media.sniff import looks_like_text, sniff
+from media.sniff import DOCX_MAIN_PART, looks_like_text, sniff
 from media.text import decode_text
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,6 @@ def unpacked_limit(max_document_bytes: int) -> int:
 
 
 MAX_PDF_PAGES = 500
-_MAIN_PART = "word/document.xml"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +135,7 @@ def _docx_text(data: bytes, name: str | None, limit: int, max_chars: int) -> Ext
                     f"DOCX unpacks to {unpacked} bytes, over {limit}",
                     name=name,
                 )
-            with archive.open(_MAIN_PART) as part:
+            with archive.open(DOCX_MAIN_PART) as part:
                 text, complete = docx_body_text(part, max_chars=max_chars)
     except (AttachmentRefused, MemoryError):
         raise

@@ -5,7 +5,9 @@ and the pool keeps reading afterwards."""
 from __future__ import annotations
 
 import asyncio
+import io
 import os
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from media.documents import MAX_PDF_PAGES, Extracted
 from media.docx_text import MAX_CELLS
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
+from media.sniff import MAX_ZIP_ENTRIES
 from tests.hostile_documents import (
     costly_pages_pdf,
     external_entity_docx,
@@ -208,3 +211,17 @@ async def test_control_characters_in_a_file_name_stay_out_of_the_document_block(
         turn = await Intake(IntakeConfig(), None, readers).read("", [Attachment(name, None, b"hi")])
 
     assert turn.stored_text == '<document name="report  [31mred.txt">\nhi\n</document>'
+
+
+async def test_an_archive_of_very_many_entries_is_not_taken_for_a_docx() -> None:
+    """Its directory is not indexed in this process: past `MAX_ZIP_ENTRIES` it is a ZIP."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("word/document.xml", "<w:document/>")
+        for number in range(MAX_ZIP_ENTRIES + 1):
+            archive.writestr(str(number), b"")
+    async with DocumentReaders(ReaderConfig()) as readers:
+        refused = await refusal(readers, out.getvalue(), "many.docx")
+
+    assert refused.problem is AttachmentProblem.UNREADABLE
+    assert refused.detail == "not a DOCX inside"
