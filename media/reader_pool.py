@@ -36,7 +36,12 @@ from media.reader_process import LENGTH, MAX_HEADER_BYTES, frame
 log = logging.getLogger(__name__)
 
 _SOURCE_ROOT = str(Path(__file__).resolve().parent.parent)
+STARTUP_SECONDS = 60.0  # for a reader to import its libraries, on a loaded machine
 _ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")  # what a reader inherits
+
+
+class ReadersClosed(RuntimeError):
+    """The pool was closed (the process is stopping) before the document was read."""
 
 
 class _Reader:
@@ -58,7 +63,18 @@ class _Reader:
             stdout=asyncio.subprocess.PIPE,
             env=environment,
         )
-        return cls(process)
+        reader = cls(process)
+        assert process.stdout is not None
+        try:  # the deadline is the document's: starting (imports) is not counted in it
+            async with asyncio.timeout(STARTUP_SECONDS):
+                ready = await process.stdout.readexactly(LENGTH.size)
+        except BaseException:
+            await asyncio.shield(reader.stop())
+            raise
+        if LENGTH.unpack(ready) != (0,):
+            await reader.stop()
+            raise RuntimeError("a document reader did not start")
+        return reader
 
     async def ask(self, request: dict[str, Any], data: bytes, reply_limit: int) -> dict[str, Any]:
         """Send one document, wait for the answer; raises `asyncio.IncompleteReadError`
@@ -136,8 +152,11 @@ class DocumentReaders:
 
     async def _ask(self, request: dict[str, Any], data: bytes, reply_limit: int) -> dict[str, Any]:
         if self._closed:
-            raise RuntimeError("the document readers are closed")
+            raise ReadersClosed
         reader = self._idle.pop() if self._idle else await _Reader.start(self.config.memory_mb)
+        if self._closed:  # closed while the reader started
+            await asyncio.shield(reader.stop())
+            raise ReadersClosed
         self._busy.add(reader)
         keep = False
         try:
@@ -151,6 +170,8 @@ class DocumentReaders:
             raise _too_costly(request, f"not read in {seconds:g} s") from None
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             status = await asyncio.shield(reader.stop())
+            if self._closed:
+                raise ReadersClosed from None
             log.warning("document %r: the reader ended (%s): %s", request["name"], status, exc)
             raise _too_costly(request, f"the reader ended: {_status(status)}") from None
         finally:
@@ -161,7 +182,8 @@ class DocumentReaders:
                 await asyncio.shield(reader.stop())  # killed, then reaped within milliseconds
 
     async def close(self) -> None:
-        """Kill every reader now (a document being read is refused) and stop the threads."""
+        """Kill every reader now (a read in progress raises `ReadersClosed`) and stop the
+        threads."""
         self._closed = True
         readers = [*self._idle, *self._busy]
         self._idle.clear()

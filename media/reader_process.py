@@ -1,13 +1,14 @@
 """A reader process: reads one document at a time for the bot, inside hard limits.
 
 `python -m media.reader_process MEMORY_MB` limits its own address space to MEMORY_MB
-(`RLIMIT_AS`) before it reads anything, then answers requests on stdin/stdout until
-stdin closes. Each request may use `cpu_seconds` more CPU time (`RLIMIT_CPU`; past it the
-kernel ends the process). A request is two frames (a JSON header, then the document's
-bytes); the answer is one JSON frame: {"text", "complete"} or {"problem", "detail"}. A
-frame is an 8-byte big-endian length and that many bytes. Output of the libraries goes
-to stderr: stdout carries frames only. After running out of memory the process answers
-once and exits, so the next document meets a fresh one.
+(`RLIMIT_AS`) before it reads anything, says it is ready with an empty frame, then
+answers requests on stdin/stdout until stdin closes. Each request may use `cpu_seconds`
+more CPU time (`RLIMIT_CPU`; past it the kernel ends the process). A request is two
+frames (a JSON header, then the document's bytes); the answer is one JSON frame:
+{"text", "complete"} or {"problem", "detail"}. A frame is an 8-byte big-endian length
+and that many bytes. Output of the libraries goes to stderr: stdout carries frames only.
+After running out of memory the process answers once and exits, so the next document
+meets a fresh one.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def serve(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     signal.signal(signal.SIGXCPU, signal.SIG_DFL)  # past the CPU limit: the process ends
     logging.getLogger("pypdf").setLevel(logging.ERROR)
+    wire_out.write(frame(b""))  # ready: imported and limited
     while True:
         header = read_frame(wire_in, MAX_HEADER_BYTES)
         if header is None:

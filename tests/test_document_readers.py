@@ -18,7 +18,7 @@ from media.config import IntakeConfig, ReaderConfig
 from media.documents import MAX_PDF_PAGES, Extracted
 from media.docx_text import MAX_CELLS
 from media.intake import Intake
-from media.reader_pool import DocumentReaders
+from media.reader_pool import DocumentReaders, ReadersClosed
 from media.sniff import MAX_ZIP_ENTRIES
 from tests.hostile_documents import (
     costly_pages_pdf,
@@ -148,7 +148,7 @@ async def test_closing_the_pool_kills_a_reader_mid_read() -> None:
 
     await readers.close()
 
-    with pytest.raises(AttachmentRefused):
+    with pytest.raises(ReadersClosed):
         await reading
     assert live_readers() == []
 
