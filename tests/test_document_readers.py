@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from media.docx_text import MAX_CELLS
 from media.intake import Intake
 from media.reader_pool import DocumentReaders, ReadersClosed
 from media.sniff import MAX_ZIP_ENTRIES
+from media.text import decode_text
 from tests.hostile_documents import (
     costly_pages_pdf,
     external_entity_docx,
@@ -225,3 +227,17 @@ async def test_an_archive_of_very_many_entries_is_not_taken_for_a_docx() -> None
 
     assert refused.problem is AttachmentProblem.UNREADABLE
     assert refused.detail == "not a DOCX inside"
+
+
+def test_telling_a_large_8_bit_text_s_encoding_takes_memory_in_proportion_to_it() -> None:
+    """Plain text is decoded in this process: guessing cp1251 looks at a sample of words,
+    not at a list of every word of a 5 MB file."""
+    data = ("Сервер падает каждую ночь " * 200_000).encode("cp1251")[:5_000_000]
+    tracemalloc.start()
+    try:
+        text = decode_text(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert text.startswith("Сервер падает")
+    assert peak < 4 * len(data)  # the text (2 bytes a character) and a copy of it
