@@ -119,10 +119,7 @@ def document_block(document: DocumentText) -> str:
 
 
 def _printable(char: str) -> str:
-    """`char`, a space for whitespace that breaks lines or tabs, nothing for another
-    control or format character."""
-    if char in "\t\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029":
-        return " "
+    """`char`, or nothing for a control or format character (as the API drops them)."""
     return "" if unicodedata.category(char) in ("Cc", "Cf") else char
 
 

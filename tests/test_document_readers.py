@@ -212,7 +212,7 @@ async def test_control_characters_in_a_file_name_stay_out_of_the_document_block(
     async with DocumentReaders(ReaderConfig()) as readers:
         turn = await Intake(IntakeConfig(), None, readers).read("", [Attachment(name, None, b"hi")])
 
-    assert turn.stored_text == '<document name="report  [31mred.txt">\nhi\n</document>'
+    assert turn.stored_text == '<document name="report[31mred.txt">\nhi\n</document>'
 
 
 async def test_an_archive_of_very_many_entries_is_not_taken_for_a_docx() -> None:
