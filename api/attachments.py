@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import binascii
+import functools
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from api.errors import ApiError
@@ -70,6 +72,9 @@ OFF_LOOP_CHARS = 256_000
 """Base64 characters from which decoding moves to a worker thread: a 10 MB file takes tens
 of milliseconds to decode, too long to hold the event loop (and every other request)."""
 
+_DECODE_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="base64")
+"""Decoding's own threads: never queued behind other work on the loop's default executor."""
+
 
 async def read_attachments(
     items: Sequence[AttachmentBody], intake: Intake | None
@@ -77,7 +82,8 @@ async def read_attachments(
     """`decode_attachments`, off the event loop when the files are large."""
     if sum(len(item.data) for item in items) < OFF_LOOP_CHARS:
         return decode_attachments(items, intake)
-    return await asyncio.to_thread(decode_attachments, items, intake)
+    decoding = functools.partial(decode_attachments, items, intake)
+    return await asyncio.get_running_loop().run_in_executor(_DECODE_THREADS, decoding)
 
 
 def decode_attachments(items: Sequence[AttachmentBody], intake: Intake | None) -> list[Attachment]:

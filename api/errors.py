@@ -153,6 +153,8 @@ _REFUSALS = {
     AttachmentProblem.NO_TEXT: "there is no text to read in it (a scan or a silent recording?)",
     AttachmentProblem.TRANSCRIPTION_FAILED: "the voice note could not be transcribed right "
     "now: try again later",
+    AttachmentProblem.TOO_COSTLY: "reading the file took too long or too much memory: send a "
+    "smaller or simpler file, or the text itself",
 }
 
 

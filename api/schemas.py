@@ -230,6 +230,13 @@ class ChatResponse(BaseModel):
         "(shared by one request's documents): how many characters were left out. The "
         "model was told the text was cut.",
     )
+    attachments_incomplete: bool = Field(
+        default=False,
+        exclude_if=_absent,
+        description="Present (true) only when a document was not read to its end (too "
+        "many pages, paragraphs, table cells or characters): the model got its beginning "
+        "and was told the rest was cut.",
+    )
     images_not_seen: bool = Field(
         default=False,
         exclude_if=_absent,
@@ -243,6 +250,8 @@ class ChatResponse(BaseModel):
         return cls(
             transcript=turn.transcript if turn is not None else None,
             attachments_cut=turn.omitted_chars if turn is not None else 0,
+            attachments_incomplete=turn is not None
+            and not all(document.complete for document in turn.documents),
             images_not_seen=Notice.IMAGES_NOT_SEEN in reply.notices,
             content=reply.text,
             model=reply.model,
@@ -270,7 +279,9 @@ class ErrorResponse(BaseModel):
         "over `limit` bytes; `unsupported`: a kind no reader takes; `voice_off`/"
         "`vision_off`: this deployment takes no voice notes / photos; `unreadable`: broken "
         "or encrypted; `no_text`: nothing to read (a scan, silence); "
-        "`transcription_failed`: the speech-to-text service failed (try again later).",
+        "`transcription_failed`: the speech-to-text service failed (try again later); "
+        "`too_costly`: reading the file took longer, or more memory, than a file may "
+        "(DOCUMENT_READ_TIMEOUT_SECONDS, DOCUMENT_READ_MEMORY_MB).",
     )
     limit: int | None = Field(None, ge=1, description="With `too_large`: the limit in bytes.")
     name: str | None = Field(None, description="With ATTACHMENT_REFUSED: the file's name.")

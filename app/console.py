@@ -186,7 +186,9 @@ async def _send_with_files(
     turn = await files.intake.read(text, queued)
     if turn.transcript is not None:
         print(f'[heard: "{turn.transcript}"]')
-    if turn.omitted_chars:
+    if not all(document.complete for document in turn.documents):
+        print("[the documents were cut: only their beginning was read]")
+    elif turn.omitted_chars:
         print(f"[the documents were cut: {turn.omitted_chars} characters left out]")
     reply = await service.ask(key, turn.stored_text, images=turn.images, on_text=printer.feed)
     printer.done(reply)

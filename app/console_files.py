@@ -83,6 +83,7 @@ def refusal(exc: AttachmentRefused, intake: Intake) -> str:
         AttachmentProblem.UNREADABLE: "cannot be read (broken or encrypted)",
         AttachmentProblem.NO_TEXT: "has no text to read (a scan, or silence)",
         AttachmentProblem.TRANSCRIPTION_FAILED: "the transcription failed; try again",
+        AttachmentProblem.TOO_COSTLY: "took too long or too much memory to read",
     }
     return f"{exc.name or 'file'}: {reasons[exc.problem]}"
 

@@ -10,6 +10,9 @@ start-up failure stays one line), `check_model_endpoint` asks the model endpoint
 wrong. Periodic cleanup and the event-loop lag watcher run as plain asyncio tasks for
 as long as the runtime is open.
 
+PDF and DOCX documents are parsed in the intake's reader processes
+(`media.reader_pool`), which closing the runtime kills at once.
+
 With DATABASE_URL (several worker processes on one PostgreSQL database) an API session
 is held across workers by an advisory lock every worker respects (`PostgresChatLocks`,
 `Runtime.chat_locks`) and a Telegram chat by its inbox claim, so the service itself only
@@ -43,6 +46,7 @@ from core.ports import ChatLocks
 from core.prompts import PromptLibrary
 from core.service import ConsultationService
 from media.intake import Intake
+from media.reader_pool import DocumentReaders
 from media.transcription import OpenAITranscriber
 from storage.pg_inbox import PostgresInbox
 from storage.pg_locks import PostgresChatLocks
@@ -132,7 +136,9 @@ async def open_runtime(
         if transcription is not None:
             transcriber = OpenAITranscriber(transcription)
             closing.push_async_callback(transcriber.close)
-        intake = Intake(settings.intake_config(), transcriber)
+        readers = DocumentReaders(settings.reader_config())
+        closing.push_async_callback(readers.close)  # kills the reader processes at once
+        intake = Intake(settings.intake_config(), transcriber, readers)
         tasks = []
         if background:
             tasks = [

@@ -21,7 +21,7 @@ from bot.config import BotConfig
 from core.errors import ConfigError
 from core.llm import ModelEndpoint
 from core.requests import EngineConfig
-from media.config import IntakeConfig, TranscriptionEndpoint
+from media.config import IntakeConfig, ReaderConfig, TranscriptionEndpoint
 
 __all__ = ["ConfigError", "Settings", "load_settings"]
 
@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     max_document_bytes: int = Field(default=10_000_000, ge=1000)
     max_document_chars: int = Field(default=30_000, ge=500)
     max_image_bytes: int = Field(default=5_000_000, ge=1000)
+    # PDF and DOCX are parsed in reader processes, each within a deadline and a memory limit
+    document_readers: int = Field(default=2, ge=1, le=32)
+    document_read_timeout_seconds: float = Field(default=15.0, gt=0, le=600)
+    document_read_memory_mb: int = Field(default=512, ge=128)
     telegram_file_base_url: str | None = None  # default: TELEGRAM_API_BASE_URL's …/file/bot
 
     # Consultations
@@ -205,6 +209,14 @@ class Settings(BaseSettings):
             max_document_bytes=self.max_document_bytes,
             max_document_chars=self.max_document_chars,
             max_image_bytes=self.max_image_bytes,
+        )
+
+    def reader_config(self) -> ReaderConfig:
+        """The reader processes PDF and DOCX documents are parsed in."""
+        return ReaderConfig(
+            processes=self.document_readers,
+            timeout_seconds=self.document_read_timeout_seconds,
+            memory_mb=self.document_read_memory_mb,
         )
 
     def transcription_endpoint(self) -> TranscriptionEndpoint | None:

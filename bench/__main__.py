@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.hostile import hostile_documents, hostile_line
 from bench.pg_report import pg_table
 from bench.pg_runs import KINDS, PostgresBench
 from bench.procs import ROOT, Processes
@@ -176,6 +177,7 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
     long = None
     if args.long_chars:
         long = await bench.long_answer(args.long_chars, args.long_piece, args.long_cap)
+    hostile = await hostile_documents(bench) if args.hostile else None
     mb = float("nan")
     if bots:
         print()
@@ -202,6 +204,8 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
     )
     if long is not None:
         print(long_answer_line(long))
+    if hostile is not None:
+        print(hostile_line(hostile))
     return {
         "machine": machine(),
         "args": vars(args),
@@ -210,6 +214,7 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         "floor": floors,
         "context_tokens": context,
         "long_answer": long,
+        "hostile_documents": hostile,
         "sqlite_mb_per_1000": mb,
     }
 
@@ -233,6 +238,12 @@ def main() -> int:
         type=int,
         default=None,
         help="the bot's MAX_ANSWER_CHARS in that phase (default: above the answer's length)",
+    )
+    parser.add_argument(
+        "--no-hostile",
+        dest="hostile",
+        action="store_false",
+        help="skip the hostile-documents phase (six costly PDF/DOCX files beside other chats)",
     )
     parser.add_argument(
         "--bot-root",

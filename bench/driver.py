@@ -109,6 +109,11 @@ class Driver:
             if callback is not None:
                 callback(round_)
 
+    def track(self, round_: Round) -> None:
+        """Time `round_`, whose message the caller pushes (and sets `pushed_at` for)."""
+        round_.pushed_at = 0.0
+        self._pending[round_.chat_id] = round_
+
     async def push(
         self, rounds: list[Round], callback: Callable[[Round], None] | None = None
     ) -> None:

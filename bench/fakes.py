@@ -3,7 +3,8 @@
 `python -m bench.fakes telegram` serves `tests.fakes.bot_api.FakeBotApi` plus
 `GET /_bench/calls?since=I&wait=S`, a long poll that answers as soon as a call
 past index I is recorded (so the load driver reacts within a millisecond without
-spinning). `python -m bench.fakes model` serves `tests.fakes.model_server.FakeModelServer`
+spinning), and `POST /_bench/document?name=N` to store a file a message can carry.
+`python -m bench.fakes model` serves `tests.fakes.model_server.FakeModelServer`
 plus `POST /_bench/mode` (latency, slow streaming, long answers) and `GET /_bench/requests`.
 
 Invariant: the first line a fake prints is `PORT <n>`, after it is listening on
@@ -38,7 +39,14 @@ class BenchBotApi(FakeBotApi):
         """The fake Bot API's routes plus the long poll (routes freeze once serving)."""
         app = super().build_app()
         app.router.add_get("/_bench/calls", self._bench_calls)
+        app.router.add_post("/_bench/document", self._bench_document)
         return app
+
+    async def _bench_document(self, request: web.Request) -> web.Response:
+        """Store the body as a file; answer the `document` a message carrying it needs."""
+        name = request.query["name"]
+        media = self.document(await request.read(), name, request.query.get("mime"))
+        return web.json_response(media)
 
     async def _bench_calls(self, request: web.Request) -> web.Response:
         since = int(request.query.get("since", 0))

@@ -16,8 +16,10 @@ stay importable from here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from telegram import InlineKeyboardMarkup, Message, MessageEntity, ReplyParameters
@@ -52,6 +54,9 @@ log = logging.getLogger(__name__)
 
 RENDER_INLINE_CHARS = 8000
 """Longer replies are rendered on a worker thread, so the event loop keeps serving."""
+
+_RENDER_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="render")
+"""Rendering's own threads: never queued behind other work on the loop's default executor."""
 
 
 def attach(parts: list[Part], block: Part) -> list[Part]:
@@ -95,11 +100,13 @@ async def render_parts(markdown: str) -> list[Part]:
     """`render` for delivery: a long answer's conversion runs off the event loop.
 
     Rendering is pure Python and grows with the text (tens of milliseconds for tens of
-    thousands of characters); on a thread, other chats keep being served meanwhile.
+    thousands of characters); on a thread of its own, other chats keep being served
+    meanwhile, and it never waits behind other blocking work.
     """
     if len(markdown) <= RENDER_INLINE_CHARS:
         return render(markdown, limit=TELEGRAM_LIMIT)
-    return await asyncio.to_thread(render, markdown, limit=TELEGRAM_LIMIT)
+    rendering = functools.partial(render, markdown, limit=TELEGRAM_LIMIT)
+    return await asyncio.get_running_loop().run_in_executor(_RENDER_THREADS, rendering)
 
 
 class Sender:

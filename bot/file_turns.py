@@ -88,9 +88,11 @@ class FileTurns:
         turn = await self._within_input_limit(incoming, turn)
         if turn.transcript is not None:
             await self.say(incoming, t(language, "heard", text=excerpt(turn.transcript)))
-        if turn.omitted_chars:
+        if turn.documents_cut:
             limit = self.intake.config.max_document_chars
-            await self.say(incoming, t(language, "document_cut", limit=limit))
+            whole = all(document.complete for document in turn.documents)
+            notice = "document_cut" if whole else "document_not_read_whole"
+            await self.say(incoming, t(language, notice, limit=limit))
 
         async def ask(on_text: OnText) -> Reply:
             return await self.service.ask(

@@ -109,6 +109,14 @@ EN: dict[str, str] = {
         "I couldn't transcribe your voice message just now. Nothing was saved: please try "
         "again, or type it."
     ),
+    "file_too_costly": (
+        "This file takes too long or too much memory to read, so I stopped. Nothing was "
+        "saved: please send a smaller or simpler copy, or paste the text into a message."
+    ),
+    "document_not_read_whole": (
+        "Your document is too large to read whole, so I used only its beginning (at most "
+        "{limit} characters)."
+    ),
     "images_not_seen": (
         "(I couldn't see your photo: this model reads text only. Describe it in words if it "
         "matters.)"
@@ -238,6 +246,15 @@ RU: dict[str, str] = {
     "file_transcription_failed": (
         "Не удалось распознать голосовое сообщение. Ничего не сохранено: попробуйте ещё раз "
         "или напишите текстом."
+    ),
+    "file_too_costly": (
+        "Этот файл читается слишком долго или требует слишком много памяти, поэтому я "
+        "остановился. Ничего не сохранено: пришлите файл поменьше или попроще либо вставьте "
+        "текст в сообщение."
+    ),
+    "document_not_read_whole": (
+        "Документ слишком большой, чтобы прочитать его целиком, поэтому я использовал только "
+        "его начало (не больше {limit} символов)."
     ),
     "images_not_seen": (
         "(Я не смог увидеть ваше фото: эта модель читает только текст. Опишите его словами, "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import re
+import unicodedata
 from dataclasses import dataclass
 
 VOICE_MARKER = "[voice]"
@@ -52,11 +53,18 @@ class Image:
 
 @dataclass(frozen=True, slots=True)
 class DocumentText:
-    """The text read from one document; `omitted_chars` were cut to fit the text budget."""
+    """The text read from one document; `omitted_chars` were cut to fit the text budget.
+    `complete` is False when reading stopped early (a cap on pages, paragraphs, cells or
+    characters): more of the document was never read, so `omitted_chars` understates the cut."""
 
     name: str
     text: str
     omitted_chars: int = 0
+    complete: bool = True
+
+    @property
+    def cut(self) -> bool:
+        return bool(self.omitted_chars) or not self.complete
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,17 +97,30 @@ class TurnInput:
     def omitted_chars(self) -> int:
         return sum(document.omitted_chars for document in self.documents)
 
+    @property
+    def documents_cut(self) -> bool:
+        """Some document's text is not all there: cut to the budget, or not read to its end."""
+        return any(document.cut for document in self.documents)
+
 
 def document_block(document: DocumentText) -> str:
     """A document's text between delimiters naming it (and saying if it was cut).
 
     Neither the name nor the text can end the block early: a close tag inside the text
-    would let the rest pass for the user's own words."""
-    name = document.name.replace('"', "'").replace("\n", " ")
+    would let the rest pass for the user's own words, and the name keeps no control or
+    format character (a line break, NUL, ESC, a direction override)."""
+    name = "".join(_printable(char) for char in document.name.replace('"', "'")).strip()
     body = document.text.strip("\n").replace(_DOCUMENT_CLOSE, "</ document>")
-    if document.omitted_chars:
+    if not document.complete:
+        body += "\n[… the rest of this document was cut: it is longer than could be read]"
+    elif document.omitted_chars:
         body += f"\n[… {document.omitted_chars} more characters of this document were cut]"
     return f"{_DOCUMENT_OPEN.format(name=name)}\n{body}\n{_DOCUMENT_CLOSE}"
+
+
+def _printable(char: str) -> str:
+    """`char`, or nothing for a control or format character (as the API drops them)."""
+    return "" if unicodedata.category(char) in ("Cc", "Cf") else char
 
 
 def without_document_bodies(text: str) -> str:

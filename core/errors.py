@@ -123,6 +123,7 @@ class AttachmentProblem(enum.StrEnum):
     UNREADABLE = "unreadable"  # a supported kind, but broken or encrypted
     NO_TEXT = "no_text"  # read fine, but nothing to read (a scanned PDF, silence)
     TRANSCRIPTION_FAILED = "transcription_failed"  # the transcription service failed
+    TOO_COSTLY = "too_costly"  # reading it took longer, or more memory, than a file may
 
 
 class AttachmentRefused(ConsultationError):

@@ -30,3 +30,14 @@ class TranscriptionEndpoint:
     base_url: str | None = None
     timeout_seconds: float = 120.0
     max_retries: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderConfig:
+    """The reader processes PDF and DOCX documents are parsed in (`media.reader_pool`):
+    how many at once, and each document's wall-clock deadline and memory (the CPU time
+    it may use is the deadline's)."""
+
+    processes: int = 2
+    timeout_seconds: float = 15.0
+    memory_mb: int = 512

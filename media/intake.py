@@ -2,15 +2,16 @@
 
 Invariants: every attachment is classified and size-checked before any is read, and the
 voice note (the one read that costs money) is transcribed last, so a turn refused for
-one file never pays for another's transcription; documents are parsed in a worker
-thread, so a large PDF never stalls the event loop; all documents of a turn share
-`config.max_document_chars` (see `media.text.share_budget`), each cut one reporting how
-much was left out. A refusal is an `AttachmentRefused` naming the file.
+one file never pays for another's transcription; documents are read by the reader pool
+(`media.reader_pool`: PDF and DOCX in processes of their own, within a deadline and a
+memory limit), so a large or hostile file never stalls the event loop nor grows this
+process; all documents of a turn share `config.max_document_chars` (see
+`media.text.share_budget`), each cut one reporting how much was left out or that it was
+not read to its end. A refusal is an `AttachmentRefused` naming the file.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from pathlib import PurePath
 
@@ -19,7 +20,8 @@ from core.errors import AttachmentProblem, AttachmentRefused
 from core.ports import Transcriber
 from media import kinds
 from media.config import IntakeConfig
-from media.documents import SUPPORTED_DOCUMENTS, read_document
+from media.documents import SUPPORTED_DOCUMENTS
+from media.reader_pool import DocumentReaders
 from media.sniff import AUDIO_FORMATS, IMAGE_MIMES, sniff
 from media.text import cut, share_budget
 
@@ -31,11 +33,15 @@ _RENAMED_SUFFIXES = {".oga": ".ogg"}  # some services refuse .oga, none refuses 
 
 
 class Intake:
-    """Reads attachments within `config`'s limits; voice only with a `transcriber`."""
+    """Reads attachments within `config`'s limits, documents with `readers`; voice only
+    with a `transcriber`."""
 
-    def __init__(self, config: IntakeConfig, transcriber: Transcriber | None) -> None:
+    def __init__(
+        self, config: IntakeConfig, transcriber: Transcriber | None, readers: DocumentReaders
+    ) -> None:
         self.config = config
         self.transcriber = transcriber
+        self.readers = readers
 
     def check_size(self, kind: str, size: int | None, *, name: str | None = None) -> None:
         """Refuse before a download: voice without a transcriber (VOICE_OFF), a photo the
@@ -112,22 +118,24 @@ class Intake:
         return limits[kind]
 
     async def _documents(self, files: list[Attachment]) -> tuple[DocumentText, ...]:
-        if not files:
-            return ()
-        texts = await asyncio.to_thread(self._read_documents, files)
-        allowed = share_budget([len(text) for text in texts], self.config.max_document_chars)
-        documents = []
-        for file, text, limit in zip(files, texts, allowed, strict=True):
-            kept, omitted = cut(text, limit)
-            documents.append(DocumentText(file.name or "document", kept, omitted))
-        return tuple(documents)
-
-    def _read_documents(self, files: list[Attachment]) -> list[str]:
-        limit = self.config.max_document_bytes
-        return [
-            read_document(file.data, name=file.name, mime=file.mime, max_bytes=limit)
+        budget = self.config.max_document_chars
+        found = [
+            await self.readers.read(
+                file.data,
+                name=file.name,
+                mime=file.mime,
+                max_bytes=self.config.max_document_bytes,
+                max_chars=budget,
+            )
             for file in files
         ]
+        allowed = share_budget([len(one.text) for one in found], budget)
+        documents = []
+        for file, one, limit in zip(files, found, allowed, strict=True):
+            kept, omitted = cut(one.text, limit)
+            name = file.name or "document"
+            documents.append(DocumentText(name, kept, omitted, complete=one.complete))
+        return tuple(documents)
 
     async def _transcribe(self, voice: Attachment, language: str | None) -> str:
         assert self.transcriber is not None  # check_size refused voice without one

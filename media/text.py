@@ -22,6 +22,7 @@ _UNICODE_BOMS = (
 _WORD = re.compile(r"[^\W\d_]+")
 _CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 _LATIN = re.compile(r"[A-Za-z]")
+_ENCODING_SAMPLE = 100_000  # characters the cp1251 guess looks at: its words fill a list
 _MAX_MIXED_SHARE = 0.2  # of the words with Cyrillic letters, for a cp1251 reading to win
 BOUNDARY_WINDOW = 0.1  # how far back from the limit a cut may move to end at a boundary
 _MIN_WINDOW = 40
@@ -43,7 +44,7 @@ def _decode(data: bytes) -> str:
     except UnicodeDecodeError:
         pass
     cyrillic = data.decode("cp1251", errors="replace")
-    if _reads_as_cyrillic(cyrillic):
+    if _reads_as_cyrillic(cyrillic[:_ENCODING_SAMPLE]):
         return cyrillic
     try:
         return data.decode("cp1252")

@@ -31,6 +31,7 @@ from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
     FakeTranscriptionServer,
     transcription_server,
 )
+from tests.hostile_documents import DOCX_MIME, costly_pages_pdf, million_cell_docx
 
 Client = TestClient  # type: ignore[type-arg]
 
@@ -385,8 +386,11 @@ async def test_a_large_file_is_decoded_off_the_event_loop(
     threads: list[int] = []
     decode = api_attachments.decode_attachments
 
+    names: list[str] = []
+
     def recording(*args: Any) -> Any:
         threads.append(threading.get_ident())
+        names.append(threading.current_thread().name)
         return decode(*args)
 
     monkeypatch.setattr(api_attachments, "decode_attachments", recording)
@@ -399,6 +403,7 @@ async def test_a_large_file_is_decoded_off_the_event_loop(
             )
             assert status == 200, body
     assert threads[0] == loop_thread and threads[1] != loop_thread
+    assert names[1].startswith("base64")  # its own threads, not the loop's default executor
     assert "a line of the report" in last_user(model_server)["content"]
 
 
@@ -420,3 +425,42 @@ async def test_control_characters_are_stripped_from_a_file_name(
         api, {"message": "Read it", "attachments": [file("\x00\x07", b"Budget: 9\n")]}
     )
     assert (status, error["code"]) == (400, "VALIDATION_ERROR"), error
+
+
+async def test_a_file_too_costly_to_read_is_refused_and_nothing_is_stored(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """A PDF of pages that each take seconds to read, past a 2 s deadline."""
+    settings = settings_for(tmp_path, model_server, document_read_timeout_seconds=2)
+    async with serving(settings) as client:
+        status, body = await post(
+            client, {"message": "Sum up", "attachments": [file("pages.pdf", costly_pages_pdf())]}
+        )
+    assert status == 422
+    assert (body["code"], body["problem"], body["name"]) == (
+        "ATTACHMENT_REFUSED",
+        "too_costly",
+        "pages.pdf",
+    )
+    assert body["error"] == (
+        "pages.pdf: reading the file took too long or too much memory: send a smaller or "
+        "simpler file, or the text itself"
+    )
+    assert model_server.requests == []
+    assert stored_sessions(tmp_path) == 0
+
+
+async def test_a_document_not_read_to_its_end_is_cut_and_the_response_says_so(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    settings = settings_for(tmp_path, model_server, max_document_chars=1000)
+    async with serving(settings) as client:
+        status, body = await post(
+            client, {"attachments": [file("cells.docx", million_cell_docx(), DOCX_MIME)]}
+        )
+    assert status == 200, body
+    assert body["attachmentsIncomplete"] is True
+    sent = text_of(last_user(model_server)["content"])
+    assert sent.endswith(
+        "[… the rest of this document was cut: it is longer than could be read]\n</document>"
+    )

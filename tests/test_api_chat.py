@@ -14,6 +14,7 @@ import pytest
 from api.attachments import chat_body_limit
 from core.models import Role
 from media.intake import Intake
+from media.reader_pool import DocumentReaders
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import FakeModelServer
 
@@ -119,7 +120,8 @@ async def test_malformed_json_unknown_session_and_http_errors_are_json(api: Runn
     assert (status, error["code"]) == (400, "VALIDATION_ERROR")
     status, error = await post(api, {"message": "hi", "sessionId": str(uuid.uuid4())})
     assert (status, error["code"]) == (404, "SESSION_NOT_FOUND")
-    intake = Intake(api.settings.intake_config(), None)  # what the harness's runtime has
+    readers = DocumentReaders(api.settings.reader_config())  # never reads: no process
+    intake = Intake(api.settings.intake_config(), None, readers)  # the harness runtime's
     limit = chat_body_limit(api.settings.api_max_body_bytes, intake)
     huge = {"message": "x" * (limit + 10)}
     status, error = await post(api, huge)

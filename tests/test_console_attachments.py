@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from tests.fakes.model_server import FakeModelServer, text_of
+from tests.hostile_documents import million_cell_docx
 from tests.test_console import console
 
 
@@ -95,3 +96,16 @@ async def test_a_fifo_is_refused_at_once_and_the_console_goes_on(
     assert code == 0
     assert "[cannot read pipe: not a regular file (a named pipe)]" in out
     assert "[attached: none]" in out
+
+
+async def test_a_document_not_read_to_its_end_is_sent_cut_with_a_line_saying_so(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    (tmp_path / "cells.docx").write_bytes(million_cell_docx())
+    code, out = await console(tmp_path, model_server, ["/file cells.docx", "Sum up", "/quit"])
+    assert code == 0
+    assert "[the documents were cut: only their beginning was read]" in out
+    [sent] = user_texts(model_server)
+    assert sent.endswith(
+        "[… the rest of this document was cut: it is longer than could be read]\n</document>"
+    )

@@ -15,15 +15,17 @@ import pytest
 
 from core.attachments import Attachment, TurnInput, document_names, without_document_bodies
 from core.errors import AttachmentProblem, AttachmentRefused
-from media.config import IntakeConfig
+from media.config import IntakeConfig, ReaderConfig
 from media.documents import SUPPORTED_DOCUMENTS, unpacked_limit
 from media.intake import Intake
+from media.reader_pool import DocumentReaders
 
 RUSSIAN = "Сервер падает каждую ночь в 03:00.\nЛоги ниже — помогите, пожалуйста!"
 
 
 async def read(*files: Attachment, words: str = "", **limits: Any) -> TurnInput:
-    return await Intake(IntakeConfig(**limits), None).read(words, files)
+    async with DocumentReaders(ReaderConfig()) as readers:
+        return await Intake(IntakeConfig(**limits), None, readers).read(words, files)
 
 
 async def refused(*files: Attachment, **limits: Any) -> AttachmentRefused:

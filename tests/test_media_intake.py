@@ -17,8 +17,9 @@ from app.runtime import open_runtime
 from app.settings import Settings, load_settings
 from core.attachments import Attachment, Image
 from core.errors import AttachmentProblem, AttachmentRefused
-from media.config import IntakeConfig, TranscriptionEndpoint
+from media.config import IntakeConfig, ReaderConfig, TranscriptionEndpoint
 from media.intake import SUPPORTED_DOCUMENTS, Intake
+from media.reader_pool import DocumentReaders
 from media.transcription import OpenAITranscriber
 from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
     FakeTranscriptionServer,
@@ -74,8 +75,21 @@ async def transcriber(
     await client.close()
 
 
+_READERS: list[DocumentReaders] = []
+
+
+@pytest.fixture(autouse=True)
+async def close_readers() -> AsyncIterator[None]:
+    """The document readers `intake()` opened are closed after each test."""
+    yield
+    while _READERS:
+        await _READERS.pop().close()
+
+
 def intake(transcriber: OpenAITranscriber | None = None, **config: Any) -> Intake:
-    return Intake(IntakeConfig(**config), transcriber)
+    readers = DocumentReaders(ReaderConfig())
+    _READERS.append(readers)
+    return Intake(IntakeConfig(**config), transcriber, readers)
 
 
 # -- kind_of --------------------------------------------------------------------------------

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from telegram import MessageEntity
 
+from bot import delivery
 from bot.delivery import PROGRESS_LIMIT, PROGRESS_WINDOW, progress_window, render_parts
-from bot.render import render
+from bot.render import Part, render
 
 
 def _lines(count: int, prefix: str = "line") -> str:
@@ -63,3 +66,18 @@ async def test_delivery_renders_short_and_long_answers_alike(size: int) -> None:
     """Rendering off the event loop gives exactly the parts rendering inline gives."""
     text = ("word **bold** and `code`\n" * size)[:size]
     assert await render_parts(text) == render(text)
+
+
+async def test_a_long_answer_is_rendered_on_threads_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not on the loop's default executor, where other blocking work could hold it up."""
+    names: list[str] = []
+
+    def recording(markdown: str, *, limit: int) -> list[Part]:
+        names.append(threading.current_thread().name)
+        return render(markdown, limit=limit)
+
+    monkeypatch.setattr(delivery, "render", recording)
+    await render_parts("word " * 10_000)
+    assert len(names) == 1 and names[0].startswith("render")

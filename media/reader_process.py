@@ -1,0 +1,117 @@
+"""A reader process: reads one document at a time for the bot, inside hard limits.
+
+`python -m media.reader_process MEMORY_MB` limits its own address space to MEMORY_MB
+(`RLIMIT_AS`) before it reads anything, says it is ready with an empty frame, then
+answers requests on stdin/stdout until stdin closes. Each request may use `cpu_seconds`
+more CPU time (`RLIMIT_CPU`; past it the kernel ends the process). A request is two
+frames (a JSON header, then the document's bytes); the answer is one JSON frame:
+{"text", "complete"} or {"problem", "detail"}. A frame is an 8-byte big-endian length
+and that many bytes. Output of the libraries goes to stderr: stdout carries frames only.
+After running out of memory the process answers once and exits, so the next document
+meets a fresh one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import resource
+import signal
+import struct
+import sys
+from typing import IO, Any
+
+from core.errors import AttachmentProblem, AttachmentRefused
+from media.documents import read_document
+
+LENGTH = struct.Struct(">Q")
+MAX_HEADER_BYTES = 64_000
+
+
+def frame(payload: bytes) -> bytes:
+    """`payload` as a frame: its length, then itself."""
+    return LENGTH.pack(len(payload)) + payload
+
+
+def read_frame(source: IO[bytes], limit: int) -> bytes | None:
+    """The next frame's bytes, None at the end of the input; raises ValueError for a
+    frame over `limit` bytes or cut short."""
+    head = source.read(LENGTH.size)
+    if not head:
+        return None
+    if len(head) < LENGTH.size:
+        raise ValueError("frame length cut short")
+    (size,) = LENGTH.unpack(head)
+    if size > limit:
+        raise ValueError(f"frame of {size} bytes, over {limit}")
+    payload = source.read(size)
+    if len(payload) < size:
+        raise ValueError("frame cut short")
+    return payload
+
+
+def answer(request: dict[str, Any], data: bytes) -> dict[str, Any]:
+    """The answer to one request: the document's text, or why there is none."""
+    try:
+        found = read_document(
+            data,
+            name=request["name"],
+            mime=request["mime"],
+            max_bytes=request["max_bytes"],
+            max_chars=request["max_chars"],
+        )
+    except AttachmentRefused as refused:
+        return {"problem": refused.problem.value, "detail": refused.detail}
+    # What the bot can use of it: one more character than the budget says it was cut.
+    limit = request["max_chars"] + 1
+    complete = found.complete and len(found.text) < limit
+    return {"text": found.text[:limit], "complete": complete}
+
+
+def _limit_cpu(seconds: float) -> None:
+    """Let the next request use `seconds` more CPU time than spent so far."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    spent = used.ru_utime + used.ru_stime
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = math.ceil(spent + seconds)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def serve(memory_mb: int) -> None:
+    wire_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # a stray print from a library lands on stderr, not in a frame
+    wire_in = sys.stdin.buffer
+    memory = memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    signal.signal(signal.SIGXCPU, signal.SIG_DFL)  # past the CPU limit: the process ends
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    wire_out.write(frame(b""))  # ready: imported and limited
+    while True:
+        header = read_frame(wire_in, MAX_HEADER_BYTES)
+        if header is None:
+            return
+        request = json.loads(header)
+        data = read_frame(wire_in, int(request["size"]))
+        if data is None:
+            return
+        _limit_cpu(float(request["cpu_seconds"]))
+        try:
+            reply = answer(request, data)
+        except MemoryError:
+            del data
+            wire_out.write(frame(_too_costly(f"over {memory_mb} MB of memory")))
+            return
+        wire_out.write(frame(json.dumps(reply).encode()))
+
+
+def _too_costly(detail: str) -> bytes:
+    return json.dumps({"problem": AttachmentProblem.TOO_COSTLY.value, "detail": detail}).encode()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))
