@@ -29,8 +29,14 @@ from api.webhook import UpdateSink
 from app.runtime import Runtime, check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import StartupError, cannot_listen, stop_on_signals
-from bot.app import UNORDERED_COMMANDS, build_application, set_command_menus
+from bot.app import (
+    INTERRUPTING_COMMANDS,
+    UNORDERED_COMMANDS,
+    build_application,
+    set_command_menus,
+)
 from bot.config import BotConfig
+from bot.given_up import tell_given_up
 from bot.inbox import InboxWorker
 from bot.polling import PollingLeader
 from bot.shared import IN_MEMORY, SharedState
@@ -56,6 +62,7 @@ async def run_bot(settings: Settings) -> int:
             on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
             shared=shared_state(runtime, config),
             intake=runtime.intake,
+            on_given_up=runtime.metrics.record_given_up,
         )
         try:
             await initialize_with_retries(application)
@@ -148,13 +155,23 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
         update = parsed or Update.de_json(json.loads(payload), application.bot)
         await application.process_update(update)
 
+    async def given_up(payload: str, parsed: Update | None, reason: str) -> None:
+        runtime.metrics.record_given_up(reason)
+        update = parsed or Update.de_json(json.loads(payload), application.bot)
+        await tell_given_up(application.bot, update)
+
+    settings = runtime.settings
     return InboxWorker(
         runtime.inbox,
         runtime.inbox_claims,
         process,
         unordered_commands=UNORDERED_COMMANDS,
+        interrupting_commands=INTERRUPTING_COMMANDS,
         on_claim=runtime.metrics.inbox_claim_seconds.observe,
         bot=application.bot,
+        max_attempts=settings.inbox_max_attempts,
+        deadline=settings.handling_deadline(),
+        on_dead=given_up,
     )
 
 

@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     retention_days: int = Field(default=30, ge=1)
     cleanup_interval_seconds: int = Field(default=600, ge=1)
 
+    # Updates that cannot be handled: given up after this many handlings started (the
+    # shared inbox) or one handling this long (unset: derived from the model's timeouts)
+    inbox_max_attempts: int = Field(default=3, ge=1, le=100)
+    inbox_handling_deadline_seconds: float | None = Field(default=None, gt=0)
+
     # Access
     allowed_user_ids: IdList = frozenset()
     allowed_chat_ids: IdList = frozenset()
@@ -160,6 +165,14 @@ class Settings(BaseSettings):
         ):
             raise ValueError("must start with postgresql:// (or be empty for SQLite)")
         return value
+
+    def handling_deadline(self) -> float:
+        """INBOX_HANDLING_DEADLINE_SECONDS, else the longest turn the model's timeouts allow
+        (the first call and every continuation, each up to LLM_TOTAL_TIMEOUT_SECONDS) plus
+        five minutes for reading a file and delivering the reply."""
+        if self.inbox_handling_deadline_seconds is not None:
+            return self.inbox_handling_deadline_seconds
+        return (self.max_continuations + 1) * self.llm_total_timeout_seconds + 300.0
 
     def engine_config(self) -> EngineConfig:
         return EngineConfig(
@@ -255,6 +268,7 @@ class Settings(BaseSettings):
             max_input_chars=self.max_input_chars,
             session_ttl_seconds=self.session_ttl_seconds,
             file_api_url=self.telegram_file_base_url,
+            handling_deadline=self.handling_deadline(),
         )
 
     def api_config(self) -> ApiConfig:

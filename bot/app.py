@@ -16,6 +16,7 @@ from telegram import (
     BotCommand,
     BotCommandScopeAllGroupChats,
     BotCommandScopeAllPrivateChats,
+    Update,
 )
 from telegram.ext import (
     Application,
@@ -32,6 +33,7 @@ from bot.buttons import Buttons
 from bot.commands import Commands
 from bot.config import BotConfig
 from bot.flood import ChatFloodControl
+from bot.given_up import tell_given_up
 from bot.handlers import Handlers
 from bot.i18n import COMMANDS
 from bot.ordering import PerChatUpdateProcessor
@@ -50,6 +52,8 @@ FILES = filters.VOICE | filters.AUDIO | filters.VIDEO_NOTE | filters.Document.AL
 """Messages whose file can be a turn (read by `media.intake`)."""
 UNORDERED_COMMANDS = ("reset", "status")
 """Answered at once even while the chat's reply is being written (/reset stops it)."""
+INTERRUPTING_COMMANDS = ("reset",)
+"""Stop the chat's update being handled, on whichever worker handles it (the shared inbox)."""
 
 
 def build_application(
@@ -59,16 +63,29 @@ def build_application(
     on_reply: Callable[[Reply], None] | None = None,
     shared: SharedState = IN_MEMORY,
     intake: Intake | None = None,
+    on_given_up: Callable[[str], object] | None = None,
 ) -> Application:
     """The Application; `on_reply` sees every reply produced (metrics); `shared` is the
     state kept between updates (this process's memory unless given); `intake` reads the
-    files users send (without it they get the "text only" answer)."""
+    files users send (without it they get the "text only" answer); `on_given_up` hears the
+    reason of each update stopped past `config.handling_deadline` (metrics)."""
+
+    async def past_deadline(update: Update) -> None:
+        if on_given_up is not None:
+            on_given_up("deadline")
+        await tell_given_up(application.bot, update)
+
+    processor = PerChatUpdateProcessor(
+        unordered_commands=UNORDERED_COMMANDS,
+        deadline=config.handling_deadline,
+        on_deadline=past_deadline,
+    )
     builder = (
         ApplicationBuilder()
         .token(config.token)
         .base_url(config.api_base_url)
         .base_file_url(config.file_base_url)
-        .concurrent_updates(PerChatUpdateProcessor(unordered_commands=UNORDERED_COMMANDS))
+        .concurrent_updates(processor)
         .rate_limiter(
             ChatFloodControl(overall_per_second=config.max_rate, waits=shared.flood_waits)
         )

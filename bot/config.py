@@ -27,6 +27,7 @@ class BotConfig:
     group_progress_interval: float = 3.0  # groups share Telegram's stricter per-chat limit
     file_api_url: str | None = None  # TELEGRAM_FILE_BASE_URL; None: derived from api_base_url
     download_timeout: float = 60.0  # seconds for getFile and the download of one file
+    handling_deadline: float | None = None  # seconds one update may take; None: no bound
 
     @property
     def file_base_url(self) -> str:

@@ -139,6 +139,10 @@ EN: dict[str, str] = {
         "⚠️ My storage is temporarily unavailable. Please try again in a few minutes: "
         "send the same message again."
     ),
+    "update_given_up": (
+        "⚠️ I could not handle this message. Please send it again differently: shorter, "
+        "as plain text, or as another file."
+    ),
 }
 
 RU: dict[str, str] = {
@@ -280,6 +284,10 @@ RU: dict[str, str] = {
     "store_unavailable": (
         "⚠️ Хранилище временно недоступно. Пожалуйста, попробуйте через несколько минут: "
         "отправьте то же сообщение ещё раз."
+    ),
+    "update_given_up": (
+        "⚠️ Не удалось обработать это сообщение. Пожалуйста, отправьте его иначе: короче, "
+        "обычным текстом или другим файлом."
     ),
 }
 

@@ -6,8 +6,15 @@ Invariants:
   update_id first, one at a time, and deletes each only after `process` returned. A
   worker that dies mid-update leaves the row: its lock connection closes, and another
   worker claims the chat at its next look (a notification or the periodic poll), so
-  every queued update is processed at least once. An update whose processing raised is
-  logged and deleted, so one bad update never blocks its chat.
+  every queued update is processed at least once.
+- One bad update never holds its chat: each handling is counted in its row before it
+  starts (`Inbox.begin`, committed, so a crash mid-update counts too), and a row whose
+  handlings reached `max_attempts` is not handled again; a handling that runs past
+  `deadline` is cancelled, and one that raised is not retried. In each case the update
+  is moved to the dead letters with the reason ("attempts", "deadline", "error"), the
+  user is told once (`on_dead`, after the move: at most once) and the chat's next update
+  goes on. A failure of the store itself (`StoreUnavailable`) leaves the row for a later
+  attempt instead.
 - No row waits for a chat nobody works: a worker ends its claim only after its last look
   at the chat's rows found none and no notification for the chat arrived since that look
   (a notification arriving while the chat is worked marks it to be looked at again; one
@@ -20,8 +27,12 @@ Invariants:
   accepts them, never queued behind the chat's running turn; their ids are recorded so a
   redelivery is dropped. Like any update accepted that way they are handled at most once:
   a worker that dies between accepting one and processing it loses that one command.
-  A /reset that reaches another worker than the one running the chat's turn cannot stop
-  that turn early: the turn's reply then lands before the reset or is superseded by it.
+- An `interrupting_commands` command (/reset) stops the chat's update being handled, if it
+  came before the command, on whichever worker handles it: this worker cancels its own
+  at once, and `Inbox.interrupt` tells the others (a worker whose notification
+  connection is down misses it; its handling then ends as it would have). The stopped
+  update is deleted like a handled one (the user asked to start over); what it had
+  stored stays, as after any turn a /reset stops.
 """
 
 from __future__ import annotations
@@ -47,12 +58,20 @@ CLAIM_PREFIX = "inbox:"
 POLL_INTERVAL = 1.0
 CONCURRENCY = 1000
 STOP_GRACE = 30.0
+MAX_ATTEMPTS = 3
+DEADLINE = 2700.0  # seconds; the settings derive it from the model's timeouts
+CANCEL_GRACE = 10.0
+"""Seconds a cancelled handling is given to unwind before the chat goes on without it."""
 
 PARSED_KEPT = 10_000
 
 Process = Callable[[str, Update | None], Awaitable[object]]
 """Handle one update given as its JSON text, with its parsed form when this worker has it
 (else None); returns once the update was fully handled."""
+
+OnDead = Callable[[str, Update | None, str], Awaitable[object]]
+"""Hear of an update given up (its JSON, its parsed form or None, the reason), once it
+was moved to the dead letters: tell its chat."""
 
 
 class Inbox(Protocol):
@@ -61,14 +80,25 @@ class Inbox(Protocol):
     async def put(self, update_id: int, chat_key: str, payload: str) -> bool: ...
     async def remember(self, update_id: int) -> bool: ...
     async def pending_chats(self, exclude: Collection[str] = (), limit: int = 100) -> list[str]: ...
-    async def next(self, chat_key: str) -> tuple[int, str, float] | None:
-        """The chat's oldest row: (update_id, payload, received_at in epoch seconds)."""
+    async def next(self, chat_key: str) -> tuple[int, str, float, int] | None:
+        """The chat's oldest row: (update_id, payload, received_at in epoch seconds,
+        handlings started)."""
         ...
 
-    async def finish(self, update_id: int, chat_key: str) -> tuple[int, str, float] | None:
+    async def finish(self, update_id: int, chat_key: str) -> tuple[int, str, float, int] | None:
         """Delete the handled row, then give the chat's next row (as `next`)."""
         ...
 
+    async def begin(self, update_id: int) -> int | None:
+        """Count a handling as started (committed); the count, or None if the row is gone."""
+        ...
+
+    async def bury(self, update_id: int, chat_key: str, payload: str, reason: str) -> None:
+        """Move the update (its row, or as given) to the dead letters."""
+        ...
+
+    async def interrupt(self, chat_key: str, before: int) -> None: ...
+    def on_interrupt(self, callback: Callable[[str, int], object]) -> None: ...
     async def listen(self, callback: Callable[[str], object]) -> None: ...
 
 
@@ -94,9 +124,16 @@ class InboxWorker:
         stop_grace: float = STOP_GRACE,
         on_claim: Callable[[float], object] | None = None,
         bot: Bot | None = None,
+        interrupting_commands: Iterable[str] = (),
+        max_attempts: int = MAX_ATTEMPTS,
+        deadline: float = DEADLINE,
+        on_dead: OnDead | None = None,
     ) -> None:
         """`on_claim` hears, as each queued update starts, the seconds since it was accepted;
-        `bot` is the one parsed updates are bound to (`Update.de_json(data, bot)`)."""
+        `bot` is the one parsed updates are bound to (`Update.de_json(data, bot)`);
+        `interrupting_commands` (among the unordered ones) stop the chat's running update;
+        an update is given up after `max_attempts` handlings or one running `deadline`
+        seconds, or when its handling raised, and `on_dead` tells its chat."""
         self._inbox = inbox
         self._claims = claims
         self._process = process
@@ -111,6 +148,13 @@ class InboxWorker:
         self._parsed: dict[int, Update] = {}  # accepted here, not yet processed here
         self._immediate: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
+        self._interrupting = frozenset(interrupting_commands)
+        self._max_attempts = max_attempts
+        self._deadline = deadline
+        self._on_dead = on_dead
+        self._handling: dict[str, tuple[int, asyncio.Future[object]]] = {}  # chat → its update
+        self._interrupted: set[int] = set()  # updates whose handling a command cancelled
+        inbox.on_interrupt(self._interrupt)
 
     async def accept(self, update: dict[str, Any], parsed: Update | None = None) -> bool:
         """Queue (or, for an unordered command, start handling) a new update; False for a
@@ -123,10 +167,12 @@ class InboxWorker:
         payload = json.dumps(update, ensure_ascii=False, separators=(",", ":"))
         if parsed is None:
             parsed = Update.de_json(update, self._bot)
-        if command_of(parsed) in self._unordered:
+        command = command_of(parsed)
+        if command in self._unordered:
             if not await self._inbox.remember(update_id):
                 return False
-            task = asyncio.create_task(self._handle(update_id, payload, parsed))
+            interrupts = command in self._interrupting
+            task = asyncio.create_task(self._at_once(update_id, payload, parsed, interrupts))
             self._immediate.add(task)
             task.add_done_callback(self._immediate.discard)
             return True
@@ -205,17 +251,106 @@ class InboxWorker:
     async def _drain(self, chat: str) -> None:
         row = await self._inbox.next(chat)
         while row is not None and not self._stopping.is_set():
-            update_id, payload, received_at = row
+            update_id, payload, received_at, attempts = row
+            parsed = self._parsed.pop(update_id, None)
+            if attempts >= self._max_attempts:  # each of them died or hung up its worker
+                await self._give_up(update_id, chat, payload, parsed, "attempts")
+                row = await self._inbox.next(chat)
+                continue
+            if await self._inbox.begin(update_id) is None:  # dropped or replayed meanwhile
+                row = await self._inbox.next(chat)
+                continue
             if self._on_claim is not None:
                 self._on_claim(max(time.time() - received_at, 0.0))
-            await self._handle(update_id, payload, self._parsed.pop(update_id, None))
-            row = await self._inbox.finish(update_id, chat)
+            failure = await self._handle(chat, update_id, payload, parsed, queued=True)
+            if failure is None:
+                row = await self._inbox.finish(update_id, chat)
+            else:
+                await self._give_up(update_id, chat, payload, parsed, failure)
+                row = await self._inbox.next(chat)
 
-    async def _handle(self, update_id: int, payload: str, parsed: Update | None) -> None:
+    async def _handle(
+        self, chat: str, update_id: int, payload: str, parsed: Update | None, *, queued: bool
+    ) -> str | None:
+        """Process one update within the deadline; None when it was handled (or stopped by
+        an interrupting command), else why it is given up ("deadline" or "error"). A
+        `queued` update is the chat's running one (an interrupting command stops it)."""
+        task: asyncio.Future[object] = asyncio.ensure_future(self._process(payload, parsed))
+        if queued:
+            self._handling[chat] = (update_id, task)
         try:
-            await self._process(payload, parsed)
+            done, _ = await asyncio.wait({task}, timeout=self._deadline)
+        finally:
+            if queued and self._handling.get(chat) == (update_id, task):
+                del self._handling[chat]
+            if not task.done():  # past the deadline, or this worker is cancelled
+                task.cancel()
+                await asyncio.wait({task}, timeout=CANCEL_GRACE)
+        if update_id in self._interrupted:
+            self._interrupted.discard(update_id)
+            log.info("inbox: update %d of chat %s stopped by a command", update_id, chat)
+            return None
+        if not done:
+            log.warning(
+                "inbox: update %d of chat %s still running after %g s: stopped",
+                update_id,
+                chat,
+                self._deadline,
+            )
+            return "deadline"
+        if task.cancelled():  # cancelled from inside (nothing of this worker's)
+            log.warning("inbox: update %d of chat %s was cancelled", update_id, chat)
+            return "error"
+        error = task.exception()
+        if isinstance(error, StoreUnavailable):  # not the update's fault: try it again later
+            raise error
+        if error is not None:
+            log.error("inbox: update %d failed", update_id, exc_info=error)
+            return "error"
+        return None
+
+    async def _at_once(
+        self, update_id: int, payload: str, parsed: Update, interrupts: bool
+    ) -> None:
+        """Process an unordered command; an interrupting one first stops the chat's running
+        update, here or on another worker."""
+        chat = conversation_key(parsed) or f"update:{update_id}"
+        if interrupts:
+            self._interrupt(chat, update_id)
+            try:
+                await self._inbox.interrupt(chat, update_id)
+            except StoreUnavailable as exc:
+                log.warning("inbox: chat %s not interrupted elsewhere: %s", chat, exc)
+        try:
+            failure = await self._handle(chat, update_id, payload, parsed, queued=False)
+        except StoreUnavailable as exc:  # never queued: nothing to try again
+            log.warning("inbox: update %d failed: %s", update_id, exc)
+            return
+        if failure is not None:
+            await self._give_up(update_id, chat, payload, parsed, failure)
+
+    def _interrupt(self, chat: str, before: int) -> None:
+        """Stop the chat's update being handled here, if it came before update `before`."""
+        current = self._handling.get(chat)
+        if current is None or current[0] >= before:
+            return
+        update_id, task = current
+        if not task.done():
+            self._interrupted.add(update_id)
+            task.cancel()
+
+    async def _give_up(
+        self, update_id: int, chat: str, payload: str, parsed: Update | None, reason: str
+    ) -> None:
+        """Move the update to the dead letters, then tell its chat (once: after the move)."""
+        await self._inbox.bury(update_id, chat, payload, reason)
+        log.warning("inbox: update %d of chat %s given up (%s)", update_id, chat, reason)
+        if self._on_dead is None:
+            return
+        try:
+            await self._on_dead(payload, parsed, reason)
         except Exception:
-            log.exception("inbox: update %d failed; it is dropped", update_id)
+            log.exception("inbox: chat %s not told that update %d was given up", chat, update_id)
 
     def _keep(self, update_id: int, parsed: Update) -> None:
         self._parsed[update_id] = parsed

@@ -10,14 +10,21 @@ Invariants:
   being written are written together by the next statement (one round trip and one
   commit for all of them); each caller returns only once its own row is committed.
   The ids are kept as long as the store keeps them (`storage.updates` bounds).
-- A row stays until `finish` deletes it: a worker that dies mid-update leaves
-  its row for another worker (at least once).
+- A row stays until `finish` deletes it or `bury` moves it to `dead_letters`: a worker
+  that dies mid-update leaves its row for another worker (at least once). `begin` counts
+  each handling in the row's `attempts` and commits before the handling starts, so a
+  handling cut short by a crash counts too; `bury` moves the row (with its attempts and
+  the reason) in one statement, so an update is either waiting or dead, never both or
+  neither.
 - Rows of one chat come out lowest update_id first (`next`, `finish`); which worker works a chat is
   decided elsewhere (an advisory lock per chat), not here.
 - Each new row is announced with a NOTIFY carrying its chat key on commit, so listening
   workers pick it up at once; a missed notification only costs a poll interval. The
   channel is named after the schema (notifications are database-wide, and deployments in
   other schemas of the same database must not wake these workers).
+- `interrupt` announces, on a second channel named after the schema, that a chat's
+  handling of the updates before a given one is to stop (a /reset); whichever worker
+  runs that handling hears it (`on_interrupt`).
 
 The inbox has its own small pool rather than the store's: accepting an update (the
 webhook's 200 waits for it) never queues behind model turns holding store connections,
@@ -45,28 +52,34 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CHANNEL_PREFIX = "consult_inbox_"
+STOP_CHANNEL_PREFIX = "consult_stop_"
 
 
 class Row(NamedTuple):
-    """A waiting update: its id, its JSON as it was accepted, and when (epoch seconds)."""
+    """A waiting update: its id, its JSON as it was accepted, when (epoch seconds), and how
+    many handlings of it started."""
 
     update_id: int
     payload: str
     received_at: float
+    attempts: int = 0
 
 
 class PostgresInbox:
     """Open with `await PostgresInbox.open(url)` after the schema is migrated; `close()`."""
 
-    def __init__(self, pool: asyncpg.Pool, url: str, channel: str) -> None:
+    def __init__(self, pool: asyncpg.Pool, url: str, channel: str, stop_channel: str) -> None:
         self._pool = pool
         self._url = url
         self._channel = channel
+        self._stop_channel = stop_channel
         self._listener: asyncpg.Connection | None = None
         self._callback: Callable[[str], object] | None = None
+        self._on_interrupt: Callable[[str, int], object] | None = None
         self._put: Batched[tuple[int, str, str], bool] = Batched(self._put_batch)
         self._finish: Batched[tuple[int, str], Row | None] = Batched(self._finish_batch)
         self._next: Batched[str, Row | None] = Batched(self._next_batch)
+        self._begin: Batched[int, int | None] = Batched(self._begin_batch)
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 4) -> PostgresInbox:
@@ -76,7 +89,8 @@ class PostgresInbox:
         except BaseException:
             await pool.close()
             raise
-        return cls(pool, url, channel_of(str(schema)))
+        schema = str(schema)
+        return cls(pool, url, channel_of(schema), channel_of(schema, STOP_CHANNEL_PREFIX))
 
     async def close(self) -> None:
         if self._listener is not None:
@@ -134,7 +148,7 @@ class PostgresInbox:
     async def _next_batch(self, chats: Sequence[str]) -> list[Row | None]:
         rows = await self._call(
             lambda c: c.fetch(
-                "SELECT DISTINCT ON (chat_key) chat_key, update_id, payload, received_at"
+                "SELECT DISTINCT ON (chat_key) chat_key, update_id, payload, received_at, attempts"
                 " FROM inbox WHERE chat_key = ANY($1::text[]) ORDER BY chat_key, update_id",
                 list(chats),
             )
@@ -153,6 +167,43 @@ class PostgresInbox:
         following = {str(row["chat_key"]): _row(row) for row in rows}
         return [following.get(chat) for chat in chats]
 
+    async def begin(self, update_id: int) -> int | None:
+        """Count a handling of the row as started, committed before it starts (with the
+        begins made meanwhile, in one statement); the row's attempts so far, this one
+        included, or None when the row is gone (dropped or replayed by an operator)."""
+        return await self._begin(update_id)
+
+    async def _begin_batch(self, ids: Sequence[int]) -> list[int | None]:
+        rows = await self._call(
+            lambda c: c.fetch(
+                "UPDATE inbox SET attempts = attempts + 1 WHERE update_id = ANY($1::bigint[])"
+                " RETURNING update_id, attempts",
+                list(ids),
+            )
+        )
+        attempts = {int(row["update_id"]): int(row["attempts"]) for row in rows}
+        return [attempts.get(update_id) for update_id in ids]
+
+    async def bury(self, update_id: int, chat_key: str, payload: str, reason: str) -> None:
+        """Give the update up: move its row, if waiting, to `dead_letters` with `reason`, in
+        one statement; an update never queued (handled at once) is recorded as it is given."""
+        await self._call(
+            lambda c: c.execute(_BURY, update_id, chat_key, payload, reason, time.time())
+        )
+
+    async def interrupt(self, chat_key: str, before: int) -> None:
+        """Tell every worker to stop handling the chat's updates older than `before`."""
+        await self._call(
+            lambda c: c.execute(
+                "SELECT pg_notify($1, $2)", self._stop_channel, f"{before}:{chat_key}"
+            )
+        )
+
+    def on_interrupt(self, callback: Callable[[str, int], object]) -> None:
+        """Call `callback(chat_key, before)` for each `interrupt`, from any worker (heard on
+        the `listen` connection)."""
+        self._on_interrupt = callback
+
     async def depth(self) -> int:
         """Rows waiting in all chats."""
         return int(await self._call(lambda c: c.fetchval("SELECT count(*) FROM inbox")))
@@ -169,6 +220,7 @@ class PostgresInbox:
         try:
             listener = await asyncpg.connect(self._url, timeout=CONNECT_TIMEOUT)
             await listener.add_listener(self._channel, self._notified)
+            await listener.add_listener(self._stop_channel, self._interrupted)
         except UNAVAILABLE as error:
             raise StoreUnavailable(f"the inbox cannot listen ({error})") from error
         self._listener = listener
@@ -177,6 +229,11 @@ class PostgresInbox:
         if self._callback is not None:
             self._callback(payload)
 
+    def _interrupted(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
+        before, _, chat_key = payload.partition(":")
+        if self._on_interrupt is not None and before.isdigit() and chat_key:
+            self._on_interrupt(chat_key, int(before))
+
     async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         return await call(self._pool, work, "inbox")
 
@@ -184,12 +241,17 @@ class PostgresInbox:
 def _row(row: asyncpg.Record | None) -> Row | None:
     if row is None:
         return None
-    return Row(int(row["update_id"]), str(row["payload"]), float(row["received_at"]))
+    return Row(
+        int(row["update_id"]),
+        str(row["payload"]),
+        float(row["received_at"]),
+        int(row["attempts"]),
+    )
 
 
-def channel_of(schema: str) -> str:
-    """The notification channel of the inbox in `schema` (short enough for any schema name)."""
-    return CHANNEL_PREFIX + hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
+def channel_of(schema: str, prefix: str = CHANNEL_PREFIX) -> str:
+    """A notification channel of the inbox in `schema` (short enough for any schema name)."""
+    return prefix + hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
 
 
 _RECORD = (
@@ -225,7 +287,24 @@ _FINISH_MANY = (
     # delete (one snapshot), hence the explicit exclusion.
     "WITH gone AS (DELETE FROM inbox WHERE update_id = ANY($1::bigint[]))"
     " SELECT chat.chat_key, following.* FROM unnest($2::text[]) AS chat (chat_key)"
-    " CROSS JOIN LATERAL (SELECT update_id, payload, received_at FROM inbox"
+    " CROSS JOIN LATERAL (SELECT update_id, payload, received_at, attempts FROM inbox"
     " WHERE inbox.chat_key = chat.chat_key AND NOT (update_id = ANY($1::bigint[]))"
     " ORDER BY update_id LIMIT 1) AS following"
+)
+_BURY = (
+    # Move the row ($1) to the dead letters with its attempts and arrival, or, for an update
+    # never queued, record it as given ($2 chat key, $3 payload, one attempt, arrived now);
+    # $4 reason, $5 now. A letter already there for the id (buried before, then replayed)
+    # is replaced.
+    "WITH gone AS (DELETE FROM inbox WHERE update_id = $1"
+    " RETURNING update_id, chat_key, payload, attempts, received_at),"
+    " letter AS (SELECT * FROM gone UNION ALL"
+    " SELECT $1::bigint, $2::text, $3::text, 1, $5::double precision"
+    " WHERE NOT EXISTS (SELECT 1 FROM gone))"
+    " INSERT INTO dead_letters (update_id, chat_key, payload, attempts, reason, received_at,"
+    " dead_at) SELECT update_id, chat_key, payload, attempts, $4::text, received_at, $5"
+    " FROM letter"
+    " ON CONFLICT (update_id) DO UPDATE SET chat_key = EXCLUDED.chat_key,"
+    " payload = EXCLUDED.payload, attempts = EXCLUDED.attempts, reason = EXCLUDED.reason,"
+    " received_at = EXCLUDED.received_at, dead_at = EXCLUDED.dead_at"
 )

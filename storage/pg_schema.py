@@ -184,6 +184,28 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             "ALTER TABLE idempotency_keys ADD COLUMN lease_until DOUBLE PRECISION",
         ),
     ),
+    (
+        # How many times each waiting update's handling started (counted before it starts,
+        # so a worker killed mid-update still counts), and the updates given up: too many
+        # attempts, past the handling deadline, or their handling failed. An operator lists,
+        # replays or drops them (`consultation-bot dead-letters`).
+        "m008_inbox_attempts_dead_letters",
+        (
+            "ALTER TABLE inbox ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+            """
+            CREATE TABLE dead_letters (
+                update_id BIGINT PRIMARY KEY,
+                chat_key TEXT NOT NULL,
+                payload TEXT NOT NULL,
+                attempts INTEGER NOT NULL,
+                reason TEXT NOT NULL,
+                received_at DOUBLE PRECISION NOT NULL,
+                dead_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            "CREATE INDEX dead_letters_dead_at ON dead_letters (dead_at)",
+        ),
+    ),
 ]
 
 

@@ -90,6 +90,11 @@ class Metrics:
             "inbox_claim_seconds", "Time from an update's arrival to the start of its processing.",
             namespace=NAMESPACE, registry=r, buckets=CLAIM_BUCKETS,
         )  # fmt: skip
+        self.dead_letters = Counter(
+            "dead_letters", "Updates given up, by reason (attempts, deadline, error); with "
+            "DATABASE_URL each is kept in the dead_letters table.",
+            ["reason"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
         self._depth_source: DepthSource | None = None
 
     def read_inbox_depth_from(self, source: DepthSource) -> None:
@@ -101,6 +106,10 @@ class Metrics:
         self.rounds.labels(source=source, final=str(reply.is_final).lower()).inc()
         if reply.is_complete:
             self.completed.labels(source=source).inc()
+
+    def record_given_up(self, reason: str) -> None:
+        """Count an update given up ("attempts", "deadline" or "error")."""
+        self.dead_letters.labels(reason=reason).inc()
 
     def record_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.http_requests.labels(route=route, method=method, status=str(status)).inc()

@@ -1,0 +1,80 @@
+"""The dead letters on PostgreSQL: updates the inbox gave up, for an operator to read,
+replay or drop (`consultation-bot dead-letters`).
+
+Invariants:
+- A letter is moved, never copied: `replay` deletes it and queues its update in the inbox
+  (attempts back to 0, announced to the workers like a new row) in one statement, so
+  an update is in one of the two tables at a time; an update already waiting in the inbox
+  is left there and its letter kept.
+- `drop` deletes a letter for good; its update id stays recorded, so Telegram's
+  redelivery of it is still refused.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import asyncpg
+
+from storage.pg_inbox import channel_of
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    update_id: int
+    chat_key: str
+    payload: str
+    attempts: int  # handlings started before it was given up
+    reason: str  # "attempts", "deadline" or "error"
+    received_at: float  # epoch seconds
+    dead_at: float
+
+
+async def dead_letters(connection: asyncpg.Connection, limit: int = 100) -> list[DeadLetter]:
+    """The most recently given up first."""
+    rows = await connection.fetch(
+        "SELECT update_id, chat_key, payload, attempts, reason, received_at, dead_at"
+        " FROM dead_letters ORDER BY dead_at DESC, update_id DESC LIMIT $1",
+        limit,
+    )
+    return [
+        DeadLetter(
+            int(row["update_id"]),
+            str(row["chat_key"]),
+            str(row["payload"]),
+            int(row["attempts"]),
+            str(row["reason"]),
+            float(row["received_at"]),
+            float(row["dead_at"]),
+        )
+        for row in rows
+    ]
+
+
+async def replay(connection: asyncpg.Connection, update_id: int) -> bool:
+    """Queue the letter's update in the inbox again; False when there is no such letter
+    (or its update is waiting in the inbox already)."""
+    schema = str(await connection.fetchval("SELECT current_schema()"))
+    queued = await connection.fetchrow(_REPLAY, update_id, time.time(), channel_of(schema))
+    return queued is not None
+
+
+async def drop(connection: asyncpg.Connection, update_id: int) -> bool:
+    """Delete the letter; False when there was none."""
+    gone = await connection.fetchval(
+        "DELETE FROM dead_letters WHERE update_id = $1 RETURNING update_id", update_id
+    )
+    return gone is not None
+
+
+_REPLAY = (
+    # Delete the letter ($1) unless its id waits in the inbox, queue it anew ($2 now,
+    # attempts 0) and announce the row on the inbox channel ($3) at commit.
+    "WITH gone AS (DELETE FROM dead_letters WHERE update_id = $1"
+    " AND NOT EXISTS (SELECT 1 FROM inbox WHERE update_id = $1)"
+    " RETURNING update_id, chat_key, payload),"
+    " queued AS (INSERT INTO inbox (update_id, chat_key, payload, received_at, attempts)"
+    " SELECT update_id, chat_key, payload, $2, 0 FROM gone RETURNING chat_key)"
+    " SELECT chat_key, pg_notify($3, chat_key) FROM queued"
+)
