@@ -3,9 +3,10 @@
 
 Each worker talks to a model server of its own, so the test knows which worker runs the
 turn (either may claim the chat from the inbox) and sends /reset to the other one. The
-reset must not wait for the held model call: it ends the consultation at once; the turn's
-reply, written after the reset, is neither stored nor sent (`TurnSuperseded`), exactly as
-when the reset reaches the worker running the turn. Helpers: tests/cluster_harness.py.
+reset must not wait for the held model call: it ends the consultation at once, and the
+worker running the turn hears of it and stops the turn there, so no reply of it is ever
+stored or sent and the chat's next message goes on, exactly as when the reset reaches the
+worker running the turn. Helpers: tests/cluster_harness.py.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ async def consultation_statuses(database_url: str, chat_key: str) -> list[str]:
     return [row["status"] for row in rows]
 
 
-async def test_reset_at_another_worker_ends_the_consultation_without_waiting_for_the_turn(
+async def test_reset_at_another_worker_stops_the_turn_there_and_ends_the_consultation(
     tmp_path: Path,
     postgres_url: str,  # noqa: F811
     bot_api: FakeBotApi,
@@ -110,9 +111,10 @@ async def test_reset_at_another_worker_ends_the_consultation_without_waiting_for
     second_model_server: FakeModelServer,
 ) -> None:
     """The model holds the turn's call; /reset at the other worker is confirmed while it
-    is held. Released, the turn's reply reaches neither the chat nor the history (the
-    consultation is 'reset', its user message alone), and the next message starts a new
-    consultation whose model request carries only that message."""
+    is held, and the worker running the turn stops it without waiting for the model. The
+    turn's reply reaches neither the chat nor the history (the consultation is 'reset',
+    its user message alone), and the next message starts a new consultation whose model
+    request carries only that message."""
     models = [model_server, second_model_server]
     held = asyncio.Event()
     for model in models:
@@ -133,8 +135,9 @@ async def test_reset_at_another_worker_ends_the_consultation_without_waiting_for
         assert not held.is_set()  # confirmed while the turn's model call was still held
         assert await consultation_statuses(postgres_url, f"tg:{chat}") == ["reset"]
 
+        await runner.bot.logged(f"of chat tg:{chat} stopped by a command", timeout=WAIT)
+        assert not held.is_set()  # stopped while its model call was still held
         held.set()
-        await runner.bot.logged(f"turn in chat {chat} superseded", timeout=WAIT)
         assert not any(f"Reply to: {first}" in text for text in texts_to(bot_api, chat))
 
         update = bot_api.text_message(chat, second, user_id=chat)
