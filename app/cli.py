@@ -1,4 +1,4 @@
-"""`consultation-bot run|api|console`: the one entry point family of the product.
+"""`consultation-bot run|api|console|dead-letters`: the one entry point family of the product.
 
 `python -m bot` is `run`, `python -m bot console` is `console`, `python -m api` is
 `api`. Every command reads the settings, checks what it needs, sets up logging the
@@ -21,12 +21,14 @@ from core.errors import ConfigError
 
 EXIT_CONFIG = 2
 COMMANDS = ("run", "api", "console")
-USAGE = """usage: consultation-bot [run|api|console]
+USAGE = """usage: consultation-bot [run|api|console|dead-letters]
 
   run       the Telegram bot (long polling, or webhook when WEBHOOK_URL is set),
             with the HTTP API in the same process when API_ENABLED=true
   api       the HTTP API alone, on API_HOST:API_PORT
   console   a consultation in this terminal
+  dead-letters [list [N] | replay ID | drop ID]
+            the updates the workers gave up (with DATABASE_URL)
 
 Also `python -m bot` (run), `python -m bot console` and `python -m api`.
 Settings come from the environment and .env (see .env.example)."""
@@ -38,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     if command in {"-h", "--help", "help"}:
         print(USAGE)
         return 0
+    if command == "dead-letters":
+        return dead_letters(args[1:])
     if command not in COMMANDS or len(args) > 1:
         print(f"unknown command {' '.join(args)!r}\n\n{USAGE}", file=sys.stderr)
         return EXIT_CONFIG
@@ -69,6 +73,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except StartupError as exc:
         print(f"Cannot start: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def dead_letters(args: list[str]) -> int:
+    """List, replay or drop the updates the workers gave up (`app.dead_letters`)."""
+    from app.dead_letters import parse, run_dead_letters
+    from app.startup import StartupError
+    from storage.faults import DatabaseUnusable
+
+    try:
+        action, number = parse(args)
+        settings = load_settings()
+        configure_logging(settings.log_level, secrets_of(settings), floor="WARNING")
+        return run(run_dead_letters(settings, action, number))
+    except ConfigError as exc:
+        print(f"Configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (DatabaseUnusable, StartupError) as exc:
+        print(f"Cannot reach the dead letters: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
 
