@@ -61,3 +61,13 @@ async def test_metrics_route_reads_the_inbox_depth_when_scraped(
         api.metrics.read_inbox_depth_from(depth)
         response = await api.client.get("/metrics")
         assert sample(await response.text(), "consult_inbox_depth") == 41
+
+
+def test_updates_given_up_are_counted_by_reason() -> None:
+    metrics = Metrics()
+    metrics.record_given_up("deadline")
+    metrics.record_given_up("deadline")
+    metrics.record_given_up("attempts")
+    body = metrics.render()[0].decode()
+    assert sample(body, 'consult_dead_letters_total{reason="deadline"}') == 2
+    assert sample(body, 'consult_dead_letters_total{reason="attempts"}') == 1
