@@ -28,11 +28,11 @@ Invariants:
   redelivery is dropped. Like any update accepted that way they are handled at most once:
   a worker that dies between accepting one and processing it loses that one command.
 - An `interrupting_commands` command (/reset) stops the chat's update being handled, if it
-  came before the command, on whichever worker handles it: this worker cancels its own
-  at once, and `Inbox.interrupt` tells the others (a worker whose notification
-  connection is down misses it; its handling then ends as it would have). The stopped
-  update is deleted like a handled one (the user asked to start over); what it had
-  stored stays, as after any turn a /reset stops.
+  came before the command, on whichever worker handles it: this worker stops its own at
+  once, and `Inbox.interrupt` names the chat's started update to every worker (one whose
+  notification connection is down misses it; its handling then ends as it would have).
+  The stopped update is deleted like a handled one (the user asked to start over); what
+  it had stored stays, as after any turn a /reset stops (`bot.handling`).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from typing import Any, Protocol
 from telegram import Bot, Update
 
 from bot.chat import conversation_key
+from bot.handling import Ended, Handlings
 from bot.ordering import command_of
 from core.errors import StoreUnavailable
 
@@ -60,8 +61,6 @@ CONCURRENCY = 1000
 STOP_GRACE = 30.0
 MAX_ATTEMPTS = 3
 DEADLINE = 2700.0  # seconds; the settings derive it from the model's timeouts
-CANCEL_GRACE = 10.0
-"""Seconds a cancelled handling is given to unwind before the chat goes on without it."""
 
 PARSED_KEPT = 10_000
 
@@ -97,8 +96,15 @@ class Inbox(Protocol):
         """Move the update (its row, or as given) to the dead letters."""
         ...
 
-    async def interrupt(self, chat_key: str, before: int) -> None: ...
-    def on_interrupt(self, callback: Callable[[str, int], object]) -> None: ...
+    async def interrupt(self, chat_key: str, before: int) -> bool:
+        """Tell every worker to stop the chat's started update older than `before`; True
+        when there was one."""
+        ...
+
+    def on_interrupt(self, callback: Callable[[str, int], object]) -> None:
+        """Hear `(chat_key, update_id)` for each update an `interrupt` names."""
+        ...
+
     async def listen(self, callback: Callable[[str], object]) -> None: ...
 
 
@@ -152,9 +158,8 @@ class InboxWorker:
         self._max_attempts = max_attempts
         self._deadline = deadline
         self._on_dead = on_dead
-        self._handling: dict[str, tuple[int, asyncio.Future[object]]] = {}  # chat → its update
-        self._interrupted: set[int] = set()  # updates whose handling a command cancelled
-        inbox.on_interrupt(self._interrupt)
+        self._handlings = Handlings(deadline)
+        inbox.on_interrupt(self._handlings.stop)
 
     async def accept(self, update: dict[str, Any], parsed: Update | None = None) -> bool:
         """Queue (or, for an unordered command, start handling) a new update; False for a
@@ -275,22 +280,13 @@ class InboxWorker:
         """Process one update within the deadline; None when it was handled (or stopped by
         an interrupting command), else why it is given up ("deadline" or "error"). A
         `queued` update is the chat's running one (an interrupting command stops it)."""
-        task: asyncio.Future[object] = asyncio.ensure_future(self._process(payload, parsed))
-        if queued:
-            self._handling[chat] = (update_id, task)
-        try:
-            done, _ = await asyncio.wait({task}, timeout=self._deadline)
-        finally:
-            if queued and self._handling.get(chat) == (update_id, task):
-                del self._handling[chat]
-            if not task.done():  # past the deadline, or this worker is cancelled
-                task.cancel()
-                await asyncio.wait({task}, timeout=CANCEL_GRACE)
-        if update_id in self._interrupted:
-            self._interrupted.discard(update_id)
+        outcome = await self._handlings.run(
+            chat if queued else None, update_id, lambda: self._process(payload, parsed)
+        )
+        if outcome.ended is Ended.STOPPED:
             log.info("inbox: update %d of chat %s stopped by a command", update_id, chat)
             return None
-        if not done:
+        if outcome.ended is Ended.PAST_DEADLINE:
             log.warning(
                 "inbox: update %d of chat %s still running after %g s: stopped",
                 update_id,
@@ -298,14 +294,10 @@ class InboxWorker:
                 self._deadline,
             )
             return "deadline"
-        if task.cancelled():  # cancelled from inside (nothing of this worker's)
-            log.warning("inbox: update %d of chat %s was cancelled", update_id, chat)
-            return "error"
-        error = task.exception()
-        if isinstance(error, StoreUnavailable):  # not the update's fault: try it again later
-            raise error
-        if error is not None:
-            log.error("inbox: update %d failed", update_id, exc_info=error)
+        if isinstance(outcome.error, StoreUnavailable):  # not the update's fault: later
+            raise outcome.error
+        if outcome.ended is Ended.FAILED:
+            log.error("inbox: update %d failed", update_id, exc_info=outcome.error)
             return "error"
         return None
 
@@ -316,7 +308,7 @@ class InboxWorker:
         update, here or on another worker."""
         chat = conversation_key(parsed) or f"update:{update_id}"
         if interrupts:
-            self._interrupt(chat, update_id)
+            self._handlings.stop_before(chat, update_id)
             try:
                 await self._inbox.interrupt(chat, update_id)
             except StoreUnavailable as exc:
@@ -328,16 +320,6 @@ class InboxWorker:
             return
         if failure is not None:
             await self._give_up(update_id, chat, payload, parsed, failure)
-
-    def _interrupt(self, chat: str, before: int) -> None:
-        """Stop the chat's update being handled here, if it came before update `before`."""
-        current = self._handling.get(chat)
-        if current is None or current[0] >= before:
-            return
-        update_id, task = current
-        if not task.done():
-            self._interrupted.add(update_id)
-            task.cancel()
 
     async def _give_up(
         self, update_id: int, chat: str, payload: str, parsed: Update | None, reason: str

@@ -22,9 +22,9 @@ Invariants:
   workers pick it up at once; a missed notification only costs a poll interval. The
   channel is named after the schema (notifications are database-wide, and deployments in
   other schemas of the same database must not wake these workers).
-- `interrupt` announces, on a second channel named after the schema, that a chat's
-  handling of the updates before a given one is to stop (a /reset); whichever worker
-  runs that handling hears it (`on_interrupt`).
+- `interrupt` (a /reset) names the chat's update whose handling started (its attempts
+  counted) before a given update, on a second channel named after the schema, in the
+  statement that finds it; whichever worker runs that handling hears it (`on_interrupt`).
 
 The inbox has its own small pool rather than the store's: accepting an update (the
 webhook's 200 waits for it) never queues behind model turns holding store connections,
@@ -191,17 +191,17 @@ class PostgresInbox:
             lambda c: c.execute(_BURY, update_id, chat_key, payload, reason, time.time())
         )
 
-    async def interrupt(self, chat_key: str, before: int) -> None:
-        """Tell every worker to stop handling the chat's updates older than `before`."""
-        await self._call(
-            lambda c: c.execute(
-                "SELECT pg_notify($1, $2)", self._stop_channel, f"{before}:{chat_key}"
-            )
+    async def interrupt(self, chat_key: str, before: int) -> bool:
+        """Tell every worker to stop the chat's update older than `before` whose handling
+        started (the chat's oldest row: rows are handled in order); True when there was one."""
+        found = await self._call(
+            lambda c: c.fetchval(_INTERRUPT, chat_key, before, self._stop_channel)
         )
+        return found is not None
 
     def on_interrupt(self, callback: Callable[[str, int], object]) -> None:
-        """Call `callback(chat_key, before)` for each `interrupt`, from any worker (heard on
-        the `listen` connection)."""
+        """Call `callback(chat_key, update_id)` for each update an `interrupt` names, from
+        any worker (heard on the `listen` connection)."""
         self._on_interrupt = callback
 
     async def depth(self) -> int:
@@ -230,9 +230,9 @@ class PostgresInbox:
             self._callback(payload)
 
     def _interrupted(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
-        before, _, chat_key = payload.partition(":")
-        if self._on_interrupt is not None and before.isdigit() and chat_key:
-            self._on_interrupt(chat_key, int(before))
+        update_id, _, chat_key = payload.partition(":")
+        if self._on_interrupt is not None and update_id.isdigit() and chat_key:
+            self._on_interrupt(chat_key, int(update_id))
 
     async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         return await call(self._pool, work, "inbox")
@@ -307,4 +307,11 @@ _BURY = (
     " ON CONFLICT (update_id) DO UPDATE SET chat_key = EXCLUDED.chat_key,"
     " payload = EXCLUDED.payload, attempts = EXCLUDED.attempts, reason = EXCLUDED.reason,"
     " received_at = EXCLUDED.received_at, dead_at = EXCLUDED.dead_at"
+)
+_INTERRUPT = (
+    # The chat's ($1) oldest row before the command ($2), if its handling started, announced
+    # on the stop channel ($3) as "<update_id>:<chat key>" at commit; its id, else no row.
+    "SELECT update_id, pg_notify($3, update_id || ':' || chat_key) FROM (SELECT update_id,"
+    " chat_key, attempts FROM inbox WHERE chat_key = $1 AND update_id < $2"
+    " ORDER BY update_id LIMIT 1) AS oldest WHERE attempts > 0"
 )
