@@ -20,6 +20,7 @@ from bot.answer_now import AnswerNow
 from bot.buttons import Press, ignored
 from bot.chat import Context, Incoming
 from bot.config import BotConfig
+from bot.handling import stop_earlier
 from bot.i18n import t
 from bot.refusals import Refusals
 from bot.say import Say
@@ -131,8 +132,10 @@ class Commands:
         if not await self._may_configure(incoming, context):
             await self.refuse(incoming, t(incoming.language, "not_admin"))
             return
+        stopped = await stop_earlier()  # the chat's update held on any worker (shared inbox)
         ended = await self.service.reset(incoming.key)
-        await self.say(incoming, t(incoming.language, "reset_done" if ended else "reset_none"))
+        said = "reset_done" if ended else "reset_stopped" if stopped else "reset_none"
+        await self.say(incoming, t(incoming.language, said))
 
     async def status(self, incoming: Incoming, context: Context) -> None:
         """Say where the consultation stands (runs out of order, even mid-turn)."""

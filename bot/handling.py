@@ -10,6 +10,9 @@ Invariants:
   chat's update older than a given one), never one of a later update; a stop for an
   update not being handled here is remembered (a bounded number of them), so if this
   worker takes that update up later it does not start it.
+- `stop_earlier` stops something only while a command offered it is processed (a /reset
+  that came through the shared inbox, after its permission check passed): that command's
+  chat's update older than it, and nothing else.
 """
 
 from __future__ import annotations
@@ -17,11 +20,27 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 GRACE = 10.0
 """Seconds a cancelled handling is given to unwind before the chat goes on without it."""
 STOPS_KEPT = 1000
+
+StopEarlier = Callable[[], Awaitable[bool]]
+_stop_earlier: ContextVar[StopEarlier | None] = ContextVar("stop_earlier", default=None)
+
+
+def offer_stop_earlier(stop: StopEarlier) -> None:
+    """Let the command processed in this context (and the tasks it starts) call `stop`."""
+    _stop_earlier.set(stop)
+
+
+async def stop_earlier() -> bool:
+    """Stop the chat's update older than the command being processed, on whichever worker
+    handles it, if the command was offered that; True when one was stopped."""
+    stop = _stop_earlier.get()
+    return False if stop is None else await stop()
 
 
 class Ended(enum.Enum):
@@ -85,11 +104,14 @@ class Handlings:
         if len(self._asked) > STOPS_KEPT:
             del self._asked[next(iter(self._asked))]
 
-    def stop_before(self, chat: str, before: int) -> None:
-        """Stop the chat's handling here if its update is older than update `before`."""
+    def stop_before(self, chat: str, before: int) -> bool:
+        """Stop the chat's handling here if its update is older than update `before`; True
+        when it was stopped."""
         current = self._current.get(chat)
-        if current is not None and current[0] < before:
-            self._cancel(*current)
+        if current is None or current[0] >= before or current[1].done():
+            return False
+        self._cancel(*current)
+        return True
 
     def _cancel(self, update_id: int, task: asyncio.Future[object]) -> None:
         if not task.done():

@@ -46,6 +46,7 @@ EN: dict[str, str] = {
     ),
     "reset_done": "Consultation ended. Your next message starts a new one.",
     "reset_none": "There is no active consultation. Send your question to start one.",
+    "reset_stopped": "Stopped working on your previous message. Send your question again.",
     "status_idle": "No active consultation. Rounds: {rounds}. Expert: {role}.",
     "status_active": (
         "Consultation in progress: {done} of {rounds} rounds answered. Expert: {role}.\n"
@@ -185,6 +186,7 @@ RU: dict[str, str] = {
     ),
     "reset_done": "Консультация завершена. Следующее сообщение начнёт новую.",
     "reset_none": "Активной консультации нет. Напишите вопрос, чтобы начать.",
+    "reset_stopped": "Обработка предыдущего сообщения остановлена. Отправьте вопрос ещё раз.",
     "status_idle": "Активной консультации нет. Раундов: {rounds}. Эксперт: {role}.",
     "status_active": (
         "Идёт консультация: отвечено раундов {done} из {rounds}. Эксперт: {role}.\n"

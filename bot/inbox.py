@@ -27,9 +27,10 @@ Invariants:
   accepts them, never queued behind the chat's running turn; their ids are recorded so a
   redelivery is dropped. Like any update accepted that way they are handled at most once:
   a worker that dies between accepting one and processing it loses that one command.
-- An `interrupting_commands` command (/reset) stops the chat's update being handled, if it
-  came before the command, on whichever worker handles it: this worker stops its own at
-  once, and `Inbox.interrupt` names the chat's started update to every worker (one whose
+- An `interrupting_commands` command (/reset), once its handler allows it
+  (`bot.handling.stop_earlier`), stops the chat's update being handled, if it came before
+  the command, on whichever worker handles it: this worker stops its own at once, and
+  `Inbox.interrupt` names the chat's started update to every worker (one whose
   notification connection is down misses it; its handling then ends as it would have).
   The stopped update is deleted like a handled one (the user asked to start over); what
   it had stored stays, as after any turn a /reset stops (`bot.handling`).
@@ -49,7 +50,7 @@ from typing import Any, Protocol
 from telegram import Bot, Update
 
 from bot.chat import conversation_key
-from bot.handling import Ended, Handlings
+from bot.handling import Ended, Handlings, offer_stop_earlier
 from bot.ordering import command_of
 from core.errors import StoreUnavailable
 
@@ -137,7 +138,7 @@ class InboxWorker:
     ) -> None:
         """`on_claim` hears, as each queued update starts, the seconds since it was accepted;
         `bot` is the one parsed updates are bound to (`Update.de_json(data, bot)`);
-        `interrupting_commands` (among the unordered ones) stop the chat's running update;
+        `interrupting_commands` (among the unordered ones) may stop the chat's running update;
         an update is given up after `max_attempts` handlings or one running `deadline`
         seconds, or when its handling raised, and `on_dead` tells its chat."""
         self._inbox = inbox
@@ -304,15 +305,11 @@ class InboxWorker:
     async def _at_once(
         self, update_id: int, payload: str, parsed: Update, interrupts: bool
     ) -> None:
-        """Process an unordered command; an interrupting one first stops the chat's running
-        update, here or on another worker."""
+        """Process an unordered command; an interrupting one may stop the chat's running
+        update, here or on another worker (`bot.handling.stop_earlier`)."""
         chat = conversation_key(parsed) or f"update:{update_id}"
-        if interrupts:
-            self._handlings.stop_before(chat, update_id)
-            try:
-                await self._inbox.interrupt(chat, update_id)
-            except StoreUnavailable as exc:
-                log.warning("inbox: chat %s not interrupted elsewhere: %s", chat, exc)
+        if interrupts:  # the context of this task and of its processing
+            offer_stop_earlier(lambda: self._stop_earlier(chat, update_id))
         try:
             failure = await self._handle(chat, update_id, payload, parsed, queued=False)
         except StoreUnavailable as exc:  # never queued: nothing to try again
@@ -320,6 +317,15 @@ class InboxWorker:
             return
         if failure is not None:
             await self._give_up(update_id, chat, payload, parsed, failure)
+
+    async def _stop_earlier(self, chat: str, before: int) -> bool:
+        """Stop the chat's update older than update `before`, here and on every worker."""
+        stopped = self._handlings.stop_before(chat, before)
+        try:
+            return await self._inbox.interrupt(chat, before) or stopped
+        except StoreUnavailable as exc:
+            log.warning("inbox: chat %s not interrupted elsewhere: %s", chat, exc)
+            return stopped
 
     async def _give_up(
         self, update_id: int, chat: str, payload: str, parsed: Update | None, reason: str

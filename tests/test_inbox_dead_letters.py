@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 from telegram import Update
 
+from bot.handling import stop_earlier
 from storage.pg_dead_letters import dead_letters, drop, replay
 from tests.fakes.bot_updates import UpdateBuilder
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
@@ -147,21 +148,26 @@ async def test_a_reset_at_another_worker_stops_the_update_being_handled(
     start_worker: Start,  # noqa: F811
     postgres_url: str,  # noqa: F811
 ) -> None:
-    """The chat's update hangs on one worker; /reset reaches the other one: the hung
-    handling is cancelled (not given up: nothing told, no dead letter), and the chat's next
-    update is handled."""
+    """The chat's update hangs on one worker; /reset reaches the other one. A /reset whose
+    handler does not call `stop_earlier` (a member not allowed to reset) stops nothing; one
+    that does learns it stopped an update, the hung handling is cancelled (not given up:
+    nothing told, no dead letter), and the chat's next update is handled."""
     recorder, told = Recorder(), Told()
     cancelled = asyncio.Event()
+    stopped: list[bool] = []
     inner = poisoned(recorder)
 
     async def process(payload: str, parsed: Update | None) -> None:
-        if json.loads(payload)["message"]["text"] == "hangs":
+        text = json.loads(payload)["message"]["text"]
+        if text == "hangs":
             recorder.started.append(("hanging", 0))
             recorder._notify()
             try:
                 await asyncio.Event().wait()
             finally:
                 cancelled.set()
+        if text == "/reset allowed":
+            stopped.append(await stop_earlier())
         await inner(payload, parsed)
 
     options: dict[str, Any] = {"on_dead": told, "interrupting_commands": ("reset",)}
@@ -172,10 +178,14 @@ async def test_a_reset_at_another_worker_stops_the_update_being_handled(
     await recorder.until(lambda: len(recorder.started) == 1)
     after = updates.text_message(CHAT, "after", user_id=CHAT)
     await running.worker.accept(after)
-    assert await other.worker.accept(updates.text_message(CHAT, "/reset", user_id=CHAT))
+    assert await other.worker.accept(updates.text_message(CHAT, "/reset refused", user_id=CHAT))
+    await recorder.until(lambda: len(recorder.finished) == 1)  # the refused reset, handled
+    assert not cancelled.is_set()
+    assert await other.worker.accept(updates.text_message(CHAT, "/reset allowed", user_id=CHAT))
     async with asyncio.timeout(WAIT):
         await cancelled.wait()
     await recorder.until(lambda: (f"tg:{CHAT}", after["update_id"]) in recorder.finished)
+    assert stopped == [True]
     assert told.told == []
     assert await letters(postgres_url) == []
     assert await running.inbox.depth() == 0
