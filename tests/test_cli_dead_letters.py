@@ -10,18 +10,14 @@ from pathlib import Path
 import asyncpg
 
 from storage.pg_inbox import PostgresInbox
-from storage.pg_schema import migrate
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.test_cli import SCRIPT, run
+from tests.test_inbox_worker import migrated
 
 
 async def given_up(url: str) -> None:
     """Two updates in the dead letters: 71 (a text, after 3 attempts) and 72 (a photo)."""
-    admin = await asyncpg.connect(url)
-    try:
-        await migrate(admin)
-    finally:
-        await admin.close()
+    await migrated(url)
     inbox = await PostgresInbox.open(url)
     try:
         text = {"update_id": 71, "message": {"text": "a   question\nthat breaks " + "x" * 80}}

@@ -4,35 +4,17 @@ for two worker processes on one database."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import asyncpg
-import pytest_asyncio
 
 from storage.pg_dead_letters import dead_letters
 from storage.pg_inbox import PostgresInbox
-from storage.pg_schema import migrate
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
-
-
-@pytest_asyncio.fixture
-async def inboxes(postgres_url: str) -> AsyncIterator[tuple[PostgresInbox, PostgresInbox]]:  # noqa: F811
-    admin = await asyncpg.connect(postgres_url)
-    try:
-        await migrate(admin)
-    finally:
-        await admin.close()
-    first = await PostgresInbox.open(postgres_url)
-    second = await PostgresInbox.open(postgres_url)
-    try:
-        yield first, second
-    finally:
-        await first.close()
-        await second.close()
+from tests.test_pg_inbox import inboxes  # noqa: F401  (fixture)
 
 
 async def test_attempts_are_counted_by_begin_and_read_with_the_row(
-    inboxes: tuple[PostgresInbox, PostgresInbox],
+    inboxes: tuple[PostgresInbox, PostgresInbox],  # noqa: F811
 ) -> None:
     """Begins made together are counted each; `next` and `finish` give the count; a row
     gone is None."""
@@ -49,7 +31,7 @@ async def test_attempts_are_counted_by_begin_and_read_with_the_row(
 
 async def test_bury_moves_a_row_to_the_dead_letters_in_one_piece(
     postgres_url: str,  # noqa: F811
-    inboxes: tuple[PostgresInbox, PostgresInbox],
+    inboxes: tuple[PostgresInbox, PostgresInbox],  # noqa: F811
 ) -> None:
     """A waiting row keeps its attempts; an update never queued is recorded with one; the
     inbox no longer has either."""
@@ -72,7 +54,7 @@ async def test_bury_moves_a_row_to_the_dead_letters_in_one_piece(
 
 
 async def test_an_interrupt_names_the_chats_started_update_to_every_worker(
-    inboxes: tuple[PostgresInbox, PostgresInbox],
+    inboxes: tuple[PostgresInbox, PostgresInbox],  # noqa: F811
 ) -> None:
     """Only a started row older than the command is named; a row not started, a later one
     or another chat's is not."""

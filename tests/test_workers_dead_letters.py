@@ -10,27 +10,18 @@ import asyncio
 from pathlib import Path
 
 import aiohttp
-import asyncpg
 
 from bot.i18n import t
-from storage.pg_dead_letters import dead_letters
 from tests.cluster_harness import PATH, Replies, chat_ids, cluster, free_port, post_update
 from tests.cluster_harness import worker_env as cluster_env
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
+from tests.test_inbox_dead_letters import letters
 from tests.test_workers_e2e import scrape_until
 
 WAIT = 30  # seconds: the bound on every wait; a wait that runs out fails the test
 GIVEN_UP = t("ru", "update_given_up").split("\n", 1)[0]
-
-
-async def letters(url: str) -> list[tuple[int, str, int]]:
-    db = await asyncpg.connect(url)
-    try:
-        return [(d.update_id, d.reason, d.attempts) for d in await dead_letters(db)]
-    finally:
-        await db.close()
 
 
 def told(replies: Replies, chat: int) -> int:
