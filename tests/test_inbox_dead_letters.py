@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import asyncpg
+import pytest
 from telegram import Update
 
 from bot.handling import stop_earlier
@@ -60,8 +61,15 @@ async def attempts_of(url: str, update_id: int) -> int | None:
     return None if value is None else int(value)
 
 
-def poisoned(recorder: Recorder, *, raising: str = "", hanging: str = "") -> Any:
-    """The recorder's process, except that `raising` always raises and `hanging` never ends."""
+def poisoned(
+    recorder: Recorder,
+    *,
+    raising: str = "",
+    hanging: str = "",
+    cancelled: asyncio.Event | None = None,
+) -> Any:
+    """The recorder's process, except that `raising` always raises and `hanging` never ends
+    (until cancelled: then it sets `cancelled`)."""
     inner = recorder.process(gated=False)
 
     async def process(payload: str, parsed: Update | None) -> None:
@@ -71,20 +79,33 @@ def poisoned(recorder: Recorder, *, raising: str = "", hanging: str = "") -> Any
         if text == hanging:
             recorder.started.append(("hanging", int(json.loads(payload)["update_id"])))
             recorder._notify()
-            await asyncio.Event().wait()
+            try:
+                await asyncio.Event().wait()
+            finally:
+                if cancelled is not None:
+                    cancelled.set()
         await inner(payload, parsed)
 
     return process
 
 
-async def test_an_update_whose_handling_raises_is_dead_lettered_and_the_chat_goes_on(
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [({"raising": "poison"}, "error"), ({"hanging": "poison"}, "deadline")],
+    ids=["raises", "hangs"],
+)
+async def test_an_update_that_raises_or_hangs_is_dead_lettered_and_the_chat_goes_on(
     start_worker: Start,  # noqa: F811
     postgres_url: str,  # noqa: F811
+    options: dict[str, str],
+    reason: str,
 ) -> None:
-    """Handled once (not retried), moved to the dead letters as "error", its chat told once;
-    the chat's next update is handled."""
+    """Handled once (not retried; one that hangs is cancelled at the deadline), moved to
+    the dead letters with the reason, its chat told once; the chat's next update is
+    handled."""
     recorder, told = Recorder(), Told()
-    worker = await start_worker(poisoned(recorder, raising="poison"), on_dead=told)
+    process = poisoned(recorder, **options)
+    worker = await start_worker(process, on_dead=told, deadline=0.5)
     updates = UpdateBuilder()
     poison = updates.text_message(CHAT, "poison", user_id=CHAT)
     after = updates.text_message(CHAT, "after", user_id=CHAT)
@@ -92,8 +113,8 @@ async def test_an_update_whose_handling_raises_is_dead_lettered_and_the_chat_goe
     await worker.worker.accept(after)
     await recorder.until(lambda: len(recorder.finished) == 1)
     assert recorder.finished == [(f"tg:{CHAT}", after["update_id"])]
-    assert told.told == [(poison["update_id"], "error")]
-    assert await letters(postgres_url) == [(poison["update_id"], "error", 1)]
+    assert told.told == [(poison["update_id"], reason)]
+    assert await letters(postgres_url) == [(poison["update_id"], reason, 1)]
     assert await worker.inbox.depth() == 0
 
 
@@ -125,25 +146,6 @@ async def test_an_update_that_kills_its_worker_each_time_is_given_up_after_max_a
     assert await survivor.inbox.depth() == 0
 
 
-async def test_a_handling_past_the_deadline_is_stopped_and_dead_lettered(
-    start_worker: Start,  # noqa: F811
-    postgres_url: str,  # noqa: F811
-) -> None:
-    """The hung handling is cancelled at the deadline, the update moved to the dead letters
-    as "deadline", its chat told once; the chat's next update is handled."""
-    recorder, told = Recorder(), Told()
-    worker = await start_worker(poisoned(recorder, hanging="hangs"), on_dead=told, deadline=0.5)
-    updates = UpdateBuilder()
-    hung = updates.text_message(CHAT, "hangs", user_id=CHAT)
-    after = updates.text_message(CHAT, "after", user_id=CHAT)
-    await worker.worker.accept(hung)
-    await worker.worker.accept(after)
-    await recorder.until(lambda: len(recorder.finished) == 1)
-    assert recorder.finished == [(f"tg:{CHAT}", after["update_id"])]
-    assert told.told == [(hung["update_id"], "deadline")]
-    assert await letters(postgres_url) == [(hung["update_id"], "deadline", 1)]
-
-
 async def test_a_reset_at_another_worker_stops_the_update_being_handled(
     start_worker: Start,  # noqa: F811
     postgres_url: str,  # noqa: F811
@@ -155,18 +157,10 @@ async def test_a_reset_at_another_worker_stops_the_update_being_handled(
     recorder, told = Recorder(), Told()
     cancelled = asyncio.Event()
     stopped: list[bool] = []
-    inner = poisoned(recorder)
+    inner = poisoned(recorder, hanging="hangs", cancelled=cancelled)
 
     async def process(payload: str, parsed: Update | None) -> None:
-        text = json.loads(payload)["message"]["text"]
-        if text == "hangs":
-            recorder.started.append(("hanging", 0))
-            recorder._notify()
-            try:
-                await asyncio.Event().wait()
-            finally:
-                cancelled.set()
-        if text == "/reset allowed":
+        if json.loads(payload)["message"]["text"] == "/reset allowed":
             stopped.append(await stop_earlier())
         await inner(payload, parsed)
 
