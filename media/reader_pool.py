@@ -10,7 +10,8 @@ never used again: either way the document is refused as TOO_COSTLY and the next 
 gets a fresh reader, so a hostile file costs at most one reader's limits and never this
 process's memory, event loop or threads. Plain text needs no parser: it is decoded on
 the pool's own threads (`media.text`, linear in the size the byte limit bounds).
-Closing the pool kills every reader at once.
+Closing the pool kills every reader at once, and a reader never outlives this process,
+even one killed with SIGKILL (`media.parent_death`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class _Reader:
             "-m",
             "media.reader_process",
             str(memory_mb),
+            str(os.getpid()),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env=environment,

@@ -1,6 +1,8 @@
 """A reader process: reads one document at a time for the bot, inside hard limits.
 
-`python -m media.reader_process MEMORY_MB` limits its own address space to MEMORY_MB
+`python -m media.reader_process MEMORY_MB PARENT_PID` first ties its life to its parent's
+(`media.parent_death`: it never outlives PARENT_PID, even one killed with SIGKILL, and
+exits at once if that is no longer its parent), limits its own address space to MEMORY_MB
 (`RLIMIT_AS`) before it reads anything, says it is ready with an empty frame, then
 answers requests on stdin/stdout until stdin closes. Each request may use `cpu_seconds`
 more CPU time (`RLIMIT_CPU`; past it the kernel ends the process). A request is two
@@ -25,6 +27,7 @@ from typing import IO, Any
 
 from core.errors import AttachmentProblem, AttachmentRefused
 from media.documents import read_document
+from media.parent_death import die_with_parent
 
 LENGTH = struct.Struct(">Q")
 MAX_HEADER_BYTES = 64_000
@@ -81,9 +84,10 @@ def _limit_cpu(seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-def serve(memory_mb: int) -> None:
+def serve(memory_mb: int, parent: int) -> None:
     wire_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # a stray print from a library lands on stderr, not in a frame
+    die_with_parent(parent, wire_out.fileno())
     wire_in = sys.stdin.buffer
     memory = memory_mb * 2**20
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -114,4 +118,4 @@ def _too_costly(detail: str) -> bytes:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), int(sys.argv[2]))
