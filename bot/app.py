@@ -37,6 +37,7 @@ from bot.given_up import tell_given_up
 from bot.handlers import Handlers
 from bot.i18n import COMMANDS
 from bot.ordering import PerChatUpdateProcessor
+from bot.outage import OutageNotices
 from bot.say import Say
 from bot.shared import IN_MEMORY, SharedState
 from bot.telegram_http import AiohttpRequest
@@ -122,12 +123,14 @@ def register(
 ) -> None:
     """Wire the handlers: one turn runner, one `say`, one "final answer now" shared by all."""
     bot = application.bot
+    outage = OutageNotices()  # one notice a minute per chat, whichever part failed
     turns = TurnRunner(
         ttl_minutes=config.ttl_minutes,
         private_interval=config.private_progress_interval,
         group_interval=config.group_progress_interval,
         on_reply=on_reply,
         undelivered=shared.undelivered,
+        outage=outage,
     )
     say = Say(bot)
     answer_now = AnswerNow(service, turns, bot)
@@ -138,6 +141,7 @@ def register(
         say=say,
         rate_limits=shared.rate_limits,
         intake=intake,
+        outage=outage,
     )
     commands = Commands(
         service, config, turns=turns, say=say, refuse=handlers.refuse, answer_now=answer_now

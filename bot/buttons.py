@@ -3,9 +3,10 @@
 Invariants: every press gets exactly one answerCallbackQuery, whatever happens. A refusal
 (not allowed here, not an admin, too many presses) is that answer's text, a popup only
 the presser sees, never a chat message, so presses cannot spend a group's 20 messages a
-minute. Each person has a budget of presses a minute of their own (`press_limits`,
-separate from the message limit so settings buttons never cost a question); past it a
-press costs that one answer and nothing else (no admin check, no store, no message).
+minute; so is "temporarily unavailable" when the database fails during the press. Each
+person has a budget of presses a minute of their own (`press_limits`, separate from the
+message limit so settings buttons never cost a question); past it a press costs that one
+answer and nothing else (no admin check, no store, no message).
 Data no button of the bot carries (an unknown kind, over Telegram's 64 bytes, a value
 the bot never offers) can only be forged: it is answered without text, ignored, and
 logged at debug.
@@ -21,8 +22,9 @@ from telegram import CallbackQuery, Update
 from telegram.error import TelegramError
 
 from bot.access import UserRateLimits
-from bot.chat import Context, Incoming, incoming_of
+from bot.chat import Context, Incoming, incoming_of, language_of
 from bot.i18n import t
+from core.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,9 @@ class Buttons:
         press = Press(query)
         try:
             await self._handle(update, context, press)
+        except StoreUnavailable as exc:  # told in the popup (if still unanswered), not the chat
+            log.warning("store unavailable on a button press: %s", exc)
+            await press.answer(t(language_of(query.from_user), "store_unavailable_press"))
         finally:
             await press.answer()
 

@@ -103,7 +103,7 @@ class Commands:
         if not await self._may_configure(incoming, context):
             await press.answer(t(incoming.language, "not_admin"))
             return
-        await press.answer()
+        # The press is answered after the change, so a failing store is told in its popup.
         await self._set_rounds(incoming, value)
 
     async def _set_rounds(self, incoming: Incoming, raw: str) -> None:
@@ -203,7 +203,7 @@ class Commands:
         if not await self._may_configure(incoming, context):
             await press.answer(t(incoming.language, "not_admin"))
             return
-        await press.answer()
+        # The press is answered after the change, so a failing store is told in its popup.
         await self._set_role(incoming, value)
 
     async def answer_button(

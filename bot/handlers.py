@@ -23,6 +23,7 @@ from bot.config import BotConfig
 from bot.delivery import Sender
 from bot.file_turns import FileTurns
 from bot.i18n import t
+from bot.outage import OutageNotices
 from bot.refusals import Refusals
 from bot.say import Say
 from bot.turns import TurnRunner
@@ -54,7 +55,9 @@ class Handlers:
         say: Say,
         rate_limits: UserRateLimits | None = None,
         intake: Intake | None = None,
+        outage: OutageNotices | None = None,
     ) -> None:
+        self.outage = OutageNotices() if outage is None else outage
         self.service = service
         self.config = config
         self.turns = turns
@@ -201,16 +204,21 @@ class Handlers:
         log.info("chat %s became %s; %d consultation(s) moved", old, new, moved)
 
     async def on_error(self, update: object, context: Context) -> None:
-        """Log the failure; tell the user something went wrong, never how."""
+        """Log the failure; tell the user something went wrong, never how. An outage is
+        told in a chat at most once a minute (`bot.outage`); a button press is told in
+        its popup (`bot.buttons`), never in the chat."""
         unavailable = isinstance(context.error, StoreUnavailable)
-        if unavailable:  # the disk or the file, not a bug: the same command works later
+        if unavailable:  # the disk or the database, not a bug: the same command works later
             log.warning("store unavailable while handling an update: %s", context.error)
         else:
             log.error("error while handling an update", exc_info=context.error)
-        if not isinstance(update, Update):
+        if not isinstance(update, Update) or (unavailable and update.callback_query is not None):
             return
         incoming = incoming_of(update, context.bot.username, context.bot.id)
         if incoming is None:
+            return
+        if unavailable and not self.outage.may_tell(incoming.chat_id):
+            log.debug("outage notice in chat %s not repeated", incoming.chat_id)
             return
         text = t(incoming.language, "store_unavailable" if unavailable else "internal_error")
         try:

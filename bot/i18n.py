@@ -144,6 +144,9 @@ EN: dict[str, str] = {
         "⚠️ I could not handle this message. Please send it again differently: shorter, "
         "as plain text, or as another file."
     ),
+    "store_unavailable_press": (
+        "⚠️ My storage is temporarily unavailable. Please press again in a few minutes."
+    ),
 }
 
 RU: dict[str, str] = {
@@ -290,6 +293,9 @@ RU: dict[str, str] = {
     "update_given_up": (
         "⚠️ Не удалось обработать это сообщение. Пожалуйста, отправьте его иначе: короче, "
         "обычным текстом или другим файлом."
+    ),
+    "store_unavailable_press": (
+        "⚠️ Хранилище временно недоступно. Пожалуйста, нажмите ещё раз через несколько минут."
     ),
 }
 

@@ -16,6 +16,7 @@ from telegram.error import TelegramError
 
 from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
 from bot.i18n import t
+from bot.outage import OutageNotices
 from bot.render import sources_parts
 from bot.undelivered import MemoryUndelivered, UndeliveredReplies
 from core.errors import (
@@ -80,9 +81,11 @@ class TurnRunner:
         group_interval: float = 3.0,
         on_reply: Callable[[Reply], None] | None = None,
         undelivered: UndeliveredReplies | None = None,
+        outage: OutageNotices | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._on_reply = on_reply
+        self._outage = OutageNotices(clock=clock) if outage is None else outage
         self._ttl_minutes = ttl_minutes
         self._private_interval = private_interval
         self._group_interval = group_interval
@@ -122,7 +125,10 @@ class TurnRunner:
             await self._say(sender, t(language, "answer_none"))
         except StoreUnavailable as exc:  # nothing half-stored: the same message works later
             log.warning("store unavailable in chat %s: %s", target.chat_id, exc)
-            await self._say(sender, t(language, "store_unavailable"))
+            if self._outage.may_tell(target.chat_id):
+                await self._say(sender, t(language, "store_unavailable"))
+            else:
+                log.debug("outage notice in chat %s not repeated", target.chat_id)
         except TurnCancelled:  # /reset stopped it and answers for itself
             log.info("turn in chat %s stopped by a reset", target.chat_id)
         except TurnSuperseded as exc:  # whoever advanced the round answered the user

@@ -27,6 +27,7 @@ from app.runtime import Runtime, open_runtime
 from app.settings import Settings, load_settings
 from bot.app import build_application
 from bot.config import BotConfig
+from bot.shared import IN_MEMORY, SharedState
 from tests.fakes.bot_api import TOKEN, Call, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 
@@ -90,11 +91,13 @@ async def running_bot(
     model_server: FakeModelServer,
     *,
     config: BotConfig | None = None,
+    shared: SharedState = IN_MEMORY,
 ) -> AsyncIterator[RunningBot]:
-    """A bot polling the fake; `config` replaces the one `settings` gives (tunables)."""
+    """A bot polling the fake; `config` replaces the one `settings` gives (tunables),
+    `shared` the state kept in memory (limits shared on PostgreSQL, say)."""
     async with open_runtime(settings) as runtime:
         application = build_application(
-            config or settings.bot_config(), runtime.service, intake=runtime.intake
+            config or settings.bot_config(), runtime.service, intake=runtime.intake, shared=shared
         )
         async with application:
             await application.start()

@@ -53,7 +53,7 @@ async def test_rounds_button_sets_the_limit(bot: RunningBot) -> None:
     menu = sent(bot, USER)[-1]
     text = await press(bot, USER, "rounds:2", menu.result["message_id"])
     assert text == "Rounds per consultation: 2."
-    assert bot.api.calls_of("answerCallbackQuery")
+    await bot.api.wait_for(lambda c: c.method == "answerCallbackQuery")  # once it is set
     [reply] = await ask_private(bot, USER, "Question")
     assert reply.endswith("Round 1 of 2")
     assert "round 1 of 2" in system_prompt(bot.model.requests[-1])

@@ -44,6 +44,10 @@ class TcpRelay:
         for upstream in self._upstreams:
             upstream.close()
 
+    def restore(self) -> None:
+        """Relay new connections again (those lost stay lost)."""
+        self._lost = False
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
