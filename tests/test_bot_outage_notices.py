@@ -6,12 +6,12 @@ the database is back the next message is answered normally."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
 import pytest
+import pytest_asyncio
 
 from bot.outage import OutageNotices
 from bot.shared import SharedState
@@ -90,13 +90,19 @@ async def test_nine_messages_in_a_group_while_the_disk_is_full_cost_one_notice(
         assert len(asked) == 1 and "Which phone" in asked[0]  # the nine stored nothing
 
 
-@contextlib.asynccontextmanager
-async def bot_with_shared_limits(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer, url: str
-) -> AsyncIterator[tuple[RunningBot, TcpRelay, asyncpg.Pool]]:
+SharedLimitsBot = tuple[RunningBot, TcpRelay, asyncpg.Pool]
+
+
+@pytest_asyncio.fixture
+async def shared_limits_bot(
+    tmp_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    postgres_url: str,  # noqa: F811
+) -> AsyncIterator[SharedLimitsBot]:
     """A bot whose message and press limits are shared on PostgreSQL, reached through a
     relay the test can cut."""
-    relay = await TcpRelay.start(url)
+    relay = await TcpRelay.start(postgres_url)
     pool = await open_shared_pool(relay.relayed_url)
     settings = bot_settings(
         tmp_path / "bot.sqlite3", bot_api, model_server, user_rate_limit_per_minute=100
@@ -126,61 +132,44 @@ async def database_back(relay: TcpRelay, pool: asyncpg.Pool) -> None:
 
 
 async def test_nine_messages_in_a_group_while_the_shared_limit_is_down_cost_one_notice(
-    tmp_path: Path,
-    bot_api: FakeBotApi,
-    model_server: FakeModelServer,
-    postgres_url: str,  # noqa: F811
-    caplog: pytest.LogCaptureFixture,
+    shared_limits_bot: SharedLimitsBot, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with bot_with_shared_limits(tmp_path, bot_api, model_server, postgres_url) as (
-        bot,
-        relay,
-        pool,
-    ):
-        relay.lose_connections()
-        await post_nine(bot)
-        await handled(caplog, "store unavailable while handling an update", 9)
-        await database_back(relay, pool)
+    bot, relay, pool = shared_limits_bot
+    relay.lose_connections()
+    await post_nine(bot)
+    await handled(caplog, "store unavailable while handling an update", 9)
+    await database_back(relay, pool)
 
-        await answered_after_the_outage(bot)
+    await answered_after_the_outage(bot)
 
-        notices = [text for text in group_texts(bot) if UNAVAILABLE in text]
-        assert len(notices) == 1
+    notices = [text for text in group_texts(bot) if UNAVAILABLE in text]
+    assert len(notices) == 1
 
 
 async def test_a_button_press_while_the_shared_limit_is_down_gets_a_popup_only(
-    tmp_path: Path,
-    bot_api: FakeBotApi,
-    model_server: FakeModelServer,
-    postgres_url: str,  # noqa: F811
+    shared_limits_bot: SharedLimitsBot,
 ) -> None:
-    async with bot_with_shared_limits(tmp_path, bot_api, model_server, postgres_url) as (
-        bot,
-        relay,
-        pool,
-    ):
-        relay.lose_connections()
-        for message_id in (41, 42, 43):
-            bot.api.push_update(bot.api.callback_query(USER, USER, "rounds:5", message_id))
-        await bot.api.wait_for(
-            lambda c: c.method == "answerCallbackQuery" and c.result is not None, count=3
-        )
-        popups = [c.params.get("text") for c in bot.api.calls_of("answerCallbackQuery")]
+    bot, relay, pool = shared_limits_bot
+    relay.lose_connections()
+    for message_id in (41, 42, 43):
+        bot.api.push_update(bot.api.callback_query(USER, USER, "rounds:5", message_id))
+    await bot.api.wait_for(
+        lambda c: c.method == "answerCallbackQuery" and c.result is not None, count=3
+    )
+    popups = [c.params.get("text") for c in bot.api.calls_of("answerCallbackQuery")]
 
-        assert len(popups) == 3
-        assert all(UNAVAILABLE in str(text) for text in popups)
-        assert sent(bot, USER) == []
+    assert len(popups) == 3
+    assert all(UNAVAILABLE in str(text) for text in popups)
+    assert sent(bot, USER) == []
 
-        await database_back(relay, pool)
-        bot.api.push_update(bot.api.callback_query(USER, USER, "rounds:5", 44))
-        await bot.api.wait_for(
-            lambda c: (
-                c.method == "sendMessage"
-                and c.result is not None
-                and c.params.get("chat_id") == USER
-            )
+    await database_back(relay, pool)
+    bot.api.push_update(bot.api.callback_query(USER, USER, "rounds:5", 44))
+    await bot.api.wait_for(
+        lambda c: (
+            c.method == "sendMessage" and c.result is not None and c.params.get("chat_id") == USER
         )
-        assert [c.params["text"] for c in sent(bot, USER)] == ["Rounds per consultation: 5."]
+    )
+    assert [c.params["text"] for c in sent(bot, USER)] == ["Rounds per consultation: 5."]
 
 
 def test_a_chat_is_told_again_only_after_a_minute() -> None:
