@@ -42,9 +42,8 @@ from typing import Any, NamedTuple, TypeVar
 
 import asyncpg
 
-from core.errors import StoreUnavailable
 from storage.pg_batch import Batched
-from storage.pg_pool import CONNECT_TIMEOUT, UNAVAILABLE, call, open_pool
+from storage.pg_pool import CONNECT_TIMEOUT, call, is_unavailable, open_pool, unavailable
 from storage.updates import KEEP_IDS, KEEP_SECONDS
 
 log = logging.getLogger(__name__)
@@ -217,12 +216,17 @@ class PostgresInbox:
         self._callback = callback
         if self._listener is not None and not self._listener.is_closed():
             return
+        listener: asyncpg.Connection | None = None
         try:
             listener = await asyncpg.connect(self._url, timeout=CONNECT_TIMEOUT)
             await listener.add_listener(self._channel, self._notified)
             await listener.add_listener(self._stop_channel, self._interrupted)
-        except UNAVAILABLE as error:
-            raise StoreUnavailable(f"the inbox cannot listen ({error})") from error
+        except Exception as error:
+            if listener is not None:  # connected, but LISTEN failed: not kept, so not left open
+                listener.terminate()
+            if is_unavailable(error):
+                raise unavailable(error, "inbox listener") from error
+            raise
         self._listener = listener
 
     def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:

@@ -42,15 +42,10 @@ import asyncpg
 from core.errors import StoreUnavailable
 from core.keyed_lock import KeyedLock
 from storage.pg_batch import Batched
+from storage.pg_pool import is_unavailable, unavailable
 
 RETRY_FIRST = 0.02
 RETRY_MAX = 0.5
-_CONNECTION_ERRORS = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-)
 
 
 def lock_id(key: str) -> int:
@@ -159,8 +154,10 @@ class PostgresChatLocks:
             rows = await self._connection.fetch(
                 _LOCK_OR_UNLOCK, [take for take, _ in requests], [ident for _, ident in requests]
             )
-        except _CONNECTION_ERRORS as error:
-            raise StoreUnavailable(f"the lock connection failed ({error})") from error
+        except Exception as error:
+            if is_unavailable(error):
+                raise unavailable(error, "lock connection") from error
+            raise
         return [bool(row[0]) for row in rows]
 
 
@@ -197,9 +194,11 @@ class PostgresLeadership:
             self._leading = bool(
                 await self._connection.fetchval("SELECT pg_try_advisory_lock($1)", self._ident)
             )
-        except _CONNECTION_ERRORS as error:
+        except Exception as error:
             self._drop()
-            raise StoreUnavailable(f"the leadership connection failed ({error})") from error
+            if is_unavailable(error):
+                raise unavailable(error, "leadership connection") from error
+            raise
         return self._leading
 
     async def held(self) -> bool:
@@ -208,7 +207,7 @@ class PostgresLeadership:
             return False
         try:
             await self._connection.fetchval("SELECT 1", timeout=10)
-        except (*_CONNECTION_ERRORS, asyncpg.PostgresError):
+        except Exception:  # whatever the failure, leading is no longer proven
             self._drop()
             return False
         return True

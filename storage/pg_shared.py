@@ -32,7 +32,7 @@ import asyncpg
 from core.errors import StoreUnavailable
 from storage.pg_batch import Batched
 from storage.pg_locks import lock_id
-from storage.pg_pool import UNAVAILABLE, call, open_pool
+from storage.pg_pool import call, is_unavailable, open_pool, unavailable
 
 log = logging.getLogger(__name__)
 
@@ -343,7 +343,8 @@ async def try_exclusive(pool: asyncpg.Pool, name: str) -> AsyncIterator[bool]:
             )
             inside = True
             yield mine
-    except UNAVAILABLE as error:
-        if inside:  # the block's own failure, not the lock's
+            inside = False  # what fails from here is the commit's: the database's
+    except Exception as error:
+        if inside or not is_unavailable(error):  # the block's own failure, not the lock's
             raise
-        raise StoreUnavailable(f"the database is unavailable ({error})") from error
+        raise unavailable(error) from error

@@ -54,7 +54,7 @@ from storage.pg_batched import (
     load_turns,
 )
 from storage.pg_calls import StoreCalls
-from storage.pg_pool import UNAVAILABLE, open_pool
+from storage.pg_pool import is_unavailable, open_pool
 from storage.rows import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
@@ -94,8 +94,10 @@ class PostgresStore(StoreCalls):
         try:
             async with asyncio.timeout(PING_TIMEOUT):
                 return bool(await self._pool.fetchval("SELECT 1") == 1)
-        except (*UNAVAILABLE, asyncpg.PostgresError):
-            return False
+        except Exception as error:
+            if is_unavailable(error) or isinstance(error, asyncpg.PostgresError):
+                return False
+            raise
 
     # -- reads ---------------------------------------------------------------------------
 
