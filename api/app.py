@@ -34,6 +34,7 @@ from core.ports import ChatLocks
 from core.service import ConsultationService
 from media.intake import Intake
 from telemetry.metrics import Metrics
+from telemetry.supervision import LoopRegistry
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,15 @@ def build_web_app(
     update_sink: UpdateSink | None = None,
     session_locks: ChatLocks | None = None,
     intake: Intake | None = None,
+    loops: LoopRegistry | None = None,
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always.
     With an `update_sink` the webhook hands updates to it (see `api.webhook`).
+
+    `/healthz` is 200 only while the store answers, a model is configured and each of the
+    process's long-lived `loops` is doing its job (not ended, not stuck, making progress);
+    its body names every loop with "ok" or why not.
 
     Without a `store` to ping, `/healthz` reports 503: healthy only when proven; without
     one, `Idempotency-Key` is refused. Without an `intake`, requests with attachments are
@@ -107,8 +113,15 @@ def build_web_app(
     async def health(request: web.Request) -> web.Response:
         store_ok = await _ping(store)
         model = config.model or None
-        ok = store_ok and model is not None
-        body = {"status": "ok" if ok else "unavailable", "store": store_ok, "model": model}
+        problems = loops.problems() if loops is not None else {}
+        names = loops.names() if loops is not None else []
+        ok = store_ok and model is not None and not problems
+        body = {
+            "status": "ok" if ok else "unavailable",
+            "store": store_ok,
+            "model": model,
+            "loops": {name: problems.get(name, "ok") for name in names},
+        }
         return json_response(body, status=200 if ok else 503)
 
     async def metrics_text(request: web.Request) -> web.Response:
@@ -130,6 +143,7 @@ async def start_web_server(
     update_sink: UpdateSink | None = None,
     session_locks: ChatLocks | None = None,
     intake: Intake | None = None,
+    loops: LoopRegistry | None = None,
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -145,6 +159,7 @@ async def start_web_server(
         update_sink=update_sink,
         session_locks=session_locks,
         intake=intake,
+        loops=loops,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config))

@@ -254,7 +254,7 @@ def build_openapi(
         },
     }  # fmt: skip
     health = {
-        "summary": "Liveness and readiness (store reachable, model configured)",
+        "summary": "Liveness and readiness (store reachable, model configured, loops working)",
         "security": [],
         "responses": {
             "200": _json("HealthResponse", "Healthy"),

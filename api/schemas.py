@@ -360,6 +360,10 @@ class HealthResponse(BaseModel):
     status: Literal["ok", "unavailable"]
     store: bool
     model: str | None
+    loops: dict[str, str] = Field(
+        description='Each long-lived loop of the process: "ok", or why it is not doing its job'
+        " (ended, stuck, or no progress for longer than it allows)."
+    )
 
 
 def parse_chat_request(raw: bytes) -> ChatRequest:

@@ -7,8 +7,10 @@ HTTP API, the console and the quality evaluator all open a `Runtime`, so all of 
 the same engine on the same database. Once a process is up (its listener bound, so a
 start-up failure stays one line), `check_model_endpoint` asks the model endpoint once
 — a few seconds at most, never fatal — and logs one WARNING per setting that looks
-wrong. Periodic cleanup and the event-loop lag watcher run as plain asyncio tasks for
-as long as the runtime is open.
+wrong. Periodic cleanup and the event-loop lag watcher run as supervised loops
+(`telemetry.supervision`: they outlive their failures, and `Runtime.loops`, which
+`/healthz` reads, says whether each is still doing its job) for as long as the runtime
+is open.
 
 PDF and DOCX documents are parsed in the intake's reader processes
 (`media.reader_pool`), which closing the runtime kills at once.
@@ -30,7 +32,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import asyncpg
@@ -39,7 +41,6 @@ from app.models import ModelClients
 from app.settings import Settings
 from app.startup import StartupError
 from app.stores import Store, open_store
-from core.errors import StoreUnavailable
 from core.keyed_lock import KeyedLock
 from core.llm import ModelEndpoint, OpenAICompleter
 from core.ports import ChatLocks
@@ -60,10 +61,13 @@ from storage.pg_shared import (
 )
 from telemetry.loopwatch import watch_event_loop
 from telemetry.metrics import Metrics
+from telemetry.supervision import LoopRegistry, Pace, supervise
 
 log = logging.getLogger(__name__)
 
 BOT_MODEL = "bot"
+CLEANUP_LONGEST = 300.0  # one cleanup taking longer is stuck
+CLEANUP_FIRST_RETRY = 5.0
 
 T = TypeVar("T")
 
@@ -81,6 +85,7 @@ class Runtime:
     inbox: PostgresInbox | None = None  # the shared inbox (a bot process with DATABASE_URL)
     inbox_claims: PostgresChatLocks | None = None  # which worker works which inbox chat
     shared_pool: asyncpg.Pool | None = None  # state every worker shares (DATABASE_URL)
+    loops: LoopRegistry = field(default_factory=LoopRegistry)  # what `/healthz` watches
 
     @property
     def completer(self) -> OpenAICompleter:
@@ -139,11 +144,12 @@ async def open_runtime(
         readers = DocumentReaders(settings.reader_config())
         closing.push_async_callback(readers.close)  # kills the reader processes at once
         intake = Intake(settings.intake_config(), transcriber, readers)
+        loops = LoopRegistry()
         tasks = []
         if background:
             tasks = [
-                asyncio.create_task(_cleanup_loop(service, settings, shared_pool)),
-                asyncio.create_task(watch_event_loop(metrics.loop_lag.observe)),
+                asyncio.create_task(_cleanup_loop(service, settings, loops, shared_pool)),
+                asyncio.create_task(watch_event_loop(metrics.loop_lag.observe, loops=loops)),
             ]
         try:
             yield Runtime(
@@ -158,6 +164,7 @@ async def open_runtime(
                 inbox=shared_inbox,
                 inbox_claims=claims,
                 shared_pool=shared_pool,
+                loops=loops,
             )
         finally:
             for task in tasks:
@@ -188,27 +195,35 @@ async def check_model_endpoint(runtime: Runtime, name: str = BOT_MODEL) -> None:
 
 
 async def _cleanup_loop(
-    service: ConsultationService, settings: Settings, shared: asyncpg.Pool | None = None
+    service: ConsultationService,
+    settings: Settings,
+    loops: LoopRegistry,
+    shared: asyncpg.Pool | None = None,
 ) -> None:
     """Expire idle consultations and purge old ones, now and then; with several workers
-    (`shared`), one worker at a time, which also forgets the shared state gone stale."""
-    while True:
-        try:
-            if shared is None:
+    (`shared`), one worker at a time, which also forgets the shared state gone stale. A
+    cleanup that fails is logged and tried again sooner, backing off up to the interval."""
+
+    async def once() -> None:
+        if shared is None:
+            await _cleanup_once(service, settings)
+            return
+        async with try_exclusive(shared, "cleanup") as mine:
+            if mine:
                 await _cleanup_once(service, settings)
-            else:
-                async with try_exclusive(shared, "cleanup") as mine:
-                    if mine:
-                        await _cleanup_once(service, settings)
-                        for table in RATE_TABLES:
-                            await PostgresRateLimits(shared, 0, table=table).forget_idle()
-                        await PostgresUndelivered(shared).forget_old()
-                        await PostgresFloodWaits(shared).forget_past()
-        except StoreUnavailable as exc:
-            log.warning("cleanup postponed: %s", exc)
-        except Exception:
-            log.exception("cleanup failed; will try again")
-        await asyncio.sleep(settings.cleanup_interval_seconds)
+                for table in RATE_TABLES:
+                    await PostgresRateLimits(shared, 0, table=table).forget_idle()
+                await PostgresUndelivered(shared).forget_old()
+                await PostgresFloodWaits(shared).forget_past()
+
+    interval = float(settings.cleanup_interval_seconds)
+    pace = Pace(
+        interval,
+        CLEANUP_LONGEST,
+        first_retry=min(CLEANUP_FIRST_RETRY, interval),
+        max_retry=interval,
+    )
+    await supervise("cleanup", once, pace, loops)
 
 
 async def _cleanup_once(service: ConsultationService, settings: Settings) -> None:

@@ -29,6 +29,7 @@ async def serve_api(settings: Settings) -> int:
                 metrics=runtime.metrics,
                 session_locks=runtime.chat_locks,
                 intake=runtime.intake,
+                loops=runtime.loops,
             )
         except OSError as exc:
             raise cannot_listen(config.host, config.port, exc) from None

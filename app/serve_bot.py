@@ -94,7 +94,9 @@ async def run_bot(settings: Settings) -> int:
                 background.append(asyncio.create_task(worker.run()))
             if not webhook and worker is not None:
                 leadership = polling_leadership(settings, config.token)
-                leader = PollingLeader(application.bot, worker.accept, leadership)
+                leader = PollingLeader(
+                    application.bot, worker.accept, leadership, loops=runtime.loops
+                )
                 background.append(asyncio.create_task(leader.run()))
             elif not webhook:
                 assert application.updater is not None
@@ -172,6 +174,7 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
         max_attempts=settings.inbox_max_attempts,
         deadline=settings.handling_deadline(),
         on_dead=given_up,
+        loops=runtime.loops,
     )
 
 
@@ -232,6 +235,7 @@ async def start_web(
             update_sink=update_sink,
             session_locks=runtime.chat_locks,
             intake=runtime.intake,
+            loops=runtime.loops,
         )
     except OSError as exc:
         raise cannot_listen(config.host, config.port, exc) from None

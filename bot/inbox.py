@@ -20,6 +20,10 @@ Invariants:
   (a notification arriving while the chat is worked marks it to be looked at again; one
   arriving after the claim ended starts a new claim), and a missed notification is made
   up for by the periodic look.
+- The worker outlives any failure of its looks: a look that fails (the database down,
+  anything else) is logged and made again with back-off (`telemetry.supervision`), and a
+  chat whose work failed is claimed again at a later look; the looks' heartbeats tell
+  `/healthz` whether the worker is still doing its job.
 - An update accepted by this worker is parsed once: the parsed update is kept (a bounded
   number of them) for when this worker processes it.
 - Different chats run in parallel, up to `concurrency` chats per worker.
@@ -39,7 +43,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -53,11 +56,14 @@ from bot.chat import conversation_key
 from bot.handling import Ended, Handlings, offer_stop_earlier
 from bot.ordering import command_of
 from core.errors import StoreUnavailable
+from telemetry.supervision import LoopRegistry, Pace, supervise
 
 log = logging.getLogger(__name__)
 
 CLAIM_PREFIX = "inbox:"
 POLL_INTERVAL = 1.0
+MAX_RETRY = 5.0  # the longest wait between looks while they fail (the database is down)
+LONGEST_LOOK = 60.0  # a look (connect, LISTEN, one query) taking longer is stuck
 CONCURRENCY = 1000
 STOP_GRACE = 30.0
 MAX_ATTEMPTS = 3
@@ -135,12 +141,14 @@ class InboxWorker:
         max_attempts: int = MAX_ATTEMPTS,
         deadline: float = DEADLINE,
         on_dead: OnDead | None = None,
+        loops: LoopRegistry | None = None,
     ) -> None:
         """`on_claim` hears, as each queued update starts, the seconds since it was accepted;
         `bot` is the one parsed updates are bound to (`Update.de_json(data, bot)`);
         `interrupting_commands` (among the unordered ones) may stop the chat's running update;
         an update is given up after `max_attempts` handlings or one running `deadline`
-        seconds, or when its handling raised, and `on_dead` tells its chat."""
+        seconds, or when its handling raised, and `on_dead` tells its chat; the looks report
+        to `loops` as the loop "inbox" (what `/healthz` reads)."""
         self._inbox = inbox
         self._claims = claims
         self._process = process
@@ -150,6 +158,7 @@ class InboxWorker:
         self._stop_grace = stop_grace
         self._on_claim = on_claim
         self._bot = bot
+        self._loops = loops if loops is not None else LoopRegistry()
         self._chats: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()  # worked chats with a row announced since the last look
         self._parsed: dict[int, Update] = {}  # accepted here, not yet processed here
@@ -190,11 +199,16 @@ class InboxWorker:
         return queued
 
     async def run(self) -> None:
+        """Look for waiting chats every `poll_interval` until `stop()`; a look that fails
+        (the database is down, anything else) is logged and made again, backing off."""
+        pace = Pace(
+            self._poll_interval,
+            LONGEST_LOOK,
+            first_retry=min(self._poll_interval, MAX_RETRY),
+            max_retry=MAX_RETRY,
+        )
         try:
-            while not self._stopping.is_set():
-                await self._look()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self._poll_interval)
+            await supervise("inbox", self._look, pace, self._loops, stop=self._stopping)
             busy = [*self._chats.values(), *self._immediate]
             if busy:
                 await asyncio.wait(busy, timeout=self._stop_grace)
@@ -210,14 +224,11 @@ class InboxWorker:
 
     async def _look(self) -> None:
         """Listen for new rows (again, if the connection broke) and claim waiting chats."""
-        try:
-            await self._inbox.listen(self._heard)
-            free = self._concurrency - len(self._chats)
-            if free > 0:
-                for chat in await self._inbox.pending_chats(exclude=set(self._chats), limit=free):
-                    self._claim(chat)
-        except StoreUnavailable as exc:
-            log.warning("inbox: cannot look for updates now: %s", exc)
+        await self._inbox.listen(self._heard)
+        free = self._concurrency - len(self._chats)
+        if free > 0:
+            for chat in await self._inbox.pending_chats(exclude=set(self._chats), limit=free):
+                self._claim(chat)
 
     def _heard(self, chat: str) -> None:
         if chat in self._chats:
@@ -249,6 +260,8 @@ class InboxWorker:
                     return
         except StoreUnavailable as exc:
             log.warning("inbox: chat %s left for later: %s", chat, exc)
+        except Exception:  # its rows stay: the next look claims the chat again
+            log.exception("inbox: chat %s failed; left for later", chat)
         finally:
             # Synchronously with the last check: from here a notification starts a new claim.
             if (task := asyncio.current_task()) is not None:

@@ -28,6 +28,7 @@ from app.stores import Store
 from core.deadline import DeadlineCompleter
 from core.service import ConsultationService
 from telemetry.metrics import MeteredCompleter, Metrics
+from telemetry.supervision import LoopRegistry
 
 
 def api_settings(db_path: Path, model_base_url: str, **overrides: Any) -> Settings:
@@ -99,6 +100,7 @@ class RunningApi:
     client: TestClient  # type: ignore[type-arg]
     deadline: DeadlineCompleter
     arrivals: Arrivals
+    loops: LoopRegistry
     telegram: TelegramApp | None = None
 
     @contextlib.contextmanager
@@ -139,6 +141,7 @@ async def running_api(
             telegram_application=application,
             metrics=runtime.metrics,
             intake=runtime.intake,
+            loops=runtime.loops,
         )
         arrivals = Arrivals()
         app.middlewares.insert(0, arrivals.middleware)
@@ -158,6 +161,7 @@ async def running_api(
                 client,
                 deadline,
                 arrivals,
+                runtime.loops,
                 application,
             )
         finally:

@@ -47,7 +47,12 @@ async def test_health_and_metrics_stay_open(api: RunningApi) -> None:
     """Probes and scrapers need no token."""
     response = await api.client.get("/healthz")
     assert response.status == 200
-    assert await response.json() == {"status": "ok", "store": True, "model": "test-model"}
+    assert await response.json() == {
+        "status": "ok",
+        "store": True,
+        "model": "test-model",
+        "loops": {},
+    }
     assert (await api.client.get("/metrics")).status == 200
 
 
@@ -56,7 +61,12 @@ async def test_health_is_503_when_the_store_is_gone(api: RunningApi) -> None:
     await api.store.close()
     response = await api.client.get("/healthz")
     assert response.status == 503
-    assert await response.json() == {"status": "unavailable", "store": False, "model": "test-model"}
+    assert await response.json() == {
+        "status": "unavailable",
+        "store": False,
+        "model": "test-model",
+        "loops": {},
+    }
 
 
 async def test_metrics_count_requests_rounds_tokens_and_errors(

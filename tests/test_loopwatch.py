@@ -11,6 +11,7 @@ import pytest
 
 from telemetry.loopwatch import watch_event_loop
 from telemetry.metrics import Metrics
+from telemetry.supervision import LoopRegistry
 
 
 async def test_a_blocked_loop_is_recorded_and_logged(caplog: pytest.LogCaptureFixture) -> None:
@@ -35,6 +36,32 @@ async def test_a_blocked_loop_is_recorded_and_logged(caplog: pytest.LogCaptureFi
             await watcher
     assert max(lags) >= 0.29 - 0.01
     assert [r.getMessage() for r in caplog.records if "blocked" in r.getMessage()]
+
+
+async def test_the_watcher_survives_a_failure_to_record(caplog: pytest.LogCaptureFixture) -> None:
+    """A recorder that raises once: logged with the watcher's name, and recording goes on."""
+    lags: list[float] = []
+    recorded = asyncio.Event()
+    loops = LoopRegistry()
+
+    def record(lag: float) -> None:
+        if not lags:
+            lags.append(-1.0)
+            raise RuntimeError("a broken metric")
+        lags.append(lag)
+        recorded.set()
+
+    watcher = asyncio.create_task(watch_event_loop(record, interval=0.001, loops=loops))
+    try:
+        await asyncio.wait_for(recorded.wait(), 20)
+        assert not watcher.done()
+        assert loops.problems() == {}
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    [failure] = [r for r in caplog.records if r.exc_info]
+    assert failure.getMessage().startswith("event loop watcher failed")
 
 
 def test_the_lag_is_exported_as_a_histogram() -> None:
