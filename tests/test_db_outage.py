@@ -1,6 +1,7 @@
 """A PostgreSQL outage (connections refused with 55000, backends terminated) while the inbox
 worker and the polling leader run: both keep running, say so in the log, and go on with the
-rows and updates queued during and after the outage once the database is back."""
+rows and updates queued during and after the outage once the database is back; a worker
+process answers 503 meanwhile, never 500."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from telegram import Bot, Update
 
@@ -18,8 +21,19 @@ from bot.polling import PollingLeader
 from core.errors import StoreUnavailable
 from storage.pg_inbox import PostgresInbox
 from storage.pg_locks import PostgresChatLocks, PostgresLeadership
+from tests.cluster_harness import (
+    API_TOKEN,
+    PATH,
+    Replies,
+    chat_ids,
+    cluster,
+    free_port,
+    post_update,
+    worker_env,
+)
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.bot_updates import UpdateBuilder
+from tests.fakes.model_server import FakeModelServer
 from tests.pg_outage import SURVIVOR, Outage, outage, with_application_name  # noqa: F401
 from tests.test_inbox_worker import A, B, Recorder
 
@@ -192,3 +206,65 @@ async def test_the_polling_leader_outlives_an_outage_and_leads_again(
         await inbox.close()
         await bot.shutdown()
     assert {type(error).__name__ for error in leadership.failed} == {"StoreUnavailable"}
+
+
+@pytest.mark.timeout(120)
+async def test_a_worker_process_answers_503_during_an_outage_and_works_on_after_it(
+    tmp_path: Path,
+    outage: Outage,  # noqa: F811
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+) -> None:
+    """A real `python -m bot` worker (webhook and API) on the database taken away: the
+    webhook and /api/chat answer 503 (never 500), /healthz 503; the inbox worker logs that
+    it cannot look and keeps trying; once the database is back, the update refused
+    meanwhile (redelivered by Telegram) and a new one are both answered, and /healthz is
+    200 again with every loop "ok"."""
+    [chat] = chat_ids(1)
+    port = free_port()
+    env = worker_env(tmp_path, bot_api, model_server, outage.url, port=port, api=True)
+    base = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": f"Bearer {API_TOKEN}"}
+    async with cluster(tmp_path) as workers, aiohttp.ClientSession() as http:
+        worker = await workers.start(env, port)
+        await workers.running()
+        replies = Replies(bot_api)
+        first = bot_api.text_message(chat, "Before the outage", user_id=chat)
+        assert await post_update(http, base + PATH, first) == 200
+        await replies.first_line(chat, "Reply to: Before the outage")
+
+        await outage.begin()
+        try:
+            during = bot_api.text_message(chat, "During the outage", user_id=chat)
+            assert await post_update(http, base + PATH, during) == 503
+            async with http.post(
+                base + "/api/chat", json={"message": "Hello"}, headers=auth
+            ) as response:
+                assert response.status == 503, await response.text()
+                assert (await response.json())["code"] == "STORE_UNAVAILABLE"
+            async with http.get(base + "/healthz") as response:
+                assert response.status == 503
+                assert (await response.json())["store"] is False
+            await worker.bot.logged("inbox: the inbox", timeout=30)  # a look failed, logged
+        finally:
+            await outage.end()
+
+        async def delivered(update: dict[str, Any]) -> None:
+            async with asyncio.timeout(WAIT):
+                while await post_update(http, base + PATH, update) != 200:  # noqa: ASYNC110
+                    await asyncio.sleep(0.1)  # Telegram redelivers a refused update
+
+        await delivered(during)
+        after = bot_api.text_message(chat, "After the outage", user_id=chat)
+        await delivered(after)
+        await replies.first_line(chat, "Reply to: During the outage")
+        await replies.first_line(chat, "Reply to: After the outage")
+        async with asyncio.timeout(WAIT):
+            while True:
+                async with http.get(base + "/healthz") as response:
+                    body = await response.json()
+                if response.status == 200:
+                    break
+                await asyncio.sleep(0.1)
+        assert body["loops"] == {"cleanup": "ok", "event loop watcher": "ok", "inbox": "ok"}
+        assert " 500 " not in worker.log()
