@@ -147,7 +147,7 @@ async def supervise(
         state.ended = "stopped"
     except asyncio.CancelledError:
         state.ended = "cancelled"
-        log.info("%s: cancelled", name)
+        log.debug("%s: cancelled", name)  # how every loop ends at shutdown
         raise
     except BaseException as exc:
         state.ended = f"ended by {type(exc).__name__}: {exc}"
