@@ -42,8 +42,11 @@ server in recovery or demoted after a failover), the database does not exist (dr
 renamed under a running process), data or index corrupted. Not XX000 (internal error): a
 server bug that the same statement hits again, so reported as what it is."""
 
-_CLIENT_SIDE = (OSError, TimeoutError, asyncpg.InterfaceError)
-"""The way to the database failed (refused, reset, no answer in time, connection closed)."""
+_CLIENT_SIDE = (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.InternalClientError)
+"""The way to the database failed (refused, reset, no answer in time, connection closed), or
+asyncpg found its connection in a state it cannot use: a backend terminated while the
+connection sat idle in its pool fails the next statement with "cannot switch to state …;
+another operation is in progress" before anything is sent."""
 
 
 def is_unavailable(error: BaseException) -> bool:

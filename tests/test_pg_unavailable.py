@@ -74,6 +74,10 @@ def test_errors_of_the_statement_are_not(sqlstate: str) -> None:
         ConnectionResetError(104, "Connection reset by peer"),
         TimeoutError(),
         asyncpg.InterfaceError("connection is closed"),
+        # a pooled connection whose backend was terminated while it sat idle
+        asyncpg.InternalClientError(
+            "cannot switch to state 11; another operation (2) is in progress"
+        ),
         asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle"),
         asyncpg.exceptions.ObjectNotInPrerequisiteStateError("not accepting connections"),
         asyncpg.exceptions.CannotConnectNowError("the database system is starting up"),
