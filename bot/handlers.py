@@ -23,7 +23,7 @@ from bot.config import BotConfig
 from bot.delivery import Sender
 from bot.file_turns import FileTurns
 from bot.i18n import t
-from bot.outage import OutageNotices
+from bot.outage import OutageNotices, store_failed
 from bot.refusals import Refusals
 from bot.say import Say
 from bot.turns import TurnRunner
@@ -214,13 +214,14 @@ class Handlers:
             log.error("error while handling an update", exc_info=context.error)
         if not isinstance(update, Update) or (unavailable and update.callback_query is not None):
             return
+        notice = store_failed() if unavailable else "internal_error"
         incoming = incoming_of(update, context.bot.username, context.bot.id)
         if incoming is None:
             return
         if unavailable and not self.outage.may_tell(incoming.chat_id):
             log.debug("outage notice in chat %s not repeated", incoming.chat_id)
             return
-        text = t(incoming.language, "store_unavailable" if unavailable else "internal_error")
+        text = t(incoming.language, notice)
         try:
             await Sender(context.bot, incoming.target).send_text(text)
         except Exception:  # the chat may be gone; nothing more to do

@@ -144,6 +144,10 @@ EN: dict[str, str] = {
         "⚠️ I could not handle this message. Please send it again differently: shorter, "
         "as plain text, or as another file."
     ),
+    "store_kept": (
+        "⚠️ My storage is temporarily unavailable. Your message is kept: I will answer it "
+        "when storage is back, no need to send it again."
+    ),
     "store_unavailable_press": (
         "⚠️ My storage is temporarily unavailable. Please press again in a few minutes."
     ),
@@ -293,6 +297,10 @@ RU: dict[str, str] = {
     "update_given_up": (
         "⚠️ Не удалось обработать это сообщение. Пожалуйста, отправьте его иначе: короче, "
         "обычным текстом или другим файлом."
+    ),
+    "store_kept": (
+        "⚠️ Хранилище временно недоступно. Ваше сообщение сохранено: я отвечу на него, "
+        "когда хранилище снова заработает, отправлять его ещё раз не нужно."
     ),
     "store_unavailable_press": (
         "⚠️ Хранилище временно недоступно. Пожалуйста, нажмите ещё раз через несколько минут."

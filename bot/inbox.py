@@ -13,8 +13,15 @@ Invariants:
   `deadline` is cancelled, and one that raised is not retried. In each case the update
   is moved to the dead letters with the reason ("attempts", "deadline", "error"), the
   user is told once (`on_dead`, after the move: at most once) and the chat's next update
-  goes on. A failure of the store itself (`StoreUnavailable`) leaves the row for a later
-  attempt instead.
+  goes on.
+- An outage loses no update: a handling that ended because the store was unavailable
+  (`StoreUnavailable` raised, or swallowed by a handler that told the user: see
+  `bot.outage.store_failed`) leaves the row, its attempt uncounted (`Inbox.refund`, kept
+  and made again at each look while the database refuses it), and the chat is looked at
+  again after a back-off growing from `outage_retry` to `outage_retry_max` seconds, by
+  this worker (another worker's look may take it earlier: each backs off on its own);
+  nothing else of the chat runs before it. The inbox's own statements failing leave the
+  row as they found it.
 - No row waits for a chat nobody works: a worker ends its claim only after its last look
   at the chat's rows found none and no notification for the chat arrived since that look
   (a notification arriving while the chat is worked marks it to be looked at again; one
@@ -55,6 +62,7 @@ from telegram import Bot, Update
 from bot.chat import conversation_key
 from bot.handling import Ended, Handlings, offer_stop_earlier
 from bot.ordering import command_of
+from bot.outage import keep_update
 from core.errors import StoreUnavailable
 from telemetry.supervision import LoopRegistry, Pace, supervise
 
@@ -67,6 +75,8 @@ LONGEST_LOOK = 60.0  # a look (connect, LISTEN, one query) taking longer is stuc
 CONCURRENCY = 1000
 STOP_GRACE = 30.0
 MAX_ATTEMPTS = 3
+OUTAGE_RETRY = 1.0  # seconds before a chat whose update met an unavailable store is tried again
+OUTAGE_RETRY_MAX = 30.0  # ... doubling after each such failure in a row, up to this
 DEADLINE = 2700.0  # seconds; the settings derive it from the model's timeouts
 
 PARSED_KEPT = 10_000
@@ -97,6 +107,10 @@ class Inbox(Protocol):
 
     async def begin(self, update_id: int) -> int | None:
         """Count a handling as started (committed); the count, or None if the row is gone."""
+        ...
+
+    async def refund(self, update_ids: Collection[int]) -> None:
+        """Uncount the last started handling of each row (it ended in a store outage)."""
         ...
 
     async def bury(self, update_id: int, chat_key: str, payload: str, reason: str) -> None:
@@ -142,13 +156,16 @@ class InboxWorker:
         deadline: float = DEADLINE,
         on_dead: OnDead | None = None,
         loops: LoopRegistry | None = None,
+        outage_retry: float = OUTAGE_RETRY,
+        outage_retry_max: float = OUTAGE_RETRY_MAX,
     ) -> None:
         """`on_claim` hears, as each queued update starts, the seconds since it was accepted;
         `bot` is the one parsed updates are bound to (`Update.de_json(data, bot)`);
         `interrupting_commands` (among the unordered ones) may stop the chat's running update;
         an update is given up after `max_attempts` handlings or one running `deadline`
         seconds, or when its handling raised, and `on_dead` tells its chat; the looks report
-        to `loops` as the loop "inbox" (what `/healthz` reads)."""
+        to `loops` as the loop "inbox" (what `/healthz` reads); a chat whose update met an
+        unavailable store waits `outage_retry` seconds, doubling up to `outage_retry_max`."""
         self._inbox = inbox
         self._claims = claims
         self._process = process
@@ -169,6 +186,10 @@ class InboxWorker:
         self._deadline = deadline
         self._on_dead = on_dead
         self._handlings = Handlings(deadline)
+        self._outage_retry = outage_retry
+        self._outage_retry_max = outage_retry_max
+        self._deferred: dict[str, tuple[float, int]] = {}  # chat → (retry when, failures)
+        self._refunds: set[int] = set()  # attempts to uncount, not written yet
         inbox.on_interrupt(self._handlings.stop)
 
     async def accept(self, update: dict[str, Any], parsed: Update | None = None) -> bool:
@@ -223,18 +244,46 @@ class InboxWorker:
         self._stopping.set()
 
     async def _look(self) -> None:
-        """Listen for new rows (again, if the connection broke) and claim waiting chats."""
+        """Listen for new rows (again, if the connection broke), write the refunds owed and
+        claim waiting chats (not those backing off)."""
         await self._inbox.listen(self._heard)
+        if self._refunds:
+            owed = set(self._refunds)
+            await self._inbox.refund(owed)
+            self._refunds -= owed
+        now = time.monotonic()
+        for chat, (when, _) in list(self._deferred.items()):
+            if when < now - self._outage_retry_max:  # long over (handled elsewhere): forgotten
+                del self._deferred[chat]
         free = self._concurrency - len(self._chats)
         if free > 0:
-            for chat in await self._inbox.pending_chats(exclude=set(self._chats), limit=free):
+            waiting = {chat for chat, (when, _) in self._deferred.items() if when > now}
+            busy = set(self._chats) | waiting
+            for chat in await self._inbox.pending_chats(exclude=busy, limit=free):
                 self._claim(chat)
 
     def _heard(self, chat: str) -> None:
         if chat in self._chats:
             self._again.add(chat)
+        elif self._backing_off(chat):  # the look after the back-off takes it
+            return
         elif not self._stopping.is_set() and len(self._chats) < self._concurrency:
             self._claim(chat)
+
+    def _backing_off(self, chat: str) -> bool:
+        deferred = self._deferred.get(chat)
+        return deferred is not None and deferred[0] > time.monotonic()
+
+    async def _defer(self, chat: str, update_id: int) -> None:
+        """The chat's update met an unavailable store: uncount its attempt (or owe it) and
+        back off before the chat is tried again."""
+        failures = self._deferred.get(chat, (0.0, 0))[1] + 1
+        delay = min(self._outage_retry * 2 ** (failures - 1), self._outage_retry_max)
+        self._deferred[chat] = (time.monotonic() + delay, failures)
+        try:
+            await self._inbox.refund([update_id])
+        except StoreUnavailable:  # made at the next look that gets through
+            self._refunds.add(update_id)
 
     def _claim(self, chat: str) -> None:
         if chat in self._chats:
@@ -281,7 +330,12 @@ class InboxWorker:
                 continue
             if self._on_claim is not None:
                 self._on_claim(max(time.time() - received_at, 0.0))
-            failure = await self._handle(chat, update_id, payload, parsed, queued=True)
+            try:
+                failure = await self._handle(chat, update_id, payload, parsed, queued=True)
+            except StoreUnavailable:
+                await self._defer(chat, update_id)
+                raise
+            self._deferred.pop(chat, None)
             if failure is None:
                 row = await self._inbox.finish(update_id, chat)
             else:
@@ -292,10 +346,20 @@ class InboxWorker:
         self, chat: str, update_id: int, payload: str, parsed: Update | None, *, queued: bool
     ) -> str | None:
         """Process one update within the deadline; None when it was handled (or stopped by
-        an interrupting command), else why it is given up ("deadline" or "error"). A
-        `queued` update is the chat's running one (an interrupting command stops it)."""
+        an interrupting command), else why it is given up ("deadline" or "error"); raises
+        StoreUnavailable when the store failed it. A `queued` update is the chat's running
+        one (an interrupting command stops it) and kept on an outage (`keep_update`)."""
+
+        async def kept() -> None:  # in the handling's own context (a task of its own)
+            update = keep_update()
+            await self._process(payload, parsed)
+            if update.failed:  # a handler told the user and returned: handled again later
+                raise StoreUnavailable("the store was unavailable while the update was handled")
+
         outcome = await self._handlings.run(
-            chat if queued else None, update_id, lambda: self._process(payload, parsed)
+            chat if queued else None,
+            update_id,
+            kept if queued else (lambda: self._process(payload, parsed)),
         )
         if outcome.ended is Ended.STOPPED:
             log.info("inbox: update %d of chat %s stopped by a command", update_id, chat)

@@ -16,7 +16,7 @@ from telegram.error import TelegramError
 
 from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
 from bot.i18n import t
-from bot.outage import OutageNotices
+from bot.outage import OutageNotices, store_failed
 from bot.render import sources_parts
 from bot.undelivered import MemoryUndelivered, UndeliveredReplies
 from core.errors import (
@@ -125,8 +125,9 @@ class TurnRunner:
             await self._say(sender, t(language, "answer_none"))
         except StoreUnavailable as exc:  # nothing half-stored: the same message works later
             log.warning("store unavailable in chat %s: %s", target.chat_id, exc)
+            notice = store_failed()
             if self._outage.may_tell(target.chat_id):
-                await self._say(sender, t(language, "store_unavailable"))
+                await self._say(sender, t(language, notice))
             else:
                 log.debug("outage notice in chat %s not repeated", target.chat_id)
         except TurnCancelled:  # /reset stopped it and answers for itself

@@ -13,9 +13,10 @@ Invariants:
 - A row stays until `finish` deletes it or `bury` moves it to `dead_letters`: a worker
   that dies mid-update leaves its row for another worker (at least once). `begin` counts
   each handling in the row's `attempts` and commits before the handling starts, so a
-  handling cut short by a crash counts too; `bury` moves the row (with its attempts and
-  the reason) in one statement, so an update is either waiting or dead, never both or
-  neither.
+  handling cut short by a crash counts too, and `refund` uncounts one that ended because
+  the store was unavailable (an outage is not the update's fault); `bury` moves the row
+  (with its attempts and the reason) in one statement, so an update is either waiting or
+  dead, never both or neither.
 - Rows of one chat come out lowest update_id first (`next`, `finish`); which worker works a chat is
   decided elsewhere (an advisory lock per chat), not here.
 - Each new row is announced with a NOTIFY carrying its chat key on commit, so listening
@@ -182,6 +183,17 @@ class PostgresInbox:
         )
         attempts = {int(row["update_id"]): int(row["attempts"]) for row in rows}
         return [attempts.get(update_id) for update_id in ids]
+
+    async def refund(self, update_ids: Collection[int]) -> None:
+        """Uncount the last started handling of each row (one that ended because the store
+        was unavailable: not the update's fault), in one statement; rows gone are skipped."""
+        await self._call(
+            lambda c: c.execute(
+                "UPDATE inbox SET attempts = attempts - 1"
+                " WHERE update_id = ANY($1::bigint[]) AND attempts > 0",
+                list(update_ids),
+            )
+        )
 
     async def bury(self, update_id: int, chat_key: str, payload: str, reason: str) -> None:
         """Give the update up: move its row, if waiting, to `dead_letters` with `reason`, in

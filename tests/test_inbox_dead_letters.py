@@ -17,6 +17,7 @@ import pytest
 from telegram import Update
 
 from bot.handling import stop_earlier
+from core.errors import StoreUnavailable
 from storage.pg_dead_letters import dead_letters, drop, replay
 from tests.fakes.bot_updates import UpdateBuilder
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
@@ -144,6 +145,43 @@ async def test_an_update_that_kills_its_worker_each_time_is_given_up_after_max_a
     assert told.told == [(poison["update_id"], "attempts")]
     assert await letters(postgres_url) == [(poison["update_id"], "attempts", 3)]
     assert await survivor.inbox.depth() == 0
+
+
+async def test_an_update_failed_by_a_store_outage_more_than_max_attempts_times_is_kept(
+    start_worker: Start,  # noqa: F811
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """Its handlings raise StoreUnavailable five times (max attempts: 3): none is counted,
+    nothing is dead-lettered or told, the chat's next update waits behind it, and once the
+    store is back both are handled, in order."""
+    recorder, told = Recorder(), Told()
+    inner = recorder.process(gated=False)
+    failures: list[int] = []
+
+    async def process(payload: str, parsed: Update | None) -> None:
+        update = json.loads(payload)
+        if update["message"]["text"] == "during the outage" and len(failures) < 5:
+            failures.append(int(update["update_id"]))
+            raise StoreUnavailable("the database is down")
+        await inner(payload, parsed)
+
+    worker = await start_worker(
+        process, on_dead=told, max_attempts=3, outage_retry=0.02, outage_retry_max=0.1
+    )
+    updates = UpdateBuilder()
+    first = updates.text_message(CHAT, "during the outage", user_id=CHAT)
+    after = updates.text_message(CHAT, "after", user_id=CHAT)
+    await worker.worker.accept(first)
+    await worker.worker.accept(after)
+    await recorder.until(lambda: len(recorder.finished) == 2)
+    assert failures == [first["update_id"]] * 5
+    assert recorder.finished == [
+        (f"tg:{CHAT}", first["update_id"]),
+        (f"tg:{CHAT}", after["update_id"]),
+    ]
+    assert told.told == []
+    assert await letters(postgres_url) == []
+    assert await worker.inbox.depth() == 0
 
 
 async def test_a_reset_at_another_worker_stops_the_update_being_handled(
