@@ -86,6 +86,7 @@ async def test_nine_messages_in_a_group_while_the_disk_is_full_cost_one_notice(
 
         notices = [text for text in group_texts(bot) if UNAVAILABLE in text]
         assert len(notices) == 1
+        assert "send the same message again" in notices[0]  # no inbox: nothing was kept
         asked = [conversation(request)[-1] for request in model_server.requests]
         assert len(asked) == 1 and "Which phone" in asked[0]  # the nine stored nothing
 
