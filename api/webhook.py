@@ -5,7 +5,8 @@ Invariants:
   we registered with `setWebhook` (compared in constant time, as bytes, so a
   header that is not valid UTF-8 is simply a wrong secret: 403).
 - An update with the secret that could never be handled (an `update_id` that is not a
-  64-bit integer, a message without a chat) is answered 200 and dropped, with a log
+  64-bit integer, a message without a chat, a text or button data that is not a string)
+  is answered 200 and dropped, with a log
   line: refused, Telegram would send it again forever.
 - Each `update_id` is queued at most once: Telegram redelivers an update when
   it did not see our 200 in time, and a redelivery is answered 200 and dropped.
@@ -60,7 +61,8 @@ _MESSAGES = (
 def unhandleable(data: dict[str, Any]) -> str | None:
     """Why an update object (with the right secret) could never be stored or handled, or
     None: an `update_id` that is not a 64-bit non-negative integer, a message without a
-    chat (or with a chat id no column holds)."""
+    chat (or with a chat id no column holds), a field the bot reads (text, caption, topic,
+    sender id, button data) of another type than Telegram sends."""
     update_id = data.get("update_id")
     if type(update_id) is not int or not 0 <= update_id < 2**63:
         return "update_id is not a 64-bit non-negative integer"
@@ -72,6 +74,37 @@ def unhandleable(data: dict[str, Any]) -> str | None:
         chat_id = chat.get("id") if isinstance(chat, dict) else None
         if type(chat_id) is not int or chat_id not in _ID:
             return f"{field} without a chat"
+        wrong = _mistyped(message) or _mistyped(message.get("reply_to_message"))
+        if wrong is not None:
+            return f"{field}.{wrong} of the wrong type"
+    query = data.get("callback_query")
+    if isinstance(query, dict):
+        wrong = _mistyped(query, _QUERY_FIELDS)
+        if wrong is not None:
+            return f"callback_query.{wrong} of the wrong type"
+    return None
+
+
+# Fields the bot reads, which the Bot API parser takes as they come: a forged update with
+# another JSON type there would fail deep in a handler (or in the store) instead.
+_MESSAGE_FIELDS: dict[str, type] = {"text": str, "caption": str, "message_thread_id": int}
+_QUERY_FIELDS: dict[str, type] = {"data": str}
+
+
+def _mistyped(obj: object, fields: dict[str, type] = _MESSAGE_FIELDS) -> str | None:
+    """The first field of `obj` (a message or callback query object) the bot reads whose
+    value is not of the JSON type Telegram sends, or None (also for a non-object)."""
+    if not isinstance(obj, dict):
+        return None
+    for name, kind in fields.items():
+        value = obj.get(name)
+        if value is not None and (type(value) is not kind or (kind is int and value not in _ID)):
+            return name
+    sender = obj.get("from")
+    if sender is not None:
+        sender_id = sender.get("id") if isinstance(sender, dict) else None
+        if type(sender_id) is not int or sender_id not in _ID:
+            return "from"
     return None
 
 

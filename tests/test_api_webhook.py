@@ -298,6 +298,30 @@ def forged_updates(bot_api: FakeBotApi) -> list[dict[str, Any]]:
         {"update_id": True, "message": message},
         {"update_id": bot_api.next_update_id(), "message": chatless},
         {"update_id": bot_api.next_update_id(), "edited_message": chatless},
+        # A field the bot reads, of another JSON type than Telegram sends.
+        {"update_id": bot_api.next_update_id(), "message": message | {"text": 12345}},
+        {"update_id": bot_api.next_update_id(), "message": message | {"text": ["a"]}},
+        {"update_id": bot_api.next_update_id(), "message": message | {"caption": {"a": 1}}},
+        {"update_id": bot_api.next_update_id(), "message": message | {"message_thread_id": "x"}},
+        {"update_id": bot_api.next_update_id(), "message": message | {"message_thread_id": 2**70}},
+        {
+            "update_id": bot_api.next_update_id(),
+            "message": message | {"from": message["from"] | {"id": "42"}},
+        },
+        {
+            "update_id": bot_api.next_update_id(),
+            "message": message | {"reply_to_message": message | {"text": 7}},
+        },
+        {
+            "update_id": bot_api.next_update_id(),
+            "callback_query": {
+                "id": "1",
+                "from": message["from"],
+                "chat_instance": "c",
+                "data": {"a": 1},
+                "message": message,
+            },
+        },
     ]
 
 
