@@ -1,10 +1,11 @@
 """The words of a DOCX, read as a stream: paragraphs and table rows in document order.
 
 Invariants: word/document.xml is parsed incrementally (lxml `iterparse`) and every
-paragraph, cell, row and table is dropped from the tree once its text is taken, so the
-memory parsing takes does not grow with the document; reading stops before the
-paragraph or cell past `MAX_PARAGRAPHS` / `MAX_CELLS`, or once more than `max_chars`
-characters are read, and then says the text is incomplete. No entity is resolved, no
+element is dropped from the tree once its end is read (its text taken), so the memory
+parsing takes does not grow with the document, not even with one endless paragraph;
+reading stops before the paragraph or cell past `MAX_PARAGRAPHS` / `MAX_CELLS`, or once
+more than `max_chars` characters are read (counting the open paragraph's words, which
+then end the text), and then says the text is incomplete. No entity is resolved, no
 DTD loaded and nothing fetched: an entity reference is left out and the text around it
 kept. Text in a paragraph nested inside another (a text box) is not read.
 """
@@ -18,7 +19,6 @@ from lxml import etree
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _P, _R, _T, _TBL, _TR, _TC = (f"{W}{tag}" for tag in ("p", "r", "t", "tbl", "tr", "tc"))
 _RUN_MARKS = {f"{W}tab": "\t", f"{W}br": "\n", f"{W}cr": "\n", f"{W}noBreakHyphen": "-"}
-_DROPPED = {_P, _TC, _TR, _TBL}  # cleared once read, with the siblings read before them
 
 MAX_PARAGRAPHS = 50_000
 MAX_CELLS = 50_000
@@ -38,6 +38,7 @@ class _Body:
         self.paragraphs = 0
         self.cells = 0
         self.run_text: list[str] = []  # the open paragraph's words
+        self.run_chars = 0  # their length
         self.depth = 0  # paragraphs open (more than one: a text box inside a paragraph)
         self.tables: list[list[list[str]]] = []  # per open table: the open cell's paragraphs
         self.rows: list[list[str]] = []  # per open table: the open row's cells
@@ -61,14 +62,15 @@ class _Body:
         tag = element.tag
         if self.depth == 1 and tag == _T:
             # An entity left unresolved is a child node; the text after it is its tail.
-            self.run_text.append((element.text or "") + "".join(c.tail or "" for c in element))
+            self._words((element.text or "") + "".join(c.tail or "" for c in element))
         elif self.depth == 1 and tag in _RUN_MARKS and _parent_tag(element) == _R:
-            self.run_text.append(_RUN_MARKS[tag])
+            self._words(_RUN_MARKS[tag])
         elif tag == _P:
             self.depth -= 1
             if self.depth == 0:
                 self._paragraph("".join(self.run_text))
                 self.run_text = []
+                self.run_chars = 0
         elif tag == _TC and self.tables:
             cell = self.tables[-1].pop() if self.tables[-1] else []
             self.rows[-1].append(" ".join(" ".join(cell).split()))
@@ -76,6 +78,16 @@ class _Body:
             self._row(" | ".join(self.rows.pop()))
         elif tag == _TBL and self.tables:
             self.tables.pop()
+
+    def _words(self, text: str) -> None:
+        """Words of the open paragraph; past the budget they end the text."""
+        if not text:  # millions of empty runs must not make a list of millions
+            return
+        self.run_text.append(text)
+        self.run_chars += len(text)
+        if self.chars + self.run_chars > self.max_chars:
+            self._paragraph("".join(self.run_text))
+            raise _Cut
 
     def _paragraph(self, text: str) -> None:
         """A paragraph done: a line of the body, or part of the open cell's text."""
@@ -121,8 +133,7 @@ def docx_body_text(stream: IO[bytes], *, max_chars: int) -> tuple[str, bool]:
                 body.start(element.tag)
                 continue
             body.end(element)
-            if element.tag in _DROPPED:
-                _drop(element)
+            _drop(element)
     except _Cut:
         complete = False
     return "\n".join(body.lines), complete

@@ -125,3 +125,11 @@ def inflating_pdf(*, megabytes: int = 70) -> bytes:
     """One page whose content stream inflates from a few KB to `megabytes` MB."""
     content = b"BT /F1 12 Tf 72 720 Td (x) Tj ET\n" + b" " * (megabytes * 2**20)
     return _one_stream_pdf(zlib.compress(content, 9), pages=1)
+
+
+def one_paragraph_docx(*, runs: int = 2_000_000, text: bytes = b"ab") -> bytes:
+    """One paragraph of `runs` short runs: ~120 KB packed, millions of characters (or
+    none, with an empty `text`) and millions of elements before the paragraph ends."""
+    run = b"<w:r><w:t>" + text + b"</w:t></w:r>"
+    chunk = run * 10_000
+    return docx_of(iter([b"<w:p>", *(chunk for _ in range(runs // 10_000)), b"</w:p>"]))

@@ -27,6 +27,7 @@ from tests.hostile_documents import (
     external_entity_docx,
     inflating_pdf,
     million_cell_docx,
+    one_paragraph_docx,
     paragraph_flood_docx,
     repeated_page_pdf,
 )
@@ -186,6 +187,18 @@ async def test_a_docx_unpacking_to_195_mb_is_read_to_the_budget_in_bounded_memor
 
     assert not found.complete
     assert found.text.startswith("word x\nword x\n")
+
+
+async def test_a_docx_of_one_endless_paragraph_is_read_to_the_budget_in_bounded_memory() -> None:
+    """Millions of runs in a single paragraph: the character budget cuts it (the words read
+    so far are the text), and runs already read are not kept."""
+    async with DocumentReaders(ReaderConfig(memory_mb=128)) as readers:
+        found = await read(readers, one_paragraph_docx(), "one.docx")
+        empty = await refusal(readers, one_paragraph_docx(text=b""), "empty.docx")
+
+    assert not found.complete
+    assert found.text.startswith("abab") and BUDGET <= len(found.text) <= BUDGET + 1
+    assert empty.problem is AttachmentProblem.NO_TEXT  # read to its end, not too costly
 
 
 async def test_a_docx_keeps_the_text_around_an_external_entity_it_does_not_resolve() -> None:
