@@ -1,6 +1,8 @@
 """The Telegram webhook: updates Telegram pushes to us, handed to the PTB Application.
 
 Invariants:
+- A body that is not a Telegram update (not JSON, not an object, nested deeper than the
+  parsers recurse) is answered 400 with a log line, never 500.
 - Nothing reaches the application unless the request carries the secret token
   we registered with `setWebhook` (compared in constant time, as bytes, so a
   header that is not valid UTF-8 is simply a wrong secret: 403).
@@ -145,7 +147,8 @@ class TelegramWebhook:
             if not isinstance(data, dict):
                 raise TypeError(f"a JSON {type(data).__name__}, not an object")
             update = Update.de_json(data, self._application.bot)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            # RecursionError: JSON nested deeper than the parser (or PTB's) recurses.
             log.warning("webhook: not an update (%s)", exc)
             raise ApiError("VALIDATION_ERROR", "the body is not a Telegram update") from None
         problem = unhandleable(data)

@@ -90,6 +90,32 @@ async def test_a_webhook_body_that_is_not_an_update_is_refused(
         assert response.status == 400
 
 
+async def test_a_webhook_body_nested_past_the_parser_s_depth_is_refused_without_a_crash(
+    tmp_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """JSON nested deeper than the parsers recurse (an array, or a chain of replies): 400
+    and a warning, never a 500 with a traceback."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    message = bot_api.text_message(42, "Hello", user_id=42)["message"]
+    chain: dict[str, Any] = message
+    for _ in range(600):
+        chain = message | {"reply_to_message": chain}
+    bodies = [
+        b'{"update_id": 5, "message": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        json.dumps({"update_id": bot_api.next_update_id(), "message": chain}).encode(),
+    ]
+    async with running_api(settings, telegram=telegram_app) as api:
+        for body in bodies:
+            response = await api.client.post(
+                settings.webhook_path, data=body, headers={SECRET_HEADER: SECRET}
+            )
+            assert response.status == 400, await response.text()
+    assert not [r for r in caplog.records if r.levelname in {"ERROR", "CRITICAL"}]
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
