@@ -2,7 +2,7 @@
 
 Invariants:
 - A body that is not a Telegram update (not JSON, not an object, nested deeper than the
-  parsers recurse) is answered 400 with a log line, never 500.
+  parsers recurse, a string with a lone surrogate) is answered 400 with a log line, never 500.
 - Nothing reaches the application unless the request carries the secret token
   we registered with `setWebhook` (compared in constant time, as bytes, so a
   header that is not valid UTF-8 is simply a wrong secret: 403).
@@ -110,6 +110,15 @@ def _mistyped(obj: object, fields: dict[str, type] = _MESSAGE_FIELDS) -> str | N
     return None
 
 
+def _loads(raw: bytes) -> Any:
+    """The JSON value of `raw`; raises ValueError for a string holding a lone surrogate
+    (`\\ud800`): valid JSON, but no Unicode text, so no store could keep it."""
+    data = json.loads(raw)
+    if b"\\u" in raw:  # only an escape can make a surrogate
+        json.dumps(data, ensure_ascii=False).encode()  # UnicodeEncodeError is a ValueError
+    return data
+
+
 class UpdateLog(Protocol):
     """Where accepted update ids are remembered (`storage.SqliteStore` is one)."""
 
@@ -143,7 +152,7 @@ class TelegramWebhook:
         if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), self._secret):
             raise ApiError("FORBIDDEN", "wrong secret token")
         try:
-            data = json.loads(await request.read())
+            data = _loads(await request.read())
             if not isinstance(data, dict):
                 raise TypeError(f"a JSON {type(data).__name__}, not an object")
             update = Update.de_json(data, self._application.bot)

@@ -404,3 +404,28 @@ async def test_with_a_sink_a_forged_update_never_reaches_it(
             )
             assert response.status == 200
     assert received == []
+
+
+async def test_a_lone_surrogate_in_a_webhook_body_is_refused_before_the_sink(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """`\\ud800` is valid JSON but no Unicode text: no store can keep it (PostgreSQL's
+    driver cannot encode it), so the update is a 400, as the API's bodies are, and never
+    reaches the inbox."""
+    settings = settings_for(tmp_path, bot_api, model_server)
+    received: list[dict[str, Any]] = []
+
+    async def sink(update: dict[str, Any], parsed: Update) -> bool:
+        received.append(update)
+        return True
+
+    message = bot_api.text_message(42, "Hello", user_id=42)["message"]
+    body = json.dumps({"update_id": bot_api.next_update_id(), "message": message})
+    bodies = [body.replace("Hello", "a \\ud800 b"), body.replace("Hello", "\\udc00")]
+    async with webhook_with_sink(settings, sink) as (client, _):
+        for text in bodies:
+            response = await client.post(
+                settings.webhook_path, data=text.encode(), headers={SECRET_HEADER: SECRET}
+            )
+            assert response.status == 400, await response.text()
+    assert received == []
