@@ -34,5 +34,6 @@ class ApiConfig:
     access_log: bool = True
     header_timeout_seconds: float = 10.0  # to read a request's line and headers, in all
     body_timeout_seconds: float = 30.0  # to read its body once the headers are in
+    max_connections: int = 256  # open at once; past it a new one is closed when accepted
     model: str = ""  # the deployment's model, reported by /healthz
     webhook: WebhookConfig | None = None

@@ -17,6 +17,11 @@ counted from the connection (or from the first byte after the previous request),
 body within HTTP_BODY_TIMEOUT_SECONDS of its headers: otherwise the connection is closed.
 aiohttp bounds only idle time, which a client sending a byte every few seconds never has.
 
+At most HTTP_MAX_CONNECTIONS connections are open at once: one past it is closed as soon
+as it is accepted (with one warning until the count is below the cap again), so clients
+holding connections cannot use up the file descriptors the bot needs for Telegram, the
+model, the database and its document readers.
+
 The access log (`AccessLog`, API_ACCESS_LOG) is one line per request: method, path,
 status and milliseconds — never the query string, a header or a body, where tokens
 and users' text travel.
@@ -61,6 +66,7 @@ class ReadTimeouts:
 
     headers: float = 10.0
     body: float = 30.0
+    max_connections: int = 256  # open at once; the ones past it are closed when accepted
 
 
 class JsonErrorProtocol(RequestHandler):
@@ -84,6 +90,11 @@ class JsonErrorProtocol(RequestHandler):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        manager = self._manager
+        if isinstance(manager, JsonErrorServer) and not manager.admit(self):
+            self.force_close()
+            transport.close()
+            return
         self._expect_headers()
 
     def data_received(self, data: bytes) -> None:
@@ -110,6 +121,8 @@ class JsonErrorProtocol(RequestHandler):
             if due is not None:
                 due.cancel()
         self._headers_due = self._body_due = None
+        if isinstance(self._manager, JsonErrorServer):
+            self._manager.release(self)
         super().connection_lost(exc)
 
     def _expect_headers(self) -> None:
@@ -165,6 +178,25 @@ class JsonErrorServer(web.Server):
     def __init__(self, *args: Any, read_timeouts: ReadTimeouts, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.read_timeouts = read_timeouts
+        self._open: set[RequestHandler] = set()
+        self._refusing = False
+
+    def admit(self, connection: RequestHandler) -> bool:
+        """Count a new connection in; False (it is to be closed) when the cap is reached."""
+        if len(self._open) >= self.read_timeouts.max_connections:
+            if not self._refusing:
+                log.warning(
+                    "%d connections open: closing new ones until one ends (HTTP_MAX_CONNECTIONS)",
+                    len(self._open),
+                )
+                self._refusing = True
+            return False
+        self._open.add(connection)
+        self._refusing = False
+        return True
+
+    def release(self, connection: RequestHandler) -> None:
+        self._open.discard(connection)
 
     def __call__(self) -> RequestHandler:
         return JsonErrorProtocol(
@@ -206,7 +238,9 @@ class AccessLog(AbstractAccessLogger):
 
 
 def read_timeouts(config: ApiConfig) -> ReadTimeouts:
-    return ReadTimeouts(config.header_timeout_seconds, config.body_timeout_seconds)
+    return ReadTimeouts(
+        config.header_timeout_seconds, config.body_timeout_seconds, config.max_connections
+    )
 
 
 def runner_options(config: ApiConfig) -> dict[str, Any]:

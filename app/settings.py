@@ -124,6 +124,7 @@ class Settings(BaseSettings):
     # than these (a byte every few seconds) is disconnected.
     http_header_timeout_seconds: float = Field(default=10.0, gt=0)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
+    http_max_connections: int = Field(default=256, ge=1)  # open at once (file descriptors)
 
     log_level: str = "INFO"
 
@@ -296,6 +297,7 @@ class Settings(BaseSettings):
             access_log=self.api_access_log,
             header_timeout_seconds=self.http_header_timeout_seconds,
             body_timeout_seconds=self.http_body_timeout_seconds,
+            max_connections=self.http_max_connections,
             model=self.llm_model,
             webhook=webhook,
         )

@@ -123,3 +123,48 @@ async def test_a_prompt_request_on_a_kept_alive_connection_is_answered(
             assert answer["content"]
     finally:
         writer.close()
+
+
+@pytest.fixture
+async def capped_api(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> AsyncIterator[RunningApi]:
+    """The server with room for `CAP` connections and a header deadline far away."""
+    settings = settings_for(
+        tmp_path, bot_api, model_server, http_max_connections=CAP, http_header_timeout_seconds=60
+    )
+    async with running_api(settings, telegram=telegram_app) as running:
+        yield running
+
+
+CAP = 5
+
+
+async def test_connections_past_the_cap_are_closed_at_once_and_the_server_stays_reachable(
+    capped_api: RunningApi,
+) -> None:
+    """Idle connections cannot use up the process's file descriptors: past
+    HTTP_MAX_CONNECTIONS a new one is closed as soon as it is accepted, and once one of the
+    held connections ends a new client is answered again."""
+    held = [await connect(capped_api) for _ in range(CAP)]
+    try:
+        reader, writer = await connect(capped_api)
+        try:
+            assert await asyncio.wait_for(reader.read(), 10) == b""
+        finally:
+            writer.close()
+        for held_reader, _ in held:
+            assert not held_reader.at_eof()
+        held.pop()[1].close()
+        for _ in range(100):  # the server notices the close on its next loop turns
+            reader, writer = await connect(capped_api)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            if answer:
+                break
+            await asyncio.sleep(0.05)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+    finally:
+        for _, held_writer in held:
+            held_writer.close()
