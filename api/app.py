@@ -27,7 +27,7 @@ from api.errors import ApiError, from_http, json_response, store_unavailable
 from api.exposure import check_exposure
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
-from api.server import ApiRunner, name_the_server, runner_options
+from api.server import ApiRunner, close_unread, name_the_server, runner_options
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
 from core.errors import StoreUnavailable
 from core.ports import ChatLocks
@@ -220,6 +220,8 @@ async def _json_errors(request: web.Request, handler: Any) -> web.StreamResponse
     try:
         return await handler(request)
     except ApiError as exc:
+        if exc.close:  # refused before its body was read: the body stays unread
+            close_unread(request)
         return exc.response()
     except RequestPayloadError as exc:  # a body that cannot be decoded: the client's fault
         log.info("unreadable body on %s %s (%s)", request.method, request.path, exc)

@@ -113,9 +113,9 @@ def _decoded_size(data: str) -> int | None:
 
 
 def _decode(data: str, field: str) -> bytes:
-    try:
-        return binascii.a2b_base64(data.encode("ascii"), strict_mode=True)
-    except (binascii.Error, UnicodeEncodeError):
+    try:  # an ASCII str is decoded as it is: no bytes copy of the whole base64 text
+        return binascii.a2b_base64(data, strict_mode=True)
+    except ValueError:  # binascii.Error, or a character beyond ASCII
         raise _not_base64(field) from None
 
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from api.attachments import read_attachments
+from api.body_budget import BodyBudget, Reservation, server_busy
 from api.config import ApiConfig
 from api.errors import (
     ApiError,
@@ -80,12 +81,16 @@ CLIENT_KEY = web.RequestKey("client", str)
 """Who the request counts for (set by the gate in `api.app`): scopes idempotency keys."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Asked:
-    """A validated request and its files, decoded but not yet read."""
+    """A validated request and its files, decoded but not yet read, with the share of the
+    body budget they hold. `body` keeps no base64 (the files are decoded); `files` is
+    emptied once they are read."""
 
     body: ChatRequest
-    files: tuple[Attachment, ...] = ()
+    files: tuple[Attachment, ...]
+    held: Reservation
+    fingerprint: str | None = None
 
 
 class ChatEndpoints:
@@ -106,6 +111,8 @@ class ChatEndpoints:
         self._metrics = metrics
         self._intake = intake  # None: requests with attachments are refused
         self._limits = Limits.of(config, intake)
+        # Never below one largest body: a file at its limit is always admissible.
+        self._budget = BodyBudget(max(config.body_bytes_in_flight, self._limits.max_body_bytes))
         self._keys = keys
         self._keepalive = keepalive_seconds
         # Vetting and answering a session are one step, in every worker sharing `locks`
@@ -164,33 +171,45 @@ class ChatEndpoints:
         """Validate the request; join the running turn of its idempotency key (True), or
         start a turn of its own (False)."""
         key = parse_key(request.headers.get(HEADER))
-        asked = await self._parse(request)
-        if key is None:
-            turn = Turn(None, relay)
-            self._start(turn, asked, None)
+        held = self._budget.reserve(request.content_length)
+        if held is None:  # refused before a byte of the body is read
+            raise server_busy()
+        started = False  # from then on the turn's task releases the reservation
+        try:
+            asked = await self._parse(request, held, keyed=key is not None)
+            if key is None:
+                turn = Turn(None, relay)
+                self._start(turn, asked, None)
+                started = True
+                return turn, False
+            if self._keys is None:
+                raise ApiError("VALIDATION_ERROR", f"{HEADER}: not supported by this deployment")
+            flight = (request.get(CLIENT_KEY) or f"addr:{request.remote}", key)
+            running = self._flights.get(flight)
+            if running is not None:
+                if running.fingerprint != asked.fingerprint:
+                    raise key_reused()
+                return running, True
+            turn = Turn(asked.fingerprint, relay)
+            self._flights[flight] = turn
+            self._start(turn, asked, flight)
+            started = True
             return turn, False
-        if self._keys is None:
-            raise ApiError("VALIDATION_ERROR", f"{HEADER}: not supported by this deployment")
-        flight = (request.get(CLIENT_KEY) or f"addr:{request.remote}", key)
-        wanted = fingerprint(asked.body)
-        running = self._flights.get(flight)
-        if running is not None:
-            if running.fingerprint != wanted:
-                raise key_reused()
-            return running, True
-        turn = Turn(wanted, relay)
-        self._flights[flight] = turn
-        self._start(turn, asked, flight)
-        return turn, False
+        finally:
+            if not started:
+                held.release()
 
-    async def _parse(self, request: web.Request) -> Asked:
-        body = parse_chat_request(await read_body(request, self._limits.max_body_bytes))
+    async def _parse(self, request: web.Request, held: Reservation, *, keyed: bool) -> Asked:
+        """Read, validate and decode the request; the files' base64 is dropped once decoded."""
+        body = parse_chat_request(await read_body(request, self._limits.max_body_bytes, held))
         self._limits.check(body)
         try:
             files = await read_attachments(body.attachments, self._intake)
         except AttachmentRefused as exc:
             raise attachment_refused(exc) from None
-        return Asked(body, tuple(files))
+        wanted = fingerprint(body) if keyed else None
+        body = body.model_copy(update={"attachments": []})
+        return Asked(body, tuple(files), held, wanted)
 
     def _start(self, turn: Turn, asked: Asked, flight: Flight | None) -> None:
         task = asyncio.create_task(self._run(turn, asked, flight))
@@ -217,6 +236,8 @@ class ChatEndpoints:
                     return
             stored = hold.session_id if hold is not None else None
             message = await self._read(asked)
+            # Only the photos the model is still to see stay referenced.
+            asked.held.shrink_to(sum(len(image.data) for image in message.images))
             if stored is not None:  # an earlier attempt with this key was not answered
                 session_id, new = stored, False
             elif body.session_id is None:
@@ -247,6 +268,7 @@ class ChatEndpoints:
             log.error("chat request failed", exc_info=exc)
             error = ApiError("INTERNAL_ERROR", "internal error")
         finally:
+            asked.held.release()
             if hold is not None:  # released before the refusal: its retry finds it free
                 await hold.end()
         if error is not None:
@@ -254,11 +276,13 @@ class ChatEndpoints:
 
     async def _read(self, asked: Asked) -> Message:
         """The request's message as the session stores it: typed words alone, or read with
-        its files (documents' text, the transcript, photos). Raises `AttachmentRefused`."""
-        if not asked.files:
+        its files (documents' text, the transcript, photos); the decoded files are let go
+        as soon as they are read. Raises `AttachmentRefused`."""
+        files, asked.files = asked.files, ()
+        if not files:
             return Message(asked.body.message)
         assert self._intake is not None  # files are decoded only with an intake
-        read = await self._intake.read(asked.body.message, asked.files)
+        read = await self._intake.read(asked.body.message, files)
         return Message(read.stored_text, read)
 
     async def _open(self, body: ChatRequest, text: str) -> str:

@@ -44,6 +44,7 @@ STATUS: dict[str, int] = {
     "MODEL_MISCONFIGURED": 502,
     "MODEL_UNAVAILABLE": 503,
     "STORE_UNAVAILABLE": 503,
+    "SERVER_BUSY": 503,
     "MODEL_TIMEOUT": 504,
 }
 """Error code → HTTP status; the OpenAPI document lists the same codes."""
@@ -92,12 +93,26 @@ _dumps = functools.partial(json.dumps, ensure_ascii=False)
 
 
 class ApiError(Exception):
-    """A refusal with a stable code; `extra` adds fields such as `sessionId`."""
+    """A refusal with a stable code; `extra` adds fields such as `sessionId`.
 
-    def __init__(self, code: str, message: str, **extra: Any) -> None:
+    `headers` go with its response (`Retry-After`); `close` ends the connection after it,
+    for a refusal sent while the request's body is still unread.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        headers: dict[str, str] | None = None,
+        close: bool = False,
+        **extra: Any,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.headers = headers or {}
+        self.close = close
         self.extra = extra
 
     @property
@@ -108,14 +123,19 @@ class ApiError(Exception):
         return {"error": self.message, "code": self.code, **self.extra}
 
     def response(self, headers: dict[str, str] | None = None) -> web.Response:
-        return json_response(self.body(), status=self.status, headers=headers)
+        response = json_response(
+            self.body(), status=self.status, headers=self.headers | (headers or {})
+        )
+        if self.close:
+            response.force_close()
+        return response
 
 
 def from_engine(exc: ConsultationError | ModelError, session_id: str | None = None) -> ApiError:
     """Translate an engine error; model errors name the session so the client can retry it."""
     if isinstance(exc, ModelError):
         code, message = _MODEL_CODES[exc.kind]
-        extra = {"sessionId": session_id} if session_id else {}
+        extra: dict[str, Any] = {"sessionId": session_id} if session_id else {}
         return ApiError(code, message, **extra)
     if isinstance(exc, AttachmentRefused):
         return attachment_refused(exc)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from api.attachments import chat_body_limit
+from api.body_budget import Reservation, server_busy
 from api.config import ApiConfig
 from api.errors import ApiError
 from api.schemas import ChatRequest
@@ -74,16 +75,43 @@ class Limits:
             raise ApiError("VALIDATION_ERROR", f"maxTokens: at most {self.max_tokens}")
 
 
-async def read_body(request: web.Request, limit: int) -> bytes:
+async def read_body(request: web.Request, limit: int, reservation: Reservation) -> bytearray:
     """The whole body, refused once it is over `limit` (the chat endpoints' own limit,
-    which admits attachments, instead of the server-wide API_MAX_BODY_BYTES)."""
+    which admits attachments, instead of the server-wide API_MAX_BODY_BYTES).
+
+    A body of declared length was reserved before this is called and is read into one
+    buffer of that size (no copy grows beside it); a body without a length grows its
+    `reservation` as it arrives, refused with SERVER_BUSY once the budget has no room.
+    """
     too_large = ApiError("PAYLOAD_TOO_LARGE", f"the request body is over {limit} bytes")
     length = request.content_length
     if length is not None and length > limit:
         raise too_large
+    if length is not None:
+        return await _read_declared(request, length)
     body = bytearray()
     async for chunk in request.content.iter_chunked(1 << 16):
         body += chunk
         if len(body) > limit:
             raise too_large
-    return bytes(body)
+        if not reservation.grow_to(len(body)):
+            raise server_busy()
+    return body
+
+
+async def _read_declared(request: web.Request, length: int) -> bytearray:
+    """Exactly `length` bytes, into a buffer allocated once (aiohttp ends the body there)."""
+    body = bytearray(length)
+    view = memoryview(body)
+    filled = 0
+    try:
+        async for chunk in request.content.iter_chunked(1 << 16):
+            if filled + len(chunk) > length:
+                break
+            view[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+    finally:
+        view.release()
+    if filled != length:  # the parser ends the body at its declared length
+        raise ApiError("VALIDATION_ERROR", "the request body could not be read")
+    return body

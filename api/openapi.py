@@ -53,7 +53,9 @@ _CHAT_ERRORS = {
     502: "MODEL_ERROR: the model rejected the request, or MODEL_MISCONFIGURED: the service's "
     "model key, base URL or model name is wrong, which the operator must fix (round not "
     "consumed)",
-    503: "MODEL_UNAVAILABLE or STORE_UNAVAILABLE (round not consumed; retry)",
+    503: "MODEL_UNAVAILABLE or STORE_UNAVAILABLE (round not consumed; retry), or "
+    "SERVER_BUSY: too many large bodies are being handled; nothing was read or stored, "
+    "retry after Retry-After seconds",
     504: "MODEL_TIMEOUT (round not consumed; retry)",
 }
 

@@ -366,7 +366,7 @@ class HealthResponse(BaseModel):
     )
 
 
-def parse_chat_request(raw: bytes) -> ChatRequest:
+def parse_chat_request(raw: bytes | bytearray) -> ChatRequest:
     """Validate a request body; raise `ApiError` with the code the first problem deserves."""
     try:
         body = ChatRequest.model_validate_json(raw)

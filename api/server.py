@@ -142,6 +142,12 @@ class JsonErrorProtocol(RequestHandler):
             log.info("closing a connection whose request body did not arrive in time")
             self.force_close()
 
+    def close_unread(self) -> None:
+        """End the connection once the current response is sent, leaving the rest of the
+        request's body unread (aiohttp would read and drop it for up to its lingering
+        time: the very bytes a refusal is meant not to take in)."""
+        self._lingering_time = 0.0
+
     def log_exception(self, *args: Any, **kw: Any) -> None:
         """A client's malformed request or body is one line; anything else keeps its traceback."""
         error = kw.get("exc_info")
@@ -170,6 +176,12 @@ class JsonErrorProtocol(RequestHandler):
         response.headers["Server"] = SERVER_NAME
         response.force_close()
         return response
+
+
+def close_unread(request: BaseRequest) -> None:
+    """`JsonErrorProtocol.close_unread` for the request's connection (other servers: a no-op)."""
+    if isinstance(request.protocol, JsonErrorProtocol):
+        request.protocol.close_unread()
 
 
 class JsonErrorServer(web.Server):

@@ -125,6 +125,8 @@ class Settings(BaseSettings):
     http_header_timeout_seconds: float = Field(default=10.0, gt=0)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
     http_max_connections: int = Field(default=256, ge=1)  # open at once (file descriptors)
+    # Chat request bodies held at once, in bytes; past it a large one is refused (503).
+    api_body_bytes_in_flight: int = Field(default=32_000_000, ge=1024)
 
     log_level: str = "INFO"
 
@@ -298,6 +300,7 @@ class Settings(BaseSettings):
             header_timeout_seconds=self.http_header_timeout_seconds,
             body_timeout_seconds=self.http_body_timeout_seconds,
             max_connections=self.http_max_connections,
+            body_bytes_in_flight=self.api_body_bytes_in_flight,
             model=self.llm_model,
             webhook=webhook,
         )
