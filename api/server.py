@@ -18,9 +18,11 @@ body within HTTP_BODY_TIMEOUT_SECONDS of its headers: otherwise the connection i
 aiohttp bounds only idle time, which a client sending a byte every few seconds never has.
 
 At most HTTP_MAX_CONNECTIONS connections are open at once: one past it is closed as soon
-as it is accepted (with one warning until the count is below the cap again), so clients
+as it is accepted, so clients
 holding connections cannot use up the file descriptors the bot needs for Telegram, the
-model, the database and its document readers.
+model, the database and its document readers. Connections closed past the cap or for a
+read deadline are logged as counts, at most a line per reason every ten seconds
+(`api.close_log`), however many there are.
 
 The access log (`AccessLog`, API_ACCESS_LOG) is one line per request: method, path,
 status and milliseconds — never the query string, a header or a body, where tokens
@@ -41,6 +43,7 @@ from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 from aiohttp.web_request import BaseRequest
 
+from api.close_log import CloseTally
 from api.config import ApiConfig
 from api.errors import ApiError, json_response
 
@@ -133,13 +136,15 @@ class JsonErrorProtocol(RequestHandler):
         if self._request_in_progress or self._messages:  # a pipelined request is waiting
             self._expect_headers()
             return
-        log.info("closing a connection that sent no complete headers in time")
+        if isinstance(self._manager, JsonErrorServer):
+            self._manager.closed.headers_late.note()
         self.force_close()
 
     def _body_late(self, body: StreamReader) -> None:
         self._body_due = None
         if body is self._body and not body.is_eof():
-            log.info("closing a connection whose request body did not arrive in time")
+            if isinstance(self._manager, JsonErrorServer):
+                self._manager.closed.body_late.note()
             self.force_close()
 
     def close_unread(self) -> None:
@@ -184,6 +189,30 @@ def close_unread(request: BaseRequest) -> None:
         request.protocol.close_unread()
 
 
+@dataclass(frozen=True, slots=True)
+class Closes:
+    """The server's own closes, one count per reason (see `api.close_log`)."""
+
+    past_cap: CloseTally
+    headers_late: CloseTally
+    body_late: CloseTally
+
+    @classmethod
+    def of(cls, limits: ReadTimeouts) -> Closes:
+        return cls(
+            CloseTally(
+                f"past the cap of {limits.max_connections} open (HTTP_MAX_CONNECTIONS)",
+                level=logging.WARNING,
+            ),
+            CloseTally(f"that sent no complete headers within {limits.headers:g} s"),
+            CloseTally(f"whose request body did not arrive within {limits.body:g} s"),
+        )
+
+    def stop(self) -> None:
+        for tally in (self.past_cap, self.headers_late, self.body_late):
+            tally.stop()
+
+
 class JsonErrorServer(web.Server):
     """`web.Server` building `JsonErrorProtocol` connections."""
 
@@ -191,21 +220,19 @@ class JsonErrorServer(web.Server):
         super().__init__(*args, **kwargs)
         self.read_timeouts = read_timeouts
         self._open: set[RequestHandler] = set()
-        self._refusing = False
+        self.closed = Closes.of(read_timeouts)
 
     def admit(self, connection: RequestHandler) -> bool:
         """Count a new connection in; False (it is to be closed) when the cap is reached."""
         if len(self._open) >= self.read_timeouts.max_connections:
-            if not self._refusing:
-                log.warning(
-                    "%d connections open: closing new ones until one ends (HTTP_MAX_CONNECTIONS)",
-                    len(self._open),
-                )
-                self._refusing = True
+            self.closed.past_cap.note()
             return False
         self._open.add(connection)
-        self._refusing = False
         return True
+
+    async def shutdown(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 - aiohttp's
+        await super().shutdown(timeout)
+        self.closed.stop()
 
     def release(self, connection: RequestHandler) -> None:
         self._open.discard(connection)
