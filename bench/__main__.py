@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.hostile import hostile_documents, hostile_line
+from bench.large_bodies import large_bodies, large_bodies_line
 from bench.pg_report import pg_table
 from bench.pg_runs import KINDS, PostgresBench
 from bench.procs import ROOT, Processes
@@ -178,6 +179,7 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
     if args.long_chars:
         long = await bench.long_answer(args.long_chars, args.long_piece, args.long_cap)
     hostile = await hostile_documents(bench) if args.hostile else None
+    bodies = await large_bodies(bench) if args.large_bodies else None
     mb = float("nan")
     if bots:
         print()
@@ -206,6 +208,8 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         print(long_answer_line(long))
     if hostile is not None:
         print(hostile_line(hostile))
+    if bodies is not None:
+        print(large_bodies_line(bodies))
     return {
         "machine": machine(),
         "args": vars(args),
@@ -215,6 +219,7 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         "context_tokens": context,
         "long_answer": long,
         "hostile_documents": hostile,
+        "large_bodies": bodies,
         "sqlite_mb_per_1000": mb,
     }
 
@@ -244,6 +249,12 @@ def main() -> int:
         dest="hostile",
         action="store_false",
         help="skip the hostile-documents phase (six costly PDF/DOCX files beside other chats)",
+    )
+    parser.add_argument(
+        "--no-large-bodies",
+        dest="large_bodies",
+        action="store_false",
+        help="skip the large-bodies phase (ten /api/chat requests at once, a 9.9 MB file each)",
     )
     parser.add_argument(
         "--bot-root",
