@@ -206,3 +206,21 @@ async def test_a_client_that_hangs_up_mid_body_gives_its_share_back(api: Running
             break
         await asyncio.sleep(0.05)
     assert statuses == [200, 200]
+
+
+async def test_a_turn_gives_its_share_back_once_its_files_are_read(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A document read into text no longer holds the budget: while its round waits for the
+    model, two more large bodies are admitted together."""
+    release = asyncio.Event()
+    model_server.enqueue("held answer", hold=release)
+    post = {"headers": {"Content-Type": "application/json"}}
+    waiting = asyncio.ensure_future(api.client.post("/api/chat", data=chat_body("alpha"), **post))
+    await model_server.wait_requests(1)
+    replies = await asyncio.gather(
+        *(api.client.post("/api/chat", data=chat_body(w), **post) for w in ("beta", "gamma"))
+    )
+    assert [reply.status for reply in replies] == [200, 200]
+    release.set()
+    assert (await waiting).status == 200
