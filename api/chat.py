@@ -15,6 +15,9 @@ Invariants:
   (see `api.turn`);
 - with `Idempotency-Key` a request is answered at most once, by whichever worker
   claimed the key first (see `api.idempotency`, `api.key_claims` and `api.responses`);
+- a body of 64 KB or more is read only within the process's budget of body bytes in
+  flight, reserved before it is read and given back once its files are read (see
+  `api.body_budget`): past it the request is SERVER_BUSY, its body unread;
 - attached files are checked (kind, size, base64) before the stream opens and read
   (documents' text, a voice note's transcript, photos) before a session is opened or a
   message stored, so a refused file leaves nothing behind and uses no round; the turn
@@ -52,7 +55,7 @@ from api.errors import (
 )
 from api.idempotency import HEADER, KeyStore, fingerprint, key_reused, parse_key
 from api.key_claims import Hold, claim
-from api.limits import Limits, read_body
+from api.limits import Limits, read_body, refuse_declared_over
 from api.responses import recover, replayed_headers, response
 from api.schemas import ChatRequest, SessionView, parse_chat_request
 from api.sse import EventStream
@@ -171,6 +174,7 @@ class ChatEndpoints:
         """Validate the request; join the running turn of its idempotency key (True), or
         start a turn of its own (False)."""
         key = parse_key(request.headers.get(HEADER))
+        refuse_declared_over(request, self._limits.max_body_bytes)  # too large, not busy
         held = self._budget.reserve(request.content_length)
         if held is None:  # refused before a byte of the body is read
             raise server_busy()

@@ -83,20 +83,30 @@ async def read_body(request: web.Request, limit: int, reservation: Reservation) 
     buffer of that size (no copy grows beside it); a body without a length grows its
     `reservation` as it arrives, refused with SERVER_BUSY once the budget has no room.
     """
-    too_large = ApiError("PAYLOAD_TOO_LARGE", f"the request body is over {limit} bytes")
     length = request.content_length
-    if length is not None and length > limit:
-        raise too_large
     if length is not None:
+        refuse_declared_over(request, limit)
         return await _read_declared(request, length)
     body = bytearray()
     async for chunk in request.content.iter_chunked(1 << 16):
         body += chunk
         if len(body) > limit:
-            raise too_large
+            raise _too_large(limit)
         if not reservation.grow_to(len(body)):
             raise server_busy()
     return body
+
+
+def refuse_declared_over(request: web.Request, limit: int) -> None:
+    """PAYLOAD_TOO_LARGE for a body whose declared length is over `limit`; its connection
+    is closed after the answer, the body unread."""
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(limit, close=True)
+
+
+def _too_large(limit: int, *, close: bool = False) -> ApiError:
+    message = f"the request body is over {limit} bytes"
+    return ApiError("PAYLOAD_TOO_LARGE", message, close=close)
 
 
 async def _read_declared(request: web.Request, length: int) -> bytearray:

@@ -224,3 +224,22 @@ async def test_a_turn_gives_its_share_back_once_its_files_are_read(
     assert [reply.status for reply in replies] == [200, 200]
     release.set()
     assert (await waiting).status == 200
+
+
+async def test_a_body_over_the_limit_is_too_large_even_while_the_budget_is_full(
+    api: RunningApi,
+) -> None:
+    """A declared length past the chat limit is 413 PAYLOAD_TOO_LARGE (waiting would not
+    help), not SERVER_BUSY, whatever is in flight."""
+    bodies = [chat_body(word) for word in ("alpha", "beta")]
+    held = [await Client.open(api) for _ in bodies]
+    for client, body in zip(held, bodies, strict=True):
+        await client.send(head(len(body)) + body[:1000])
+    await api.arrivals.wait(2)
+    huge = await Client.open(api)
+    await huge.send(head(250_000))
+    status, _, error = await huge.answer()
+    huge.close()
+    assert (status, error["code"]) == (413, "PAYLOAD_TOO_LARGE")
+    for client in held:
+        client.close()
