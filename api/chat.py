@@ -94,6 +94,7 @@ class Asked:
     files: tuple[Attachment, ...]
     held: Reservation
     fingerprint: str | None = None
+    client: str | None = None  # who asked (`_client`): the owner of its document reads
 
 
 class ChatEndpoints:
@@ -188,7 +189,7 @@ class ChatEndpoints:
                 return turn, False
             if self._keys is None:
                 raise ApiError("VALIDATION_ERROR", f"{HEADER}: not supported by this deployment")
-            flight = (request.get(CLIENT_KEY) or f"addr:{request.remote}", key)
+            flight = (_client(request), key)
             running = self._flights.get(flight)
             if running is not None:
                 if running.fingerprint != asked.fingerprint:
@@ -213,7 +214,7 @@ class ChatEndpoints:
             raise attachment_refused(exc) from None
         wanted = fingerprint(body) if keyed else None
         body = body.model_copy(update={"attachments": []})
-        return Asked(body, tuple(files), held, wanted)
+        return Asked(body, tuple(files), held, wanted, _client(request))
 
     def _start(self, turn: Turn, asked: Asked, flight: Flight | None) -> None:
         task = asyncio.create_task(self._run(turn, asked, flight))
@@ -286,7 +287,7 @@ class ChatEndpoints:
         if not files:
             return Message(asked.body.message)
         assert self._intake is not None  # files are decoded only with an intake
-        read = await self._intake.read(asked.body.message, files)
+        read = await self._intake.read(asked.body.message, files, owner=asked.client)
         return Message(read.stored_text, read)
 
     async def _open(self, body: ChatRequest, text: str) -> str:
@@ -334,3 +335,8 @@ def _log_round_failure(session_id: str, exc: Exception) -> None:
         log.info("round of session %s answered elsewhere first: %s", session_id, exc)
     else:
         log.error("round of session %s failed", session_id, exc_info=exc)
+
+
+def _client(request: web.Request) -> str:
+    """Who sent `request`: its client key (`CLIENT_KEY`), else its address."""
+    return request.get(CLIENT_KEY) or f"addr:{request.remote}"

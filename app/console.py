@@ -183,7 +183,7 @@ async def _send_with_files(
     """Read the queued files with the message, echo what was heard, then ask."""
     queued = tuple(files.queued)
     files.queued.clear()  # sent or refused, they are not sent twice
-    turn = await files.intake.read(text, queued)
+    turn = await files.intake.read(text, queued, owner="console")
     if turn.transcript is not None:
         print(f'[heard: "{turn.transcript}"]')
     if not all(document.complete for document in turn.documents):

@@ -125,7 +125,9 @@ class FileTurns:
                 max_bytes=self.intake.byte_limit(kind),
             )
             attachment = Attachment(file.name, file.mime, data, kind_hint=file.kind_hint)
-            return await self.intake.read(incoming.text, [attachment], language=incoming.language)
+            return await self.intake.read(
+                incoming.text, [attachment], language=incoming.language, owner=_owner(incoming)
+            )
 
     async def _within_input_limit(self, incoming: Incoming, turn: TurnInput) -> TurnInput:
         """The typed words and the transcript cut to the input limit (the user is told)."""
@@ -178,3 +180,11 @@ def excerpt(text: str, limit: int = HEARD_CHARS) -> str:
     flat = " ".join(text.split())
     kept, omitted = cut(flat, limit)
     return kept.rstrip(" ,.;:") + "…" if omitted else flat
+
+
+def _owner(incoming: Incoming) -> str:
+    """Whose files these are, for the readers' per-owner share: the user, or the chat
+    when no user is known (a channel, an anonymous admin)."""
+    if incoming.user_id is not None and not incoming.anonymous_admin:
+        return f"tg-user:{incoming.user_id}"
+    return f"tg-chat:{incoming.key}"

@@ -87,9 +87,16 @@ class Intake:
         return kinds.kind_of(attachment)
 
     async def read(
-        self, words: str, attachments: Sequence[Attachment], *, language: str | None = None
+        self,
+        words: str,
+        attachments: Sequence[Attachment],
+        *,
+        language: str | None = None,
+        owner: str | None = None,
     ) -> TurnInput:
-        """The turn `words` and `attachments` make; raises `AttachmentRefused`."""
+        """The turn `words` and `attachments` make; raises `AttachmentRefused`. `owner`
+        (who sent them) bounds how many document readers they take at once (None: no
+        per-owner bound; see `media.reader_shares`)."""
         sorted_out: dict[str, list[Attachment]] = {kind: [] for kind in kinds.KINDS}
         for attachment in attachments:
             kind = self.kind_of(attachment)
@@ -103,7 +110,7 @@ class Intake:
                 name=voices[1].name or None,
             )
         images = tuple(_image(photo) for photo in sorted_out[kinds.PHOTO])
-        documents = await self._documents(sorted_out[kinds.DOCUMENT])
+        documents = await self._documents(sorted_out[kinds.DOCUMENT], owner)
         transcript = await self._transcribe(voices[0], language) if voices else None
         return TurnInput(words=words, transcript=transcript, documents=documents, images=images)
 
@@ -117,7 +124,9 @@ class Intake:
             raise ValueError(f"unknown attachment kind {kind!r}")
         return limits[kind]
 
-    async def _documents(self, files: list[Attachment]) -> tuple[DocumentText, ...]:
+    async def _documents(
+        self, files: list[Attachment], owner: str | None
+    ) -> tuple[DocumentText, ...]:
         budget = self.config.max_document_chars
         found = [
             await self.readers.read(
@@ -126,6 +135,7 @@ class Intake:
                 mime=file.mime,
                 max_bytes=self.config.max_document_bytes,
                 max_chars=budget,
+                owner=owner,
             )
             for file in files
         ]

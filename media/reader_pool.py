@@ -1,7 +1,8 @@
 """A small pool of reader processes: where PDF and DOCX documents are parsed.
 
 Invariants: a PDF or DOCX is parsed only in a reader process (`media.reader_process`),
-never in this one, at most `processes` at a time (more wait their turn); each reader
+never in this one, at most `processes` at a time (more wait their turn), and at most
+`max(1, processes - 1)` of them for one owner (`media.reader_shares`); each reader
 runs with an address-space limit, a CPU-time limit per document, a minimal environment
 (none of this process's secrets) and no way to write to this process but its answer. A
 document not read within `timeout_seconds` has its reader killed at that moment, and a
@@ -33,6 +34,7 @@ from core.errors import AttachmentProblem, AttachmentRefused
 from media.config import ReaderConfig
 from media.documents import Extracted, document_format, read_document
 from media.reader_process import LENGTH, MAX_HEADER_BYTES, frame
+from media.reader_shares import ReaderShares
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +113,7 @@ class DocumentReaders:
         self._idle: list[_Reader] = []
         self._busy: set[_Reader] = set()
         self._slots = asyncio.Semaphore(config.processes)
+        self._shares = ReaderShares(config.processes)
         self._text_threads = ThreadPoolExecutor(
             max_workers=config.processes, thread_name_prefix="document-text"
         )
@@ -128,10 +131,19 @@ class DocumentReaders:
         await self.close()
 
     async def read(
-        self, data: bytes, *, name: str, mime: str | None, max_bytes: int, max_chars: int
+        self,
+        data: bytes,
+        *,
+        name: str,
+        mime: str | None,
+        max_bytes: int,
+        max_chars: int,
+        owner: str | None = None,
     ) -> Extracted:
         """The text of the document `data` (see `media.documents.read_document`); raises
-        `AttachmentRefused`, TOO_COSTLY when reading it went past a reader's limits."""
+        `AttachmentRefused`, TOO_COSTLY when reading it went past a reader's limits.
+        `owner` (who asked) holds at most its share of the readers (`media.reader_shares`);
+        None: no per-owner bound."""
         read = functools.partial(
             read_document, data, name=name, mime=mime, max_bytes=max_bytes, max_chars=max_chars
         )
@@ -145,7 +157,7 @@ class DocumentReaders:
             "size": len(data),
             "cpu_seconds": self.config.timeout_seconds,
         }
-        async with self._slots:
+        async with self._shares.turn(owner), self._slots:
             reply = await self._ask(request, data, reply_limit=12 * max_chars + MAX_HEADER_BYTES)
         if "problem" in reply:
             problem = AttachmentProblem(reply["problem"])

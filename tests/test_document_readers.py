@@ -254,3 +254,26 @@ def test_telling_a_large_8_bit_text_s_encoding_takes_memory_in_proportion_to_it(
         tracemalloc.stop()
     assert text.startswith("Сервер падает")
     assert peak < 4 * len(data)  # the text (2 bytes a character) and a copy of it
+
+
+async def test_one_owner_s_costly_files_leave_a_reader_for_everyone_else() -> None:
+    """With two readers, owner A's two costly PDFs take one reader at a time: owner B's
+    harmless document is read while both of A's are still pending."""
+    async with DocumentReaders(ReaderConfig(processes=2, timeout_seconds=3)) as readers:
+
+        async def owned(owner: str, data: bytes, name: str) -> Extracted:
+            return await readers.read(
+                data, name=name, mime=None, max_bytes=10_000_000, max_chars=BUDGET, owner=owner
+            )
+
+        first = asyncio.create_task(owned("user:1", costly_pages_pdf(), "one.pdf"))
+        second = asyncio.create_task(owned("user:1", costly_pages_pdf(), "two.pdf"))
+        await reader_started()
+        harmless = await owned("user:2", docx_file(), "report.docx")
+
+        assert harmless != Extracted("")
+        assert not first.done() and not second.done()
+        for task in (first, second):
+            with pytest.raises(AttachmentRefused) as caught:
+                await task
+            assert caught.value.problem is AttachmentProblem.TOO_COSTLY
