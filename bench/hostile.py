@@ -56,12 +56,7 @@ async def hostile_documents(bench: Bench, give_up_after: float = 300.0) -> dict[
     """Six hostile files in six chats beside three talking chats and one .txt."""
     tg, tg_port, model, model_port = bench._start_fakes()
     api_port = free_port()
-    env = {
-        **bench._env(tg_port, model_port, bench.scratch / "hostile.sqlite3"),
-        "API_ENABLED": "true",
-        "API_HOST": "127.0.0.1",
-        "API_PORT": str(api_port),
-    }
+    env = bench._api_env(tg_port, model_port, bench.scratch / "hostile.sqlite3", api_port)
     bot = bench.procs.start("bot-hostile", CONTENDERS["bot"], env, root=bench.bot_root)
     files = [(name, mime, make()) for name, mime, make in FILES]
     try:

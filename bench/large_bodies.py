@@ -38,10 +38,7 @@ async def large_bodies(bench: Bench) -> dict[str, Any]:
     tg, tg_port, model, model_port = bench._start_fakes()
     api_port = free_port()
     env = {
-        **bench._env(tg_port, model_port, bench.scratch / "bodies.sqlite3"),
-        "API_ENABLED": "true",
-        "API_HOST": "127.0.0.1",
-        "API_PORT": str(api_port),
+        **bench._api_env(tg_port, model_port, bench.scratch / "bodies.sqlite3", api_port),
         "API_RATE_LIMIT_PER_MINUTE": "0",
     }
     bot = bench.procs.start("bot-bodies", CONTENDERS["bot"], env, root=bench.bot_root)

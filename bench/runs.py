@@ -88,6 +88,15 @@ class Bench:
             "MAX_ROUNDS_LIMIT": "20",
         }
 
+    def _api_env(self, tg_port: int, model_port: int, db: Path, api_port: int) -> dict[str, str]:
+        """`_env` with the HTTP API listening on 127.0.0.1:`api_port`."""
+        return {
+            **self._env(tg_port, model_port, db),
+            "API_ENABLED": "true",
+            "API_HOST": "127.0.0.1",
+            "API_PORT": str(api_port),
+        }
+
     async def run(self, contender: str) -> dict[str, Any]:
         """All scenarios against one fresh process of `contender` ("bot" or "reference")."""
         self.runs += 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest_asyncio
@@ -25,15 +25,14 @@ from tests.postgres import (
     database_url_for_tests,
     server_url_for_tests,
     with_database,
+    with_settings,
 )
 
 SURVIVOR = "outage-survivor"
 
 
 def with_application_name(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    query = "&".join(filter(None, [parts.query, urlencode({"application_name": name})]))
-    return urlunsplit(parts._replace(query=query))
+    return with_settings(url, application_name=name)
 
 
 @dataclass

@@ -73,12 +73,17 @@ def with_database(url: str, database: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path=f"/{database}"))
 
 
-def with_search_path(url: str, schema: str) -> str:
-    """The URL with `search_path` set for every connection (asyncpg passes unknown query
+def with_settings(url: str, **settings: str) -> str:
+    """The URL with `settings` for every connection (asyncpg passes unknown query
     parameters on as server settings)."""
     parts = urlsplit(url)
-    query = "&".join(filter(None, [parts.query, urlencode({"search_path": schema})]))
+    query = "&".join(filter(None, [parts.query, urlencode(settings)]))
     return urlunsplit(parts._replace(query=query))
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """The URL whose connections all use `schema`."""
+    return with_settings(url, search_path=schema)
 
 
 async def connect_or_skip(url: str) -> asyncpg.Connection:

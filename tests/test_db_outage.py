@@ -36,18 +36,9 @@ from tests.fakes.bot_updates import UpdateBuilder
 from tests.fakes.model_server import FakeModelServer
 from tests.pg_outage import SURVIVOR, Outage, outage, with_application_name  # noqa: F401
 from tests.test_inbox_worker import A, B, Recorder
+from tests.waiting import until
 
 WAIT = 20.0
-
-
-async def until(check: Callable[[], bool], what: str) -> None:
-    """Wait until `check()` holds (looked at every 20 ms, for WAIT seconds at most)."""
-    try:
-        async with asyncio.timeout(WAIT):
-            while not check():  # noqa: ASYNC110 - nothing signals these conditions
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"never: {what}") from None
 
 
 class WatchedInbox:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from tests.fakes.bot_api import Call, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.tcp_relay import TcpRelay
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
+from tests.waiting import until
 
 WAIT = 20.0
 MAX_ATTEMPTS = 2
@@ -51,15 +52,6 @@ class KeptBot:
     api: FakeBotApi
     url: str  # the database, not through the relay
     handlings: list[int]  # update ids, as each handling started
-
-
-async def until(check: Callable[[], bool], what: str) -> None:
-    try:
-        async with asyncio.timeout(WAIT):
-            while not check():  # noqa: ASYNC110 - nothing signals these conditions
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"never: {what}") from None
 
 
 @pytest_asyncio.fixture(params=[0, 100], ids=["turn-store", "shared-limit"])
