@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -22,6 +22,7 @@ from storage.pg_dead_letters import dead_letters, drop, replay
 from tests.fakes.bot_updates import UpdateBuilder
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.test_inbox_worker import WAIT, Recorder, start_worker  # noqa: F401  (fixture)
+from tests.waiting import until
 
 Start = Callable[..., Any]
 CHAT = 3 * 10**9 + secrets.randbelow(10**9)
@@ -43,6 +44,16 @@ class Told:
             while len(self.told) < count:
                 self.changed.clear()
                 await self.changed.wait()
+
+
+def inbox_empty(worker: Any) -> Callable[[], Awaitable[bool]]:
+    """A check that the worker's inbox holds nothing: a handled update's row is deleted
+    just after its handling returns, so the recorder may see the finish first."""
+
+    async def check() -> bool:
+        return await worker.inbox.depth() == 0
+
+    return check
 
 
 async def letters(url: str) -> list[tuple[int, str, int]]:
@@ -116,7 +127,7 @@ async def test_an_update_that_raises_or_hangs_is_dead_lettered_and_the_chat_goes
     assert recorder.finished == [(f"tg:{CHAT}", after["update_id"])]
     assert told.told == [(poison["update_id"], reason)]
     assert await letters(postgres_url) == [(poison["update_id"], reason, 1)]
-    assert await worker.inbox.depth() == 0
+    await until(inbox_empty(worker), "the inbox emptied")
 
 
 async def test_an_update_that_kills_its_worker_each_time_is_given_up_after_max_attempts(
@@ -144,7 +155,7 @@ async def test_an_update_that_kills_its_worker_each_time_is_given_up_after_max_a
     assert [u for _, u in recorder.started] == [poison["update_id"]] * 3 + [after["update_id"]]
     assert told.told == [(poison["update_id"], "attempts")]
     assert await letters(postgres_url) == [(poison["update_id"], "attempts", 3)]
-    assert await survivor.inbox.depth() == 0
+    await until(inbox_empty(survivor), "the inbox emptied")
 
 
 async def test_an_update_failed_by_a_store_outage_more_than_max_attempts_times_is_kept(
@@ -181,7 +192,7 @@ async def test_an_update_failed_by_a_store_outage_more_than_max_attempts_times_i
     ]
     assert told.told == []
     assert await letters(postgres_url) == []
-    assert await worker.inbox.depth() == 0
+    await until(inbox_empty(worker), "the inbox emptied")
 
 
 async def test_a_reset_at_another_worker_stops_the_update_being_handled(
@@ -220,7 +231,7 @@ async def test_a_reset_at_another_worker_stops_the_update_being_handled(
     assert stopped == [True]
     assert told.told == []
     assert await letters(postgres_url) == []
-    assert await running.inbox.depth() == 0
+    await until(inbox_empty(running), "the inbox emptied")
 
 
 async def test_a_dead_letter_replayed_is_handled_again_and_one_dropped_is_gone(

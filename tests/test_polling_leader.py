@@ -24,6 +24,7 @@ from storage.pg_locks import PostgresLeadership
 from storage.pg_schema import migrate
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
+from tests.waiting import until
 
 WAIT = 20.0
 
@@ -96,18 +97,6 @@ async def start_poller(
         await poller.kill()
 
 
-async def until(check: Callable[[], Any]) -> None:
-    """Wait until `await check()` holds (looked at every 50 ms, for WAIT seconds at most)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT
-    while True:
-        if await check():
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"{check.__name__} never held")
-        await asyncio.sleep(0.05)
-
-
 async def test_one_leader_polls_and_another_takes_over_when_it_dies(
     start_poller: Callable[[], Any], bot_api: FakeBotApi
 ) -> None:
@@ -121,7 +110,7 @@ async def test_one_leader_polls_and_another_takes_over_when_it_dies(
     async def one_leader() -> bool:
         return [first.leader.leading, second.leader.leading].count(True) == 1
 
-    await until(one_leader)
+    await until(one_leader, "one worker leads")
     leader, follower = (first, second) if first.leader.leading else (second, first)
     batch = [bot_api.text_message(801, f"before {n}", user_id=801) for n in range(3)]
     leader.stall_after.add(batch[-1]["update_id"])  # queued, then the leader hangs
@@ -133,7 +122,7 @@ async def test_one_leader_polls_and_another_takes_over_when_it_dies(
 
         return check
 
-    await until(depth_is(3))
+    await until(depth_is(3), "three updates queued")
     await leader.kill()
     pushed += [
         bot_api.push_update(bot_api.text_message(801, f"after {n}", user_id=801))["update_id"]
@@ -143,8 +132,8 @@ async def test_one_leader_polls_and_another_takes_over_when_it_dies(
     async def follower_leads() -> bool:
         return follower.leader.leading
 
-    await until(follower_leads)
-    await until(depth_is(6))
+    await until(follower_leads, "the follower leads")
+    await until(depth_is(6), "six updates queued")
     rows = await follower.inbox.pending_chats()
     assert rows == ["tg:801"]
     taken = []
@@ -237,7 +226,7 @@ async def test_an_update_the_inbox_refuses_is_fetched_again_before_later_ones_ar
     async def leading() -> bool:
         return lone_leader.leader.leading
 
-    await until(leading)
+    await until(leading, "a worker leads")
     batch = [bot_api.text_message(801, f"message {n}", user_id=801) for n in range(3)]
     ids = [bot_api.push_update(update)["update_id"] for update in batch]
     lone_leader.refuse_once.add(ids[1])
@@ -248,7 +237,7 @@ async def test_an_update_the_inbox_refuses_is_fetched_again_before_later_ones_ar
     async def all_queued() -> bool:
         return await lone_leader.inbox.depth() == 3
 
-    await until(all_queued)
+    await until(all_queued, "all updates queued")
     taken = []
     while (row := await lone_leader.inbox.next("tg:801")) is not None:
         taken.append(row.update_id)
@@ -266,7 +255,7 @@ async def test_the_last_update_of_a_batch_is_acknowledged_by_the_next_poll(
     async def leading() -> bool:
         return lone_leader.leader.leading
 
-    await until(leading)
+    await until(leading, "a worker leads")
     ids = [
         bot_api.push_update(bot_api.text_message(801, f"message {n}", user_id=801))["update_id"]
         for n in range(2)
