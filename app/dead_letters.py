@@ -14,8 +14,8 @@ import time
 
 from app.settings import Settings
 from core.errors import ConfigError
-from storage.pg_dead_letters import DeadLetter, dead_letters, drop, replay
-from storage.pg_pool import open_pool
+from storage.postgres.coordination.dead_letters import DeadLetter, dead_letters, drop, replay
+from storage.postgres.pool import open_pool
 
 USAGE = """usage: consultation-bot dead-letters [list [N] | replay ID | drop ID]
 

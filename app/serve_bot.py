@@ -41,8 +41,10 @@ from bot.inbox import InboxWorker
 from bot.polling import PollingLeader
 from bot.shared import IN_MEMORY, SharedState
 from bot.undelivered import StoredUndelivered
-from storage.pg_locks import PostgresLeadership
-from storage.pg_shared import PostgresFloodWaits, PostgresRateLimits, PostgresUndelivered
+from storage.postgres.coordination.flood_waits import PostgresFloodWaits
+from storage.postgres.coordination.locks import PostgresLeadership
+from storage.postgres.coordination.rate_limits import PostgresRateLimits
+from storage.postgres.coordination.undelivered import PostgresUndelivered
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,9 @@ from api.app import ApiStore
 from app.settings import Settings
 from app.startup import StartupError
 from core.ports import ConsultationStore
-from storage import DatabaseUnusable, SqliteStore
-from storage.pg_store import PostgresStore
+from storage.postgres.store import PostgresStore
+from storage.shared import DatabaseUnusable
+from storage.sqlite.store import SqliteStore
 
 
 class Store(ConsultationStore, ApiStore, Protocol):

@@ -3,7 +3,7 @@
 The benchmark's only view into the store's round trips from the client side. Counting is
 done by wrapping the drivers in this process (nothing in storage/ changes):
 - SQLite: each statement SQLite runs (a trace callback on every connection, BEGIN, COMMIT
-  and SAVEPOINTs included), each store operation submitted (`storage.batch.Batcher.run`)
+  and SAVEPOINTs included), each store operation submitted (`storage.sqlite.batch.Batcher.run`)
   and each hop to an aiosqlite connection's thread (one per batch of operations);
 - PostgreSQL (asyncpg): each request sent — a statement with arguments, a simple query
   (BEGIN, COMMIT, the pool's reset on release, LISTEN), an executemany.
@@ -68,7 +68,7 @@ def _count_sqlite() -> None:
 
     aiosqlite.core.Connection._execute = counted_hop  # type: ignore[method-assign]
 
-    from storage.batch import Batcher
+    from storage.sqlite.batch import Batcher
 
     submit = Batcher.run
 

@@ -4,9 +4,9 @@ The limit is a port (`UserRateLimits`): `RateLimiter` is a sliding window per us
 in memory (only for users active in the last minute), right for one process; it protects
 the model bill and a group's share of Telegram's messages from floods (messages and
 commands count; `bot.refusals` says refusals through its "warned" mark), so losing it on
-restart is harmless. Several worker
-processes share one limit instead (`storage.pg_shared.PostgresRateLimits`), so a user
-reaching two workers is not allowed twice as much.
+restart is harmless. Several worker processes share one limit instead
+(`storage.postgres.coordination.rate_limits.PostgresRateLimits`), so a user reaching two
+workers is not allowed twice as much.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ over, a group's limiter once the group was idle long enough for it to be full
 again (a new one is then identical), so chats that never return cost nothing.
 
 The pauses are a port (`FloodWaits`): `MemoryFloodWaits` pauses this process only;
-several workers share them instead (`storage.pg_shared.PostgresFloodWaits`), so a chat
-Telegram limited is left alone by every worker, not only by the one that was told.
+several workers share them instead
+(`storage.postgres.coordination.flood_waits.PostgresFloodWaits`), so a chat Telegram
+limited is left alone by every worker, not only by the one that was told.
 The per-group and overall rates stay per process.
 """
 

@@ -91,7 +91,8 @@ was moved to the dead letters: tell its chat."""
 
 
 class Inbox(Protocol):
-    """The shared queue of accepted updates (`storage.pg_inbox.PostgresInbox`)."""
+    """The shared queue of accepted updates
+    (`storage.postgres.coordination.inbox.PostgresInbox`)."""
 
     async def put(self, update_id: int, chat_key: str, payload: str) -> bool: ...
     async def remember(self, update_id: int) -> bool: ...
@@ -130,7 +131,8 @@ class Inbox(Protocol):
 
 
 class Claims(Protocol):
-    """Non-blocking claims across processes (`storage.pg_locks.PostgresChatLocks`)."""
+    """Non-blocking claims across processes
+    (`storage.postgres.coordination.locks.PostgresChatLocks`)."""
 
     def try_hold(self, key: str) -> AbstractAsyncContextManager[bool]: ...
 

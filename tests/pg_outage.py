@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import asyncpg
 import pytest_asyncio
 
-from storage.pg_schema import migrate
+from storage.postgres.schema import migrate
 from tests.postgres import (
     connect_or_skip,
     database_url_for_tests,

@@ -21,8 +21,8 @@ import asyncpg
 
 from app.stores import Store
 from core.models import Consultation, Message, Role
-from storage import SqliteStore
-from storage.pg_store import PostgresStore
+from storage.postgres.store import PostgresStore
+from storage.sqlite.store import SqliteStore
 from tests.postgres import connect_or_skip, database_url_for_tests, with_search_path
 
 

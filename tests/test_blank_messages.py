@@ -15,7 +15,7 @@ from core.llm import OpenAICompleter
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig
 from core.service import ConsultationService
-from storage import SqliteStore
+from storage.sqlite.store import SqliteStore
 from tests.bot_harness import ask_private, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer

@@ -13,7 +13,7 @@ from core.llm import OpenAICompleter
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
 from core.requests import EngineConfig
 from core.service import ConsultationService
-from storage import SqliteStore
+from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 
 REQUEST = 'Help me choose weights for "hammer curls" and the butterfly — how many reps?'

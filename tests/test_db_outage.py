@@ -19,8 +19,8 @@ from telegram import Bot, Update
 from bot.inbox import InboxWorker
 from bot.polling import PollingLeader
 from core.errors import StoreUnavailable
-from storage.pg_inbox import PostgresInbox
-from storage.pg_locks import PostgresChatLocks, PostgresLeadership
+from storage.postgres.coordination.inbox import PostgresInbox
+from storage.postgres.coordination.locks import PostgresChatLocks, PostgresLeadership
 from tests.cluster_harness import (
     API_TOKEN,
     PATH,

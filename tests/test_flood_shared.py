@@ -13,8 +13,9 @@ import pytest_asyncio
 from telegram.error import RetryAfter
 
 from bot.flood import ChatFloodControl
-from storage.pg_shared import PostgresFloodWaits, open_shared_pool
-from storage.pg_store import PostgresStore
+from storage.postgres.coordination.flood_waits import PostgresFloodWaits
+from storage.postgres.pool import open_shared_pool
+from storage.postgres.store import PostgresStore
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 Pools = tuple[asyncpg.Pool, asyncpg.Pool]

@@ -29,8 +29,8 @@ from app.runtime import open_runtime
 from app.serve_bot import shared_state
 from bot.app import build_application
 from bot.inbox import InboxWorker
-from storage.pg_inbox import PostgresInbox
-from storage.pg_locks import PostgresChatLocks
+from storage.postgres.coordination.inbox import PostgresInbox
+from storage.postgres.coordination.locks import PostgresChatLocks
 from tests.bot_harness import FOOTERS, bot_settings, conversation
 from tests.fakes.bot_api import Call, FakeBotApi
 from tests.fakes.model_server import FakeModelServer

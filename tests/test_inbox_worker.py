@@ -21,9 +21,9 @@ from telegram import Update
 from bot.chat import conversation_key
 from bot.inbox import InboxWorker
 from bot.ordering import command_of
-from storage.pg_inbox import PostgresInbox
-from storage.pg_locks import PostgresChatLocks
-from storage.pg_schema import migrate
+from storage.postgres.coordination.inbox import PostgresInbox
+from storage.postgres.coordination.locks import PostgresChatLocks
+from storage.postgres.schema import migrate
 from tests.fakes.bot_updates import UpdateBuilder
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 

@@ -265,3 +265,47 @@ def test_core_depends_on_the_model_vendor_in_one_module_only() -> None:
     """Only core/llm.py knows the openai SDK; the rest of core sees the Completer port."""
     users = [path for path, names in imported_modules("core").items() if "openai" in names]
     assert users == ["core/llm.py"]
+
+
+# -- the storage layout --------------------------------------------------------------------
+
+BACKENDS = {"sqlite": {"sqlite3", "aiosqlite"}, "postgres": {"asyncpg", "psycopg", "psycopg2"}}
+"""Each backend's folder under storage/ and the drivers only it may import."""
+
+
+def storage_imports(folder: str) -> list[Import]:
+    return [i for i in product_imports() if i.path.startswith(f"storage/{folder}/")]
+
+
+def test_the_top_of_storage_holds_no_backend_module() -> None:
+    """A module at the top of storage/ is shared by both backends: no backend in its name,
+    no driver among its imports; each backend lives in its own folder."""
+    top = sorted(p.name for p in (ROOT / "storage").glob("*.py"))
+    named = [name for name in top if any(b in name for b in ("sqlite", "pg", "postgres"))]
+    assert named == []
+    drivers = set().union(*BACKENDS.values())
+    top_imports = [i for i in product_imports() if i.path.count("/") == 1]
+    assert [str(i) for i in top_imports if i.path.startswith("storage/") and i.top in drivers] == []
+    folders = {p.name for p in (ROOT / "storage").iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(BACKENDS)
+
+
+@pytest.mark.parametrize(("backend", "other"), [("sqlite", "postgres"), ("postgres", "sqlite")])
+def test_a_backend_never_imports_the_other_or_its_drivers(backend: str, other: str) -> None:
+    offending = [
+        str(i)
+        for i in storage_imports(backend)
+        if i.module.startswith(f"storage.{other}") or i.top in BACKENDS[other]
+    ]
+    assert offending == []
+
+
+def test_the_postgres_store_does_not_depend_on_the_workers_coordination() -> None:
+    """The coordination serves the bot's ports; the consultation store stands without it."""
+    offending = [
+        str(i)
+        for i in storage_imports("postgres")
+        if not i.path.startswith("storage/postgres/coordination/")
+        and i.module.startswith("storage.postgres.coordination")
+    ]
+    assert offending == []

@@ -18,8 +18,8 @@ from telegram import Bot, Update
 from app.runtime import _cleanup_loop
 from bot.inbox import InboxWorker
 from bot.polling import PollingLeader
-from storage.pg_inbox import PostgresInbox
-from storage.pg_locks import PostgresChatLocks, PostgresLeadership
+from storage.postgres.coordination.inbox import PostgresInbox
+from storage.postgres.coordination.locks import PostgresChatLocks, PostgresLeadership
 from telemetry.supervision import LoopRegistry
 from tests.api_harness import api_settings
 from tests.fakes.bot_api import TOKEN, FakeBotApi

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from storage.pg_batch import Batched
+from storage.postgres.batch import Batched
 
 
 class Writer:

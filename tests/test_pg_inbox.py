@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest_asyncio
 
-from storage.pg_inbox import PostgresInbox
-from storage.pg_schema import migrate
+from storage.postgres.coordination.inbox import PostgresInbox
+from storage.postgres.schema import migrate
 from tests.postgres import database_url_for_tests, postgres_url, with_search_path  # noqa: F401
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from core.errors import TurnSuperseded
 from core.models import Consultation, Message, Role, Status
-from storage import pg_schema
-from storage.pg_batched import Append, append_messages
-from storage.pg_store import PostgresStore
+from storage.postgres import schema
+from storage.postgres.sql import Append, append_messages
+from storage.postgres.store import PostgresStore
 from tests.postgres import postgres_url
 
 __all__ = ["postgres_url"]
@@ -102,12 +102,12 @@ async def test_two_pools_racing_to_record_one_round_store_one_reply(postgres_url
 async def test_messages_stored_before_the_upgrade_keep_their_positions(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    full = list(pg_schema.MIGRATIONS)
+    full = list(schema.MIGRATIONS)
     names = [name for name, _ in full]
-    monkeypatch.setattr(pg_schema, "MIGRATIONS", full[: names.index("m005_last_seq")])
+    monkeypatch.setattr(schema, "MIGRATIONS", full[: names.index("m005_last_seq")])
     connection = await asyncpg.connect(postgres_url)
     try:
-        await pg_schema.migrate(connection)
+        await schema.migrate(connection)
         now = time.time()
         await connection.execute(
             "INSERT INTO consultations (id, chat_key, status, max_rounds, current_round,"
@@ -126,7 +126,7 @@ async def test_messages_stored_before_the_upgrade_keep_their_positions(
             )
     finally:
         await connection.close()
-    monkeypatch.setattr(pg_schema, "MIGRATIONS", full)
+    monkeypatch.setattr(schema, "MIGRATIONS", full)
 
     store = await PostgresStore.open(postgres_url)  # applies the rest
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from storage.pg_pool import is_unavailable
+from storage.postgres.faults import is_unavailable
 
 
 def server_error(sqlstate: str) -> asyncpg.PostgresError:

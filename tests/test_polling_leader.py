@@ -19,9 +19,9 @@ from telegram import Bot, Update
 from bot.chat import conversation_key
 from bot.polling import PollingLeader
 from core.errors import StoreUnavailable
-from storage.pg_inbox import PostgresInbox
-from storage.pg_locks import PostgresLeadership
-from storage.pg_schema import migrate
+from storage.postgres.coordination.inbox import PostgresInbox
+from storage.postgres.coordination.locks import PostgresLeadership
+from storage.postgres.schema import migrate
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.waiting import until

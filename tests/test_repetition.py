@@ -21,7 +21,7 @@ from core.prompts import PromptLibrary
 from core.repetition import CHECK_EVERY, RepetitionGuard, find_loop
 from core.requests import EngineConfig
 from core.service import ConsultationService
-from storage import SqliteStore
+from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 
 PARAGRAPH = (

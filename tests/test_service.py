@@ -35,7 +35,7 @@ from core.ports import Completer
 from core.prompts import EARLY_FINISH_MARKER, PromptLibrary
 from core.requests import EngineConfig
 from core.service import ConsultationService
-from storage import SqliteStore
+from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.scripted_model import ScriptedModel
 

@@ -14,7 +14,7 @@ import pytest
 from core.llm import OpenAICompleter
 from core.outcomes import Notice
 from core.service import ConsultationService
-from storage import SqliteStore
+from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 from tests.test_service import KEY, Clock, make_service
 

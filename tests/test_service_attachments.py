@@ -17,7 +17,7 @@ from core.llm import OpenAICompleter
 from core.models import Role, Status
 from core.outcomes import Notice
 from core.service import ConsultationService
-from storage import SqliteStore
+from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer, image_parts, text_of
 from tests.test_service import KEY, Clock, make_service, messages_of, stored, system_of
 

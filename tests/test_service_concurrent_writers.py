@@ -24,7 +24,7 @@ from core.ports import ConsultationStore
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig
 from core.service import ConsultationService
-from storage import SqliteStore
+from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 
 KEY = "tg:77"

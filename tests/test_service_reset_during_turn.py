@@ -18,7 +18,7 @@ from core.outcomes import Reply
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig
 from core.service import ConsultationService
-from storage import SqliteStore
+from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 
 GUARD = 20  # seconds; only a broken reset ever gets near it

@@ -16,8 +16,8 @@ import aiosqlite
 import pytest
 
 from core.ports import ConsultationStore
-from storage import SqliteStore
-from storage.migrations import MIGRATIONS, applied_migrations, migrate
+from storage.sqlite.schema import MIGRATIONS, applied_migrations, migrate
+from storage.sqlite.store import SqliteStore
 from tests.store_contract import count, make
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +102,7 @@ async def test_committed_message_survives_process_kill(db_path: Path) -> None:
         f"""
         import asyncio, os, signal
         from core.models import Consultation, Message, Role
-        from storage import SqliteStore
+        from storage.sqlite.store import SqliteStore
 
         async def main():
             store = await SqliteStore.open({str(db_path)!r})

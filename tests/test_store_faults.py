@@ -16,8 +16,8 @@ import pytest
 
 from core.errors import StoreUnavailable
 from core.models import Consultation, Message, Role, Status
-from storage import SqliteStore
-from storage.faults import DatabaseUnusable
+from storage.shared import DatabaseUnusable
+from storage.sqlite.store import SqliteStore
 from tests.store_contract import count, make
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest_asyncio
 
-from storage.pg_inbox import PostgresInbox
+from storage.postgres.coordination.inbox import PostgresInbox
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.postgres import postgres_url  # noqa: F401  (fixture)

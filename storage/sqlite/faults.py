@@ -30,10 +30,6 @@ _FAULT_CODES = frozenset(
 )
 
 
-class DatabaseUnusable(StoreUnavailable):
-    """The database cannot be opened at all: start-up must stop with this message."""
-
-
 def is_store_fault(error: BaseException) -> bool:
     """True for SQLite errors caused by the file or the disk, not by the statement."""
     if not isinstance(error, sqlite3.Error):

@@ -2,7 +2,7 @@
 
 A turn reads its chat's state once (`load_turns`) and appends two messages (the user's,
 then the reply: `append_messages`). Under load many chats do so at once; with
-`storage.pg_batch.Batched` the calls made while one statement runs go together in the
+`storage.postgres.batch.Batched` the calls made while one statement runs go together in the
 next, so a round trip (and a commit) carries the turns of many chats.
 
 Invariants:
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from core.models import Consultation, Message, Status, TurnRecord, locate_turn
-from storage.rows import (
+from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
     MESSAGE_READ_COLUMNS,

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import StoreUnavailable
-from storage.batch import Batcher
+from storage.sqlite.batch import Batcher
 
 log = logging.getLogger(__name__)
 

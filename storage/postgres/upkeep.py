@@ -15,7 +15,7 @@ Invariants:
 - `purge` deletes only ended consultations; their messages and idempotency keys go with
   them (`ON DELETE CASCADE`), chat settings stay.
 - `remember_update` answers "new" once per update id and keeps ids within the bounds of
-  `storage.updates` (`KEEP_SECONDS`, `KEEP_IDS`).
+  `storage.shared` (`KEEP_SECONDS`, `KEEP_IDS`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Any
 
 import asyncpg
 
-from storage import idempotency
-from storage.updates import KEEP_IDS, KEEP_SECONDS
+from storage.shared import KEEP_IDS, KEEP_SECONDS, PURGE_UNOPENED
 
 
 async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) -> int:
@@ -66,7 +65,7 @@ async def expire_idle(connection: asyncpg.Connection, inactive_since: float) -> 
 async def purge(connection: asyncpg.Connection, older_than: float) -> int:
     """Delete the ended consultations last active before `older_than`; how many. Claims of
     idempotency keys never given a session (their holder died) go too."""
-    await connection.execute(idempotency.PURGE_UNOPENED, older_than)
+    await connection.execute(PURGE_UNOPENED, older_than)
     return await _count(
         connection,
         "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < $1",

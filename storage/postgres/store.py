@@ -17,12 +17,12 @@ Invariants:
   `StoreUnavailable` (nothing half-written: the transaction rolled back); a server that
   cannot be reached or a URL that is wrong stops `open` with `DatabaseUnusable`.
 
-The store is put together from modules next to this one: `storage.pg_calls` (the base
-class: counting calls so `close` waits for them, one transaction per write, writes to one
-consultation in order), `storage.pg_batched` with `storage.pg_batch` (the hot statements,
-batched), `storage.pg_upkeep` (re-keying a chat, expiring, purging, Telegram update ids)
-and `storage.pg_keys` (the API's idempotency keys). `PostgresStore` is the one class
-callers use.
+The store is put together from modules next to this one: `storage.postgres.calls` (the
+base class: counting calls so `close` waits for them, one transaction per write, writes to
+one consultation in order), `storage.postgres.sql` with `storage.postgres.batch` (the hot
+statements, batched), `storage.postgres.upkeep` (re-keying a chat, expiring, purging,
+Telegram update ids) and `storage.postgres.keys` (the API's idempotency keys).
+`PostgresStore` is the one class callers use.
 """
 
 from __future__ import annotations
@@ -42,10 +42,12 @@ from core.models import (
     Status,
     TurnRecord,
 )
-from storage import pg_keys, pg_upkeep
-from storage.idempotency import Claimed, KeyRecord
-from storage.pg_batch import Batched
-from storage.pg_batched import (
+from storage.postgres import keys, upkeep
+from storage.postgres.batch import Batched
+from storage.postgres.calls import StoreCalls
+from storage.postgres.faults import is_unavailable
+from storage.postgres.pool import open_pool
+from storage.postgres.sql import (
     MESSAGES_OF_FOUND,
     Append,
     Appended,
@@ -53,11 +55,11 @@ from storage.pg_batched import (
     append_messages,
     load_turns,
 )
-from storage.pg_calls import StoreCalls
-from storage.pg_pool import is_unavailable, open_pool
-from storage.rows import (
+from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
+    Claimed,
+    KeyRecord,
     consultation_from_row,
     consultation_values,
     message_values,
@@ -236,27 +238,27 @@ class PostgresStore(StoreCalls):
 
     async def move_chat(self, old_key: str, new_key: str) -> int:
         """Re-key a chat's consultations and settings; the new key's own data wins."""
-        return await self._write(lambda c: pg_upkeep.move_chat(c, old_key, new_key))
+        return await self._write(lambda c: upkeep.move_chat(c, old_key, new_key))
 
     async def expire_idle(self, *, inactive_since: float, at: float) -> int:
         """Expire idle ACTIVE consultations; their last activity stays (retention counts
         from it)."""
-        return await self._write(lambda c: pg_upkeep.expire_idle(c, inactive_since))
+        return await self._write(lambda c: upkeep.expire_idle(c, inactive_since))
 
     async def purge(self, *, older_than: float) -> int:
         """Delete ended consultations last active before `older_than` (messages and
         idempotency keys go with them); settings are kept."""
-        return await self._write(lambda c: pg_upkeep.purge(c, older_than))
+        return await self._write(lambda c: upkeep.purge(c, older_than))
 
     async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:
         """Record a Telegram update id; True the first time, False for a redelivery."""
         received = time.time() if at is None else at
-        return await self._write(lambda c: pg_upkeep.remember_update(c, update_id, received))
+        return await self._write(lambda c: upkeep.remember_update(c, update_id, received))
 
     # -- idempotency keys of API requests (deleted with their session) ---------------------
 
     async def find_idempotency_key(self, client: str, key: str) -> KeyRecord | None:
-        return await self._call(lambda c: pg_keys.find_key(c, client, key))
+        return await self._call(lambda c: keys.find_key(c, client, key))
 
     async def claim_idempotency_key(
         self,
@@ -271,7 +273,7 @@ class PostgresStore(StoreCalls):
         """Hold the key for `owner` (a new claim, or one abandoned by an earlier attempt
         at the same request); None when it is not to be had (see `find_idempotency_key`)."""
         return await self._write(
-            lambda c: pg_keys.claim_key(
+            lambda c: keys.claim_key(
                 c,
                 client,
                 key,
@@ -285,21 +287,19 @@ class PostgresStore(StoreCalls):
     async def renew_idempotency_key(
         self, client: str, key: str, *, owner: str, lease_until: float
     ) -> bool:
-        return await self._write(lambda c: pg_keys.renew_key(c, client, key, owner, lease_until))
+        return await self._write(lambda c: keys.renew_key(c, client, key, owner, lease_until))
 
     async def attach_idempotency_session(
         self, client: str, key: str, *, owner: str, session_id: str
     ) -> bool:
-        return await self._write(
-            lambda c: pg_keys.attach_session(c, client, key, owner, session_id)
-        )
+        return await self._write(lambda c: keys.attach_session(c, client, key, owner, session_id))
 
     async def release_idempotency_key(self, client: str, key: str, *, owner: str) -> None:
-        await self._write(lambda c: pg_keys.release_key(c, client, key, owner))
+        await self._write(lambda c: keys.release_key(c, client, key, owner))
 
     async def save_idempotent_response(self, client: str, key: str, response: str) -> None:
         """Store the reply a key answered with (once; a stored reply is never replaced)."""
-        await self._write(lambda c: pg_keys.save_response(c, client, key, response))
+        await self._write(lambda c: keys.save_response(c, client, key, response))
 
     # -- plumbing ------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The API's idempotency keys on PostgreSQL (table `idempotency_keys`, migrations m001, m007).
 
-The same statements and rules as the SQLite store's (`storage.idempotency`): a key is
+The statements and rules of `storage.shared`, as on SQLite (`storage.sqlite.keys`): a key is
 claimed in one statement by one attempt at a time, taken over only when no reply is
 stored and no live lease holds it; only its owner renews, releases or attaches a session
 to it; its response is written at most once and never changed. Rows go with their
@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncpg
 
 from core.errors import SessionNotFound
-from storage import idempotency as sql
-from storage.idempotency import Claimed, KeyRecord
+from storage import shared as sql
+from storage.shared import Claimed, KeyRecord
 
 
 async def find_key(connection: asyncpg.Connection, client: str, key: str) -> KeyRecord | None:

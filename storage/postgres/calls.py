@@ -1,6 +1,6 @@
 """The PostgreSQL store's calls on its pool: counted, ordered, and ended by `close`.
 
-`StoreCalls` is the base of `storage.pg_store.PostgresStore`: it owns the pool and runs
+`StoreCalls` is the base of `storage.postgres.store.PostgresStore`: it owns the pool and runs
 every call of the store on it; the store says what each call does.
 
 Invariants:
@@ -12,7 +12,7 @@ Invariants:
 - Writes to one consultation from this process commit in the order they were made (a
   FIFO lock per consultation id, `_ordered`), as they would through one connection.
 - A lost connection or a database that does not answer reaches callers as
-  `StoreUnavailable` (`storage.pg_pool.call`).
+  `StoreUnavailable` (`storage.postgres.pool.call`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import asyncpg
 
 from core.errors import StoreUnavailable
 from core.keyed_lock import KeyedLock
-from storage.pg_pool import call
+from storage.postgres.pool import call
 
 T = TypeVar("T")
 

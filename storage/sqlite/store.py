@@ -17,7 +17,7 @@ Invariants:
 - A database that cannot be used (folder not writable, not a SQLite file,
   corrupt by ``PRAGMA quick_check``) stops `open` with `DatabaseUnusable` and a
   one-line reason; later faults of the file or disk reach callers as
-  `StoreUnavailable` (see `storage.faults` and `storage.health`).
+  `StoreUnavailable` (see `storage.sqlite.faults` and `storage.sqlite.health`).
 - The file gives space back: ``auto_vacuum = INCREMENTAL`` (an older file is
   converted by one VACUUM when opened) and every purge frees the pages it
   emptied; the WAL is truncated to `JOURNAL_SIZE_LIMIT` after checkpoints.
@@ -38,12 +38,11 @@ from typing import Any
 import aiosqlite
 
 from core.models import ChatSettings, Consultation, Message, Status, TurnRecord
-from storage import idempotency, updates
-from storage import statements as sql
-from storage.batch import Batcher, run_reads, run_writes
-from storage.faults import DatabaseUnusable
-from storage.health import FileIdentity, StoreHealth
-from storage.migrations import migrate
+from storage.shared import Claimed, DatabaseUnusable, KeyRecord
+from storage.sqlite import keys, sql, upkeep
+from storage.sqlite.batch import Batcher, run_reads, run_writes
+from storage.sqlite.health import FileIdentity, StoreHealth
+from storage.sqlite.schema import migrate
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +244,7 @@ class SqliteStore:
 
     async def move_chat(self, old_key: str, new_key: str) -> int:
         return await self._writer.run(
-            functools.partial(sql.move_chat, old_key=old_key, new_key=new_key)
+            functools.partial(upkeep.move_chat, old_key=old_key, new_key=new_key)
         )
 
     async def expire_idle(self, *, inactive_since: float, at: float) -> int:
@@ -254,14 +253,14 @@ class SqliteStore:
         Their last activity stays as it was: retention counts from it, not from now.
         """
         return await self._writer.run(
-            functools.partial(sql.expire_idle, inactive_since=inactive_since)
+            functools.partial(upkeep.expire_idle, inactive_since=inactive_since)
         )
 
     async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:
         """Record a Telegram update id; True the first time, False for a redelivery."""
         received = time.time() if at is None else at
         return await self._writer.run(
-            functools.partial(updates.remember, update_id=update_id, at=received)
+            functools.partial(upkeep.remember_update, update_id=update_id, at=received)
         )
 
     async def purge(self, *, older_than: float) -> int:
@@ -269,14 +268,12 @@ class SqliteStore:
 
         The pages they used are given back to the file system.
         """
-        return await self._writer.run(functools.partial(sql.purge, older_than=older_than))
+        return await self._writer.run(functools.partial(upkeep.purge, older_than=older_than))
 
     # -- idempotency keys of API requests (deleted with their session) ---------------------
 
-    async def find_idempotency_key(self, client: str, key: str) -> idempotency.KeyRecord | None:
-        return await self._reader.run(
-            functools.partial(idempotency.find_key, client=client, key=key)
-        )
+    async def find_idempotency_key(self, client: str, key: str) -> KeyRecord | None:
+        return await self._reader.run(functools.partial(keys.find_key, client=client, key=key))
 
     async def claim_idempotency_key(
         self,
@@ -287,12 +284,12 @@ class SqliteStore:
         owner: str,
         at: float,
         lease_until: float,
-    ) -> idempotency.Claimed | None:
+    ) -> Claimed | None:
         """Hold the key for `owner` (a new claim, or one abandoned by an earlier attempt
         at the same request); None when it is not to be had (see `find_idempotency_key`)."""
         return await self._writer.run(
             functools.partial(
-                idempotency.claim_key,
+                keys.claim_key,
                 client=client,
                 key=key,
                 fingerprint=fingerprint,
@@ -307,7 +304,7 @@ class SqliteStore:
     ) -> bool:
         return await self._writer.run(
             functools.partial(
-                idempotency.renew_key, client=client, key=key, owner=owner, lease_until=lease_until
+                keys.renew_key, client=client, key=key, owner=owner, lease_until=lease_until
             )
         )
 
@@ -316,7 +313,7 @@ class SqliteStore:
     ) -> bool:
         return await self._writer.run(
             functools.partial(
-                idempotency.attach_session,
+                keys.attach_session,
                 client=client,
                 key=key,
                 owner=owner,
@@ -326,13 +323,13 @@ class SqliteStore:
 
     async def release_idempotency_key(self, client: str, key: str, *, owner: str) -> None:
         await self._writer.run(
-            functools.partial(idempotency.release_key, client=client, key=key, owner=owner)
+            functools.partial(keys.release_key, client=client, key=key, owner=owner)
         )
 
     async def save_idempotent_response(self, client: str, key: str, response: str) -> None:
         """Store the reply a key answered with (once; a stored reply is never replaced)."""
         await self._writer.run(
-            functools.partial(idempotency.save_response, client=client, key=key, response=response)
+            functools.partial(keys.save_response, client=client, key=key, response=response)
         )
 
 

@@ -3,7 +3,7 @@
 Invariant: every value reaches SQLite as a bound parameter; the only text
 formatted into SQL is fixed column names written in this module. Every
 function here is synchronous and runs on a connection's thread inside a
-transaction opened by `storage.batch`; writes raise `SessionNotFound` for a
+transaction opened by `storage.sqlite.batch`; writes raise `SessionNotFound` for a
 missing consultation (and `record_reply` raises `TurnSuperseded` when its
 compare-and-set fails) before changing anything, so their savepoint is rolled back
 and the writes batched with them still commit.
@@ -24,8 +24,7 @@ from core.models import (
     TurnRecord,
     locate_turn,
 )
-from storage import idempotency
-from storage.rows import (
+from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
     MESSAGE_READ_COLUMNS,
@@ -55,10 +54,6 @@ _APPEND_MESSAGE = (
     f"{_INSERT_MESSAGE} SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?"
     " FROM messages WHERE consultation_id = ?"
 )
-
-
-VACUUM_PAGES_PER_PURGE = 5000
-"""At most this many pages (20 MB at 4 KiB) are freed per purge, about 150 ms of work."""
 
 
 # -- writes (run on the connection's thread, inside a transaction) -----------------------
@@ -138,60 +133,6 @@ def upsert_chat_settings(db: sqlite3.Connection, chat_key: str, s: ChatSettings)
         " updated_at = excluded.updated_at",
         (chat_key, s.max_rounds, s.role, s.system_prompt, s.language, time.time()),
     )
-
-
-def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
-    """Re-key a chat's consultations and settings; the new key's own data wins on conflict."""
-    if db.execute(
-        "SELECT 1 FROM consultations WHERE chat_key = ? AND status = 'active'", (new_key,)
-    ).fetchone():
-        db.execute(
-            "UPDATE consultations SET status = 'reset' WHERE chat_key = ? AND status = 'active'",
-            (old_key,),
-        )
-    moved = db.execute(
-        "UPDATE consultations SET chat_key = ? WHERE chat_key = ?", (new_key, old_key)
-    ).rowcount
-    db.execute(
-        "UPDATE OR IGNORE chat_settings SET chat_key = ? WHERE chat_key = ?", (new_key, old_key)
-    )
-    db.execute("DELETE FROM chat_settings WHERE chat_key = ?", (old_key,))
-    return moved
-
-
-def expire_idle(db: sqlite3.Connection, inactive_since: float) -> int:
-    """Expire idle ACTIVE consultations; their last activity is kept for retention."""
-    cursor = db.execute(
-        "UPDATE consultations SET status = 'expired'"
-        " WHERE status = 'active' AND last_activity_at < ?",
-        (inactive_since,),
-    )
-    return cursor.rowcount
-
-
-def purge(db: sqlite3.Connection, older_than: float) -> int:
-    """Delete ended consultations last active before `older_than`, then free their pages."""
-    # Messages go by ON DELETE CASCADE; rowcount counts consultations only.
-    cursor = db.execute(
-        "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < ?",
-        (older_than,),
-    )
-    db.execute(idempotency.sqlite_sql(idempotency.PURGE_UNOPENED), (older_than,))
-    free_pages(db, VACUUM_PAGES_PER_PURGE)
-    return cursor.rowcount
-
-
-def free_pages(db: sqlite3.Connection, limit: int) -> int:
-    """Give up to `limit` free pages back to the file system; return how many.
-
-    The file shrinks at the next checkpoint. A cap keeps one call short (~30 µs
-    a page); what is left is freed by the next call.
-    """
-    pages = min(limit, db.execute("PRAGMA freelist_count").fetchone()[0])
-    # The sqlite3 module steps this pragma once, and each step frees one page.
-    for _ in range(pages):
-        db.execute("PRAGMA incremental_vacuum")
-    return pages
 
 
 # -- reads (run on the reader's thread, inside one read transaction) ---------------------

@@ -6,10 +6,10 @@ Invariants:
   statement (one transaction), so a redelivery is refused while the row waits AND after
   it was handled and deleted (a new polling leader fetches again what the old one had
   not acknowledged).
-- Group commit (`storage.pg_batch`): the `put`s (and the `finish`es) made while one is
+- Group commit (`storage.postgres.batch`): the `put`s (and the `finish`es) made while one is
   being written are written together by the next statement (one round trip and one
   commit for all of them); each caller returns only once its own row is committed.
-  The ids are kept as long as the store keeps them (`storage.updates` bounds).
+  The ids are kept as long as the store keeps them (`storage.shared` bounds).
 - A row stays until `finish` deletes it or `bury` moves it to `dead_letters`: a worker
   that dies mid-update leaves its row for another worker (at least once). `begin` counts
   each handling in the row's `attempts` and commits before the handling starts, so a
@@ -43,9 +43,10 @@ from typing import Any, NamedTuple, TypeVar
 
 import asyncpg
 
-from storage.pg_batch import Batched
-from storage.pg_pool import CONNECT_TIMEOUT, call, is_unavailable, open_pool, unavailable
-from storage.updates import KEEP_IDS, KEEP_SECONDS
+from storage.postgres.batch import Batched
+from storage.postgres.faults import is_unavailable, unavailable
+from storage.postgres.pool import CONNECT_TIMEOUT, call, open_pool
+from storage.shared import KEEP_IDS, KEEP_SECONDS
 
 log = logging.getLogger(__name__)
 

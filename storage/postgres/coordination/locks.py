@@ -24,7 +24,7 @@ key, or False at once when another task of this process or another process has i
 attempt at the database, no backoff).
 
 The attempts and releases of all keys share the lock connection: those made while one
-statement runs go together in the next (`storage.pg_batch`), in the order they were made,
+statement runs go together in the next (`storage.postgres.batch`), in the order they were made,
 so under load a round trip carries the claims and releases of many chats.
 """
 
@@ -41,8 +41,8 @@ import asyncpg
 
 from core.errors import StoreUnavailable
 from core.keyed_lock import KeyedLock
-from storage.pg_batch import Batched
-from storage.pg_pool import is_unavailable, unavailable
+from storage.postgres.batch import Batched
+from storage.postgres.faults import is_unavailable, unavailable
 
 RETRY_FIRST = 0.02
 RETRY_MAX = 0.5
@@ -225,3 +225,28 @@ class PostgresLeadership:
         if self._connection is not None:
             self._connection.terminate()
         self._connection, self._leading = None, False
+
+
+@asynccontextmanager
+async def try_exclusive(pool: asyncpg.Pool, name: str) -> AsyncIterator[bool]:
+    """Yield True to the one caller (across all processes) that got `name`, False at once
+    to any other while it is held.
+
+    The lock is transaction-scoped (`pg_try_advisory_xact_lock`) on a connection held for
+    the block, so it is released however the block ends, and at once if this process dies.
+    """
+    inside = False
+    try:
+        async with pool.acquire() as connection, connection.transaction():
+            mine = bool(
+                await connection.fetchval(
+                    "SELECT pg_try_advisory_xact_lock($1)", lock_id("exclusive:" + name)
+                )
+            )
+            inside = True
+            yield mine
+            inside = False  # what fails from here is the commit's: the database's
+    except Exception as error:
+        if inside or not is_unavailable(error):  # the block's own failure, not the lock's
+            raise
+        raise unavailable(error) from error

@@ -1,0 +1,213 @@
+"""What both stores share: the row mapping, the start-up failure, the update-id bounds and
+the API's idempotency keys (their records and their statements).
+
+Row mapping: both stores keep the same columns in the same order: `CONSULTATION_COLUMNS`
+for a consultation, `MESSAGE_INSERT_COLUMNS` for writing a message, and the message read
+order of `message_from_row`. Only the SQL dialect around them differs. Text is written
+without NUL characters on every store: PostgreSQL cannot hold them in text and SQLite
+can, so dropping them here makes a text read back the same anywhere.
+
+Telegram update ids (the webhook's de-duplication, table `telegram_updates`): recording an
+id answers "new" in the same write, so two deliveries of one update, even at the same
+moment, are answered "new" exactly once. Ids are kept for `KEEP_SECONDS` and at most
+`KEEP_IDS` of them; each write deletes what fell out of both bounds through indexes, so it
+costs O(log n) and the table never grows past the bounds.
+
+Idempotency keys (table `idempotency_keys`):
+- a key is claimed by one attempt at a time, in one statement (`INSERT … ON CONFLICT DO
+  UPDATE … WHERE … RETURNING`): the first claim inserts the row, and a later attempt
+  with the same request takes it over only when no reply is stored and no live lease
+  holds it (its owner failed and released it, or died and let the lease run out);
+- the row's `owner` and `lease_until` name the attempt answering it; only that owner
+  renews, releases or attaches a session to it;
+- its response is written at most once and never changed, so a retry always gets the
+  reply of the round the key first answered;
+- rows belong to a session and go with it (`ON DELETE CASCADE` when the retention purge
+  deletes it); a claim released before any session was opened is deleted at once, and
+  one whose holder died before opening a session goes with the retention purge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from core.errors import StoreUnavailable
+from core.models import Consultation, Message, ModelOptions, Role, Status, Usage
+
+
+class DatabaseUnusable(StoreUnavailable):
+    """The database cannot be opened at all: start-up must stop with this message."""
+
+
+# -- rows ----------------------------------------------------------------------------------
+
+CONSULTATION_COLUMNS = (
+    "id, chat_key, status, max_rounds, current_round, initial_request, role,"
+    " system_prompt, options, created_at, last_activity_at, started_by"
+)
+MESSAGE_INSERT_COLUMNS = (
+    "consultation_id, seq, role, author, text, created_at,"
+    " prompt_tokens, completion_tokens, tokens_estimated, turn_id"
+)
+MESSAGE_READ_COLUMNS = (
+    "role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated, turn_id"
+)
+
+
+def consultation_values(c: Consultation) -> tuple[Any, ...]:
+    """The values of `CONSULTATION_COLUMNS`, in order."""
+    return (
+        c.id,
+        c.chat_key,
+        c.status.value,
+        c.max_rounds,
+        c.current_round,
+        _text(c.initial_request),
+        _text(c.role),
+        _text(c.system_prompt),
+        json.dumps(dataclasses.asdict(c.options)),
+        c.created_at,
+        c.last_activity_at,
+        c.started_by,
+    )
+
+
+def message_values(m: Message) -> tuple[Any, ...]:
+    """The values of `MESSAGE_INSERT_COLUMNS` after consultation_id and seq, in order."""
+    usage = m.usage
+    return (
+        m.role.value,
+        _text(m.author),
+        _text(m.text),
+        m.created_at,
+        None if usage is None else usage.prompt_tokens,
+        None if usage is None else usage.completion_tokens,
+        None if usage is None else usage.estimated,
+        m.turn_id,
+    )
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else value.replace("\x00", "")
+
+
+def message_from_row(row: Sequence[Any]) -> Message:
+    """A message from the values of `MESSAGE_READ_COLUMNS`."""
+    role, text, created_at, author, prompt, completion, estimated, turn_id = row
+    return Message(
+        role=Role(role),
+        text=text,
+        created_at=created_at,
+        author=author,
+        usage=None if prompt is None else Usage(prompt, completion or 0, bool(estimated)),
+        turn_id=turn_id,
+    )
+
+
+def consultation_from_row(row: Sequence[Any], messages: Iterable[Sequence[Any]]) -> Consultation:
+    """A consultation from the values of `CONSULTATION_COLUMNS` and its message rows."""
+    return Consultation(
+        id=row[0],
+        chat_key=row[1],
+        status=Status(row[2]),
+        max_rounds=row[3],
+        current_round=row[4],
+        initial_request=row[5],
+        role=row[6],
+        system_prompt=row[7],
+        options=options_from_json(row[8]),
+        created_at=row[9],
+        last_activity_at=row[10],
+        started_by=row[11],
+        messages=[message_from_row(m) for m in messages],
+    )
+
+
+def options_from_json(raw: str) -> ModelOptions:
+    data = json.loads(raw) if raw else {}
+    known = {f.name for f in dataclasses.fields(ModelOptions)}
+    # Keys written by a newer version are ignored rather than failing the load.
+    return ModelOptions(**{k: v for k, v in data.items() if k in known})
+
+
+# -- Telegram update ids ------------------------------------------------------------------
+
+KEEP_SECONDS = 24 * 3600
+"""Telegram gives up redelivering an update well within a day."""
+
+KEEP_IDS = 1_000_000
+"""update_ids are consecutive, so this keeps the last million (~40 MB at most)."""
+
+
+# -- idempotency keys -----------------------------------------------------------------------
+
+
+class KeyRecord(NamedTuple):
+    """A claimed key: the request it was first sent with, its session (None before one was
+    opened), its reply (or None), when it was first claimed, and until when its current
+    owner's lease runs (None: nobody is answering it)."""
+
+    fingerprint: str
+    session_id: str | None
+    response: str | None
+    created_at: float
+    lease_until: float | None
+
+
+class Claimed(NamedTuple):
+    """A key this attempt now holds: the session an earlier attempt opened (or None) and
+    when the key was first claimed."""
+
+    session_id: str | None
+    created_at: float
+
+
+CLAIM = (
+    "INSERT INTO idempotency_keys (client, key, fingerprint, created_at, owner, lease_until)"
+    " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (client, key) DO UPDATE"
+    " SET owner = excluded.owner, lease_until = excluded.lease_until"
+    " WHERE idempotency_keys.fingerprint = excluded.fingerprint"
+    " AND idempotency_keys.response IS NULL"
+    " AND (idempotency_keys.lease_until IS NULL OR idempotency_keys.lease_until < $4)"
+    " RETURNING session_id, created_at"
+)
+"""Claim a key, or take over an abandoned claim of the same request (both stores)."""
+
+FIND = (
+    "SELECT fingerprint, session_id, response, created_at, lease_until FROM idempotency_keys"
+    " WHERE client = $1 AND key = $2"
+)
+
+RENEW = (
+    "UPDATE idempotency_keys SET lease_until = $4"
+    " WHERE client = $1 AND key = $2 AND owner = $3 AND response IS NULL"
+)
+
+ATTACH = (
+    "UPDATE idempotency_keys SET session_id = $4"
+    " WHERE client = $1 AND key = $2 AND owner = $3 AND response IS NULL"
+)
+
+RELEASE_UNOPENED = (
+    "DELETE FROM idempotency_keys"
+    " WHERE client = $1 AND key = $2 AND owner = $3 AND session_id IS NULL"
+)
+
+RELEASE = (
+    "UPDATE idempotency_keys SET owner = NULL, lease_until = NULL"
+    " WHERE client = $1 AND key = $2 AND owner = $3"
+)
+
+PURGE_UNOPENED = (
+    "DELETE FROM idempotency_keys WHERE session_id IS NULL AND created_at < $1"
+    " AND (lease_until IS NULL OR lease_until < $1)"
+)
+"""Claims whose holder died before opening a session (the retention purge drops them)."""
+
+SAVE = (
+    "UPDATE idempotency_keys SET response = $3, owner = NULL, lease_until = NULL"
+    " WHERE client = $1 AND key = $2 AND response IS NULL"
+)

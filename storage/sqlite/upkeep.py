@@ -1,0 +1,82 @@
+"""The SQLite store's upkeep writes: re-keying a chat, expiring and purging consultations,
+and remembering the webhook's Telegram update ids.
+
+Each function is synchronous and runs on the writer's thread inside the transaction
+opened by `storage.sqlite.batch`, so all of a call's statements are committed together,
+or none. Every value reaches SQLite as a bound parameter.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from storage.shared import KEEP_IDS, KEEP_SECONDS, PURGE_UNOPENED
+from storage.sqlite.keys import sqlite_sql
+
+VACUUM_PAGES_PER_PURGE = 5000
+"""At most this many pages (20 MB at 4 KiB) are freed per purge, about 150 ms of work."""
+
+
+def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
+    """Re-key a chat's consultations and settings; the new key's own data wins on conflict."""
+    if db.execute(
+        "SELECT 1 FROM consultations WHERE chat_key = ? AND status = 'active'", (new_key,)
+    ).fetchone():
+        db.execute(
+            "UPDATE consultations SET status = 'reset' WHERE chat_key = ? AND status = 'active'",
+            (old_key,),
+        )
+    moved = db.execute(
+        "UPDATE consultations SET chat_key = ? WHERE chat_key = ?", (new_key, old_key)
+    ).rowcount
+    db.execute(
+        "UPDATE OR IGNORE chat_settings SET chat_key = ? WHERE chat_key = ?", (new_key, old_key)
+    )
+    db.execute("DELETE FROM chat_settings WHERE chat_key = ?", (old_key,))
+    return moved
+
+
+def expire_idle(db: sqlite3.Connection, inactive_since: float) -> int:
+    """Expire idle ACTIVE consultations; their last activity is kept for retention."""
+    cursor = db.execute(
+        "UPDATE consultations SET status = 'expired'"
+        " WHERE status = 'active' AND last_activity_at < ?",
+        (inactive_since,),
+    )
+    return cursor.rowcount
+
+
+def purge(db: sqlite3.Connection, older_than: float) -> int:
+    """Delete ended consultations last active before `older_than`, then free their pages."""
+    # Messages go by ON DELETE CASCADE; rowcount counts consultations only.
+    cursor = db.execute(
+        "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < ?",
+        (older_than,),
+    )
+    db.execute(sqlite_sql(PURGE_UNOPENED), (older_than,))
+    free_pages(db, VACUUM_PAGES_PER_PURGE)
+    return cursor.rowcount
+
+
+def free_pages(db: sqlite3.Connection, limit: int) -> int:
+    """Give up to `limit` free pages back to the file system; return how many.
+
+    The file shrinks at the next checkpoint. A cap keeps one call short (~30 µs
+    a page); what is left is freed by the next call.
+    """
+    pages = min(limit, db.execute("PRAGMA freelist_count").fetchone()[0])
+    # The sqlite3 module steps this pragma once, and each step frees one page.
+    for _ in range(pages):
+        db.execute("PRAGMA incremental_vacuum")
+    return pages
+
+
+def remember_update(db: sqlite3.Connection, update_id: int, at: float) -> bool:
+    """Record `update_id`; True if it was not recorded yet."""
+    new = db.execute(
+        "INSERT OR IGNORE INTO telegram_updates (update_id, received_at) VALUES (?, ?)",
+        (update_id, at),
+    ).rowcount
+    db.execute("DELETE FROM telegram_updates WHERE received_at < ?", (at - KEEP_SECONDS,))
+    db.execute("DELETE FROM telegram_updates WHERE update_id <= ?", (update_id - KEEP_IDS,))
+    return new == 1
