@@ -15,6 +15,7 @@ import time
 from app.settings import Settings
 from core.errors import ConfigError
 from storage.postgres.coordination.dead_letters import DeadLetter, dead_letters, drop, replay
+from storage.postgres.coordination.schema import migrate
 from storage.postgres.pool import open_pool
 
 USAGE = """usage: consultation-bot dead-letters [list [N] | replay ID | drop ID]
@@ -41,7 +42,7 @@ async def run_dead_letters(settings: Settings, action: str, number: int | None) 
     url = settings.secret("database_url")
     if not url:
         raise ConfigError("DATABASE_URL is not set: dead letters are kept only on PostgreSQL.")
-    pool = await open_pool(url, size=1, purpose="dead letters", migrated=True)
+    pool = await open_pool(url, size=1, purpose="dead letters", migrate=migrate)
     try:
         async with pool.acquire() as connection:
             if action == "list":

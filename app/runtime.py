@@ -52,9 +52,9 @@ from media.transcription import OpenAITranscriber
 from storage.postgres.coordination.flood_waits import PostgresFloodWaits
 from storage.postgres.coordination.inbox import PostgresInbox
 from storage.postgres.coordination.locks import PostgresChatLocks, try_exclusive
+from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.rate_limits import RATE_TABLES, PostgresRateLimits
 from storage.postgres.coordination.undelivered import PostgresUndelivered
-from storage.postgres.pool import open_shared_pool
 from telemetry.loopwatch import watch_event_loop
 from telemetry.metrics import Metrics
 from telemetry.supervision import LoopRegistry, Pace, supervise

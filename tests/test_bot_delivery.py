@@ -23,8 +23,8 @@ from bot.undelivered import StoredUndelivered, reply_from_dict, reply_to_dict
 from core.models import Usage
 from core.outcomes import Notice, Reply
 from core.service import OnText
+from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.undelivered import PostgresUndelivered
-from storage.postgres.pool import open_shared_pool
 from storage.postgres.store import PostgresStore
 from tests.bot_harness import (
     FirstCallOnly,

@@ -15,8 +15,8 @@ import pytest_asyncio
 
 from bot.outage import OutageNotices
 from bot.shared import SharedState
+from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.rate_limits import PostgresRateLimits
-from storage.postgres.pool import open_shared_pool
 from tests.bot_harness import (
     ALICE,
     BOB,

@@ -26,8 +26,8 @@ from bot.say import Say
 from bot.shared import SharedState
 from bot.turns import TurnRunner
 from core.expiring import ExpiringDict
+from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.rate_limits import PostgresRateLimits
-from storage.postgres.pool import open_shared_pool
 from tests.bot_harness import bot_settings
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer

@@ -14,7 +14,7 @@ from telegram.error import RetryAfter
 
 from bot.flood import ChatFloodControl
 from storage.postgres.coordination.flood_waits import PostgresFloodWaits
-from storage.postgres.pool import open_shared_pool
+from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.store import PostgresStore
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 

@@ -14,9 +14,9 @@ import pytest_asyncio
 from app.serve_bot import shared_state
 from bot.config import BotConfig
 from storage.postgres.coordination.locks import try_exclusive
+from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.rate_limits import PostgresRateLimits
 from storage.postgres.coordination.undelivered import PostgresUndelivered
-from storage.postgres.pool import open_shared_pool
 from storage.postgres.store import PostgresStore
 from tests.fakes.bot_api import TOKEN
 from tests.postgres import postgres_url  # noqa: F401  (fixture)

@@ -161,7 +161,7 @@ async def test_idempotency_keys_survive_the_claims_migration(tmp_path: Path) -> 
             "INSERT INTO idempotency_keys (client, key, fingerprint, session_id, response,"
             " created_at) VALUES ('c', 'k', 'f', 's1', '{}', 5)"
         )
-        assert await migrate(db) == ["m007_idempotency_claims"]
+        assert (await migrate(db))[0] == "m007_idempotency_claims"
     store = await SqliteStore.open(db_path)
     try:
         found = await store.find_idempotency_key("c", "k")

@@ -18,12 +18,13 @@ from typing import TypeVar
 import asyncpg
 
 from storage.postgres.faults import describe, is_unavailable, unavailable
-from storage.postgres.schema import migrate
 from storage.shared import DatabaseUnusable
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Migrate = Callable[[asyncpg.Connection], Awaitable[list[str]]]
+"""A schema's `migrate`: applies what the database lacks, returns the names applied."""
 
 CONNECT_TIMEOUT = 10.0
 COMMAND_TIMEOUT = 30.0
@@ -34,11 +35,12 @@ async def open_pool(
     *,
     size: int,
     purpose: str = "",
-    migrated: bool = False,
+    migrate: Migrate | None = None,
     server_settings: dict[str, str] | None = None,
 ) -> asyncpg.Pool:
-    """A pool of at most `size` connections; with `migrated`, missing migrations applied
-    first (one process at a time). `purpose` names the pool in the error at start-up."""
+    """A pool of at most `size` connections; with `migrate` (a schema's `migrate`), the
+    migrations it lacks applied first (one process at a time). `purpose` names the pool in
+    the error at start-up."""
     try:
         pool = await asyncpg.create_pool(
             url,
@@ -52,7 +54,7 @@ async def open_pool(
     except (TimeoutError, OSError, asyncpg.PostgresError, ValueError) as error:
         who = f"the {purpose} " if purpose else ""
         raise DatabaseUnusable(f"{who}cannot connect to PostgreSQL: {describe(error)}") from None
-    if migrated:
+    if migrate is not None:
         try:
             async with pool.acquire() as connection:
                 applied = await migrate(connection)
@@ -62,22 +64,6 @@ async def open_pool(
         if applied:
             log.info("database migrated: %s", ", ".join(applied))
     return pool
-
-
-async def open_shared_pool(url: str, *, size: int = 5) -> asyncpg.Pool:
-    """A small pool for the shared state; applies missing migrations like the store does.
-
-    Losing the last writes of this state in a database crash is harmless (a limit or a
-    pause a little short; an undelivered reply is still in the history), so its commits
-    do not wait for the disk.
-    """
-    return await open_pool(
-        url,
-        size=size,
-        purpose="shared state",
-        migrated=True,
-        server_settings={"synchronous_commit": "off"},
-    )
 
 
 async def call(

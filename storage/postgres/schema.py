@@ -1,23 +1,33 @@
-"""The PostgreSQL schema: versioned migrations, applied once even when workers start together.
+"""The PostgreSQL store's schema: versioned migrations, applied once even when workers start
+together.
 
 Invariant: each migration runs at most once per database, in order, in one transaction
 with the `schema_migrations` row that records it. Every process applies migrations
 under one transaction-scoped advisory lock (`MIGRATION_LOCK`), so when several workers
 start at once one applies each migration and the others wait for it, then see it
-recorded and skip it. The tables mean the same as the SQLite store's: times are seconds
-since the epoch (double precision), ids are text, options are the JSON text the engine
-writes.
+recorded and skip it.
+
+The store's tables are the SQLite store's, with the same columns, keys and indexes
+(tests/test_schema_parity.py compares them): times are seconds since the epoch (double
+precision), ids are text, options are the JSON text the engine writes. From `m009` on,
+both backends' histories have the same migrations under the same names. The workers'
+coordination has a history of its own (`storage.postgres.coordination.schema`); its
+first tables came with m003, m004, m006 and m008 here, released before it had one.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import asyncpg
 
 MIGRATION_LOCK = 0x636F6E73756C74  # "consult": the advisory lock key for migrations
 
-MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
+Migration = tuple[str, tuple[str, ...]]
+"""A migration's name (they sort in the order they run) and its statements."""
+
+MIGRATIONS: list[Migration] = [
     (
         "m001_initial",
         (
@@ -206,11 +216,24 @@ MIGRATIONS: list[tuple[str, tuple[str, ...]]] = [
             "CREATE INDEX dead_letters_dead_at ON dead_letters (dead_at)",
         ),
     ),
+    (
+        # The SQLite store keeps `last_seq` from this migration on; here it came with m005.
+        "m009_last_seq",
+        ("ALTER TABLE consultations ADD COLUMN IF NOT EXISTS last_seq INTEGER NOT NULL DEFAULT 0",),
+    ),
 ]
 
 
 async def migrate(connection: asyncpg.Connection) -> list[str]:
-    """Apply the migrations this database lacks; return the names applied by this call."""
+    """Apply the store's migrations this database lacks; return the names applied now."""
+    return await apply_migrations(connection, MIGRATIONS)
+
+
+async def apply_migrations(
+    connection: asyncpg.Connection, migrations: Sequence[Migration]
+) -> list[str]:
+    """Apply those of `migrations` this database lacks, in order; return the names applied
+    by this call."""
     async with connection.transaction():
         # Under the lock too: two CREATE TABLE IF NOT EXISTS at once can both try to create it.
         await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
@@ -219,7 +242,7 @@ async def migrate(connection: asyncpg.Connection) -> list[str]:
             " name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
         )
     applied: list[str] = []
-    for name, statements in MIGRATIONS:
+    for name, statements in migrations:
         async with connection.transaction():
             await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
             done = await connection.fetchval(

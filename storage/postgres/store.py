@@ -47,6 +47,7 @@ from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
 from storage.postgres.pool import open_pool
+from storage.postgres.schema import migrate
 from storage.postgres.sql import (
     MESSAGES_OF_FOUND,
     Append,
@@ -89,7 +90,7 @@ class PostgresStore(StoreCalls):
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 10) -> PostgresStore:
         """Connect, apply missing migrations (one process at a time) and return the store."""
-        return cls(await open_pool(url, size=pool_size, migrated=True))
+        return cls(await open_pool(url, size=pool_size, migrate=migrate))
 
     async def ping(self) -> bool:
         """True if the database answers a query within `PING_TIMEOUT` seconds."""

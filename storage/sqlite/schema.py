@@ -233,3 +233,15 @@ async def m007_idempotency_claims(db: aiosqlite.Connection) -> None:
     await db.execute("DROP TABLE idempotency_keys")
     await db.execute("ALTER TABLE idempotency_claims RENAME TO idempotency_keys")
     await db.execute("CREATE INDEX idempotency_keys_session ON idempotency_keys (session_id)")
+
+
+@migration
+async def m009_last_seq(db: aiosqlite.Connection) -> None:
+    """The position of a consultation's last message, kept on its row (as on PostgreSQL):
+    a message appended takes its position from the row's `last_seq`, advanced by the same
+    transaction."""
+    await db.execute("ALTER TABLE consultations ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0")
+    await db.execute(
+        "UPDATE consultations SET last_seq = COALESCE("
+        "(SELECT MAX(seq) FROM messages m WHERE m.consultation_id = consultations.id), 0)"
+    )

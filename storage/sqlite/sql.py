@@ -49,10 +49,10 @@ _SELECT_TURN = (
 )
 
 _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
-# The next position is computed inside the INSERT; writes never interleave, so it is race-free.
+# The position is the consultation's `last_seq`, advanced by the UPDATE of its row that comes
+# first in the same transaction; writes never interleave, so it is race-free.
 _APPEND_MESSAGE = (
-    f"{_INSERT_MESSAGE} SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?"
-    " FROM messages WHERE consultation_id = ?"
+    f"{_INSERT_MESSAGE} SELECT ?, last_seq, ?, ?, ?, ?, ?, ?, ?, ? FROM consultations WHERE id = ?"
 )
 
 
@@ -62,9 +62,9 @@ _APPEND_MESSAGE = (
 def insert_consultation(db: sqlite3.Connection, c: Consultation) -> None:
     try:
         db.execute(
-            f"INSERT INTO consultations ({CONSULTATION_COLUMNS})"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            consultation_values(c),
+            f"INSERT INTO consultations ({CONSULTATION_COLUMNS}, last_seq)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*consultation_values(c), len(c.messages)),
         )
     except sqlite3.IntegrityError as error:
         if c.status is Status.ACTIVE and "chat_key" in str(error):
@@ -80,7 +80,7 @@ def append_message(
     db: sqlite3.Connection, consultation_id: str, message: Message, **columns: Any
 ) -> None:
     """Append `message` and set `columns` on its consultation."""
-    update_consultation(db, consultation_id, **columns)
+    _update(db, consultation_id, "last_seq = last_seq + 1", **columns)
     db.execute(_APPEND_MESSAGE, (consultation_id, *message_values(message), consultation_id))
 
 
@@ -98,7 +98,7 @@ def record_reply(
     The check and the update are one UPDATE inside the write transaction, so two
     writers (two processes) recording the same round cannot both succeed.
     """
-    assignments = ", ".join(f"{name} = ?" for name in columns)
+    assignments = ", ".join(["last_seq = last_seq + 1", *(f"{name} = ?" for name in columns)])
     cursor = db.execute(
         f"UPDATE consultations SET {assignments}"
         " WHERE id = ? AND current_round = ? AND status = 'active'",
@@ -115,7 +115,13 @@ def record_reply(
 
 def update_consultation(db: sqlite3.Connection, consultation_id: str, **columns: Any) -> None:
     """UPDATE the given columns (fixed names from this package, never user input)."""
-    assignments = ", ".join(f"{name} = ?" for name in columns)
+    _update(db, consultation_id, **columns)
+
+
+def _update(db: sqlite3.Connection, consultation_id: str, *fixed: str, **columns: Any) -> None:
+    """UPDATE the consultation: the `fixed` assignments (SQL written in this module) and the
+    given columns; `SessionNotFound` when it is gone."""
+    assignments = ", ".join([*fixed, *(f"{name} = ?" for name in columns)])
     cursor = db.execute(
         f"UPDATE consultations SET {assignments} WHERE id = ?",
         (*columns.values(), consultation_id),

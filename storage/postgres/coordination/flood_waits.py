@@ -5,9 +5,9 @@ through a cache refreshed at most every `FLOOD_REFRESH_SECONDS`.
 
 Invariants: every statement is parameterised; times are wall-clock seconds since the
 epoch (`time.time`), the only clock several processes share; a lost connection or an
-unreachable database reaches callers as `StoreUnavailable`. The table comes from the
-store's migrations (`storage.postgres.schema`), applied by `open_shared_pool` too, so the
-order of opening the store and this does not matter.
+unreachable database reaches callers as `StoreUnavailable`. The table is the
+coordination's (`storage.postgres.coordination.schema`), whose migrations
+`open_shared_pool` applies, so the order of opening the store and this does not matter.
 """
 
 from __future__ import annotations

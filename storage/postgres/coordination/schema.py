@@ -1,0 +1,31 @@
+"""The workers' coordination's schema: its tables, and its own migration history.
+
+The coordination's first tables came with the store's history (`storage.postgres.schema`
+m003, m004, m006, m008), released before it had one; every later change to them is a
+migration here, named `c001_…`, `c002_…` in the order they run, so the store's history stays
+the same on both backends. `migrate` applies the store's migrations first (the tables
+these alter come from there), then these, under the same lock and into the same
+`schema_migrations` table.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from storage.postgres import schema
+from storage.postgres.schema import Migration
+
+TABLES = frozenset(
+    {"inbox", "dead_letters", "rate_limits", "press_limits", "undelivered", "flood_waits"}
+)
+"""The tables only the coordination uses: a PostgreSQL database has them beside the store's,
+which are the same on both backends."""
+
+MIGRATIONS: list[Migration] = []
+
+
+async def migrate(connection: asyncpg.Connection) -> list[str]:
+    """Apply the store's migrations, then the coordination's, this database lacks; return
+    the names applied now."""
+    applied = await schema.migrate(connection)
+    return applied + await schema.apply_migrations(connection, MIGRATIONS)
