@@ -120,7 +120,7 @@ def _loads(raw: bytes) -> Any:
 
 
 class UpdateLog(Protocol):
-    """Where accepted update ids are remembered (`storage.SqliteStore` is one)."""
+    """Where accepted update ids are remembered (either store is one)."""
 
     async def remember_update(self, update_id: int) -> bool:
         """Record `update_id`; True the first time it is seen."""

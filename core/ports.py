@@ -1,8 +1,9 @@
 """The ports of the engine: where consultations are kept, who answers, who waits for whom.
 
-`storage.SqliteStore` implements `ConsultationStore`; `core.llm.OpenAICompleter`
-implements `Completer`; `core.keyed_lock.KeyedLock` implements `ChatLocks` within one
-process. Tests may plug in anything with the same shape.
+`storage.sqlite.store.SqliteStore` and `storage.postgres.store.PostgresStore` implement
+`ConsultationStore`; `core.llm.OpenAICompleter` implements `Completer`;
+`core.keyed_lock.KeyedLock` implements `ChatLocks` within one process. Tests may plug in
+anything with the same shape.
 """
 
 from __future__ import annotations
