@@ -56,7 +56,7 @@ from api.errors import (
 from api.idempotency import HEADER, KeyStore, fingerprint, key_reused, parse_key
 from api.key_claims import Hold, claim
 from api.limits import Limits, read_body, refuse_declared_over
-from api.responses import recover, replayed_headers, response
+from api.responses import replay_answered, replayed_headers, response
 from api.schemas import ChatRequest, SessionView, parse_chat_request
 from api.sse import EventStream
 from api.turn import Flight, Message, Relay, Turn, shielded
@@ -246,14 +246,14 @@ class ChatEndpoints:
             if stored is not None:  # an earlier attempt with this key was not answered
                 session_id, new = stored, False
             elif body.session_id is None:
-                session_id, new = await self._open(body, message.text), True
+                session_id, new = await self._open(body, message.text, hold), True
             else:
                 session_id, new = body.session_id, False
             async with self._sessions.hold(SESSION_LOCK_PREFIX + session_id):
                 if (
                     hold is not None
                     and stored is not None
-                    and await recover(self._service, hold, turn, session_id, message.text)
+                    and await replay_answered(self._service, hold, turn, session_id, message)
                 ):
                     return
                 if not new:
@@ -290,12 +290,13 @@ class ChatEndpoints:
         read = await self._intake.read(asked.body.message, files, owner=asked.client)
         return Message(read.stored_text, read)
 
-    async def _open(self, body: ChatRequest, text: str) -> str:
+    async def _open(self, body: ChatRequest, text: str, hold: Hold | None) -> str:
         return await self._service.sessions.open_session(
             text,
             max_rounds=body.max_rounds or 1,
             system_prompt=body.system_prompt,
             options=body.options(),
+            turn_id=hold.turn_id if hold is not None else None,
         )
 
     async def _vet(self, session_id: str, body: ChatRequest) -> None:
@@ -311,7 +312,11 @@ class ChatEndpoints:
         on_text = turn.relay.on_text if turn.relay is not None else None
         try:
             reply = await self._service.sessions.continue_session(
-                session_id, message.text, images=message.images, on_text=on_text
+                session_id,
+                message.text,
+                images=message.images,
+                on_text=on_text,
+                turn_id=hold.turn_id if hold is not None else None,
             )
         except Exception as exc:
             _log_round_failure(session_id, exc)

@@ -6,6 +6,10 @@ answered normally; a retry with the same key and an equal body gets that request
 outcome — the stored reply, or (while it runs) its result when it ends — and never
 takes a new round; the same key with another body is refused. A request that failed
 stores no reply, so its key stays usable and the retry really retries.
+
+A key also names its message in the session (`turn_id`, as an update id does on
+Telegram): the message is stored with it, so a retry after a crash finds its own
+message, and the reply that answered it, exactly, however many others say the same.
 """
 
 from __future__ import annotations
@@ -16,8 +20,7 @@ import re
 from typing import Protocol
 
 from api.errors import ApiError
-from api.schemas import ChatRequest, ChatResponse
-from core.models import Consultation, Role, Status
+from api.schemas import ChatRequest
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
@@ -26,8 +29,8 @@ _KEY = re.compile(rf"[\x21-\x7e]{{1,{MAX_KEY_LENGTH}}}")
 
 class KeyRow(Protocol):
     """A claimed key as stored: the request it was first sent with, its session (None
-    before one was opened), its reply (None until answered), when it was first claimed,
-    and until when its holder's lease runs (None: nobody is answering it)."""
+    before one was opened), its reply (None until answered), and until when its holder's
+    lease runs (None: nobody is answering it)."""
 
     @property
     def fingerprint(self) -> str: ...
@@ -36,19 +39,14 @@ class KeyRow(Protocol):
     @property
     def response(self) -> str | None: ...
     @property
-    def created_at(self) -> float: ...
-    @property
     def lease_until(self) -> float | None: ...
 
 
 class HeldKey(Protocol):
-    """A key an attempt now holds: the session an earlier attempt opened (or None), and
-    when the key was first claimed."""
+    """A key an attempt now holds: the session an earlier attempt opened (or None)."""
 
     @property
     def session_id(self) -> str | None: ...
-    @property
-    def created_at(self) -> float: ...
 
 
 class KeyStore(Protocol):
@@ -111,31 +109,8 @@ def fingerprint(body: ChatRequest) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def answered_round(
-    consultation: Consultation, message: str, *, since: float, default_model: str
-) -> ChatResponse | None:
-    """The reply to `message` if the session stored one after `since` (when the key was
-    claimed): the round was answered but its reply never reached the key's record (the
-    process stopped in between). None when the message is still waiting for its answer.
-    `model` is then the model asked for: the provider's own name for it was not kept.
-    """
-    messages = consultation.messages
-    rounds = 0
-    for index, reply in enumerate(messages):
-        if reply.role is not Role.ASSISTANT:
-            continue
-        rounds += 1
-        asked = messages[index - 1] if index else None
-        if reply.created_at < since or asked is None or asked.role is not Role.USER:
-            continue
-        if asked.text == message:
-            last = index == len(messages) - 1
-            return ChatResponse(
-                content=reply.text,
-                model=consultation.options.model or default_model,
-                is_complete=last and consultation.status is Status.COMPLETE,
-                round=rounds,
-                max_rounds=max(consultation.max_rounds, rounds),
-                session_id=consultation.id,
-            )
-    return None
+def turn_id(client: str, key: str) -> str:
+    """The turn id the key's message is stored with: the same key of the same client always
+    names the same turn, and no other (nor a Telegram update's `tg:` id)."""
+    digest = hashlib.sha256(json.dumps([client, key]).encode()).hexdigest()
+    return f"api:{digest[:32]}"

@@ -7,7 +7,8 @@ Invariants:
 - a holder renews its lease (`LEASE_SECONDS`) every third of it while it works, so a
   live holder is never taken over; a holder that died (a crash, `kill -9`) stops
   renewing, and once its lease ran out the next attempt with the same request takes the
-  key over and retries — on the session the dead one opened, if it opened one;
+  key over and retries — on the session the dead one opened, if it opened one, where
+  its message is found by the key's turn id (`api.idempotency.turn_id`);
 - an attempt that finds the key held by another waits for that one's reply, reading the
   key's row every `POLL_SECONDS`, for at most `WAIT_SECONDS` (then 409 `CONFLICT`: retry
   later); it gets the stored reply, or takes the key over when the holder gave it up
@@ -27,7 +28,7 @@ import time
 import uuid
 
 from api.errors import ApiError
-from api.idempotency import KeyStore, key_reused
+from api.idempotency import KeyStore, key_reused, turn_id
 from api.turn import Flight, Turn
 
 log = logging.getLogger(__name__)
@@ -43,14 +44,12 @@ WAIT_SECONDS = 300.0
 class Hold:
     """This attempt's claim on a key: renewed while it lives, released unless answered."""
 
-    def __init__(
-        self, keys: KeyStore, flight: Flight, owner: str, session_id: str | None, since: float
-    ) -> None:
+    def __init__(self, keys: KeyStore, flight: Flight, owner: str, session_id: str | None) -> None:
         self.keys = keys
         self.flight = flight
         self.owner = owner
         self.session_id = session_id  # the session an earlier attempt opened, if any
-        self.claimed_at = since  # when the key was first claimed
+        self.turn_id = turn_id(*flight)  # what the key's message is stored with
         self._saved = False
         self._renewing = asyncio.create_task(self._renew())
 
@@ -111,7 +110,7 @@ async def claim(keys: KeyStore, flight: Flight, turn: Turn) -> Hold | None:
             lease_until=now + LEASE_SECONDS,
         )
         if held is not None:
-            return Hold(keys, flight, owner, held.session_id, held.created_at)
+            return Hold(keys, flight, owner, held.session_id)
         found = await keys.find_idempotency_key(*flight)
         if found is None:  # given up before a session was opened: claim it afresh
             continue

@@ -3,17 +3,17 @@
 Invariants (with `Idempotency-Key`, see `api.idempotency`):
 - a request is answered at most once: a retry of an answered request gets the stored
   reply (`api.key_claims`), and a retry of one whose reply was given but not recorded
-  gets that reply read back from the session — neither takes a new round;
+  gets the reply that answered its message, found in the session by the key's turn id
+  — neither takes a new round;
 - an answer this request did not cause (a stored reply, or another request's it
   joined) is marked `Idempotent-Replayed: true`.
 """
 
 from __future__ import annotations
 
-from api.idempotency import answered_round
 from api.key_claims import Hold
 from api.schemas import ChatResponse
-from api.turn import Turn
+from api.turn import Message, Turn
 from core.attachments import TurnInput
 from core.outcomes import Reply
 from core.service import ConsultationService
@@ -29,17 +29,16 @@ def replayed_headers(turn: Turn, joined: bool) -> dict[str, str] | None:
     return {"Idempotent-Replayed": "true"} if turn.replayed or joined else None
 
 
-async def recover(
-    service: ConsultationService, hold: Hold, turn: Turn, session_id: str, text: str
+async def replay_answered(
+    service: ConsultationService, hold: Hold, turn: Turn, session_id: str, message: Message
 ) -> bool:
-    """Replay a round the key's earlier attempt got answered without recording the reply."""
-    consultation = await service.sessions.get_session(session_id)
-    answered = answered_round(
-        consultation, text, since=hold.claimed_at, default_model=service.config.model
-    )
-    if answered is None:
+    """Replay the round that answered the key's message when an earlier attempt got it
+    answered without recording the reply (it stopped in between); False while the
+    message is unanswered or not stored. The reply's body is recorded under the key."""
+    reply = await service.sessions.replay(session_id, hold.turn_id)
+    if reply is None:
         return False
-    body = answered.model_dump(mode="json")
+    body = response(reply, message.read)
     await hold.save(body)
     turn.replay(session_id, body)
     return True

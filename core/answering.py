@@ -121,7 +121,7 @@ class Answerer:
         """
         consultation = found.consultation
         if found.reply is not None:
-            return replay_of(found, model=consultation.options.model or self._config.model)
+            return self.replay(found)
         if consultation.status is not Status.ACTIVE or is_expired(
             consultation, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
         ):
@@ -136,6 +136,12 @@ class Answerer:
             final_requested=final_requested,
             images=images,
         )
+
+    def replay(self, found: TurnRecord) -> Reply:
+        """An answered turn's stored reply (`replay_of`), with the model its consultation
+        asks for."""
+        model = found.consultation.options.model or self._config.model
+        return replay_of(found, model=model)
 
     async def _model_answer(
         self,

@@ -7,7 +7,10 @@ Invariants it keeps:
   `DialogCompleted`, any other `SessionNotFound` (an expired one is marked so on the way);
 - a session's round limit is never set below the round it is in, so a reply never shows a
   round above its limit;
-- reading a session back (`get_session`) never changes it.
+- reading a session back (`get_session`, `replay`) never changes it;
+- a message sent with a turn id (the API's idempotency key) is in the session once
+  however often it is sent: it is looked up by that id first and, found, answered as
+  `Answerer.answer_again` says, like a Telegram update handled again.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from core.answering import Answerer, OnText
 from core.attachments import Image
 from core.errors import DialogCompleted, InvalidMaxRounds, SessionNotFound
-from core.models import Consultation, Message, ModelOptions, Role, Status
+from core.models import Consultation, Message, ModelOptions, Role, Status, TurnRecord
 from core.outcomes import Reply
 from core.ports import ChatLocks, ConsultationStore
 from core.requests import EngineConfig
@@ -76,12 +79,21 @@ class ApiSessions:
         *,
         on_text: OnText | None = None,
         images: Sequence[Image] = (),
+        turn_id: str | None = None,
     ) -> Reply:
-        """Answer the next round of an API session (`images`: this round's, as in `ask`)."""
+        """Answer the next round of an API session (`images`: this round's, as in `ask`).
+
+        A message already stored with `turn_id` is not stored again: its stored reply is
+        replayed, or its open turn answered (`Answerer.answer_again`)."""
         text = require_text(text)
         async with self._turn(API_KEY_PREFIX + session_id):
+            found = await self._find_turn(session_id, turn_id)
+            if found is not None:
+                return await self._answerer.answer_again(
+                    found, is_group=False, on_text=on_text, images=images
+                )
             consultation = await self._usable_session(session_id)
-            await self._user_turns.add_message(consultation, text, None, self._clock())
+            await self._user_turns.add_message(consultation, text, None, self._clock(), turn_id)
             return await self._answerer.answer(
                 consultation, is_group=False, on_text=on_text, notices=set(), images=images
             )
@@ -93,11 +105,13 @@ class ApiSessions:
         max_rounds: int = 1,
         system_prompt: str | None = None,
         options: ModelOptions | None = None,
+        turn_id: str | None = None,
     ) -> str:
-        """Create an API session holding `text` as its open turn, without calling the model.
+        """Create an API session holding `text` (stored with `turn_id`) as its open turn,
+        without calling the model.
 
-        The HTTP API then answers it with `continue_session(id, text)` (the identical open
-        turn is not stored twice), so a model failure on round 1 can still name the
+        The HTTP API then answers it with `continue_session(id, text, turn_id=…)` (the
+        open turn is not stored twice), so a model failure on round 1 can still name the
         session the client may retry.
         """
         text = require_text(text)
@@ -116,7 +130,7 @@ class ApiSessions:
                 role=self._config.default_role,
                 system_prompt=system_prompt,
                 options=options or ModelOptions(),
-                messages=[Message(Role.USER, text, now)],
+                messages=[Message(Role.USER, text, now, turn_id=turn_id)],
             )
         )
         return session_id
@@ -132,6 +146,15 @@ class ApiSessions:
         ):
             consultation.status = Status.EXPIRED
         return consultation
+
+    async def replay(self, session_id: str, turn_id: str) -> Reply | None:
+        """The reply that answered the session's message stored with `turn_id`, as
+        `replay_of` gives it back; None when no such message is stored or it is still
+        unanswered. Never changes the session, whatever its status."""
+        found = await self._find_turn(session_id, turn_id)
+        if found is None or found.reply is None:
+            return None
+        return self._answerer.replay(found)
 
     async def check_session(self, session_id: str) -> Consultation:
         """The API session if it can take another round; raises like `continue_session`."""
@@ -165,6 +188,13 @@ class ApiSessions:
             await self._store.set_status(consultation.id, Status.EXPIRED, at=now)
             raise SessionNotFound("session expired")
         return consultation
+
+    async def _find_turn(self, session_id: str, turn_id: str | None) -> TurnRecord | None:
+        """The session's message stored with `turn_id` and where its turn stands."""
+        if turn_id is None:
+            return None
+        found, _ = await self._store.load_turn(API_KEY_PREFIX + session_id, turn_id)
+        return found
 
     async def _stored_session(self, session_id: str) -> Consultation:
         """The API session as stored; a chat's consultation is never found by session id."""

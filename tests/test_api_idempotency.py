@@ -314,3 +314,53 @@ async def test_a_client_that_hangs_up_leaves_the_round_to_its_retry(
     status, answer = await second
     assert (status, answer["content"]) == (200, "Slow answer")
     assert len(model_server.requests) == 1
+
+
+async def test_a_retry_replays_the_round_its_own_message_was_answered_in(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A key's first attempt stored its message and failed; the next request's round
+    answered both messages, and a later round answered the same words again under a
+    third key. The retry is found by its own stored message, so it gets the round that
+    answered it (2), not the later one with equal words, and no new round."""
+    _, opened = await chat(api, {"message": "Start", "maxRounds": 5}, key="k0")
+    session = opened["sessionId"]
+    yes = {"message": "Yes", "sessionId": session}
+    model_server.enqueue(status=500)
+    status, error = await chat(api, yes, key="k1")
+    assert (status, error["code"]) == (503, "MODEL_UNAVAILABLE")
+    model_server.enqueue("Yes and no, noted")
+    status, both = await chat(api, {"message": "No", "sessionId": session}, key="k2")
+    assert (status, both["round"]) == (200, 2)
+    model_server.enqueue("Yes again")
+    status, later = await chat(api, yes, key="k3")
+    assert (status, later["round"]) == (200, 3)
+    assert await chat(api, yes, key="k1") == (200, both)
+    assert len(model_server.requests) == 4
+    assert await user_messages(api, session) == ["Start", "Yes", "No", "Yes"]
+
+
+async def test_a_retry_whose_message_was_answered_with_the_next_one_takes_no_new_round(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A worker died after storing the key's message, before the model answered (its claim
+    still names it); another request's round then answered that message too. Once the
+    lease ran out, the retry replays that round: its message is not stored again and the
+    model is not asked again."""
+    _, opened = await chat(api, {"message": "Start", "maxRounds": 5}, key="k0")
+    session = opened["sessionId"]
+    question = {"message": "Question", "sessionId": session}
+    model_server.enqueue(status=500)
+    status, _ = await chat(api, question, key="k1")
+    assert status == 503
+    with sqlite3.connect(api.settings.db_path) as db:  # what the crash leaves behind
+        db.execute(
+            "UPDATE idempotency_keys SET owner = 'dead', lease_until = ? WHERE key = 'k1'",
+            (time.time() - 1,),
+        )
+    model_server.enqueue("Both answered")
+    status, both = await chat(api, {"message": "More", "sessionId": session}, key="k2")
+    assert (status, both["round"]) == (200, 2)
+    assert await chat(api, question, key="k1") == (200, both)
+    assert len(model_server.requests) == 3
+    assert await user_messages(api, session) == ["Start", "Question", "More"]
