@@ -1,5 +1,6 @@
 """What both stores share: the row mapping, the start-up failure, the update-id bounds and
-the API's idempotency keys (their records and their statements).
+the API's idempotency keys (their records, statements and methods: `IdempotencyKeys`, which
+each store runs in its own dialect).
 
 Row mapping: both stores keep the same columns in the same order: `CONSULTATION_COLUMNS`
 for a consultation, `MESSAGE_INSERT_COLUMNS` for writing a message, and the message read
@@ -21,7 +22,10 @@ Idempotency keys (table `idempotency_keys`):
 - the row's `owner` and `lease_until` name the attempt answering it; only that owner
   renews, releases or attaches a session to it;
 - its response is written at most once and never changed, so a retry always gets the
-  reply of the round the key first answered;
+  reply of the round the key first answered. It is the body as it was sent, with what
+  the session does not keep (the provider's model name, citations, notices, what was
+  read from files); a reply the session holds but the key never got (the process
+  stopped in between) is found in the session by its message's turn id;
 - rows belong to a session and go with it (`ON DELETE CASCADE` when the retention purge
   deletes it); a claim released before any session was opened is deleted at once, and
   one whose holder died before opening a session goes with the retention purge.
@@ -147,22 +151,19 @@ KEEP_IDS = 1_000_000
 
 class KeyRecord(NamedTuple):
     """A claimed key: the request it was first sent with, its session (None before one was
-    opened), its reply (or None), when it was first claimed, and until when its current
-    owner's lease runs (None: nobody is answering it)."""
+    opened), its reply (or None), and until when its current owner's lease runs (None:
+    nobody is answering it)."""
 
     fingerprint: str
     session_id: str | None
     response: str | None
-    created_at: float
     lease_until: float | None
 
 
 class Claimed(NamedTuple):
-    """A key this attempt now holds: the session an earlier attempt opened (or None) and
-    when the key was first claimed."""
+    """A key this attempt now holds: the session an earlier attempt opened (or None)."""
 
     session_id: str | None
-    created_at: float
 
 
 CLAIM = (
@@ -172,23 +173,23 @@ CLAIM = (
     " WHERE idempotency_keys.fingerprint = excluded.fingerprint"
     " AND idempotency_keys.response IS NULL"
     " AND (idempotency_keys.lease_until IS NULL OR idempotency_keys.lease_until < $4)"
-    " RETURNING session_id, created_at"
+    " RETURNING session_id"
 )
 """Claim a key, or take over an abandoned claim of the same request (both stores)."""
 
 FIND = (
-    "SELECT fingerprint, session_id, response, created_at, lease_until FROM idempotency_keys"
+    "SELECT fingerprint, session_id, response, lease_until FROM idempotency_keys"
     " WHERE client = $1 AND key = $2"
 )
 
 RENEW = (
     "UPDATE idempotency_keys SET lease_until = $4"
-    " WHERE client = $1 AND key = $2 AND owner = $3 AND response IS NULL"
+    " WHERE client = $1 AND key = $2 AND owner = $3 AND response IS NULL RETURNING 1"
 )
 
 ATTACH = (
     "UPDATE idempotency_keys SET session_id = $4"
-    " WHERE client = $1 AND key = $2 AND owner = $3 AND response IS NULL"
+    " WHERE client = $1 AND key = $2 AND owner = $3 AND response IS NULL RETURNING 1"
 )
 
 RELEASE_UNOPENED = (
@@ -211,3 +212,64 @@ SAVE = (
     "UPDATE idempotency_keys SET response = $3, owner = NULL, lease_until = NULL"
     " WHERE client = $1 AND key = $2 AND response IS NULL"
 )
+
+Statement = tuple[str, tuple[Any, ...]]
+"""A statement above (PostgreSQL's `$n` parameters) and its parameters."""
+
+
+class IdempotencyKeys:
+    """The API's idempotency keys, the same on both stores: each store inherits these and
+    runs the statements with `_key_read` and `_key_write` (its own dialect, connections
+    and transactions)."""
+
+    async def find_idempotency_key(self, client: str, key: str) -> KeyRecord | None:
+        row = await self._key_read((FIND, (client, key)))
+        return None if row is None else KeyRecord(*row)
+
+    async def claim_idempotency_key(
+        self,
+        client: str,
+        key: str,
+        *,
+        fingerprint: str,
+        owner: str,
+        at: float,
+        lease_until: float,
+    ) -> Claimed | None:
+        """Hold the key for `owner` (a new claim, or one abandoned by an earlier attempt at
+        the same request); None when another attempt holds it, answered it, or it was first
+        sent with another request (`find_idempotency_key` tells which)."""
+        row = await self._key_write((CLAIM, (client, key, fingerprint, at, owner, lease_until)))
+        return None if row is None else Claimed(*row)
+
+    async def renew_idempotency_key(
+        self, client: str, key: str, *, owner: str, lease_until: float
+    ) -> bool:
+        """Extend `owner`'s lease; False when the key is no longer its own."""
+        return await self._key_write((RENEW, (client, key, owner, lease_until))) is not None
+
+    async def attach_idempotency_session(
+        self, client: str, key: str, *, owner: str, session_id: str
+    ) -> bool:
+        """Record the session `owner` answers the key in; False when the key is not its own,
+        `SessionNotFound` when the session is gone (purged meanwhile)."""
+        return await self._key_write((ATTACH, (client, key, owner, session_id))) is not None
+
+    async def release_idempotency_key(self, client: str, key: str, *, owner: str) -> None:
+        """`owner` gives the key up unanswered: the next attempt with it really retries."""
+        mine = (client, key, owner)
+        await self._key_write((RELEASE_UNOPENED, mine), (RELEASE, mine))
+
+    async def save_idempotent_response(self, client: str, key: str, response: str) -> None:
+        """Store the reply a key answered with (once; a stored reply is never replaced)."""
+        await self._key_write((SAVE, (client, key, response)))
+
+    async def _key_read(self, statement: Statement) -> Sequence[Any] | None:
+        """The first row `statement` reads, from committed data."""
+        raise NotImplementedError
+
+    async def _key_write(self, *statements: Statement) -> Sequence[Any] | None:
+        """Run `statements` in one transaction, committed before this returns; the first row
+        the last one returned (None: none). A session the table's foreign key no longer
+        finds raises `SessionNotFound`."""
+        raise NotImplementedError

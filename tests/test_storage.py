@@ -769,8 +769,8 @@ async def test_an_idempotency_key_is_held_by_one_attempt_at_a_time(
     rows: Rows, store: Store
 ) -> None:
     """The first claim holds the key; another attempt gets nothing while the lease lives,
-    takes it over once released or run out (keeping the session opened and the first
-    claim's time), never after a reply; a claim with no session is purged once old."""
+    takes it over once released or run out (keeping the session opened), never after a
+    reply; a claim with no session is purged once old (by its first claim's time)."""
     key = ("client", "k1")
 
     async def claim(owner: str, at: float, fingerprint: str = "f") -> object:
@@ -779,7 +779,7 @@ async def test_an_idempotency_key_is_held_by_one_attempt_at_a_time(
         )
 
     held = await claim("a", 100.0)
-    assert held is not None and (held.session_id, held.created_at) == (None, 100.0)
+    assert held is not None and held.session_id is None
     assert await claim("b", 110.0) is None
     assert await claim("b", 110.0, fingerprint="other") is None
     found = await store.find_idempotency_key(*key)
@@ -792,7 +792,7 @@ async def test_an_idempotency_key_is_held_by_one_attempt_at_a_time(
     assert await store.renew_idempotency_key(*key, owner="a", lease_until=150.0)
     assert await claim("b", 140.0) is None  # the renewed lease still lives
     taken = await claim("b", 151.0)  # a died: its lease ran out
-    assert taken is not None and (taken.session_id, taken.created_at) == (consultation.id, 100.0)
+    assert taken is not None and taken.session_id == consultation.id
     assert not await store.renew_idempotency_key(*key, owner="a", lease_until=200.0)
 
     await store.release_idempotency_key(*key, owner="b")
@@ -815,6 +815,20 @@ async def test_an_idempotency_key_is_held_by_one_attempt_at_a_time(
     await store.purge(older_than=60.0)  # its holder died before opening a session
     assert await store.find_idempotency_key(*other) is None
     assert await rows("idempotency_keys") == 1
+
+
+async def test_attaching_a_session_that_is_gone_raises_session_not_found(store: Store) -> None:
+    """The key's session was purged meanwhile: `SessionNotFound`, and the claim stays as it
+    was (no session), on every store."""
+    key = ("client", "k3")
+    held = await store.claim_idempotency_key(
+        *key, fingerprint="f", owner="a", at=10.0, lease_until=40.0
+    )
+    assert held is not None
+    with pytest.raises(SessionNotFound):
+        await store.attach_idempotency_session(*key, owner="a", session_id="purged")
+    found = await store.find_idempotency_key(*key)
+    assert found is not None and (found.session_id, found.lease_until) == (None, 40.0)
 
 
 async def test_a_nul_character_is_dropped_the_same_on_every_store(store: Store) -> None:

@@ -165,7 +165,7 @@ async def test_idempotency_keys_survive_the_claims_migration(tmp_path: Path) -> 
     store = await SqliteStore.open(db_path)
     try:
         found = await store.find_idempotency_key("c", "k")
-        assert found is not None and tuple(found) == ("f", "s1", "{}", 5.0, None)
+        assert found is not None and tuple(found) == ("f", "s1", "{}", None)
         held = await store.claim_idempotency_key(
             "c", "new", fingerprint="f", owner="o", at=9.0, lease_until=39.0
         )

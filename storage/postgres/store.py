@@ -21,8 +21,8 @@ The store is put together from modules next to this one: `storage.postgres.calls
 base class: counting calls so `close` waits for them, one transaction per write, writes to
 one consultation in order), `storage.postgres.sql` with `storage.postgres.batch` (the hot
 statements, batched), `storage.postgres.upkeep` (re-keying a chat, expiring, purging,
-Telegram update ids) and `storage.postgres.keys` (the API's idempotency keys).
-`PostgresStore` is the one class callers use.
+Telegram update ids), with the API's idempotency keys from `storage.shared` (run by
+`storage.postgres.sql`). `PostgresStore` is the one class callers use.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
@@ -42,7 +43,7 @@ from core.models import (
     Status,
     TurnRecord,
 )
-from storage.postgres import keys, upkeep
+from storage.postgres import upkeep
 from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
@@ -59,8 +60,8 @@ from storage.postgres.sql import (
 from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
-    Claimed,
-    KeyRecord,
+    IdempotencyKeys,
+    Statement,
     consultation_from_row,
     consultation_values,
     message_values,
@@ -76,7 +77,7 @@ _WITH_MESSAGES = f"SELECT found.*, {MESSAGES_OF_FOUND} FROM ({{select}}) AS foun
 _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
 
 
-class PostgresStore(StoreCalls):
+class PostgresStore(StoreCalls, IdempotencyKeys):
     """The consultation store on PostgreSQL; `await PostgresStore.open(url)`, then `close()`."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
@@ -256,51 +257,14 @@ class PostgresStore(StoreCalls):
         received = time.time() if at is None else at
         return await self._write(lambda c: upkeep.remember_update(c, update_id, received))
 
-    # -- idempotency keys of API requests (deleted with their session) ---------------------
+    # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 
-    async def find_idempotency_key(self, client: str, key: str) -> KeyRecord | None:
-        return await self._call(lambda c: keys.find_key(c, client, key))
+    async def _key_read(self, statement: Statement) -> Sequence[Any] | None:
+        text, args = statement
+        return await self._call(lambda c: c.fetchrow(text, *args))
 
-    async def claim_idempotency_key(
-        self,
-        client: str,
-        key: str,
-        *,
-        fingerprint: str,
-        owner: str,
-        at: float,
-        lease_until: float,
-    ) -> Claimed | None:
-        """Hold the key for `owner` (a new claim, or one abandoned by an earlier attempt
-        at the same request); None when it is not to be had (see `find_idempotency_key`)."""
-        return await self._write(
-            lambda c: keys.claim_key(
-                c,
-                client,
-                key,
-                fingerprint=fingerprint,
-                owner=owner,
-                at=at,
-                lease_until=lease_until,
-            )
-        )
-
-    async def renew_idempotency_key(
-        self, client: str, key: str, *, owner: str, lease_until: float
-    ) -> bool:
-        return await self._write(lambda c: keys.renew_key(c, client, key, owner, lease_until))
-
-    async def attach_idempotency_session(
-        self, client: str, key: str, *, owner: str, session_id: str
-    ) -> bool:
-        return await self._write(lambda c: keys.attach_session(c, client, key, owner, session_id))
-
-    async def release_idempotency_key(self, client: str, key: str, *, owner: str) -> None:
-        await self._write(lambda c: keys.release_key(c, client, key, owner))
-
-    async def save_idempotent_response(self, client: str, key: str, response: str) -> None:
-        """Store the reply a key answered with (once; a stored reply is never replaced)."""
-        await self._write(lambda c: keys.save_response(c, client, key, response))
+    async def _key_write(self, *statements: Statement) -> Sequence[Any] | None:
+        return await self._write(lambda c: _run_key_statements(c, statements))
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -338,3 +302,17 @@ async def _update(connection: asyncpg.Connection, consultation_id: str, **column
     )
     if updated is None:
         raise SessionNotFound(consultation_id)
+
+
+async def _run_key_statements(
+    connection: asyncpg.Connection, statements: Sequence[Statement]
+) -> Sequence[Any] | None:
+    """Idempotency-key statements in order, in the caller's transaction; the first row the
+    last one returned. A session the key names that was purged raises `SessionNotFound`."""
+    row = None
+    for text, args in statements:
+        try:
+            row = await connection.fetchrow(text, *args)
+        except asyncpg.ForeignKeyViolationError as error:
+            raise SessionNotFound("session not found") from error
+    return row

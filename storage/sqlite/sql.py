@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
@@ -28,6 +29,7 @@ from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
     MESSAGE_READ_COLUMNS,
+    Statement,
     consultation_from_row,
     consultation_values,
     message_values,
@@ -197,3 +199,26 @@ def _load(db: sqlite3.Connection, select: str, key: str) -> Consultation | None:
     if row is None:
         return None
     return consultation_from_row(row, db.execute(_SELECT_MESSAGES, (row[0],)))
+
+
+# -- the statements both stores share (`storage.shared`) ----------------------------------
+
+
+def sqlite_sql(statement: str) -> str:
+    """A shared statement with SQLite's numbered parameters (`?1`) for PostgreSQL's (`$1`)."""
+    return statement.replace("$", "?")
+
+
+def run_key_statements(
+    statements: Sequence[Statement], db: sqlite3.Connection
+) -> Sequence[Any] | None:
+    """Run idempotency-key statements in order (within the caller's transaction); the
+    first row the last one returned. A session the key names that is gone (purged
+    meanwhile) raises `SessionNotFound`."""
+    row = None
+    for text, args in statements:
+        try:
+            row = db.execute(sqlite_sql(text), args).fetchone()
+        except sqlite3.IntegrityError as error:
+            raise SessionNotFound("session not found") from error
+    return row

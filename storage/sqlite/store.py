@@ -31,15 +31,15 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
 from core.models import ChatSettings, Consultation, Message, Status, TurnRecord
-from storage.shared import Claimed, DatabaseUnusable, KeyRecord
-from storage.sqlite import keys, sql, upkeep
+from storage.shared import DatabaseUnusable, IdempotencyKeys, Statement
+from storage.sqlite import sql, upkeep
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
@@ -52,7 +52,7 @@ HEALTH_PROBE_INTERVAL = 5.0
 _AUTO_VACUUM_INCREMENTAL = 2
 
 
-class SqliteStore:
+class SqliteStore(IdempotencyKeys):
     """The consultation store; open with `await SqliteStore.open(path)`, then `close()`."""
 
     def __init__(
@@ -270,67 +270,13 @@ class SqliteStore:
         """
         return await self._writer.run(functools.partial(upkeep.purge, older_than=older_than))
 
-    # -- idempotency keys of API requests (deleted with their session) ---------------------
+    # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 
-    async def find_idempotency_key(self, client: str, key: str) -> KeyRecord | None:
-        return await self._reader.run(functools.partial(keys.find_key, client=client, key=key))
+    async def _key_read(self, statement: Statement) -> Sequence[Any] | None:
+        return await self._reader.run(functools.partial(sql.run_key_statements, (statement,)))
 
-    async def claim_idempotency_key(
-        self,
-        client: str,
-        key: str,
-        *,
-        fingerprint: str,
-        owner: str,
-        at: float,
-        lease_until: float,
-    ) -> Claimed | None:
-        """Hold the key for `owner` (a new claim, or one abandoned by an earlier attempt
-        at the same request); None when it is not to be had (see `find_idempotency_key`)."""
-        return await self._writer.run(
-            functools.partial(
-                keys.claim_key,
-                client=client,
-                key=key,
-                fingerprint=fingerprint,
-                owner=owner,
-                at=at,
-                lease_until=lease_until,
-            )
-        )
-
-    async def renew_idempotency_key(
-        self, client: str, key: str, *, owner: str, lease_until: float
-    ) -> bool:
-        return await self._writer.run(
-            functools.partial(
-                keys.renew_key, client=client, key=key, owner=owner, lease_until=lease_until
-            )
-        )
-
-    async def attach_idempotency_session(
-        self, client: str, key: str, *, owner: str, session_id: str
-    ) -> bool:
-        return await self._writer.run(
-            functools.partial(
-                keys.attach_session,
-                client=client,
-                key=key,
-                owner=owner,
-                session_id=session_id,
-            )
-        )
-
-    async def release_idempotency_key(self, client: str, key: str, *, owner: str) -> None:
-        await self._writer.run(
-            functools.partial(keys.release_key, client=client, key=key, owner=owner)
-        )
-
-    async def save_idempotent_response(self, client: str, key: str, response: str) -> None:
-        """Store the reply a key answered with (once; a stored reply is never replaced)."""
-        await self._writer.run(
-            functools.partial(keys.save_response, client=client, key=key, response=response)
-        )
+    async def _key_write(self, *statements: Statement) -> Sequence[Any] | None:
+        return await self._writer.run(functools.partial(sql.run_key_statements, statements))
 
 
 def _check_file(path: Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from storage.shared import KEEP_IDS, KEEP_SECONDS, PURGE_UNOPENED
-from storage.sqlite.keys import sqlite_sql
+from storage.sqlite.sql import sqlite_sql
 
 VACUUM_PAGES_PER_PURGE = 5000
 """At most this many pages (20 MB at 4 KiB) are freed per purge, about 150 ms of work."""
