@@ -36,7 +36,7 @@ from bot.app import (
     set_command_menus,
 )
 from bot.config import BotConfig
-from bot.given_up import tell_given_up
+from bot.given_up import give_up
 from bot.inbox import InboxWorker
 from bot.polling import PollingLeader
 from bot.shared import IN_MEMORY, SharedState
@@ -162,7 +162,7 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
     async def given_up(payload: str, parsed: Update | None, reason: str) -> None:
         runtime.metrics.record_given_up(reason)
         update = parsed or Update.de_json(json.loads(payload), application.bot)
-        await tell_given_up(application.bot, update)
+        await give_up(application.bot, runtime.service, update)
 
     settings = runtime.settings
     return InboxWorker(

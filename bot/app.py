@@ -33,7 +33,7 @@ from bot.buttons import Buttons
 from bot.commands import Commands
 from bot.config import BotConfig
 from bot.flood import ChatFloodControl
-from bot.given_up import tell_given_up
+from bot.given_up import give_up
 from bot.handlers import Handlers
 from bot.i18n import COMMANDS
 from bot.ordering import PerChatUpdateProcessor
@@ -74,7 +74,7 @@ def build_application(
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
             on_given_up("deadline")
-        await tell_given_up(application.bot, update)
+        await give_up(application.bot, service, update)
 
     processor = PerChatUpdateProcessor(
         unordered_commands=UNORDERED_COMMANDS,

@@ -45,6 +45,11 @@ def conversation_key(update: Update) -> str | None:
     return chat_key(message.chat_id, topic_of(message))
 
 
+def turn_id_of(update_id: int) -> str:
+    """The consultation turn id of a Telegram update (see `Incoming.turn_id`)."""
+    return f"tg:{update_id}"
+
+
 def display_name(user: User | None) -> str | None:
     if user is None:
         return None
@@ -135,7 +140,7 @@ class Incoming:
         turn: an answered one is replayed from the store and delivered again, so the user
         may see that reply twice — the price of handling each update at least once.
         """
-        return None if self.update_id is None else f"tg:{self.update_id}"
+        return None if self.update_id is None else turn_id_of(self.update_id)
 
     @property
     def target(self) -> Target:

@@ -1,19 +1,56 @@
-"""Telling a chat that one of its updates was given up (too many attempts, past the
-handling deadline, or its handling failed), so the user knows to send it again differently.
+"""An update given up (too many attempts, past the handling deadline, or its handling
+failed): its message is taken back from the consultation, and its chat is told, so the
+user knows to send it again differently.
 
-Invariant: the text goes where the update came from (the chat, its forum topic, as a reply
-to the message in groups), in the language of the update's user; a chat that cannot be
-written to is logged, never raised (`bot.say`).
+Invariants:
+- The message of a turn nothing answered is taken back (`ConsultationService.withdraw`),
+  so the chat's next turn does not carry the message that broke this one; an answered
+  turn stays. Taking it back waits at most `WITHDRAW_WAIT` seconds for the chat, and a
+  store that fails is logged: the chat is told either way.
+- The text goes where the update came from (the chat, its forum topic, as a reply to the
+  message in groups), in the language of the update's user; a chat that cannot be
+  written to is logged, never raised (`bot.say`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from telegram import Update
 
-from bot.chat import is_group, language_of, topic_of
+from bot.chat import conversation_key, is_group, language_of, topic_of, turn_id_of
 from bot.delivery import AnyBot, Target
 from bot.i18n import t
 from bot.say import Say
+from core.errors import StoreUnavailable
+from core.service import ConsultationService
+
+log = logging.getLogger(__name__)
+
+WITHDRAW_WAIT = 10.0
+"""How long taking a message back may wait for its chat (the stopped handling letting go)."""
+
+
+async def give_up(bot: AnyBot, service: ConsultationService, update: Update) -> None:
+    """Take the update's unanswered message back, then tell its chat."""
+    await withdraw_given_up(service, update)
+    await tell_given_up(bot, update)
+
+
+async def withdraw_given_up(service: ConsultationService, update: Update) -> None:
+    """Take the update's message back from its chat's consultation if nothing answered it."""
+    key = conversation_key(update)
+    if key is None:
+        return
+    try:
+        async with asyncio.timeout(WITHDRAW_WAIT):
+            withdrawn = await service.withdraw(key, turn_id_of(update.update_id))
+    except (TimeoutError, StoreUnavailable) as error:
+        log.warning("update %d given up, its message not taken back: %r", update.update_id, error)
+        return
+    if withdrawn:
+        log.info("update %d given up: its message was taken back from %s", update.update_id, key)
 
 
 async def tell_given_up(bot: AnyBot, update: Update) -> None:

@@ -117,6 +117,13 @@ class ConsultationStore(Protocol):
         """
         ...
 
+    async def withdraw_turn(self, consultation_id: str, turn_id: str) -> bool:
+        """Take back the user message stored with `turn_id` in that consultation, if no
+        reply followed it; True when one was taken back. A consultation left without
+        messages is deleted; when the first message goes, the next user message becomes
+        the initial request."""
+        ...
+
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None: ...
 
     async def set_max_rounds(self, consultation_id: str, max_rounds: int) -> None: ...

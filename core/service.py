@@ -186,6 +186,18 @@ class ConsultationService:
             await self._store.set_status(consultation.id, Status.RESET, at=self._clock())
             return True
 
+    async def withdraw(self, chat_key: str, turn_id: str) -> bool:
+        """Take back a turn that was given up before it was answered (its handling failed,
+        hung past its deadline or was tried too often), so the chat's next turn does not
+        carry the message that broke it; True when a message was taken back. An answered
+        turn stays: its reply is part of the consultation.
+        """
+        async with self._locks.hold(chat_key):
+            found, _ = await self._store.load_turn(chat_key, turn_id)
+            if found is None or found.reply is not None:
+                return False
+            return await self._store.withdraw_turn(found.consultation.id, turn_id)
+
     async def set_max_rounds(self, chat_key: str, value: int) -> RoundsChange:
         """Set the chat's round limit; it applies to the active consultation too."""
         limit = self._config.max_rounds_limit

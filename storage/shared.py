@@ -146,6 +146,30 @@ KEEP_IDS = 1_000_000
 """update_ids are consecutive, so this keeps the last million (~40 MB at most)."""
 
 
+# -- withdrawn turns ------------------------------------------------------------------------
+
+WITHDRAW_MESSAGE = (
+    "DELETE FROM messages WHERE consultation_id = $1 AND turn_id = $2 AND role = 'user'"
+    " AND NOT EXISTS (SELECT 1 FROM messages a WHERE a.consultation_id = $1"
+    " AND a.role = 'assistant' AND a.seq > messages.seq)"
+    " RETURNING seq"
+)
+"""Delete a turn's user message if no reply followed it; its position when one went."""
+WITHDRAW_EMPTY = (
+    "DELETE FROM consultations WHERE id = $1"
+    " AND NOT EXISTS (SELECT 1 FROM messages WHERE consultation_id = $1)"
+)
+"""A consultation whose only message was withdrawn goes too (nothing of it is left)."""
+WITHDRAW_FIRST = (
+    "UPDATE consultations SET initial_request = (SELECT text FROM messages"
+    " WHERE consultation_id = $1 AND role = 'user' ORDER BY seq LIMIT 1)"
+    " WHERE id = $1 AND $2 < (SELECT MIN(seq) FROM messages"
+    " WHERE consultation_id = $1 AND role = 'user')"
+)
+"""When the withdrawn message was the first one ($2 its position), the next user message
+becomes the request the final round is reminded of."""
+
+
 # -- idempotency keys -----------------------------------------------------------------------
 
 

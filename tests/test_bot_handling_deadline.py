@@ -19,7 +19,8 @@ async def test_a_turn_past_the_deadline_is_stopped_and_the_chat_goes_on(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
     """The stuck turn ends at the deadline with the "could not handle" text in the user's
-    language; the message sent meanwhile, waiting behind it, is answered next."""
+    language; the message sent meanwhile, waiting behind it, is answered next, and the
+    given-up message is taken back: the model never sees it again."""
     settings = {"inbox_handling_deadline_seconds": 1}
     async with harness.started_bot(
         tmp_path / "bot.sqlite3", bot_api, model_server, **settings
@@ -30,5 +31,5 @@ async def test_a_turn_past_the_deadline_is_stopped_and_the_chat_goes_on(
         texts = await harness.wait_sent(bot, USER, 2)
     assert texts[0] == t("ru", "update_given_up")
     assert texts[1].startswith("Reply to: ")
-    assert "Второй вопрос" in harness.conversation(bot.model.requests[-1])[-1]
+    assert harness.conversation(bot.model.requests[-1]) == ["Второй вопрос"]
     assert texts.count(t("ru", "update_given_up")) == 1

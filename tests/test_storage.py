@@ -701,6 +701,71 @@ async def test_find_turn_is_scoped_to_the_chat_and_knows_no_unknown_ids(store: S
     assert found is not None and found.message.text == "x"
 
 
+async def test_withdrawing_an_unanswered_turn_takes_back_its_message_only(
+    store: Store, rows: Rows
+) -> None:
+    """The open turn's message goes; the answered ones and the reply stay, the round
+    does not move, and the next message takes the next position."""
+    consultation = make(messages=[Message(Role.USER, "first", 1.0, turn_id="tg:1")])
+    await store.create(consultation)
+    await reply(store, consultation.id, "question?", expected=0, at=2.0)
+    await store.add_message(
+        consultation.id, Message(Role.USER, "poison", 3.0, turn_id="tg:2"), last_activity_at=3.0
+    )
+    assert await store.withdraw_turn(consultation.id, "tg:2")
+    loaded = await store.load_active("chat:1")
+    assert loaded is not None and [m.text for m in loaded.messages] == ["first", "question?"]
+    assert (loaded.current_round, loaded.initial_request) == (1, consultation.initial_request)
+    await store.add_message(
+        consultation.id, Message(Role.USER, "next", 4.0, turn_id="tg:3"), last_activity_at=4.0
+    )
+    again = await store.load_active("chat:1")
+    assert again is not None and [m.text for m in again.messages][-1] == "next"
+    assert await rows("messages", consultation_id=consultation.id) == 3
+
+
+async def test_an_answered_turn_or_an_unknown_one_is_not_withdrawn(store: Store) -> None:
+    consultation = make(messages=[Message(Role.USER, "first", 1.0, turn_id="tg:1")])
+    await store.create(consultation)
+    await reply(store, consultation.id, "question?", expected=0, at=2.0)
+    assert not await store.withdraw_turn(consultation.id, "tg:1")
+    assert not await store.withdraw_turn(consultation.id, "tg:404")
+    loaded = await store.get(consultation.id)
+    assert loaded is not None and [m.text for m in loaded.messages] == ["first", "question?"]
+
+
+async def test_withdrawing_the_only_message_removes_its_consultation(
+    store: Store, rows: Rows
+) -> None:
+    """Nothing of a consultation its first message broke is left: the chat starts anew."""
+    consultation = make(messages=[Message(Role.USER, "poison", 1.0, turn_id="tg:1")])
+    await store.create(consultation)
+    assert await store.withdraw_turn(consultation.id, "tg:1")
+    assert await store.load_active("chat:1") is None
+    assert await rows("consultations", id=consultation.id) == 0
+    assert await rows("messages", consultation_id=consultation.id) == 0
+    await store.create(make())  # the chat may open a new one
+
+
+async def test_withdrawing_the_first_of_two_waiting_messages_makes_the_second_the_request(
+    store: Store,
+) -> None:
+    consultation = dataclasses.replace(
+        make(messages=[Message(Role.USER, "poison", 1.0, turn_id="tg:1")]),
+        initial_request="poison",
+    )
+    await store.create(consultation)
+    await store.add_message(
+        consultation.id,
+        Message(Role.USER, "real question", 2.0, turn_id="tg:2"),
+        last_activity_at=2.0,
+    )
+    assert await store.withdraw_turn(consultation.id, "tg:1")
+    loaded = await store.load_active("chat:1")
+    assert loaded is not None and [m.text for m in loaded.messages] == ["real question"]
+    assert loaded.initial_request == "real question"
+
+
 async def test_load_turn_gives_the_turn_or_else_the_active_consultation(store: Store) -> None:
     """One read for a new turn: the consultation holding the turn id if there is one (then
     nothing else), else the chat's active consultation (or none)."""

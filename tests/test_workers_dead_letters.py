@@ -80,6 +80,7 @@ async def test_an_update_every_worker_dies_on_is_given_up_after_three_attempts(
         metrics = await scrape_until(port, 'consult_dead_letters_total{reason="attempts"} 1.0')
         assert "Traceback" not in survivor.log(), survivor.log()
     assert len(model_server.requests) == 4  # three attempts at the poison, then the next one
+    assert "Вопрос, на котором всё падает" not in str(model_server.requests[-1])  # taken back
     assert told(replies, chat) == 1
     assert await letters(postgres_url) == [(poison["update_id"], "attempts", 3)]
     assert "consult_inbox_depth 0.0" in metrics
@@ -116,3 +117,4 @@ async def test_an_update_past_the_handling_deadline_is_stopped_and_the_chat_goes
         assert "Traceback" not in worker.log(), worker.log()
     assert told(replies, chat) == 1
     assert await letters(postgres_url) == [(stuck["update_id"], "deadline", 1)]
+    assert "Никогда не ответят" not in str(model_server.requests[-1])  # taken back

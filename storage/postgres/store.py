@@ -60,6 +60,9 @@ from storage.postgres.sql import (
 from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
+    WITHDRAW_EMPTY,
+    WITHDRAW_FIRST,
+    WITHDRAW_MESSAGE,
     IdempotencyKeys,
     Statement,
     consultation_from_row,
@@ -238,6 +241,9 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
             )
         )
 
+    async def withdraw_turn(self, consultation_id: str, turn_id: str) -> bool:
+        return await self._write(lambda c: _withdraw_turn(c, consultation_id, turn_id))
+
     async def move_chat(self, old_key: str, new_key: str) -> int:
         """Re-key a chat's consultations and settings; the new key's own data wins."""
         return await self._write(lambda c: upkeep.move_chat(c, old_key, new_key))
@@ -302,6 +308,19 @@ async def _update(connection: asyncpg.Connection, consultation_id: str, **column
     )
     if updated is None:
         raise SessionNotFound(consultation_id)
+
+
+async def _withdraw_turn(
+    connection: asyncpg.Connection, consultation_id: str, turn_id: str
+) -> bool:
+    """Take back the turn's user message if nothing answered it (`storage.shared`'s
+    withdrawing statements, in the caller's transaction); True when one was taken back."""
+    seq = await connection.fetchval(WITHDRAW_MESSAGE, consultation_id, turn_id)
+    if seq is None:
+        return False
+    await connection.execute(WITHDRAW_EMPTY, consultation_id)
+    await connection.execute(WITHDRAW_FIRST, consultation_id, seq)
+    return True
 
 
 async def _run_key_statements(

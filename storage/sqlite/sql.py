@@ -29,6 +29,9 @@ from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
     MESSAGE_READ_COLUMNS,
+    WITHDRAW_EMPTY,
+    WITHDRAW_FIRST,
+    WITHDRAW_MESSAGE,
     Statement,
     consultation_from_row,
     consultation_values,
@@ -202,6 +205,17 @@ def _load(db: sqlite3.Connection, select: str, key: str) -> Consultation | None:
 
 
 # -- the statements both stores share (`storage.shared`) ----------------------------------
+
+
+def withdraw_turn(db: sqlite3.Connection, consultation_id: str, turn_id: str) -> bool:
+    """Take back the turn's user message if nothing answered it (`storage.shared`'s
+    withdrawing statements); True when one was taken back."""
+    row = db.execute(sqlite_sql(WITHDRAW_MESSAGE), (consultation_id, turn_id)).fetchone()
+    if row is None:
+        return False
+    db.execute(sqlite_sql(WITHDRAW_EMPTY), (consultation_id,))
+    db.execute(sqlite_sql(WITHDRAW_FIRST), (consultation_id, row[0]))
+    return True
 
 
 def sqlite_sql(statement: str) -> str:

@@ -242,6 +242,11 @@ class SqliteStore(IdempotencyKeys):
             functools.partial(sql.upsert_chat_settings, chat_key=chat_key, s=settings)
         )
 
+    async def withdraw_turn(self, consultation_id: str, turn_id: str) -> bool:
+        return await self._writer.run(
+            functools.partial(sql.withdraw_turn, consultation_id=consultation_id, turn_id=turn_id)
+        )
+
     async def move_chat(self, old_key: str, new_key: str) -> int:
         return await self._writer.run(
             functools.partial(upkeep.move_chat, old_key=old_key, new_key=new_key)
