@@ -49,8 +49,8 @@ from api.errors import (
     ApiError,
     attachment_refused,
     from_engine,
-    from_round_failure,
     json_response,
+    model_error,
     store_unavailable,
 )
 from api.idempotency import HEADER, KeyStore, fingerprint, key_reused, parse_key
@@ -66,6 +66,8 @@ from core.errors import (
     ConsultationError,
     ModelError,
     StoreUnavailable,
+    TurnCancelled,
+    TurnDidNotHappen,
     TurnSuperseded,
 )
 from core.keyed_lock import KeyedLock
@@ -319,8 +321,7 @@ class ChatEndpoints:
                 turn_id=hold.turn_id if hold is not None else None,
             )
         except Exception as exc:
-            _log_round_failure(session_id, exc)
-            raise from_round_failure(exc, session_id) from None
+            raise _round_failure(exc, session_id) from None
         self._metrics.record_reply(reply, source="api")
         body = response(reply, message.read)
         if hold is not None:
@@ -331,15 +332,41 @@ class ChatEndpoints:
         turn.result.set_result(body)
 
 
-def _log_round_failure(session_id: str, exc: Exception) -> None:
+def _round_failure(exc: Exception, session_id: str) -> ApiError:
+    """Log a round that was not answered and return its client's error.
+
+    The user's message was committed before the model was called and the round was not
+    consumed, so sending the same message with this `sessionId` answers the same round:
+    the error names the session, a refusal of the engine's excepted.
+    """
+    if isinstance(exc, TurnDidNotHappen):
+        return did_not_happen(exc, session_id)
+    if isinstance(exc, ConsultationError):
+        log.warning("round of session %s not answered: %s", session_id, exc)
+        return from_engine(exc)
+    log.error("round of session %s failed", session_id, exc_info=exc)
+    return ApiError("INTERNAL_ERROR", "internal error", sessionId=session_id)
+
+
+def did_not_happen(exc: TurnDidNotHappen, session_id: str) -> ApiError:
+    """Log a round of `session_id` that did not happen and return its client's error, which
+    names the session to retry. Every member of the family is worded here."""
     if isinstance(exc, ModelError):
         log.warning("model error for session %s: %s", session_id, exc)
-    elif isinstance(exc, StoreUnavailable | ConsultationError):
+        error = model_error(exc)
+    elif isinstance(exc, StoreUnavailable):
         log.warning("round of session %s not answered: %s", session_id, exc)
+        error = store_unavailable()
     elif isinstance(exc, TurnSuperseded):  # another worker answered it: nothing went wrong
         log.info("round of session %s answered elsewhere first: %s", session_id, exc)
-    else:
+        error = ApiError("CONFLICT", "this round was answered by another request meanwhile")
+    elif isinstance(exc, TurnCancelled):  # only a chat's /reset stops a turn, never a session's
         log.error("round of session %s failed", session_id, exc_info=exc)
+        error = ApiError("INTERNAL_ERROR", "internal error")
+    else:
+        raise TypeError(f"no wording for {type(exc).__name__}")
+    error.extra["sessionId"] = session_id
+    return error
 
 
 def _client(request: web.Request) -> str:

@@ -18,8 +18,6 @@ from core.errors import (
     ConsultationError,
     ModelError,
     ModelErrorKind,
-    StoreUnavailable,
-    TurnSuperseded,
 )
 from media.intake import SUPPORTED_DOCUMENTS
 
@@ -131,35 +129,17 @@ class ApiError(Exception):
         return response
 
 
-def from_engine(exc: ConsultationError | ModelError, session_id: str | None = None) -> ApiError:
-    """Translate an engine error; model errors name the session so the client can retry it."""
-    if isinstance(exc, ModelError):
-        code, message = _MODEL_CODES[exc.kind]
-        extra: dict[str, Any] = {"sessionId": session_id} if session_id else {}
-        return ApiError(code, message, **extra)
+def from_engine(exc: ConsultationError) -> ApiError:
+    """Translate a refusal of the engine."""
     if isinstance(exc, AttachmentRefused):
         return attachment_refused(exc)
     return ApiError(_ENGINE_CODES.get(exc.code, "VALIDATION_ERROR"), str(exc))
 
 
-def from_round_failure(exc: BaseException, session_id: str) -> ApiError:
-    """Any failure while a round was being answered; the error names the session to retry.
-
-    The user's message was committed before the model was called and the round was not
-    consumed, so sending the same message with this `sessionId` answers the same round.
-    """
-    if isinstance(exc, ModelError | ConsultationError):
-        error = from_engine(exc, session_id)
-    elif isinstance(exc, StoreUnavailable):
-        error = store_unavailable()
-    elif isinstance(exc, TurnSuperseded):  # another worker answered this round first
-        error = ApiError("CONFLICT", "this round was answered by another request meanwhile")
-    else:
-        error = ApiError("INTERNAL_ERROR", "internal error")
-    if isinstance(exc, ConsultationError):
-        return error
-    error.extra["sessionId"] = session_id
-    return error
+def model_error(exc: ModelError) -> ApiError:
+    """The model could not answer: a code by its kind, never the detail (it is the log's)."""
+    code, message = _MODEL_CODES[exc.kind]
+    return ApiError(code, message)
 
 
 _REFUSALS = {

@@ -42,6 +42,9 @@ from core.errors import (
     ModelError,
     ModelErrorKind,
     StoreUnavailable,
+    TurnCancelled,
+    TurnDidNotHappen,
+    TurnSuperseded,
 )
 from core.outcomes import Notice
 from core.service import ConsultationService
@@ -109,14 +112,30 @@ async def _session(settings: Settings, key: str, lines: _Lines) -> int:
                     f"[{refusal(exc, runtime.intake)}; nothing was sent,"
                     " the attached files were dropped]"
                 )
-            except ModelError as exc:
-                if exc.kind is ModelErrorKind.CONTEXT_TOO_LONG:
-                    log.warning("model error: %s", exc)  # stderr names the setting
-                print("\n" + model_error_line(exc, settings))
+            except TurnDidNotHappen as exc:
+                print("\n" + did_not_happen_line(exc, settings))
             except ConsultationError as exc:
                 print(f"[{exc}]")
-            except StoreUnavailable as exc:
-                print(f"\n[{t('en', 'store_unavailable')} ({exc})]")
+
+
+def did_not_happen_line(exc: TurnDidNotHappen, settings: Settings) -> str:
+    """The console's line for a turn that did not happen (a model error too long for the
+    context is also logged: stderr names the setting). Every member of the family is
+    worded here."""
+    if isinstance(exc, ModelError):
+        if exc.kind is ModelErrorKind.CONTEXT_TOO_LONG:
+            log.warning("model error: %s", exc)
+        return model_error_line(exc, settings)
+    if isinstance(exc, StoreUnavailable):
+        return f"[{t('en', 'store_unavailable')} ({exc})]"
+    if isinstance(exc, TurnCancelled):
+        return "[stopped by a reset: nothing was answered]"
+    if isinstance(exc, TurnSuperseded):  # two consoles share one chat key in one store
+        return (
+            "[another console on the same store answered this round meanwhile;"
+            " /status shows where it stands]"
+        )
+    raise TypeError(f"no wording for {type(exc).__name__}")
 
 
 class _Lines:

@@ -27,6 +27,7 @@ from core.errors import (
     NothingToRetry,
     StoreUnavailable,
     TurnCancelled,
+    TurnDidNotHappen,
     TurnSuperseded,
 )
 from core.expiring import ExpiringDict
@@ -72,6 +73,33 @@ def model_error_text(exc: ModelError, language: str) -> str:
     return t(language, "model_error", reason=t(language, f"reason_{exc.kind.value}"))
 
 
+def did_not_happen_text(
+    exc: TurnDidNotHappen, chat_id: int, language: str, outage: OutageNotices
+) -> str | None:
+    """Log a turn of `chat_id` that did not happen and return what the chat is told: None
+    when whoever ended the turn answers for it, or when an outage was told there within the
+    minute (`bot.outage`). Every member of the family is worded here."""
+    if isinstance(exc, ModelError):
+        # A setting only the operator can fix is an error; the detail names the setting.
+        level = logging.ERROR if exc.kind is ModelErrorKind.MISCONFIGURED else logging.WARNING
+        log.log(level, "model error in chat %s: %s", chat_id, exc)
+        return model_error_text(exc, language)
+    if isinstance(exc, StoreUnavailable):  # nothing half-stored: the same message works later
+        log.warning("store unavailable in chat %s: %s", chat_id, exc)
+        notice = store_failed()
+        if outage.may_tell(chat_id):
+            return t(language, notice)
+        log.debug("outage notice in chat %s not repeated", chat_id)
+        return None
+    if isinstance(exc, TurnCancelled):  # /reset stopped it and answers for itself
+        log.info("turn in chat %s stopped by a reset", chat_id)
+        return None
+    if isinstance(exc, TurnSuperseded):  # whoever advanced the round answered the user
+        log.info("turn in chat %s superseded: %s", chat_id, exc)
+        return None
+    raise TypeError(f"no wording for {type(exc).__name__}")
+
+
 class TurnRunner:
     def __init__(
         self,
@@ -114,26 +142,14 @@ class TurnRunner:
                 log.error("reply in chat %s not delivered, kept for later: %s", target.chat_id, exc)
                 await self._keep(target, reply, language)
             return reply
-        except ModelError as exc:
-            # A setting only the operator can fix is an error; the detail names the setting.
-            level = logging.ERROR if exc.kind is ModelErrorKind.MISCONFIGURED else logging.WARNING
-            log.log(level, "model error in chat %s: %s", target.chat_id, exc)
-            await self._say(sender, model_error_text(exc, language))
+        except TurnDidNotHappen as exc:
+            text = did_not_happen_text(exc, target.chat_id, language, self._outage)
+            if text is not None:
+                await self._say(sender, text)
         except NothingToRetry:
             await self._say(sender, t(language, "retry_none"))
         except NoActiveConsultation:
             await self._say(sender, t(language, "answer_none"))
-        except StoreUnavailable as exc:  # nothing half-stored: the same message works later
-            log.warning("store unavailable in chat %s: %s", target.chat_id, exc)
-            notice = store_failed()
-            if self._outage.may_tell(target.chat_id):
-                await self._say(sender, t(language, notice))
-            else:
-                log.debug("outage notice in chat %s not repeated", target.chat_id)
-        except TurnCancelled:  # /reset stopped it and answers for itself
-            log.info("turn in chat %s stopped by a reset", target.chat_id)
-        except TurnSuperseded as exc:  # whoever advanced the round answered the user
-            log.info("turn in chat %s superseded: %s", target.chat_id, exc)
         except ChatUnavailable as exc:
             self._note_blocked(target.chat_id, exc)
         return None

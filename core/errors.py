@@ -27,11 +27,25 @@ NOT_RETRYABLE = frozenset(
 """Kinds the same request will meet again: users are told what helps instead of a retry."""
 
 
-class ModelError(Exception):
+class TurnDidNotHappen(Exception):
+    """A turn ended without its reply stored and left nothing half-done: no round was used,
+    and the user's message is either kept as the open turn (/retry or the next message
+    answers it) or was never stored (the same message can be sent again).
+
+    Each edge words every member of this family in one place (`bot.turns.did_not_happen_text`,
+    `api.chat.did_not_happen`, `app.console.did_not_happen_line`), and its tests fail for a
+    member it does not word. A refusal known before the turn starts (an attachment not
+    taken, an empty message, nothing to retry) is a `ConsultationError` instead: the same
+    request meets it again.
+    """
+
+
+class ModelError(TurnDidNotHappen):
     """The model could not answer, after the client's own retries.
 
     `detail` is for the operator's log: for CONTEXT_TOO_LONG and MISCONFIGURED it names
-    the setting to change. Users are told by `kind` alone.
+    the setting to change. Users are told by `kind` alone. Whether a retry can help
+    depends on the kind (`NOT_RETRYABLE`).
     """
 
     def __init__(
@@ -73,15 +87,16 @@ class EmptyMessage(ConsultationError):
     code = "EMPTY_MESSAGE"
 
 
-class StoreUnavailable(Exception):
+class StoreUnavailable(TurnDidNotHappen):
     """The store cannot read or write right now (disk full, I/O error, file gone or read-only).
 
     Nothing half-done was kept: the operation that raised it was rolled back, so
-    the same request can be made again once the store recovers.
+    the same request can be made again once the store recovers. Any store operation
+    raises it, within a turn or not.
     """
 
 
-class TurnCancelled(Exception):
+class TurnCancelled(TurnDidNotHappen):
     """A reset stopped the turn while the model was answering; no reply was stored."""
 
 
@@ -100,7 +115,7 @@ class ActiveConsultationExists(Exception):
         self.chat_key = chat_key
 
 
-class TurnSuperseded(Exception):
+class TurnSuperseded(TurnDidNotHappen):
     """The consultation moved on while this turn ran (another writer recorded a reply for
     the same round), so this turn's reply was not stored. Whoever advanced it answered
     the user; this turn has nothing left to say."""

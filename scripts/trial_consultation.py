@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import ConfigError, load_settings
-from core.errors import ConsultationError, ModelError
+from core.errors import ConsultationError, TurnDidNotHappen
 
 DEFAULT_MESSAGES = [
     "I want to start running. Can you make me a plan?",
@@ -131,7 +131,7 @@ async def run(args: argparse.Namespace) -> int:
                 started = time.perf_counter()
                 try:
                     reply = await runtime.service.ask(KEY, message)
-                except (ModelError, ConsultationError) as exc:
+                except (TurnDidNotHappen, ConsultationError) as exc:
                     failures.append(f"round {number}: {exc}")
                     print(f"  error: {exc}")
                     break

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from api.app import start_web_server
-from api.errors import from_engine
+from api.chat import did_not_happen
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from core.errors import ModelError, ModelErrorKind
@@ -213,6 +213,6 @@ async def test_start_up_is_quiet_when_the_endpoint_looks_right(
 
 @pytest.mark.parametrize("kind", list(ModelErrorKind))
 def test_every_model_failure_has_a_stable_code(kind: ModelErrorKind) -> None:
-    error = from_engine(ModelError(kind, "detail for the log"), session_id="s-1")
+    error = did_not_happen(ModelError(kind, "detail for the log"), "s-1")
     assert error.code.isupper() and error.status >= 400
     assert error.body()["sessionId"] == "s-1" and "detail for the log" not in error.message
