@@ -48,18 +48,15 @@ def records(caplog: pytest.LogCaptureFixture, logger: str) -> list[logging.LogRe
 
 # -- the bot ------------------------------------------------------------------------------
 
-BOT_TOLD: dict[type[TurnDidNotHappen], str | None] = {
-    ModelError: t("en", "model_error", reason=t("en", "reason_timeout")),  # /retry helps
-    StoreUnavailable: t("en", "store_unavailable"),  # send it again (no inbox keeps it)
-    TurnCancelled: None,  # the /reset that stopped it answers
-    TurnSuperseded: None,  # whoever answered the round told the user
+BOT_TOLD: dict[type[TurnDidNotHappen], tuple[str | None, int]] = {
+    # /retry helps
+    ModelError: (t("en", "model_error", reason=t("en", "reason_timeout")), logging.WARNING),
+    # send it again: no inbox keeps it
+    StoreUnavailable: (t("en", "store_unavailable"), logging.WARNING),
+    TurnCancelled: (None, logging.INFO),  # the /reset that stopped it answers
+    TurnSuperseded: (None, logging.INFO),  # whoever answered the round told the user
 }
-BOT_LEVEL = {
-    ModelError: logging.WARNING,
-    StoreUnavailable: logging.WARNING,
-    TurnCancelled: logging.INFO,
-    TurnSuperseded: logging.INFO,
-}
+"""What the chat is told (None: nothing), and the log line's level."""
 
 
 @pytest.mark.parametrize("member", MEMBERS, ids=lambda member: member.__name__)
@@ -69,9 +66,10 @@ def test_the_bot_words_every_member(
     with caplog.at_level(logging.DEBUG, logger="bot.turns"):
         text = did_not_happen_text(EXAMPLES[member], CHAT, "en", OutageNotices())
 
-    assert text == BOT_TOLD[member]
+    told, level = BOT_TOLD[member]
+    assert text == told
     [record] = records(caplog, "bot.turns")
-    assert record.levelno == BOT_LEVEL[member] and str(CHAT) in record.getMessage()
+    assert record.levelno == level and str(CHAT) in record.getMessage()
 
 
 def test_the_bot_tells_an_outage_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
@@ -82,18 +80,13 @@ def test_the_bot_tells_an_outage_once_a_minute(caplog: pytest.LogCaptureFixture)
 
 # -- the HTTP API -------------------------------------------------------------------------
 
-API_ERROR: dict[type[TurnDidNotHappen], tuple[int, str]] = {
-    ModelError: (504, "MODEL_TIMEOUT"),
-    StoreUnavailable: (503, "STORE_UNAVAILABLE"),
-    TurnCancelled: (500, "INTERNAL_ERROR"),  # the API has no reset: a stop is a fault
-    TurnSuperseded: (409, "CONFLICT"),
+API_ERROR: dict[type[TurnDidNotHappen], tuple[int, str, int]] = {
+    ModelError: (504, "MODEL_TIMEOUT", logging.WARNING),
+    StoreUnavailable: (503, "STORE_UNAVAILABLE", logging.WARNING),
+    TurnCancelled: (500, "INTERNAL_ERROR", logging.ERROR),  # no reset in the API: a fault
+    TurnSuperseded: (409, "CONFLICT", logging.INFO),  # another worker answered the round
 }
-API_LEVEL = {
-    ModelError: logging.WARNING,
-    StoreUnavailable: logging.WARNING,
-    TurnCancelled: logging.ERROR,
-    TurnSuperseded: logging.INFO,
-}
+"""The status and code the client gets, and the log line's level."""
 
 
 @pytest.mark.parametrize("member", MEMBERS, ids=lambda member: member.__name__)
@@ -104,11 +97,12 @@ def test_the_api_words_every_member(
     with caplog.at_level(logging.DEBUG, logger="api.chat"):
         error = did_not_happen(exc, "s-1")
 
-    assert (error.status, error.code) == API_ERROR[member]
+    status, code, level = API_ERROR[member]
+    assert (error.status, error.code) == (status, code)
     assert error.body()["sessionId"] == "s-1"  # the same message to this session retries it
     assert str(exc) not in error.message  # the detail is the log's
     [record] = records(caplog, "api.chat")
-    assert record.levelno == API_LEVEL[member] and "s-1" in record.getMessage()
+    assert record.levelno == level and "s-1" in record.getMessage()
 
 
 # -- the console --------------------------------------------------------------------------
