@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -96,9 +97,9 @@ async def connect_or_skip(url: str) -> asyncpg.Connection:
         pytest.skip(message)
 
 
-@pytest_asyncio.fixture
-async def postgres_url() -> AsyncIterator[str]:
-    """A URL whose connections all use a new, empty schema; dropped after the test."""
+@asynccontextmanager
+async def fresh_schema() -> AsyncIterator[str]:
+    """A URL whose connections all use a new, empty schema; dropped afterwards."""
     url = database_url_for_tests()
     admin = await connect_or_skip(url)
     schema = f"test_{uuid.uuid4().hex[:12]}"
@@ -108,6 +109,13 @@ async def postgres_url() -> AsyncIterator[str]:
     finally:
         await admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
         await admin.close()
+
+
+@pytest_asyncio.fixture
+async def postgres_url() -> AsyncIterator[str]:
+    """A URL whose connections all use a new, empty schema; dropped after the test."""
+    async with fresh_schema() as url:
+        yield url
 
 
 async def _create_run_database(server: str) -> str:

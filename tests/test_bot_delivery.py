@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -19,9 +18,8 @@ from telegram.request import HTTPXRequest
 
 from bot.delivery import ChatUnavailable, Sender, Target, with_footer
 from bot.turns import TurnRunner
-from bot.undelivered import StoredUndelivered, reply_from_dict, reply_to_dict
-from core.models import Usage
-from core.outcomes import Notice, Reply
+from bot.undelivered import StoredUndelivered
+from core.outcomes import Reply
 from core.service import OnText
 from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.undelivered import PostgresUndelivered
@@ -393,26 +391,6 @@ async def test_a_chat_that_blocked_the_bot_is_reported_at_once(
 
 
 # -- replies not delivered, kept for the chat's next turn on any worker ------------------------
-
-
-def test_a_reply_survives_its_round_trip_through_json() -> None:
-    """Everything delivery shows comes back: text, round, notices, usage, sources."""
-    reply = Reply(
-        text="Answer [1]",
-        consultation_id="c1",
-        round=2,
-        max_rounds=3,
-        is_final=True,
-        is_complete=True,
-        model="m",
-        usage=Usage(10, 20, True),
-        notices=frozenset({Notice.PREVIOUS_EXPIRED, Notice.ANSWER_INCOMPLETE}),
-        extras={"citations": ["https://example.org/a"]},
-        json_valid=True,
-        schema_valid=False,
-    )
-    again = reply_from_dict(json.loads(json.dumps(reply_to_dict(reply))))
-    assert again == reply and again.sources == reply.sources and again.sources
 
 
 @pytest.fixture

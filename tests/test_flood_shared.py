@@ -16,6 +16,7 @@ from bot.flood import ChatFloodControl
 from storage.postgres.coordination.flood_waits import PostgresFloodWaits
 from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.store import PostgresStore
+from tests.port_contract import Clock
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 Pools = tuple[asyncpg.Pool, asyncpg.Pool]
@@ -32,14 +33,6 @@ async def pools(postgres_url: str) -> AsyncIterator[Pools]:  # noqa: F811
         await first.close()
         await second.close()
         await store.close()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def test_a_retry_after_on_one_worker_holds_back_the_others(pools: Pools) -> None:
