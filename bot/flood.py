@@ -45,7 +45,8 @@ class FloodWaits(Protocol):
     """Per chat, how long to send nothing (Telegram's RetryAfter)."""
 
     async def pause(self, chat_id: int, seconds: float) -> None:
-        """Send nothing to `chat_id` for `seconds` from now."""
+        """Send nothing to `chat_id` for `seconds` from now, or longer if a pause already
+        running ends later."""
         ...
 
     async def remaining(self, chat_id: int) -> float:
@@ -58,14 +59,17 @@ class FloodWaits(Protocol):
 
 
 class MemoryFloodWaits:
-    """`FloodWaits` of this process: each pause is forgotten once over."""
+    """`FloodWaits` of this process: each pause is forgotten once over; a pause ending
+    before the one running does not shorten it (the later end is kept)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._until: ExpiringDict[int, float] = ExpiringDict(0, clock=clock)
         self._clock = clock
 
     async def pause(self, chat_id: int, seconds: float) -> None:
-        self._until.set(chat_id, self._clock() + seconds, ttl=seconds)
+        now = self._clock()
+        until = max(now + seconds, self._until.get(chat_id) or now)
+        self._until.set(chat_id, until, ttl=until - now)
 
     async def remaining(self, chat_id: int) -> float:
         until = self._until.get(chat_id)  # None once the pause is over
