@@ -1,12 +1,14 @@
 """Who may use the bot, and how often: allow-lists and a per-user rate limit.
 
-The limit is a port (`UserRateLimits`): `RateLimiter` is a sliding window per user kept
-in memory (only for users active in the last minute), right for one process; it protects
-the model bill and a group's share of Telegram's messages from floods (messages and
-commands count; `bot.refusals` says refusals through its "warned" mark), so losing it on
-restart is harmless. Several worker processes share one limit instead
-(`storage.postgres.coordination.rate_limits.PostgresRateLimits`), so a user reaching two
-workers is not allowed twice as much.
+The limit is a port (`UserRateLimits`) with one meaning: at most N events per user in any
+60-second window (a sliding window log). `RateLimiter` keeps it in memory (only for users
+active in the last minute), right for one process; it protects the model bill and a
+group's share of Telegram's messages from floods (messages and commands count;
+`bot.refusals` says refusals through its "warned" mark), so losing it on restart is
+harmless. Several worker processes share one limit instead
+(`storage.postgres.coordination.rate_limits.PostgresRateLimits`, the same algorithm), so a
+user reaching two workers is not allowed twice as much; `tests/test_rate_limits_contract.py`
+runs the same tests over both.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from core.expiring import ExpiringDict
 
 
 class UserRateLimits(Protocol):
-    """How often each user may write."""
+    """How often each user may write: at most N counted events in any 60 seconds."""
 
     async def check(self, user_id: int) -> float:
-        """Count a message: 0 when allowed, else the seconds to wait (nothing counted)."""
+        """Count a message: 0 when allowed, else the seconds until the oldest counted one
+        leaves the window (nothing counted)."""
         ...
 
     async def should_warn(self, user_id: int) -> bool:

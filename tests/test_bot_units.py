@@ -71,36 +71,6 @@ def test_allow_lists() -> None:
     assert not is_allowed(user_id=2, chat_id=5, allowed_users=frozenset({1}), allowed_chats=nobody)
 
 
-async def test_rate_limiter_window() -> None:
-    """The n+1-th message within a minute waits; after the window it passes again."""
-    now = [0.0]
-    limiter = RateLimiter(3, clock=lambda: now[0])
-    assert [await limiter.check(7) for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert await limiter.check(7) == pytest.approx(60.0)
-    assert await limiter.check(8) == 0.0  # other users are unaffected
-    now[0] = 60.0
-    assert await limiter.check(7) == 0.0
-
-
-async def test_a_limited_user_is_warned_once_per_window() -> None:
-    """Being over the limit is said once a minute, not in reply to every message."""
-    now = [0.0]
-    limiter = RateLimiter(1, clock=lambda: now[0])
-    assert [
-        await limiter.should_warn(7),
-        await limiter.should_warn(7),
-        await limiter.should_warn(8),
-    ] == [True, False, True]
-    now[0] = 61.0
-    assert await limiter.should_warn(7)
-
-
-async def test_rate_limit_zero_means_unlimited() -> None:
-    """A limit of 0 never refuses."""
-    limiter = RateLimiter(0)
-    assert all([await limiter.check(1) == 0.0 for _ in range(1000)])
-
-
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

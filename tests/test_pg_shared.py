@@ -1,5 +1,7 @@
 """State shared by worker processes on PostgreSQL: two pools on one database stand for two
-workers (rate limits, undelivered replies, one runner of a periodic job)."""
+workers (rate limits, undelivered replies, one runner of a periodic job), and what the
+cleanup and the upgrades of these tables do. What each port does in one worker is in the
+port contract suites (tests/port_contract.py)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ import pytest_asyncio
 
 from app.serve_bot import shared_state
 from bot.config import BotConfig
+from storage.postgres.coordination import schema as coordination_schema
 from storage.postgres.coordination.locks import try_exclusive
 from storage.postgres.coordination.pool import open_shared_pool
-from storage.postgres.coordination.rate_limits import PostgresRateLimits
+from storage.postgres.coordination.rate_limits import RATE_TABLES, PostgresRateLimits
 from storage.postgres.coordination.undelivered import PostgresUndelivered
 from storage.postgres.store import PostgresStore
 from tests.fakes.bot_api import TOKEN
+from tests.port_contract import Clock
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 Pools = tuple[asyncpg.Pool, asyncpg.Pool]
@@ -37,41 +41,33 @@ async def pools(postgres_url: str) -> AsyncIterator[Pools]:  # noqa: F811
         await store.close()
 
 
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_the_rate_limit_is_shared_by_every_worker(pools: Pools) -> None:
-    """Three messages a minute: whichever worker a user reaches, the fourth waits, and one
-    token comes back every 20 seconds."""
+    """Three messages a minute: whichever worker a user reaches, the fourth of any minute
+    is refused, and the window has room again a minute after the first."""
     clock = Clock()
     a = PostgresRateLimits(pools[0], 3, clock=clock)
     b = PostgresRateLimits(pools[1], 3, clock=clock)
     assert [await a.check(7), await b.check(7), await a.check(7)] == [0.0, 0.0, 0.0]
-    assert await b.check(7) == pytest.approx(20.0)
-    assert await a.check(8) == 0.0  # another user has a bucket of their own
-    clock.now += 5
-    assert await a.check(7) == pytest.approx(15.0)  # a refusal takes nothing
-    clock.now += 15
-    assert await b.check(7) == 0.0
-    assert await a.check(7) == pytest.approx(20.0)
+    assert await b.check(7) == pytest.approx(60.0)
+    assert await a.check(8) == 0.0  # another user has a window of their own
+    clock.now += 20
+    assert await a.check(7) == pytest.approx(40.0)
+    clock.now += 40
+    assert [await b.check(7), await a.check(7), await b.check(7)] == [0.0, 0.0, 0.0]
+    assert await a.check(7) == pytest.approx(60.0)
 
 
 async def test_button_presses_have_a_budget_of_their_own_shared_by_every_worker(
     pools: Pools,
 ) -> None:
     """Presses and messages are counted apart: a user out of presses on one worker is out
-    on the other too, yet may still write; idle press buckets are forgotten too."""
+    on the other too, yet may still write; idle press windows are forgotten too."""
     clock = Clock()
     presses = [PostgresRateLimits(pool, 2, table="press_limits", clock=clock) for pool in pools]
     messages = PostgresRateLimits(pools[0], 1, clock=clock)
     assert [await presses[0].check(5), await presses[1].check(5)] == [0.0, 0.0]
-    assert await presses[1].check(5) == pytest.approx(30.0)
-    assert await presses[0].check(5) == pytest.approx(30.0)
+    assert await presses[1].check(5) == pytest.approx(60.0)
+    assert await presses[0].check(5) == pytest.approx(60.0)
     assert await messages.check(5) == 0.0
     assert await pools[0].fetchval("SELECT count(*) FROM press_limits") == 1
     clock.now += 61
@@ -92,12 +88,21 @@ async def test_workers_on_postgresql_are_given_the_shared_press_budget(pools: Po
     assert await pools[1].fetchval("SELECT count(*) FROM press_limits WHERE user_id = 77") == 1
 
 
-async def test_concurrent_checks_never_take_more_tokens_than_there_are(pools: Pools) -> None:
-    """Forty checks at once from two workers: exactly the five tokens are taken."""
+async def test_workers_checking_one_user_at_once_never_let_more_than_the_limit_through(
+    pools: Pools,
+) -> None:
+    """Forty checks at once from two workers (ten connections), minute after minute:
+    exactly five pass in each minute, none half a minute later, and the user's row never
+    holds more than five times."""
     clock = Clock()
     limits = [PostgresRateLimits(pool, 5, clock=clock) for pool in pools]
-    waits = await asyncio.gather(*(limits[i % 2].check(1) for i in range(40)))
-    assert sum(1 for wait in waits if wait == 0.0) == 5
+    for _ in range(4):
+        for expected in (5, 0):
+            waits = await asyncio.gather(*(limits[i % 2].check(1) for i in range(40)))
+            assert waits.count(0.0) == expected
+            clock.now += 30
+    held = await pools[0].fetchval("SELECT cardinality(hits) FROM rate_limits WHERE user_id = 1")
+    assert held == 5
 
 
 async def test_a_limited_user_is_warned_once_a_minute_across_workers(pools: Pools) -> None:
@@ -113,18 +118,100 @@ async def test_a_limited_user_is_warned_once_a_minute_across_workers(pools: Pool
     assert await a.should_warn(3)
 
 
-async def test_unlimited_asks_nothing_and_idle_users_are_forgotten(pools: Pools) -> None:
+async def test_users_idle_for_a_window_are_forgotten(pools: Pools) -> None:
+    """The rows of users with no event and no warning in the last minute are deleted;
+    a user counted or warned within it is kept."""
     clock = Clock()
-    assert await PostgresRateLimits(pools[0], 0, clock=clock).check(1) == 0.0
     limits = PostgresRateLimits(pools[0], 2, clock=clock)
     for user in range(10):
         await limits.check(user)
     assert await pools[0].fetchval("SELECT count(*) FROM rate_limits") == 10
     clock.now += 30
     await limits.check(99)
+    await limits.should_warn(98)
     clock.now += 30
-    assert await limits.forget_idle() == 10  # user 99 checked 30 s ago is kept
-    assert await pools[0].fetchval("SELECT count(*) FROM rate_limits") == 1
+    assert await limits.forget_idle() == 10  # users 98 and 99, seen 30 s ago, are kept
+    assert await pools[0].fetchval("SELECT count(*) FROM rate_limits") == 2
+    clock.now += 30
+    assert await limits.forget_idle() == 2
+
+
+async def test_limits_kept_as_token_buckets_are_harmless_after_the_upgrade(
+    postgres_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A database whose limits were token buckets (an empty one, a warned user): after the
+    upgrade each user starts with an empty window and a warned user stays warned for the
+    rest of the minute, in both budgets."""
+    clock = Clock()
+    full = list(coordination_schema.MIGRATIONS)
+    names = [name for name, _ in full]
+    before = full[: names.index("c001_rate_windows")]
+    monkeypatch.setattr(coordination_schema, "MIGRATIONS", before)
+    connection = await asyncpg.connect(postgres_url)
+    try:
+        await coordination_schema.migrate(connection)
+        for table in RATE_TABLES:
+            await connection.execute(
+                f"INSERT INTO {table} (user_id, tokens, updated_at, warned_at)"
+                " VALUES (7, 0, $1, $1), (8, 0.5, $1, NULL)",
+                clock.now,
+            )
+    finally:
+        await connection.close()
+    monkeypatch.setattr(coordination_schema, "MIGRATIONS", full)
+
+    pool = await open_shared_pool(postgres_url)  # applies the rest
+    try:
+        for table in RATE_TABLES:
+            limits = PostgresRateLimits(pool, 2, table=table, clock=clock)
+            for user in (7, 8):
+                assert [await limits.check(user) for _ in range(3)] == [0.0, 0.0, 60.0]
+            assert not await limits.should_warn(7)
+            assert await limits.should_warn(8)
+    finally:
+        await pool.close()
+
+
+# The previous release's statements (a token bucket), as its workers still send them while
+# a rolling restart replaces them: $1 user, $2 capacity, $3 now, $4 refill per second.
+PREVIOUS_TAKE_TOKEN = """
+WITH taken AS (
+    INSERT INTO rate_limits AS r (user_id, tokens, updated_at)
+    VALUES ($1::bigint, $2::float8 - 1, $3::float8)
+    ON CONFLICT (user_id) DO UPDATE
+        SET tokens = LEAST($2, r.tokens + GREATEST($3 - r.updated_at, 0) * $4) - 1,
+            updated_at = GREATEST($3, r.updated_at)
+        WHERE LEAST($2, r.tokens + GREATEST($3 - r.updated_at, 0) * $4) >= 1
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM taken) AS allowed
+"""
+PREVIOUS_WARN = """
+INSERT INTO rate_limits AS r (user_id, tokens, updated_at, warned_at)
+VALUES ($1::bigint, $2::float8, $3::float8, $3::float8)
+ON CONFLICT (user_id) DO UPDATE SET warned_at = $3::float8
+    WHERE r.warned_at IS NULL OR r.warned_at <= $3::float8 - $4::float8
+RETURNING 1
+"""
+
+
+async def test_workers_of_the_previous_release_keep_working_through_a_rolling_restart(
+    pools: Pools,
+) -> None:
+    """After the upgrade a worker still running the previous release's token bucket finds
+    its columns: its checks of a user a new worker counted pass (a full bucket) and its
+    new users' rows serve the new workers too, each release counting on its own."""
+    clock = Clock()
+    new = PostgresRateLimits(pools[0], 2, clock=clock)
+    assert [await new.check(7), await new.check(7)] == [0.0, 0.0]
+    async with pools[1].acquire() as old:
+        assert await old.fetchval(PREVIOUS_TAKE_TOKEN, 7, 2.0, clock.now, 2 / 60)
+        assert await old.fetchval(PREVIOUS_TAKE_TOKEN, 8, 2.0, clock.now, 2 / 60)
+        assert await old.fetchval(PREVIOUS_WARN, 9, 2.0, clock.now, 60.0) == 1
+    assert await new.check(7) == pytest.approx(60.0)
+    assert [await new.check(8), await new.check(8), await new.check(8)] == [0.0, 0.0, 60.0]
+    assert not await new.should_warn(9)
 
 
 async def test_an_undelivered_reply_is_taken_by_exactly_one_worker(pools: Pools) -> None:
@@ -141,22 +228,6 @@ async def test_an_undelivered_reply_is_taken_by_exactly_one_worker(pools: Pools)
     assert results.count(None) == 1 and ('{"text": "two"}', "ru") in results
     assert await b.pop(5, 9) == ('{"text": "topic"}', "en")
     assert await b.pop(5, 9) is None
-
-
-async def test_looks_made_together_each_take_their_own_conversation(pools: Pools) -> None:
-    """Many turns look at once (one shared statement): each gets its own conversation's
-    reply, a conversation asked twice at once gives it once, the others get None."""
-    undelivered = PostgresUndelivered(pools[0], clock=Clock())
-    for chat in range(0, 20, 2):
-        await undelivered.put(chat, None, f'{{"chat": {chat}}}', "en")
-    await undelivered.put(4, 7, '{"topic": 7}', "ru")
-    asked = [(chat, None) for chat in range(20)] + [(4, 7), (4, None)]
-    results = await asyncio.gather(*(undelivered.pop(chat, topic) for chat, topic in asked))
-    for (chat, _), result in zip(asked[:20], results[:20], strict=True):
-        assert result == ((f'{{"chat": {chat}}}', "en") if chat % 2 == 0 else None)
-    assert results[20] == ('{"topic": 7}', "ru")
-    assert results[21] is None  # (4, None) was asked twice: taken by the first look only
-    assert await pools[0].fetchval("SELECT count(*) FROM undelivered") == 0
 
 
 async def test_undelivered_replies_older_than_a_day_are_dropped(pools: Pools) -> None:

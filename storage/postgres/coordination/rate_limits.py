@@ -1,7 +1,7 @@
 """A per-user rate limit every worker process shares, on PostgreSQL (`PostgresRateLimits`).
 
-A token bucket per user, one statement per check, so a user writing to several workers is
-limited once, not once per worker; messages (`rate_limits`) and button presses
+A sliding window log per user, one statement per check, so a user writing to several
+workers is limited once, not once per worker; messages (`rate_limits`) and button presses
 (`press_limits`) have a table each. A table's name is one of `RATE_TABLES`, never data.
 
 Invariants: every statement is parameterised; times are wall-clock seconds since the
@@ -21,9 +21,6 @@ import asyncpg
 
 from storage.postgres.pool import call
 
-# $1 user, $2 capacity, $3 now, $4 refill per second. The CTE takes a token when the refilled
-# bucket holds one (and returns a row); a refusal changes nothing, and the outer SELECT reads
-# the bucket from the statement's snapshot to say how long until the next token.
 RateTable = Literal["rate_limits", "press_limits"]
 
 RATE_TABLES: tuple[RateTable, ...] = ("rate_limits", "press_limits")
@@ -31,38 +28,44 @@ RATE_TABLES: tuple[RateTable, ...] = ("rate_limits", "press_limits")
 
 RATE_WINDOW = 60.0
 
-_TAKE_TOKEN = """
-WITH taken AS (
-    INSERT INTO {table} AS r (user_id, tokens, updated_at)
-    VALUES ($1::bigint, $2::float8 - 1, $3::float8)
+# $1 user, $2 limit, $3 now, $4 window. The upsert locks the user's row (a first check
+# inserts it; a concurrent one waits on it and then updates the row it made) and counts the
+# latest version's times inside the window: under the limit it keeps those and adds now,
+# and returns a row; at the limit it changes nothing. A refusal reads the oldest time inside
+# the window from the statement's snapshot: the times added since are all later, so it is the
+# oldest of the latest version too, unless there was none (then they are all about now).
+_COUNT = """
+WITH counted AS (
+    INSERT INTO {table} AS r (user_id, hits) VALUES ($1::bigint, ARRAY[$3::float8])
     ON CONFLICT (user_id) DO UPDATE
-        SET tokens = LEAST($2, r.tokens + GREATEST($3 - r.updated_at, 0) * $4) - 1,
-            updated_at = GREATEST($3, r.updated_at)
-        WHERE LEAST($2, r.tokens + GREATEST($3 - r.updated_at, 0) * $4) >= 1
+        SET hits = ARRAY(SELECT h FROM unnest(r.hits || $3::float8) AS h
+                         WHERE h > $3 - $4 ORDER BY h)
+        WHERE (SELECT count(*) FROM unnest(r.hits) AS h WHERE h > $3 - $4) < $2
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM taken) AS allowed,
-       (SELECT LEAST($2, tokens + GREATEST($3 - updated_at, 0) * $4)
-          FROM {table} WHERE user_id = $1) AS refilled
+SELECT EXISTS (SELECT 1 FROM counted) AS allowed,
+       (SELECT min(h) FROM {table} AS r, unnest(r.hits) AS h
+         WHERE r.user_id = $1 AND h > $3 - $4) AS oldest
 """
 
 _WARN = """
-INSERT INTO {table} AS r (user_id, tokens, updated_at, warned_at)
-VALUES ($1::bigint, $2::float8, $3::float8, $3::float8)
-ON CONFLICT (user_id) DO UPDATE SET warned_at = $3::float8
-    WHERE r.warned_at IS NULL OR r.warned_at <= $3::float8 - $4::float8
+INSERT INTO {table} AS r (user_id, warned_at) VALUES ($1::bigint, $2::float8)
+ON CONFLICT (user_id) DO UPDATE SET warned_at = $2::float8
+    WHERE r.warned_at IS NULL OR r.warned_at <= $2::float8 - $3::float8
 RETURNING 1
 """
 
 
 class PostgresRateLimits:
-    """At most `per_minute` events a minute per user across all workers (0: unlimited),
-    counted in `table`: messages (`rate_limits`) or button presses (`press_limits`).
+    """At most `per_minute` events per user in any 60-second window across all workers
+    (0: unlimited), counted in `table`: messages (`rate_limits`) or button presses
+    (`press_limits`) — the same meaning as `bot.access.RateLimiter` in memory.
 
-    A token bucket: `per_minute` tokens, refilled evenly over a minute; each allowed
-    event takes one. A burst of `per_minute` passes, then one event every
-    `60 / per_minute` seconds. Each `check` is one statement, atomic under concurrency
-    (the row is locked by the upsert), so two workers never both take the last token.
+    A sliding window log: a user's row holds the times of their events of the last
+    window, at most `per_minute` of them (older ones are dropped by the check that finds
+    them), so storage per user is bounded. Each `check` is one statement, atomic under
+    concurrency (the upsert holds the row's lock while it counts), so two workers never
+    both count the last event the window allows.
     """
 
     def __init__(
@@ -79,43 +82,41 @@ class PostgresRateLimits:
         self._limit = per_minute
         self._clock = clock
         self._table = table
-        self._take = _TAKE_TOKEN.format(table=table)
+        self._count = _COUNT.format(table=table)
         self._warn = _WARN.format(table=table)
 
     async def check(self, user_id: int) -> float:
-        """Take a token: 0 when allowed, else the seconds until one is available."""
+        """Count an event: 0 when allowed, else the seconds until the window has room
+        (nothing counted)."""
         if self._limit <= 0:
             return 0.0
-        rate = self._limit / RATE_WINDOW
+        now = self._clock()
         row = await call(
             self._pool,
-            lambda c: c.fetchrow(self._take, user_id, float(self._limit), self._clock(), rate),
+            lambda c: c.fetchrow(self._count, user_id, self._limit, now, RATE_WINDOW),
         )
         if row["allowed"]:
             return 0.0
-        refilled = row["refilled"]
-        missing = 1.0 if refilled is None else max(1.0 - refilled, 0.0)
-        return max(missing / rate, 0.001)
+        oldest = now if row["oldest"] is None else row["oldest"]
+        return max(RATE_WINDOW - (now - oldest), 0.001)
 
     async def should_warn(self, user_id: int) -> bool:
         """True at most once per minute per user, whichever worker asks."""
-        limit, now = float(self._limit), self._clock()
-        value = await call(
-            self._pool, lambda c: c.fetchval(self._warn, user_id, limit, now, RATE_WINDOW)
-        )
+        now = self._clock()
+        value = await call(self._pool, lambda c: c.fetchval(self._warn, user_id, now, RATE_WINDOW))
         return value is not None
 
     async def forget_idle(self) -> int:
-        """Delete the rows of users whose bucket is full again and who were not warned in
-        the last minute (they behave exactly like users never seen); returns how many."""
-        now = self._clock()
+        """Delete the rows of users with no event and no warning in the last window (they
+        behave exactly like users never seen); returns how many."""
+        since = self._clock() - RATE_WINDOW
         status = await call(
             self._pool,
             lambda c: c.execute(
-                f"DELETE FROM {self._table} WHERE updated_at <= $1"
-                " AND (warned_at IS NULL OR warned_at <= $2)",
-                now - RATE_WINDOW,
-                now - RATE_WINDOW,
+                f"DELETE FROM {self._table} AS r"
+                " WHERE NOT EXISTS (SELECT 1 FROM unnest(r.hits) AS h WHERE h > $1)"
+                " AND (r.warned_at IS NULL OR r.warned_at <= $1)",
+                since,
             ),
         )
         return int(status.rsplit(" ", 1)[-1])

@@ -21,7 +21,24 @@ TABLES = frozenset(
 """The tables only the coordination uses: a PostgreSQL database has them beside the store's,
 which are the same on both backends."""
 
-MIGRATIONS: list[Migration] = []
+MIGRATIONS: list[Migration] = [
+    (
+        # The per-user limits become a sliding window log (at most N events in any window,
+        # as in memory), not a token bucket: a row keeps the times of the user's events of
+        # the last window (`hits`), which a bucket's state cannot give, so each user starts
+        # with an empty window; the warned mark is kept. The bucket's columns stay, with
+        # defaults, so workers of the previous release keep working through a rolling
+        # restart (a row a new worker made reads to them as a full bucket); this release
+        # neither reads nor writes them.
+        "c001_rate_windows",
+        (
+            "ALTER TABLE rate_limits ADD COLUMN hits DOUBLE PRECISION[] NOT NULL DEFAULT '{}',"
+            " ALTER COLUMN tokens SET DEFAULT 0, ALTER COLUMN updated_at SET DEFAULT 0",
+            "ALTER TABLE press_limits ADD COLUMN hits DOUBLE PRECISION[] NOT NULL DEFAULT '{}',"
+            " ALTER COLUMN tokens SET DEFAULT 0, ALTER COLUMN updated_at SET DEFAULT 0",
+        ),
+    ),
+]
 
 
 async def migrate(connection: asyncpg.Connection) -> list[str]:
