@@ -14,11 +14,11 @@ runs the same tests over both.
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
 from core.expiring import ExpiringDict
+from core.rate_window import WINDOW_SECONDS, SlidingWindows
 
 
 class UserRateLimits(Protocol):
@@ -57,13 +57,10 @@ class RateLimiter:
     check costs O(1) amortised and only users active in the last minute are kept.
     """
 
-    WINDOW = 60.0
-
     def __init__(self, per_minute: int, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._limit = per_minute
         self._clock = clock
-        self._events: ExpiringDict[int, deque[float]] = ExpiringDict(self.WINDOW, clock=clock)
-        self._warned: ExpiringDict[int, float] = ExpiringDict(self.WINDOW, clock=clock)
+        self._windows: SlidingWindows[int] = SlidingWindows(per_minute, clock=clock)
+        self._warned: ExpiringDict[int, float] = ExpiringDict(WINDOW_SECONDS, clock=clock)
 
     async def should_warn(self, user_id: int) -> bool:
         """Whether to tell a limited user so: once per window, not on every message."""
@@ -74,18 +71,8 @@ class RateLimiter:
 
     async def check(self, user_id: int) -> float:
         """Record an event; return 0 when allowed, else the seconds to wait."""
-        if self._limit <= 0:
-            return 0.0
-        now = self._clock()
-        events = self._events.get(user_id) or deque()
-        while events and now - events[0] >= self.WINDOW:
-            events.popleft()
-        if len(events) >= self._limit:
-            return self.WINDOW - (now - events[0])
-        events.append(now)
-        self._events[user_id] = events
-        return 0.0
+        return self._windows.check(user_id)
 
     def tracked(self) -> int:
         """Users whose state is held (for tests and monitoring)."""
-        return len(self._events)
+        return len(self._windows)

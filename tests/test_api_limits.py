@@ -117,22 +117,25 @@ async def test_requests_over_the_rate_limit_get_429(
     assert len(model_server.requests) == 2
 
 
-def test_rate_limiter_refills_forgets_idle_clients_and_stays_small() -> None:
-    """A token bucket per client on an injected clock; idle clients are dropped as time passes."""
+def test_rate_limiter_is_a_sliding_window_forgets_idle_clients_and_stays_small() -> None:
+    """At most N requests in any 60 s per client, on an injected clock (a token bucket let
+    about 2N through in the first minute); idle clients are dropped as time passes."""
     from api.ratelimit import RateLimiter
 
     now = [1000.0]
     limiter = RateLimiter(per_minute=3, clock=lambda: now[0])
-    assert [limiter.check("a") for _ in range(4)] == [0.0, 0.0, 0.0, 20.0]
+    assert [limiter.check("a") for _ in range(4)] == [0.0, 0.0, 0.0, 60.0]
     assert limiter.check("b") == 0.0  # clients are counted apart
     now[0] += 20
-    assert limiter.check("a") == 0.0 and limiter.check("a") == 20.0
+    assert limiter.check("a") == 40.0  # the window still holds three: nothing refilled
+    now[0] += 40
+    assert [limiter.check("a") for _ in range(4)] == [0.0, 0.0, 0.0, 60.0]
     for n in range(10_000):
         limiter.check(f"client-{n}")
-    assert len(limiter) == 10_002
+    assert len(limiter) == 10_001  # and "a"; "b" was forgotten a window after its request
     now[0] += 61
     limiter.check("late")
-    assert len(limiter) == 1  # everyone else is idle for a minute: a full bucket, forgotten
+    assert len(limiter) == 1  # everyone else is idle for a minute: forgotten
     assert RateLimiter(per_minute=0, clock=lambda: now[0]).check("a") == 0.0
 
 
