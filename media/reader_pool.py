@@ -32,8 +32,8 @@ from typing import Any
 
 from core.errors import AttachmentProblem, AttachmentRefused
 from media.config import ReaderConfig
-from media.documents import Extracted, document_format, read_document
-from media.reader_process import LENGTH, MAX_HEADER_BYTES, frame
+from media.documents import Extracted, document_format, read_text
+from media.frames import LENGTH, MAX_HEADER_BYTES, frame
 from media.reader_shares import ReaderShares
 
 log = logging.getLogger(__name__)
@@ -140,13 +140,11 @@ class DocumentReaders:
         max_chars: int,
         owner: str | None = None,
     ) -> Extracted:
-        """The text of the document `data` (see `media.documents.read_document`); raises
+        """The text of the document `data` (see `media.parsers.read_document`); raises
         `AttachmentRefused`, TOO_COSTLY when reading it went past a reader's limits.
         `owner` (who asked) holds at most its share of the readers (`media.reader_shares`);
         None: no per-owner bound."""
-        read = functools.partial(
-            read_document, data, name=name, mime=mime, max_bytes=max_bytes, max_chars=max_chars
-        )
+        read = functools.partial(read_text, data, name=name)
         if document_format(data, name=name, mime=mime) == "text":
             return await asyncio.get_running_loop().run_in_executor(self._text_threads, read)
         request = {

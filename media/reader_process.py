@@ -21,38 +21,13 @@ import math
 import os
 import resource
 import signal
-import struct
 import sys
-from typing import IO, Any
+from typing import Any
 
 from core.errors import AttachmentProblem, AttachmentRefused
-from media.documents import read_document
+from media.frames import MAX_HEADER_BYTES, frame, read_frame
 from media.parent_death import die_with_parent
-
-LENGTH = struct.Struct(">Q")
-MAX_HEADER_BYTES = 64_000
-
-
-def frame(payload: bytes) -> bytes:
-    """`payload` as a frame: its length, then itself."""
-    return LENGTH.pack(len(payload)) + payload
-
-
-def read_frame(source: IO[bytes], limit: int) -> bytes | None:
-    """The next frame's bytes, None at the end of the input; raises ValueError for a
-    frame over `limit` bytes or cut short."""
-    head = source.read(LENGTH.size)
-    if not head:
-        return None
-    if len(head) < LENGTH.size:
-        raise ValueError("frame length cut short")
-    (size,) = LENGTH.unpack(head)
-    if size > limit:
-        raise ValueError(f"frame of {size} bytes, over {limit}")
-    payload = source.read(size)
-    if len(payload) < size:
-        raise ValueError("frame cut short")
-    return payload
+from media.parsers import read_document
 
 
 def answer(request: dict[str, Any], data: bytes) -> dict[str, Any]:

@@ -16,9 +16,10 @@ import pytest
 from core.attachments import Attachment
 from core.errors import AttachmentProblem, AttachmentRefused
 from media.config import IntakeConfig, ReaderConfig
-from media.documents import MAX_PDF_PAGES, Extracted
+from media.documents import Extracted
 from media.docx_text import MAX_CELLS
 from media.intake import Intake
+from media.parsers import MAX_PDF_PAGES
 from media.reader_pool import DocumentReaders, ReadersClosed
 from media.sniff import MAX_ZIP_ENTRIES
 from media.text import decode_text

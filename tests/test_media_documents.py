@@ -16,8 +16,9 @@ import pytest
 from core.attachments import Attachment, TurnInput, document_names, without_document_bodies
 from core.errors import AttachmentProblem, AttachmentRefused
 from media.config import IntakeConfig, ReaderConfig
-from media.documents import SUPPORTED_DOCUMENTS, unpacked_limit
+from media.documents import SUPPORTED_DOCUMENTS
 from media.intake import Intake
+from media.parsers import unpacked_limit
 from media.reader_pool import DocumentReaders
 
 RUSSIAN = "Сервер падает каждую ночь в 03:00.\nЛоги ниже — помогите, пожалуйста!"

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from media.reader_process import LENGTH, frame
+from media.frames import LENGTH, frame
 from tests.hostile_documents import costly_pages_pdf
 
 ROOT = Path(__file__).resolve().parent.parent

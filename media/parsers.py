@@ -1,0 +1,107 @@
+"""The text of a PDF or DOCX: the parsing libraries, loaded in reader processes only.
+
+Invariants: a DOCX (a ZIP) is parsed only when its parts unpack to at most
+`unpacked_limit` bytes, and then as a stream (`media.docx_text`). A PDF is read page by
+page up to `MAX_PDF_PAGES`, a PDF or DOCX only until more than `max_chars` characters
+are read: the result says whether the text is complete. Every failure is an
+`AttachmentRefused` naming the file; running out of memory is not a failure of the
+file's but a `MemoryError` the caller handles. Only `media.reader_process` imports this
+module: pypdf and lxml cost the bot process neither memory nor start-up time.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import zipfile
+
+import pypdf
+from lxml import etree
+
+from core.errors import AttachmentProblem, AttachmentRefused
+from media.documents import Extracted, document_format, read_text, with_text
+from media.docx_text import docx_body_text
+from media.sniff import DOCX_MAIN_PART
+
+log = logging.getLogger(__name__)
+
+MAX_UNPACKED_BYTES = 200_000_000
+UNPACK_RATIO = 20  # a DOCX may unpack to 20 times the document byte limit, at most
+
+
+def unpacked_limit(max_document_bytes: int) -> int:
+    """How many bytes a DOCX's parts may unpack to, in total."""
+    return min(UNPACK_RATIO * max_document_bytes, MAX_UNPACKED_BYTES)
+
+
+MAX_PDF_PAGES = 500
+
+
+def read_document(
+    data: bytes, *, name: str, mime: str | None, max_bytes: int, max_chars: int
+) -> Extracted:
+    """The text of the document `data`, which is at most `max_bytes` long (the document
+    byte limit, which also bounds a DOCX's unpacked size); a PDF or DOCX is read until
+    more than `max_chars` characters are read. Raises `AttachmentRefused` (UNSUPPORTED,
+    UNREADABLE, NO_TEXT)."""
+    label = name or None
+    kind = document_format(data, name=name, mime=mime)
+    if kind == "pdf":
+        found = _pdf_text(data, label, max_chars)
+    elif kind == "docx":
+        found = _docx_text(data, label, unpacked_limit(max_bytes), max_chars)
+    else:
+        return read_text(data, name=name)
+    return with_text(found, kind, name=name)
+
+
+def _pdf_text(data: bytes, name: str | None, max_chars: int) -> Extracted:
+    """The text layer of the pages, pages apart by a blank line."""
+    pages: list[str] = []
+    chars = 0
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise AttachmentRefused(AttachmentProblem.UNREADABLE, "encrypted PDF", name=name)
+        count = len(reader.pages)
+        for index in range(count):
+            if index == MAX_PDF_PAGES or chars > max_chars:
+                return Extracted(_join_pages(pages), complete=False)
+            page = (reader.pages[index].extract_text() or "").strip("\n")
+            pages.append(page)
+            chars += len(page) + 2
+    except (AttachmentRefused, MemoryError):
+        raise
+    except Exception as exc:  # pypdf raises many kinds on a broken or hostile file
+        log.info("PDF %r unreadable: %r", name, exc)
+        raise AttachmentRefused(
+            AttachmentProblem.UNREADABLE, f"PDF: {type(exc).__name__}: {exc}", name=name
+        ) from None
+    return Extracted(_join_pages(pages))
+
+
+def _join_pages(pages: list[str]) -> str:
+    return "\n\n".join(page for page in pages if page.strip())
+
+
+def _docx_text(data: bytes, name: str | None, limit: int, max_chars: int) -> Extracted:
+    """Paragraphs and table rows in document order; a row's cells apart by " | "."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            unpacked = sum(member.file_size for member in archive.infolist())
+            if unpacked > limit:
+                raise AttachmentRefused(
+                    AttachmentProblem.UNREADABLE,
+                    f"DOCX unpacks to {unpacked} bytes, over {limit}",
+                    name=name,
+                )
+            with archive.open(DOCX_MAIN_PART) as part:
+                text, complete = docx_body_text(part, max_chars=max_chars)
+    except (AttachmentRefused, MemoryError):
+        raise
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, etree.LxmlError) as exc:
+        log.info("DOCX %r unreadable: %r", name, exc)
+        raise AttachmentRefused(
+            AttachmentProblem.UNREADABLE, f"DOCX: {type(exc).__name__}: {exc}", name=name
+        ) from None
+    return Extracted(text, complete)
