@@ -3,16 +3,14 @@
 Invariant: only a JSON object that is itself a valid JSON Schema is treated as a schema —
 sent to the model as `response_format: json_schema` and checked against the answer.
 Anything else (a description in words, a malformed schema) stays what it always was, a
-hint in the prompt, and no answer is judged against it.
+hint in the prompt, and no answer is judged against it. jsonschema is imported on the
+first schema given: most deployments never see one, and it costs a few MB.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-from jsonschema import Draft202012Validator, SchemaError
-from jsonschema.validators import validator_for
 
 
 def schema_object(text: str | None) -> dict[str, Any] | None:
@@ -25,6 +23,9 @@ def schema_object(text: str | None) -> dict[str, Any] | None:
         return None
     if not isinstance(schema, dict):
         return None
+    from jsonschema import Draft202012Validator, SchemaError
+    from jsonschema.validators import validator_for
+
     try:
         validator_for(schema, default=Draft202012Validator).check_schema(schema)
     except SchemaError:
@@ -34,5 +35,8 @@ def schema_object(text: str | None) -> dict[str, Any] | None:
 
 def follows_schema(value: Any, schema: dict[str, Any]) -> bool:
     """Whether the parsed answer `value` is valid under `schema` (formats not asserted)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
     validator = validator_for(schema, default=Draft202012Validator)(schema)
     return bool(validator.is_valid(value))
