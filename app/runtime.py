@@ -33,9 +33,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
-
-import asyncpg
+from typing import TYPE_CHECKING, TypeVar
 
 from app.models import ModelClients
 from app.settings import Settings
@@ -49,15 +47,15 @@ from core.service import ConsultationService
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
 from media.transcription import OpenAITranscriber
-from storage.postgres.coordination.flood_waits import PostgresFloodWaits
-from storage.postgres.coordination.inbox import PostgresInbox
-from storage.postgres.coordination.locks import PostgresChatLocks, try_exclusive
-from storage.postgres.coordination.pool import open_shared_pool
-from storage.postgres.coordination.rate_limits import RATE_TABLES, PostgresRateLimits
-from storage.postgres.coordination.undelivered import PostgresUndelivered
 from telemetry.loopwatch import watch_event_loop
 from telemetry.metrics import Metrics
 from telemetry.supervision import LoopRegistry, Pace, supervise
+
+if TYPE_CHECKING:  # PostgreSQL's modules and asyncpg load only with DATABASE_URL
+    import asyncpg
+
+    from storage.postgres.coordination.inbox import PostgresInbox
+    from storage.postgres.coordination.locks import PostgresChatLocks
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +113,10 @@ async def open_runtime(
         chat_locks: ChatLocks = KeyedLock()
         shared_inbox = claims = shared_pool = None
         if url:
+            from storage.postgres.coordination.inbox import PostgresInbox
+            from storage.postgres.coordination.locks import PostgresChatLocks
+            from storage.postgres.coordination.pool import open_shared_pool
+
             # API sessions only: a worker whose API is never called keeps no connection for it.
             pg_locks = PostgresChatLocks.on_first_use(url)
             closing.push_async_callback(pg_locks.close)
@@ -204,6 +206,11 @@ async def _cleanup_loop(
         if shared is None:
             await _cleanup_once(service, settings)
             return
+        from storage.postgres.coordination.flood_waits import PostgresFloodWaits
+        from storage.postgres.coordination.locks import try_exclusive
+        from storage.postgres.coordination.rate_limits import RATE_TABLES, PostgresRateLimits
+        from storage.postgres.coordination.undelivered import PostgresUndelivered
+
         async with try_exclusive(shared, "cleanup") as mine:
             if mine:
                 await _cleanup_once(service, settings)

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from telegram import Update
@@ -41,10 +42,9 @@ from bot.inbox import InboxWorker
 from bot.polling import PollingLeader
 from bot.shared import IN_MEMORY, SharedState
 from bot.undelivered import StoredUndelivered
-from storage.postgres.coordination.flood_waits import PostgresFloodWaits
-from storage.postgres.coordination.locks import PostgresLeadership
-from storage.postgres.coordination.rate_limits import PostgresRateLimits
-from storage.postgres.coordination.undelivered import PostgresUndelivered
+
+if TYPE_CHECKING:  # PostgreSQL's modules and asyncpg load only with DATABASE_URL
+    from storage.postgres.coordination.locks import PostgresLeadership
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,10 @@ def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
     pool = runtime.shared_pool
     if pool is None:
         return IN_MEMORY
+    from storage.postgres.coordination.flood_waits import PostgresFloodWaits
+    from storage.postgres.coordination.rate_limits import PostgresRateLimits
+    from storage.postgres.coordination.undelivered import PostgresUndelivered
+
     return SharedState(
         rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute),
         press_limits=PostgresRateLimits(
@@ -182,6 +186,8 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
 
 def polling_leadership(settings: Settings, token: str) -> PostgresLeadership:
     """One poller per bot among the workers: the lock is named after the bot's id."""
+    from storage.postgres.coordination.locks import PostgresLeadership
+
     url = settings.secret("database_url")
     assert url is not None
     return PostgresLeadership(url, "telegram-polling:" + token.split(":", 1)[0])

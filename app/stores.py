@@ -13,7 +13,6 @@ from api.app import ApiStore
 from app.settings import Settings
 from app.startup import StartupError
 from core.ports import ConsultationStore
-from storage.postgres.store import PostgresStore
 from storage.shared import DatabaseUnusable
 from storage.sqlite.store import SqliteStore
 
@@ -29,6 +28,8 @@ async def open_store(settings: Settings) -> Store:
     """Open (and migrate) the configured store; an unusable one is a `StartupError`."""
     url = settings.secret("database_url")
     if url:
+        from storage.postgres.store import PostgresStore  # asyncpg: only with DATABASE_URL
+
         try:
             return await PostgresStore.open(url, pool_size=settings.database_pool_size)
         except DatabaseUnusable as exc:
