@@ -93,7 +93,14 @@ def with_footer(parts: list[Part], footer: str | None) -> list[Part]:
     """Append an italic status line (e.g. "Round 1 of 3") to the last part, or as its own part."""
     if not footer:
         return parts
-    return attach(parts, Part(footer, (MessageEntity(MessageEntity.ITALIC, 0, utf16_len(footer)),)))
+    return attach(parts, _footer_part(footer))
+
+
+@functools.lru_cache(maxsize=256)
+def _footer_part(footer: str) -> Part:
+    """The italic footer as a part; footers repeat ("Round 2 of 10"), and a PTB entity
+    costs more to build than to look up."""
+    return Part(footer, (MessageEntity(MessageEntity.ITALIC, 0, utf16_len(footer)),))
 
 
 async def render_parts(markdown: str) -> list[Part]:

@@ -7,6 +7,7 @@ a failed turn stays open in the store for /retry or the next message.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -45,7 +46,10 @@ only the last day's chats."""
 Action = Callable[[OnText], Awaitable[Reply]]
 
 
+@functools.lru_cache(maxsize=16)
 def answer_now_keyboard(language: str) -> InlineKeyboardMarkup:
+    """The "answer now" button in `language`, built once per language: PTB objects are
+    immutable, and building these two costs more CPU than most steps of a round."""
     button = InlineKeyboardButton(t(language, "answer_button"), callback_data=ANSWER_NOW)
     return InlineKeyboardMarkup([[button]])
 

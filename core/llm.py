@@ -64,6 +64,7 @@ SCHEMA_NAME = "answer"
 
 _JSON_FORMAT = {"type": "json_object"}
 _STREAM_OPTIONS = {"include_usage": True}
+_CHUNKS = AsyncStream[object]  # the SDK's stream, its chunks left as decoded JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +212,7 @@ class OpenAICompleter:
                 body=self._body(request, schema=schema),
                 cast_to=object,
                 stream=True,
-                stream_cls=AsyncStream[object],
+                stream_cls=_CHUNKS,
             )
             async with stream:
                 count = 0

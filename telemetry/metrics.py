@@ -96,6 +96,17 @@ class Metrics:
             ["reason"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
         self._depth_source: DepthSource | None = None
+        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+    def labelled(self, metric: Counter | Histogram, *values: str) -> Any:
+        """`metric.labels(*values)` (values in the order of its label names), looked up
+        once: the series appears on its first use as with `labels`, but every round
+        does not pay prometheus_client's label checks and lock again."""
+        key = (metric, values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def read_inbox_depth_from(self, source: DepthSource) -> None:
         """Read the inbox depth from `source` at every scrape (set once the inbox exists)."""
@@ -103,9 +114,9 @@ class Metrics:
 
     def record_reply(self, reply: Reply, *, source: str = "api") -> None:
         """Count one answered round (call it from the bot too, with source="telegram")."""
-        self.rounds.labels(source=source, final=str(reply.is_final).lower()).inc()
+        self.labelled(self.rounds, source, "true" if reply.is_final else "false").inc()
         if reply.is_complete:
-            self.completed.labels(source=source).inc()
+            self.labelled(self.completed, source).inc()
 
     def record_given_up(self, reason: str) -> None:
         """Count an update given up ("attempts", "deadline" or "error")."""
@@ -167,11 +178,11 @@ class MeteredCompleter:
             metrics.model_latency.labels(outcome="error").observe(time.perf_counter() - started)
             metrics.model_errors.labels(kind=str(exc.kind)).inc()
             raise
-        metrics.model_latency.labels(outcome="ok").observe(time.perf_counter() - started)
+        metrics.labelled(metrics.model_latency, "ok").observe(time.perf_counter() - started)
         usage = completion.usage
         source = "estimated" if usage.estimated else "reported"
-        metrics.tokens.labels(type="prompt", source=source).inc(usage.prompt_tokens)
-        metrics.tokens.labels(type="completion", source=source).inc(usage.completion_tokens)
+        metrics.labelled(metrics.tokens, "prompt", source).inc(usage.prompt_tokens)
+        metrics.labelled(metrics.tokens, "completion", source).inc(usage.completion_tokens)
         return completion
 
     async def close(self) -> None:
