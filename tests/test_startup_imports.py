@@ -1,10 +1,11 @@
 """The bot process holds only what its deployment and its messages need.
 
 A real `consultation-bot run` on SQLite answers a text message and a PDF, stops on
-SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml,
-python-docx) load in the reader processes only, PostgreSQL's modules and asyncpg only with
-DATABASE_URL, jsonschema with the first output schema, and the evaluator (fpdf2 among
-its libraries) never: each would cost the process memory for as long as it runs.
+SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml)
+load in the reader processes only, PostgreSQL's modules and asyncpg only with
+DATABASE_URL, jsonschema with the first output schema, and the evaluator with its libraries
+(rich, PyYAML) and the tests' document builders (python-docx, fpdf2) never: each would
+cost the process memory for as long as it runs.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ NOT_LOADED = (
     "jsonschema",
     "fpdf",
     "evaluation",
+    "rich",
+    "yaml",
 )
 """Packages and modules the SQLite bot must not import, whatever it answered."""
 
