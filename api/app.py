@@ -21,10 +21,11 @@ from typing import Any, Protocol
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
-from api.chat import CLIENT_KEY, ChatEndpoints, KeyStore
+from api.chat import CLIENT_KEY, ChatEndpoints
 from api.config import ApiConfig
 from api.errors import ApiError, from_http, json_response, store_unavailable
 from api.exposure import check_exposure
+from api.idempotency import KeyStore
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
 from api.server import ApiRunner, close_unread, name_the_server, runner_options

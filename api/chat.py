@@ -76,8 +76,6 @@ from core.service import ConsultationService
 from media.intake import Intake
 from telemetry.metrics import Metrics
 
-__all__ = ["CLIENT_KEY", "ChatEndpoints", "KeyStore"]
-
 log = logging.getLogger(__name__)
 
 DRAIN_SECONDS = 30.0

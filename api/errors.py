@@ -19,7 +19,7 @@ from core.errors import (
     ModelError,
     ModelErrorKind,
 )
-from media.intake import SUPPORTED_DOCUMENTS
+from media.documents import SUPPORTED_DOCUMENTS
 
 STATUS: dict[str, int] = {
     "VALIDATION_ERROR": 400,

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from core.attachments import Attachment
 from core.errors import AttachmentProblem, AttachmentRefused
-from media.intake import SUPPORTED_DOCUMENTS, Intake
+from media.documents import SUPPORTED_DOCUMENTS
+from media.intake import Intake
 
 HEAD_BYTES = 4096
 """Bytes read before the size check, to tell a file's kind by its magic bytes."""

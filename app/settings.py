@@ -23,8 +23,6 @@ from core.llm import ModelEndpoint
 from core.requests import EngineConfig
 from media.config import IntakeConfig, ReaderConfig, TranscriptionEndpoint
 
-__all__ = ["ConfigError", "Settings", "load_settings"]
-
 
 def _split_ids(value: Any) -> Any:
     if isinstance(value, str):

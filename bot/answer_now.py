@@ -6,10 +6,11 @@ One path for both, so the command and the button always behave the same.
 from __future__ import annotations
 
 from bot.chat import Incoming
-from bot.delivery import AnyBot
+from bot.target import AnyBot
 from bot.turns import TurnRunner
 from core.outcomes import Reply
-from core.service import ConsultationService, OnText
+from core.ports import OnText
+from core.service import ConsultationService
 
 
 class AnswerNow:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from telegram import Chat, Message, MessageEntity, Update, User
 from telegram.ext import ContextTypes
 
-from bot.delivery import Target
 from bot.files import TelegramFile, file_of
+from bot.target import Target
 
 GROUP_TYPES = frozenset({Chat.GROUP, Chat.SUPERGROUP})
 

@@ -27,7 +27,8 @@ from bot.say import Say
 from bot.turns import TurnRunner
 from core.errors import InvalidMaxRounds
 from core.outcomes import Reply
-from core.service import ConsultationService, OnText
+from core.ports import OnText
+from core.service import ConsultationService
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,8 @@ Invariants:
   hit by flood control or a timeout is retried, so nothing the model wrote is lost;
 - a chat that blocked the bot raises `ChatUnavailable` once instead of retrying.
 
-Showing the reply while it is generated lives in `bot.progress` (`Progress`,
-`progress_window`), and the terms shared by both (`Target`, `AnyBot`,
-`ChatUnavailable`, `NO_RETRIES`, `TELEGRAM_LIMIT`) in `bot.target`; all of them
-stay importable from here.
+Showing the reply while it is generated lives in `bot.progress`, and the terms shared by
+both (`Target`, `AnyBot`, `ChatUnavailable`, `NO_RETRIES`) in `bot.target`.
 """
 
 from __future__ import annotations
@@ -24,28 +22,11 @@ from typing import ParamSpec, TypeVar
 
 from telegram import InlineKeyboardMarkup, Message, MessageEntity, ReplyParameters
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
+from telegramify_markdown import utf16_len
 
 from bot.flood import retry_seconds
-from bot.progress import PROGRESS_LIMIT, PROGRESS_WINDOW, Progress, progress_window
-from bot.render import MAX_ENTITIES, Part, plain_parts, render, utf16_len
-from bot.target import NO_RETRIES, TELEGRAM_LIMIT, AnyBot, ChatUnavailable, Target
-
-__all__ = [
-    "NO_RETRIES",
-    "PROGRESS_LIMIT",
-    "PROGRESS_WINDOW",
-    "RENDER_INLINE_CHARS",
-    "TELEGRAM_LIMIT",
-    "AnyBot",
-    "ChatUnavailable",
-    "Progress",
-    "Sender",
-    "Target",
-    "attach",
-    "progress_window",
-    "render_parts",
-    "with_footer",
-]
+from bot.render import MAX_ENTITIES, TELEGRAM_LIMIT, Part, plain_parts, render
+from bot.target import AnyBot, ChatUnavailable, Target
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -23,19 +23,21 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from bot.chat import Context, Incoming
 from bot.config import BotConfig
-from bot.delivery import AnyBot, Target
 from bot.files import DownloadFailed, TelegramFile, download
 from bot.i18n import t
 from bot.progress import Progress
 from bot.refusals import Refusals
 from bot.say import Say
+from bot.target import AnyBot, Target
 from bot.turns import TurnRunner
 from core.attachments import Attachment, TurnInput
 from core.blank import is_blank
 from core.errors import AttachmentProblem, AttachmentRefused, EmptyMessage
 from core.outcomes import Reply
-from core.service import ConsultationService, OnText
-from media.intake import SUPPORTED_DOCUMENTS, Intake
+from core.ports import OnText
+from core.service import ConsultationService
+from media.documents import SUPPORTED_DOCUMENTS
+from media.intake import Intake
 from media.text import cut
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from telegram import Message, PhotoSize
 from telegram.error import BadRequest, TelegramError
 
-from bot.delivery import AnyBot
+from bot.target import AnyBot
 from bot.telegram_http import AiohttpRequest, BodyTooLarge
 from core.errors import AttachmentProblem, AttachmentRefused
 

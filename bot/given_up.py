@@ -20,9 +20,9 @@ import logging
 from telegram import Update
 
 from bot.chat import conversation_key, is_group, language_of, topic_of, turn_id_of
-from bot.delivery import AnyBot, Target
 from bot.i18n import t
 from bot.say import Say
+from bot.target import AnyBot, Target
 from core.errors import StoreUnavailable
 from core.service import ConsultationService
 

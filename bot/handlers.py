@@ -30,7 +30,8 @@ from bot.turns import TurnRunner
 from core.blank import is_blank
 from core.errors import EmptyMessage, StoreUnavailable
 from core.outcomes import Reply
-from core.service import ConsultationService, OnText
+from core.ports import OnText
+from core.service import ConsultationService
 from media.intake import Intake
 
 log = logging.getLogger(__name__)

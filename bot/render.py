@@ -35,16 +35,6 @@ except ImportError:  # pragma: no cover - a later 1.x may move it; then LaTeX st
         return text
 
 
-__all__ = [
-    "MAX_ENTITIES",
-    "TELEGRAM_LIMIT",
-    "Part",
-    "plain_parts",
-    "render",
-    "sources_parts",
-    "utf16_len",
-]
-
 log = logging.getLogger(__name__)
 
 TELEGRAM_LIMIT = 4096

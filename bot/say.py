@@ -12,7 +12,8 @@ from telegram import InlineKeyboardMarkup
 from telegram.error import TelegramError
 
 from bot.chat import Incoming
-from bot.delivery import AnyBot, ChatUnavailable, Sender, Target
+from bot.delivery import Sender
+from bot.target import AnyBot, ChatUnavailable, Target
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,6 @@ from telegram.ext import ExtBot
 
 AnyBot = ExtBot[Any]  # ExtBot: the calls pass `rate_limit_args` to the flood control
 
-TELEGRAM_LIMIT = 4096
 NO_RETRIES = {"max_retries": 0}
 
 

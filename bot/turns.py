@@ -15,10 +15,12 @@ from collections.abc import Awaitable, Callable
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 
-from bot.delivery import AnyBot, ChatUnavailable, Progress, Sender, Target
+from bot.delivery import Sender
 from bot.i18n import t
 from bot.outage import OutageNotices, store_failed
+from bot.progress import Progress
 from bot.render import sources_parts
+from bot.target import AnyBot, ChatUnavailable, Target
 from bot.undelivered import MemoryUndelivered, UndeliveredReplies
 from core.errors import (
     NOT_RETRYABLE,
@@ -33,7 +35,7 @@ from core.errors import (
 )
 from core.expiring import ExpiringDict
 from core.outcomes import Notice, Reply
-from core.service import OnText
+from core.ports import OnText
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ Invariants it keeps:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.answer_schema import follows_schema
@@ -26,14 +26,11 @@ from core.collect import CollectedAnswer, collect_answer
 from core.errors import ModelError, ModelErrorKind, TurnAlreadyHandled
 from core.models import Consultation, Message, Role, Status, TurnRecord
 from core.outcomes import Notice, Reply, replay_of
-from core.ports import Completer, CompletionRequest, ConsultationStore
+from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
 from core.prompts import PromptLibrary, strip_marker
 from core.requests import EngineConfig, answer_max_tokens, build_completion_request
 from core.rounds import Turn, after_reply, is_expired, plan_turn
 from core.streaming import MarkerFilter
-
-OnText = Callable[[str], Awaitable[None]]
-"""Receives the whole reply text shown so far, each time it grows."""
 
 
 class Answerer:

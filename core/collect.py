@@ -14,7 +14,7 @@ The parts live next to this module, each with its own invariant: `core.overlap` 
 continuation to the text without the repeated seam (`merge_with_overlap`);
 `core.collect_stream` streams one call to `on_text` at O(1) per delta and stops it at
 `max_chars` (`CAPPED`) or in a loop (`LOOPED`); `core.json_answer` parses a JSON answer
-(`strip_fences`, `parse_json_answer`). Their public names stay importable from here.
+(`strip_fences`, `parse_json_answer`).
 """
 
 from __future__ import annotations
@@ -25,38 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.collect_stream import (
-    CAPPED,
-    FORWARD_INTERVAL,
-    FORWARD_SHARE,
-    LOOPED,
-    OPENER_LOOKAHEAD,
-    OnText,
-    Pieces,
-    Progress,
-    stream_call,
-)
+from core.collect_stream import CAPPED, LOOPED, Pieces, Progress, stream_call
 from core.errors import ModelError
-from core.json_answer import drop_open_fence, parse_json_answer, strip_fences
+from core.json_answer import drop_open_fence, parse_json_answer
 from core.models import Usage
-from core.overlap import MIN_OVERLAP, OVERLAP_WINDOW, merge_with_overlap
-from core.ports import Completer, Completion, CompletionRequest
-
-__all__ = [
-    "CAPPED",
-    "FORWARD_INTERVAL",
-    "FORWARD_SHARE",
-    "LOOPED",
-    "MIN_OVERLAP",
-    "OPENER_LOOKAHEAD",
-    "OVERLAP_WINDOW",
-    "CollectedAnswer",
-    "OnText",
-    "collect_answer",
-    "merge_with_overlap",
-    "parse_json_answer",
-    "strip_fences",
-]
+from core.overlap import merge_with_overlap
+from core.ports import Completer, Completion, CompletionRequest, OnText
 
 _CUT_OFF = frozenset({"length", None})  # the model would have said more: continue a final one
 _INCOMPLETE_REASONS = frozenset({"length", "content_filter", None, CAPPED, LOOPED})

@@ -13,14 +13,12 @@ it repeats nor of a restart's opening phrase (`core.seams`).
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from core.overlap import OVERLAP_WINDOW, merge_with_overlap
-from core.ports import Completer, Completion, CompletionRequest
+from core.ports import Completer, Completion, CompletionRequest, OnText
 from core.repetition import RepetitionGuard
 from core.seams import drop_opener
-
-OnText = Callable[[str], Awaitable[None]]
 
 FORWARD_SHARE = 32
 """Growth by this fraction of the text (1/32) is forwarded at once."""

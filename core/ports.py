@@ -18,6 +18,9 @@ from core.models import ChatSettings, Consultation, Message, Status, TurnRecord,
 OnDelta = Callable[[str], Awaitable[None]]
 """Called with each new piece of streamed text, in order."""
 
+OnText = Callable[[str], Awaitable[None]]
+"""Called with the whole reply text shown so far, each time it grows."""
+
 
 @dataclass(frozen=True, slots=True)
 class CompletionRequest:

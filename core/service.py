@@ -22,21 +22,19 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
-from core.answering import Answerer, OnText
+from core.answering import Answerer
 from core.attachments import Image
 from core.errors import InvalidMaxRounds, NoActiveConsultation, NothingToRetry, UnknownRole
 from core.final_now import request_text, user_language
 from core.models import ChatSettings, Status
 from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
-from core.ports import ChatLocks, Completer, ConsultationStore
+from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary, RoleInfo
 from core.requests import EngineConfig
 from core.rounds import has_open_turn, is_expired, validate_max_rounds
 from core.running import RunningTurns, StoppableCompleter
-from core.sessions import API_KEY_PREFIX, ApiSessions
+from core.sessions import ApiSessions
 from core.user_turns import UserTurns, require_text
-
-__all__ = ["API_KEY_PREFIX", "ConsultationService", "OnText"]
 
 
 class ConsultationService:

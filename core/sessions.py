@@ -19,12 +19,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
-from core.answering import Answerer, OnText
+from core.answering import Answerer
 from core.attachments import Image
 from core.errors import DialogCompleted, InvalidMaxRounds, SessionNotFound
 from core.models import Consultation, Message, ModelOptions, Role, Status, TurnRecord
 from core.outcomes import Reply
-from core.ports import ChatLocks, ConsultationStore
+from core.ports import ChatLocks, ConsultationStore, OnText
 from core.requests import EngineConfig
 from core.rounds import is_expired
 from core.user_turns import UserTurns, require_text

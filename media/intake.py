@@ -25,8 +25,6 @@ from media.reader_pool import DocumentReaders
 from media.sniff import AUDIO_FORMATS, IMAGE_MIMES, sniff
 from media.text import cut, share_budget
 
-__all__ = ["SUPPORTED_DOCUMENTS", "Intake"]
-
 SUPPORTED_IMAGES = "JPEG, PNG, WEBP, GIF"
 DEFAULT_VOICE_NAME = "voice"
 _RENAMED_SUFFIXES = {".oga": ".ogg"}  # some services refuse .oga, none refuses .ogg

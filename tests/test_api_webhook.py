@@ -15,8 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from telegram import Update
 
-from api import start_web_server
-from api.app import build_web_app
+from api.app import build_web_app, start_web_server
 from api.webhook import SECRET_HEADER, TelegramApp, UpdateSink
 from app.runtime import open_runtime
 from app.settings import Settings

@@ -16,11 +16,12 @@ from telegram.error import NetworkError, RetryAfter
 from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
-from bot.delivery import ChatUnavailable, Sender, Target, with_footer
+from bot.delivery import Sender, with_footer
+from bot.target import ChatUnavailable, Target
 from bot.turns import TurnRunner
 from bot.undelivered import StoredUndelivered
 from core.outcomes import Reply
-from core.service import OnText
+from core.ports import OnText
 from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.undelivered import PostgresUndelivered
 from storage.postgres.store import PostgresStore

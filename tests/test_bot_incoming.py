@@ -7,7 +7,7 @@ from typing import Any
 from telegram import Update
 
 from bot.chat import Incoming, incoming_of
-from bot.delivery import Target
+from bot.target import Target
 from tests.fakes.bot_updates import UpdateBuilder
 
 BOT_ID, USERNAME = 999, "consult_bot"

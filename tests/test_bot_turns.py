@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from telegram.ext import ExtBot
 
-from bot.delivery import Target
+from bot.target import Target
 from bot.turns import TurnRunner
 from core.errors import TurnSuperseded
 from core.outcomes import Reply
-from core.service import OnText
+from core.ports import OnText
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 
 CHAT = 1201

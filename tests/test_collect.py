@@ -10,17 +10,12 @@ from typing import Any
 
 import pytest
 
-from core.collect import (
-    CAPPED,
-    OPENER_LOOKAHEAD,
-    CollectedAnswer,
-    collect_answer,
-    merge_with_overlap,
-    parse_json_answer,
-    strip_fences,
-)
+from core.collect import CollectedAnswer, collect_answer
+from core.collect_stream import CAPPED, OPENER_LOOKAHEAD
+from core.json_answer import parse_json_answer, strip_fences
 from core.llm import OpenAICompleter
 from core.models import Usage
+from core.overlap import merge_with_overlap
 from core.ports import CompletionRequest
 from tests.fakes.model_server import FakeModelServer
 

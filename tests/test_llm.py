@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 import pytest
 
-from app.settings import ConfigError, Settings
-from core.errors import ModelError, ModelErrorKind
+from app.settings import Settings
+from core.errors import ConfigError, ModelError, ModelErrorKind
 from core.llm import OpenAICompleter
 from core.models import Usage
 from core.ports import CompletionRequest

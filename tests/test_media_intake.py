@@ -18,7 +18,8 @@ from app.settings import Settings, load_settings
 from core.attachments import Attachment, Image
 from core.errors import AttachmentProblem, AttachmentRefused
 from media.config import IntakeConfig, ReaderConfig, TranscriptionEndpoint
-from media.intake import SUPPORTED_DOCUMENTS, Intake
+from media.documents import SUPPORTED_DOCUMENTS
+from media.intake import Intake
 from media.reader_pool import DocumentReaders
 from media.transcription import OpenAITranscriber
 from tests.fakes.transcription_server import (  # noqa: F401 - a fixture

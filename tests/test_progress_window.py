@@ -8,7 +8,8 @@ import pytest
 from telegram import MessageEntity
 
 from bot import delivery
-from bot.delivery import PROGRESS_LIMIT, PROGRESS_WINDOW, progress_window, render_parts
+from bot.delivery import render_parts
+from bot.progress import PROGRESS_LIMIT, PROGRESS_WINDOW, progress_window
 from bot.render import Part, render
 
 

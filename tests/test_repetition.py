@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from core.collect import CollectedAnswer, OnText, collect_answer
+from core.collect import CollectedAnswer, collect_answer
 from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.outcomes import Notice
-from core.ports import CompletionRequest
+from core.ports import CompletionRequest, OnText
 from core.prompts import PromptLibrary
 from core.repetition import CHECK_EVERY, RepetitionGuard, find_loop
 from core.requests import EngineConfig

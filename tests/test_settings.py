@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import ConfigError, Settings, load_settings
+from app.settings import Settings, load_settings
+from core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from telegram import MessageEntity
+from telegramify_markdown import utf16_len
 
 from bot.delivery import attach
-from bot.render import MAX_ENTITIES, Part, sources_parts, utf16_len
+from bot.render import MAX_ENTITIES, Part, sources_parts
 from core.language import written_language
 from core.sources import MAX_SOURCES, MAX_TITLE_CHARS, MAX_URL_CHARS, Source, extract_sources
 
