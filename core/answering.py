@@ -23,14 +23,14 @@ from typing import Any
 from core.answer_schema import follows_schema
 from core.attachments import Image
 from core.collect import CollectedAnswer, collect_answer
+from core.early_finish import MarkerFilter, strip_marker
 from core.errors import ModelError, ModelErrorKind, TurnAlreadyHandled
 from core.models import Consultation, Message, Role, Status, TurnRecord
 from core.outcomes import Notice, Reply, replay_of
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
-from core.prompts import PromptLibrary, strip_marker
+from core.prompts import PromptLibrary
 from core.requests import EngineConfig, answer_max_tokens, build_completion_request
 from core.rounds import Turn, after_reply, is_expired, plan_turn
-from core.streaming import MarkerFilter
 
 
 class Answerer:

@@ -11,9 +11,8 @@ name), so no text of the user's can stand as a line of instructions; past
 `PromptContext.request_budget_chars` only its beginning and end are repeated, around
 the `excerpt_note` template. Its documents are not repeated: each stands as its
 reference by name (`core.attachments.without_document_bodies`), and the
-`request_documents` note says where their text is. The early-finish marker counts only
-at the very start of a reply, exactly as `early_finish.mustache` asks the model to
-write it.
+`request_documents` note says where their text is. The early-finish marker the
+`early_finish` template names is `core.early_finish.EARLY_FINISH_MARKER`.
 
 Role files (``roles/<key>.mustache``) may start with a comment ``{{! title: ... }}``
 giving the short title shown in the /role menu; the key (file stem) is the fallback.
@@ -36,10 +35,10 @@ from pystache.parser import ParsingError
 
 from core.attachments import document_names, without_document_bodies
 from core.context import Omissions
+from core.early_finish import EARLY_FINISH_MARKER
 from core.excerpt import split_excerpt
 from prompts import DEFAULT_PROMPTS_DIR
 
-EARLY_FINISH_MARKER = "[[FINAL]]"
 CONTINUATION_TAIL_CHARS = 300
 """How much of a cut-off answer's end the continuation request quotes."""
 DEFAULT_ROLE = "expert"
@@ -86,13 +85,6 @@ _SAMPLE_VALUES: Mapping[str, Any] = {
 }
 
 _TITLE_RE = re.compile(r"\A\s*\{\{!\s*title:\s*(?P<title>.*?)\s*\}\}")
-# The marker as the prompt defines it, or wrapped the way models often echo formatting.
-_MARKER_FORMS = (f"**{EARLY_FINISH_MARKER}**", f"`{EARLY_FINISH_MARKER}`", EARLY_FINISH_MARKER)
-_MARKER_LEAD = 32  # whitespace tolerated before the marker
-_MARKER_RE = re.compile(
-    rf"\A\s{{0,{_MARKER_LEAD}}}(?:{'|'.join(map(re.escape, _MARKER_FORMS))})\s*"
-)
-_MARKER_HEAD = _MARKER_LEAD + max(map(len, _MARKER_FORMS))
 
 
 class PromptError(Exception):
@@ -280,35 +272,6 @@ def quote_request(library: PromptLibrary, text: str, budget_chars: int) -> str:
 def _quote(text: str) -> str:
     # splitlines() breaks at every line boundary a model may honour (\r, \u2028, …).
     return "\n".join("> " + line for line in text.splitlines() or [""])
-
-
-def marker_end(text: str) -> int | None:
-    """Where the reply proper starts after a leading early-finish marker (None: no marker).
-
-    Only the exact marker counts, at the very start (after some whitespace), optionally
-    wrapped in ``**`` or backticks; the whitespace after it belongs to the marker. Other
-    letter cases and later occurrences are the model's text: a user may ask about it.
-    """
-    match = _MARKER_RE.match(text)
-    return match.end() if match else None
-
-
-def strip_marker(text: str) -> tuple[str, bool]:
-    """Remove a leading early-finish marker (see `marker_end`); report whether there was one."""
-    end = marker_end(text)
-    return (text, False) if end is None else (text[end:], True)
-
-
-def marker_pending(text: str) -> bool:
-    """Whether `text`, the start of a reply, may still grow into a leading marker.
-
-    Looks at a bounded prefix only, so it costs the same however long `text` is.
-    """
-    head = text[: _MARKER_HEAD + 1]
-    start = head.lstrip()
-    if len(head) - len(start) > _MARKER_LEAD:
-        return False
-    return any(form.startswith(start) for form in _MARKER_FORMS)
 
 
 def _sub(folder: Path | None) -> Path | None:

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from core.early_finish import EARLY_FINISH_MARKER
 from core.prompts import (
-    EARLY_FINISH_MARKER,
     TEMPLATE_VARIABLES,
     PromptContext,
     PromptError,
     PromptLibrary,
     build_system_prompt,
-    strip_marker,
 )
 from prompts import DEFAULT_PROMPTS_DIR
 
@@ -301,25 +300,3 @@ def test_final_now_request_and_omission_note_text(library: PromptLibrary) -> Non
         "omission_note", omitted=0, omitted_replies=0, omitted_messages=0, shortened=3
     )
     assert "3 long messages are shortened" in note and "left out (" not in note
-
-
-@pytest.mark.parametrize(
-    ("text", "expected", "found"),
-    [
-        ("plain answer", "plain answer", False),
-        (f"{EARLY_FINISH_MARKER}\n\n# Plan\nDo it.", "# Plan\nDo it.", True),
-        (f"  {EARLY_FINISH_MARKER} Answer", "Answer", True),
-        (f"**{EARLY_FINISH_MARKER}**\nAnswer", "Answer", True),
-        (f"`{EARLY_FINISH_MARKER}` Answer", "Answer", True),
-        (f"\n\n{EARLY_FINISH_MARKER}\n\nAnswer", "Answer", True),
-        ("[[final]] Answer", "[[final]] Answer", False),
-        ("**[[Final]]** Answer", "**[[Final]]** Answer", False),
-        (f"Answer {EARLY_FINISH_MARKER} end", f"Answer {EARLY_FINISH_MARKER} end", False),
-        ("What does [[final]] mean in my config?", "What does [[final]] mean in my config?", False),
-        (f"{EARLY_FINISH_MARKER}", "", True),
-    ],
-)
-def test_strip_marker(text: str, expected: str, found: bool) -> None:
-    """Only the exact marker at the very start counts (optionally bold or in backticks); it
-    goes with the whitespace after it. Anywhere else, or in another case, it is plain text."""
-    assert strip_marker(text) == (expected, found)

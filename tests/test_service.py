@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from core.early_finish import EARLY_FINISH_MARKER
 from core.errors import (
     ConsultationError,
     DialogCompleted,
@@ -32,7 +33,7 @@ from core.llm import OpenAICompleter
 from core.models import ModelOptions, Role, Status
 from core.outcomes import Notice
 from core.ports import Completer
-from core.prompts import EARLY_FINISH_MARKER, PromptLibrary
+from core.prompts import PromptLibrary
 from core.requests import EngineConfig
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore

@@ -1,11 +1,32 @@
-"""The progress text of a streamed reply: only a marker at the very start is hidden."""
+"""The early-finish marker counts only at the very start of a reply; streamed, it is hidden."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.prompts import EARLY_FINISH_MARKER
-from core.streaming import MarkerFilter, visible_text
+from core.early_finish import EARLY_FINISH_MARKER, MarkerFilter, strip_marker, visible_text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "found"),
+    [
+        ("plain answer", "plain answer", False),
+        (f"{EARLY_FINISH_MARKER}\n\n# Plan\nDo it.", "# Plan\nDo it.", True),
+        (f"  {EARLY_FINISH_MARKER} Answer", "Answer", True),
+        (f"**{EARLY_FINISH_MARKER}**\nAnswer", "Answer", True),
+        (f"`{EARLY_FINISH_MARKER}` Answer", "Answer", True),
+        (f"\n\n{EARLY_FINISH_MARKER}\n\nAnswer", "Answer", True),
+        ("[[final]] Answer", "[[final]] Answer", False),
+        ("**[[Final]]** Answer", "**[[Final]]** Answer", False),
+        (f"Answer {EARLY_FINISH_MARKER} end", f"Answer {EARLY_FINISH_MARKER} end", False),
+        ("What does [[final]] mean in my config?", "What does [[final]] mean in my config?", False),
+        (f"{EARLY_FINISH_MARKER}", "", True),
+    ],
+)
+def test_strip_marker(text: str, expected: str, found: bool) -> None:
+    """Only the exact marker at the very start counts (optionally bold or in backticks); it
+    goes with the whitespace after it. Anywhere else, or in another case, it is plain text."""
+    assert strip_marker(text) == (expected, found)
 
 
 @pytest.mark.parametrize(
