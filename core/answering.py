@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from core.answer_schema import follows_schema
 from core.attachments import Image
 from core.collect import CollectedAnswer, collect_answer
 from core.early_finish import MarkerFilter, strip_marker
 from core.errors import ModelError, ModelErrorKind, TurnAlreadyHandled
+from core.json_answer import follows_schema
 from core.models import Consultation, Message, Role, Status, TurnRecord
 from core.outcomes import Notice, Reply, replay_of
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText

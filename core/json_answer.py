@@ -1,9 +1,14 @@
-"""Reading a final answer asked for as JSON: its code fence removed, parsed or repaired.
+"""A final answer asked for as JSON: the client's schema for it, and the answer read.
 
-Invariants: `json_valid` is True only for text that parses as JSON as given (then the
-text is kept as the model wrote it, fence and outer whitespace aside) or that
-`json_repair` turned into a value (then the text is that value re-serialised, `repaired`
-True); when nothing can be salvaged the text is returned without its fence, no value.
+Invariants:
+- only a JSON object that is itself a valid JSON Schema is treated as the client's schema
+  (`outputSchema`) — sent to the model as `response_format: json_schema` and checked
+  against the answer; anything else (a description in words, a malformed schema) stays
+  what it always was, a hint in the prompt, and no answer is judged against it;
+- `json_valid` is True only for text that parses as JSON as given (then the text is kept
+  as the model wrote it, fence and outer whitespace aside) or that `json_repair` turned
+  into a value (then the text is that value re-serialised, `repaired` True); when nothing
+  can be salvaged the text is returned without its fence, no value.
 Pure: no I/O.
 """
 
@@ -43,3 +48,32 @@ def parse_json_answer(text: str) -> tuple[str, Any, bool, bool]:
     if value == "" and text.strip() not in ('""', "''"):
         return text, None, False, False  # json_repair's answer for "nothing salvageable"
     return json.dumps(value, ensure_ascii=False), value, True, True
+
+
+def schema_object(text: str | None) -> dict[str, Any] | None:
+    """The schema in `text` when it is a valid JSON Schema object, else None."""
+    if not text:
+        return None
+    try:
+        schema = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(schema, dict):
+        return None
+    from jsonschema import Draft202012Validator, SchemaError
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError:
+        return None
+    return schema
+
+
+def follows_schema(value: Any, schema: dict[str, Any]) -> bool:
+    """Whether the parsed answer `value` is valid under `schema` (formats not asserted)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
+    validator = validator_for(schema, default=Draft202012Validator)(schema)
+    return bool(validator.is_valid(value))

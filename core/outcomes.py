@@ -34,7 +34,7 @@ class Reply:
     notices: frozenset[Notice] = frozenset()
     extras: dict[str, Any] = field(default_factory=dict)
     json_valid: bool | None = None
-    # With an output schema (`core.answer_schema`): whether the final JSON follows it.
+    # With an output schema (`core.json_answer`): whether the final JSON follows it.
     schema_valid: bool | None = None
     # Handed back from the store for a turn handled a second time (`replay_of`): the
     # model was not called and nothing was stored.

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.answer_schema import schema_object
 from core.attachments import Image
 from core.context import SEPARATOR, build_model_messages
 from core.final_now import user_language
+from core.json_answer import schema_object
 from core.language import language_name
 from core.models import Consultation
 from core.ports import CompletionRequest
