@@ -28,7 +28,6 @@ from telegram.ext import (
 )
 
 from bot.access import RateLimiter
-from bot.answer_now import AnswerNow
 from bot.buttons import Buttons
 from bot.commands import Commands
 from bot.config import BotConfig
@@ -121,7 +120,7 @@ def register(
     shared: SharedState = IN_MEMORY,
     intake: Intake | None = None,
 ) -> None:
-    """Wire the handlers: one turn runner, one `say`, one "final answer now" shared by all."""
+    """Wire the handlers: one turn runner and one `say` shared by all."""
     bot = application.bot
     outage = OutageNotices()  # one notice a minute per chat, whichever part failed
     turns = TurnRunner(
@@ -133,7 +132,6 @@ def register(
         outage=outage,
     )
     say = Say(bot)
-    answer_now = AnswerNow(service, turns, bot)
     handlers = Handlers(
         service,
         config,
@@ -143,9 +141,7 @@ def register(
         intake=intake,
         outage=outage,
     )
-    commands = Commands(
-        service, config, turns=turns, say=say, refuse=handlers.refuse, answer_now=answer_now
-    )
+    commands = Commands(service, config, turns=turns, say=say, refuse=handlers.refuse)
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,

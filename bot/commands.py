@@ -16,7 +16,6 @@ import logging
 from telegram import ChatMember, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 
-from bot.answer_now import AnswerNow
 from bot.buttons import Press, ignored
 from bot.chat import Context, Incoming
 from bot.config import BotConfig
@@ -24,6 +23,7 @@ from bot.handling import stop_earlier
 from bot.i18n import t
 from bot.refusals import Refusals
 from bot.say import Say
+from bot.target import AnyBot
 from bot.turns import TurnRunner
 from core.errors import InvalidMaxRounds
 from core.outcomes import Reply
@@ -47,14 +47,12 @@ class Commands:
         turns: TurnRunner,
         say: Say,
         refuse: Refusals,
-        answer_now: AnswerNow,
     ) -> None:
         self.service = service
         self.config = config
         self.turns = turns
         self.say = say
         self.refuse = refuse
-        self.answer_now = answer_now
 
     async def start(self, incoming: Incoming, context: Context) -> None:
         """Greet and explain how a consultation works."""
@@ -164,7 +162,7 @@ class Commands:
 
     async def answer(self, incoming: Incoming, context: Context) -> None:
         """Give the final answer now."""
-        await self.answer_now(incoming)
+        await self._answer_now(incoming, context.bot)
 
     async def retry(self, incoming: Incoming, context: Context) -> None:
         """Answer the waiting message again after a model error."""
@@ -215,7 +213,23 @@ class Commands:
             ignored(press.query.data, "not the answer button")
             return
         await press.answer()  # before the turn: the client stops waiting at once
-        await self.answer_now(incoming)
+        await self._answer_now(incoming, context.bot)
+
+    async def _answer_now(self, incoming: Incoming, bot: AnyBot) -> None:
+        """Close the consultation with its final answer, in the asker's language: one path
+        for /answer and the button, so the command and the button always behave the same."""
+
+        async def answer(on_text: OnText) -> Reply:
+            return await self.service.answer_now(
+                incoming.key,
+                author=incoming.author,
+                is_group=incoming.is_group,
+                on_text=on_text,
+                language=incoming.language,
+                turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
+            )
+
+        await self.turns.run(bot, incoming.target, incoming.language, answer)
 
     async def _set_role(self, incoming: Incoming, raw: str) -> None:
         roles = self.service.roles()
