@@ -1,5 +1,7 @@
-"""Shared fixtures: the fakes under tests/fakes are plugged in as pytest plugins, and `bot`
-is a bot with default settings on a fresh SQLite file (see tests/bot_harness.py)."""
+"""Shared fixtures: the fakes under tests/fakes are plugged in as pytest plugins, `bot` is a
+bot with default settings on a fresh SQLite file (see tests/bot_harness.py), and `api` the
+HTTP API as production wires it (see tests/api_harness.py), with the settings a test's
+`api_settings` marker gives."""
 
 from __future__ import annotations
 
@@ -14,11 +16,20 @@ import pytest
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 if TYPE_CHECKING:
+    from tests.api_harness import RunningApi
     from tests.bot_harness import RunningBot
     from tests.fakes.bot_api import FakeBotApi
     from tests.fakes.model_server import FakeModelServer
 
 pytest_plugins = ["tests.fakes.model_server", "tests.fakes.bot_api"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "api_settings(**overrides): the settings the `api` fixture runs with, beyond the test "
+        "defaults (tests/api_harness.py api_settings); the marker closest to the test counts",
+    )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -40,4 +51,20 @@ async def bot(
     from tests.bot_harness import started_bot
 
     async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as running:
+        yield running
+
+
+@pytest.fixture
+async def api(
+    request: pytest.FixtureRequest, tmp_path: Path, model_server: FakeModelServer
+) -> AsyncIterator[RunningApi]:
+    """The HTTP API on `tmp_path / "api.sqlite3"` and the fake model server, with the
+    settings of the `api_settings` marker closest to the test (a test's own, else its
+    module's `pytestmark`)."""
+    from tests.api_harness import api_settings, running_api
+
+    marker = request.node.get_closest_marker("api_settings")
+    overrides = marker.kwargs if marker is not None else {}
+    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url, **overrides)
+    async with running_api(settings) as running:
         yield running

@@ -10,59 +10,23 @@ import io
 import json
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
 from fpdf import FPDF
 from jsonschema import Draft202012Validator
 from openai._streaming import SSEDecoder
 from PIL import Image as PILImage
 
 from api import attachments as api_attachments
-from api.app import build_web_app
-from app.runtime import open_runtime
-from app.settings import Settings
-from tests.api_harness import ApiTestServer, api_settings
+from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import FakeModelServer, image_parts, text_of
 from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
     FakeTranscriptionServer,
     transcription_server,
 )
 from tests.hostile_documents import DOCX_MIME, costly_pages_pdf, million_cell_docx
-
-Client = TestClient  # type: ignore[type-arg]
-
-
-@contextlib.asynccontextmanager
-async def serving(settings: Settings) -> AsyncIterator[Client]:
-    """The API as `consultation-bot api` wires it: with the runtime's intake."""
-    async with open_runtime(settings, background=False) as runtime:
-        app = build_web_app(
-            settings.api_config(),
-            runtime.service,
-            store=runtime.store,
-            metrics=runtime.metrics,
-            intake=runtime.intake,
-        )
-        client = TestClient(ApiTestServer(app, host="127.0.0.1"))
-        await client.start_server()
-        try:
-            yield client
-        finally:
-            await client.close()
-
-
-def settings_for(tmp_path: Path, model: FakeModelServer, **overrides: Any) -> Settings:
-    return api_settings(tmp_path / "api.sqlite3", model.base_url, **overrides)
-
-
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[Client]:
-    async with serving(settings_for(tmp_path, model_server)) as client:
-        yield client
 
 
 def b64(data: bytes) -> str:
@@ -76,8 +40,8 @@ def file(name: str, data: bytes, mime: str | None = None) -> dict[str, Any]:
     return item
 
 
-async def post(client: Client, body: Any, path: str = "/api/chat") -> tuple[int, Any]:
-    response = await client.post(path, json=body)
+async def post(api: RunningApi, body: Any, path: str = "/api/chat") -> tuple[int, Any]:
+    response = await api.client.post(path, json=body)
     return response.status, await response.json()
 
 
@@ -106,7 +70,7 @@ def png() -> bytes:
 
 
 async def test_a_text_document_reaches_the_model_in_its_delimited_block(
-    api: Client, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer
 ) -> None:
     """The document's text goes to the model with its name; the session stores it too."""
     notes = "Budget: 1200 EUR\nUse: video editing\n"
@@ -118,12 +82,12 @@ async def test_a_text_document_reaches_the_model_in_its_delimited_block(
     assert "Which laptop?" in sent
     assert '<document name="notes.txt">\nBudget: 1200 EUR\nUse: video editing\n</document>' in sent
     assert "transcript" not in body and "attachmentsCut" not in body
-    view = await (await api.get(f"/api/sessions/{body['sessionId']}")).json()
+    view = await (await api.client.get(f"/api/sessions/{body['sessionId']}")).json()
     assert 'name="notes.txt"' in view["messages"][0]["text"]
 
 
 async def test_a_pdf_document_and_no_message_at_all(
-    api: Client, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer
 ) -> None:
     """A PDF's text layer is read; a document alone (message empty or left out) is a question."""
     status, body = await post(
@@ -137,7 +101,7 @@ async def test_a_pdf_document_and_no_message_at_all(
     assert "# Title\nbody" in text_of(last_user(model_server)["content"])
 
 
-async def test_a_blank_message_without_files_is_still_refused(api: Client) -> None:
+async def test_a_blank_message_without_files_is_still_refused(api: RunningApi) -> None:
     for request, wanted in (
         ({"message": " "}, "message: must not be blank"),
         ({"message": "", "attachments": []}, "message: must not be blank"),
@@ -147,14 +111,14 @@ async def test_a_blank_message_without_files_is_still_refused(api: Client) -> No
         assert (status, body) == (400, {"error": wanted, "code": "VALIDATION_ERROR"})
 
 
+@pytest.mark.api_settings(llm_vision=True)
 async def test_a_photo_goes_to_a_vision_model_as_an_image_part(
-    tmp_path: Path, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer
 ) -> None:
     image = png()
-    async with serving(settings_for(tmp_path, model_server, llm_vision=True)) as client:
-        status, body = await post(
-            client, {"message": "What is this?", "attachments": [file("shot", image)]}
-        )
+    status, body = await post(
+        api, {"message": "What is this?", "attachments": [file("shot", image)]}
+    )
     assert status == 200, body
     user = last_user(model_server)
     parts = image_parts(user)
@@ -163,21 +127,21 @@ async def test_a_photo_goes_to_a_vision_model_as_an_image_part(
     assert "imagesNotSeen" not in body
 
 
+@pytest.mark.api_settings(llm_vision=True)
 async def test_a_model_that_refuses_the_photo_answers_without_it(
-    tmp_path: Path, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer
 ) -> None:
     model_server.reject_images = "openai"
-    async with serving(settings_for(tmp_path, model_server, llm_vision=True)) as client:
-        status, body = await post(
-            client, {"message": "What is this?", "attachments": [file("x.png", png())]}
-        )
+    status, body = await post(
+        api, {"message": "What is this?", "attachments": [file("x.png", png())]}
+    )
     assert status == 200, body
     assert body["imagesNotSeen"] is True
     assert image_parts(last_user(model_server)) == []
 
 
 async def test_a_photo_without_vision_is_refused_and_nothing_is_stored(
-    tmp_path: Path, api: Client, model_server: FakeModelServer
+    tmp_path: Path, api: RunningApi, model_server: FakeModelServer
 ) -> None:
     status, body = await post(
         api, {"message": "What is this?", "attachments": [file("cat.png", png())]}
@@ -195,15 +159,15 @@ async def test_a_voice_note_is_transcribed_for_the_model_and_the_client(
     transcription_server: FakeTranscriptionServer,  # noqa: F811
 ) -> None:
     transcription_server.script("how many sets should I do")
-    settings = settings_for(
-        tmp_path,
-        model_server,
+    settings = api_settings(
+        tmp_path / "api.sqlite3",
+        model_server.base_url,
         transcription_model="whisper-1",
         transcription_base_url=transcription_server.base_url,
     )
     audio = b"OggS" + b"\x00" * 400
-    async with serving(settings) as client:
-        status, body = await post(client, {"attachments": [file("voice.ogg", audio, "audio/ogg")]})
+    async with running_api(settings) as api:
+        status, body = await post(api, {"attachments": [file("voice.ogg", audio, "audio/ogg")]})
     assert status == 200, body
     assert body["transcript"] == "how many sets should I do"
     assert "[voice] how many sets should I do" in text_of(last_user(model_server)["content"])
@@ -212,14 +176,14 @@ async def test_a_voice_note_is_transcribed_for_the_model_and_the_client(
 
 
 async def test_a_voice_note_without_a_transcription_model_is_refused(
-    api: Client, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer
 ) -> None:
     status, body = await post(api, {"attachments": [file("v.ogg", b"OggS" + bytes(100))]})
     assert (status, body["code"], body["problem"]) == (422, "ATTACHMENT_REFUSED", "voice_off")
     assert model_server.requests == []
 
 
-async def test_data_that_is_not_base64_is_a_validation_error(api: Client) -> None:
+async def test_data_that_is_not_base64_is_a_validation_error(api: RunningApi) -> None:
     for data in ("aGVsbG8=\n", "aGVsbG8", "aGV!bG8=", "aGVsbG8=aGVsbG8="):
         status, body = await post(api, {"message": "Hi", "attachments": [
             {"name": "a.txt", "data": data}]})  # fmt: skip
@@ -228,18 +192,17 @@ async def test_data_that_is_not_base64_is_a_validation_error(api: Client) -> Non
         assert body["error"].startswith("attachments[0].data: not valid base64"), body
 
 
+@pytest.mark.api_settings(max_document_bytes=2000)
 async def test_an_oversized_file_is_refused_by_its_size_before_it_is_decoded(
-    tmp_path: Path, model_server: FakeModelServer
+    tmp_path: Path, api: RunningApi, model_server: FakeModelServer
 ) -> None:
     """Its base64 length is over MAX_DOCUMENT_BYTES: TOO_LARGE with the limit, although the
     data past its first bytes is not even base64 (so it was never decoded)."""
-    settings = settings_for(tmp_path, model_server, max_document_bytes=2000)
     head = b64(b"%PDF-1.4\n" + b"x" * 4000)[:4096]
     data = head + "!" * 4000
-    async with serving(settings) as client:
-        status, body = await post(
-            client, {"message": "Hi", "attachments": [{"name": "big.pdf", "data": data}]}
-        )
+    status, body = await post(
+        api, {"message": "Hi", "attachments": [{"name": "big.pdf", "data": data}]}
+    )
     assert status == 422, body
     assert (body["code"], body["problem"], body["limit"]) == (
         "ATTACHMENT_REFUSED", "too_large", 2000)  # fmt: skip
@@ -247,30 +210,27 @@ async def test_an_oversized_file_is_refused_by_its_size_before_it_is_decoded(
     assert stored_sessions(tmp_path) == 0
 
 
+@pytest.mark.api_settings(api_max_body_bytes=4096, max_document_bytes=20_000)
 async def test_the_chat_body_limit_admits_a_file_at_its_limit_and_no_more(
-    tmp_path: Path, model_server: FakeModelServer
+    api: RunningApi,
 ) -> None:
     """API_MAX_BODY_BYTES is 4096 here, the document limit 20,000 bytes: a 19,000-byte
     document (25,336 base64 characters) is answered; a body past both is 413."""
-    settings = settings_for(
-        tmp_path, model_server, api_max_body_bytes=4096, max_document_bytes=20_000
-    )
     document = ("line of text\n" * 1462)[:19_000].encode()
-    async with serving(settings) as client:
-        status, body = await post(
-            client, {"message": "Sum up", "attachments": [file("long.txt", document)]}
-        )
-        assert status == 200, body
-        huge = [file(f"{n}.txt", document) for n in range(2)]
-        status, body = await post(client, {"message": "Sum up", "attachments": huge})
-        assert (status, body["code"]) == (413, "PAYLOAD_TOO_LARGE")
-        response = await client.get("/api/openapi.json")
-        document_text = json.dumps(await response.json())
+    status, body = await post(
+        api, {"message": "Sum up", "attachments": [file("long.txt", document)]}
+    )
+    assert status == 200, body
+    huge = [file(f"{n}.txt", document) for n in range(2)]
+    status, body = await post(api, {"message": "Sum up", "attachments": huge})
+    assert (status, body["code"]) == (413, "PAYLOAD_TOO_LARGE")
+    response = await api.client.get("/api/openapi.json")
+    document_text = json.dumps(await response.json())
     assert "At most 30764 bytes" in document_text  # 4096 + base64 of 20,000 bytes
 
 
 async def test_an_unsupported_file_is_refused_by_name(
-    tmp_path: Path, api: Client, model_server: FakeModelServer
+    tmp_path: Path, api: RunningApi, model_server: FakeModelServer
 ) -> None:
     archive = b"PK\x03\x04" + bytes(200)
     status, body = await post(api, {"message": "Look", "attachments": [file("a.zip", archive)]})
@@ -281,7 +241,7 @@ async def test_an_unsupported_file_is_refused_by_name(
 
 
 async def test_a_refused_file_on_a_continuing_session_uses_no_round(
-    api: Client, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer
 ) -> None:
     status, first = await post(api, {"message": "Start", "maxRounds": 3})
     assert status == 200
@@ -291,19 +251,18 @@ async def test_a_refused_file_on_a_continuing_session_uses_no_round(
         api, {"message": "More", "sessionId": session, "attachments": program}
     )
     assert (status, body["problem"]) == (422, "unsupported")
-    view = await (await api.get(f"/api/sessions/{session}")).json()
+    view = await (await api.client.get(f"/api/sessions/{session}")).json()
     assert view["round"] == 1 and len(view["messages"]) == 2
     status, body = await post(api, {"message": "More", "sessionId": session})
     assert (status, body["round"]) == (200, 2)
 
 
+@pytest.mark.api_settings(max_document_chars=500)
 async def test_documents_over_the_character_budget_are_cut_and_the_response_says_so(
-    tmp_path: Path, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer
 ) -> None:
-    settings = settings_for(tmp_path, model_server, max_document_chars=500)
     text = "word " * 400  # 2000 characters
-    async with serving(settings) as client:
-        status, body = await post(client, {"attachments": [file("long.txt", text.encode())]})
+    status, body = await post(api, {"attachments": [file("long.txt", text.encode())]})
     assert status == 200, body
     assert 1400 <= body["attachmentsCut"] <= 1600
     sent = text_of(last_user(model_server)["content"])
@@ -311,10 +270,10 @@ async def test_documents_over_the_character_budget_are_cut_and_the_response_says
 
 
 async def test_the_stream_takes_attachments_and_refuses_files_as_plain_json(
-    api: Client, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer
 ) -> None:
     model_server.enqueue("Streamed answer about the notes", chunk_size=4)
-    response = await api.post(
+    response = await api.client.post(
         "/api/chat/stream",
         json={"message": "Read this", "attachments": [file("n.txt", b"secret sauce")]},
     )
@@ -325,7 +284,7 @@ async def test_the_stream_takes_attachments_and_refuses_files_as_plain_json(
     assert '<document name="n.txt">\nsecret sauce\n</document>' in text_of(
         last_user(model_server)["content"]
     )
-    refused = await api.post(
+    refused = await api.client.post(
         "/api/chat/stream", json={"message": "x", "attachments": [file("p.png", png())]}
     )
     assert refused.status == 422 and refused.content_type == "application/json"
@@ -339,14 +298,14 @@ async def test_the_openapi_document_describes_files_and_their_refusals(
 ) -> None:
     """Requests with files, the reply with a transcript and the refusal validate against the
     document; the document and the parser agree on the file bodies."""
-    settings = settings_for(
-        tmp_path,
-        model_server,
+    settings = api_settings(
+        tmp_path / "api.sqlite3",
+        model_server.base_url,
         transcription_model="whisper-1",
         transcription_base_url=transcription_server.base_url,
     )
-    async with serving(settings) as client:
-        document = await (await client.get("/api/openapi.json")).json()
+    async with running_api(settings) as api:
+        document = await (await api.client.get("/api/openapi.json")).json()
         components = {"components": document["components"]}
         request = Draft202012Validator({"$ref": "#/components/schemas/ChatRequest", **components})
         responses = document["paths"]["/api/chat"]["post"]["responses"]
@@ -356,10 +315,10 @@ async def test_the_openapi_document_describes_files_and_their_refusals(
             Draft202012Validator({**schema, **components}).validate(body)
 
         voice = {"attachments": [file("v.ogg", b"OggS" + bytes(50), "audio/ogg")]}
-        status, body = await post(client, voice)
+        status, body = await post(api, voice)
         assert status == 200 and "transcript" in body
         check(200, body)
-        status, body = await post(client, {"attachments": [file("c.png", png())]})
+        status, body = await post(api, {"attachments": [file("c.png", png())]})
         assert status == 422
         check(422, body)
         bodies: list[dict[str, Any]] = [
@@ -370,7 +329,7 @@ async def test_the_openapi_document_describes_files_and_their_refusals(
             {"message": "Hi", "attachments": [file(f"{n}.txt", b"hi") for n in range(11)]},
         ]  # fmt: skip
         for body in bodies:
-            response = await client.post("/api/chat", json=body)
+            response = await api.client.post("/api/chat", json=body)
             assert (response.status == 200) is request.is_valid(body), (
                 body, await response.json())  # fmt: skip
     assert "ATTACHMENT_REFUSED" in responses["422"]["description"]
@@ -379,7 +338,7 @@ async def test_the_openapi_document_describes_files_and_their_refusals(
 
 
 async def test_a_large_file_is_decoded_off_the_event_loop(
-    tmp_path: Path, model_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+    api: RunningApi, model_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Decoding megabytes of base64 takes tens of milliseconds: a large file is decoded in a
     worker thread, a small one where it is (the thread switch would cost more)."""
@@ -396,19 +355,16 @@ async def test_a_large_file_is_decoded_off_the_event_loop(
     monkeypatch.setattr(api_attachments, "decode_attachments", recording)
     loop_thread = threading.get_ident()
     big = ("a line of the report\n" * 30_000).encode()  # 630 KB, 840,000 base64 characters
-    async with serving(settings_for(tmp_path, model_server)) as client:
-        for name, data in (("small.txt", b"Budget: 1200 EUR\n"), ("big.txt", big)):
-            status, body = await post(
-                client, {"message": "Sum up", "attachments": [file(name, data)]}
-            )
-            assert status == 200, body
+    for name, data in (("small.txt", b"Budget: 1200 EUR\n"), ("big.txt", big)):
+        status, body = await post(api, {"message": "Sum up", "attachments": [file(name, data)]})
+        assert status == 200, body
     assert threads[0] == loop_thread and threads[1] != loop_thread
     assert names[1].startswith("base64")  # its own threads, not the loop's default executor
     assert "a line of the report" in last_user(model_server)["content"]
 
 
 async def test_control_characters_are_stripped_from_a_file_name(
-    api: Client, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer
 ) -> None:
     """NUL, line breaks and escapes in a file's name never reach the block, the model or the
     store (PostgreSQL refuses NUL in text; SQLite would keep it): they are dropped."""
@@ -419,7 +375,7 @@ async def test_control_characters_are_stripped_from_a_file_name(
     assert status == 200, body
     sent = text_of(last_user(model_server)["content"])
     assert '<document name="note[31ms.txt">\nBudget: 9\n</document>' in sent
-    view = await (await api.get(f"/api/sessions/{body['sessionId']}")).json()
+    view = await (await api.client.get(f"/api/sessions/{body['sessionId']}")).json()
     assert 'name="note[31ms.txt"' in view["messages"][0]["text"]
     status, error = await post(
         api, {"message": "Read it", "attachments": [file("\x00\x07", b"Budget: 9\n")]}
@@ -427,15 +383,14 @@ async def test_control_characters_are_stripped_from_a_file_name(
     assert (status, error["code"]) == (400, "VALIDATION_ERROR"), error
 
 
+@pytest.mark.api_settings(document_read_timeout_seconds=2)
 async def test_a_file_too_costly_to_read_is_refused_and_nothing_is_stored(
-    tmp_path: Path, model_server: FakeModelServer
+    tmp_path: Path, api: RunningApi, model_server: FakeModelServer
 ) -> None:
     """A PDF of pages that each take seconds to read, past a 2 s deadline."""
-    settings = settings_for(tmp_path, model_server, document_read_timeout_seconds=2)
-    async with serving(settings) as client:
-        status, body = await post(
-            client, {"message": "Sum up", "attachments": [file("pages.pdf", costly_pages_pdf())]}
-        )
+    status, body = await post(
+        api, {"message": "Sum up", "attachments": [file("pages.pdf", costly_pages_pdf())]}
+    )
     assert status == 422
     assert (body["code"], body["problem"], body["name"]) == (
         "ATTACHMENT_REFUSED",
@@ -450,14 +405,13 @@ async def test_a_file_too_costly_to_read_is_refused_and_nothing_is_stored(
     assert stored_sessions(tmp_path) == 0
 
 
+@pytest.mark.api_settings(max_document_chars=1000)
 async def test_a_document_not_read_to_its_end_is_cut_and_the_response_says_so(
-    tmp_path: Path, model_server: FakeModelServer
+    api: RunningApi, model_server: FakeModelServer
 ) -> None:
-    settings = settings_for(tmp_path, model_server, max_document_chars=1000)
-    async with serving(settings) as client:
-        status, body = await post(
-            client, {"attachments": [file("cells.docx", million_cell_docx(), DOCX_MIME)]}
-        )
+    status, body = await post(
+        api, {"attachments": [file("cells.docx", million_cell_docx(), DOCX_MIME)]}
+    )
     assert status == 200, body
     assert body["attachmentsIncomplete"] is True
     sent = text_of(last_user(model_server)["content"])

@@ -12,32 +12,24 @@ import base64
 import contextlib
 import json
 import sqlite3
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from tests.api_harness import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
 
 DOCUMENT_BYTES = 100_000
 BUDGET = 300_000  # two of the bodies below at once, not three
 
 
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(
-        tmp_path / "api.sqlite3",
-        model_server.base_url,
-        api_max_body_bytes=100_000,
-        max_document_bytes=DOCUMENT_BYTES,
-        api_body_bytes_in_flight=BUDGET,
-        api_rate_limit_per_minute=0,
-        http_header_timeout_seconds=60,
-        http_body_timeout_seconds=60,
-    )
-    async with running_api(settings) as running:
-        yield running
+pytestmark = pytest.mark.api_settings(
+    api_max_body_bytes=100_000,
+    max_document_bytes=DOCUMENT_BYTES,
+    api_body_bytes_in_flight=BUDGET,
+    api_rate_limit_per_minute=0,
+    http_header_timeout_seconds=60,
+    http_body_timeout_seconds=60,
+)
 
 
 def chat_body(word: str) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +20,12 @@ from tests.fakes.model_server import FakeModelServer
 REQUEST = 'Помоги подобрать веса для "хаммер" и бабочки — сколько повторений?'
 
 
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(
-        tmp_path / "api.sqlite3", model_server.base_url, max_rounds_limit=10,
-        api_allowed_models=frozenset({"test-model", "sonar"}),
-        max_document_bytes=1000, max_image_bytes=1000,  # keeps the chat body limit near 1 MB
-    )  # fmt: skip
-    async with running_api(settings) as running:
-        yield running
+pytestmark = pytest.mark.api_settings(
+    max_rounds_limit=10,
+    api_allowed_models=frozenset({"test-model", "sonar"}),
+    max_document_bytes=1000,  # with the image limit, keeps the chat body limit near 1 MB
+    max_image_bytes=1000,
+)
 
 
 async def post(api: RunningApi, body: Any, *, raw: bytes | None = None) -> tuple[int, Any]:

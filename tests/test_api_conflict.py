@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -17,14 +15,8 @@ from core.llm import OpenAICompleter
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig
 from core.service import ConsultationService
-from tests.api_harness import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
-
-
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    async with running_api(api_settings(tmp_path / "api.sqlite3", model_server.base_url)) as api:
-        yield api
 
 
 async def test_a_round_answered_by_another_worker_is_409_conflict(

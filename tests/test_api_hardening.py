@@ -9,24 +9,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from openai._streaming import SSEDecoder
 
-from tests.api_harness import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
 
 TOKEN = "hardening-token"
 
 
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url, api_token=TOKEN)
-    async with running_api(settings) as running:
-        yield running
+pytestmark = pytest.mark.api_settings(api_token=TOKEN)
 
 
 async def raw_exchange(api: RunningApi, data: bytes) -> tuple[int, dict[str, str], bytes]:

@@ -6,26 +6,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
-
-import pytest
 
 from telemetry.supervision import Pace, supervise
-from tests.api_harness import RunningApi, api_settings, running_api
-from tests.fakes.model_server import FakeModelServer
+from tests.api_harness import RunningApi
 
 STEADY = Pace(interval=0.01, longest=60)
 
 
 class Killed(BaseException):
     """Not an `Exception`: what ends a loop for good (an exit, a bug in the loop itself)."""
-
-
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url)
-    async with running_api(settings) as running:
-        yield running
 
 
 @contextlib.asynccontextmanager

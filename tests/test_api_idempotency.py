@@ -9,8 +9,6 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -19,17 +17,10 @@ from aiohttp import ClientResponse
 from openai._streaming import ServerSentEvent, SSEDecoder
 
 from core.models import Role
-from tests.api_harness import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
 
 KEY = "3f2c9a6e-5b1d-4c1e-9f7a-0d4b8e2a6c11"
-
-
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url)
-    async with running_api(settings) as running:
-        yield running
 
 
 async def post(

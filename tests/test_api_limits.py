@@ -6,7 +6,6 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -26,15 +25,12 @@ from tests.fakes.model_server import FakeModelServer
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(
-        tmp_path / "api.sqlite3", model_server.base_url, max_input_chars=100,
-        api_allowed_models=frozenset({"test-model", "sonar"}), api_max_tokens_limit=500,
-        api_rate_limit_per_minute=0,
-    )  # fmt: skip
-    async with running_api(settings) as running:
-        yield running
+pytestmark = pytest.mark.api_settings(
+    max_input_chars=100,
+    api_allowed_models=frozenset({"test-model", "sonar"}),
+    api_max_tokens_limit=500,
+    api_rate_limit_per_minute=0,
+)
 
 
 async def chat(api: RunningApi, body: Any) -> tuple[int, Any]:

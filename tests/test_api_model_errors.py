@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,8 @@ from api.chat import did_not_happen
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from core.errors import ModelError, ModelErrorKind
-from tests.api_harness import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi, api_settings
 from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
-
-
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    async with running_api(api_settings(tmp_path / "api.sqlite3", model_server.base_url)) as api:
-        yield api
 
 
 async def chat(api: RunningApi, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -5,27 +5,24 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator, ValidationError
 
-from tests.api_harness import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
 
 TOKEN = "s3cr3t-token"
 
 
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(
-        tmp_path / "api.sqlite3", model_server.base_url, api_token=TOKEN, max_rounds_limit=5,
-        api_max_body_bytes=4096, max_document_bytes=1000, max_image_bytes=1000,
-    )  # fmt: skip
-    async with running_api(settings) as running:
-        yield running
+pytestmark = pytest.mark.api_settings(
+    api_token=TOKEN,
+    max_rounds_limit=5,
+    api_max_body_bytes=4096,
+    max_document_bytes=1000,
+    max_image_bytes=1000,
+)
 
 
 def auth(token: str = TOKEN) -> dict[str, str]:

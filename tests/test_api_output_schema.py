@@ -5,13 +5,11 @@ openai SDK against the fake model server, real SQLite."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.api_harness import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
 
 SCHEMA = {
@@ -19,12 +17,6 @@ SCHEMA = {
     "properties": {"plan": {"type": "array", "items": {"type": "string"}}},
     "required": ["plan"],
 }
-
-
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    async with running_api(api_settings(tmp_path / "api.sqlite3", model_server.base_url)) as api:
-        yield api
 
 
 async def ask(api: RunningApi, **fields: Any) -> dict[str, Any]:

@@ -4,13 +4,11 @@ the real openai SDK (fake model) and real SQLite, checked against the OpenAPI do
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.api_harness import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
 
 SEED_FIELDS = {"content", "model", "isComplete", "round", "maxRounds", "sessionId"}
@@ -21,11 +19,7 @@ SEARCH_RESULTS = [
 ]
 
 
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url, max_continuations=2)
-    async with running_api(settings) as running:
-        yield running
+pytestmark = pytest.mark.api_settings(max_continuations=2)
 
 
 async def post(api: RunningApi, body: dict[str, Any]) -> dict[str, Any]:

@@ -3,23 +3,11 @@ STORE_UNAVAILABLE (never an internal error)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
 from core.models import Message, Role
-from tests.api_harness import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
 from tests.store_contract import make
 from tests.test_store_faults import fill_disk
-
-
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url)
-    async with running_api(settings) as running:
-        yield running
 
 
 async def test_a_full_disk_is_503_store_unavailable_and_unhealthy(

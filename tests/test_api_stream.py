@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from aiohttp import ClientResponse
 from openai._streaming import ServerSentEvent, SSEDecoder
 
 from api.sse import format_event
-from tests.api_harness import RunningApi, api_settings, running_api
+from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
-
-
-@pytest.fixture
-async def api(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[RunningApi]:
-    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url)
-    async with running_api(settings) as running:
-        yield running
 
 
 async def events_of(response: ClientResponse) -> list[ServerSentEvent]:
