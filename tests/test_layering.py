@@ -5,6 +5,10 @@ function and those under `if TYPE_CHECKING:` (a type-only import still couples t
 whoever changes the imported module must check the importer). `ALLOWED` is the whole
 picture (docs/ARCHITECTURE.md draws it); each rule also has its own test, so a failure names
 the rule that broke and the file and line that broke it.
+
+Names come from where they are defined: a module that merely imports a name does not hand
+it on (no re-exports), so whoever moves a name moves its importers along and a reader
+finds every name where its import says.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("app", "api", "bot", "core", "storage", "telemetry", "evaluation", "prompts", "media")
+PROJECT = (*PRODUCT, "tests", "bench", "scripts")
+"""Every folder of Python code in the repository: importers of product names, all of them."""
 
 # `python -m bot` and `python -m api` run these two files; nothing imports them. They call
 # `app.cli.main`, so they are programs on top of the composition root, not part of the edge
@@ -160,6 +166,96 @@ def imported_modules(package: str) -> dict[str, set[str]]:
     return found
 
 
+@dataclass(frozen=True)
+class Bindings:
+    """The names a module binds at its top level (in `if`, `try` and `with` blocks too)."""
+
+    defined: frozenset[str]  # by def, class, assignment, `for` or `with ... as`
+    imported: frozenset[str]  # by an import statement only
+
+
+def bindings_of(tree: ast.Module) -> Bindings:
+    defined: set[str] = set()
+    imported: set[str] = set()
+
+    def targets(node: ast.AST | None) -> None:
+        if node is not None:
+            defined.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+
+    def walk(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            match stmt:
+                case ast.FunctionDef() | ast.AsyncFunctionDef() | ast.ClassDef():
+                    defined.add(stmt.name)
+                case ast.Assign():
+                    for target in stmt.targets:
+                        targets(target)
+                case ast.AnnAssign() | ast.AugAssign():
+                    targets(stmt.target)
+                case ast.Import():
+                    imported.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+                case ast.ImportFrom():
+                    imported.update(a.asname or a.name for a in stmt.names)
+                case ast.For() | ast.AsyncFor():
+                    targets(stmt.target)
+                    walk(stmt.body + stmt.orelse)
+                case ast.With() | ast.AsyncWith():
+                    for item in stmt.items:
+                        targets(item.optional_vars)
+                    walk(stmt.body)
+                case ast.If() | ast.While():
+                    walk(stmt.body + stmt.orelse)
+                case ast.Try() | ast.TryStar():
+                    walk(stmt.body + stmt.orelse + stmt.finalbody)
+                    for handler in stmt.handlers:
+                        walk(handler.body)
+
+    walk(tree.body)
+    return Bindings(frozenset(defined), frozenset(imported - defined))
+
+
+def module_name(path: str) -> str:
+    """`core/ports.py` -> `core.ports`; a package's `api/__init__.py` -> `api`."""
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def reexport_imports(sources: dict[str, str]) -> list[str]:
+    """Imports of a name from a module of `sources` (by path) that only imports it itself.
+
+    Submodules and names a module does not bind at all (a module `__getattr__`) are left
+    alone, and so are modules outside `sources`: third-party packages hand on names from
+    their own `__init__` as their public interface.
+    """
+    trees = {path: ast.parse(source, path) for path, source in sources.items()}
+    modules = {module_name(path): bindings_of(tree) for path, tree in trees.items()}
+    found = []
+    for path, tree in trees.items():
+        package = path.removesuffix(".py").split("/")[:-1]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = package[: len(package) - node.level + 1] if node.level else []
+            source = ".".join([*base, *([node.module] if node.module else [])])
+            if source not in modules:
+                continue
+            for alias in node.names:
+                if f"{source}.{alias.name}" in modules:
+                    continue  # a submodule, bound by importing it
+                if alias.name == "*" or alias.name in modules[source].imported:
+                    found.append(f"{path}:{node.lineno} imports {alias.name} from {source}")
+    return found
+
+
+@functools.cache
+def project_sources() -> dict[str, str]:
+    """Every Python file of the repository's code, by its path from the root."""
+    return {
+        file.relative_to(ROOT).as_posix(): file.read_text()
+        for folder in PROJECT
+        for file in sorted((ROOT / folder).rglob("*.py"))
+    }
+
+
 # -- the walker ----------------------------------------------------------------------------
 
 
@@ -239,6 +335,50 @@ def test_only_the_entry_shims_and_evaluation_import_app() -> None:
 def test_telemetry_imports_only_core_prometheus_and_the_standard_library() -> None:
     allowed = {"telemetry", "core", "prometheus_client", *sys.stdlib_module_names}
     assert offenders(["telemetry"], {i.top for i in product_imports()} - allowed) == []
+
+
+# -- names come from where they are defined ------------------------------------------------
+
+
+def test_a_reexported_name_is_found_and_a_defined_one_is_not() -> None:
+    """Lazy, relative and `TYPE_CHECKING` imports count; a name the module also defines (an
+    ImportError fallback) and a submodule do not."""
+    sources = {
+        "pkg/__init__.py": "from pkg import other\nfrom pkg.base import Thing\n",
+        "pkg/base.py": (
+            "import json\n"
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from pkg.other import Hint\n"
+            "try:\n"
+            "    from fast import speedy\n"
+            "except ImportError:\n"
+            "    def speedy() -> None: ...\n"
+            "class Thing: ...\n"
+            "LIMIT: int = 3\n"
+            "Alias = Thing\n"
+        ),
+        "pkg/other.py": "class Hint: ...\n",
+        "pkg/use.py": (
+            "from pkg import Thing, base, other\n"
+            "from pkg.base import LIMIT, Alias, Hint, speedy, json, missing\n"
+            "from .base import Thing as T\n"
+            "from outside import anything\n"
+            "def later():\n"
+            "    from pkg.base import TYPE_CHECKING\n"
+        ),
+    }
+    assert reexport_imports(sources) == [
+        "pkg/use.py:1 imports Thing from pkg",
+        "pkg/use.py:2 imports Hint from pkg.base",
+        "pkg/use.py:2 imports json from pkg.base",
+        "pkg/use.py:6 imports TYPE_CHECKING from pkg.base",
+    ]
+
+
+def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
+    """No module hands on a name it imports: its importers import it where it is defined."""
+    assert reexport_imports(project_sources()) == []
 
 
 # -- the original checks, kept -------------------------------------------------------------
