@@ -1,7 +1,11 @@
-"""Shared fixtures: the fakes under tests/fakes are plugged in as pytest plugins, `bot` is a
-bot with default settings on a fresh SQLite file (see tests/bot_harness.py), and `api` the
+"""Shared fixtures: the fakes under tests/fakes are plugged in as pytest plugins; `bot` is a
+bot with default settings on a fresh SQLite file (see tests/bot_harness.py); `api` the
 HTTP API as production wires it (see tests/api_harness.py), with the settings a test's
-`api_settings` marker gives."""
+`api_settings` marker gives; `store`, `completer`, `service` and `engine` the consultation
+service on a real SQLite file and the real openai SDK (see tests/service_harness.py).
+
+The harnesses are imported inside the fixtures, so a test that uses none of them does not
+load the application."""
 
 from __future__ import annotations
 
@@ -16,10 +20,14 @@ import pytest
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 if TYPE_CHECKING:
+    from core.llm import OpenAICompleter
+    from core.service import ConsultationService
+    from storage.sqlite.store import SqliteStore
     from tests.api_harness import RunningApi
     from tests.bot_harness import RunningBot
     from tests.fakes.bot_api import FakeBotApi
     from tests.fakes.model_server import FakeModelServer
+    from tests.service_harness import Clock, Engine
 
 pytest_plugins = ["tests.fakes.model_server", "tests.fakes.bot_api"]
 
@@ -68,3 +76,62 @@ async def api(
     settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url, **overrides)
     async with running_api(settings) as running:
         yield running
+
+
+@pytest.fixture
+def model(model_server: FakeModelServer) -> FakeModelServer:
+    """The fake model server; `enqueue` scripts replies, `requests` holds what it was sent."""
+    return model_server
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """Where `store` keeps its SQLite file."""
+    return tmp_path / "db.sqlite3"
+
+
+@pytest.fixture
+async def store(db_path: Path) -> AsyncIterator[SqliteStore]:
+    """A real SQLite store at `db_path`, closed after the test."""
+    from storage.sqlite.store import SqliteStore
+
+    opened = await SqliteStore.open(db_path)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def completer(model_server: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
+    """The production model client on the fake model server; no SDK retries, so one
+    scripted error is one failure."""
+    from core.llm import OpenAICompleter
+
+    client = OpenAICompleter(
+        api_key="test-key", base_url=model_server.base_url, timeout=30, max_retries=0
+    )
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """The service's clock: tests move `clock.now`."""
+    from tests.service_harness import Clock
+
+    return Clock()
+
+
+@pytest.fixture
+def service(store: SqliteStore, completer: OpenAICompleter, clock: Clock) -> ConsultationService:
+    """The consultation service on `store`, `completer` and `clock`, default settings."""
+    from tests.service_harness import make_service
+
+    return make_service(store, completer, clock)
+
+
+@pytest.fixture
+def engine(store: SqliteStore, completer: OpenAICompleter) -> Engine:
+    """Builds services on `store` and `completer` with `EngineConfig` overrides."""
+    from tests.service_harness import Clock, make_service
+
+    return lambda **config: make_service(store, completer, Clock(), **config)

@@ -3,17 +3,12 @@ refused with a clear message, never stored, never sent to the model."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from core.blank import is_blank
 from core.errors import EmptyMessage
-from core.keyed_lock import KeyedLock
-from core.llm import OpenAICompleter
-from core.prompts import PromptLibrary
-from core.requests import EngineConfig
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore
 from tests.bot_harness import ask_private, started_bot
@@ -42,38 +37,19 @@ def test_visible_text_is_not_blank(text: str) -> None:
     assert not is_blank(text)
 
 
-@pytest.fixture
-async def service(
-    tmp_path: Path, model_server: FakeModelServer
-) -> AsyncIterator[tuple[ConsultationService, SqliteStore]]:
-    store = await SqliteStore.open(tmp_path / "consultations.sqlite3")
-    completer = OpenAICompleter(
-        api_key="test", base_url=model_server.base_url, timeout=10, max_retries=0
-    )
-    yield (
-        ConsultationService(
-            store, completer, PromptLibrary(), EngineConfig(model="m"), locks=KeyedLock()
-        ),
-        store,
-    )
-    await completer.close()
-    await store.close()
-
-
 @pytest.mark.parametrize("text", INVISIBLE)
 async def test_service_refuses_invisible_text_and_stores_nothing(
-    service: tuple[ConsultationService, SqliteStore], model_server: FakeModelServer, text: str
+    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer, text: str
 ) -> None:
     """Chats and API sessions alike: EmptyMessage, no consultation, no model call."""
-    consultations, store = service
     with pytest.raises(EmptyMessage):
-        await consultations.ask("tg:1", text)
+        await service.ask("tg:1", text)
     assert await store.load_active("tg:1") is None
     with pytest.raises(EmptyMessage):
-        await consultations.sessions.open_session(text)
-    session = await consultations.sessions.open_session("A real question")
+        await service.sessions.open_session(text)
+    session = await service.sessions.open_session("A real question")
     with pytest.raises(EmptyMessage):
-        await consultations.sessions.continue_session(session, text)
+        await service.sessions.continue_session(session, text)
     stored = await store.get(session)
     assert stored is not None and [m.text for m in stored.messages] == ["A real question"]
     assert model_server.requests == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -24,15 +23,6 @@ HISTORY = [
     {"role": "system", "content": "You are an expert."},
     {"role": "user", "content": "Plan my garden."},
 ]
-
-
-@pytest.fixture
-async def completer(model_server: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
-    completer = OpenAICompleter(
-        api_key="k", base_url=model_server.base_url, timeout=5, max_retries=0
-    )
-    yield completer
-    await completer.close()
 
 
 # merge_with_overlap

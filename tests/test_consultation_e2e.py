@@ -3,34 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from core.errors import ModelError
-from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
-from core.requests import EngineConfig
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
+from tests.service_harness import make_service
 
 REQUEST = 'Help me choose weights for "hammer curls" and the butterfly — how many reps?'
 
 
 @pytest.fixture
 async def service(
-    tmp_path: Path, model_server: FakeModelServer
+    store: SqliteStore, model_server: FakeModelServer
 ) -> AsyncIterator[ConsultationService]:
-    store = await SqliteStore.open(tmp_path / "consultations.sqlite3")
+    """The SDK retrying twice, as in production; a model and budget of their own."""
     completer = OpenAICompleter(
         api_key="test", base_url=model_server.base_url, timeout=10, max_retries=2
     )
-    engine = EngineConfig(model="sonar", max_tokens=800)
-    yield ConsultationService(store, completer, PromptLibrary(), engine, locks=KeyedLock())
+    yield make_service(store, completer, model="sonar", max_tokens=800)
     await completer.close()
-    await store.close()
 
 
 async def test_round_three_request_carries_everything(

@@ -8,9 +8,7 @@ from typing import Any
 
 from core.service import ConsultationService
 from tests.fakes.model_server import FakeModelServer
-from tests.test_service_answers import engine
-
-__all__ = ["engine"]  # the fixture: a service on a real store and the real SDK
+from tests.service_harness import Engine
 
 ANSWERS = [
     "I'm 35, haven't exercised in years, and I want to run 5K in 3 months.",
@@ -37,7 +35,7 @@ def contents(body: dict[str, Any]) -> str:
 
 
 async def test_every_user_answer_reaches_the_final_round(
-    engine: Any, model_server: FakeModelServer
+    engine: Engine, model_server: FakeModelServer
 ) -> None:
     """Eight rounds with long replies over a 24,000-character budget: the final request
     holds the original request and every answer of the user, verbatim, within budget."""

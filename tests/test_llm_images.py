@@ -3,8 +3,6 @@ each real server's refusal of them is classified, and what they count in a token
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from core.attachments import Image
@@ -22,14 +20,6 @@ QUESTION = "What is wrong with this plant?"
 def with_photo(text: str = QUESTION, images: tuple[Image, ...] = (PNG,)) -> CompletionRequest:
     message = with_images({"role": "user", "content": text}, images)
     return CompletionRequest([{"role": "system", "content": "Be brief."}, message], "m")
-
-
-@pytest.fixture
-async def completer(model_server: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
-    """No SDK retries: llama.cpp refuses images with a 500, which the SDK would retry."""
-    client = OpenAICompleter(api_key="k", base_url=model_server.base_url, timeout=5, max_retries=0)
-    yield client
-    await client.close()
 
 
 async def test_image_parts_reach_the_server_after_the_text(

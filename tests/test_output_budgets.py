@@ -4,19 +4,12 @@ API session's `maxTokens` is the final answer's budget and caps its clarifying r
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from app.settings import load_settings
 from core.models import ModelOptions
-from core.service import ConsultationService
 from tests.fakes.model_server import FakeModelServer
-from tests.test_service_answers import engine
-
-__all__ = ["engine"]  # the fixture: a service on a real store and the real SDK
-
-Engine = Callable[..., ConsultationService]
+from tests.service_harness import Engine
 
 
 def sent_budgets(model: FakeModelServer) -> list[int | None]:

@@ -7,21 +7,15 @@ real openai SDK, `collect_answer` and the service."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from core.collect import CollectedAnswer, collect_answer
-from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.outcomes import Notice
 from core.ports import CompletionRequest, OnText
-from core.prompts import PromptLibrary
 from core.repetition import CHECK_EVERY, RepetitionGuard, find_loop
-from core.requests import EngineConfig
 from core.service import ConsultationService
-from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 
 PARAGRAPH = (
@@ -112,15 +106,6 @@ def test_a_look_is_bounded_on_huge_text() -> None:
         assert find_loop(text) is None
 
 
-@pytest.fixture
-async def completer(model_server: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
-    completer = OpenAICompleter(
-        api_key="k", base_url=model_server.base_url, timeout=10, max_retries=0
-    )
-    yield completer
-    await completer.close()
-
-
 async def collect(completer: OpenAICompleter, on_text: OnText | None = None) -> CollectedAnswer:
     request = CompletionRequest([{"role": "user", "content": "Plan my running"}], "m")
     return await asyncio.wait_for(
@@ -173,22 +158,15 @@ async def test_a_looping_continuation_is_cut_too(
 
 
 async def test_the_service_marks_a_looping_answer_incomplete(
-    tmp_path: Path, model_server: FakeModelServer, completer: OpenAICompleter
+    service: ConsultationService, model_server: FakeModelServer
 ) -> None:
     """End to end: a looping final answer is stored cut and marked incomplete."""
-    store = await SqliteStore.open(tmp_path / "db.sqlite3")
-    try:
-        service = ConsultationService(
-            store, completer, PromptLibrary(), EngineConfig(model="m"), locks=KeyedLock()
-        )
-        await service.set_max_rounds("tg:1", 1)
-        model_server.enqueue(INTRO + PARAGRAPH, endless=True, chunk_size=16)
+    await service.set_max_rounds("tg:1", 1)
+    model_server.enqueue(INTRO + PARAGRAPH, endless=True, chunk_size=16)
 
-        reply = await asyncio.wait_for(service.ask("tg:1", "Plan my running"), 30)
+    reply = await asyncio.wait_for(service.ask("tg:1", "Plan my running"), 30)
 
-        assert reply.text.startswith(INTRO + PARAGRAPH)
-        assert reply.text.count(PARAGRAPH) == 1 and len(reply.text) < 2 * len(INTRO + PARAGRAPH)
-        assert Notice.ANSWER_INCOMPLETE in reply.notices and reply.is_complete
-        assert len(model_server.requests) == 1
-    finally:
-        await store.close()
+    assert reply.text.startswith(INTRO + PARAGRAPH)
+    assert reply.text.count(PARAGRAPH) == 1 and len(reply.text) < 2 * len(INTRO + PARAGRAPH)
+    assert Notice.ANSWER_INCOMPLETE in reply.notices and reply.is_complete
+    assert len(model_server.requests) == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,70 +27,18 @@ from core.errors import (
     SessionNotFound,
     UnknownRole,
 )
-from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.models import ModelOptions, Role, Status
 from core.outcomes import Notice
-from core.ports import Completer
 from core.prompts import PromptLibrary
-from core.requests import EngineConfig
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.scripted_model import ScriptedModel
+from tests.service_harness import Clock, make_service
 
 KEY = "tg:1"
 TTL = 3600
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def model(model_server: FakeModelServer) -> FakeModelServer:
-    """The fake model server; `enqueue` scripts replies, `requests` holds what it was sent."""
-    return model_server
-
-
-@pytest.fixture
-async def completer(model_server: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
-    """The production model client; no SDK retries, so one scripted error is one failure."""
-    client = OpenAICompleter(
-        api_key="test-key", base_url=model_server.base_url, timeout=30, max_retries=0
-    )
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = await SqliteStore.open(tmp_path / "db.sqlite3")
-    yield store
-    await store.close()
-
-
-def make_service(
-    store: SqliteStore, completer: Completer, clock: Clock, **config: object
-) -> ConsultationService:
-    engine = EngineConfig(model="test-model", **config)  # type: ignore[arg-type]
-    return ConsultationService(
-        store, completer, PromptLibrary(), engine, locks=KeyedLock(), clock=clock
-    )
-
-
-@pytest.fixture
-def service(store: SqliteStore, completer: OpenAICompleter, clock: Clock) -> ConsultationService:
-    return make_service(store, completer, clock)
 
 
 def fail_next(model: FakeModelServer, status: int = 500) -> None:

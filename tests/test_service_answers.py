@@ -6,43 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 
-import pytest
-
-from core.llm import OpenAICompleter
 from core.outcomes import Notice
 from core.service import ConsultationService
-from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
-from tests.test_service import KEY, Clock, make_service
-
-Engine = Callable[..., ConsultationService]
-
-
-@pytest.fixture
-async def engine(tmp_path: Path, model_server: FakeModelServer) -> AsyncIterator[Engine]:
-    """Builds a service (with EngineConfig overrides) on a real store and the real SDK."""
-    store = await SqliteStore.open(tmp_path / "db.sqlite3")
-    completer = OpenAICompleter(
-        api_key="k", base_url=model_server.base_url, timeout=30, max_retries=0
-    )
-    try:
-        yield lambda **config: make_service(store, completer, Clock(), **config)
-    finally:
-        await completer.close()
-        await store.close()
-
-
-@pytest.fixture
-def service(engine: Engine) -> ConsultationService:
-    return engine()
-
-
-@pytest.fixture
-def model(model_server: FakeModelServer) -> FakeModelServer:
-    return model_server
+from tests.service_harness import Engine
+from tests.test_service import KEY
 
 
 async def test_a_final_answer_whose_stream_ends_early_is_continued(

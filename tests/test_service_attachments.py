@@ -6,48 +6,19 @@ of repeating it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from core.attachments import DocumentText, Image, TurnInput, document_block
 from core.errors import ModelError
-from core.llm import OpenAICompleter
 from core.models import Role, Status
 from core.outcomes import Notice
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer, image_parts, text_of
-from tests.test_service import KEY, Clock, make_service, messages_of, stored, system_of
+from tests.test_service import KEY, messages_of, stored, system_of
 
 PHOTO = Image("image/jpeg", b"\xff\xd8\xff-a-leaf-with-brown-spots")
 LEAF = TurnInput(words="What is wrong with my ficus?", images=(PHOTO,))
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = await SqliteStore.open(tmp_path / "db.sqlite3")
-    yield store
-    await store.close()
-
-
-@pytest.fixture
-async def service(
-    store: SqliteStore, model_server: FakeModelServer
-) -> AsyncIterator[ConsultationService]:
-    """The service on a real store and the real SDK; no SDK retries (llama.cpp refuses
-    images with a 500, which the SDK would otherwise retry)."""
-    completer = OpenAICompleter(
-        api_key="k", base_url=model_server.base_url, timeout=30, max_retries=0
-    )
-    yield make_service(store, completer, Clock())
-    await completer.close()
-
-
-@pytest.fixture
-def model(model_server: FakeModelServer) -> FakeModelServer:
-    return model_server
 
 
 def user_images(model: FakeModelServer, index: int) -> list[list[dict[str, object]]]:

@@ -9,23 +9,19 @@ already answered is refused (the slower turn raises `TurnSuperseded`, storing no
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import cast
 
 import pytest
 
 from core.errors import TurnSuperseded
-from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.models import Consultation, Role
 from core.outcomes import Notice
 from core.ports import ConsultationStore
-from core.prompts import PromptLibrary
-from core.requests import EngineConfig
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
+from tests.service_harness import make_service
 
 KEY = "tg:77"
 GUARD = 20  # seconds; only a broken service ever waits this long
@@ -49,27 +45,9 @@ class PausingStore:
         await self._inner.create(consultation)
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "shared.sqlite3")
-    yield opened
-    await opened.close()
-
-
-@pytest.fixture
-async def completer(model_server: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
-    client = OpenAICompleter(
-        api_key="test", base_url=model_server.base_url, timeout=GUARD, max_retries=0
-    )
-    yield client
-    await client.close()
-
-
 def worker(store: ConsultationStore, completer: OpenAICompleter) -> ConsultationService:
     """One worker: its own in-process locks, the shared store and model."""
-    return ConsultationService(
-        store, completer, PromptLibrary(), EngineConfig(model="m"), locks=KeyedLock()
-    )
+    return make_service(store, completer)
 
 
 async def history(store: SqliteStore) -> list[tuple[Role, str]]:

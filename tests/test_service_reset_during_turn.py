@@ -5,43 +5,17 @@ behind it, the stopped turn stores no reply, and other chats are left alone."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from core.errors import TurnCancelled
-from core.keyed_lock import KeyedLock
-from core.llm import OpenAICompleter
 from core.models import Role, Status
 from core.outcomes import Reply
-from core.prompts import PromptLibrary
-from core.requests import EngineConfig
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 
 GUARD = 20  # seconds; only a broken reset ever gets near it
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = await SqliteStore.open(tmp_path / "consultations.sqlite3")
-    yield store
-    await store.close()
-
-
-@pytest.fixture
-async def service(
-    store: SqliteStore, model_server: FakeModelServer
-) -> AsyncIterator[ConsultationService]:
-    completer = OpenAICompleter(
-        api_key="test", base_url=model_server.base_url, timeout=10, max_retries=0
-    )
-    yield ConsultationService(
-        store, completer, PromptLibrary(), EngineConfig(model="m"), locks=KeyedLock()
-    )
-    await completer.close()
 
 
 async def streaming_turn(

@@ -11,53 +11,20 @@ talking to the fake model server; the model's request count says whether it was 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import cast
 
 import pytest
 
 from core.errors import ModelError, TurnAlreadyHandled, TurnSuperseded
-from core.keyed_lock import KeyedLock
 from core.llm import OpenAICompleter
 from core.models import Consultation, Role, TurnRecord
 from core.ports import ConsultationStore
-from core.prompts import PromptLibrary
-from core.requests import EngineConfig
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
+from tests.service_harness import make_service
 
 KEY = "tg:42"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite3")
-    yield opened
-    await opened.close()
-
-
-@pytest.fixture
-async def completer(model_server: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
-    """No SDK retries: one scripted error is one failed turn."""
-    client = OpenAICompleter(
-        api_key="test-key", base_url=model_server.base_url, timeout=30, max_retries=0
-    )
-    yield client
-    await client.close()
-
-
-def make_service(
-    store: ConsultationStore, completer: OpenAICompleter, *, rounds: int = 3
-) -> ConsultationService:
-    config = EngineConfig(model="test-model", default_max_rounds=rounds)
-    return ConsultationService(store, completer, PromptLibrary(), config, locks=KeyedLock())
-
-
-@pytest.fixture
-def service(store: SqliteStore, completer: OpenAICompleter) -> ConsultationService:
-    return make_service(store, completer)
 
 
 async def history(store: SqliteStore) -> list[tuple[Role, str, str | None]]:
@@ -104,7 +71,7 @@ async def test_an_answered_turn_handled_again_is_replayed_without_the_model(
 async def test_a_replayed_final_answer_is_final_and_complete(
     store: SqliteStore, completer: OpenAICompleter, model_server: FakeModelServer
 ) -> None:
-    service = make_service(store, completer, rounds=1)
+    service = make_service(store, completer, default_max_rounds=1)
     model_server.enqueue("Use PostgreSQL.")
     first = await service.ask(KEY, "Pick a database", turn_id="tg:1")
     again = await service.ask(KEY, "Pick a database", turn_id="tg:1")
@@ -128,7 +95,7 @@ async def test_a_replay_of_an_earlier_round_reads_as_that_round(
 ) -> None:
     """A reply the consultation went on from was a question round, not the answer, even
     once the consultation is complete."""
-    service = make_service(store, completer, rounds=2)
+    service = make_service(store, completer, default_max_rounds=2)
     model_server.enqueue("Which workload?")
     model_server.enqueue("Use PostgreSQL.")
     await service.ask(KEY, "Pick a database", turn_id="tg:1")

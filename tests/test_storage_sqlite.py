@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiosqlite
@@ -25,14 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
+    """The store's file (tests/conftest.py `store`), in a folder that does not exist yet."""
     return tmp_path / "nested" / "bot.db"
-
-
-@pytest.fixture
-async def store(db_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(db_path)
-    yield opened
-    await opened.close()
 
 
 async def test_store_satisfies_the_port(store: SqliteStore) -> None:

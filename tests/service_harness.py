@@ -1,0 +1,48 @@
+"""The consultation service as tests build it: the real engine, a store and a completer
+they pass, a clock they can move.
+
+The `store`, `completer`, `service` and `engine` fixtures (tests/conftest.py) build it on a
+real SQLite file and the real openai SDK talking HTTP to the fake model server; a test that
+needs another shape (another store, several services, a scripted model) calls
+`make_service` itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from core.keyed_lock import KeyedLock
+from core.ports import Completer, ConsultationStore
+from core.prompts import PromptLibrary
+from core.requests import EngineConfig
+from core.service import ConsultationService
+
+MODEL = "test-model"
+
+
+class Clock:
+    """A clock that stands still until a test moves `now`."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_service(
+    store: ConsultationStore,
+    completer: Completer,
+    clock: Callable[[], float] = time.time,
+    **config: object,
+) -> ConsultationService:
+    """A service with its own `KeyedLock`; `config` overrides `EngineConfig` fields."""
+    engine = EngineConfig(**{"model": MODEL, **config})  # type: ignore[arg-type]
+    return ConsultationService(
+        store, completer, PromptLibrary(), engine, locks=KeyedLock(), clock=clock
+    )
+
+
+Engine = Callable[..., ConsultationService]
+"""Builds a service on the test's store and completer with `EngineConfig` overrides."""
