@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, TypeVar
 from app.models import ModelClients
 from app.settings import Settings
 from app.startup import StartupError
-from app.stores import Store, open_store
+from app.stores import open_store
 from core.keyed_lock import KeyedLock
 from core.llm import ModelEndpoint, OpenAICompleter
 from core.ports import ChatLocks
@@ -54,6 +54,7 @@ from telemetry.supervision import LoopRegistry, Pace, supervise
 if TYPE_CHECKING:  # PostgreSQL's modules and asyncpg load only with DATABASE_URL
     import asyncpg
 
+    from app.stores import Store
     from storage.postgres.coordination.inbox import PostgresInbox
     from storage.postgres.coordination.locks import PostgresChatLocks
 

@@ -20,13 +20,10 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from aiohttp import web
 from telegram import Update
 from telegram.error import InvalidToken, NetworkError, TelegramError, TimedOut
 from telegram.ext import Application
 
-from api.app import start_web_server
-from api.webhook import UpdateSink
 from app.runtime import Runtime, check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import StartupError, cannot_listen, stop_on_signals
@@ -43,7 +40,11 @@ from bot.polling import PollingLeader
 from bot.shared import IN_MEMORY, SharedState
 from bot.undelivered import StoredUndelivered
 
-if TYPE_CHECKING:  # PostgreSQL's modules and asyncpg load only with DATABASE_URL
+if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on, PostgreSQL's
+    # modules and asyncpg only with DATABASE_URL
+    from aiohttp import web
+
+    from api.webhook import UpdateSink
     from storage.postgres.coordination.locks import PostgresLeadership
 
 log = logging.getLogger(__name__)
@@ -232,6 +233,8 @@ async def start_web(
 ) -> web.AppRunner:
     """The aiohttp server for the HTTP API, the webhook (into `update_sink` when given),
     health and metrics."""
+    from api.app import start_web_server
+
     config = settings.api_config()
     try:
         return await start_web_server(

@@ -7,21 +7,22 @@ knows the storage implementations, so another store is added here and nowhere el
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from api.app import ApiStore
 from app.settings import Settings
 from app.startup import StartupError
 from core.ports import ConsultationStore
 from storage.shared import DatabaseUnusable
 from storage.sqlite.store import SqliteStore
 
+if TYPE_CHECKING:  # a type only: a bot without the HTTP server never loads it
+    from api.app import ApiStore
 
-class Store(ConsultationStore, ApiStore, Protocol):
-    """The store as a whole process uses it: the engine's port, what the HTTP side needs
-    (health, idempotency keys, seen Telegram updates), and closing it."""
+    class Store(ConsultationStore, ApiStore, Protocol):
+        """The store as a whole process uses it: the engine's port, what the HTTP side
+        needs (health, idempotency keys, seen Telegram updates), and closing it."""
 
-    async def close(self) -> None: ...
+        async def close(self) -> None: ...
 
 
 async def open_store(settings: Settings) -> Store:

@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -24,11 +24,13 @@ from api.server import ApiRunner, ReadTimeouts, read_timeouts
 from api.webhook import TelegramApp
 from app.runtime import BOT_MODEL, open_runtime
 from app.settings import Settings, load_settings
-from app.stores import Store
 from core.deadline import DeadlineCompleter
 from core.service import ConsultationService
 from telemetry.metrics import MeteredCompleter, Metrics
 from telemetry.supervision import LoopRegistry
+
+if TYPE_CHECKING:
+    from app.stores import Store
 
 
 def api_settings(db_path: Path, model_base_url: str, **overrides: Any) -> Settings:

@@ -15,15 +15,18 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiosqlite
 import asyncpg
 
-from app.stores import Store
 from core.models import Consultation, Message, Role
 from storage.postgres.store import PostgresStore
 from storage.sqlite.store import SqliteStore
 from tests.postgres import connect_or_skip, database_url_for_tests, with_search_path
+
+if TYPE_CHECKING:
+    from app.stores import Store
 
 
 @dataclass(frozen=True)

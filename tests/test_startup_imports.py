@@ -4,8 +4,9 @@ A real `consultation-bot run` on SQLite answers a text message and a PDF, stops 
 SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml)
 load in the reader processes only, PostgreSQL's modules and asyncpg only with
 DATABASE_URL, jsonschema with the first output schema, and the evaluator with its libraries
-(rich, PyYAML) and the tests' document builders (python-docx, fpdf2) never: each would
-cost the process memory for as long as it runs.
+(rich, PyYAML) and the tests' document builders (python-docx, fpdf2) never, nor the HTTP
+server without the API or the webhook: each would cost the process memory for as long as
+it runs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ NOT_LOADED = (
     "evaluation",
     "rich",
     "yaml",
+    "api.app",
+    "aiohttp.web",
 )
 """Packages and modules the SQLite bot must not import, whatever it answered."""
 

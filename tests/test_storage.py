@@ -13,13 +13,16 @@ import functools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from app.stores import Store
 from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
 from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
 from tests.store_contract import STORE_KINDS, StoreKind, make
+
+if TYPE_CHECKING:
+    from app.stores import Store
 
 INJECTION = "'); DROP TABLE consultations; -- \" OR 1=1; SELECT * FROM messages WHERE '1'='1"
 
