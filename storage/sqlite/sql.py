@@ -56,6 +56,8 @@ _SELECT_TURN = (
 _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
 # The position is the consultation's `last_seq`, advanced by the UPDATE of its row that comes
 # first in the same transaction; writes never interleave, so it is race-free.
+_NEXT_POSITION = "last_seq = last_seq + 1"
+"""Advances the consultation's `last_seq` to the position of the message appended next."""
 _APPEND_MESSAGE = (
     f"{_INSERT_MESSAGE} SELECT ?, last_seq, ?, ?, ?, ?, ?, ?, ?, ? FROM consultations WHERE id = ?"
 )
@@ -85,7 +87,7 @@ def append_message(
     db: sqlite3.Connection, consultation_id: str, message: Message, **columns: Any
 ) -> None:
     """Append `message` and set `columns` on its consultation."""
-    _update(db, consultation_id, "last_seq = last_seq + 1", **columns)
+    _update(db, consultation_id, _NEXT_POSITION, **columns)
     db.execute(_APPEND_MESSAGE, (consultation_id, *message_values(message), consultation_id))
 
 
@@ -103,7 +105,7 @@ def record_reply(
     The check and the update are one UPDATE inside the write transaction, so two
     writers (two processes) recording the same round cannot both succeed.
     """
-    assignments = ", ".join(["last_seq = last_seq + 1", *(f"{name} = ?" for name in columns)])
+    assignments = ", ".join([_NEXT_POSITION, *(f"{name} = ?" for name in columns)])
     cursor = db.execute(
         f"UPDATE consultations SET {assignments}"
         " WHERE id = ? AND current_round = ? AND status = 'active'",

@@ -19,14 +19,13 @@ from typing import Literal
 
 import asyncpg
 
+from core.rate_window import WINDOW_SECONDS
 from storage.postgres.pool import call
 
 RateTable = Literal["rate_limits", "press_limits"]
 
 RATE_TABLES: tuple[RateTable, ...] = ("rate_limits", "press_limits")
 """Messages and button presses: one budget each, the same columns."""
-
-RATE_WINDOW = 60.0
 
 # $1 user, $2 limit, $3 now, $4 window. The upsert locks the user's row (a first check
 # inserts it; a concurrent one waits on it and then updates the row it made) and counts the
@@ -93,23 +92,25 @@ class PostgresRateLimits:
         now = self._clock()
         row = await call(
             self._pool,
-            lambda c: c.fetchrow(self._count, user_id, self._limit, now, RATE_WINDOW),
+            lambda c: c.fetchrow(self._count, user_id, self._limit, now, WINDOW_SECONDS),
         )
         if row["allowed"]:
             return 0.0
         oldest = now if row["oldest"] is None else row["oldest"]
-        return max(RATE_WINDOW - (now - oldest), 0.001)
+        return max(WINDOW_SECONDS - (now - oldest), 0.001)
 
     async def should_warn(self, user_id: int) -> bool:
         """True at most once per minute per user, whichever worker asks."""
         now = self._clock()
-        value = await call(self._pool, lambda c: c.fetchval(self._warn, user_id, now, RATE_WINDOW))
+        value = await call(
+            self._pool, lambda c: c.fetchval(self._warn, user_id, now, WINDOW_SECONDS)
+        )
         return value is not None
 
     async def forget_idle(self) -> int:
         """Delete the rows of users with no event and no warning in the last window (they
         behave exactly like users never seen); returns how many."""
-        since = self._clock() - RATE_WINDOW
+        since = self._clock() - WINDOW_SECONDS
         status = await call(
             self._pool,
             lambda c: c.execute(
