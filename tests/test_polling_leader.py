@@ -123,6 +123,11 @@ async def test_one_leader_polls_and_another_takes_over_when_it_dies(
         return check
 
     await until(depth_is(3), "three updates queued")
+
+    async def leader_counted_them() -> bool:  # committed is not yet answered to the leader
+        return all(leader.offered[update_id] == 1 for update_id in pushed)
+
+    await until(leader_counted_them, "the leader's sink took all three")
     await leader.kill()
     pushed += [
         bot_api.push_update(bot_api.text_message(801, f"after {n}", user_id=801))["update_id"]
