@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from core.clarifying import ClarifyingRound, Picks
+
 
 class Status(enum.StrEnum):
     ACTIVE = "active"
@@ -55,6 +57,9 @@ class Message:
     # The update a user message came from (`tg:<update_id>`): handling that update a
     # second time finds this turn (`TurnRecord`) instead of storing it again.
     turn_id: str | None = None
+    # An assistant reply asking structured questions: what it asked (its `text` is the
+    # round's text), so an answer by option refers to the stored round.
+    questions: ClarifyingRound | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,7 @@ class Consultation:
     started_by: int | None = None  # the user who opened it (group admin rules)
     options: ModelOptions = field(default_factory=ModelOptions)
     messages: list[Message] = field(default_factory=list)
+    picks: Picks | None = None  # options chosen for the last round's questions, not yet sent
 
     @property
     def open_turn(self) -> list[Message]:
