@@ -173,9 +173,10 @@ class AnswerInvalid(ValueError):
     """An answer naming a question or option the round does not have, or with no text."""
 
 
-def read_round(value: Any) -> ClarifyingRound | None:
+def read_round(value: Any, *, partial: bool = False) -> ClarifyingRound | None:
     """The round in a parsed reply, within the limits (see the module); None when `value`
-    is not shaped like one (not an object, or neither a question nor the ready flag)."""
+    is not shaped like one (not an object, or neither a question nor the ready flag; the
+    start of a reply, `partial`, may hold only its preamble so far)."""
     if not isinstance(value, dict):
         return None
     ready = value.get("ready_for_final") is True
@@ -192,7 +193,7 @@ def read_round(value: Any) -> ClarifyingRound | None:
         questions.append(Question(text, _options(item.get("options"))))
         if len(questions) == MAX_QUESTIONS:
             break
-    if not questions and not ready:
+    if not questions and not ready and not partial:
         return None
     preamble = _clean(value.get("preamble"), MAX_PREAMBLE_CHARS)
     return ClarifyingRound(preamble, tuple(questions), ready)
@@ -228,7 +229,7 @@ def parse_reply(text: str, *, cut_off: bool = False) -> ClarifyingRound | None:
 
 def partial_round(text: str) -> ClarifyingRound | None:
     """The round so far in the start of a streamed reply (the last string may be cut)."""
-    return read_round(_partial(strip_fences(text), "trailing-strings"))
+    return read_round(_partial(strip_fences(text), "trailing-strings"), partial=True)
 
 
 class RoundStream:
