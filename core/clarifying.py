@@ -10,8 +10,8 @@ Invariants:
   provider accepts (all fields required, no additional properties, no length or count
   constraints): the limits are the prompt's and `read_round`'s, never the provider's;
 - the text of a round (`ClarifyingRound.text`) is what the history, the context window
-  and clients without the structured fields see: the preamble, then the numbered
-  questions, never any JSON;
+  and clients without the structured fields see: the preamble, then the questions
+  (numbered when there are several), never any JSON;
 - an answered round is stored as the user's turn in question–answer pairs
   (`answers_text`), so every later round, the final one included, sees which question
   each answer answers;
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import jiter
 from json_repair import repair_json
 
+from core.errors import AnswerInvalid
 from core.json_answer import strip_fences
 
 if TYPE_CHECKING:  # core.ports imports core.models, which imports this module
@@ -85,8 +86,9 @@ class ClarifyingRound:
 
     @property
     def text(self) -> str:
-        """The round as plain text: the preamble, then the numbered questions."""
-        lines = [f"{n}. {q.text}" for n, q in enumerate(self.questions, 1)]
+        """The round as plain text: the preamble, then the questions (numbered when
+        there are several)."""
+        lines = [f"{_number(n, self)}{q.text}" for n, q in enumerate(self.questions, 1)]
         return "\n\n".join(part for part in (self.preamble, "\n".join(lines)) if part)
 
     @property
@@ -167,10 +169,6 @@ class Picks:
         was = any(a.question == question and a.option == option for a in self.answers)
         chosen = () if was else (Answer(question, option, by=by),)
         return Picks(self.round, tuple(sorted(others + chosen, key=lambda a: a.question)))
-
-
-class AnswerInvalid(ValueError):
-    """An answer naming a question or option the round does not have, or with no text."""
 
 
 def read_round(value: Any, *, partial: bool = False) -> ClarifyingRound | None:
@@ -256,8 +254,9 @@ class RoundStream:
 def answers_text(
     round_: ClarifyingRound, answers: Sequence[Answer], typed: str = "", *, author: str | None
 ) -> str:
-    """The user's turn: one `n. <question> — <answer>` line per answered question, in the
-    questions' order (the last answer to a question wins), then what was typed.
+    """The user's turn: one `n. <question> — <answer>` line per answered question (the
+    number only when the round asked several), in the questions' order (the last answer
+    to a question wins), then what was typed.
 
     Raises `AnswerInvalid` for a question or option the round does not have, or an
     answer with neither option nor text.
@@ -273,11 +272,15 @@ def answers_text(
         question = round_.questions[number - 1]
         value = _answer_value(question, answer)
         by = f" ({answer.by})" if answer.by and answer.by != author else ""
-        lines.append(f"{number}. {question.text} — {value}{by}")
+        lines.append(f"{_number(number, round_)}{question.text} — {value}{by}")
     typed = typed.strip()
     if typed:
         lines.append(typed)
     return "\n".join(lines)
+
+
+def _number(number: int, round_: ClarifyingRound) -> str:
+    return f"{number}. " if len(round_.questions) > 1 else ""
 
 
 def _answer_value(question: Question, answer: Answer) -> str:

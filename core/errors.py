@@ -87,6 +87,19 @@ class EmptyMessage(ConsultationError):
     code = "EMPTY_MESSAGE"
 
 
+class AnswerInvalid(ConsultationError):
+    """An answer naming a question or option the round does not have, or with no text."""
+
+    code = "ANSWER_INVALID"
+
+
+class AnswerStale(ConsultationError):
+    """An answer to a round that is not the consultation's current one (an old round, a
+    finished or another consultation, a round that asked nothing): nothing is stored."""
+
+    code = "ANSWER_STALE"
+
+
 class StoreUnavailable(TurnDidNotHappen):
     """The store cannot read or write right now (disk full, I/O error, file gone or read-only).
 

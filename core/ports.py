@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from core.clarifying import Picks
 from core.models import ChatSettings, Consultation, Message, Status, TurnRecord, Usage
 
 OnDelta = Callable[[str], Awaitable[None]]
@@ -125,6 +126,12 @@ class ConsultationStore(Protocol):
         reply followed it; True when one was taken back. A consultation left without
         messages is deleted; when the first message goes, the next user message becomes
         the initial request."""
+        ...
+
+    async def save_picks(self, consultation_id: str, picks: Picks | None) -> None:
+        """Keep the options chosen so far for the questions of the consultation's last
+        round, replacing any kept before (None: clear them). Loaded with the consultation
+        (`Consultation.picks`); `SessionNotFound` for an unknown id."""
         ...
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None: ...
