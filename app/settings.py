@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     llm_total_timeout_seconds: float = Field(default=600.0, gt=0)
     max_answer_chars: int = Field(default=50_000, ge=1000)
     llm_vision: bool = False  # the model accepts images (photos go to it as image parts)
+    # Clarifying rounds as structured replies (questions with tap-to-answer options):
+    # auto falls back to text for an endpoint that cannot (core.clarifying_call).
+    llm_structured_questions: Literal["auto", "on", "off"] = "auto"
+    final_brief: bool = True  # a final answer opens with what it took into account
 
     # Voice, documents and photos
     transcription_model: str = ""  # e.g. whisper-1, gpt-4o-mini-transcribe; empty: voice off
@@ -189,6 +193,8 @@ class Settings(BaseSettings):
             max_answer_chars=self.max_answer_chars,
             initial_request_budget_chars=self.initial_request_budget_chars,
             documents_budget_chars=self.max_document_chars,
+            structured_questions=self.llm_structured_questions,
+            final_brief=self.final_brief,
         )
 
     def model_endpoint(self) -> ModelEndpoint:

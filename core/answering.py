@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from core.attachments import Image
+from core.clarifying import ClarifyingRound
+from core.clarifying_call import QuestionFormat, QuestionMode, ask_round
 from core.collect import CollectedAnswer, collect_answer
 from core.early_finish import MarkerFilter, strip_marker
 from core.errors import ModelError, ModelErrorKind, TurnAlreadyHandled
@@ -30,7 +32,7 @@ from core.outcomes import Notice, Reply, replay_of
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig, answer_max_tokens, build_completion_request
-from core.rounds import Turn, after_reply, is_expired, plan_turn
+from core.rounds import Turn, after_reply, is_expired, plan_turn, ready_turn
 
 
 class Answerer:
@@ -50,6 +52,7 @@ class Answerer:
         self._prompts = prompts
         self._config = config
         self._clock = clock
+        self._format = QuestionFormat(QuestionMode(config.structured_questions))
 
     async def answer(
         self,
@@ -62,17 +65,17 @@ class Answerer:
         images: Sequence[Image] = (),
     ) -> Reply:
         """Answer the consultation's open turn, store the reply and advance the round."""
-        turn = plan_turn(consultation, final_requested=final_requested)
-        request, answer = await self._model_answer(
-            consultation, turn, is_group, on_text, images, notices
+        planned = plan_turn(consultation, final_requested=final_requested)
+        turn, request, answer, asked = await self._model_answer(
+            consultation, planned, is_group, on_text, images, notices
         )
-        text, marked = strip_marker(answer.text)
+        text, marked = (asked.text, False) if asked is not None else strip_marker(answer.text)
         if not text.strip():
             raise ModelError(ModelErrorKind.UNAVAILABLE, "the model returned an empty reply")
         early_finish = marked and not turn.is_final
-        if not answer.complete:
+        if not answer.complete and asked is None:  # a round's questions read are whole
             notices.add(Notice.ANSWER_INCOMPLETE)
-        reply = Message(Role.ASSISTANT, text, self._clock(), usage=answer.usage)
+        reply = Message(Role.ASSISTANT, text, self._clock(), usage=answer.usage, questions=asked)
         planned_from = consultation.current_round
         after_reply(consultation, turn, reply, early_finish=early_finish)
         # Compare-and-set: if another writer answered this round meanwhile, the store
@@ -97,7 +100,9 @@ class Answerer:
             notices=frozenset(notices),
             extras=answer.extras,
             json_valid=answer.json_valid,
-            schema_valid=_schema_valid(answer, request.json_schema),
+            schema_valid=None if asked is not None else _schema_valid(answer, request.json_schema),
+            questions=asked,
+            model_ready=turn.model_ready,
         )
 
     async def answer_again(
@@ -148,21 +153,21 @@ class Answerer:
         on_text: OnText | None,
         images: Sequence[Image],
         notices: set[Notice],
-    ) -> tuple[CompletionRequest, CollectedAnswer]:
+    ) -> _Answered:
         """The model's answer, asked again without the images when it refuses them."""
         try:
-            return await self._collect(consultation, turn, is_group, on_text, images)
+            return await self._reply(consultation, turn, is_group, on_text, images)
         except ModelError as exc:
             if exc.kind is not ModelErrorKind.IMAGES_REJECTED:
                 raise
         # The model reads text only: the same round without the images, told so.
-        collected = await self._collect(
+        answered = await self._reply(
             consultation, turn, is_group, on_text, (), images_not_seen=True
         )
         notices.add(Notice.IMAGES_NOT_SEEN)
-        return collected
+        return answered
 
-    async def _collect(
+    async def _reply(
         self,
         consultation: Consultation,
         turn: Turn,
@@ -171,9 +176,44 @@ class Answerer:
         images: Sequence[Image],
         *,
         images_not_seen: bool = False,
-    ) -> tuple[CompletionRequest, CollectedAnswer]:
-        """One model answer to `turn` (continued when cut off), and the request it was."""
-        request = build_completion_request(
+    ) -> _Answered:
+        """The reply to `turn`: a question round asked as a structured reply while the
+        endpoint gives one (`core.clarifying_call`), else in text; a round whose model
+        said it knew enough goes on to the final answer in the same turn."""
+
+        async def in_text(planned: Turn) -> tuple[CompletionRequest, CollectedAnswer]:
+            return await self._collect(
+                consultation, planned, is_group, on_text, images, images_not_seen
+            )
+
+        if turn.is_final or not self._format.structured:
+            return (turn, *await in_text(turn), None)
+        request = self._request(consultation, turn, is_group, images, images_not_seen, True)
+        asked = await ask_round(self._completer, request, continuation_prompt="", on_text=on_text)
+        if asked.round is not None and asked.answer is not None:
+            if asked.round.questions and not asked.round.ready_for_final:
+                return turn, request, asked.answer, asked.round
+            ready = ready_turn(turn)
+            final_request, final = await in_text(ready)
+            final.usage = asked.answer.usage + final.usage
+            return ready, final_request, final, None
+        self._format.check(asked)
+        text_request, answer = await in_text(turn)
+        self._format.remember(asked)
+        if asked.answer is not None:
+            answer.usage = asked.answer.usage + answer.usage
+        return turn, text_request, answer, None
+
+    def _request(
+        self,
+        consultation: Consultation,
+        turn: Turn,
+        is_group: bool,
+        images: Sequence[Image],
+        images_not_seen: bool,
+        structured: bool = False,
+    ) -> CompletionRequest:
+        return build_completion_request(
             consultation,
             turn,
             is_group=is_group,
@@ -181,7 +221,20 @@ class Answerer:
             config=self._config,
             images=images,
             images_not_seen=images_not_seen,
+            structured=structured,
         )
+
+    async def _collect(
+        self,
+        consultation: Consultation,
+        turn: Turn,
+        is_group: bool,
+        on_text: OnText | None,
+        images: Sequence[Image],
+        images_not_seen: bool = False,
+    ) -> tuple[CompletionRequest, CollectedAnswer]:
+        """One text answer to `turn` (continued when cut off), and the request it was."""
+        request = self._request(consultation, turn, is_group, images, images_not_seen)
         shown = MarkerFilter(on_text) if on_text is not None else None
         answer = await collect_answer(
             self._completer,
@@ -196,6 +249,11 @@ class Answerer:
             follow_up_max_tokens=answer_max_tokens(consultation, self._config),
         )
         return request, answer
+
+
+_Answered = tuple[Turn, CompletionRequest, CollectedAnswer, ClarifyingRound | None]
+"""The turn as answered (a ready round's is final), its request, the answer collected, and
+the round read when the reply asked structured questions."""
 
 
 def _schema_valid(answer: CollectedAnswer, schema: dict[str, Any] | None) -> bool | None:

@@ -245,7 +245,12 @@ class RoundStream:
             return
         self._parsed_at = len(text)
         found = partial_round(text)
-        shown = "" if found is None else found.text
+        if found is not None:
+            await self.flush(found)
+
+    async def flush(self, found: ClarifyingRound) -> None:
+        """Show `found` (the round read so far, or the whole reply's) if it shows more."""
+        shown = found.text
         if shown and shown != self._shown:
             self._shown = shown
             await self._on_text(shown)

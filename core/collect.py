@@ -119,7 +119,7 @@ async def collect_answer(
             clock=clock,
         )
     answer.complete = answer.error is None and answer.finish_reason not in _INCOMPLETE_REASONS
-    if request.json_mode:
+    if request.json_mode and not request.schema_required:  # a required one: its caller's
         answer.text, answer.json_value, answer.json_valid, answer.json_repaired = parse_json_answer(
             answer.text
         )

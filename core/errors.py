@@ -19,10 +19,18 @@ class ModelErrorKind(enum.StrEnum):
     # A request with images refused by a model that takes text only. The service asks
     # again without them (`Notice.IMAGES_NOT_SEEN`), so this kind never reaches an edge.
     IMAGES_REJECTED = "images_rejected"
+    # A request with a structured-output schema the server refuses (`response_format`).
+    # The service asks again in text (`core.question_format`), so it never reaches an edge.
+    FORMAT_REFUSED = "format_refused"
 
 
 NOT_RETRYABLE = frozenset(
-    {ModelErrorKind.CONTEXT_TOO_LONG, ModelErrorKind.MISCONFIGURED, ModelErrorKind.IMAGES_REJECTED}
+    {
+        ModelErrorKind.CONTEXT_TOO_LONG,
+        ModelErrorKind.MISCONFIGURED,
+        ModelErrorKind.IMAGES_REJECTED,
+        ModelErrorKind.FORMAT_REFUSED,
+    }
 )
 """Kinds the same request will meet again: users are told what helps instead of a retry."""
 

@@ -59,9 +59,6 @@ the bot parses (or a buffer full of small chunks) must not starve other chats.""
 CHECK_SECONDS = 3.0
 """How long the start-up check of the model endpoint may take, at most."""
 
-SCHEMA_NAME = "answer"
-"""The `json_schema.name` sent with an output schema (providers require one)."""
-
 _JSON_FORMAT = {"type": "json_object"}
 _STREAM_OPTIONS = {"include_usage": True}
 _CHUNKS = AsyncStream[object]  # the SDK's stream, its chunks left as decoded JSON
@@ -156,9 +153,11 @@ class OpenAICompleter:
                 body["response_format"] = {
                     "type": "json_schema",
                     "json_schema": {
-                        "name": SCHEMA_NAME,
+                        "name": request.schema_name,
                         "schema": request.json_schema,
-                        "strict": False,  # any schema the client sent, not OpenAI's subset
+                        # A client's schema may use any keyword, not only OpenAI's strict
+                        # subset; a required one is written within that subset.
+                        "strict": request.schema_required,
                     },
                 }
         return body
@@ -172,8 +171,12 @@ class OpenAICompleter:
         or a hang-up before any answer (llama-cpp-python's server) — is made again with
         `json_object`; when that one succeeds, the server is known to lack json_schema
         and later calls skip it. (When it fails too, the server is down, not refusing.)
+        A call whose schema is required (`schema_required`) is not made again: it fails
+        with FORMAT_REFUSED, at once when the server is known to lack json_schema.
         """
         schema = request.json_mode and request.json_schema is not None
+        if schema and request.schema_required and self._schema_refused:
+            raise ModelError(ModelErrorKind.FORMAT_REFUSED, "the server lacks json_schema")
         if not schema or self._schema_refused:
             return await self._complete(request, on_delta, schema=False)
         streamed = False
@@ -189,6 +192,8 @@ class OpenAICompleter:
         except openai.APIError as exc:
             if streamed or not _schema_refused(exc):
                 raise _model_error(exc, images=has_images(request)) from exc
+            if request.schema_required:
+                raise ModelError(ModelErrorKind.FORMAT_REFUSED, exc.message) from exc
         completion = await self._complete(request, on_delta, schema=False)
         self._schema_refused = True
         return completion

@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.clarifying import ClarifyingRound
 from core.models import Status, TurnRecord, Usage
 from core.sources import Source, extract_sources
 
@@ -39,6 +40,12 @@ class Reply:
     # Handed back from the store for a turn handled a second time (`replay_of`): the
     # model was not called and nothing was stored.
     replayed: bool = False
+    # A question round asked as a structured reply: its questions and their options
+    # (`text` is the round's text). None for a final answer and a round asked in text.
+    questions: ClarifyingRound | None = None
+    # A final answer the model gave because it found it knew enough (no marker, no
+    # request from the user): its structured round said `ready_for_final`.
+    model_ready: bool = False
 
     @property
     def early_finish(self) -> bool:
@@ -80,6 +87,7 @@ def replay_of(record: TurnRecord, *, model: str) -> Reply:
         model=model,
         usage=reply.usage or Usage(),
         replayed=True,
+        questions=reply.questions,
     )
 
 

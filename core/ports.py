@@ -34,6 +34,11 @@ class CompletionRequest:
     extra_body: dict[str, Any] = field(default_factory=dict)
     # With json_mode: the JSON Schema the answer should follow, for servers that enforce one.
     json_schema: dict[str, Any] | None = None
+    schema_name: str = "answer"  # `json_schema.name` (providers require one)
+    # A structured reply the caller cannot do without in JSON alone (a clarifying round):
+    # the schema is sent strict, and a server refusing it fails the call with
+    # FORMAT_REFUSED instead of being asked for any JSON object.
+    schema_required: bool = False
 
 
 @dataclass(frozen=True, slots=True)

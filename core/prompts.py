@@ -34,6 +34,7 @@ from pystache.parsed import ParsedTemplate
 from pystache.parser import ParsingError
 
 from core.attachments import document_names, without_document_bodies
+from core.clarifying import MAX_OPTION_CHARS, MAX_OPTIONS, MAX_QUESTIONS
 from core.context import Omissions
 from core.early_finish import EARLY_FINISH_MARKER
 from core.excerpt import split_excerpt
@@ -48,12 +49,24 @@ ROLES_SUBDIR = "roles"
 # Every template the engine uses, with the variables it is rendered with. check()
 # renders each with exactly these, so an operator template naming anything else
 # fails at start-up rather than in the middle of a consultation.
-_SYSTEM_VARS = ("round", "max_rounds", "remaining", "initial_request", "marker")
+_SYSTEM_VARS = (
+    "round",
+    "max_rounds",
+    "remaining",
+    "initial_request",
+    "marker",
+    "max_questions",
+    "max_options",
+    "max_option_chars",
+)
 TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "system_base": _SYSTEM_VARS,
     "round_context": _SYSTEM_VARS,
+    "round_questions": _SYSTEM_VARS,
     "early_finish": _SYSTEM_VARS,
     "final_round": _SYSTEM_VARS,
+    "final_ready": _SYSTEM_VARS,
+    "final_brief": (),
     "final_requested": (*_SYSTEM_VARS, "language"),
     "user_request": _SYSTEM_VARS,
     "group_context": _SYSTEM_VARS,
@@ -73,6 +86,9 @@ _SAMPLE_VALUES: Mapping[str, Any] = {
     "remaining": 1,
     "initial_request": 'Sample "request" {{x}}',
     "marker": EARLY_FINISH_MARKER,
+    "max_questions": MAX_QUESTIONS,
+    "max_options": MAX_OPTIONS,
+    "max_option_chars": MAX_OPTION_CHARS,
     "language": "Russian",
     "schema": '{"type": "object"}',
     "omitted": 4,
@@ -214,6 +230,9 @@ class PromptContext:
     json_schema: str | None = None
     request_budget_chars: int = 6000  # how much of `initial_request` is repeated verbatim
     language: str | None = None  # the name of the language the user writes in, when known
+    structured: bool = False  # a question round asked as a JSON `core.clarifying` round
+    model_ready: bool = False  # the final answer the model chose to give in this round
+    brief: bool = False  # a final text answer opens with what it took into account
 
 
 def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
@@ -224,8 +243,11 @@ def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
     it there in every round), and repeating it here would cost its length again.
 
     A reply is final when `is_final` or `final_requested`; the "asked for it now"
-    wording is used only when that happens before the last round. The early-finish
-    instruction is offered only in a non-final round with rounds still to come.
+    wording is used only when that happens before the last round, the "you decided"
+    one when the model said it knew enough (`model_ready`). A final answer in text opens
+    with its brief when `brief`. A question round is asked as a structured reply when
+    `structured` (its JSON's ready flag replaces the early-finish marker); in text, the
+    early-finish instruction is offered only with rounds still to come.
     """
     shown_round = min(ctx.round, ctx.max_rounds) if ctx.max_rounds > 0 else ctx.round
     values: dict[str, Any] = {
@@ -236,6 +258,9 @@ def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
             library, without_document_bodies(ctx.initial_request), ctx.request_budget_chars
         ),
         "marker": EARLY_FINISH_MARKER,
+        "max_questions": MAX_QUESTIONS,
+        "max_options": MAX_OPTIONS,
+        "max_option_chars": MAX_OPTION_CHARS,
         "language": ctx.language,
     }
     custom = (ctx.custom_system_prompt or "").strip()
@@ -249,9 +274,14 @@ def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
         parts.append(library.render("json_output", schema=ctx.json_schema or None))
     if ctx.is_final or ctx.final_requested:
         early = ctx.final_requested and ctx.round < ctx.max_rounds
-        parts.append(library.render("final_requested" if early else "final_round", **values))
+        final = "final_ready" if ctx.model_ready else "final_requested" if early else "final_round"
+        parts.append(library.render(final, **values))
         if document_names(ctx.initial_request):
             parts.append(library.render("request_documents"))
+        if ctx.brief and not ctx.json_mode:
+            parts.append(library.render("final_brief"))
+    elif ctx.structured:
+        parts.append(library.render("round_questions", **values))
     else:
         parts.append(library.render("round_context", **values))
         if ctx.round < ctx.max_rounds:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.attachments import Image
+from core.clarifying import ROUND_SCHEMA, SCHEMA_NAME
 from core.context import SEPARATOR, build_model_messages
 from core.final_now import user_language
 from core.json_answer import schema_object
@@ -49,6 +50,8 @@ class EngineConfig:
     initial_request_budget_chars: int = 6000
     # The original request's documents, on top of the history budget (`core.context`).
     documents_budget_chars: int = 30_000
+    structured_questions: str = "auto"  # `core.clarifying_call.QuestionMode`
+    final_brief: bool = True  # a final text answer opens with what it took into account
 
 
 def build_completion_request(
@@ -60,11 +63,15 @@ def build_completion_request(
     config: EngineConfig,
     images: Sequence[Image] = (),
     images_not_seen: bool = False,
+    structured: bool = False,
 ) -> CompletionRequest:
     """The request for `turn`; `images` go with its last user message, and
-    `images_not_seen` tells the model that the user sent images it could not take."""
+    `images_not_seen` tells the model that the user sent images it could not take.
+    `structured` asks a question round for a `core.clarifying` round (JSON, its schema
+    required); a final answer is always asked in text (or the session's JSON)."""
     options = consultation.options
-    # JSON output is for the answer; clarifying questions stay plain text.
+    structured = structured and not turn.is_final
+    # A session's JSON output is for the answer, never for its questions.
     json_mode = options.output_format == "json" and turn.is_final
     context = PromptContext(
         round=turn.round,
@@ -81,6 +88,9 @@ def build_completion_request(
         language=language_name(user_language(consultation, prompts))
         if turn.final_requested
         else None,
+        structured=structured,
+        model_ready=turn.model_ready,
+        brief=config.final_brief,
     )
     system_prompt = build_system_prompt(prompts, context)
     if images_not_seen:
@@ -99,6 +109,17 @@ def build_completion_request(
     extra_body = {}
     if options.disable_search is not None:
         extra_body["disable_search"] = options.disable_search
+    if structured:
+        return CompletionRequest(
+            messages=messages,
+            model=options.model or config.model,
+            max_tokens=structured_max_tokens(consultation, config),
+            json_mode=True,
+            extra_body=extra_body,
+            json_schema=ROUND_SCHEMA,
+            schema_name=SCHEMA_NAME,
+            schema_required=True,
+        )
     return CompletionRequest(
         messages=messages,
         model=options.model or config.model,
@@ -121,6 +142,14 @@ def with_images(message: dict[str, Any], images: Sequence[Image]) -> dict[str, A
 def answer_max_tokens(consultation: Consultation, config: EngineConfig) -> int | None:
     """The final answer's budget per call: the session's `maxTokens`, else the deployment's."""
     return consultation.options.max_tokens or config.max_tokens
+
+
+def structured_max_tokens(consultation: Consultation, config: EngineConfig) -> int | None:
+    """A structured round's budget: twice a text round's, for the JSON around the same
+    words (never more than the session's `maxTokens`)."""
+    budget = config.question_max_tokens
+    budgets = [b for b in (budget and 2 * budget, consultation.options.max_tokens) if b]
+    return min(budgets) if budgets else None
 
 
 def question_max_tokens(consultation: Consultation, config: EngineConfig) -> int | None:

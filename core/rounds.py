@@ -22,6 +22,7 @@ class Turn:
     max_rounds: int
     is_final: bool
     final_requested: bool  # the user asked for the answer before the last round
+    model_ready: bool = False  # the model found it knew enough: its final answer now
 
     @property
     def rounds_left(self) -> int:
@@ -38,6 +39,11 @@ def plan_turn(consultation: Consultation, *, final_requested: bool = False) -> T
         is_final=reached_limit or final_requested,
         final_requested=final_requested and not reached_limit,
     )
+
+
+def ready_turn(turn: Turn) -> Turn:
+    """`turn` answered with the final answer because the model said it knew enough."""
+    return Turn(turn.round, turn.max_rounds, is_final=True, final_requested=False, model_ready=True)
 
 
 def is_expired(consultation: Consultation, *, now: float, ttl_seconds: float) -> bool:

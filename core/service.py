@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 
 from core.answering import Answerer
 from core.attachments import Image
+from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import InvalidMaxRounds, NoActiveConsultation, NothingToRetry, UnknownRole
 from core.final_now import request_text, user_language
 from core.models import ChatSettings, Status
@@ -31,6 +32,7 @@ from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary, RoleInfo
 from core.requests import EngineConfig
+from core.round_answers import RoundRef, picked, round_for, turn_text
 from core.rounds import has_open_turn, is_expired, validate_max_rounds
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
@@ -88,14 +90,21 @@ class ConsultationService:
         on_text: OnText | None = None,
         turn_id: str | None = None,
         images: Sequence[Image] = (),
+        answers: Sequence[Answer] = (),
+        ref: RoundRef | None = None,
     ) -> Reply:
         """Advance the chat's consultation with a user message (starting one if needed).
 
         `text` is the turn as stored (`TurnInput.stored_text`); `images` reach the model in
         this round's request only. `turn_id` names the update the message came from;
         handled again, that update does not make a second turn (see `Answerer.answer_again`).
+
+        After a structured round the turn is the answers (`core.round_answers.turn_text`):
+        the options picked so far, `answers`, then `text` (which may then be empty). `ref`
+        names the round a press answers: another one is `AnswerStale`, nothing stored.
         """
-        text = require_text(text)
+        if not answers and ref is None:
+            text = require_text(text)  # refused before waiting for the chat
         async with self._turn(chat_key):
             found, active = await self._store.load_turn(chat_key, turn_id)
             if found is not None:
@@ -104,6 +113,8 @@ class ConsultationService:
                 )
             now = self._clock()
             consultation, notices = await self._user_turns.vetted(chat_key, active, now)
+            text, picks_used = turn_text(consultation, text, answers, author=author, ref=ref)
+            text = require_text(text)
             if consultation is None:
                 consultation, started = await self._user_turns.start(
                     chat_key, text, author, author_id, now, turn_id
@@ -112,6 +123,8 @@ class ConsultationService:
                     notices.add(Notice.STARTED)
             else:
                 await self._user_turns.add_message(consultation, text, author, now, turn_id)
+                if picks_used:
+                    await self._user_turns.clear_picks(consultation)
             return await self._answerer.answer(
                 consultation, is_group=is_group, on_text=on_text, notices=notices, images=images
             )
@@ -157,6 +170,20 @@ class ConsultationService:
                 notices=notices,
                 final_requested=True,
             )
+
+    async def pick(
+        self, chat_key: str, ref: RoundRef, question: int, option: int, *, by: str | None = None
+    ) -> tuple[ClarifyingRound, Picks]:
+        """Choose option `option` of `question` for the round `ref` names, or unchoose it
+        (`core.round_answers.picked`); the round and the picks now kept. Sent with the
+        chat's next turn. `AnswerStale` or `AnswerInvalid` change nothing."""
+        async with self._locks.hold(chat_key):
+            consultation, _ = await self._user_turns.active_or_none(chat_key, self._clock())
+            found = round_for(consultation, ref)
+            assert consultation is not None  # round_for raised otherwise
+            picks = picked(consultation, ref, question, option, by)
+            await self._store.save_picks(consultation.id, picks)
+            return found, picks
 
     async def retry(
         self, chat_key: str, *, is_group: bool = False, on_text: OnText | None = None

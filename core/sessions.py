@@ -21,11 +21,13 @@ from contextlib import AbstractAsyncContextManager
 
 from core.answering import Answerer
 from core.attachments import Image
+from core.clarifying import Answer
 from core.errors import DialogCompleted, InvalidMaxRounds, SessionNotFound
 from core.models import Consultation, Message, ModelOptions, Role, Status, TurnRecord
 from core.outcomes import Reply
 from core.ports import ChatLocks, ConsultationStore, OnText
 from core.requests import EngineConfig
+from core.round_answers import turn_text
 from core.rounds import is_expired
 from core.user_turns import UserTurns, require_text
 
@@ -80,12 +82,16 @@ class ApiSessions:
         on_text: OnText | None = None,
         images: Sequence[Image] = (),
         turn_id: str | None = None,
+        answers: Sequence[Answer] = (),
     ) -> Reply:
         """Answer the next round of an API session (`images`: this round's, as in `ask`).
 
-        A message already stored with `turn_id` is not stored again: its stored reply is
-        replayed, or its open turn answered (`Answerer.answer_again`)."""
-        text = require_text(text)
+        `answers` answer the session's last structured round, before `text`, as the
+        turn's question–answer pairs (`core.round_answers.turn_text`; `text` may then
+        be empty). A message already stored with `turn_id` is not stored again: its stored
+        reply is replayed, or its open turn answered (`Answerer.answer_again`)."""
+        if not answers:
+            text = require_text(text)
         async with self._turn(API_KEY_PREFIX + session_id):
             found = await self._find_turn(session_id, turn_id)
             if found is not None:
@@ -93,6 +99,8 @@ class ApiSessions:
                     found, is_group=False, on_text=on_text, images=images
                 )
             consultation = await self._usable_session(session_id)
+            text, _ = turn_text(consultation, text, answers, author=None)
+            text = require_text(text)
             await self._user_turns.add_message(consultation, text, None, self._clock(), turn_id)
             return await self._answerer.answer(
                 consultation, is_group=False, on_text=on_text, notices=set(), images=images

@@ -104,6 +104,11 @@ class UserTurns:
         await self._store.add_message(consultation.id, message, last_activity_at=now)
         append_user_message(consultation, message)
 
+    async def clear_picks(self, consultation: Consultation) -> None:
+        """Forget the picks a stored turn carried, so no later turn repeats them."""
+        await self._store.save_picks(consultation.id, None)
+        consultation.picks = None
+
     async def _create(
         self,
         chat_key: str,

@@ -43,6 +43,7 @@ def api_settings(db_path: Path, model_base_url: str, **overrides: Any) -> Settin
         "llm_max_retries": 0,
         "llm_timeout_seconds": 10,
         "api_enabled": True,
+        "llm_structured_questions": "off",  # structured rounds have tests of their own
         "_env_file": None,
     }
     values.update(overrides)

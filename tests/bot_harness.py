@@ -47,6 +47,7 @@ def bot_settings(
         "llm_max_retries": 1,
         "llm_timeout_seconds": 10,
         "user_rate_limit_per_minute": 0,
+        "llm_structured_questions": "off",  # structured rounds have tests of their own
         "_env_file": None,
     }
     values.update(overrides)

@@ -37,8 +37,13 @@ def make_service(
     clock: Callable[[], float] = time.time,
     **config: object,
 ) -> ConsultationService:
-    """A service with its own `KeyedLock`; `config` overrides `EngineConfig` fields."""
-    engine = EngineConfig(**{"model": MODEL, **config})  # type: ignore[arg-type]
+    """A service with its own `KeyedLock`; `config` overrides `EngineConfig` fields.
+
+    Rounds are asked in text unless a test asks for `structured_questions` ("auto",
+    "on"): most tests script text replies; structured rounds have tests of their own.
+    """
+    fields = {"model": MODEL, "structured_questions": "off", **config}
+    engine = EngineConfig(**fields)  # type: ignore[arg-type]
     return ConsultationService(
         store, completer, PromptLibrary(), engine, locks=KeyedLock(), clock=clock
     )

@@ -23,6 +23,7 @@ def console_env(tmp_path: Path, model: FakeModelServer) -> dict[str, str]:
         "LLM_MAX_RETRIES": "0",
         "DB_PATH": str(tmp_path / "console.sqlite3"),
         "LOG_LEVEL": "WARNING",
+        "LLM_STRUCTURED_QUESTIONS": "off",  # structured rounds have tests of their own
     }
 
 

@@ -55,6 +55,7 @@ async def test_round_three_request_carries_everything(
             role="expert",
             custom_system_prompt=None,
             is_group=False,
+            brief=True,
         ),
     )
     assert sent["messages"] == [
@@ -67,6 +68,7 @@ async def test_round_three_request_carries_everything(
     ]
     assert "last round of the consultation (round 3 of 3)" in expected_system
     assert f"\n> {REQUEST}\n" in expected_system
+    assert "What I took into account" in expected_system
     assert sent["model"] == "sonar" and sent["max_tokens"] == 800 and sent["stream"] is True
 
 

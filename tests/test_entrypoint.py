@@ -43,6 +43,7 @@ def fakes_env(
         "OPENAI_BASE_URL": model_server.base_url,
         "LLM_MODEL": "test-model",
         "LLM_MAX_RETRIES": "0",
+        "LLM_STRUCTURED_QUESTIONS": "off",  # structured rounds have tests of their own
     }
     return clean_env(home, **(fakes | values))
 

@@ -27,7 +27,16 @@ def library() -> PromptLibrary:
     return PromptLibrary()
 
 
-SYSTEM_VALUES = {"round": 1, "max_rounds": 3, "remaining": 2, "initial_request": "", "marker": ""}
+SYSTEM_VALUES = {
+    "round": 1,
+    "max_rounds": 3,
+    "remaining": 2,
+    "initial_request": "",
+    "marker": "",
+    "max_questions": 4,
+    "max_options": 5,
+    "max_option_chars": 40,
+}
 
 
 def make_ctx(**changes: object) -> PromptContext:

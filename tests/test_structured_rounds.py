@@ -1,0 +1,335 @@
+"""Clarifying rounds asked as structured replies, through the real openai SDK and the fake
+model server: the request, the round read, the model deciding it knows enough, and every
+way an endpoint can fail to give one (refusing it, prose, broken or cut-off JSON)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+
+from core.clarifying import SCHEMA_NAME, Answer, ClarifyingRound, Question
+from core.clarifying_call import MAX_ROUND_CHARS
+from core.errors import AnswerInvalid, AnswerStale, ModelError, ModelErrorKind
+from core.models import Role
+from core.round_answers import RoundRef
+from core.service import ConsultationService
+from storage.sqlite.store import SqliteStore
+from tests.fakes.model_server import FakeModelServer
+from tests.service_harness import Engine
+
+KEY = "tg:1"
+REFUSAL = (
+    "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."
+)
+
+
+def round_json(
+    preamble: str = "Got it.",
+    questions: list[tuple[str, list[str]]] | None = None,
+    ready: bool = False,
+) -> str:
+    asked = questions if questions is not None else [("What is your budget?", ["< 500", "500+"])]
+    return json.dumps(
+        {
+            "preamble": preamble,
+            "questions": [{"text": text, "options": options} for text, options in asked],
+            "ready_for_final": ready,
+        }
+    )
+
+
+def system_of(body: dict[str, Any]) -> str:
+    return str(body["messages"][0]["content"])
+
+
+def format_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    return body.get("response_format")
+
+
+@pytest.fixture
+def structured(engine: Engine) -> ConsultationService:
+    return engine(structured_questions="auto")
+
+
+async def test_a_question_round_asks_for_a_strict_clarifying_round_and_reads_it(
+    structured: ConsultationService, model: FakeModelServer, store: SqliteStore
+) -> None:
+    """Round 1 sends the clarifying_round schema (strict) with the structured prompt; the
+    reply's questions and options come back, shown as text, and are stored with it."""
+    model.enqueue(
+        round_json(
+            "I need two facts.",
+            [("What is your budget?", ["< 500", "500–1000"]), ("Which city?", [])],
+        )
+    )
+    reply = await structured.ask(KEY, "Which laptop should I buy?")
+
+    sent = model.requests[0]
+    assert format_of(sent) == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": SCHEMA_NAME,
+            "schema": format_of(sent)["json_schema"]["schema"],  # type: ignore[index]
+            "strict": True,
+        },
+    }
+    assert "ready_for_final" in system_of(sent) and "[[FINAL]]" not in system_of(sent)
+    assert reply.questions == ClarifyingRound(
+        "I need two facts.",
+        (Question("What is your budget?", ("< 500", "500–1000")), Question("Which city?")),
+    )
+    assert reply.text == "I need two facts.\n\n1. What is your budget?\n2. Which city?"
+    assert not reply.is_final and reply.round == 1 and not reply.model_ready
+    stored = await store.load_active(KEY)
+    assert stored is not None
+    assert stored.messages[-1].text == reply.text
+    assert stored.messages[-1].questions == reply.questions
+
+
+async def test_ready_for_final_goes_on_to_the_final_answer_in_the_same_turn(
+    structured: ConsultationService, model: FakeModelServer, store: SqliteStore
+) -> None:
+    """A round saying it is ready is not shown: the same turn asks for the final answer
+    with the "you decided" prompt, and that answer completes the consultation."""
+    model.enqueue(
+        round_json("", [], ready=True),
+        usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    )
+    model.enqueue(
+        "## The answer", usage={"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}
+    )
+    reply = await structured.ask(KEY, "Is 2+2 four?")
+
+    assert len(model.requests) == 2
+    final = model.requests[1]
+    assert format_of(final) is None
+    assert "You have decided that you know enough" in system_of(final)
+    assert "What I took into account" in system_of(final)
+    assert reply.text == "## The answer"
+    assert reply.is_final and reply.is_complete and reply.early_finish and reply.model_ready
+    assert reply.questions is None
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (30, 12)
+    assert await store.load_active(KEY) is None
+
+
+async def test_a_refusal_of_response_format_asks_the_round_in_text_and_is_remembered(
+    structured: ConsultationService,
+    model: FakeModelServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 400 naming response_format: the round is asked again in today's text form (with
+    the early-finish marker), and every later round of the process goes straight to text,
+    logged once at WARNING."""
+    model.enqueue(REFUSAL, status=400)
+    model.enqueue("What is your budget?")
+    with caplog.at_level(logging.WARNING, logger="core.clarifying_call"):
+        reply = await structured.ask(KEY, "Which laptop?")
+        await structured.ask("tg:2", "Which phone?")
+
+    assert reply.text == "What is your budget?" and reply.questions is None
+    assert [format_of(body) is not None for body in model.requests] == [True, False, False]
+    assert "[[FINAL]]" in system_of(model.requests[1])
+    warnings = [r for r in caplog.records if "in text from now on" in r.getMessage()]
+    assert len(warnings) == 1 and "refuses response_format" in warnings[0].getMessage()
+
+
+async def test_prose_instead_of_json_asks_in_text_and_is_remembered(
+    structured: ConsultationService, model: FakeModelServer
+) -> None:
+    """A server that ignores response_format and answers prose: the round is asked again
+    in text, and the endpoint is asked in text from then on; no JSON is ever shown."""
+    model.enqueue("Sure! What is your budget?")
+    model.enqueue("What is your budget, roughly?")
+    shown: list[str] = []
+
+    async def on_text(text: str) -> None:
+        shown.append(text)
+
+    reply = await structured.ask(KEY, "Which laptop?", on_text=on_text)
+    await structured.ask(KEY, "About 800")
+
+    assert reply.text == "What is your budget, roughly?"
+    assert [format_of(body) is not None for body in model.requests] == [True, False, False]
+
+
+async def test_json_that_is_no_round_is_asked_again_in_text_without_marking_the_endpoint(
+    structured: ConsultationService, model: FakeModelServer
+) -> None:
+    """JSON of another shape is asked again in text once, but the next round is asked for
+    a structured reply again (the endpoint can give JSON)."""
+    model.enqueue('{"answer": "hello"}')
+    model.enqueue("What is your budget?")
+    model.enqueue(round_json())
+    await structured.ask(KEY, "Which laptop?")
+    reply = await structured.ask(KEY, "A fast one")
+
+    assert [format_of(body) is not None for body in model.requests] == [True, False, True]
+    assert reply.questions is not None
+
+
+async def test_broken_json_is_repaired_and_json_cut_by_the_token_limit_keeps_whole_questions(
+    structured: ConsultationService, model: FakeModelServer
+) -> None:
+    """A missing closing brace is repaired; a reply cut off mid-question shows only the
+    questions that arrived whole."""
+    model.enqueue(round_json()[:-1])
+    whole = round_json("Two facts.", [("Budget?", ["Low", "High"]), ("Screen size in inches?", [])])
+    model.enqueue(whole[: whole.index("Screen size") + 6], finish_reason="length")
+    repaired = await structured.ask(KEY, "Which laptop?")
+    cut = await structured.ask("tg:2", "Which laptop?")
+
+    assert repaired.questions is not None and repaired.questions.questions[0].options == (
+        "< 500",
+        "500+",
+    )
+    assert cut.questions == ClarifyingRound("Two facts.", (Question("Budget?", ("Low", "High")),))
+    assert cut.text == "Two facts.\n\nBudget?"
+    assert not cut.truncated  # the questions shown are whole
+
+
+async def test_under_on_a_refusal_is_a_configuration_error_and_the_message_stays(
+    engine: Engine, model: FakeModelServer, store: SqliteStore
+) -> None:
+    """LLM_STRUCTURED_QUESTIONS=on with a server refusing the schema: MISCONFIGURED, no
+    text round asked, the message kept as the open turn."""
+    service = engine(structured_questions="on")
+    model.enqueue(REFUSAL, status=400)
+    with pytest.raises(ModelError) as info:
+        await service.ask(KEY, "Which laptop?")
+
+    assert info.value.kind is ModelErrorKind.MISCONFIGURED
+    assert "LLM_STRUCTURED_QUESTIONS" in info.value.detail
+    assert len(model.requests) == 1
+    stored = await store.load_active(KEY)
+    assert stored is not None and [m.role for m in stored.messages] == [Role.USER]
+
+
+async def test_off_never_sends_response_format(engine: Engine, model: FakeModelServer) -> None:
+    """LLM_STRUCTURED_QUESTIONS=off asks every round in text, as before."""
+    service = engine(structured_questions="off")
+    await service.ask(KEY, "Which laptop?")
+
+    assert format_of(model.requests[0]) is None
+    assert "[[FINAL]]" in system_of(model.requests[0])
+
+
+async def test_the_stream_shows_the_preamble_and_questions_never_json(
+    structured: ConsultationService, model: FakeModelServer
+) -> None:
+    """While the round streams in small pieces, what is shown grows as text and never
+    holds a brace or a field name."""
+    model.enqueue(
+        round_json("Let me understand your needs first.", [("Budget?", ["Low"]), ("City?", [])]),
+        chunk_size=3,
+    )
+    shown: list[str] = []
+
+    async def on_text(text: str) -> None:
+        shown.append(text)
+
+    reply = await structured.ask(KEY, "Which laptop?", on_text=on_text)
+
+    assert shown and shown[-1] == reply.text
+    assert all("{" not in text and "preamble" not in text for text in shown)
+    assert any(text.startswith("Let me") and "City?" not in text for text in shown)
+
+
+async def test_an_endless_structured_reply_is_cut_and_costs_bounded_work(
+    structured: ConsultationService, model: FakeModelServer
+) -> None:
+    """A server streaming a preamble that never ends (4-character pieces) is cut at the
+    round's character cap; what is shown is text, and the turn ends."""
+    model.enqueue('{"preamble": "' + "word " * 50_000, chunk_size=4)
+    reply = await structured.ask(KEY, "Which laptop?")
+
+    assert len(reply.text) <= MAX_ROUND_CHARS
+    assert "{" not in reply.text
+
+
+async def test_answers_become_question_answer_pairs_that_the_final_round_sees(
+    engine: Engine, model: FakeModelServer
+) -> None:
+    """Options chosen and a typed answer are stored as `n. question — answer` lines, and the
+    final round's request carries them."""
+    service = engine(structured_questions="auto", default_max_rounds=2)
+    model.enqueue(round_json("Two facts.", [("Budget?", ["Low", "High"]), ("City?", [])]))
+    model.enqueue("## Final")
+    first = await service.ask(KEY, "Which laptop?")
+    final = await service.ask(
+        KEY,
+        "I travel a lot",
+        answers=[Answer(1, option=2), Answer(2, text="Berlin")],
+        ref=RoundRef(first.consultation_id, first.round),
+    )
+
+    assert final.is_final
+    last_user = model.requests[-1]["messages"][-1]
+    assert last_user == {
+        "role": "user",
+        "content": "1. Budget? — High\n2. City? — Berlin\nI travel a lot",
+    }
+
+
+async def test_picks_toggle_and_go_with_the_next_typed_message_once(
+    structured: ConsultationService, model: FakeModelServer, store: SqliteStore
+) -> None:
+    """Picks are kept per round (one option per question, a second press unchooses), go
+    with the next typed message, and are not used again after it."""
+    model.enqueue(
+        round_json("Two facts.", [("Budget?", ["Low", "High"]), ("City?", ["Berlin", "Rome"])])
+    )
+    first = await structured.ask(KEY, "Which laptop?")
+    ref = RoundRef(first.consultation_id.replace("-", ""), first.round)
+    await structured.pick(KEY, ref, 1, 1, by="Ann")
+    await structured.pick(KEY, ref, 2, 2, by="Bob")
+    await structured.pick(KEY, ref, 1, 2, by="Ann")  # another option of question 1
+    _, picks = await structured.pick(KEY, ref, 2, 2, by="Bob")  # unchosen again
+    assert [(a.question, a.option) for a in picks.answers] == [(1, 2)]
+
+    model.enqueue(round_json("One more.", [("Screen?", [])]))
+    await structured.ask(KEY, "and light", author="Ann")
+    assert model.requests[-1]["messages"][-1]["content"] == "1. Budget? — High\nand light"
+    stored = await store.load_active(KEY)
+    assert stored is not None and stored.picks is None
+
+
+async def test_stale_foreign_and_invalid_presses_change_nothing(
+    structured: ConsultationService, model: FakeModelServer, store: SqliteStore
+) -> None:
+    """A press naming another consultation, an older round or a missing option is refused
+    and stores nothing."""
+    model.enqueue(round_json())
+    first = await structured.ask(KEY, "Which laptop?")
+    model.enqueue(round_json("Next.", [("City?", ["Rome"])]))
+    await structured.ask(KEY, "Cheap")
+    before = await store.load_active(KEY)
+
+    with pytest.raises(AnswerStale):
+        await structured.pick(KEY, RoundRef(first.consultation_id, first.round), 1, 1)
+    with pytest.raises(AnswerStale):
+        await structured.pick(KEY, RoundRef("0" * 32, 2), 1, 1)
+    with pytest.raises(AnswerInvalid):
+        await structured.pick(KEY, RoundRef(first.consultation_id, 2), 1, 9)
+    with pytest.raises(AnswerStale):
+        await structured.ask(
+            KEY, "", answers=[Answer(1, 1)], ref=RoundRef(first.consultation_id, 1)
+        )
+    after = await store.load_active(KEY)
+    assert after is not None and before is not None
+    assert len(after.messages) == len(before.messages) and after.picks is None
+
+
+async def test_the_brief_is_asked_for_unless_turned_off_or_the_answer_is_json(
+    engine: Engine, model: FakeModelServer
+) -> None:
+    """FINAL_BRIEF adds the "What I took into account" instruction to a final answer."""
+    on = engine(default_max_rounds=1)
+    off = engine(default_max_rounds=1, final_brief=False)
+    await on.ask("tg:1", "Question")
+    await off.ask("tg:2", "Question")
+
+    assert "What I took into account" in system_of(model.requests[0])
+    assert "What I took into account" not in system_of(model.requests[1])
