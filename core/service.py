@@ -162,7 +162,11 @@ class ConsultationService:
             if not has_open_turn(consultation):
                 language = language or user_language(consultation, self._prompts)
                 request = request_text(self._prompts, language)
+                # Options already picked go with the request: the answer must see them.
+                request, picks_used = turn_text(consultation, request, (), author=author)
                 await self._user_turns.add_message(consultation, request, author, now, turn_id)
+                if picks_used:
+                    await self._user_turns.clear_picks(consultation)
             return await self._answerer.answer(
                 consultation,
                 is_group=is_group,

@@ -333,3 +333,20 @@ async def test_the_brief_is_asked_for_unless_turned_off_or_the_answer_is_json(
 
     assert "What I took into account" in system_of(model.requests[0])
     assert "What I took into account" not in system_of(model.requests[1])
+
+
+async def test_the_final_answer_now_carries_the_options_already_picked(
+    structured: ConsultationService, model: FakeModelServer
+) -> None:
+    """Options tapped and then "final answer now": the request for the answer is stored
+    after the question–answer pairs, so the final answer sees them."""
+    model.enqueue(round_json("Two facts.", [("Budget?", ["Low", "High"]), ("City?", [])]))
+    first = await structured.ask(KEY, "Which laptop?")
+    await structured.pick(KEY, RoundRef(first.consultation_id, first.round), 1, 1)
+    model.enqueue("## Final")
+    final = await structured.answer_now(KEY, language="en")
+
+    assert final.is_final
+    assert model.requests[-1]["messages"][-1]["content"] == (
+        "1. Budget? — Low\nPlease give me your final answer now."
+    )
