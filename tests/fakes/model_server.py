@@ -9,6 +9,16 @@ A user message's content may be a string or, as OpenAI accepts, a list of conten
 (`text`, `image_url`); bodies are recorded as sent, so tests can see the image parts.
 `reject_images` makes it refuse image parts the way a text-only server does.
 
+Structured output: a request whose `response_format` is the `json_schema` named
+`clarifying_round` gets, by default, the default reply shaped as such a round: its
+text (whitespace collapsed) as the one question, without options (`echo_round`), so
+the engine shows the echo text; every other request's default reply is the
+`default_reply` text as it is (an "answer" schema or `json_object` included).
+`refuse_format` makes the server refuse every `json_schema` request the way a server
+without structured output does (`FORMAT_ERRORS`), before any scripted reply is
+consumed; `ignore_format` makes it answer prose whatever the format asked for.
+Scripted replies are sent as scripted (`enqueue_round` writes a round's JSON).
+
 Standalone, for the benchmark: ``python -m tests.fakes.model_server --port N --latency S``.
 """
 
@@ -21,13 +31,14 @@ import itertools
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from aiohttp import web
 
+from core.clarifying import SCHEMA_NAME
 from tests.fakes.serving import LOOPBACK, LocalServer
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
@@ -80,6 +91,31 @@ IMAGE_ERRORS = {
 }
 """Set `FakeModelServer.reject_images` to one of these keys."""
 
+FORMAT_ERRORS: dict[str, tuple[int | None, str, str | None]] = {
+    # What real servers without structured output answer to `response_format: json_schema`:
+    # (status, message, code); status None: the server hangs up without any response.
+    "openai": (
+        400,
+        "Invalid parameter: 'response_format' of type 'json_schema' is not supported with "
+        "this model.",
+        None,
+    ),
+    "vllm": (
+        400,
+        "1 validation error for ChatCompletionRequest\nresponse_format.type\n  Input should "
+        "be 'text' or 'json_object' [type=literal_error, input_value='json_schema', "
+        "input_type=str]",
+        "BadRequestError",
+    ),
+    # A FastAPI server whose request model lacks json_schema: pydantic's 422, with FastAPI's
+    # `{"detail": [...]}` body instead of an OpenAI-style error.
+    "fastapi": (422, "Input should be 'text' or 'json_object'", None),
+    # llama-cpp-python: its validation error handler fails, so the connection just ends.
+    "llama-cpp-python": (None, "", None),
+}
+"""Set `FakeModelServer.refuse_format` to one of these keys, or script one refusal with
+`enqueue(format_error=key)`."""
+
 
 @dataclass(slots=True)
 class ScriptedReply:
@@ -104,6 +140,11 @@ class ScriptedReply:
     # Hang up without any response (llama-cpp-python's server does so on a request its
     # validation refuses, e.g. response_format json_schema: its error handler fails).
     drop: bool = False
+    # A key of FORMAT_ERRORS: this reply is that server's refusal of the response format
+    # (whatever the request asked for). Structured replies are scripted as their JSON text
+    # (`enqueue_round`); JSON cut off by the token limit is a prefix of it with
+    # finish_reason "length" (`enqueue_round(..., cut_at=n)`).
+    format_error: str | None = None
 
 
 def text_of(content: Any) -> str:
@@ -137,6 +178,53 @@ def echo_reply(body: dict[str, Any]) -> str:
     return f"Reply to: {_last_user_content(body)}"
 
 
+RoundQuestion = tuple[str, Sequence[str]] | dict[str, Any]
+"""A question of a scripted round: (text, options), or the JSON object itself."""
+
+
+def round_json(
+    preamble: str, questions: Sequence[RoundQuestion], ready_for_final: bool = False
+) -> str:
+    """The JSON text of a clarifying round, as a model following its schema writes it."""
+    items = [q if isinstance(q, dict) else {"text": q[0], "options": list(q[1])} for q in questions]
+    value = {"preamble": preamble, "questions": items, "ready_for_final": ready_for_final}
+    return json.dumps(value, ensure_ascii=False)
+
+
+def prose_round(text: str) -> str:
+    """`text` as a clarifying round: its one question, on one line, without options (a
+    text that already is a JSON object is left as it is)."""
+    with contextlib.suppress(ValueError):
+        if isinstance(json.loads(text), dict):
+            return text
+    return round_json("", [(" ".join(text.split()), [])])
+
+
+def echo_round(body: dict[str, Any]) -> str:
+    """The default answer to a request for a clarifying round: `echo_reply` as its only
+    question, so the round shows as the echo text (whitespace collapsed)."""
+    return prose_round(echo_reply(body))
+
+
+def response_format_of(body: dict[str, Any]) -> str | None:
+    """What a request asked for: the json_schema's name ("json_schema" when unnamed), or
+    the response format's type ("json_object", "text"); None without a response format."""
+    value = body.get("response_format")
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("type")
+    if kind == "json_schema":
+        schema = value.get("json_schema")
+        name = schema.get("name") if isinstance(schema, dict) else None
+        return name if isinstance(name, str) and name else "json_schema"
+    return kind if isinstance(kind, str) else None
+
+
+def _asks_json_schema(body: dict[str, Any]) -> bool:
+    value = body.get("response_format")
+    return isinstance(value, dict) and value.get("type") == "json_schema"
+
+
 class FakeModelServer:
     """Scripted OpenAI-compatible server; `enqueue` replies, read `requests` afterwards."""
 
@@ -152,6 +240,11 @@ class FakeModelServer:
         self.refuse_key = False  # `GET /v1/models` answers 401, as for a wrong API key
         # A key of IMAGE_ERRORS: requests with image parts get that server's refusal.
         self.reject_images: str | None = None
+        # A key of FORMAT_ERRORS: every json_schema request gets that server's refusal
+        # (no scripted reply consumed); requests without one are answered as usual.
+        self.refuse_format: str | None = None
+        # Answer as if no response format was asked for: the default reply is prose.
+        self.ignore_format = False
         self._queue: deque[ScriptedReply] = deque()
         self._ids = itertools.count(1)
         self._server: LocalServer | None = None
@@ -183,6 +276,7 @@ class FakeModelServer:
         hold: asyncio.Event | None = None,
         error_code: str | None = None,
         drop: bool = False,
+        format_error: str | None = None,
     ) -> None:
         """Script the next reply; `status` (e.g. 500, 429) makes it an OpenAI-style error.
 
@@ -191,7 +285,11 @@ class FakeModelServer:
         what real servers and proxies do (see `ScriptedReply`); the last three only
         end when the client hangs up or the server stops. `hold` makes the reply wait
         until the test sets that event, so a test can act while a call is in progress.
+        `format_error` (a key of FORMAT_ERRORS) makes it that server's refusal of the
+        response format.
         """
+        if format_error is not None and format_error not in FORMAT_ERRORS:
+            raise KeyError(f"no such format error: {format_error}")
         self._queue.append(
             ScriptedReply(
                 text,
@@ -212,8 +310,28 @@ class FakeModelServer:
                 hold,
                 error_code,
                 drop,
+                format_error,
             )
         )
+
+    def enqueue_round(
+        self,
+        preamble: str,
+        questions: Sequence[RoundQuestion],
+        ready_for_final: bool = False,
+        *,
+        cut_at: int | None = None,
+        **kw: Any,
+    ) -> str:
+        """Script a clarifying round as its JSON text and return that text; `cut_at` keeps
+        only its first `cut_at` characters, ended by finish_reason "length" (a round cut
+        off by the token limit). Other keywords are `enqueue`'s."""
+        text = round_json(preamble, questions, ready_for_final)
+        if cut_at is not None:
+            text = text[:cut_at]
+            kw["finish_reason"] = "length"
+        self.enqueue(text, **kw)
+        return text
 
     @property
     def pending(self) -> int:
@@ -284,15 +402,19 @@ class FakeModelServer:
         ):
             status, refusal, code = IMAGE_ERRORS[self.reject_images]
             return _error(status, refusal, {}, code)
+        if self.refuse_format is not None and _asks_json_schema(body):
+            return _format_error(request, self.refuse_format)
         if self._queue:
             reply = self._queue.popleft()
         else:
             reply = ScriptedReply(
-                self.default_reply(body), delay=self.latency, chunk_size=16, hold=self.hold
+                self._default_text(body), delay=self.latency, chunk_size=16, hold=self.hold
             )
         if reply.hold is not None:
             await self._until_set(reply.hold)
         await self._sleep(reply.delay)
+        if reply.format_error is not None:
+            return _format_error(request, reply.format_error)
         if reply.drop:
             assert request.transport is not None
             request.transport.abort()  # no status line, nothing: the client sees a hang-up
@@ -322,6 +444,13 @@ class FakeModelServer:
             **(reply.extras or {}),
         }
         return web.json_response(payload, headers=reply.headers)
+
+    def _default_text(self, body: dict[str, Any]) -> str:
+        """The default reply, as a clarifying round when one was asked for (see the module)."""
+        text = self.default_reply(body)
+        if not self.ignore_format and response_format_of(body) == SCHEMA_NAME:
+            return prose_round(text)
+        return text
 
     async def _stream(
         self, request: web.Request, reply: ScriptedReply, model: str, usage: dict[str, int] | None
@@ -417,13 +546,31 @@ def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
 
 
 def _error(
-    status: int, message: str, headers: dict[str, str], code: str | None = None
+    status: int,
+    message: str,
+    headers: dict[str, str],
+    code: str | None = None,
+    param: str | None = None,
 ) -> web.Response:
     kind = ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     # retry-after-ms keeps the SDK's retry waits tiny in tests.
     headers = {"retry-after-ms": "1", **headers}
-    body = {"error": {"message": message, "type": kind, "param": None, "code": code or str(status)}}
-    return web.json_response(body, status=status, headers=headers)
+    error = {"message": message, "type": kind, "param": param, "code": code or str(status)}
+    return web.json_response({"error": error}, status=status, headers=headers)
+
+
+def _format_error(request: web.Request, server: str) -> web.Response:
+    """Server `server`'s refusal of a response format (a key of FORMAT_ERRORS)."""
+    status, message, code = FORMAT_ERRORS[server]
+    if status is None:
+        assert request.transport is not None
+        request.transport.abort()  # no status line, nothing: the client sees a hang-up
+        return web.Response()
+    if status == 422:
+        loc = ["body", "response_format", "type"]
+        detail = {"type": "literal_error", "loc": loc, "msg": message, "input": "json_schema"}
+        return web.json_response({"detail": [detail]}, status=status)
+    return _error(status, message, {}, code, "response_format")
 
 
 @pytest.fixture
