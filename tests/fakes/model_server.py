@@ -100,6 +100,8 @@ FORMAT_ERRORS: dict[str, tuple[int | None, str, str | None]] = {
         "this model.",
         None,
     ),
+    # vLLM answers a request its model validation refuses with 400 and an OpenAI-style
+    # body (a version whose response_format lacks json_schema).
     "vllm": (
         400,
         "1 validation error for ChatCompletionRequest\nresponse_format.type\n  Input should "
