@@ -91,6 +91,7 @@ async def test_success_resets_the_back_off() -> None:
             raise step
         if step == "done":
             done.set()
+            await asyncio.Event().wait()  # no further iteration before the test stops it
 
     task = start(loops, body)
     await asyncio.wait_for(done.wait(), WAIT)
