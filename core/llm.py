@@ -30,6 +30,7 @@ SDK's exception types onto those rules.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -304,5 +305,15 @@ def _schema_refused(exc: openai.APIError) -> bool:
     its validation error), or a hang-up without an answer (not a refused connect, not a
     timeout)."""
     if isinstance(exc, openai.APIStatusError):
-        return format_refused(exc.message)
+        # FastAPI's own 422 keeps its words in `detail`, which the SDK leaves out of
+        # `message` ("Error code: 422"): the body tells.
+        return format_refused(exc.message) or format_refused(_body_text(exc.body))
     return isinstance(exc, openai.APIConnectionError) and hung_up(exc)
+
+
+def _body_text(body: object) -> str:
+    """An error body's words, whatever its shape (bounded: a body is a server's)."""
+    try:
+        return json.dumps(body, ensure_ascii=False)[:4096]
+    except (TypeError, ValueError):
+        return ""

@@ -350,3 +350,18 @@ async def test_the_final_answer_now_carries_the_options_already_picked(
     assert model.requests[-1]["messages"][-1]["content"] == (
         "1. Budget? — Low\nPlease give me your final answer now."
     )
+
+
+@pytest.mark.parametrize("server", ["openai", "vllm", "fastapi", "llama-cpp-python"])
+async def test_every_real_servers_refusal_falls_back_to_text(
+    structured: ConsultationService, model: FakeModelServer, server: str
+) -> None:
+    """However a server refuses json_schema (OpenAI's and vLLM's 400, FastAPI's 422 whose
+    words are only in its body, llama-cpp-python hanging up), the round is asked in text
+    and the endpoint remembered as text-only."""
+    model.refuse_format = server
+    reply = await structured.ask(KEY, "Which laptop?")
+    await structured.ask(KEY, "Cheap")
+
+    assert reply.text == "Reply to: Which laptop?" and reply.questions is None
+    assert [format_of(body) is not None for body in model.requests] == [True, False, False]
