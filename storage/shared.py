@@ -6,7 +6,10 @@ Row mapping: both stores keep the same columns in the same order: `CONSULTATION_
 for a consultation, `MESSAGE_INSERT_COLUMNS` for writing a message, and the message read
 order of `message_from_row`. Only the SQL dialect around them differs. Text is written
 without NUL characters on every store: PostgreSQL cannot hold them in text and SQLite
-can, so dropping them here makes a text read back the same anywhere.
+can, so dropping them here makes a text read back the same anywhere. A message's
+clarifying round (`questions`) and a consultation's unsent picks (`picks`) are kept as
+the JSON their `to_json` writes; a value that does not read back as one (damaged, or
+written by a version that stored another shape) loads as None, never failing the read.
 
 Telegram update ids (the webhook's de-duplication, table `telegram_updates`): recording an
 id answers "new" in the same write, so two deliveries of one update, even at the same
@@ -38,6 +41,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from core.clarifying import ClarifyingRound, Picks
 from core.errors import StoreUnavailable
 from core.models import Consultation, Message, ModelOptions, Role, Status, Usage
 
@@ -50,14 +54,15 @@ class DatabaseUnusable(StoreUnavailable):
 
 CONSULTATION_COLUMNS = (
     "id, chat_key, status, max_rounds, current_round, initial_request, role,"
-    " system_prompt, options, created_at, last_activity_at, started_by"
+    " system_prompt, options, created_at, last_activity_at, started_by, picks"
 )
 MESSAGE_INSERT_COLUMNS = (
     "consultation_id, seq, role, author, text, created_at,"
-    " prompt_tokens, completion_tokens, tokens_estimated, turn_id"
+    " prompt_tokens, completion_tokens, tokens_estimated, turn_id, questions"
 )
 MESSAGE_READ_COLUMNS = (
-    "role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated, turn_id"
+    "role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated,"
+    " turn_id, questions"
 )
 
 
@@ -76,7 +81,13 @@ def consultation_values(c: Consultation) -> tuple[Any, ...]:
         c.created_at,
         c.last_activity_at,
         c.started_by,
+        picks_value(c.picks),
     )
+
+
+def picks_value(picks: Picks | None) -> str | None:
+    """The stored form of a consultation's unsent picks (its `picks` column)."""
+    return None if picks is None else picks.to_json()
 
 
 def message_values(m: Message) -> tuple[Any, ...]:
@@ -91,6 +102,7 @@ def message_values(m: Message) -> tuple[Any, ...]:
         None if usage is None else usage.completion_tokens,
         None if usage is None else usage.estimated,
         m.turn_id,
+        None if m.questions is None else m.questions.to_json(),
     )
 
 
@@ -100,7 +112,7 @@ def _text(value: str | None) -> str | None:
 
 def message_from_row(row: Sequence[Any]) -> Message:
     """A message from the values of `MESSAGE_READ_COLUMNS`."""
-    role, text, created_at, author, prompt, completion, estimated, turn_id = row
+    role, text, created_at, author, prompt, completion, estimated, turn_id, questions = row
     return Message(
         role=Role(role),
         text=text,
@@ -108,6 +120,7 @@ def message_from_row(row: Sequence[Any]) -> Message:
         author=author,
         usage=None if prompt is None else Usage(prompt, completion or 0, bool(estimated)),
         turn_id=turn_id,
+        questions=ClarifyingRound.from_json(questions),
     )
 
 
@@ -126,6 +139,7 @@ def consultation_from_row(row: Sequence[Any], messages: Iterable[Sequence[Any]])
         created_at=row[9],
         last_activity_at=row[10],
         started_by=row[11],
+        picks=Picks.from_json(row[12]),
         messages=[message_from_row(m) for m in messages],
     )
 

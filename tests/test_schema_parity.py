@@ -268,6 +268,6 @@ async def test_an_older_sqlite_file_gets_last_seq_from_its_messages(tmp_path: Pa
                 " VALUES ('s1', ?, ?, ?, 1)",
                 (seq, role, f"message {seq}"),
             )
-        assert await sqlite_schema.migrate(db) == ["m009_last_seq"]
+        assert (await sqlite_schema.migrate(db))[0] == "m009_last_seq"
         rows = list(await db.execute_fetchall("SELECT last_seq FROM consultations"))
         assert rows == [(3,)]

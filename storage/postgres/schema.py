@@ -221,6 +221,16 @@ MIGRATIONS: list[Migration] = [
         "m009_last_seq",
         ("ALTER TABLE consultations ADD COLUMN IF NOT EXISTS last_seq INTEGER NOT NULL DEFAULT 0",),
     ),
+    (
+        # What an assistant reply asked as structured questions (the round's JSON), and the
+        # options chosen for the last round's questions but not yet sent (their JSON); NULL
+        # for none, and in rows written before.
+        "m010_clarifying_rounds",
+        (
+            "ALTER TABLE messages ADD COLUMN questions TEXT",
+            "ALTER TABLE consultations ADD COLUMN picks TEXT",
+        ),
+    ),
 ]
 
 

@@ -117,7 +117,7 @@ async def _append_run(connection: asyncpg.Connection, appends: list[Append]) -> 
 
 
 def _values(append: Append) -> tuple[object, ...]:
-    """One append as the statement's parameters $1-$14, in order."""
+    """One append as the statement's parameters $1-$15, in order."""
     guard = append.guard
     return (
         append.consultation_id,
@@ -153,9 +153,10 @@ _LOAD_TURNS = (
 _APPEND_MESSAGES = (
     "WITH input AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],"
     " $5::double precision[], $6::integer[], $7::integer[], $8::boolean[], $9::text[],"
-    " $10::double precision[], $11::boolean[], $12::integer[], $13::text[], $14::integer[])"
+    " $10::text[], $11::double precision[], $12::boolean[], $13::integer[], $14::text[],"
+    " $15::integer[])"
     " WITH ORDINALITY AS i (id, role, author, text, created_at, prompt_tokens,"
-    " completion_tokens, tokens_estimated, turn_id, activity, guarded, new_round,"
+    " completion_tokens, tokens_estimated, turn_id, questions, activity, guarded, new_round,"
     " new_status, expected_round, n)),"
     # Lock the rows in id order first: two batches never wait for each other in a circle.
     " locked AS (SELECT c.id FROM consultations c WHERE c.id IN (SELECT id FROM input)"
@@ -172,7 +173,7 @@ _APPEND_MESSAGES = (
     " RETURNING c.id, c.last_seq),"
     f" appended AS (INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
     " SELECT t.id, t.last_seq, i.role, i.author, i.text, i.created_at, i.prompt_tokens,"
-    " i.completion_tokens, i.tokens_estimated, i.turn_id FROM touched t"
+    " i.completion_tokens, i.tokens_estimated, i.turn_id, i.questions FROM touched t"
     " JOIN input i ON i.id = t.id RETURNING consultation_id)"
     " SELECT i.n, EXISTS (SELECT 1 FROM appended a WHERE a.consultation_id = i.id) AS stored,"
     " EXISTS (SELECT 1 FROM consultations c WHERE c.id = i.id) AS known FROM input i"

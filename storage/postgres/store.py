@@ -35,6 +35,7 @@ from typing import Any
 
 import asyncpg
 
+from core.clarifying import Picks
 from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
 from core.models import (
     ChatSettings,
@@ -68,6 +69,7 @@ from storage.shared import (
     consultation_from_row,
     consultation_values,
     message_values,
+    picks_value,
 )
 
 log = logging.getLogger(__name__)
@@ -165,7 +167,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
             try:
                 await connection.execute(
                     f"INSERT INTO consultations ({CONSULTATION_COLUMNS}, last_seq)"
-                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                     *consultation_values(c),
                     len(c.messages),
                 )
@@ -174,7 +176,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
                     raise ActiveConsultationExists(c.chat_key) from error
                 raise
             await connection.executemany(
-                f"{_INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                f"{_INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 [(c.id, seq, *message_values(m)) for seq, m in enumerate(c.messages, start=1)],
             )
 
@@ -222,6 +224,14 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
             lambda c: _update(c, consultation_id, max_rounds=max_rounds),
             consultation=consultation_id,
         )
+
+    async def save_picks(self, consultation_id: str, picks: Picks | None) -> None:
+        """Replace the consultation's unsent picks (None clears them); `SessionNotFound`
+        for an unknown id. One statement, one round trip (no transaction around it), in
+        this process's order of writes to the consultation."""
+        value = picks_value(picks)
+        async with self._tracked(), self._ordered.hold(consultation_id):
+            await self._call(lambda c: _update(c, consultation_id, picks=value))
 
     async def save_chat_settings(self, chat_key: str, settings: ChatSettings) -> None:
         s = settings

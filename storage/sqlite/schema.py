@@ -245,3 +245,12 @@ async def m009_last_seq(db: aiosqlite.Connection) -> None:
         "UPDATE consultations SET last_seq = COALESCE("
         "(SELECT MAX(seq) FROM messages m WHERE m.consultation_id = consultations.id), 0)"
     )
+
+
+@migration
+async def m010_clarifying_rounds(db: aiosqlite.Connection) -> None:
+    """What an assistant reply asked as structured questions (`messages.questions`, the
+    round's JSON), and the options chosen for the last round's questions but not yet sent
+    (`consultations.picks`, their JSON); NULL for none, and in rows written before."""
+    await db.execute("ALTER TABLE messages ADD COLUMN questions TEXT")
+    await db.execute("ALTER TABLE consultations ADD COLUMN picks TEXT")

@@ -37,8 +37,9 @@ from typing import Any
 
 import aiosqlite
 
+from core.clarifying import Picks
 from core.models import ChatSettings, Consultation, Message, Status, TurnRecord
-from storage.shared import DatabaseUnusable, IdempotencyKeys, Statement
+from storage.shared import DatabaseUnusable, IdempotencyKeys, Statement, picks_value
 from storage.sqlite import sql, upkeep
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
@@ -234,6 +235,15 @@ class SqliteStore(IdempotencyKeys):
         await self._writer.run(
             functools.partial(
                 sql.update_consultation, consultation_id=consultation_id, max_rounds=max_rounds
+            )
+        )
+
+    async def save_picks(self, consultation_id: str, picks: Picks | None) -> None:
+        """Replace the consultation's unsent picks (None clears them); `SessionNotFound`
+        for an unknown id."""
+        await self._writer.run(
+            functools.partial(
+                sql.update_consultation, consultation_id=consultation_id, picks=picks_value(picks)
             )
         )
 
