@@ -2,8 +2,9 @@
 
 Each `StoreKind` knows how to make a fresh, empty database for one test, open a store
 on it (several stores may be open on one database at once, as several worker
-processes would be), and count a table's rows behind the store's back (to prove a
-write left nothing behind). A new store implementation, such as PostgreSQL, adds one
+processes would be), count a table's rows behind the store's back (to prove a write
+left nothing behind), and run a statement behind it (to store what the store never
+would, such as a damaged value). A new store implementation, such as PostgreSQL, adds one
 `StoreKind` to `STORE_KINDS` and passes the same tests; what only SQLite has (its
 file, WAL, pragmas, migrations of the file, disk faults) is tested in
 tests/test_storage_sqlite.py instead.
@@ -38,6 +39,8 @@ class StoreKind:
     """Open (and migrate) a store on the database at that address."""
     count: Callable[..., Awaitable[int]]
     """count(address, table, **equals): rows of `table` whose columns equal `equals`."""
+    execute: Callable[..., Awaitable[None]]
+    """execute(address, sql, *params): run one statement behind the store (`$1` parameters)."""
     drop_database: Callable[[str], Awaitable[None]]
     """Remove what `new_database` made."""
 
@@ -59,6 +62,12 @@ async def _sqlite_count(address: str, table: str, **equals: object) -> int:
     return await count(
         Path(address), f"SELECT COUNT(*) FROM {table} WHERE {where}", *equals.values()
     )
+
+
+async def _sqlite_execute(address: str, sql: str, *params: object) -> None:
+    async with aiosqlite.connect(address) as db:
+        await db.execute(sql.replace("$", "?"), params)
+        await db.commit()
 
 
 async def _postgres_database(tmp_path: Path) -> str:
@@ -90,6 +99,14 @@ async def _postgres_count(address: str, table: str, **equals: object) -> int:
         await connection.close()
 
 
+async def _postgres_execute(address: str, sql: str, *params: object) -> None:
+    connection = await asyncpg.connect(address)
+    try:
+        await connection.execute(sql, *params)
+    finally:
+        await connection.close()
+
+
 async def _postgres_drop(address: str) -> None:
     connection = await asyncpg.connect(address)
     try:
@@ -100,8 +117,17 @@ async def _postgres_drop(address: str) -> None:
 
 
 STORE_KINDS: list[StoreKind] = [
-    StoreKind("sqlite", _sqlite_database, _sqlite_open, _sqlite_count, _sqlite_drop),
-    StoreKind("postgres", _postgres_database, _postgres_open, _postgres_count, _postgres_drop),
+    StoreKind(
+        "sqlite", _sqlite_database, _sqlite_open, _sqlite_count, _sqlite_execute, _sqlite_drop
+    ),
+    StoreKind(
+        "postgres",
+        _postgres_database,
+        _postgres_open,
+        _postgres_count,
+        _postgres_execute,
+        _postgres_drop,
+    ),
 ]
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from core.clarifying import Answer, ClarifyingRound, Picks, Question
 from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
 from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
 from tests.store_contract import STORE_KINDS, StoreKind, make
@@ -918,3 +919,172 @@ async def test_a_nul_character_is_dropped_the_same_on_every_store(store: Store) 
     assert stored is not None
     assert [(m.text, m.author) for m in stored.messages] == [("Hello there", "Ann"), ("More", None)]
     assert (stored.system_prompt, stored.initial_request) == ("Be brief", "Hello there")
+
+
+ROUND = ClarifyingRound(
+    "Чтобы ответить, мне нужно знать:",
+    (
+        Question("Which workload?", ("Mostly reads", "Mostly writes")),
+        Question("How large will it grow?"),
+    ),
+)
+
+
+async def test_a_reply_with_questions_keeps_its_round_on_every_read(store: Store) -> None:
+    """The round a reply asked comes back equal from get, load_active and load_turn (the
+    turn's reply and the active consultation); messages that asked none load with None."""
+    consultation = make(messages=[Message(Role.USER, "first", 1.0, turn_id="tg:1")])
+    await store.create(consultation)
+    await store.record_reply(
+        consultation.id,
+        Message(Role.ASSISTANT, ROUND.text, 2.0, questions=ROUND),
+        expected_round=0,
+        current_round=1,
+        status=Status.ACTIVE,
+        last_activity_at=2.0,
+    )
+    await store.add_message(
+        consultation.id, Message(Role.USER, "Mostly reads", 3.0), last_activity_at=3.0
+    )
+    await reply(store, consultation.id, "plain reply", expected=1, at=4.0)
+
+    expected = [None, ROUND, None, None]
+    for loaded in (await store.get(consultation.id), await store.load_active("chat:1")):
+        assert loaded is not None
+        assert [m.questions for m in loaded.messages] == expected
+    found, _ = await store.load_turn("chat:1", "tg:1")
+    assert found is not None and found.reply is not None and found.reply.questions == ROUND
+    assert [m.questions for m in found.consultation.messages] == expected
+    _, active = await store.load_turn("chat:1", None)
+    assert active is not None and [m.questions for m in active.messages] == expected
+
+
+async def test_a_consultation_created_with_a_round_and_picks_keeps_them(store: Store) -> None:
+    """create stores the rounds of the messages it is given and the consultation's picks."""
+    picks = Picks(1, (Answer(1, 2),))
+    consultation = make(
+        messages=[
+            Message(Role.USER, "first", 1.0),
+            Message(Role.ASSISTANT, ROUND.text, 2.0, questions=ROUND),
+        ],
+        current_round=1,
+        picks=picks,
+    )
+    await store.create(consultation)
+    assert await store.get(consultation.id) == consultation
+
+
+async def test_replies_written_together_each_keep_their_own_round(store: Store) -> None:
+    """Many chats replying at once (the PostgreSQL store writes them in shared statements):
+    each reply keeps its own round, or None."""
+    chats = [make(f"tg:rounds:{n}", at=float(n)) for n in range(12)]
+    for consultation in chats:
+        await store.create(consultation)
+
+    def asked(n: int) -> ClarifyingRound | None:
+        return None if n % 3 == 0 else ClarifyingRound(f"chat {n}", (Question(f"Q{n}?"),))
+
+    await asyncio.gather(
+        *(
+            store.record_reply(
+                c.id,
+                Message(Role.ASSISTANT, f"reply {n}", 50.0, questions=asked(n)),
+                expected_round=0,
+                current_round=1,
+                status=Status.ACTIVE,
+                last_activity_at=50.0,
+            )
+            for n, c in enumerate(chats)
+        )
+    )
+    loaded = await asyncio.gather(*(store.load_turn(c.chat_key, None) for c in chats))
+    for n, (_, active) in enumerate(loaded):
+        assert active is not None
+        assert active.messages[-1].questions == asked(n)
+
+
+async def test_picks_are_saved_replaced_cleared_and_loaded_with_the_consultation(
+    store: Store,
+) -> None:
+    """Saved picks load with the consultation on every read; saving again replaces them,
+    saving None clears them; a consultation never given picks loads with None."""
+    consultation = make(messages=[Message(Role.USER, "first", 1.0, turn_id="tg:1")])
+    await store.create(consultation)
+    loaded = await store.get(consultation.id)
+    assert loaded is not None and loaded.picks is None
+
+    first = Picks(1, (Answer(1, 2, by="Ann"), Answer(2, text="About 10 GB")))
+    await store.save_picks(consultation.id, first)
+    found, _ = await store.load_turn("chat:1", "tg:1")
+    assert found is not None and found.consultation.picks == first
+    for read in (await store.get(consultation.id), await store.load_active("chat:1")):
+        assert read is not None and read.picks == first
+
+    second = first.toggled(1, 1, by="Bob")
+    await store.save_picks(consultation.id, second)
+    _, active = await store.load_turn("chat:1", None)
+    assert active is not None and active.picks == second
+
+    await store.save_picks(consultation.id, None)
+    cleared = await store.get(consultation.id)
+    assert cleared is not None and cleared.picks is None
+
+
+async def test_saving_picks_of_an_unknown_consultation_raises_session_not_found(
+    store: Store, rows: Rows
+) -> None:
+    """An id no consultation has: `SessionNotFound`, and no other consultation changes."""
+    other = make()
+    await store.create(other)
+    with pytest.raises(SessionNotFound):
+        await store.save_picks(str(uuid.uuid4()), Picks(1, (Answer(1, 1),)))
+    assert await store.get(other.id) == other
+    assert await rows("consultations") == 1
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        "{not json",
+        "",
+        '"a string"',
+        "[1, 2, 3]",
+        '{"round": "one", "answers": [[1]]}',
+        '{"preamble": 5, "questions": 7}',
+    ],
+)
+async def test_a_damaged_round_or_picks_reads_back_as_none(
+    kind: StoreKind, database: str, store: Store, damaged: str
+) -> None:
+    """A stored round or picks value that is not one (malformed JSON, another shape) loads
+    as None on every read; the rest of the consultation loads as it was."""
+    consultation = make(messages=[Message(Role.USER, "first", 1.0, turn_id="tg:1")])
+    await store.create(consultation)
+    await store.record_reply(
+        consultation.id,
+        Message(Role.ASSISTANT, ROUND.text, 2.0, questions=ROUND),
+        expected_round=0,
+        current_round=1,
+        status=Status.ACTIVE,
+        last_activity_at=2.0,
+    )
+    await store.save_picks(consultation.id, Picks(1, (Answer(1, 1),)))
+    await kind.execute(
+        database, "UPDATE messages SET questions = $1 WHERE role = 'assistant'", damaged
+    )
+    await kind.execute(database, "UPDATE consultations SET picks = $1", damaged)
+
+    found, _ = await store.load_turn("chat:1", "tg:1")
+    assert found is not None and found.reply is not None and found.reply.questions is None
+    _, active = await store.load_turn("chat:1", None)
+    for read in (
+        await store.get(consultation.id),
+        await store.load_active("chat:1"),
+        found.consultation,
+        active,
+    ):
+        assert read is not None and read.picks is None
+        assert [(m.text, m.questions) for m in read.messages] == [
+            ("first", None),
+            (ROUND.text, None),
+        ]
