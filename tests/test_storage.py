@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from core.clarifying import Answer, ClarifyingRound, Picks, Question
-from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
+from core.errors import (
+    ActiveConsultationExists,
+    SessionNotFound,
+    StoreUnavailable,
+    TurnSuperseded,
+)
 from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
 from tests.store_contract import STORE_KINDS, StoreKind, make
 
@@ -1088,3 +1093,15 @@ async def test_a_damaged_round_or_picks_reads_back_as_none(
             ("first", None),
             (ROUND.text, None),
         ]
+
+
+async def test_saving_picks_once_the_store_is_closed_raises_store_unavailable(
+    kind: StoreKind, database: str
+) -> None:
+    """Like every write, save_picks on a closed store is `StoreUnavailable`, not a crash."""
+    store = await kind.open(database)
+    consultation = make()
+    await store.create(consultation)
+    await store.close()
+    with pytest.raises(StoreUnavailable):
+        await store.save_picks(consultation.id, Picks(0, (Answer(1, 1),)))
