@@ -57,6 +57,7 @@ _ENGINE_CODES = {
 _MODEL_CODES = {
     ModelErrorKind.REJECTED: ("MODEL_ERROR", "the model rejected the request"),
     ModelErrorKind.IMAGES_REJECTED: ("MODEL_ERROR", "the model does not accept images"),
+    ModelErrorKind.FORMAT_REFUSED: ("MODEL_ERROR", "the model refused the reply format"),
     ModelErrorKind.UNAVAILABLE: ("MODEL_UNAVAILABLE", "the model is unavailable, try again"),
     ModelErrorKind.RATE_LIMITED: ("MODEL_UNAVAILABLE", "the model is rate limited, try again"),
     ModelErrorKind.TIMEOUT: ("MODEL_TIMEOUT", "the model did not answer in time, try again"),

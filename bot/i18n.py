@@ -66,6 +66,7 @@ EN: dict[str, str] = {
     "reason_rate_limited": "too many requests",
     "reason_unavailable": "the service is unavailable",
     "reason_rejected": "the request was refused",
+    "reason_format_refused": "the model refused the reply format",
     "model_images_rejected": (
         "The model cannot look at images. Describe the photo in words, or send the text in it."
     ),
@@ -213,6 +214,7 @@ RU: dict[str, str] = {
     "reason_rate_limited": "слишком много запросов",
     "reason_unavailable": "сервис недоступен",
     "reason_rejected": "запрос отклонён",
+    "reason_format_refused": "модель отклонила формат ответа",
     "model_images_rejected": (
         "Модель не умеет смотреть изображения. Опишите фото словами или пришлите текст с него."
     ),

@@ -29,7 +29,6 @@ NOT_RETRYABLE = frozenset(
         ModelErrorKind.CONTEXT_TOO_LONG,
         ModelErrorKind.MISCONFIGURED,
         ModelErrorKind.IMAGES_REJECTED,
-        ModelErrorKind.FORMAT_REFUSED,
     }
 )
 """Kinds the same request will meet again: users are told what helps instead of a retry."""
