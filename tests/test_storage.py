@@ -1,5 +1,5 @@
 """The store contract: what every `ConsultationStore` implementation must do, run against
-each one in `tests.store_contract.STORE_KINDS` (SQLite today) on a real database —
+each one in `tests.store_contract.STORE_KINDS` (SQLite and PostgreSQL) on a real database —
 round trips, atomic writes, one ACTIVE consultation per chat, compare-and-set of the
 round, and several writers at once (one store, or two stores on one database as two
 worker processes would have). What only SQLite has is in tests/test_storage_sqlite.py."""
