@@ -113,7 +113,7 @@ class ClarifyingRound:
             return None
         try:
             return read_round(json.loads(text))
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
 
 
@@ -159,7 +159,7 @@ class Picks:
                 for q, o, t, b in value["answers"]
             )
             return cls(int(value["round"]), answers)
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, RecursionError):
             return None
 
     def toggled(self, question: int, option: int, by: str | None) -> Picks:
