@@ -105,7 +105,8 @@ async def ask_round(
     except ModelError as exc:
         if exc.kind is not ModelErrorKind.FORMAT_REFUSED:
             raise
-        return AskedRound(None, None, f"refuses response_format ({exc.detail})", True, True)
+        said = " ".join(exc.detail.split())[:200]  # one line, whatever the server wrote
+        return AskedRound(None, None, f"refuses response_format ({said})", True, True)
     found = parse_reply(answer.text, cut_off=answer.finish_reason in ("length", None))
     if found is not None:
         if stream is not None:
