@@ -33,7 +33,7 @@ from evaluation.results import Report
 from evaluation.scenarios import DEFAULT_SCENARIOS_DIR, Scenario, ScenarioError, load_scenarios
 from evaluation.settings import ModelRoles, load_eval_settings, model_roles
 from evaluation.summary import summarise
-from evaluation.variants import build_variants
+from evaluation.variants import QUESTION_MODES, build_variants
 
 DEFAULT_OUT = Path("evaluation-report")
 PIPED_WIDTH = 160
@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--bot-model", action="append", default=[], metavar="NAME",
         help="the bot's model instead of LLM_MODEL; twice to compare two models",
+    )  # fmt: skip
+    parser.add_argument(
+        "--questions", action="append", choices=sorted(QUESTION_MODES), default=[],
+        help="ask clarifying questions as structured replies with options "
+        "(LLM_STRUCTURED_QUESTIONS=on) or in text (off); twice to compare both",
     )  # fmt: skip
     parser.add_argument("--repeat", type=_positive, default=1, metavar="K", help="runs each")
     parser.add_argument(
@@ -101,7 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = Plan(
         scenarios=scenarios,
         variants=build_variants(
-            args.rounds, args.prompts, args.bot_model, baseline=not args.no_baseline
+            args.rounds,
+            args.prompts,
+            args.bot_model,
+            baseline=not args.no_baseline,
+            questions=args.questions,
         ),
         repeats=args.repeat,
         seed=args.seed,
@@ -114,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     summary = summarise(report)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(report, out / "report.json")
+    write_json(report, out / "report.json", summary=summary)
     write_html(report, out / "report.html", summary=summary)
     # Piped to a file or a CI log, the table keeps its columns instead of rich's 80.
     console = Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)

@@ -27,7 +27,7 @@ from evaluation.runner import Bot, play
 from evaluation.scenarios import Scenario
 from evaluation.settings import ModelRoles
 from evaluation.simulated_user import UserModel
-from evaluation.variants import Variant, variant_pairs
+from evaluation.variants import QUESTION_MODES, Variant, variant_pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,17 +60,20 @@ async def evaluate(
         scenarios=[s.id for s in plan.scenarios],
         repeats=plan.repeats,
     )
+    configured = [
+        _variant_settings(settings, roles, variant, workdir / f"variant-{i}.sqlite3")
+        for i, variant in enumerate(plan.variants)
+    ]
+    report.variant_settings = {
+        v.name: describe_variant(v, s) for v, s in zip(plan.variants, configured, strict=True)
+    }
     gate = asyncio.Semaphore(plan.concurrency)
     async with contextlib.AsyncExitStack() as stack:
         runtimes = [
             await stack.enter_async_context(
-                open_runtime(
-                    _variant_settings(settings, roles, variant, workdir / f"variant-{i}.sqlite3"),
-                    extra_models=[roles.user, roles.judge],
-                    background=False,
-                )
+                open_runtime(variant_settings, extra_models=[roles.user, roles.judge], background=False)
             )
-            for i, variant in enumerate(plan.variants)
+            for variant_settings in configured
         ]
         judge = JudgeModel(runtimes[0].models["judge"], roles.judge.model, roles.judge_max_tokens)
 
@@ -133,7 +136,8 @@ async def evaluate(
 def _variant_settings(
     settings: Settings, roles: ModelRoles, variant: Variant, db_path: Path
 ) -> Settings:
-    """The deployment's settings with the variant's prompts, model and round limit."""
+    """The deployment's settings with the variant's prompts, model, round limit and way of
+    asking clarifying questions."""
     update: dict[str, object] = {
         "db_path": db_path,
         "max_rounds_limit": max(settings.max_rounds_limit, variant.max_rounds or 0, 10),
@@ -142,9 +146,28 @@ def _variant_settings(
         update["prompts_dir"] = variant.prompts_dir
     if variant.bot_model is not None:
         update["llm_model"] = variant.bot_model
+    if variant.questions is not None:
+        update["llm_structured_questions"] = QUESTION_MODES[variant.questions]
     if roles.bot.temperature is not None:  # the bot's client reads it from the extra body
         update["llm_extra_body"] = {**settings.llm_extra_body, "temperature": roles.bot.temperature}
     return settings.model_copy(update=update)
+
+
+def describe_variant(variant: Variant, settings: Settings) -> str:
+    """What a variant runs with, in one line of the report."""
+    if variant.baseline:
+        rounds = "1 round (the baseline)"
+    elif variant.max_rounds is not None:
+        rounds = f"{variant.max_rounds} rounds"
+    else:
+        rounds = "each scenario's own rounds"
+    prompts = settings.prompts_dir if settings.prompts_dir is not None else "built-in"
+    mode = settings.llm_structured_questions
+    asked = {"on": "structured", "off": "text"}.get(mode, "structured while the model gives them")
+    return (
+        f"{rounds}; prompts: {prompts}; model: {settings.llm_model}; "
+        f"questions: {asked} (LLM_STRUCTURED_QUESTIONS={mode})"
+    )
 
 
 def _named(roles: ModelRoles) -> list[tuple[str, ModelEndpoint]]:

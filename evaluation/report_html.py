@@ -15,13 +15,17 @@ from evaluation.report_chart import score_chart
 from evaluation.report_table import (
     NONE,
     OVERALL_HEADERS,
+    QUESTION_HEADERS,
     early_text,
     overall_cells,
+    question_cells,
     percent,
+    questions_text,
     scenario_repeats,
     score_text,
     winner_text,
 )
+from evaluation.choices import label
 from evaluation.results import Judgement, Pairwise, Report, RunResult, Turn
 from evaluation.summary import Summary, summarise
 
@@ -41,6 +45,7 @@ summary { cursor: pointer; font-weight: 600; }
 .turn.bot { background: #eef4fb; border-left: 3px solid #2f6db3; }
 .who { font-size: .8rem; color: #57606a; font-weight: 600; }
 .text { white-space: pre-wrap; overflow-wrap: anywhere; }
+ul.options { margin: .3rem 0; font-size: .9rem; }
 .judge { background: #fff8e6; border-left: 3px solid #b8860b; padding: .4rem .6rem; }
 .chart .grid { stroke: #d5dae0; } .chart .tick { font-size: 11px; text-anchor: middle; }
 .chart .name { font-size: 13px; text-anchor: end; } .chart .note { font-size: 12px; }
@@ -62,6 +67,11 @@ def render_html(report: Report, *, summary: Summary | None = None) -> str:
         score_chart(report, summary),
         "<h2>Overall</h2>",
         _overall(summary),
+        "<h3>Questions</h3><p>Questions per clarifying round (a round asked in text counts "
+        "its question marks), the share of rounds asked as structured replies, the share of "
+        "questions with options the user answered by choosing one, early stops (of which the "
+        "model said it knew enough), and early stops as the scenarios expect.</p>",
+        _table(list(QUESTION_HEADERS), [question_cells(v) for v in summary.variants]),
         _pairs(summary),
         "<h2>Per scenario</h2>",
         _per_scenario(report, summary),
@@ -103,6 +113,7 @@ def _meta(report: Report) -> str:
         ["Seed", str(report.seed)],
         ["Repeats", str(report.repeats)],
         ["Variants", ", ".join(report.variants)],
+        *[[f"Variant {name}", described] for name, described in report.variant_settings.items()],
         ["Scenarios", str(len(report.scenarios))],
     ] + [[f"Model ({role})", name] for role, name in report.models.items()]
     return '<table class="meta">' + "".join(_row(r, left=2) for r in rows) + "</table>"
@@ -138,7 +149,7 @@ def _per_scenario(report: Report, summary: Summary) -> str:
     variants = [v.variant for v in summary.variants]
     headers = ["Scenario", "Rep"] + [f"Score {v}" for v in variants]
     headers += [f"Better: {p.variant_a} vs {p.variant_b}" for p in summary.pairs]
-    headers += [f"Rounds ({' · '.join(variants)})", "Tokens in/out", "Time"]
+    headers += [f"Rounds ({' · '.join(variants)})", "Questions", "Tokens in/out", "Time"]
     results = _results(report)
     pairwise = _pairwise(report)
     rows = []
@@ -151,6 +162,7 @@ def _per_scenario(report: Report, summary: Summary) -> str:
         ]
         row += [
             " · ".join(_rounds(r) for r in runs),
+            " · ".join(NONE if r is None else questions_text(r) for r in runs),
             " · ".join(NONE if r is None else f"{r.tokens_in}/{r.tokens_out}" for r in runs),
             " · ".join(NONE if r is None else f"{r.seconds:.1f} s" for r in runs),
         ]
@@ -204,6 +216,8 @@ def _run_block(r: RunResult) -> str:
         head += f" · {early_text(r)}"
     if r.final_now_pressed:
         head += " · final answer pressed"
+    if r.clarifying_rounds:
+        head += f" · questions {questions_text(r)}"
     final = _final_index(r)
     parts = [_turn(t, final=i == final) for i, t in enumerate(r.transcript)]
     if final is None and r.final_answer:
@@ -233,10 +247,20 @@ def _turn(turn: Turn, *, final: bool = False) -> str:
         who = turn.speaker
     if turn.final_now:
         who += " · pressed “final answer now”"
+    if turn.model_ready:
+        who += " · the model knew enough"
     kind = "turn bot" if turn.speaker == "bot" else "turn"
+    options = [
+        f"<li>{_e(label(n, k))}) {_e(option)}</li>"
+        for n, question in enumerate(turn.questions, 1)
+        for k, option in enumerate(question.options, 1)
+    ]
+    listed = f'<ul class="options">{"".join(options)}</ul>' if options else ""
+    picks = "".join(f"<li>{_e(pick.line)}</li>" for pick in turn.picks)
+    chosen = f'<div class="who">Chosen by option:</div><ul>{picks}</ul>' if picks else ""
     return (
         f'<div class="{kind}"><div class="who">{_e(who)}</div>'
-        f'<div class="text">{_e(turn.text)}</div></div>'
+        f'<div class="text">{_e(turn.text)}</div>{listed}{chosen}</div>'
     )
 
 

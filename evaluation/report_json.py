@@ -1,10 +1,11 @@
 """The JSON report: the whole `Report`, every transcript included, readable back.
 
-The file is `dataclasses.asdict(report)` (indent 2, UTF-8 text, not \\u escapes), so it
-can be diffed, loaded by other tools, and read back with `read_json` for a later
-comparison. Reading rebuilds the dataclasses from their type hints, so a field added to
-`evaluation.results` with a default still reads older files; a missing required field
-is an error naming its path.
+The file is `dataclasses.asdict(report)` (indent 2, UTF-8 text, not \\u escapes) with the
+per-variant numbers of `evaluation.summary` under "summary", so it can be diffed, loaded
+by other tools, and read back with `read_json` for a later comparison ("summary" is
+computed again from the results, never read back). Reading rebuilds the dataclasses from
+their type hints, so a field added to `evaluation.results` with a default still reads
+older files; a missing required field is an error naming its path.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from evaluation.results import Report
+from evaluation.summary import Summary, summarise
 
 T = TypeVar("T")
 
 
-def write_json(report: Report, path: str | Path) -> None:
-    text = json.dumps(dataclasses.asdict(report), indent=2, ensure_ascii=False)
+def write_json(report: Report, path: str | Path, *, summary: Summary | None = None) -> None:
+    summary = summary if summary is not None else summarise(report)
+    data = {**dataclasses.asdict(report), "summary": dataclasses.asdict(summary)}
+    text = json.dumps(data, indent=2, ensure_ascii=False)
     Path(path).write_text(text + "\n", encoding="utf-8")
 
 

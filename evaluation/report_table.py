@@ -2,7 +2,9 @@
 
 A score the judge could not give shows as "judge failed" and a consultation that did not
 finish as "error": neither is ever printed as a number, so a broken judge cannot pass for
-a bad answer.
+a bad answer. The variants' settings head the report, so every column named after a
+variant says what that variant ran with; the question metrics (questions per round,
+answers by option, early stops against the scenario's expectation) sit beside the scores.
 """
 
 from __future__ import annotations
@@ -13,15 +15,24 @@ from rich.console import Console
 from rich.table import Table
 
 from evaluation.results import Pairwise, Report, RunResult
-from evaluation.summary import PairSummary, Summary, VariantSummary, summarise
+from evaluation.summary import (
+    PairSummary,
+    Summary,
+    VariantSummary,
+    early_checkable,
+    summarise,
+)
 
 NONE = "–"
 
 
 def print_table(report: Report, console: Console, *, summary: Summary | None = None) -> None:
     summary = summary if summary is not None else summarise(report)
+    if report.variant_settings:
+        console.print(variants_table(report))
     console.print(scenario_table(report, summary))
     console.print(overall_table(summary))
+    console.print(questions_table(summary))
     if summary.pairs:
         console.print(pairwise_table(summary.pairs))
 
@@ -38,10 +49,34 @@ def score_text(result: RunResult | None) -> str:
 
 
 def early_text(result: RunResult) -> str:
-    """Whether the bot finished early, flagged when the scenario expected otherwise."""
+    """Whether the bot finished early (and whether because the model said it knew enough),
+    flagged when the scenario expected otherwise."""
     if result.early_finish:
-        return "early (not expected)" if result.expected_early_finish is False else "early"
-    return "not early (expected)" if result.expected_early_finish else NONE
+        kind = "early, model ready" if result.model_ready else "early"
+        return f"{kind} (not expected)" if result.expected_early_finish is False else kind
+    if result.expected_early_finish and early_checkable(result):
+        return "not early (expected)"
+    return NONE
+
+
+def questions_text(result: RunResult) -> str:
+    """How one run's bot asked: questions over clarifying rounds, and the answers by option
+    out of the questions that offered options ("3q/2r, 1/2 by option")."""
+    if not result.clarifying_rounds:
+        return NONE
+    text = f"{result.questions_asked}q/{result.clarifying_rounds}r"
+    if result.questions_with_options:
+        text += f", {result.answered_by_option}/{result.questions_with_options} by option"
+    return text
+
+
+def variants_table(report: Report) -> Table:
+    table = Table(title="Variants", title_justify="left")
+    table.add_column("Variant", no_wrap=True)
+    table.add_column("Runs with")
+    for name, described in report.variant_settings.items():
+        table.add_row(name, described)
+    return table
 
 
 def winner_text(judgement: Pairwise | None) -> str:
@@ -67,6 +102,7 @@ def scenario_table(report: Report, summary: Summary) -> Table:
         table.add_column(f"Better: {pair.variant_a} vs {pair.variant_b}")
     joined = " · ".join(variants)
     table.add_column(f"Rounds ({joined})")
+    table.add_column("Questions")
     table.add_column("Early")
     table.add_column("Tokens in/out")
     table.add_column("Time")
@@ -84,6 +120,7 @@ def scenario_table(report: Report, summary: Summary) -> Table:
                 for pair in summary.pairs
             ],
             _per_variant(runs, lambda r: f"{r.rounds_used}/{r.max_rounds}"),
+            _per_variant(runs, questions_text),
             _per_variant(runs, early_text),
             _per_variant(runs, lambda r: f"{r.tokens_in}/{r.tokens_out}"),
             _per_variant(runs, lambda r: f"{r.seconds:.1f} s"),
@@ -119,6 +156,42 @@ def overall_cells(v: VariantSummary) -> list[str]:
         f"{v.tokens_in}/{v.tokens_out}",
         NONE if v.mean_seconds is None else f"{v.mean_seconds:.1f} s",
     ]
+
+
+QUESTION_HEADERS = (
+    "Variant",
+    "Mean rounds",
+    "Questions/round",
+    "Structured rounds",
+    "Answered by option",
+    "Early stops (model ready)",
+    "Early as expected",
+)
+
+
+def question_cells(v: VariantSummary) -> list[str]:
+    """How one variant's bot asked, as text (the terminal and the HTML report show the same)."""
+    by_option = percent(v.option_share)
+    if v.option_share is not None:
+        by_option += f" of {v.questions_with_options}"
+    return [
+        v.variant,
+        NONE if v.mean_rounds is None else f"{v.mean_rounds:.1f}",
+        NONE if v.questions_per_round is None else f"{v.questions_per_round:.1f}",
+        percent(v.structured_share),
+        by_option,
+        f"{v.early_finishes} ({v.model_ready})",
+        f"{v.early_as_expected}/{v.early_checked}" if v.early_checked else NONE,
+    ]
+
+
+def questions_table(summary: Summary) -> Table:
+    table = Table(title="Questions", title_justify="left")
+    for header in QUESTION_HEADERS:
+        table.add_column(header, justify="left" if header == "Variant" else "right")
+    for v in summary.variants:
+        table.add_row(*question_cells(v))
+    return table
 
 
 def overall_table(summary: Summary) -> Table:

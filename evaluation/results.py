@@ -12,13 +12,36 @@ from typing import Literal
 
 
 @dataclass(slots=True)
+class AskedQuestion:
+    """One question of a clarifying round asked as a structured reply, with its options."""
+
+    text: str
+    options: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Pick:
+    """An option the simulated user chose: question and option numbers (1-based) and the
+    `question — option` line the model was sent."""
+
+    question: int
+    option: int
+    line: str
+
+
+@dataclass(slots=True)
 class Turn:
     """One message of a consultation as the evaluator saw it."""
 
     speaker: str  # "bot", "user", or a group member's name
-    text: str
+    text: str  # a user's message as the simulated user wrote it (option labels included)
     round: int | None = None  # the bot's round for its replies; None for user messages
     final_now: bool = False  # the user pressed "final answer now" instead of writing
+    # A bot's clarifying round asked as a structured reply: its questions (empty otherwise).
+    questions: list[AskedQuestion] = field(default_factory=list)
+    asked: int = 0  # questions a clarifying round asked (a text round's are counted by "?")
+    model_ready: bool = False  # a final answer the model gave because it knew enough
+    picks: list[Pick] = field(default_factory=list)  # a user's answers by option
 
 
 @dataclass(slots=True)
@@ -48,6 +71,14 @@ class RunResult:
     # The scenario's `expect.early_finish`: True/False when it states one, None otherwise.
     expected_early_finish: bool | None = None
     final_now_pressed: bool = False
+    model_ready: bool = False  # the final answer came because the model said it knew enough
+    clarifying_rounds: int = 0  # the bot's replies that were not final
+    structured_rounds: int = 0  # of those, the rounds asked as structured replies
+    questions_asked: int = 0  # over every clarifying round
+    # Questions with options in the structured rounds the user answered by writing (not by
+    # pressing "final answer now"), and how many of them the user answered by an option.
+    questions_with_options: int = 0
+    answered_by_option: int = 0
     tokens_in: int = 0  # the bot model's prompt tokens over the whole consultation
     tokens_out: int = 0
     seconds: float = 0.0
@@ -81,3 +112,5 @@ class Report:
     repeats: int
     results: list[RunResult] = field(default_factory=list)
     pairwise: list[Pairwise] = field(default_factory=list)
+    # What each variant ran with (rounds, prompts, model, how questions were asked).
+    variant_settings: dict[str, str] = field(default_factory=dict)

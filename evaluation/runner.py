@@ -3,22 +3,30 @@
 The first message is the scenario's; after each reply that is not final the simulated
 user writes the next message (or presses "final answer now" after the round the
 scenario names, with the scenario's language), until the service hands back its final
-reply — after the chat's round limit at the latest — or something fails. A failure
-is recorded on the result (`error`), never raised: one broken run does not stop an
-evaluation. Tokens are the bot model's own, summed over every reply.
+reply — after the chat's round limit at the latest — or something fails. After a round
+asked with options, the options the user's message chooses (`evaluation.choices`) are
+sent as answers to that round (`Answer(question, option=…)` with its `RoundRef`), the
+rest of the message as typed text. A failure is recorded on the result (`error`), never
+raised: one broken run does not stop an evaluation. Tokens are the bot model's own,
+summed over every reply; the round counts are the ones the reports' question metrics
+are made of.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 
+from core.clarifying import Answer, ClarifyingRound
 from core.final_now import request_text
 from core.outcomes import Reply
 from core.prompts import PromptLibrary
+from core.round_answers import RoundRef
 from core.service import ConsultationService
-from evaluation.results import RunResult, Turn
+from evaluation.choices import read_choices
+from evaluation.results import AskedQuestion, Pick, RunResult, Turn
 from evaluation.scenarios import Scenario
 from evaluation.simulated_user import BOT, USER, UserModel, next_message, speaker_for
 
@@ -84,19 +92,76 @@ async def _consult(
             )
         else:
             name, text = await next_message(user, scenario, result.transcript, reply.round)
-            result.transcript.append(Turn(name, text))
-            author, author_id = _author(scenario, name)
-            reply = await service.ask(key, text, author=author, author_id=author_id, is_group=group)
+            reply = await _answer(service, key, reply, result, name, text, scenario)
         replies += 1
     result.final_answer = reply.text
     result.rounds_used = reply.round
     result.early_finish = reply.early_finish and not result.final_now_pressed
+    result.model_ready = reply.model_ready
+
+
+async def _answer(
+    service: ConsultationService,
+    key: str,
+    asked: Reply,
+    result: RunResult,
+    name: str,
+    text: str,
+    scenario: Scenario,
+) -> Reply:
+    """Send the user's message after `asked`: its choices among the round's options as
+    answers to that round, the rest typed; a message without choices as it is."""
+    author, author_id = _author(scenario, name)
+    group = scenario.is_group
+    found = asked.questions
+    if found is None or not found.has_options:
+        result.transcript.append(Turn(name, text))
+        return await service.ask(key, text, author=author, author_id=author_id, is_group=group)
+    result.questions_with_options += sum(1 for q in found.questions if q.options)
+    choices = read_choices(text, found)
+    picks = [_pick(found, a) for a in choices.answers]
+    result.transcript.append(Turn(name, text, picks=picks))
+    result.answered_by_option += len(picks)
+    return await service.ask(
+        key,
+        choices.typed,
+        author=author,
+        author_id=author_id,
+        is_group=group,
+        answers=choices.answers,
+        ref=RoundRef(asked.consultation_id, asked.round) if picks else None,
+    )
+
+
+def _pick(found: ClarifyingRound, answer: Answer) -> Pick:
+    question = found.questions[answer.question - 1]
+    option = question.options[(answer.option or 1) - 1]
+    return Pick(answer.question, answer.option or 1, f"{question.text} — {option}")
 
 
 def _record(result: RunResult, reply: Reply) -> None:
-    result.transcript.append(Turn(BOT, reply.text, round=reply.round))
+    turn = Turn(BOT, reply.text, round=reply.round, model_ready=reply.model_ready)
+    if not reply.is_final:
+        found = reply.questions
+        turn.questions = (
+            [AskedQuestion(q.text, list(q.options)) for q in found.questions] if found else []
+        )
+        turn.asked = len(found.questions) if found else asked_in_text(reply.text)
+        result.clarifying_rounds += 1
+        result.structured_rounds += found is not None
+        result.questions_asked += turn.asked
+    result.transcript.append(turn)
     result.tokens_in += reply.usage.prompt_tokens
     result.tokens_out += reply.usage.completion_tokens
+
+
+def asked_in_text(text: str) -> int:
+    """How many questions a round asked in text asks: its question marks (a run of them
+    counts once), at least one."""
+    return max(1, len(_QUESTION_MARKS.findall(text)))
+
+
+_QUESTION_MARKS = re.compile(r"[?？]+")
 
 
 def _name(scenario: Scenario, turn: int) -> str:

@@ -22,6 +22,10 @@ DEFAULT_SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
 LANGUAGES = ("en", "ru")
 MAX_ROUNDS = 10
 DEFAULT_MAX_ROUNDS = 3
+PERSONA_TYPES = ("precise", "vague", "off-focus", "contradictory", "factually-wrong", "refusing")
+"""How the simulated user answers the consultant's questions: the six user personas of
+ClarifyMT-Bench (arXiv 2512.21120), each a rule set in `evaluation/prompts/simulated_user`."""
+DEFAULT_PERSONA_TYPE = "precise"
 _ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 T = TypeVar("T")
@@ -73,6 +77,7 @@ class Scenario:
     hidden_facts: tuple[str, ...]
     goal: str
     rubric: tuple[str, ...]
+    persona_type: str = DEFAULT_PERSONA_TYPE  # one of PERSONA_TYPES
     behaviour: Behaviour = field(default_factory=Behaviour)
     expect: Expect = field(default_factory=Expect)
     speakers: tuple[Speaker, ...] = ()
@@ -109,6 +114,9 @@ def load_scenario(path: Path) -> Scenario:
         hidden_facts=fields.texts("hidden_facts", minimum=1),
         goal=fields.text("goal"),
         rubric=fields.texts("rubric", minimum=2),
+        persona_type=fields.choice(
+            "persona_type", PERSONA_TYPES, default=DEFAULT_PERSONA_TYPE, quoted=False
+        ),
         behaviour=fields.nested("behaviour", _behaviour, Behaviour()),
         expect=fields.nested("expect", _expect, Expect()),
         speakers=fields.speakers("speakers"),

@@ -3,8 +3,12 @@
 Invariant: it is told who it is, what it wants and its hidden facts — never the judge's
 rubric — and it sees the conversation from the person's side (the consultant's messages
 as the other party's, its own as its own). A group member sees the other members'
-messages labelled with their names. The scenario's behaviour becomes a cue for the one
-message it applies to: answer only partly, ask for the answer at once, change one's mind.
+messages labelled with their names. How it answers questions is its persona type's rule
+set (`Scenario.persona_type`, rendered from `evaluation/prompts/simulated_user`). A
+consultant's round asked with options shows them labelled (`1a) …`, see
+`evaluation.choices`), and then the prompt says how to choose one. The scenario's
+behaviour becomes a cue for the one message it applies to: answer only partly, ask for the
+answer at once, change one's mind.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from dataclasses import dataclass
 
 from core.language import LANGUAGE_NAMES
 from core.ports import Completer, CompletionRequest
+from evaluation.choices import option_lines
 from evaluation.results import Turn
-from evaluation.scenarios import Scenario, Speaker
+from evaluation.scenarios import PERSONA_TYPES, Scenario, Speaker
 from evaluation.templates import render
 
 BOT = "bot"
@@ -40,14 +45,22 @@ def speaker_for(scenario: Scenario, turn: int) -> Speaker | None:
 
 
 def user_prompt(
-    scenario: Scenario, speaker: Speaker | None, after_round: int, *, opening: str | None
+    scenario: Scenario,
+    speaker: Speaker | None,
+    after_round: int,
+    *,
+    opening: str | None,
+    options: bool = False,
 ) -> str:
     """The system prompt for the message written after the bot's reply to `after_round`;
-    `opening` is the person's own first message (None when someone else wrote it)."""
+    `opening` is the person's own first message (None when someone else wrote it);
+    `options`: that reply offers options to choose from."""
     behaviour = scenario.behaviour
     change = behaviour.changes_mind
     return render(
         "simulated_user",
+        kind={name.replace("-", "_"): name == scenario.persona_type for name in PERSONA_TYPES},
+        options=options,
         speaker=speaker.name if speaker is not None else None,
         group=scenario.persona,
         persona=speaker.persona if speaker is not None else scenario.persona,
@@ -74,7 +87,7 @@ def user_messages(system: str, transcript: list[Turn], me: str) -> list[dict[str
     for turn in transcript[skip:]:
         own = turn.speaker == me
         text = (
-            turn.text
+            shown(turn)
             if own or turn.speaker == BOT or me == USER
             else (f"{turn.speaker}: {turn.text}")
         )
@@ -86,6 +99,17 @@ def user_messages(system: str, transcript: list[Turn], me: str) -> list[dict[str
     return messages
 
 
+def shown(turn: Turn) -> str:
+    """A message as its reader sees it: a round's text with its options labelled below."""
+    lines = option_lines([q.options for q in turn.questions])
+    return f"{turn.text}\n\n{lines}" if lines else turn.text
+
+
+def offers_options(transcript: list[Turn]) -> bool:
+    """Whether the conversation's last message is a round offering options."""
+    return bool(transcript) and any(q.options for q in transcript[-1].questions)
+
+
 async def next_message(
     user: UserModel, scenario: Scenario, transcript: list[Turn], after_round: int
 ) -> tuple[str, str]:
@@ -93,7 +117,9 @@ async def next_message(
     speaker = speaker_for(scenario, after_round)
     me = speaker.name if speaker is not None else USER
     opening = transcript[0].text if transcript and transcript[0].speaker == me else None
-    system = user_prompt(scenario, speaker, after_round, opening=opening)
+    system = user_prompt(
+        scenario, speaker, after_round, opening=opening, options=offers_options(transcript)
+    )
     request = CompletionRequest(
         messages=user_messages(system, transcript, me), model=user.model, max_tokens=user.max_tokens
     )

@@ -1,9 +1,12 @@
-"""The numbers of an evaluation run: per-variant scores with a bootstrap interval, and
-pairwise win rates.
+"""The numbers of an evaluation run: per-variant scores with a bootstrap interval, pairwise
+win rates, and how the bot asked (questions per round, answers by option, early stops).
 
 Pure functions of a `Report`. A judge failure or a consultation error is counted, never
 averaged as a score. The bootstrap is seeded from the report's seed and the variant's
-name, so the same report always gives the same interval.
+name, so the same report always gives the same interval. The question metrics are over
+the consultations that finished; an early stop is checked against the scenario's
+`expect.early_finish` only where one was possible (more than one round, and the user did
+not press "final answer now").
 """
 
 from __future__ import annotations
@@ -33,6 +36,14 @@ class VariantSummary:
     tokens_out: int
     mean_seconds: float | None
     win_rate: float | None  # over every pairwise judgement the variant took part in
+    questions_per_round: float | None = None  # questions asked / clarifying rounds
+    structured_share: float | None = None  # clarifying rounds asked as structured replies
+    # Questions with options the user answered by writing, and the share answered by option.
+    questions_with_options: int = 0
+    option_share: float | None = None
+    model_ready: int = 0  # early finishes because the model said it knew enough
+    early_checked: int = 0  # runs whose scenario states whether to stop early
+    early_as_expected: int = 0  # of those, the runs that did as stated
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +141,9 @@ def _variant(
         if r.judgement is not None and r.judgement.score is not None
     ]
     finished = [r for r in results if r.error is None]
+    rounds = sum(r.clarifying_rounds for r in finished)
+    with_options = sum(r.questions_with_options for r in finished)
+    checked = [r for r in finished if early_checkable(r)]
     interval = bootstrap_interval(scores, seed=seed, resamples=resamples) if scores else None
     points = decided = 0.0
     for pair in pairs:
@@ -154,7 +168,27 @@ def _variant(
         tokens_out=sum(r.tokens_out for r in results),
         mean_seconds=_mean([r.seconds for r in results]),
         win_rate=points / decided if decided else None,
+        questions_per_round=_ratio(sum(r.questions_asked for r in finished), rounds),
+        structured_share=_ratio(sum(r.structured_rounds for r in finished), rounds),
+        questions_with_options=with_options,
+        option_share=_ratio(sum(r.answered_by_option for r in finished), with_options),
+        model_ready=sum(1 for r in results if r.early_finish and r.model_ready),
+        early_checked=len(checked),
+        early_as_expected=sum(1 for r in checked if r.early_finish == r.expected_early_finish),
     )
+
+
+def early_checkable(result: RunResult) -> bool:
+    """Whether the run can be held to its scenario's `expect.early_finish`."""
+    return (
+        result.expected_early_finish is not None
+        and result.max_rounds > 1
+        and not result.final_now_pressed
+    )
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
 
 
 def _pairs(judgements: list[Pairwise]) -> list[PairSummary]:

@@ -1,11 +1,14 @@
-"""What is compared: variants of the bot (round limit, prompts folder, model) and the pairs.
+"""What is compared: variants of the bot (round limit, prompts folder, model, how
+clarifying questions are asked) and the pairs.
 
 Without options there are two variants: "N-round" (each scenario's own round limit)
 and the "one-shot" baseline (one round: the first message answered at once, with the
 first variant's prompts and model). `--rounds`, `--prompts` and `--bot-model` given
 more than once multiply into one variant per combination, named by what differs.
-Every variant is compared pairwise with the baseline, and the first variant with each
-other one.
+`--questions structured|text` (once or twice) multiplies the same way and always names
+its variants (`questions:structured`): structured is LLM_STRUCTURED_QUESTIONS=on, text
+is off; without it the deployment's setting holds. Every variant is compared pairwise
+with the baseline, and the first variant with each other one.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from evaluation.scenarios import Scenario
 
 BASELINE = "one-shot"
 DEFAULT = "N-round"
+QUESTION_MODES = {"structured": "on", "text": "off"}
+"""`--questions` value -> the LLM_STRUCTURED_QUESTIONS it runs the bot with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +32,7 @@ class Variant:
     prompts_dir: Path | None = None  # None: the deployment's PROMPTS_DIR
     bot_model: str | None = None  # None: the deployment's LLM_MODEL
     baseline: bool = False
+    questions: str | None = None  # a key of QUESTION_MODES; None: the deployment's setting
 
     def rounds_for(self, scenario: Scenario) -> int:
         if self.baseline:
@@ -35,26 +41,43 @@ class Variant:
 
 
 def build_variants(
-    rounds: list[int], prompts: list[Path], bot_models: list[str], *, baseline: bool = True
+    rounds: list[int],
+    prompts: list[Path],
+    bot_models: list[str],
+    *,
+    baseline: bool = True,
+    questions: list[str] | None = None,
 ) -> list[Variant]:
     """The variants, in a fixed order: the combinations as given, then the baseline."""
     labels = _labels(prompts)
     variants = []
     folders: list[Path | None] = [*prompts] or [None]
     models: list[str | None] = [*bot_models] or [None]
+    modes: list[str | None] = [*dict.fromkeys(questions or [])] or [None]
     limits: list[int | None] = [*rounds] or [None]
-    for folder, model, limit in itertools.product(folders, models, limits):
+    for folder, model, mode, limit in itertools.product(folders, models, modes, limits):
         parts = []
         if len(prompts) > 1 and folder is not None:
             parts.append(f"prompts:{labels[folder]}")
         if len(bot_models) > 1:
             parts.append(f"model:{model}")
+        if mode is not None:
+            parts.append(f"questions:{mode}")
         if limit is not None and (len(rounds) > 1 or not parts):
             parts.append(f"{limit}-round")
-        variants.append(Variant(" ".join(parts) or DEFAULT, limit, folder, model))
+        variants.append(Variant(" ".join(parts) or DEFAULT, limit, folder, model, questions=mode))
     if baseline:
         first = variants[0]
-        variants.append(Variant(BASELINE, 1, first.prompts_dir, first.bot_model, baseline=True))
+        variants.append(
+            Variant(
+                BASELINE,
+                1,
+                first.prompts_dir,
+                first.bot_model,
+                baseline=True,
+                questions=first.questions,
+            )
+        )
     return variants
 
 

@@ -98,9 +98,9 @@ async def test_a_full_scenario_loop_through_the_three_models(
     assert result.error is None
     assert result.transcript == [
         Turn("user", CURL.first_message),
-        Turn("bot", Q1, round=1),
+        Turn("bot", Q1, round=1, asked=2),
         Turn("user", A1),
-        Turn("bot", Q2, round=2),
+        Turn("bot", Q2, round=2, asked=1),
         Turn("user", A2),
         Turn("bot", FINAL, round=3),
     ]
@@ -263,7 +263,7 @@ async def test_final_answer_now_in_a_russian_group(servers: RoleServers, tmp_pat
     russian = PromptLibrary().render("final_now_request.ru")
     assert result.transcript == [
         Turn("Анна", TRIP.first_message),
-        Turn("bot", "Какой у вас бюджет и как вы поедете?", round=1),
+        Turn("bot", "Какой у вас бюджет и как вы поедете?", round=1, asked=1),
         Turn("Борис", russian, final_now=True),
         Turn("bot", "Итог: Суздаль, гостиница без животных.", round=2),
     ]

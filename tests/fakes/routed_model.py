@@ -35,6 +35,8 @@ class RoleServers:
             openai_base_url=self.bot.base_url,
             llm_model=BOT_MODEL,
             llm_max_retries=0,
+            # Rounds in text as most tests script them; `--questions structured` asks for JSON.
+            llm_structured_questions="off",
             db_path=tmp_path / "unused.sqlite3",
         )
 
@@ -52,6 +54,7 @@ class RoleServers:
         return {
             "OPENAI_API_KEY": "test-key",
             "OPENAI_BASE_URL": self.bot.base_url,
+            "LLM_STRUCTURED_QUESTIONS": "off",  # as in settings(): a variant may ask for it
             "LLM_MODEL": BOT_MODEL,
             "LLM_MAX_RETRIES": "0",
             "EVAL_USER_BASE_URL": self.user.base_url,
