@@ -71,9 +71,9 @@ async def evaluate(
     async with contextlib.AsyncExitStack() as stack:
         runtimes = [
             await stack.enter_async_context(
-                open_runtime(variant_settings, extra_models=[roles.user, roles.judge], background=False)
+                open_runtime(each, extra_models=[roles.user, roles.judge], background=False)
             )
-            for variant_settings in configured
+            for each in configured
         ]
         judge = JudgeModel(runtimes[0].models["judge"], roles.judge.model, roles.judge_max_tokens)
 

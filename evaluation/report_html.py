@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from evaluation.choices import label as option_label
 from evaluation.report_chart import score_chart
 from evaluation.report_table import (
     NONE,
@@ -18,14 +19,13 @@ from evaluation.report_table import (
     QUESTION_HEADERS,
     early_text,
     overall_cells,
-    question_cells,
     percent,
+    question_cells,
     questions_text,
     scenario_repeats,
     score_text,
     winner_text,
 )
-from evaluation.choices import label
 from evaluation.results import Judgement, Pairwise, Report, RunResult, Turn
 from evaluation.summary import Summary, summarise
 
@@ -251,7 +251,7 @@ def _turn(turn: Turn, *, final: bool = False) -> str:
         who += " · the model knew enough"
     kind = "turn bot" if turn.speaker == "bot" else "turn"
     options = [
-        f"<li>{_e(label(n, k))}) {_e(option)}</li>"
+        f"<li>{_e(option_label(n, k))}) {_e(option)}</li>"
         for n, question in enumerate(turn.questions, 1)
         for k, option in enumerate(question.options, 1)
     ]
