@@ -97,11 +97,11 @@ def scenario_table(report: Report, summary: Summary) -> Table:
     table.add_column("Scenario", no_wrap=True, min_width=longest)
     table.add_column("Rep", justify="right")
     for name in variants:
-        table.add_column(f"Score {name}", justify="right")
+        table.add_column(f"Score {name}", justify="right", overflow="fold")
     for pair in summary.pairs:
-        table.add_column(f"Better: {pair.variant_a} vs {pair.variant_b}")
+        table.add_column(f"Better: {pair.variant_a} vs {pair.variant_b}", overflow="fold")
     joined = " · ".join(variants)
-    table.add_column(f"Rounds ({joined})")
+    table.add_column(f"Rounds ({joined})", overflow="fold")
     table.add_column("Questions")
     table.add_column("Early")
     table.add_column("Tokens in/out")

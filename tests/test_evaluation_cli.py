@@ -166,3 +166,36 @@ async def test_python_dash_m_evaluation_runs_end_to_end(
     assert result.final_answer == "Start with the 2 kg dumbbell."
     assert "trip-group-ru" in stdout.decode()
     assert (folder / "report.html").is_file()
+
+
+async def test_questions_structured_and_text_are_compared_in_one_run(
+    servers: RoleServers, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--questions structured --questions text`: two variants named after the way they ask,
+    the structured one asking for a clarifying_round reply, the report naming each one's
+    LLM_STRUCTURED_QUESTIONS, the pair judged."""
+    out = tmp_path / "out"
+    argv = ["--scenarios-dir", str(SCENARIOS), "--scenario", "hammer-curl-en", "--no-baseline"]
+    argv += ["--questions", "structured", "--questions", "text", "--out", str(out)]
+    assert await asyncio.to_thread(main, argv) == 0
+
+    printed = capsys.readouterr().out
+    assert "…" not in printed
+    assert "LLM_STRUCTURED_QUESTIONS=on" in printed and "Questions/round" in printed
+    report = read_json(out / "report.json")
+    assert report.variants == ["questions:structured", "questions:text"]
+    assert [r.variant for r in report.results] == report.variants
+    assert "LLM_STRUCTURED_QUESTIONS=off" in report.variant_settings["questions:text"]
+    # Structured: one clarifying_round request, answered in prose, so asked again in text
+    # (which finished early); text: one request. Both run at once, in either order.
+    formats = [r.get("response_format") for r in servers.bot.requests]
+    assert len(formats) == 3
+    assert [f["json_schema"]["name"] for f in formats if f is not None] == ["clarifying_round"]
+    [pair] = report.pairwise
+    assert (pair.variant_a, pair.variant_b) == ("questions:structured", "questions:text")
+
+
+def test_an_unknown_questions_value_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """Only structured and text are ways of asking; anything else stops with exit code 2."""
+    assert main(["--scenarios-dir", str(SCENARIOS), "--questions", "json"]) == 2
+    assert "invalid choice: 'json'" in capsys.readouterr().err

@@ -15,9 +15,10 @@ import pytest
 from core.clarifying import SCHEMA_NAME
 from evaluation.evaluate import Plan, evaluate
 from evaluation.results import AskedQuestion, Pick, Report, Turn
-from evaluation.scenarios import Expect, Scenario, load_scenarios
+from evaluation.scenarios import PERSONA_TYPES, Expect, Scenario, load_scenarios
+from evaluation.simulated_user import user_prompt
 from evaluation.summary import summarise
-from evaluation.variants import build_variants
+from evaluation.variants import QUESTION_MODES, build_variants
 from tests.fakes.routed_model import RoleServers, role_servers
 
 SCENARIOS = Path(__file__).resolve().parent / "evaluation_scenarios"
@@ -109,8 +110,7 @@ async def test_a_chosen_option_reaches_the_model_as_a_question_answer_line(
     # What the bot was sent: the choices as question–answer lines, then the remark.
     assert [asks_round(r) for r in servers.bot.requests] == [True, True, False]
     assert last_user_text(servers.bot.requests[1]) == (
-        f"1. {EQUIPMENT} — Dumbbells 2 and 5 kg\n2. {INJURIES} — Elbow\n"
-        "It aches after long typing."
+        f"1. {EQUIPMENT} — Dumbbells 2 and 5 kg\n2. {INJURIES} — Elbow\nIt aches after long typing."
     )
     assert result.transcript[1] == Turn(
         "bot",
@@ -203,3 +203,43 @@ async def test_both_ways_of_asking_run_side_by_side(servers: RoleServers, tmp_pa
     assert summary.variant(TEXT).option_share is None
     assert summary.variant(TEXT).structured_share == 0.0
     assert summary.variant(TEXT).questions_per_round == pytest.approx(1.5)
+
+
+def test_each_persona_type_gets_its_own_rules() -> None:
+    """The six ClarifyMT-Bench user types render six different prompts, each with only its
+    own way of answering."""
+    rules = {
+        "precise": "directly, specifically and truthfully",
+        "vague": "You answer vaguely and only in part",
+        "off-focus": "You drift off the point",
+        "contradictory": "You are inconsistent without noticing it",
+        "factually-wrong": "You are confident about things you have wrong",
+        "refusing": "You are reluctant to share details",
+    }
+    assert set(rules) == set(PERSONA_TYPES)
+    for kind, rule in rules.items():
+        prompt = user_prompt(
+            dataclasses.replace(CURL, persona_type=kind), None, 1, opening=CURL.first_message
+        )
+        assert rule in prompt, kind
+        assert [other for other in rules.values() if other in prompt] == [rule], kind
+        assert "its label alone" not in prompt  # no options offered, no word of choosing
+
+
+def test_the_variants_of_questions_and_their_settings() -> None:
+    """structured is LLM_STRUCTURED_QUESTIONS=on, text off; a value given twice is one
+    variant; the baseline asks like the first variant; without the switch the
+    deployment's setting holds."""
+    variants = build_variants([3], [], [], questions=["text", "structured", "text"])
+    assert [(v.name, v.questions) for v in variants] == [
+        ("questions:text", "text"),
+        ("questions:structured", "structured"),
+        ("one-shot", "text"),
+    ]
+    assert [QUESTION_MODES[v.questions or ""] for v in variants] == ["off", "on", "off"]
+    assert [v.questions for v in build_variants([], [], [])] == [None, None]
+    assert [v.name for v in build_variants([2, 4], [], [], questions=["structured"])] == [
+        "questions:structured 2-round",
+        "questions:structured 4-round",
+        "one-shot",
+    ]

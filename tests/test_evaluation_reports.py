@@ -16,7 +16,7 @@ from rich.console import Console
 from evaluation.report_html import write_html
 from evaluation.report_json import read_json, write_json
 from evaluation.report_table import print_table
-from evaluation.results import Judgement, Pairwise, Report, RunResult, Turn
+from evaluation.results import AskedQuestion, Judgement, Pairwise, Pick, Report, RunResult, Turn
 from evaluation.summary import bootstrap_interval, summarise
 
 MULTI = "3 rounds"
@@ -352,3 +352,137 @@ def test_table_flags_an_early_finish_that_did_not_go_as_the_scenario_expects() -
     legal = next(x for x in out.splitlines() if "legal-deposit-ru" in x)
     assert "early ·" in fitness and "expected" not in fitness
     assert "not early (expected)" in legal
+
+
+# --- question metrics ------------------------------------------------------------------
+
+STRUCTURED = "questions:structured"
+TEXT = "questions:text"
+
+
+def _asking(
+    scenario: str,
+    variant: str,
+    *,
+    rounds: list[tuple[int, int, int]],
+    early: bool = False,
+    ready: bool = False,
+    expected: bool | None = None,
+    final_now: bool = False,
+    error: str | None = None,
+) -> RunResult:
+    """A run whose clarifying rounds each asked (questions, with options, chosen by option)."""
+    run = _run(scenario, variant, 0.7, rounds=len(rounds) + 1, early=early, error=error)
+    run.max_rounds = 4
+    run.model_ready = ready
+    run.expected_early_finish = expected
+    run.final_now_pressed = final_now
+    run.clarifying_rounds = len(rounds)
+    run.structured_rounds = sum(1 for _, offered, _ in rounds if offered)
+    run.questions_asked = sum(asked for asked, _, _ in rounds)
+    run.questions_with_options = sum(offered for _, offered, _ in rounds)
+    run.answered_by_option = sum(chosen for _, _, chosen in rounds)
+    return run
+
+
+def _asking_report() -> Report:
+    return Report(
+        started_at="2026-11-26T05:00:00+00:00",
+        seed=1,
+        models={"bot": "b", "user": "u", "judge": "j"},
+        variants=[STRUCTURED, TEXT],
+        scenarios=["a", "b", "c"],
+        repeats=1,
+        variant_settings={
+            STRUCTURED: "each scenario's own rounds; questions: structured "
+            "(LLM_STRUCTURED_QUESTIONS=on)",
+            TEXT: "each scenario's own rounds; questions: text (LLM_STRUCTURED_QUESTIONS=off)",
+        },
+        results=[
+            # 3 questions in 1 round, 3 with options, 2 chosen; stopped early as expected.
+            _asking("a", STRUCTURED, rounds=[(3, 3, 2)], early=True, ready=True, expected=True),
+            # 2 + 1 questions in 2 rounds, 1 with options, none chosen; expected early, wasn't.
+            _asking("b", STRUCTURED, rounds=[(2, 0, 0), (1, 1, 0)], expected=True),
+            # The user pressed "final answer now": the expectation is not checked.
+            _asking("c", STRUCTURED, rounds=[(4, 4, 4)], expected=False, final_now=True),
+            _asking("a", TEXT, rounds=[(2, 0, 0)], early=True, expected=True),
+            _asking("b", TEXT, rounds=[(1, 0, 0), (1, 0, 0)], early=True, expected=False),
+            # A consultation that failed counts in no question metric.
+            _asking("c", TEXT, rounds=[(9, 0, 0)], error="model timed out"),
+        ],
+    )
+
+
+def test_summary_counts_questions_per_round_answers_by_option_and_early_stops() -> None:
+    """Questions per clarifying round, the share of questions with options answered by one,
+    early stops (and those the model was ready for) against what the scenarios expect."""
+    summary = summarise(_asking_report())
+    structured, text = summary.variant(STRUCTURED), summary.variant(TEXT)
+    assert structured.questions_per_round == pytest.approx((3 + 2 + 1 + 4) / 4)
+    assert structured.questions_with_options == 3 + 1 + 4
+    assert structured.option_share == pytest.approx((2 + 0 + 4) / 8)
+    assert structured.structured_share == pytest.approx(3 / 4)
+    assert (structured.early_finishes, structured.model_ready) == (1, 1)
+    assert (structured.early_checked, structured.early_as_expected) == (2, 1)
+    assert text.questions_per_round == pytest.approx(4 / 3)
+    assert text.option_share is None and text.structured_share == 0.0
+    assert (text.early_finishes, text.model_ready) == (2, 0)
+    assert (text.early_checked, text.early_as_expected) == (2, 1)
+
+
+def test_every_report_shows_the_question_metrics_and_what_each_variant_ran_with(
+    tmp_path: Path,
+) -> None:
+    """The terminal, the HTML and the JSON report carry the same question numbers, and the
+    variants' settings."""
+    report = _asking_report()
+    out = _table(report)
+    assert "LLM_STRUCTURED_QUESTIONS=on" in out and "LLM_STRUCTURED_QUESTIONS=off" in out
+    lines = out.splitlines()
+    at = next(i for i, x in enumerate(lines) if "Questions/round" in x)
+    header = lines[at]
+    row = next(x for x in lines[at:] if x.strip("│ ").startswith(STRUCTURED))
+    cells = dict(zip(_cells(header, "┃"), _cells(row, "│"), strict=True))
+    assert cells["Questions/round"] == "2.5"
+    assert cells["Answered by option"] == "75% of 8"
+    assert cells["Structured rounds"] == "75%"
+    assert cells["Early stops (model ready)"] == "1 (1)"
+    assert cells["Early as expected"] == "1/2"
+    line = next(x for x in out.splitlines() if x.startswith("│ a "))
+    assert "3q/1r, 2/3 by option" in line and "early, model ready" in line
+
+    _, page = _html(report, tmp_path)
+    text = "".join(page.text)
+    assert "75% of 8" in text and "1 (1)" in text and "1/2" in text
+    assert "LLM_STRUCTURED_QUESTIONS=on" in text and "3q/1r, 2/3 by option" in text
+
+    path = tmp_path / "report.json"
+    write_json(report, path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    by_variant = {v["variant"]: v for v in data["summary"]["variants"]}
+    assert by_variant[STRUCTURED]["option_share"] == pytest.approx(0.75)
+    assert by_variant[STRUCTURED]["early_as_expected"] == 1
+    assert read_json(path) == report
+
+
+def test_html_shows_the_options_offered_and_the_ones_chosen(tmp_path: Path) -> None:
+    """A structured round lists its options labelled; the user's turn lists its choices."""
+    report = _report()
+    report.results[0].transcript = [
+        Turn("user", "How do I do hammer curls?"),
+        Turn(
+            "bot",
+            "1. Dumbbells?\n2. Injuries?",
+            round=1,
+            questions=[AskedQuestion("Dumbbells?", ["2 kg", "5 kg"]), AskedQuestion("Injuries?")],
+            asked=2,
+        ),
+        Turn("user", "1a\nelbow <tendinitis>", picks=[Pick(1, 1, "Dumbbells? — 2 kg")]),
+        Turn("bot", "Do 3 sets of 10.", round=2, model_ready=True),
+    ]
+    html, page = _html(report, tmp_path)
+    text = "".join(page.text)
+    assert "1a) 2 kg" in text and "1b) 5 kg" in text
+    assert "Chosen by option:" in text and "Dumbbells? — 2 kg" in text
+    assert "the model knew enough" in text
+    assert "elbow &lt;tendinitis&gt;" in html

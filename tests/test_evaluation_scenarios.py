@@ -9,6 +9,7 @@ import yaml
 
 from evaluation.scenarios import (
     DEFAULT_SCENARIOS_DIR,
+    PERSONA_TYPES,
     Scenario,
     ScenarioError,
     load_scenario,
@@ -72,6 +73,13 @@ def test_optional_fields_take_their_defaults(tmp_path: Path) -> None:
     )
     assert scenario.expect.early_finish is None
     assert scenario.behaviour.changes_mind is None
+    assert scenario.persona_type == "precise"
+
+
+@pytest.mark.parametrize("kind", PERSONA_TYPES)
+def test_every_persona_type_is_read(tmp_path: Path, kind: str) -> None:
+    """Each of the six ClarifyMT-Bench user types loads as written."""
+    assert load_scenario(write(tmp_path, {**VALID, "persona_type": kind})).persona_type == kind
 
 
 def test_every_behaviour_and_expectation_is_read(tmp_path: Path) -> None:
@@ -144,6 +152,22 @@ def test_every_behaviour_and_expectation_is_read(tmp_path: Path) -> None:
             "speakers[1].age: unknown key",
         ),
         ({"expect": {"early_finish": "yes"}}, "expect.early_finish: must be true or false"),
+        (
+            {"persona_type": "grumpy"},
+            "persona_type: must be one of precise, vague, off-focus, contradictory, "
+            "factually-wrong, refusing",
+        ),
+        (
+            {"persona_type": "Vague"},
+            "persona_type: must be one of precise, vague, off-focus, contradictory, "
+            "factually-wrong, refusing",
+        ),
+        (
+            {"persona_type": ["vague"]},
+            "persona_type: must be one of precise, vague, off-focus, contradictory, "
+            "factually-wrong, refusing",
+        ),
+        ({"behaviour": {"persona_type": "vague"}}, "behaviour.persona_type: unknown key"),
     ],
 )
 def test_a_bad_field_is_named_with_the_file(

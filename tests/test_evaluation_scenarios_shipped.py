@@ -1,7 +1,8 @@
 """The scenarios shipped in evaluation/scenarios/ load, and together they cover what the
-evaluator is meant to measure: both languages, every built-in role, a group, and each of
-the hard cases (vague first message, "final answer now" in Russian, partial answers, a
-change of mind, an early finish, a user who wants the answer at once)."""
+evaluator is meant to measure: both languages, every built-in role, a group, every user
+persona type, and each of the hard cases (vague first message, "final answer now" in
+Russian, partial answers, a change of mind, an early finish, a user who wants the answer
+at once)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 
 import pytest
 
-from evaluation.scenarios import DEFAULT_SCENARIOS_DIR, Scenario, load_scenarios
+from evaluation.scenarios import DEFAULT_SCENARIOS_DIR, PERSONA_TYPES, Scenario, load_scenarios
 
 CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
 
@@ -19,8 +20,9 @@ def scenarios() -> list[Scenario]:
     return load_scenarios()
 
 
-def test_at_least_sixteen_scenarios_in_both_languages(scenarios: list[Scenario]) -> None:
-    assert len(scenarios) >= 16
+def test_at_least_twenty_four_scenarios_in_both_languages(scenarios: list[Scenario]) -> None:
+    """Enough scenarios for every persona type and hard case, in English and Russian."""
+    assert len(scenarios) >= 24
     languages = [s.language for s in scenarios]
     assert languages.count("ru") >= 6
     assert languages.count("en") >= 6
@@ -51,6 +53,14 @@ def test_every_built_in_role_and_the_named_topics_are_covered(scenarios: list[Sc
         if s.id.startswith(("travel-", "career-")):
             assert s.role == "expert", s.id
     assert "fitness-hammer-curl-en" in {s.id for s in scenarios}
+
+
+def test_every_persona_type_twice_and_in_both_languages(scenarios: list[Scenario]) -> None:
+    """Each ClarifyMT-Bench user type is played at least twice, in English and in Russian."""
+    for kind in PERSONA_TYPES:
+        played = [s for s in scenarios if s.persona_type == kind]
+        assert len(played) >= 2, kind
+        assert {s.language for s in played} == {"en", "ru"}, kind
 
 
 def test_a_group_consultation_with_two_speakers(scenarios: list[Scenario]) -> None:
