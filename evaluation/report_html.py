@@ -212,7 +212,7 @@ def _pair_block(p: Pairwise) -> str:
 
 def _run_block(r: RunResult) -> str:
     head = f"{r.variant}: {score_text(r)} · rounds {r.rounds_used}/{r.max_rounds}"
-    if r.early_finish or r.expected_early_finish:
+    if early_text(r) != NONE:
         head += f" · {early_text(r)}"
     if r.final_now_pressed:
         head += " · final answer pressed"

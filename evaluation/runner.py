@@ -19,7 +19,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from core.clarifying import Answer, ClarifyingRound
+from core.clarifying import ClarifyingRound
 from core.final_now import request_text
 from core.outcomes import Reply
 from core.prompts import PromptLibrary
@@ -119,7 +119,7 @@ async def _answer(
         return await service.ask(key, text, author=author, author_id=author_id, is_group=group)
     result.questions_with_options += sum(1 for q in found.questions if q.options)
     choices = read_choices(text, found)
-    picks = [_pick(found, a) for a in choices.answers]
+    picks = [_pick(found, a.question, a.option) for a in choices.answers if a.option is not None]
     result.transcript.append(Turn(name, text, picks=picks))
     result.answered_by_option += len(picks)
     return await service.ask(
@@ -133,10 +133,10 @@ async def _answer(
     )
 
 
-def _pick(found: ClarifyingRound, answer: Answer) -> Pick:
-    question = found.questions[answer.question - 1]
-    option = question.options[(answer.option or 1) - 1]
-    return Pick(answer.question, answer.option or 1, f"{question.text} — {option}")
+def _pick(found: ClarifyingRound, question: int, option: int) -> Pick:
+    """The choice as the bot receives it: the `question — option` line."""
+    asked = found.questions[question - 1]
+    return Pick(question, option, f"{asked.text} — {asked.options[option - 1]}")
 
 
 def _record(result: RunResult, reply: Reply) -> None:
@@ -148,7 +148,7 @@ def _record(result: RunResult, reply: Reply) -> None:
         )
         turn.asked = len(found.questions) if found else asked_in_text(reply.text)
         result.clarifying_rounds += 1
-        result.structured_rounds += found is not None
+        result.structured_rounds += int(found is not None)
         result.questions_asked += turn.asked
     result.transcript.append(turn)
     result.tokens_in += reply.usage.prompt_tokens
