@@ -18,6 +18,7 @@ from evaluation.cli import main
 from evaluation.report_json import read_json
 from evaluation.scenarios import load_scenarios
 from evaluation.settings import EvalSettings
+from tests.fakes.model_server import response_format_of, round_json
 from tests.fakes.routed_model import RoleServers, role_servers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,8 +173,15 @@ async def test_questions_structured_and_text_are_compared_in_one_run(
     servers: RoleServers, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`--questions structured --questions text`: two variants named after the way they ask,
-    the structured one asking for a clarifying_round reply, the report naming each one's
-    LLM_STRUCTURED_QUESTIONS, the pair judged."""
+    the structured one asking for clarifying rounds the simulated user answers by option,
+    the report naming each one's LLM_STRUCTURED_QUESTIONS and counting the choices."""
+    final = servers.bot.default_reply
+    servers.bot.default_reply = lambda body: (
+        round_json("One thing.", [("Which dumbbells?", ["2 kg", "5 kg"])])
+        if response_format_of(body) == "clarifying_round"
+        else final(body)
+    )
+    servers.user.default_reply = lambda body: "1a"
     out = tmp_path / "out"
     argv = ["--scenarios-dir", str(SCENARIOS), "--scenario", "hammer-curl-en", "--no-baseline"]
     argv += ["--questions", "structured", "--questions", "text", "--out", str(out)]
@@ -184,13 +192,16 @@ async def test_questions_structured_and_text_are_compared_in_one_run(
     assert "LLM_STRUCTURED_QUESTIONS=on" in printed and "Questions/round" in printed
     report = read_json(out / "report.json")
     assert report.variants == ["questions:structured", "questions:text"]
-    assert [r.variant for r in report.results] == report.variants
+    structured, text = report.results
+    assert (structured.variant, text.variant) == tuple(report.variants)
     assert "LLM_STRUCTURED_QUESTIONS=off" in report.variant_settings["questions:text"]
-    # Structured: one clarifying_round request, answered in prose, so asked again in text
-    # (which finished early); text: one request. Both run at once, in either order.
-    formats = [r.get("response_format") for r in servers.bot.requests]
-    assert len(formats) == 3
-    assert [f["json_schema"]["name"] for f in formats if f is not None] == ["clarifying_round"]
+    # Structured: two rounds answered "1a", then the last round's answer; text: at once.
+    assert (structured.structured_rounds, structured.answered_by_option) == (2, 2)
+    assert (structured.rounds_used, text.rounds_used, text.structured_rounds) == (3, 1, 0)
+    formats = [response_format_of(r) for r in servers.bot.requests]
+    assert (formats.count("clarifying_round"), formats.count(None), len(formats)) == (2, 2, 4)
+    summary = json.loads((out / "report.json").read_text(encoding="utf-8"))["summary"]
+    assert [v["option_share"] for v in summary["variants"]] == [1.0, None]
     [pair] = report.pairwise
     assert (pair.variant_a, pair.variant_b) == ("questions:structured", "questions:text")
 

@@ -5,7 +5,6 @@ reach the bot as answers to the round, and both ways of asking run side by side.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from evaluation.scenarios import PERSONA_TYPES, Expect, Scenario, load_scenarios
 from evaluation.simulated_user import user_prompt
 from evaluation.summary import summarise
 from evaluation.variants import QUESTION_MODES, build_variants
+from tests.fakes.model_server import response_format_of
 from tests.fakes.routed_model import RoleServers, role_servers
 
 SCENARIOS = Path(__file__).resolve().parent / "evaluation_scenarios"
@@ -32,21 +32,7 @@ FINAL = "## Your plan\nStart with the 2 kg dumbbell: 3×12, Mon/Wed/Fri. Mind th
 JUDGE_OK = '{"score": 0.9, "justification": "Uses the facts.", "covered": ["2 kg"], "missed": []}'
 
 
-def round_json(
-    preamble: str, questions: list[tuple[str, list[str]]], *, ready: bool = False
-) -> str:
-    """A clarifying round as a model following the schema writes it."""
-    return json.dumps(
-        {
-            "preamble": preamble,
-            "questions": [{"text": text, "options": options} for text, options in questions],
-            "ready_for_final": ready,
-        },
-        ensure_ascii=False,
-    )
-
-
-FIRST_ROUND = round_json(
+FIRST_ROUND = (
     "Two things first.",
     [(EQUIPMENT, ["Dumbbells 2 and 5 kg", "Nothing"]), (INJURIES, ["None", "Elbow", "Knee"])],
 )
@@ -73,8 +59,7 @@ async def run(
 
 
 def asks_round(body: dict[str, Any]) -> bool:
-    schema = (body.get("response_format") or {}).get("json_schema") or {}
-    return bool(schema.get("name") == SCHEMA_NAME)
+    return response_format_of(body) == SCHEMA_NAME
 
 
 def last_user_text(body: dict[str, Any]) -> str:
@@ -88,8 +73,8 @@ async def test_a_chosen_option_reaches_the_model_as_a_question_answer_line(
     the bot is sent `question — option` lines and the remark, and the model's ready flag
     ends the consultation early in the same turn."""
     scenario = dataclasses.replace(CURL, expect=Expect(early_finish=True))
-    servers.bot.enqueue(FIRST_ROUND)
-    servers.bot.enqueue(round_json("", [], ready=True))
+    servers.bot.enqueue_round(*FIRST_ROUND)
+    servers.bot.enqueue_round("", [], ready_for_final=True)
     servers.bot.enqueue(FINAL)
     servers.user.enqueue("1a\n2b)\nIt aches after long typing.")
     servers.judge.enqueue(JUDGE_OK)
@@ -142,8 +127,8 @@ async def test_a_reply_without_a_readable_choice_is_sent_as_typed(
 ) -> None:
     """A message naming no option the round has (a label out of range, prose) goes to the
     bot exactly as written, and counts as no answer by option."""
-    servers.bot.enqueue(FIRST_ROUND)
-    servers.bot.enqueue(round_json("One more.", [("How many days a week?", ["2", "3"])]))
+    servers.bot.enqueue_round(*FIRST_ROUND)
+    servers.bot.enqueue_round("One more.", [("How many days a week?", ["2", "3"])])
     servers.bot.enqueue(FINAL)
     servers.user.enqueue("3a\nJust the two dumbbells, and my elbow hurts.")
     servers.user.enqueue("Three times.")
@@ -166,8 +151,8 @@ async def test_both_ways_of_asking_run_side_by_side(servers: RoleServers, tmp_pa
     """`--questions structured --questions text`: one variant asks for clarifying_round
     JSON (LLM_STRUCTURED_QUESTIONS=on), the other in text (off); each result names its
     variant, the report says what each ran with, and the judge compares the two answers."""
-    servers.bot.enqueue(FIRST_ROUND)  # the structured variant runs first
-    servers.bot.enqueue(round_json("Last one.", [("How many days a week?", ["2", "3"])]))
+    servers.bot.enqueue_round(*FIRST_ROUND)  # the structured variant runs first
+    servers.bot.enqueue_round("Last one.", [("How many days a week?", ["2", "3"])])
     servers.bot.enqueue(FINAL)
     servers.bot.enqueue("1. What equipment do you have?\n2. Any injuries?")  # then the text one
     servers.bot.enqueue("How many days a week?")
