@@ -57,11 +57,10 @@ async def test_a_round_shows_its_options_and_labels_answer_them(
 async def test_a_label_the_round_does_not_have_is_refused_and_nothing_is_sent(
     tmp_path: Path, model_server: FakeModelServer
 ) -> None:
-    """An unknown letter or question number gets one line and sends nothing; a corrected
-    line then answers, and a line without labels is plain text."""
+    """An unknown letter or question number gets one line and sends nothing, nor the
+    words after it; a corrected line then answers."""
     model_server.enqueue(round_json(BUDGET, USE))
     model_server.enqueue(round_json(("Which screen size?", ["13", "15"])))
-    model_server.enqueue(round_json(("Which brand?", ["Any"])))
     code, out = await console(
         tmp_path,
         model_server,
@@ -72,7 +71,7 @@ async def test_a_label_the_round_does_not_have_is_refused_and_nothing_is_sent(
     assert "[2d: question 2 has no option d (2a–2c); nothing was sent]" in out
     assert "[3a: there is no question 3 (questions: 1–2); nothing was sent]" in out
     assert "[1z: question 1 has no option z (1a–1b); nothing was sent]" in out
-    assert len(model_server.requests) == 3
+    assert len(model_server.requests) == 2
     assert model_server.requests[1]["messages"][-1]["content"] == (
         f"1. {BUDGET[0]} — < 500\n2. {USE[0]} — Office"
     )
