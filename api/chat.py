@@ -311,7 +311,7 @@ class ChatEndpoints:
         session's last questions (`AnswerInvalid`, `AnswerStale`); then re-limit it if
         asked."""
         consultation = await self._service.sessions.check_session(session_id)
-        if body.answers:
+        if message.answers:
             turn_text(consultation, message.text, message.answers, author=None)
         if body.max_rounds is not None:
             await self._service.sessions.set_session_max_rounds(session_id, body.max_rounds)
