@@ -22,20 +22,6 @@ BUDGET = ("What is your budget?", ["< 500", "500–1000", "1000+"])
 CITY = ("Which city do you live in?", ["Moscow", "Berlin"])
 
 
-def round_json(*questions: tuple[str, list[str]], preamble: str = "Got it.") -> str:
-    return json.dumps(
-        {
-            "preamble": preamble,
-            "questions": [{"text": text, "options": options} for text, options in questions],
-            "ready_for_final": False,
-        }
-    )
-
-
-def ready_json() -> str:
-    return json.dumps({"preamble": "", "questions": [], "ready_for_final": True})
-
-
 async def post(
     api: RunningApi, body: Any, headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, Any]]:
@@ -51,7 +37,7 @@ async def asked(
     api: RunningApi, model: FakeModelServer, *questions: tuple[str, list[str]], rounds: int = 3
 ) -> str:
     """A session of `rounds` rounds whose first reply asked `questions`; its id."""
-    model.enqueue(round_json(*questions))
+    model.enqueue_round("Got it.", questions)
     status, body = await post(api, {"message": "Which laptop should I buy?", "maxRounds": rounds})
     assert status == 200, body
     return str(body["sessionId"])
@@ -72,7 +58,7 @@ async def test_a_structured_round_carries_its_questions_in_plain_and_streamed_re
 ) -> None:
     """A round asked as JSON comes back as `questions` with their options, `content` its
     text without options, in `/api/chat` and in the stream's `done` event alike."""
-    model_server.enqueue(round_json(BUDGET, CITY, preamble="I need two facts."))
+    model_server.enqueue_round("I need two facts.", [BUDGET, CITY])
     status, body = await post(api, {"message": "Which laptop?", "maxRounds": 3})
     assert status == 200
     assert body["questions"] == [
@@ -82,7 +68,7 @@ async def test_a_structured_round_carries_its_questions_in_plain_and_streamed_re
     assert body["content"] == f"I need two facts.\n\n1. {BUDGET[0]}\n2. {CITY[0]}"
     assert body["readyForFinal"] is False and body["isComplete"] is False
 
-    model_server.enqueue(round_json(BUDGET, CITY, preamble="I need two facts."), chunk_size=7)
+    model_server.enqueue_round("I need two facts.", [BUDGET, CITY], chunk_size=7)
     response = await api.client.post(
         "/api/chat/stream", json={"message": "Which laptop?", "maxRounds": 3}
     )
@@ -98,7 +84,7 @@ async def test_ready_for_final_marks_the_answer_the_model_chose_to_give(
 ) -> None:
     """A round saying it knows enough goes on to the final answer, which says
     `readyForFinal: true` and asks no questions."""
-    model_server.enqueue(ready_json())
+    model_server.enqueue_round("", [], True)
     model_server.enqueue("Buy the ThinkPad.")
     status, body = await post(api, {"message": "Which laptop?", "maxRounds": 3})
     assert status == 200
@@ -113,7 +99,7 @@ async def test_answers_by_option_and_by_text_reach_the_model_as_question_answer_
     """`answers` alone make the user's turn: one numbered `question — answer` line each,
     an option by its text, a typed answer as typed."""
     session = await asked(api, model_server, BUDGET, CITY)
-    model_server.enqueue(round_json(("Which screen size?", [])))
+    model_server.enqueue_round("Got it.", [("Which screen size?", [])])
     answers = [{"question": 2, "text": "  Paris,\nnear the station "}, {"question": 1, "option": 2}]
     status, body = await post(api, {"sessionId": session, "answers": answers})
     assert status == 200, body
@@ -130,7 +116,7 @@ async def test_answers_with_a_message_come_before_it(
 ) -> None:
     """Answers sent with a message are its first lines; the message follows them."""
     session = await asked(api, model_server, BUDGET)
-    model_server.enqueue(round_json(CITY))
+    model_server.enqueue_round("Got it.", [CITY])
     status, body = await post(
         api,
         {"sessionId": session, "answers": [{"question": 1, "option": 3}], "message": "For games"},
@@ -237,7 +223,7 @@ async def test_an_idempotent_replay_carries_the_questions_and_the_key_covers_the
     """A retry with the same key gets the stored reply, questions included, without a new
     round; the same key with other answers is 422 IDEMPOTENCY_KEY_REUSED."""
     session = await asked(api, model_server, BUDGET, CITY)
-    model_server.enqueue(round_json(("Which screen size?", ["13", "15"])))
+    model_server.enqueue_round("Got it.", [("Which screen size?", ["13", "15"])])
     key = {"Idempotency-Key": str(uuid.uuid4())}
     request = {"sessionId": session, "answers": [{"question": 1, "option": 1}]}
     status, first = await post(api, request, key)
@@ -298,13 +284,13 @@ async def test_the_openapi_document_describes_questions_answers_and_their_errors
     seen: list[tuple[int, dict[str, Any]]] = []
     for body, expected in bodies:
         if expected == 200:
-            model_server.enqueue(round_json(BUDGET, CITY))
+            model_server.enqueue_round("Got it.", [BUDGET, CITY])
         status, answer = await post(api, body)
         seen.append((status, answer))
         assert status == expected, (body, answer)
         # 422: the body is well formed, the round has no such question
         assert (status in (200, 422)) is requests.is_valid(body), (body, answer)
-    model_server.enqueue(ready_json())
+    model_server.enqueue_round("", [], True)
     model_server.enqueue("The answer.")
     status, final = await post(
         api, {"sessionId": session, "answers": [{"question": 2, "text": "Rome"}]}

@@ -4,23 +4,12 @@ labels the round does not have refused before anything is sent."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tests.fakes.model_server import FakeModelServer
 from tests.test_console import console
 
 STRUCTURED = {"LLM_STRUCTURED_QUESTIONS": "auto"}
-
-
-def round_json(*questions: tuple[str, list[str]], preamble: str = "Got it.") -> str:
-    return json.dumps(
-        {
-            "preamble": preamble,
-            "questions": [{"text": text, "options": options} for text, options in questions],
-            "ready_for_final": False,
-        }
-    )
 
 
 BUDGET = ("What is your budget?", ["< 500", "500–1000"])
@@ -36,8 +25,8 @@ async def test_a_round_shows_its_options_and_labels_answer_them(
 ) -> None:
     """The options are printed as `1a)`…, and `1b 2c for work` sends both options as
     question–answer lines with the words after them."""
-    model_server.enqueue(round_json(BUDGET, USE, preamble="Two questions."), chunk_size=9)
-    model_server.enqueue(round_json(("Which screen size?", [])))
+    model_server.enqueue_round("Two questions.", [BUDGET, USE], chunk_size=9)
+    model_server.enqueue_round("Got it.", [("Which screen size?", [])])
     code, out = await console(
         tmp_path, model_server, ["Which laptop?", "1b 2C mostly spreadsheets"], **STRUCTURED
     )
@@ -59,8 +48,8 @@ async def test_a_label_the_round_does_not_have_is_refused_and_nothing_is_sent(
 ) -> None:
     """An unknown letter or question number gets one line and sends nothing, nor the
     words after it; a corrected line then answers."""
-    model_server.enqueue(round_json(BUDGET, USE))
-    model_server.enqueue(round_json(("Which screen size?", ["13", "15"])))
+    model_server.enqueue_round("Got it.", [BUDGET, USE])
+    model_server.enqueue_round("Got it.", [("Which screen size?", ["13", "15"])])
     code, out = await console(
         tmp_path,
         model_server,
@@ -82,10 +71,10 @@ async def test_labels_after_a_restart_answer_the_stored_round(
     tmp_path: Path, model_server: FakeModelServer
 ) -> None:
     """A console started again answers the round its consultation last asked."""
-    model_server.enqueue(round_json(BUDGET))
+    model_server.enqueue_round("Got it.", [BUDGET])
     code, out = await console(tmp_path, model_server, ["Which laptop?"], **STRUCTURED)
     assert "1b) 500–1000" in out
-    model_server.enqueue(round_json(("Which screen size?", [])))
+    model_server.enqueue_round("Got it.", [("Which screen size?", [])])
     code, out = await console(tmp_path, model_server, ["1b"], **STRUCTURED)
     assert code == 0
     assert last_user_turn(model_server) == f"{BUDGET[0]} — 500–1000"
