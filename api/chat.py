@@ -24,6 +24,11 @@ Invariants:
   is then stored as its text (`TurnInput.stored_text`), photos going to the model only
   in this round.
 
+`answers` answer the questions of the session's last reply: they are checked against
+that round while the session is vetted (a question or option it does not have is
+ANSWER_INVALID, a reply that asked none ANSWER_STALE), before anything is changed or
+stored, and the round's turn is their question–answer lines, then the message.
+
 `maxRounds` on a continuing request: omitted or equal to the session's limit changes
 nothing; a different value is applied like Telegram's /rounds (validated the same
 way; a limit at or below the rounds already used makes this reply the final one).
@@ -72,6 +77,7 @@ from core.errors import (
 )
 from core.keyed_lock import KeyedLock
 from core.ports import ChatLocks
+from core.round_answers import turn_text
 from core.service import ConsultationService
 from media.intake import Intake
 from telemetry.metrics import Metrics
@@ -257,7 +263,7 @@ class ChatEndpoints:
                 ):
                     return
                 if not new:
-                    await self._vet(session_id, body)
+                    await self._vet(session_id, body, message)
                 if hold is not None and stored is None:
                     await hold.attach(session_id)
                 turn.session.set_result(session_id)
@@ -281,14 +287,15 @@ class ChatEndpoints:
 
     async def _read(self, asked: Asked) -> Message:
         """The request's message as the session stores it: typed words alone, or read with
-        its files (documents' text, the transcript, photos); the decoded files are let go
-        as soon as they are read. Raises `AttachmentRefused`."""
+        its files (documents' text, the transcript, photos), and its answers; the decoded
+        files are let go as soon as they are read. Raises `AttachmentRefused`."""
         files, asked.files = asked.files, ()
+        answers = tuple(answer.answer() for answer in asked.body.answers)
         if not files:
-            return Message(asked.body.message)
+            return Message(asked.body.message, answers=answers)
         assert self._intake is not None  # files are decoded only with an intake
         read = await self._intake.read(asked.body.message, files, owner=asked.client)
-        return Message(read.stored_text, read)
+        return Message(read.stored_text, read, answers)
 
     async def _open(self, body: ChatRequest, text: str, hold: Hold | None) -> str:
         return await self._service.sessions.open_session(
@@ -299,12 +306,15 @@ class ChatEndpoints:
             turn_id=hold.turn_id if hold is not None else None,
         )
 
-    async def _vet(self, session_id: str, body: ChatRequest) -> None:
-        """Check an existing session can take this round (and re-limit it if asked)."""
+    async def _vet(self, session_id: str, body: ChatRequest, message: Message) -> None:
+        """Check an existing session can take this round and its answers answer the
+        session's last questions (`AnswerInvalid`, `AnswerStale`); then re-limit it if
+        asked."""
+        consultation = await self._service.sessions.check_session(session_id)
+        if message.answers:
+            turn_text(consultation, message.text, message.answers, author=None)
         if body.max_rounds is not None:
             await self._service.sessions.set_session_max_rounds(session_id, body.max_rounds)
-        else:
-            await self._service.sessions.check_session(session_id)
 
     async def _answer(
         self, turn: Turn, session_id: str, message: Message, hold: Hold | None
@@ -317,6 +327,7 @@ class ChatEndpoints:
                 images=message.images,
                 on_text=on_text,
                 turn_id=hold.turn_id if hold is not None else None,
+                answers=message.answers,
             )
         except Exception as exc:
             raise _round_failure(exc, session_id) from None

@@ -3,8 +3,8 @@
 Invariants:
 - every limit is checked before a session is opened, a file read or the model called,
   so a request over one is a plain JSON error that leaves nothing behind;
-- the message, the system prompt and the output schema each go into model requests,
-  so MAX_INPUT_CHARS bounds each of them;
+- the message, each answer's text, the system prompt and the output schema each go into
+  model requests, so MAX_INPUT_CHARS bounds each of them;
 - the body is refused as soon as it is over the chat endpoints' own limit (which
   admits attachments): a declared length over it is refused unread, and reading stops
   at the first chunk that takes it over.
@@ -47,11 +47,13 @@ class Limits:
     def check(self, body: ChatRequest) -> None:
         """Raise `ApiError` for the first limit the request is over.
 
-        The message, the system prompt and the output schema each go into model requests,
-        so MAX_INPUT_CHARS bounds each of them (an object schema as its JSON text).
+        The message, each answer's text, the system prompt and the output schema each go
+        into model requests, so MAX_INPUT_CHARS bounds each of them (an object schema as
+        its JSON text).
         """
         texts = (
             ("message", body.message),
+            *((f"answers[{n}].text", a.text) for n, a in enumerate(body.answers)),
             ("systemPrompt", body.system_prompt),
             ("outputSchema", body.options().output_schema),
         )

@@ -22,12 +22,14 @@ from api.config import ApiConfig
 from api.errors import STATUS
 from api.idempotency import HEADER, MAX_KEY_LENGTH
 from api.schemas import (
+    AnswerIn,
     AttachmentIn,
     ChatRequest,
     ChatResponse,
     Citation,
     ErrorResponse,
     HealthResponse,
+    QuestionOut,
     SessionView,
     StreamError,
     StreamSession,
@@ -42,12 +44,15 @@ _CHAT_ERRORS = {
     401: "UNAUTHORIZED (only when an API token is configured)",
     404: "SESSION_NOT_FOUND",
     409: "CONFLICT: another request answered this round meanwhile (read the session), or "
-    f"the request with this {HEADER} is still being answered (retry later)",
+    f"the request with this {HEADER} is still being answered (retry later); or "
+    "ANSWER_STALE: `answers` were sent but the session's last reply asked no `questions` "
+    "to answer (a final answer, or questions asked as plain text): send a `message`",
     413: "PAYLOAD_TOO_LARGE, or CONTEXT_TOO_LONG: the session's conversation is over the "
     "model's context; start a new session and ask more briefly (the error names the session)",
     422: f"IDEMPOTENCY_KEY_REUSED: this {HEADER} was used for a different request, or "
     "ATTACHMENT_REFUSED: a file was not taken (`problem` says why, `name` which file, "
-    "`limit` the byte limit it is over); nothing was stored and no round was used",
+    "`limit` the byte limit it is over); nothing was stored and no round was used; or "
+    "ANSWER_INVALID: an answer names a question or option the last reply does not have",
     429: "RATE_LIMITED: too many requests from this client; see Retry-After",
     500: "INTERNAL_ERROR (round not consumed; the error names the session to retry)",
     502: "MODEL_ERROR: the model rejected the request, or MODEL_MISCONFIGURED: the service's "
@@ -79,12 +84,14 @@ _IDEMPOTENCY = {
 }
 
 _MODELS: tuple[type[BaseModel], ...] = (
+    AnswerIn,
     AttachmentIn,
     ChatRequest,
     ChatResponse,
     Citation,
     ErrorResponse,
     HealthResponse,
+    QuestionOut,
     SessionView,
     StreamSession,
     StreamText,
@@ -138,6 +145,7 @@ def _limit(schemas: dict[str, Any], config: ApiConfig) -> None:
     properties["maxRounds"]["anyOf"][0]["maximum"] = config.max_rounds_limit
     properties["maxTokens"]["anyOf"][0]["maximum"] = config.max_tokens_limit
     properties["message"]["maxLength"] = config.max_input_chars
+    schemas["AnswerIn"]["properties"]["text"]["anyOf"][0]["maxLength"] = config.max_input_chars
     properties["systemPrompt"]["anyOf"][0]["maxLength"] = config.max_input_chars
     properties["outputSchema"]["anyOf"][0]["maxLength"] = config.max_input_chars
     model = properties["model"]["anyOf"][0]
@@ -277,7 +285,7 @@ def build_openapi(
         "openapi": "3.1.0",
         "info": {
             "title": "Consultation bot API",
-            "version": "1.2.0",
+            "version": "1.3.0",
             "description": "Bounded multi-round expert consultations: a few clarifying "
             "rounds, then one complete answer. Error codes: "
             + ", ".join(f"{code} ({status})" for code, status in STATUS.items()),

@@ -1,13 +1,15 @@
 """The HTTP API's bodies, validated strictly before they reach the engine.
 
-Invariant: a request that passes `parse_chat_request` has a non-blank message or at
-least one attachment (a document alone is a question), a canonical UUID `sessionId` (if
-any), `maxRounds` ≥ 1 (if any), at most `MAX_ATTACHMENTS` files and values of exactly
-the declared JSON types — `"maxRounds": "3"` is refused, never coerced. An integer
-field takes what JSON Schema calls an integer, so `2.0` is 2 and `2.5` is refused.
-Unknown fields are ignored. No text field holds NUL (refused: PostgreSQL cannot store
-it); a file's name loses its control characters. The OpenAPI document is generated
-from these same models.
+Invariant: a request that passes `parse_chat_request` has a non-blank message, at least
+one attachment (a document alone is a question) or at least one answer, a canonical UUID
+`sessionId` (if any; answers require one), `maxRounds` ≥ 1 (if any), at most
+`MAX_ATTACHMENTS` files, at most `MAX_ANSWERS` answers, each naming a question and exactly
+one of an option or a non-blank text, and values of exactly the declared JSON types —
+`"maxRounds": "3"` is refused, never coerced. An integer field takes what JSON Schema
+calls an integer, so `2.0` is 2 and `2.5` is refused. Unknown fields are ignored, except
+in an answer (a key it does not have is refused). No text field holds NUL (refused:
+PostgreSQL cannot store it); a file's name loses its control characters. The OpenAPI
+document is generated from these same models.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 
 from api.attachments import BASE64_PATTERN, MAX_ATTACHMENTS
 from api.errors import STATUS, ApiError
 from core.attachments import TurnInput
+from core.clarifying import Answer, ClarifyingRound
 from core.errors import AttachmentProblem
 from core.models import Consultation, ModelOptions, Status
 from core.outcomes import Notice, Reply
@@ -91,12 +95,64 @@ class AttachmentIn(BaseModel):
         return name
 
 
+MAX_ANSWERS = 8
+"""Answers one request may carry (a round asks at most four questions; a later answer to
+the same question wins)."""
+
+
+def _one_of_option_or_text(schema: dict[str, Any]) -> None:
+    """The document's form of `AnswerIn._option_or_text`: exactly one of the two, not null."""
+    schema["oneOf"] = [
+        {"required": ["option"], "properties": {"option": {"type": "integer"}}},
+        {"required": ["text"], "properties": {"text": {"type": "string"}}},
+    ]
+
+
+class AnswerIn(BaseModel):
+    """An answer to one question of the session's last reply: an option or a text."""
+
+    model_config = ConfigDict(
+        **_CAMEL, strict=True, extra="forbid", json_schema_extra=_one_of_option_or_text
+    )
+
+    question: Count = Field(description="The question's number in `questions` (1 is the first).")
+    option: Count | None = Field(
+        None, description="The chosen option's number in that question's `options` (1-based)."
+    )
+    text: str | None = Field(
+        None,
+        pattern=r"\S",
+        description="The answer in the user's words, instead of an option; not blank, "
+        "at most MAX_INPUT_CHARS characters.",
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and "\x00" in value:  # PostgreSQL cannot store it in text
+            raise ValueError("must not contain NUL (\\u0000)")
+        return value
+
+    @model_validator(mode="after")
+    def _option_or_text(self) -> AnswerIn:
+        if (self.option is None) == (self.text is None):
+            raise ValueError("give exactly one of option and text")
+        return self
+
+    def answer(self) -> Answer:
+        return Answer(self.question, self.option, self.text)
+
+
 def _message_or_files(schema: dict[str, Any]) -> None:
-    """The document's form of the rule `parse_chat_request` enforces."""
+    """The document's form of the rules `parse_chat_request` enforces: a message, files or
+    answers; answers only with a session."""
     schema["anyOf"] = [
         {"required": ["message"], "properties": {"message": {"pattern": r"\S"}}},
         {"required": ["attachments"], "properties": {"attachments": {"minItems": 1}}},
+        {"required": ["answers"], "properties": {"answers": {"minItems": 1}}},
     ]
+    schema["if"] = {"required": ["answers"], "properties": {"answers": {"minItems": 1}}}
+    schema["then"] = {"required": ["sessionId"], "properties": {"sessionId": {"type": "string"}}}
 
 
 class ChatRequest(BaseModel):
@@ -108,8 +164,8 @@ class ChatRequest(BaseModel):
 
     message: str = Field(
         "",
-        description="The user's message; must not be blank, unless attachments are sent "
-        "(then it is their caption and may be empty).",
+        description="The user's message; must not be blank, unless attachments or answers "
+        "are sent (then it may be empty).",
     )
     attachments: list[AttachmentIn] = Field(
         default_factory=list,
@@ -117,6 +173,15 @@ class ChatRequest(BaseModel):
         description="Files sent with the message: voice notes (transcribed), documents "
         "(their text: plain text, Markdown, CSV, JSON, source code, PDF, DOCX) and photos "
         "(for a model that sees images). One voice note per request.",
+    )
+    answers: list[AnswerIn] = Field(
+        default_factory=list,
+        max_length=MAX_ANSWERS,
+        description="Answers to the questions of the session's last reply (its `questions`), "
+        "by option or in words; they reach the model as question–answer lines, before "
+        "`message`. Only with `sessionId`. A question or option that reply does not have is "
+        "422 ANSWER_INVALID; answers when that reply asked no questions with `questions` "
+        "(a final answer, or questions asked as plain text) are 409 ANSWER_STALE.",
     )
     model: str | None = Field(None, min_length=1, max_length=200)
     max_tokens: Count | None = None
@@ -181,11 +246,27 @@ class Citation(BaseModel):
     title: str | None = Field(None, exclude_if=_absent, description="One line, when known.")
 
 
+class QuestionOut(BaseModel):
+    """One clarifying question and the answers it suggests (answer by number or in words)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    options: list[str] = Field(description="Suggested answers, possibly none (1-based).")
+
+
+def questions_of(round_: ClarifyingRound | None) -> list[QuestionOut]:
+    if round_ is None:
+        return []
+    return [QuestionOut(text=q.text, options=list(q.options)) for q in round_.questions]
+
+
 class ChatResponse(BaseModel):
     """One answered round; `content` is the assistant's reply.
 
-    The six core fields (content, model, isComplete, round, maxRounds, sessionId) are
-    always there; the others are additive and appear only when they say something.
+    The six core fields (content, model, isComplete, round, maxRounds, sessionId) and
+    `questions` and `readyForFinal` are always there; the others are additive and appear
+    only when they say something.
     """
 
     model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")
@@ -196,6 +277,16 @@ class ChatResponse(BaseModel):
     round: int = Field(ge=1)
     max_rounds: int = Field(ge=1)
     session_id: str = Field(json_schema_extra={"format": "uuid"})
+    questions: list[QuestionOut] = Field(
+        description="The questions this reply asked, most important first, each with its "
+        "suggested answers (`content` holds the same questions as text, without the "
+        "options). Answer them with `answers`. Empty for a final answer, and for questions "
+        "asked as plain text (only `content` has them then)."
+    )
+    ready_for_final: bool = Field(
+        description="True when this final answer came because the model found it knew "
+        "enough (it asked no more questions), not because the rounds ran out or it was asked."
+    )
     truncated: bool = Field(
         default=False,
         exclude_if=_absent,
@@ -259,6 +350,8 @@ class ChatResponse(BaseModel):
             round=reply.round,
             max_rounds=reply.max_rounds,
             session_id=reply.consultation_id,
+            questions=questions_of(reply.questions),
+            ready_for_final=reply.model_ready,
             truncated=reply.truncated,
             citations=[Citation(index=s.index, url=s.url, title=s.title) for s in reply.sources],
             schema_valid=reply.schema_valid,
@@ -372,10 +465,15 @@ def parse_chat_request(raw: bytes | bytearray) -> ChatRequest:
         body = ChatRequest.model_validate_json(raw)
     except ValidationError as exc:
         raise _api_error(exc) from None
-    if not body.message.strip() and not body.attachments:
+    if not body.message.strip() and not body.attachments and not body.answers:
         missing = "message" not in body.model_fields_set
         raise ApiError(
             "VALIDATION_ERROR", f"message: {'is required' if missing else 'must not be blank'}"
+        )
+    if body.answers and body.session_id is None:
+        raise ApiError(
+            "VALIDATION_ERROR",
+            "answers: only with a sessionId (they answer that session's last questions)",
         )
     return body
 
@@ -387,9 +485,17 @@ def _api_error(exc: ValidationError) -> ApiError:
         return ApiError("VALIDATION_ERROR", "the body is not valid JSON")
     if not loc:
         return ApiError("VALIDATION_ERROR", "the body must be a JSON object")
-    field = str(loc[0])
+    field = str(loc[0]) if loc[0] != "answers" else _path(loc)
     message = str(error["msg"]).removeprefix("Value error, ")
     code = "INVALID_MAX_ROUNDS" if field == "maxRounds" else "VALIDATION_ERROR"
     if kind == "missing":
         message = "is required"
     return ApiError(code, f"{field}: {message}")
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    """`("answers", 0, "option")` → `answers[0].option` (a model's own rule has no field)."""
+    path = str(loc[0])
+    for part in loc[1:]:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from api.errors import ApiError
 from api.sse import EventStream
 from core.attachments import Image, TurnInput
+from core.clarifying import Answer
 
 T = TypeVar("T")
 Body = dict[str, Any]
@@ -95,10 +96,12 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """The round's user message: the text to store and, with files, what was read."""
+    """The round's user message: the text to store, with files what was read, and the
+    answers to the session's last questions that go before the text."""
 
     text: str
     read: TurnInput | None = None
+    answers: tuple[Answer, ...] = ()
 
     @property
     def images(self) -> tuple[Image, ...]:

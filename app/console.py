@@ -11,6 +11,11 @@ alone — sends them together, read by the same `media.intake.Intake` as the bot
 API's files. A refused file is named with the reason and the queue is emptied; nothing
 is sent.
 
+A round asked with options shows them as `1a) …`; a line starting with such labels
+(`1a 2c`, the rest of the line typed text sent with them) answers by option
+(`app.console_answers`). A label the round does not have gets one line, and nothing of
+the line is sent. The round answered is the last reply's, read from the store on start.
+
 SIGTERM or SIGINT (Ctrl-C) stops it: what is running is cancelled (a message being
 answered stays saved for /retry, as after a model error), the store is closed, one line
 says so, and the exit code is 0, a requested stop being a clean end. Lines are read by a
@@ -29,13 +34,16 @@ import re
 import sys
 import threading
 
+from app.console_answers import NoSuchOption, TypedLine, read_line
 from app.console_files import ConsoleFiles, refusal
 from app.console_replies import StreamPrinter, model_error_line
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import stop_on_signals
 from bot.i18n import t
+from core.clarifying import ClarifyingRound
 from core.errors import (
+    AnswerStale,
     AttachmentRefused,
     ConsultationError,
     InvalidMaxRounds,
@@ -47,6 +55,7 @@ from core.errors import (
     TurnSuperseded,
 )
 from core.outcomes import Notice
+from core.round_answers import asked_round
 from core.service import ConsultationService
 
 CONSOLE_KEY = "console:local"
@@ -57,6 +66,7 @@ HELP = """Type your question. Commands:
   /status     where it stands             /quit     leave (Ctrl-D too)
   /file PATH  attach a file to your next message (an empty line sends files alone)
   /file       list the attached files     /drop     forget them
+  1a 2c TEXT  answer questions by their options (1a: question 1, option a); TEXT is optional
   /help       this list"""
 
 STOPPED = "[stopped: the consultation is kept; start the console again to go on]"
@@ -94,6 +104,8 @@ async def _session(settings: Settings, key: str, lines: _Lines) -> int:
         status = await service.status(key)
         if status.active:
             print(f"(resuming: {status.rounds_done} of {status.max_rounds} rounds answered)")
+        active = await runtime.store.load_active(key) if status.active else None
+        asked = _Asked(asked_round(active) if active is not None else None)
         files = ConsoleFiles(runtime.intake)
         while True:
             line = await lines.next()
@@ -106,7 +118,9 @@ async def _session(settings: Settings, key: str, lines: _Lines) -> int:
             if not text and not files.queued:
                 continue
             try:
-                await _handle(service, key, text, files)
+                await _handle(service, key, text, files, asked)
+            except NoSuchOption as exc:
+                print(f"[{exc}; nothing was sent]")
             except AttachmentRefused as exc:
                 print(
                     f"[{refusal(exc, runtime.intake)}; nothing was sent,"
@@ -168,8 +182,36 @@ class _Lines:
                 return
 
 
-async def _handle(service: ConsultationService, key: str, text: str, files: ConsoleFiles) -> None:
+class _Asked:
+    """The questions of the last reply, which option labels answer (None: it asked none
+    with options, or there is no consultation)."""
+
+    def __init__(self, round_: ClarifyingRound | None) -> None:
+        self.round = round_
+
+
+async def _handle(
+    service: ConsultationService, key: str, text: str, files: ConsoleFiles, asked: _Asked
+) -> None:
     printer = StreamPrinter()
+    try:
+        await _command_or_turn(service, key, text, files, asked, printer)
+    except AnswerStale:  # the consultation moved on elsewhere (expired, another console)
+        asked.round = None
+        raise
+    finally:
+        if printer.reply is not None:
+            asked.round = printer.reply.questions
+
+
+async def _command_or_turn(
+    service: ConsultationService,
+    key: str,
+    text: str,
+    files: ConsoleFiles,
+    asked: _Asked,
+    printer: StreamPrinter,
+) -> None:
     command, _, argument = text.partition(" ")
     if command == "/file":
         files.command(argument.strip())
@@ -180,6 +222,7 @@ async def _handle(service: ConsultationService, key: str, text: str, files: Cons
         await _rounds(service, key, argument.strip())
     elif command == "/reset":
         print("[reset]" if await service.reset(key) else "[nothing to reset]")
+        asked.round = None
     elif command == "/status":
         print(await _status_line(service, key))
     elif command == "/help":
@@ -190,26 +233,35 @@ async def _handle(service: ConsultationService, key: str, text: str, files: Cons
         printer.done(await service.retry(key, on_text=printer.feed))
     elif COMMAND.fullmatch(command):  # a typo'd command is not a question for the model
         print(f"[unknown command {command}: /help lists the commands]")
-    elif files.queued:
-        await _send_with_files(service, key, text, files, printer)
     else:
-        printer.done(await service.ask(key, text, on_text=printer.feed))
+        typed = read_line(text, asked.round)  # NoSuchOption: nothing is sent
+        if files.queued:
+            await _send_with_files(service, key, typed, files, printer)
+        else:
+            reply = await service.ask(key, typed.text, answers=typed.answers, on_text=printer.feed)
+            printer.done(reply)
 
 
 async def _send_with_files(
-    service: ConsultationService, key: str, text: str, files: ConsoleFiles, printer: StreamPrinter
+    service: ConsultationService,
+    key: str,
+    typed: TypedLine,
+    files: ConsoleFiles,
+    printer: StreamPrinter,
 ) -> None:
     """Read the queued files with the message, echo what was heard, then ask."""
     queued = tuple(files.queued)
     files.queued.clear()  # sent or refused, they are not sent twice
-    turn = await files.intake.read(text, queued, owner="console")
+    turn = await files.intake.read(typed.text, queued, owner="console")
     if turn.transcript is not None:
         print(f'[heard: "{turn.transcript}"]')
     if not all(document.complete for document in turn.documents):
         print("[the documents were cut: only their beginning was read]")
     elif turn.omitted_chars:
         print(f"[the documents were cut: {turn.omitted_chars} characters left out]")
-    reply = await service.ask(key, turn.stored_text, images=turn.images, on_text=printer.feed)
+    reply = await service.ask(
+        key, turn.stored_text, images=turn.images, answers=typed.answers, on_text=printer.feed
+    )
     printer.done(reply)
     if Notice.IMAGES_NOT_SEEN in reply.notices:
         print("[the model could not see the photo; describe it in words if it matters]")

@@ -4,14 +4,16 @@ a model error as a line for the person at the terminal, who is also the operator
 Invariants: the reply's text reaches the terminal once. The engine hands on a shorter
 prefix of what it showed only when it cut a loop's repetitions (`core.collect`): that
 text is not printed again, and one line says the repeated part above was dropped. Any
-other revision is printed whole on a new line. A model error names the setting or the
-server to check, never an operator to wait for.
+other revision is printed whole on a new line. A round asked with options lists them
+under its questions, each as `1a) …` (`app.console_answers`). A model error names the
+setting or the server to check, never an operator to wait for.
 """
 
 from __future__ import annotations
 
 import sys
 
+from app.console_answers import option_lines
 from app.settings import Settings
 from bot.i18n import t
 from core.errors import ModelError, ModelErrorKind
@@ -27,6 +29,7 @@ class StreamPrinter:
     def __init__(self) -> None:
         self._printed = ""  # what the terminal shows of this reply
         self._kept = ""  # what of it the reply keeps: shorter once a loop was cut
+        self.reply: Reply | None = None  # the reply once it is done
 
     async def feed(self, text: str) -> None:
         if len(text) < len(self._printed) and self._printed.startswith(text):
@@ -40,6 +43,7 @@ class StreamPrinter:
         self._printed = self._kept = text
 
     def done(self, reply: Reply) -> None:
+        self.reply = reply
         if reply.text != self._kept:
             print(("\n" if self._printed else "") + reply.text, end="")
         elif len(self._kept) < len(self._printed):
@@ -49,6 +53,9 @@ class StreamPrinter:
                 f"({dropped} characters) was dropped]",
                 end="",
             )
+        options = option_lines(reply.questions) if reply.questions is not None else []
+        if options:
+            print("\n\n" + "\n".join(options), end="")
         if reply.sources:
             print(f"\n{t('en', 'sources')}:", end="")
             for source in reply.sources:
@@ -59,6 +66,8 @@ class StreamPrinter:
             state += " (it may be incomplete: it was cut off before its end)"
         if reply.is_final and reply.is_complete:
             state += ", consultation complete"
+        if options:
+            state += "; answer by option, e.g. 1a, words may follow"
         print(f"\n[{state}]")
 
 

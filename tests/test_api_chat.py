@@ -52,7 +52,8 @@ async def test_three_round_dialog_ends_with_the_final_round_prompt(
     assert status == 200
     session = first["sessionId"]
     assert first == {"content": "Какие упражнения?", "model": "sonar", "isComplete": False,
-                     "round": 1, "maxRounds": 3, "sessionId": session}  # fmt: skip
+                     "round": 1, "maxRounds": 3, "sessionId": session, "questions": [],
+                     "readyForFinal": False}  # fmt: skip
     sent = model_server.requests[0]
     assert sent["model"] == "sonar" and sent["max_tokens"] == 256
     assert sent["disable_search"] is True

@@ -12,6 +12,7 @@ from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
 
 SEED_FIELDS = {"content", "model", "isComplete", "round", "maxRounds", "sessionId"}
+ALWAYS_FIELDS = SEED_FIELDS | {"questions", "readyForFinal"}
 CITATIONS = ["https://www.who.int/sleep", "https://example.org/a?b=1", "ftp://files.example/x"]
 SEARCH_RESULTS = [
     {"title": "Sleep — WHO", "url": "https://www.who.int/sleep", "date": "2024-05-01"},
@@ -70,10 +71,12 @@ async def test_a_stream_cut_without_finish_reason_is_truncated_in_the_done_event
 async def test_a_whole_answer_has_only_the_seed_fields(
     api: RunningApi, model_server: FakeModelServer
 ) -> None:
-    """An answer that ended normally, from a provider without sources: the six seed fields."""
+    """An answer that ended normally, from a provider without sources: the six seed fields,
+    plus the structured round's two, empty (it asked nothing, and not of its own accord)."""
     model_server.enqueue("Water twice a week.")
     body = await post(api, {"message": "How often to water tomatoes?"})
-    assert set(body) == SEED_FIELDS
+    assert set(body) == ALWAYS_FIELDS
+    assert body["questions"] == [] and body["readyForFinal"] is False
 
 
 async def test_perplexity_sources_become_citations(

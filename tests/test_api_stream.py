@@ -59,7 +59,8 @@ async def test_stream_sends_deltas_then_the_same_object_as_chat(
     assert events[0].json() == {"sessionId": done["sessionId"]}
     assert rebuild(events) == done["content"] == text
     assert done == {"content": text, "model": "test-model", "isComplete": False, "round": 1,
-                    "maxRounds": 2, "sessionId": done["sessionId"]}  # fmt: skip
+                    "maxRounds": 2, "sessionId": done["sessionId"], "questions": [],
+                    "readyForFinal": False}  # fmt: skip
 
     model_server.enqueue("Final plan")
     chat = await api.client.post(

@@ -27,9 +27,12 @@ def console_env(tmp_path: Path, model: FakeModelServer) -> dict[str, str]:
     }
 
 
-async def console(tmp_path: Path, model: FakeModelServer, lines: list[str]) -> tuple[int, str]:
-    """Run the console with `lines` as its input (then EOF); return exit code and stdout."""
-    env = console_env(tmp_path, model)
+async def console(
+    tmp_path: Path, model: FakeModelServer, lines: list[str], **settings: str
+) -> tuple[int, str]:
+    """Run the console with `lines` as its input (then EOF), `settings` added to its
+    environment; return exit code and stdout."""
+    env = console_env(tmp_path, model) | settings
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
