@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from telegram import Update
 
 from bot.buttons import MAX_DATA_BYTES
 from bot.keyboards import Choice, choice_data, choice_of, round_keyboard, round_of
@@ -30,7 +31,7 @@ from tests.bot_harness import (
     wait_sent,
 )
 from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import FakeModelServer, round_json
 
 USER = 5101
 HEX = "0123456789abcdef" * 2
@@ -38,18 +39,6 @@ ANSWER_NOW = ("Give the final answer now", "answer")
 STALE = "These questions were already answered."
 
 Keyboard = list[list[tuple[str, str]]]
-
-
-def round_json(
-    preamble: str, questions: list[tuple[str, list[str]]], *, ready: bool = False
-) -> str:
-    return json.dumps(
-        {
-            "preamble": preamble,
-            "questions": [{"text": text, "options": options} for text, options in questions],
-            "ready_for_final": ready,
-        }
-    )
 
 
 ONE = round_json("Got it.", [("Budget?", ["Low", "High"])])
@@ -155,6 +144,29 @@ async def test_the_option_of_a_one_question_round_answers_it_at_once(
     assert last_user(model_server) == "Budget? — High"
     assert answered.params["text"].startswith("And then?\n\nScreen?")
     assert keyboard(answered) == [[ANSWER_NOW]]  # a question without options: no buttons
+    assert len(model_server.requests) == 2
+
+
+async def test_a_press_handled_twice_is_one_turn(
+    bot: RunningBot, model_server: FakeModelServer
+) -> None:
+    """The same press handled again (its update delivered twice) does not answer the round
+    twice: the model is asked once and the stored reply is sent again, with its buttons."""
+    model_server.enqueue(ONE)
+    reply = await ask(bot, "Which laptop?")
+    model_server.enqueue(round_json("And then?", [("Screen?", ["13 inch", "15 inch"])]))
+    update = press_update(
+        bot, USER, USER, data_of(keyboard(reply), "High"), reply.result["message_id"]
+    )
+    bot.api.push_update(update)
+    await wait_sent(bot, USER, 2)
+
+    await bot.application.process_update(Update.de_json(update, bot.application.bot))
+    await wait_sent(bot, USER, 3)
+
+    first, again = sent(bot, USER)[1:]
+    assert again.params["text"] == first.params["text"]
+    assert keyboard(again) == keyboard(first)
     assert len(model_server.requests) == 2
 
 
@@ -300,7 +312,7 @@ async def test_a_round_ready_for_the_final_answer_shows_only_that_answer(
 ) -> None:
     """When round 1 says it knows enough, the final answer is delivered at once, with no
     buttons of options and no "answer now"."""
-    model_server.enqueue(round_json("", [], ready=True))
+    model_server.enqueue_round("", [], ready_for_final=True)
     model_server.enqueue("## The answer\n\nBuy the light one.")
 
     reply = await ask(bot, "Is the light laptop fine?")
