@@ -35,12 +35,14 @@ from bot.flood import ChatFloodControl
 from bot.given_up import give_up
 from bot.handlers import Handlers
 from bot.i18n import COMMANDS
+from bot.keyboards import ANSWER, ANSWER_NOW, PICK, SEND
 from bot.ordering import PerChatUpdateProcessor
 from bot.outage import OutageNotices
+from bot.round_presses import RoundPresses
 from bot.say import Say
 from bot.shared import IN_MEMORY, SharedState
 from bot.telegram_http import AiohttpRequest
-from bot.turns import ANSWER_NOW, TurnRunner
+from bot.turns import TurnRunner
 from core.outcomes import Reply
 from core.service import ConsultationService
 from media.intake import Intake
@@ -142,9 +144,13 @@ def register(
         outage=outage,
     )
     commands = Commands(service, config, turns=turns, say=say, refuse=handlers.refuse)
+    rounds = RoundPresses(service, turns=turns)
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,
+            ANSWER: rounds.answer,
+            PICK: rounds.pick,
+            SEND: rounds.send,
             "rounds": commands.rounds_button,
             "role": commands.role_button,
         },

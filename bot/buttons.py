@@ -56,8 +56,9 @@ class Press:
 
 ButtonCallback = Callable[[Incoming, str, Context, Press], Awaitable[None]]
 """Called with the part of the button's data after "kind:" ("" when there is none). It
-answers `press` itself before slow work (a turn), or with a refusal; else it is answered
-without text when it returns. A value the bot never offers it ignores, logged at debug."""
+answers `press` itself before slow work (a turn) or once that work is under way, or with a
+refusal; else it is answered without text when it returns. A value the bot never offers
+it ignores, logged at debug."""
 
 
 class Buttons:

@@ -7,16 +7,15 @@ a failed turn stays open in the store for /retry or the next message.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 
 from bot.delivery import Sender
 from bot.i18n import t
+from bot.keyboards import reply_keyboard
 from bot.outage import OutageNotices, store_failed
 from bot.progress import Progress
 from bot.render import sources_parts
@@ -40,20 +39,11 @@ from core.ports import OnText
 log = logging.getLogger(__name__)
 
 
-ANSWER_NOW = "answer"
 FORGET_AFTER = 24 * 3600.0
 """A chat that refused the bot is forgotten after a day without news of it: memory holds
 only the last day's chats."""
 
 Action = Callable[[OnText], Awaitable[Reply]]
-
-
-@functools.lru_cache(maxsize=16)
-def answer_now_keyboard(language: str) -> InlineKeyboardMarkup:
-    """The "answer now" button in `language`, built once per language: PTB objects are
-    immutable, and building these two costs more CPU than most steps of a round."""
-    button = InlineKeyboardButton(t(language, "answer_button"), callback_data=ANSWER_NOW)
-    return InlineKeyboardMarkup([[button]])
 
 
 def footer_for(reply: Reply, language: str) -> str:
@@ -191,11 +181,10 @@ class TurnRunner:
     ) -> None:
         if Notice.PREVIOUS_EXPIRED in reply.notices:
             await sender.send_text(t(language, "expired", minutes=self._ttl_minutes))
-        keyboard = None if reply.is_final else answer_now_keyboard(language)
         await sender.send_markdown(
             reply.text,
             footer=footer_for(reply, language),
-            keyboard=keyboard,
+            keyboard=reply_keyboard(reply, language),
             edit=progress.message if progress is not None else None,
             appendix=sources_parts(t(language, "sources"), reply.sources),
         )

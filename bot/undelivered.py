@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from core.clarifying import ClarifyingRound
 from core.expiring import ExpiringDict
 from core.models import Usage
 from core.outcomes import Notice, Reply
@@ -88,7 +89,8 @@ class StoredUndelivered:
 def reply_to_dict(reply: Reply) -> dict[str, Any]:
     """A JSON-ready dict of the reply; `reply_from_dict` gives back an equal `Reply`.
 
-    `extras` (the provider's raw fields, where the sources come from) is JSON already.
+    `extras` (the provider's raw fields, where the sources come from) is JSON already; a
+    structured round is kept in its stored form, so a reply sent later has its buttons.
     """
     usage = reply.usage
     return {
@@ -104,6 +106,7 @@ def reply_to_dict(reply: Reply) -> dict[str, Any]:
         "extras": reply.extras,
         "json_valid": reply.json_valid,
         "schema_valid": reply.schema_valid,
+        "questions": None if reply.questions is None else reply.questions.to_json(),
     }
 
 
@@ -124,4 +127,5 @@ def reply_from_dict(data: dict[str, Any]) -> Reply:
         extras=dict(data.get("extras") or {}),
         json_valid=data.get("json_valid"),
         schema_valid=data.get("schema_valid"),
+        questions=ClarifyingRound.from_json(data.get("questions")),
     )
