@@ -165,6 +165,7 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         burst=args.burst,
         idle_rounds=args.idle_rounds,
         bot_root=args.bot_root.resolve(),
+        questions=args.questions,
     )
     bots: list[dict[str, Any]] = []
     refs: list[dict[str, Any]] = []
@@ -261,6 +262,13 @@ def main() -> int:
         type=Path,
         default=ROOT,
         help="checkout whose `python -m bot` is measured (e.g. an export of an older commit)",
+    )
+    parser.add_argument(
+        "--questions",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the bot's LLM_STRUCTURED_QUESTIONS: auto and on ask clarifying rounds as JSON "
+        "(longer model replies to stream and read), off in text as the reference does",
     )
     parser.add_argument(
         "--postgres",

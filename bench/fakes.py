@@ -25,8 +25,14 @@ from typing import Any
 
 from aiohttp import web
 
+from core.clarifying import SCHEMA_NAME
 from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer, ScriptedReply, _last_user_content
+from tests.fakes.model_server import (
+    FakeModelServer,
+    ScriptedReply,
+    _last_user_content,
+    response_format_of,
+)
 
 LONG_ANSWER_REQUEST = "LONG-ANSWER"
 """A user message containing this gets the long answer when `long_chars` is set."""
@@ -146,12 +152,21 @@ class BenchModel(FakeModelServer):
             choice = {"index": 0, "delta": delta, "finish_reason": finish}
             return b"data: " + json.dumps({**base, "choices": [choice]}).encode() + b"\n\n"
 
+        # A clarifying round asked as JSON streams as a real server streams it: the words
+        # are its preamble, between the object's opening and its question.
+        structured = response_format_of(body) == SCHEMA_NAME
         await response.write(event({"role": "assistant", "content": ""}))
+        if structured:
+            await response.write(event({"content": '{"preamble": "'}))
         for n, word in enumerate(words):
             if n == 0:
                 self.first_tokens.append({"user": user, "monotonic": time.monotonic()})
             await response.write(event({"content": word}))
             await asyncio.sleep(self.stream_seconds / len(words))
+        if structured:
+            closing = '", "questions": [{"text": "Which one?", "options": []}],'
+            closing += ' "ready_for_final": false}'
+            await response.write(event({"content": closing}))
         await response.write(event({}, "stop"))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()

@@ -60,9 +60,11 @@ class Bench:
         burst: int,
         idle_rounds: int,
         bot_root: Path = ROOT,
+        questions: str = "auto",
     ) -> None:
         self.procs = procs
         self.bot_root = bot_root  # the checkout whose `python -m bot` is measured
+        self.questions = questions  # LLM_STRUCTURED_QUESTIONS of the bot measured
         self.scratch = scratch
         self.seconds = seconds
         self.chats = chats
@@ -86,6 +88,7 @@ class Bench:
             "USER_RATE_LIMIT_PER_MINUTE": "0",
             "DEFAULT_MAX_ROUNDS": "10",
             "MAX_ROUNDS_LIMIT": "20",
+            "LLM_STRUCTURED_QUESTIONS": self.questions,
         }
 
     def _api_env(self, tg_port: int, model_port: int, db: Path, api_port: int) -> dict[str, str]:

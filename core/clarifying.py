@@ -16,8 +16,9 @@ Invariants:
   (`answers_text`), so every later round, the final one included, sees which question
   each answer answers;
 - a streamed reply is shown as its preamble and questions grow (`RoundStream`): parsed
-  with jiter's partial mode, at most once per `PARSE_EVERY_CHARS` new characters, so a
-  reply of any length costs linear time in all.
+  with jiter's partial mode, at every piece while nothing is shown within its first
+  `FIRST_WORDS_CHARS` characters, then at most once per `PARSE_EVERY_CHARS` new
+  characters, so a reply of any length costs linear time in all.
 Pure: no I/O.
 """
 
@@ -43,8 +44,10 @@ MAX_OPTIONS = 5
 MAX_OPTION_CHARS = 40
 MAX_QUESTION_CHARS = 500
 MAX_PREAMBLE_CHARS = 1000
-PARSE_EVERY_CHARS = 24
+PARSE_EVERY_CHARS = 64
 """New characters of a streamed reply between two partial parses."""
+FIRST_WORDS_CHARS = 512
+"""A streamed reply this short that shows nothing yet is parsed at every piece."""
 
 ROUND_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -241,7 +244,11 @@ class RoundStream:
         self._shown = ""
 
     async def feed(self, text: str) -> None:
-        if len(text) - self._parsed_at < PARSE_EVERY_CHARS:
+        grown = len(text) - self._parsed_at
+        # Until the first words are shown a short reply is read at every piece, so the
+        # first words appear as soon as they arrive; after that, once per step.
+        early = not self._shown and len(text) <= FIRST_WORDS_CHARS
+        if grown <= 0 or (grown < PARSE_EVERY_CHARS and not early):
             return
         self._parsed_at = len(text)
         found = partial_round(text)

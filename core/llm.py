@@ -180,18 +180,11 @@ class OpenAICompleter:
             raise ModelError(ModelErrorKind.FORMAT_REFUSED, "the server lacks json_schema")
         if not schema or self._schema_refused:
             return await self._complete(request, on_delta, schema=False)
-        streamed = False
-
-        async def delta(piece: str) -> None:
-            nonlocal streamed
-            streamed = True
-            if on_delta is not None:
-                await on_delta(piece)
-
+        state = StreamState(request.model)  # its pieces tell whether text was streamed
         try:
-            return await self._complete(request, delta, schema=True, raw_errors=True)
+            return await self._complete(request, on_delta, schema=True, state=state)
         except openai.APIError as exc:
-            if streamed or not _schema_refused(exc):
+            if state.pieces or not _schema_refused(exc):
                 raise _model_error(exc, images=has_images(request)) from exc
             if request.schema_required:
                 raise ModelError(ModelErrorKind.FORMAT_REFUSED, exc.message) from exc
@@ -205,10 +198,12 @@ class OpenAICompleter:
         on_delta: OnDelta | None,
         *,
         schema: bool,
-        raw_errors: bool = False,
+        state: StreamState | None = None,
     ) -> Completion:
-        """One streamed call; SDK errors leave as `ModelError` (as they are: `raw_errors`)."""
-        state = StreamState(request.model)
+        """One streamed call; SDK errors leave as `ModelError`, or as they are when the
+        caller gives the `state` to read after them."""
+        raw_errors = state is not None
+        state = state if state is not None else StreamState(request.model)
         try:
             # The SDK's generic `post` keeps its retries, timeouts, SSE decoding and
             # error events, but leaves chunks as decoded JSON: building a pydantic model
