@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from core.clarifying import SCHEMA_NAME, Answer, ClarifyingRound, Question
+from core.clarifying import SCHEMA_NAME, Answer, ClarifyingRound, Question, RoundStream
 from core.clarifying_call import MAX_ROUND_CHARS
 from core.errors import AnswerInvalid, AnswerStale, ModelError, ModelErrorKind
 from core.models import Role
@@ -365,3 +365,20 @@ async def test_every_real_servers_refusal_falls_back_to_text(
 
     assert reply.text == "Reply to: Which laptop?" and reply.questions is None
     assert [format_of(body) is not None for body in model.requests] == [True, False, False]
+
+
+async def test_a_round_streamed_in_small_pieces_shows_its_first_words_at_once() -> None:
+    """The first words of a preamble are shown from the piece that brings them, not only
+    after some dozens of characters; once shown, the text grows at most once per step."""
+    shown: list[str] = []
+
+    async def on_text(text: str) -> None:
+        shown.append(text)
+
+    stream = RoundStream(on_text)
+    text = ""
+    for piece in ['{"pre', 'amble": "', "Hi", " there", ", one", " more"]:
+        text += piece
+        await stream.feed(text)
+
+    assert shown == ["Hi"]
