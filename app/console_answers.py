@@ -15,12 +15,10 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
-import string
 from dataclasses import dataclass
 
-from core.clarifying import Answer, ClarifyingRound
+from core.clarifying import OPTION_LETTERS, Answer, ClarifyingRound
 
-LETTERS = string.ascii_lowercase
 _TOKEN = re.compile(r"\s*(\d{1,4})([A-Za-z])(?=\s|$)")
 
 
@@ -34,20 +32,6 @@ class TypedLine:
 
     answers: tuple[Answer, ...]
     text: str
-
-
-def option_label(question: int, option: int) -> str:
-    """`1a` for the first option of question 1 (both 1-based)."""
-    return f"{question}{LETTERS[option - 1]}"
-
-
-def option_lines(round_: ClarifyingRound) -> list[str]:
-    """`1a) …` for every option of every question, in the questions' order."""
-    return [
-        f"{option_label(number, index)}) {option}"
-        for number, question in enumerate(round_.questions, 1)
-        for index, option in enumerate(question.options, 1)
-    ]
 
 
 def read_line(line: str, round_: ClarifyingRound | None) -> TypedLine:
@@ -72,11 +56,11 @@ def _answer(round_: ClarifyingRound, number: int, letter: str) -> Answer:
         asked = "1" if count == 1 else f"1–{count}"
         raise NoSuchOption(f"{token}: there is no question {number} (questions: {asked})")
     options = round_.questions[number - 1].options
-    option = LETTERS.index(letter) + 1
-    if option > len(options):
+    option = OPTION_LETTERS.find(letter) + 1  # 0: a letter no option ever has
+    if not 1 <= option <= len(options):
         if not options:
             raise NoSuchOption(f"{token}: question {number} has no options; type its answer")
-        last = LETTERS[len(options) - 1]
+        last = OPTION_LETTERS[len(options) - 1]
         choices = f"{number}a" if last == "a" else f"{number}a–{number}{last}"
         raise NoSuchOption(f"{token}: question {number} has no option {letter} ({choices})")
     return Answer(number, option)

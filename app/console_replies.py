@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import sys
 
-from app.console_answers import option_lines
 from app.settings import Settings
 from bot.i18n import t
+from core.clarifying import option_lines
 from core.errors import ModelError, ModelErrorKind
 from core.outcomes import Notice, Reply
 
@@ -53,7 +53,11 @@ class StreamPrinter:
                 f"({dropped} characters) was dropped]",
                 end="",
             )
-        options = option_lines(reply.questions) if reply.questions is not None else []
+        options = (
+            option_lines([q.options for q in reply.questions.questions])
+            if reply.questions is not None
+            else []
+        )
         if options:
             print("\n\n" + "\n".join(options), end="")
         if reply.sources:

@@ -120,6 +120,26 @@ class ClarifyingRound:
             return None
 
 
+OPTION_LETTERS = "abcde"
+"""The letters naming a question's options where they are typed (`1a`, `2c`)."""
+
+
+def option_label(question: int, option: int) -> str:
+    """`1a` for the first option of question 1 (both 1-based): how an option is named
+    wherever a person or a simulated user types it."""
+    return f"{question}{OPTION_LETTERS[option - 1]}"
+
+
+def option_lines(options: Sequence[Sequence[str]]) -> list[str]:
+    """`1a) …` for every option of every question, given each question's options in the
+    questions' order."""
+    return [
+        f"{option_label(number, index)}) {option}"
+        for number, offered in enumerate(options, 1)
+        for index, option in enumerate(offered, 1)
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """An answer to question `question` (1-based): option `option` (1-based) or `text`.

@@ -15,12 +15,10 @@ Pure: no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.clarifying import Answer, ClarifyingRound
+from core.clarifying import OPTION_LETTERS, Answer, ClarifyingRound
 
-LETTERS = "abcdefghij"
 _CYRILLIC = {"а": "a", "б": "b", "в": "c", "г": "d", "д": "e", "с": "c", "е": "e"}
 _LABEL = re.compile(
     r"^\(?(?P<question>\d{1,2})\s?(?P<letter>[a-zа-яё])(?![a-zа-яё])\)?[).:\-–—]?\s*(?P<rest>.*)$",
@@ -35,21 +33,6 @@ class Choices:
 
     answers: tuple[Answer, ...]
     typed: str
-
-
-def label(question: int, option: int) -> str:
-    """The label of option `option` of question `question` (both 1-based): "2b"."""
-    return f"{question}{LETTERS[option - 1]}"
-
-
-def option_lines(options: Sequence[Sequence[str]]) -> str:
-    """Every option on its own line, `1a) text`, given each question's options in order;
-    empty when there are none."""
-    return "\n".join(
-        f"{label(n, k)}) {option}"
-        for n, question in enumerate(options, 1)
-        for k, option in enumerate(question, 1)
-    )
 
 
 def read_choices(text: str, round_: ClarifyingRound) -> Choices:
@@ -73,7 +56,7 @@ def _choice(line: str, round_: ClarifyingRound) -> tuple[int, int] | None:
     question = int(match["question"])
     letter = match["letter"].lower()
     letter = _CYRILLIC.get(letter, letter)
-    option = LETTERS.find(letter) + 1
+    option = OPTION_LETTERS.find(letter) + 1
     if not 1 <= question <= len(round_.questions) or option < 1:
         return None
     options = round_.questions[question - 1].options

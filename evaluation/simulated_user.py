@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.clarifying import option_lines
 from core.language import LANGUAGE_NAMES
 from core.ports import Completer, CompletionRequest
-from evaluation.choices import option_lines
 from evaluation.results import Turn
 from evaluation.scenarios import PERSONA_TYPES, Scenario, Speaker
 from evaluation.templates import render
@@ -101,7 +101,7 @@ def user_messages(system: str, transcript: list[Turn], me: str) -> list[dict[str
 
 def shown(turn: Turn) -> str:
     """A message as its reader sees it: a round's text with its options labelled below."""
-    lines = option_lines([q.options for q in turn.questions])
+    lines = "\n".join(option_lines([q.options for q in turn.questions]))
     return f"{turn.text}\n\n{lines}" if lines else turn.text
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.clarifying import Answer, ClarifyingRound, Question
-from evaluation.choices import Choices, label, option_lines, read_choices
+from core.clarifying import Answer, ClarifyingRound, Question, option_label, option_lines
+from evaluation.choices import Choices, read_choices
 
 ROUND = ClarifyingRound(
     "Two things.",
@@ -20,11 +20,15 @@ ROUND = ClarifyingRound(
 
 def test_labels_and_option_lines_number_questions_and_letter_options() -> None:
     """Options are listed `1a) …` per question in order; a question without options has none."""
-    assert label(2, 3) == "2c"
-    assert option_lines([q.options for q in ROUND.questions]) == (
-        "1a) Under 500\n1b) 500–1000\n1c) Over 1000\n3a) This week\n3b) This month"
-    )
-    assert option_lines([(), ()]) == ""
+    assert option_label(2, 3) == "2c"
+    assert option_lines([q.options for q in ROUND.questions]) == [
+        "1a) Under 500",
+        "1b) 500–1000",
+        "1c) Over 1000",
+        "3a) This week",
+        "3b) This month",
+    ]
+    assert option_lines([(), ()]) == []
 
 
 @pytest.mark.parametrize(
