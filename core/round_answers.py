@@ -64,7 +64,7 @@ def round_for(consultation: Consultation | None, ref: RoundRef | None) -> Clarif
         raise AnswerStale("the questions answered are no longer the current ones")
     found = asked_round(consultation)
     if found is None:
-        raise AnswerStale("the last reply asked no questions to answer by option")
+        raise AnswerStale("the last reply asked no structured questions to answer")
     return found
 
 
