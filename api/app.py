@@ -24,6 +24,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from api.chat import CLIENT_KEY, ChatEndpoints
 from api.config import ApiConfig
 from api.errors import ApiError, from_http, json_response, store_unavailable
+from api.export import ExportEndpoint
 from api.exposure import check_exposure
 from api.idempotency import KeyStore
 from api.openapi import build_openapi
@@ -103,6 +104,7 @@ def build_web_app(
         app.router.add_post("/api/chat", chat.chat)
         app.router.add_post("/api/chat/stream", chat.stream)
         app.router.add_get("/api/sessions/{session_id}", chat.session)
+        app.router.add_get("/api/sessions/{session_id}/export", ExportEndpoint(service).export)
         app.router.add_get("/api/openapi.json", openapi)
     if telegram_application is not None and config.webhook is not None:
         webhook = TelegramWebhook(

@@ -263,6 +263,26 @@ def build_openapi(
             **_errors(401, 404, 429),
         },
     }  # fmt: skip
+    export = {
+        "summary": "A session as a file to keep: request, clarifying rounds, final answer",
+        "parameters": [
+            {"name": "sessionId", "in": "path", "required": True,
+             "schema": {"type": "string", "format": "uuid"}},
+            {"name": "format", "in": "query", "required": False,
+             "schema": {"type": "string", "enum": ["docx", "md"], "default": "docx"}},
+        ],
+        "responses": {
+            "200": {
+                "description": "The transcript as an attachment (Content-Disposition)",
+                "content": {
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document":
+                        {"schema": {"type": "string", "format": "binary"}},
+                    "text/markdown": {"schema": {"type": "string"}},
+                },
+            },
+            **_errors(400, 401, 404, 429),
+        },
+    }  # fmt: skip
     health = {
         "summary": "Liveness and readiness (store reachable, model configured, loops working)",
         "security": [],
@@ -294,6 +314,7 @@ def build_openapi(
             "/api/chat": {"post": {**chat, "operationId": "chat"}},
             "/api/chat/stream": {"post": {**stream, "operationId": "chatStream"}},
             "/api/sessions/{sessionId}": {"get": {**session, "operationId": "getSession"}},
+            "/api/sessions/{sessionId}/export": {"get": {**export, "operationId": "exportSession"}},
             "/api/openapi.json": {
                 "get": {
                     "summary": "This document",

@@ -27,7 +27,7 @@ from core.attachments import Image
 from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import InvalidMaxRounds, NoActiveConsultation, NothingToRetry, UnknownRole
 from core.final_now import request_text, user_language
-from core.models import ChatSettings, Status
+from core.models import ChatSettings, Consultation, Status
 from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary, RoleInfo
@@ -36,6 +36,7 @@ from core.round_answers import RoundRef, picked, round_for, turn_text
 from core.rounds import has_open_turn, is_expired, validate_max_rounds
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
+from core.transcript import Transcript, transcript_of
 from core.user_turns import UserTurns, require_text
 
 
@@ -290,6 +291,11 @@ class ConsultationService:
         """Carry a chat's consultation and settings over to its new key."""
         async with self._locks.hold(old_key), self._locks.hold(new_key):
             return await self._store.move_chat(old_key, new_key)
+
+    def transcript(self, consultation: Consultation) -> Transcript:
+        """The consultation as a document to keep, labelled in the language its user
+        writes in (English when that cannot be told)."""
+        return transcript_of(consultation, user_language(consultation, self._prompts) or "en")
 
     def roles(self) -> dict[str, RoleInfo]:
         return self._prompts.roles()

@@ -1,0 +1,75 @@
+"""`GET /api/sessions/{id}/export?format=docx|md`: a session as a file to keep.
+
+Invariants: any session, whatever its status, can be exported (reading it never changes
+it); the file is the session's transcript (`core.transcript`) as Markdown or DOCX, sent
+as an attachment named after its title with safe characters only (the title itself,
+percent-encoded, as `filename*`); a format other than
+`docx` or `md` is VALIDATION_ERROR, an unknown or malformed id SESSION_NOT_FOUND. A DOCX
+is built in a thread, so a long answer never holds up the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from urllib.parse import quote
+
+from aiohttp import web
+
+from api.errors import ApiError
+from core.errors import ConsultationError
+from core.service import ConsultationService
+from core.transcript import render_markdown
+from media.export_docx import MEDIA_TYPE, docx_bytes
+
+FORMATS = ("docx", "md")
+MAX_NAME_CHARS = 60
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def file_stem(title: str) -> str:
+    """A file name stem from a title: ASCII letters, digits, `.`, `_` and `-` only."""
+    stem = _UNSAFE.sub("_", title).strip("._-")[:MAX_NAME_CHARS].strip("._-")
+    return stem or "consultation"
+
+
+def _named(title: str, stem: str) -> str:
+    """The title as a file name in any script (the RFC 6266 `filename*`): letters, digits
+    and spaces kept, at most `MAX_NAME_CHARS`; the ASCII stem when nothing is left."""
+    kept = re.sub(r"[^\w .-]+", "", title).strip(" .")[:MAX_NAME_CHARS].strip(" .")
+    return kept or stem
+
+
+class ExportEndpoint:
+    """Serves a session's transcript as a file."""
+
+    def __init__(self, service: ConsultationService) -> None:
+        self._service = service
+
+    async def export(self, request: web.Request) -> web.Response:
+        """The session as `format` (docx or md), as an attachment."""
+        kind = request.query.get("format", "docx")
+        if kind not in FORMATS:
+            raise ApiError("VALIDATION_ERROR", "format: must be docx or md")
+        try:
+            session_id = str(uuid.UUID(request.match_info["session_id"]))
+            consultation = await self._service.sessions.get_session(session_id)
+        except (ValueError, ConsultationError):
+            raise ApiError("SESSION_NOT_FOUND", "session not found") from None
+        transcript = self._service.transcript(consultation)
+        stem = file_stem(transcript.title)
+        if kind == "md":
+            body = render_markdown(transcript).encode()
+            content_type = "text/markdown; charset=utf-8"
+        else:
+            body = await asyncio.to_thread(docx_bytes, transcript)
+            content_type = MEDIA_TYPE
+        return web.Response(
+            body=body,
+            headers={
+                "Content-Type": content_type,
+                "Content-Disposition": f'attachment; filename="{stem}.{kind}"; '
+                f"filename*=UTF-8''{quote(_named(transcript.title, stem))}.{kind}",
+            },
+        )

@@ -1,0 +1,268 @@
+"""A consultation's transcript as a DOCX document.
+
+Invariants: the document holds the transcript's parts in the order `core.transcript`
+gives them, under headings in its language; every text is read as Markdown by pyromark
+(the parser the bot renders with), so headings, paragraphs with bold and italic, bullet
+and numbered lists, tables and code blocks (monospace) come out as Word's own structures,
+never as Markdown signs. Characters XML cannot hold are dropped, so any stored text gives
+a document. python-docx is imported on the first document made, never at start-up, and a
+document is built synchronously: callers run `docx_bytes` in a thread.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyromark
+
+from core.transcript import Transcript, round_markdown
+
+if TYPE_CHECKING:
+    from docx.document import Document
+
+MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+MONOSPACE = "Courier New"
+_OPTIONS = (
+    pyromark.Options.ENABLE_TABLES
+    | pyromark.Options.ENABLE_STRIKETHROUGH
+    | pyromark.Options.ENABLE_TASKLISTS
+)
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_LIST_DEPTH = 3  # Word's default template styles lists to this depth
+
+
+def docx_bytes(transcript: Transcript) -> bytes:
+    """The transcript as the bytes of a .docx file."""
+    from docx import Document as new_document
+
+    document = new_document()
+    t = transcript
+    document.add_heading(_clean(t.title) or t.label("untitled"), level=0)
+    date = document.add_paragraph().add_run(f"{t.label('date')}: {t.started_at:%Y-%m-%d %H:%M} UTC")
+    date.italic = True
+    document.add_heading(t.label("request"), level=1)
+    add_markdown(document, t.request)
+    for number, part in enumerate(t.rounds, 1):
+        document.add_heading(t.label("round", number=number), level=1)
+        document.add_heading(t.label("questions"), level=2)
+        add_markdown(document, round_markdown(part))
+        document.add_heading(t.label("answer"), level=2)
+        add_markdown(document, part.answer if part.answer is not None else t.label("no_answer"))
+    if t.final_answer is not None:
+        document.add_heading(t.label("final"), level=1)
+        add_markdown(document, t.final_answer)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+@dataclass
+class _Run:
+    text: str
+    bold: bool = False
+    italic: bool = False
+    strike: bool = False
+    code: bool = False
+
+
+@dataclass
+class _List:
+    ordered: bool
+    next_number: int
+
+
+@dataclass
+class _Writer:
+    """Walks pyromark's events, adding a paragraph, heading, table or code block to the
+    document as each block ends."""
+
+    document: Document
+    runs: list[_Run] = field(default_factory=list)
+    lists: list[_List] = field(default_factory=list)
+    item_started: bool = False  # the current list item's first paragraph is written
+    quote_depth: int = 0
+    bold: int = 0
+    italic: int = 0
+    strike: int = 0
+    links: list[str] = field(default_factory=list)
+    code: list[str] | None = None
+    table: list[list[list[_Run]]] | None = None
+
+    def text(self, value: str, *, code: bool = False) -> None:
+        if self.code is not None:
+            self.code.append(value)
+            return
+        self.runs.append(_Run(_clean(value), self.bold > 0, self.italic > 0, self.strike > 0, code))
+
+    def start(self, tag: Any) -> None:
+        name, value = _tag(tag)
+        if name in {"Paragraph", "Heading", "CodeBlock", "List", "Table", "BlockQuote"}:
+            self.flush_item()
+        if name == "List":
+            self.lists.append(_List(value is not None, value if isinstance(value, int) else 1))
+        elif name == "Item":
+            self.item_started = False
+            self.runs = []
+        elif name == "CodeBlock":
+            self.code = []
+        elif name == "Table":
+            self.table = []
+        elif name in {"TableHead", "TableRow"} and self.table is not None:
+            self.table.append([])
+        elif name in {"Paragraph", "Heading", "TableCell"}:
+            self.runs = []
+        elif name == "BlockQuote":
+            self.quote_depth += 1
+        elif name == "Strong":
+            self.bold += 1
+        elif name == "Emphasis":
+            self.italic += 1
+        elif name == "Strikethrough":
+            self.strike += 1
+        elif name == "Link":
+            self.links.append(str((value or {}).get("dest_url", "")))
+
+    def end(self, tag: Any) -> None:
+        name, value = _tag(tag)
+        if name == "Paragraph":
+            self.paragraph()
+        elif name == "Heading":
+            level = int(str(value).lstrip("H") or 1)
+            heading = self.document.add_heading("", level=min(level + 1, 9))
+            _add_runs(heading, self.runs)
+            self.runs = []
+        elif name == "Item":
+            self.flush_item()
+            if self.lists:
+                self.lists[-1].next_number += 1
+        elif name == "List":
+            if self.lists:
+                self.lists.pop()
+        elif name == "CodeBlock":
+            self.code_block("".join(self.code or ()))
+            self.code = None
+        elif name == "TableCell" and self.table:
+            self.table[-1].append(self.runs)
+            self.runs = []
+        elif name == "Table":
+            self.write_table(self.table or [])
+            self.table = None
+        elif name == "BlockQuote":
+            self.quote_depth = max(0, self.quote_depth - 1)
+        elif name == "Strong":
+            self.bold = max(0, self.bold - 1)
+        elif name == "Emphasis":
+            self.italic = max(0, self.italic - 1)
+        elif name == "Strikethrough":
+            self.strike = max(0, self.strike - 1)
+        elif name == "Link" and self.links:
+            url = self.links.pop()
+            shown = "".join(run.text for run in self.runs)
+            if url and url not in shown:
+                self.runs.append(_Run(f" ({_clean(url)})"))
+
+    def flush_item(self) -> None:
+        """Write a tight list item's text (it has no paragraph of its own) before what
+        follows it inside the item."""
+        if self.lists and not self.item_started and self.runs:
+            self.paragraph()
+
+    def paragraph(self) -> None:
+        """The runs gathered so far as a paragraph, styled by where it stands."""
+        style = None
+        prefix = ""
+        if self.lists and not self.item_started:
+            current = self.lists[-1]
+            depth = min(len(self.lists), _LIST_DEPTH)
+            suffix = "" if depth == 1 else f" {depth}"
+            if current.ordered:
+                style, prefix = f"List{suffix}", f"{current.next_number}. "
+            else:
+                style = f"List Bullet{suffix}"
+            self.item_started = True
+        elif self.lists:
+            style = (
+                "List Continue"
+                if len(self.lists) == 1
+                else f"List Continue {min(len(self.lists), _LIST_DEPTH)}"
+            )
+        elif self.quote_depth:
+            style = "Quote"
+        paragraph = self.document.add_paragraph(style=style)
+        if prefix:
+            paragraph.add_run(prefix)
+        _add_runs(paragraph, self.runs)
+        self.runs = []
+
+    def code_block(self, text: str) -> None:
+        paragraph = self.document.add_paragraph()
+        run = paragraph.add_run(_clean(text.rstrip("\n")))
+        run.font.name = MONOSPACE
+
+    def write_table(self, rows: list[list[list[_Run]]]) -> None:
+        width = max((len(row) for row in rows), default=0)
+        if not width:
+            return
+        table = self.document.add_table(rows=len(rows), cols=width)
+        table.style = "Table Grid"
+        for r, row in enumerate(rows):
+            for c, runs in enumerate(row):
+                paragraph = table.cell(r, c).paragraphs[0]
+                _add_runs(paragraph, runs, bold=r == 0)
+
+
+def add_markdown(document: Document, markdown: str) -> None:
+    """Append `markdown`'s blocks to the document as Word structures."""
+    writer = _Writer(document)
+    for event in pyromark.events(_clean(markdown), options=_OPTIONS):
+        if isinstance(event, str):
+            if event == "SoftBreak":
+                writer.text(" ")
+            elif event == "HardBreak":
+                writer.text("\n")
+            continue
+        if "Start" in event:
+            writer.start(event["Start"])
+        elif "End" in event:
+            writer.end(event["End"])
+        elif "Text" in event:
+            writer.text(str(event["Text"]))
+        elif "Code" in event:
+            writer.text(str(event["Code"]), code=True)
+        elif "Html" in event or "InlineHtml" in event:
+            writer.text(str(event.get("Html", event.get("InlineHtml"))))
+        elif "InlineMath" in event or "DisplayMath" in event:
+            writer.text(str(event.get("InlineMath", event.get("DisplayMath"))), code=True)
+        elif "TaskListMarker" in event:
+            writer.text("[x] " if event["TaskListMarker"] else "[ ] ")
+    writer.flush_item()
+    if writer.runs:
+        writer.paragraph()
+
+
+def _tag(tag: Any) -> tuple[str, Any]:
+    """A pyromark tag as its name and value: `"Paragraph"` or `{"List": 1}`."""
+    if isinstance(tag, dict):
+        name = next(iter(tag), "")
+        return str(name), tag.get(name)
+    return str(tag), None
+
+
+def _add_runs(paragraph: Any, runs: list[_Run], *, bold: bool = False) -> None:
+    for part in runs:
+        if not part.text:
+            continue
+        run = paragraph.add_run(part.text)
+        run.bold = part.bold or bold or None
+        run.italic = part.italic or None
+        if part.strike:
+            run.font.strike = True
+        if part.code:
+            run.font.name = MONOSPACE
+
+
+def _clean(text: str) -> str:
+    return _NOT_XML.sub("", text)

@@ -1,0 +1,131 @@
+"""A consultation as a document: the Markdown transcript and the DOCX built from it."""
+
+from __future__ import annotations
+
+import io
+
+import docx
+
+from core.clarifying import ClarifyingRound, Question
+from core.models import Consultation, Message, Role, Status
+from core.transcript import MAX_TITLE_CHARS, render_markdown, title_of, transcript_of
+from media.export_docx import MONOSPACE, docx_bytes
+
+FINAL = """## План тренировок
+
+Сделайте **три подхода** и *отдыхайте*.
+
+- Хаммер: 3×12
+- Бабочка: 3×15
+
+1. Разминка
+2. Основная часть
+
+| Упражнение | Вес |
+|---|---|
+| Хаммер | 20 кг |
+
+```python
+weights = {"hammer": 20}
+print(weights)
+```
+"""
+
+
+def consultation(status: Status = Status.COMPLETE) -> Consultation:
+    """A Russian consultation: a structured round with options, a text round, the answer."""
+    structured = ClarifyingRound(
+        "Уточню пару деталей.",
+        (Question("Какой у вас опыт?", ("Новичок", "Опытный")), Question("Сколько дней?")),
+    )
+    messages = [
+        Message(Role.USER, "Помоги подобрать веса для хаммера\nи бабочки", 1.0),
+        Message(Role.ASSISTANT, structured.text, 2.0, questions=structured),
+        Message(Role.USER, "1. Какой у вас опыт? — Новичок\n2. Сколько дней? — три", 3.0),
+        Message(Role.ASSISTANT, "Есть ли травмы?", 4.0),
+        Message(Role.USER, "Нет травм", 5.0),
+        Message(Role.ASSISTANT, FINAL, 6.0),
+    ]
+    return Consultation(
+        id="c" * 32, chat_key="tg:1", max_rounds=3, initial_request=messages[0].text,
+        created_at=1_750_000_000.0, last_activity_at=6.0, current_round=3, status=status,
+        messages=messages,
+    )  # fmt: skip
+
+
+def test_markdown_holds_request_questions_answers_and_final_answer_in_order() -> None:
+    """Title, date, request, each round's questions, options and answer, then the final
+    answer, in order and under Russian labels."""
+    markdown = render_markdown(transcript_of(consultation()))
+    expected = [
+        "# Помоги подобрать веса для хаммера",
+        "2025-06-15",
+        "## Запрос",
+        "Помоги подобрать веса для хаммера\nи бабочки",
+        "## Уточняющий раунд 1",
+        "Уточню пару деталей.",
+        "1. Какой у вас опыт?",
+        "   - 1a) Новичок",
+        "   - 1b) Опытный",
+        "2. Сколько дней?",
+        "— Новичок",
+        "## Уточняющий раунд 2",
+        "Есть ли травмы?",
+        "Нет травм",
+        "## Итоговый ответ",
+        "| Хаммер | 20 кг |",
+    ]
+    positions = [markdown.index(part) for part in expected]
+    assert positions == sorted(positions)
+
+
+def test_an_unfinished_consultation_has_no_final_answer_and_an_unanswered_round() -> None:
+    """An active consultation ends with an unanswered round; English text gets English labels."""
+    english = Consultation(
+        id="d" * 32, chat_key="tg:1", max_rounds=3, initial_request="How do I plan my week?",
+        created_at=0.0, last_activity_at=0.0,
+        messages=[Message(Role.USER, "How do I plan my week? What should I do first?", 1.0),
+                  Message(Role.ASSISTANT, "What is your job?", 2.0)],
+    )  # fmt: skip
+    transcript = transcript_of(english)
+    assert transcript.final_answer is None
+    assert [(r.asked, r.answer) for r in transcript.rounds] == [("What is your job?", None)]
+    markdown = render_markdown(transcript)
+    assert "## Clarifying round 1" in markdown and "(not answered)" in markdown
+    assert "Final answer" not in markdown
+
+
+def test_a_long_title_is_cut_at_a_word() -> None:
+    """A title longer than the limit ends at a whole word with an ellipsis."""
+    title = title_of("word " * 40)
+    assert len(title) <= MAX_TITLE_CHARS and title.endswith("word…")
+    assert title_of("\n\n  # Short one\nmore") == "Short one"
+
+
+def test_docx_holds_each_part_as_word_structures() -> None:
+    """The DOCX opens with python-docx and has headings, a bullet item, a table cell, a
+    monospace code line and Cyrillic text."""
+    document = docx.Document(io.BytesIO(docx_bytes(transcript_of(consultation()))))
+    paragraphs = document.paragraphs
+    texts = [p.text for p in paragraphs]
+    headings = [p.text for p in paragraphs if p.style.name.startswith("Heading")]
+    sections = ["Запрос", "Уточняющий раунд 1", "Итоговый ответ", "План тренировок"]
+    assert [h for h in headings if h in sections] == sections
+    bullets = [p.text for p in paragraphs if p.style.name == "List Bullet"]
+    assert "Хаммер: 3×12" in bullets
+    assert "1. Разминка" in texts and "2. Основная часть" in texts
+    assert document.tables[0].cell(1, 1).text == "20 кг"
+    code = next(p for p in paragraphs if "weights = " in p.text)
+    assert code.runs[0].font.name == MONOSPACE and "print(weights)" in code.text
+    bold = [r.text for p in paragraphs for r in p.runs if r.bold]
+    assert "три подхода" in bold
+    assert "Помоги подобрать веса для хаммера и бабочки" in texts
+
+
+def test_docx_drops_characters_xml_cannot_hold() -> None:
+    """Control characters and lone surrogates in stored text still give a document."""
+    hostile = consultation()
+    hostile.messages[-1].text = "**bad\x00\x0b\ud800 text**\n\n| a\x01 |\n|---|\n| b\x1f |\n"
+    document = docx.Document(io.BytesIO(docx_bytes(transcript_of(hostile))))
+    assert "bad\ufffd text" in [p.text for p in document.paragraphs]
+    assert document.tables[0].cell(1, 0).text == "b"
