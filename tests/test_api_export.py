@@ -12,6 +12,7 @@ import pytest
 
 from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
+from tests.test_transcript import style_of
 
 pytestmark = pytest.mark.api_settings(max_rounds_limit=10)
 
@@ -59,7 +60,7 @@ async def test_a_session_exports_as_docx(api: RunningApi, model_server: FakeMode
     assert (response.status, response.headers["Content-Type"]) == (200, DOCX)
     assert 'filename="consultation.docx"' in response.headers["Content-Disposition"]
     document = docx.Document(io.BytesIO(await response.read()))
-    bullets = [p.text for p in document.paragraphs if p.style.name == "List Bullet"]
+    bullets = [p.text for p in document.paragraphs if style_of(p) == "List Bullet"]
     assert bullets == ["Хаммер: 3×12"]
     assert document.tables[0].cell(1, 1).text == "20"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import docx
+from docx.text.paragraph import Paragraph
 
 from core.clarifying import ClarifyingRound, Question
 from core.models import Consultation, Message, Role, Status
@@ -30,6 +31,11 @@ weights = {"hammer": 20}
 print(weights)
 ```
 """
+
+
+def style_of(paragraph: Paragraph) -> str:
+    """The name of a paragraph's style."""
+    return paragraph.style.name if paragraph.style is not None else ""
 
 
 def consultation(status: Status = Status.COMPLETE) -> Consultation:
@@ -108,10 +114,10 @@ def test_docx_holds_each_part_as_word_structures() -> None:
     document = docx.Document(io.BytesIO(docx_bytes(transcript_of(consultation()))))
     paragraphs = document.paragraphs
     texts = [p.text for p in paragraphs]
-    headings = [p.text for p in paragraphs if p.style.name.startswith("Heading")]
+    headings = [p.text for p in paragraphs if style_of(p).startswith("Heading")]
     sections = ["Запрос", "Уточняющий раунд 1", "Итоговый ответ", "План тренировок"]
     assert [h for h in headings if h in sections] == sections
-    bullets = [p.text for p in paragraphs if p.style.name == "List Bullet"]
+    bullets = [p.text for p in paragraphs if style_of(p) == "List Bullet"]
     assert "Хаммер: 3×12" in bullets
     assert "1. Разминка" in texts and "2. Основная часть" in texts
     assert document.tables[0].cell(1, 1).text == "20 кг"
