@@ -193,7 +193,7 @@ class Answerer:
         if turn.is_final or not self._format.structured:
             return (turn, *await in_text(turn), None)
         request = self._request(consultation, turn, is_group, images, images_not_seen, True)
-        asked = await ask_round(self._completer, request, continuation_prompt="", on_text=on_text)
+        asked = await ask_round(self._completer, request, on_text=on_text)
         if asked.round is not None and asked.answer is not None:
             if asked.round.questions and not asked.round.ready_for_final:
                 return turn, request, asked.answer, asked.round

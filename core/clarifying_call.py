@@ -87,7 +87,6 @@ async def ask_round(
     completer: Completer,
     request: CompletionRequest,
     *,
-    continuation_prompt: str,
     on_text: OnText | None,
 ) -> AskedRound:
     """Ask `request` (a required `clarifying_round` schema) and read its round."""
@@ -96,7 +95,7 @@ async def ask_round(
         answer = await collect_answer(
             completer,
             request,
-            continuation_prompt=continuation_prompt,
+            continuation_prompt="",  # never used: a round is not continued
             max_continuations=0,
             on_text=stream.feed if stream is not None else None,
             max_chars=MAX_ROUND_CHARS,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from core.clarifying import Answer, ClarifyingRound, Picks, answers_text
 from core.errors import AnswerInvalid, AnswerStale
 from core.models import Consultation, Role
+from core.user_turns import require_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,18 +70,19 @@ def round_for(consultation: Consultation | None, ref: RoundRef | None) -> Clarif
 
 
 def picked(
-    consultation: Consultation, ref: RoundRef, question: int, option: int, by: str | None
-) -> Picks:
-    """The consultation's picks with option `option` of `question` toggled (see
-    `Picks.toggled`); `AnswerStale` or `AnswerInvalid` when the press names what the
-    current round does not have."""
+    consultation: Consultation | None, ref: RoundRef, question: int, option: int, by: str | None
+) -> tuple[ClarifyingRound, Picks]:
+    """The round `ref` names and the consultation's picks with option `option` of
+    `question` toggled (see `Picks.toggled`); `AnswerStale` or `AnswerInvalid` when the
+    press names what the current round does not have."""
     found = round_for(consultation, ref)
+    assert consultation is not None  # round_for raised otherwise
     if not 1 <= question <= len(found.questions):
         raise AnswerInvalid(f"there is no question {question}")
     if not 1 <= option <= len(found.questions[question - 1].options):
         raise AnswerInvalid(f"question {question} has no option {option}")
     picks = live_picks(consultation) or Picks(consultation.current_round)
-    return picks.toggled(question, option, by)
+    return found, picks.toggled(question, option, by)
 
 
 def turn_text(
@@ -92,14 +94,16 @@ def turn_text(
     ref: RoundRef | None = None,
 ) -> tuple[str, bool]:
     """The user's turn made of the picks, `answers` and `typed`, and whether picks were
-    used (the caller clears them once the turn is stored). Without picks, answers or a
-    `ref` it is `typed` as it is."""
+    used (the caller clears them once the turn is stored); `EmptyMessage` when that makes
+    nothing. Without picks, answers or a `ref` it is `typed` as it is (the caller has
+    refused a blank one before waiting for the chat)."""
     picks = live_picks(consultation) if consultation is not None else None
     if picks is None and not answers and ref is None:
         return typed, False
     found = round_for(consultation, ref)
     given = (*(picks.answers if picks is not None else ()), *answers)
-    return answers_text(found, given, typed, author=author), picks is not None
+    text = require_text(answers_text(found, given, typed, author=author))
+    return text, picks is not None
 
 
 def _bare(identifier: str) -> str:

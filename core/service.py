@@ -32,7 +32,7 @@ from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary, RoleInfo
 from core.requests import EngineConfig
-from core.round_answers import RoundRef, picked, round_for, turn_text
+from core.round_answers import RoundRef, picked, turn_text
 from core.rounds import has_open_turn, is_expired, validate_max_rounds
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
@@ -115,7 +115,6 @@ class ConsultationService:
             now = self._clock()
             consultation, notices = await self._user_turns.vetted(chat_key, active, now)
             text, picks_used = turn_text(consultation, text, answers, author=author, ref=ref)
-            text = require_text(text)
             if consultation is None:
                 consultation, started = await self._user_turns.start(
                     chat_key, text, author, author_id, now, turn_id
@@ -184,9 +183,8 @@ class ConsultationService:
         chat's next turn. `AnswerStale` or `AnswerInvalid` change nothing."""
         async with self._locks.hold(chat_key):
             consultation, _ = await self._user_turns.active_or_none(chat_key, self._clock())
-            found = round_for(consultation, ref)
-            assert consultation is not None  # round_for raised otherwise
-            picks = picked(consultation, ref, question, option, by)
+            found, picks = picked(consultation, ref, question, option, by)
+            assert consultation is not None  # picked raised otherwise
             await self._store.save_picks(consultation.id, picks)
             return found, picks
 

@@ -100,7 +100,6 @@ class ApiSessions:
                 )
             consultation = await self._usable_session(session_id)
             text, _ = turn_text(consultation, text, answers, author=None)
-            text = require_text(text)
             await self._user_turns.add_message(consultation, text, None, self._clock(), turn_id)
             return await self._answerer.answer(
                 consultation, is_group=False, on_text=on_text, notices=set(), images=images
