@@ -1,5 +1,6 @@
-"""The inline keyboard under a reply that is not final: a structured round's options, "Send
-answers", and "Give the final answer now"; and what the round's buttons' data says.
+"""The inline keyboard under a reply: under a round, a structured round's options, "Send
+answers", and "Give the final answer now"; under a final answer, "Ask a follow-up" and
+"Document"; and what the buttons' data says.
 
 Invariants:
 - a round's button names the round it belongs to (its consultation's id as 32 hex digits
@@ -11,7 +12,9 @@ Invariants:
 - a round of one question is answered by the press on an option (`ANSWER`); a round of
   several collects one option per question (`PICK`, the chosen ones marked ✓, their
   labels starting with the question's number) until "Send answers" (`SEND`);
-- the "final answer now" button is under every reply that is not final, last.
+- the "final answer now" button is under every reply that is not final, last;
+- a final answer's buttons name only its consultation (`kind:<32 hex>`), read back by
+  `consultation_of` as strictly as a round's.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ PICK = "qp"
 """An option of a round of several questions: the press chooses it (or unchooses it)."""
 SEND = "qs"
 """Send the options chosen so far as the answers."""
+FOLLOW_UP = "fu"
+"""Ask a follow-up about the consultation the final answer ended."""
+EXPORT = "ex"
+"""Send the consultation as a document."""
 CHOSEN = "✓ "
 ROW_CHARS = 32
 """Options share a row while their labels add up to at most this many characters."""
@@ -66,16 +73,28 @@ def answer_now_button(language: str) -> InlineKeyboardButton:
     return InlineKeyboardButton(t(language, "answer_button"), callback_data=ANSWER_NOW)
 
 
-def reply_keyboard(reply: Reply, language: str) -> InlineKeyboardMarkup | None:
-    """The keyboard under `reply`: none under a final answer; a structured round's options
-    (when it offers any) above the "answer now" button."""
-    if reply.is_final:
-        return None
-    found = reply.questions
+def reply_keyboard(
+    reply: Reply, language: str, *, follow_up: bool = True
+) -> InlineKeyboardMarkup | None:
+    """The keyboard under `reply`: under a final answer, "Ask a follow-up" (when
+    `follow_up`) and "Document"; under a round, its options (when it offers any) above the
+    "answer now" button."""
     bare = bare_id(reply.consultation_id)
+    if reply.is_final:
+        return None if bare is None else final_keyboard(bare, language, follow_up=follow_up)
+    found = reply.questions
     if found is None or not found.has_options or bare is None:
         return answer_now_keyboard(language)
     return round_keyboard(found, RoundRef(bare, reply.round), language)
+
+
+def final_keyboard(bare: str, language: str, *, follow_up: bool) -> InlineKeyboardMarkup:
+    """The buttons under the final answer of the consultation `bare` (32 hex digits)."""
+    row = [InlineKeyboardButton(t(language, "export_button"), callback_data=f"{EXPORT}:{bare}")]
+    if follow_up:
+        label = t(language, "follow_up_button")
+        row.insert(0, InlineKeyboardButton(label, callback_data=f"{FOLLOW_UP}:{bare}"))
+    return InlineKeyboardMarkup([row])
 
 
 def round_keyboard(
@@ -182,6 +201,11 @@ def round_of(value: str) -> RoundRef | None:
         return None
     bare, round_ = match.groups()
     return RoundRef(bare, int(round_))
+
+
+def consultation_of(value: str) -> str | None:
+    """The consultation (32 hex digits) a `FOLLOW_UP` or `EXPORT` button's value names."""
+    return value if re.fullmatch(_ID, value) else None
 
 
 def _offers(found: ClarifyingRound, choice: Choice) -> bool:

@@ -311,7 +311,7 @@ async def test_a_round_ready_for_the_final_answer_shows_only_that_answer(
     bot: RunningBot, model_server: FakeModelServer
 ) -> None:
     """When round 1 says it knows enough, the final answer is delivered at once, with no
-    buttons of options and no "answer now"."""
+    buttons of options and no "answer now": only the final answer's own buttons."""
     model_server.enqueue_round("", [], ready_for_final=True)
     model_server.enqueue("## The answer\n\nBuy the light one.")
 
@@ -319,7 +319,9 @@ async def test_a_round_ready_for_the_final_answer_shows_only_that_answer(
 
     assert "Buy the light one." in reply.params["text"]
     assert "Final answer" in reply.params["text"]
-    assert not reply.params.get("reply_markup")
+    markup = reply.params["reply_markup"]
+    labels = [button["text"] for row in markup["inline_keyboard"] for button in row]
+    assert labels == ["Ask a follow-up", "Document"]
     assert len(model_server.requests) == 2
 
 
