@@ -37,6 +37,7 @@ import threading
 from app.console_answers import NoSuchOption, TypedLine, read_line
 from app.console_files import ConsoleFiles, refusal
 from app.console_replies import StreamPrinter, model_error_line
+from app.console_roles import role_command
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import stop_on_signals
@@ -64,6 +65,7 @@ HELP = """Type your question. Commands:
   /rounds N   rounds per consultation     /answer   final answer now
   /reset      start over                  /retry    answer the last message again
   /status     where it stands             /quit     leave (Ctrl-D too)
+  /role       the experts; /role NAME or /role SENTENCE chooses one
   /file PATH  attach a file to your next message (an empty line sends files alone)
   /file       list the attached files     /drop     forget them
   1a 2c TEXT  answer questions by their options (1a: question 1, option a); TEXT is optional
@@ -194,12 +196,14 @@ async def _handle(
     service: ConsultationService, key: str, text: str, files: ConsoleFiles, asked: _Asked
 ) -> None:
     printer = StreamPrinter()
+    printer.start_waiting()
     try:
         await _command_or_turn(service, key, text, files, asked, printer)
     except AnswerStale:  # the consultation moved on elsewhere (expired, another console)
         asked.round = None
         raise
     finally:
+        await printer.stop_waiting()
         if printer.reply is not None:
             asked.round = printer.reply.questions
 
@@ -227,6 +231,8 @@ async def _command_or_turn(
         print(await _status_line(service, key))
     elif command == "/help":
         print(HELP)
+    elif command == "/role":
+        print(await role_command(service, key, argument))
     elif command == "/answer":
         printer.done(await service.answer_now(key, on_text=printer.feed))
     elif command == "/retry":

@@ -7,10 +7,16 @@ text is not printed again, and one line says the repeated part above was dropped
 other revision is printed whole on a new line. A round asked with options lists them
 under its questions, each as `1a) …` (`app.console_answers`). A model error names the
 setting or the server to check, never an operator to wait for.
+
+While no text has come `WAITING_AFTER` seconds into a turn, a line says the console is
+waiting for the model: on a terminal it counts the seconds in place and is wiped when the
+first text arrives; into a pipe or a file it is written once, so a log stays readable.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
 
 from app.settings import Settings
@@ -18,6 +24,11 @@ from bot.i18n import t
 from core.clarifying import option_lines
 from core.errors import ModelError, ModelErrorKind
 from core.outcomes import Notice, Reply
+
+WAITING_AFTER = 1.0
+"""Seconds without text before the console says it is waiting for the model."""
+WAITING = "[waiting for the model…"
+_WIPE = "\r\x1b[K"  # back to the line's start, erase it
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """Where the openai SDK sends requests when OPENAI_BASE_URL is not set."""
@@ -30,8 +41,42 @@ class StreamPrinter:
         self._printed = ""  # what the terminal shows of this reply
         self._kept = ""  # what of it the reply keeps: shorter once a loop was cut
         self.reply: Reply | None = None  # the reply once it is done
+        self._waiting: asyncio.Task[None] | None = None
+        self._counting = False  # a terminal shows the waiting line, to be wiped
+
+    def start_waiting(self, *, terminal: bool | None = None) -> None:
+        """Say the console waits for the model if no text comes within `WAITING_AFTER`."""
+        live = sys.stdout.isatty() if terminal is None else terminal
+        self._waiting = asyncio.ensure_future(self._wait_line(live))
+
+    async def stop_waiting(self) -> None:
+        """Stop the waiting line (wiped on a terminal); the turn has text or is over."""
+        task, self._waiting = self._waiting, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._counting:
+            sys.stdout.write(_WIPE)
+            sys.stdout.flush()
+            self._counting = False
+
+    async def _wait_line(self, live: bool) -> None:
+        await asyncio.sleep(WAITING_AFTER)
+        if not live:
+            print(WAITING + "]", flush=True)
+            return
+        seconds = WAITING_AFTER
+        self._counting = True
+        while True:
+            sys.stdout.write(f"{_WIPE}{WAITING} {seconds:.0f} s]")
+            sys.stdout.flush()
+            await asyncio.sleep(1.0)
+            seconds += 1.0
 
     async def feed(self, text: str) -> None:
+        if self._waiting is not None:
+            await self.stop_waiting()
         if len(text) < len(self._printed) and self._printed.startswith(text):
             self._kept = text  # a loop's repetitions cut: the kept text is on the screen
             return

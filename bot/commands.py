@@ -28,6 +28,7 @@ from bot.turns import TurnRunner
 from core.errors import InvalidMaxRounds
 from core.outcomes import Reply
 from core.ports import OnText
+from core.role_choice import role_choice
 from core.service import ConsultationService
 
 log = logging.getLogger(__name__)
@@ -233,20 +234,15 @@ class Commands:
 
     async def _set_role(self, incoming: Incoming, raw: str) -> None:
         roles = self.service.roles()
-        choice = raw.strip().lower()
-        if choice in roles:
-            await self.service.set_role(incoming.key, choice)
-            title = roles[choice].title
-        elif len(raw.split()) >= 3:  # a sentence: the chat's own instruction for the expert
-            await self.service.set_role(incoming.key, None, system_prompt=raw.strip()[:2000])
-            title = "“" + raw.strip()[:60] + "”"
-        else:
+        choice = role_choice(raw, roles)
+        if choice is None:
             names = ", ".join(sorted(roles))
             await self.say(
                 incoming, t(incoming.language, "role_unknown", value=raw[:40], roles=names)
             )
             return
-        await self.say(incoming, t(incoming.language, "role_set", role=title))
+        await self.service.set_role(incoming.key, choice.role, system_prompt=choice.system_prompt)
+        await self.say(incoming, t(incoming.language, "role_set", role=choice.title))
 
     async def unknown(self, incoming: Incoming, context: Context) -> None:
         """Point to /help for a command the bot does not have (registered for addressed
