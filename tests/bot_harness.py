@@ -188,6 +188,12 @@ def buttons(call: Call) -> list[str]:
     return [b["callback_data"] for row in markup.get("inline_keyboard", []) for b in row]
 
 
+def final_buttons(call: Call) -> bool:
+    """The message carries exactly a final answer's buttons: a follow-up, its document."""
+    kinds = [data.partition(":")[0] for data in buttons(call)]
+    return kinds == ["fu", "ex"]
+
+
 def system_prompt(request: dict[str, Any]) -> str:
     return str(request["messages"][0]["content"])
 

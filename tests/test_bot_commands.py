@@ -10,6 +10,7 @@ from tests.bot_harness import (
     ask_private,
     buttons,
     conversation,
+    final_buttons,
     press,
     sent,
     system_prompt,
@@ -72,7 +73,7 @@ async def test_lowering_rounds_to_rounds_used_makes_the_next_reply_final(
     prompt = system_prompt(bot.model.requests[-1])
     assert "last round" in prompt and "round 2 of 2" in prompt
     assert "\n> Help me choose a laptop\n" in prompt
-    assert "reply_markup" not in sent(bot, USER)[-1].params
+    assert final_buttons(sent(bot, USER)[-1])
 
 
 async def test_reset_mid_consultation_starts_fresh(bot: RunningBot) -> None:
@@ -131,7 +132,7 @@ async def test_answer_command_gives_the_final_answer_early(bot: RunningBot) -> N
     request = bot.model.requests[-1]
     assert "asked for your final answer now" in system_prompt(request)
     assert conversation(request)[-1] == "Please give me your final answer now."
-    assert "reply_markup" not in sent(bot, USER)[-1].params
+    assert final_buttons(sent(bot, USER)[-1])
     [reply] = await ask_private(bot, USER, "New question")
     assert reply.endswith("Round 1 of 3")
 
@@ -210,7 +211,7 @@ async def test_early_finish_marker_completes_the_consultation(bot: RunningBot) -
     assert "[[FINAL]]" not in final and "FINAL]" not in final
     assert final.startswith("Drink more water.")
     assert "Final answer" in final and "Consultation complete" in final
-    assert "reply_markup" not in sent(bot, USER)[-1].params
+    assert final_buttons(sent(bot, USER)[-1])
     [reply] = await ask_private(bot, USER, "Another question")
     assert reply.endswith("Round 1 of 3")
     assert conversation(bot.model.requests[-1]) == ["Another question"]

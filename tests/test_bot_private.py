@@ -10,7 +10,9 @@ from tests.bot_harness import (
     RunningBot,
     ask_private,
     bot_settings,
+    buttons,
     conversation,
+    final_buttons,
     sent,
     started_bot,
     wait_sent,
@@ -48,7 +50,7 @@ async def test_three_round_private_consultation(bot: RunningBot) -> None:
         "Two months",
     ]
     sends = [c for c in bot.api.calls_of("sendMessage") if str(c.params["chat_id"]) == str(USER)]
-    assert "reply_markup" in sends[0].params and "reply_markup" not in sends[2].params
+    assert buttons(sends[0]) == ["answer"] and final_buttons(sends[2])
 
 
 # -- bad input -------------------------------------------------------------------------------
