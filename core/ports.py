@@ -163,6 +163,12 @@ class ConsultationStore(Protocol):
         """Delete finished consultations (and their messages) last active before `older_than`."""
         ...
 
+    async def forget_chat(self, chat_key: str) -> int:
+        """Delete everything kept under `chat_key`, in one transaction: its consultations of
+        any status, their messages and idempotency keys, and the chat's settings. Returns
+        how many consultations went; 0 (and nothing else changed) for an unknown key."""
+        ...
+
 
 class ChatLocks(Protocol):
     """Mutual exclusion per chat key: while one holder is inside `hold(key)`, another

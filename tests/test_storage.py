@@ -891,6 +891,37 @@ async def test_an_idempotency_key_is_held_by_one_attempt_at_a_time(
     assert await rows("idempotency_keys") == 1
 
 
+async def test_forgetting_a_chat_deletes_all_it_kept_and_nothing_of_other_chats(
+    rows: Rows, store: Store
+) -> None:
+    """Every consultation of the chat whatever its status, their messages and idempotency
+    keys, and the chat's settings go in one call; another chat, and a key of INJECTION
+    form, keep theirs."""
+    done, active, other = make("tg:7", at=10.0), make("tg:7", at=20.0), make("tg:8")
+    await store.create(done)
+    await store.set_status(done.id, Status.COMPLETE, at=15.0)
+    for consultation in (active, other):
+        await store.create(consultation)
+    await store.add_message(active.id, Message(Role.USER, "more", 21.0), last_activity_at=21.0)
+    for chat in ("tg:7", "tg:8"):
+        await store.save_chat_settings(chat, ChatSettings(max_rounds=4))
+    key = ("client", "forget")
+    await store.claim_idempotency_key(*key, fingerprint="f", owner="a", at=10.0, lease_until=40.0)
+    assert await store.attach_idempotency_session(*key, owner="a", session_id=done.id)
+
+    assert await store.forget_chat(INJECTION) == 0
+    assert await store.forget_chat("tg:7") == 2
+
+    assert await store.get(done.id) is None and await store.load_active("tg:7") is None
+    assert await store.latest_status("tg:7") is None
+    assert await store.load_chat_settings("tg:7") == ChatSettings()
+    assert await store.find_idempotency_key(*key) is None
+    assert await rows("messages") == 1  # the other chat's request
+    assert await store.load_active("tg:8") is not None
+    assert await store.load_chat_settings("tg:8") == ChatSettings(max_rounds=4)
+    assert await store.forget_chat("tg:7") == 0
+
+
 async def test_attaching_a_session_that_is_gone_raises_session_not_found(store: Store) -> None:
     """The key's session was purged meanwhile: `SessionNotFound`, and the claim stays as it
     was (no session), on every store."""

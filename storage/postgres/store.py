@@ -268,6 +268,11 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         idempotency keys go with them); settings are kept."""
         return await self._write(lambda c: upkeep.purge(c, older_than))
 
+    async def forget_chat(self, chat_key: str) -> int:
+        """Delete the chat's consultations (messages and idempotency keys with them) and
+        its settings, in one transaction."""
+        return await self._write(lambda c: upkeep.forget_chat(c, chat_key))
+
     async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:
         """Record a Telegram update id; True the first time, False for a redelivery."""
         received = time.time() if at is None else at

@@ -73,6 +73,14 @@ async def purge(connection: asyncpg.Connection, older_than: float) -> int:
     )
 
 
+async def forget_chat(connection: asyncpg.Connection, chat_key: str) -> int:
+    """Delete the chat's consultations (messages and idempotency keys go by ON DELETE
+    CASCADE) and its settings; how many consultations went."""
+    gone = await _count(connection, "DELETE FROM consultations WHERE chat_key = $1", chat_key)
+    await connection.execute("DELETE FROM chat_settings WHERE chat_key = $1", chat_key)
+    return gone
+
+
 async def remember_update(connection: asyncpg.Connection, update_id: int, received: float) -> bool:
     """Record `update_id`; True if it was not recorded yet. Drops ids out of both bounds."""
     new = await connection.fetchval(

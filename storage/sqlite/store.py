@@ -285,6 +285,9 @@ class SqliteStore(IdempotencyKeys):
         """
         return await self._writer.run(functools.partial(upkeep.purge, older_than=older_than))
 
+    async def forget_chat(self, chat_key: str) -> int:
+        return await self._writer.run(functools.partial(upkeep.forget_chat, chat_key=chat_key))
+
     # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 
     async def _key_read(self, statement: Statement) -> Sequence[Any] | None:

@@ -58,6 +58,16 @@ def purge(db: sqlite3.Connection, older_than: float) -> int:
     return cursor.rowcount
 
 
+def forget_chat(db: sqlite3.Connection, chat_key: str) -> int:
+    """Delete the chat's consultations (messages and idempotency keys go by ON DELETE
+    CASCADE) and its settings; how many consultations went. Their pages are given back
+    like a purge's."""
+    gone = db.execute("DELETE FROM consultations WHERE chat_key = ?", (chat_key,)).rowcount
+    db.execute("DELETE FROM chat_settings WHERE chat_key = ?", (chat_key,))
+    free_pages(db, VACUUM_PAGES_PER_PURGE)
+    return gone
+
+
 def free_pages(db: sqlite3.Connection, limit: int) -> int:
     """Give up to `limit` free pages back to the file system; return how many.
 
