@@ -36,6 +36,11 @@ class UndeliveredReplies(Protocol):
         """Take the conversation's kept reply and its language, if any."""
         ...
 
+    async def forget_chat(self, chat_id: int) -> int:
+        """Drop the replies kept for every conversation of the chat (each forum topic);
+        how many went."""
+        ...
+
 
 class MemoryUndelivered:
     """In this process, for a day, at most `max_size` conversations (the oldest go first)."""
@@ -55,6 +60,9 @@ class MemoryUndelivered:
     async def pop(self, chat_id: int, thread_id: int | None) -> tuple[Reply, str] | None:
         return self._items.pop((chat_id, thread_id))
 
+    async def forget_chat(self, chat_id: int) -> int:
+        return self._items.discard_where(lambda conversation: conversation[0] == chat_id)
+
     def __len__(self) -> int:
         return len(self._items)
 
@@ -67,6 +75,8 @@ class DocumentRows(Protocol):
     ) -> None: ...
 
     async def pop(self, chat_id: int, thread_id: int | None) -> tuple[str, str] | None: ...
+
+    async def forget_chat(self, chat_id: int) -> int: ...
 
 
 class StoredUndelivered:
@@ -84,6 +94,9 @@ class StoredUndelivered:
             return None
         document, language = found
         return reply_from_dict(json.loads(document)), language
+
+    async def forget_chat(self, chat_id: int) -> int:
+        return await self._rows.forget_chat(chat_id)
 
 
 def reply_to_dict(reply: Reply) -> dict[str, Any]:

@@ -70,6 +70,14 @@ class ExpiringDict(Generic[K, V]):
     def discard(self, key: K) -> None:
         self._items.pop(key, None)
 
+    def discard_where(self, doomed: Callable[[K], bool]) -> int:
+        """Remove every entry whose key is `doomed`; how many went. Scans all entries: for
+        rare deletions (a person asking to be forgotten), not for a hot path."""
+        keys = [key for key in self._items if doomed(key)]
+        for key in keys:
+            del self._items[key]
+        return len(keys)
+
     def __len__(self) -> int:
         """Entries held, including expired ones not dropped yet (at most what `set` allows)."""
         return len(self._items)

@@ -98,3 +98,16 @@ async def test_looks_at_once_each_take_their_own_conversation_once(port: Backend
     assert results[20] == (reply("topic 7"), "ru")
     assert results[21] is None  # (4, None) was asked twice: taken by the first look only
     assert [await undelivered.pop(chat, topic) for chat, topic in asked] == [None] * 22
+
+
+async def test_forgetting_a_chat_drops_its_replies_in_every_topic_and_no_others(
+    port: Backend,
+) -> None:
+    undelivered = port.undelivered(Clock())
+    for chat, thread in ((5, None), (5, 11), (6, None), (-5, None)):
+        await undelivered.put(chat, thread, reply(f"{chat}/{thread}"), "en")
+    assert await undelivered.forget_chat(5) == 2
+    assert await undelivered.forget_chat(5) == 0
+    assert await undelivered.pop(5, None) is None and await undelivered.pop(5, 11) is None
+    assert await undelivered.pop(6, None) == (reply("6/None"), "en")
+    assert await undelivered.pop(-5, None) == (reply("-5/None"), "en")

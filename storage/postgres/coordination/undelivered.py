@@ -75,6 +75,13 @@ class PostgresUndelivered:
         taken = {(row["chat_id"], row["thread_id"]): row for row in rows}
         return [taken.pop(conversation, None) for conversation in batch]
 
+    async def forget_chat(self, chat_id: int) -> int:
+        """Delete the documents of every conversation of the chat; how many went."""
+        status = await call(
+            self._pool, lambda c: c.execute("DELETE FROM undelivered WHERE chat_id = $1", chat_id)
+        )
+        return int(status.rsplit(" ", 1)[-1])
+
     async def forget_old(self) -> int:
         """Delete documents older than `UNDELIVERED_KEEP`; returns how many."""
         status = await call(
