@@ -26,6 +26,7 @@ from api.config import ApiConfig
 from api.errors import ApiError, from_http, json_response, store_unavailable
 from api.export import ExportEndpoint
 from api.exposure import check_exposure
+from api.forget import ForgetEndpoint
 from api.idempotency import KeyStore
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
@@ -104,6 +105,7 @@ def build_web_app(
         app.router.add_post("/api/chat", chat.chat)
         app.router.add_post("/api/chat/stream", chat.stream)
         app.router.add_get("/api/sessions/{session_id}", chat.session)
+        app.router.add_delete("/api/sessions/{session_id}", ForgetEndpoint(service).delete_session)
         app.router.add_get("/api/sessions/{session_id}/export", ExportEndpoint(service).export)
         app.router.add_get("/api/openapi.json", openapi)
     if telegram_application is not None and config.webhook is not None:

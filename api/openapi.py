@@ -283,6 +283,14 @@ def build_openapi(
             **_errors(400, 401, 404, 429),
         },
     }  # fmt: skip
+    forget = {
+        "summary": "Forget a session: its messages, idempotency keys and all kept with it",
+        "parameters": [
+            {"name": "sessionId", "in": "path", "required": True,
+             "schema": {"type": "string", "format": "uuid"}},
+        ],
+        "responses": {"204": {"description": "Deleted"}, **_errors(401, 404, 429)},
+    }  # fmt: skip
     health = {
         "summary": "Liveness and readiness (store reachable, model configured, loops working)",
         "security": [],
@@ -313,7 +321,10 @@ def build_openapi(
         "paths": {
             "/api/chat": {"post": {**chat, "operationId": "chat"}},
             "/api/chat/stream": {"post": {**stream, "operationId": "chatStream"}},
-            "/api/sessions/{sessionId}": {"get": {**session, "operationId": "getSession"}},
+            "/api/sessions/{sessionId}": {
+                "get": {**session, "operationId": "getSession"},
+                "delete": {**forget, "operationId": "deleteSession"},
+            },
             "/api/sessions/{sessionId}/export": {"get": {**export, "operationId": "exportSession"}},
             "/api/openapi.json": {
                 "get": {

@@ -214,6 +214,22 @@ class ConsultationService:
             await self._store.set_status(consultation.id, Status.RESET, at=self._clock())
             return True
 
+    async def forget(self, chat_key: str) -> int:
+        """Delete everything kept under the chat key: its consultations of any status with
+        their messages and idempotency keys, and its settings; how many consultations went.
+
+        A reply being written is stopped first (as by `reset`), so it stores nothing
+        afterwards; the deletion is one transaction.
+        """
+        self._running.stop(chat_key)
+        async with self._locks.hold(chat_key):
+            return await self._store.forget_chat(chat_key)
+
+    async def forget_session(self, session_id: str) -> int:
+        """`forget` for an API session; `SessionNotFound` for an id that names none."""
+        consultation = await self.sessions.get_session(session_id)
+        return await self.forget(consultation.chat_key)
+
     async def withdraw(self, chat_key: str, turn_id: str) -> bool:
         """Take back a turn that was given up before it was answered (its handling failed,
         hung past its deadline or was tried too often), so the chat's next turn does not
