@@ -32,6 +32,7 @@ from bot.buttons import Buttons
 from bot.commands import Commands
 from bot.config import BotConfig
 from bot.flood import ChatFloodControl
+from bot.forget import FORGET, Forgetting
 from bot.given_up import give_up
 from bot.handlers import Handlers
 from bot.i18n import COMMANDS
@@ -145,6 +146,7 @@ def register(
     )
     commands = Commands(service, config, turns=turns, say=say, refuse=handlers.refuse)
     rounds = RoundPresses(service, turns=turns)
+    forgetting = Forgetting(service, turns=turns, say=say)
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,
@@ -153,6 +155,7 @@ def register(
             SEND: rounds.send,
             "rounds": commands.rounds_button,
             "role": commands.role_button,
+            FORGET: forgetting.press,
         },
         allowed=handlers.allowed,
         press_limits=(
@@ -171,6 +174,7 @@ def register(
         ("answer", commands.answer),
         ("retry", commands.retry),
         ("role", commands.role),
+        ("forget", forgetting.command),
     ):
         application.add_handler(CommandHandler(name, handlers.command(callback), filters=only_new))
     application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, handlers.on_migrate))

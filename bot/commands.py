@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 
-from telegram import ChatMember, InlineKeyboardButton, InlineKeyboardMarkup
-from telegram.error import TelegramError
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
+from bot.admins import is_chat_admin
 from bot.buttons import Press, ignored
 from bot.chat import Context, Incoming
 from bot.config import BotConfig
@@ -34,7 +34,6 @@ from core.service import ConsultationService
 log = logging.getLogger(__name__)
 
 ROUNDS_CHOICES = (1, 2, 3, 5, 7, 10)
-ADMIN_STATUSES = frozenset({ChatMember.ADMINISTRATOR, ChatMember.OWNER})
 
 
 class Commands:
@@ -259,19 +258,11 @@ class Commands:
         """In groups: admins and the consultation's starter; elsewhere anyone."""
         if not incoming.is_group or not self.config.group_config_admins_only:
             return True
-        if incoming.anonymous_admin:
-            return True
-        if incoming.user_id is None:
-            return False
-        status = await self.service.status(incoming.key)
-        if status.active and status.started_by == incoming.user_id:
-            return True
-        try:
-            member = await context.bot.get_chat_member(incoming.chat_id, incoming.user_id)
-        except TelegramError as exc:
-            log.info("could not check admin rights in chat %s: %s", incoming.chat_id, exc)
-            return False
-        return member.status in ADMIN_STATUSES
+        if incoming.user_id is not None and not incoming.anonymous_admin:
+            status = await self.service.status(incoming.key)
+            if status.active and status.started_by == incoming.user_id:
+                return True
+        return await is_chat_admin(incoming, context)
 
 
 def rounds_choices(limit: int) -> tuple[int, ...]:

@@ -23,7 +23,8 @@ EN: dict[str, str] = {
         "/reset — end this consultation and start over\n"
         "/status — where the consultation stands\n"
         "/retry — answer your last message again after an error\n"
-        "/role — choose the expert\n\n"
+        "/role — choose the expert\n"
+        "/forget — delete everything I keep about you\n\n"
         "In groups, mention me (@{username}) or reply to my message; everyone can answer my "
         "questions."
     ),
@@ -140,6 +141,23 @@ EN: dict[str, str] = {
     "role_set": "Expert set to {role}. It applies to your next consultation (/reset to start now).",
     "role_unknown": "Unknown expert “{value}”. Available: {roles}.",
     "not_admin": "Only group admins or the member who started the consultation can do that.",
+    "forget_confirm": (
+        "This deletes everything I keep about this chat: your consultations with all their "
+        "messages, your settings, and replies waiting to be delivered. It cannot be undone."
+    ),
+    "forget_confirm_group": (
+        "This deletes everything I keep about this group: its consultations with all their "
+        "messages, its settings, and replies waiting to be delivered. It cannot be undone."
+    ),
+    "forget_button": "Delete everything",
+    "forget_cancel": "Cancel",
+    "forget_done": "🗑 Deleted. Nothing of it is kept or will reach the model again.",
+    "forget_done_popup": "Deleted.",
+    "forget_cancelled": "Nothing was deleted.",
+    "forget_expired": "This confirmation has expired. Send /forget again.",
+    "forget_not_yours": "Only the person who sent /forget can confirm it.",
+    "forget_admins_only": "Only the group's admins can delete what I keep about this group.",
+    "forget_from_yourself": "Send /forget from your own account, not as the group.",
     "presses_limited": "Too many presses. Please wait {seconds} s.",
     "internal_error": "Something went wrong on my side. Your message is saved; please try again.",
     "store_unavailable": (
@@ -175,7 +193,8 @@ RU: dict[str, str] = {
         "/reset — завершить консультацию и начать заново\n"
         "/status — на каком этапе консультация\n"
         "/retry — ответить на последнее сообщение ещё раз после ошибки\n"
-        "/role — выбрать эксперта\n\n"
+        "/role — выбрать эксперта\n"
+        "/forget — удалить всё, что я храню о вас\n\n"
         "В группах упомяните меня (@{username}) или ответьте на моё сообщение; отвечать на мои "
         "вопросы может любой участник."
     ),
@@ -298,6 +317,23 @@ RU: dict[str, str] = {
     "not_admin": (
         "Это могут делать только администраторы группы или участник, начавший консультацию."
     ),
+    "forget_confirm": (
+        "Будет удалено всё, что я храню об этом чате: ваши консультации со всеми сообщениями, "
+        "ваши настройки и ответы, ожидающие доставки. Отменить это нельзя."
+    ),
+    "forget_confirm_group": (
+        "Будет удалено всё, что я храню об этой группе: её консультации со всеми сообщениями, "
+        "её настройки и ответы, ожидающие доставки. Отменить это нельзя."
+    ),
+    "forget_button": "Удалить всё",
+    "forget_cancel": "Отмена",
+    "forget_done": "🗑 Удалено. Ничего из этого не хранится и больше не попадёт в модель.",
+    "forget_done_popup": "Удалено.",
+    "forget_cancelled": "Ничего не удалено.",
+    "forget_expired": "Срок подтверждения истёк. Отправьте /forget ещё раз.",
+    "forget_not_yours": "Подтвердить может только тот, кто отправил /forget.",
+    "forget_admins_only": "Удалить то, что я храню об этой группе, могут только её администраторы.",
+    "forget_from_yourself": "Отправьте /forget от своего имени, а не от имени группы.",
     "presses_limited": "Слишком много нажатий. Подождите {seconds} с.",
     "internal_error": (
         "Что-то пошло не так на моей стороне. Сообщение сохранено, попробуйте ещё раз."
@@ -337,4 +373,5 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("status", "Where the consultation stands", "На каком этапе консультация"),
     ("retry", "Answer the last message again", "Ответить на последнее сообщение ещё раз"),
     ("role", "Choose the expert", "Выбрать эксперта"),
+    ("forget", "Delete everything kept about you", "Удалить всё, что хранится о вас"),
 )

@@ -202,6 +202,10 @@ class TurnRunner:
             self._blocked[chat_id] = True
             log.info("chat %s does not accept messages: %s", chat_id, exc)
 
+    async def forget_undelivered(self, chat_id: int) -> int:
+        """Drop the replies kept for the chat's conversations (it asked to be forgotten)."""
+        return await self._undelivered.forget_chat(chat_id)
+
     def forget_blocked(self, chat_id: int) -> None:
         """The chat wrote to us again, so it accepts messages again."""
         self._blocked.discard(chat_id)
