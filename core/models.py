@@ -102,6 +102,24 @@ class Consultation:
         return turn
 
 
+SUMMARY_CHARS = 200
+"""How much of a consultation's request its summary keeps."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsultationSummary:
+    """A consultation as a chat's history lists it: no messages, the start of its request
+    (at most `SUMMARY_CHARS` characters), where it stands."""
+
+    id: str
+    created_at: float
+    last_activity_at: float
+    request: str
+    status: Status
+    current_round: int
+    max_rounds: int
+
+
 @dataclass(frozen=True, slots=True)
 class TurnRecord:
     """A user message found by its turn id, and where its turn stands.

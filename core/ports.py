@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.clarifying import Picks
-from core.models import ChatSettings, Consultation, Message, Status, TurnRecord, Usage
+from core.models import (
+    ChatSettings,
+    Consultation,
+    ConsultationSummary,
+    Message,
+    Status,
+    TurnRecord,
+    Usage,
+)
 
 OnDelta = Callable[[str], Awaitable[None]]
 """Called with each new piece of streamed text, in order."""
@@ -76,6 +84,12 @@ class ConsultationStore(Protocol):
 
     async def get(self, consultation_id: str) -> Consultation | None:
         """A consultation by id whatever its status, messages included."""
+        ...
+
+    async def recent(self, chat_key: str, limit: int) -> list[ConsultationSummary]:
+        """The chat's `limit` newest consultations (by when they started, newest first;
+        the id breaks ties), whatever their status, without their messages: one indexed
+        read however long the chat's history. Purged ones are gone from it."""
         ...
 
     async def latest_status(self, chat_key: str) -> Status | None:

@@ -43,7 +43,15 @@ from typing import Any, NamedTuple
 
 from core.clarifying import ClarifyingRound, Picks
 from core.errors import StoreUnavailable
-from core.models import Consultation, Message, ModelOptions, Role, Status, Usage
+from core.models import (
+    Consultation,
+    ConsultationSummary,
+    Message,
+    ModelOptions,
+    Role,
+    Status,
+    Usage,
+)
 
 
 class DatabaseUnusable(StoreUnavailable):
@@ -141,6 +149,20 @@ def consultation_from_row(row: Sequence[Any], messages: Iterable[Sequence[Any]])
         started_by=row[11],
         picks=Picks.from_json(row[12]),
         messages=[message_from_row(m) for m in messages],
+    )
+
+
+def summary_from_row(row: Sequence[Any]) -> ConsultationSummary:
+    """A summary from a row of id, created_at, last_activity_at, the start of
+    initial_request, status, current_round and max_rounds (each backend's `recent`)."""
+    return ConsultationSummary(
+        id=row[0],
+        created_at=row[1],
+        last_activity_at=row[2],
+        request=row[3],
+        status=Status(row[4]),
+        current_round=row[5],
+        max_rounds=row[6],
     )
 
 

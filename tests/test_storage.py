@@ -24,7 +24,16 @@ from core.errors import (
     StoreUnavailable,
     TurnSuperseded,
 )
-from core.models import ChatSettings, Consultation, Message, ModelOptions, Role, Status, Usage
+from core.models import (
+    SUMMARY_CHARS,
+    ChatSettings,
+    Consultation,
+    Message,
+    ModelOptions,
+    Role,
+    Status,
+    Usage,
+)
 from tests.store_contract import STORE_KINDS, StoreKind, make
 
 if TYPE_CHECKING:
@@ -448,6 +457,55 @@ async def test_latest_status_is_the_most_recently_active(store: Store) -> None:
     assert await store.latest_status("chat:l") is Status.EXPIRED
     await store.create(make("chat:l", at=300.0))
     assert await store.latest_status("chat:l") is Status.ACTIVE
+
+
+async def test_recent_lists_a_chats_newest_consultations_first_within_the_limit(
+    store: Store,
+) -> None:
+    """recent: the chat's consultations newest first (any status), at most `limit`, each
+    with the start of its request and where it stands; other chats never appear."""
+    made = [make("chat:h", at=100.0 + n) for n in range(4)]
+    for consultation in made[:3]:
+        await store.create(consultation)
+        await store.set_status(consultation.id, Status.COMPLETE, at=consultation.created_at)
+    await store.create(made[3])
+    await store.create(make("chat:other", at=500.0))
+    await store.set_max_rounds(made[3].id, 5)
+
+    found = await store.recent("chat:h", 3)
+
+    assert [s.id for s in found] == [made[3].id, made[2].id, made[1].id]
+    assert [s.status for s in found] == [Status.ACTIVE, Status.COMPLETE, Status.COMPLETE]
+    newest = found[0]
+    assert (newest.created_at, newest.last_activity_at) == (103.0, 103.0)
+    assert (newest.current_round, newest.max_rounds) == (0, 5)
+    assert newest.request == "How do I choose a database?"
+    assert [s.id for s in await store.recent("chat:h", 10)][-1] == made[0].id
+    assert await store.recent("chat:none", 10) == []
+
+
+async def test_recent_keeps_the_start_of_a_long_request_and_drops_purged_ones(
+    store: Store,
+) -> None:
+    """A summary holds the first SUMMARY_CHARS characters of the request (Cyrillic counted
+    as characters); a purged consultation is gone from the history; ties keep one order."""
+    request = "Ж" * (SUMMARY_CHARS + 50)
+    old, kept, twin = (
+        make("chat:p", at=10.0),
+        dataclasses.replace(make("chat:p", at=200.0), initial_request=request),
+        make("chat:p", at=200.0),
+    )
+    await store.create(old)
+    await store.set_status(old.id, Status.EXPIRED, at=20.0)
+    await store.create(kept)
+    await store.set_status(kept.id, Status.RESET, at=300.0)
+    await store.create(twin)
+    assert await store.purge(older_than=100.0) == 1
+
+    found = await store.recent("chat:p", 10)
+
+    assert [s.id for s in found] == sorted((kept.id, twin.id), reverse=True)
+    assert next(s for s in found if s.id == kept.id).request == "Ж" * SUMMARY_CHARS
 
 
 async def test_move_chat_carries_consultations_and_settings(store: Store) -> None:

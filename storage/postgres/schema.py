@@ -231,6 +231,12 @@ MIGRATIONS: list[Migration] = [
             "ALTER TABLE consultations ADD COLUMN picks TEXT",
         ),
     ),
+    (
+        # A chat's consultations by when they started, so its history (the newest few) is
+        # read in order and stops after them, however many the chat had.
+        "m013_history",
+        ("CREATE INDEX consultations_chat_created ON consultations (chat_key, created_at, id)",),
+    ),
 ]
 
 

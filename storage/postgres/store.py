@@ -38,8 +38,10 @@ import asyncpg
 from core.clarifying import Picks
 from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
 from core.models import (
+    SUMMARY_CHARS,
     ChatSettings,
     Consultation,
+    ConsultationSummary,
     Message,
     Status,
     TurnRecord,
@@ -70,6 +72,7 @@ from storage.shared import (
     consultation_values,
     message_values,
     picks_value,
+    summary_from_row,
 )
 
 log = logging.getLogger(__name__)
@@ -80,6 +83,13 @@ PING_TIMEOUT = 2.0
 # round trip): `select` yields consultation columns; its messages come as an array of rows.
 _WITH_MESSAGES = f"SELECT found.*, {MESSAGES_OF_FOUND} FROM ({{select}}) AS found"
 _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
+# A chat's history, newest first: a backward scan of the index on (chat_key, created_at,
+# id) gives the rows in order, so the read stops after `limit` of them.
+_SELECT_RECENT = (
+    "SELECT id, created_at, last_activity_at, substr(initial_request, 1, $1), status,"
+    " current_round, max_rounds FROM consultations WHERE chat_key = $2"
+    " ORDER BY created_at DESC, id DESC LIMIT $3"
+)
 
 
 class PostgresStore(StoreCalls, IdempotencyKeys):
@@ -121,6 +131,10 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         return await self._load(
             f"SELECT {CONSULTATION_COLUMNS} FROM consultations WHERE id = $1", consultation_id
         )
+
+    async def recent(self, chat_key: str, limit: int) -> list[ConsultationSummary]:
+        rows = await self._call(lambda c: c.fetch(_SELECT_RECENT, SUMMARY_CHARS, chat_key, limit))
+        return [summary_from_row(row) for row in rows]
 
     async def load_turn(
         self, chat_key: str, turn_id: str | None

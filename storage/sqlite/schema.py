@@ -254,3 +254,12 @@ async def m010_clarifying_rounds(db: aiosqlite.Connection) -> None:
     (`consultations.picks`, their JSON); NULL for none, and in rows written before."""
     await db.execute("ALTER TABLE messages ADD COLUMN questions TEXT")
     await db.execute("ALTER TABLE consultations ADD COLUMN picks TEXT")
+
+
+@migration
+async def m013_history(db: aiosqlite.Connection) -> None:
+    """A chat's consultations by when they started, so its history (the newest few) is
+    read in order and stops after them, however many the chat had."""
+    await db.execute(
+        "CREATE INDEX consultations_chat_created ON consultations (chat_key, created_at, id)"
+    )

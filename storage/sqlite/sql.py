@@ -18,8 +18,10 @@ from typing import Any
 
 from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
 from core.models import (
+    SUMMARY_CHARS,
     ChatSettings,
     Consultation,
+    ConsultationSummary,
     Message,
     Status,
     TurnRecord,
@@ -36,6 +38,7 @@ from storage.shared import (
     consultation_from_row,
     consultation_values,
     message_values,
+    summary_from_row,
 )
 
 _SELECT_CONSULTATION = f"SELECT {CONSULTATION_COLUMNS} FROM consultations"
@@ -51,6 +54,14 @@ _SELECT_TURN = (
     "SELECT c.id FROM messages m JOIN consultations c ON c.id = m.consultation_id"
     " WHERE m.turn_id = ? AND m.role = 'user' AND c.chat_key = ?"
     " ORDER BY c.created_at DESC LIMIT 1"
+)
+
+# A chat's history, newest first: the index on (chat_key, created_at, id) gives the rows
+# in order, so the read stops after `limit` of them.
+_SELECT_RECENT = (
+    "SELECT id, created_at, last_activity_at, substr(initial_request, 1, ?), status,"
+    " current_round, max_rounds FROM consultations WHERE chat_key = ?"
+    " ORDER BY created_at DESC, id DESC LIMIT ?"
 )
 
 _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
@@ -158,6 +169,12 @@ def load_active(db: sqlite3.Connection, chat_key: str) -> Consultation | None:
 
 def load_by_id(db: sqlite3.Connection, consultation_id: str) -> Consultation | None:
     return _load(db, _SELECT_BY_ID, consultation_id)
+
+
+def recent(db: sqlite3.Connection, chat_key: str, limit: int) -> list[ConsultationSummary]:
+    """The chat's newest consultations, read backwards along `consultations_chat_created`."""
+    rows = db.execute(_SELECT_RECENT, (SUMMARY_CHARS, chat_key, limit)).fetchall()
+    return [summary_from_row(row) for row in rows]
 
 
 def find_turn(db: sqlite3.Connection, chat_key: str, turn_id: str) -> TurnRecord | None:

@@ -38,7 +38,14 @@ from typing import Any
 import aiosqlite
 
 from core.clarifying import Picks
-from core.models import ChatSettings, Consultation, Message, Status, TurnRecord
+from core.models import (
+    ChatSettings,
+    Consultation,
+    ConsultationSummary,
+    Message,
+    Status,
+    TurnRecord,
+)
 from storage.shared import DatabaseUnusable, IdempotencyKeys, Statement, picks_value
 from storage.sqlite import sql, upkeep
 from storage.sqlite.batch import Batcher, run_reads, run_writes
@@ -153,6 +160,9 @@ class SqliteStore(IdempotencyKeys):
         return await self._reader.run(
             functools.partial(sql.load_by_id, consultation_id=consultation_id)
         )
+
+    async def recent(self, chat_key: str, limit: int) -> list[ConsultationSummary]:
+        return await self._reader.run(functools.partial(sql.recent, chat_key=chat_key, limit=limit))
 
     async def load_turn(
         self, chat_key: str, turn_id: str | None
