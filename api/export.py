@@ -11,7 +11,6 @@ is built in a thread, so a long answer never holds up the event loop.
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid
 from urllib.parse import quote
 
@@ -19,26 +18,13 @@ from aiohttp import web
 
 from api.errors import ApiError
 from core.errors import ConsultationError
+from core.file_names import ascii_stem, readable_stem
 from core.service import ConsultationService
 from core.transcript import render_markdown
 from media.export_docx import MEDIA_TYPE, docx_bytes
 
 FORMATS = ("docx", "md")
 MAX_NAME_CHARS = 60
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def file_stem(title: str) -> str:
-    """A file name stem from a title: ASCII letters, digits, `.`, `_` and `-` only."""
-    stem = _UNSAFE.sub("_", title).strip("._-")[:MAX_NAME_CHARS].strip("._-")
-    return stem or "consultation"
-
-
-def _named(title: str, stem: str) -> str:
-    """The title as a file name in any script (the RFC 6266 `filename*`): letters, digits
-    and spaces kept, at most `MAX_NAME_CHARS`; the ASCII stem when nothing is left."""
-    kept = re.sub(r"[^\w .-]+", "", title).strip(" .")[:MAX_NAME_CHARS].strip(" .")
-    return kept or stem
 
 
 class ExportEndpoint:
@@ -58,7 +44,7 @@ class ExportEndpoint:
         except (ValueError, ConsultationError):
             raise ApiError("SESSION_NOT_FOUND", "session not found") from None
         transcript = self._service.transcript(consultation)
-        stem = file_stem(transcript.title)
+        stem = ascii_stem(transcript.title, MAX_NAME_CHARS)
         if kind == "md":
             body = render_markdown(transcript).encode()
             content_type = "text/markdown; charset=utf-8"
@@ -70,6 +56,6 @@ class ExportEndpoint:
             headers={
                 "Content-Type": content_type,
                 "Content-Disposition": f'attachment; filename="{stem}.{kind}"; '
-                f"filename*=UTF-8''{quote(_named(transcript.title, stem))}.{kind}",
+                f"filename*=UTF-8''{quote(readable_stem(transcript.title, MAX_NAME_CHARS))}.{kind}",
             },
         )

@@ -31,12 +31,14 @@ from bot.access import RateLimiter
 from bot.buttons import Buttons
 from bot.commands import Commands
 from bot.config import BotConfig
+from bot.exports import Exports
 from bot.flood import ChatFloodControl
 from bot.forget import FORGET, Forgetting
 from bot.given_up import give_up
 from bot.handlers import Handlers
+from bot.history import SHOW, HistoryView
 from bot.i18n import COMMANDS
-from bot.keyboards import ANSWER, ANSWER_NOW, PICK, SEND
+from bot.keyboards import ANSWER, ANSWER_NOW, EXPORT, PICK, SEND
 from bot.ordering import PerChatUpdateProcessor
 from bot.outage import OutageNotices
 from bot.round_presses import RoundPresses
@@ -147,6 +149,8 @@ def register(
     commands = Commands(service, config, turns=turns, say=say, refuse=handlers.refuse)
     rounds = RoundPresses(service, turns=turns)
     forgetting = Forgetting(service, turns=turns, say=say)
+    history = HistoryView(service, say=say)
+    exports = Exports(service, say=say)
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,
@@ -156,6 +160,8 @@ def register(
             "rounds": commands.rounds_button,
             "role": commands.role_button,
             FORGET: forgetting.press,
+            EXPORT: exports.export_button,
+            SHOW: history.show_button,
         },
         allowed=handlers.allowed,
         press_limits=(
@@ -173,6 +179,8 @@ def register(
         ("status", commands.status),
         ("answer", commands.answer),
         ("retry", commands.retry),
+        ("history", history.history),
+        ("export", exports.export),
         ("role", commands.role),
         ("forget", forgetting.command),
     ):

@@ -151,6 +151,23 @@ class Sender:
             sent.append(await self._with_retries(self._send_raw, chunk, (), markup, index == 0))
         return sent
 
+    async def send_file(self, filename: str, data: bytes) -> Message:
+        """Deliver `data` as a document named `filename` (an upload), as a reply."""
+        return await self._with_retries(self._send_document, filename, data)
+
+    async def _send_document(self, filename: str, data: bytes) -> Message:
+        target = self._target
+        reply_parameters = None
+        if target.reply_to is not None:
+            reply_parameters = ReplyParameters(target.reply_to, allow_sending_without_reply=True)
+        return await self._bot.send_document(
+            target.chat_id,
+            data,
+            filename=filename,
+            message_thread_id=target.thread_id,
+            reply_parameters=reply_parameters,
+        )
+
     async def _send_part(
         self, part: Part, markup: InlineKeyboardMarkup | None, *, reply: bool
     ) -> list[Message]:

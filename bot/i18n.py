@@ -24,6 +24,9 @@ EN: dict[str, str] = {
         "/status — where the consultation stands\n"
         "/retry — answer your last message again after an error\n"
         "/role — choose the expert\n"
+        "/history — your recent consultations\n"
+        "/export [N] — the latest consultation (or number N of /history) as DOCX and Markdown "
+        "files\n"
         "/forget — delete everything I keep about you\n\n"
         "In groups, mention me (@{username}) or reply to my message; everyone can answer my "
         "questions."
@@ -40,6 +43,23 @@ EN: dict[str, str] = {
     "send_answers_button": "Send answers",
     "follow_up_button": "Ask a follow-up",
     "export_button": "Document",
+    "export_none": "There is nothing to export yet. Send your question to start a consultation.",
+    "export_range": (
+        "There is no consultation number {number}. Choose one from 1 to {count} (see /history)."
+    ),
+    "export_usage": (
+        "Send /export for your latest consultation, or /export N with its number in /history."
+    ),
+    "export_gone": "This consultation is no longer kept.",
+    "history_title": "Your recent consultations, newest first (times in UTC):",
+    "history_item": "{number}. {date} · {status} · {done} of {rounds} rounds\n“{request}”",
+    "history_empty": "You have no consultations yet. Send your question to start one.",
+    "history_active": "in progress",
+    "history_complete": "complete",
+    "history_reset": "ended",
+    "history_expired": "expired",
+    "history_answer_button": "Answer {number}",
+    "history_document_button": "Document {number}",
     "round_stale": "These questions were already answered.",
     "round_nothing_chosen": "Choose an option first, or type your answer.",
     "rounds_show": "Rounds per consultation: {rounds} (1–{limit}). Change it with /rounds N or:",
@@ -194,6 +214,9 @@ RU: dict[str, str] = {
         "/status — на каком этапе консультация\n"
         "/retry — ответить на последнее сообщение ещё раз после ошибки\n"
         "/role — выбрать эксперта\n"
+        "/history — ваши последние консультации\n"
+        "/export [N] — последняя консультация (или номер N из /history) файлами DOCX и "
+        "Markdown\n"
         "/forget — удалить всё, что я храню о вас\n\n"
         "В группах упомяните меня (@{username}) или ответьте на моё сообщение; отвечать на мои "
         "вопросы может любой участник."
@@ -211,6 +234,23 @@ RU: dict[str, str] = {
     "send_answers_button": "Отправить ответы",
     "follow_up_button": "Задать уточняющий вопрос",
     "export_button": "Документ",
+    "export_none": "Пока нечего выгружать. Отправьте свой вопрос, чтобы начать консультацию.",
+    "export_range": (
+        "Консультации с номером {number} нет. Выберите номер от 1 до {count} (см. /history)."
+    ),
+    "export_usage": (
+        "Отправьте /export для последней консультации или /export N с её номером из /history."
+    ),
+    "export_gone": "Эта консультация больше не хранится.",
+    "history_title": "Ваши последние консультации, сначала новые (время в UTC):",
+    "history_item": "{number}. {date} · {status} · раундов: {done} из {rounds}\n«{request}»",
+    "history_empty": "У вас пока нет консультаций. Отправьте свой вопрос, чтобы начать.",
+    "history_active": "идёт",
+    "history_complete": "завершена",
+    "history_reset": "прервана",
+    "history_expired": "истекла",
+    "history_answer_button": "Ответ {number}",
+    "history_document_button": "Документ {number}",
     "round_stale": "На эти вопросы уже ответили.",
     "round_nothing_chosen": "Сначала выберите вариант или напишите ответ.",
     "rounds_show": "Раундов в консультации: {rounds} (1–{limit}). Измените командой /rounds N или:",
@@ -374,4 +414,10 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("retry", "Answer the last message again", "Ответить на последнее сообщение ещё раз"),
     ("role", "Choose the expert", "Выбрать эксперта"),
     ("forget", "Delete everything kept about you", "Удалить всё, что хранится о вас"),
+    ("history", "Your recent consultations", "Ваши последние консультации"),
+    (
+        "export",
+        "The consultation as DOCX and Markdown files",
+        "Консультация файлами DOCX и Markdown",
+    ),
 )

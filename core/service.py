@@ -27,7 +27,8 @@ from core.attachments import Image
 from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import InvalidMaxRounds, NoActiveConsultation, NothingToRetry, UnknownRole
 from core.final_now import request_text, user_language
-from core.models import ChatSettings, Consultation, Status
+from core.history import History
+from core.models import ChatSettings, Consultation, ConsultationSummary, Status
 from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary, RoleInfo
@@ -63,6 +64,7 @@ class ConsultationService:
         self._locks = locks
         self._user_turns = UserTurns(store, config)
         self._answerer = Answerer(store, StoppableCompleter(completer), prompts, config, clock)
+        self._history = History(store)
         # API sessions (`service.sessions.start_session(...)` and the rest).
         self.sessions = ApiSessions(
             store,
@@ -305,6 +307,16 @@ class ConsultationService:
         """Carry a chat's consultation and settings over to its new key."""
         async with self._locks.hold(old_key), self._locks.hold(new_key):
             return await self._store.move_chat(old_key, new_key)
+
+    async def history(self, chat_key: str) -> list[ConsultationSummary]:
+        """The chat's newest consultations, newest first (`core.history`); it reads without
+        waiting for a running turn."""
+        return await self._history.recent(chat_key)
+
+    async def for_export(self, chat_key: str, consultation_id: str | None) -> Consultation | None:
+        """The chat's consultation `consultation_id` (None: its newest) to export or show
+        again; None when there is none, or the id is of another chat's consultation."""
+        return await self._history.find(chat_key, consultation_id)
 
     def transcript(self, consultation: Consultation) -> Transcript:
         """The consultation as a document to keep, labelled in the language its user

@@ -11,7 +11,7 @@ from telegram import Bot, MessageEntity, Update
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
-from tests.fakes.bot_api import TOKEN, FakeBotApi
+from tests.fakes.bot_api import TOKEN, FakeBotApi, Upload
 
 
 async def _echo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -95,6 +95,22 @@ async def test_send_edit_and_not_modified(bot_api: FakeBotApi, bare_bot: Bot) ->
     with pytest.raises(BadRequest, match=r"(?i)message is not modified"):
         await bare_bot.edit_message_text("final", chat_id=3, message_id=sent.message_id)
     assert bot_api.sent_texts(3) == ["draft", "final"]
+
+
+async def test_a_document_upload_keeps_its_name_and_bytes(
+    bot_api: FakeBotApi, bare_bot: Bot
+) -> None:
+    """sendDocument (multipart) answers with a document message and records the file's
+    name and bytes; an empty file is refused like Telegram refuses it."""
+    sent = await bare_bot.send_document(3, b"\x00binary\xff", filename="Отчёт.docx")
+    assert sent.document is not None and sent.document.file_name == "Отчёт.docx"
+    assert sent.document.file_size == 8
+    (call,) = bot_api.calls_of("sendDocument")
+    upload = call.params["document"]
+    assert isinstance(upload, Upload)
+    assert (upload.filename, upload.data) == ("Отчёт.docx", b"\x00binary\xff")
+    with pytest.raises(BadRequest, match="non-empty"):
+        await bare_bot.send_document(3, b"", filename="empty.md")
 
 
 async def test_text_validation(bot_api: FakeBotApi, bare_bot: Bot) -> None:

@@ -30,6 +30,7 @@ from tests.fakes.bot_updates import UpdateBuilder
 from tests.fakes.serving import LOOPBACK, LocalServer
 
 TOKEN = "123456:TEST-TOKEN"
+MAX_CAPTION = 1024
 STREAM_CHUNK = 16 * 1024
 """Bytes per chunk of a file served without a Content-Length."""
 STRING_PARAMS = frozenset(
@@ -56,6 +57,22 @@ NOT_MODIFIED = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A file the bot uploaded (multipart), with its bytes."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "filename": self.filename,
+            "content_type": self.content_type,
+            "size": len(self.data),
+        }
+
+
 @dataclass(slots=True)
 class Call:
     """One request the bot made, with JSON-decoded parameters."""
@@ -70,7 +87,9 @@ class Call:
     def to_dict(self) -> dict[str, Any]:
         return {
             "method": self.method,
-            "params": self.params,
+            "params": {
+                k: v.to_dict() if isinstance(v, Upload) else v for k, v in self.params.items()
+            },
             "at": self.at,
             "monotonic": self.monotonic,
             "status": self.status,
@@ -87,8 +106,10 @@ class _Failure:
 
 def _decode(key: str, value: Any) -> Any:
     """PTB sends strings raw and everything else JSON-encoded; undo that."""
+    if isinstance(value, web.FileField):
+        return Upload(value.filename, value.content_type, value.file.read())
     if not isinstance(value, str):
-        return value  # an uploaded file
+        return value
     if key in STRING_PARAMS:
         with contextlib.suppress(ValueError):
             if key == "chat_id":
@@ -332,6 +353,8 @@ class FakeBotApi(UpdateBuilder, BotFiles):
             if method == "sendMessageDraft":
                 return _ok(True)
             return self._send(p) if method == "sendMessage" else self._edit(p)
+        if method == "sendDocument":
+            return self._send_document(p)
         if method == "editMessageReplyMarkup":
             msg = self.messages.get(_message_key(p))
             if msg is None:
@@ -416,6 +439,30 @@ class FakeBotApi(UpdateBuilder, BotFiles):
             msg["reply_to_message"] = _strip(self.messages[(chat_id, reply["message_id"])])
         self.messages[(chat_id, msg["message_id"])] = msg
         return _ok(msg)
+
+    def _send_document(self, p: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """A document uploaded as multipart: its bytes stay in the call (`Upload`)."""
+        upload = p.get("document")
+        if not isinstance(upload, Upload):
+            return _error(400, "Bad Request: there is no document in the request")
+        if not upload.data:
+            return _error(400, "Bad Request: file must be non-empty")
+        if len(str(p.get("caption") or "")) > MAX_CAPTION:
+            return _error(400, "Bad Request: message caption is too long")
+        status, sent = self._send({**p, "text": ""})
+        message = sent["result"]
+        del message["text"]
+        self.messages[(p.get("chat_id"), message["message_id"])].pop("text", None)
+        message["document"] = {
+            "file_id": f"doc-{message['message_id']}",
+            "file_unique_id": f"udoc-{message['message_id']}",
+            "file_name": upload.filename,
+            "mime_type": upload.content_type,
+            "file_size": len(upload.data),
+        }
+        if p.get("caption"):
+            message["caption"] = p["caption"]
+        return status, sent
 
     def _edit(self, p: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         msg = self.messages.get(_message_key(p))

@@ -1,0 +1,121 @@
+"""/export, /export N and the "Document" button: a consultation sent as a DOCX and a
+Markdown file.
+
+Invariants: only a consultation of the chat the command or press came from is sent (an
+id of another chat's consultation sends nothing, told like a consultation no longer
+kept); N is the number /history shows (1 = newest), and a number outside it gets the
+valid range, nothing sent; the DOCX is built in a thread, so the event loop never waits
+for it; both files go as replies, named from the title (`core.file_names`: safe
+characters, at most 64 with the extension), while the chat shows "sending a file".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+
+from telegram.constants import ChatAction
+from telegram.error import TelegramError
+
+from bot.buttons import Press, ignored
+from bot.chat import Context, Incoming
+from bot.delivery import Sender
+from bot.i18n import t
+from bot.keyboards import consultation_of
+from bot.say import Say
+from bot.target import AnyBot, ChatUnavailable, Target
+from core.file_names import readable_stem
+from core.history import numbered
+from core.models import Consultation
+from core.service import ConsultationService
+from core.transcript import render_markdown
+from media.export_docx import docx_bytes
+
+log = logging.getLogger(__name__)
+
+_NUMBER = re.compile("[1-9][0-9]{0,3}")
+"""A history number as typed: what /history can show, and no more digits than that."""
+
+
+class Exports:
+    """Sends a chat's consultations as files."""
+
+    def __init__(self, service: ConsultationService, *, say: Say) -> None:
+        self.service = service
+        self.say = say
+
+    async def export(self, incoming: Incoming, context: Context) -> None:
+        """Send the latest consultation, or number N of /history, as DOCX and Markdown."""
+        language = incoming.language
+        args = context.args or []
+        if len(args) > 1 or (args and _NUMBER.fullmatch(args[0]) is None):
+            await self.say(incoming, t(language, "export_usage"))
+            return
+        if not args:
+            consultation = await self.service.for_export(incoming.key, None)
+        else:
+            history = await self.service.history(incoming.key)
+            chosen = numbered(history, int(args[0]))
+            if chosen is None and history:
+                text = t(language, "export_range", number=args[0], count=len(history))
+                await self.say(incoming, text)
+                return
+            consultation = (
+                None if chosen is None else await self.service.for_export(incoming.key, chosen.id)
+            )
+        if consultation is None:
+            await self.say(incoming, t(language, "export_none"))
+            return
+        await self.send(context.bot, incoming.target, consultation)
+
+    async def export_button(
+        self, incoming: Incoming, value: str, context: Context, press: Press
+    ) -> None:
+        """Send the consultation a "Document" button names, if it is this chat's."""
+        consultation = await consultation_pressed(self.service, incoming, value, press)
+        if consultation is None:
+            return
+        await press.answer()  # before the files: the client stops waiting at once
+        await self.send(context.bot, incoming.target, consultation)
+
+    async def send(self, bot: AnyBot, target: Target, consultation: Consultation) -> None:
+        """Both files, as replies; a chat that cannot take them is logged, not retried."""
+        await _uploading(bot, target)
+        transcript = self.service.transcript(consultation)
+        markdown = render_markdown(transcript).encode()
+        document = await asyncio.to_thread(docx_bytes, transcript)
+        stem = readable_stem(transcript.title or transcript.label("untitled"))
+        sender = Sender(bot, target)
+        try:
+            await sender.send_file(f"{stem}.docx", document)
+            await sender.send_file(f"{stem}.md", markdown)
+        except (ChatUnavailable, TelegramError) as exc:
+            log.info("could not send the export to chat %s: %s", target.chat_id, exc)
+
+
+async def consultation_pressed(
+    service: ConsultationService, incoming: Incoming, value: str, press: Press
+) -> Consultation | None:
+    """The chat's consultation a final answer's or the history's button names; None, with
+    the press told, when the data is forged or the consultation is not this chat's (any
+    more): the same popup either way, so it says nothing of other chats."""
+    bare = consultation_of(value)
+    if bare is None:
+        ignored(press.query.data, "not a consultation")
+        return None
+    found = await service.for_export(incoming.key, str(uuid.UUID(hex=bare)))
+    if found is None:
+        await press.answer(t(incoming.language, "export_gone"))
+    return found
+
+
+async def _uploading(bot: AnyBot, target: Target) -> None:
+    """Show "sending a file" in the chat; best effort."""
+    try:
+        await bot.send_chat_action(
+            target.chat_id, ChatAction.UPLOAD_DOCUMENT, message_thread_id=target.thread_id
+        )
+    except TelegramError as exc:
+        log.debug("could not show the upload action in chat %s: %s", target.chat_id, exc)

@@ -1,0 +1,49 @@
+"""A chat's history of consultations, and which consultation a history number or a
+button names.
+
+Invariants: the history is the chat's `HISTORY_SIZE` newest consultations whatever their
+status, newest first, numbered from 1 (`/export N` reads the same numbers); a
+consultation is handed out only to the chat it belongs to, so an id of another chat's
+consultation (forged or stale) finds nothing; reading never changes a consultation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from core.models import Consultation, ConsultationSummary, Status
+from core.ports import ConsultationStore
+
+HISTORY_SIZE = 10
+
+
+class History:
+    """Reads a chat's past consultations from the store."""
+
+    def __init__(self, store: ConsultationStore) -> None:
+        self._store = store
+
+    async def recent(self, chat_key: str) -> list[ConsultationSummary]:
+        """The chat's newest consultations, newest (number 1) first."""
+        return await self._store.recent(chat_key, HISTORY_SIZE)
+
+    async def find(self, chat_key: str, consultation_id: str | None) -> Consultation | None:
+        """The chat's consultation `consultation_id` (None: its newest), messages included;
+        None when the chat has none, or the id names no consultation of this chat."""
+        if consultation_id is None:
+            newest = await self._store.recent(chat_key, 1)
+            if not newest:
+                return None
+            consultation_id = newest[0].id
+        found = await self._store.get(consultation_id)
+        return found if found is not None and found.chat_key == chat_key else None
+
+
+def numbered(history: Sequence[ConsultationSummary], number: int) -> ConsultationSummary | None:
+    """The consultation shown as `number` (1 = newest) in `history`; None outside it."""
+    return history[number - 1] if 1 <= number <= len(history) else None
+
+
+def has_final_answer(summary: ConsultationSummary) -> bool:
+    """Only a complete consultation ended with a final answer to show again."""
+    return summary.status is Status.COMPLETE
