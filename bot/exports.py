@@ -12,6 +12,7 @@ characters, at most 64 with the extension), while the chat shows "sending a file
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import uuid
@@ -68,7 +69,7 @@ class Exports:
         if consultation is None:
             await self.say(incoming, t(language, "export_none"))
             return
-        await self.send(context.bot, incoming.target, consultation)
+        await self.send(context.bot, replying(incoming), consultation)
 
     async def export_button(
         self, incoming: Incoming, value: str, context: Context, press: Press
@@ -78,7 +79,7 @@ class Exports:
         if consultation is None:
             return
         await press.answer()  # before the files: the client stops waiting at once
-        await self.send(context.bot, incoming.target, consultation)
+        await self.send(context.bot, replying(incoming), consultation)
 
     async def send(self, bot: AnyBot, target: Target, consultation: Consultation) -> None:
         """Both files, as replies; a chat that cannot take them is logged, not retried."""
@@ -109,6 +110,12 @@ async def consultation_pressed(
     if found is None:
         await press.answer(t(incoming.language, "export_gone"))
     return found
+
+
+def replying(incoming: Incoming) -> Target:
+    """Where files go: as replies to the command, or to the message under the pressed
+    button, in private chats too (the files say which consultation they are)."""
+    return dataclasses.replace(incoming.target, reply_to=incoming.message_id)
 
 
 async def _uploading(bot: AnyBot, target: Target) -> None:

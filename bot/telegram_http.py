@@ -166,7 +166,9 @@ def _body(
     fields = request_data.json_parameters
     if not request_data.contains_files:
         return urlencode(fields).encode(), _FORM
-    form = aiohttp.FormData(fields)
+    # Unquoted: Telegram reads a file name as the UTF-8 it is (as httpx sends it) and would
+    # show aiohttp's percent-encoding of a Cyrillic name literally.
+    form = aiohttp.FormData(fields, quote_fields=False)
     for name, (filename, content, mime) in request_data.multipart_data.items():
         form.add_field(name, content, filename=filename, content_type=mime)
     return form, None

@@ -87,6 +87,17 @@ async def test_a_file_goes_as_multipart_with_the_other_fields(echo: tuple[_Echo,
     assert got["fields"]["document"] == ("notes.txt", b"file body")
 
 
+async def test_a_file_name_in_any_script_goes_as_written(echo: tuple[_Echo, str]) -> None:
+    """A Cyrillic file name with spaces reaches the server as written (UTF-8, as httpx
+    sends it), not percent-encoded: Telegram would show the encoding as the name."""
+    server, url = echo
+    document = InputFile(b"body", filename="Отчёт по базе.docx")
+    async with AiohttpRequest() as request:
+        await request.do_request(url, "POST", _data(chat_id=5, document=document))
+    [got] = server.received
+    assert got["fields"]["document"] == ("Отчёт по базе.docx", b"body")
+
+
 async def test_a_slow_answer_raises_timed_out(echo: tuple[_Echo, str]) -> None:
     """A server slower than the read timeout gives PTB's `TimedOut`."""
     server, url = echo
