@@ -36,6 +36,7 @@ import threading
 
 from app.console_answers import NoSuchOption, TypedLine, read_line
 from app.console_files import ConsoleFiles, refusal
+from app.console_history import ExportRefused, export_files, history_lines
 from app.console_replies import StreamPrinter, model_error_line
 from app.console_roles import role_command
 from app.runtime import check_model_endpoint, open_runtime
@@ -66,6 +67,9 @@ HELP = """Type your question. Commands:
   /reset      start over                  /retry    answer the last message again
   /status     where it stands             /quit     leave (Ctrl-D too)
   /role       the experts; /role NAME or /role SENTENCE chooses one
+  /history    your recent consultations
+  /export [N] [PATH]  the latest consultation (or number N of /history) as DOCX and
+              Markdown files in the directory PATH (default: the current one)
   /file PATH  attach a file to your next message (an empty line sends files alone)
   /file       list the attached files     /drop     forget them
   1a 2c TEXT  answer questions by their options (1a: question 1, option a); TEXT is optional
@@ -229,6 +233,10 @@ async def _command_or_turn(
         asked.round = None
     elif command == "/status":
         print(await _status_line(service, key))
+    elif command == "/history":
+        print(await history_lines(service, key))
+    elif command == "/export":
+        await _export(service, key, argument)
     elif command == "/help":
         print(HELP)
     elif command == "/role":
@@ -271,6 +279,18 @@ async def _send_with_files(
     printer.done(reply)
     if Notice.IMAGES_NOT_SEEN in reply.notices:
         print("[the model could not see the photo; describe it in words if it matters]")
+
+
+async def _export(service: ConsultationService, key: str, argument: str) -> None:
+    try:
+        written = await export_files(service, key, argument)
+    except ExportRefused as exc:
+        print(f"[{exc}]")
+        return
+    except OSError as exc:  # a folder we may not write to, a full disk
+        print(f"[could not write the files: {exc}]")
+        return
+    print(f"[wrote {written.docx} and {written.markdown}]")
 
 
 async def _rounds(service: ConsultationService, key: str, argument: str) -> None:

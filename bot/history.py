@@ -12,7 +12,6 @@ consultation.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -26,7 +25,7 @@ from bot.i18n import t
 from bot.keyboards import EXPORT, bare_id, reply_keyboard
 from bot.say import Say
 from bot.turns import footer_for
-from core.history import has_final_answer
+from core.history import has_final_answer, request_line
 from core.models import ConsultationSummary
 from core.outcomes import Reply
 from core.service import ConsultationService
@@ -34,7 +33,6 @@ from core.service import ConsultationService
 SHOW = "hs"
 """Show a consultation's final answer again."""
 SHOWN_REQUEST_CHARS = 80
-_SPACE = re.compile(r"\s+")
 
 
 class HistoryView:
@@ -96,18 +94,10 @@ def history_text(items: Sequence[ConsultationSummary], language: str) -> str:
                 status=t(language, f"history_{item.status.value}"),
                 done=item.current_round,
                 rounds=item.max_rounds,
-                request=shown_request(item.request),
+                request=request_line(item.request, SHOWN_REQUEST_CHARS),
             )
         )
     return "\n\n".join(lines)
-
-
-def shown_request(request: str) -> str:
-    """The request on one line, cut at `SHOWN_REQUEST_CHARS` with "…"."""
-    line = _SPACE.sub(" ", request).strip()
-    if len(line) <= SHOWN_REQUEST_CHARS:
-        return line
-    return line[: SHOWN_REQUEST_CHARS - 1].rstrip() + "…"
 
 
 def history_keyboard(items: Sequence[ConsultationSummary], language: str) -> InlineKeyboardMarkup:

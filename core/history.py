@@ -9,12 +9,14 @@ consultation (forged or stale) finds nothing; reading never changes a consultati
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from core.models import Consultation, ConsultationSummary, Status
 from core.ports import ConsultationStore
 
 HISTORY_SIZE = 10
+_SPACE = re.compile(r"\s+")
 
 
 class History:
@@ -47,3 +49,11 @@ def numbered(history: Sequence[ConsultationSummary], number: int) -> Consultatio
 def has_final_answer(summary: ConsultationSummary) -> bool:
     """Only a complete consultation ended with a final answer to show again."""
     return summary.status is Status.COMPLETE
+
+
+def request_line(request: str, max_chars: int) -> str:
+    """The request on one line, cut at `max_chars` with "…"."""
+    line = _SPACE.sub(" ", request).strip()
+    if len(line) <= max_chars:
+        return line
+    return line[: max_chars - 1].rstrip() + "…"

@@ -1,0 +1,122 @@
+"""The console's `/history` and `/export [N] [PATH]`.
+
+Invariants: `/history` lists the console's newest consultations numbered as `/export N`
+reads them (1 = newest); `/export` writes the latest consultation (or number N) as a
+DOCX and a Markdown file into PATH, an existing directory (the current one when not
+given), named from its title (`core.file_names`); an existing file is never overwritten:
+both files take the first suffix " (2)", " (3)" … that is free for both, and each is
+created exclusively, so a file made meanwhile is not overwritten either; a failed write
+leaves neither file. The DOCX is built and the files are written in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.i18n import t
+from core.file_names import readable_stem
+from core.history import numbered, request_line
+from core.service import ConsultationService
+from core.transcript import render_markdown
+from media.export_docx import docx_bytes
+
+SHOWN_REQUEST_CHARS = 70
+MAX_SUFFIX = 1000
+"""Suffixes tried before giving up: a folder that full of one title is a mistake."""
+_NUMBER = re.compile("[1-9][0-9]{0,3}")
+
+
+class ExportRefused(Exception):
+    """An /export that wrote nothing; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    docx: Path
+    markdown: Path
+
+
+async def history_lines(service: ConsultationService, key: str) -> str:
+    """The numbered list, newest first, or a line saying there is none."""
+    items = await service.history(key)
+    if not items:
+        return "[no consultations yet]"
+    lines = []
+    for number, item in enumerate(items, 1):
+        date = datetime.fromtimestamp(item.created_at, UTC)
+        status = t("en", f"history_{item.status.value}")
+        rounds = f"{item.current_round} of {item.max_rounds} rounds"
+        request = request_line(item.request, SHOWN_REQUEST_CHARS)
+        lines.append(f"{number:>2}. {date:%Y-%m-%d %H:%M} UTC  {status}, {rounds}  {request}")
+    return "\n".join(lines)
+
+
+async def export_files(service: ConsultationService, key: str, argument: str) -> Written:
+    """Write the consultation `argument` names ("[N] [PATH]") as DOCX and Markdown;
+    `ExportRefused` when there is none or PATH is not a directory, nothing written."""
+    number, folder = _parsed(argument)
+    if number is None:
+        consultation = await service.for_export(key, None)
+    else:
+        history = await service.history(key)
+        chosen = numbered(history, number)
+        if chosen is None and history:
+            raise ExportRefused(f"no consultation number {number}: /history lists 1–{len(history)}")
+        consultation = None if chosen is None else await service.for_export(key, chosen.id)
+    if consultation is None:
+        raise ExportRefused("nothing to export yet: ask a question first")
+    transcript = service.transcript(consultation)
+    markdown = render_markdown(transcript).encode()
+    stem = readable_stem(transcript.title or transcript.label("untitled"))
+
+    def build_and_write() -> Written:
+        return _write(folder, stem, docx_bytes(transcript), markdown)
+
+    return await asyncio.to_thread(build_and_write)
+
+
+def _parsed(argument: str) -> tuple[int | None, Path]:
+    """(N or None, the folder): a first word of digits is N, the rest is PATH."""
+    first, _, rest = argument.strip().partition(" ")
+    number = None
+    if _NUMBER.fullmatch(first):
+        number, argument = int(first), rest
+    folder = Path(argument.strip() or ".").expanduser().resolve()
+    if not folder.is_dir():
+        raise ExportRefused(f"{folder} is not a directory: nothing was written")
+    return number, folder
+
+
+def _write(folder: Path, stem: str, docx: bytes, markdown: bytes) -> Written:
+    for n in range(1, MAX_SUFFIX + 1):
+        name = stem if n == 1 else f"{stem} ({n})"
+        pair = Written(folder / f"{name}.docx", folder / f"{name}.md")
+        if pair.docx.exists() or pair.markdown.exists():
+            continue
+        try:
+            _create(pair.docx, docx)
+        except FileExistsError:  # made meanwhile: the next suffix
+            continue
+        try:
+            _create(pair.markdown, markdown)
+        except BaseException as exc:  # no DOCX left without its Markdown
+            pair.docx.unlink(missing_ok=True)
+            if isinstance(exc, FileExistsError):
+                continue
+            raise
+        return pair
+    raise ExportRefused(f"{folder} already holds {MAX_SUFFIX} exports named {stem!r}")
+
+
+def _create(path: Path, data: bytes) -> None:
+    """Write a new file whole, or leave none; `FileExistsError` when the name is taken."""
+    with path.open("xb") as file:
+        try:
+            file.write(data)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
