@@ -67,7 +67,7 @@ async def test_the_document_button_sends_the_consultation_as_docx_and_markdown(
         assert call.params["reply_parameters"]["message_id"] == final_id
     paragraphs, tables = docx_text(docx)
     texts = [text for _, text in paragraphs]
-    styled = dict((text, style) for style, text in paragraphs)
+    styled = {text: style for style, text in paragraphs}
     assert styled[f"{title}?"] == "Title"
     assert any(text.startswith("Дата: ") and text.endswith(" UTC") for text in texts)
     for heading in ("Запрос", "Уточняющий раунд 1", "Вопросы", "Ответ", "Итоговый ответ"):
