@@ -89,6 +89,11 @@ class Consultation:
     options: ModelOptions = field(default_factory=ModelOptions)
     messages: list[Message] = field(default_factory=list)
     picks: Picks | None = None  # options chosen for the last round's questions, not yet sent
+    # Whose client memory it uses (`core.memory.MemoryScope.owner`), set when it starts;
+    # None: no memory (memory off, or an API session without a userId).
+    memory_owner: str | None = None
+    # The owner's facts as read when it started, newest first (what its prompts show).
+    memory_facts: tuple[str, ...] = ()
 
     @property
     def open_turn(self) -> list[Message]:

@@ -8,12 +8,13 @@ anything with the same shape.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.clarifying import Picks
+from core.memory import Fact, MemoryPreferences, MemoryState
 from core.models import (
     ChatSettings,
     Consultation,
@@ -181,6 +182,36 @@ class ConsultationStore(Protocol):
         """Delete everything kept under `chat_key`, in one transaction: its consultations of
         any status, their messages and idempotency keys, and the chat's settings. Returns
         how many consultations went; 0 (and nothing else changed) for an unknown key."""
+        ...
+
+    # -- client memory (`core.memory`) ---------------------------------------------------
+
+    async def load_memory(self, owner: str, person: str) -> MemoryState:
+        """`owner`'s facts (newest first, at most `MAX_FACTS`) and `person`'s preferences
+        (the defaults when none were saved)."""
+        ...
+
+    async def add_facts(
+        self, owner: str, person: str, facts: Sequence[str], *, at: float
+    ) -> tuple[Fact, ...]:
+        """Add `facts` to `owner`'s (cleaned by `core.memory.distinct_facts`: those equal
+        to one it holds, ignoring case and spacing, are skipped), then keep only its newest
+        `MAX_FACTS`; one transaction. Returns the facts added, newest first. Bounded
+        whatever `facts` holds: at most `MAX_FACTS` of them are looked at."""
+        ...
+
+    async def delete_fact(self, owner: str, fact_id: int) -> bool:
+        """Delete the fact `fact_id` only if it belongs to `owner`; True when one went. Any
+        other id (another owner's, unknown, out of range) changes nothing."""
+        ...
+
+    async def save_memory_preferences(self, person: str, preferences: MemoryPreferences) -> None:
+        """Replace `person`'s preferences."""
+        ...
+
+    async def forget_memory(self, person: str) -> int:
+        """Delete every fact `person` has in any scope (private and each group) and their
+        preferences, in one transaction; the number of facts deleted."""
         ...
 
 

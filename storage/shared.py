@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 
 from core.clarifying import ClarifyingRound, Picks
 from core.errors import StoreUnavailable
+from core.memory import facts_from_value, facts_value
 from core.models import (
     Consultation,
     ConsultationSummary,
@@ -62,7 +63,8 @@ class DatabaseUnusable(StoreUnavailable):
 
 CONSULTATION_COLUMNS = (
     "id, chat_key, status, max_rounds, current_round, initial_request, role,"
-    " system_prompt, options, created_at, last_activity_at, started_by, picks"
+    " system_prompt, options, created_at, last_activity_at, started_by, picks,"
+    " memory_owner, memory_facts"
 )
 MESSAGE_INSERT_COLUMNS = (
     "consultation_id, seq, role, author, text, created_at,"
@@ -90,6 +92,8 @@ def consultation_values(c: Consultation) -> tuple[Any, ...]:
         c.last_activity_at,
         c.started_by,
         picks_value(c.picks),
+        c.memory_owner,
+        facts_value([_text(f) or "" for f in c.memory_facts]),
     )
 
 
@@ -148,6 +152,8 @@ def consultation_from_row(row: Sequence[Any], messages: Iterable[Sequence[Any]])
         last_activity_at=row[10],
         started_by=row[11],
         picks=Picks.from_json(row[12]),
+        memory_owner=row[13],
+        memory_facts=facts_from_value(row[14]),
         messages=[message_from_row(m) for m in messages],
     )
 

@@ -24,6 +24,7 @@ from core.errors import (
     StoreUnavailable,
     TurnSuperseded,
 )
+from core.memory import MAX_FACT_CHARS, MAX_FACTS, MemoryPreferences
 from core.models import (
     SUMMARY_CHARS,
     ChatSettings,
@@ -1194,3 +1195,121 @@ async def test_saving_picks_once_the_store_is_closed_raises_store_unavailable(
     await store.close()
     with pytest.raises(StoreUnavailable):
         await store.save_picks(consultation.id, Picks(0, (Answer(1, 1),)))
+
+
+# -- client memory ------------------------------------------------------------------------
+
+
+async def test_memory_owner_and_facts_of_a_consultation_round_trip(store: Store) -> None:
+    """A consultation keeps whose memory it uses and the facts it started with."""
+    consultation = make(memory_owner="tg:7@tg:-100", memory_facts=("Has two cats", "Лives"))
+    await store.create(consultation)
+    plain = make("chat:2")
+    await store.create(plain)
+
+    read = await store.get(consultation.id)
+    assert read is not None
+    assert (read.memory_owner, read.memory_facts) == ("tg:7@tg:-100", ("Has two cats", "Лives"))
+    _, active = await store.load_turn("chat:1", None)
+    assert active is not None and active.memory_facts == ("Has two cats", "Лives")
+    other = await store.get(plain.id)
+    assert other is not None and (other.memory_owner, other.memory_facts) == (None, ())
+
+
+async def test_facts_are_deduplicated_capped_and_newest_kept(store: Store) -> None:
+    """Facts equal ignoring case and spacing are kept once; past MAX_FACTS the oldest go."""
+    added = await store.add_facts("tg:1", "tg:1", ["Lives in Riga", "lives  in riga"], at=1.0)
+    assert [f.text for f in added] == ["Lives in Riga"]
+    again = await store.add_facts("tg:1", "tg:1", ["LIVES IN RIGA", "Has a dog"], at=2.0)
+    assert [f.text for f in again] == ["Has a dog"]
+
+    await store.add_facts("tg:1", "tg:1", [f"fact {n}" for n in range(MAX_FACTS)], at=3.0)
+    state = await store.load_memory("tg:1", "tg:1")
+    assert len(state.facts) == MAX_FACTS
+    assert [f.text for f in state.facts] == [f"fact {n}" for n in reversed(range(MAX_FACTS))]
+    assert state.facts[0].id > state.facts[-1].id  # newest first
+
+
+async def test_adding_ten_thousand_facts_stores_at_most_the_cap(store: Store, rows: Rows) -> None:
+    """A hostile list of facts costs bounded work: at most MAX_FACTS are stored, each cut."""
+    added = await store.add_facts(
+        "api:x", "api:x", ["y" * 5000] + [f"f{n}" for n in range(10_000)], at=1.0
+    )
+    assert len(added) == MAX_FACTS
+    assert await rows("memory_facts") == MAX_FACTS
+    assert max(len(f.text) for f in added) == MAX_FACT_CHARS
+
+
+async def test_facts_of_one_owner_never_show_for_another(store: Store) -> None:
+    """Private and group owners of one person, and other people, see their own facts."""
+    await store.add_facts("tg:1", "tg:1", ["private fact"], at=1.0)
+    await store.add_facts("tg:1@tg:-5", "tg:1", ["group fact"], at=1.0)
+    await store.add_facts("tg:2", "tg:2", ["someone else"], at=1.0)
+
+    assert [f.text for f in (await store.load_memory("tg:1", "tg:1")).facts] == ["private fact"]
+    group = await store.load_memory("tg:1@tg:-5", "tg:1")
+    assert [f.text for f in group.facts] == ["group fact"]
+    assert (await store.load_memory("tg:3", "tg:3")).facts == ()
+
+
+async def test_a_fact_is_deleted_only_by_its_owner(store: Store) -> None:
+    """A fact id of another owner, an unknown one or one out of range changes nothing."""
+    (mine,) = await store.add_facts("tg:1", "tg:1", ["mine"], at=1.0)
+    (theirs,) = await store.add_facts("tg:2", "tg:2", ["theirs"], at=1.0)
+
+    assert not await store.delete_fact("tg:1", theirs.id)
+    assert not await store.delete_fact("tg:1", 0)
+    assert not await store.delete_fact("tg:1", -5)
+    assert not await store.delete_fact("tg:1", 10**30)
+    assert [f.text for f in (await store.load_memory("tg:2", "tg:2")).facts] == ["theirs"]
+    assert await store.delete_fact("tg:1", mine.id)
+    assert not await store.delete_fact("tg:1", mine.id)
+    assert (await store.load_memory("tg:1", "tg:1")).facts == ()
+
+
+async def test_memory_preferences_default_then_saved(store: Store) -> None:
+    """A person without saved preferences has memory on and was not told yet."""
+    assert (await store.load_memory("tg:1", "tg:1")).preferences == MemoryPreferences()
+    await store.save_memory_preferences("tg:1", MemoryPreferences(enabled=False))
+    await store.save_memory_preferences("tg:1", MemoryPreferences(False, notice_given=True))
+    state = await store.load_memory("tg:1@tg:-5", "tg:1")
+    assert state.preferences == MemoryPreferences(enabled=False, notice_given=True)
+
+
+async def test_forget_memory_deletes_every_scope_of_the_person_only(
+    store: Store, rows: Rows
+) -> None:
+    """Forgetting a person deletes their private and group facts and preferences, no one
+    else's."""
+    await store.add_facts("tg:1", "tg:1", ["a", "b"], at=1.0)
+    await store.add_facts("tg:1@tg:-5", "tg:1", ["c"], at=1.0)
+    await store.add_facts("tg:2", "tg:2", ["d"], at=1.0)
+    await store.save_memory_preferences("tg:1", MemoryPreferences(notice_given=True))
+    await store.save_memory_preferences("tg:2", MemoryPreferences(notice_given=True))
+
+    assert await store.forget_memory("tg:1") == 3
+    assert await rows("memory_facts") == 1
+    assert await rows("memory_preferences", person="tg:2") == 1
+    assert await rows("memory_preferences", person="tg:1") == 0
+    assert await store.forget_memory("tg:1") == 0
+
+
+async def test_concurrent_additions_for_one_owner_store_each_fact_once(
+    kind: StoreKind, database: str, rows: Rows
+) -> None:
+    """Two workers adding the same facts at once store them once, within the cap."""
+    first, second = await kind.open(database), await kind.open(database)
+    try:
+        batches = [[f"fact {n % 30}" for n in range(i, i + 10)] for i in range(0, 40, 5)]
+        await asyncio.gather(
+            *(
+                (first if i % 2 else second).add_facts("tg:1", "tg:1", batch, at=float(i))
+                for i, batch in enumerate(batches)
+            )
+        )
+        facts = (await first.load_memory("tg:1", "tg:1")).facts
+        assert len({f.text for f in facts}) == len(facts) == MAX_FACTS
+        assert await rows("memory_facts") == MAX_FACTS
+    finally:
+        await first.close()
+        await second.close()

@@ -232,6 +232,34 @@ MIGRATIONS: list[Migration] = [
         ),
     ),
     (
+        # Client memory: whose facts a consultation uses and those it started with (NULL:
+        # none), the facts per owner, and each person's memory preferences.
+        "m012_client_memory",
+        (
+            "ALTER TABLE consultations ADD COLUMN memory_owner TEXT",
+            "ALTER TABLE consultations ADD COLUMN memory_facts TEXT",
+            """
+            CREATE TABLE memory_facts (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                owner TEXT NOT NULL,
+                person TEXT NOT NULL,
+                text TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            "CREATE INDEX memory_facts_owner ON memory_facts (owner, id)",
+            "CREATE INDEX memory_facts_person ON memory_facts (person)",
+            """
+            CREATE TABLE memory_preferences (
+                person TEXT PRIMARY KEY,
+                enabled BOOLEAN NOT NULL,
+                notice_given BOOLEAN NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+        ),
+    ),
+    (
         # A chat's consultations by when they started, so its history (the newest few) is
         # read in order and stops after them, however many the chat had.
         "m013_history",

@@ -37,6 +37,7 @@ import asyncpg
 
 from core.clarifying import Picks
 from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
+from core.memory import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
 from core.models import (
     SUMMARY_CHARS,
     ChatSettings,
@@ -46,7 +47,7 @@ from core.models import (
     Status,
     TurnRecord,
 )
-from storage.postgres import upkeep
+from storage.postgres import memory, upkeep
 from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
@@ -181,7 +182,8 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
             try:
                 await connection.execute(
                     f"INSERT INTO consultations ({CONSULTATION_COLUMNS}, last_seq)"
-                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+                    " $15, $16)",
                     *consultation_values(c),
                     len(c.messages),
                 )
@@ -291,6 +293,27 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         """Record a Telegram update id; True the first time, False for a redelivery."""
         received = time.time() if at is None else at
         return await self._write(lambda c: upkeep.remember_update(c, update_id, received))
+
+    # -- client memory (`core.memory`) ---------------------------------------------------
+
+    async def load_memory(self, owner: str, person: str) -> MemoryState:
+        return await self._call(lambda c: memory.load_memory(c, owner, person))
+
+    async def add_facts(
+        self, owner: str, person: str, facts: Sequence[str], *, at: float
+    ) -> tuple[Fact, ...]:
+        return await self._write(lambda c: memory.add_facts(c, owner, person, facts, at))
+
+    async def delete_fact(self, owner: str, fact_id: int) -> bool:
+        if not 0 < fact_id <= MAX_FACT_ID:
+            return False
+        return await self._write(lambda c: memory.delete_fact(c, owner, fact_id))
+
+    async def save_memory_preferences(self, person: str, preferences: MemoryPreferences) -> None:
+        await self._write(lambda c: memory.save_preferences(c, person, preferences))
+
+    async def forget_memory(self, person: str) -> int:
+        return await self._write(lambda c: memory.forget_memory(c, person))
 
     # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 

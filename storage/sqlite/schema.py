@@ -257,6 +257,38 @@ async def m010_clarifying_rounds(db: aiosqlite.Connection) -> None:
 
 
 @migration
+async def m012_client_memory(db: aiosqlite.Connection) -> None:
+    """Client memory: whose facts a consultation uses and those it started with
+    (`consultations.memory_owner`, `memory_facts`; NULL: none), the facts per owner, and
+    each person's memory preferences."""
+    await db.execute("ALTER TABLE consultations ADD COLUMN memory_owner TEXT")
+    await db.execute("ALTER TABLE consultations ADD COLUMN memory_facts TEXT")
+    await db.execute(
+        """
+        CREATE TABLE memory_facts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner TEXT NOT NULL,
+            person TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )
+        """
+    )
+    await db.execute("CREATE INDEX memory_facts_owner ON memory_facts (owner, id)")
+    await db.execute("CREATE INDEX memory_facts_person ON memory_facts (person)")
+    await db.execute(
+        """
+        CREATE TABLE memory_preferences (
+            person TEXT PRIMARY KEY,
+            enabled INTEGER NOT NULL,
+            notice_given INTEGER NOT NULL,
+            updated_at REAL NOT NULL
+        )
+        """
+    )
+
+
+@migration
 async def m013_history(db: aiosqlite.Connection) -> None:
     """A chat's consultations by when they started, so its history (the newest few) is
     read in order and stops after them, however many the chat had."""

@@ -38,6 +38,7 @@ from typing import Any
 import aiosqlite
 
 from core.clarifying import Picks
+from core.memory import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
 from core.models import (
     ChatSettings,
     Consultation,
@@ -47,7 +48,7 @@ from core.models import (
     TurnRecord,
 )
 from storage.shared import DatabaseUnusable, IdempotencyKeys, Statement, picks_value
-from storage.sqlite import sql, upkeep
+from storage.sqlite import memory, sql, upkeep
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
@@ -297,6 +298,35 @@ class SqliteStore(IdempotencyKeys):
 
     async def forget_chat(self, chat_key: str) -> int:
         return await self._writer.run(functools.partial(upkeep.forget_chat, chat_key=chat_key))
+
+    # -- client memory (`core.memory`) ---------------------------------------------------
+
+    async def load_memory(self, owner: str, person: str) -> MemoryState:
+        return await self._reader.run(
+            functools.partial(memory.load_memory, owner=owner, person=person)
+        )
+
+    async def add_facts(
+        self, owner: str, person: str, facts: Sequence[str], *, at: float
+    ) -> tuple[Fact, ...]:
+        return await self._writer.run(
+            functools.partial(memory.add_facts, owner=owner, person=person, facts=facts, at=at)
+        )
+
+    async def delete_fact(self, owner: str, fact_id: int) -> bool:
+        if not 0 < fact_id <= MAX_FACT_ID:
+            return False
+        return await self._writer.run(
+            functools.partial(memory.delete_fact, owner=owner, fact_id=fact_id)
+        )
+
+    async def save_memory_preferences(self, person: str, preferences: MemoryPreferences) -> None:
+        await self._writer.run(
+            functools.partial(memory.save_preferences, person=person, p=preferences)
+        )
+
+    async def forget_memory(self, person: str) -> int:
+        return await self._writer.run(functools.partial(memory.forget_memory, person=person))
 
     # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 

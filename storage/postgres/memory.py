@@ -1,0 +1,92 @@
+"""Client memory on PostgreSQL: facts per owner and preferences per person.
+
+Invariants (with `core.memory`): an owner holds at most `MAX_FACTS` facts, the newest by
+id (an identity, never reused), none equal to another ignoring case and spacing. Adding
+facts is one transaction under a transaction-scoped advisory lock on the owner, so two
+workers adding facts for one owner at once take turns and never both add the same fact.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import asyncpg
+
+from core.memory import MAX_FACTS, Fact, MemoryPreferences, MemoryState, distinct_facts
+
+_FACTS_OF = (
+    "SELECT id, text, created_at FROM memory_facts WHERE owner = $1 ORDER BY id DESC LIMIT $2"
+)
+
+
+async def load_memory(connection: asyncpg.Connection, owner: str, person: str) -> MemoryState:
+    rows = await connection.fetch(_FACTS_OF, owner, MAX_FACTS)
+    row = await connection.fetchrow(
+        "SELECT enabled, notice_given FROM memory_preferences WHERE person = $1", person
+    )
+    preferences = (
+        MemoryPreferences()
+        if row is None
+        else MemoryPreferences(bool(row["enabled"]), bool(row["notice_given"]))
+    )
+    facts = tuple(Fact(r["id"], r["text"], r["created_at"]) for r in rows)
+    return MemoryState(facts, preferences)
+
+
+async def add_facts(
+    connection: asyncpg.Connection, owner: str, person: str, facts: Sequence[str], at: float
+) -> tuple[Fact, ...]:
+    """Insert the facts `owner` lacks, drop the oldest past `MAX_FACTS`; the ones added,
+    newest first (in the caller's transaction)."""
+    await connection.execute("SELECT pg_advisory_xact_lock(hashtext('memory:' || $1))", owner)
+    known = [row["text"] for row in await connection.fetch(_FACTS_OF, owner, MAX_FACTS)]
+    new = [text.replace("\x00", "") for text in distinct_facts(facts, known=known)]
+    rows = await connection.fetch(
+        "INSERT INTO memory_facts (owner, person, text, created_at)"
+        " SELECT $1, $2, u.text, $4 FROM unnest($3::text[]) WITH ORDINALITY AS u (text, n)"
+        " ORDER BY u.n RETURNING id, text, created_at",
+        owner,
+        person,
+        new,
+        at,
+    )
+    await connection.execute(
+        "DELETE FROM memory_facts WHERE owner = $1 AND id NOT IN"
+        " (SELECT id FROM memory_facts WHERE owner = $1 ORDER BY id DESC LIMIT $2)",
+        owner,
+        MAX_FACTS,
+    )
+    added = sorted((Fact(r["id"], r["text"], r["created_at"]) for r in rows), key=lambda f: f.id)
+    return tuple(reversed(added))
+
+
+async def delete_fact(connection: asyncpg.Connection, owner: str, fact_id: int) -> bool:
+    found = await connection.fetchval(
+        "DELETE FROM memory_facts WHERE owner = $1 AND id = $2 RETURNING 1", owner, fact_id
+    )
+    return found is not None
+
+
+async def save_preferences(
+    connection: asyncpg.Connection, person: str, p: MemoryPreferences
+) -> None:
+    await connection.execute(
+        "INSERT INTO memory_preferences (person, enabled, notice_given, updated_at)"
+        " VALUES ($1, $2, $3, $4) ON CONFLICT (person) DO UPDATE SET enabled = excluded.enabled,"
+        " notice_given = excluded.notice_given, updated_at = excluded.updated_at",
+        person,
+        p.enabled,
+        p.notice_given,
+        time.time(),
+    )
+
+
+async def forget_memory(connection: asyncpg.Connection, person: str) -> int:
+    deleted = await connection.fetchval(
+        "WITH gone AS (DELETE FROM memory_facts WHERE person = $1 RETURNING 1)"
+        " SELECT count(*) FROM gone",
+        person,
+    )
+    await connection.execute("DELETE FROM memory_preferences WHERE person = $1", person)
+    return int(deleted)
