@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     # auto falls back to text for an endpoint that cannot (core.clarifying_call).
     llm_structured_questions: Literal["auto", "on", "off"] = "auto"
     final_brief: bool = True  # a final answer opens with what it took into account
+    # Client memory: durable facts a person stated, offered to their later consultations.
+    memory_enabled: bool = True
+    memory_max_tokens: int = Field(default=300, ge=20, le=4000)  # the facts' prompt budget
 
     # Voice, documents and photos
     transcription_model: str = ""  # e.g. whisper-1, gpt-4o-mini-transcribe; empty: voice off
@@ -195,6 +198,8 @@ class Settings(BaseSettings):
             documents_budget_chars=self.max_document_chars,
             structured_questions=self.llm_structured_questions,
             final_brief=self.final_brief,
+            memory_enabled=self.memory_enabled,
+            memory_max_tokens=self.memory_max_tokens,
         )
 
     def model_endpoint(self) -> ModelEndpoint:

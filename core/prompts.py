@@ -22,7 +22,7 @@ Partials (``{{>name}}``) resolve to the library's own templates, never to other 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from core.clarifying import MAX_OPTION_CHARS, MAX_OPTIONS, MAX_QUESTIONS
 from core.context import Omissions
 from core.early_finish import EARLY_FINISH_MARKER
 from core.excerpt import split_excerpt
+from core.memory import MAX_FACTS
 from prompts import DEFAULT_PROMPTS_DIR
 
 CONTINUATION_TAIL_CHARS = 300
@@ -79,6 +80,8 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "images_not_seen": (),
     "final_now_request": (),
     "final_now_request.ru": (),  # the same request in the user's language (`.<code>`)
+    "client_memory": ("facts",),
+    "extract_facts": ("max_facts", "known", "facts", "structured"),
 }
 _SAMPLE_VALUES: Mapping[str, Any] = {
     "round": 2,
@@ -98,6 +101,10 @@ _SAMPLE_VALUES: Mapping[str, Any] = {
     "named_documents": 1,
     "omitted_chars": "12,345",
     "answer_tail": "…the last characters of {{the}} answer so far",
+    "facts": ["Lives in {{Riga}}", "Has two children"],
+    "known": True,
+    "max_facts": 20,
+    "structured": True,
 }
 
 _TITLE_RE = re.compile(r"\A\s*\{\{!\s*title:\s*(?P<title>.*?)\s*\}\}")
@@ -171,6 +178,21 @@ class PromptLibrary:
         """The note for a round whose images the model could not take."""
         return self.render("images_not_seen")
 
+    def client_memory(self, facts: Sequence[str]) -> str:
+        """The system prompt's part naming what the person told in earlier consultations."""
+        return self.render("client_memory", facts=list(facts))
+
+    def extract_facts(self, known: Sequence[str], *, structured: bool) -> str:
+        """The instruction to note a finished consultation's durable facts (`known`: those
+        already remembered), as JSON (`structured`) or one a line."""
+        return self.render(
+            "extract_facts",
+            max_facts=MAX_FACTS,
+            known=bool(known),
+            facts=list(known),
+            structured=structured,
+        )
+
     def continuation(self, answer: str) -> str:
         """The request to continue `answer`, quoting its last `CONTINUATION_TAIL_CHARS`
         characters so the model can pick up at the exact character."""
@@ -200,6 +222,7 @@ class PromptLibrary:
             self.render(name, **{v: _SAMPLE_VALUES[v] for v in variables})
         self.render("json_output", schema=None)
         self.render("final_requested", **{**_SAMPLE_VALUES, "language": None})
+        self.render("extract_facts", max_facts=20, known=False, facts=[], structured=False)
         if DEFAULT_ROLE not in self.roles():
             raise PromptError(f"{ROLES_SUBDIR}/{DEFAULT_ROLE}", "the default role is missing")
 

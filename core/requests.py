@@ -29,6 +29,7 @@ from core.context import SEPARATOR, build_model_messages
 from core.final_now import user_language
 from core.json_answer import schema_object
 from core.language import language_name
+from core.memory import within_budget
 from core.models import Consultation
 from core.ports import CompletionRequest
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
@@ -52,6 +53,8 @@ class EngineConfig:
     documents_budget_chars: int = 30_000
     structured_questions: str = "auto"  # `core.clarifying_call.QuestionMode`
     final_brief: bool = True  # a final text answer opens with what it took into account
+    memory_enabled: bool = True  # client memory (`core.memory`)
+    memory_max_tokens: int = 300  # the remembered facts' share of the system prompt
 
 
 def build_completion_request(
@@ -95,6 +98,10 @@ def build_completion_request(
     system_prompt = build_system_prompt(prompts, context)
     if images_not_seen:
         system_prompt += SEPARATOR + prompts.images_not_seen
+    if config.memory_enabled and consultation.memory_facts:
+        facts = within_budget(consultation.memory_facts, config.memory_max_tokens)
+        if facts:
+            system_prompt += SEPARATOR + prompts.client_memory(facts)
     messages: list[dict[str, Any]] = build_model_messages(
         system_prompt,
         consultation.messages,

@@ -28,6 +28,8 @@ from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import InvalidMaxRounds, NoActiveConsultation, NothingToRetry, UnknownRole
 from core.final_now import request_text, user_language
 from core.history import History
+from core.memories import Memories, opening
+from core.memory import MemoryScope, MemoryUpdate
 from core.models import ChatSettings, Consultation, ConsultationSummary, Status
 from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
@@ -65,6 +67,8 @@ class ConsultationService:
         self._user_turns = UserTurns(store, config)
         self._answerer = Answerer(store, StoppableCompleter(completer), prompts, config, clock)
         self._history = History(store)
+        # Client memory (`service.memory.state(...)` and the rest; `remember` below).
+        self.memory = Memories(store, completer, prompts, config, clock)
         # API sessions (`service.sessions.start_session(...)` and the rest).
         self.sessions = ApiSessions(
             store,
@@ -95,8 +99,12 @@ class ConsultationService:
         images: Sequence[Image] = (),
         answers: Sequence[Answer] = (),
         ref: RoundRef | None = None,
+        memory: MemoryScope | None = None,
     ) -> Reply:
         """Advance the chat's consultation with a user message (starting one if needed).
+
+        `memory` names whose client memory a consultation this message starts uses (see
+        `core.memories`); None: none.
 
         `text` is the turn as stored (`TurnInput.stored_text`); `images` reach the model in
         this round's request only. `turn_id` names the update the message came from;
@@ -118,8 +126,9 @@ class ConsultationService:
             consultation, notices = await self._user_turns.vetted(chat_key, active, now)
             text, picks_used = turn_text(consultation, text, answers, author=author, ref=ref)
             if consultation is None:
+                remembered = await opening(self._store, self._config, memory)
                 consultation, started = await self._user_turns.start(
-                    chat_key, text, author, author_id, now, turn_id
+                    chat_key, text, author, author_id, now, turn_id, memory=remembered
                 )
                 if started:
                     notices.add(Notice.STARTED)
@@ -317,6 +326,12 @@ class ConsultationService:
         """The chat's consultation `consultation_id` (None: its newest) to export or show
         again; None when there is none, or the id is of another chat's consultation."""
         return await self._history.find(chat_key, consultation_id)
+
+    async def remember(self, consultation_id: str) -> MemoryUpdate:
+        """Keep the durable facts a completed consultation's person stated (one model
+        call; none with memory off). Called by an edge once the final reply was
+        delivered, never before: the answer does not wait for it."""
+        return await self.memory.remember(consultation_id)
 
     def transcript(self, consultation: Consultation) -> Transcript:
         """The consultation as a document to keep, labelled in the language its user

@@ -23,6 +23,8 @@ from core.answering import Answerer
 from core.attachments import Image
 from core.clarifying import Answer
 from core.errors import DialogCompleted, InvalidMaxRounds, SessionNotFound
+from core.memories import opening
+from core.memory import MemoryScope
 from core.models import Consultation, Message, ModelOptions, Role, Status, TurnRecord
 from core.outcomes import Reply
 from core.ports import ChatLocks, ConsultationStore, OnText
@@ -67,10 +69,11 @@ class ApiSessions:
         options: ModelOptions | None = None,
         on_text: OnText | None = None,
         images: Sequence[Image] = (),
+        memory: MemoryScope | None = None,
     ) -> Reply:
         """Open an API session (one consultation per session id) and answer round 1."""
         session_id = await self.open_session(
-            text, max_rounds=max_rounds, system_prompt=system_prompt, options=options
+            text, max_rounds=max_rounds, system_prompt=system_prompt, options=options, memory=memory
         )
         return await self.continue_session(session_id, text, on_text=on_text, images=images)
 
@@ -113,6 +116,7 @@ class ApiSessions:
         system_prompt: str | None = None,
         options: ModelOptions | None = None,
         turn_id: str | None = None,
+        memory: MemoryScope | None = None,
     ) -> str:
         """Create an API session holding `text` (stored with `turn_id`) as its open turn,
         without calling the model.
@@ -124,6 +128,7 @@ class ApiSessions:
         text = require_text(text)
         if max_rounds < 1:
             raise InvalidMaxRounds("maxRounds must be at least 1")
+        owner, facts = await opening(self._store, self._config, memory)
         session_id = str(uuid.uuid4())
         now = self._clock()
         await self._store.create(
@@ -137,6 +142,8 @@ class ApiSessions:
                 role=self._config.default_role,
                 system_prompt=system_prompt,
                 options=options or ModelOptions(),
+                memory_owner=owner,
+                memory_facts=facts,
                 messages=[Message(Role.USER, text, now, turn_id=turn_id)],
             )
         )

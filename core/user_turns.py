@@ -71,6 +71,8 @@ class UserTurns:
         author_id: int | None,
         now: float,
         turn_id: str | None,
+        *,
+        memory: tuple[str | None, tuple[str, ...]] = (None, ()),
     ) -> tuple[Consultation, bool]:
         """Start the chat's consultation with `text`; True when this call started it.
 
@@ -80,7 +82,10 @@ class UserTurns:
         """
         for _ in range(_START_ATTEMPTS):
             try:
-                return await self._create(chat_key, text, author, author_id, now, turn_id), True
+                created = await self._create(
+                    chat_key, text, author, author_id, now, turn_id, memory
+                )
+                return created, True
             except ActiveConsultationExists:
                 existing = await self._store.load_active(chat_key)
             if existing is not None:  # else it ended meanwhile: try to start one again
@@ -117,6 +122,7 @@ class UserTurns:
         author_id: int | None,
         now: float,
         turn_id: str | None,
+        memory: tuple[str | None, tuple[str, ...]],
     ) -> Consultation:
         settings = await self._store.load_chat_settings(chat_key)
         consultation = Consultation(
@@ -129,6 +135,8 @@ class UserTurns:
             role=settings.role or self._config.default_role,
             system_prompt=settings.system_prompt,
             started_by=author_id,
+            memory_owner=memory[0],
+            memory_facts=memory[1],
             messages=[Message(Role.USER, text, now, author=author, turn_id=turn_id)],
         )
         await self._store.create(consultation)

@@ -44,6 +44,7 @@ def api_settings(db_path: Path, model_base_url: str, **overrides: Any) -> Settin
         "llm_timeout_seconds": 10,
         "api_enabled": True,
         "llm_structured_questions": "off",  # structured rounds have tests of their own
+        "memory_enabled": False,  # client memory has tests of its own
         "_env_file": None,
     }
     values.update(overrides)

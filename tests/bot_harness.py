@@ -48,6 +48,7 @@ def bot_settings(
         "llm_timeout_seconds": 10,
         "user_rate_limit_per_minute": 0,
         "llm_structured_questions": "off",  # structured rounds have tests of their own
+        "memory_enabled": False,  # client memory has tests of its own
         "_env_file": None,
     }
     values.update(overrides)

@@ -74,9 +74,20 @@ def test_every_template_mentions_nothing_unrendered(library: PromptLibrary) -> N
             shortened=1,
             omitted_chars=5,
             answer_tail="the end",
+            facts=["Lives in Riga"],
+            known=True,
+            max_facts=20,
+            structured=True,
         )
         assert "{{" not in text
         assert text
+
+
+def test_remembered_facts_are_listed_verbatim(library: PromptLibrary) -> None:
+    """Facts reach the system prompt as written, Mustache-looking text included."""
+    text = library.client_memory(["Lives in {{Riga}}", "Has <two> kids"])
+    assert text.startswith("What this person told you in earlier consultations")
+    assert "- Lives in {{Riga}}\n- Has <two> kids" in text
 
 
 def test_missing_variable_raises_prompt_error_naming_it(library: PromptLibrary) -> None:

@@ -12,7 +12,8 @@ A user message's content may be a string or, as OpenAI accepts, a list of conten
 Structured output: a request whose `response_format` is the `json_schema` named
 `clarifying_round` gets, by default, the default reply shaped as such a round: its
 text (whitespace collapsed) as the one question, without options (`echo_round`), so
-the engine shows the echo text; every other request's default reply is the
+the engine shows the echo text; one for `client_facts` gets `{"facts": []}` (nothing
+to remember); every other request's default reply is the
 `default_reply` text as it is (an "answer" schema or `json_object` included).
 `refuse_format` makes the server refuse every `json_schema` request the way a server
 without structured output does (`FORMAT_ERRORS`), before any scripted reply is
@@ -39,6 +40,7 @@ import pytest
 from aiohttp import web
 
 from core.clarifying import SCHEMA_NAME
+from core.memory import SCHEMA_NAME as FACTS_SCHEMA_NAME
 from tests.fakes.serving import LOOPBACK, LocalServer
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
@@ -452,6 +454,8 @@ class FakeModelServer:
         text = self.default_reply(body)
         if not self.ignore_format and response_format_of(body) == SCHEMA_NAME:
             return prose_round(text)
+        if not self.ignore_format and response_format_of(body) == FACTS_SCHEMA_NAME:
+            return json.dumps({"facts": []})  # nothing worth remembering
         return text
 
     async def _stream(

@@ -1,0 +1,126 @@
+"""Noting a finished consultation's durable facts: one model call, asked as a structured
+reply while the endpoint gives one.
+
+Invariants:
+- with `LLM_STRUCTURED_QUESTIONS` `auto` or `on` the call asks for a required
+  `client_facts` schema (`{"facts": [string]}`, strict); a server refusing it
+  (FORMAT_REFUSED) or prose where JSON was asked makes the same call in text (one fact a
+  line), and every later call of this process is made in text (one WARNING). Memory is a
+  nicety: unlike a clarifying round, `on` never makes a refusal an error here. With `off`
+  every call is in text;
+- only what the user said is sent as theirs: in a group, the messages of the member who
+  started the consultation; the assistant's questions go with them for context, its final
+  answer never does (facts come from the user, not from the advice);
+- the call is bounded: the conversation sent is cut to `MAX_CONVERSATION_CHARS`, the
+  reply at `MAX_REPLY_CHARS` and `MAX_REPLY_TOKENS`, never continued, and at most
+  `MAX_FACTS` facts are read from it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from core.clarifying import looks_like_json
+from core.collect import collect_answer
+from core.errors import ModelError, ModelErrorKind
+from core.memory import FACTS_SCHEMA, SCHEMA_NAME, facts_from_lines, parse_facts
+from core.models import Consultation, Role
+from core.ports import Completer, CompletionRequest
+from core.prompts import PromptLibrary
+
+log = logging.getLogger(__name__)
+
+MAX_CONVERSATION_CHARS = 12_000
+MAX_REPLY_CHARS = 8_000
+MAX_REPLY_TOKENS = 600
+MAX_QUESTION_CHARS = 600
+"""The assistant's questions are context only: each is cut here."""
+
+
+class FactsCall:
+    """Asks the model for a consultation's facts; remembers when the endpoint cannot give
+    structured output (see the module)."""
+
+    def __init__(self, completer: Completer, prompts: PromptLibrary, *, structured: bool) -> None:
+        self._completer = completer
+        self._prompts = prompts
+        self._text_only = not structured
+
+    async def extract(self, consultation: Consultation, known: list[str], model: str) -> list[str]:
+        """The durable facts the consultation's user stated, not among `known`."""
+        conversation = conversation_text(consultation)
+        if not conversation:
+            return []
+        if not self._text_only:
+            try:
+                found = await self._ask(conversation, known, model, structured=True)
+            except ModelError as exc:
+                if exc.kind is not ModelErrorKind.FORMAT_REFUSED:
+                    raise
+                self._give_up_structured("refuses response_format")
+            else:
+                if found is not None:
+                    return found
+        found = await self._ask(conversation, known, model, structured=False)
+        return found or []
+
+    async def _ask(
+        self, conversation: str, known: list[str], model: str, *, structured: bool
+    ) -> list[str] | None:
+        request = CompletionRequest(
+            messages=[
+                {
+                    "role": "system",
+                    "content": self._prompts.extract_facts(known, structured=structured),
+                },
+                {"role": "user", "content": conversation},
+            ],
+            model=model,
+            max_tokens=MAX_REPLY_TOKENS,
+            json_mode=structured,
+            json_schema=FACTS_SCHEMA if structured else None,
+            schema_name=SCHEMA_NAME,
+            schema_required=structured,
+        )
+        answer = await collect_answer(
+            self._completer,
+            request,
+            continuation_prompt="",  # never used: facts are not continued
+            max_continuations=0,
+            max_chars=MAX_REPLY_CHARS,
+            continue_if=lambda _: False,
+        )
+        if not structured:
+            return facts_from_lines(answer.text)
+        found = parse_facts(answer.text)
+        if found is None and not looks_like_json(answer.text):
+            self._give_up_structured("answers prose where JSON was asked")
+        return found
+
+    def _give_up_structured(self, why: str) -> None:
+        if not self._text_only:
+            self._text_only = True
+            log.warning(
+                "client memory: the model endpoint %s; facts are asked in text from now on", why
+            )
+
+
+def conversation_text(consultation: Consultation) -> str:
+    """The consultation as the extraction reads it (see the module), within
+    `MAX_CONVERSATION_CHARS`: each message cut to an equal share when it is longer."""
+    starter = consultation.messages[0].author if consultation.messages else None
+    last_reply = max(
+        (i for i, m in enumerate(consultation.messages) if m.role is Role.ASSISTANT), default=-1
+    )
+    parts: list[tuple[str, str]] = []
+    for index, message in enumerate(consultation.messages):
+        if message.role is Role.ASSISTANT:
+            if index != last_reply:
+                parts.append(("Assistant", message.text[:MAX_QUESTION_CHARS]))
+        elif message.author == starter:
+            parts.append(("User", message.text))
+    if not any(label == "User" for label, _ in parts):
+        return ""
+    share = max(200, MAX_CONVERSATION_CHARS // len(parts))
+    text = "\n\n".join(f"{label}: {body[:share]}" for label, body in parts)
+    return text[:MAX_CONVERSATION_CHARS]
