@@ -39,6 +39,7 @@ from bot.handlers import Handlers
 from bot.history import SHOW, HistoryView
 from bot.i18n import COMMANDS
 from bot.keyboards import ANSWER, ANSWER_NOW, EXPORT, PICK, SEND
+from bot.memory import DELETE_FACT, MemoryCommands
 from bot.ordering import PerChatUpdateProcessor
 from bot.outage import OutageNotices
 from bot.round_presses import RoundPresses
@@ -135,6 +136,8 @@ def register(
         on_reply=on_reply,
         undelivered=shared.undelivered,
         outage=outage,
+        remember=service.remember if service.memory.enabled else None,
+        spawn=application.create_task,
     )
     say = Say(bot)
     handlers = Handlers(
@@ -151,9 +154,11 @@ def register(
     forgetting = Forgetting(service, turns=turns, say=say)
     history = HistoryView(service, say=say)
     exports = Exports(service, say=say)
+    memory = MemoryCommands(service, say=say)
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,
+            DELETE_FACT: memory.delete_button,
             ANSWER: rounds.answer,
             PICK: rounds.pick,
             SEND: rounds.send,
@@ -182,6 +187,7 @@ def register(
         ("history", history.history),
         ("export", exports.export),
         ("role", commands.role),
+        ("memory", memory.memory),
         ("forget", forgetting.command),
     ):
         application.add_handler(CommandHandler(name, handlers.command(callback), filters=only_new))

@@ -25,6 +25,7 @@ from bot.chat import Context, Incoming
 from bot.config import BotConfig
 from bot.files import DownloadFailed, TelegramFile, download
 from bot.i18n import t
+from bot.memory import scope_of
 from bot.progress import Progress
 from bot.refusals import Refusals
 from bot.say import Say
@@ -106,6 +107,7 @@ class FileTurns:
                 is_group=incoming.is_group,
                 on_text=on_text,
                 turn_id=incoming.turn_id,
+                memory=scope_of(incoming),
             )
 
         try:

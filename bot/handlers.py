@@ -23,6 +23,7 @@ from bot.config import BotConfig
 from bot.delivery import Sender
 from bot.file_turns import FileTurns
 from bot.i18n import t
+from bot.memory import scope_of
 from bot.outage import OutageNotices, store_failed
 from bot.refusals import Refusals
 from bot.say import Say
@@ -159,6 +160,7 @@ class Handlers:
                 is_group=incoming.is_group,
                 on_text=on_text,
                 turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
+                memory=scope_of(incoming),
             )
 
         try:

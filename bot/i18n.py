@@ -195,6 +195,31 @@ EN: dict[str, str] = {
     "store_unavailable_press": (
         "⚠️ My storage is temporarily unavailable. Please press again in a few minutes."
     ),
+    "memory_list": (
+        "What I remember about you (used in your next consultations{where}):\n\n{facts}\n\n"
+        "Press a number to delete that fact. /memory off — stop remembering."
+    ),
+    "memory_in_group": " in this group",
+    "memory_empty": (
+        "I remember nothing about you{where} yet. After a consultation I note lasting facts "
+        "you told me, so I ask less next time. /memory off — stop remembering."
+    ),
+    "memory_is_off": (
+        "Memory is off: I neither use nor note facts about you. /memory on — turn it on."
+    ),
+    "memory_on_done": "Memory is on: after a consultation I note lasting facts you told me.",
+    "memory_off_done": (
+        "Memory is off: I will neither use nor note facts about you. Facts already kept stay "
+        "until you delete them with /memory."
+    ),
+    "memory_usage": "/memory — what I remember · /memory off · /memory on",
+    "memory_disabled": "Memory is switched off on this bot.",
+    "memory_deleted": "Deleted.",
+    "memory_not_found": "That fact is no longer there.",
+    "memory_notice": (
+        "🧠 I noted a few lasting facts you told me, to ask less next time. /memory shows "
+        "them and deletes any; /memory off stops it."
+    ),
 }
 
 RU: dict[str, str] = {
@@ -393,6 +418,34 @@ RU: dict[str, str] = {
     "store_unavailable_press": (
         "⚠️ Хранилище временно недоступно. Пожалуйста, нажмите ещё раз через несколько минут."
     ),
+    "memory_list": (
+        "Что я о вас помню (учитываю в следующих консультациях{where}):\n\n{facts}\n\n"
+        "Нажмите номер, чтобы удалить факт. /memory off — больше не запоминать."
+    ),
+    "memory_in_group": " в этой группе",
+    "memory_empty": (
+        "Пока я ничего о вас не помню{where}. После консультации я отмечаю долговременные "
+        "факты, которые вы сообщили, чтобы в следующий раз спрашивать меньше. "
+        "/memory off — не запоминать."
+    ),
+    "memory_is_off": (
+        "Память выключена: я не использую и не запоминаю факты о вас. /memory on — включить."
+    ),
+    "memory_on_done": (
+        "Память включена: после консультации я отмечаю долговременные факты, которые вы сообщили."
+    ),
+    "memory_off_done": (
+        "Память выключена: я не буду использовать и запоминать факты о вас. Уже сохранённые "
+        "остаются, пока вы не удалите их через /memory."
+    ),
+    "memory_usage": "/memory — что я помню · /memory off · /memory on",
+    "memory_disabled": "Память в этом боте отключена.",
+    "memory_deleted": "Удалено.",
+    "memory_not_found": "Этого факта уже нет.",
+    "memory_notice": (
+        "🧠 Я отметил несколько долговременных фактов из ваших слов, чтобы в следующий раз "
+        "спрашивать меньше. /memory покажет их и позволит удалить; /memory off — не запоминать."
+    ),
 }
 
 TABLES = {"en": EN, "ru": RU}
@@ -413,6 +466,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("status", "Where the consultation stands", "На каком этапе консультация"),
     ("retry", "Answer the last message again", "Ответить на последнее сообщение ещё раз"),
     ("role", "Choose the expert", "Выбрать эксперта"),
+    ("memory", "What I remember about you", "Что я о вас помню"),
     ("forget", "Delete everything kept about you", "Удалить всё, что хранится о вас"),
     ("history", "Your recent consultations", "Ваши последние консультации"),
     (

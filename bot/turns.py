@@ -3,13 +3,19 @@
 Every outcome ends in a message the user can act on: the answer with where the
 consultation stands, or a localized explanation. Nothing here retries the model:
 a failed turn stays open in the store for /retry or the next message.
+
+A final answer delivered (not replayed) is remembered afterwards (`remember`, client
+memory): in a task of its own that the application awaits when it stops, so the answer
+never waits for it; its failure is logged, never shown; the first time facts are kept for
+a person the chat is told once how to see and delete them.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from telegram.error import TelegramError
 
@@ -33,6 +39,7 @@ from core.errors import (
     TurnSuperseded,
 )
 from core.expiring import ExpiringDict
+from core.memory import MemoryUpdate
 from core.outcomes import Notice, Reply
 from core.ports import OnText
 
@@ -44,6 +51,10 @@ FORGET_AFTER = 24 * 3600.0
 only the last day's chats."""
 
 Action = Callable[[OnText], Awaitable[Reply]]
+Remember = Callable[[str], Awaitable[MemoryUpdate]]
+"""`ConsultationService.remember`: a completed consultation's facts kept."""
+Spawn = Callable[[Coroutine[Any, Any, None]], object]
+"""Runs a coroutine as a task its owner awaits on shutdown (`Application.create_task`)."""
 
 
 def footer_for(reply: Reply, language: str) -> str:
@@ -107,8 +118,12 @@ class TurnRunner:
         undelivered: UndeliveredReplies | None = None,
         outage: OutageNotices | None = None,
         clock: Callable[[], float] = time.monotonic,
+        remember: Remember | None = None,
+        spawn: Spawn | None = None,
     ) -> None:
         self._on_reply = on_reply
+        self._remember = remember
+        self._spawn = spawn
         self._outage = OutageNotices(clock=clock) if outage is None else outage
         self._ttl_minutes = ttl_minutes
         self._private_interval = private_interval
@@ -137,6 +152,8 @@ class TurnRunner:
             except TelegramError as exc:  # ChatUnavailable is not a TelegramError
                 log.error("reply in chat %s not delivered, kept for later: %s", target.chat_id, exc)
                 await self._keep(target, reply, language)
+            else:
+                self._after_delivery(sender, reply, language)
             return reply
         except TurnDidNotHappen as exc:
             text = did_not_happen_text(exc, target.chat_id, language, self._outage)
@@ -149,6 +166,23 @@ class TurnRunner:
         except ChatUnavailable as exc:
             self._note_blocked(target.chat_id, exc)
         return None
+
+    def _after_delivery(self, sender: Sender, reply: Reply, language: str) -> None:
+        """Remember a completed consultation in the background (see the module)."""
+        if self._remember is None or self._spawn is None:
+            return
+        if reply.is_complete and not reply.replayed:
+            self._spawn(self._remember_and_tell(sender, reply.consultation_id, language))
+
+    async def _remember_and_tell(self, sender: Sender, consultation_id: str, language: str) -> None:
+        assert self._remember is not None
+        try:
+            update = await self._remember(consultation_id)
+        except Exception as exc:  # a nicety: the answer was delivered, nothing else depends on it
+            log.warning("consultation %s not remembered: %s", consultation_id, exc)
+            return
+        if update.first_time:
+            await self._say(sender, t(language, "memory_notice"))
 
     async def _redeliver(self, sender: Sender, target: Target) -> None:
         """Send a reply this conversation never received, before anything new.
