@@ -28,6 +28,7 @@ from api.export import ExportEndpoint
 from api.exposure import check_exposure
 from api.forget import ForgetEndpoint
 from api.idempotency import KeyStore
+from api.memory import MemoryEndpoints
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
 from api.server import ApiRunner, close_unread, name_the_server, runner_options
@@ -107,6 +108,9 @@ def build_web_app(
         app.router.add_get("/api/sessions/{session_id}", chat.session)
         app.router.add_delete("/api/sessions/{session_id}", ForgetEndpoint(service).delete_session)
         app.router.add_get("/api/sessions/{session_id}/export", ExportEndpoint(service).export)
+        memory = MemoryEndpoints(service)
+        app.router.add_get("/api/users/{user_id}/memory", memory.facts)
+        app.router.add_delete("/api/users/{user_id}/memory/{fact_id}", memory.delete)
         app.router.add_get("/api/openapi.json", openapi)
     if telegram_application is not None and config.webhook is not None:
         webhook = TelegramWebhook(

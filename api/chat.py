@@ -61,6 +61,7 @@ from api.errors import (
 from api.idempotency import HEADER, KeyStore, fingerprint, key_reused, parse_key
 from api.key_claims import Hold, claim
 from api.limits import Limits, read_body, refuse_declared_over
+from api.memory import api_scope
 from api.responses import replay_answered, replayed_headers, response
 from api.schemas import ChatRequest, SessionView, parse_chat_request
 from api.sse import EventStream
@@ -169,6 +170,23 @@ class ChatEndpoints:
             raise ApiError("SESSION_NOT_FOUND", "session not found") from None
         view = SessionView.from_consultation(consultation)
         return json_response(view.model_dump(mode="json", by_alias=True))
+
+    def _remember(self, consultation_id: str) -> None:
+        """Keep a completed session's facts (client memory) in a task of its own, so the
+        response never waits for it; `drain` waits for it on shutdown. Its failure is
+        logged: the client's reply does not depend on it."""
+        if not self._service.memory.enabled:
+            return
+
+        async def remember() -> None:
+            try:
+                await self._service.remember(consultation_id)
+            except Exception as exc:
+                log.warning("session %s not remembered: %s", consultation_id, exc)
+
+        task = asyncio.create_task(remember())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def drain(self, app: web.Application | None = None) -> None:
         """Let rounds still being answered finish (and be stored) before shutting down."""
@@ -304,6 +322,7 @@ class ChatEndpoints:
             system_prompt=body.system_prompt,
             options=body.options(),
             turn_id=hold.turn_id if hold is not None else None,
+            memory=None if body.user_id is None else api_scope(body.user_id),
         )
 
     async def _vet(self, session_id: str, body: ChatRequest, message: Message) -> None:
@@ -332,6 +351,8 @@ class ChatEndpoints:
         except Exception as exc:
             raise _round_failure(exc, session_id) from None
         self._metrics.record_reply(reply, source="api")
+        if reply.is_complete and not reply.replayed:
+            self._remember(reply.consultation_id)
         body = response(reply, message.read)
         if hold is not None:
             try:

@@ -30,6 +30,7 @@ STATUS: dict[str, int] = {
     "FORBIDDEN": 403,
     "NOT_FOUND": 404,
     "SESSION_NOT_FOUND": 404,
+    "FACT_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405,
     "CONFLICT": 409,
     "ANSWER_STALE": 409,

@@ -22,6 +22,8 @@ from api.config import ApiConfig
 from api.errors import STATUS
 from api.idempotency import HEADER, MAX_KEY_LENGTH
 from api.schemas import (
+    MAX_USER_ID_CHARS,
+    USER_ID_PATTERN,
     AnswerIn,
     AttachmentIn,
     ChatRequest,
@@ -29,6 +31,7 @@ from api.schemas import (
     Citation,
     ErrorResponse,
     HealthResponse,
+    MemoryView,
     QuestionOut,
     SessionView,
     StreamError,
@@ -42,7 +45,7 @@ _REF = "#/components/schemas/{model}"
 _CHAT_ERRORS = {
     400: "VALIDATION_ERROR, INVALID_MAX_ROUNDS, MAX_ROUNDS_EXCEEDED, DIALOG_COMPLETED",
     401: "UNAUTHORIZED (only when an API token is configured)",
-    404: "SESSION_NOT_FOUND",
+    404: "SESSION_NOT_FOUND, or FACT_NOT_FOUND (a user's fact to delete)",
     409: "CONFLICT: another request answered this round meanwhile (read the session), or "
     f"the request with this {HEADER} is still being answered (retry later); or "
     "ANSWER_STALE: `answers` were sent but the session's last reply asked no `questions` "
@@ -91,6 +94,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     Citation,
     ErrorResponse,
     HealthResponse,
+    MemoryView,
     QuestionOut,
     SessionView,
     StreamSession,
@@ -291,6 +295,35 @@ def build_openapi(
         ],
         "responses": {"204": {"description": "Deleted"}, **_errors(401, 404, 429)},
     }  # fmt: skip
+    user = {
+        "name": "userId",
+        "in": "path",
+        "required": True,
+        "schema": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_USER_ID_CHARS,
+            "pattern": USER_ID_PATTERN,
+        },
+    }
+    memory = {
+        "summary": "What the deployment remembers about a user (client memory), newest first",
+        "parameters": [user],
+        "responses": {"200": _json("MemoryView", "The user's facts"), **_errors(400, 401, 429)},
+    }
+    forget_fact = {
+        "summary": "Delete one remembered fact of a user",
+        "parameters": [
+            user,
+            {
+                "name": "factId",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "integer", "minimum": 1},
+            },
+        ],
+        "responses": {"204": {"description": "Deleted"}, **_errors(400, 401, 404, 429)},
+    }
     health = {
         "summary": "Liveness and readiness (store reachable, model configured, loops working)",
         "security": [],
@@ -326,6 +359,10 @@ def build_openapi(
                 "delete": {**forget, "operationId": "deleteSession"},
             },
             "/api/sessions/{sessionId}/export": {"get": {**export, "operationId": "exportSession"}},
+            "/api/users/{userId}/memory": {"get": {**memory, "operationId": "getUserMemory"}},
+            "/api/users/{userId}/memory/{factId}": {
+                "delete": {**forget_fact, "operationId": "deleteUserFact"}
+            },
             "/api/openapi.json": {
                 "get": {
                     "summary": "This document",

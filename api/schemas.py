@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -36,11 +37,16 @@ from api.errors import STATUS, ApiError
 from core.attachments import TurnInput
 from core.clarifying import Answer, ClarifyingRound
 from core.errors import AttachmentProblem
+from core.memory import Fact
 from core.models import Consultation, ModelOptions, Status
 from core.outcomes import Notice, Reply
 
 _CAMEL = ConfigDict(alias_generator=to_camel, validate_by_alias=True, serialize_by_alias=True)
 
+
+USER_ID_PATTERN = r"^[A-Za-z0-9_.:@-]+$"
+MAX_USER_ID_CHARS = 64
+USER_ID = re.compile(USER_ID_PATTERN)
 
 UUID_PATTERN = "^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
 """The UUID form the API takes (what the document's pattern says, exactly)."""
@@ -204,6 +210,16 @@ class ChatRequest(BaseModel):
         None,
         description="Continue this session (a UUID from an earlier response).",
         json_schema_extra={"format": "uuid", "pattern": UUID_PATTERN},
+    )
+    user_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_USER_ID_CHARS,
+        pattern=USER_ID_PATTERN,
+        description="Who the session is for, when starting one: the deployment then keeps "
+        "client memory for this user (durable facts stated in completed sessions, offered "
+        "to their later sessions; see `/api/users/{userId}/memory`). Without it nothing is "
+        "remembered. Ignored when continuing a session.",
     )
 
     @field_validator("message", "model", "system_prompt", "output_schema")
@@ -388,6 +404,37 @@ class SessionMessage(BaseModel):
     role: Literal["user", "assistant"]
     text: str
     time: datetime
+
+
+class MemoryFactOut(BaseModel):
+    """A fact the deployment remembers about a user."""
+
+    model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")
+
+    id: int = Field(ge=1, description="Deletes it: `DELETE /api/users/{userId}/memory/{id}`.")
+    text: str
+    created_at: datetime
+
+
+class MemoryView(BaseModel):
+    """`GET /api/users/{userId}/memory`: the user's remembered facts, newest first."""
+
+    model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")
+
+    user_id: str
+    facts: list[MemoryFactOut]
+
+    @classmethod
+    def of(cls, user_id: str, facts: Sequence[Fact]) -> MemoryView:
+        return cls(
+            user_id=user_id,
+            facts=[
+                MemoryFactOut(
+                    id=f.id, text=f.text, created_at=datetime.fromtimestamp(f.created_at, UTC)
+                )
+                for f in facts
+            ],
+        )
 
 
 class SessionView(BaseModel):

@@ -1,0 +1,56 @@
+"""`GET /api/users/{userId}/memory` and `DELETE /api/users/{userId}/memory/{factId}`:
+what the deployment remembers about an API user, and deleting it.
+
+Invariants: a user id is read strictly (1–64 characters of `[A-Za-z0-9_.:@-]`, else
+VALIDATION_ERROR) and names the owner `api:<userId>` only, so no path reaches a Telegram
+person's facts; a fact is deleted only if it is that user's (another user's id, an unknown
+or malformed one is FACT_NOT_FOUND and changes nothing); reading never changes anything.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from api.errors import ApiError, json_response
+from api.schemas import MAX_USER_ID_CHARS, USER_ID, MemoryView
+from core.memory import MAX_FACT_ID, MemoryScope, memory_scope
+from core.service import ConsultationService
+
+API_PERSON_PREFIX = "api:"
+
+
+def api_scope(user_id: str) -> MemoryScope:
+    """The memory scope of an API user (`userId` as the request names it)."""
+    return memory_scope(API_PERSON_PREFIX + user_id)
+
+
+class MemoryEndpoints:
+    """Reading and deleting an API user's facts."""
+
+    def __init__(self, service: ConsultationService) -> None:
+        self._service = service
+
+    async def facts(self, request: web.Request) -> web.Response:
+        """The user's facts, newest first (none for a user never seen)."""
+        user_id = _user_id(request)
+        state = await self._service.memory.state(api_scope(user_id))
+        view = MemoryView.of(user_id, state.facts)
+        return json_response(view.model_dump(mode="json", by_alias=True))
+
+    async def delete(self, request: web.Request) -> web.Response:
+        """Delete one of the user's facts: 204, or FACT_NOT_FOUND."""
+        user_id = _user_id(request)
+        raw = request.match_info["fact_id"]
+        fact_id = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 19 else 0
+        if not 0 < fact_id <= MAX_FACT_ID or not await self._service.memory.forget_fact(
+            api_scope(user_id), fact_id
+        ):
+            raise ApiError("FACT_NOT_FOUND", "fact not found")
+        return web.Response(status=204)
+
+
+def _user_id(request: web.Request) -> str:
+    user_id = request.match_info["user_id"]
+    if not USER_ID.fullmatch(user_id) or len(user_id) > MAX_USER_ID_CHARS:
+        raise ApiError("VALIDATION_ERROR", "userId: 1 to 64 of A-Z a-z 0-9 _ . : @ -")
+    return user_id
