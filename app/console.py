@@ -37,6 +37,7 @@ import threading
 from app.console_answers import NoSuchOption, TypedLine, read_line
 from app.console_files import ConsoleFiles, refusal
 from app.console_history import ExportRefused, export_files, history_lines
+from app.console_memory import console_scope, memory_command, remember_after
 from app.console_replies import StreamPrinter, model_error_line
 from app.console_roles import role_command
 from app.runtime import check_model_endpoint, open_runtime
@@ -72,6 +73,7 @@ HELP = """Type your question. Commands:
               Markdown files in the directory PATH (default: the current one)
   /file PATH  attach a file to your next message (an empty line sends files alone)
   /file       list the attached files     /drop     forget them
+  /memory     what I remember about you (/memory delete N, /memory off, /memory on)
   1a 2c TEXT  answer questions by their options (1a: question 1, option a); TEXT is optional
   /help       this list"""
 
@@ -239,10 +241,13 @@ async def _command_or_turn(
         await _export(service, key, argument)
     elif command == "/help":
         print(HELP)
+    elif command == "/memory":
+        await memory_command(service, key, argument)
     elif command == "/role":
         print(await role_command(service, key, argument))
     elif command == "/answer":
-        printer.done(await service.answer_now(key, on_text=printer.feed))
+        printer.done(reply := await service.answer_now(key, on_text=printer.feed))
+        await remember_after(service, reply)
     elif command == "/retry":
         printer.done(await service.retry(key, on_text=printer.feed))
     elif COMMAND.fullmatch(command):  # a typo'd command is not a question for the model
@@ -252,8 +257,15 @@ async def _command_or_turn(
         if files.queued:
             await _send_with_files(service, key, typed, files, printer)
         else:
-            reply = await service.ask(key, typed.text, answers=typed.answers, on_text=printer.feed)
+            reply = await service.ask(
+                key,
+                typed.text,
+                answers=typed.answers,
+                on_text=printer.feed,
+                memory=console_scope(key),
+            )
             printer.done(reply)
+            await remember_after(service, reply)
 
 
 async def _send_with_files(
@@ -274,9 +286,15 @@ async def _send_with_files(
     elif turn.omitted_chars:
         print(f"[the documents were cut: {turn.omitted_chars} characters left out]")
     reply = await service.ask(
-        key, turn.stored_text, images=turn.images, answers=typed.answers, on_text=printer.feed
+        key,
+        turn.stored_text,
+        images=turn.images,
+        answers=typed.answers,
+        on_text=printer.feed,
+        memory=console_scope(key),
     )
     printer.done(reply)
+    await remember_after(service, reply)
     if Notice.IMAGES_NOT_SEEN in reply.notices:
         print("[the model could not see the photo; describe it in words if it matters]")
 

@@ -24,6 +24,7 @@ def console_env(tmp_path: Path, model: FakeModelServer) -> dict[str, str]:
         "DB_PATH": str(tmp_path / "console.sqlite3"),
         "LOG_LEVEL": "WARNING",
         "LLM_STRUCTURED_QUESTIONS": "off",  # structured rounds have tests of their own
+        "MEMORY_ENABLED": "false",  # client memory has tests of its own
     }
 
 
@@ -207,3 +208,43 @@ async def test_sigterm_mid_answer_keeps_the_message_for_retry(
     assert code == 0
     assert "your last message awaits an answer: /retry" in again
     assert "Which budget do you have in mind?" in again
+
+
+async def test_memory_is_noted_listed_deleted_and_turned_off(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """A completed consultation's facts are noted after its answer, listed by /memory,
+    deleted by number (a number not listed deletes nothing), and /memory off stops both
+    using and noting them."""
+    model_server.enqueue("Plant in May.")
+    model_server.enqueue("Lives in Riga\nGrows tomatoes")
+    code, out = await console(
+        tmp_path,
+        model_server,
+        [
+            "/rounds 1",
+            "I live in Riga. When do I plant tomatoes?",
+            "/memory",
+            "/memory delete 7",
+            "/memory delete x",
+            "/memory delete 1",
+            "/memory",
+            "/memory off",
+            "Another question",
+            "/memory",
+            "/memory sideways",
+        ],
+        MEMORY_ENABLED="true",
+    )
+    assert code == 0
+    assert "Plant in May.\n[final answer, consultation complete]" in out
+    assert "[I noted lasting facts you told me" in out
+    assert "1. Grows tomatoes\n2. Lives in Riga" in out
+    assert "[no fact number 7: /memory lists them]" in out
+    assert "[no fact number x: /memory lists them]" in out
+    assert "[deleted: Grows tomatoes]" in out
+    assert "1. Lives in Riga\n" in out
+    assert "[memory off]" in out and "[memory is off: /memory on to turn it on]" in out
+    assert "/memory delete N" in out  # the usage line
+    assert len(model_server.requests) == 3  # no extraction while off
+    assert "What this person told you" not in str(model_server.requests[2]["messages"][0])
