@@ -136,7 +136,7 @@ def register(
         on_reply=on_reply,
         undelivered=shared.undelivered,
         outage=outage,
-        remember=service.remember if service.memory.enabled else None,
+        remember=lambda consultation_id: service.remember(consultation_id),
         spawn=application.create_task,
     )
     say = Say(bot)

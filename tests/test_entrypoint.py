@@ -44,6 +44,7 @@ def fakes_env(
         "LLM_MODEL": "test-model",
         "LLM_MAX_RETRIES": "0",
         "LLM_STRUCTURED_QUESTIONS": "off",  # structured rounds have tests of their own
+        "MEMORY_ENABLED": "false",  # client memory has tests of its own
     }
     return clean_env(home, **(fakes | values))
 
