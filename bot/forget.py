@@ -6,9 +6,11 @@ Invariants:
   deletes; a press by anyone else, a stale or forged button changes nothing;
 - the button's data names the person and the minute it was issued, never anything to
   delete: what goes is always decided from the chat the press comes from;
-- in a private chat everything goes: the chat's consultations with their messages and
-  idempotency keys, its settings, and the replies waiting for delivery. In a group the
-  same is for the group's admins; a member who is no admin is refused;
+- what the person said about themselves goes wherever it was kept: their client memory
+  in every chat (its facts and preferences). In a private chat the chat goes too: its
+  consultations with their messages and idempotency keys, its settings, and the replies
+  waiting for delivery. In a group, the group's are deleted only when the person is one
+  of its admins at the moment of the press;
 - a turn being answered in the chat is stopped first and stores nothing afterwards
   (`ConsultationService.forget`).
 """
@@ -29,6 +31,7 @@ from bot.chat import Context, Incoming
 from bot.i18n import t
 from bot.say import Say
 from bot.turns import TurnRunner
+from core.memory import telegram_person
 from core.service import ConsultationService
 
 log = logging.getLogger(__name__)
@@ -62,9 +65,6 @@ class Forgetting:
         if incoming.user_id is None:  # written as the group itself: no person to confirm
             await self._say(incoming, t(language, "forget_from_yourself"))
             return
-        if incoming.is_group and not await is_chat_admin(incoming, context):
-            await self._say(incoming, t(language, "forget_admins_only"))
-            return
         minute = int(self._clock() // 60)
         data = f"{FORGET}:{incoming.user_id}:{minute}"
         keyboard = InlineKeyboardMarkup(
@@ -75,7 +75,10 @@ class Forgetting:
                 ]
             ]
         )
-        key = "forget_confirm_group" if incoming.is_group else "forget_confirm"
+        key = "forget_confirm"
+        if incoming.is_group:
+            admin = await is_chat_admin(incoming, context)
+            key = "forget_confirm_group" if admin else "forget_confirm_member"
         await self._say(incoming, t(language, key), keyboard=keyboard)
 
     async def press(self, incoming: Incoming, value: str, context: Context, press: Press) -> None:
@@ -98,12 +101,14 @@ class Forgetting:
             await press.answer()
             await self._edit(incoming, context, t(language, "forget_cancelled"))
             return
-        if incoming.is_group and not await is_chat_admin(incoming, context):
-            await press.answer(t(language, "forget_admins_only"))
-            return
-        await self._service.forget(incoming.key)
-        await self._turns.forget_undelivered(incoming.chat_id)
-        log.info("chat %s forgotten at the request of user %s", incoming.chat_id, asker)
+        whole_chat = not incoming.is_group or await is_chat_admin(incoming, context)
+        if whole_chat:
+            await self._service.forget(incoming.key)
+            await self._turns.forget_undelivered(incoming.chat_id)
+        await self._service.memory.forget(telegram_person(asker))
+        log.info(
+            "user %s forgotten%s", asker, f" with chat {incoming.chat_id}" if whole_chat else ""
+        )
         await press.answer(t(language, "forget_done_popup"))
         await self._edit(incoming, context, t(language, "forget_done"))
 

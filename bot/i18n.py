@@ -24,6 +24,7 @@ EN: dict[str, str] = {
         "/status — where the consultation stands\n"
         "/retry — answer your last message again after an error\n"
         "/role — choose the expert\n"
+        "/memory — what I remember about you; /memory off|on\n"
         "/history — your recent consultations\n"
         "/export [N] — the latest consultation (or number N of /history) as DOCX and Markdown "
         "files\n"
@@ -162,12 +163,18 @@ EN: dict[str, str] = {
     "role_unknown": "Unknown expert “{value}”. Available: {roles}.",
     "not_admin": "Only group admins or the member who started the consultation can do that.",
     "forget_confirm": (
-        "This deletes everything I keep about this chat: your consultations with all their "
-        "messages, your settings, and replies waiting to be delivered. It cannot be undone."
+        "This deletes everything I keep about you and this chat: your consultations with all "
+        "their messages, your settings, what I remember about you (in every chat), and "
+        "replies waiting to be delivered. It cannot be undone."
     ),
     "forget_confirm_group": (
         "This deletes everything I keep about this group: its consultations with all their "
-        "messages, its settings, and replies waiting to be delivered. It cannot be undone."
+        "messages, its settings and replies waiting to be delivered; and what I remember "
+        "about you (in every chat). It cannot be undone."
+    ),
+    "forget_confirm_member": (
+        "This deletes what I remember about you (in every chat). This group's consultations "
+        "can be deleted only by its admins. It cannot be undone."
     ),
     "forget_button": "Delete everything",
     "forget_cancel": "Cancel",
@@ -176,7 +183,6 @@ EN: dict[str, str] = {
     "forget_cancelled": "Nothing was deleted.",
     "forget_expired": "This confirmation has expired. Send /forget again.",
     "forget_not_yours": "Only the person who sent /forget can confirm it.",
-    "forget_admins_only": "Only the group's admins can delete what I keep about this group.",
     "forget_from_yourself": "Send /forget from your own account, not as the group.",
     "presses_limited": "Too many presses. Please wait {seconds} s.",
     "internal_error": "Something went wrong on my side. Your message is saved; please try again.",
@@ -239,6 +245,7 @@ RU: dict[str, str] = {
         "/status — на каком этапе консультация\n"
         "/retry — ответить на последнее сообщение ещё раз после ошибки\n"
         "/role — выбрать эксперта\n"
+        "/memory — что я помню о вас; /memory off|on\n"
         "/history — ваши последние консультации\n"
         "/export [N] — последняя консультация (или номер N из /history) файлами DOCX и "
         "Markdown\n"
@@ -383,12 +390,18 @@ RU: dict[str, str] = {
         "Это могут делать только администраторы группы или участник, начавший консультацию."
     ),
     "forget_confirm": (
-        "Будет удалено всё, что я храню об этом чате: ваши консультации со всеми сообщениями, "
-        "ваши настройки и ответы, ожидающие доставки. Отменить это нельзя."
+        "Будет удалено всё, что я храню о вас и этом чате: ваши консультации со всеми "
+        "сообщениями, ваши настройки, то, что я помню о вас (во всех чатах), и ответы, "
+        "ожидающие доставки. Отменить это нельзя."
     ),
     "forget_confirm_group": (
         "Будет удалено всё, что я храню об этой группе: её консультации со всеми сообщениями, "
-        "её настройки и ответы, ожидающие доставки. Отменить это нельзя."
+        "её настройки и ответы, ожидающие доставки, а также то, что я помню о вас (во всех "
+        "чатах). Отменить это нельзя."
+    ),
+    "forget_confirm_member": (
+        "Будет удалено то, что я помню о вас (во всех чатах). Консультации этой группы могут "
+        "удалить только её администраторы. Отменить это нельзя."
     ),
     "forget_button": "Удалить всё",
     "forget_cancel": "Отмена",
@@ -397,7 +410,6 @@ RU: dict[str, str] = {
     "forget_cancelled": "Ничего не удалено.",
     "forget_expired": "Срок подтверждения истёк. Отправьте /forget ещё раз.",
     "forget_not_yours": "Подтвердить может только тот, кто отправил /forget.",
-    "forget_admins_only": "Удалить то, что я храню об этой группе, могут только её администраторы.",
     "forget_from_yourself": "Отправьте /forget от своего имени, а не от имени группы.",
     "presses_limited": "Слишком много нажатий. Подождите {seconds} с.",
     "internal_error": (

@@ -7,8 +7,10 @@ Invariants:
 - a consultation uses the facts of the owner it started with (`Consultation.memory_owner`,
   read once when it starts: no store read per round);
 - facts are extracted only from a COMPLETE consultation with an owner, after its reply was
-  delivered (`remember`); the one-time notice is due the first time facts are kept for a
-  person, and is marked given in the same call;
+  delivered (`remember`), and kept only if the consultation is still stored when the
+  model has answered (one forgotten meanwhile leaves nothing behind); the one-time
+  notice is due the first time facts are kept for a person, and is marked given in the
+  same call;
 - a fact is deleted only through the owner's scope (`forget_fact`): a forged id changes
   nothing.
 """
@@ -80,7 +82,9 @@ class Memories:
             return MemoryUpdate()
         model = consultation.options.model or self._config.model
         found = await self._call.extract(consultation, [f.text for f in state.facts], model)
-        if not found:
+        if not found or await self._store.get(consultation_id) is None:
+            # Nothing said, or the consultation was forgotten while the model read it:
+            # what it said must not come back as facts.
             return MemoryUpdate()
         added = await self._store.add_facts(owner, person, found, at=self._clock())
         first_time = bool(added) and not state.preferences.notice_given

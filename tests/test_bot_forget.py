@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.forget import CONFIRM_MINUTES
+from core.memory import MemoryPreferences
 from core.models import Status
 from tests.bot_harness import (
     ALICE,
@@ -19,6 +20,7 @@ from tests.bot_harness import (
     post_in_group,
     sent,
     started_bot,
+    system_prompt,
     wait_sent,
 )
 from tests.fakes.bot_api import Call, FakeBotApi
@@ -76,6 +78,10 @@ async def test_confirmed_forget_deletes_the_chat_and_the_model_never_sees_it_aga
     await consult(bot, model_server, "Zebediah")
     store = bot.runtime.store
     assert await store.latest_status(f"tg:{USER}") is Status.ACTIVE
+    person = f"tg:{USER}"
+    await store.add_facts(person, person, ["Is called Zebediah"], at=1.0)
+    await store.add_facts(f"{person}@tg:{GROUP}", person, ["Leads the laptop club"], at=1.0)
+    await store.save_memory_preferences(person, MemoryPreferences(enabled=False))
     buttons, message_id = await confirmation(bot)
     assert list(buttons) == ["Delete everything", "Cancel"]
     assert await store.latest_status(f"tg:{USER}") is Status.ACTIVE  # asking deletes nothing
@@ -84,6 +90,9 @@ async def test_confirmed_forget_deletes_the_chat_and_the_model_never_sees_it_aga
     assert (await edits(bot))[-1].startswith("🗑 Deleted.")
     assert await store.latest_status(f"tg:{USER}") is None
     assert (await store.load_chat_settings(f"tg:{USER}")).max_rounds is None
+    for owner in (person, f"{person}@tg:{GROUP}"):
+        state = await store.load_memory(owner, person)
+        assert not state.facts and state.preferences == MemoryPreferences()
 
     model_server.enqueue("What is your budget?")
     await ask_private(bot, USER, "Help me choose a tablet")
@@ -137,7 +146,7 @@ async def stale_foreign_and_forged(bot: RunningBot, model_server: FakeModelServe
     assert await bot.runtime.store.latest_status(f"tg:{USER}") is Status.ACTIVE
 
 
-async def test_in_a_group_only_admins_may_forget_the_groups_consultations(
+async def test_in_a_group_a_member_forgets_their_memory_and_only_admins_the_groups(
     bot: RunningBot, model_server: FakeModelServer
 ) -> None:
     await post_in_group(bot, "@consult_bot plan a trip")
@@ -146,14 +155,25 @@ async def test_in_a_group_only_admins_may_forget_the_groups_consultations(
     before = len(sent(bot, GROUP))
     await post_in_group(bot, "/forget", user=BOB, name="Bob")
     await wait_sent(bot, GROUP, before + 1)
-    said: Any = sent(bot, GROUP)[-1].params["text"]
-    assert said == "Only the group's admins can delete what I keep about this group."
+    call = sent(bot, GROUP)[-1]
+    said: Any = call.params["text"]
+    assert said.startswith("This deletes what I remember about you (in every chat).")
+    assert call.result is not None
+    bob_buttons = dict(keyboard(call))
+    await bot.runtime.store.add_facts(f"tg:{BOB}@tg:{GROUP}", f"tg:{BOB}", ["Has a van"], at=1.0)
+    await bot.runtime.store.add_facts(f"tg:{BOB}", f"tg:{BOB}", ["Lives in Oslo"], at=1.0)
+    confirm = bob_buttons["Delete everything"]
+    assert await pressed(bot, GROUP, BOB, confirm, int(call.result["message_id"])) == "Deleted."
+    assert await store.latest_status(f"tg:{GROUP}") is Status.ACTIVE  # a member's: memory only
+    for owner in (f"tg:{BOB}@tg:{GROUP}", f"tg:{BOB}"):
+        assert not (await store.load_memory(owner, f"tg:{BOB}")).facts
 
     bot.api.member_status[ALICE] = "administrator"
     before = len(sent(bot, GROUP))
     await post_in_group(bot, "/forget", user=ALICE)
     await wait_sent(bot, GROUP, before + 1)
     call = sent(bot, GROUP)[-1]
+    assert call.params["text"].startswith("This deletes everything I keep about this group")
     buttons = dict(keyboard(call))
     assert call.result is not None
     message_id = int(call.result["message_id"])
@@ -163,3 +183,23 @@ async def test_in_a_group_only_admins_may_forget_the_groups_consultations(
     assert await store.latest_status(f"tg:{GROUP}") is Status.ACTIVE
     assert await pressed(bot, GROUP, ALICE, buttons["Delete everything"], message_id) == "Deleted."
     assert await store.latest_status(f"tg:{GROUP}") is None
+
+
+async def test_remembered_facts_reach_the_model_until_forgotten(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    db = tmp_path / "bot.sqlite3"
+    async with started_bot(db, bot_api, model_server, memory_enabled=True) as bot:
+        person = f"tg:{USER}"
+        await bot.runtime.store.add_facts(person, person, ["Is called Zebediah"], at=1.0)
+        model_server.enqueue("Which budget?")
+        await ask_private(bot, USER, "Help me choose a laptop")
+        assert "Is called Zebediah" in system_prompt(model_server.requests[-1])
+
+        buttons, message_id = await confirmation(bot)
+        assert await pressed(bot, USER, USER, buttons["Delete everything"], message_id) == (
+            "Deleted."
+        )
+        model_server.enqueue("Which size?")
+        await ask_private(bot, USER, "Help me choose a tablet")
+        assert "Zebediah" not in str(model_server.requests[-1]["messages"])

@@ -5,6 +5,7 @@ within their budget, stay within their scope, and nothing happens with memory of
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -229,3 +230,23 @@ async def test_in_a_group_only_the_starters_words_are_read(
     await service.remember(reply.consultation_id)
     sent = text_of(model.requests[-1]["messages"][1]["content"])
     assert "I organise the trip." in sent and "Oslo" not in sent
+
+
+async def test_a_consultation_forgotten_during_its_extraction_leaves_no_facts(
+    engine: Engine, model: FakeModelServer
+) -> None:
+    """/forget while the model reads the consultation: what it answers is not kept."""
+    service = engine(structured_questions="auto")
+    model.enqueue("Final answer about the garden.")
+    first = await consult(service, "tg:7", "I live in Riga and grow tomatoes.", PRIVATE)
+    release = asyncio.Event()
+    model.enqueue(json.dumps({"facts": ["Lives in Riga"]}), hold=release)
+    remembering = asyncio.ensure_future(service.remember(first))
+    await model.wait_requests(2)
+
+    await service.forget("tg:7")
+    await service.memory.forget("tg:7")
+    release.set()
+    update = await remembering
+    assert not update.facts
+    assert not (await service.memory.state(PRIVATE)).facts
