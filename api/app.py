@@ -110,6 +110,7 @@ def build_web_app(
         app.router.add_get("/api/sessions/{session_id}/export", ExportEndpoint(service).export)
         memory = MemoryEndpoints(service)
         app.router.add_get("/api/users/{user_id}/memory", memory.facts)
+        app.router.add_delete("/api/users/{user_id}/memory", memory.forget)
         app.router.add_delete("/api/users/{user_id}/memory/{fact_id}", memory.delete)
         app.router.add_get("/api/openapi.json", openapi)
     if telegram_application is not None and config.webhook is not None:

@@ -1,5 +1,6 @@
-"""`GET /api/users/{userId}/memory` and `DELETE /api/users/{userId}/memory/{factId}`:
-what the deployment remembers about an API user, and deleting it.
+"""`GET /api/users/{userId}/memory`, `DELETE /api/users/{userId}/memory/{factId}` and
+`DELETE /api/users/{userId}/memory`: what the deployment remembers about an API user, and
+deleting one fact or all of it (facts and the user's memory preferences).
 
 Invariants: a user id is read strictly (1–64 characters of `[A-Za-z0-9_.:@-]`, else
 VALIDATION_ERROR) and names the owner `api:<userId>` only, so no path reaches a Telegram
@@ -46,6 +47,13 @@ class MemoryEndpoints:
             api_scope(user_id), fact_id
         ):
             raise ApiError("FACT_NOT_FOUND", "fact not found")
+        return web.Response(status=204)
+
+    async def forget(self, request: web.Request) -> web.Response:
+        """Delete all the user's facts and preferences: 204, also for a user never seen
+        (nothing is kept about them either way)."""
+        user_id = _user_id(request)
+        await self._service.memory.forget(api_scope(user_id).person)
         return web.Response(status=204)
 
 

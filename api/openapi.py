@@ -311,6 +311,11 @@ def build_openapi(
         "parameters": [user],
         "responses": {"200": _json("MemoryView", "The user's facts"), **_errors(400, 401, 429)},
     }
+    forget_memory = {
+        "summary": "Forget a user: every remembered fact and their memory preferences",
+        "parameters": [user],
+        "responses": {"204": {"description": "Deleted"}, **_errors(400, 401, 429)},
+    }
     forget_fact = {
         "summary": "Delete one remembered fact of a user",
         "parameters": [
@@ -359,7 +364,10 @@ def build_openapi(
                 "delete": {**forget, "operationId": "deleteSession"},
             },
             "/api/sessions/{sessionId}/export": {"get": {**export, "operationId": "exportSession"}},
-            "/api/users/{userId}/memory": {"get": {**memory, "operationId": "getUserMemory"}},
+            "/api/users/{userId}/memory": {
+                "get": {**memory, "operationId": "getUserMemory"},
+                "delete": {**forget_memory, "operationId": "deleteUserMemory"},
+            },
             "/api/users/{userId}/memory/{factId}": {
                 "delete": {**forget_fact, "operationId": "deleteUserFact"}
             },

@@ -133,3 +133,27 @@ async def test_the_openapi_document_names_the_memory_routes(api: RunningApi) -> 
     assert "userId" in document["components"]["schemas"]["ChatRequest"]["properties"]
     assert "get" in document["paths"]["/api/users/{userId}/memory"]
     assert "delete" in document["paths"]["/api/users/{userId}/memory/{factId}"]
+
+
+async def test_forgetting_a_user_deletes_all_their_facts_and_no_one_elses(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """Every fact and the preferences of the user go; another user's and a Telegram
+    person's stay; the next session of that user is sent none of it."""
+    await api.store.add_facts("api:u-1", "api:u-1", ["Lives in Riga", "Has a dog"], at=1.0)
+    await api.store.add_facts("api:u-1x", "api:u-1x", ["Other user's fact"], at=1.0)
+    await api.store.add_facts("tg:5", "tg:5", ["Telegram fact"], at=1.0)
+    response = await api.client.delete("/api/users/u-1/memory")
+    assert response.status == 204
+    assert (await facts(api, "u-1"))[1] == {"userId": "u-1", "facts": []}
+    assert len((await facts(api, "u-1x"))[1]["facts"]) == 1
+    assert len((await api.store.load_memory("tg:5", "tg:5")).facts) == 1
+    assert (await api.client.delete("/api/users/u-1/memory")).status == 204  # idempotent
+
+    model_server.enqueue("Answer.")
+    model_server.enqueue("none")
+    status, _ = await post(api, {"message": "Where should I walk?", "userId": "u-1"})
+    assert status == 200
+    assert "Riga" not in text_of(model_server.requests[0]["messages"][0]["content"])
+    response = await api.client.delete("/api/users/bad%20user/memory")
+    assert response.status == 400
