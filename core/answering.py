@@ -21,6 +21,7 @@ Invariants it keeps:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -82,6 +83,7 @@ class Answerer:
         reply = Message(Role.ASSISTANT, text, self._clock(), usage=answer.usage, questions=asked)
         planned_from = consultation.current_round
         after_reply(consultation, turn, reply, early_finish=early_finish)
+        complete = consultation.status is Status.COMPLETE
         # Compare-and-set: if another writer answered this round meanwhile, the store
         # keeps nothing of this turn and raises TurnSuperseded, which the caller gets.
         await self._store.record_reply(
@@ -98,7 +100,7 @@ class Answerer:
             round=turn.round,
             max_rounds=consultation.max_rounds,
             is_final=turn.is_final or early_finish,
-            is_complete=consultation.status is Status.COMPLETE,
+            is_complete=complete,
             model=answer.model or request.model,
             usage=answer.usage,
             notices=frozenset(notices),
@@ -107,6 +109,7 @@ class Answerer:
             schema_valid=None if asked is not None else _schema_valid(answer, request.json_schema),
             questions=asked,
             model_ready=turn.model_ready,
+            follow_ups_left=self._config.followup_limit if complete else 0,
         )
 
     async def answer_again(
@@ -145,9 +148,15 @@ class Answerer:
 
     def replay(self, found: TurnRecord) -> Reply:
         """An answered turn's stored reply (`replay_of`), with the model its consultation
-        asks for."""
-        model = found.consultation.options.model or self._config.model
-        return replay_of(found, model=model)
+        asks for and, for a final answer or a follow-up's, the follow-ups it may still
+        take now."""
+        consultation = found.consultation
+        model = consultation.options.model or self._config.model
+        reply = replay_of(found, model=model)
+        if not reply.is_complete:
+            return reply
+        left = max(self._config.followup_limit - consultation.follow_ups, 0)
+        return dataclasses.replace(reply, follow_ups_left=left)
 
     async def _model_answer(
         self,

@@ -107,6 +107,27 @@ class AnswerStale(ConsultationError):
     code = "ANSWER_STALE"
 
 
+class FollowUpReason(enum.StrEnum):
+    """Why a consultation takes no follow-up; the edges word each one."""
+
+    NOT_FOUND = "not_found"  # no such consultation in this chat (or none at all)
+    NOT_COMPLETE = "not_complete"  # it has no final answer yet
+    EXPIRED = "expired"  # idle for longer than the session TTL since its last activity
+    LIMIT_REACHED = "limit_reached"  # every follow-up it may take was asked
+    DISABLED = "disabled"  # FOLLOWUP_LIMIT is 0
+
+
+class FollowUpUnavailable(ConsultationError):
+    """A follow-up the consultation cannot take (`reason`); nothing was stored."""
+
+    code = "FOLLOW_UP_UNAVAILABLE"
+
+    def __init__(self, reason: FollowUpReason, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else str(reason))
+        self.reason = reason
+        self.detail = detail
+
+
 class StoreUnavailable(TurnDidNotHappen):
     """The store cannot read or write right now (disk full, I/O error, file gone or read-only).
 

@@ -94,6 +94,8 @@ class Consultation:
     memory_owner: str | None = None
     # The owner's facts as read when it started, newest first (what its prompts show).
     memory_facts: tuple[str, ...] = ()
+    # Follow-ups answered after the final answer (`core.follow_ups`); they use no round.
+    follow_ups: int = 0
 
     @property
     def open_turn(self) -> list[Message]:
@@ -144,7 +146,8 @@ def locate_turn(consultation: Consultation, turn_id: str) -> TurnRecord | None:
     """The user message of `consultation` stored with `turn_id`, and its reply if any.
 
     Each reply consumes one round, so the round a reply answered is its position among
-    the assistant messages.
+    the assistant messages; a reply after the final answer (a follow-up's, whose round
+    is past `current_round`) used no round.
     """
     message: Message | None = None
     answered = 0

@@ -46,6 +46,12 @@ class Reply:
     # A final answer the model gave because it found it knew enough (no marker, no
     # request from the user): its structured round said `ready_for_final`.
     model_ready: bool = False
+    # A follow-up's answer (`core.follow_ups`): its number among the consultation's
+    # follow-ups, 1-based (0: not a follow-up).
+    follow_up: int = 0
+    # How many follow-ups the consultation may still take after this reply (0 for a
+    # round, when they are off, or when every one was asked).
+    follow_ups_left: int = 0
 
     @property
     def early_finish(self) -> bool:
@@ -67,27 +73,33 @@ def replay_of(record: TurnRecord, *, model: str) -> Reply:
     """The stored reply of an answered turn, as the `Reply` it was (`replayed`).
 
     It was final, and the consultation complete after it, exactly when the consultation
-    is COMPLETE and this reply is its last message: a final reply completes the
-    consultation and nothing follows it, while a reply the consultation went on from was
-    a question round. `max_rounds` is the consultation's limit now (never below the
+    is COMPLETE and this reply answered its last round: a final reply completes the
+    consultation, while a reply the consultation went on from was a question round. A
+    reply past the last round answered a follow-up (`follow_up` is its number; it shows
+    the final round). `max_rounds` is the consultation's limit now (never below the
     round). What the store does not keep comes back empty: notices, provider extras
-    (sources), JSON validity; `model` is the one the consultation asks for.
+    (sources), JSON validity, how many follow-ups remain; `model` is the one the
+    consultation asks for.
     """
     reply, consultation = record.reply, record.consultation
     if reply is None or record.round is None:
         raise ValueError("only an answered turn can be replayed")
-    final = consultation.status is Status.COMPLETE and consultation.messages[-1] is reply
+    complete = consultation.status is Status.COMPLETE
+    final = complete and record.round >= consultation.current_round
+    follow_up = record.round - consultation.current_round if final else 0
+    shown = record.round - follow_up
     return Reply(
         text=reply.text,
         consultation_id=consultation.id,
-        round=record.round,
-        max_rounds=max(consultation.max_rounds, record.round),
+        round=shown,
+        max_rounds=max(consultation.max_rounds, shown),
         is_final=final,
         is_complete=final,
         model=model,
         usage=reply.usage or Usage(),
         replayed=True,
         questions=reply.questions,
+        follow_up=follow_up,
     )
 
 

@@ -118,7 +118,8 @@ class ConsultationStore(Protocol):
     async def add_message(
         self, consultation_id: str, message: Message, *, last_activity_at: float
     ) -> None:
-        """Durably append a message (committed before the model is called)."""
+        """Durably append a message (committed before the model is called), whatever the
+        consultation's status: a COMPLETE one takes its follow-ups this way."""
         ...
 
     async def record_reply(
@@ -139,6 +140,30 @@ class ConsultationStore(Protocol):
         written and `core.errors.TurnSuperseded` is raised. `SessionNotFound` for an
         unknown id.
         """
+        ...
+
+    async def record_follow_up(
+        self,
+        consultation_id: str,
+        reply: Message,
+        *,
+        expected_follow_ups: int,
+        last_activity_at: float,
+    ) -> None:
+        """Append the answer to a follow-up and count it, atomically, as a compare-and-set:
+        only if the stored consultation is COMPLETE with `follow_ups ==
+        expected_follow_ups` (the count the follow-up was planned from). The round, status
+        and everything else stay as they are.
+
+        Otherwise another writer answered it (or the consultation changed) meanwhile:
+        nothing is written and `core.errors.TurnSuperseded` is raised. `SessionNotFound`
+        for an unknown id.
+        """
+        ...
+
+    async def load_latest(self, chat_key: str) -> Consultation | None:
+        """The chat's newest consultation (the last one created) whatever its status,
+        messages included; None when the chat never had one."""
         ...
 
     async def withdraw_turn(self, consultation_id: str, turn_id: str) -> bool:

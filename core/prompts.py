@@ -69,6 +69,7 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "final_ready": _SYSTEM_VARS,
     "final_brief": (),
     "final_requested": (*_SYSTEM_VARS, "language"),
+    "follow_up": (*_SYSTEM_VARS, "language"),
     "user_request": _SYSTEM_VARS,
     "group_context": _SYSTEM_VARS,
     "json_output": ("schema",),
@@ -223,6 +224,7 @@ class PromptLibrary:
         self.render("json_output", schema=None)
         self.render("final_requested", **{**_SAMPLE_VALUES, "language": None})
         self.render("extract_facts", max_facts=20, known=False, facts=[], structured=False)
+        self.render("follow_up", **{**_SAMPLE_VALUES, "language": None})
         if DEFAULT_ROLE not in self.roles():
             raise PromptError(f"{ROLES_SUBDIR}/{DEFAULT_ROLE}", "the default role is missing")
 
@@ -256,6 +258,7 @@ class PromptContext:
     structured: bool = False  # a question round asked as a JSON `core.clarifying` round
     model_ready: bool = False  # the final answer the model chose to give in this round
     brief: bool = False  # a final text answer opens with what it took into account
+    follow_up: bool = False  # a question after the final answer (`core.follow_ups`)
 
 
 def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
@@ -270,7 +273,9 @@ def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
     one when the model said it knew enough (`model_ready`). A final answer in text opens
     with its brief when `brief`. A question round is asked as a structured reply when
     `structured` (its JSON's ready flag replaces the early-finish marker); in text, the
-    early-finish instruction is offered only with rounds still to come.
+    early-finish instruction is offered only with rounds still to come. A `follow_up`
+    (a question after the final answer) gets the follow-up instruction instead of any
+    round's: answer it directly, ask nothing.
     """
     shown_round = min(ctx.round, ctx.max_rounds) if ctx.max_rounds > 0 else ctx.round
     values: dict[str, Any] = {
@@ -295,7 +300,9 @@ def build_system_prompt(library: PromptLibrary, ctx: PromptContext) -> str:
         parts.append(library.render("group_context", **values))
     if ctx.json_mode:
         parts.append(library.render("json_output", schema=ctx.json_schema or None))
-    if ctx.is_final or ctx.final_requested:
+    if ctx.follow_up:
+        parts.append(library.render("follow_up", **values))
+    elif ctx.is_final or ctx.final_requested:
         early = ctx.final_requested and ctx.round < ctx.max_rounds
         final = "final_ready" if ctx.model_ready else "final_requested" if early else "final_round"
         parts.append(library.render(final, **values))

@@ -55,6 +55,7 @@ class EngineConfig:
     final_brief: bool = True  # a final text answer opens with what it took into account
     memory_enabled: bool = True  # client memory (`core.memory`)
     memory_max_tokens: int = 300  # the remembered facts' share of the system prompt
+    followup_limit: int = 5  # follow-ups a complete consultation takes (0: none)
 
 
 def build_completion_request(

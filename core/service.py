@@ -12,7 +12,8 @@ Invariants it keeps:
   stores no reply and raises `TurnCancelled`) and takes the chat's lock next;
 - a turn with a turn id (the update it came from) is in the history once however often
   it is handled: it is looked up before anything is stored, and found, answered as
-  `Answerer.answer_again` says. Without a turn id nothing is looked up.
+  `Answerer.answer_again` says (a follow-up's as `FollowUps.again` says). Without a
+  turn id nothing is looked up.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from core.attachments import Image
 from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import InvalidMaxRounds, NoActiveConsultation, NothingToRetry, UnknownRole
 from core.final_now import request_text, user_language
+from core.follow_ups import FollowUps, is_follow_up
 from core.history import History
 from core.memories import Memories, opening
 from core.memory import MemoryScope, MemoryUpdate
@@ -65,7 +67,9 @@ class ConsultationService:
         self._clock = clock
         self._locks = locks
         self._user_turns = UserTurns(store, config)
-        self._answerer = Answerer(store, StoppableCompleter(completer), prompts, config, clock)
+        stoppable = StoppableCompleter(completer)
+        self._answerer = Answerer(store, stoppable, prompts, config, clock)
+        self._follow_ups = FollowUps(store, stoppable, prompts, config, clock, self._user_turns)
         self._history = History(store)
         # Client memory (`service.memory.state(...)` and the rest; `remember` below).
         self.memory = Memories(store, completer, prompts, config, clock)
@@ -185,6 +189,61 @@ class ConsultationService:
                 notices=notices,
                 final_requested=True,
             )
+
+    async def follow_up(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        consultation_id: str | None = None,
+        author: str | None = None,
+        author_id: int | None = None,
+        is_group: bool = False,
+        on_text: OnText | None = None,
+        turn_id: str | None = None,
+        images: Sequence[Image] = (),
+    ) -> Reply:
+        """Ask a follow-up about a finished consultation: `consultation_id` (the chat's
+        own; its hyphens may be left out), else the chat's newest. Answered directly
+        (`core.follow_ups`), stored in that consultation, using no round; the reply is
+        final and says which follow-up it answered and how many remain.
+
+        `FollowUpUnavailable` says why the consultation takes none (not found, not
+        complete, expired, limit reached, disabled), nothing stored. `turn_id` makes the
+        same update one follow-up however often it is handled; a reset stops it like a
+        turn. `author_id` is the asker (in groups any member may ask).
+        """
+        del author_id  # any member may ask; the consultation keeps who started it
+        text = require_text(text)  # refused before waiting for the chat
+        async with self._turn(chat_key):
+            found, _ = await self._store.load_turn(chat_key, turn_id)
+            if found is not None:
+                if is_follow_up(found):
+                    return await self._follow_ups.again(
+                        found,
+                        is_group=is_group,
+                        on_text=on_text,
+                        replay=self._answerer.replay,
+                        images=images,
+                    )
+                return await self._answerer.answer_again(
+                    found, is_group=is_group, on_text=on_text, images=images
+                )
+            consultation = await self._follow_ups.target(chat_key, consultation_id)
+            return await self._follow_ups.ask(
+                consultation,
+                text,
+                author=author,
+                is_group=is_group,
+                on_text=on_text,
+                turn_id=turn_id,
+                images=images,
+            )
+
+    async def latest(self, chat_key: str) -> Consultation | None:
+        """The chat's newest consultation, whatever its status (a read: it never waits
+        for a running turn)."""
+        return await self._store.load_latest(chat_key)
 
     async def pick(
         self, chat_key: str, ref: RoundRef, question: int, option: int, *, by: str | None = None

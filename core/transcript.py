@@ -3,8 +3,9 @@
 Invariants: `transcript_of` is pure and total — any consultation gives a transcript,
 never an error; its parts follow the stored messages in order: the request (the first
 user turn), then each clarifying round (what the bot asked, then the user's answer, None
-while unanswered), then the final answer, which only a COMPLETE consultation has (its
-last message). Sources are part of a reply's text when the model wrote them there: the
+while unanswered), then the final answer, which only a COMPLETE consultation has (the
+reply to its last round), then the follow-ups asked after it (each question, then its
+answer, None while unanswered). Sources are part of a reply's text when the model wrote them there: the
 store keeps no provider citations, so nothing is added. Labels are English, or Russian
 for a consultation written in Russian. Each text is cut at `MAX_PART_CHARS`, so a
 document costs at most a bounded amount whatever was stored, and a lone surrogate
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from core.clarifying import ClarifyingRound, option_lines
+from core.follow_ups import FollowUpPart, final_index, follow_up_parts
 from core.language import written_language
 from core.models import Consultation, Message, Role, Status
 
@@ -36,6 +38,8 @@ LABELS: dict[str, dict[str, str]] = {
         "final": "Final answer",
         "untitled": "Consultation",
         "options": "Options",
+        "follow_ups": "Follow-up questions",
+        "follow_up": "Follow-up {number}",
     },
     "ru": {
         "date": "Дата",
@@ -47,6 +51,8 @@ LABELS: dict[str, dict[str, str]] = {
         "final": "Итоговый ответ",
         "untitled": "Консультация",
         "options": "Варианты",
+        "follow_ups": "Дополнительные вопросы",
+        "follow_up": "Дополнительный вопрос {number}",
     },
 }
 """Document labels by language code; English for any other."""
@@ -75,6 +81,7 @@ class Transcript:
     request: str
     rounds: tuple[RoundPart, ...]
     final_answer: str | None
+    follow_ups: tuple[FollowUpPart, ...] = ()
 
     def label(self, key: str, **values: object) -> str:
         return LABELS[self.language][key].format(**values)
@@ -83,18 +90,24 @@ class Transcript:
 def transcript_of(consultation: Consultation, language: str | None = None) -> Transcript:
     """The consultation's transcript; `language` (a code) chooses its labels, or, when
     None, the language its user messages are written in."""
-    turns = _turns(consultation.messages)
+    index = final_index(consultation)
+    messages = consultation.messages if index is None else consultation.messages[: index + 1]
+    turns = _turns(messages)
     request = turns[0][1] if turns and turns[0][0] is Role.USER else consultation.initial_request
     replies = [(i, text, q) for i, (role, text, q) in enumerate(turns) if role is Role.ASSISTANT]
     final: str | None = None
-    if consultation.status is Status.COMPLETE and turns and turns[-1][0] is Role.ASSISTANT:
+    if index is not None and turns and turns[-1][0] is Role.ASSISTANT:
         final = turns[-1][1]
         replies = replies[:-1]
     rounds = []
-    for index, asked, questions in replies:
-        following = turns[index + 1] if index + 1 < len(turns) else None
+    for at, asked, questions in replies:
+        following = turns[at + 1] if at + 1 < len(turns) else None
         answer = following[1] if following is not None and following[0] is Role.USER else None
         rounds.append(RoundPart(asked, questions, answer))
+    follow_ups = tuple(
+        FollowUpPart(_cut(part.question), None if part.answer is None else _cut(part.answer))
+        for part in follow_up_parts(consultation)
+    )
     if language is None:
         language = written_language(m.text for m in consultation.messages if m.role is Role.USER)
     return Transcript(
@@ -104,6 +117,7 @@ def transcript_of(consultation: Consultation, language: str | None = None) -> Tr
         request=_cut(request),
         rounds=tuple(rounds),
         final_answer=final,
+        follow_ups=follow_ups,
     )
 
 
@@ -121,7 +135,8 @@ def title_of(request: str) -> str:
 
 
 def render_markdown(transcript: Transcript) -> str:
-    """The transcript as one Markdown document: title, date, request, rounds, final answer."""
+    """The transcript as one Markdown document: title, date, request, rounds, final answer,
+    follow-ups."""
     t = transcript
     parts = [
         f"# {_one_line(t.title) or t.label('untitled')}",
@@ -138,6 +153,15 @@ def render_markdown(transcript: Transcript) -> str:
     if t.final_answer is not None:
         parts.append(f"## {t.label('final')}")
         parts.append(t.final_answer)
+    if t.follow_ups:
+        parts.append(f"## {t.label('follow_ups')}")
+    for number, follow_up in enumerate(t.follow_ups, 1):
+        parts.append(f"### {t.label('follow_up', number=number)}")
+        parts.append(follow_up.question)
+        parts.append(f"#### {t.label('answer')}")
+        parts.append(
+            follow_up.answer if follow_up.answer is not None else f"*{t.label('no_answer')}*"
+        )
     return _SURROGATE.sub("\ufffd", "\n\n".join(p.strip("\n") for p in parts) + "\n")
 
 

@@ -54,6 +54,14 @@ def docx_bytes(transcript: Transcript) -> bytes:
     if t.final_answer is not None:
         document.add_heading(t.label("final"), level=1)
         add_markdown(document, t.final_answer)
+    if t.follow_ups:
+        document.add_heading(t.label("follow_ups"), level=1)
+    for number, follow_up in enumerate(t.follow_ups, 1):
+        document.add_heading(t.label("follow_up", number=number), level=2)
+        add_markdown(document, follow_up.question)
+        document.add_heading(t.label("answer"), level=3)
+        answer = follow_up.answer if follow_up.answer is not None else t.label("no_answer")
+        add_markdown(document, answer)
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()

@@ -64,7 +64,7 @@ class DatabaseUnusable(StoreUnavailable):
 CONSULTATION_COLUMNS = (
     "id, chat_key, status, max_rounds, current_round, initial_request, role,"
     " system_prompt, options, created_at, last_activity_at, started_by, picks,"
-    " memory_owner, memory_facts"
+    " memory_owner, memory_facts, follow_ups"
 )
 MESSAGE_INSERT_COLUMNS = (
     "consultation_id, seq, role, author, text, created_at,"
@@ -94,6 +94,7 @@ def consultation_values(c: Consultation) -> tuple[Any, ...]:
         picks_value(c.picks),
         c.memory_owner,
         facts_value([_text(f) or "" for f in c.memory_facts]),
+        c.follow_ups,
     )
 
 
@@ -154,6 +155,7 @@ def consultation_from_row(row: Sequence[Any], messages: Iterable[Sequence[Any]])
         picks=Picks.from_json(row[12]),
         memory_owner=row[13],
         memory_facts=facts_from_value(row[14]),
+        follow_ups=row[15],
         messages=[message_from_row(m) for m in messages],
     )
 

@@ -613,6 +613,125 @@ async def test_reply_to_a_consultation_no_longer_active_is_superseded(store: Sto
     assert (loaded.status, len(loaded.messages), loaded.current_round) == (Status.RESET, 1, 0)
 
 
+async def complete(store: Store, chat_key: str = "chat:1", *, at: float = 1000.0) -> str:
+    """A consultation of `chat_key` answered in one round (COMPLETE); its id."""
+    consultation = make(chat_key, at=at)
+    await store.create(consultation)
+    await store.record_reply(
+        consultation.id,
+        Message(Role.ASSISTANT, "Final answer", at + 1),
+        expected_round=0,
+        current_round=1,
+        status=Status.COMPLETE,
+        last_activity_at=at + 1,
+    )
+    return consultation.id
+
+
+async def test_a_complete_consultation_takes_follow_ups_counted_without_a_round(
+    store: Store,
+) -> None:
+    """A follow-up is appended to a COMPLETE consultation with add_message and answered with
+    record_follow_up: the count and last activity move, the round and status do not."""
+    consultation_id = await complete(store)
+    question = Message(Role.USER, "And for writes?", 1010.0, author="Ann", turn_id="tg:7")
+    await store.add_message(consultation_id, question, last_activity_at=1010.0)
+    answer = Message(Role.ASSISTANT, "Use PostgreSQL.", 1011.0, usage=Usage(5, 7))
+    await store.record_follow_up(
+        consultation_id, answer, expected_follow_ups=0, last_activity_at=1011.0
+    )
+    loaded = await store.get(consultation_id)
+    assert loaded is not None
+    assert (loaded.status, loaded.current_round, loaded.follow_ups) == (Status.COMPLETE, 1, 1)
+    assert loaded.last_activity_at == 1011.0
+    assert loaded.messages[-2:] == [question, answer]
+    found, _ = await store.load_turn("chat:1", "tg:7")
+    assert found is not None and found.reply == answer and found.round == 2
+
+
+async def test_record_follow_up_is_compare_and_set_on_the_count(store: Store, rows: Rows) -> None:
+    """A second answer planned from the same count raises TurnSuperseded and stores nothing;
+    so does an answer for a consultation that is not COMPLETE; an unknown id is
+    SessionNotFound."""
+    consultation_id = await complete(store)
+    await store.record_follow_up(
+        consultation_id,
+        Message(Role.ASSISTANT, "first", 1010.0),
+        expected_follow_ups=0,
+        last_activity_at=1010.0,
+    )
+    with pytest.raises(TurnSuperseded):
+        await store.record_follow_up(
+            consultation_id,
+            Message(Role.ASSISTANT, "second", 1011.0),
+            expected_follow_ups=0,
+            last_activity_at=1011.0,
+        )
+    active = make("chat:2")
+    await store.create(active)
+    with pytest.raises(TurnSuperseded):
+        await store.record_follow_up(
+            active.id,
+            Message(Role.ASSISTANT, "x", 1.0),
+            expected_follow_ups=0,
+            last_activity_at=1.0,
+        )
+    with pytest.raises(SessionNotFound):
+        await store.record_follow_up(
+            str(uuid.uuid4()),
+            Message(Role.ASSISTANT, "x", 1.0),
+            expected_follow_ups=0,
+            last_activity_at=1.0,
+        )
+    loaded = await store.get(consultation_id)
+    assert loaded is not None
+    assert (loaded.follow_ups, loaded.last_activity_at) == (1, 1010.0)
+    assert [m.text for m in loaded.messages][1:] == ["Final answer", "first"]
+    assert await rows("messages", consultation_id=active.id) == 1
+
+
+async def test_concurrent_follow_up_answers_store_one(kind: StoreKind, database: str) -> None:
+    """Two stores (two workers) answering the same follow-up at once: exactly one is stored."""
+    first, second = await kind.open(database), await kind.open(database)
+    try:
+        consultation_id = await complete(first)
+        results = await asyncio.gather(
+            *(
+                s.record_follow_up(
+                    consultation_id,
+                    Message(Role.ASSISTANT, text, 1010.0),
+                    expected_follow_ups=0,
+                    last_activity_at=1010.0,
+                )
+                for s, text in ((first, "a"), (second, "b"))
+            ),
+            return_exceptions=True,
+        )
+        loaded = await first.get(consultation_id)
+    finally:
+        await first.close()
+        await second.close()
+    assert sorted(type(r).__name__ for r in results) == ["NoneType", "TurnSuperseded"]
+    assert loaded is not None and loaded.follow_ups == 1
+    assert len(loaded.messages) == 3
+
+
+async def test_load_latest_is_the_chat_newest_consultation_whatever_its_status(
+    store: Store,
+) -> None:
+    """load_latest finds the chat's last created consultation, COMPLETE or ACTIVE, with its
+    messages; never another chat's; None for a chat without one."""
+    assert await store.load_latest("chat:1") is None
+    older = await complete(store, at=1000.0)
+    latest = await store.load_latest("chat:1")
+    assert latest is not None and latest.id == older and len(latest.messages) == 2
+    newer = make(at=2000.0)
+    await store.create(newer)
+    await complete(store, "chat:2", at=3000.0)
+    latest = await store.load_latest("chat:1")
+    assert latest is not None and (latest.id, latest.status) == (newer.id, Status.ACTIVE)
+
+
 async def test_a_superseded_reply_does_not_spoil_writes_submitted_with_it(
     store: Store, rows: Rows
 ) -> None:

@@ -232,6 +232,10 @@ MIGRATIONS: list[Migration] = [
         ),
     ),
     (
+        "m011_follow_ups",
+        ("ALTER TABLE consultations ADD COLUMN follow_ups INTEGER NOT NULL DEFAULT 0",),
+    ),
+    (
         # Client memory: whose facts a consultation uses and those it started with (NULL:
         # none), the facts per owner, and each person's memory preferences.
         "m012_client_memory",

@@ -178,3 +178,19 @@ _APPEND_MESSAGES = (
     " SELECT i.n, EXISTS (SELECT 1 FROM appended a WHERE a.consultation_id = i.id) AS stored,"
     " EXISTS (SELECT 1 FROM consultations c WHERE c.id = i.id) AS known FROM input i"
 )
+RECORD_FOLLOW_UP = (
+    # $1 consultation id, $2 last activity, $3 follow-ups expected, $4-$12 the message's
+    # values (`message_values`): counted and appended only while COMPLETE at $3.
+    "WITH touched AS (UPDATE consultations c SET follow_ups = c.follow_ups + 1,"
+    " last_activity_at = $2, last_seq = GREATEST(c.last_seq, COALESCE((SELECT MAX(seq)"
+    " FROM messages m WHERE m.consultation_id = c.id), 0)) + 1"
+    " WHERE c.id = $1 AND c.follow_ups = $3::integer AND c.status = 'complete'"
+    " RETURNING c.id, c.last_seq),"
+    f" appended AS (INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
+    " SELECT t.id, t.last_seq, $4::text, $5::text, $6::text, $7::double precision,"
+    " $8::integer, $9::integer, $10::boolean, $11::text, $12::text FROM touched t"
+    " RETURNING consultation_id)"
+    " SELECT EXISTS (SELECT 1 FROM appended) AS stored,"
+    " EXISTS (SELECT 1 FROM consultations WHERE id = $1) AS known"
+)
+"""Append a follow-up's answer and count it, as a compare-and-set on the count."""

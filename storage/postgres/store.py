@@ -55,6 +55,7 @@ from storage.postgres.pool import open_pool
 from storage.postgres.schema import migrate
 from storage.postgres.sql import (
     MESSAGES_OF_FOUND,
+    RECORD_FOLLOW_UP,
     Append,
     Appended,
     RoundGuard,
@@ -183,7 +184,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
                 await connection.execute(
                     f"INSERT INTO consultations ({CONSULTATION_COLUMNS}, last_seq)"
                     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
-                    " $15, $16)",
+                    " $15, $16, $17)",
                     *consultation_values(c),
                     len(c.messages),
                 )
@@ -227,6 +228,39 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
             raise SessionNotFound(consultation_id)
         raise TurnSuperseded(
             f"consultation {consultation_id} is no longer active at round {expected_round}"
+        )
+
+    async def record_follow_up(
+        self,
+        consultation_id: str,
+        reply: Message,
+        *,
+        expected_follow_ups: int,
+        last_activity_at: float,
+    ) -> None:
+        """Store a follow-up's answer and count it, only while the consultation is COMPLETE
+        with `expected_follow_ups`; otherwise store nothing and raise `TurnSuperseded`.
+        One statement, in this process's order of writes to the consultation."""
+        values = message_values(reply)
+        outcome = await self._write(
+            lambda c: c.fetchrow(
+                RECORD_FOLLOW_UP, consultation_id, last_activity_at, expected_follow_ups, *values
+            ),
+            consultation=consultation_id,
+        )
+        if outcome is None or outcome["stored"]:
+            return
+        if not outcome["known"]:
+            raise SessionNotFound(consultation_id)
+        raise TurnSuperseded(
+            f"consultation {consultation_id} moved on from follow-up {expected_follow_ups}"
+        )
+
+    async def load_latest(self, chat_key: str) -> Consultation | None:
+        return await self._load(
+            f"SELECT {CONSULTATION_COLUMNS} FROM consultations WHERE chat_key = $1"
+            " ORDER BY created_at DESC LIMIT 1",
+            chat_key,
         )
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:

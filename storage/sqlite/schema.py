@@ -257,6 +257,13 @@ async def m010_clarifying_rounds(db: aiosqlite.Connection) -> None:
 
 
 @migration
+async def m011_follow_ups(db: aiosqlite.Connection) -> None:
+    """How many follow-ups a complete consultation answered (`consultations.follow_ups`);
+    0 in rows written before."""
+    await db.execute("ALTER TABLE consultations ADD COLUMN follow_ups INTEGER NOT NULL DEFAULT 0")
+
+
+@migration
 async def m012_client_memory(db: aiosqlite.Connection) -> None:
     """Client memory: whose facts a consultation uses and those it started with
     (`consultations.memory_owner`, `memory_facts`; NULL: none), the facts per owner, and

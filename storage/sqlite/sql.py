@@ -45,6 +45,7 @@ _SELECT_CONSULTATION = f"SELECT {CONSULTATION_COLUMNS} FROM consultations"
 # The literal 'active' (not a parameter) lets SQLite use the partial unique index.
 _SELECT_ACTIVE = f"{_SELECT_CONSULTATION} WHERE chat_key = ? AND status = 'active'"
 _SELECT_BY_ID = f"{_SELECT_CONSULTATION} WHERE id = ?"
+_SELECT_LATEST = f"{_SELECT_CONSULTATION} WHERE chat_key = ? ORDER BY created_at DESC LIMIT 1"
 _SELECT_MESSAGES = (
     f"SELECT {MESSAGE_READ_COLUMNS} FROM messages WHERE consultation_id = ? ORDER BY seq"
 )
@@ -82,7 +83,7 @@ def insert_consultation(db: sqlite3.Connection, c: Consultation) -> None:
     try:
         db.execute(
             f"INSERT INTO consultations ({CONSULTATION_COLUMNS}, last_seq)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (*consultation_values(c), len(c.messages)),
         )
     except sqlite3.IntegrityError as error:
@@ -132,6 +133,31 @@ def record_reply(
     db.execute(_APPEND_MESSAGE, (consultation_id, *message_values(message), consultation_id))
 
 
+def record_follow_up(
+    db: sqlite3.Connection,
+    consultation_id: str,
+    message: Message,
+    *,
+    expected_follow_ups: int,
+    last_activity_at: float,
+) -> None:
+    """Append a follow-up's answer and count it only if the consultation is still COMPLETE
+    with `expected_follow_ups` answered; otherwise write nothing and raise
+    `TurnSuperseded` (one UPDATE checks and counts, as `record_reply` does)."""
+    cursor = db.execute(
+        f"UPDATE consultations SET {_NEXT_POSITION}, follow_ups = follow_ups + 1,"
+        " last_activity_at = ? WHERE id = ? AND follow_ups = ? AND status = 'complete'",
+        (last_activity_at, consultation_id, expected_follow_ups),
+    )
+    if cursor.rowcount == 0:
+        if db.execute("SELECT 1 FROM consultations WHERE id = ?", (consultation_id,)).fetchone():
+            raise TurnSuperseded(
+                f"consultation {consultation_id} moved on from follow-up {expected_follow_ups}"
+            )
+        raise SessionNotFound(consultation_id)
+    db.execute(_APPEND_MESSAGE, (consultation_id, *message_values(message), consultation_id))
+
+
 def update_consultation(db: sqlite3.Connection, consultation_id: str, **columns: Any) -> None:
     """UPDATE the given columns (fixed names from this package, never user input)."""
     _update(db, consultation_id, **columns)
@@ -169,6 +195,10 @@ def load_active(db: sqlite3.Connection, chat_key: str) -> Consultation | None:
 
 def load_by_id(db: sqlite3.Connection, consultation_id: str) -> Consultation | None:
     return _load(db, _SELECT_BY_ID, consultation_id)
+
+
+def load_latest(db: sqlite3.Connection, chat_key: str) -> Consultation | None:
+    return _load(db, _SELECT_LATEST, chat_key)
 
 
 def recent(db: sqlite3.Connection, chat_key: str, limit: int) -> list[ConsultationSummary]:

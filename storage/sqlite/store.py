@@ -226,6 +226,29 @@ class SqliteStore(IdempotencyKeys):
             )
         )
 
+    async def record_follow_up(
+        self,
+        consultation_id: str,
+        reply: Message,
+        *,
+        expected_follow_ups: int,
+        last_activity_at: float,
+    ) -> None:
+        """Append a follow-up's answer and count it while the consultation is COMPLETE
+        with `expected_follow_ups`; raises `TurnSuperseded` (storing nothing) otherwise."""
+        await self._writer.run(
+            functools.partial(
+                sql.record_follow_up,
+                consultation_id=consultation_id,
+                message=reply,
+                expected_follow_ups=expected_follow_ups,
+                last_activity_at=last_activity_at,
+            )
+        )
+
+    async def load_latest(self, chat_key: str) -> Consultation | None:
+        return await self._reader.run(functools.partial(sql.load_latest, chat_key=chat_key))
+
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
         """Change the status; `at` becomes the last activity (a /reset is activity).
 
