@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from core.attachments import Image
 from core.collect import collect_answer
+from core.context import build_model_messages
 from core.errors import (
     FollowUpReason,
     FollowUpUnavailable,
@@ -41,7 +42,6 @@ from core.outcomes import Notice, Reply
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
 from core.requests import EngineConfig, answer_max_tokens, with_images
-from core.context import build_model_messages
 from core.user_turns import UserTurns
 
 

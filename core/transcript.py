@@ -5,11 +5,11 @@ never an error; its parts follow the stored messages in order: the request (the 
 user turn), then each clarifying round (what the bot asked, then the user's answer, None
 while unanswered), then the final answer, which only a COMPLETE consultation has (the
 reply to its last round), then the follow-ups asked after it (each question, then its
-answer, None while unanswered). Sources are part of a reply's text when the model wrote them there: the
-store keeps no provider citations, so nothing is added. Labels are English, or Russian
-for a consultation written in Russian. Each text is cut at `MAX_PART_CHARS`, so a
-document costs at most a bounded amount whatever was stored, and a lone surrogate
-becomes U+FFFD, so every text encodes as UTF-8. Pure: no I/O.
+answer, None while unanswered). Sources are part of a reply's text when the model
+wrote them there: the store keeps no provider citations, so nothing is added. Labels
+are English, or Russian for a consultation written in Russian. Each text is cut at
+`MAX_PART_CHARS`, so a document costs at most a bounded amount whatever was stored, and
+a lone surrogate becomes U+FFFD, so every text encodes as UTF-8. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from core.clarifying import ClarifyingRound, option_lines
 from core.follow_ups import FollowUpPart, final_index, follow_up_parts
 from core.language import written_language
-from core.models import Consultation, Message, Role, Status
+from core.models import Consultation, Message, Role
 
 MAX_TITLE_CHARS = 80
 MAX_PART_CHARS = 100_000

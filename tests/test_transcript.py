@@ -135,3 +135,58 @@ def test_docx_drops_characters_xml_cannot_hold() -> None:
     document = docx.Document(io.BytesIO(docx_bytes(transcript_of(hostile))))
     assert "bad\ufffd text" in [p.text for p in document.paragraphs]
     assert document.tables[0].cell(1, 0).text == "b"
+
+
+def with_follow_ups() -> Consultation:
+    """The Russian consultation with two follow-ups after its final answer, the second
+    still unanswered."""
+    done = consultation()
+    done.messages += [
+        Message(Role.USER, "А если болит плечо?", 7.0),
+        Message(Role.ASSISTANT, "Уменьшите вес **вдвое**.", 8.0),
+        Message(Role.USER, "А через месяц?", 9.0),
+    ]
+    done.follow_ups = 1
+    return done
+
+
+def test_follow_ups_come_after_the_final_answer_in_their_language() -> None:
+    """The final answer is the reply to the last round, not the last message; each
+    follow-up follows it with its answer (none yet for the second), labelled in Russian."""
+    transcript = transcript_of(with_follow_ups())
+    assert transcript.final_answer == FINAL
+    assert len(transcript.rounds) == 2
+    assert [(p.question, p.answer) for p in transcript.follow_ups] == [
+        ("А если болит плечо?", "Уменьшите вес **вдвое**."),
+        ("А через месяц?", None),
+    ]
+    markdown = render_markdown(transcript)
+    assert markdown.index("## Итоговый ответ") < markdown.index("## Дополнительные вопросы")
+    assert "### Дополнительный вопрос 1\n\nА если болит плечо?\n\n#### Ответ" in markdown
+    assert markdown.rstrip().endswith(
+        "### Дополнительный вопрос 2\n\nА через месяц?\n\n#### Ответ\n\n*(без ответа)*"
+    )
+
+
+def test_an_active_consultation_has_no_follow_ups() -> None:
+    """Messages after the last reply of an unfinished consultation are its open turn, never
+    follow-ups."""
+    active = consultation(Status.ACTIVE)
+    active.messages.append(Message(Role.USER, "Ещё вопрос", 7.0))
+    assert transcript_of(active).follow_ups == ()
+
+
+def test_the_docx_holds_the_follow_ups_under_their_headings() -> None:
+    """Each follow-up is a heading of its own under the follow-ups' heading, its answer's
+    Markdown read as Word's own runs."""
+    document = docx.Document(io.BytesIO(docx_bytes(transcript_of(with_follow_ups()))))
+    headings = [(style_of(p), p.text) for p in document.paragraphs if "Heading" in style_of(p)]
+    assert headings[-5:] == [
+        ("Heading 1", "Дополнительные вопросы"),
+        ("Heading 2", "Дополнительный вопрос 1"),
+        ("Heading 3", "Ответ"),
+        ("Heading 2", "Дополнительный вопрос 2"),
+        ("Heading 3", "Ответ"),
+    ]
+    texts = [p.text for p in document.paragraphs]
+    assert "Уменьшите вес вдвое." in texts and "(без ответа)" in texts
