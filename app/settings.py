@@ -93,6 +93,7 @@ class Settings(BaseSettings):
     default_max_rounds: int = Field(default=3, ge=1)
     max_rounds_limit: int = Field(default=10, ge=1)
     session_ttl_seconds: int = Field(default=3600, ge=1)
+    followup_limit: int = Field(default=5, ge=0, le=50)  # follow-ups per consultation; 0: off
     history_budget_chars: int = Field(default=24_000, ge=1000)
     max_continuations: int = Field(default=3, ge=0, le=20)
     max_input_chars: int = Field(default=4000, ge=1)
@@ -200,6 +201,7 @@ class Settings(BaseSettings):
             final_brief=self.final_brief,
             memory_enabled=self.memory_enabled,
             memory_max_tokens=self.memory_max_tokens,
+            followup_limit=self.followup_limit,
         )
 
     def model_endpoint(self) -> ModelEndpoint:

@@ -38,7 +38,7 @@ from bot.given_up import give_up
 from bot.handlers import Handlers
 from bot.history import SHOW, HistoryView
 from bot.i18n import COMMANDS
-from bot.keyboards import ANSWER, ANSWER_NOW, EXPORT, PICK, SEND
+from bot.keyboards import ANSWER, ANSWER_NOW, EXPORT, FOLLOW_UP, PICK, SEND
 from bot.memory import DELETE_FACT, MemoryCommands
 from bot.ordering import PerChatUpdateProcessor
 from bot.outage import OutageNotices
@@ -162,6 +162,7 @@ def register(
             ANSWER: rounds.answer,
             PICK: rounds.pick,
             SEND: rounds.send,
+            FOLLOW_UP: handlers.follow_ups.press,
             "rounds": commands.rounds_button,
             "role": commands.role_button,
             FORGET: forgetting.press,

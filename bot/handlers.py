@@ -1,12 +1,13 @@
 """Telegram handlers: turn the update into an `Incoming`, check access, call the service.
 
-Handlers stay thin: Telegram specifics (addressing in groups, access, input limits)
-are decided here; consultation rules live in `core`. Every message for the bot and every
-command counts against its sender's message limit before any work, and a refusal goes
-through `bot.refusals` (in a group at most one per person a minute). Every handler reads the update
-through one `Incoming`, built once by `incoming_of`. Edited messages are ignored
-on purpose: the original text is already part of the consultation and the model
-may have answered it, so re-answering an edit would fork the conversation.
+Handlers stay thin: Telegram specifics (addressing in groups, access, input limits,
+which reply is a follow-up: `bot.follow_ups`) are decided here; consultation rules live
+in `core`. Every message for the bot and every command counts against its sender's
+message limit before any work, and a refusal goes through `bot.refusals` (in a group at
+most one per person a minute). Every handler reads the update through one `Incoming`,
+built once by `incoming_of`. Edited messages are ignored on purpose: the original text
+is already part of the consultation and the model may have answered it, so re-answering
+an edit would fork the conversation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from bot.chat import Context, Incoming, chat_key, incoming_of
 from bot.config import BotConfig
 from bot.delivery import Sender
 from bot.file_turns import FileTurns
+from bot.follow_ups import Aim, FollowUpTurns
 from bot.i18n import t
 from bot.memory import scope_of
 from bot.outage import OutageNotices, store_failed
@@ -69,6 +71,9 @@ class Handlers:
             RateLimiter(config.user_rate_limit_per_minute) if rate_limits is None else rate_limits
         )
         self.refuse = Refusals(say, self.rate_limiter)
+        self.follow_ups = FollowUpTurns(
+            service, turns=turns, say=say, ttl_minutes=config.ttl_minutes
+        )
         self.max_image_bytes = None if intake is None else intake.config.max_image_bytes
         self.files = (
             None
@@ -126,7 +131,8 @@ class Handlers:
         if incoming.file is not None and self.files is not None:
             await self.files(incoming, context)
         else:
-            await self.text_turn(incoming, context)
+            aim = await self.follow_ups.aim(update, context.bot.id, incoming.key)
+            await self.text_turn(incoming, context, aim=aim)
 
     async def on_file(self, update: Update, context: Context) -> None:
         """A voice note, audio, video note, document or photo addressed to the bot."""
@@ -135,13 +141,17 @@ class Handlers:
             return
         if incoming.file is not None and self.files is not None:
             await self.files(incoming, context)
-        elif not is_blank(incoming.text):
-            await self.text_turn(incoming, context)  # files not read here: the caption is all
+        elif not is_blank(incoming.text):  # files not read here: the caption is all
+            aim = await self.follow_ups.aim(update, context.bot.id, incoming.key)
+            await self.text_turn(incoming, context, aim=aim)
         else:
             await self.refuse(incoming, t(incoming.language, "text_only"))
 
-    async def text_turn(self, incoming: Incoming, context: Context) -> None:
-        """The turn of `incoming.text` alone (a caption counts as text)."""
+    async def text_turn(
+        self, incoming: Incoming, context: Context, *, aim: Aim | None = None
+    ) -> None:
+        """The turn of `incoming.text` alone (a caption counts as text); with `aim`, the
+        follow-up it asks (`bot.follow_ups`)."""
         text = incoming.text
         language = incoming.language
         if is_blank(text):
@@ -164,7 +174,10 @@ class Handlers:
             )
 
         try:
-            await self.turns.run(context.bot, incoming.target, language, ask)
+            if aim is not None:
+                await self.follow_ups.run(incoming, context, text, aim)
+            else:
+                await self.turns.run(context.bot, incoming.target, language, ask)
         except EmptyMessage:
             await self.refuse(incoming, t(incoming.language, "empty"))
 

@@ -39,7 +39,38 @@ EN: dict[str, str] = {
     ),
     "round_label": "Round {round} of {max_rounds}",
     "final_label": "Final answer",
-    "complete": "✅ Consultation complete. Send a new message to start another one.",
+    "complete": (
+        "✅ Consultation complete. To ask about this answer, reply to it or press “Ask a "
+        "follow-up”; any other message starts a new consultation."
+    ),
+    "complete_final": "✅ Consultation complete. Send a new message to start another one.",
+    "follow_up_label": "Follow-up {number} of {limit}",
+    "follow_ups_left": (
+        "To ask more about it, reply to this answer ({left} follow-ups left); any other "
+        "message starts a new consultation."
+    ),
+    "follow_ups_done": (
+        "✅ That was this consultation's last follow-up. Send a new message to start another one."
+    ),
+    "follow_up_prompt": "Send your follow-up question as a reply to this message.",
+    "follow_up_not_found": (
+        "I can't find that consultation in this chat any more. Send a new message to start "
+        "another one."
+    ),
+    "follow_up_not_complete": (
+        "This consultation has no final answer yet: just send your message to continue it."
+    ),
+    "follow_up_expired": (
+        "That consultation ended more than {minutes} min ago, so it takes no more follow-ups. "
+        "Send a new message to start another one."
+    ),
+    "follow_up_limit_reached": (
+        "That consultation has taken all its follow-ups. Send a new message to start another one."
+    ),
+    "follow_up_disabled": (
+        "Follow-up questions are turned off. Send a new message to start a new consultation."
+    ),
+    "follow_up_reply_instead": "To ask about that answer, reply to it with your question.",
     "answer_button": "Give the final answer now",
     "send_answers_button": "Send answers",
     "follow_up_button": "Ask a follow-up",
@@ -261,7 +292,43 @@ RU: dict[str, str] = {
     ),
     "round_label": "Раунд {round} из {max_rounds}",
     "final_label": "Итоговый ответ",
-    "complete": "✅ Консультация завершена. Напишите новое сообщение, чтобы начать следующую.",
+    "complete": (
+        "✅ Консультация завершена. Чтобы спросить об этом ответе, ответьте на него или "
+        "нажмите «Задать уточняющий вопрос»; любое другое сообщение начнёт новую консультацию."
+    ),
+    "complete_final": (
+        "✅ Консультация завершена. Напишите новое сообщение, чтобы начать следующую."
+    ),
+    "follow_up_label": "Уточняющий вопрос {number} из {limit}",
+    "follow_ups_left": (
+        "Чтобы спросить ещё, ответьте на это сообщение (осталось вопросов: {left}); любое "
+        "другое сообщение начнёт новую консультацию."
+    ),
+    "follow_ups_done": (
+        "✅ Это был последний уточняющий вопрос к этой консультации. Напишите новое сообщение, "
+        "чтобы начать следующую."
+    ),
+    "follow_up_prompt": "Напишите уточняющий вопрос ответом на это сообщение.",
+    "follow_up_not_found": (
+        "Я не нахожу эту консультацию в этом чате. Напишите новое сообщение, чтобы начать "
+        "следующую."
+    ),
+    "follow_up_not_complete": (
+        "У этой консультации ещё нет итогового ответа: просто напишите сообщение, чтобы "
+        "продолжить её."
+    ),
+    "follow_up_expired": (
+        "Эта консультация завершилась больше {minutes} мин назад, уточняющие вопросы к ней "
+        "больше не принимаются. Напишите новое сообщение, чтобы начать следующую."
+    ),
+    "follow_up_limit_reached": (
+        "К этой консультации заданы все уточняющие вопросы. Напишите новое сообщение, чтобы "
+        "начать следующую."
+    ),
+    "follow_up_disabled": (
+        "Уточняющие вопросы отключены. Напишите новое сообщение, чтобы начать новую консультацию."
+    ),
+    "follow_up_reply_instead": "Чтобы спросить об этом ответе, ответьте на него своим вопросом.",
     "answer_button": "Дать итоговый ответ сейчас",
     "send_answers_button": "Отправить ответы",
     "follow_up_button": "Задать уточняющий вопрос",

@@ -59,8 +59,12 @@ Spawn = Callable[[Coroutine[Any, Any, None]], object]
 
 def footer_for(reply: Reply, language: str) -> str:
     """The unobtrusive status line under a reply; a reply the model did not finish, or
-    wrote without seeing the user's photo, says so."""
-    if reply.is_final:
+    wrote without seeing the user's photo, says so. Under a final answer or a follow-up's,
+    whether (and how) it can be asked about."""
+    if reply.follow_up:
+        limit = reply.follow_up + reply.follow_ups_left
+        lines = [t(language, "follow_up_label", number=reply.follow_up, limit=limit)]
+    elif reply.is_final:
         lines = [t(language, "final_label")]
     else:
         lines = [t(language, "round_label", round=reply.round, max_rounds=reply.max_rounds)]
@@ -69,8 +73,15 @@ def footer_for(reply: Reply, language: str) -> str:
     if Notice.IMAGES_NOT_SEEN in reply.notices:
         lines.append(t(language, "images_not_seen"))
     if reply.is_final and reply.is_complete:
-        lines.append(t(language, "complete"))
+        lines.append(t(language, _closing(reply), left=reply.follow_ups_left))
     return "\n".join(lines)
+
+
+def _closing(reply: Reply) -> str:
+    """The key of what a finished reply's footer ends with."""
+    if reply.follow_up:
+        return "follow_ups_left" if reply.follow_ups_left else "follow_ups_done"
+    return "complete" if reply.follow_ups_left else "complete_final"
 
 
 def model_error_text(exc: ModelError, language: str) -> str:
@@ -218,7 +229,7 @@ class TurnRunner:
         await sender.send_markdown(
             reply.text,
             footer=footer_for(reply, language),
-            keyboard=reply_keyboard(reply, language),
+            keyboard=reply_keyboard(reply, language, follow_up=reply.follow_ups_left > 0),
             edit=progress.message if progress is not None else None,
             appendix=sources_parts(t(language, "sources"), reply.sources),
         )

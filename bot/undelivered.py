@@ -120,6 +120,8 @@ def reply_to_dict(reply: Reply) -> dict[str, Any]:
         "json_valid": reply.json_valid,
         "schema_valid": reply.schema_valid,
         "questions": None if reply.questions is None else reply.questions.to_json(),
+        "follow_up": reply.follow_up,
+        "follow_ups_left": reply.follow_ups_left,
     }
 
 
@@ -141,4 +143,6 @@ def reply_from_dict(data: dict[str, Any]) -> Reply:
         json_valid=data.get("json_valid"),
         schema_valid=data.get("schema_valid"),
         questions=ClarifyingRound.from_json(data.get("questions")),
+        follow_up=int(data.get("follow_up") or 0),
+        follow_ups_left=int(data.get("follow_ups_left") or 0),
     )

@@ -429,9 +429,13 @@ class FakeBotApi(UpdateBuilder, BotFiles):
                 "username": self.username,
             },
         }
-        for key in ("entities", "message_thread_id", "reply_markup"):
+        for key in ("entities", "message_thread_id"):
             if p.get(key):
                 msg[key] = p[key]
+        # A message carries only an inline keyboard: Telegram keeps no ForceReply or reply
+        # keyboard in the Message it returns (or quotes in a reply).
+        if isinstance(p.get("reply_markup"), dict) and "inline_keyboard" in p["reply_markup"]:
+            msg["reply_markup"] = p["reply_markup"]
         if msg.get("message_thread_id"):
             msg["is_topic_message"] = True
         reply = p.get("reply_parameters") or {}
