@@ -29,6 +29,11 @@ that round while the session is vetted (a question or option it does not have is
 ANSWER_INVALID, a reply that asked none ANSWER_STALE), before anything is changed or
 stored, and the round's turn is their question–answer lines, then the message.
 
+`followUp` asks about a complete session (`ConsultationService.follow_up`): vetted like a
+round (complete, within its TTL, under FOLLOWUP_LIMIT, else FOLLOW_UP_UNAVAILABLE before
+the stream opens), answered directly and stored in the session; without it a complete
+session stays DIALOG_COMPLETED.
+
 `maxRounds` on a continuing request: omitted or equal to the session's limit changes
 nothing; a different value is applied like Telegram's /rounds (validated the same
 way; a limit at or below the rounds already used makes this reply the final one).
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -70,16 +76,19 @@ from core.attachments import Attachment
 from core.errors import (
     AttachmentRefused,
     ConsultationError,
+    FollowUpUnavailable,
     ModelError,
     StoreUnavailable,
     TurnCancelled,
     TurnDidNotHappen,
     TurnSuperseded,
 )
+from core.follow_ups import unavailable_reason
 from core.keyed_lock import KeyedLock
 from core.ports import ChatLocks
 from core.round_answers import turn_text
 from core.service import ConsultationService
+from core.sessions import API_KEY_PREFIX
 from media.intake import Intake
 from telemetry.metrics import Metrics
 
@@ -285,7 +294,7 @@ class ChatEndpoints:
                 if hold is not None and stored is None:
                     await hold.attach(session_id)
                 turn.session.set_result(session_id)
-                await self._answer(turn, session_id, message, hold)
+                await self._answer(turn, session_id, message, hold, follow_up=body.follow_up)
         except ApiError as exc:
             error = exc
         except ConsultationError as exc:
@@ -328,7 +337,14 @@ class ChatEndpoints:
     async def _vet(self, session_id: str, body: ChatRequest, message: Message) -> None:
         """Check an existing session can take this round and its answers answer the
         session's last questions (`AnswerInvalid`, `AnswerStale`); then re-limit it if
-        asked."""
+        asked. A follow-up instead needs a complete session that takes one
+        (`FollowUpUnavailable`)."""
+        if body.follow_up:
+            found = await self._service.sessions.get_session(session_id)
+            reason = unavailable_reason(found, now=time.time(), config=self._service.config)
+            if reason is not None:
+                raise FollowUpUnavailable(reason, f"session {session_id}")
+            return
         consultation = await self._service.sessions.check_session(session_id)
         if message.answers:
             turn_text(consultation, message.text, message.answers, author=None)
@@ -336,18 +352,35 @@ class ChatEndpoints:
             await self._service.sessions.set_session_max_rounds(session_id, body.max_rounds)
 
     async def _answer(
-        self, turn: Turn, session_id: str, message: Message, hold: Hold | None
+        self,
+        turn: Turn,
+        session_id: str,
+        message: Message,
+        hold: Hold | None,
+        *,
+        follow_up: bool = False,
     ) -> None:
         on_text = turn.relay.on_text if turn.relay is not None else None
+        turn_id = hold.turn_id if hold is not None else None
         try:
-            reply = await self._service.sessions.continue_session(
-                session_id,
-                message.text,
-                images=message.images,
-                on_text=on_text,
-                turn_id=hold.turn_id if hold is not None else None,
-                answers=message.answers,
-            )
+            if follow_up:
+                reply = await self._service.follow_up(
+                    API_KEY_PREFIX + session_id,
+                    message.text,
+                    consultation_id=session_id,
+                    images=message.images,
+                    on_text=on_text,
+                    turn_id=turn_id,
+                )
+            else:
+                reply = await self._service.sessions.continue_session(
+                    session_id,
+                    message.text,
+                    images=message.images,
+                    on_text=on_text,
+                    turn_id=turn_id,
+                    answers=message.answers,
+                )
         except Exception as exc:
             raise _round_failure(exc, session_id) from None
         self._metrics.record_reply(reply, source="api")

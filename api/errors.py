@@ -16,6 +16,8 @@ from core.errors import (
     AttachmentProblem,
     AttachmentRefused,
     ConsultationError,
+    FollowUpReason,
+    FollowUpUnavailable,
     ModelError,
     ModelErrorKind,
 )
@@ -34,6 +36,7 @@ STATUS: dict[str, int] = {
     "METHOD_NOT_ALLOWED": 405,
     "CONFLICT": 409,
     "ANSWER_STALE": 409,
+    "FOLLOW_UP_UNAVAILABLE": 409,
     "PAYLOAD_TOO_LARGE": 413,
     "CONTEXT_TOO_LONG": 413,
     "IDEMPOTENCY_KEY_REUSED": 422,
@@ -57,6 +60,17 @@ _ENGINE_CODES = {
     "EMPTY_MESSAGE": "VALIDATION_ERROR",
     "ANSWER_INVALID": "ANSWER_INVALID",
     "ANSWER_STALE": "ANSWER_STALE",
+}
+
+_FOLLOW_UP_REFUSALS = {
+    FollowUpReason.NOT_FOUND: "the session has no such consultation",
+    FollowUpReason.NOT_COMPLETE: "the session has no final answer yet: send the next round "
+    "without followUp",
+    FollowUpReason.EXPIRED: "the session ended too long ago to take follow-ups (more than "
+    "SESSION_TTL_SECONDS since its last activity): start a new session",
+    FollowUpReason.LIMIT_REACHED: "the session has taken all its follow-ups (FOLLOWUP_LIMIT): "
+    "start a new session",
+    FollowUpReason.DISABLED: "follow-ups are turned off on this deployment (FOLLOWUP_LIMIT=0)",
 }
 
 _MODEL_CODES = {
@@ -139,6 +153,8 @@ def from_engine(exc: ConsultationError) -> ApiError:
     """Translate a refusal of the engine."""
     if isinstance(exc, AttachmentRefused):
         return attachment_refused(exc)
+    if isinstance(exc, FollowUpUnavailable):
+        return follow_up_unavailable(exc.reason)
     return ApiError(_ENGINE_CODES.get(exc.code, "VALIDATION_ERROR"), str(exc))
 
 
@@ -175,6 +191,12 @@ def attachment_refused(exc: AttachmentRefused) -> ApiError:
     if exc.limit is not None:
         extra["limit"] = exc.limit
     return ApiError("ATTACHMENT_REFUSED", message, **extra)
+
+
+def follow_up_unavailable(reason: FollowUpReason) -> ApiError:
+    """A follow-up the session cannot take: FOLLOW_UP_UNAVAILABLE with `reason` in words
+    and as `reason`. Nothing was stored."""
+    return ApiError("FOLLOW_UP_UNAVAILABLE", _FOLLOW_UP_REFUSALS[reason], reason=reason.value)
 
 
 def store_unavailable() -> ApiError:

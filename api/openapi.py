@@ -49,7 +49,9 @@ _CHAT_ERRORS = {
     409: "CONFLICT: another request answered this round meanwhile (read the session), or "
     f"the request with this {HEADER} is still being answered (retry later); or "
     "ANSWER_STALE: `answers` were sent but the session's last reply asked no `questions` "
-    "to answer (a final answer, or questions asked as plain text): send a `message`",
+    "to answer (a final answer, or questions asked as plain text): send a `message`; or "
+    "FOLLOW_UP_UNAVAILABLE: a `followUp` the session cannot take (`reason`: not_complete, "
+    "expired, limit_reached, disabled); nothing was stored",
     413: "PAYLOAD_TOO_LARGE, or CONTEXT_TOO_LONG: the session's conversation is over the "
     "model's context; start a new session and ask more briefly (the error names the session)",
     422: f"IDEMPOTENCY_KEY_REUSED: this {HEADER} was used for a different request, or "
@@ -351,7 +353,7 @@ def build_openapi(
         "openapi": "3.1.0",
         "info": {
             "title": "Consultation bot API",
-            "version": "1.3.0",
+            "version": "1.4.0",
             "description": "Bounded multi-round expert consultations: a few clarifying "
             "rounds, then one complete answer. Error codes: "
             + ", ".join(f"{code} ({status})" for code, status in STATUS.items()),

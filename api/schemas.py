@@ -36,7 +36,7 @@ from api.attachments import BASE64_PATTERN, MAX_ATTACHMENTS
 from api.errors import STATUS, ApiError
 from core.attachments import TurnInput
 from core.clarifying import Answer, ClarifyingRound
-from core.errors import AttachmentProblem
+from core.errors import AttachmentProblem, FollowUpReason
 from core.memory import Fact
 from core.models import Consultation, ModelOptions, Status
 from core.outcomes import Notice, Reply
@@ -221,6 +221,14 @@ class ChatRequest(BaseModel):
         "to their later sessions; see `/api/users/{userId}/memory`). Without it nothing is "
         "remembered. Ignored when continuing a session.",
     )
+    follow_up: bool = Field(
+        False,
+        description="Ask a follow-up question about the complete session `sessionId` names: "
+        "answered directly (no clarifying round) with the whole session in view, and stored "
+        "in it. At most FOLLOWUP_LIMIT per session, within SESSION_TTL_SECONDS of its last "
+        "activity; otherwise 409 FOLLOW_UP_UNAVAILABLE with `reason`. Only with `sessionId` "
+        "and a `message`; without it a complete session is DIALOG_COMPLETED.",
+    )
 
     @field_validator("message", "model", "system_prompt", "output_schema")
     @classmethod
@@ -350,6 +358,20 @@ class ChatResponse(BaseModel):
         description="Present (true) only when the model refused the photos: it answered "
         "from the text alone and may ask for a description.",
     )
+    follow_up: int = Field(
+        default=0,
+        ge=0,
+        exclude_if=_absent,
+        description="Present only on the answer to a follow-up (`followUp: true`): its "
+        "number among the session's follow-ups, from 1.",
+    )
+    follow_ups_left: int = Field(
+        default=0,
+        ge=0,
+        exclude_if=_absent,
+        description="Present only on a final answer or a follow-up's answer while the session "
+        "takes more follow-ups: how many it still takes.",
+    )
 
     @classmethod
     def from_reply(cls, reply: Reply, turn: TurnInput | None = None) -> ChatResponse:
@@ -371,6 +393,8 @@ class ChatResponse(BaseModel):
             truncated=reply.truncated,
             citations=[Citation(index=s.index, url=s.url, title=s.title) for s in reply.sources],
             schema_valid=reply.schema_valid,
+            follow_up=reply.follow_up,
+            follow_ups_left=reply.follow_ups_left,
         )
 
 
@@ -394,6 +418,12 @@ class ErrorResponse(BaseModel):
     )
     limit: int | None = Field(None, ge=1, description="With `too_large`: the limit in bytes.")
     name: str | None = Field(None, description="With ATTACHMENT_REFUSED: the file's name.")
+    reason: FollowUpReason | None = Field(
+        None,
+        description="With FOLLOW_UP_UNAVAILABLE: why the session takes no follow-up. "
+        "`not_complete`: no final answer yet; `expired`: idle past SESSION_TTL_SECONDS; "
+        "`limit_reached`: FOLLOWUP_LIMIT follow-ups were asked; `disabled`: FOLLOWUP_LIMIT=0.",
+    )
 
 
 class SessionMessage(BaseModel):
@@ -522,6 +552,12 @@ def parse_chat_request(raw: bytes | bytearray) -> ChatRequest:
             "VALIDATION_ERROR",
             "answers: only with a sessionId (they answer that session's last questions)",
         )
+    if body.follow_up and body.session_id is None:
+        raise ApiError(
+            "VALIDATION_ERROR", "followUp: only with a sessionId (the session asked about)"
+        )
+    if body.follow_up and body.answers:
+        raise ApiError("VALIDATION_ERROR", "followUp: not with answers (a follow-up asks no round)")
     return body
 
 
