@@ -369,8 +369,9 @@ class ChatResponse(BaseModel):
         default=0,
         ge=0,
         exclude_if=_absent,
-        description="Present only on a final answer or a follow-up's answer while the session "
-        "takes more follow-ups: how many it still takes.",
+        description="Present only on a follow-up's answer while the session takes more "
+        "follow-ups: how many it still takes (absent: none). A final answer takes up to "
+        "FOLLOWUP_LIMIT.",
     )
 
     @classmethod
@@ -394,7 +395,7 @@ class ChatResponse(BaseModel):
             citations=[Citation(index=s.index, url=s.url, title=s.title) for s in reply.sources],
             schema_valid=reply.schema_valid,
             follow_up=reply.follow_up,
-            follow_ups_left=reply.follow_ups_left,
+            follow_ups_left=reply.follow_ups_left if reply.follow_up else 0,
         )
 
 

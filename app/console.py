@@ -16,6 +16,9 @@ A round asked with options shows them as `1a) …`; a line starting with such la
 (`app.console_answers`). A label the round does not have gets one line, and nothing of
 the line is sent. The round answered is the last reply's, read from the store on start.
 
+`/followup TEXT` asks about the last final answer, and so does a line starting with `>`
+typed right after one (`app.console_follow_ups`).
+
 SIGTERM or SIGINT (Ctrl-C) stops it: what is running is cancelled (a message being
 answered stays saved for /retry, as after a model error), the store is closed, one line
 says so, and the exit code is 0, a requested stop being a clean end. Lines are read by a
@@ -36,6 +39,7 @@ import threading
 
 from app.console_answers import NoSuchOption, TypedLine, read_line
 from app.console_files import ConsoleFiles, refusal
+from app.console_follow_ups import ask_follow_up, quoted_follow_up
 from app.console_history import ExportRefused, export_files, history_lines
 from app.console_memory import console_scope, memory_command, remember_after
 from app.console_replies import StreamPrinter, model_error_line
@@ -75,6 +79,7 @@ HELP = """Type your question. Commands:
   /file       list the attached files     /drop     forget them
   /memory     what I remember about you (/memory delete N, /memory off, /memory on)
   1a 2c TEXT  answer questions by their options (1a: question 1, option a); TEXT is optional
+  /followup TEXT  ask about the last final answer (right after one, "> TEXT" does too)
   /help       this list"""
 
 STOPPED = "[stopped: the consultation is kept; start the console again to go on]"
@@ -196,6 +201,7 @@ class _Asked:
 
     def __init__(self, round_: ClarifyingRound | None) -> None:
         self.round = round_
+        self.final = False  # the last reply printed was a final answer (or a follow-up's)
 
 
 async def _handle(
@@ -212,6 +218,7 @@ async def _handle(
         await printer.stop_waiting()
         if printer.reply is not None:
             asked.round = printer.reply.questions
+            asked.final = printer.reply.is_complete
 
 
 async def _command_or_turn(
@@ -250,8 +257,12 @@ async def _command_or_turn(
         await remember_after(service, reply)
     elif command == "/retry":
         printer.done(await service.retry(key, on_text=printer.feed))
+    elif command == "/followup":
+        await ask_follow_up(service, key, argument, printer)
     elif COMMAND.fullmatch(command):  # a typo'd command is not a question for the model
         print(f"[unknown command {command}: /help lists the commands]")
+    elif (question := quoted_follow_up(text, after_final=asked.final)) is not None:
+        await ask_follow_up(service, key, question, printer)
     else:
         typed = read_line(text, asked.round)  # NoSuchOption: nothing is sent
         if files.queued:

@@ -110,11 +110,18 @@ class StreamPrinter:
             for source in reply.sources:
                 shown = f"{source.title} — {source.url}" if source.title else source.url
                 print(f"\n[{source.index}] {shown}", end="")
-        state = "final answer" if reply.is_final else f"round {reply.round} of {reply.max_rounds}"
+        if reply.follow_up:
+            state = f"follow-up {reply.follow_up} of {reply.follow_up + reply.follow_ups_left}"
+        elif reply.is_final:
+            state = "final answer"
+        else:
+            state = f"round {reply.round} of {reply.max_rounds}"
         if Notice.ANSWER_INCOMPLETE in reply.notices:
             state += " (it may be incomplete: it was cut off before its end)"
         if reply.is_final and reply.is_complete:
             state += ", consultation complete"
+            if reply.follow_ups_left:
+                state += "; ask about it with > TEXT or /followup TEXT"
         if options:
             state += "; answer by option, e.g. 1a, words may follow"
         print(f"\n[{state}]")

@@ -30,7 +30,7 @@ async def finished(api: RunningApi, model_server: FakeModelServer) -> str:
     """A single-round session, answered; its id."""
     model_server.enqueue("Use PostgreSQL.")
     status, body = await post(api, {"message": "How do I scale my app?"})
-    assert (status, body["isComplete"], body["followUpsLeft"]) == (200, True, 2)
+    assert (status, body["isComplete"], "followUpsLeft" in body) == (200, True, False)
     return str(body["sessionId"])
 
 

@@ -81,7 +81,7 @@ async def test_a_consultation_with_commands(tmp_path: Path, model_server: FakeMo
     assert "[reset]" in out
     assert "[no active consultation" in out
     assert "[rounds: 1, next answer is final]" in out
-    assert "Reply to: A quick question\n[final answer, consultation complete]" in out
+    assert "Reply to: A quick question\n[final answer, consultation complete; ask about it" in out
     assert len(model_server.requests) == 2
     assert "True" not in out and "False" not in out
 

@@ -25,6 +25,6 @@ async def test_the_console_lists_sources_with_their_urls(
         "Sources:\n"
         "[1] Sleep [31mfacts — https://www.who.int/sleep\n"
         "[2] https://example.org/a\n"
-        "[final answer, consultation complete]"
+        "[final answer, consultation complete; ask about it with > TEXT or /followup TEXT]"
     ) in out
     assert "\x1b" not in out
