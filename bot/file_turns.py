@@ -12,6 +12,9 @@ a document cut to the text budget is said once, with the limit.
 
 A photo while the model cannot see images, sent with a caption, is answered from the
 caption alone, as before photos were read; without one the user is asked for words.
+
+A file sent as a reply to the bot's final answer (`bot.follow_ups.Aim`) is a follow-up
+of that consultation, read the same way.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
+from typing import Protocol
 
 from bot.chat import Context, Incoming
 from bot.config import BotConfig
 from bot.files import DownloadFailed, TelegramFile, download
+from bot.follow_ups import Aim, FollowUpTurns
 from bot.i18n import t
 from bot.memory import scope_of
 from bot.progress import Progress
@@ -46,7 +51,13 @@ log = logging.getLogger(__name__)
 HEARD_CHARS = 200
 """How much of a transcript the user is shown before the answer."""
 
-TextTurn = Callable[[Incoming, Context], Awaitable[None]]
+
+class TextTurn(Protocol):
+    """The turn of a message's words alone (`bot.handlers.Handlers.text_turn`)."""
+
+    def __call__(
+        self, incoming: Incoming, context: Context, *, aim: Aim | None = None
+    ) -> Awaitable[None]: ...
 
 
 class FileTurns:
@@ -62,6 +73,7 @@ class FileTurns:
         say: Say,
         refuse: Refusals,
         text_turn: TextTurn,
+        follow_ups: FollowUpTurns,
     ) -> None:
         self.service = service
         self.config = config
@@ -70,8 +82,12 @@ class FileTurns:
         self.say = say
         self.refuse = refuse
         self.text_turn = text_turn  # the caption alone, when the photo cannot be seen
+        self.follow_ups = follow_ups
 
-    async def __call__(self, incoming: Incoming, context: Context) -> None:
+    async def __call__(
+        self, incoming: Incoming, context: Context, *, aim: Aim | None = None
+    ) -> None:
+        """The file's turn; with `aim`, the follow-up it asks."""
         file = incoming.file
         assert file is not None
         language = incoming.language
@@ -80,7 +96,7 @@ class FileTurns:
         except AttachmentRefused as refused:
             log.info("file %r in chat %s refused: %s", file.name, incoming.chat_id, refused)
             if refused.problem is AttachmentProblem.VISION_OFF and not is_blank(incoming.text):
-                await self.text_turn(incoming, context)
+                await self.text_turn(incoming, context, aim=aim)
             else:
                 await self.refuse(incoming, refusal_text(refused, language))
             return
@@ -111,7 +127,12 @@ class FileTurns:
             )
 
         try:
-            await self.turns.run(context.bot, incoming.target, language, ask)
+            if aim is not None:
+                await self.follow_ups.run(
+                    incoming, context, turn.stored_text, aim, images=turn.images
+                )
+            else:
+                await self.turns.run(context.bot, incoming.target, language, ask)
         except EmptyMessage:
             await self.refuse(incoming, t(language, "empty"))
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from telegram import (
@@ -39,6 +40,7 @@ from bot.i18n import TABLES, t
 from bot.keyboards import EXPORT, FOLLOW_UP, bare_id, consultation_of
 from bot.say import Say
 from bot.turns import TurnRunner
+from core.attachments import Image
 from core.errors import FollowUpReason, FollowUpUnavailable
 from core.follow_ups import final_index, unavailable_reason
 from core.models import Consultation
@@ -108,9 +110,18 @@ class FollowUpTurns:
             return None
         return Aim(bare_id(latest.id))
 
-    async def run(self, incoming: Incoming, context: Context, text: str, aim: Aim) -> None:
-        """Ask the follow-up `text` (already checked and cut like a turn's) and deliver
-        the answer; a consultation that takes none is told why."""
+    async def run(
+        self,
+        incoming: Incoming,
+        context: Context,
+        text: str,
+        aim: Aim,
+        *,
+        images: Sequence[Image] = (),
+    ) -> None:
+        """Ask the follow-up `text` (already checked and cut like a turn's, a file's as
+        stored with its `images`) and deliver the answer; a consultation that takes none
+        is told why."""
 
         async def ask(on_text: OnText) -> Reply:
             return await self.service.follow_up(
@@ -122,6 +133,7 @@ class FollowUpTurns:
                 is_group=incoming.is_group,
                 on_text=on_text,
                 turn_id=incoming.turn_id,
+                images=images,
             )
 
         try:

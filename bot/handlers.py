@@ -86,6 +86,7 @@ class Handlers:
                 say=say,
                 refuse=self.refuse,
                 text_turn=self.text_turn,
+                follow_ups=self.follow_ups,
             )
         )
 
@@ -128,10 +129,10 @@ class Handlers:
         incoming = await self.accept(update, context)
         if incoming is None:
             return
+        aim = await self.follow_ups.aim(update, context.bot.id, incoming.key)
         if incoming.file is not None and self.files is not None:
-            await self.files(incoming, context)
+            await self.files(incoming, context, aim=aim)
         else:
-            aim = await self.follow_ups.aim(update, context.bot.id, incoming.key)
             await self.text_turn(incoming, context, aim=aim)
 
     async def on_file(self, update: Update, context: Context) -> None:
@@ -139,10 +140,10 @@ class Handlers:
         incoming = await self.accept(update, context)
         if incoming is None:
             return
+        aim = await self.follow_ups.aim(update, context.bot.id, incoming.key)
         if incoming.file is not None and self.files is not None:
-            await self.files(incoming, context)
+            await self.files(incoming, context, aim=aim)
         elif not is_blank(incoming.text):  # files not read here: the caption is all
-            aim = await self.follow_ups.aim(update, context.bot.id, incoming.key)
             await self.text_turn(incoming, context, aim=aim)
         else:
             await self.refuse(incoming, t(incoming.language, "text_only"))

@@ -251,3 +251,18 @@ async def test_a_russian_user_gets_russian_follow_ups(bot: RunningBot) -> None:
     await bot.send(USER, "А соединения?", reply_to_message=final, language_code="ru")
     call = await asked_in(bot, USER, "Уточняющий вопрос 1 из 5")
     assert "осталось вопросов: 4" in call.params["text"]
+
+
+async def test_a_document_sent_as_a_reply_to_the_final_answer_is_a_follow_up(
+    bot: RunningBot,
+) -> None:
+    """A file replying to the final answer is read as usual and asked as its follow-up."""
+    bot.model.enqueue("Use PostgreSQL.")
+    final = await final_answer(bot, USER, "How do I scale?")
+    media = bot.api.document(b"writes: 50/s\n", "load.txt", "text/plain")
+    bot.model.enqueue("At that load, yes.")
+    await bot.send(USER, None, media=media, caption="Still true?", reply_to_message=final)
+    await asked_in(bot, USER, "Follow-up 1 of 5")
+    assert conversation(bot.model.requests[-1])[-1] == (
+        'Still true?\n\n<document name="load.txt">\nwrites: 50/s\n</document>'
+    )

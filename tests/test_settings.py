@@ -26,6 +26,8 @@ def test_defaults_match_the_spec() -> None:
     assert settings.default_max_rounds == 3
     assert settings.session_ttl_seconds == 3600
     assert settings.max_rounds_limit == 10
+    assert settings.followup_limit == 5
+    assert settings.engine_config().followup_limit == 5
     assert settings.telegram_bot_token is None
 
 
@@ -41,6 +43,8 @@ def test_defaults_match_the_spec() -> None:
         ("API_ENABLED", "maybe"),
         ("DATABASE_URL", "mysql://root@127.0.0.1/db"),
         ("DATABASE_POOL_SIZE", "0"),
+        ("FOLLOWUP_LIMIT", "-1"),
+        ("FOLLOWUP_LIMIT", "51"),
     ],
 )
 def test_invalid_value_names_the_variable(
