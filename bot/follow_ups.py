@@ -4,8 +4,9 @@ follow-up" press and the reply it asks for.
 Invariants:
 - a message is a follow-up only when it replies to a message of this bot: one whose
   keyboard names a consultation (its "Ask a follow-up" or "Document" button), the prompt
-  a press sent, or another message the bot sent for the chat's newest consultation once
-  it was complete (the other parts of a long final answer carry no keyboard). Anything
+  a press sent, or another message the bot sent for the final answer of the chat's
+  newest consultation, once complete, or after it (the other parts of a long final
+  answer carry no keyboard). Anything
   else starts or continues a consultation as before; with FOLLOWUP_LIMIT=0 nothing is a
   follow-up;
 - the consultation a follow-up names is looked up in the asking chat only
@@ -43,7 +44,7 @@ from bot.turns import TurnRunner
 from core.attachments import Image
 from core.errors import FollowUpReason, FollowUpUnavailable
 from core.follow_ups import final_index, unavailable_reason
-from core.models import Consultation
+from core.models import Consultation, Role
 from core.outcomes import Reply
 from core.ports import OnText
 from core.service import ConsultationService
@@ -179,10 +180,17 @@ class FollowUpTurns:
 
 
 def _sent_after_completion(replied: Message, latest: Consultation) -> bool:
-    """The replied message was sent for `latest` once complete: the consultation is
-    COMPLETE (so no newer one started) and the message is no older than its final answer
-    (Telegram's dates are whole seconds)."""
+    """The replied message was sent for `latest`'s final answer or after it: the
+    consultation is COMPLETE (so no newer one started) and the message is no older than
+    the user's turn the final answer answered. Every part of the answer was sent after
+    that turn was stored, its first one maybe as the progress message, whose date is
+    when the model began writing (Telegram's dates are whole seconds)."""
     index = final_index(latest)
     if index is None:
         return False
-    return replied.date.timestamp() >= int(latest.messages[index].created_at)
+    turn_began = latest.messages[index].created_at
+    for message in reversed(latest.messages[:index]):
+        if message.role is not Role.USER:
+            break
+        turn_began = message.created_at
+    return replied.date.timestamp() >= int(turn_began)
