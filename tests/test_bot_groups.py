@@ -305,7 +305,7 @@ async def test_group_answer_streams_into_one_edited_message(final_only_bot: Star
         assert "Third" not in edits[0].params["text"]
         shown = bot_api.messages[(GROUP, sends[0].result["message_id"])]["text"]
         assert "First, book" in shown and shown.rstrip().endswith(
-            "Consultation complete. Send a new message to start another one."
+            "any other message starts a new consultation."
         )
         assert "Third, buy museum passes online." in shown
 

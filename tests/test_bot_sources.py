@@ -53,7 +53,8 @@ async def test_a_final_answer_lists_its_sources_as_links(
         "[1] Sleep *facts* — [WHO](x) <b>\n"
         "[2] Example\n"
         "[3] ftp://files.example/x\n\n"
-        "Final answer\n✅ Consultation complete. Send a new message to start another one."
+        "Final answer\n✅ Consultation complete. To ask about this answer, reply to it or press "
+        "“Ask a follow-up”; any other message starts a new consultation."
     )
     entities = entity_texts(params)
     assert ("bold", "Sources", None) in entities
