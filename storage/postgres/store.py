@@ -259,7 +259,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def load_latest(self, chat_key: str) -> Consultation | None:
         return await self._load(
             f"SELECT {CONSULTATION_COLUMNS} FROM consultations WHERE chat_key = $1"
-            " ORDER BY created_at DESC LIMIT 1",
+            " ORDER BY created_at DESC, id DESC LIMIT 1",
             chat_key,
         )
 

@@ -45,7 +45,9 @@ _SELECT_CONSULTATION = f"SELECT {CONSULTATION_COLUMNS} FROM consultations"
 # The literal 'active' (not a parameter) lets SQLite use the partial unique index.
 _SELECT_ACTIVE = f"{_SELECT_CONSULTATION} WHERE chat_key = ? AND status = 'active'"
 _SELECT_BY_ID = f"{_SELECT_CONSULTATION} WHERE id = ?"
-_SELECT_LATEST = f"{_SELECT_CONSULTATION} WHERE chat_key = ? ORDER BY created_at DESC LIMIT 1"
+_SELECT_LATEST = (
+    f"{_SELECT_CONSULTATION} WHERE chat_key = ? ORDER BY created_at DESC, id DESC LIMIT 1"
+)
 _SELECT_MESSAGES = (
     f"SELECT {MESSAGE_READ_COLUMNS} FROM messages WHERE consultation_id = ? ORDER BY seq"
 )
