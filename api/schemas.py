@@ -395,7 +395,7 @@ class ChatResponse(BaseModel):
             citations=[Citation(index=s.index, url=s.url, title=s.title) for s in reply.sources],
             schema_valid=reply.schema_valid,
             follow_up=reply.follow_up,
-            follow_ups_left=reply.follow_ups_left if reply.follow_up else 0,
+            follow_ups_left=(reply.follow_ups_left or 0) if reply.follow_up else 0,
         )
 
 

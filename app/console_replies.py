@@ -111,7 +111,8 @@ class StreamPrinter:
                 shown = f"{source.title} — {source.url}" if source.title else source.url
                 print(f"\n[{source.index}] {shown}", end="")
         if reply.follow_up:
-            state = f"follow-up {reply.follow_up} of {reply.follow_up + reply.follow_ups_left}"
+            limit = reply.follow_up + (reply.follow_ups_left or 0)
+            state = f"follow-up {reply.follow_up} of {limit}"
         elif reply.is_final:
             state = "final answer"
         else:

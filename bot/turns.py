@@ -62,7 +62,7 @@ def footer_for(reply: Reply, language: str) -> str:
     wrote without seeing the user's photo, says so. Under a final answer or a follow-up's,
     whether (and how) it can be asked about."""
     if reply.follow_up:
-        limit = reply.follow_up + reply.follow_ups_left
+        limit = reply.follow_up + (reply.follow_ups_left or 0)
         lines = [t(language, "follow_up_label", number=reply.follow_up, limit=limit)]
     elif reply.is_final:
         lines = [t(language, "final_label")]
@@ -81,7 +81,7 @@ def _closing(reply: Reply) -> str:
     """The key of what a finished reply's footer ends with."""
     if reply.follow_up:
         return "follow_ups_left" if reply.follow_ups_left else "follow_ups_done"
-    return "complete" if reply.follow_ups_left else "complete_final"
+    return "complete_final" if reply.follow_ups_left == 0 else "complete"
 
 
 def model_error_text(exc: ModelError, language: str) -> str:
@@ -229,7 +229,7 @@ class TurnRunner:
         await sender.send_markdown(
             reply.text,
             footer=footer_for(reply, language),
-            keyboard=reply_keyboard(reply, language, follow_up=reply.follow_ups_left > 0),
+            keyboard=reply_keyboard(reply, language, follow_up=reply.follow_ups_left != 0),
             edit=progress.message if progress is not None else None,
             appendix=sources_parts(t(language, "sources"), reply.sources),
         )

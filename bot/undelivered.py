@@ -144,5 +144,10 @@ def reply_from_dict(data: dict[str, Any]) -> Reply:
         schema_valid=data.get("schema_valid"),
         questions=ClarifyingRound.from_json(data.get("questions")),
         follow_up=int(data.get("follow_up") or 0),
-        follow_ups_left=int(data.get("follow_ups_left") or 0),
+        follow_ups_left=_count(data.get("follow_ups_left")),
     )
+
+
+def _count(value: Any) -> int | None:
+    """A kept count; None when the reply did not say (or was kept by a version before)."""
+    return None if value is None else int(value)

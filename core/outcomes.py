@@ -50,8 +50,9 @@ class Reply:
     # follow-ups, 1-based (0: not a follow-up).
     follow_up: int = 0
     # How many follow-ups the consultation may still take after this reply (0 for a
-    # round, when they are off, or when every one was asked).
-    follow_ups_left: int = 0
+    # round, when they are off, or when every one was asked). None: not said (a stored
+    # answer sent again), taken as some remaining, as `bot.keyboards` offers them then.
+    follow_ups_left: int | None = None
 
     @property
     def early_finish(self) -> bool:
