@@ -237,7 +237,7 @@ async def test_memory_is_noted_listed_deleted_and_turned_off(
         MEMORY_ENABLED="true",
     )
     assert code == 0
-    assert "Plant in May.\n[final answer, consultation complete]" in out
+    assert "Plant in May.\n[final answer, consultation complete; ask about it" in out
     assert "[I noted lasting facts you told me" in out
     assert "1. Grows tomatoes\n2. Lives in Riga" in out
     assert "[no fact number 7: /memory lists them]" in out
