@@ -384,7 +384,7 @@ class ChatEndpoints:
         except Exception as exc:
             raise _round_failure(exc, session_id) from None
         self._metrics.record_reply(reply, source="api")
-        if reply.is_complete and not reply.replayed:
+        if reply.completed_now:
             self._remember(reply.consultation_id)
         body = response(reply, message.read)
         if hold is not None:

@@ -57,7 +57,7 @@ async def memory_command(service: ConsultationService, key: str, argument: str) 
 
 async def remember_after(service: ConsultationService, reply: Reply) -> None:
     """Keep the facts of the consultation this reply completed (see the module)."""
-    if not reply.is_complete or reply.replayed or not service.memory.enabled:
+    if not reply.completed_now or not service.memory.enabled:
         return
     try:
         update = await service.remember(reply.consultation_id)

@@ -182,7 +182,7 @@ class TurnRunner:
         """Remember a completed consultation in the background (see the module)."""
         if self._remember is None or self._spawn is None:
             return
-        if reply.is_complete and not reply.replayed:
+        if reply.completed_now:
             self._spawn(self._remember_and_tell(sender, reply.consultation_id, language))
 
     async def _remember_and_tell(self, sender: Sender, consultation_id: str, language: str) -> None:

@@ -55,6 +55,12 @@ class Reply:
     follow_ups_left: int | None = None
 
     @property
+    def completed_now(self) -> bool:
+        """This reply completed its consultation: not a stored reply handed back again, not
+        the answer to a follow-up (client memory notes a consultation once, here)."""
+        return self.is_complete and not self.replayed and not self.follow_up
+
+    @property
     def early_finish(self) -> bool:
         return self.is_final and self.round < self.max_rounds
 

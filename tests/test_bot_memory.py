@@ -229,3 +229,27 @@ async def test_a_failing_extraction_is_logged_never_shown(bot: RunningBot) -> No
     listing = await memory_list(bot)
     assert "I remember nothing" in listing.params["text"]
     assert not any(NOTICE in c.params["text"] for c in sent(bot, USER))
+
+
+async def test_a_follow_ups_answer_is_not_noted_again(bot: RunningBot) -> None:
+    """The consultation is noted once, when it completes: a follow-up's answer makes no
+    second extraction call."""
+    bot.model.enqueue("Plant them in May.")
+    bot.model.enqueue("Lives in Riga")
+    await ask_private(bot, USER, "I live in Riga, when do I plant tomatoes?", parts=2)
+    await wait_facts(bot, "tg:501", 1)
+    final = next(c for c in sent(bot, USER) if "Plant them in May." in c.params["text"])
+    assert final.result is not None
+    requests = len(bot.model.requests)
+
+    bot.model.enqueue("Cover them at night.")
+    await bot.send(USER, "And if it frosts?", reply_to_message=int(final.result["message_id"]))
+    await bot.api.wait_for(
+        lambda c: c.method == "sendMessage" and "Cover them at night." in c.params["text"], 10
+    )
+    bot.model.enqueue("Plant peas in April.")  # a second consultation, noted in turn
+    bot.model.enqueue("Grows peas")
+    await ask_private(bot, USER, "When do I plant peas?")
+    await wait_facts(bot, "tg:501", 2)
+    noting = ["You read a finished consultation" in system_prompt(r) for r in bot.model.requests]
+    assert noting[requests:] == [False, False, True]  # the follow-up, the round, its noting
