@@ -6,7 +6,9 @@ gives them, under headings in its language; every text is read as Markdown by py
 and numbered lists, tables and code blocks (monospace) come out as Word's own structures,
 never as Markdown signs. Characters XML cannot hold are dropped, so any stored text gives
 a document. python-docx is imported on the first document made, never at start-up, and a
-document is built synchronously: callers run `docx_bytes` in a thread.
+document is built synchronously: callers run `docx_bytes` in a thread. Its cost is linear
+in the text: a style's id is looked up once per text (python-docx searches every style of
+the template, and compares with the default, on each lookup by name).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from core.transcript import Transcript, round_markdown
 
 if TYPE_CHECKING:
     from docx.document import Document
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
 
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 MONOSPACE = "Courier New"
@@ -98,6 +102,33 @@ class _Writer:
     links: list[str] = field(default_factory=list)
     code: list[str] | None = None
     table: list[list[list[_Run]]] | None = None
+    style_ids: dict[str, str | None] = field(default_factory=dict)
+    block_width: Any = None  # the page's text width, for tables: read once
+
+    def styled(self, style: str | None) -> Paragraph:
+        """A new paragraph in `style` (the template's name)."""
+        paragraph = self.document.add_paragraph()
+        if style is not None:
+            paragraph._p.style = self.style_id(style)  # what `paragraph.style = ` sets
+        return paragraph
+
+    def grid(self, rows: int, cols: int) -> Table:
+        """A new table in the "Table Grid" style. What `Document.add_table` does, but the
+        page width it reads (searching the whole body each time) is read once."""
+        if self.block_width is None:
+            self.block_width = self.document._block_width
+        table = self.document._body.add_table(rows, cols, self.block_width)
+        table._tbl.tblStyle_val = self.style_id("Table Grid", table=True)
+        return table
+
+    def style_id(self, name: str, *, table: bool = False) -> str | None:
+        """The id of the template's style `name`, looked up once per text."""
+        if name not in self.style_ids:
+            from docx.enum.style import WD_STYLE_TYPE
+
+            kind = WD_STYLE_TYPE.TABLE if table else WD_STYLE_TYPE.PARAGRAPH
+            self.style_ids[name] = self.document.styles.get_style_id(name, kind)
+        return self.style_ids[name]
 
     def text(self, value: str, *, code: bool = False) -> None:
         if self.code is not None:
@@ -139,7 +170,7 @@ class _Writer:
             self.paragraph()
         elif name == "Heading":
             level = int(str(value).lstrip("H") or 1)
-            heading = self.document.add_heading("", level=min(level + 1, 9))
+            heading = self.styled(f"Heading {min(level + 1, 9)}")
             _add_runs(heading, self.runs)
             self.runs = []
         elif name == "Item":
@@ -199,7 +230,7 @@ class _Writer:
             )
         elif self.quote_depth:
             style = "Quote"
-        paragraph = self.document.add_paragraph(style=style)
+        paragraph = self.styled(style)
         if prefix:
             paragraph.add_run(prefix)
         _add_runs(paragraph, self.runs)
@@ -214,8 +245,7 @@ class _Writer:
         width = max((len(row) for row in rows), default=0)
         if not width:
             return
-        table = self.document.add_table(rows=len(rows), cols=width)
-        table.style = "Table Grid"
+        table = self.grid(len(rows), width)
         for r, row in enumerate(rows):
             for c, runs in enumerate(row):
                 paragraph = table.cell(r, c).paragraphs[0]
