@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 from core.attachments import Image
 from core.collect import collect_answer
-from core.context import build_model_messages
 from core.errors import (
     FollowUpReason,
     FollowUpUnavailable,
@@ -41,7 +40,7 @@ from core.models import Consultation, Message, Role, Status, TurnRecord
 from core.outcomes import Notice, Reply
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
-from core.requests import EngineConfig, answer_max_tokens, with_images
+from core.requests import EngineConfig, answer_max_tokens, extra_body_of, model_messages
 from core.user_turns import UserTurns
 
 
@@ -112,9 +111,9 @@ def follow_up_request(
     images: Sequence[Image] = (),
 ) -> CompletionRequest:
     """What the model is sent for the consultation's open follow-up: the system prompt
-    with the follow-up instruction, the history fitted by `core.context` (the open
-    follow-up is its latest user message), `images` with it; answered in text with the
-    final answer's budget."""
+    with the follow-up instruction and the consultation's client memory, the history
+    fitted by `core.context` (the open follow-up is its latest user message), `images`
+    with it; answered in text with the final answer's budget."""
     context = PromptContext(
         round=consultation.current_round,
         max_rounds=consultation.max_rounds,
@@ -128,25 +127,19 @@ def follow_up_request(
         language=language_name(user_language(consultation, prompts)),
         follow_up=True,
     )
-    messages = build_model_messages(
+    messages = model_messages(
         build_system_prompt(prompts, context),
-        consultation.messages,
+        consultation,
         is_group=is_group,
-        budget_chars=config.history_budget_chars,
-        omission_note=prompts.omission_note,
-        excerpt_note=prompts.excerpt_note,
-        documents_budget_chars=config.documents_budget_chars,
+        prompts=prompts,
+        config=config,
+        images=images,
     )
-    if images and messages[-1]["role"] == "user":
-        messages[-1] = with_images(messages[-1], images)
-    extra_body = {}
-    if consultation.options.disable_search is not None:
-        extra_body["disable_search"] = consultation.options.disable_search
     return CompletionRequest(
-        messages=list(messages),
+        messages=messages,
         model=consultation.options.model or config.model,
         max_tokens=answer_max_tokens(consultation, config),
-        extra_body=extra_body,
+        extra_body=extra_body_of(consultation.options),
     )
 
 

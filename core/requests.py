@@ -30,7 +30,7 @@ from core.final_now import user_language
 from core.json_answer import schema_object
 from core.language import language_name
 from core.memory import within_budget
-from core.models import Consultation
+from core.models import Consultation, ModelOptions
 from core.ports import CompletionRequest
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
 from core.rounds import Turn
@@ -56,6 +56,44 @@ class EngineConfig:
     memory_enabled: bool = True  # client memory (`core.memory`)
     memory_max_tokens: int = 300  # the remembered facts' share of the system prompt
     followup_limit: int = 5  # follow-ups a complete consultation takes (0: none)
+
+
+def model_messages(
+    system_prompt: str,
+    consultation: Consultation,
+    *,
+    is_group: bool,
+    prompts: PromptLibrary,
+    config: EngineConfig,
+    images: Sequence[Image] = (),
+) -> list[dict[str, Any]]:
+    """The messages the model reads: `system_prompt` with the client memory the
+    consultation started with (within its budget), then the history fitted by
+    `core.context`, `images` going with its last user message."""
+    if config.memory_enabled and consultation.memory_facts:
+        facts = within_budget(consultation.memory_facts, config.memory_max_tokens)
+        if facts:
+            system_prompt += SEPARATOR + prompts.client_memory(facts)
+    messages: list[dict[str, Any]] = build_model_messages(
+        system_prompt,
+        consultation.messages,
+        is_group=is_group,
+        budget_chars=config.history_budget_chars,
+        omission_note=prompts.omission_note,
+        excerpt_note=prompts.excerpt_note,
+        documents_budget_chars=config.documents_budget_chars,
+    )
+    if images and messages[-1]["role"] == "user":
+        messages[-1] = with_images(messages[-1], images)
+    return messages
+
+
+def extra_body_of(options: ModelOptions) -> dict[str, Any]:
+    """Provider parameters beyond OpenAI's that a session set (Perplexity's search)."""
+    extra_body: dict[str, Any] = {}
+    if options.disable_search is not None:
+        extra_body["disable_search"] = options.disable_search
+    return extra_body
 
 
 def build_completion_request(
@@ -99,24 +137,15 @@ def build_completion_request(
     system_prompt = build_system_prompt(prompts, context)
     if images_not_seen:
         system_prompt += SEPARATOR + prompts.images_not_seen
-    if config.memory_enabled and consultation.memory_facts:
-        facts = within_budget(consultation.memory_facts, config.memory_max_tokens)
-        if facts:
-            system_prompt += SEPARATOR + prompts.client_memory(facts)
-    messages: list[dict[str, Any]] = build_model_messages(
+    messages = model_messages(
         system_prompt,
-        consultation.messages,
+        consultation,
         is_group=is_group,
-        budget_chars=config.history_budget_chars,
-        omission_note=prompts.omission_note,
-        excerpt_note=prompts.excerpt_note,
-        documents_budget_chars=config.documents_budget_chars,
+        prompts=prompts,
+        config=config,
+        images=images,
     )
-    if images and messages[-1]["role"] == "user":
-        messages[-1] = with_images(messages[-1], images)
-    extra_body = {}
-    if options.disable_search is not None:
-        extra_body["disable_search"] = options.disable_search
+    extra_body = extra_body_of(options)
     if structured:
         return CompletionRequest(
             messages=messages,

@@ -250,3 +250,17 @@ async def test_a_consultation_forgotten_during_its_extraction_leaves_no_facts(
     update = await remembering
     assert not update.facts
     assert not (await service.memory.state(PRIVATE)).facts
+
+
+async def test_a_follow_up_sees_the_facts_its_consultation_started_with(
+    engine: Engine, model: FakeModelServer, store: SqliteStore
+) -> None:
+    service = engine(structured_questions="auto", memory_enabled=True)
+    await store.add_facts("tg:7", "tg:7", ["Lives in Riga"], at=1.0)
+    model.enqueue("Plant them in May.")
+    await consult(service, "tg:7", "When do I plant tomatoes?", PRIVATE)
+    model.enqueue("Cover them at night.")
+    reply = await service.follow_up("tg:7", "And if it frosts?")
+    assert reply.follow_up == 1
+    system = system_of(model.requests[-1])
+    assert "follow-up" in system and HEADING in system and "- Lives in Riga" in system
