@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from core.clarifying import ROUND_SCHEMA, SCHEMA_NAME, ClarifyingRound, Question, parse_reply
+from core.prompts import PromptLibrary
 from tests.fakes.model_server import (
     FORMAT_ERRORS,
     FakeModelServer,
@@ -295,3 +296,23 @@ async def test_a_malformed_response_format_gets_the_echo_text(
         await ask(client, forged)
 
     assert text == echo_reply(body())
+
+
+async def test_a_facts_request_asked_in_text_gets_none_and_others_their_echo(
+    model_server: FakeModelServer, client: openai.AsyncOpenAI
+) -> None:
+    """The users the fakes play state no lasting facts: an extraction asked one fact a line
+    is answered "none", as a model would; any other system message leaves the echo."""
+    instruction = PromptLibrary().extract_facts(["Lives in Riga"], structured=False)
+    system = [{"role": "system", "content": instruction}]
+    stream = await client.chat.completions.create(
+        model="m", messages=[*system, {"role": "user", "content": QUESTION}], stream=True
+    )
+    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text == "none"
+    other = [{"role": "system", "content": "You are an expert."}]
+    stream = await client.chat.completions.create(
+        model="m", messages=[*other, {"role": "user", "content": QUESTION}], stream=True
+    )
+    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text != "none" and QUESTION in text

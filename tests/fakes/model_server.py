@@ -13,8 +13,9 @@ Structured output: a request whose `response_format` is the `json_schema` named
 `clarifying_round` gets, by default, the default reply shaped as such a round: its
 text (whitespace collapsed) as the one question, without options (`echo_round`), so
 the engine shows the echo text; one for `client_facts` gets `{"facts": []}` (nothing
-to remember); every other request's default reply is the
-`default_reply` text as it is (an "answer" schema or `json_object` included).
+to remember), and the same request asked in text (one fact a line) gets "none"; every
+other request's default reply is the `default_reply` text as it is (an "answer" schema
+or `json_object` included).
 `refuse_format` makes the server refuse every `json_schema` request the way a server
 without structured output does (`FORMAT_ERRORS`), before any scripted reply is
 consumed; `ignore_format` makes it answer prose whatever the format asked for.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import time
@@ -41,6 +43,7 @@ from aiohttp import web
 
 from core.clarifying import SCHEMA_NAME
 from core.memory import SCHEMA_NAME as FACTS_SCHEMA_NAME
+from core.prompts import PromptLibrary
 from tests.fakes.serving import LOOPBACK, LocalServer
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
@@ -456,6 +459,8 @@ class FakeModelServer:
             return prose_round(text)
         if not self.ignore_format and response_format_of(body) == FACTS_SCHEMA_NAME:
             return json.dumps({"facts": []})  # nothing worth remembering
+        if _asks_facts_in_text(body):
+            return "none"  # the same, one fact a line
         return text
 
     async def _stream(
@@ -611,3 +616,24 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+@functools.cache
+def _facts_opening() -> str:
+    """The first line of the instruction that asks for a consultation's facts."""
+    return PromptLibrary().extract_facts((), structured=False).split("\n", 1)[0]
+
+
+def _asks_facts_in_text(body: dict[str, Any]) -> bool:
+    """The request notes a finished consultation's facts in text (its system message is
+    the extraction instruction), not a round or an answer."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[0], dict):
+        return False
+    first = messages[0]
+    content = first.get("content")
+    return (
+        first.get("role") == "system"
+        and isinstance(content, str)
+        and content.startswith(_facts_opening())
+    )
