@@ -10,7 +10,6 @@ is built in a thread, so a long answer never holds up the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from urllib.parse import quote
 
@@ -21,7 +20,7 @@ from core.errors import ConsultationError
 from core.file_names import ascii_stem, readable_stem
 from core.service import ConsultationService
 from core.transcript import render_markdown
-from media.export_docx import MEDIA_TYPE, docx_bytes
+from media.export_docx import MEDIA_TYPE, built_docx
 
 FORMATS = ("docx", "md")
 MAX_NAME_CHARS = 60
@@ -49,7 +48,7 @@ class ExportEndpoint:
             body = render_markdown(transcript).encode()
             content_type = "text/markdown; charset=utf-8"
         else:
-            body = await asyncio.to_thread(docx_bytes, transcript)
+            body = await built_docx(transcript)
             content_type = MEDIA_TYPE
         return web.Response(
             body=body,

@@ -22,7 +22,7 @@ from core.file_names import readable_stem
 from core.history import numbered, request_line
 from core.service import ConsultationService
 from core.transcript import render_markdown
-from media.export_docx import docx_bytes
+from media.export_docx import built_docx
 
 SHOWN_REQUEST_CHARS = 70
 MAX_SUFFIX = 1000
@@ -73,10 +73,8 @@ async def export_files(service: ConsultationService, key: str, argument: str) ->
     markdown = render_markdown(transcript).encode()
     stem = readable_stem(transcript.title or transcript.label("untitled"))
 
-    def build_and_write() -> Written:
-        return _write(folder, stem, docx_bytes(transcript), markdown)
-
-    return await asyncio.to_thread(build_and_write)
+    document = await built_docx(transcript)
+    return await asyncio.to_thread(_write, folder, stem, document, markdown)
 
 
 def _parsed(argument: str) -> tuple[int | None, Path]:

@@ -12,12 +12,10 @@ extension), while the chat shows "sending a file".
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import re
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 from telegram.constants import ChatAction
 from telegram.error import TelegramError
@@ -34,14 +32,10 @@ from core.history import numbered
 from core.models import Consultation
 from core.service import ConsultationService
 from core.transcript import render_markdown
-from media.export_docx import docx_bytes
+from media.export_docx import built_docx
 
 log = logging.getLogger(__name__)
 
-_BUILDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="export")
-"""Documents are built one at a time: a build holds the GIL in turns with the event loop,
-and several at once (a 100,000-character answer takes seconds) would stall it for
-longer each turn; one leaves it under about 35 ms on a busy machine."""
 
 _NUMBER = re.compile("[1-9][0-9]{0,3}")
 """A history number as typed: what /history can show, and no more digits than that."""
@@ -93,8 +87,7 @@ class Exports:
         await _uploading(bot, target)
         transcript = self.service.transcript(consultation)
         markdown = render_markdown(transcript).encode()
-        loop = asyncio.get_running_loop()
-        document = await loop.run_in_executor(_BUILDER, docx_bytes, transcript)
+        document = await built_docx(transcript)
         stem = readable_stem(transcript.title or transcript.label("untitled"))
         sender = Sender(bot, target)
         try:

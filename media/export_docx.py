@@ -6,15 +6,18 @@ gives them, under headings in its language; every text is read as Markdown by py
 and numbered lists, tables and code blocks (monospace) come out as Word's own structures,
 never as Markdown signs. Characters XML cannot hold are dropped, so any stored text gives
 a document. python-docx is imported on the first document made, never at start-up, and a
-document is built synchronously: callers run `docx_bytes` in a thread. Its cost is linear
+document is built synchronously (`docx_bytes`); an event loop awaits `built_docx`, which
+builds on one thread of its own. Its cost is linear
 in the text: a style's id is looked up once per text (python-docx searches every style of
 the template, and compares with the default, on each lookup by name).
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +39,16 @@ _OPTIONS = (
 )
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _LIST_DEPTH = 3  # Word's default template styles lists to this depth
+_BUILDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="export")
+"""Documents are built one at a time, whoever asks (bot, API, console): a build holds the
+GIL in turns with the event loop, and several at once (a 100,000-character answer takes
+seconds) would stall it for longer each turn; one leaves it under about 35 ms on a busy
+machine."""
+
+
+async def built_docx(transcript: Transcript) -> bytes:
+    """`docx_bytes(transcript)`, built on the export thread while the loop goes on."""
+    return await asyncio.get_running_loop().run_in_executor(_BUILDER, docx_bytes, transcript)
 
 
 def docx_bytes(transcript: Transcript) -> bytes:
