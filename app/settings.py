@@ -23,6 +23,10 @@ from core.llm import ModelEndpoint
 from core.requests import EngineConfig
 from media.config import IntakeConfig, ReaderConfig, TranscriptionEndpoint
 
+MAX_MODELS = 20
+"""LLM_MODELS names at most this many (a button each under /model)."""
+MAX_MODEL_NAME_CHARS = 100
+
 
 def _split_ids(value: Any) -> Any:
     if isinstance(value, str):
@@ -54,6 +58,8 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = None
     openai_base_url: str | None = None
     llm_model: str = "gpt-4o-mini"
+    # The models a chat (/model) or an API session may choose; empty: LLM_MODEL alone.
+    llm_models: Annotated[tuple[str, ...], NoDecode] = ()
     llm_max_tokens: int = Field(default=2048, ge=1)  # the final answer's budget per call
     llm_question_max_tokens: int = Field(default=400, ge=1)  # a clarifying round's budget
     llm_timeout_seconds: float = Field(default=120.0, gt=0)
@@ -122,7 +128,6 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = None
     api_max_body_bytes: int = Field(default=1_000_000, ge=1024)
     api_allow_anonymous: bool = False
-    api_allowed_models: Annotated[frozenset[str], NoDecode] = frozenset()
     api_max_tokens_limit: int = Field(default=8192, ge=1)
     api_rate_limit_per_minute: int = Field(default=60, ge=0)  # 0: no limit
     api_access_log: bool = True
@@ -138,11 +143,24 @@ class Settings(BaseSettings):
 
     _split = field_validator("allowed_user_ids", "allowed_chat_ids", mode="before")(_split_ids)
 
-    @field_validator("api_allowed_models", mode="before")
+    @field_validator("llm_models", mode="before")
     @classmethod
-    def _split_models(cls, value: Any) -> Any:
+    def _split_model_list(cls, value: Any) -> Any:
         if isinstance(value, str):
-            return frozenset(part.strip() for part in value.split(",") if part.strip())
+            return tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+        return value
+
+    @field_validator("llm_models")
+    @classmethod
+    def _check_model_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(value) > MAX_MODELS:
+            raise ValueError(f"at most {MAX_MODELS} models, got {len(value)}")
+        for name in value:
+            if len(name) > MAX_MODEL_NAME_CHARS or any(c.isspace() for c in name):
+                raise ValueError(
+                    f"{name[:40]!r}: a model name has no spaces and at most "
+                    f"{MAX_MODEL_NAME_CHARS} characters"
+                )
         return value
 
     @field_validator("llm_extra_body", mode="before")
@@ -157,9 +175,14 @@ class Settings(BaseSettings):
                 raise ValueError(f"not valid JSON: {exc.msg}") from None
         return value
 
+    def models(self) -> tuple[str, ...]:
+        """The models a chat or an API session may choose, in LLM_MODELS' order:
+        LLM_MODELS, else only LLM_MODEL."""
+        return self.llm_models or (self.llm_model,)
+
     def api_models(self) -> frozenset[str]:
-        """Models an API client may ask for: API_ALLOWED_MODELS, else only LLM_MODEL."""
-        return self.api_allowed_models or frozenset({self.llm_model})
+        """Models an API client may ask for: the same allow-list as a chat's (LLM_MODELS)."""
+        return frozenset(self.models())
 
     def secret(self, name: str) -> str | None:
         """The plain value of a SecretStr setting, or None."""
@@ -186,6 +209,7 @@ class Settings(BaseSettings):
     def engine_config(self) -> EngineConfig:
         return EngineConfig(
             model=self.llm_model,
+            models=self.models(),
             max_tokens=self.llm_max_tokens,
             question_max_tokens=self.llm_question_max_tokens,
             default_max_rounds=self.default_max_rounds,
@@ -333,6 +357,11 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigError(
             f"LLM_FIRST_TOKEN_TIMEOUT_SECONDS ({settings.llm_first_token_timeout_seconds:g}) is "
             f"above LLM_TOTAL_TIMEOUT_SECONDS ({settings.llm_total_timeout_seconds:g})"
+        )
+    if settings.llm_model not in settings.models():
+        raise ConfigError(
+            f"LLM_MODELS: it must name LLM_MODEL ({settings.llm_model!r}), the model chats "
+            f"use until they choose another; got {', '.join(settings.llm_models)}"
         )
     if settings.default_max_rounds > settings.max_rounds_limit:
         raise ConfigError(

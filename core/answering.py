@@ -36,7 +36,12 @@ from core.models import Consultation, Message, Role, Status, TurnRecord
 from core.outcomes import Notice, Reply, replay_of
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
 from core.prompts import PromptLibrary
-from core.requests import EngineConfig, answer_max_tokens, build_completion_request
+from core.requests import (
+    EngineConfig,
+    answer_max_tokens,
+    build_completion_request,
+    model_of,
+)
 from core.rounds import Turn, after_reply, is_expired, plan_turn, ready_turn
 
 
@@ -151,7 +156,7 @@ class Answerer:
         asks for and, for a final answer or a follow-up's, the follow-ups it may still
         take now."""
         consultation = found.consultation
-        model = consultation.options.model or self._config.model
+        model = model_of(consultation.options.model, self._config)
         reply = replay_of(found, model=model)
         if not reply.is_complete:
             return reply

@@ -147,6 +147,12 @@ class UnknownRole(ConsultationError):
     code = "UNKNOWN_ROLE"
 
 
+class UnknownModel(ConsultationError):
+    """A model name that is not among the models chats may choose (LLM_MODELS)."""
+
+    code = "UNKNOWN_MODEL"
+
+
 class ActiveConsultationExists(Exception):
     """The store refused to create a second ACTIVE consultation for one chat key: another
     writer (another process, or a turn racing this one) started one first."""

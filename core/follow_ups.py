@@ -40,7 +40,13 @@ from core.models import Consultation, Message, Role, Status, TurnRecord
 from core.outcomes import Notice, Reply
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
 from core.prompts import PromptContext, PromptLibrary, build_system_prompt
-from core.requests import EngineConfig, answer_max_tokens, extra_body_of, model_messages
+from core.requests import (
+    EngineConfig,
+    answer_max_tokens,
+    extra_body_of,
+    model_messages,
+    model_of,
+)
 from core.user_turns import UserTurns
 
 
@@ -137,7 +143,7 @@ def follow_up_request(
     )
     return CompletionRequest(
         messages=messages,
-        model=consultation.options.model or config.model,
+        model=model_of(consultation.options.model, config),
         max_tokens=answer_max_tokens(consultation, config),
         extra_body=extra_body_of(consultation.options),
     )

@@ -25,7 +25,7 @@ from core.memory_call import FactsCall
 from core.models import Status
 from core.ports import Completer, ConsultationStore
 from core.prompts import PromptLibrary
-from core.requests import EngineConfig
+from core.requests import EngineConfig, model_of
 
 
 async def opening(
@@ -80,7 +80,7 @@ class Memories:
         state = await self._store.load_memory(owner, person)
         if not state.preferences.enabled:
             return MemoryUpdate()
-        model = consultation.options.model or self._config.model
+        model = model_of(consultation.options.model, self._config)
         found = await self._call.extract(consultation, [f.text for f in state.facts], model)
         if not found or await self._store.get(consultation_id) is None:
             # Nothing said, or the consultation was forgotten while the model read it:

@@ -163,9 +163,10 @@ def locate_turn(consultation: Consultation, turn_id: str) -> TurnRecord | None:
 
 @dataclass(frozen=True, slots=True)
 class ChatSettings:
-    """What a chat chose with /rounds and /role; None means the deployment default."""
+    """What a chat chose with /rounds, /role and /model; None means the deployment default."""
 
     max_rounds: int | None = None
     role: str | None = None
     system_prompt: str | None = None
     language: str | None = None
+    model: str | None = None  # read against LLM_MODELS when used: it may have been removed

@@ -117,12 +117,22 @@ class StatusInfo:
     max_rounds: int
     role: str
     active: bool
+    model: str = ""  # the model of the chat's next call
     rounds_done: int = 0
     open_turn: bool = False  # a message is waiting for an answer (after a failure)
     answering: bool = False  # a reply to the open turn is being written right now
     initial_request: str | None = None
     last_activity_at: float | None = None
     started_by: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatModel:
+    """The model of a chat's next consultation; `removed`: the model the chat chose,
+    which LLM_MODELS no longer names (the deployment's is used instead)."""
+
+    model: str
+    removed: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

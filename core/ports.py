@@ -20,6 +20,7 @@ from core.models import (
     Consultation,
     ConsultationSummary,
     Message,
+    ModelOptions,
     Status,
     TurnRecord,
     Usage,
@@ -182,6 +183,11 @@ class ConsultationStore(Protocol):
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None: ...
 
     async def set_max_rounds(self, consultation_id: str, max_rounds: int) -> None: ...
+
+    async def set_options(self, consultation_id: str, options: ModelOptions) -> None:
+        """Replace the consultation's model options (`Consultation.options`), which its
+        next model call reads; `SessionNotFound` for an unknown id."""
+        ...
 
     async def load_chat_settings(self, chat_key: str) -> ChatSettings: ...
 

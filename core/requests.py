@@ -39,6 +39,8 @@ from core.rounds import Turn
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     model: str
+    # The models a chat or a session may choose (LLM_MODELS, `model` among them).
+    models: tuple[str, ...] = ()
     max_tokens: int | None = 2048  # the final answer's budget per call
     question_max_tokens: int | None = 400  # a clarifying round's budget
     default_max_rounds: int = 3
@@ -56,6 +58,18 @@ class EngineConfig:
     memory_enabled: bool = True  # client memory (`core.memory`)
     memory_max_tokens: int = 300  # the remembered facts' share of the system prompt
     followup_limit: int = 5  # follow-ups a complete consultation takes (0: none)
+
+    @property
+    def allowed_models(self) -> tuple[str, ...]:
+        """The models a chat or a session may choose: `models`, else `model` alone."""
+        return self.models or (self.model,)
+
+
+def model_of(chosen: str | None, config: EngineConfig) -> str:
+    """The model a consultation's next call uses (or a chat's next consultation): the one
+    chosen while the allow-list still names it, else the deployment's (a model the operator
+    removed is never called)."""
+    return chosen if chosen is not None and chosen in config.allowed_models else config.model
 
 
 def model_messages(
@@ -149,7 +163,7 @@ def build_completion_request(
     if structured:
         return CompletionRequest(
             messages=messages,
-            model=options.model or config.model,
+            model=model_of(options.model, config),
             max_tokens=structured_max_tokens(consultation, config),
             json_mode=True,
             extra_body=extra_body,
@@ -159,7 +173,7 @@ def build_completion_request(
         )
     return CompletionRequest(
         messages=messages,
-        model=options.model or config.model,
+        model=model_of(options.model, config),
         max_tokens=answer_max_tokens(consultation, config)
         if turn.is_final
         else question_max_tokens(consultation, config),

@@ -26,17 +26,23 @@ from contextlib import asynccontextmanager
 from core.answering import Answerer
 from core.attachments import Image
 from core.clarifying import Answer, ClarifyingRound, Picks
-from core.errors import InvalidMaxRounds, NoActiveConsultation, NothingToRetry, UnknownRole
+from core.errors import (
+    InvalidMaxRounds,
+    NoActiveConsultation,
+    NothingToRetry,
+    UnknownModel,
+    UnknownRole,
+)
 from core.final_now import request_text, user_language
 from core.follow_ups import FollowUps, is_follow_up
 from core.history import History
 from core.memories import Memories, opening
 from core.memory import MemoryScope, MemoryUpdate
 from core.models import ChatSettings, Consultation, ConsultationSummary, Status
-from core.outcomes import Notice, Reply, RoundsChange, StatusInfo
+from core.outcomes import ChatModel, Notice, Reply, RoundsChange, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary, RoleInfo
-from core.requests import EngineConfig
+from core.requests import EngineConfig, model_of
 from core.round_answers import RoundRef, picked, turn_text
 from core.rounds import has_open_turn, is_expired, validate_max_rounds
 from core.running import RunningTurns, StoppableCompleter
@@ -343,6 +349,32 @@ class ConsultationService:
                 chat_key, _replace(settings, role=role, system_prompt=system_prompt)
             )
 
+    async def set_model(self, chat_key: str, model: str) -> None:
+        """Choose the chat's model (one of LLM_MODELS): its active consultation's next model
+        call uses it, and so do its next consultations.
+
+        Raises `UnknownModel` for a model the allow-list does not name; nothing is stored."""
+        if model not in self._config.allowed_models:
+            raise UnknownModel(f"unknown model {model!r}")
+        async with self._locks.hold(chat_key):
+            settings = await self._store.load_chat_settings(chat_key)
+            await self._store.save_chat_settings(chat_key, _replace(settings, model=model))
+            consultation, _ = await self._user_turns.active_or_none(chat_key, self._clock())
+            if consultation is not None and consultation.options.model != model:
+                options = dataclasses.replace(consultation.options, model=model)
+                await self._store.set_options(consultation.id, options)
+
+    async def chat_model(self, chat_key: str) -> ChatModel:
+        """The model of the chat's next consultation, and the one it chose if the
+        allow-list no longer names it (the operator removed it)."""
+        chosen = (await self._store.load_chat_settings(chat_key)).model
+        model = model_of(chosen, self._config)
+        return ChatModel(model, removed=chosen if chosen not in (None, model) else None)
+
+    def models(self) -> tuple[str, ...]:
+        """The models a chat may choose (LLM_MODELS), in their configured order."""
+        return self._config.allowed_models
+
     async def chat_settings(self, chat_key: str) -> ChatSettings:
         return await self._store.load_chat_settings(chat_key)
 
@@ -358,8 +390,10 @@ class ConsultationService:
         max_rounds = settings.max_rounds or self._config.default_max_rounds
         role = settings.role or self._config.default_role
         if consultation is None:
-            return StatusInfo(max_rounds=max_rounds, role=role, active=False)
+            model = model_of(settings.model, self._config)
+            return StatusInfo(max_rounds=max_rounds, role=role, active=False, model=model)
         return StatusInfo(
+            model=model_of(consultation.options.model, self._config),
             answering=self._running.is_running(chat_key),
             max_rounds=consultation.max_rounds,
             role=consultation.role or role,

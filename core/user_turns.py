@@ -17,7 +17,7 @@ import uuid
 
 from core.blank import is_blank
 from core.errors import ActiveConsultationExists, EmptyMessage
-from core.models import Consultation, Message, Role, Status
+from core.models import Consultation, Message, ModelOptions, Role, Status
 from core.outcomes import Notice
 from core.ports import ConsultationStore
 from core.requests import EngineConfig
@@ -134,6 +134,7 @@ class UserTurns:
             last_activity_at=now,
             role=settings.role or self._config.default_role,
             system_prompt=settings.system_prompt,
+            options=ModelOptions(model=settings.model),
             started_by=author_id,
             memory_owner=memory[0],
             memory_facts=memory[1],

@@ -87,7 +87,7 @@ def consultation_values(c: Consultation) -> tuple[Any, ...]:
         _text(c.initial_request),
         _text(c.role),
         _text(c.system_prompt),
-        json.dumps(dataclasses.asdict(c.options)),
+        options_value(c.options),
         c.created_at,
         c.last_activity_at,
         c.started_by,
@@ -172,6 +172,11 @@ def summary_from_row(row: Sequence[Any]) -> ConsultationSummary:
         current_round=row[5],
         max_rounds=row[6],
     )
+
+
+def options_value(options: ModelOptions) -> str:
+    """The options as the `consultations.options` column keeps them (JSON text)."""
+    return json.dumps(dataclasses.asdict(options))
 
 
 def options_from_json(raw: str) -> ModelOptions:

@@ -22,7 +22,7 @@ REQUEST = 'Помоги подобрать веса для "хаммер" и б�
 
 pytestmark = pytest.mark.api_settings(
     max_rounds_limit=10,
-    api_allowed_models=frozenset({"test-model", "sonar"}),
+    llm_models=("test-model", "sonar"),
     max_document_bytes=1000,  # with the image limit, keeps the chat body limit near 1 MB
     max_image_bytes=1000,
 )

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.api_settings(
     max_input_chars=100,
-    api_allowed_models=frozenset({"test-model", "sonar"}),
+    llm_models=("test-model", "sonar"),
     api_max_tokens_limit=500,
     api_rate_limit_per_minute=0,
 )
@@ -76,7 +76,7 @@ async def test_system_prompt_and_output_schema_are_bounded_too(
 async def test_only_allowed_models_and_token_budgets(
     api: RunningApi, model_server: FakeModelServer
 ) -> None:
-    """A model outside API_ALLOWED_MODELS or maxTokens above the cap is refused, named."""
+    """A model outside LLM_MODELS or maxTokens above the cap is refused, named."""
     status, error = await chat(api, {"message": "hi", "model": "gpt-4-32k"})
     assert (status, error["code"]) == (400, "VALIDATION_ERROR")
     assert "sonar" in error["error"] and "test-model" in error["error"]
@@ -90,7 +90,7 @@ async def test_only_allowed_models_and_token_budgets(
 
 
 def test_by_default_only_the_configured_model_is_allowed(tmp_path: Path) -> None:
-    """Without API_ALLOWED_MODELS, LLM_MODEL is the one model a client may ask for."""
+    """Without LLM_MODELS, LLM_MODEL is the one model a client may ask for."""
     settings = api_settings(tmp_path / "x.sqlite3", "http://127.0.0.1:1/v1")
     assert settings.api_models() == frozenset({"test-model"})
 

@@ -269,6 +269,12 @@ MIGRATIONS: list[Migration] = [
         "m013_history",
         ("CREATE INDEX consultations_chat_created ON consultations (chat_key, created_at, id)",),
     ),
+    (
+        # The model a chat chose with /model (`chat_settings.model`); NULL: LLM_MODEL, as in
+        # rows written before.
+        "m015_chat_model",
+        ("ALTER TABLE chat_settings ADD COLUMN model TEXT",),
+    ),
 ]
 
 

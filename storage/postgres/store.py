@@ -44,6 +44,7 @@ from core.models import (
     Consultation,
     ConsultationSummary,
     Message,
+    ModelOptions,
     Status,
     TurnRecord,
 )
@@ -73,6 +74,7 @@ from storage.shared import (
     consultation_from_row,
     consultation_values,
     message_values,
+    options_value,
     picks_value,
     summary_from_row,
 )
@@ -159,7 +161,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def load_chat_settings(self, chat_key: str) -> ChatSettings:
         row = await self._call(
             lambda c: c.fetchrow(
-                "SELECT max_rounds, role, system_prompt, language FROM chat_settings"
+                "SELECT max_rounds, role, system_prompt, language, model FROM chat_settings"
                 " WHERE chat_key = $1",
                 chat_key,
             )
@@ -171,6 +173,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
             role=row["role"],
             system_prompt=row["system_prompt"],
             language=row["language"],
+            model=row["model"],
         )
 
     # -- writes --------------------------------------------------------------------------
@@ -275,6 +278,13 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
             consultation=consultation_id,
         )
 
+    async def set_options(self, consultation_id: str, options: ModelOptions) -> None:
+        value = options_value(options)
+        await self._write(
+            lambda c: _update(c, consultation_id, options=value),
+            consultation=consultation_id,
+        )
+
     async def save_picks(self, consultation_id: str, picks: Picks | None) -> None:
         """Replace the consultation's unsent picks (None clears them); `SessionNotFound`
         for an unknown id. One statement, one round trip (no transaction around it), in
@@ -288,15 +298,16 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         await self._write(
             lambda c: c.execute(
                 "INSERT INTO chat_settings (chat_key, max_rounds, role, system_prompt, language,"
-                " updated_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (chat_key) DO UPDATE"
-                " SET max_rounds = excluded.max_rounds, role = excluded.role,"
+                " model, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (chat_key)"
+                " DO UPDATE SET max_rounds = excluded.max_rounds, role = excluded.role,"
                 " system_prompt = excluded.system_prompt, language = excluded.language,"
-                " updated_at = excluded.updated_at",
+                " model = excluded.model, updated_at = excluded.updated_at",
                 chat_key,
                 s.max_rounds,
                 s.role,
                 s.system_prompt,
                 s.language,
+                s.model,
                 time.time(),
             )
         )

@@ -302,3 +302,10 @@ async def m013_history(db: aiosqlite.Connection) -> None:
     await db.execute(
         "CREATE INDEX consultations_chat_created ON consultations (chat_key, created_at, id)"
     )
+
+
+@migration
+async def m015_chat_model(db: aiosqlite.Connection) -> None:
+    """The model a chat chose with /model (`chat_settings.model`); NULL: LLM_MODEL, as in
+    rows written before."""
+    await db.execute("ALTER TABLE chat_settings ADD COLUMN model TEXT")

@@ -180,11 +180,11 @@ def _update(db: sqlite3.Connection, consultation_id: str, *fixed: str, **columns
 def upsert_chat_settings(db: sqlite3.Connection, chat_key: str, s: ChatSettings) -> None:
     db.execute(
         "INSERT INTO chat_settings (chat_key, max_rounds, role, system_prompt, language,"
-        " updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (chat_key) DO UPDATE SET"
+        " model, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (chat_key) DO UPDATE SET"
         " max_rounds = excluded.max_rounds, role = excluded.role,"
         " system_prompt = excluded.system_prompt, language = excluded.language,"
-        " updated_at = excluded.updated_at",
-        (chat_key, s.max_rounds, s.role, s.system_prompt, s.language, time.time()),
+        " model = excluded.model, updated_at = excluded.updated_at",
+        (chat_key, s.max_rounds, s.role, s.system_prompt, s.language, s.model, time.time()),
     )
 
 
@@ -237,14 +237,19 @@ def latest_status(db: sqlite3.Connection, chat_key: str) -> Status | None:
 
 def load_chat_settings(db: sqlite3.Connection, chat_key: str) -> ChatSettings:
     row = db.execute(
-        "SELECT max_rounds, role, system_prompt, language FROM chat_settings WHERE chat_key = ?",
+        "SELECT max_rounds, role, system_prompt, language, model FROM chat_settings"
+        " WHERE chat_key = ?",
         (chat_key,),
     ).fetchone()
     if row is None:
         return ChatSettings()
-    max_rounds, role, system_prompt, language = row
+    max_rounds, role, system_prompt, language, model = row
     return ChatSettings(
-        max_rounds=max_rounds, role=role, system_prompt=system_prompt, language=language
+        max_rounds=max_rounds,
+        role=role,
+        system_prompt=system_prompt,
+        language=language,
+        model=model,
     )
 
 

@@ -44,10 +44,17 @@ from core.models import (
     Consultation,
     ConsultationSummary,
     Message,
+    ModelOptions,
     Status,
     TurnRecord,
 )
-from storage.shared import DatabaseUnusable, IdempotencyKeys, Statement, picks_value
+from storage.shared import (
+    DatabaseUnusable,
+    IdempotencyKeys,
+    Statement,
+    options_value,
+    picks_value,
+)
 from storage.sqlite import memory, sql, upkeep
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
@@ -269,6 +276,14 @@ class SqliteStore(IdempotencyKeys):
         await self._writer.run(
             functools.partial(
                 sql.update_consultation, consultation_id=consultation_id, max_rounds=max_rounds
+            )
+        )
+
+    async def set_options(self, consultation_id: str, options: ModelOptions) -> None:
+        value = options_value(options)
+        await self._writer.run(
+            functools.partial(
+                sql.update_consultation, consultation_id=consultation_id, options=value
             )
         )
 
