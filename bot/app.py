@@ -40,6 +40,7 @@ from bot.history import SHOW, HistoryView
 from bot.i18n import COMMANDS
 from bot.keyboards import ANSWER, ANSWER_NOW, EXPORT, FOLLOW_UP, PICK, SEND
 from bot.memory import DELETE_FACT, MemoryCommands
+from bot.models import CHOOSE_MODEL, ModelChoice
 from bot.ordering import PerChatUpdateProcessor
 from bot.outage import OutageNotices
 from bot.round_presses import RoundPresses
@@ -155,6 +156,9 @@ def register(
     history = HistoryView(service, say=say)
     exports = Exports(service, say=say)
     memory = MemoryCommands(service, say=say)
+    models = ModelChoice(
+        service, say=say, refuse=handlers.refuse, may_configure=commands.may_configure
+    )
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,
@@ -165,6 +169,7 @@ def register(
             FOLLOW_UP: handlers.follow_ups.press,
             "rounds": commands.rounds_button,
             "role": commands.role_button,
+            CHOOSE_MODEL: models.press,
             FORGET: forgetting.press,
             EXPORT: exports.export_button,
             SHOW: history.show_button,
@@ -188,6 +193,7 @@ def register(
         ("history", history.history),
         ("export", exports.export),
         ("role", commands.role),
+        ("model", models.command),
         ("memory", memory.memory),
         ("forget", forgetting.command),
     ):

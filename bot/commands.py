@@ -86,7 +86,7 @@ class Commands:
                 keyboard=rounds_keyboard(limit),
             )
             return
-        if not await self._may_configure(incoming, context):
+        if not await self.may_configure(incoming, context):
             await self.refuse(incoming, t(incoming.language, "not_admin"))
             return
         await self._set_rounds(incoming, " ".join(args))
@@ -99,7 +99,7 @@ class Commands:
         if value not in {str(n) for n in offered}:
             ignored(press.query.data, "not a rounds choice")
             return
-        if not await self._may_configure(incoming, context):
+        if not await self.may_configure(incoming, context):
             await press.answer(t(incoming.language, "not_admin"))
             return
         # The press is answered after the change, so a failing store is told in its popup.
@@ -128,7 +128,7 @@ class Commands:
 
     async def reset(self, incoming: Incoming, context: Context) -> None:
         """End the active consultation, stopping a reply being written (runs out of order)."""
-        if not await self._may_configure(incoming, context):
+        if not await self.may_configure(incoming, context):
             await self.refuse(incoming, t(incoming.language, "not_admin"))
             return
         stopped = await stop_earlier()  # the chat's update held on any worker (shared inbox)
@@ -142,7 +142,9 @@ class Commands:
         status = await self.service.status(incoming.key)
         role = self._role_title(status.role)
         if not status.active:
-            text = t(language, "status_idle", rounds=status.max_rounds, role=role)
+            text = t(
+                language, "status_idle", rounds=status.max_rounds, role=role, model=status.model
+            )
         else:
             request = status.initial_request or ""
             shown = request if len(request) <= 200 else request[:200] + "…"
@@ -152,6 +154,7 @@ class Commands:
                 done=status.rounds_done,
                 rounds=status.max_rounds,
                 role=role,
+                model=status.model,
                 request=shown,
             )
             if status.answering:
@@ -186,7 +189,7 @@ class Commands:
                 keyboard=roles_keyboard({k: r.title for k, r in roles.items()}),
             )
             return
-        if not await self._may_configure(incoming, context):
+        if not await self.may_configure(incoming, context):
             await self.refuse(incoming, t(incoming.language, "not_admin"))
             return
         await self._set_role(incoming, " ".join(args))
@@ -199,7 +202,7 @@ class Commands:
         if value not in self.service.roles():
             ignored(press.query.data, "not a role")
             return
-        if not await self._may_configure(incoming, context):
+        if not await self.may_configure(incoming, context):
             await press.answer(t(incoming.language, "not_admin"))
             return
         # The press is answered after the change, so a failing store is told in its popup.
@@ -254,7 +257,7 @@ class Commands:
         info = self.service.roles().get(role)
         return info.title if info is not None else role
 
-    async def _may_configure(self, incoming: Incoming, context: Context) -> bool:
+    async def may_configure(self, incoming: Incoming, context: Context) -> bool:
         """In groups: admins and the consultation's starter; elsewhere anyone."""
         if not incoming.is_group or not self.config.group_config_admins_only:
             return True

@@ -24,6 +24,7 @@ EN: dict[str, str] = {
         "/status — where the consultation stands\n"
         "/retry — answer your last message again after an error\n"
         "/role — choose the expert\n"
+        "/model — choose the model\n"
         "/memory — what I remember about you; /memory off|on\n"
         "/history — your recent consultations\n"
         "/export [N] — the latest consultation (or number N of /history) as DOCX and Markdown "
@@ -105,9 +106,10 @@ EN: dict[str, str] = {
     "reset_done": "Consultation ended. Your next message starts a new one.",
     "reset_none": "There is no active consultation. Send your question to start one.",
     "reset_stopped": "Stopped working on your previous message. Send your question again.",
-    "status_idle": "No active consultation. Rounds: {rounds}. Expert: {role}.",
+    "status_idle": "No active consultation. Rounds: {rounds}. Expert: {role}. Model: {model}.",
     "status_active": (
-        "Consultation in progress: {done} of {rounds} rounds answered. Expert: {role}.\n"
+        "Consultation in progress: {done} of {rounds} rounds answered. Expert: {role}. "
+        "Model: {model}.\n"
         "Request: “{request}”"
     ),
     "status_open_turn": "Your last message is still waiting for an answer: send /retry.",
@@ -192,6 +194,11 @@ EN: dict[str, str] = {
     "role_show": "Expert: {role}. Choose another one (applies to the next consultation):",
     "role_set": "Expert set to {role}. It applies to your next consultation (/reset to start now).",
     "role_unknown": "Unknown expert “{value}”. Available: {roles}.",
+    "model_show": "Model: {model}. Choose another one (applies from the next answer):",
+    "model_removed": "The model “{removed}” chosen here is no longer available: {model} is used.",
+    "model_set": "Model set to {model}. It applies from the next answer.",
+    "model_unknown": "Unknown model “{value}”. Available: {models}.",
+    "model_stale": "The list of models has changed: send /model again.",
     "not_admin": "Only group admins or the member who started the consultation can do that.",
     "forget_confirm": (
         "This deletes everything I keep about you and this chat: your consultations with all "
@@ -276,6 +283,7 @@ RU: dict[str, str] = {
         "/status — на каком этапе консультация\n"
         "/retry — ответить на последнее сообщение ещё раз после ошибки\n"
         "/role — выбрать эксперта\n"
+        "/model — выбрать модель\n"
         "/memory — что я помню о вас; /memory off|on\n"
         "/history — ваши последние консультации\n"
         "/export [N] — последняя консультация (или номер N из /history) файлами DOCX и "
@@ -363,9 +371,12 @@ RU: dict[str, str] = {
     "reset_done": "Консультация завершена. Следующее сообщение начнёт новую.",
     "reset_none": "Активной консультации нет. Напишите вопрос, чтобы начать.",
     "reset_stopped": "Обработка предыдущего сообщения остановлена. Отправьте вопрос ещё раз.",
-    "status_idle": "Активной консультации нет. Раундов: {rounds}. Эксперт: {role}.",
+    "status_idle": (
+        "Активной консультации нет. Раундов: {rounds}. Эксперт: {role}. Модель: {model}."
+    ),
     "status_active": (
-        "Идёт консультация: отвечено раундов {done} из {rounds}. Эксперт: {role}.\n"
+        "Идёт консультация: отвечено раундов {done} из {rounds}. Эксперт: {role}. "
+        "Модель: {model}.\n"
         "Запрос: «{request}»"
     ),
     "status_open_turn": "Ваше последнее сообщение ещё ждёт ответа: отправьте /retry.",
@@ -453,6 +464,11 @@ RU: dict[str, str] = {
     "role_show": "Эксперт: {role}. Выберите другого (для следующей консультации):",
     "role_set": "Эксперт: {role}. Он начнёт со следующей консультации (/reset — начать сейчас).",
     "role_unknown": "Неизвестный эксперт «{value}». Доступны: {roles}.",
+    "model_show": "Модель: {model}. Выберите другую (со следующего ответа):",
+    "model_removed": "Выбранная здесь модель «{removed}» больше недоступна: используется {model}.",
+    "model_set": "Модель: {model}. Она будет отвечать со следующего ответа.",
+    "model_unknown": "Неизвестная модель «{value}». Доступны: {models}.",
+    "model_stale": "Список моделей изменился: отправьте /model ещё раз.",
     "not_admin": (
         "Это могут делать только администраторы группы или участник, начавший консультацию."
     ),
@@ -545,6 +561,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("status", "Where the consultation stands", "На каком этапе консультация"),
     ("retry", "Answer the last message again", "Ответить на последнее сообщение ещё раз"),
     ("role", "Choose the expert", "Выбрать эксперта"),
+    ("model", "Choose the model", "Выбрать модель"),
     ("memory", "What I remember about you", "Что я о вас помню"),
     ("forget", "Delete everything kept about you", "Удалить всё, что хранится о вас"),
     ("history", "Your recent consultations", "Ваши последние консультации"),
