@@ -42,6 +42,7 @@ from app.console_files import ConsoleFiles, refusal
 from app.console_follow_ups import ask_follow_up, quoted_follow_up
 from app.console_history import ExportRefused, export_files, history_lines
 from app.console_memory import console_scope, memory_command, remember_after
+from app.console_models import model_command
 from app.console_replies import StreamPrinter, model_error_line
 from app.console_roles import role_command
 from app.runtime import check_model_endpoint, open_runtime
@@ -72,6 +73,7 @@ HELP = """Type your question. Commands:
   /reset      start over                  /retry    answer the last message again
   /status     where it stands             /quit     leave (Ctrl-D too)
   /role       the experts; /role NAME or /role SENTENCE chooses one
+  /model      the models; /model NAME chooses one
   /history    your recent consultations
   /export [N] [PATH]  the latest consultation (or number N of /history) as DOCX and
               Markdown files in the directory PATH (default: the current one)
@@ -252,6 +254,8 @@ async def _command_or_turn(
         await memory_command(service, key, argument)
     elif command == "/role":
         print(await role_command(service, key, argument))
+    elif command == "/model":
+        print(await model_command(service, key, argument))
     elif command == "/answer":
         printer.done(reply := await service.answer_now(key, on_text=printer.feed))
         await remember_after(service, reply)
