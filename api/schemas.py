@@ -189,7 +189,13 @@ class ChatRequest(BaseModel):
         "422 ANSWER_INVALID; answers when that reply asked no questions with `questions` "
         "(a final answer, or questions asked as plain text) are 409 ANSWER_STALE.",
     )
-    model: str | None = Field(None, min_length=1, max_length=200)
+    model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="The session's model, one of the deployment's LLM_MODELS (default: its "
+        "LLM_MODEL); another is 400 VALIDATION_ERROR naming the allowed ones.",
+    )
     max_tokens: Count | None = None
     disable_search: bool | None = None
     system_prompt: str | None = Field(None, description="Replaces the default expert persona.")

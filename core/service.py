@@ -350,8 +350,10 @@ class ConsultationService:
             )
 
     async def set_model(self, chat_key: str, model: str) -> None:
-        """Choose the chat's model (one of LLM_MODELS): its active consultation's next model
-        call uses it, and so do its next consultations.
+        """Choose the chat's model (one of LLM_MODELS) from its next model call on: the
+        calls of its latest consultation while it is active or takes follow-ups, and those
+        of its next consultations (a turn reads the model with its consultation, so no
+        turn reads the chat's settings again).
 
         Raises `UnknownModel` for a model the allow-list does not name; nothing is stored."""
         if model not in self._config.allowed_models:
@@ -359,8 +361,12 @@ class ConsultationService:
         async with self._locks.hold(chat_key):
             settings = await self._store.load_chat_settings(chat_key)
             await self._store.save_chat_settings(chat_key, _replace(settings, model=model))
-            consultation, _ = await self._user_turns.active_or_none(chat_key, self._clock())
-            if consultation is not None and consultation.options.model != model:
+            consultation = await self._store.load_latest(chat_key)
+            if (
+                consultation is not None
+                and consultation.status in (Status.ACTIVE, Status.COMPLETE)
+                and consultation.options.model != model
+            ):
                 options = dataclasses.replace(consultation.options, model=model)
                 await self._store.set_options(consultation.id, options)
 

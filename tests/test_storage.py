@@ -180,6 +180,8 @@ async def test_write_to_unknown_consultation_raises_and_changes_nothing(
         await store.set_status(missing, Status.RESET, at=1.0)
     with pytest.raises(SessionNotFound):
         await store.set_max_rounds(missing, 5)
+    with pytest.raises(SessionNotFound):
+        await store.set_options(missing, ModelOptions(model="sonar"))
     assert await rows("messages") == 0
     await store.create(make())
     assert await rows("consultations") == 1
@@ -263,10 +265,38 @@ async def test_set_max_rounds_persists(store: Store) -> None:
     assert loaded.max_rounds == 7
 
 
+async def test_set_options_replaces_them_and_keeps_the_rest(store: Store) -> None:
+    """The stored options become the ones given (the chat's model from the next call);
+    the consultation's messages and round stay."""
+    consultation = make()
+    consultation.options = ModelOptions(model="test-model", max_tokens=300)
+    await store.create(consultation)
+    await store.set_options(consultation.id, ModelOptions(model="sonar", max_tokens=300))
+    loaded = await store.get(consultation.id)
+    assert loaded is not None
+    assert loaded.options == ModelOptions(model="sonar", max_tokens=300)
+    assert (loaded.messages, loaded.current_round) == (consultation.messages, 0)
+
+
+async def test_a_chats_model_is_kept_with_its_settings_and_moves_with_the_chat(
+    store: Store,
+) -> None:
+    """`ChatSettings.model` round trips verbatim (any text: it is checked against
+    LLM_MODELS where it is used), survives other settings' saves and a re-keyed chat."""
+    await store.save_chat_settings("tg:-5", ChatSettings(model=INJECTION))
+    assert (await store.load_chat_settings("tg:-5")).model == INJECTION
+    await store.save_chat_settings("tg:-5", ChatSettings(max_rounds=4, model="sonar"))
+    await store.move_chat("tg:-5", "tg:-1005")
+    assert await store.load_chat_settings("tg:-1005") == ChatSettings(max_rounds=4, model="sonar")
+    assert await store.load_chat_settings("tg:-5") == ChatSettings()
+
+
 async def test_chat_settings_default_then_saved(store: Store) -> None:
     """A chat with nothing saved gets ChatSettings(); a save replaces every field."""
     assert await store.load_chat_settings("chat:1") == ChatSettings()
-    first = ChatSettings(max_rounds=5, role="doctor", system_prompt="Careful.", language="ru")
+    first = ChatSettings(
+        max_rounds=5, role="doctor", system_prompt="Careful.", language="ru", model="sonar"
+    )
     await store.save_chat_settings("chat:1", first)
     assert await store.load_chat_settings("chat:1") == first
     await store.save_chat_settings("chat:1", ChatSettings(max_rounds=2))
