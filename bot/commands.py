@@ -2,11 +2,11 @@
 
 Each command gets the update as an `Incoming` from the allow-list check in
 `bot.handlers`. In groups, the commands that change the consultation (/rounds,
-/reset, /role) are for chat admins and the member who started the consultation,
-unless the operator opened them to everyone (GROUP_CONFIG_ADMINS_ONLY=false); a refusal
-in a group is said at most once per person a minute (`bot.refusals`). A button
-press is refused in its own popup, never with a chat message (see `bot.buttons`), and
-a value no button of the bot offers is ignored.
+/reset, /role, and `bot.models`' /model by `may_configure`) are for chat admins and
+the member who started the consultation, unless the operator opened them to everyone
+(GROUP_CONFIG_ADMINS_ONLY=false); a refusal in a group is said at most once per
+person a minute (`bot.refusals`). A button press is refused in its own popup, never with
+a chat message (see `bot.buttons`), and a value no button of the bot offers is ignored.
 """
 
 from __future__ import annotations
