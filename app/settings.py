@@ -37,6 +37,10 @@ def _split_ids(value: Any) -> Any:
 IdList = Annotated[frozenset[int], NoDecode]
 
 
+RETIRED = frozenset({"api_allowed_models"})
+"""Settings that were replaced: read only to stop a start that still sets them."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_file=".env",
@@ -60,6 +64,8 @@ class Settings(BaseSettings):
     llm_model: str = "gpt-4o-mini"
     # The models a chat (/model) or an API session may choose; empty: LLM_MODEL alone.
     llm_models: Annotated[tuple[str, ...], NoDecode] = ()
+    # Retired (`RETIRED`): LLM_MODELS is the one allow-list now; set, it stops the start.
+    api_allowed_models: str | None = None
     llm_max_tokens: int = Field(default=2048, ge=1)  # the final answer's budget per call
     llm_question_max_tokens: int = Field(default=400, ge=1)  # a clarifying round's budget
     llm_timeout_seconds: float = Field(default=120.0, gt=0)
@@ -357,6 +363,11 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigError(
             f"LLM_FIRST_TOKEN_TIMEOUT_SECONDS ({settings.llm_first_token_timeout_seconds:g}) is "
             f"above LLM_TOTAL_TIMEOUT_SECONDS ({settings.llm_total_timeout_seconds:g})"
+        )
+    if settings.api_allowed_models is not None:
+        raise ConfigError(
+            "API_ALLOWED_MODELS was replaced by LLM_MODELS, the models chats and API sessions "
+            "may choose (with LLM_MODEL among them): rename it"
         )
     if settings.llm_model not in settings.models():
         raise ConfigError(

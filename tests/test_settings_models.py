@@ -73,3 +73,13 @@ def test_twenty_models_are_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The limit itself is accepted."""
     monkeypatch.setenv("LLM_MODELS", ",".join(["gpt-4o-mini", *(f"m{n}" for n in range(19))]))
     assert len(load_settings().models()) == 20
+
+
+def test_the_retired_api_allow_list_stops_the_start_naming_its_successor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An operator's old API_ALLOWED_MODELS is not silently ignored."""
+    monkeypatch.setenv("LLM_MODEL", "sonar")
+    monkeypatch.setenv("API_ALLOWED_MODELS", "sonar,sonar-pro")
+    with pytest.raises(ConfigError, match=r"API_ALLOWED_MODELS was replaced by LLM_MODELS"):
+        load_settings()
