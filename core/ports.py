@@ -25,6 +25,7 @@ from core.models import (
     TurnRecord,
     Usage,
 )
+from core.usage import Charge, ScopeKind, UsageTotal
 
 OnDelta = Callable[[str], Awaitable[None]]
 """Called with each new piece of streamed text, in order."""
@@ -132,10 +133,13 @@ class ConsultationStore(Protocol):
         current_round: int,
         status: Status,
         last_activity_at: float,
+        charge: Charge | None = None,
     ) -> None:
         """Append the assistant reply and advance the round, atomically, as a
         compare-and-set: only if the stored consultation is still ACTIVE with
         `current_round == expected_round` (the round the turn was planned from).
+        `charge` (the reply's usage) is added to its daily totals in the same transaction:
+        a stored reply is never without its count, a superseded one never counted.
 
         Otherwise another writer moved it on (or ended it) meanwhile: nothing is
         written and `core.errors.TurnSuperseded` is raised. `SessionNotFound` for an
@@ -150,6 +154,7 @@ class ConsultationStore(Protocol):
         *,
         expected_follow_ups: int,
         last_activity_at: float,
+        charge: Charge | None = None,
     ) -> None:
         """Append the answer to a follow-up and count it, atomically, as a compare-and-set:
         only if the stored consultation is COMPLETE with `follow_ups ==
@@ -158,8 +163,23 @@ class ConsultationStore(Protocol):
 
         Otherwise another writer answered it (or the consultation changed) meanwhile:
         nothing is written and `core.errors.TurnSuperseded` is raised. `SessionNotFound`
-        for an unknown id.
+        for an unknown id. `charge` is added with the answer, as `record_reply` does.
         """
+        ...
+
+    async def add_usage(self, charges: Sequence[Charge]) -> None:
+        """Add each charge to the daily totals of each of its scopes (`Charge.scopes`), in
+        one transaction: calls with no reply to store (a transcription, a memory note).
+        Totals are sums kept by the database, so several workers adding at once lose
+        nothing."""
+        ...
+
+    async def usage_of(
+        self, scope: ScopeKind, key: str, *, since_day: str, until_day: str
+    ) -> list[UsageTotal]:
+        """The scope's totals by model over the UTC days `since_day`..`until_day`
+        (inclusive, `YYYY-MM-DD`), one indexed read; ordered by model; empty when nothing
+        was charged."""
         ...
 
     async def load_latest(self, chat_key: str) -> Consultation | None:

@@ -13,7 +13,7 @@ import functools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -35,6 +35,7 @@ from core.models import (
     Status,
     Usage,
 )
+from core.usage import CallKind, Charge, ScopeKind
 from tests.store_contract import STORE_KINDS, StoreKind, make
 
 if TYPE_CHECKING:
@@ -1459,6 +1460,145 @@ async def test_concurrent_additions_for_one_owner_store_each_fact_once(
         facts = (await first.load_memory("tg:1", "tg:1")).facts
         assert len({f.text for f in facts}) == len(facts) == MAX_FACTS
         assert await rows("memory_facts") == MAX_FACTS
+    finally:
+        await first.close()
+        await second.close()
+
+
+# -- usage (`core.usage`) -----------------------------------------------------------------
+
+
+def charge(
+    chat: str = "chat:1",
+    *,
+    day: str = "2026-11-26",
+    person: str | None = "tg:7",
+    client: str | None = None,
+    model: str = "gpt-4o-mini",
+    kind: CallKind = CallKind.ROUND,
+    usage: Usage = Usage(10, 20),
+    cost: float = 0.5,
+) -> Charge:
+    return Charge(day, chat, model, kind, usage, cost, True, person, client)
+
+
+async def totals(store: Store, scope: ScopeKind, key: str, since: str, until: str) -> list[Any]:
+    found = await store.usage_of(scope, key, since_day=since, until_day=until)
+    return [
+        (t.model, t.prompt_tokens, t.completion_tokens, t.calls, t.estimated_calls, t.cost)
+        for t in found
+    ]
+
+
+async def test_a_replys_charge_counts_for_its_person_chat_and_client_by_day(
+    store: Store,
+) -> None:
+    """A charge stored with a reply is added to the person's, the chat's and the client
+    key's daily totals; totals sum over the days asked for and group by model."""
+    consultation = make("api:s1")
+    await store.create(consultation)
+    await store.record_reply(
+        consultation.id,
+        Message(Role.ASSISTANT, "Which load?", 1001.0, usage=Usage(10, 20)),
+        expected_round=0,
+        current_round=1,
+        status=Status.ACTIVE,
+        last_activity_at=1001.0,
+        charge=charge("api:s1", person="api:u1", client="key-a"),
+    )
+    estimated = charge(
+        "api:s1", day="2026-11-27", person="api:u1", client="key-a", usage=Usage(1, 2, True)
+    )
+    await store.add_usage(
+        [estimated, dataclasses.replace(estimated, model="other", cost=0.0, priced=False)]
+    )
+    first_day = [("gpt-4o-mini", 10, 20, 1, 0, 0.5)]
+    both_days = [("gpt-4o-mini", 11, 22, 2, 1, 1.0), ("other", 1, 2, 1, 1, 0.0)]
+    for scope, key in [
+        (ScopeKind.PERSON, "api:u1"),
+        (ScopeKind.CHAT, "api:s1"),
+        (ScopeKind.CLIENT, "key-a"),
+    ]:
+        assert await totals(store, scope, key, "2026-11-26", "2026-11-26") == first_day
+        assert await totals(store, scope, key, "2026-11-01", "2026-11-30") == both_days
+    assert await totals(store, ScopeKind.PERSON, "tg:7", "2026-11-01", "2026-11-30") == []
+    assert await totals(store, ScopeKind.PERSON, "api:u1", "2026-12-01", "2026-12-31") == []
+
+
+async def test_a_superseded_reply_or_follow_up_is_not_charged(store: Store) -> None:
+    """The charge goes with the reply's compare-and-set: a reply not stored counts nothing,
+    a follow-up stored counts once."""
+    consultation = make()
+    await store.create(consultation)
+    await reply(store, consultation.id, "first", expected=0, at=1001.0)
+    with pytest.raises(TurnSuperseded):
+        await store.record_reply(
+            consultation.id,
+            Message(Role.ASSISTANT, "second", 1002.0),
+            expected_round=0,
+            current_round=1,
+            status=Status.COMPLETE,
+            last_activity_at=1002.0,
+            charge=charge(),
+        )
+    assert await totals(store, ScopeKind.CHAT, "chat:1", "2026-11-26", "2026-11-26") == []
+    done = await complete(store, "chat:2")
+    answer = Message(Role.ASSISTANT, "Use PostgreSQL.", 1011.0)
+    follow_up = charge("chat:2", kind=CallKind.FOLLOW_UP)
+    await store.record_follow_up(
+        done, answer, expected_follow_ups=0, last_activity_at=1011.0, charge=follow_up
+    )
+    with pytest.raises(TurnSuperseded):
+        await store.record_follow_up(
+            done, answer, expected_follow_ups=0, last_activity_at=1012.0, charge=follow_up
+        )
+    assert await totals(store, ScopeKind.PERSON, "tg:7", "2026-11-26", "2026-11-26") == [
+        ("gpt-4o-mini", 10, 20, 1, 0, 0.5)
+    ]
+
+
+async def test_charges_of_many_replies_at_once_each_count(store: Store) -> None:
+    """Replies of twenty chats by one person stored at once (one batch where the store
+    batches) and charges added meanwhile: the person's total is their exact sum."""
+    consultations = [make(f"chat:{n}") for n in range(20)]
+    for consultation in consultations:
+        await store.create(consultation)
+
+    async def answer(consultation: Consultation) -> None:
+        await store.record_reply(
+            consultation.id,
+            Message(Role.ASSISTANT, "Which load?", 1001.0),
+            expected_round=0,
+            current_round=1,
+            status=Status.ACTIVE,
+            last_activity_at=1001.0,
+            charge=charge(consultation.chat_key),
+        )
+
+    await asyncio.gather(
+        *map(answer, consultations), *(store.add_usage([charge(), charge()]) for _ in range(5))
+    )
+    assert await totals(store, ScopeKind.PERSON, "tg:7", "2026-11-26", "2026-11-26") == [
+        ("gpt-4o-mini", 300, 600, 30, 0, 15.0)
+    ]
+    assert await totals(store, ScopeKind.CHAT, "chat:3", "2026-11-26", "2026-11-26") == [
+        ("gpt-4o-mini", 10, 20, 1, 0, 0.5)
+    ]
+
+
+async def test_two_stores_on_one_database_adding_usage_lose_nothing(
+    kind: StoreKind, database: str
+) -> None:
+    """Two workers charging one person at once: the totals are global and exact."""
+    first, second = await kind.open(database), await kind.open(database)
+    try:
+        await asyncio.gather(
+            *(s.add_usage([charge(), charge(chat="chat:2")]) for s in [first, second] * 20)
+        )
+        for s in (first, second):
+            assert await totals(s, ScopeKind.PERSON, "tg:7", "2026-11-26", "2026-11-26") == [
+                ("gpt-4o-mini", 800, 1600, 80, 0, 40.0)
+            ]
     finally:
         await first.close()
         await second.close()

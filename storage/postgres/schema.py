@@ -270,6 +270,28 @@ MIGRATIONS: list[Migration] = [
         ("CREATE INDEX consultations_chat_created ON consultations (chat_key, created_at, id)",),
     ),
     (
+        # Model usage by UTC day: one row per scope (person, chat or API client key), day,
+        # model and kind of call, added to by each charge; a scope's days are one key range.
+        "m014_usage",
+        (
+            """
+            CREATE TABLE usage_daily (
+                scope_kind TEXT NOT NULL,
+                scope_key TEXT NOT NULL,
+                day TEXT NOT NULL,
+                model TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                prompt_tokens BIGINT NOT NULL,
+                completion_tokens BIGINT NOT NULL,
+                calls BIGINT NOT NULL,
+                estimated_calls BIGINT NOT NULL,
+                cost DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (scope_kind, scope_key, day, model, kind)
+            )
+            """,
+        ),
+    ),
+    (
         # The model a chat chose with /model (`chat_settings.model`); NULL: LLM_MODEL, as in
         # rows written before.
         "m015_chat_model",

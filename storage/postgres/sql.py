@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import asyncpg
 
 from core.models import Consultation, Message, Status, TurnRecord, locate_turn
+from core.usage import Charge
+from storage.postgres.usage import CHARGE_COLUMNS, CHARGE_TYPES, add_usage_from, charge_values
 from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
@@ -53,6 +55,7 @@ class Append:
     message: Message
     last_activity_at: float
     guard: RoundGuard | None = None
+    charge: Charge | None = None  # counted when the message is stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +120,7 @@ async def _append_run(connection: asyncpg.Connection, appends: list[Append]) -> 
 
 
 def _values(append: Append) -> tuple[object, ...]:
-    """One append as the statement's parameters $1-$15, in order."""
+    """One append as the statement's parameters $1-$25, in order."""
     guard = append.guard
     return (
         append.consultation_id,
@@ -127,6 +130,7 @@ def _values(append: Append) -> tuple[object, ...]:
         None if guard is None else guard.current_round,
         None if guard is None else guard.status.value,
         None if guard is None else guard.expected_round,
+        *charge_values(append.charge),
     )
 
 
@@ -135,6 +139,11 @@ MESSAGES_OF_FOUND = (
     # in the same statement, so from the same snapshot).
     f"ARRAY(SELECT ROW({MESSAGE_READ_COLUMNS}) FROM messages m"
     " WHERE m.consultation_id = found.id ORDER BY m.seq) AS messages"
+)
+_CHARGE_ARRAYS_16 = ", ".join(f"${16 + n}::{t}[]" for n, t in enumerate(CHARGE_TYPES))
+_CHARGE_PARAMETERS_13 = ", ".join(
+    f"${13 + n}::{t} AS {c.strip()}"
+    for n, (t, c) in enumerate(zip(CHARGE_TYPES, CHARGE_COLUMNS.split(","), strict=True))
 )
 _LOAD_TURNS = (
     # $1 chat keys, $2 turn ids (NULL: none): per request n, the consultation holding the
@@ -154,10 +163,10 @@ _APPEND_MESSAGES = (
     "WITH input AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],"
     " $5::double precision[], $6::integer[], $7::integer[], $8::boolean[], $9::text[],"
     " $10::text[], $11::double precision[], $12::boolean[], $13::integer[], $14::text[],"
-    " $15::integer[])"
+    f" $15::integer[], {_CHARGE_ARRAYS_16})"
     " WITH ORDINALITY AS i (id, role, author, text, created_at, prompt_tokens,"
     " completion_tokens, tokens_estimated, turn_id, questions, activity, guarded, new_round,"
-    " new_status, expected_round, n)),"
+    f" new_status, expected_round, {CHARGE_COLUMNS}, n)),"
     # Lock the rows in id order first: two batches never wait for each other in a circle.
     " locked AS (SELECT c.id FROM consultations c WHERE c.id IN (SELECT id FROM input)"
     " ORDER BY c.id FOR UPDATE),"
@@ -174,13 +183,16 @@ _APPEND_MESSAGES = (
     f" appended AS (INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
     " SELECT t.id, t.last_seq, i.role, i.author, i.text, i.created_at, i.prompt_tokens,"
     " i.completion_tokens, i.tokens_estimated, i.turn_id, i.questions FROM touched t"
-    " JOIN input i ON i.id = t.id RETURNING consultation_id)"
+    " JOIN input i ON i.id = t.id RETURNING consultation_id),"
+    # The charges of the replies stored: counted in the same transaction.
+    f" counted AS ({add_usage_from('SELECT i.* FROM input i JOIN touched t ON t.id = i.id')})"
     " SELECT i.n, EXISTS (SELECT 1 FROM appended a WHERE a.consultation_id = i.id) AS stored,"
     " EXISTS (SELECT 1 FROM consultations c WHERE c.id = i.id) AS known FROM input i"
 )
 RECORD_FOLLOW_UP = (
     # $1 consultation id, $2 last activity, $3 follow-ups expected, $4-$12 the message's
-    # values (`message_values`): counted and appended only while COMPLETE at $3.
+    # values (`message_values`): counted and appended only while COMPLETE at $3; $13-$22
+    # its charge (`charge_values`), added with it.
     "WITH touched AS (UPDATE consultations c SET follow_ups = c.follow_ups + 1,"
     " last_activity_at = $2, last_seq = GREATEST(c.last_seq, COALESCE((SELECT MAX(seq)"
     " FROM messages m WHERE m.consultation_id = c.id), 0)) + 1"
@@ -189,7 +201,8 @@ RECORD_FOLLOW_UP = (
     f" appended AS (INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
     " SELECT t.id, t.last_seq, $4::text, $5::text, $6::text, $7::double precision,"
     " $8::integer, $9::integer, $10::boolean, $11::text, $12::text FROM touched t"
-    " RETURNING consultation_id)"
+    " RETURNING consultation_id),"
+    f" counted AS ({add_usage_from(f'SELECT {_CHARGE_PARAMETERS_13} FROM touched')})"
     " SELECT EXISTS (SELECT 1 FROM appended) AS stored,"
     " EXISTS (SELECT 1 FROM consultations WHERE id = $1) AS known"
 )

@@ -48,7 +48,8 @@ from core.models import (
     Status,
     TurnRecord,
 )
-from storage.postgres import memory, upkeep
+from core.usage import Charge, ScopeKind, UsageTotal
+from storage.postgres import memory, upkeep, usage
 from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
@@ -63,6 +64,7 @@ from storage.postgres.sql import (
     append_messages,
     load_turns,
 )
+from storage.postgres.usage import charge_values
 from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
@@ -219,12 +221,15 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         current_round: int,
         status: Status,
         last_activity_at: float,
+        charge: Charge | None = None,
     ) -> None:
         """Store the reply and advance the round, only while the consultation is still ACTIVE
-        at `expected_round`; otherwise store nothing and raise `TurnSuperseded`."""
+        at `expected_round`; otherwise store nothing and raise `TurnSuperseded`. The charge
+        goes in the same statement."""
 
         guard = RoundGuard(expected_round, current_round, status)
-        outcome = await self._append(Append(consultation_id, reply, last_activity_at, guard))
+        append = Append(consultation_id, reply, last_activity_at, guard, charge)
+        outcome = await self._append(append)
         if outcome.stored:
             return
         if not outcome.known:
@@ -240,11 +245,12 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         *,
         expected_follow_ups: int,
         last_activity_at: float,
+        charge: Charge | None = None,
     ) -> None:
         """Store a follow-up's answer and count it, only while the consultation is COMPLETE
         with `expected_follow_ups`; otherwise store nothing and raise `TurnSuperseded`.
         One statement, in this process's order of writes to the consultation."""
-        values = message_values(reply)
+        values = (*message_values(reply), *charge_values(charge))
         outcome = await self._write(
             lambda c: c.fetchrow(
                 RECORD_FOLLOW_UP, consultation_id, last_activity_at, expected_follow_ups, *values
@@ -359,6 +365,17 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
 
     async def forget_memory(self, person: str) -> int:
         return await self._write(lambda c: memory.forget_memory(c, person))
+
+    # -- usage (`core.usage`) ------------------------------------------------------------
+
+    async def add_usage(self, charges: Sequence[Charge]) -> None:
+        if charges:
+            await self._write(lambda c: usage.add_usage(c, charges))
+
+    async def usage_of(
+        self, scope: ScopeKind, key: str, *, since_day: str, until_day: str
+    ) -> list[UsageTotal]:
+        return await self._call(lambda c: usage.usage_of(c, scope, key, since_day, until_day))
 
     # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 

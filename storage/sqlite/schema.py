@@ -304,6 +304,30 @@ async def m013_history(db: aiosqlite.Connection) -> None:
     )
 
 
+USAGE_DAILY_TABLE = """
+    CREATE TABLE usage_daily (
+        scope_kind TEXT NOT NULL,
+        scope_key TEXT NOT NULL,
+        day TEXT NOT NULL,
+        model TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        prompt_tokens INTEGER NOT NULL,
+        completion_tokens INTEGER NOT NULL,
+        calls INTEGER NOT NULL,
+        estimated_calls INTEGER NOT NULL,
+        cost REAL NOT NULL,
+        PRIMARY KEY (scope_kind, scope_key, day, model, kind)
+    )
+"""
+
+
+@migration
+async def m014_usage(db: aiosqlite.Connection) -> None:
+    """Model usage by UTC day: one row per scope (person, chat or API client key), day,
+    model and kind of call, added to by each charge; a scope's days are one key range."""
+    await db.execute(USAGE_DAILY_TABLE)
+
+
 @migration
 async def m015_chat_model(db: aiosqlite.Connection) -> None:
     """The model a chat chose with /model (`chat_settings.model`); NULL: LLM_MODEL, as in

@@ -27,6 +27,7 @@ from core.models import (
     TurnRecord,
     locate_turn,
 )
+from core.usage import Charge
 from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
@@ -40,6 +41,7 @@ from storage.shared import (
     message_values,
     summary_from_row,
 )
+from storage.sqlite.usage import add_usage
 
 _SELECT_CONSULTATION = f"SELECT {CONSULTATION_COLUMNS} FROM consultations"
 # The literal 'active' (not a parameter) lets SQLite use the partial unique index.
@@ -112,6 +114,7 @@ def record_reply(
     message: Message,
     *,
     expected_round: int,
+    charge: Charge | None = None,
     **columns: Any,
 ) -> None:
     """Append the reply and set `columns` only if the consultation is still ACTIVE at
@@ -133,6 +136,8 @@ def record_reply(
             )
         raise SessionNotFound(consultation_id)
     db.execute(_APPEND_MESSAGE, (consultation_id, *message_values(message), consultation_id))
+    if charge is not None:
+        add_usage(db, [charge])
 
 
 def record_follow_up(
@@ -142,6 +147,7 @@ def record_follow_up(
     *,
     expected_follow_ups: int,
     last_activity_at: float,
+    charge: Charge | None = None,
 ) -> None:
     """Append a follow-up's answer and count it only if the consultation is still COMPLETE
     with `expected_follow_ups` answered; otherwise write nothing and raise
@@ -158,6 +164,8 @@ def record_follow_up(
             )
         raise SessionNotFound(consultation_id)
     db.execute(_APPEND_MESSAGE, (consultation_id, *message_values(message), consultation_id))
+    if charge is not None:
+        add_usage(db, [charge])
 
 
 def update_consultation(db: sqlite3.Connection, consultation_id: str, **columns: Any) -> None:

@@ -48,6 +48,7 @@ from core.models import (
     Status,
     TurnRecord,
 )
+from core.usage import Charge, ScopeKind, UsageTotal
 from storage.shared import (
     DatabaseUnusable,
     IdempotencyKeys,
@@ -55,7 +56,7 @@ from storage.shared import (
     options_value,
     picks_value,
 )
-from storage.sqlite import memory, sql, upkeep
+from storage.sqlite import memory, sql, upkeep, usage
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
@@ -218,9 +219,11 @@ class SqliteStore(IdempotencyKeys):
         current_round: int,
         status: Status,
         last_activity_at: float,
+        charge: Charge | None = None,
     ) -> None:
         """Append the reply and advance the round if it still stands at `expected_round`;
-        raises `TurnSuperseded` (storing nothing) if another writer moved it on."""
+        raises `TurnSuperseded` (storing nothing) if another writer moved it on. The
+        charge is counted in the same commit."""
         await self._writer.run(
             functools.partial(
                 sql.record_reply,
@@ -230,6 +233,7 @@ class SqliteStore(IdempotencyKeys):
                 current_round=current_round,
                 status=status.value,
                 last_activity_at=last_activity_at,
+                charge=charge,
             )
         )
 
@@ -240,6 +244,7 @@ class SqliteStore(IdempotencyKeys):
         *,
         expected_follow_ups: int,
         last_activity_at: float,
+        charge: Charge | None = None,
     ) -> None:
         """Append a follow-up's answer and count it while the consultation is COMPLETE
         with `expected_follow_ups`; raises `TurnSuperseded` (storing nothing) otherwise."""
@@ -250,6 +255,20 @@ class SqliteStore(IdempotencyKeys):
                 message=reply,
                 expected_follow_ups=expected_follow_ups,
                 last_activity_at=last_activity_at,
+                charge=charge,
+            )
+        )
+
+    async def add_usage(self, charges: Sequence[Charge]) -> None:
+        if charges:
+            await self._writer.run(functools.partial(usage.add_usage, charges=charges))
+
+    async def usage_of(
+        self, scope: ScopeKind, key: str, *, since_day: str, until_day: str
+    ) -> list[UsageTotal]:
+        return await self._reader.run(
+            functools.partial(
+                usage.usage_of, scope=scope, key=key, since_day=since_day, until_day=until_day
             )
         )
 

@@ -1,0 +1,169 @@
+"""Usage accounting: what a model call cost, charged to who asked, where and through which key.
+
+Invariants:
+- A `Charge` is one model call's (or one reply's calls') tokens under one model and one kind
+  of call; its cost comes from `Prices` (per million tokens), 0 and `priced=False` for a
+  model without a price, so an unpriced model shows as such instead of as free.
+- The day a charge counts for is its UTC calendar day (`day_of`), from a clock the caller
+  injects: totals by day do not depend on the server's time zone.
+- A charge names up to three scopes (`scopes`): the person, the chat and the API client key;
+  the store adds it to each scope's daily total, so each is one indexed read.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from core.models import Usage
+
+PER_TOKENS = 1_000_000
+"""Prices are per this many tokens."""
+
+
+class CallKind(enum.StrEnum):
+    ROUND = "round"
+    FINAL = "final"
+    CONTINUATION = "continuation"
+    FOLLOW_UP = "follow_up"
+    TRANSCRIPTION = "transcription"
+    MEMORY = "memory"
+
+
+class ScopeKind(enum.StrEnum):
+    PERSON = "person"
+    CHAT = "chat"
+    CLIENT = "client"
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    input: float
+    output: float
+
+
+class PricesInvalid(ValueError):
+    """MODEL_PRICES is not a JSON object of models to non-negative input/output prices."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """Prices per million tokens by model name (exact match)."""
+
+    by_model: Mapping[str, Price] = field(default_factory=dict)
+
+    def of(self, model: str) -> Price | None:
+        return self.by_model.get(model)
+
+
+def parse_prices(text: str) -> Prices:
+    """`{"model": {"input": 0.15, "output": 0.6}, ...}` as `Prices`; empty text: no prices.
+
+    Strict: anything else (bad JSON, a missing or negative or non-finite price, an unknown
+    field) raises `PricesInvalid`, so a typo stops the start instead of making calls free.
+    """
+    if not text.strip():
+        return Prices()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise PricesInvalid(f"MODEL_PRICES is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise PricesInvalid("MODEL_PRICES must be a JSON object of model names to prices")
+    prices: dict[str, Price] = {}
+    for model, entry in value.items():
+        if not model or not isinstance(entry, dict) or set(entry) != {"input", "output"}:
+            raise PricesInvalid(
+                f'MODEL_PRICES[{model!r}] must be {{"input": <price>, "output": <price>}}'
+            )
+        amounts = [entry["input"], entry["output"]]
+        for amount in amounts:
+            valid = isinstance(amount, int | float) and not isinstance(amount, bool)
+            if not valid or not math.isfinite(amount) or amount < 0:
+                raise PricesInvalid(f"MODEL_PRICES[{model!r}] prices must be non-negative numbers")
+        prices[model] = Price(float(amounts[0]), float(amounts[1]))
+    return Prices(prices)
+
+
+def cost_of(usage: Usage, model: str, prices: Prices) -> tuple[float, bool]:
+    """The cost of `usage` under `model`'s price, and whether the model had one."""
+    price = prices.of(model)
+    if price is None:
+        return 0.0, False
+    cost = usage.prompt_tokens * price.input + usage.completion_tokens * price.output
+    return cost / PER_TOKENS, True
+
+
+def day_of(timestamp: float) -> str:
+    """The UTC calendar day of a Unix time, as `YYYY-MM-DD` (sorts as it counts)."""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d")
+
+
+def month_start(day: str) -> str:
+    """The first day of `day`'s month."""
+    return f"{day[:7]}-01"
+
+
+@dataclass(frozen=True, slots=True)
+class Payer:
+    """Who a call is charged to beyond its chat: the person (`tg:<user id>`, `api:<userId>`,
+    as `core.memory` names people) and the API client key; None: not known."""
+
+    person: str | None = None
+    client: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One reply's (or one call's) usage, priced, with where it counts."""
+
+    day: str
+    chat: str
+    model: str
+    kind: CallKind
+    usage: Usage
+    cost: float
+    priced: bool
+    person: str | None = None
+    client: str | None = None
+
+    def scopes(self) -> list[tuple[ScopeKind, str]]:
+        """The scopes this charge adds to, each at most once."""
+        named = [
+            (ScopeKind.PERSON, self.person),
+            (ScopeKind.CHAT, self.chat),
+            (ScopeKind.CLIENT, self.client),
+        ]
+        return [(kind, key) for kind, key in named if key]
+
+
+def charge_of(
+    usage: Usage,
+    *,
+    model: str,
+    kind: CallKind,
+    chat: str,
+    payer: Payer | None,
+    prices: Prices,
+    at: float,
+) -> Charge:
+    """Price `usage` and name where it counts (the UTC day of `at`)."""
+    cost, priced = cost_of(usage, model, prices)
+    payer = payer or Payer()
+    return Charge(day_of(at), chat, model, kind, usage, cost, priced, payer.person, payer.client)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotal:
+    """A scope's totals for one model over some days, as the store adds them up."""
+
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    estimated_calls: int = 0
+    cost: float = 0.0

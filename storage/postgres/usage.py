@@ -1,0 +1,95 @@
+"""Model usage by UTC day (`core.usage`): charges added to each of their scopes' rows.
+
+Invariants:
+- A charge is added by an UPSERT that sums in the database (`ADD_USAGE_FROM`), so workers
+  adding to one row at once each add their part; the rows of one statement are grouped
+  first (a statement may not touch a row twice) and written in key order, so two
+  statements never wait for each other in a circle.
+- A reply's charge is written by the statement that stores the reply
+  (`storage.postgres.sql`): counted exactly when the reply commits, no extra round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from core.usage import Charge, ScopeKind, UsageTotal
+
+CHARGE_COLUMNS = (
+    "u_day, u_person, u_chat, u_client, u_model, u_kind, u_prompt, u_completion,"
+    " u_estimated, u_cost"
+)
+CHARGE_TYPES = (
+    "text", "text", "text", "text", "text", "text", "bigint", "bigint", "integer",
+    "double precision",
+)  # fmt: skip
+
+
+def add_usage_from(source: str) -> str:
+    """An INSERT adding the charges of `source` (rows with `CHARGE_COLUMNS`, `u_day` NULL
+    for none) to their scopes' daily totals; usable as a data-modifying WITH item."""
+    return (
+        "INSERT INTO usage_daily (scope_kind, scope_key, day, model, kind, prompt_tokens,"
+        " completion_tokens, calls, estimated_calls, cost)"
+        " SELECT s.scope_kind, s.scope_key, u.u_day, u.u_model, u.u_kind, SUM(u.u_prompt),"
+        " SUM(u.u_completion), COUNT(*), SUM(u.u_estimated), SUM(u.u_cost)"
+        f" FROM ({source}) AS u CROSS JOIN LATERAL (VALUES ('person', u.u_person),"
+        " ('chat', u.u_chat), ('client', u.u_client)) AS s (scope_kind, scope_key)"
+        " WHERE u.u_day IS NOT NULL AND s.scope_key <> ''"
+        " GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5"
+        " ON CONFLICT (scope_kind, scope_key, day, model, kind) DO UPDATE SET"
+        " prompt_tokens = usage_daily.prompt_tokens + EXCLUDED.prompt_tokens,"
+        " completion_tokens = usage_daily.completion_tokens + EXCLUDED.completion_tokens,"
+        " calls = usage_daily.calls + EXCLUDED.calls,"
+        " estimated_calls = usage_daily.estimated_calls + EXCLUDED.estimated_calls,"
+        " cost = usage_daily.cost + EXCLUDED.cost"
+    )
+
+
+def charge_values(charge: Charge | None) -> tuple[object, ...]:
+    """A charge as the `CHARGE_COLUMNS` parameters (all NULL for none)."""
+    if charge is None:
+        return (None,) * len(CHARGE_TYPES)
+    return (
+        charge.day,
+        charge.person,
+        charge.chat,
+        charge.client,
+        charge.model,
+        charge.kind.value,
+        charge.usage.prompt_tokens,
+        charge.usage.completion_tokens,
+        int(charge.usage.estimated),
+        charge.cost,
+    )
+
+
+def _unnest(first: int) -> str:
+    """`unnest` of the charge columns as parameters `$first`…, typed as arrays."""
+    arrays = ", ".join(f"${first + n}::{t}[]" for n, t in enumerate(CHARGE_TYPES))
+    return f"SELECT * FROM unnest({arrays}) AS c ({CHARGE_COLUMNS})"
+
+
+_ADD_USAGE = add_usage_from(_unnest(1))
+_TOTALS = (
+    "SELECT model, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls),"
+    " SUM(estimated_calls), SUM(cost) FROM usage_daily"
+    " WHERE scope_kind = $1 AND scope_key = $2 AND day BETWEEN $3 AND $4"
+    " GROUP BY model ORDER BY model"
+)
+
+
+async def add_usage(connection: asyncpg.Connection, charges: Sequence[Charge]) -> None:
+    columns = [list(column) for column in zip(*map(charge_values, charges), strict=True)]
+    await connection.execute(_ADD_USAGE, *columns)
+
+
+async def usage_of(
+    connection: asyncpg.Connection, scope: ScopeKind, key: str, since_day: str, until_day: str
+) -> list[UsageTotal]:
+    rows = await connection.fetch(_TOTALS, scope.value, key, since_day, until_day)
+    return [
+        UsageTotal(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5])) for r in rows
+    ]

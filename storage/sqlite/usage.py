@@ -1,0 +1,59 @@
+"""Model usage by UTC day (`core.usage`): charges added to each of their scopes' rows.
+
+Invariant: a charge is added by one UPSERT per scope inside the caller's transaction, so
+it is counted exactly when the write it goes with (a reply) commits.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from core.usage import Charge, ScopeKind, UsageTotal
+
+_ADD = (
+    "INSERT INTO usage_daily (scope_kind, scope_key, day, model, kind, prompt_tokens,"
+    " completion_tokens, calls, estimated_calls, cost) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)"
+    " ON CONFLICT (scope_kind, scope_key, day, model, kind) DO UPDATE SET"
+    " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+    " completion_tokens = completion_tokens + excluded.completion_tokens,"
+    " calls = calls + 1, estimated_calls = estimated_calls + excluded.estimated_calls,"
+    " cost = cost + excluded.cost"
+)
+_TOTALS = (
+    "SELECT model, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls),"
+    " SUM(estimated_calls), SUM(cost) FROM usage_daily"
+    " WHERE scope_kind = ? AND scope_key = ? AND day BETWEEN ? AND ?"
+    " GROUP BY model ORDER BY model"
+)
+
+
+def add_usage(db: sqlite3.Connection, charges: Sequence[Charge]) -> None:
+    """Add each charge to its scopes' daily rows (in the caller's transaction)."""
+    db.executemany(
+        _ADD,
+        [
+            (
+                scope.value,
+                key,
+                charge.day,
+                charge.model,
+                charge.kind.value,
+                charge.usage.prompt_tokens,
+                charge.usage.completion_tokens,
+                int(charge.usage.estimated),
+                charge.cost,
+            )
+            for charge in charges
+            for scope, key in charge.scopes()
+        ],
+    )
+
+
+def usage_of(
+    db: sqlite3.Connection, scope: ScopeKind, key: str, since_day: str, until_day: str
+) -> list[UsageTotal]:
+    rows = db.execute(_TOTALS, (scope.value, key, since_day, until_day)).fetchall()
+    return [
+        UsageTotal(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5])) for r in rows
+    ]
