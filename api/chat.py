@@ -67,7 +67,7 @@ from api.errors import (
 from api.idempotency import HEADER, KeyStore, fingerprint, key_reused, parse_key
 from api.key_claims import Hold, claim
 from api.limits import Limits, read_body, refuse_declared_over
-from api.memory import api_scope
+from api.memory import API_PERSON_PREFIX, api_scope
 from api.responses import replay_answered, replayed_headers, response
 from api.schemas import ChatRequest, SessionView, parse_chat_request
 from api.sse import EventStream
@@ -89,6 +89,7 @@ from core.ports import ChatLocks
 from core.round_answers import turn_text
 from core.service import ConsultationService
 from core.sessions import API_KEY_PREFIX
+from core.usage import Payer
 from media.intake import Intake
 from telemetry.metrics import Metrics
 
@@ -294,7 +295,11 @@ class ChatEndpoints:
                 if hold is not None and stored is None:
                     await hold.attach(session_id)
                 turn.session.set_result(session_id)
-                await self._answer(turn, session_id, message, hold, follow_up=body.follow_up)
+                payer = Payer(
+                    person=None if body.user_id is None else API_PERSON_PREFIX + body.user_id,
+                    client=asked.client,
+                )
+                await self._answer(turn, session_id, message, hold, payer, follow_up=body.follow_up)
         except ApiError as exc:
             error = exc
         except ConsultationError as exc:
@@ -357,9 +362,11 @@ class ChatEndpoints:
         session_id: str,
         message: Message,
         hold: Hold | None,
+        payer: Payer,
         *,
         follow_up: bool = False,
     ) -> None:
+        """Answer the round (or follow-up), its usage charged to the session and `payer`."""
         on_text = turn.relay.on_text if turn.relay is not None else None
         turn_id = hold.turn_id if hold is not None else None
         try:
@@ -371,6 +378,7 @@ class ChatEndpoints:
                     images=message.images,
                     on_text=on_text,
                     turn_id=turn_id,
+                    payer=payer,
                 )
             else:
                 reply = await self._service.sessions.continue_session(
@@ -380,6 +388,7 @@ class ChatEndpoints:
                     on_text=on_text,
                     turn_id=turn_id,
                     answers=message.answers,
+                    payer=payer,
                 )
         except Exception as exc:
             raise _round_failure(exc, session_id) from None

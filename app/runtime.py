@@ -44,6 +44,7 @@ from core.llm import ModelEndpoint, OpenAICompleter
 from core.ports import ChatLocks
 from core.prompts import PromptLibrary
 from core.service import ConsultationService
+from core.usage import Accounting
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
 from media.transcription import OpenAITranscriber
@@ -135,7 +136,10 @@ async def open_runtime(
         models = ModelClients([bot_model, *extra_models], metrics)
         closing.push_async_callback(models.close)
         # Within the process: across processes a chat is the inbox claim's, a session its lock's.
-        service = ConsultationService(store, models[BOT_MODEL], prompts, engine, locks=KeyedLock())
+        accounting = Accounting(settings.prices(), observe=metrics.record_charge)
+        service = ConsultationService(
+            store, models[BOT_MODEL], prompts, engine, locks=KeyedLock(), accounting=accounting
+        )
         transcriber = None
         if transcription is not None:
             transcriber = OpenAITranscriber(transcription)

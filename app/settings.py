@@ -21,6 +21,7 @@ from bot.config import BotConfig
 from core.errors import ConfigError
 from core.llm import ModelEndpoint
 from core.requests import EngineConfig
+from core.usage import Prices, parse_prices
 from media.config import IntakeConfig, ReaderConfig, TranscriptionEndpoint
 
 MAX_MODELS = 20
@@ -80,6 +81,8 @@ class Settings(BaseSettings):
     # auto falls back to text for an endpoint that cannot (core.clarifying_call).
     llm_structured_questions: Literal["auto", "on", "off"] = "auto"
     final_brief: bool = True  # a final answer opens with what it took into account
+    # Prices per million tokens by model, JSON: {"gpt-4o-mini": {"input": 0.15, "output": 0.6}}
+    model_prices: str = ""
     # Client memory: durable facts a person stated, offered to their later consultations.
     memory_enabled: bool = True
     memory_max_tokens: int = Field(default=300, ge=20, le=4000)  # the facts' prompt budget
@@ -185,6 +188,15 @@ class Settings(BaseSettings):
         """The models a chat or an API session may choose, in LLM_MODELS' order:
         LLM_MODELS, else only LLM_MODEL."""
         return self.llm_models or (self.llm_model,)
+
+    @field_validator("model_prices", mode="after")
+    @classmethod
+    def _check_prices(cls, value: str) -> str:
+        parse_prices(value)  # PricesInvalid is a ValueError: reported as this setting's
+        return value
+
+    def prices(self) -> Prices:
+        return parse_prices(self.model_prices)
 
     def api_models(self) -> frozenset[str]:
         """Models an API client may ask for: the same allow-list as a chat's (LLM_MODELS)."""

@@ -48,6 +48,7 @@ from bot.say import Say
 from bot.shared import IN_MEMORY, SharedState
 from bot.telegram_http import AiohttpRequest
 from bot.turns import TurnRunner
+from bot.usage import UsageCommand
 from core.outcomes import Reply
 from core.service import ConsultationService
 from media.intake import Intake
@@ -159,6 +160,7 @@ def register(
     models = ModelChoice(
         service, say=say, refuse=handlers.refuse, may_configure=commands.may_configure
     )
+    usage = UsageCommand(service, say=say)
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,
@@ -195,6 +197,7 @@ def register(
         ("role", commands.role),
         ("model", models.command),
         ("memory", memory.memory),
+        ("usage", usage.usage),
         ("forget", forgetting.command),
     ):
         application.add_handler(CommandHandler(name, handlers.command(callback), filters=only_new))

@@ -25,6 +25,7 @@ from bot.refusals import Refusals
 from bot.say import Say
 from bot.target import AnyBot
 from bot.turns import TurnRunner
+from bot.usage import payer_of
 from core.errors import InvalidMaxRounds
 from core.outcomes import Reply
 from core.ports import OnText
@@ -172,7 +173,10 @@ class Commands:
 
         async def retry(on_text: OnText) -> Reply:
             return await self.service.retry(
-                incoming.key, is_group=incoming.is_group, on_text=on_text
+                incoming.key,
+                is_group=incoming.is_group,
+                on_text=on_text,
+                payer=payer_of(incoming),
             )
 
         await self.turns.run(context.bot, incoming.target, incoming.language, retry)
@@ -230,6 +234,7 @@ class Commands:
                 on_text=on_text,
                 language=incoming.language,
                 turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
+                payer=payer_of(incoming),
             )
 
         await self.turns.run(bot, incoming.target, incoming.language, answer)

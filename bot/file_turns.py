@@ -36,6 +36,7 @@ from bot.refusals import Refusals
 from bot.say import Say
 from bot.target import AnyBot, Target
 from bot.turns import TurnRunner
+from bot.usage import payer_of
 from core.attachments import Attachment, TurnInput
 from core.blank import is_blank
 from core.errors import AttachmentProblem, AttachmentRefused, EmptyMessage
@@ -124,6 +125,7 @@ class FileTurns:
                 on_text=on_text,
                 turn_id=incoming.turn_id,
                 memory=scope_of(incoming),
+                payer=payer_of(incoming),
             )
 
         try:

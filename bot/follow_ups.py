@@ -41,6 +41,7 @@ from bot.i18n import TABLES, t
 from bot.keyboards import EXPORT, FOLLOW_UP, bare_id, consultation_of
 from bot.say import Say
 from bot.turns import TurnRunner
+from bot.usage import payer_of
 from core.attachments import Image
 from core.errors import FollowUpReason, FollowUpUnavailable
 from core.follow_ups import final_index, unavailable_reason
@@ -135,6 +136,7 @@ class FollowUpTurns:
                 on_text=on_text,
                 turn_id=incoming.turn_id,
                 images=images,
+                payer=payer_of(incoming),
             )
 
         try:

@@ -30,6 +30,7 @@ from bot.outage import OutageNotices, store_failed
 from bot.refusals import Refusals
 from bot.say import Say
 from bot.turns import TurnRunner
+from bot.usage import payer_of
 from core.blank import is_blank
 from core.errors import EmptyMessage, StoreUnavailable
 from core.outcomes import Reply
@@ -172,6 +173,7 @@ class Handlers:
                 on_text=on_text,
                 turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
                 memory=scope_of(incoming),
+                payer=payer_of(incoming),
             )
 
         try:

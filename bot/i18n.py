@@ -26,6 +26,7 @@ EN: dict[str, str] = {
         "/role — choose the expert\n"
         "/model — choose the model\n"
         "/memory — what I remember about you; /memory off|on\n"
+        "/usage — your tokens and cost today and this month\n"
         "/history — your recent consultations\n"
         "/export [N] — the latest consultation (or number N of /history) as DOCX and Markdown "
         "files\n"
@@ -264,6 +265,11 @@ EN: dict[str, str] = {
         "🧠 I noted a few lasting facts you told me, to ask less next time. /memory shows "
         "them and deletes any; /memory off stops it."
     ),
+    "usage_report": "Your model usage (UTC days):\nToday: {today}\nThis month: {month}",
+    "usage_line": "{prompt} tokens in, {completion} out, {cost}",
+    "usage_estimated": " (estimated)",
+    "usage_unpriced": "; no price for model {models}",
+    "usage_unknown": "I cannot tell who sent this, so I have no usage to show.",
 }
 
 RU: dict[str, str] = {
@@ -285,6 +291,7 @@ RU: dict[str, str] = {
         "/role — выбрать эксперта\n"
         "/model — выбрать модель\n"
         "/memory — что я помню о вас; /memory off|on\n"
+        "/usage — ваши токены и стоимость за сегодня и за месяц\n"
         "/history — ваши последние консультации\n"
         "/export [N] — последняя консультация (или номер N из /history) файлами DOCX и "
         "Markdown\n"
@@ -541,6 +548,11 @@ RU: dict[str, str] = {
         "🧠 Я отметил несколько долговременных фактов из ваших слов, чтобы в следующий раз "
         "спрашивать меньше. /memory покажет их и позволит удалить; /memory off — не запоминать."
     ),
+    "usage_report": "Ваш расход модели (дни по UTC):\nСегодня: {today}\nЗа месяц: {month}",
+    "usage_line": "токенов на входе {prompt}, на выходе {completion}, {cost}",
+    "usage_estimated": " (оценка)",
+    "usage_unpriced": "; нет цены для модели {models}",
+    "usage_unknown": "Не могу понять, кто отправил сообщение, поэтому расход показать нельзя.",
 }
 
 TABLES = {"en": EN, "ru": RU}
@@ -563,6 +575,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("role", "Choose the expert", "Выбрать эксперта"),
     ("model", "Choose the model", "Выбрать модель"),
     ("memory", "What I remember about you", "Что я о вас помню"),
+    ("usage", "Your tokens and cost", "Ваши токены и стоимость"),
     ("forget", "Delete everything kept about you", "Удалить всё, что хранится о вас"),
     ("history", "Your recent consultations", "Ваши последние консультации"),
     (

@@ -32,6 +32,7 @@ from bot.chat import Context, Incoming
 from bot.i18n import t
 from bot.keyboards import choice_of, round_keyboard, round_of, with_picks
 from bot.turns import TurnRunner
+from bot.usage import payer_of
 from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import AnswerInvalid, AnswerStale, EmptyMessage
 from core.outcomes import Reply
@@ -109,6 +110,7 @@ class RoundPresses:
                 turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
                 answers=answers,
                 ref=ref,
+                payer=payer_of(incoming),
             )
 
         try:

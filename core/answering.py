@@ -43,6 +43,7 @@ from core.requests import (
     model_of,
 )
 from core.rounds import Turn, after_reply, is_expired, plan_turn, ready_turn
+from core.usage import Accounting, CallKind, Payer
 
 
 class Answerer:
@@ -56,8 +57,10 @@ class Answerer:
         prompts: PromptLibrary,
         config: EngineConfig,
         clock: Callable[[], float],
+        accounting: Accounting,
     ) -> None:
         self._store = store
+        self._accounting = accounting
         self._completer = completer
         self._prompts = prompts
         self._config = config
@@ -73,8 +76,10 @@ class Answerer:
         notices: set[Notice],
         final_requested: bool = False,
         images: Sequence[Image] = (),
+        payer: Payer | None = None,
     ) -> Reply:
-        """Answer the consultation's open turn, store the reply and advance the round."""
+        """Answer the consultation's open turn, store the reply and advance the round;
+        its usage is charged to the chat and `payer` with the reply."""
         planned = plan_turn(consultation, final_requested=final_requested)
         turn, request, answer, asked = await self._model_answer(
             consultation, planned, is_group, on_text, images, notices
@@ -89,6 +94,16 @@ class Answerer:
         planned_from = consultation.current_round
         after_reply(consultation, turn, reply, early_finish=early_finish)
         complete = consultation.status is Status.COMPLETE
+        model = answer.model or request.model
+        kind = CallKind.FINAL if turn.is_final or early_finish else CallKind.ROUND
+        charge = self._accounting.charge(
+            answer.usage,
+            model=model,
+            kind=kind,
+            chat=consultation.chat_key,
+            payer=payer,
+            at=reply.created_at,
+        )
         # Compare-and-set: if another writer answered this round meanwhile, the store
         # keeps nothing of this turn and raises TurnSuperseded, which the caller gets.
         await self._store.record_reply(
@@ -98,7 +113,9 @@ class Answerer:
             current_round=consultation.current_round,
             status=consultation.status,
             last_activity_at=consultation.last_activity_at,
+            charge=charge,
         )
+        self._accounting.observe(charge)
         return Reply(
             text=text,
             consultation_id=consultation.id,
@@ -106,7 +123,7 @@ class Answerer:
             max_rounds=consultation.max_rounds,
             is_final=turn.is_final or early_finish,
             is_complete=complete,
-            model=answer.model or request.model,
+            model=model,
             usage=answer.usage,
             notices=frozenset(notices),
             extras=answer.extras,
@@ -125,6 +142,7 @@ class Answerer:
         on_text: OnText | None,
         final_requested: bool = False,
         images: Sequence[Image] = (),
+        payer: Payer | None = None,
     ) -> Reply:
         """A turn whose update was handled before (the caller holds the chat's lock).
 
@@ -149,6 +167,7 @@ class Answerer:
             notices=set(),
             final_requested=final_requested,
             images=images,
+            payer=payer,
         )
 
     def replay(self, found: TurnRecord) -> Reply:

@@ -47,6 +47,7 @@ from core.requests import (
     model_messages,
     model_of,
 )
+from core.usage import Accounting, CallKind, Payer
 from core.user_turns import UserTurns
 
 
@@ -161,8 +162,10 @@ class FollowUps:
         config: EngineConfig,
         clock: Callable[[], float],
         user_turns: UserTurns,
+        accounting: Accounting,
     ) -> None:
         self._store = store
+        self._accounting = accounting
         self._completer = completer
         self._prompts = prompts
         self._config = config
@@ -197,12 +200,15 @@ class FollowUps:
         on_text: OnText | None,
         turn_id: str | None,
         images: Sequence[Image] = (),
+        payer: Payer | None = None,
     ) -> Reply:
         """Store the follow-up (committed before the model is called), answer it and
         store the answer."""
         now = self._clock()
         await self._user_turns.add_message(consultation, text, author, now, turn_id)
-        return await self.answer(consultation, is_group=is_group, on_text=on_text, images=images)
+        return await self.answer(
+            consultation, is_group=is_group, on_text=on_text, images=images, payer=payer
+        )
 
     async def again(
         self,
@@ -212,6 +218,7 @@ class FollowUps:
         on_text: OnText | None,
         replay: Callable[[TurnRecord], Reply],
         images: Sequence[Image] = (),
+        payer: Payer | None = None,
     ) -> Reply:
         """A follow-up whose update was handled before: its answer replayed when stored;
         answered when it is still the open follow-up of a consultation that takes one;
@@ -224,7 +231,9 @@ class FollowUps:
             raise TurnAlreadyHandled(
                 f"consultation {consultation.id} moved on without answering this follow-up"
             )
-        return await self.answer(consultation, is_group=is_group, on_text=on_text, images=images)
+        return await self.answer(
+            consultation, is_group=is_group, on_text=on_text, images=images, payer=payer
+        )
 
     async def answer(
         self,
@@ -233,8 +242,10 @@ class FollowUps:
         is_group: bool,
         on_text: OnText | None,
         images: Sequence[Image] = (),
+        payer: Payer | None = None,
     ) -> Reply:
-        """Answer the open follow-up and record it (compare-and-set on the count)."""
+        """Answer the open follow-up and record it (compare-and-set on the count), its
+        usage charged with it."""
         request = follow_up_request(
             consultation,
             is_group=is_group,
@@ -256,9 +267,23 @@ class FollowUps:
         now = self._clock()
         reply = Message(Role.ASSISTANT, answer.text, now, usage=answer.usage)
         expected = consultation.follow_ups
-        await self._store.record_follow_up(
-            consultation.id, reply, expected_follow_ups=expected, last_activity_at=now
+        model = answer.model or request.model
+        charge = self._accounting.charge(
+            answer.usage,
+            model=model,
+            kind=CallKind.FOLLOW_UP,
+            chat=consultation.chat_key,
+            payer=payer,
+            at=now,
         )
+        await self._store.record_follow_up(
+            consultation.id,
+            reply,
+            expected_follow_ups=expected,
+            last_activity_at=now,
+            charge=charge,
+        )
+        self._accounting.observe(charge)
         consultation.messages.append(reply)
         consultation.follow_ups = expected + 1
         consultation.last_activity_at = now
@@ -270,7 +295,7 @@ class FollowUps:
             max_rounds=max(consultation.max_rounds, consultation.current_round),
             is_final=True,
             is_complete=True,
-            model=answer.model or request.model,
+            model=model,
             usage=answer.usage,
             notices=notices,
             extras=answer.extras,

@@ -22,10 +22,11 @@ from collections.abc import Callable
 
 from core.memory import MemoryPreferences, MemoryScope, MemoryState, MemoryUpdate, person_of
 from core.memory_call import FactsCall
-from core.models import Status
+from core.models import Consultation, Status, Usage
 from core.ports import Completer, ConsultationStore
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig, model_of
+from core.usage import Accounting, CallKind, Payer
 
 
 async def opening(
@@ -51,8 +52,10 @@ class Memories:
         prompts: PromptLibrary,
         config: EngineConfig,
         clock: Callable[[], float],
+        accounting: Accounting,
     ) -> None:
         self._store = store
+        self._accounting = accounting
         self._config = config
         self._clock = clock
         self._call = FactsCall(completer, prompts, structured=config.structured_questions != "off")
@@ -81,7 +84,8 @@ class Memories:
         if not state.preferences.enabled:
             return MemoryUpdate()
         model = model_of(consultation.options.model, self._config)
-        found = await self._call.extract(consultation, [f.text for f in state.facts], model)
+        found, spent = await self._call.extract(consultation, [f.text for f in state.facts], model)
+        await self._charge(consultation, person, model, spent)
         if not found or await self._store.get(consultation_id) is None:
             # Nothing said, or the consultation was forgotten while the model read it:
             # what it said must not come back as facts.
@@ -93,6 +97,24 @@ class Memories:
                 person, dataclasses.replace(state.preferences, notice_given=True)
             )
         return MemoryUpdate(added, first_time)
+
+    async def _charge(
+        self, consultation: Consultation, person: str, model: str, spent: Usage
+    ) -> None:
+        """Count the extraction's calls for the person and the chat (the facts may yet
+        fail to be kept: the tokens were spent either way)."""
+        if not spent.total_tokens:
+            return
+        charge = self._accounting.charge(
+            spent,
+            model=model,
+            kind=CallKind.MEMORY,
+            chat=consultation.chat_key,
+            payer=Payer(person=person),
+            at=self._clock(),
+        )
+        await self._store.add_usage([charge])
+        self._accounting.observe(charge)
 
     async def state(self, scope: MemoryScope) -> MemoryState:
         """The scope's facts (newest first) and its person's preferences."""

@@ -24,7 +24,7 @@ from core.clarifying import looks_like_json
 from core.collect import collect_answer
 from core.errors import ModelError, ModelErrorKind
 from core.memory import FACTS_SCHEMA, SCHEMA_NAME, facts_from_lines, parse_facts
-from core.models import Consultation, Role
+from core.models import Consultation, Role, Usage
 from core.ports import Completer, CompletionRequest
 from core.prompts import PromptLibrary
 
@@ -46,27 +46,31 @@ class FactsCall:
         self._prompts = prompts
         self._text_only = not structured
 
-    async def extract(self, consultation: Consultation, known: list[str], model: str) -> list[str]:
-        """The durable facts the consultation's user stated, not among `known`."""
+    async def extract(
+        self, consultation: Consultation, known: list[str], model: str
+    ) -> tuple[list[str], Usage]:
+        """The durable facts the consultation's user stated, not among `known`, and the
+        usage of the calls that found them (none made: zero)."""
         conversation = conversation_text(consultation)
         if not conversation:
-            return []
+            return [], Usage()
+        spent = Usage()
         if not self._text_only:
             try:
-                found = await self._ask(conversation, known, model, structured=True)
+                found, spent = await self._ask(conversation, known, model, structured=True)
             except ModelError as exc:
                 if exc.kind is not ModelErrorKind.FORMAT_REFUSED:
                     raise
                 self._give_up_structured("refuses response_format")
             else:
                 if found is not None:
-                    return found
-        found = await self._ask(conversation, known, model, structured=False)
-        return found or []
+                    return found, spent
+        found, more = await self._ask(conversation, known, model, structured=False)
+        return found or [], spent + more
 
     async def _ask(
         self, conversation: str, known: list[str], model: str, *, structured: bool
-    ) -> list[str] | None:
+    ) -> tuple[list[str] | None, Usage]:
         request = CompletionRequest(
             messages=[
                 {
@@ -91,11 +95,11 @@ class FactsCall:
             continue_if=lambda _: False,
         )
         if not structured:
-            return facts_from_lines(answer.text)
+            return facts_from_lines(answer.text), answer.usage
         found = parse_facts(answer.text)
         if found is None and not looks_like_json(answer.text):
             self._give_up_structured("answers prose where JSON was asked")
-        return found
+        return found, answer.usage
 
     def _give_up_structured(self, why: str) -> None:
         if not self._text_only:

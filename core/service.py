@@ -48,6 +48,15 @@ from core.rounds import has_open_turn, is_expired, validate_max_rounds
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
 from core.transcript import Transcript, transcript_of
+from core.usage import (
+    Accounting,
+    Payer,
+    ScopeKind,
+    UsageReport,
+    day_of,
+    month_start,
+    summarize,
+)
 from core.user_turns import UserTurns, require_text
 
 
@@ -63,9 +72,13 @@ class ConsultationService:
         *,
         locks: ChatLocks,
         clock: Callable[[], float] = time.time,
+        accounting: Accounting | None = None,
     ) -> None:
         """`locks` orders the calls for one chat key (`core.keyed_lock.KeyedLock` within one
-        process); the service holds a key's lock for each whole turn."""
+        process); the service holds a key's lock for each whole turn. `accounting` prices
+        each reply's usage (None: no prices, charged at 0)."""
+        accounting = accounting or Accounting()
+        self._accounting = accounting
         self._store = store
         self._running = RunningTurns()
         self._prompts = prompts
@@ -74,11 +87,13 @@ class ConsultationService:
         self._locks = locks
         self._user_turns = UserTurns(store, config)
         stoppable = StoppableCompleter(completer)
-        self._answerer = Answerer(store, stoppable, prompts, config, clock)
-        self._follow_ups = FollowUps(store, stoppable, prompts, config, clock, self._user_turns)
+        self._answerer = Answerer(store, stoppable, prompts, config, clock, accounting)
+        self._follow_ups = FollowUps(
+            store, stoppable, prompts, config, clock, self._user_turns, accounting
+        )
         self._history = History(store)
         # Client memory (`service.memory.state(...)` and the rest; `remember` below).
-        self.memory = Memories(store, completer, prompts, config, clock)
+        self.memory = Memories(store, completer, prompts, config, clock, accounting)
         # API sessions (`service.sessions.start_session(...)` and the rest).
         self.sessions = ApiSessions(
             store,
@@ -110,11 +125,12 @@ class ConsultationService:
         answers: Sequence[Answer] = (),
         ref: RoundRef | None = None,
         memory: MemoryScope | None = None,
+        payer: Payer | None = None,
     ) -> Reply:
         """Advance the chat's consultation with a user message (starting one if needed).
 
         `memory` names whose client memory a consultation this message starts uses (see
-        `core.memories`); None: none.
+        `core.memories`); None: none. The reply's usage is charged to the chat and `payer`.
 
         `text` is the turn as stored (`TurnInput.stored_text`); `images` reach the model in
         this round's request only. `turn_id` names the update the message came from;
@@ -130,7 +146,7 @@ class ConsultationService:
             found, active = await self._store.load_turn(chat_key, turn_id)
             if found is not None:
                 return await self._answerer.answer_again(
-                    found, is_group=is_group, on_text=on_text, images=images
+                    found, is_group=is_group, on_text=on_text, images=images, payer=payer
                 )
             now = self._clock()
             consultation, notices = await self._user_turns.vetted(chat_key, active, now)
@@ -147,7 +163,12 @@ class ConsultationService:
                 if picks_used:
                     await self._user_turns.clear_picks(consultation)
             return await self._answerer.answer(
-                consultation, is_group=is_group, on_text=on_text, notices=notices, images=images
+                consultation,
+                is_group=is_group,
+                on_text=on_text,
+                notices=notices,
+                images=images,
+                payer=payer,
             )
 
     async def answer_now(
@@ -159,6 +180,7 @@ class ConsultationService:
         on_text: OnText | None = None,
         language: str | None = None,
         turn_id: str | None = None,
+        payer: Payer | None = None,
     ) -> Reply:
         """Give the final answer now, from whatever the consultation holds.
 
@@ -174,7 +196,7 @@ class ConsultationService:
             found, active = await self._store.load_turn(chat_key, turn_id)
             if found is not None:
                 return await self._answerer.answer_again(
-                    found, is_group=is_group, on_text=on_text, final_requested=True
+                    found, is_group=is_group, on_text=on_text, final_requested=True, payer=payer
                 )
             now = self._clock()
             consultation, notices = await self._user_turns.vetted(chat_key, active, now)
@@ -194,6 +216,7 @@ class ConsultationService:
                 on_text=on_text,
                 notices=notices,
                 final_requested=True,
+                payer=payer,
             )
 
     async def follow_up(
@@ -208,6 +231,7 @@ class ConsultationService:
         on_text: OnText | None = None,
         turn_id: str | None = None,
         images: Sequence[Image] = (),
+        payer: Payer | None = None,
     ) -> Reply:
         """Ask a follow-up about a finished consultation: `consultation_id` (the chat's
         own; its hyphens may be left out), else the chat's newest. Answered directly
@@ -231,9 +255,10 @@ class ConsultationService:
                         on_text=on_text,
                         replay=self._answerer.replay,
                         images=images,
+                        payer=payer,
                     )
                 return await self._answerer.answer_again(
-                    found, is_group=is_group, on_text=on_text, images=images
+                    found, is_group=is_group, on_text=on_text, images=images, payer=payer
                 )
             consultation = await self._follow_ups.target(chat_key, consultation_id)
             return await self._follow_ups.ask(
@@ -244,7 +269,19 @@ class ConsultationService:
                 on_text=on_text,
                 turn_id=turn_id,
                 images=images,
+                payer=payer,
             )
+
+    async def usage(self, person: str) -> UsageReport:
+        """`person`'s usage today and this month (UTC days, by the service's clock): two
+        indexed reads, never waiting for a running turn."""
+        today = day_of(self._clock())
+        store, prices = self._store, self._accounting.prices
+        day = await store.usage_of(ScopeKind.PERSON, person, since_day=today, until_day=today)
+        month = await store.usage_of(
+            ScopeKind.PERSON, person, since_day=month_start(today), until_day=today
+        )
+        return UsageReport(today, summarize(day, prices), summarize(month, prices))
 
     async def latest(self, chat_key: str) -> Consultation | None:
         """The chat's newest consultation, whatever its status (a read: it never waits
@@ -265,7 +302,12 @@ class ConsultationService:
             return found, picks
 
     async def retry(
-        self, chat_key: str, *, is_group: bool = False, on_text: OnText | None = None
+        self,
+        chat_key: str,
+        *,
+        is_group: bool = False,
+        on_text: OnText | None = None,
+        payer: Payer | None = None,
     ) -> Reply:
         """Answer the open turn again (after a model failure)."""
         async with self._turn(chat_key):
@@ -273,7 +315,7 @@ class ConsultationService:
             if consultation is None or not has_open_turn(consultation):
                 raise NothingToRetry("no message is waiting for an answer")
             return await self._answerer.answer(
-                consultation, is_group=is_group, on_text=on_text, notices=notices
+                consultation, is_group=is_group, on_text=on_text, notices=notices, payer=payer
             )
 
     async def reset(self, chat_key: str) -> bool:

@@ -31,6 +31,7 @@ from core.ports import ChatLocks, ConsultationStore, OnText
 from core.requests import EngineConfig
 from core.round_answers import turn_text
 from core.rounds import is_expired
+from core.usage import Payer
 from core.user_turns import UserTurns, require_text
 
 API_KEY_PREFIX = "api:"
@@ -70,12 +71,15 @@ class ApiSessions:
         on_text: OnText | None = None,
         images: Sequence[Image] = (),
         memory: MemoryScope | None = None,
+        payer: Payer | None = None,
     ) -> Reply:
         """Open an API session (one consultation per session id) and answer round 1."""
         session_id = await self.open_session(
             text, max_rounds=max_rounds, system_prompt=system_prompt, options=options, memory=memory
         )
-        return await self.continue_session(session_id, text, on_text=on_text, images=images)
+        return await self.continue_session(
+            session_id, text, on_text=on_text, images=images, payer=payer
+        )
 
     async def continue_session(
         self,
@@ -86,8 +90,10 @@ class ApiSessions:
         images: Sequence[Image] = (),
         turn_id: str | None = None,
         answers: Sequence[Answer] = (),
+        payer: Payer | None = None,
     ) -> Reply:
-        """Answer the next round of an API session (`images`: this round's, as in `ask`).
+        """Answer the next round of an API session (`images`: this round's, as in `ask`),
+        its usage charged to the session and `payer`.
 
         `answers` answer the session's last structured round, before `text`, as the
         turn's question–answer pairs (`core.round_answers.turn_text`; `text` may then
@@ -99,13 +105,18 @@ class ApiSessions:
             found = await self._find_turn(session_id, turn_id)
             if found is not None:
                 return await self._answerer.answer_again(
-                    found, is_group=False, on_text=on_text, images=images
+                    found, is_group=False, on_text=on_text, images=images, payer=payer
                 )
             consultation = await self._usable_session(session_id)
             text, _ = turn_text(consultation, text, answers, author=None)
             await self._user_turns.add_message(consultation, text, None, self._clock(), turn_id)
             return await self._answerer.answer(
-                consultation, is_group=False, on_text=on_text, notices=set(), images=images
+                consultation,
+                is_group=False,
+                on_text=on_text,
+                notices=set(),
+                images=images,
+                payer=payer,
             )
 
     async def open_session(

@@ -15,12 +15,14 @@ from __future__ import annotations
 import enum
 import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from core.models import Usage
 
+_DATED = re.compile(r"(.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4})")
 PER_TOKENS = 1_000_000
 """Prices are per this many tokens."""
 
@@ -57,7 +59,12 @@ class Prices:
     by_model: Mapping[str, Price] = field(default_factory=dict)
 
     def of(self, model: str) -> Price | None:
-        return self.by_model.get(model)
+        """`model`'s price; a dated snapshot the provider names (`gpt-4o-mini-2024-07-18`,
+        `…-0125`) has its model's price when it has none of its own."""
+        price = self.by_model.get(model)
+        if price is None and (dated := _DATED.fullmatch(model)) is not None:
+            price = self.by_model.get(dated.group(1))
+        return price
 
 
 def parse_prices(text: str) -> Prices:
@@ -167,3 +174,61 @@ class UsageTotal:
     calls: int = 0
     estimated_calls: int = 0
     cost: float = 0.0
+
+
+def _ignore(charge: Charge) -> None:
+    """Observe nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Accounting:
+    """How the engine prices its calls, and who hears of each charge once it is stored
+    (the metrics)."""
+
+    prices: Prices = field(default_factory=Prices)
+    observe: Callable[[Charge], None] = _ignore
+
+    def charge(
+        self,
+        usage: Usage,
+        *,
+        model: str,
+        kind: CallKind,
+        chat: str,
+        payer: Payer | None,
+        at: float,
+    ) -> Charge:
+        return charge_of(
+            usage, model=model, kind=kind, chat=chat, payer=payer, prices=self.prices, at=at
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSummary:
+    """Totals over some days, all models together: `estimated` when any call's tokens were
+    estimated, `unpriced` the models used that have no price (counted at 0)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    estimated: bool = False
+    unpriced: tuple[str, ...] = ()
+
+
+def summarize(totals: Sequence[UsageTotal], prices: Prices) -> UsageSummary:
+    return UsageSummary(
+        prompt_tokens=sum(t.prompt_tokens for t in totals),
+        completion_tokens=sum(t.completion_tokens for t in totals),
+        cost=sum(t.cost for t in totals),
+        estimated=any(t.estimated_calls for t in totals),
+        unpriced=tuple(t.model for t in totals if prices.of(t.model) is None),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    """A person's usage today and this month (UTC), as /usage shows it."""
+
+    day: str
+    today: UsageSummary
+    month: UsageSummary

@@ -26,6 +26,7 @@ from prometheus_client.exposition import choose_encoder
 from core.errors import ModelError
 from core.outcomes import Reply
 from core.ports import Completer, Completion, CompletionRequest, OnDelta
+from core.usage import Charge
 from telemetry.loopwatch import LAG_BUCKETS
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,15 @@ class Metrics:
             "the provider, or estimated from the text when it reported none).",
             ["type", "source"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
+        self.charged_tokens = Counter(
+            "usage_tokens", "Tokens charged with stored replies and other calls, by model "
+            "(a priced one, else \"unpriced\"), kind of call and direction (input, output).",
+            ["model", "kind", "direction"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+        self.charged_cost = Counter(
+            "usage_cost", "Cost charged at MODEL_PRICES (per million tokens), by model and kind.",
+            ["model", "kind"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
 
         self.loop_lag = Histogram(
             "event_loop_lag_seconds", "How late the event loop ran a timer (stalls every chat).",
@@ -117,6 +127,16 @@ class Metrics:
         self.labelled(self.rounds, source, "true" if reply.is_final else "false").inc()
         if reply.is_complete:
             self.labelled(self.completed, source).inc()
+
+    def record_charge(self, charge: Charge) -> None:
+        """Count a stored charge's tokens and cost. A model without a price is labelled
+        "unpriced": model names can come from API requests, the priced ones from settings."""
+        model = charge.model if charge.priced else "unpriced"
+        kind = charge.kind.value
+        self.labelled(self.charged_tokens, model, kind, "input").inc(charge.usage.prompt_tokens)
+        output = self.labelled(self.charged_tokens, model, kind, "output")
+        output.inc(charge.usage.completion_tokens)
+        self.labelled(self.charged_cost, model, kind).inc(charge.cost)
 
     def record_given_up(self, reason: str) -> None:
         """Count an update given up ("attempts", "deadline" or "error")."""

@@ -17,6 +17,7 @@ from core.ports import Completer, ConsultationStore
 from core.prompts import PromptLibrary
 from core.requests import EngineConfig
 from core.service import ConsultationService
+from core.usage import Accounting
 
 MODEL = "test-model"
 
@@ -35,6 +36,8 @@ def make_service(
     store: ConsultationStore,
     completer: Completer,
     clock: Callable[[], float] = time.time,
+    *,
+    accounting: Accounting | None = None,
     **config: object,
 ) -> ConsultationService:
     """A service with its own `KeyedLock`; `config` overrides `EngineConfig` fields.
@@ -45,7 +48,13 @@ def make_service(
     fields = {"model": MODEL, "structured_questions": "off", **config}
     engine = EngineConfig(**fields)  # type: ignore[arg-type]
     return ConsultationService(
-        store, completer, PromptLibrary(), engine, locks=KeyedLock(), clock=clock
+        store,
+        completer,
+        PromptLibrary(),
+        engine,
+        locks=KeyedLock(),
+        clock=clock,
+        accounting=accounting,
     )
 
 
