@@ -16,7 +16,7 @@ from bot.i18n import t
 from bot.say import Say
 from core.memory import telegram_person
 from core.service import ConsultationService
-from core.usage import Payer, UsageSummary
+from core.usage import Payer, ScopeKind, UsageSummary
 
 
 def payer_of(incoming: Incoming) -> Payer:
@@ -60,7 +60,7 @@ class UsageCommand:
         if person is None:
             await self.say(incoming, t(language, "usage_unknown"))
             return
-        report = await self.service.usage(person)
+        report = await self.service.usage(ScopeKind.PERSON, person)
         await self.say(
             incoming,
             t(

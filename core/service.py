@@ -272,15 +272,13 @@ class ConsultationService:
                 payer=payer,
             )
 
-    async def usage(self, person: str) -> UsageReport:
-        """`person`'s usage today and this month (UTC days, by the service's clock): two
-        indexed reads, never waiting for a running turn."""
+    async def usage(self, scope: ScopeKind, key: str) -> UsageReport:
+        """The usage of a person, chat or API client today and this month (UTC days, by the
+        service's clock): two indexed reads, never waiting for a running turn."""
         today = day_of(self._clock())
         store, prices = self._store, self._accounting.prices
-        day = await store.usage_of(ScopeKind.PERSON, person, since_day=today, until_day=today)
-        month = await store.usage_of(
-            ScopeKind.PERSON, person, since_day=month_start(today), until_day=today
-        )
+        day = await store.usage_of(scope, key, since_day=today, until_day=today)
+        month = await store.usage_of(scope, key, since_day=month_start(today), until_day=today)
         return UsageReport(today, summarize(day, prices), summarize(month, prices))
 
     async def latest(self, chat_key: str) -> Consultation | None:

@@ -248,3 +248,23 @@ async def test_memory_is_noted_listed_deleted_and_turned_off(
     assert "/memory delete N" in out  # the usage line
     assert len(model_server.requests) == 3  # no extraction while off
     assert "What this person told you" not in str(model_server.requests[2]["messages"][0])
+
+
+async def test_usage_counts_the_replies_and_the_memory_note_at_their_prices(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """/usage shows the chat's tokens and cost today and this month: the final answer and
+    the memory extraction after it, priced by MODEL_PRICES; before any call, zero."""
+    model_server.enqueue("Plant in May.", usage={"prompt_tokens": 100, "completion_tokens": 4})
+    model_server.enqueue("Lives in Riga", usage={"prompt_tokens": 50, "completion_tokens": 6})
+    code, out = await console(
+        tmp_path,
+        model_server,
+        ["/usage", "/rounds 1", "I live in Riga. When do I plant tomatoes?", "/usage"],
+        MEMORY_ENABLED="true",
+        MODEL_PRICES='{"gpt-4o-mini": {"input": 1000, "output": 2000}}',
+    )
+    assert code == 0
+    assert "[today: 0 tokens in, 0 out, $0.0000]" in out
+    assert "[today: 150 tokens in, 10 out, $0.1700]" in out
+    assert "[this month: 150 tokens in, 10 out, $0.1700]" in out

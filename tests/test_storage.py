@@ -1468,6 +1468,9 @@ async def test_concurrent_additions_for_one_owner_store_each_fact_once(
 # -- usage (`core.usage`) -----------------------------------------------------------------
 
 
+CHARGED = Usage(10, 20)
+
+
 def charge(
     chat: str = "chat:1",
     *,
@@ -1476,7 +1479,7 @@ def charge(
     client: str | None = None,
     model: str = "gpt-4o-mini",
     kind: CallKind = CallKind.ROUND,
-    usage: Usage = Usage(10, 20),
+    usage: Usage = CHARGED,
     cost: float = 0.5,
 ) -> Charge:
     return Charge(day, chat, model, kind, usage, cost, True, person, client)

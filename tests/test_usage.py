@@ -7,6 +7,9 @@ clock is injected so a UTC day change is a moved number, not a wait."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -31,6 +34,7 @@ from core.usage import (
 )
 from storage.sqlite.store import SqliteStore
 from telemetry.metrics import Metrics
+from tests.api_harness import RunningApi
 from tests.bot_harness import RunningBot, ask_private, sent, started_bot, wait_sent
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
@@ -129,11 +133,35 @@ async def test_each_stored_reply_is_charged_to_its_day_across_a_utc_midnight(
         ScopeKind.CHAT, "tg:501", since_day="2025-11-27", until_day="2025-11-27"
     )
     assert [(t.prompt_tokens, t.cost) for t in chat] == [(2000, pytest.approx(0.000312))]
-    report = await service.usage("tg:501")
+    report = await service.usage(ScopeKind.PERSON, "tg:501")
     assert report.day == "2025-11-27"
     assert (report.today.prompt_tokens, report.month.prompt_tokens) == (2000, 3000)
     assert report.month.cost == pytest.approx((3000 * 0.15 + 30 * 0.6) / 1e6)
     assert not report.month.estimated and report.month.unpriced == ()
+
+
+async def test_a_follow_up_is_charged_as_one(
+    store: SqliteStore, completer: OpenAICompleter, model_server: FakeModelServer, clock: Clock
+) -> None:
+    """A follow-up's answer is charged with it, as its own kind of call."""
+    seen: list[Charge] = []
+    service = make_service(
+        store, completer, clock, accounting=Accounting(observe=seen.append), followup_limit=2
+    )
+    payer = Payer(person="tg:3")
+    model_server.enqueue("Which load?")
+    await service.ask("tg:3", "Pick a database", payer=payer)
+    model_server.enqueue("Use PostgreSQL.")
+    await service.answer_now("tg:3", payer=payer)
+    model_server.enqueue("Back it up nightly.")
+    await service.follow_up("tg:3", "And backups?", payer=payer)
+    assert [(c.kind, c.person, c.chat) for c in seen] == [
+        (CallKind.ROUND, "tg:3", "tg:3"),
+        (CallKind.FINAL, "tg:3", "tg:3"),
+        (CallKind.FOLLOW_UP, "tg:3", "tg:3"),
+    ]
+    day = day_of(clock.now)
+    assert (await person_totals(store, "tg:3", day, day))[0][3] == 3
 
 
 async def test_estimated_and_unpriced_usage_is_marked(
@@ -144,7 +172,7 @@ async def test_estimated_and_unpriced_usage_is_marked(
     service = make_service(store, completer, clock)  # no prices at all
     model_server.enqueue("Which load do you expect?", no_usage=True)
     await service.ask("tg:9", "Pick a database for me", payer=Payer(person="tg:9"))
-    report = await service.usage("tg:9")
+    report = await service.usage(ScopeKind.PERSON, "tg:9")
     assert report.today.prompt_tokens > 0 and report.today.completion_tokens > 0
     assert report.today.estimated
     assert (report.today.cost, report.today.unpriced) == (0.0, ("test-model",))
@@ -246,3 +274,32 @@ def test_unpriced_models_are_one_metrics_series() -> None:
         text
     )
     assert "free-1" not in text
+
+
+# -- the HTTP API ----------------------------------------------------------------------------
+
+
+@pytest.mark.api_settings(model_prices=PRICES, api_token="secret-token")
+async def test_api_rounds_are_charged_to_the_user_the_session_and_the_token(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A session's rounds count for its `userId`, for the session and for the bearer
+    token's client key (a hash, never the token); a session without a userId counts for
+    the session and the key only."""
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer secret-token"}
+    model_server.enqueue("Answer one.", usage={"prompt_tokens": 40, "completion_tokens": 2})
+    model_server.enqueue("Answer two.", usage={"prompt_tokens": 60, "completion_tokens": 3})
+    for body in ({"message": "Pick a database", "userId": "u-1"}, {"message": "And a cache"}):
+        response = await api.client.post("/api/chat", data=json.dumps(body), headers=headers)
+        assert response.status == 200, await response.text()
+        session = (await response.json())["sessionId"]
+    day = day_of(time.time())
+
+    async def tokens(scope: ScopeKind, key: str) -> list[int]:
+        totals = await api.store.usage_of(scope, key, since_day=day, until_day=day)
+        return [t.prompt_tokens for t in totals]
+
+    client = "token:" + hashlib.sha256(b"secret-token").hexdigest()[:32]
+    assert await tokens(ScopeKind.PERSON, "api:u-1") == [40]
+    assert await tokens(ScopeKind.CHAT, f"api:{session}") == [60]
+    assert await tokens(ScopeKind.CLIENT, client) == [100]
