@@ -317,14 +317,15 @@ USAGE_DAILY_TABLE = """
         estimated_calls INTEGER NOT NULL,
         cost REAL NOT NULL,
         PRIMARY KEY (scope_kind, scope_key, day, model, kind)
-    )
+    ) WITHOUT ROWID
 """
 
 
 @migration
 async def m014_usage(db: aiosqlite.Connection) -> None:
     """Model usage by UTC day: one row per scope (person, chat or API client key), day,
-    model and kind of call, added to by each charge; a scope's days are one key range."""
+    model and kind of call, added to by each charge; a scope's days are one key range.
+    Without a rowid the rows live in their key's B-tree: one tree to write, not two."""
     await db.execute(USAGE_DAILY_TABLE)
 
 
