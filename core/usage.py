@@ -8,6 +8,10 @@ Invariants:
   injects: totals by day do not depend on the server's time zone.
 - A charge names up to three scopes (`scopes`): the person, the chat and the API client key;
   the store adds it to each scope's daily total, so each is one indexed read.
+- A reply's charge is stored with the reply, atomically (`ConsultationStore.record_reply`):
+  a crash cannot separate a delivered reply from its count. A call with nothing stored
+  after it (a memory note) is counted as soon as it returns, before its result is kept: a
+  crash in between errs towards counting, as the tokens were spent either way.
 """
 
 from __future__ import annotations
