@@ -12,8 +12,7 @@ from core.usage import ScopeKind, UsageSummary
 
 def summary_line(summary: UsageSummary) -> str:
     line = (
-        f"{summary.prompt_tokens} tokens in, {summary.completion_tokens} out, "
-        f"${summary.cost:.4f}"
+        f"{summary.prompt_tokens} tokens in, {summary.completion_tokens} out, ${summary.cost:.4f}"
     )
     if summary.estimated:
         line += " (estimated)"
