@@ -1589,6 +1589,39 @@ async def test_charges_of_many_replies_at_once_each_count(store: Store) -> None:
     ]
 
 
+async def test_two_stores_storing_replies_for_one_person_count_every_charge(
+    kind: StoreKind, database: str
+) -> None:
+    """Two workers storing replies of different chats by one person at once, each reply
+    with its charge: the person's total is every reply's."""
+    first, second = await kind.open(database), await kind.open(database)
+    try:
+        consultations = [make(f"chat:{n}") for n in range(16)]
+        for consultation in consultations:
+            await first.create(consultation)
+
+        async def answer(store: Store, consultation: Consultation) -> None:
+            await store.record_reply(
+                consultation.id,
+                Message(Role.ASSISTANT, "Which load?", 1001.0),
+                expected_round=0,
+                current_round=1,
+                status=Status.ACTIVE,
+                last_activity_at=1001.0,
+                charge=charge(consultation.chat_key),
+            )
+
+        await asyncio.gather(
+            *(answer((first, second)[n % 2], c) for n, c in enumerate(consultations))
+        )
+        assert await totals(second, ScopeKind.PERSON, "tg:7", "2026-11-26", "2026-11-26") == [
+            ("gpt-4o-mini", 160, 320, 16, 0, 8.0)
+        ]
+    finally:
+        await first.close()
+        await second.close()
+
+
 async def test_two_stores_on_one_database_adding_usage_lose_nothing(
     kind: StoreKind, database: str
 ) -> None:
