@@ -614,10 +614,6 @@ def main() -> None:
         asyncio.run(_serve(args.port, args.latency))
 
 
-if __name__ == "__main__":
-    main()
-
-
 @functools.cache
 def _facts_opening() -> str:
     """The first line of the instruction that asks for a consultation's facts."""
@@ -637,3 +633,7 @@ def _asks_facts_in_text(body: dict[str, Any]) -> bool:
         and isinstance(content, str)
         and content.startswith(_facts_opening())
     )
+
+
+if __name__ == "__main__":
+    main()
