@@ -65,7 +65,8 @@ if [ -n "$cert" ] && [ -s "$cert" ]; then
 fi
 
 build() {  # build TARGET TAG
-    "${PODMAN[@]}" build --isolation=chroot --network=host "${build_args[@]}" \
+    # docker format: the OCI format has no HEALTHCHECK, STOPSIGNAL is kept by both.
+    "${PODMAN[@]}" build --format docker --isolation=chroot --network=host "${build_args[@]}" \
         --target "$1" --tag "$2" --file Dockerfile .
 }
 
@@ -75,5 +76,5 @@ build smoke "$IMAGE:smoke"
 echo "== building the runtime image"
 build runtime "$IMAGE:latest"
 "${PODMAN[@]}" image inspect "$IMAGE:latest" \
-    --format 'runtime image: {{.Size}} bytes; user {{.Config.User}}; entrypoint {{.Config.Entrypoint}} {{.Config.Cmd}}; volumes {{.Config.Volumes}}'
+    --format 'runtime image: {{.Size}} bytes; user {{.Config.User}}; entrypoint {{.Config.Entrypoint}} {{.Config.Cmd}}; volumes {{.Config.Volumes}}; stop signal {{.Config.StopSignal}}; health check {{.Config.Healthcheck.Test}} every {{.Config.Healthcheck.Interval}}'
 echo "== image check passed"
