@@ -77,4 +77,10 @@ echo "== building the runtime image"
 build runtime "$IMAGE:latest"
 "${PODMAN[@]}" image inspect "$IMAGE:latest" \
     --format 'runtime image: {{.Size}} bytes; user {{.Config.User}}; entrypoint {{.Config.Entrypoint}} {{.Config.Cmd}}; volumes {{.Config.Volumes}}; stop signal {{.Config.StopSignal}}; health check {{.Config.Healthcheck.Test}} every {{.Config.Healthcheck.Interval}}'
+config=$("${PODMAN[@]}" image inspect "$IMAGE:latest" \
+    --format '{{.Config.User}}|{{.Config.Entrypoint}}|{{.Config.Healthcheck.Test}}')
+case $config in
+    consult\|"[tini -- consultation-bot]"\|*healthcheck.py*) ;;
+    *) echo "FAILED: the runtime image's user, entry point or health check: $config" >&2; exit 1 ;;
+esac
 echo "== image check passed"
