@@ -131,7 +131,6 @@ class FollowUpTurns:
                 text,
                 consultation_id=aim.consultation_id,
                 author=incoming.author,
-                author_id=incoming.user_id,
                 is_group=incoming.is_group,
                 on_text=on_text,
                 turn_id=incoming.turn_id,

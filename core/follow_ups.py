@@ -22,6 +22,8 @@ Invariants it keeps:
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -314,7 +316,7 @@ def is_follow_up(found: TurnRecord) -> bool:
 
 def _hyphenated(consultation_id: str) -> str:
     """A consultation id as stored: 32 hex digits (a button's) get the UUID's hyphens."""
-    bare = consultation_id.lower()
-    if len(bare) == 32 and "-" not in bare:
-        return f"{bare[:8]}-{bare[8:12]}-{bare[12:16]}-{bare[16:20]}-{bare[20:]}"
+    if len(consultation_id) == 32 and "-" not in consultation_id:
+        with contextlib.suppress(ValueError):
+            return str(uuid.UUID(hex=consultation_id))
     return consultation_id

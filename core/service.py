@@ -226,7 +226,6 @@ class ConsultationService:
         *,
         consultation_id: str | None = None,
         author: str | None = None,
-        author_id: int | None = None,
         is_group: bool = False,
         on_text: OnText | None = None,
         turn_id: str | None = None,
@@ -241,9 +240,8 @@ class ConsultationService:
         `FollowUpUnavailable` says why the consultation takes none (not found, not
         complete, expired, limit reached, disabled), nothing stored. `turn_id` makes the
         same update one follow-up however often it is handled; a reset stops it like a
-        turn. `author_id` is the asker (in groups any member may ask).
+        turn. In groups any member may ask; the consultation keeps who started it.
         """
-        del author_id  # any member may ask; the consultation keeps who started it
         text = require_text(text)  # refused before waiting for the chat
         async with self._turn(chat_key):
             found, _ = await self._store.load_turn(chat_key, turn_id)
