@@ -95,11 +95,11 @@ class Forgetting:
         now = int(self._clock() // 60)
         if not 0 <= now - minute <= CONFIRM_MINUTES:
             await press.answer(t(language, "forget_expired"))
-            await self._edit(incoming, context, t(language, "forget_expired"))
+            await self._edit(press, incoming, t(language, "forget_expired"))
             return
         if not confirmed:
             await press.answer()
-            await self._edit(incoming, context, t(language, "forget_cancelled"))
+            await self._edit(press, incoming, t(language, "forget_cancelled"))
             return
         whole_chat = not incoming.is_group or await is_chat_admin(incoming, context)
         if whole_chat:
@@ -110,15 +110,13 @@ class Forgetting:
             "user %s forgotten%s", asker, f" with chat {incoming.chat_id}" if whole_chat else ""
         )
         await press.answer(t(language, "forget_done_popup"))
-        await self._edit(incoming, context, t(language, "forget_done"))
+        await self._edit(press, incoming, t(language, "forget_done"))
 
-    async def _edit(self, incoming: Incoming, context: Context, text: str) -> None:
+    async def _edit(self, press: Press, incoming: Incoming, text: str) -> None:
         """Replace the confirmation (and its buttons) with `text`; sent anew if it cannot be
         edited (too old, deleted)."""
         try:
-            await context.bot.edit_message_text(
-                text, chat_id=incoming.chat_id, message_id=incoming.message_id
-            )
+            await press.query.edit_message_text(text)
         except TelegramError as exc:
             log.info("could not edit the /forget confirmation: %s", exc)
             await self._say(incoming, text)
