@@ -126,6 +126,8 @@ class Settings(BaseSettings):
     # Access
     allowed_user_ids: IdList = frozenset()
     allowed_chat_ids: IdList = frozenset()
+    # Telegram users who operate the bot: /stats, /quota (in a private chat)
+    admin_user_ids: IdList = frozenset()
     user_rate_limit_per_minute: int = Field(default=20, ge=0)  # 0: no limit
     button_presses_per_minute: int = Field(default=10, ge=0)  # per user; 0: no limit
     group_config_admins_only: bool = True
@@ -150,7 +152,9 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
-    _split = field_validator("allowed_user_ids", "allowed_chat_ids", mode="before")(_split_ids)
+    _split = field_validator(
+        "allowed_user_ids", "allowed_chat_ids", "admin_user_ids", mode="before"
+    )(_split_ids)
 
     @field_validator("llm_models", mode="before")
     @classmethod
@@ -318,6 +322,7 @@ class Settings(BaseSettings):
             max_rate=self.telegram_max_rate,
             allowed_user_ids=self.allowed_user_ids,
             allowed_chat_ids=self.allowed_chat_ids,
+            admin_user_ids=self.admin_user_ids,
             user_rate_limit_per_minute=self.user_rate_limit_per_minute,
             button_presses_per_minute=self.button_presses_per_minute,
             group_config_admins_only=self.group_config_admins_only,
