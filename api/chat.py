@@ -299,6 +299,10 @@ class ChatEndpoints:
                     person=None if body.user_id is None else API_PERSON_PREFIX + body.user_id,
                     client=asked.client,
                 )
+                if message.read is not None and message.read.transcription is not None:
+                    await self._service.charge_transcription(
+                        API_KEY_PREFIX + session_id, message.read.transcription, payer=payer
+                    )
                 await self._answer(turn, session_id, message, hold, payer, follow_up=body.follow_up)
         except ApiError as exc:
             error = exc

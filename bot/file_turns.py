@@ -37,9 +37,9 @@ from bot.say import Say
 from bot.target import AnyBot, Target
 from bot.turns import TurnRunner
 from bot.usage import payer_of
-from core.attachments import Attachment, TurnInput
+from core.attachments import Attachment, Transcription, TurnInput
 from core.blank import is_blank
-from core.errors import AttachmentProblem, AttachmentRefused, EmptyMessage
+from core.errors import AttachmentProblem, AttachmentRefused, EmptyMessage, StoreUnavailable
 from core.outcomes import Reply
 from core.ports import OnText
 from core.service import ConsultationService
@@ -105,6 +105,8 @@ class FileTurns:
             log.warning("file %r in chat %s not downloaded: %s", file.name, incoming.chat_id, exc)
             await self.refuse(incoming, t(language, "download_failed"))
             return
+        if turn.transcription is not None:
+            await self._charge(incoming, turn.transcription)
         turn = await self._within_input_limit(incoming, turn)
         if turn.transcript is not None:
             await self.say(incoming, t(language, "heard", text=excerpt(turn.transcript)))
@@ -155,6 +157,14 @@ class FileTurns:
             return await self.intake.read(
                 incoming.text, [attachment], language=incoming.language, owner=_owner(incoming)
             )
+
+    async def _charge(self, incoming: Incoming, heard: Transcription) -> None:
+        """Count the transcription; a store that cannot take the count does not cost the
+        user their turn (the turn's own write then says whether the store is back)."""
+        try:
+            await self.service.charge_transcription(incoming.key, heard, payer=payer_of(incoming))
+        except StoreUnavailable as exc:
+            log.warning("transcription in chat %s not counted: %s", incoming.chat_id, exc)
 
     async def _within_input_limit(self, incoming: Incoming, turn: TurnInput) -> TurnInput:
         """The typed words and the transcript cut to the input limit (the user is told)."""

@@ -21,6 +21,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from core.models import Usage
+
 VOICE_MARKER = "[voice]"
 PHOTO_MARKER = "[photo]"
 _DOCUMENT_OPEN = '<document name="{name}">'
@@ -38,6 +40,18 @@ class Attachment:
     mime: str | None
     data: bytes
     kind_hint: str | None = None  # "voice" / "photo" when the edge knows it (Telegram does)
+
+
+@dataclass(frozen=True, slots=True)
+class Transcription:
+    """What a transcription service heard, and what it billed for it: tokens (`usage`)
+    or the audio's length (`seconds`), whichever it reports; neither when it reports
+    nothing (then `core.usage.transcription_charge` estimates)."""
+
+    text: str
+    model: str
+    usage: Usage | None = None
+    seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +90,7 @@ class TurnInput:
     transcript: str | None = None
     documents: tuple[DocumentText, ...] = ()
     images: tuple[Image, ...] = ()
+    transcription: Transcription | None = None  # what the transcript cost, to be charged
 
     @property
     def stored_text(self) -> str:

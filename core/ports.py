@@ -13,6 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from core.attachments import Transcription
 from core.clarifying import Picks
 from core.memory import Fact, MemoryPreferences, MemoryState
 from core.models import (
@@ -274,8 +275,11 @@ class ChatLocks(Protocol):
 
 
 class Transcriber(Protocol):
-    async def transcribe(self, audio: bytes, *, filename: str, language: str | None = None) -> str:
-        """The words spoken in `audio` (sent as `filename`, whose extension names the format).
+    async def transcribe(
+        self, audio: bytes, *, filename: str, language: str | None = None
+    ) -> Transcription:
+        """The words spoken in `audio` (sent as `filename`, whose extension names the format),
+        with what the service billed for them.
 
         Raises `core.errors.AttachmentRefused` (TRANSCRIPTION_FAILED) when the service
         fails after its own retries.

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from core.answering import Answerer
-from core.attachments import Image
+from core.attachments import Image, Transcription
 from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import (
     InvalidMaxRounds,
@@ -278,6 +278,18 @@ class ConsultationService:
         day = await store.usage_of(scope, key, since_day=today, until_day=today)
         month = await store.usage_of(scope, key, since_day=month_start(today), until_day=today)
         return UsageReport(today, summarize(day, prices), summarize(month, prices))
+
+    async def charge_transcription(
+        self, chat_key: str, heard: Transcription, *, payer: Payer | None = None
+    ) -> None:
+        """Count a voice note's transcription for the chat and `payer` as soon as it is
+        heard: it was billed whether or not the turn it makes is answered. Not under the
+        chat's lock (a count is an addition; it never waits for a running turn)."""
+        charge = self._accounting.charge_transcription(
+            heard, chat=chat_key, payer=payer, at=self._clock()
+        )
+        await self._store.add_usage([charge])
+        self._accounting.observe(charge)
 
     async def latest(self, chat_key: str) -> Consultation | None:
         """The chat's newest consultation, whatever its status (a read: it never waits

@@ -8,6 +8,8 @@ Invariants:
   injects: totals by day do not depend on the server's time zone.
 - A charge names up to three scopes (`scopes`): the person, the chat and the API client key;
   the store adds it to each scope's daily total, so each is one indexed read.
+- A transcription is charged as soon as it is heard (`Accounting.charge_transcription`):
+  the service billed it whether or not the turn it makes is answered.
 - A reply's charge is stored with the reply, atomically (`ConsultationStore.record_reply`):
   a crash cannot separate a delivered reply from its count. A call with nothing stored
   after it (a memory note) is counted as soon as it returns, before its result is kept: a
@@ -24,11 +26,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from core.attachments import Transcription
 from core.models import Usage
+from core.tokens import estimate_tokens
 
 _DATED = re.compile(r"(.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4})")
 PER_TOKENS = 1_000_000
 """Prices are per this many tokens."""
+_PRICE_FIELDS = {
+    frozenset({"input", "output"}),
+    frozenset({"per_minute"}),
+    frozenset({"input", "output", "per_minute"}),
+}
 
 
 class CallKind(enum.StrEnum):
@@ -48,8 +57,12 @@ class ScopeKind(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    input: float
-    output: float
+    """Per million tokens in and out; `per_minute` of audio for a transcription model
+    billed by duration (None: not priced that way)."""
+
+    input: float = 0.0
+    output: float = 0.0
+    per_minute: float | None = None
 
 
 class PricesInvalid(ValueError):
@@ -87,16 +100,21 @@ def parse_prices(text: str) -> Prices:
         raise PricesInvalid("MODEL_PRICES must be a JSON object of model names to prices")
     prices: dict[str, Price] = {}
     for model, entry in value.items():
-        if not model or not isinstance(entry, dict) or set(entry) != {"input", "output"}:
+        if not model or not isinstance(entry, dict) or frozenset(entry) not in _PRICE_FIELDS:
             raise PricesInvalid(
                 f'MODEL_PRICES[{model!r}] must be {{"input": <price>, "output": <price>}}'
+                ' or, for a transcription model billed by the minute, {"per_minute": <price>}'
             )
-        amounts = [entry["input"], entry["output"]]
-        for amount in amounts:
+        for amount in entry.values():
             valid = isinstance(amount, int | float) and not isinstance(amount, bool)
             if not valid or not math.isfinite(amount) or amount < 0:
                 raise PricesInvalid(f"MODEL_PRICES[{model!r}] prices must be non-negative numbers")
-        prices[model] = Price(float(amounts[0]), float(amounts[1]))
+        per_minute = entry.get("per_minute")
+        prices[model] = Price(
+            float(entry.get("input", 0.0)),
+            float(entry.get("output", 0.0)),
+            None if per_minute is None else float(per_minute),
+        )
     return Prices(prices)
 
 
@@ -107,6 +125,24 @@ def cost_of(usage: Usage, model: str, prices: Prices) -> tuple[float, bool]:
         return 0.0, False
     cost = usage.prompt_tokens * price.input + usage.completion_tokens * price.output
     return cost / PER_TOKENS, True
+
+
+def transcription_usage(heard: Transcription, prices: Prices) -> tuple[Usage, float, bool]:
+    """What a transcription cost: its tokens at the model's token prices when the service
+    reported tokens; its seconds at `per_minute` when it reported the audio's length
+    (no tokens then); else the transcript's tokens estimated as output, the audio in
+    unknown, so the charge is marked estimated. Returns the usage, cost and whether priced."""
+    price = prices.of(heard.model)
+    if heard.usage is not None:
+        cost, priced = cost_of(heard.usage, heard.model, prices)
+        return heard.usage, cost, priced
+    if heard.seconds is not None:
+        if price is None or price.per_minute is None:
+            return Usage(), 0.0, False
+        return Usage(), heard.seconds / 60 * price.per_minute, True
+    usage = Usage(0, estimate_tokens(heard.text), estimated=True)
+    cost, priced = cost_of(usage, heard.model, prices)
+    return usage, cost, priced
 
 
 def day_of(timestamp: float) -> str:
@@ -204,6 +240,17 @@ class Accounting:
     ) -> Charge:
         return charge_of(
             usage, model=model, kind=kind, chat=chat, payer=payer, prices=self.prices, at=at
+        )
+
+    def charge_transcription(
+        self, heard: Transcription, *, chat: str, payer: Payer | None, at: float
+    ) -> Charge:
+        """A transcription's charge (`transcription_usage` says how it is priced)."""
+        usage, cost, priced = transcription_usage(heard, self.prices)
+        payer = payer or Payer()
+        kind = CallKind.TRANSCRIPTION
+        return Charge(
+            day_of(at), chat, heard.model, kind, usage, cost, priced, payer.person, payer.client
         )
 
 

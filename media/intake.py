@@ -12,10 +12,11 @@ not read to its end. A refusal is an `AttachmentRefused` naming the file.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import PurePath
 
-from core.attachments import Attachment, DocumentText, Image, TurnInput
+from core.attachments import Attachment, DocumentText, Image, Transcription, TurnInput
 from core.errors import AttachmentProblem, AttachmentRefused
 from core.ports import Transcriber
 from media import kinds
@@ -109,8 +110,14 @@ class Intake:
             )
         images = tuple(_image(photo) for photo in sorted_out[kinds.PHOTO])
         documents = await self._documents(sorted_out[kinds.DOCUMENT], owner)
-        transcript = await self._transcribe(voices[0], language) if voices else None
-        return TurnInput(words=words, transcript=transcript, documents=documents, images=images)
+        heard = await self._transcribe(voices[0], language) if voices else None
+        return TurnInput(
+            words=words,
+            transcript=None if heard is None else heard.text,
+            documents=documents,
+            images=images,
+            transcription=heard,
+        )
 
     def _limit(self, kind: str) -> int:
         limits = {
@@ -145,17 +152,18 @@ class Intake:
             documents.append(DocumentText(name, kept, omitted, complete=one.complete))
         return tuple(documents)
 
-    async def _transcribe(self, voice: Attachment, language: str | None) -> str:
+    async def _transcribe(self, voice: Attachment, language: str | None) -> Transcription:
+        """The voice note heard, its text stripped. An empty transcript is refused
+        (NO_TEXT) though it was billed: the turn it refuses is never charged, so silence
+        costs its sender nothing."""
         assert self.transcriber is not None  # check_size refused voice without one
         filename = voice_filename(voice.name, voice.data)
-        transcript = await self.transcriber.transcribe(
-            voice.data, filename=filename, language=language
-        )
-        if not transcript.strip():
+        heard = await self.transcriber.transcribe(voice.data, filename=filename, language=language)
+        if not heard.text.strip():
             raise AttachmentRefused(
                 AttachmentProblem.NO_TEXT, "empty transcript", name=voice.name or None
             )
-        return transcript.strip()
+        return dataclasses.replace(heard, text=heard.text.strip())
 
 
 def voice_filename(name: str, data: bytes) -> str:

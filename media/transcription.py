@@ -1,9 +1,10 @@
 """Speech to text through an OpenAI-compatible `audio/transcriptions` service.
 
-Invariant: every failure of the service, once the SDK's own retries are spent, surfaces
+Invariants: every failure of the service, once the SDK's own retries are spent, surfaces
 as `AttachmentRefused(TRANSCRIPTION_FAILED)` with the cause in `detail` (for the log,
 never for the user); a language is sent only as a two-letter ISO-639-1 code, since
-services refuse anything else.
+services refuse anything else; what the service reports having billed (tokens, or the
+audio's seconds) comes back with the text, to be charged.
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ import re
 
 import openai
 from openai import AsyncOpenAI, omit
+from openai.types.audio.transcription import Transcription as TranscriptionResult
+from openai.types.audio.transcription import UsageDuration, UsageTokens
 
+from core.attachments import Transcription
 from core.errors import AttachmentProblem, AttachmentRefused
+from core.models import Usage
 from media.config import TranscriptionEndpoint
 
 log = logging.getLogger(__name__)
@@ -43,7 +48,9 @@ class OpenAITranscriber:
             max_retries=endpoint.max_retries,
         )
 
-    async def transcribe(self, audio: bytes, *, filename: str, language: str | None = None) -> str:
+    async def transcribe(
+        self, audio: bytes, *, filename: str, language: str | None = None
+    ) -> Transcription:
         code = iso_639_1(language)
         try:
             result = await self._client.audio.transcriptions.create(
@@ -56,9 +63,21 @@ class OpenAITranscriber:
             raise AttachmentRefused(
                 AttachmentProblem.TRANSCRIPTION_FAILED, cause, name=filename
             ) from None
-        return result.text
+        return _billed(result, self.model)
 
     async def close(self) -> None:
         """Close the connection pool if this transcriber created it."""
         if self._owns_client:
             await self._client.close()
+
+
+def _billed(result: TranscriptionResult, model: str) -> Transcription:
+    """The text with the usage the service reported: tokens, seconds of audio, or none
+    (older services and local servers report nothing)."""
+    reported = getattr(result, "usage", None)
+    if isinstance(reported, UsageTokens):
+        usage = Usage(reported.input_tokens, reported.output_tokens)
+        return Transcription(result.text, model, usage=usage)
+    if isinstance(reported, UsageDuration):
+        return Transcription(result.text, model, seconds=max(reported.seconds, 0.0))
+    return Transcription(result.text, model)

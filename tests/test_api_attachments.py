@@ -10,6 +10,7 @@ import io
 import json
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from openai._streaming import SSEDecoder
 from PIL import Image as PILImage
 
 from api import attachments as api_attachments
+from core.usage import ScopeKind, day_of
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import FakeModelServer, image_parts, text_of
 from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
@@ -173,6 +175,43 @@ async def test_a_voice_note_is_transcribed_for_the_model_and_the_client(
     assert "[voice] how many sets should I do" in text_of(last_user(model_server)["content"])
     call = transcription_server.calls[0]
     assert (call.filename, call.model, call.size) == ("voice.ogg", "whisper-1", len(audio))
+
+
+async def test_a_voice_notes_transcription_is_charged_to_the_session_and_user(
+    tmp_path: Path,
+    model_server: FakeModelServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
+) -> None:
+    """The tokens the service reports for a transcription count for the session and the
+    `userId`, under the transcription model."""
+    transcription_server.script("how many sets should I do")
+    transcription_server.usage = {
+        "type": "tokens",
+        "input_tokens": 300,
+        "output_tokens": 7,
+        "total_tokens": 307,
+    }
+    settings = api_settings(
+        tmp_path / "api.sqlite3",
+        model_server.base_url,
+        transcription_model="gpt-4o-transcribe",
+        transcription_base_url=transcription_server.base_url,
+    )
+    audio = b"OggS" + b"\x00" * 400
+    body = {"attachments": [file("voice.ogg", audio, "audio/ogg")], "userId": "u-7"}
+    async with running_api(settings) as api:
+        status, answer = await post(api, body)
+        assert status == 200, answer
+        day = day_of(time.time())
+        by_person = await api.store.usage_of(
+            ScopeKind.PERSON, "api:u-7", since_day=day, until_day=day
+        )
+        by_session = await api.store.usage_of(
+            ScopeKind.CHAT, f"api:{answer['sessionId']}", since_day=day, until_day=day
+        )
+    for totals in (by_person, by_session):
+        heard = next(t for t in totals if t.model == "gpt-4o-transcribe")
+        assert (heard.prompt_tokens, heard.completion_tokens, heard.calls) == (300, 7, 1)
 
 
 async def test_a_voice_note_without_a_transcription_model_is_refused(

@@ -127,6 +127,36 @@ async def test_video_notes_and_audio_files_are_transcribed_under_their_names(
     assert conversation(voice_bot.model.requests[0]) == ["[voice] What should I cook tonight"]
 
 
+async def test_a_transcription_is_charged_to_its_sender_by_the_minute(
+    tmp_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
+) -> None:
+    """A voice note's 90 seconds at $0.006 a minute count for its sender beside the
+    round's tokens, in /usage and in /metrics, as a transcription; silence (refused, no
+    turn) counts nothing."""
+    transcription_server.usage = {"type": "duration", "seconds": 90}
+    prices = '{"whisper-1": {"per_minute": 0.006}, "test-model": {"input": 0, "output": 0}}'
+    async with started_bot(
+        tmp_path / "bot.sqlite3",
+        bot_api,
+        model_server,
+        model_prices=prices,
+        **voice_settings(transcription_server),
+    ) as bot:
+        transcription_server.script("   ")
+        await ask_private(bot, USER, None, media=bot.api.voice(VOICE))
+        [empty] = await ask_private(bot, USER, "/usage")
+        assert "Today: 0 tokens in, 0 out, $0.0000" in empty
+        transcription_server.script("Plan my week")
+        await ask_private(bot, USER, None, media=bot.api.voice(VOICE), parts=2)
+        [usage] = await ask_private(bot, USER, "/usage")
+        metrics = bot.runtime.metrics.render()[0].decode()
+    assert "$0.0090" in usage.split("\n")[1]  # today's line
+    assert 'consult_usage_cost_total{kind="transcription",model="whisper-1"} 0.009' in metrics
+
+
 async def test_a_voice_note_over_the_limit_is_refused_before_any_download(
     voice_bot: RunningBot,
     transcription_server: FakeTranscriptionServer,  # noqa: F811

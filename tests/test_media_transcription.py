@@ -6,7 +6,9 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from core.attachments import Transcription
 from core.errors import AttachmentProblem, AttachmentRefused
+from core.models import Usage
 from media.config import TranscriptionEndpoint
 from media.transcription import OpenAITranscriber, iso_639_1
 from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
@@ -48,9 +50,9 @@ async def test_the_audio_goes_up_with_its_name_and_model_and_the_text_comes_back
 ) -> None:
     transcription_server.script("Как настроить резервное копирование?")
 
-    text = await make_transcriber().transcribe(OGG, filename="voice.ogg")
+    heard = await make_transcriber().transcribe(OGG, filename="voice.ogg")
 
-    assert text == "Как настроить резервное копирование?"
+    assert heard == Transcription("Как настроить резервное копирование?", "whisper-test")
     [call] = transcription_server.calls
     assert (call.filename, call.model, call.size, call.data) == (
         "voice.ogg",
@@ -73,6 +75,33 @@ async def test_a_language_is_sent_as_a_two_letter_code_or_not_at_all(
     await make_transcriber().transcribe(OGG, filename="voice.ogg", language=given)
 
     assert transcription_server.calls[0].language == sent
+
+
+async def test_tokens_the_service_reports_come_back_with_the_text(
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    make_transcriber: Make,
+) -> None:
+    transcription_server.usage = {
+        "type": "tokens",
+        "input_tokens": 120,
+        "output_tokens": 9,
+        "total_tokens": 129,
+    }
+
+    heard = await make_transcriber().transcribe(OGG, filename="voice.ogg")
+
+    assert (heard.usage, heard.seconds) == (Usage(120, 9), None)
+
+
+async def test_seconds_the_service_reports_come_back_with_the_text(
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+    make_transcriber: Make,
+) -> None:
+    transcription_server.usage = {"type": "duration", "seconds": 42.5}
+
+    heard = await make_transcriber().transcribe(OGG, filename="voice.ogg")
+
+    assert (heard.usage, heard.seconds) == (None, 42.5)
 
 
 def test_iso_639_1_of_nothing_is_nothing() -> None:
@@ -101,9 +130,9 @@ async def test_the_sdk_retries_a_failure_before_giving_up(
     transcription_server.fail(503, times=1)
     transcription_server.script("second time lucky")
 
-    text = await make_transcriber(max_retries=1).transcribe(OGG, filename="voice.ogg")
+    heard = await make_transcriber(max_retries=1).transcribe(OGG, filename="voice.ogg")
 
-    assert text == "second time lucky"
+    assert heard.text == "second time lucky"
     assert len(transcription_server.calls) == 2
 
 

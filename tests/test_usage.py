@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import load_settings
+from core.attachments import Transcription
 from core.errors import ConfigError
 from core.llm import OpenAICompleter
 from core.models import Usage
@@ -31,6 +32,7 @@ from core.usage import (
     day_of,
     month_start,
     parse_prices,
+    transcription_usage,
 )
 from storage.sqlite.store import SqliteStore
 from telemetry.metrics import Metrics
@@ -86,6 +88,42 @@ def test_bad_prices_are_refused_at_start_up(text: str) -> None:
         parse_prices(text)
     with pytest.raises(ConfigError, match="MODEL_PRICES"):
         load_settings(model_prices=text, _env_file=None)
+
+
+def test_a_transcription_model_may_be_priced_by_the_minute() -> None:
+    """`per_minute` prices a transcription billed by the audio's length, alone or beside
+    token prices; a half-given or negative price is refused like any other."""
+    prices = parse_prices(
+        '{"whisper-1": {"per_minute": 0.006}, '
+        '"gpt-4o-transcribe": {"input": 2.5, "output": 10, "per_minute": 0.006}}'
+    )
+    assert prices.of("whisper-1") == Price(0.0, 0.0, 0.006)
+    assert prices.of("gpt-4o-transcribe") == Price(2.5, 10.0, 0.006)
+    for text in (
+        '{"m": {"per_minute": -0.1}}',
+        '{"m": {"input": 1, "per_minute": 0.1}}',
+        '{"m": {"per_minute": "0.1"}}',
+    ):
+        with pytest.raises(PricesInvalid):
+            parse_prices(text)
+
+
+def test_a_transcription_costs_what_its_service_reports() -> None:
+    """Tokens at token prices; seconds at the price per minute (unpriced without one);
+    nothing reported: the transcript's tokens estimated as output, marked estimated."""
+    prices = parse_prices(
+        '{"whisper-1": {"per_minute": 0.006}, "gpt-4o-transcribe": {"input": 2.5, "output": 10}}'
+    )
+    tokens = Transcription("hi", "gpt-4o-transcribe", usage=Usage(1_000_000, 100_000))
+    assert transcription_usage(tokens, prices) == (Usage(1_000_000, 100_000), 3.5, True)
+    minute_and_half = Transcription("hi", "whisper-1", seconds=90)
+    assert transcription_usage(minute_and_half, prices) == (Usage(), pytest.approx(0.009), True)
+    unpriced = Transcription("hi", "gpt-4o-transcribe", seconds=90)
+    assert transcription_usage(unpriced, prices) == (Usage(), 0.0, False)
+    silent = Transcription("four words said here", "whisper-1")
+    usage, cost, priced = transcription_usage(silent, prices)
+    assert usage.estimated and usage.prompt_tokens == 0 and usage.completion_tokens > 0
+    assert (cost, priced) == (0.0, True)
 
 
 def test_the_day_is_the_utc_calendar_day() -> None:

@@ -52,6 +52,10 @@ class FakeTranscriptionServer:
 
     def __init__(self, *, port: int = 0) -> None:
         self.default_text = DEFAULT_TEXT
+        # What the answers report as billed, as services do: {"type": "tokens",
+        # "input_tokens": …, "output_tokens": …, "total_tokens": …} or {"type": "duration",
+        # "seconds": …}; None: no usage field (older services, local servers).
+        self.usage: dict[str, object] | None = None
         self.calls: list[TranscriptionCall] = []
         self._answers: deque[_Answer] = deque()
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -98,7 +102,10 @@ class FakeTranscriptionServer:
             return web.json_response({"error": error}, status=answer.status)
         if _field(form.get("response_format")) == "text":
             return web.Response(text=answer.text)
-        return web.json_response({"text": answer.text})
+        body: dict[str, object] = {"text": answer.text}
+        if self.usage is not None:
+            body["usage"] = self.usage
+        return web.json_response(body)
 
 
 def _field(value: object) -> str | None:
