@@ -100,3 +100,12 @@ def test_the_database_password_is_among_the_secrets(monkeypatch: pytest.MonkeyPa
     settings = load_settings()
     assert "s3cret-pass" in secrets_of(settings)
     assert settings.database_pool_size == 10
+
+
+def test_the_configuration_reference_has_a_row_for_exactly_the_settings() -> None:
+    """docs/configuration.md names every setting in the first cell of a table row, and
+    names no variable that is not a setting."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    first_cells = re.findall(r"^\| ([^|]*) \|", text, flags=re.MULTILINE)
+    documented = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", cell)}
+    assert documented == {name.upper() for name in Settings.model_fields if name not in RETIRED}
