@@ -1,0 +1,321 @@
+"""Render a consultation in Telegram, as the real bot ran it, to PNG pictures for the docs.
+
+    .venv/bin/python scripts/render_chat.py --out docs/images
+
+The real bot (the python-telegram-bot Application, the consultation engine, a throwaway
+SQLite file) talks to the fake Bot API and the fake OpenAI-compatible model server of
+tests/fakes, the same harness as the bot's tests; only the model's replies are scripted
+(below). The user's message and button presses go in as Telegram updates. At two moments
+the script copies the chat as the fake Bot API holds it (every message's current text,
+entities and inline keyboard, edits included), lays it out as Telegram-like bubbles in HTML
+and has headless Chromium (`chromium`, Debian's package) take a screenshot of each:
+
+- ``consultation-round.png``: the request and the clarifying round, three options tapped
+  (✓) and "Send answers" not pressed yet;
+- ``consultation-answer.png``: what follows in the same chat once "Send answers" is
+  pressed: the final answer with its buttons.
+
+Nothing is drawn that the bot did not send; the layout (colours, bubble shapes) is this
+script's approximation of Telegram's light theme. Exit status 1 when the bot did not answer
+as expected or Chromium is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import html
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the fakes live in tests/, which is not installed
+
+from tests.bot_harness import RunningBot, sent, started_bot, wait_sent  # noqa: E402
+from tests.fakes.bot_api import FakeBotApi  # noqa: E402
+from tests.fakes.model_server import FakeModelServer  # noqa: E402
+
+CHAT = 7001
+USER_NAME = "Alice"
+WIDTH = 480
+REQUEST = "I'd like to run my first half marathon. How should I train?"
+ROUND = (
+    "A half marathon is a good goal. Three facts decide the plan:",
+    [
+        ("How much do you run now?", ["Not at all", "Up to 10 km a week", "More than 10 km"]),
+        ("When is the race?", ["In 8 weeks", "In 12 weeks", "In 16+ weeks"]),
+        ("Any injuries or joint pain?", ["None", "Knees", "Other"]),
+    ],
+)
+PICKS = ((1, 2), (2, 2), (3, 1))
+"""(question, option) pressed, 1-based, before "Send answers"."""
+ANSWER = """**What I took into account**
+- You run up to 10 km a week now.
+- The race is in 12 weeks.
+- No injuries; I assume three or four free days a week.
+
+**Your 12-week plan**
+1. **Weeks 1–4: build the base.** Three easy runs a week (30–40 min, you can talk while \
+running) and one long run growing from 8 to 12 km.
+2. **Weeks 5–9: add quality.** One run a week with 4–6 × 1 km at race effort; the long \
+run grows to 16–18 km.
+3. **Weeks 10–12: sharpen and taper.** Keep the intensity, cut the volume by a third in \
+week 11 and by half in race week.
+
+**Every week**
+- Never raise your weekly distance by more than about 10 %.
+- Two short strength sessions (squats, lunges, calf raises) protect your knees.
+- Sleep and an easy day after every hard one matter as much as the runs.
+
+On race day, start slower than you feel you could: the first 5 km decide the last 5."""
+
+
+# -- running the bot -----------------------------------------------------------------------
+
+
+def chat_now(api: FakeBotApi) -> list[dict[str, Any]]:
+    """The chat's messages as Telegram holds them now (edits applied), oldest first."""
+    kept = [m for (chat, _), m in api.messages.items() if str(chat) == str(CHAT)]
+    return copy.deepcopy(sorted(kept, key=lambda m: m["message_id"]))
+
+
+def held(api: FakeBotApi, message_id: int) -> dict[str, Any]:
+    """The chat's message `message_id` as the fake Bot API holds it now."""
+    return next(
+        m for (chat, mid), m in api.messages.items() if str(chat) == str(CHAT) and mid == message_id
+    )
+
+
+def button_data(message: dict[str, Any]) -> list[str]:
+    markup = message.get("reply_markup") or {}
+    return [b["callback_data"] for row in markup.get("inline_keyboard", []) for b in row]
+
+
+async def press(bot: RunningBot, message_id: int, data: str) -> None:
+    """Press a button and wait until the bot has answered the press."""
+    update = bot.api.push_update(bot.api.callback_query(CHAT, CHAT, data, message_id))
+    query_id = update["callback_query"]["id"]
+    await bot.api.wait_for(
+        lambda c: (
+            c.method == "answerCallbackQuery"
+            and c.params.get("callback_query_id") == query_id
+            and c.result is not None
+        ),
+        30,
+    )
+
+
+async def record(workdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run the consultation; the chat after the taps, and the messages the final answer
+    added to it."""
+    api, model = FakeBotApi(), FakeModelServer()
+    await api.start()
+    await model.start()
+    try:
+        async with started_bot(
+            workdir / "chat.sqlite3",
+            api,
+            model,
+            llm_structured_questions="on",
+            default_max_rounds=2,
+            final_brief=True,
+        ) as bot:
+            model.enqueue_round(*ROUND)
+            await bot.send(CHAT, REQUEST, first_name=USER_NAME)
+            await wait_sent(bot, CHAT, 1, timeout=30)
+            round_message = sent(bot, CHAT)[-1].result
+            assert round_message is not None
+            message_id = round_message["message_id"]
+            for question, option in PICKS:
+                data = next(
+                    d
+                    for d in button_data(held(api, message_id))
+                    if d.endswith(f":{question}:{option}")
+                )
+                await press(bot, message_id, data)
+                await api.wait_for(  # the keyboard with this pick marked ✓
+                    lambda c: c.method == "editMessageReplyMarkup" and c.result is not None,
+                    30,
+                    count=question,
+                )
+            tapped = chat_now(api)
+            send = next(d for d in button_data(held(api, message_id)) if d.startswith("qs:"))
+            model.enqueue(ANSWER)
+            before = len(sent(bot, CHAT))
+            await press(bot, message_id, send)
+            await wait_sent(bot, CHAT, before + 1, timeout=30)
+            await api.wait_for(
+                lambda c: (
+                    c.method == "sendMessage"
+                    and "Consultation complete" in str(c.params.get("text"))
+                    and c.result is not None
+                ),
+                30,
+            )
+            shown = max(m["message_id"] for m in tapped)
+            return tapped, [m for m in chat_now(api) if m["message_id"] > shown]
+    finally:
+        await model.stop()
+        await api.stop()
+
+
+# -- laying it out -------------------------------------------------------------------------
+
+TAGS = {
+    "bold": ("<b>", "</b>"),
+    "italic": ("<i>", "</i>"),
+    "underline": ("<u>", "</u>"),
+    "strikethrough": ("<s>", "</s>"),
+    "code": ("<code>", "</code>"),
+    "pre": ("<pre>", "</pre>"),
+    "blockquote": ("<blockquote>", "</blockquote>"),
+    "expandable_blockquote": ("<blockquote>", "</blockquote>"),
+    "spoiler": ('<span class="spoiler">', "</span>"),
+}
+
+
+def entity_html(text: str, entities: list[dict[str, Any]]) -> str:
+    """The text as HTML with its entities (offsets in UTF-16 code units, as Telegram's)."""
+    units = text.encode("utf-16-le")
+    opens: dict[int, list[str]] = {}
+    closes: dict[int, list[str]] = {}
+    for entity in sorted(entities, key=lambda e: (e["offset"], -e["length"])):
+        kind = entity["type"]
+        if kind == "text_link":
+            tags = (f'<a href="{html.escape(entity["url"])}">', "</a>")
+        elif kind in ("url", "mention", "bot_command", "email"):
+            tags = ('<span class="link">', "</span>")
+        else:
+            tags = TAGS.get(kind, ("", ""))
+        opens.setdefault(entity["offset"], []).append(tags[0])
+        closes.setdefault(entity["offset"] + entity["length"], []).insert(0, tags[1])
+    length = len(units) // 2
+    cuts = sorted({0, length, *opens, *closes})
+    out: list[str] = []
+    for start, end in zip(cuts, [*cuts[1:], length], strict=True):
+        out.extend(closes.get(start, []))
+        out.extend(opens.get(start, []))
+        out.append(html.escape(units[start * 2 : end * 2].decode("utf-16-le")))
+    return "".join(out).replace("\n", "<br>")
+
+
+def keyboard_html(message: dict[str, Any]) -> str:
+    markup = message.get("reply_markup") or {}
+    rows = markup.get("inline_keyboard") or []
+    lines = []
+    for row in rows:
+        cells = "".join(f'<div class="key">{html.escape(b["text"])}</div>' for b in row)
+        lines.append(f'<div class="row">{cells}</div>')
+    return f'<div class="keyboard">{"".join(lines)}</div>' if lines else ""
+
+
+def bubble(message: dict[str, Any]) -> str:
+    mine = not message.get("from", {}).get("is_bot")
+    text = entity_html(message.get("text") or "", message.get("entities") or [])
+    side = "out" if mine else "in"
+    return (
+        f'<div class="msg {side}"><div class="bubble">{text}</div>'
+        f"{'' if mine else keyboard_html(message)}</div>"
+    )
+
+
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><style>
+body {{ margin: 0; width: {width}px; font: 15px/1.38 "Noto Sans", "DejaVu Sans", sans-serif;
+  background: #a7c197; }}
+header {{ background: #fff; padding: 10px 16px; border-bottom: 1px solid #d9d9d9; }}
+header .name {{ font-weight: bold; }} header .sub {{ color: #8a8a8a; font-size: 13px; }}
+main {{ padding: 10px 10px 14px; }}
+.msg {{ margin: 6px 0; display: flex; flex-direction: column; }}
+.msg.out {{ align-items: flex-end; }} .msg.in {{ align-items: flex-start; }}
+.bubble {{ max-width: 86%; padding: 7px 11px; border-radius: 14px; word-wrap: break-word;
+  box-shadow: 0 1px 1px rgba(0,0,0,.15); }}
+.out .bubble {{ background: #e2fbc8; border-bottom-right-radius: 4px; }}
+.in .bubble {{ background: #fff; border-bottom-left-radius: 4px; }}
+.keyboard {{ width: 86%; margin-top: 3px; }}
+.row {{ display: flex; gap: 3px; margin-top: 3px; }}
+.key {{ flex: 1; text-align: center; color: #fff; font-size: 14px; padding: 8px 6px;
+  background: rgba(40, 70, 40, .38); border-radius: 8px; }}
+code, pre {{ font-family: "DejaVu Sans Mono", monospace; font-size: 13px; }}
+.link, a {{ color: #2a7ab8; text-decoration: none; }}
+blockquote {{ margin: 2px 0; padding-left: 8px; border-left: 3px solid #5aa2d8; }}
+</style></head><body>
+<header><div class="name">Consultant</div><div class="sub">bot</div></header>
+<main>{messages}</main>
+<script>document.title = "height:" + document.documentElement.scrollHeight;</script>
+</body></html>
+"""
+
+
+def page(messages: list[dict[str, Any]]) -> str:
+    return PAGE.format(width=WIDTH, messages="\n".join(bubble(m) for m in messages))
+
+
+def screenshot(chromium: str, source: Path, target: Path) -> None:
+    """Measure the page's height, then take a screenshot of exactly that."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    dom = subprocess.run(
+        [chromium, *flags, f"--window-size={WIDTH},100", "--dump-dom", source.as_uri()],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    found = re.search(r"<title>height:(\d+)</title>", dom)
+    height = int(found.group(1)) if found else 1200
+    subprocess.run(
+        [
+            chromium,
+            *flags,
+            "--force-device-scale-factor=2",
+            f"--window-size={WIDTH},{height}",
+            f"--screenshot={target}",
+            source.as_uri(),
+        ],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images")
+    parser.add_argument("--html-only", action="store_true", help="write the HTML, no PNG")
+    args = parser.parse_args()
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None and not args.html_only:
+        print("chromium not found: apt-get install -y chromium", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        try:
+            tapped, answered = asyncio.run(record(work))
+        except (AssertionError, StopIteration, TimeoutError) as error:
+            print(f"the bot did not answer as expected: {error!r}", file=sys.stderr)
+            return 1
+        args.out.mkdir(parents=True, exist_ok=True)
+        for name, messages in (
+            ("consultation-round", tapped),
+            ("consultation-answer", answered),
+        ):
+            source = work / f"{name}.html"
+            source.write_text(page(messages), encoding="utf-8")
+            if args.html_only:
+                shutil.copy(source, args.out / source.name)
+                print(args.out / source.name)
+                continue
+            assert chromium is not None
+            screenshot(chromium, source, args.out / f"{name}.png")
+            print(args.out / f"{name}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
