@@ -263,7 +263,16 @@ class ConsultationStore(Protocol):
 
     async def forget_memory(self, person: str) -> int:
         """Delete every fact `person` has in any scope (private and each group) and their
-        preferences, in one transaction; the number of facts deleted."""
+        preferences (memory and interface language), in one transaction; the number of
+        facts deleted."""
+        ...
+
+    async def load_language(self, person: str) -> str | None:
+        """The interface language `person` chose (None when they never chose one)."""
+        ...
+
+    async def save_language(self, person: str, language: str) -> None:
+        """Replace the interface language `person` chose."""
         ...
 
 

@@ -291,6 +291,15 @@ class ConsultationService:
         await self._store.add_usage([charge])
         self._accounting.observe(charge)
 
+    async def chosen_language(self, person: str) -> str | None:
+        """The interface language `person` chose (None when they never chose one): a read,
+        never waiting for a running turn."""
+        return await self._store.load_language(person)
+
+    async def choose_language(self, person: str, language: str) -> None:
+        """Keep `language` as `person`'s interface language (the edge offers the codes)."""
+        await self._store.save_language(person, language)
+
     async def latest(self, chat_key: str) -> Consultation | None:
         """The chat's newest consultation, whatever its status (a read: it never waits
         for a running turn)."""

@@ -1444,6 +1444,22 @@ async def test_forget_memory_deletes_every_scope_of_the_person_only(
     assert await store.forget_memory("tg:1") == 0
 
 
+async def test_interface_language_none_then_chosen_then_forgotten(store: Store, rows: Rows) -> None:
+    """A person never asked has no language; the last choice is kept, per person, until
+    their memory and preferences are forgotten."""
+    assert await store.load_language("tg:1") is None
+    await store.save_language("tg:1", "ru")
+    await store.save_language("tg:1", "de")
+    await store.save_language("tg:2", "fa")
+    assert await store.load_language("tg:1") == "de"
+    assert await store.load_language("tg:2") == "fa"
+    assert await rows("person_languages", person="tg:1") == 1
+
+    await store.forget_memory("tg:1")
+    assert await store.load_language("tg:1") is None
+    assert await store.load_language("tg:2") == "fa"
+
+
 async def test_concurrent_additions_for_one_owner_store_each_fact_once(
     kind: StoreKind, database: str, rows: Rows
 ) -> None:

@@ -1,4 +1,5 @@
-"""Client memory on PostgreSQL: facts per owner and preferences per person.
+"""Client memory on PostgreSQL: facts per owner and preferences per person (memory on or
+off, the interface language).
 
 Invariants (with `core.memory`): an owner holds at most `MAX_FACTS` facts, the newest by
 id (an identity, never reused), none equal to another ignoring case and spacing. Adding
@@ -89,4 +90,23 @@ async def forget_memory(connection: asyncpg.Connection, person: str) -> int:
         person,
     )
     await connection.execute("DELETE FROM memory_preferences WHERE person = $1", person)
+    await connection.execute("DELETE FROM person_languages WHERE person = $1", person)
     return int(deleted)
+
+
+async def load_language(connection: asyncpg.Connection, person: str) -> str | None:
+    language = await connection.fetchval(
+        "SELECT language FROM person_languages WHERE person = $1", person
+    )
+    return None if language is None else str(language)
+
+
+async def save_language(connection: asyncpg.Connection, person: str, language: str) -> None:
+    await connection.execute(
+        "INSERT INTO person_languages (person, language, updated_at) VALUES ($1, $2, $3)"
+        " ON CONFLICT (person) DO UPDATE SET language = excluded.language,"
+        " updated_at = excluded.updated_at",
+        person,
+        language,
+        time.time(),
+    )

@@ -297,6 +297,20 @@ MIGRATIONS: list[Migration] = [
         "m015_chat_model",
         ("ALTER TABLE chat_settings ADD COLUMN model TEXT",),
     ),
+    (
+        # The interface language each person chose with /language (`person_languages`); a
+        # person without a row gets the one their Telegram client names.
+        "m018_language",
+        (
+            """
+            CREATE TABLE person_languages (
+                person TEXT PRIMARY KEY,
+                language TEXT NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+        ),
+    ),
 ]
 
 

@@ -366,6 +366,12 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def forget_memory(self, person: str) -> int:
         return await self._write(lambda c: memory.forget_memory(c, person))
 
+    async def load_language(self, person: str) -> str | None:
+        return await self._call(lambda c: memory.load_language(c, person))
+
+    async def save_language(self, person: str, language: str) -> None:
+        await self._write(lambda c: memory.save_language(c, person, language))
+
     # -- usage (`core.usage`) ------------------------------------------------------------
 
     async def add_usage(self, charges: Sequence[Charge]) -> None:

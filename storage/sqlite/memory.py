@@ -1,4 +1,5 @@
-"""Client memory on SQLite: facts per owner and preferences per person.
+"""Client memory on SQLite: facts per owner and preferences per person (memory on or off,
+the interface language).
 
 Invariants (with `core.memory`): an owner holds at most `MAX_FACTS` facts, the newest by
 id (ids are never reused: AUTOINCREMENT), none equal to another ignoring case and spacing;
@@ -70,4 +71,19 @@ def save_preferences(db: sqlite3.Connection, person: str, p: MemoryPreferences) 
 def forget_memory(db: sqlite3.Connection, person: str) -> int:
     deleted = db.execute("DELETE FROM memory_facts WHERE person = ?", (person,)).rowcount
     db.execute("DELETE FROM memory_preferences WHERE person = ?", (person,))
+    db.execute("DELETE FROM person_languages WHERE person = ?", (person,))
     return int(deleted)
+
+
+def load_language(db: sqlite3.Connection, person: str) -> str | None:
+    row = db.execute("SELECT language FROM person_languages WHERE person = ?", (person,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def save_language(db: sqlite3.Connection, person: str, language: str) -> None:
+    db.execute(
+        "INSERT INTO person_languages (person, language, updated_at) VALUES (?, ?, ?)"
+        " ON CONFLICT (person) DO UPDATE SET language = excluded.language,"
+        " updated_at = excluded.updated_at",
+        (person, language, time.time()),
+    )

@@ -334,3 +334,18 @@ async def m015_chat_model(db: aiosqlite.Connection) -> None:
     """The model a chat chose with /model (`chat_settings.model`); NULL: LLM_MODEL, as in
     rows written before."""
     await db.execute("ALTER TABLE chat_settings ADD COLUMN model TEXT")
+
+
+@migration
+async def m018_language(db: aiosqlite.Connection) -> None:
+    """The interface language each person chose with /language (`person_languages`); a
+    person without a row gets the one their Telegram client names."""
+    await db.execute(
+        """
+        CREATE TABLE person_languages (
+            person TEXT PRIMARY KEY,
+            language TEXT NOT NULL,
+            updated_at REAL NOT NULL
+        )
+        """
+    )

@@ -385,6 +385,14 @@ class SqliteStore(IdempotencyKeys):
     async def forget_memory(self, person: str) -> int:
         return await self._writer.run(functools.partial(memory.forget_memory, person=person))
 
+    async def load_language(self, person: str) -> str | None:
+        return await self._reader.run(functools.partial(memory.load_language, person=person))
+
+    async def save_language(self, person: str, language: str) -> None:
+        await self._writer.run(
+            functools.partial(memory.save_language, person=person, language=language)
+        )
+
     # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 
     async def _key_read(self, statement: Statement) -> Sequence[Any] | None:
