@@ -80,7 +80,20 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "excerpt_note": ("omitted_chars",),
     "images_not_seen": (),
     "final_now_request": (),
-    "final_now_request.ru": (),  # the same request in the user's language (`.<code>`)
+    # The same request in each interface language (`.<code>`, the codes of bot/locales).
+    "final_now_request.ru": (),
+    "final_now_request.uk": (),
+    "final_now_request.es": (),
+    "final_now_request.pt_BR": (),
+    "final_now_request.de": (),
+    "final_now_request.fr": (),
+    "final_now_request.it": (),
+    "final_now_request.tr": (),
+    "final_now_request.id": (),
+    "final_now_request.fa": (),
+    "final_now_request.ar": (),
+    "final_now_request.ja": (),
+    "final_now_request.zh_Hans": (),
     "client_memory": ("facts",),
     "extract_facts": ("max_facts", "known", "facts", "structured"),
 }
