@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench console clean mutate
+.PHONY: run test lint bench console clean mutate messages
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,14 @@ mutate: $(STAMP)
 	$(VENV)/bin/mutmut run --max-children $${MUTATE_JOBS:-2} $(MUTANTS)
 	$(VENV)/bin/mutmut results
 	$(VENV)/bin/mutmut export-cicd-stats
+
+# Interface strings (docs/languages.md): extract bot/messages.py into the template and
+# merge it into every language's catalog.
+messages: $(STAMP)
+	$(VENV)/bin/pybabel extract -F babel.cfg --no-location --project consultation-bot \
+		-o bot/locales/messages.pot .
+	$(VENV)/bin/pybabel update -D messages -i bot/locales/messages.pot -d bot/locales \
+		--ignore-obsolete
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m bench

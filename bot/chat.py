@@ -18,6 +18,7 @@ from telegram import Chat, Message, MessageEntity, Update, User
 from telegram.ext import ContextTypes
 
 from bot.files import TelegramFile, file_of
+from bot.languages import language_for
 from bot.target import Target
 
 GROUP_TYPES = frozenset({Chat.GROUP, Chat.SUPERGROUP})
@@ -57,8 +58,9 @@ def display_name(user: User | None) -> str | None:
 
 
 def language_of(user: User | None) -> str:
-    code = (user.language_code or "") if user is not None else ""
-    return "ru" if code.lower().startswith(("ru", "uk", "be")) else "en"
+    """The offered interface language the user's Telegram client names (English if none);
+    a language chosen with /language overrides it (`bot.language_choice`)."""
+    return language_for(user.language_code if user is not None else None)
 
 
 def is_group(message: Message) -> bool:

@@ -37,7 +37,7 @@ from telegram.error import TelegramError
 
 from bot.buttons import Press, ignored
 from bot.chat import Context, Incoming
-from bot.i18n import TABLES, t
+from bot.i18n import every_translation, t
 from bot.keyboards import EXPORT, FOLLOW_UP, bare_id, consultation_of
 from bot.say import Say
 from bot.turns import TurnRunner
@@ -52,7 +52,7 @@ from core.service import ConsultationService
 
 log = logging.getLogger(__name__)
 
-PROMPTS = frozenset(table["follow_up_prompt"] for table in TABLES.values())
+PROMPTS = every_translation("follow_up_prompt")
 """The prompt a press sends, in every language: a reply to it asks a follow-up."""
 
 

@@ -250,7 +250,7 @@ async def test_a_russian_user_gets_russian_follow_ups(bot: RunningBot) -> None:
     bot.model.enqueue("Пул соединений.")
     await bot.send(USER, "А соединения?", reply_to_message=final, language_code="ru")
     call = await asked_in(bot, USER, "Уточняющий вопрос 1 из 5")
-    assert "осталось вопросов: 4" in call.params["text"]
+    assert "осталось 4 вопроса" in call.params["text"]
 
 
 async def test_a_document_sent_as_a_reply_to_the_final_answer_is_a_follow_up(

@@ -89,7 +89,7 @@ async def test_history_in_russian_and_an_empty_history(bot: RunningBot) -> None:
     [listed] = await ask_private(bot, USER, "/history", language_code="ru")
     assert empty == "You have no consultations yet. Send your question to start one."
     assert listed.startswith("Ваши последние консультации")
-    assert "· завершена · раундов: 2 из 2\n«Как выбрать базу данных?»" in listed
+    assert "· завершена · 2 из 2 раундов\n«Как выбрать базу данных?»" in listed
     keyboard = sent(bot, USER)[-1].params["reply_markup"]["inline_keyboard"]
     assert [b["text"] for b in keyboard[0]] == ["Ответ 1", "Документ 1"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import string
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,11 +16,10 @@ from telegram.ext import ExtBot
 from app.runtime import open_runtime
 from bot.access import RateLimiter, is_allowed
 from bot.app import build_application
-from bot.chat import chat_key, language_of, strip_mention
+from bot.chat import chat_key, strip_mention
 from bot.config import BotConfig
 from bot.flood import ChatFloodControl
 from bot.handlers import Handlers
-from bot.i18n import EN, RU, t
 from bot.say import Say
 from bot.shared import SharedState
 from bot.turns import TurnRunner
@@ -32,33 +30,6 @@ from tests.bot_harness import bot_settings
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
-
-
-def _fields(template: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
-
-
-def test_both_languages_have_the_same_strings_and_placeholders() -> None:
-    """Every UI string exists in English and Russian with the same placeholders."""
-    assert EN.keys() == RU.keys()
-    for key in EN:
-        assert _fields(EN[key]) == _fields(RU[key]), key
-
-
-def test_unknown_language_falls_back_to_english() -> None:
-    """A language without a table gets English."""
-    assert t("de", "round_label", round=1, max_rounds=3) == "Round 1 of 3"
-    assert t("ru", "round_label", round=2, max_rounds=3) == "Раунд 2 из 3"
-
-
-@pytest.mark.parametrize(
-    ("code", "language"), [("ru", "ru"), ("ru-RU", "ru"), ("uk", "ru"), ("en", "en"), (None, "en")]
-)
-def test_language_from_telegram_code(code: str | None, language: str) -> None:
-    """Russian (and neighbouring languages) get Russian strings; the rest English."""
-    from telegram import User
-
-    assert language_of(User(1, "A", False, language_code=code)) == language
 
 
 def test_allow_lists() -> None:
