@@ -37,8 +37,10 @@ from bot.forget import FORGET, Forgetting
 from bot.given_up import give_up
 from bot.handlers import Handlers
 from bot.history import SHOW, HistoryView
-from bot.i18n import COMMANDS
+from bot.i18n import COMMANDS, t
 from bot.keyboards import ANSWER, ANSWER_NOW, EXPORT, FOLLOW_UP, PICK, SEND
+from bot.language_choice import CHOOSE_LANGUAGE, LanguageChoice
+from bot.languages import LANGUAGES, SOURCE, menu_code
 from bot.memory import DELETE_FACT, MemoryCommands
 from bot.models import CHOOSE_MODEL, ModelChoice
 from bot.ordering import PerChatUpdateProcessor
@@ -142,6 +144,7 @@ def register(
         spawn=application.create_task,
     )
     say = Say(bot)
+    languages = LanguageChoice(service, say=say)
     handlers = Handlers(
         service,
         config,
@@ -150,6 +153,7 @@ def register(
         rate_limits=shared.rate_limits,
         intake=intake,
         outage=outage,
+        localize=languages.apply,
     )
     commands = Commands(service, config, turns=turns, say=say, refuse=handlers.refuse)
     rounds = RoundPresses(service, turns=turns)
@@ -175,6 +179,7 @@ def register(
             FORGET: forgetting.press,
             EXPORT: exports.export_button,
             SHOW: history.show_button,
+            CHOOSE_LANGUAGE: languages.press,
         },
         allowed=handlers.allowed,
         press_limits=(
@@ -182,6 +187,7 @@ def register(
             if shared.press_limits is None
             else shared.press_limits
         ),
+        localize=languages.apply,
     )
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (
@@ -199,6 +205,7 @@ def register(
         ("memory", memory.memory),
         ("usage", usage.usage),
         ("forget", forgetting.command),
+        ("language", languages.command),
     ):
         application.add_handler(CommandHandler(name, handlers.command(callback), filters=only_new))
     application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, handlers.on_migrate))
@@ -220,12 +227,14 @@ def register(
 
 
 async def set_command_menus(application: Application) -> None:
-    """Command menus for private chats and groups, in English and Russian."""
+    """Command menus for private chats and groups: the default one in English, and one per
+    other offered language for clients set to it (`language_code`: the base language)."""
     bot = application.bot
-    for language in (None, "ru"):
-        commands = [BotCommand(name, ru if language == "ru" else en) for name, en, ru in COMMANDS]
+    for language in LANGUAGES:
+        commands = [BotCommand(name, t(language, f"command_{name}")) for name in COMMANDS]
+        code = None if language == SOURCE else menu_code(language)
         for scope in (BotCommandScopeAllPrivateChats(), BotCommandScopeAllGroupChats()):
             try:
-                await bot.set_my_commands(commands, scope=scope, language_code=language)
+                await bot.set_my_commands(commands, scope=scope, language_code=code)
             except Exception as exc:  # a menu is a nicety; the bot works without it
                 log.warning("could not set the command menu: %s", exc)

@@ -70,7 +70,9 @@ class Buttons:
         *,
         allowed: Callable[[Incoming], bool],
         press_limits: UserRateLimits,
+        localize: Callable[[Incoming], Awaitable[Incoming]] | None = None,
     ) -> None:
+        self._localize = localize
         self._callbacks = callbacks
         self._allowed = allowed
         self._limits = press_limits
@@ -94,6 +96,8 @@ class Buttons:
         if incoming is None:  # a press under an inline-mode message: no chat to act in
             ignored(press.query.data, "no message")
             return
+        if self._localize is not None:
+            incoming = await self._localize(incoming)
         if not self._allowed(incoming):
             await press.answer(t(incoming.language, "not_allowed"))
             return

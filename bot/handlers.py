@@ -42,6 +42,13 @@ log = logging.getLogger(__name__)
 
 UpdateCallback = Callable[[Update, Context], Coroutine[Any, Any, None]]
 CommandCallback = Callable[[Incoming, Context], Awaitable[None]]
+Localize = Callable[[Incoming], Awaitable[Incoming]]
+"""An update in the language its sender chose (`bot.language_choice`)."""
+
+
+async def as_sent(incoming: Incoming) -> Incoming:
+    """No chosen languages: every update in its sender's Telegram language."""
+    return incoming
 
 
 class Handlers:
@@ -61,7 +68,9 @@ class Handlers:
         rate_limits: UserRateLimits | None = None,
         intake: Intake | None = None,
         outage: OutageNotices | None = None,
+        localize: Localize = as_sent,
     ) -> None:
+        self.localize = localize
         self.outage = OutageNotices() if outage is None else outage
         self.service = service
         self.config = config
@@ -113,6 +122,7 @@ class Handlers:
             incoming = incoming_of(update, context.bot.username, context.bot.id)
             if incoming is None or (addressed_only and not incoming.addressed):
                 return
+            incoming = await self.localize(incoming)
             if not self.allowed(incoming):
                 if not incoming.is_group:
                     await self.refuse(incoming, t(incoming.language, "not_allowed"))
@@ -201,6 +211,7 @@ class Handlers:
         )
         if incoming is None or not incoming.addressed:
             return None
+        incoming = await self.localize(incoming)
         if not self.allowed(incoming):
             await self.refuse(incoming, t(incoming.language, "not_allowed"))
             return None
@@ -240,6 +251,8 @@ class Handlers:
         if unavailable and not self.outage.may_tell(incoming.chat_id):
             log.debug("outage notice in chat %s not repeated", incoming.chat_id)
             return
+        if not unavailable:  # a store that just failed is not asked again
+            incoming = await self.localize(incoming)
         text = t(incoming.language, notice)
         try:
             await Sender(context.bot, incoming.target).send_text(text)

@@ -1,0 +1,111 @@
+"""The interface language end to end: picked from the Telegram client, chosen with
+/language (kept per person, overriding the client), and the command menu per language."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bot.app import set_command_menus
+from bot.i18n import COMMANDS, t
+from bot.languages import LANGUAGES, NATIVE_NAMES, SOURCE, menu_code
+from tests.bot_harness import RunningBot, ask_private, buttons, press, sent
+
+USER = 611
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+async def test_a_person_gets_start_and_help_in_their_telegram_language(
+    bot: RunningBot, language: str
+) -> None:
+    """A client set to an offered language (a region variant too) gets /start and /help in
+    it, exactly as its catalog words them."""
+    code = menu_code(language) + "-XX"
+    [start] = await ask_private(bot, USER, "/start", language_code=code)
+    assert start == t(language, "start", rounds=3)
+    [help_text] = await ask_private(bot, USER, "/help", language_code=code)
+    assert help_text == t(
+        language, "help", limit=10, rounds=3, username=bot.application.bot.username
+    )
+
+
+async def test_language_shows_the_current_one_with_a_button_per_language(bot: RunningBot) -> None:
+    [text] = await ask_private(bot, USER, "/language", language_code="ru")
+    assert text == t("ru", "language_show", language=NATIVE_NAMES["ru"])
+    assert buttons(sent(bot, USER)[-1]) == [f"lang:{code}" for code in LANGUAGES]
+    keyboard = sent(bot, USER)[-1].params["reply_markup"]["inline_keyboard"]
+    labels = [button["text"] for row in keyboard for button in row]
+    assert f"✓ {NATIVE_NAMES['ru']}" in labels and NATIVE_NAMES["en"] in labels
+
+
+async def test_a_chosen_language_overrides_the_telegram_one(bot: RunningBot) -> None:
+    """Pressing Russian under /language makes the bot speak Russian to that person
+    whatever their client says, in commands and in a consultation's round labels."""
+    await ask_private(bot, USER, "/language", language_code="en")
+    menu = sent(bot, USER)[-1]
+    text = await press(bot, USER, "lang:ru", menu.result["message_id"])
+    assert text == t("ru", "language_set", language="Русский")
+
+    [start] = await ask_private(bot, USER, "/start", language_code="en")
+    assert start == t("ru", "start", rounds=3)
+    [reply] = await ask_private(bot, USER, "Plan my garden", language_code="en")
+    assert reply.endswith(t("ru", "round_label", round=1, max_rounds=3))
+
+    other = USER + 1  # someone else's choice is their own
+    [start] = await ask_private(bot, other, "/start", language_code="en")
+    assert start == t("en", "start", rounds=3)
+
+
+async def test_forgetting_a_person_forgets_their_language(bot: RunningBot) -> None:
+    await ask_private(bot, USER, "/language")
+    await press(bot, USER, "lang:ru", sent(bot, USER)[-1].result["message_id"])
+    await bot.runtime.service.memory.forget(f"tg:{USER}")
+    [start] = await ask_private(bot, USER, "/start", language_code="en")
+    assert start == t("en", "start", rounds=3)
+
+
+@pytest.mark.parametrize(
+    "data",
+    ["lang:xx", "lang:", "lang:RU", "lang:ru ", "lang:ru\n", "lang:../ru", "lang:" + "r" * 59],
+)
+async def test_forged_language_data_changes_nothing(bot: RunningBot, data: str) -> None:
+    """Data no language button carries is answered without text and changes nothing."""
+    await ask_private(bot, USER, "/language")
+    before = len(sent(bot, USER))
+    answers = len(bot.api.calls_of("answerCallbackQuery"))
+    bot.api.push_update(
+        bot.api.callback_query(USER, USER, data, sent(bot, USER)[-1].result["message_id"])
+    )
+    await bot.api.wait_for(lambda c: c.method == "answerCallbackQuery", count=answers + 1)
+    assert "text" not in bot.api.calls_of("answerCallbackQuery")[-1].params
+    assert len(sent(bot, USER)) == before
+    assert await bot.runtime.service.chosen_language(f"tg:{USER}") is None
+    [start] = await ask_private(bot, USER, "/start")
+    assert start == t("en", "start", rounds=3)
+
+
+async def test_a_language_no_longer_offered_is_ignored(bot: RunningBot) -> None:
+    """A stored code the bot stopped offering (or never did) falls back to the client's."""
+    await bot.runtime.service.choose_language(f"tg:{USER}", "xx")
+    [start] = await ask_private(bot, USER, "/start", language_code="ru")
+    assert start == t("ru", "start", rounds=3)
+
+
+async def test_the_command_menu_is_set_in_every_offered_language(bot: RunningBot) -> None:
+    """setMyCommands once per language and scope: the default (no language_code) in
+    English, each other language under its base code, every command described."""
+    await set_command_menus(bot.application)
+    menus = {
+        (json.loads(key)[0]["type"], json.loads(key)[1]): commands
+        for key, commands in bot.api.commands.items()
+    }
+    for language in LANGUAGES:
+        code = None if language == SOURCE else menu_code(language)
+        for scope in ("all_private_chats", "all_group_chats"):
+            commands = menus[(scope, code)]
+            assert [c["command"] for c in commands] == list(COMMANDS)
+            assert [c["description"] for c in commands] == [
+                t(language, f"command_{name}") for name in COMMANDS
+            ]
+    assert len(menus) == 2 * len(LANGUAGES)
