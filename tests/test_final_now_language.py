@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.languages import language_for
+from core.final_now import request_template
+from core.prompts import PromptLibrary
 from tests.bot_harness import (
     RunningBot,
     ask_private,
@@ -87,7 +90,8 @@ async def test_a_language_that_cannot_be_told_is_not_guessed(
         await press_answer_now(bot, "de")
     request = model_server.requests[-1]
     prompt = system_prompt(request)
-    assert conversation(request)[-1] == ENGLISH_REQUEST
+    interface = language_for("de")  # German once its catalog is offered, English before
+    assert conversation(request)[-1] == PromptLibrary().render(request_template(interface))
     assert "Answer in English" not in prompt and "Answer in Russian" not in prompt
     assert "language the user has been writing in" in prompt
 
