@@ -96,11 +96,11 @@ class Buttons:
         if incoming is None:  # a press under an inline-mode message: no chat to act in
             ignored(press.query.data, "no message")
             return
-        if self._localize is not None:
-            incoming = await self._localize(incoming)
         if not self._allowed(incoming):
             await press.answer(t(incoming.language, "not_allowed"))
             return
+        if self._localize is not None:  # a stranger costs no store read
+            incoming = await self._localize(incoming)
         if incoming.user_id is not None:
             wait = await self._limits.check(incoming.user_id)
             if wait > 0:

@@ -21,9 +21,11 @@ from telegram import Update
 
 from bot.chat import conversation_key, is_group, language_of, topic_of, turn_id_of
 from bot.i18n import t
+from bot.languages import is_offered
 from bot.say import Say
 from bot.target import AnyBot, Target
 from core.errors import StoreUnavailable
+from core.memory import telegram_person
 from core.service import ConsultationService
 
 log = logging.getLogger(__name__)
@@ -33,9 +35,24 @@ WITHDRAW_WAIT = 10.0
 
 
 async def give_up(bot: AnyBot, service: ConsultationService, update: Update) -> None:
-    """Take the update's unanswered message back, then tell its chat."""
+    """Take the update's unanswered message back, then tell its chat (in the language its
+    sender chose, when the store answers in time)."""
     await withdraw_given_up(service, update)
-    await tell_given_up(bot, update)
+    await tell_given_up(bot, update, await chosen_language(service, update))
+
+
+async def chosen_language(service: ConsultationService, update: Update) -> str | None:
+    """The offered interface language the update's sender chose; None when they chose
+    none, or when the store fails or is slow (the Telegram language is told instead)."""
+    user = update.effective_user
+    if user is None:
+        return None
+    try:
+        async with asyncio.timeout(WITHDRAW_WAIT):
+            chosen = await service.chosen_language(telegram_person(user.id))
+    except (TimeoutError, StoreUnavailable):
+        return None
+    return chosen if chosen is not None and is_offered(chosen) else None
 
 
 async def withdraw_given_up(service: ConsultationService, update: Update) -> None:
@@ -53,8 +70,9 @@ async def withdraw_given_up(service: ConsultationService, update: Update) -> Non
         log.info("update %d given up: its message was taken back from %s", update.update_id, key)
 
 
-async def tell_given_up(bot: AnyBot, update: Update) -> None:
-    """Say that this update could not be handled; nothing for an update without a message."""
+async def tell_given_up(bot: AnyBot, update: Update, language: str | None = None) -> None:
+    """Say that this update could not be handled, in `language` or else the sender's
+    Telegram language; nothing for an update without a message."""
     message = update.effective_message
     if message is None:
         return
@@ -65,4 +83,5 @@ async def tell_given_up(bot: AnyBot, update: Update) -> None:
         reply_to=message.message_id if group and update.callback_query is None else None,
         private=not group,
     )
-    await Say(bot)(target, t(language_of(update.effective_user), "update_given_up"))
+    language = language or language_of(update.effective_user)
+    await Say(bot)(target, t(language, "update_given_up"))

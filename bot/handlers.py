@@ -122,11 +122,11 @@ class Handlers:
             incoming = incoming_of(update, context.bot.username, context.bot.id)
             if incoming is None or (addressed_only and not incoming.addressed):
                 return
-            incoming = await self.localize(incoming)
             if not self.allowed(incoming):
                 if not incoming.is_group:
                     await self.refuse(incoming, t(incoming.language, "not_allowed"))
                 return
+            incoming = await self.localize(incoming)  # a stranger costs no store read
             if await self.refuse.within_limit(incoming):
                 await callback(incoming, context)
 
@@ -211,10 +211,10 @@ class Handlers:
         )
         if incoming is None or not incoming.addressed:
             return None
-        incoming = await self.localize(incoming)
         if not self.allowed(incoming):
             await self.refuse(incoming, t(incoming.language, "not_allowed"))
             return None
+        incoming = await self.localize(incoming)  # a stranger costs no store read
         if not await self.refuse.within_limit(incoming):
             return None
         self.turns.forget_blocked(incoming.chat_id)
