@@ -28,7 +28,9 @@ TEMPLATE_FILE = LOCALES / "messages.pot"
 TRANSLATED = [code for code in CATALOGS if code != SOURCE]
 COMPLETE = [code for code in LANGUAGES if code != SOURCE]
 
-SAME_IN_EVERY_LANGUAGE = frozenset({"OK", "DOCX", "Markdown", "🎤 “{text}”"})
+SAME_IN_EVERY_LANGUAGE = frozenset(
+    {"OK", "DOCX", "Markdown", "🎤 “{text}”", "{value} MB", "{value} KB"}
+)
 """Messages a translation may leave as in English: names and symbols that do not change."""
 
 
