@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.languages import LANGUAGES, SOURCE, menu_code
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 
@@ -192,11 +193,9 @@ async def test_runs_stops_on_sigterm_and_resumes_after_restart(
     assert code == 0, first.log.read_text()
     assert "Traceback" not in first.log.read_text()
     menus = {(json.loads(k)[0]["type"], json.loads(k)[1]) for k in bot_api.commands}
+    codes = [None if code == SOURCE else menu_code(code) for code in LANGUAGES]
     assert menus == {
-        ("all_private_chats", None),
-        ("all_group_chats", None),
-        ("all_private_chats", "ru"),
-        ("all_group_chats", "ru"),
+        (scope, code) for scope in ("all_private_chats", "all_group_chats") for code in codes
     }
 
     second = await start_bot()
