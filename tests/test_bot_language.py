@@ -30,6 +30,25 @@ async def test_a_person_gets_start_and_help_in_their_telegram_language(
     )
 
 
+@pytest.mark.parametrize("language", LANGUAGES)
+async def test_a_consultation_its_buttons_and_errors_speak_the_persons_language(
+    bot: RunningBot, language: str
+) -> None:
+    """In every offered language: the round label and the "final answer now" button of a
+    round, and a refusal (a bad /rounds value), as the catalog words them."""
+    code = menu_code(language)
+    person = USER + 100 + LANGUAGES.index(language)
+    [reply] = await ask_private(bot, person, "Plan my garden", language_code=code)
+    assert reply.endswith(t(language, "round_label", round=1, max_rounds=3))
+    keyboard = sent(bot, person)[-1].params["reply_markup"]["inline_keyboard"]
+    labels = [button["text"] for row in keyboard for button in row]
+    assert t(language, "answer_button") in labels
+    [refused] = await ask_private(bot, person, "/rounds many", language_code=code)
+    assert refused == t(language, "rounds_invalid", value="many", limit=10)
+    if language != SOURCE:  # really translated, not English by fallback
+        assert t(language, "answer_button") != t(SOURCE, "answer_button")
+
+
 async def test_language_shows_the_current_one_with_a_button_per_language(bot: RunningBot) -> None:
     [text] = await ask_private(bot, USER, "/language", language_code="ru")
     assert text == t("ru", "language_show", language=NATIVE_NAMES["ru"])
