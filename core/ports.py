@@ -26,6 +26,7 @@ from core.models import (
     TurnRecord,
     Usage,
 )
+from core.stats import Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal
 
 OnDelta = Callable[[str], Awaitable[None]]
@@ -181,6 +182,13 @@ class ConsultationStore(Protocol):
         """The scope's totals by model over the UTC days `since_day`..`until_day`
         (inclusive, `YYYY-MM-DD`), one indexed read; ordered by model; empty when nothing
         was charged."""
+        ...
+
+    async def stats(self, period: Period) -> Stats:
+        """The operator's figures of `period` (`core.stats.Stats`), from one snapshot: a
+        handful of aggregate reads bounded by indexes on the period, whatever the store
+        holds. A consultation's end counts on the day it happened: `record_reply` storing
+        a final answer, `set_status` and `expire_idle` record when."""
         ...
 
     async def load_latest(self, chat_key: str) -> Consultation | None:

@@ -48,8 +48,9 @@ from core.models import (
     Status,
     TurnRecord,
 )
+from core.stats import Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal
-from storage.postgres import memory, upkeep, usage
+from storage.postgres import memory, stats, upkeep, usage
 from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
@@ -274,8 +275,11 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
         """Change the status; `at` becomes the last activity, except for EXPIRED (expiring
-        is the absence of activity: retention keeps counting from the last real one)."""
+        is the absence of activity: retention keeps counting from the last real one). Any
+        status but ACTIVE ends the consultation at `at` (`ended_at`)."""
         activity: dict[str, Any] = {} if status is Status.EXPIRED else {"last_activity_at": at}
+        if status is not Status.ACTIVE:
+            activity["ended_at"] = at
         await self._write(lambda c: _update(c, consultation_id, status=status.value, **activity))
 
     async def set_max_rounds(self, consultation_id: str, max_rounds: int) -> None:
@@ -328,7 +332,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def expire_idle(self, *, inactive_since: float, at: float) -> int:
         """Expire idle ACTIVE consultations; their last activity stays (retention counts
         from it)."""
-        return await self._write(lambda c: upkeep.expire_idle(c, inactive_since))
+        return await self._write(lambda c: upkeep.expire_idle(c, inactive_since, at))
 
     async def purge(self, *, older_than: float) -> int:
         """Delete ended consultations last active before `older_than` (messages and
@@ -382,6 +386,9 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         self, scope: ScopeKind, key: str, *, since_day: str, until_day: str
     ) -> list[UsageTotal]:
         return await self._call(lambda c: usage.usage_of(c, scope, key, since_day, until_day))
+
+    async def stats(self, period: Period) -> Stats:
+        return await self._call(lambda c: stats.stats_of(c, period))
 
     # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 
