@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -96,12 +96,14 @@ async def open_runtime(
     extra_models: Iterable[ModelEndpoint] = (),
     background: bool = True,
     inbox: bool = False,
+    clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[Runtime]:
     """Open everything, yield the runtime, close everything in reverse order.
 
     `extra_models` adds named model clients beside the bot's; `background=False`
     leaves out the periodic jobs (a short-lived process such as the evaluator);
-    `inbox=True` opens the shared inbox when DATABASE_URL is set (the bot process).
+    `inbox=True` opens the shared inbox when DATABASE_URL is set (the bot process);
+    `clock` is the engine's (Unix time; a test moves it across a UTC day).
     """
     prompts = PromptLibrary(settings.prompts_dir)
     prompts.check()
@@ -138,7 +140,13 @@ async def open_runtime(
         # Within the process: across processes a chat is the inbox claim's, a session its lock's.
         accounting = Accounting(settings.prices(), observe=metrics.record_charge)
         service = ConsultationService(
-            store, models[BOT_MODEL], prompts, engine, locks=KeyedLock(), accounting=accounting
+            store,
+            models[BOT_MODEL],
+            prompts,
+            engine,
+            locks=KeyedLock(),
+            accounting=accounting,
+            clock=clock,
         )
         transcriber = None
         if transcription is not None:
@@ -235,8 +243,6 @@ async def _cleanup_loop(
 
 
 async def _cleanup_once(service: ConsultationService, settings: Settings) -> None:
-    expired, purged = await service.cleanup(
-        retention_seconds=settings.retention_days * 86400, now=time.time()
-    )
+    expired, purged = await service.cleanup(retention_seconds=settings.retention_days * 86400)
     if expired or purged:
         log.info("cleanup: %d expired, %d purged", expired, purged)

@@ -48,6 +48,7 @@ from bot.outage import OutageNotices
 from bot.round_presses import RoundPresses
 from bot.say import Say
 from bot.shared import IN_MEMORY, SharedState
+from bot.stats import StatsCommand
 from bot.telegram_http import AiohttpRequest
 from bot.turns import TurnRunner
 from bot.usage import UsageCommand
@@ -165,6 +166,7 @@ def register(
         service, say=say, refuse=handlers.refuse, may_configure=commands.may_configure
     )
     usage = UsageCommand(service, say=say)
+    stats = StatsCommand(service, config, say=say)
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,
@@ -204,6 +206,7 @@ def register(
         ("model", models.command),
         ("memory", memory.memory),
         ("usage", usage.usage),
+        ("stats", stats.stats),
         ("forget", forgetting.command),
         ("language", languages.command),
     ):
