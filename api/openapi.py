@@ -38,7 +38,8 @@ from api.schemas import (
     StreamSession,
     StreamText,
 )
-from api.stats import MAX_DAYS, StatsResponse
+from api.stats import StatsResponse
+from core.stats import MAX_DAYS
 from media.intake import Intake
 
 _REF = "#/components/schemas/{model}"
