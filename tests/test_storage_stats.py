@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import aiosqlite
+import asyncpg
 import pytest
 
 from core.models import Message, Role, Status, Usage
 from core.stats import MAX_DAYS, Period, Stats, percentile_rank, period_of
 from core.usage import CallKind, Charge
+from storage.postgres import stats as postgres_stats
 from storage.sqlite import schema as sqlite_schema
+from storage.sqlite import stats as sqlite_stats
 from storage.sqlite.store import SqliteStore
 from tests.store_contract import STORE_KINDS, StoreKind, make
 
@@ -249,3 +252,49 @@ async def test_ends_stored_before_the_migration_are_filled_where_known(tmp_path:
         await store.close()
     assert (stats.started, stats.completed, stats.reset, stats.expired) == (4, 1, 1, 0)
     assert stats.answer_seconds_median == pytest.approx(20)
+
+
+async def test_every_sqlite_figure_is_read_through_an_index_on_the_period(tmp_path: Path) -> None:
+    """No query of the figures scans a whole table: each searches an index on the period."""
+    store = await SqliteStore.open(tmp_path / "plan.sqlite3")
+    await store.close()
+    queries = [v for k, v in vars(sqlite_stats).items() if k.isupper() and k.startswith("_")]
+    assert len(queries) == 6
+    async with aiosqlite.connect(tmp_path / "plan.sqlite3") as db:
+        for query in queries:
+            plan = [row[3] for row in await db.execute_fetchall(
+                f"EXPLAIN QUERY PLAN {query}", (1,) * query.count("?")
+            )]  # fmt: skip
+            scans = [step for step in plan if step.startswith("SCAN") and "subquery" not in step]
+            assert scans == [], (query, plan)
+            assert any("USING" in step and "INDEX" in step for step in plan), (query, plan)
+
+
+async def test_every_postgres_figure_can_be_read_through_an_index(tmp_path: Path) -> None:
+    """With sequential scans priced out, every query of the figures uses an index: the
+    indexes on the period serve them (a planner may still scan a tiny table)."""
+    postgres = STORE_KINDS[1]
+    address = await postgres.new_database(tmp_path)
+    try:
+        store = await postgres.open(address)
+        await store.close()
+        connection = await asyncpg.connect(address)
+        try:
+            await connection.execute("SET enable_seqscan = off")
+            days, times = ("2025-11-27", "2025-11-27"), (1.0, 2.0)
+            queries = {
+                postgres_stats._STARTED: times,
+                postgres_stats._ENDED: (*times, 0.5, 0.95),
+                postgres_stats._PEOPLE: (*days, *times),
+                postgres_stats._TOTALS: days,
+                postgres_stats._BY_MODEL: (*days, 50),
+            }
+            for query, arguments in queries.items():
+                plan = "\n".join(
+                    row[0] for row in await connection.fetch(f"EXPLAIN {query}", *arguments)
+                )
+                assert "Seq Scan" not in plan, (query, plan)
+        finally:
+            await connection.close()
+    finally:
+        await postgres.drop_database(address)

@@ -1,8 +1,9 @@
 """The operator's figures (`core.stats`) from one read snapshot of the SQLite file.
 
 Invariants: a handful of aggregate queries per period, each bounded by an index on the
-period (`consultations_created`, `consultations_ended`, `usage_daily_kind_day`), never a
-row per consultation into Python. SQLite has no `percentile_cont`: the number of answer
+period (`consultations_created`, `consultations_ended`, `usage_daily_kind_day`; named with
+INDEXED BY, so the planner never scans the table instead), never a row per consultation
+into Python. SQLite has no `percentile_cont`: the number of answer
 times is counted first, then each percentile reads only the two rows it lies between
 (`LIMIT 2 OFFSET rank` over the period's completed consultations, which SQLite sorts
 itself), and `core.stats.interpolate` does the rest.
@@ -15,16 +16,20 @@ import sqlite3
 from core.stats import MAX_MODELS, MEDIAN, P95, Period, Stats, interpolate, percentile_rank
 from core.usage import UsageTotal
 
-_STARTED = "SELECT COUNT(*) FROM consultations WHERE created_at >= ? AND created_at < ?"
+_STARTED = (
+    "SELECT COUNT(*) FROM consultations INDEXED BY consultations_created"
+    " WHERE created_at >= ? AND created_at < ?"
+)
 _ENDED = (
     "SELECT status, COUNT(*), SUM(current_round),"
     " SUM(CASE WHEN current_round < max_rounds THEN 1 ELSE 0 END)"
-    " FROM consultations WHERE ended_at >= ? AND ended_at < ? GROUP BY status"
+    " FROM consultations INDEXED BY consultations_ended"
+    " WHERE ended_at >= ? AND ended_at < ? GROUP BY status"
 )
 _PEOPLE = (
     "SELECT COUNT(*) FROM (SELECT scope_key FROM usage_daily"
     " WHERE scope_kind = 'person' AND day BETWEEN ? AND ?"
-    " UNION SELECT 'tg:' || started_by FROM consultations"
+    " UNION SELECT 'tg:' || started_by FROM consultations INDEXED BY consultations_created"
     " WHERE created_at >= ? AND created_at < ? AND started_by IS NOT NULL)"
 )
 # Each charge is in its chat's rows exactly once, so the chat scope counts every call once.
@@ -40,7 +45,7 @@ _BY_MODEL = (
     " GROUP BY model ORDER BY SUM(cost) DESC, model LIMIT ?"
 )
 _ANSWER_SECONDS = (
-    "SELECT ended_at - created_at FROM consultations"
+    "SELECT ended_at - created_at FROM consultations INDEXED BY consultations_ended"
     " WHERE ended_at >= ? AND ended_at < ? AND status = 'complete'"
     " ORDER BY 1 LIMIT 2 OFFSET ?"
 )
@@ -86,6 +91,6 @@ def _percentile(
         return None
     rank, weight = percentile_rank(count, fraction)
     values = [float(row[0]) for row in db.execute(_ANSWER_SECONDS, (*times, rank))]
-    if not values:  # counted in the same snapshot, so never; kept for safety
+    if not values:  # not reached: the count comes from the same snapshot
         return None
     return interpolate(values[0], values[1] if len(values) > 1 else None, weight)
