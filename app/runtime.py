@@ -243,6 +243,9 @@ async def _cleanup_loop(
 
 
 async def _cleanup_once(service: ConsultationService, settings: Settings) -> None:
-    expired, purged = await service.cleanup(retention_seconds=settings.retention_days * 86400)
+    # now=None: the engine's own clock, the one every other expiry of the engine reads.
+    expired, purged = await service.cleanup(
+        retention_seconds=settings.retention_days * 86400, now=None
+    )
     if expired or purged:
         log.info("cleanup: %d expired, %d purged", expired, purged)
