@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.attachments import Transcription
+from core.audit import AuditEntry
 from core.clarifying import Picks
 from core.memory import Fact, MemoryPreferences, MemoryState
 from core.models import (
@@ -242,6 +243,11 @@ class ConsultationStore(Protocol):
         """Delete everything kept under `chat_key`, in one transaction: its consultations of
         any status, their messages and idempotency keys, and the chat's settings. Returns
         how many consultations went; 0 (and nothing else changed) for an unknown key."""
+        ...
+
+    async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
+        """Delete one consultation of any status with its messages and idempotency keys,
+        writing `audit` in the same transaction; False (nothing written) for an unknown id."""
         ...
 
     # -- client memory (`core.memory`) ---------------------------------------------------

@@ -25,6 +25,7 @@ from contextlib import asynccontextmanager
 
 from core.answering import Answerer
 from core.attachments import Image, Transcription
+from core.audit import AuditEntry
 from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import (
     InvalidMaxRounds,
@@ -369,6 +370,18 @@ class ConsultationService:
         self._running.stop(chat_key)
         async with self._locks.hold(chat_key):
             return await self._store.forget_chat(chat_key)
+
+    async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
+        """Delete one consultation (an operator's action, logged by `audit` in the same
+        transaction); False when there is none by that id. An ACTIVE one's reply being
+        written is stopped first, as by `reset`; any other waits for its chat's turn to end."""
+        found = await self._store.get(consultation_id)
+        if found is None:
+            return False
+        if found.status is Status.ACTIVE:
+            self._running.stop(found.chat_key)
+        async with self._locks.hold(found.chat_key):
+            return await self._store.delete_consultation(consultation_id, audit)
 
     async def forget_session(self, session_id: str) -> int:
         """`forget` for an API session; `SessionNotFound` for an id that names none."""

@@ -327,6 +327,30 @@ MIGRATIONS: list[Migration] = [
             """,
         ),
     ),
+    (
+        # The operator's console: its signed-in sessions (by the hash of their token,
+        # dropped past their expiry through its index), its audit log (entries by id, never
+        # changed), and the indexes its consultation list pages through, newest first,
+        # whole or by status.
+        "m019_admin",
+        (
+            "CREATE TABLE admin_sessions (token_hash TEXT PRIMARY KEY,"
+            " created_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
+            "CREATE INDEX admin_sessions_expiry ON admin_sessions (expires_at)",
+            """
+            CREATE TABLE admin_audit (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                at DOUBLE PRECISION NOT NULL,
+                actor TEXT NOT NULL,
+                action TEXT NOT NULL,
+                target TEXT NOT NULL,
+                detail TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX consultations_created ON consultations (created_at, id)",
+            "CREATE INDEX consultations_status_created ON consultations (status, created_at, id)",
+        ),
+    ),
 ]
 
 

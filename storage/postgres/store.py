@@ -35,8 +35,10 @@ from typing import Any
 
 import asyncpg
 
+from core.audit import AuditEntry
 from core.clarifying import Picks
 from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
+from core.listing import ConsultationQuery, ListedConsultation
 from core.memory import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
 from core.models import (
     SUMMARY_CHARS,
@@ -50,7 +52,7 @@ from core.models import (
 )
 from core.stats import Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal
-from storage.postgres import memory, stats, upkeep, usage
+from storage.postgres import admin, memory, stats, upkeep, usage
 from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
@@ -389,6 +391,34 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
 
     async def stats(self, period: Period) -> Stats:
         return await self._call(lambda c: stats.stats_of(c, period))
+
+    # -- the operator's console (`storage.postgres.admin`) ---------------------------------
+
+    async def list_consultations(self, query: ConsultationQuery) -> list[ListedConsultation]:
+        return await self._call(lambda c: admin.list_consultations(c, query))
+
+    async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
+        return await self._write(
+            lambda c: admin.delete_consultation(c, consultation_id, audit),
+            consultation=consultation_id,
+        )
+
+    async def add_admin_session(
+        self, token_hash: str, *, expires_at: float, audit: AuditEntry
+    ) -> None:
+        await self._write(lambda c: admin.add_admin_session(c, token_hash, expires_at, audit))
+
+    async def admin_session_expiry(self, token_hash: str) -> float | None:
+        return await self._call(lambda c: admin.admin_session_expiry(c, token_hash))
+
+    async def end_admin_session(self, token_hash: str, audit: AuditEntry) -> bool:
+        return await self._write(lambda c: admin.end_admin_session(c, token_hash, audit))
+
+    async def add_audit(self, entry: AuditEntry) -> None:
+        await self._write(lambda c: admin.add_audit(c, entry))
+
+    async def audit_log(self, *, before_id: int | None, limit: int) -> list[AuditEntry]:
+        return await self._call(lambda c: admin.audit_log(c, before_id, limit))
 
     # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 

@@ -370,3 +370,31 @@ async def m018_language(db: aiosqlite.Connection) -> None:
         )
         """
     )
+
+
+@migration
+async def m019_admin(db: aiosqlite.Connection) -> None:
+    """The operator's console: its signed-in sessions (by the hash of their token, dropped
+    past their expiry through its index), its audit log (entries by id, never changed),
+    and the indexes its consultation list pages through, newest first, whole or by status."""
+    await db.execute(
+        "CREATE TABLE admin_sessions (token_hash TEXT PRIMARY KEY,"
+        " created_at REAL NOT NULL, expires_at REAL NOT NULL)"
+    )
+    await db.execute("CREATE INDEX admin_sessions_expiry ON admin_sessions (expires_at)")
+    await db.execute(
+        """
+        CREATE TABLE admin_audit (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at REAL NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            detail TEXT NOT NULL
+        )
+        """
+    )
+    await db.execute("CREATE INDEX consultations_created ON consultations (created_at, id)")
+    await db.execute(
+        "CREATE INDEX consultations_status_created ON consultations (status, created_at, id)"
+    )

@@ -37,7 +37,9 @@ from typing import Any
 
 import aiosqlite
 
+from core.audit import AuditEntry
 from core.clarifying import Picks
+from core.listing import ConsultationQuery, ListedConsultation
 from core.memory import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
 from core.models import (
     ChatSettings,
@@ -57,7 +59,7 @@ from storage.shared import (
     options_value,
     picks_value,
 )
-from storage.sqlite import memory, sql, stats, upkeep, usage
+from storage.sqlite import admin, memory, sql, stats, upkeep, usage
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
@@ -400,6 +402,45 @@ class SqliteStore(IdempotencyKeys):
     async def save_language(self, person: str, language: str) -> None:
         await self._writer.run(
             functools.partial(memory.save_language, person=person, language=language)
+        )
+
+    # -- the operator's console (`storage.sqlite.admin`) -----------------------------------
+
+    async def list_consultations(self, query: ConsultationQuery) -> list[ListedConsultation]:
+        return await self._reader.run(functools.partial(admin.list_consultations, query=query))
+
+    async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
+        return await self._writer.run(
+            functools.partial(
+                admin.delete_consultation, consultation_id=consultation_id, audit=audit
+            )
+        )
+
+    async def add_admin_session(
+        self, token_hash: str, *, expires_at: float, audit: AuditEntry
+    ) -> None:
+        await self._writer.run(
+            functools.partial(
+                admin.add_admin_session, token_hash=token_hash, expires_at=expires_at, audit=audit
+            )
+        )
+
+    async def admin_session_expiry(self, token_hash: str) -> float | None:
+        return await self._reader.run(
+            functools.partial(admin.admin_session_expiry, token_hash=token_hash)
+        )
+
+    async def end_admin_session(self, token_hash: str, audit: AuditEntry) -> bool:
+        return await self._writer.run(
+            functools.partial(admin.end_admin_session, token_hash=token_hash, audit=audit)
+        )
+
+    async def add_audit(self, entry: AuditEntry) -> None:
+        await self._writer.run(functools.partial(admin.add_audit, entry=entry))
+
+    async def audit_log(self, *, before_id: int | None, limit: int) -> list[AuditEntry]:
+        return await self._reader.run(
+            functools.partial(admin.audit_log, before_id=before_id, limit=limit)
         )
 
     # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
