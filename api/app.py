@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -70,9 +71,12 @@ def build_web_app(
     session_locks: ChatLocks | None = None,
     intake: Intake | None = None,
     loops: LoopRegistry | None = None,
+    mounts: Sequence[tuple[str, web.Application]] = (),
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
-    one is configured and an application is given, `/healthz` and `/metrics` always.
+    one is configured and an application is given, `/healthz` and `/metrics` always,
+    and each of `mounts` (a prefix and the application serving it, such as the
+    operator's console at `/admin`).
     With an `update_sink` the webhook hands updates to it (see `api.webhook`).
 
     `/healthz` is 200 only while the store answers, a model is configured and each of the
@@ -142,6 +146,8 @@ def build_web_app(
 
     app.router.add_get("/healthz", health)
     app.router.add_get("/metrics", metrics_text)
+    for prefix, mounted in mounts:
+        app.add_subapp(prefix, mounted)
     return app
 
 
@@ -156,6 +162,7 @@ async def start_web_server(
     session_locks: ChatLocks | None = None,
     intake: Intake | None = None,
     loops: LoopRegistry | None = None,
+    mounts: Sequence[tuple[str, web.Application]] = (),
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -172,6 +179,7 @@ async def start_web_server(
         session_locks=session_locks,
         intake=intake,
         loops=loops,
+        mounts=mounts,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config))

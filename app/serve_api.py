@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from api.app import start_web_server
+from app.console_web import console_mounts
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import cannot_listen, stop_on_signals
@@ -30,6 +31,7 @@ async def serve_api(settings: Settings) -> int:
                 session_locks=runtime.chat_locks,
                 intake=runtime.intake,
                 loops=runtime.loops,
+                mounts=console_mounts(settings, runtime),
             )
         except OSError as exc:
             raise cannot_listen(config.host, config.port, exc) from None

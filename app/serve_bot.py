@@ -222,7 +222,8 @@ async def initialize_with_retries(application: Application) -> None:
 
 
 def needs_web(settings: Settings) -> bool:
-    return settings.api_enabled or bool(settings.webhook_url)
+    """The HTTP server runs for the API, the webhook or the operator's console."""
+    return settings.api_enabled or bool(settings.webhook_url) or settings.admin_token is not None
 
 
 async def start_web(
@@ -234,6 +235,7 @@ async def start_web(
     """The aiohttp server for the HTTP API, the webhook (into `update_sink` when given),
     health and metrics."""
     from api.app import start_web_server
+    from app.console_web import console_mounts
 
     config = settings.api_config()
     try:
@@ -247,6 +249,7 @@ async def start_web(
             session_locks=runtime.chat_locks,
             intake=runtime.intake,
             loops=runtime.loops,
+            mounts=console_mounts(settings, runtime),
         )
     except OSError as exc:
         raise cannot_listen(config.host, config.port, exc) from None

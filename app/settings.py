@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
+from admin.config import MIN_ADMIN_TOKEN_CHARS, AdminConfig, is_loopback
 from api.config import ApiConfig, WebhookConfig
 from bot.config import BotConfig
 from core.errors import ConfigError
@@ -149,6 +150,12 @@ class Settings(BaseSettings):
     http_max_connections: int = Field(default=256, ge=1)  # open at once (file descriptors)
     # Chat request bodies held at once, in bytes; past it a large one is refused (503).
     api_body_bytes_in_flight: int = Field(default=32_000_000, ge=1024)
+
+    # The operator's web console under /admin/ on the HTTP server; unset: off (404)
+    admin_token: SecretStr | None = None
+    admin_session_minutes: int = Field(default=480, ge=1, le=43_200)  # a sign-in lasts this
+    # Where the evaluator writes its reports (one folder per run), which /admin/ lists
+    eval_reports_dir: Path = Path("evaluation-report")
 
     log_level: str = "INFO"
 
@@ -361,6 +368,23 @@ class Settings(BaseSettings):
             body_bytes_in_flight=self.api_body_bytes_in_flight,
             model=self.llm_model,
             webhook=webhook,
+        )
+
+    def admin_config(self) -> AdminConfig | None:
+        """The console's settings; None when ADMIN_TOKEN is unset (the console is off)."""
+        token = self.secret("admin_token")
+        if not token:
+            return None
+        if len(token) < MIN_ADMIN_TOKEN_CHARS:
+            raise ConfigError(
+                f"ADMIN_TOKEN: at least {MIN_ADMIN_TOKEN_CHARS} characters (it is the "
+                "console's only password); e.g. `openssl rand -hex 32`"
+            )
+        return AdminConfig(
+            token=token,
+            secure_cookies=not is_loopback(self.api_host),
+            session_seconds=self.admin_session_minutes * 60,
+            reports_dir=self.eval_reports_dir,
         )
 
 

@@ -16,11 +16,13 @@ from storage.shared import DatabaseUnusable
 from storage.sqlite.store import SqliteStore
 
 if TYPE_CHECKING:  # a type only: a bot without the HTTP server never loads it
+    from admin.ports import AdminStore
     from api.app import ApiStore
 
-    class Store(ConsultationStore, ApiStore, Protocol):
+    class Store(ConsultationStore, ApiStore, AdminStore, Protocol):
         """The store as a whole process uses it: the engine's port, what the HTTP side
-        needs (health, idempotency keys, seen Telegram updates), and closing it."""
+        needs (health, idempotency keys, seen Telegram updates), what the operator's
+        console needs (its list, sessions and audit log), and closing it."""
 
         async def close(self) -> None: ...
 

@@ -311,6 +311,29 @@ def answers_text(
     return "\n".join(lines)
 
 
+def answers_read(round_: ClarifyingRound, text: str) -> dict[int, str]:
+    """The answers `answers_text` wrote in `text`, by question number (1-based): the
+    value after `<question> — ` on the question's line, without who gave it. Lines that
+    answer no question of the round (typed words) are not answers; total, never raises."""
+    found: dict[int, str] = {}
+    for line in text.splitlines():
+        for number, question in enumerate(round_.questions, 1):
+            start = f"{_number(number, round_)}{question.text} — "
+            if line.startswith(start) and number not in found:
+                found[number] = line[len(start) :]
+                break
+    return found
+
+
+def chosen_option(question: Question, value: str) -> int | None:
+    """Which of `question`'s options (1-based) the answer `value` is, if any; an answer
+    given for someone else ends in `(name)`."""
+    for index, option in enumerate(question.options, 1):
+        if value == option or value.startswith(f"{option} ("):
+            return index
+    return None
+
+
 def _number(number: int, round_: ClarifyingRound) -> str:
     return f"{number}. " if len(round_.questions) > 1 else ""
 

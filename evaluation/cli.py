@@ -35,7 +35,6 @@ from evaluation.settings import ModelRoles, load_eval_settings, model_roles
 from evaluation.summary import summarise
 from evaluation.variants import QUESTION_MODES, build_variants
 
-DEFAULT_OUT = Path("evaluation-report")
 PIPED_WIDTH = 160
 
 
@@ -73,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of the pairwise order (0)")
     parser.add_argument(
         "--out", type=Path, default=None, metavar="DIR",
-        help="where report.json and report.html go (evaluation-report/<time>/)",
+        help="where report.json and report.html go (EVAL_REPORTS_DIR/<time>/)",
     )  # fmt: skip
     parser.add_argument(
         "--scenarios-dir", type=Path, default=DEFAULT_SCENARIOS_DIR, metavar="DIR",
@@ -116,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         concurrency=args.concurrency,
     )
-    out = args.out or DEFAULT_OUT / datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+    out = args.out or settings.eval_reports_dir / datetime.datetime.now(datetime.UTC).strftime(
+        "%Y%m%d-%H%M%S"
+    )
     try:
         report = asyncio.run(_evaluate(settings, roles, plan))
     except KeyboardInterrupt:

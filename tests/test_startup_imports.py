@@ -35,6 +35,7 @@ NOT_LOADED = (
     "rich",
     "yaml",
     "api.app",
+    "admin.app",
     "aiohttp.web",
 )
 """Packages and modules the SQLite bot must not import, whatever it answered."""

@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from core.clarifying import SCHEMA_NAME, Answer, ClarifyingRound, Question, RoundStream
+from core.clarifying import (
+    SCHEMA_NAME,
+    Answer,
+    ClarifyingRound,
+    Question,
+    RoundStream,
+    answers_read,
+    answers_text,
+    chosen_option,
+)
 from core.clarifying_call import MAX_ROUND_CHARS
 from core.errors import AnswerInvalid, AnswerStale, ModelError, ModelErrorKind
 from core.models import Role
@@ -382,3 +391,19 @@ async def test_a_round_streamed_in_small_pieces_shows_its_first_words_at_once() 
         await stream.feed(text)
 
     assert shown == ["Hi"]
+
+
+def test_answers_written_by_answers_text_read_back_by_question() -> None:
+    """`answers_read` inverts `answers_text`: each question's value, who gave it aside,
+    and typed lines are not answers."""
+    round_ = ClarifyingRound(
+        "", (Question("Budget?", ("Low", "High")), Question("When — soon?", ("Now", "Later")))
+    )
+    text = answers_text(
+        round_, [Answer(1, option=2, by="Bob"), Answer(2, text="next  week")], "also: x", author="A"
+    )
+    found = answers_read(round_, text)
+    assert found == {1: "High (Bob)", 2: "next week"}
+    assert chosen_option(round_.questions[0], found[1]) == 2
+    assert chosen_option(round_.questions[1], found[2]) is None
+    assert answers_read(round_, "garbage\n\u202e") == {}

@@ -1,0 +1,99 @@
+"""The console as an aiohttp sub-application mounted at `/admin` on the HTTP server.
+
+Invariants: with no console configured nothing is mounted, so every `/admin` path is the
+server's 404; with one, every response under `/admin/` carries the console's security
+headers (`admin.security`), unknown paths included, and passes the sign-in gate
+(`admin.auth`) first; static files are a fixed set read from the package when the app is
+built, so no request names a file on disk.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from importlib import resources
+
+from aiohttp import web
+
+from admin.audit_log import AuditPage
+from admin.auth import Auth
+from admin.config import PREFIX, AdminConfig
+from admin.consultations import ConsultationPages
+from admin.dashboard import Dashboard, FigureSource
+from admin.evaluations import EvaluationPages
+from admin.ports import AdminStore
+from admin.render import page
+from admin.security import protect
+from core.service import ConsultationService
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
+
+
+def build_admin_app(
+    config: AdminConfig,
+    store: AdminStore,
+    service: ConsultationService,
+    *,
+    clock: Callable[[], float] = time.time,
+    figures: FigureSource | None = None,
+) -> tuple[web.Application, Auth]:
+    """The console's routes behind its gate; `clock` is wall time (sessions expire by it)."""
+    auth = Auth(config, store, clock=clock)
+    app = web.Application(middlewares=[_headers, auth.gate])
+    consultations = ConsultationPages(store, service, clock)
+    evaluations = EvaluationPages(config.reports_dir)
+    add = app.router
+    add.add_get("/", Dashboard(figures).show)
+    add.add_get("/login", auth.login_form)
+    add.add_post("/login", auth.sign_in)
+    add.add_post("/logout", auth.sign_out)
+    add.add_get("/consultations", consultations.list)
+    add.add_get("/consultations/{consultation_id}", consultations.show)
+    add.add_post("/consultations/{consultation_id}/delete", consultations.delete)
+    add.add_get("/audit", AuditPage(store).show)
+    add.add_get("/evaluations", evaluations.list)
+    add.add_get("/evaluations/{name}", evaluations.show)
+    add.add_get("/static/{name}", _static_files())
+    add.add_route("*", "/{tail:.*}", _not_found)
+    return app, auth
+
+
+def mount_admin(parent: web.Application, admin: web.Application) -> None:
+    parent.add_subapp(PREFIX, admin)
+
+
+def _static_files() -> Handler:
+    folder = resources.files("admin") / "static"
+    files = {
+        entry.name: (entry.read_bytes(), STATIC_TYPES[suffix])
+        for entry in folder.iterdir()
+        if (suffix := "." + entry.name.rpartition(".")[2]) in STATIC_TYPES
+    }
+
+    async def static(request: web.Request) -> web.StreamResponse:
+        found = files.get(request.match_info["name"])
+        if found is None:
+            return await _not_found(request)
+        body, content_type = found
+        response = web.Response(body=body, content_type=content_type)
+        response.headers["Cache-Control"] = "max-age=3600"
+        return response
+
+    return static
+
+
+async def _not_found(request: web.Request) -> web.StreamResponse:
+    return page(request, "error.html", status=404, title="Not found", message="No such page.")
+
+
+@web.middleware
+async def _headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The console's security headers on every response, raised ones (redirects) too."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        protect(exc)
+        raise
+    protect(response, cache=request.path.startswith(f"{PREFIX}/static/"))
+    return response

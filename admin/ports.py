@@ -1,0 +1,38 @@
+"""What the console needs of the store: the consultation list, one consultation, a chat's
+usage, console sessions and the audit log. Both stores provide it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from core.audit import AuditEntry
+from core.listing import ConsultationQuery, ListedConsultation
+from core.models import Consultation
+from core.usage import ScopeKind, UsageTotal
+
+
+class AdminStore(Protocol):
+    async def list_consultations(self, query: ConsultationQuery) -> list[ListedConsultation]: ...
+
+    async def get(self, consultation_id: str) -> Consultation | None: ...
+
+    async def usage_of(
+        self, scope: ScopeKind, key: str, *, since_day: str, until_day: str
+    ) -> list[UsageTotal]: ...
+
+    async def add_admin_session(
+        self, token_hash: str, *, expires_at: float, audit: AuditEntry
+    ) -> None:
+        """Keep a signed-in session (and its audit entry, in one transaction); sessions
+        expired by the entry's time are dropped."""
+        ...
+
+    async def admin_session_expiry(self, token_hash: str) -> float | None:
+        """When the session ends; None for one that ended or never was."""
+        ...
+
+    async def end_admin_session(self, token_hash: str, audit: AuditEntry) -> bool: ...
+
+    async def add_audit(self, entry: AuditEntry) -> None: ...
+
+    async def audit_log(self, *, before_id: int | None, limit: int) -> list[AuditEntry]: ...

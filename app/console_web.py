@@ -1,0 +1,32 @@
+"""The operator's web console on the HTTP server: what to mount, from the settings.
+
+Mounted at `/admin` only when ADMIN_TOKEN is set (`Settings.admin_config`); otherwise
+nothing is, and every `/admin` path is the server's 404.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from admin.app import build_admin_app
+from admin.config import PREFIX
+from app.settings import Settings
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from app.runtime import Runtime
+
+
+def console_mounts(
+    settings: Settings, runtime: Runtime, *, clock: Callable[[], float] = time.time
+) -> list[tuple[str, web.Application]]:
+    """`[("/admin", the console)]` when ADMIN_TOKEN is set, else nothing; `clock` is the
+    wall time its sessions expire by."""
+    config = settings.admin_config()
+    if config is None:
+        return []
+    console, _ = build_admin_app(config, runtime.store, runtime.service, clock=clock)
+    return [(PREFIX, console)]
