@@ -59,10 +59,10 @@ class Filters:
         )
 
     def link(self, **extra: str) -> str:
-        values = {k: v for k, v in self.__getstate__().items() if v} | extra
+        values = {k: v for k, v in self.values().items() if v} | extra
         return f"{PREFIX}/consultations" + (f"?{urlencode(values)}" if values else "")
 
-    def __getstate__(self) -> dict[str, str]:
+    def values(self) -> dict[str, str]:
         return {
             "since": self.since,
             "until": self.until,

@@ -42,7 +42,13 @@ _QUIET = {
     "telegram.ext.Updater": logging.WARNING,
 }
 _NEVER_BELOW = {"aiosqlite": logging.INFO}  # whatever LOG_LEVEL says (see above)
-_SECRET_SETTINGS = ("telegram_bot_token", "webhook_secret", "api_token", "openai_api_key")
+_SECRET_SETTINGS = (
+    "telegram_bot_token",
+    "webhook_secret",
+    "api_token",
+    "openai_api_key",
+    "admin_token",
+)
 
 
 class Redactor(logging.Filter):

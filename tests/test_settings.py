@@ -109,3 +109,11 @@ def test_the_configuration_reference_has_a_row_for_exactly_the_settings() -> Non
     first_cells = re.findall(r"^\| ([^|]*) \|", text, flags=re.MULTILINE)
     documented = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", cell)}
     assert documented == {name.upper() for name in Settings.model_fields if name not in RETIRED}
+
+
+def test_the_console_token_is_among_the_secrets() -> None:
+    """ADMIN_TOKEN never reaches a log line."""
+    from app.logs import secrets_of
+
+    settings = load_settings(admin_token="console-secret-0123456789", _env_file=None)
+    assert "console-secret-0123456789" in secrets_of(settings)
