@@ -4,6 +4,7 @@ headers, deleting a consultation, hostile parameters, and an XSS corpus shown in
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -476,3 +477,32 @@ async def test_request_and_answer_carrying_markup_are_shown_inert(console: Conso
     assert "&lt;script&gt;alert(&#39;request&#39;)&lt;/script&gt;" in html
     assert "[U+202E]evil.exe" in html
     assert "&lt;b&gt;x&lt;/b&gt;" in html  # an option is text too
+
+
+async def test_hostile_cookies_and_bodies_open_nothing(sqlite_console: Console) -> None:
+    """Forged, oversized or malformed session cookies are no session; a body past the
+    server's limit, or a form with thousands of fields, is refused (413); a form whose
+    sign-in token is not among the fields read signs nobody in."""
+    c = sqlite_console
+    for value in ("x" * 5_000, "", "%00", "a;b", "\u202e", "0" * 43):
+        response = await c.client.get(
+            "/admin/consultations",
+            headers={"Cookie": f"{SESSION_COOKIE}={value}"},
+            allow_redirects=False,
+        )
+        assert response.status == 401, value[:20]
+    body = io.BytesIO(b"token=" + b"x" * 2_000_000)
+    response = await c.client.post(
+        "/admin/login",
+        data=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status == 413
+    stuffed = {f"field{n}": "v" for n in range(5000)} | {"token": TOKEN}
+    response = await c.client.post("/admin/login", data=stuffed, allow_redirects=False)
+    assert response.status == 413
+    await c.client.get("/admin/login")
+    crowded = {f"field{n}": "v" for n in range(30)} | {"token": TOKEN, "login": "late"}
+    response = await c.client.post("/admin/login", data=crowded, allow_redirects=False)
+    assert response.status == 403
+    assert await c.sign_in() == 303
