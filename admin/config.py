@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,14 +26,3 @@ class AdminConfig:
     failed_sign_ins: int = 5
     """Failed sign-ins an address may make per `failure_window_seconds`."""
     failure_window_seconds: float = 900.0
-
-
-def is_loopback(host: str) -> bool:
-    """True for a listening address only this machine reaches (`127.0.0.1`, `::1`,
-    `localhost`): only there may cookies travel without HTTPS."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

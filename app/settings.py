@@ -16,8 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
-from admin.config import MIN_ADMIN_TOKEN_CHARS, AdminConfig, is_loopback
+from admin.config import MIN_ADMIN_TOKEN_CHARS, AdminConfig
 from api.config import ApiConfig, WebhookConfig
+from api.exposure import is_loopback
 from bot.config import BotConfig
 from core.errors import ConfigError
 from core.llm import ModelEndpoint
