@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from admin.app import build_admin_app
 from admin.config import PREFIX
 from app.settings import Settings
 
@@ -28,5 +27,8 @@ def console_mounts(
     config = settings.admin_config()
     if config is None:
         return []
+    # Jinja2 and markdown-it load only when the console is on.
+    from admin.app import build_admin_app
+
     console, _ = build_admin_app(config, runtime.store, runtime.service, clock=clock)
     return [(PREFIX, console)]
