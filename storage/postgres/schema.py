@@ -347,7 +347,7 @@ MIGRATIONS: list[Migration] = [
                 detail TEXT NOT NULL
             )
             """,
-            "CREATE INDEX consultations_created ON consultations (created_at, id)",
+            "CREATE INDEX consultations_created_id ON consultations (created_at, id)",
             "CREATE INDEX consultations_status_created ON consultations (status, created_at, id)",
         ),
     ),

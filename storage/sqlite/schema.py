@@ -394,7 +394,7 @@ async def m019_admin(db: aiosqlite.Connection) -> None:
         )
         """
     )
-    await db.execute("CREATE INDEX consultations_created ON consultations (created_at, id)")
+    await db.execute("CREATE INDEX consultations_created_id ON consultations (created_at, id)")
     await db.execute(
         "CREATE INDEX consultations_status_created ON consultations (status, created_at, id)"
     )
