@@ -138,7 +138,14 @@ async def open_runtime(
         # Within the process: across processes a chat is the inbox claim's, a session its lock's.
         accounting = Accounting(settings.prices(), observe=metrics.record_charge)
         service = ConsultationService(
-            store, models[BOT_MODEL], prompts, engine, locks=KeyedLock(), accounting=accounting
+            store,
+            models[BOT_MODEL],
+            prompts,
+            engine,
+            locks=KeyedLock(),
+            accounting=accounting,
+            quotas=settings.quota_config(),
+            on_quota=metrics.record_quota_refusal,
         )
         transcriber = None
         if transcription is not None:

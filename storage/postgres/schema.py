@@ -298,6 +298,29 @@ MIGRATIONS: list[Migration] = [
         ("ALTER TABLE chat_settings ADD COLUMN model TEXT",),
     ),
     (
+        # Quotas: consultations each person started per UTC day (counted when one is
+        # created, kept when consultations are deleted), and the admins' per-person
+        # overrides (`daily_tokens` NULL: exempt).
+        "m016_quotas",
+        (
+            """
+            CREATE TABLE consultation_starts (
+                person TEXT NOT NULL,
+                day TEXT NOT NULL,
+                started BIGINT NOT NULL,
+                PRIMARY KEY (person, day)
+            )
+            """,
+            """
+            CREATE TABLE quota_overrides (
+                person TEXT PRIMARY KEY,
+                daily_tokens BIGINT,
+                updated_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+        ),
+    ),
+    (
         # The interface language each person chose with /language (`person_languages`); a
         # person without a row gets the one their Telegram client names.
         "m018_language",
