@@ -279,6 +279,11 @@ class ChatEndpoints:
                 person=None if body.user_id is None else API_PERSON_PREFIX + body.user_id,
                 client=asked.client,
             )
+            if asked.files and stored is None and (body.follow_up or body.session_id is None):
+                # Before the files are read (a transcription, a document): a refused payer
+                # costs nothing. A round of a session under way is never refused.
+                stage = Stage.FOLLOW_UP if body.follow_up else Stage.START
+                await self._service.quotas.require(payer, stage)
             message = await self._read(asked)
             # Only the photos the model is still to see stay referenced.
             asked.held.shrink_to(sum(len(image.data) for image in message.images))

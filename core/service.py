@@ -292,6 +292,19 @@ class ConsultationService:
                 payer=payer,
             )
 
+    async def admits(self, chat_key: str, payer: Payer | None, *, follow_up: bool = False) -> None:
+        """Raise `QuotaExceeded` when a turn (or a follow-up) of `payer` in the chat would be
+        refused now, so an edge can refuse before it reads a file (a transcription, a
+        document); the turn itself is checked again when it runs."""
+        stage = Stage.FOLLOW_UP
+        if not follow_up:
+            active = await self._store.load_active(chat_key)
+            live = active is not None and not is_expired(
+                active, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
+            )
+            stage = Stage.CONTINUE if live else Stage.START
+        await self.quotas.require(payer, stage)
+
     async def usage(self, scope: ScopeKind, key: str) -> UsageReport:
         """The usage of a person, chat or API client today and this month (UTC days, by the
         service's clock): two indexed reads, never waiting for a running turn."""

@@ -25,11 +25,16 @@ from tests.bot_harness import (
 )
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
+from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
+    FakeTranscriptionServer,
+    transcription_server,
+)
 
 USER = 501
 ADMIN = 900
 EXEMPT = 800
 LIMIT = 100
+VOICE = b"OggS\x00\x02" + bytes(200)
 
 
 @pytest.fixture
@@ -186,3 +191,50 @@ async def test_quota_is_refused_to_others_and_in_groups(bot: RunningBot) -> None
     )
     assert await bot.runtime.store.load_quota_override(f"tg:{USER}") is None
     assert await bot.runtime.store.load_quota_override(f"tg:{EXEMPT}") is None
+
+
+async def test_a_follow_up_over_the_limit_is_refused(bot: RunningBot) -> None:
+    """After a final answer that used the limit, a follow-up (a reply to the answer) is
+    refused with the same message; the model is not called."""
+    await say(bot, USER, "/rounds 1")
+    spend(bot, LIMIT, "Use PostgreSQL.")
+    await ask_private(bot, USER, "Pick a database")
+    answer = sent(bot, USER)[-1]
+    calls = len(bot.model.requests)
+    before = len(sent(bot, USER))
+    await bot.send(USER, "And backups?", reply_to_message=answer.result["message_id"])
+    text = (await wait_sent(bot, USER, before + 1))[-1]
+    assert "did not send this to the model" in text
+    assert len(bot.model.requests) == calls
+
+
+@pytest.fixture
+async def voice_bot(
+    tmp_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
+) -> AsyncIterator[RunningBot]:
+    async with started_bot(
+        tmp_path / "bot.sqlite3",
+        bot_api,
+        model_server,
+        user_daily_token_limit=LIMIT,
+        transcription_model="whisper-1",
+        transcription_base_url=transcription_server.base_url,
+    ) as running:
+        yield running
+
+
+async def test_a_voice_note_over_the_limit_is_refused_before_it_is_transcribed(
+    voice_bot: RunningBot,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
+) -> None:
+    """A refused person's voice note is neither downloaded nor transcribed."""
+    spend(voice_bot, LIMIT)
+    await ask_private(voice_bot, USER, "Pick a database")
+    await say(voice_bot, USER, "/reset")
+    [text] = await ask_private(voice_bot, USER, None, media=voice_bot.api.voice(VOICE))
+    assert "did not send this to the model" in text
+    assert transcription_server.calls == []
+    assert not [c for c in voice_bot.api.calls if c.method == "getFile"]
