@@ -5,8 +5,8 @@ Invariants:
 - /quota answers only a user in ADMIN_USER_IDS writing in a private chat: anyone else gets
   the not-allowed answer, an operator in a group is told to use a private chat; nothing
   is read or changed for them.
-- Only arguments shaped exactly as documented change anything: a user id of 1–19 ASCII
-  digits, then nothing (show), `off`, `default`, or a token count of 1–10 ASCII digits
+- Only arguments shaped exactly as documented change anything: a positive user id of 1–19
+  ASCII digits, then nothing (show), `off`, `default`, or a token count of 1–10 ASCII digits
   within `MAX_OVERRIDE_TOKENS`; anything else gets the usage text.
 """
 
@@ -90,7 +90,11 @@ class QuotaCommand:
             return
         args = context.args or []
         user = args[0] if args else ""
-        if len(args) not in (1, 2) or not _USER_ID.fullmatch(user) or int(user) > _MAX_USER_ID:
+        if (
+            len(args) not in (1, 2)
+            or not _USER_ID.fullmatch(user)
+            or not 0 < int(user) <= _MAX_USER_ID
+        ):
             await self.say(incoming, t(language, "quota_help", max=MAX_OVERRIDE_TOKENS))
             return
         person = telegram_person(int(user))

@@ -214,6 +214,16 @@ def tokens(totals: list[UsageTotal]) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class _Reads:
+    """Which totals a check needs (only those of the limits that apply are read)."""
+
+    today: bool
+    month: bool
+    starts: bool
+    client: bool
+
+
+@dataclass(frozen=True, slots=True)
 class PersonQuota:
     """A person's limits and what they used today and this month (/usage, /quota)."""
 
@@ -255,7 +265,13 @@ class Quotas:
             limits = limits_for(self._config, payer.person, override)
         if not limits.any and not client_limit:
             return ALLOW
-        standing = await self._standing(payer, limits, client_limit, stage, now)
+        needs = _Reads(
+            today=bool(limits.daily_tokens),
+            month=bool(limits.monthly_tokens),
+            starts=bool(limits.daily_consultations) and stage is Stage.START,
+            client=bool(client_limit),
+        )
+        standing = await self._standing(payer, needs, now)
         verdict = decide(limits, client_limit, standing, stage, now)
         if verdict.refused and verdict.hit is not None and self._on_refused is not None:
             self._on_refused(verdict.hit.limit)
@@ -273,9 +289,8 @@ class Quotas:
         """The person's limits and standing, whatever applies (for /usage and /quota)."""
         override = await self._store.load_quota_override(person)
         limits = limits_for(self._config, person, override)
-        standing = await self._standing(
-            Payer(person=person), PersonLimits(1, 1, 1), 0, Stage.START, self._clock()
-        )
+        every = _Reads(today=True, month=True, starts=True, client=False)
+        standing = await self._standing(Payer(person=person), every, self._clock())
         return PersonQuota(person, limits, standing, override)
 
     async def set_override(self, person: str, daily_tokens: int | None) -> None:
@@ -286,28 +301,26 @@ class Quotas:
         """Back to the deployment's limits; True when there was an override."""
         return await self._store.delete_quota_override(person)
 
-    async def _standing(
-        self, payer: Payer, limits: PersonLimits, client_limit: int, stage: Stage, now: float
-    ) -> Standing:
-        """Only what the applying limits need is read."""
+    async def _standing(self, payer: Payer, needs: _Reads, now: float) -> Standing:
+        """What `needs` names, read from the store; the rest is 0."""
         today = day_of(now)
         store = self._store
         person = payer.person
         today_tokens = month_tokens = started = client_tokens = 0
-        if person is not None and limits.daily_tokens:
+        if person is not None and needs.today:
             totals = await store.usage_of(
                 ScopeKind.PERSON, person, since_day=today, until_day=today
             )
             today_tokens = tokens(totals)
-        if person is not None and limits.monthly_tokens:
+        if person is not None and needs.month:
             since = month_start(today)
             totals = await store.usage_of(
                 ScopeKind.PERSON, person, since_day=since, until_day=today
             )
             month_tokens = tokens(totals)
-        if person is not None and limits.daily_consultations and stage is Stage.START:
+        if person is not None and needs.starts:
             started = await store.consultations_started(person, today)
-        if payer.client is not None and client_limit:
+        if payer.client is not None and needs.client:
             totals = await store.usage_of(
                 ScopeKind.CLIENT, payer.client, since_day=today, until_day=today
             )

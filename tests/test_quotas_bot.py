@@ -162,6 +162,7 @@ async def test_an_admin_sets_shows_lifts_and_removes_an_override(bot: RunningBot
         "501 10 extra",
         "99999999999999999999 10",
         "tg:501 10",
+        "0 10",
         "501 of",
         "5" * 5000,
     ],
