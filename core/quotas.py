@@ -15,6 +15,9 @@ Invariants:
   asking a follow-up over a limit is refused (`QuotaExceeded`, nothing stored, no round
   used); a consultation already under way is never cut mid-way: its next turn is answered
   as its final answer (`Verdict.finish`), counted like any other, and then it is over.
+- An admin's override applies to this worker's next turn at once, and to other workers'
+  within `OVERRIDE_CACHE_SECONDS` (each keeps what it read that long, so a turn usually
+  costs no read for it).
 - Several workers (PostgreSQL): each check reads the totals committed before it, and a
   reply's tokens are committed with the reply. A person's turns run one at a time per chat
   (the chat's lock), so the calls that can be in flight for one person at once are at most
@@ -35,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from core.errors import ConsultationError
+from core.expiring import ExpiringDict
 from core.usage import Payer, ScopeKind, UsageTotal, day_of, month_start
 
 if TYPE_CHECKING:  # the port names quota types itself
@@ -42,6 +46,12 @@ if TYPE_CHECKING:  # the port names quota types itself
 
 MAX_OVERRIDE_TOKENS = 1_000_000_000
 """The largest daily token limit an override may set (`/quota`)."""
+
+OVERRIDE_CACHE_SECONDS = 10.0
+"""How long a worker trusts a person's override (or its absence) as read: a turn then costs
+no read for it. An override set on this worker applies at once; one set on another worker
+within this time."""
+OVERRIDE_CACHE_SIZE = 100_000
 
 
 class Limit(enum.StrEnum):
@@ -248,6 +258,9 @@ class Quotas:
         self._config = config
         self._clock = clock
         self._on_refused = on_refused
+        self._overrides: ExpiringDict[str, tuple[QuotaOverride | None]] = ExpiringDict(
+            OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
+        )
 
     @property
     def config(self) -> QuotaConfig:
@@ -261,7 +274,7 @@ class Quotas:
         client_limit = self._config.api_daily_tokens if payer.client else 0
         limits = PersonLimits()
         if payer.person is not None and payer.person not in self._config.exempt:
-            override = await self._store.load_quota_override(payer.person)
+            override = await self._override(payer.person)
             limits = limits_for(self._config, payer.person, override)
         if not limits.any and not client_limit:
             return ALLOW
@@ -296,10 +309,21 @@ class Quotas:
     async def set_override(self, person: str, daily_tokens: int | None) -> None:
         """Set the person's daily token limit (None: exempt them)."""
         await self._store.save_quota_override(QuotaOverride(person, daily_tokens), at=self._clock())
+        self._overrides.discard(person)
 
     async def clear_override(self, person: str) -> bool:
         """Back to the deployment's limits; True when there was an override."""
-        return await self._store.delete_quota_override(person)
+        deleted = await self._store.delete_quota_override(person)
+        self._overrides.discard(person)
+        return deleted
+
+    async def _override(self, person: str) -> QuotaOverride | None:
+        """The person's override as the store had it at most `OVERRIDE_CACHE_SECONDS` ago."""
+        cached = self._overrides.get(person)
+        if cached is None:
+            cached = (await self._store.load_quota_override(person),)
+            self._overrides.set(person, cached)
+        return cached[0]
 
     async def _standing(self, payer: Payer, needs: _Reads, now: float) -> Standing:
         """What `needs` names, read from the store; the rest is 0."""
