@@ -15,6 +15,9 @@ Invariants:
   asking a follow-up over a limit is refused (`QuotaExceeded`, nothing stored, no round
   used); a consultation already under way is never cut mid-way: its next turn is answered
   as its final answer (`Verdict.finish`), counted like any other, and then it is over.
+  Asking for the final answer (/answer) is never refused. A turn's limits are its payer's:
+  in a group, the member whose message it is. A turn handled again (the same update or
+  idempotency key) is not checked again: it was checked when its message was stored.
 - An admin's override applies to this worker's next turn at once, and to other workers'
   within `OVERRIDE_CACHE_SECONDS` (each keeps what it read that long, so a turn usually
   costs no read for it).

@@ -7,18 +7,24 @@ The real aiohttp app runs against the fake model server (tests/api_harness.py)."
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 
 from core.quotas import next_day
-from tests.api_harness import RunningApi
+from tests.api_harness import RunningApi, api_settings, running_api
 from tests.fakes.model_server import FakeModelServer
+from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
+    FakeTranscriptionServer,
+    transcription_server,
+)
 
 TOKEN = "quota-token"
 HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
@@ -94,3 +100,28 @@ async def test_a_user_ids_person_limits_apply_to_its_sessions(
     for body in ({"message": "Second", "userId": "u-2"}, {"message": "Third"}):
         spend(model_server, 5)
         assert (await chat(api, body))[0] == 200
+
+
+async def test_a_refused_voice_note_is_not_transcribed(
+    tmp_path: Path,
+    model_server: FakeModelServer,
+    transcription_server: FakeTranscriptionServer,  # noqa: F811
+) -> None:
+    """Past the token's limit a new session with a voice note is 429 before the note is
+    transcribed (a transcription costs too)."""
+    settings = api_settings(
+        tmp_path / "api.sqlite3",
+        model_server.base_url,
+        api_daily_token_limit=10,
+        transcription_model="whisper-1",
+        transcription_base_url=transcription_server.base_url,
+    )
+    audio = base64.b64encode(b"OggS" + b"\x00" * 400).decode("ascii")
+    voice = {"name": "voice.ogg", "data": audio, "mimeType": "audio/ogg"}
+    async with running_api(settings) as api:
+        spend(model_server, 10)
+        first = await api.client.post("/api/chat", json={"message": "Pick a database"})
+        assert first.status == 200
+        refused = await api.client.post("/api/chat", json={"attachments": [voice]})
+        assert refused.status == 429 and (await refused.json())["code"] == "QUOTA_EXCEEDED"
+    assert transcription_server.calls == []
