@@ -80,12 +80,12 @@ async def test_over_the_limit_the_consultation_ends_and_the_next_is_refused(
     spend(bot, 5, "Use PostgreSQL.")
     final = (await ask_private(bot, USER, "Heavy writes"))[0]
     assert "Use PostgreSQL." in final
-    assert f"You have reached your daily limit of {LIMIT} tokens" in final
+    assert f"You have reached your daily token limit ({LIMIT})" in final
     assert "this is the final answer" in final and tomorrow() in final
     calls = len(bot.model.requests)
     refusal = await say(bot, USER, "A new question")
     assert refusal == (
-        f"You have reached your daily limit of {LIMIT} tokens, so I did not send this to the "
+        f"You have reached your daily token limit ({LIMIT}), so I did not send this to the "
         f"model and nothing was saved. It resets on {tomorrow()} UTC."
     )
     assert len(bot.model.requests) == calls
@@ -101,7 +101,7 @@ async def test_the_refusal_is_in_russian_for_a_russian_user(bot: RunningBot) -> 
     await ask_private(bot, USER, "Вопрос", language_code="ru")
     await say(bot, USER, "/reset", language_code="ru")
     text = await say(bot, USER, "Ещё вопрос", language_code="ru")
-    assert f"дневной лимит в {LIMIT} токенов" in text and tomorrow() in text
+    assert f"дневной лимит токенов ({LIMIT})" in text and tomorrow() in text
 
 
 async def test_usage_shows_what_is_left_and_exempt_people_have_no_limit(bot: RunningBot) -> None:
