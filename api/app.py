@@ -32,6 +32,7 @@ from api.memory import MemoryEndpoints
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
 from api.server import ApiRunner, close_unread, name_the_server, runner_options
+from api.stats import StatsEndpoint
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
 from core.errors import StoreUnavailable
 from core.ports import ChatLocks
@@ -112,6 +113,7 @@ def build_web_app(
         app.router.add_get("/api/users/{user_id}/memory", memory.facts)
         app.router.add_delete("/api/users/{user_id}/memory", memory.forget)
         app.router.add_delete("/api/users/{user_id}/memory/{fact_id}", memory.delete)
+        app.router.add_get("/api/stats", StatsEndpoint(service).stats)
         app.router.add_get("/api/openapi.json", openapi)
     if telegram_application is not None and config.webhook is not None:
         webhook = TelegramWebhook(

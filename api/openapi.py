@@ -38,6 +38,8 @@ from api.schemas import (
     StreamSession,
     StreamText,
 )
+from api.stats import StatsResponse
+from core.stats import MAX_DAYS
 from media.intake import Intake
 
 _REF = "#/components/schemas/{model}"
@@ -107,6 +109,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     StreamSession,
     StreamText,
     StreamError,
+    StatsResponse,
 )
 
 
@@ -336,6 +339,19 @@ def build_openapi(
         ],
         "responses": {"204": {"description": "Deleted"}, **_errors(400, 401, 404, 429)},
     }
+    stats = {
+        "summary": "The operator's figures: today and the last 7 UTC days (and `days`)",
+        "description": "People, consultations started / completed / reset / expired, "
+        "completion rate, mean rounds, early finishes, follow-ups, tokens and cost by model, "
+        "and the median and 95th percentile seconds to a final answer. A start counts on "
+        "the UTC day it happened, an end (final answer, reset, expiry) on its own day.",
+        "parameters": [
+            {"name": "days", "in": "query", "required": False,
+             "description": "Also the figures of the last `days` UTC days (`lastDays`)",
+             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_DAYS}},
+        ],
+        "responses": {"200": _json("StatsResponse", "The figures"), **_errors(400, 401, 429)},
+    }  # fmt: skip
     health = {
         "summary": "Liveness and readiness (store reachable, model configured, loops working)",
         "security": [],
@@ -378,6 +394,7 @@ def build_openapi(
             "/api/users/{userId}/memory/{factId}": {
                 "delete": {**forget_fact, "operationId": "deleteUserFact"}
             },
+            "/api/stats": {"get": {**stats, "operationId": "getStats"}},
             "/api/openapi.json": {
                 "get": {
                     "summary": "This document",

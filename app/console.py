@@ -45,6 +45,7 @@ from app.console_memory import console_scope, memory_command, remember_after
 from app.console_models import model_command
 from app.console_replies import StreamPrinter, model_error_line
 from app.console_roles import role_command
+from app.console_stats import stats_command
 from app.console_usage import usage_command
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
@@ -82,6 +83,7 @@ HELP = """Type your question. Commands:
   /file       list the attached files     /drop     forget them
   /memory     what I remember about you (/memory delete N, /memory off, /memory on)
   /usage      tokens and cost today and this month
+  /stats [N]  the deployment's figures: today and the last 7 (or N) days
   1a 2c TEXT  answer questions by their options (1a: question 1, option a); TEXT is optional
   /followup TEXT  ask about the last final answer (right after one, "> TEXT" does too)
   /help       this list"""
@@ -256,6 +258,8 @@ async def _command_or_turn(
         await memory_command(service, key, argument)
     elif command == "/usage":
         await usage_command(service, key)
+    elif command == "/stats":
+        await stats_command(service, argument)
     elif command == "/role":
         print(await role_command(service, key, argument))
     elif command == "/model":

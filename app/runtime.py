@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -96,12 +96,14 @@ async def open_runtime(
     extra_models: Iterable[ModelEndpoint] = (),
     background: bool = True,
     inbox: bool = False,
+    clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[Runtime]:
     """Open everything, yield the runtime, close everything in reverse order.
 
     `extra_models` adds named model clients beside the bot's; `background=False`
     leaves out the periodic jobs (a short-lived process such as the evaluator);
-    `inbox=True` opens the shared inbox when DATABASE_URL is set (the bot process).
+    `inbox=True` opens the shared inbox when DATABASE_URL is set (the bot process);
+    `clock` is the engine's (Unix time; a test moves it across a UTC day).
     """
     prompts = PromptLibrary(settings.prompts_dir)
     prompts.check()
@@ -146,6 +148,7 @@ async def open_runtime(
             accounting=accounting,
             quotas=settings.quota_config(),
             on_quota=metrics.record_quota_refusal,
+            clock=clock,
         )
         transcriber = None
         if transcription is not None:
@@ -242,8 +245,9 @@ async def _cleanup_loop(
 
 
 async def _cleanup_once(service: ConsultationService, settings: Settings) -> None:
+    # now=None: the engine's own clock, the one every other expiry of the engine reads.
     expired, purged = await service.cleanup(
-        retention_seconds=settings.retention_days * 86400, now=time.time()
+        retention_seconds=settings.retention_days * 86400, now=None
     )
     if expired or purged:
         log.info("cleanup: %d expired, %d purged", expired, purged)

@@ -49,6 +49,7 @@ from bot.quota import QuotaCommand
 from bot.round_presses import RoundPresses
 from bot.say import Say
 from bot.shared import IN_MEMORY, SharedState
+from bot.stats import StatsCommand
 from bot.telegram_http import AiohttpRequest
 from bot.turns import TurnRunner
 from bot.usage import UsageCommand
@@ -169,6 +170,7 @@ def register(
     quota = QuotaCommand(
         service, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
     )
+    stats = StatsCommand(service, config, say=say)
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,
@@ -208,6 +210,7 @@ def register(
         ("model", models.command),
         ("memory", memory.memory),
         ("usage", usage.usage),
+        ("stats", stats.stats),
         ("forget", forgetting.command),
         ("language", languages.command),
         ("quota", quota.command),

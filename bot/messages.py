@@ -373,6 +373,28 @@ MESSAGES: dict[str, str | Plural] = {
     "quota_set_off": N_("User {user} now has no limits."),
     "quota_cleared": N_("User {user} is back to the deployment's limits."),
     "quota_not_set": N_("User {user} had no override: the deployment's limits apply."),
+    "stats_refused": N_("/stats is for the bot's operators only."),
+    "stats_private_only": N_("/stats works only in a private chat with the bot."),
+    "stats_today": N_("Today ({day}, UTC)"),
+    "stats_days": N_("Last {days} days ({since} – {until}, UTC)"),
+    "stats_people": N_("People: {people}"),
+    "stats_consultations": N_(
+        "Consultations: {started} started · {completed} completed · {reset} reset · "
+        "{expired} expired"
+    ),
+    "stats_completion": N_("Completed: {rate} of {ended} ended"),
+    "stats_rounds": N_(
+        "Mean rounds: {rounds} · early finishes: {early} · follow-ups: {follow_ups}"
+    ),
+    "stats_times": N_("Time to final answer: median {median} · 95th percentile {p95}"),
+    "stats_models": N_("Tokens and cost by model:"),
+    "stats_model": N_("• {model}: {prompt} in, {completion} out, {cost}"),
+    "stats_total": N_("Total: {prompt} in, {completion} out, {cost}"),
+    "stats_no_calls": N_("No model calls."),
+    "stats_unpriced": N_(" (no price)"),
+    "stats_seconds": N_("{s} s"),
+    "stats_minutes": N_("{m} min {s} s"),
+    "stats_hours": N_("{h} h {m} min"),
     "language_show": N_("Interface language: {language}. Choose another one:"),
     "language_set": N_("Interface language: {language}."),
     # The command menu: one description per command of `COMMANDS`.

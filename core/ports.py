@@ -27,6 +27,7 @@ from core.models import (
     Usage,
 )
 from core.quotas import QuotaOverride
+from core.stats import Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal
 
 OnDelta = Callable[[str], Awaitable[None]]
@@ -202,6 +203,13 @@ class ConsultationStore(Protocol):
 
     async def delete_quota_override(self, person: str) -> bool:
         """Remove the person's override; True when there was one."""
+        ...
+
+    async def stats(self, period: Period) -> Stats:
+        """The operator's figures of `period` (`core.stats.Stats`), from one snapshot: a
+        handful of aggregate reads bounded by indexes on the period, whatever the store
+        holds. A consultation's end counts on the day it happened: `record_reply` storing
+        a final answer, `set_status` and `expire_idle` record when."""
         ...
 
     async def load_latest(self, chat_key: str) -> Consultation | None:

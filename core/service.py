@@ -48,6 +48,7 @@ from core.round_answers import RoundRef, picked, turn_text
 from core.rounds import has_open_turn, is_expired, validate_max_rounds
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
+from core.stats import Stats, period_of
 from core.transcript import Transcript, transcript_of
 from core.usage import (
     Accounting,
@@ -334,6 +335,15 @@ class ConsultationService:
     async def choose_language(self, person: str, language: str) -> None:
         """Keep `language` as `person`'s interface language (the edge offers the codes)."""
         await self._store.save_language(person, language)
+
+    async def stats(self, days: int) -> Stats:
+        """The operator's figures over the last `days` UTC days, today included (by the
+        service's clock; 1 ≤ days ≤ `core.stats.MAX_DAYS`): a handful of indexed reads,
+        never waiting for a running turn."""
+        found = await self._store.stats(period_of(self._clock(), days))
+        prices = self._accounting.prices
+        unpriced = tuple(u.model for u in found.usage if prices.of(u.model) is None)
+        return dataclasses.replace(found, unpriced=unpriced)
 
     async def latest(self, chat_key: str) -> Consultation | None:
         """The chat's newest consultation, whatever its status (a read: it never waits

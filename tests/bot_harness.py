@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,10 +95,12 @@ async def running_bot(
     *,
     config: BotConfig | None = None,
     shared: SharedState = IN_MEMORY,
+    clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[RunningBot]:
     """A bot polling the fake; `config` replaces the one `settings` gives (tunables),
-    `shared` the state kept in memory (limits shared on PostgreSQL, say)."""
-    async with open_runtime(settings) as runtime:
+    `shared` the state kept in memory (limits shared on PostgreSQL, say), `clock` the
+    engine's."""
+    async with open_runtime(settings, clock=clock) as runtime:
         application = build_application(
             config or settings.bot_config(), runtime.service, intake=runtime.intake, shared=shared
         )

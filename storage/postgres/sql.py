@@ -173,6 +173,9 @@ _APPEND_MESSAGES = (
     " touched AS (UPDATE consultations c SET last_activity_at = i.activity,"
     " current_round = CASE WHEN i.guarded THEN i.new_round ELSE c.current_round END,"
     " status = CASE WHEN i.guarded THEN i.new_status ELSE c.status END,"
+    # A reply that ends the consultation (its final answer) ends it now.
+    " ended_at = CASE WHEN i.guarded AND i.new_status <> 'active' THEN i.activity"
+    " ELSE c.ended_at END,"
     # The next position: the row's counter, or past the messages a worker of a version
     # before the counter appended (rolling upgrades).
     " last_seq = GREATEST(c.last_seq, COALESCE((SELECT MAX(seq) FROM messages m"

@@ -49,8 +49,9 @@ from core.models import (
     TurnRecord,
 )
 from core.quotas import QuotaOverride
+from core.stats import Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal, day_of
-from storage.postgres import memory, quotas, upkeep, usage
+from storage.postgres import memory, quotas, stats, upkeep, usage
 from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
@@ -278,8 +279,11 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
         """Change the status; `at` becomes the last activity, except for EXPIRED (expiring
-        is the absence of activity: retention keeps counting from the last real one)."""
+        is the absence of activity: retention keeps counting from the last real one). Any
+        status but ACTIVE ends the consultation at `at` (`ended_at`)."""
         activity: dict[str, Any] = {} if status is Status.EXPIRED else {"last_activity_at": at}
+        if status is not Status.ACTIVE:
+            activity["ended_at"] = at
         await self._write(lambda c: _update(c, consultation_id, status=status.value, **activity))
 
     async def set_max_rounds(self, consultation_id: str, max_rounds: int) -> None:
@@ -332,7 +336,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def expire_idle(self, *, inactive_since: float, at: float) -> int:
         """Expire idle ACTIVE consultations; their last activity stays (retention counts
         from it)."""
-        return await self._write(lambda c: upkeep.expire_idle(c, inactive_since))
+        return await self._write(lambda c: upkeep.expire_idle(c, inactive_since, at))
 
     async def purge(self, *, older_than: float) -> int:
         """Delete ended consultations last active before `older_than` (messages and
@@ -400,6 +404,11 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
 
     async def delete_quota_override(self, person: str) -> bool:
         return await self._write(lambda c: quotas.delete_override(c, person))
+
+    # -- the operator's figures (`core.stats`) -------------------------------------------
+
+    async def stats(self, period: Period) -> Stats:
+        return await self._call(lambda c: stats.stats_of(c, period))
 
     # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 

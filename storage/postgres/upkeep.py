@@ -33,7 +33,8 @@ async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) 
         "SELECT 1 FROM consultations WHERE chat_key = $1 AND status = 'active'", new_key
     ):
         await connection.execute(
-            "UPDATE consultations SET status = 'reset' WHERE chat_key = $1 AND status = 'active'",
+            "UPDATE consultations SET status = 'reset', ended_at = last_activity_at"
+            " WHERE chat_key = $1 AND status = 'active'",
             old_key,
         )
     moved = await connection.fetchval(
@@ -52,13 +53,15 @@ async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) 
     return int(moved)
 
 
-async def expire_idle(connection: asyncpg.Connection, inactive_since: float) -> int:
-    """Expire the ACTIVE consultations last active before `inactive_since`; how many."""
+async def expire_idle(connection: asyncpg.Connection, inactive_since: float, at: float) -> int:
+    """Expire the ACTIVE consultations last active before `inactive_since`, ended at `at`;
+    how many."""
     return await _count(
         connection,
-        "UPDATE consultations SET status = 'expired'"
+        "UPDATE consultations SET status = 'expired', ended_at = $2"
         " WHERE status = 'active' AND last_activity_at < $1",
         inactive_since,
+        at,
     )
 
 

@@ -362,6 +362,27 @@ async def m016_quotas(db: aiosqlite.Connection) -> None:
     )
 
 
+STATS_MIGRATION = (
+    "ALTER TABLE consultations ADD COLUMN ended_at REAL",
+    "UPDATE consultations SET ended_at = last_activity_at"
+    " WHERE status = 'reset' OR (status = 'complete' AND follow_ups = 0)",
+    "CREATE INDEX consultations_created ON consultations (created_at)",
+    "CREATE INDEX consultations_ended ON consultations (ended_at)",
+    "CREATE INDEX usage_daily_kind_day ON usage_daily (scope_kind, day)",
+)
+
+
+@migration
+async def m017_stats(db: aiosqlite.Connection) -> None:
+    """When a consultation ended (`consultations.ended_at`: its final answer, reset or
+    expiry; NULL while active), so the operator's figures count each end on its day; and
+    indexes reading a period's starts, ends and usage. Rows ended before are filled where
+    the time is known: a reset, and a completed consultation without follow-ups, ended at
+    its last activity; the others (expired, or with follow-ups) stay NULL, uncounted."""
+    for statement in STATS_MIGRATION:
+        await db.execute(statement)
+
+
 @migration
 async def m018_language(db: aiosqlite.Connection) -> None:
     """The interface language each person chose with /language (`person_languages`); a

@@ -49,6 +49,7 @@ from core.models import (
     TurnRecord,
 )
 from core.quotas import QuotaOverride
+from core.stats import Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.shared import (
     DatabaseUnusable,
@@ -57,7 +58,7 @@ from storage.shared import (
     options_value,
     picks_value,
 )
-from storage.sqlite import memory, quotas, sql, upkeep, usage
+from storage.sqlite import memory, quotas, sql, stats, upkeep, usage
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
@@ -224,7 +225,8 @@ class SqliteStore(IdempotencyKeys):
     ) -> None:
         """Append the reply and advance the round if it still stands at `expected_round`;
         raises `TurnSuperseded` (storing nothing) if another writer moved it on. The
-        charge is counted in the same commit."""
+        charge is counted in the same commit; a reply that ends it sets `ended_at`."""
+        ended: dict[str, Any] = {} if status is Status.ACTIVE else {"ended_at": last_activity_at}
         await self._writer.run(
             functools.partial(
                 sql.record_reply,
@@ -235,6 +237,7 @@ class SqliteStore(IdempotencyKeys):
                 status=status.value,
                 last_activity_at=last_activity_at,
                 charge=charge,
+                **ended,
             )
         )
 
@@ -276,13 +279,19 @@ class SqliteStore(IdempotencyKeys):
     async def load_latest(self, chat_key: str) -> Consultation | None:
         return await self._reader.run(functools.partial(sql.load_latest, chat_key=chat_key))
 
+    async def stats(self, period: Period) -> Stats:
+        return await self._reader.run(functools.partial(stats.stats_of, period=period))
+
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
         """Change the status; `at` becomes the last activity (a /reset is activity).
 
         Except for EXPIRED: expiring is the absence of activity, so the retention
-        period keeps counting from the last real activity.
+        period keeps counting from the last real activity. Any status but ACTIVE ends the
+        consultation at `at` (`ended_at`).
         """
         activity: dict[str, Any] = {} if status is Status.EXPIRED else {"last_activity_at": at}
+        if status is not Status.ACTIVE:
+            activity["ended_at"] = at
         await self._writer.run(
             functools.partial(
                 sql.update_consultation,
@@ -337,7 +346,7 @@ class SqliteStore(IdempotencyKeys):
         Their last activity stays as it was: retention counts from it, not from now.
         """
         return await self._writer.run(
-            functools.partial(upkeep.expire_idle, inactive_since=inactive_since)
+            functools.partial(upkeep.expire_idle, inactive_since=inactive_since, at=at)
         )
 
     async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:

@@ -18,12 +18,14 @@ VACUUM_PAGES_PER_PURGE = 5000
 
 
 def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
-    """Re-key a chat's consultations and settings; the new key's own data wins on conflict."""
+    """Re-key a chat's consultations and settings; the new key's own data wins on conflict
+    (the old key's active consultation is reset, ended at its last activity)."""
     if db.execute(
         "SELECT 1 FROM consultations WHERE chat_key = ? AND status = 'active'", (new_key,)
     ).fetchone():
         db.execute(
-            "UPDATE consultations SET status = 'reset' WHERE chat_key = ? AND status = 'active'",
+            "UPDATE consultations SET status = 'reset', ended_at = last_activity_at"
+            " WHERE chat_key = ? AND status = 'active'",
             (old_key,),
         )
     moved = db.execute(
@@ -36,12 +38,13 @@ def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
     return moved
 
 
-def expire_idle(db: sqlite3.Connection, inactive_since: float) -> int:
-    """Expire idle ACTIVE consultations; their last activity is kept for retention."""
+def expire_idle(db: sqlite3.Connection, inactive_since: float, at: float) -> int:
+    """Expire idle ACTIVE consultations, ended at `at`; their last activity is kept for
+    retention."""
     cursor = db.execute(
-        "UPDATE consultations SET status = 'expired'"
+        "UPDATE consultations SET status = 'expired', ended_at = ?"
         " WHERE status = 'active' AND last_activity_at < ?",
-        (inactive_since,),
+        (at, inactive_since),
     )
     return cursor.rowcount
 

@@ -1,0 +1,144 @@
+"""`GET /api/stats`: the operator's figures (`core.stats`) as JSON — today and the last 7
+UTC days, and with `?days=N` the last N days too.
+
+Invariants: `days` is read strictly (an integer 1–`MAX_DAYS` in plain digits, given at
+most once; anything else is VALIDATION_ERROR and nothing is read); the figures are the
+same the Telegram /stats shows (`ConsultationService.stats`), a handful of indexed reads
+per period; reading never changes anything.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from api.errors import ApiError, json_response
+from core.service import ConsultationService
+from core.stats import MAX_DAYS, Stats
+
+WEEK = 7
+_CAMEL = ConfigDict(
+    alias_generator=to_camel, validate_by_name=True, serialize_by_alias=True, extra="forbid"
+)
+
+
+class ModelUsageOut(BaseModel):
+    """One model's tokens and cost over the period (every kind of call)."""
+
+    model_config = _CAMEL
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    calls: int
+    estimated_calls: int = Field(description="Calls whose tokens were estimated")
+    cost: float = Field(description="In the unit of MODEL_PRICES")
+    priced: bool = Field(description="False: MODEL_PRICES has no price for it (counted as 0)")
+
+
+class PeriodStats(BaseModel):
+    """The figures of whole UTC days `since`..`until` (today included)."""
+
+    model_config = _CAMEL
+
+    since: str = Field(json_schema_extra={"format": "date"})
+    until: str = Field(json_schema_extra={"format": "date"})
+    days: int
+    people: int = Field(description="Distinct people charged for a call or starting one")
+    started: int
+    completed: int = Field(description="Consultations given their final answer in the period")
+    reset: int
+    expired: int
+    completion_rate: float | None = Field(
+        description="completed / (completed + reset + expired); null when none ended"
+    )
+    mean_rounds: float | None = Field(description="Of the completed; null when none was")
+    early_finishes: int = Field(description="Completed before their last round")
+    follow_ups: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    models: list[ModelUsageOut] = Field(description="By model, the costliest first")
+    answer_seconds_median: float | None = Field(
+        description="Seconds from start to final answer, of the completed; null when none was"
+    )
+    answer_seconds_p95: float | None
+
+    @classmethod
+    def of(cls, stats: Stats, days: int) -> PeriodStats:
+        return cls(
+            since=stats.since_day,
+            until=stats.until_day,
+            days=days,
+            people=stats.people,
+            started=stats.started,
+            completed=stats.completed,
+            reset=stats.reset,
+            expired=stats.expired,
+            completion_rate=stats.completion_rate,
+            mean_rounds=stats.mean_rounds,
+            early_finishes=stats.early_finishes,
+            follow_ups=stats.follow_ups,
+            input_tokens=stats.prompt_tokens,
+            output_tokens=stats.completion_tokens,
+            cost=stats.cost,
+            models=[
+                ModelUsageOut(
+                    model=u.model,
+                    input_tokens=u.prompt_tokens,
+                    output_tokens=u.completion_tokens,
+                    calls=u.calls,
+                    estimated_calls=u.estimated_calls,
+                    cost=u.cost,
+                    priced=u.model not in stats.unpriced,
+                )
+                for u in stats.usage
+            ],
+            answer_seconds_median=stats.answer_seconds_median,
+            answer_seconds_p95=stats.answer_seconds_p95,
+        )
+
+
+class StatsResponse(BaseModel):
+    """`GET /api/stats`: today, the last 7 days, and the last `days` days when asked."""
+
+    model_config = _CAMEL
+
+    today: PeriodStats
+    last7_days: PeriodStats
+    last_days: PeriodStats | None = Field(default=None, description="Only with `?days=N`")
+
+
+class StatsEndpoint:
+    def __init__(self, service: ConsultationService) -> None:
+        self._service = service
+
+    async def stats(self, request: web.Request) -> web.Response:
+        """The figures of today and the last 7 days (and `days`): 200, or VALIDATION_ERROR."""
+        days = _days(request)
+        today = await self._service.stats(1)
+        week = await self._service.stats(WEEK)
+        view = StatsResponse(
+            today=PeriodStats.of(today, 1),
+            last7_days=PeriodStats.of(week, WEEK),
+            last_days=None
+            if days is None
+            else PeriodStats.of(await self._service.stats(days), days),
+        )
+        return json_response(
+            view.model_dump(mode="json", exclude={"last_days"} if days is None else None)
+        )
+
+
+def _days(request: web.Request) -> int | None:
+    given = request.query.getall("days", [])
+    if not given:
+        return None
+    raw = given[0]
+    if len(given) > 1 or not (raw.isascii() and raw.isdigit() and len(raw) <= 2):
+        raise ApiError("VALIDATION_ERROR", f"days: an integer from 1 to {MAX_DAYS}, given once")
+    days = int(raw)
+    if not 1 <= days <= MAX_DAYS:
+        raise ApiError("VALIDATION_ERROR", f"days: an integer from 1 to {MAX_DAYS}, given once")
+    return days

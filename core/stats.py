@@ -1,0 +1,119 @@
+"""The operator's figures over a period of UTC days: how many people, how consultations
+went, what the models cost, and how long a final answer took.
+
+Invariants:
+- A period is whole UTC days, `days` of them ending with the day of `now` (today
+  included): `[since, until)` in Unix time, `since_day`..`until_day` as the usage table
+  names days. Figures never depend on the server's time zone.
+- A consultation counts as started on the day it was created and as completed, reset or
+  expired on the day its status changed (`ended_at`), so each event counts once, on the
+  day it happened, however long the consultation ran.
+- Rates and means are None when nothing was there to divide by; never a division by zero.
+- Percentiles are the continuous kind (linear interpolation between the closest ranks,
+  as PostgreSQL's `percentile_cont`): `percentile_rank` says which two ranks and how far
+  between them, so a store that has no such function reads only those two rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from core.usage import UsageTotal
+
+DAY_SECONDS = 86_400
+MAX_DAYS = 90
+"""The longest period the figures cover (what the API's `days` accepts)."""
+MAX_MODELS = 50
+"""At most this many models are listed (the costliest first); the totals count all."""
+MEDIAN = 0.5
+P95 = 0.95
+
+
+@dataclass(frozen=True, slots=True)
+class Period:
+    """`days` whole UTC days ending with today (`until_day`), today included."""
+
+    days: int
+    since: float  # the first day's 00:00 UTC
+    until: float  # the day after the last, 00:00 UTC (exclusive)
+    since_day: str
+    until_day: str
+
+
+def period_of(now: float, days: int) -> Period:
+    """The last `days` UTC days up to and including the day of `now`; 1 ≤ days ≤ MAX_DAYS."""
+    if not 1 <= days <= MAX_DAYS:
+        raise ValueError(f"days must be between 1 and {MAX_DAYS}")
+    today = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    first = today - timedelta(days=days - 1)
+    return Period(
+        days=days,
+        since=first.timestamp(),
+        until=(today + timedelta(days=1)).timestamp(),
+        since_day=first.strftime("%Y-%m-%d"),
+        until_day=today.strftime("%Y-%m-%d"),
+    )
+
+
+def percentile_rank(count: int, fraction: float) -> tuple[int, float]:
+    """For `count` sorted values: the 0-based rank of the lower of the two values the
+    `fraction` percentile lies between, and how far towards the next one it lies."""
+    position = fraction * (count - 1)
+    lower = math.floor(position)
+    return lower, position - lower
+
+
+def interpolate(lower: float, upper: float | None, weight: float) -> float:
+    """The value `weight` of the way from `lower` to `upper` (None: no upper, `lower`)."""
+    if upper is None or weight == 0:
+        return lower
+    return lower + (upper - lower) * weight
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """The figures of one period, as the store counts them.
+
+    `people`: distinct persons charged for a model call or who started a consultation.
+    `started`: consultations created. `completed`, `reset`, `expired`: consultations whose
+    status changed so. `rounds_used`: the rounds of the completed ones, added up.
+    `early_finishes`: completed ones that ended before their last round (the person asked
+    for the answer, or the model found it knew enough). `follow_ups`: follow-up questions
+    answered. `usage`: tokens and cost by model (the costliest `MAX_MODELS`); the totals
+    count every model. Answer times: seconds from a consultation's start to its final
+    answer, of those completed; None when none was.
+    """
+
+    since_day: str
+    until_day: str
+    people: int = 0
+    started: int = 0
+    completed: int = 0
+    reset: int = 0
+    expired: int = 0
+    rounds_used: int = 0
+    early_finishes: int = 0
+    follow_ups: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    usage: tuple[UsageTotal, ...] = ()
+    answer_seconds_median: float | None = None
+    answer_seconds_p95: float | None = None
+    unpriced: tuple[str, ...] = ()  # models used that have no price
+
+    @property
+    def ended(self) -> int:
+        return self.completed + self.reset + self.expired
+
+    @property
+    def completion_rate(self) -> float | None:
+        """Of the consultations that ended in the period, the share ended by a final answer."""
+        return self.completed / self.ended if self.ended else None
+
+    @property
+    def mean_rounds(self) -> float | None:
+        """The mean rounds a completed consultation used."""
+        return self.rounds_used / self.completed if self.completed else None
