@@ -29,7 +29,17 @@ TRANSLATED = [code for code in CATALOGS if code != SOURCE]
 COMPLETE = [code for code in LANGUAGES if code != SOURCE]
 
 SAME_IN_EVERY_LANGUAGE = frozenset(
-    {"OK", "DOCX", "Markdown", "🎤 “{text}”", "{value} MB", "{value} KB"}
+    {
+        "OK",
+        "DOCX",
+        "Markdown",
+        "🎤 “{text}”",
+        "{value} MB",
+        "{value} KB",
+        "Document",
+        "Document {number}",
+        "Sources",
+    }
 )
 """Messages a translation may leave as in English: names and symbols that do not change."""
 
