@@ -63,8 +63,20 @@ def t(language: str, key: str, /, **values: Any) -> str:
     else:
         text = translations.gettext(message)
     if language in RIGHT_TO_LEFT:
-        text = _ISOLATED.sub(lambda m: FSI + m.group(0) + PDI, text)
+        text = _ISOLATED.sub(_isolated, text)
     return text.format(**values)
+
+
+def _isolated(match: re.Match[str]) -> str:
+    """The match wrapped in FSI…PDI, except a placeholder on lines of its own (a list such
+    as the remembered facts): an isolate ends at a line break, and a line that is all
+    isolate reads left-to-right, so each line of such a value is left to take its
+    direction from its own text."""
+    text, start, end = match.string, match.start(), match.end()
+    alone = text[start - 1 : start] in ("", "\n") and text[end : end + 1] in ("", "\n")
+    if alone and match.group(0).startswith("{"):
+        return match.group(0)
+    return FSI + match.group(0) + PDI
 
 
 def every_translation(key: str) -> frozenset[str]:

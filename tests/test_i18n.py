@@ -208,6 +208,17 @@ def test_right_to_left_isolates_a_value_whole_and_never_reads_into_it(
     assert f"«{FSI}{value}{PDI}»" in t(language, "heard", text=value)
 
 
+@pytest.mark.parametrize("language", sorted(RIGHT_TO_LEFT))
+def test_right_to_left_list_on_lines_of_its_own_is_not_isolated(language: str) -> None:
+    """An isolate cannot span lines: a list standing on its own lines (the remembered
+    facts) is left bare, so each of its lines takes its direction from its own text
+    instead of the first reading left-to-right; the sentence around it keeps its isolates."""
+    facts = "1. کاربر در تهران زندگی می‌کند\n2. Works in Python"
+    text = t(language, "memory_list", where=t(language, "memory_in_group"), facts=facts)
+    assert f"\n\n{facts}\n\n" in text
+    assert f"{FSI}/memory off{PDI}" in text and text.count(FSI) == text.count(PDI) == 2
+
+
 def test_left_to_right_text_has_no_isolates() -> None:
     for language in ("en", "ru"):
         text = t(language, "start", rounds=3) + t(language, "model_set", model="gpt-4o")
