@@ -12,7 +12,7 @@ SOURCE = "en"
 """The language the messages are written in (the msgids): it needs no catalog."""
 
 LANGUAGES: tuple[str, ...] = (
-    "en", "ru", "uk", "de", "es", "pt_BR", "it", "fr", "tr", "id", "ja", "zh_Hans",
+    "en", "ru", "uk", "de", "es", "pt_BR", "it", "fr", "tr", "id", "ja", "zh_Hans", "fa", "ar",
 )  # fmt: skip
 """The complete languages, in the order /language shows them."""
 
