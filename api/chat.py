@@ -86,6 +86,7 @@ from core.errors import (
 from core.follow_ups import unavailable_reason
 from core.keyed_lock import KeyedLock
 from core.ports import ChatLocks
+from core.quotas import Stage
 from core.round_answers import turn_text
 from core.service import ConsultationService
 from core.sessions import API_KEY_PREFIX
@@ -274,13 +275,22 @@ class ChatEndpoints:
                 if hold is None:  # answered before: replayed
                     return
             stored = hold.session_id if hold is not None else None
+            payer = Payer(
+                person=None if body.user_id is None else API_PERSON_PREFIX + body.user_id,
+                client=asked.client,
+            )
+            if asked.files and stored is None and (body.follow_up or body.session_id is None):
+                # Before the files are read (a transcription, a document): a refused payer
+                # costs nothing. A round of a session under way is never refused.
+                stage = Stage.FOLLOW_UP if body.follow_up else Stage.START
+                await self._service.quotas.require(payer, stage)
             message = await self._read(asked)
             # Only the photos the model is still to see stay referenced.
             asked.held.shrink_to(sum(len(image.data) for image in message.images))
             if stored is not None:  # an earlier attempt with this key was not answered
                 session_id, new = stored, False
             elif body.session_id is None:
-                session_id, new = await self._open(body, message.text, hold), True
+                session_id, new = await self._open(body, message.text, hold, payer), True
             else:
                 session_id, new = body.session_id, False
             async with self._sessions.hold(SESSION_LOCK_PREFIX + session_id):
@@ -291,14 +301,10 @@ class ChatEndpoints:
                 ):
                     return
                 if not new:
-                    await self._vet(session_id, body, message)
+                    await self._vet(session_id, body, message, payer)
                 if hold is not None and stored is None:
                     await hold.attach(session_id)
                 turn.session.set_result(session_id)
-                payer = Payer(
-                    person=None if body.user_id is None else API_PERSON_PREFIX + body.user_id,
-                    client=asked.client,
-                )
                 if message.read is not None and message.read.transcription is not None:
                     await self._service.charge_transcription(
                         API_KEY_PREFIX + session_id, message.read.transcription, payer=payer
@@ -333,7 +339,8 @@ class ChatEndpoints:
         read = await self._intake.read(asked.body.message, files, owner=asked.client)
         return Message(read.stored_text, read, answers)
 
-    async def _open(self, body: ChatRequest, text: str, hold: Hold | None) -> str:
+    async def _open(self, body: ChatRequest, text: str, hold: Hold | None, payer: Payer) -> str:
+        """Open the session (`QuotaExceeded` when `payer` may start none: nothing stored)."""
         return await self._service.sessions.open_session(
             text,
             max_rounds=body.max_rounds or 1,
@@ -341,18 +348,22 @@ class ChatEndpoints:
             options=body.options(),
             turn_id=hold.turn_id if hold is not None else None,
             memory=None if body.user_id is None else api_scope(body.user_id),
+            payer=payer,
         )
 
-    async def _vet(self, session_id: str, body: ChatRequest, message: Message) -> None:
+    async def _vet(
+        self, session_id: str, body: ChatRequest, message: Message, payer: Payer
+    ) -> None:
         """Check an existing session can take this round and its answers answer the
         session's last questions (`AnswerInvalid`, `AnswerStale`); then re-limit it if
         asked. A follow-up instead needs a complete session that takes one
-        (`FollowUpUnavailable`)."""
+        (`FollowUpUnavailable`) and a payer within their quotas (`QuotaExceeded`)."""
         if body.follow_up:
             found = await self._service.sessions.get_session(session_id)
             reason = unavailable_reason(found, now=time.time(), config=self._service.config)
             if reason is not None:
                 raise FollowUpUnavailable(reason, f"session {session_id}")
+            await self._service.quotas.require(payer, Stage.FOLLOW_UP)
             return
         consultation = await self._service.sessions.check_session(session_id)
         if message.answers:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -21,6 +24,7 @@ from core.errors import (
     ModelError,
     ModelErrorKind,
 )
+from core.quotas import Limit, QuotaExceeded, QuotaHit
 from media.documents import SUPPORTED_DOCUMENTS
 
 STATUS: dict[str, int] = {
@@ -43,6 +47,7 @@ STATUS: dict[str, int] = {
     "ATTACHMENT_REFUSED": 422,
     "ANSWER_INVALID": 422,
     "RATE_LIMITED": 429,
+    "QUOTA_EXCEEDED": 429,
     "INTERNAL_ERROR": 500,
     "MODEL_ERROR": 502,
     "MODEL_MISCONFIGURED": 502,
@@ -155,6 +160,8 @@ def from_engine(exc: ConsultationError) -> ApiError:
         return attachment_refused(exc)
     if isinstance(exc, FollowUpUnavailable):
         return follow_up_unavailable(exc.reason)
+    if isinstance(exc, QuotaExceeded):
+        return quota_exceeded(exc.hit, time.time())
     return ApiError(_ENGINE_CODES.get(exc.code, "VALIDATION_ERROR"), str(exc))
 
 
@@ -197,6 +204,30 @@ def follow_up_unavailable(reason: FollowUpReason) -> ApiError:
     """A follow-up the session cannot take: FOLLOW_UP_UNAVAILABLE with `reason` in words
     and as `reason`. Nothing was stored."""
     return ApiError("FOLLOW_UP_UNAVAILABLE", _FOLLOW_UP_REFUSALS[reason], reason=reason.value)
+
+
+_QUOTAS = {
+    Limit.API_DAILY_TOKENS: "this API token has used its daily tokens (API_DAILY_TOKEN_LIMIT)",
+    Limit.USER_DAILY_TOKENS: "this userId has used its daily tokens (USER_DAILY_TOKEN_LIMIT)",
+    Limit.USER_MONTHLY_TOKENS: "this userId has used its monthly tokens (USER_MONTHLY_TOKEN_LIMIT)",
+    Limit.USER_DAILY_CONSULTATIONS: "this userId has started its consultations for today "
+    "(USER_DAILY_CONSULTATION_LIMIT)",
+}
+
+
+def quota_exceeded(hit: QuotaHit, now: float) -> ApiError:
+    """A turn a quota refused before the model was called: 429 QUOTA_EXCEEDED naming the
+    limit, with `Retry-After` the whole seconds until it resets (at least 1). Nothing was
+    stored and no round used."""
+    wait = max(math.ceil(hit.resets_at - now), 1)
+    resets = datetime.fromtimestamp(hit.resets_at, UTC).isoformat().replace("+00:00", "Z")
+    return ApiError(
+        "QUOTA_EXCEEDED",
+        f"{_QUOTAS[hit.limit]}: nothing was stored; retry after it resets",
+        headers={"Retry-After": str(wait)},
+        quota=hit.limit.value,
+        resetsAt=resets,
+    )
 
 
 def store_unavailable() -> ApiError:

@@ -60,7 +60,12 @@ _CHAT_ERRORS = {
     "ATTACHMENT_REFUSED: a file was not taken (`problem` says why, `name` which file, "
     "`limit` the byte limit it is over); nothing was stored and no round was used; or "
     "ANSWER_INVALID: an answer names a question or option the last reply does not have",
-    429: "RATE_LIMITED: too many requests from this client; see Retry-After",
+    429: "RATE_LIMITED: too many requests from this client; see Retry-After; or, on the chat "
+    "endpoints, QUOTA_EXCEEDED: this bearer token's daily tokens (API_DAILY_TOKEN_LIMIT) or "
+    "the `userId`'s person limits are used up (`quota` names the limit, `resetsAt` when it "
+    "resets, Retry-After the seconds until then); nothing was stored and no round was used. "
+    "A session under way is not refused: its next round is its final answer "
+    "(`quotaReached`)",
     500: "INTERNAL_ERROR (round not consumed; the error names the session to retry)",
     502: "MODEL_ERROR: the model rejected the request, or MODEL_MISCONFIGURED: the service's "
     "model key, base URL or model name is wrong, which the operator must fix (round not "

@@ -40,6 +40,7 @@ from core.errors import AttachmentProblem, FollowUpReason
 from core.memory import Fact
 from core.models import Consultation, ModelOptions, Status
 from core.outcomes import Notice, Reply
+from core.quotas import Limit
 
 _CAMEL = ConfigDict(alias_generator=to_camel, validate_by_alias=True, serialize_by_alias=True)
 
@@ -371,6 +372,13 @@ class ChatResponse(BaseModel):
         description="Present only on the answer to a follow-up (`followUp: true`): its "
         "number among the session's follow-ups, from 1.",
     )
+    quota_reached: Limit | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Present only when a limit (the `userId`'s or this token's) was reached "
+        "while the session was under way: this reply is its final answer (isComplete), "
+        "counted as usual; the next session or follow-up is refused with QUOTA_EXCEEDED.",
+    )
     follow_ups_left: int = Field(
         default=0,
         ge=0,
@@ -402,6 +410,7 @@ class ChatResponse(BaseModel):
             schema_valid=reply.schema_valid,
             follow_up=reply.follow_up,
             follow_ups_left=(reply.follow_ups_left or 0) if reply.follow_up else 0,
+            quota_reached=reply.quota.limit if reply.quota is not None else None,
         )
 
 
@@ -430,6 +439,15 @@ class ErrorResponse(BaseModel):
         description="With FOLLOW_UP_UNAVAILABLE: why the session takes no follow-up. "
         "`not_complete`: no final answer yet; `expired`: idle past SESSION_TTL_SECONDS; "
         "`limit_reached`: FOLLOWUP_LIMIT follow-ups were asked; `disabled`: FOLLOWUP_LIMIT=0.",
+    )
+    quota: Limit | None = Field(
+        None,
+        description="With QUOTA_EXCEEDED: the limit reached. `api_daily_tokens`: this bearer "
+        "token's API_DAILY_TOKEN_LIMIT; `user_daily_tokens`, `user_monthly_tokens`, "
+        "`user_daily_consultations`: the `userId`'s person limits.",
+    )
+    resets_at: str | None = Field(
+        None, description="With QUOTA_EXCEEDED: when the limit resets (ISO 8601, UTC)."
     )
 
 

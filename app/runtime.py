@@ -146,6 +146,8 @@ async def open_runtime(
             engine,
             locks=KeyedLock(),
             accounting=accounting,
+            quotas=settings.quota_config(),
+            on_quota=metrics.record_quota_refusal,
             clock=clock,
         )
         transcriber = None

@@ -22,6 +22,8 @@ from api.exposure import is_loopback
 from bot.config import BotConfig
 from core.errors import ConfigError
 from core.llm import ModelEndpoint
+from core.memory import telegram_person
+from core.quotas import QuotaConfig
 from core.requests import EngineConfig
 from core.usage import Prices, parse_prices
 from media.config import IntakeConfig, ReaderConfig, TranscriptionEndpoint
@@ -134,6 +136,14 @@ class Settings(BaseSettings):
     button_presses_per_minute: int = Field(default=10, ge=0)  # per user; 0: no limit
     group_config_admins_only: bool = True
 
+    # Quotas (0: no limit): tokens (prompt + completion) per person a UTC day and month,
+    # consultations a person starts a UTC day, tokens per API bearer token a UTC day
+    user_daily_token_limit: int = Field(default=0, ge=0)
+    user_monthly_token_limit: int = Field(default=0, ge=0)
+    user_daily_consultation_limit: int = Field(default=0, ge=0)
+    quota_exempt_user_ids: IdList = frozenset()  # besides ADMIN_USER_IDS
+    api_daily_token_limit: int = Field(default=0, ge=0)
+
     # HTTP API
     api_enabled: bool = False
     api_host: str = "127.0.0.1"
@@ -161,7 +171,11 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
 
     _split = field_validator(
-        "allowed_user_ids", "allowed_chat_ids", "admin_user_ids", mode="before"
+        "allowed_user_ids",
+        "allowed_chat_ids",
+        "admin_user_ids",
+        "quota_exempt_user_ids",
+        mode="before",
     )(_split_ids)
 
     @field_validator("llm_models", mode="before")
@@ -256,6 +270,18 @@ class Settings(BaseSettings):
             memory_enabled=self.memory_enabled,
             memory_max_tokens=self.memory_max_tokens,
             followup_limit=self.followup_limit,
+        )
+
+    def quota_config(self) -> QuotaConfig:
+        """The limits, with the Telegram people exempt from them (QUOTA_EXEMPT_USER_IDS
+        and ADMIN_USER_IDS) as person keys."""
+        exempt = self.quota_exempt_user_ids | self.admin_user_ids
+        return QuotaConfig(
+            user_daily_tokens=self.user_daily_token_limit,
+            user_monthly_tokens=self.user_monthly_token_limit,
+            user_daily_consultations=self.user_daily_consultation_limit,
+            api_daily_tokens=self.api_daily_token_limit,
+            exempt=frozenset(telegram_person(user_id) for user_id in exempt),
         )
 
     def model_endpoint(self) -> ModelEndpoint:

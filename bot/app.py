@@ -45,6 +45,7 @@ from bot.memory import DELETE_FACT, MemoryCommands
 from bot.models import CHOOSE_MODEL, ModelChoice
 from bot.ordering import PerChatUpdateProcessor
 from bot.outage import OutageNotices
+from bot.quota import QuotaCommand
 from bot.round_presses import RoundPresses
 from bot.say import Say
 from bot.shared import IN_MEMORY, SharedState
@@ -166,6 +167,9 @@ def register(
         service, say=say, refuse=handlers.refuse, may_configure=commands.may_configure
     )
     usage = UsageCommand(service, say=say)
+    quota = QuotaCommand(
+        service, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
+    )
     stats = StatsCommand(service, config, say=say)
     buttons = Buttons(
         {
@@ -209,6 +213,7 @@ def register(
         ("stats", stats.stats),
         ("forget", forgetting.command),
         ("language", languages.command),
+        ("quota", quota.command),
     ):
         application.add_handler(CommandHandler(name, handlers.command(callback), filters=only_new))
     application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, handlers.on_migrate))

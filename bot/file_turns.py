@@ -32,6 +32,7 @@ from bot.follow_ups import Aim, FollowUpTurns
 from bot.i18n import t
 from bot.memory import scope_of
 from bot.progress import Progress
+from bot.quota import refused_text
 from bot.refusals import Refusals
 from bot.say import Say
 from bot.target import AnyBot, Target
@@ -42,6 +43,7 @@ from core.blank import is_blank
 from core.errors import AttachmentProblem, AttachmentRefused, EmptyMessage, StoreUnavailable
 from core.outcomes import Reply
 from core.ports import OnText
+from core.quotas import QuotaExceeded
 from core.service import ConsultationService
 from media.documents import SUPPORTED_DOCUMENTS
 from media.intake import Intake
@@ -92,6 +94,11 @@ class FileTurns:
         file = incoming.file
         assert file is not None
         language = incoming.language
+        try:  # before the file is read: a refused person's voice note is not transcribed
+            await self.service.admits(incoming.key, payer_of(incoming), follow_up=aim is not None)
+        except QuotaExceeded as exc:
+            await self.say(incoming, refused_text(exc.hit, language))
+            return
         try:
             turn = await self._read(incoming, file, context)
         except AttachmentRefused as refused:

@@ -10,9 +10,11 @@ memory into a standard `gettext.GNUTranslations` the first time its language is 
 no build step to forget, so `pip install -e .`, the wheel, the container image and a
 fresh clone all read the same files, and a translator's edit shows on the next start.
 
-In right-to-left languages every placeholder, @mention and /command is wrapped in Unicode
+In right-to-left languages every placeholder, @mention and /command (with the Latin
+arguments that follow it, as in `/rounds N` or `/memory off`) is wrapped in Unicode
 isolates (FSI…PDI): a number, command or Latin name inside Arabic or Persian text then
-keeps its own direction instead of scrambling the sentence around it.
+keeps its own direction instead of scrambling the sentence around it, and a command reads
+in the order it is typed.
 """
 
 from __future__ import annotations
@@ -41,9 +43,15 @@ COMMANDS: tuple[str, ...] = (
 """The command menu, in order; each command's description is the message `command_<name>`."""
 
 FSI, PDI = "\u2068", "\u2069"
-_ISOLATED = re.compile(r"@?\{[^{}]*\}|(?<![\w/])/[a-z_]+")
-"""What keeps its own direction in right-to-left text: placeholders (with a leading @)
-and /commands."""
+_ISOLATED = re.compile(
+    r"@?\{[^{}]*\}"  # a placeholder, @{username} included
+    r"|(?<![A-Za-z0-9_])@[A-Za-z0-9_]+"  # a literal @mention such as @BotFather
+    r"|(?<![A-Za-z0-9_/])/[a-z_]+(?: [A-Za-z0-9|\[\]]+)*"  # a /command and its arguments
+)
+"""What keeps its own direction in right-to-left text. A command takes the Latin words,
+digits and `[N]`/`off|on` syntax after it, so `/rounds N` is one left-to-right unit (apart,
+the bidi algorithm would show it as `N /rounds`). The lookbehinds are ASCII-only: Latin
+`and/or` is no command, but an Arabic conjunction written onto a command (`و/memory`) is."""
 
 
 def t(language: str, key: str, /, **values: Any) -> str:
@@ -55,8 +63,20 @@ def t(language: str, key: str, /, **values: Any) -> str:
     else:
         text = translations.gettext(message)
     if language in RIGHT_TO_LEFT:
-        text = _ISOLATED.sub(lambda m: FSI + m.group(0) + PDI, text)
+        text = _ISOLATED.sub(_isolated, text)
     return text.format(**values)
+
+
+def _isolated(match: re.Match[str]) -> str:
+    """The match wrapped in FSI…PDI, except a placeholder on lines of its own (a list such
+    as the remembered facts): an isolate ends at a line break, and a line that is all
+    isolate reads left-to-right, so each line of such a value is left to take its
+    direction from its own text."""
+    text, start, end = match.string, match.start(), match.end()
+    alone = text[start - 1 : start] in ("", "\n") and text[end : end + 1] in ("", "\n")
+    if alone and match.group(0).startswith("{"):
+        return match.group(0)
+    return FSI + match.group(0) + PDI
 
 
 def every_translation(key: str) -> frozenset[str]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 SOURCE = "en"
 """The language the messages are written in (the msgids): it needs no catalog."""
 
-LANGUAGES: tuple[str, ...] = ("en", "ru", "uk", "de", "es", "pt_BR", "it")
+LANGUAGES: tuple[str, ...] = (
+    "en", "ru", "uk", "de", "es", "pt_BR", "it", "fr", "tr", "id", "ja", "zh_Hans", "fa", "ar",
+)  # fmt: skip
 """The complete languages, in the order /language shows them."""
 
 CATALOGS: tuple[str, ...] = (

@@ -335,6 +335,44 @@ MESSAGES: dict[str, str | Plural] = {
     "usage_estimated": N_(" (estimated)"),
     "usage_unpriced": N_("; no price for model {models}"),
     "usage_unknown": N_("I cannot tell who sent this, so I have no usage to show."),
+    # Quotas (`core.quotas`, `bot.quota`). A limit's name fills {limit} of the two after it.
+    "quota_user_daily_tokens": N_("your daily token limit ({allowed})"),
+    "quota_user_monthly_tokens": N_("your monthly token limit ({allowed})"),
+    "quota_user_daily_consultations": N_("your daily consultation limit ({allowed})"),
+    "quota_api_daily_tokens": N_("this API token's daily token limit ({allowed})"),
+    "quota_refused": N_(
+        "You have reached {limit}, so I did not send this to the model and nothing was "
+        "saved. It resets on {resets} UTC."
+    ),
+    "quota_final": N_(
+        "You have reached {limit}, so this is the final answer of this consultation. "
+        "It resets on {resets} UTC."
+    ),
+    "usage_left_day": N_("Tokens left today: {left} of {allowed}"),
+    "usage_left_month": N_("Tokens left this month: {left} of {allowed}"),
+    "usage_left_consultations": N_("Consultations left today: {left} of {allowed}"),
+    "usage_no_limit": N_("You have no usage limits."),
+    "quota_help": N_(
+        "/quota <user id> — their limits and usage\n"
+        "/quota <user id> <tokens> — their daily token limit (1–{max})\n"
+        "/quota <user id> off — no limits for them\n"
+        "/quota <user id> default — back to the deployment's limits"
+    ),
+    "quota_private_only": N_("Use /quota in a private chat with me."),
+    "quota_show": N_(
+        "User {user}: {state}\nToday: {today} tokens · this month: {month} tokens · "
+        "consultations today: {started}"
+    ),
+    "quota_state_exempt": N_("no limits"),
+    "quota_state_limits": N_(
+        "daily tokens {daily}, monthly tokens {monthly}, consultations a day {consultations}"
+    ),
+    "quota_none": N_("none"),
+    "quota_overridden": N_(" (set by an operator)"),
+    "quota_set": N_("User {user}'s daily token limit is now {limit}."),
+    "quota_set_off": N_("User {user} now has no limits."),
+    "quota_cleared": N_("User {user} is back to the deployment's limits."),
+    "quota_not_set": N_("User {user} had no override: the deployment's limits apply."),
     "stats_refused": N_("/stats is for the bot's operators only."),
     "stats_private_only": N_("/stats works only in a private chat with the bot."),
     "stats_today": N_("Today ({day}, UTC)"),

@@ -24,6 +24,7 @@ from bot.i18n import t
 from bot.keyboards import reply_keyboard
 from bot.outage import OutageNotices, store_failed
 from bot.progress import Progress
+from bot.quota import final_text, refused_text
 from bot.render import sources_parts
 from bot.target import AnyBot, ChatUnavailable, Target
 from bot.undelivered import MemoryUndelivered, UndeliveredReplies
@@ -42,6 +43,7 @@ from core.expiring import ExpiringDict
 from core.memory import MemoryUpdate
 from core.outcomes import Notice, Reply
 from core.ports import OnText
+from core.quotas import QuotaExceeded
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,8 @@ def footer_for(reply: Reply, language: str) -> str:
         lines.append(t(language, "incomplete"))
     if Notice.IMAGES_NOT_SEEN in reply.notices:
         lines.append(t(language, "images_not_seen"))
+    if reply.quota is not None:
+        lines.append(final_text(reply.quota, language))
     if reply.is_final and reply.is_complete:
         lines.append(t(language, _closing(reply), left=reply.follow_ups_left))
     return "\n".join(lines)
@@ -174,6 +178,8 @@ class TurnRunner:
             await self._say(sender, t(language, "retry_none"))
         except NoActiveConsultation:
             await self._say(sender, t(language, "answer_none"))
+        except QuotaExceeded as exc:  # refused before anything was stored
+            await self._say(sender, refused_text(exc.hit, language))
         except ChatUnavailable as exc:
             self._note_blocked(target.chat_id, exc)
         return None

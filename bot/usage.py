@@ -6,13 +6,15 @@ Invariants:
   (`tg:<user id>`); a message written as the group itself (an anonymous admin) or with no
   sender is charged to its chat only, and /usage tells such a sender nothing;
 - /usage takes no arguments (any given are ignored): it shows only the sender's own
-  totals, whatever chat it is sent in.
+  totals, whatever chat it is sent in, and what is left of each limit that applies to
+  them (`bot.quota.left_lines`).
 """
 
 from __future__ import annotations
 
 from bot.chat import Context, Incoming
 from bot.i18n import t
+from bot.quota import left_lines
 from bot.say import Say
 from core.memory import telegram_person
 from core.service import ConsultationService
@@ -61,12 +63,11 @@ class UsageCommand:
             await self.say(incoming, t(language, "usage_unknown"))
             return
         report = await self.service.usage(ScopeKind.PERSON, person)
-        await self.say(
-            incoming,
-            t(
-                language,
-                "usage_report",
-                today=summary_text(language, report.today),
-                month=summary_text(language, report.month),
-            ),
+        text = t(
+            language,
+            "usage_report",
+            today=summary_text(language, report.today),
+            month=summary_text(language, report.month),
         )
+        left = left_lines(await self.service.quotas.of_person(person), language)
+        await self.say(incoming, "\n".join([text, *left]))

@@ -36,6 +36,7 @@ from core.models import Consultation, Message, Role, Status, TurnRecord
 from core.outcomes import Notice, Reply, replay_of
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
 from core.prompts import PromptLibrary
+from core.quotas import QuotaHit
 from core.requests import (
     EngineConfig,
     answer_max_tokens,
@@ -77,9 +78,15 @@ class Answerer:
         final_requested: bool = False,
         images: Sequence[Image] = (),
         payer: Payer | None = None,
+        over_quota: QuotaHit | None = None,
     ) -> Reply:
         """Answer the consultation's open turn, store the reply and advance the round;
-        its usage is charged to the chat and `payer` with the reply."""
+        its usage is charged to the chat and `payer` with the reply. `over_quota`: the
+        payer reached that limit, so this turn is the consultation's final answer
+        (`Notice.QUOTA_FINAL`)."""
+        if over_quota is not None:
+            final_requested = True
+            notices.add(Notice.QUOTA_FINAL)
         planned = plan_turn(consultation, final_requested=final_requested)
         turn, request, answer, asked = await self._model_answer(
             consultation, planned, is_group, on_text, images, notices
@@ -132,6 +139,7 @@ class Answerer:
             questions=asked,
             model_ready=turn.model_ready,
             follow_ups_left=self._config.followup_limit if complete else 0,
+            quota=over_quota,
         )
 
     async def answer_again(

@@ -8,6 +8,7 @@ from typing import Any
 
 from core.clarifying import ClarifyingRound
 from core.models import Status, TurnRecord, Usage
+from core.quotas import QuotaHit
 from core.sources import Source, extract_sources
 
 
@@ -18,6 +19,9 @@ class Notice(enum.StrEnum):
     # The user's images were refused by the model (it takes text only): the reply was
     # written without seeing them.
     IMAGES_NOT_SEEN = "images_not_seen"
+    # The person reached a quota while this consultation was under way: this reply is its
+    # final answer (`Reply.quota` names the limit).
+    QUOTA_FINAL = "quota_final"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,9 @@ class Reply:
     # round, when they are off, or when every one was asked). None: not said (a stored
     # answer sent again), taken as some remaining, as `bot.keyboards` offers them then.
     follow_ups_left: int | None = None
+    # The limit the person reached while the consultation was under way, which made this
+    # reply its final answer (`Notice.QUOTA_FINAL`); None otherwise.
+    quota: QuotaHit | None = None
 
     @property
     def completed_now(self) -> bool:

@@ -27,6 +27,7 @@ from core.models import (
     TurnRecord,
     Usage,
 )
+from core.quotas import QuotaOverride
 from core.stats import Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal
 
@@ -112,8 +113,10 @@ class ConsultationStore(Protocol):
         found, the chat's ACTIVE consultation (`load_active`)."""
         ...
 
-    async def create(self, consultation: Consultation) -> None:
-        """Insert the consultation and the messages it already holds, atomically.
+    async def create(self, consultation: Consultation, *, starter: str | None = None) -> None:
+        """Insert the consultation and the messages it already holds, atomically; with
+        `starter` (a person key) it adds one to that person's consultations started on the
+        UTC day of `created_at`, in the same transaction (`consultations_started`).
 
         A chat has at most one ACTIVE consultation, whoever writes: creating a second
         raises `core.errors.ActiveConsultationExists` and stores nothing.
@@ -183,6 +186,24 @@ class ConsultationStore(Protocol):
         """The scope's totals by model over the UTC days `since_day`..`until_day`
         (inclusive, `YYYY-MM-DD`), one indexed read; ordered by model; empty when nothing
         was charged."""
+        ...
+
+    async def consultations_started(self, person: str, day: str) -> int:
+        """How many consultations `person` started on the UTC `day` (`create`'s `starter`);
+        kept apart from the consultations, so deleting them (/forget, purge) does not
+        lower it. One indexed read."""
+        ...
+
+    async def load_quota_override(self, person: str) -> QuotaOverride | None:
+        """An admin's quota override for `person` (`core.quotas`), None when none is set."""
+        ...
+
+    async def save_quota_override(self, override: QuotaOverride, *, at: float) -> None:
+        """Set (replace) the person's override."""
+        ...
+
+    async def delete_quota_override(self, person: str) -> bool:
+        """Remove the person's override; True when there was one."""
         ...
 
     async def stats(self, period: Period) -> Stats:

@@ -43,6 +43,7 @@ from core.models import ChatSettings, Consultation, ConsultationSummary, Status
 from core.outcomes import ChatModel, Notice, Reply, RoundsChange, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary, RoleInfo
+from core.quotas import Limit, QuotaConfig, Quotas, Stage
 from core.requests import EngineConfig, model_of
 from core.round_answers import RoundRef, picked, turn_text
 from core.rounds import has_open_turn, is_expired, validate_max_rounds
@@ -75,11 +76,17 @@ class ConsultationService:
         locks: ChatLocks,
         clock: Callable[[], float] = time.time,
         accounting: Accounting | None = None,
+        quotas: QuotaConfig | None = None,
+        on_quota: Callable[[Limit], None] | None = None,
     ) -> None:
         """`locks` orders the calls for one chat key (`core.keyed_lock.KeyedLock` within one
         process); the service holds a key's lock for each whole turn. `accounting` prices
-        each reply's usage (None: no prices, charged at 0)."""
+        each reply's usage (None: no prices, charged at 0). `quotas` are the limits checked
+        before each turn's model call (None: none, but admins' overrides still apply);
+        `on_quota` hears the limit of each turn refused."""
         accounting = accounting or Accounting()
+        # Quotas (`service.quotas.of_person(...)` and the overrides).
+        self.quotas = Quotas(store, quotas or QuotaConfig(), clock, on_quota)
         self._accounting = accounting
         self._store = store
         self._running = RunningTurns()
@@ -105,6 +112,7 @@ class ConsultationService:
             turn=self._turn,
             user_turns=self._user_turns,
             answerer=self._answerer,
+            quotas=self.quotas,
         )
 
     @property
@@ -151,12 +159,24 @@ class ConsultationService:
                     found, is_group=is_group, on_text=on_text, images=images, payer=payer
                 )
             now = self._clock()
+            live = active is not None and not is_expired(
+                active, now=now, ttl_seconds=self._config.session_ttl_seconds
+            )
+            # Before anything is stored: a refusal leaves the chat as it was.
+            verdict = await self.quotas.require(payer, Stage.CONTINUE if live else Stage.START)
             consultation, notices = await self._user_turns.vetted(chat_key, active, now)
             text, picks_used = turn_text(consultation, text, answers, author=author, ref=ref)
             if consultation is None:
                 remembered = await opening(self._store, self._config, memory)
                 consultation, started = await self._user_turns.start(
-                    chat_key, text, author, author_id, now, turn_id, memory=remembered
+                    chat_key,
+                    text,
+                    author,
+                    author_id,
+                    now,
+                    turn_id,
+                    memory=remembered,
+                    starter=payer.person if payer is not None else None,
                 )
                 if started:
                     notices.add(Notice.STARTED)
@@ -171,6 +191,7 @@ class ConsultationService:
                 notices=notices,
                 images=images,
                 payer=payer,
+                over_quota=verdict.hit if verdict.finish else None,
             )
 
     async def answer_now(
@@ -261,6 +282,7 @@ class ConsultationService:
                     found, is_group=is_group, on_text=on_text, images=images, payer=payer
                 )
             consultation = await self._follow_ups.target(chat_key, consultation_id)
+            await self.quotas.require(payer, Stage.FOLLOW_UP)
             return await self._follow_ups.ask(
                 consultation,
                 text,
@@ -271,6 +293,19 @@ class ConsultationService:
                 images=images,
                 payer=payer,
             )
+
+    async def admits(self, chat_key: str, payer: Payer | None, *, follow_up: bool = False) -> None:
+        """Raise `QuotaExceeded` when a turn (or a follow-up) of `payer` in the chat would be
+        refused now, so an edge can refuse before it reads a file (a transcription, a
+        document); the turn itself is checked again when it runs."""
+        stage = Stage.FOLLOW_UP
+        if not follow_up:
+            active = await self._store.load_active(chat_key)
+            live = active is not None and not is_expired(
+                active, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
+            )
+            stage = Stage.CONTINUE if live else Stage.START
+        await self.quotas.require(payer, stage)
 
     async def usage(self, scope: ScopeKind, key: str) -> UsageReport:
         """The usage of a person, chat or API client today and this month (UTC days, by the
@@ -342,8 +377,14 @@ class ConsultationService:
             consultation, notices = await self._user_turns.active_or_none(chat_key, self._clock())
             if consultation is None or not has_open_turn(consultation):
                 raise NothingToRetry("no message is waiting for an answer")
+            verdict = await self.quotas.require(payer, Stage.CONTINUE)
             return await self._answerer.answer(
-                consultation, is_group=is_group, on_text=on_text, notices=notices, payer=payer
+                consultation,
+                is_group=is_group,
+                on_text=on_text,
+                notices=notices,
+                payer=payer,
+                over_quota=verdict.hit if verdict.finish else None,
             )
 
     async def reset(self, chat_key: str) -> bool:

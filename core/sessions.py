@@ -28,6 +28,7 @@ from core.memory import MemoryScope
 from core.models import Consultation, Message, ModelOptions, Role, Status, TurnRecord
 from core.outcomes import Reply
 from core.ports import ChatLocks, ConsultationStore, OnText
+from core.quotas import Quotas, Stage
 from core.requests import EngineConfig
 from core.round_answers import turn_text
 from core.rounds import is_expired
@@ -50,6 +51,7 @@ class ApiSessions:
         turn: Callable[[str], AbstractAsyncContextManager[None]],
         user_turns: UserTurns,
         answerer: Answerer,
+        quotas: Quotas,
     ) -> None:
         """`turn(key)` holds a chat key's lock as a turn (`locks` alone serves the calls
         that do not call the model)."""
@@ -60,6 +62,7 @@ class ApiSessions:
         self._turn = turn
         self._user_turns = user_turns
         self._answerer = answerer
+        self._quotas = quotas
 
     async def start_session(
         self,
@@ -75,7 +78,12 @@ class ApiSessions:
     ) -> Reply:
         """Open an API session (one consultation per session id) and answer round 1."""
         session_id = await self.open_session(
-            text, max_rounds=max_rounds, system_prompt=system_prompt, options=options, memory=memory
+            text,
+            max_rounds=max_rounds,
+            system_prompt=system_prompt,
+            options=options,
+            memory=memory,
+            payer=payer,
         )
         return await self.continue_session(
             session_id, text, on_text=on_text, images=images, payer=payer
@@ -109,6 +117,8 @@ class ApiSessions:
                 )
             consultation = await self._usable_session(session_id)
             text, _ = turn_text(consultation, text, answers, author=None)
+            # A session under way is finished, never cut: over a limit, this is its answer.
+            verdict = await self._quotas.require(payer, Stage.CONTINUE)
             await self._user_turns.add_message(consultation, text, None, self._clock(), turn_id)
             return await self._answerer.answer(
                 consultation,
@@ -117,6 +127,7 @@ class ApiSessions:
                 notices=set(),
                 images=images,
                 payer=payer,
+                over_quota=verdict.hit if verdict.finish else None,
             )
 
     async def open_session(
@@ -128,9 +139,11 @@ class ApiSessions:
         options: ModelOptions | None = None,
         turn_id: str | None = None,
         memory: MemoryScope | None = None,
+        payer: Payer | None = None,
     ) -> str:
         """Create an API session holding `text` (stored with `turn_id`) as its open turn,
-        without calling the model.
+        without calling the model; refused with `QuotaExceeded` (nothing stored) when
+        `payer` may start no consultation now, else counted as `payer`'s start.
 
         The HTTP API then answers it with `continue_session(id, text, turn_id=…)` (the
         open turn is not stored twice), so a model failure on round 1 can still name the
@@ -139,6 +152,7 @@ class ApiSessions:
         text = require_text(text)
         if max_rounds < 1:
             raise InvalidMaxRounds("maxRounds must be at least 1")
+        await self._quotas.require(payer, Stage.START)
         owner, facts = await opening(self._store, self._config, memory)
         session_id = str(uuid.uuid4())
         now = self._clock()
@@ -156,7 +170,8 @@ class ApiSessions:
                 memory_owner=owner,
                 memory_facts=facts,
                 messages=[Message(Role.USER, text, now, turn_id=turn_id)],
-            )
+            ),
+            starter=payer.person if payer is not None else None,
         )
         return session_id
 

@@ -73,8 +73,10 @@ class UserTurns:
         turn_id: str | None,
         *,
         memory: tuple[str | None, tuple[str, ...]] = (None, ()),
+        starter: str | None = None,
     ) -> tuple[Consultation, bool]:
-        """Start the chat's consultation with `text`; True when this call started it.
+        """Start the chat's consultation with `text`; True when this call started it (and
+        then it counts as one `starter` started, `ConsultationStore.create`).
 
         Another writer (another process) may have started one since this turn found
         none: the store refuses a second ACTIVE one, and the message joins that one
@@ -83,7 +85,7 @@ class UserTurns:
         for _ in range(_START_ATTEMPTS):
             try:
                 created = await self._create(
-                    chat_key, text, author, author_id, now, turn_id, memory
+                    chat_key, text, author, author_id, now, turn_id, memory, starter
                 )
                 return created, True
             except ActiveConsultationExists:
@@ -123,6 +125,7 @@ class UserTurns:
         now: float,
         turn_id: str | None,
         memory: tuple[str | None, tuple[str, ...]],
+        starter: str | None,
     ) -> Consultation:
         settings = await self._store.load_chat_settings(chat_key)
         consultation = Consultation(
@@ -140,5 +143,5 @@ class UserTurns:
             memory_facts=memory[1],
             messages=[Message(Role.USER, text, now, author=author, turn_id=turn_id)],
         )
-        await self._store.create(consultation)
+        await self._store.create(consultation, starter=starter)
         return consultation

@@ -26,6 +26,7 @@ from prometheus_client.exposition import choose_encoder
 from core.errors import ModelError
 from core.outcomes import Reply
 from core.ports import Completer, Completion, CompletionRequest, OnDelta
+from core.quotas import Limit
 from core.usage import Charge
 from telemetry.loopwatch import LAG_BUCKETS
 
@@ -88,6 +89,11 @@ class Metrics:
             ["model", "kind"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
 
+        self.quota_refusals = Counter(
+            "quota_refusals", "Turns refused by a quota before the model was called, by limit.",
+            ["limit"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+
         self.loop_lag = Histogram(
             "event_loop_lag_seconds", "How late the event loop ran a timer (stalls every chat).",
             namespace=NAMESPACE, registry=r, buckets=LAG_BUCKETS,
@@ -137,6 +143,10 @@ class Metrics:
         output = self.labelled(self.charged_tokens, model, kind, "output")
         output.inc(charge.usage.completion_tokens)
         self.labelled(self.charged_cost, model, kind).inc(charge.cost)
+
+    def record_quota_refusal(self, limit: Limit) -> None:
+        """Count a turn a quota refused (`core.quotas.Limit`: a fixed set of labels)."""
+        self.labelled(self.quota_refusals, limit.value).inc()
 
     def record_given_up(self, reason: str) -> None:
         """Count an update given up ("attempts", "deadline" or "error")."""

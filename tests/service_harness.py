@@ -15,6 +15,7 @@ from collections.abc import Callable
 from core.keyed_lock import KeyedLock
 from core.ports import Completer, ConsultationStore
 from core.prompts import PromptLibrary
+from core.quotas import QuotaConfig
 from core.requests import EngineConfig
 from core.service import ConsultationService
 from core.usage import Accounting
@@ -38,6 +39,7 @@ def make_service(
     clock: Callable[[], float] = time.time,
     *,
     accounting: Accounting | None = None,
+    quotas: QuotaConfig | None = None,
     **config: object,
 ) -> ConsultationService:
     """A service with its own `KeyedLock`; `config` overrides `EngineConfig` fields.
@@ -55,6 +57,7 @@ def make_service(
         locks=KeyedLock(),
         clock=clock,
         accounting=accounting,
+        quotas=quotas,
     )
 
 

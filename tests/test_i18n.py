@@ -29,7 +29,17 @@ TRANSLATED = [code for code in CATALOGS if code != SOURCE]
 COMPLETE = [code for code in LANGUAGES if code != SOURCE]
 
 SAME_IN_EVERY_LANGUAGE = frozenset(
-    {"OK", "DOCX", "Markdown", "🎤 “{text}”", "{value} MB", "{value} KB"}
+    {
+        "OK",
+        "DOCX",
+        "Markdown",
+        "🎤 “{text}”",
+        "{value} MB",
+        "{value} KB",
+        "Document",
+        "Document {number}",
+        "Sources",
+    }
 )
 """Messages a translation may leave as in English: names and symbols that do not change."""
 
@@ -171,6 +181,44 @@ def test_right_to_left_text_isolates_numbers_commands_and_names(language: str) -
     assert f"{FSI}gpt-4o{PDI}" in t(language, "model_set", model="gpt-4o")
 
 
+@pytest.mark.parametrize("language", sorted(RIGHT_TO_LEFT))
+def test_right_to_left_text_keeps_commands_with_arguments_and_named_bots_whole(
+    language: str,
+) -> None:
+    """`/rounds N` is one left-to-right unit: isolating only `/rounds` would show it as
+    `N /rounds` in Arabic or Persian. A literal @mention such as @BotFather is isolated
+    like `@{username}`, so its @ stays in front."""
+    assert f"{FSI}/rounds N{PDI}" in t(language, "rounds_show", rounds=3, limit=10)
+    assert f"{FSI}/rounds 3{PDI}" in t(language, "rounds_invalid", value="x", limit=10)
+    assert f"{FSI}/export N{PDI}" in t(language, "export_usage")
+    assert f"{FSI}/memory off|on{PDI}" in t(language, "help", limit=10, rounds=3, username="b")
+    usage = t(language, "memory_usage")
+    assert f"{FSI}/memory off{PDI}" in usage and f"{FSI}/memory on{PDI}" in usage
+    privacy = t(language, "privacy_note", username="consult_bot")
+    assert f"{FSI}@BotFather{PDI}" in privacy and f"{FSI}@consult_bot{PDI}" in privacy
+
+
+@pytest.mark.parametrize("language", sorted(RIGHT_TO_LEFT))
+@pytest.mark.parametrize("value", ["/reset now", "@someone", "{rounds}", "{", "x" * 5000])
+def test_right_to_left_isolates_a_value_whole_and_never_reads_into_it(
+    language: str, value: str
+) -> None:
+    """What a person wrote (a transcript, a request) is wrapped once, as it is: a command,
+    @mention or brace inside it is neither isolated again nor formatted."""
+    assert f"«{FSI}{value}{PDI}»" in t(language, "heard", text=value)
+
+
+@pytest.mark.parametrize("language", sorted(RIGHT_TO_LEFT))
+def test_right_to_left_list_on_lines_of_its_own_is_not_isolated(language: str) -> None:
+    """An isolate cannot span lines: a list standing on its own lines (the remembered
+    facts) is left bare, so each of its lines takes its direction from its own text
+    instead of the first reading left-to-right; the sentence around it keeps its isolates."""
+    facts = "1. کاربر در تهران زندگی می‌کند\n2. Works in Python"
+    text = t(language, "memory_list", where=t(language, "memory_in_group"), facts=facts)
+    assert f"\n\n{facts}\n\n" in text
+    assert f"{FSI}/memory off{PDI}" in text and text.count(FSI) == text.count(PDI) == 2
+
+
 def test_left_to_right_text_has_no_isolates() -> None:
     for language in ("en", "ru"):
         text = t(language, "start", rounds=3) + t(language, "model_set", model="gpt-4o")
@@ -209,10 +257,12 @@ def test_a_telegram_code_maps_to_its_base_language(code: str | None, language: s
     assert language_for(code, offered=CATALOGS) == language
 
 
-@pytest.mark.parametrize("code", [c for c in CATALOGS if c not in LANGUAGES])
-def test_an_incomplete_language_is_not_offered(code: str) -> None:
-    """A catalog still being translated is not picked from a Telegram code."""
-    assert language_for(menu_code(code)) == SOURCE
+@pytest.mark.parametrize("code", [c for c in CATALOGS if c != SOURCE])
+def test_a_language_not_offered_is_not_picked(code: str) -> None:
+    """A catalog still being translated (not among the offered) is not picked from a
+    Telegram code: the person gets English."""
+    offered = tuple(language for language in LANGUAGES if language != code)
+    assert language_for(menu_code(code), offered=offered) == SOURCE
 
 
 @pytest.mark.parametrize("language", LANGUAGES)

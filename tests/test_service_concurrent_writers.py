@@ -39,10 +39,10 @@ class PausingStore:
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
 
-    async def create(self, consultation: Consultation) -> None:
+    async def create(self, consultation: Consultation, *, starter: str | None = None) -> None:
         self.reached_create.set()
         await asyncio.wait_for(self.release_create.wait(), GUARD)
-        await self._inner.create(consultation)
+        await self._inner.create(consultation, starter=starter)
 
 
 def worker(store: ConsultationStore, completer: OpenAICompleter) -> ConsultationService:

@@ -169,7 +169,7 @@ async def test_a_purge_gives_the_space_back(tmp_path: Path) -> None:
         await db.commit()
     store = await SqliteStore.open(path)
     text = "y" * 4000
-    for n in range(600):  # enough data that the schema's own pages stay under a tenth
+    for n in range(600):  # far more data than the schema's own pages, which grow with it
         consultation = make(f"chat:{n}", messages=[Message(Role.USER, text, 10.0)], at=10.0)
         await store.create(consultation)
         await store.set_status(consultation.id, Status.COMPLETE, at=10.0)

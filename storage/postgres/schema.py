@@ -298,6 +298,29 @@ MIGRATIONS: list[Migration] = [
         ("ALTER TABLE chat_settings ADD COLUMN model TEXT",),
     ),
     (
+        # Quotas: consultations each person started per UTC day (counted when one is
+        # created, kept when consultations are deleted), and the admins' per-person
+        # overrides (`daily_tokens` NULL: exempt).
+        "m016_quotas",
+        (
+            """
+            CREATE TABLE consultation_starts (
+                person TEXT NOT NULL,
+                day TEXT NOT NULL,
+                started BIGINT NOT NULL,
+                PRIMARY KEY (person, day)
+            )
+            """,
+            """
+            CREATE TABLE quota_overrides (
+                person TEXT PRIMARY KEY,
+                daily_tokens BIGINT,
+                updated_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+        ),
+    ),
+    (
         # When a consultation ended (`consultations.ended_at`: its final answer, reset or
         # expiry; NULL while active), so the operator's figures count each end on its day;
         # and indexes reading a period's starts, ends and usage. Rows ended before are

@@ -50,9 +50,10 @@ from core.models import (
     Status,
     TurnRecord,
 )
+from core.quotas import QuotaOverride
 from core.stats import Period, Stats
-from core.usage import Charge, ScopeKind, UsageTotal
-from storage.postgres import admin, memory, stats, upkeep, usage
+from core.usage import Charge, ScopeKind, UsageTotal, day_of
+from storage.postgres import admin, memory, quotas, stats, upkeep, usage
 from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
@@ -183,8 +184,9 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
 
     # -- writes --------------------------------------------------------------------------
 
-    async def create(self, consultation: Consultation) -> None:
-        """Insert it with its messages; raises `ActiveConsultationExists` for a 2nd ACTIVE."""
+    async def create(self, consultation: Consultation, *, starter: str | None = None) -> None:
+        """Insert it with its messages (and count it as `starter`'s start); raises
+        `ActiveConsultationExists` for a 2nd ACTIVE."""
         c = consultation
 
         async def insert(connection: asyncpg.Connection) -> None:
@@ -204,6 +206,8 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
                 f"{_INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 [(c.id, seq, *message_values(m)) for seq, m in enumerate(c.messages, start=1)],
             )
+            if starter is not None:
+                await connection.execute(quotas.COUNT_START, starter, day_of(c.created_at))
 
         await self._write(insert)
 
@@ -388,6 +392,22 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         self, scope: ScopeKind, key: str, *, since_day: str, until_day: str
     ) -> list[UsageTotal]:
         return await self._call(lambda c: usage.usage_of(c, scope, key, since_day, until_day))
+
+    # -- quotas (`core.quotas`) -----------------------------------------------------------
+
+    async def consultations_started(self, person: str, day: str) -> int:
+        return await self._call(lambda c: quotas.consultations_started(c, person, day))
+
+    async def load_quota_override(self, person: str) -> QuotaOverride | None:
+        return await self._call(lambda c: quotas.load_override(c, person))
+
+    async def save_quota_override(self, override: QuotaOverride, *, at: float) -> None:
+        await self._write(lambda c: quotas.save_override(c, override, at))
+
+    async def delete_quota_override(self, person: str) -> bool:
+        return await self._write(lambda c: quotas.delete_override(c, person))
+
+    # -- the operator's figures (`core.stats`) -------------------------------------------
 
     async def stats(self, period: Period) -> Stats:
         return await self._call(lambda c: stats.stats_of(c, period))

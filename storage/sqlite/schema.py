@@ -336,6 +336,32 @@ async def m015_chat_model(db: aiosqlite.Connection) -> None:
     await db.execute("ALTER TABLE chat_settings ADD COLUMN model TEXT")
 
 
+@migration
+async def m016_quotas(db: aiosqlite.Connection) -> None:
+    """Quotas: consultations each person started per UTC day (counted when one is created,
+    kept when consultations are deleted), and the admins' per-person overrides
+    (`daily_tokens` NULL: exempt)."""
+    await db.execute(
+        """
+        CREATE TABLE consultation_starts (
+            person TEXT NOT NULL,
+            day TEXT NOT NULL,
+            started INTEGER NOT NULL,
+            PRIMARY KEY (person, day)
+        ) WITHOUT ROWID
+        """
+    )
+    await db.execute(
+        """
+        CREATE TABLE quota_overrides (
+            person TEXT PRIMARY KEY,
+            daily_tokens INTEGER,
+            updated_at REAL NOT NULL
+        )
+        """
+    )
+
+
 STATS_MIGRATION = (
     "ALTER TABLE consultations ADD COLUMN ended_at REAL",
     "UPDATE consultations SET ended_at = last_activity_at"

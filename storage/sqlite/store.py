@@ -50,8 +50,9 @@ from core.models import (
     Status,
     TurnRecord,
 )
+from core.quotas import QuotaOverride
 from core.stats import Period, Stats
-from core.usage import Charge, ScopeKind, UsageTotal
+from core.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.shared import (
     DatabaseUnusable,
     IdempotencyKeys,
@@ -59,7 +60,7 @@ from storage.shared import (
     options_value,
     picks_value,
 )
-from storage.sqlite import admin, memory, sql, stats, upkeep, usage
+from storage.sqlite import admin, memory, quotas, sql, stats, upkeep, usage
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
@@ -192,13 +193,13 @@ class SqliteStore(IdempotencyKeys):
 
     # -- writes --------------------------------------------------------------------------
 
-    async def create(self, consultation: Consultation) -> None:
-        """Insert it with its messages atomically.
+    async def create(self, consultation: Consultation, *, starter: str | None = None) -> None:
+        """Insert it with its messages atomically (and count it as `starter`'s start).
 
         Raises `core.errors.ActiveConsultationExists` for a second ACTIVE one in its chat,
         whichever store (or process) created the first.
         """
-        await self._writer.run(functools.partial(sql.insert_consultation, c=consultation))
+        await self._writer.run(functools.partial(_create, c=consultation, starter=starter))
 
     async def add_message(
         self, consultation_id: str, message: Message, *, last_activity_at: float
@@ -443,6 +444,22 @@ class SqliteStore(IdempotencyKeys):
             functools.partial(admin.audit_log, before_id=before_id, limit=limit)
         )
 
+    # -- quotas (`core.quotas`) -----------------------------------------------------------
+
+    async def consultations_started(self, person: str, day: str) -> int:
+        return await self._reader.run(
+            functools.partial(quotas.consultations_started, person=person, day=day)
+        )
+
+    async def load_quota_override(self, person: str) -> QuotaOverride | None:
+        return await self._reader.run(functools.partial(quotas.load_override, person=person))
+
+    async def save_quota_override(self, override: QuotaOverride, *, at: float) -> None:
+        await self._writer.run(functools.partial(quotas.save_override, override=override, at=at))
+
+    async def delete_quota_override(self, person: str) -> bool:
+        return await self._writer.run(functools.partial(quotas.delete_override, person=person))
+
     # -- idempotency keys of API requests (`IdempotencyKeys`; deleted with their session) --
 
     async def _key_read(self, statement: Statement) -> Sequence[Any] | None:
@@ -450,6 +467,13 @@ class SqliteStore(IdempotencyKeys):
 
     async def _key_write(self, *statements: Statement) -> Sequence[Any] | None:
         return await self._writer.run(functools.partial(sql.run_key_statements, statements))
+
+
+def _create(db: sqlite3.Connection, c: Consultation, starter: str | None) -> None:
+    """The consultation and, with a starter, its start counted: one transaction."""
+    sql.insert_consultation(db, c)
+    if starter is not None:
+        quotas.count_start(db, starter, day_of(c.created_at))
 
 
 def _check_file(path: Path) -> None:

@@ -1,0 +1,355 @@
+"""Quotas: how many tokens a person (and an API token) may spend, and how many
+consultations a person may start, checked before the model is called.
+
+Invariants:
+- A limit of 0 is no limit. Tokens are prompt + completion, as charged (`core.usage`),
+  summed over the person's (or client key's) UTC day or UTC month; consultations are
+  those the person started that UTC day (`ConsultationStore.consultations_started`).
+- At the boundary: a person who has used `limit - 1` may go on; one who has used `limit`
+  or more is over it.
+- A person exempt by the deployment (`QuotaConfig.exempt`: QUOTA_EXEMPT_USER_IDS and
+  ADMIN_USER_IDS) or by an admin's override has no person limits at all; an override with
+  a number replaces only the daily token limit. The API token's limit is the client's,
+  never lifted by a person's exemption.
+- `decide` is pure: the same standing gives the same verdict. Starting a consultation or
+  asking a follow-up over a limit is refused (`QuotaExceeded`, nothing stored, no round
+  used); a consultation already under way is never cut mid-way: its next turn is answered
+  as its final answer (`Verdict.finish`), counted like any other, and then it is over.
+  Asking for the final answer (/answer) is never refused. A turn's limits are its payer's:
+  in a group, the member whose message it is. A turn handled again (the same update or
+  idempotency key) is not checked again: it was checked when its message was stored.
+- An admin's override applies to this worker's next turn at once, and to other workers'
+  within `OVERRIDE_CACHE_SECONDS` (each keeps what it read that long, so a turn usually
+  costs no read for it).
+- Several workers (PostgreSQL): each check reads the totals committed before it, and a
+  reply's tokens are committed with the reply. A person's turns run one at a time per chat
+  (the chat's lock), so the calls that can be in flight for one person at once are at most
+  one per chat they are using at that moment, across all workers; each of them passed its
+  check before the others' replies were counted. A person can therefore go past a token
+  limit by at most the tokens of those in-flight calls (one per worker per chat, each at
+  most a final answer with its continuations), and past the consultation limit by at most
+  one consultation per such concurrent start; never by a call started after the over-limit
+  total was committed.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from core.errors import ConsultationError
+from core.expiring import ExpiringDict
+from core.usage import Payer, ScopeKind, UsageTotal, day_of, month_start
+
+if TYPE_CHECKING:  # the port names quota types itself
+    from core.ports import ConsultationStore
+
+MAX_OVERRIDE_TOKENS = 1_000_000_000
+"""The largest daily token limit an override may set (`/quota`)."""
+
+OVERRIDE_CACHE_SECONDS = 10.0
+"""How long a worker trusts a person's override (or its absence) as read: a turn then costs
+no read for it. An override set on this worker applies at once; one set on another worker
+within this time."""
+OVERRIDE_CACHE_SIZE = 100_000
+
+
+class Limit(enum.StrEnum):
+    """Which limit was reached; also the label of the refusals metric."""
+
+    USER_DAILY_TOKENS = "user_daily_tokens"
+    USER_MONTHLY_TOKENS = "user_monthly_tokens"
+    USER_DAILY_CONSULTATIONS = "user_daily_consultations"
+    API_DAILY_TOKENS = "api_daily_tokens"
+
+
+class Stage(enum.StrEnum):
+    """What a turn would do: start a consultation, go on with one under way, or ask a
+    follow-up about a finished one."""
+
+    START = "start"
+    CONTINUE = "continue"
+    FOLLOW_UP = "follow_up"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaConfig:
+    """The deployment's limits (0: none) and the people exempt from them (person keys)."""
+
+    user_daily_tokens: int = 0
+    user_monthly_tokens: int = 0
+    user_daily_consultations: int = 0
+    api_daily_tokens: int = 0
+    exempt: frozenset[str] = frozenset()
+
+    @property
+    def any_person_limit(self) -> bool:
+        return bool(
+            self.user_daily_tokens or self.user_monthly_tokens or self.user_daily_consultations
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaOverride:
+    """An admin's word on one person: a daily token limit, or None for exempt."""
+
+    person: str
+    daily_tokens: int | None
+
+    @property
+    def exempt(self) -> bool:
+        return self.daily_tokens is None
+
+
+@dataclass(frozen=True, slots=True)
+class PersonLimits:
+    """The limits that apply to one person (0: none), and why."""
+
+    daily_tokens: int = 0
+    monthly_tokens: int = 0
+    daily_consultations: int = 0
+    exempt: bool = False
+    overridden: bool = False
+
+    @property
+    def any(self) -> bool:
+        return bool(self.daily_tokens or self.monthly_tokens or self.daily_consultations)
+
+
+def limits_for(config: QuotaConfig, person: str, override: QuotaOverride | None) -> PersonLimits:
+    """The deployment's limits, unless the person is exempt or an override says otherwise."""
+    if person in config.exempt:
+        return PersonLimits(exempt=True)
+    if override is not None and override.exempt:
+        return PersonLimits(exempt=True, overridden=True)
+    daily = config.user_daily_tokens
+    if override is not None and override.daily_tokens is not None:
+        daily = override.daily_tokens
+    return PersonLimits(
+        daily_tokens=daily,
+        monthly_tokens=config.user_monthly_tokens,
+        daily_consultations=config.user_daily_consultations,
+        overridden=override is not None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """What a person (and the client key) used, as committed when read."""
+
+    tokens_today: int = 0
+    tokens_month: int = 0
+    consultations_today: int = 0
+    client_tokens_today: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaHit:
+    """A limit reached: which, its size, what was used, and when it resets (Unix time)."""
+
+    limit: Limit
+    allowed: int
+    used: int
+    resets_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """ALLOW (`hit` None); refuse (`hit`, not `finish`); or answer as the final answer
+    (`hit` and `finish`)."""
+
+    hit: QuotaHit | None = None
+    finish: bool = False
+
+    @property
+    def refused(self) -> bool:
+        return self.hit is not None and not self.finish
+
+
+ALLOW = Verdict()
+
+
+class QuotaExceeded(ConsultationError):
+    """A turn refused by a quota before the model was called; nothing was stored."""
+
+    code = "QUOTA_EXCEEDED"
+
+    def __init__(self, hit: QuotaHit) -> None:
+        super().__init__(f"{hit.limit}: {hit.used} of {hit.allowed}")
+        self.hit = hit
+
+
+def next_day(now: float) -> float:
+    """The next UTC midnight after `now`."""
+    day = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return (day + timedelta(days=1)).timestamp()
+
+
+def next_month(now: float) -> float:
+    """The first day of the next UTC month, at midnight."""
+    at = datetime.fromtimestamp(now, UTC)
+    year, month = (at.year + 1, 1) if at.month == 12 else (at.year, at.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC).timestamp()
+
+
+def resets_at(limit: Limit, now: float) -> float:
+    return next_month(now) if limit is Limit.USER_MONTHLY_TOKENS else next_day(now)
+
+
+def decide(
+    limits: PersonLimits, client_limit: int, standing: Standing, stage: Stage, now: float
+) -> Verdict:
+    """The verdict for a turn at `stage` (see the module's invariants)."""
+    checks = [
+        (Limit.USER_DAILY_TOKENS, limits.daily_tokens, standing.tokens_today),
+        (Limit.USER_MONTHLY_TOKENS, limits.monthly_tokens, standing.tokens_month),
+        (Limit.API_DAILY_TOKENS, client_limit, standing.client_tokens_today),
+    ]
+    if stage is Stage.START:
+        consultations = (
+            Limit.USER_DAILY_CONSULTATIONS,
+            limits.daily_consultations,
+            standing.consultations_today,
+        )
+        checks.append(consultations)
+    for limit, allowed, used in checks:
+        if allowed and used >= allowed:
+            hit = QuotaHit(limit, allowed, used, resets_at(limit, now))
+            return Verdict(hit, finish=stage is Stage.CONTINUE)
+    return ALLOW
+
+
+def tokens(totals: list[UsageTotal]) -> int:
+    return sum(t.prompt_tokens + t.completion_tokens for t in totals)
+
+
+@dataclass(frozen=True, slots=True)
+class _Reads:
+    """Which totals a check needs (only those of the limits that apply are read)."""
+
+    today: bool
+    month: bool
+    starts: bool
+    client: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PersonQuota:
+    """A person's limits and what they used today and this month (/usage, /quota)."""
+
+    person: str
+    limits: PersonLimits
+    standing: Standing
+    override: QuotaOverride | None = None
+
+
+class Quotas:
+    """Checks turns against the limits, reading committed totals from the store."""
+
+    def __init__(
+        self,
+        store: ConsultationStore,
+        config: QuotaConfig,
+        clock: Callable[[], float],
+        on_refused: Callable[[Limit], None] | None = None,
+    ) -> None:
+        """`on_refused` hears the limit of each turn refused (the metrics)."""
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._on_refused = on_refused
+        self._overrides: ExpiringDict[str, tuple[QuotaOverride | None]] = ExpiringDict(
+            OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
+        )
+
+    @property
+    def config(self) -> QuotaConfig:
+        return self._config
+
+    async def check(self, payer: Payer | None, stage: Stage) -> Verdict:
+        """The verdict for a turn of `payer` at `stage`; reads nothing when no limit can
+        apply (no person and no client limit, or an exempt person and no client limit)."""
+        payer = payer or Payer()
+        now = self._clock()
+        client_limit = self._config.api_daily_tokens if payer.client else 0
+        limits = PersonLimits()
+        if payer.person is not None and payer.person not in self._config.exempt:
+            override = await self._override(payer.person)
+            limits = limits_for(self._config, payer.person, override)
+        if not limits.any and not client_limit:
+            return ALLOW
+        needs = _Reads(
+            today=bool(limits.daily_tokens),
+            month=bool(limits.monthly_tokens),
+            starts=bool(limits.daily_consultations) and stage is Stage.START,
+            client=bool(client_limit),
+        )
+        standing = await self._standing(payer, needs, now)
+        verdict = decide(limits, client_limit, standing, stage, now)
+        if verdict.refused and verdict.hit is not None and self._on_refused is not None:
+            self._on_refused(verdict.hit.limit)
+        return verdict
+
+    async def require(self, payer: Payer | None, stage: Stage) -> Verdict:
+        """`check`, raising `QuotaExceeded` for a refusal."""
+        verdict = await self.check(payer, stage)
+        if verdict.refused:
+            assert verdict.hit is not None
+            raise QuotaExceeded(verdict.hit)
+        return verdict
+
+    async def of_person(self, person: str) -> PersonQuota:
+        """The person's limits and standing, whatever applies (for /usage and /quota)."""
+        override = await self._store.load_quota_override(person)
+        limits = limits_for(self._config, person, override)
+        every = _Reads(today=True, month=True, starts=True, client=False)
+        standing = await self._standing(Payer(person=person), every, self._clock())
+        return PersonQuota(person, limits, standing, override)
+
+    async def set_override(self, person: str, daily_tokens: int | None) -> None:
+        """Set the person's daily token limit (None: exempt them)."""
+        await self._store.save_quota_override(QuotaOverride(person, daily_tokens), at=self._clock())
+        self._overrides.discard(person)
+
+    async def clear_override(self, person: str) -> bool:
+        """Back to the deployment's limits; True when there was an override."""
+        deleted = await self._store.delete_quota_override(person)
+        self._overrides.discard(person)
+        return deleted
+
+    async def _override(self, person: str) -> QuotaOverride | None:
+        """The person's override as the store had it at most `OVERRIDE_CACHE_SECONDS` ago."""
+        cached = self._overrides.get(person)
+        if cached is None:
+            cached = (await self._store.load_quota_override(person),)
+            self._overrides.set(person, cached)
+        return cached[0]
+
+    async def _standing(self, payer: Payer, needs: _Reads, now: float) -> Standing:
+        """What `needs` names, read from the store; the rest is 0."""
+        today = day_of(now)
+        store = self._store
+        person = payer.person
+        today_tokens = month_tokens = started = client_tokens = 0
+        if person is not None and needs.today:
+            totals = await store.usage_of(
+                ScopeKind.PERSON, person, since_day=today, until_day=today
+            )
+            today_tokens = tokens(totals)
+        if person is not None and needs.month:
+            since = month_start(today)
+            totals = await store.usage_of(
+                ScopeKind.PERSON, person, since_day=since, until_day=today
+            )
+            month_tokens = tokens(totals)
+        if person is not None and needs.starts:
+            started = await store.consultations_started(person, today)
+        if payer.client is not None and needs.client:
+            totals = await store.usage_of(
+                ScopeKind.CLIENT, payer.client, since_day=today, until_day=today
+            )
+            client_tokens = tokens(totals)
+        return Standing(today_tokens, month_tokens, started, client_tokens)
