@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 
 from core.clarifying import ClarifyingRound, Picks
 from core.errors import StoreUnavailable
+from core.listing import ListedConsultation
 from core.memory import facts_from_value, facts_value
 from core.models import (
     Consultation,
@@ -346,3 +347,18 @@ class IdempotencyKeys:
         the last one returned (None: none). A session the table's foreign key no longer
         finds raises `SessionNotFound`."""
         raise NotImplementedError
+
+
+def listed_from_row(row: Sequence[Any]) -> ListedConsultation:
+    """A row of the console's consultation list (`storage.*.admin.list_consultations`)."""
+    return ListedConsultation(
+        id=row[0],
+        chat_key=row[1],
+        status=Status(row[2]),
+        created_at=row[3],
+        last_activity_at=row[4],
+        request=row[5],
+        current_round=row[6],
+        max_rounds=row[7],
+        follow_ups=row[8],
+    )

@@ -14,7 +14,7 @@ import asyncpg
 
 from core.audit import MAX_AUDIT_PAGE, AuditEntry
 from core.listing import LIKE_ESCAPE, LISTED_REQUEST_CHARS, ConsultationQuery, ListedConsultation
-from core.models import Status
+from storage.shared import listed_from_row
 
 # -- reads ---------------------------------------------------------------------------------
 
@@ -54,20 +54,7 @@ async def list_consultations(
         f" ORDER BY created_at DESC, id DESC LIMIT {limit}",
         *params,
     )
-    return [
-        ListedConsultation(
-            id=r[0],
-            chat_key=r[1],
-            status=Status(r[2]),
-            created_at=r[3],
-            last_activity_at=r[4],
-            request=r[5],
-            current_round=r[6],
-            max_rounds=r[7],
-            follow_ups=r[8],
-        )
-        for r in rows
-    ]
+    return [listed_from_row(r) for r in rows]
 
 
 async def admin_session_expiry(connection: asyncpg.Connection, token_hash: str) -> float | None:

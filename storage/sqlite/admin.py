@@ -14,7 +14,7 @@ from typing import Any
 
 from core.audit import MAX_AUDIT_PAGE, AuditEntry
 from core.listing import LIKE_ESCAPE, LISTED_REQUEST_CHARS, ConsultationQuery, ListedConsultation
-from core.models import Status
+from storage.shared import listed_from_row
 from storage.sqlite.upkeep import VACUUM_PAGES_PER_PURGE, free_pages
 
 # -- reads ---------------------------------------------------------------------------------
@@ -55,20 +55,6 @@ def list_consultations(
         (*params, query.bounded_limit()),
     ).fetchall()
     return [listed_from_row(row) for row in rows]
-
-
-def listed_from_row(row: Any) -> ListedConsultation:
-    return ListedConsultation(
-        id=row[0],
-        chat_key=row[1],
-        status=Status(row[2]),
-        created_at=row[3],
-        last_activity_at=row[4],
-        request=row[5],
-        current_round=row[6],
-        max_rounds=row[7],
-        follow_ups=row[8],
-    )
 
 
 def admin_session_expiry(db: sqlite3.Connection, token_hash: str) -> float | None:
