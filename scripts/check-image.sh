@@ -27,6 +27,7 @@ make_local_base() {
     debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
         stable "$root" http://deb.debian.org/debian >/dev/null
     rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin
+    chmod 755 "$root"  # mktemp's 0700 would become the image's /: no user but root could run
     tar -C "$root" -c . | "${PODMAN[@]}" import - "$LOCAL_BASE"
 }
 
