@@ -46,6 +46,18 @@ print("app.cli from", importlib.util.find_spec("app.cli").origin)
 PY
 test ! -e /opt/venv/lib/tests
 
+step "the interface catalogs and the console's templates are installed"
+python3 - <<'PY'
+from bot.i18n import t
+from bot.languages import LANGUAGES
+english = t("en", "answer_button")
+missing = [code for code in LANGUAGES if code != "en" and t(code, "answer_button") == english]
+assert not missing, f"catalogs not installed for {missing}"
+print(len(LANGUAGES), "languages:", " · ".join(t(code, "answer_button") for code in ("de", "fa", "ja")))
+from importlib.resources import files
+assert files("admin").joinpath("templates").is_dir(), "admin templates missing"
+PY
+
 step "fake model server on 127.0.0.1:$MODEL_PORT"
 python3 -m tests.fakes.model_server --port "$MODEL_PORT" >"$WORK/model.log" 2>&1 &
 MODEL_PID=$!
