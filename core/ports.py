@@ -28,7 +28,7 @@ from core.models import (
     Usage,
 )
 from core.quotas import QuotaOverride
-from core.stats import Period, Stats
+from core.stats import DayFigures, Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal
 
 OnDelta = Callable[[str], Awaitable[None]]
@@ -211,6 +211,12 @@ class ConsultationStore(Protocol):
         handful of aggregate reads bounded by indexes on the period, whatever the store
         holds. A consultation's end counts on the day it happened: `record_reply` storing
         a final answer, `set_status` and `expire_idle` record when."""
+        ...
+
+    async def daily_stats(self, period: Period) -> list[DayFigures]:
+        """`period` day by day, oldest first, every day listed (zeros when nothing
+        happened), counted as `stats` counts: two aggregate reads bounded by indexes on
+        the period, from one snapshot."""
         ...
 
     async def load_latest(self, chat_key: str) -> Consultation | None:

@@ -49,7 +49,7 @@ from core.round_answers import RoundRef, picked, turn_text
 from core.rounds import has_open_turn, is_expired, validate_max_rounds
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
-from core.stats import Stats, period_of
+from core.stats import DayFigures, Stats, period_of
 from core.transcript import Transcript, transcript_of
 from core.usage import (
     Accounting,
@@ -345,6 +345,11 @@ class ConsultationService:
         prices = self._accounting.prices
         unpriced = tuple(u.model for u in found.usage if prices.of(u.model) is None)
         return dataclasses.replace(found, unpriced=unpriced)
+
+    async def daily_stats(self, days: int) -> list[DayFigures]:
+        """The last `days` UTC days one by one, oldest first, today included (as `stats`
+        counts them; 1 ≤ days ≤ `core.stats.MAX_DAYS`): two indexed aggregate reads."""
+        return await self._store.daily_stats(period_of(self._clock(), days))
 
     async def latest(self, chat_key: str) -> Consultation | None:
         """The chat's newest consultation, whatever its status (a read: it never waits

@@ -117,3 +117,37 @@ class Stats:
     def mean_rounds(self) -> float | None:
         """The mean rounds a completed consultation used."""
         return self.rounds_used / self.completed if self.completed else None
+
+
+@dataclass(frozen=True, slots=True)
+class DayFigures:
+    """One UTC day's counts, as `Stats` counts them over a period: consultations started,
+    and completed, reset or expired that day; tokens and cost charged that day."""
+
+    day: str
+    started: int = 0
+    completed: int = 0
+    reset: int = 0
+    expired: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def ended(self) -> int:
+        return self.completed + self.reset + self.expired
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def days_of(period: Period) -> list[str]:
+    """The period's days (`YYYY-MM-DD`, UTC), oldest first."""
+    first = datetime.fromtimestamp(period.since, UTC)
+    return [(first + timedelta(days=i)).strftime("%Y-%m-%d") for i in range(period.days)]
+
+
+def day_index(period: Period, at: float) -> int:
+    """Which day of the period (0 = the first) the instant `at` falls on."""
+    return int((at - period.since) // DAY_SECONDS)

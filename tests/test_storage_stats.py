@@ -6,6 +6,7 @@ before `ended_at` existed are filled where their time is known."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,7 +18,9 @@ import pytest
 from core.models import Message, Role, Status, Usage
 from core.stats import MAX_DAYS, Period, Stats, percentile_rank, period_of
 from core.usage import CallKind, Charge
+from storage.postgres import daily as postgres_daily
 from storage.postgres import stats as postgres_stats
+from storage.sqlite import daily as sqlite_daily
 from storage.sqlite import schema as sqlite_schema
 from storage.sqlite import stats as sqlite_stats
 from storage.sqlite.store import SqliteStore
@@ -184,6 +187,35 @@ async def test_the_last_seven_days_include_today_and_leave_the_eighth_day_out(
     assert week.answer_seconds_p95 == pytest.approx(300 + 0.9 * 900)
 
 
+async def test_day_by_day_each_event_counts_on_its_own_day_and_every_day_is_listed(
+    store: Store,
+) -> None:
+    """The week day by day: every one of its seven days listed, oldest first; starts,
+    ends and usage on the day they happened (B started yesterday, ended today); days
+    with nothing are zeros, and the day before the week is left out."""
+    await seed(store)
+    days = await store.daily_stats(WEEK)
+    assert [d.day for d in days] == [f"2025-11-{n}" for n in range(21, 28)]
+    yesterday, today = days[-2], days[-1]
+    assert (yesterday.started, yesterday.completed, yesterday.reset, yesterday.expired) == (
+        3, 1, 1, 0,
+    )  # fmt: skip
+    assert (today.started, today.completed, today.reset, today.expired) == (3, 2, 0, 1)
+    assert (yesterday.prompt_tokens, yesterday.completion_tokens) == (4000, 400)
+    assert yesterday.cost == pytest.approx(0.04)
+    assert (today.prompt_tokens, today.completion_tokens, today.tokens) == (4800, 480, 5280)
+    assert today.cost == pytest.approx(0.048)
+    assert all(d.started == d.tokens == 0 and d.cost == 0 for d in days[:-2])
+    week = await store.stats(WEEK)
+    assert sum(d.started for d in days) == week.started
+    assert sum(d.completed + d.reset + d.expired for d in days) == week.ended
+
+
+async def test_day_by_day_of_an_empty_store_is_every_day_at_zero(store: Store) -> None:
+    days = await store.daily_stats(TODAY)
+    assert [(d.day, d.started, d.ended, d.tokens) for d in days] == [("2025-11-27", 0, 0, 0)]
+
+
 async def test_an_empty_store_counts_zeros_and_divides_by_nothing(store: Store) -> None:
     """Nothing stored: every count 0, rates, means and times None."""
     stats = await store.stats(WEEK)
@@ -260,10 +292,12 @@ async def test_every_sqlite_figure_is_read_through_an_index_on_the_period(tmp_pa
     await store.close()
     queries = [v for k, v in vars(sqlite_stats).items() if k.isupper() and k.startswith("_")]
     assert len(queries) == 6
+    queries += [sqlite_daily._EVENTS, sqlite_daily._USAGE]
     async with aiosqlite.connect(tmp_path / "plan.sqlite3") as db:
         for query in queries:
+            arguments = (1,) * (len(set(re.findall(r"\?\d+", query))) or query.count("?"))
             plan = [row[3] for row in await db.execute_fetchall(
-                f"EXPLAIN QUERY PLAN {query}", (1,) * query.count("?")
+                f"EXPLAIN QUERY PLAN {query}", arguments
             )]  # fmt: skip
             scans = [step for step in plan if step.startswith("SCAN") and "subquery" not in step]
             assert scans == [], (query, plan)
@@ -288,6 +322,8 @@ async def test_every_postgres_figure_can_be_read_through_an_index(tmp_path: Path
                 postgres_stats._PEOPLE: (*days, *times),
                 postgres_stats._TOTALS: days,
                 postgres_stats._BY_MODEL: (*days, 50),
+                postgres_daily._EVENTS: times,
+                postgres_daily._USAGE: days,
             }
             for query, arguments in queries.items():
                 plan = "\n".join(

@@ -51,9 +51,9 @@ from core.models import (
     TurnRecord,
 )
 from core.quotas import QuotaOverride
-from core.stats import Period, Stats
+from core.stats import DayFigures, Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal, day_of
-from storage.postgres import admin, memory, quotas, stats, upkeep, usage
+from storage.postgres import admin, daily, memory, quotas, stats, upkeep, usage
 from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
@@ -411,6 +411,9 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
 
     async def stats(self, period: Period) -> Stats:
         return await self._call(lambda c: stats.stats_of(c, period))
+
+    async def daily_stats(self, period: Period) -> list[DayFigures]:
+        return await self._call(lambda c: daily.daily_of(c, period))
 
     # -- the operator's console (`storage.postgres.admin`) ---------------------------------
 

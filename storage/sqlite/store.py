@@ -51,7 +51,7 @@ from core.models import (
     TurnRecord,
 )
 from core.quotas import QuotaOverride
-from core.stats import Period, Stats
+from core.stats import DayFigures, Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.shared import (
     DatabaseUnusable,
@@ -60,7 +60,7 @@ from storage.shared import (
     options_value,
     picks_value,
 )
-from storage.sqlite import admin, memory, quotas, sql, stats, upkeep, usage
+from storage.sqlite import admin, daily, memory, quotas, sql, stats, upkeep, usage
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
@@ -283,6 +283,9 @@ class SqliteStore(IdempotencyKeys):
 
     async def stats(self, period: Period) -> Stats:
         return await self._reader.run(functools.partial(stats.stats_of, period=period))
+
+    async def daily_stats(self, period: Period) -> list[DayFigures]:
+        return await self._reader.run(functools.partial(daily.daily_of, period=period))
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
         """Change the status; `at` becomes the last activity (a /reset is activity).
