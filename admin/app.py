@@ -44,7 +44,7 @@ def build_admin_app(
     consultations = ConsultationPages(store, service, clock)
     evaluations = EvaluationPages(config.reports_dir)
     add = app.router
-    add.add_get("/", Dashboard(figures).show)
+    add.add_get("/", Dashboard(service, figures).show)
     add.add_get("/login", auth.login_form)
     add.add_post("/login", auth.sign_in)
     add.add_post("/logout", auth.sign_out)

@@ -1,0 +1,109 @@
+"""The console's dashboard on a real server and store (SQLite and PostgreSQL): the
+figures of today, 7 and 30 days as the service counts them, the last 30 days drawn as
+SVG on the server (no script, no style attribute), markup in a model name inert."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from admin.charts import HEIGHT, WIDTH, chart
+from core.models import Message, Role, Status, Usage
+from core.stats import period_of
+from core.usage import CallKind, Charge
+from tests.admin_harness import Console, console_settings, running_console
+from tests.store_contract import STORE_KINDS, StoreKind, make
+
+HOSTILE_MODEL = "<img src=x onerror=alert(1)>"
+
+
+@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
+def kind(request: pytest.FixtureRequest) -> StoreKind:
+    kind: StoreKind = request.param
+    return kind
+
+
+@pytest.fixture
+async def console(kind: StoreKind, tmp_path: Path) -> AsyncIterator[Console]:
+    address = await kind.new_database(tmp_path)
+    try:
+        async with running_console(console_settings(kind, address)) as c:
+            yield c
+    finally:
+        await kind.drop_database(address)
+
+
+async def seed(console: Console) -> None:
+    """Today: two consultations started; one completed by a final answer charged 1000
+    tokens in and 100 out on a model named with markup, the other reset."""
+    now = time.time()
+    day = period_of(now, 1).until_day
+    done = make("tg:7", at=now - 1, started_by=7)
+    dropped = make("tg:8", at=now - 1, started_by=8)
+    await console.store.create(done)
+    await console.store.create(dropped)
+    await console.store.record_reply(
+        done.id,
+        Message(Role.ASSISTANT, "final", now),
+        expected_round=0,
+        current_round=1,
+        status=Status.COMPLETE,
+        last_activity_at=now,
+        charge=Charge(
+            day, "tg:7", HOSTILE_MODEL, CallKind.FINAL, Usage(1000, 100), 0.25, True, "tg:7"
+        ),
+    )
+    await console.store.set_status(dropped.id, Status.RESET, at=now)
+
+
+def cells(html: str, figure: str) -> list[str]:
+    row = re.search(rf'<td class="key">{re.escape(figure)}</td>(.*?)</tr>', html, re.S)
+    assert row is not None, figure
+    return re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
+
+
+async def test_the_dashboard_shows_each_periods_figures_and_draws_the_days(
+    console: Console,
+) -> None:
+    await seed(console)
+    assert await console.sign_in() == 303
+    status, html = await console.page("/admin/")
+    assert status == 200
+    assert cells(html, "Started") == ["2", "2", "2"]
+    assert cells(html, "Completed") == ["1", "1", "1"]
+    assert cells(html, "Reset") == ["1", "1", "1"]
+    assert cells(html, "Completion rate") == ["50%", "50%", "50%"]
+    assert cells(html, "Tokens in / out") == ["1,000 / 100"] * 3
+    assert cells(html, "Cost") == ["$0.2500"] * 3
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html and HOSTILE_MODEL not in html
+    assert html.count("<svg") == 3
+    assert "<script" not in html and "style=" not in html
+    # Today's bars: the last of the 30 slots, a completed and a reset one, the started line.
+    assert re.search(r'class="bar-completed"[^>]*><title>[0-9-]+: 1 completed</title>', html)
+    assert re.search(r'class="bar-prompt"[^>]*><title>[0-9-]+: 1,000 tokens in</title>', html)
+    assert 'class="line-started"' in html
+
+
+async def test_an_empty_store_shows_dashes_not_errors(console: Console) -> None:
+    assert await console.sign_in() == 303
+    status, html = await console.page("/admin/")
+    assert status == 200
+    assert cells(html, "Completion rate") == ["—", "—", "—"]
+    assert "No model calls in the last 30 days." in html
+
+
+def test_every_shape_stays_inside_the_chart_whatever_the_values() -> None:
+    days = ["2026-01-01", "2026-01-02", "2026-01-03"]
+    for values in ([0, 0, 0], [1, 10**12, 0], [0.0001, 0, 3]):
+        drawn = chart("t", days, [("a", "a", values), ("b", "b", values)], ("c", "c", values))
+        for bar in drawn.bars:
+            assert bar.x >= 0 and bar.x + bar.width <= WIDTH
+            assert bar.y >= 0 and bar.y + bar.height <= HEIGHT
+        for point in drawn.line.split():
+            x, y = map(float, point.split(","))
+            assert 0 <= x <= WIDTH and 0 <= y <= HEIGHT
+    assert chart("t", [], [("a", "a", [])]).bars == ()
