@@ -21,6 +21,7 @@ from admin.config import PREFIX, AdminConfig
 from admin.consultations import ConsultationPages
 from admin.dashboard import Dashboard, FigureSource
 from admin.evaluations import EvaluationPages
+from admin.people import PeoplePages
 from admin.ports import AdminStore
 from admin.render import page
 from admin.security import protect
@@ -43,6 +44,7 @@ def build_admin_app(
     app = web.Application(middlewares=[_headers, auth.gate])
     consultations = ConsultationPages(store, service, clock)
     evaluations = EvaluationPages(config.reports_dir)
+    people = PeoplePages(store, service, clock)
     add = app.router
     add.add_get("/", Dashboard(service, figures).show)
     add.add_get("/login", auth.login_form)
@@ -51,6 +53,10 @@ def build_admin_app(
     add.add_get("/consultations", consultations.list)
     add.add_get("/consultations/{consultation_id}", consultations.show)
     add.add_post("/consultations/{consultation_id}/delete", consultations.delete)
+    add.add_get("/people", people.list)
+    add.add_get("/people/{person}", people.show)
+    add.add_post("/people/{person}/quota", people.set_quota)
+    add.add_post("/people/{person}/forget-memory", people.forget_memory)
     add.add_get("/audit", AuditPage(store).show)
     add.add_get("/evaluations", evaluations.list)
     add.add_get("/evaluations/{name}", evaluations.show)

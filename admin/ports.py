@@ -7,7 +7,10 @@ from typing import Protocol
 
 from core.audit import AuditEntry
 from core.listing import ConsultationQuery, ListedConsultation
+from core.memory import Fact
 from core.models import Consultation
+from core.people import PeopleQuery, PersonRow
+from core.quotas import QuotaOverride
 from core.usage import ScopeKind, UsageTotal
 
 
@@ -34,5 +37,25 @@ class AdminStore(Protocol):
     async def end_admin_session(self, token_hash: str, audit: AuditEntry) -> bool: ...
 
     async def add_audit(self, entry: AuditEntry) -> None: ...
+
+    async def list_people(self, query: PeopleQuery) -> list[PersonRow]:
+        """A page of the people charged for model calls (`core.people`)."""
+        ...
+
+    async def person_facts(self, person: str, *, limit: int) -> list[Fact]:
+        """The newest `limit` facts `person` told the bot, in any scope."""
+        ...
+
+    async def set_person_override(
+        self, person: str, override: QuotaOverride | None, *, at: float, audit: AuditEntry
+    ) -> bool:
+        """Set the person's quota override, or remove it (None), and log it, in one
+        transaction; False, logging nothing, when there was none to remove."""
+        ...
+
+    async def forget_person_memory(self, person: str, audit: AuditEntry) -> int:
+        """Delete the person's facts and preferences (as /forget does) and log it, in one
+        transaction; how many facts went."""
+        ...
 
     async def audit_log(self, *, before_id: int | None, limit: int) -> list[AuditEntry]: ...

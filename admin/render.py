@@ -43,7 +43,12 @@ ENVIRONMENT.filters["shown"] = reveal
 ENVIRONMENT.filters["markdown"] = _markdown
 ENVIRONMENT.filters["when"] = _when
 
-NAV = [("consultations", "Consultations"), ("audit", "Audit log"), ("evaluations", "Evaluations")]
+NAV = [
+    ("consultations", "Consultations"),
+    ("people", "People"),
+    ("audit", "Audit log"),
+    ("evaluations", "Evaluations"),
+]
 """The console's sections (path under /admin/, title), in the menu's order."""
 
 

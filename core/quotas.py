@@ -320,6 +320,11 @@ class Quotas:
         self._overrides.discard(person)
         return deleted
 
+    def refresh(self, person: str) -> None:
+        """Read the person's override afresh on their next turn (it was changed through
+        the store directly, with its audit entry)."""
+        self._overrides.discard(person)
+
     async def _override(self, person: str) -> QuotaOverride | None:
         """The person's override as the store had it at most `OVERRIDE_CACHE_SECONDS` ago."""
         cached = self._overrides.get(person)

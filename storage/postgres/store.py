@@ -50,10 +50,11 @@ from core.models import (
     Status,
     TurnRecord,
 )
+from core.people import PeopleQuery, PersonRow
 from core.quotas import QuotaOverride
 from core.stats import DayFigures, Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal, day_of
-from storage.postgres import admin, daily, memory, quotas, stats, upkeep, usage
+from storage.postgres import admin, daily, memory, people, quotas, stats, upkeep, usage
 from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
@@ -419,6 +420,20 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
 
     async def list_consultations(self, query: ConsultationQuery) -> list[ListedConsultation]:
         return await self._call(lambda c: admin.list_consultations(c, query))
+
+    async def list_people(self, query: PeopleQuery) -> list[PersonRow]:
+        return await self._call(lambda c: people.list_people(c, query))
+
+    async def person_facts(self, person: str, *, limit: int) -> list[Fact]:
+        return await self._call(lambda c: people.person_facts(c, person, limit))
+
+    async def set_person_override(
+        self, person: str, override: QuotaOverride | None, *, at: float, audit: AuditEntry
+    ) -> bool:
+        return await self._write(lambda c: people.set_override(c, person, override, at, audit))
+
+    async def forget_person_memory(self, person: str, audit: AuditEntry) -> int:
+        return await self._write(lambda c: people.forget_memory(c, person, audit))
 
     async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
         return await self._write(

@@ -50,6 +50,7 @@ from core.models import (
     Status,
     TurnRecord,
 )
+from core.people import PeopleQuery, PersonRow
 from core.quotas import QuotaOverride
 from core.stats import DayFigures, Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal, day_of
@@ -60,7 +61,7 @@ from storage.shared import (
     options_value,
     picks_value,
 )
-from storage.sqlite import admin, daily, memory, quotas, sql, stats, upkeep, usage
+from storage.sqlite import admin, daily, memory, people, quotas, sql, stats, upkeep, usage
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
@@ -412,6 +413,28 @@ class SqliteStore(IdempotencyKeys):
 
     async def list_consultations(self, query: ConsultationQuery) -> list[ListedConsultation]:
         return await self._reader.run(functools.partial(admin.list_consultations, query=query))
+
+    async def list_people(self, query: PeopleQuery) -> list[PersonRow]:
+        return await self._reader.run(functools.partial(people.list_people, query=query))
+
+    async def person_facts(self, person: str, *, limit: int) -> list[Fact]:
+        return await self._reader.run(
+            functools.partial(people.person_facts, person=person, limit=limit)
+        )
+
+    async def set_person_override(
+        self, person: str, override: QuotaOverride | None, *, at: float, audit: AuditEntry
+    ) -> bool:
+        return await self._writer.run(
+            functools.partial(
+                people.set_override, person=person, override=override, at=at, audit=audit
+            )
+        )
+
+    async def forget_person_memory(self, person: str, audit: AuditEntry) -> int:
+        return await self._writer.run(
+            functools.partial(people.forget_memory, person=person, audit=audit)
+        )
 
     async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
         return await self._writer.run(

@@ -1,0 +1,150 @@
+"""`/admin/people`: the people who used the bot, their usage against their limits, and
+the operator's actions on one person: a quota override (as /quota sets it) and deleting
+their memory (as /forget does).
+
+Invariants: a person key in a path is `tg:` and a Telegram user id, or `api:` and an API
+user id as the API accepts it; anything else is 404 before the store is asked. Every
+change is written with its audit entry in one transaction (the store's), and POSTs
+pass the gate's CSRF check first. An override changed here applies to this process's
+next turn at once and to other workers' within `core.quotas.OVERRIDE_CACHE_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from urllib.parse import quote, urlencode
+
+from aiohttp import web
+
+from admin.auth import SESSION_KEY, read_form
+from admin.config import PREFIX
+from admin.ports import AdminStore
+from admin.render import page
+from core.audit import AuditEntry
+from core.memory import MAX_FACTS
+from core.people import MAX_SEARCH_CHARS, PeopleQuery
+from core.quotas import MAX_OVERRIDE_TOKENS, QuotaOverride, limits_for
+from core.service import ConsultationService
+from core.usage import ScopeKind, day_of, month_start
+
+PAGE = 50
+PERSON = re.compile(r"tg:[1-9][0-9]{0,18}|api:[A-Za-z0-9_.:@-]{1,128}")
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_TOKENS = re.compile(r"[0-9]{1,10}")
+_PRINTABLE = re.compile(r"[\x21-\x7e]*")
+
+
+class PeoplePages:
+    def __init__(
+        self, store: AdminStore, service: ConsultationService, clock: Callable[[], float]
+    ) -> None:
+        self._store = store
+        self._service = service
+        self._clock = clock
+
+    async def list(self, request: web.Request) -> web.StreamResponse:
+        search = request.query.get("q", "")
+        after_text = request.query.get("after", "")
+        if len(search) > MAX_SEARCH_CHARS or not _PRINTABLE.fullmatch(search):
+            return _bad(request, "Search for a part of a person's key (letters, digits, :).")
+        after = _after(after_text)
+        if after_text and after is None:
+            return _bad(request, "That page does not exist.")
+        today = day_of(self._clock())
+        query = PeopleQuery(today, month_start(today), search, after, PAGE + 1)
+        rows = await self._store.list_people(query)
+        more = len(rows) > PAGE
+        rows = rows[:PAGE]
+        config = self._service.quotas.config
+        people = [(row, limits_for(config, row.person, row.override)) for row in rows]
+        next_page = ""
+        if more:
+            last = rows[-1]
+            next_page = "?" + urlencode({"q": search, "after": f"{last.last_day}~{last.person}"})
+        return page(request, "people.html", people=people, search=search, next_page=next_page)
+
+    async def show(self, request: web.Request) -> web.StreamResponse:
+        person = _person(request)
+        if person is None:
+            return _missing(request)
+        quota = await self._service.quotas.of_person(person)
+        usage = await self._service.usage(ScopeKind.PERSON, person)
+        today = day_of(self._clock())
+        by_model = await self._store.usage_of(
+            ScopeKind.PERSON, person, since_day=month_start(today), until_day=today
+        )
+        facts = await self._store.person_facts(person, limit=MAX_FACTS)
+        return page(
+            request,
+            "person.html",
+            person=person,
+            path=_path(person),
+            quota=quota,
+            usage=usage,
+            by_model=by_model,
+            facts=facts,
+            max_tokens=MAX_OVERRIDE_TOKENS,
+        )
+
+    async def set_quota(self, request: web.Request) -> web.StreamResponse:
+        person = _person(request)
+        if person is None:
+            return _missing(request)
+        form = await read_form(request)
+        choice = form.get("limit", "")
+        override: QuotaOverride | None
+        if choice == "default":
+            override, detail = None, "default limits"
+        elif choice == "exempt":
+            override, detail = QuotaOverride(person, None), "exempt"
+        elif choice == "tokens":
+            tokens = form.get("tokens", "").strip()
+            if not _TOKENS.fullmatch(tokens) or not 0 < int(tokens) <= MAX_OVERRIDE_TOKENS:
+                return _bad(
+                    request,
+                    f"A daily token limit is a whole number from 1 to {MAX_OVERRIDE_TOKENS:,}.",
+                )
+            override, detail = QuotaOverride(person, int(tokens)), f"daily tokens {int(tokens)}"
+        else:
+            return _bad(request, "Choose a daily limit, exempt, or the default limits.")
+        now = self._clock()
+        audit = AuditEntry(now, request[SESSION_KEY].actor, "set_quota", person, detail)
+        await self._store.set_person_override(person, override, at=now, audit=audit)
+        self._service.quotas.refresh(person)
+        raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
+
+    async def forget_memory(self, request: web.Request) -> web.StreamResponse:
+        person = _person(request)
+        if person is None:
+            return _missing(request)
+        form = await read_form(request)
+        if form.get("confirm") != "yes":
+            return _bad(request, "Deleting needs the confirmation box ticked.")
+        audit = AuditEntry(self._clock(), request[SESSION_KEY].actor, "forget_memory", person)
+        await self._store.forget_person_memory(person, audit)
+        raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
+
+
+def _person(request: web.Request) -> str | None:
+    person = request.match_info["person"]
+    return person if PERSON.fullmatch(person) else None
+
+
+def _path(person: str) -> str:
+    return quote(person, safe="")
+
+
+def _after(text: str) -> tuple[str, str] | None:
+    day, _, person = text.partition("~")
+    if _DAY.fullmatch(day) and PERSON.fullmatch(person):
+        return day, person
+    return None
+
+
+def _bad(request: web.Request, message: str) -> web.Response:
+    return page(request, "error.html", status=400, title="Not understood", message=message)
+
+
+def _missing(request: web.Request) -> web.Response:
+    return page(request, "error.html", status=404, title="Not found", message="No such person.")

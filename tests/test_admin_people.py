@@ -1,0 +1,202 @@
+"""The console's people pages on a real server and store (SQLite and PostgreSQL): the
+list with usage against limits, search and pages; a person's page; setting a quota
+override and deleting memory through the forms, each audited and CSRF-protected;
+forged and oversized person keys; markup in a key and in a fact shown inert."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.memory import telegram_person
+from core.models import Usage
+from core.people import PeopleQuery
+from core.quotas import MAX_OVERRIDE_TOKENS, QuotaOverride
+from core.usage import CallKind, Charge, day_of, month_start
+from tests.admin_harness import Console, console_settings, running_console
+from tests.store_contract import STORE_KINDS, StoreKind
+
+HOSTILE_FACT = "<script>alert('fact')</script> likes \u202eevil"
+HOSTILE_PERSON = "api:<b>x</b>"
+
+
+@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
+def kind(request: pytest.FixtureRequest) -> StoreKind:
+    kind: StoreKind = request.param
+    return kind
+
+
+@pytest.fixture
+async def console(kind: StoreKind, tmp_path: Path) -> AsyncIterator[Console]:
+    address = await kind.new_database(tmp_path)
+    settings = console_settings(
+        kind, address, user_daily_token_limit=5000, quota_exempt_user_ids=frozenset({9})
+    )
+    try:
+        async with running_console(settings) as c:
+            yield c
+    finally:
+        await kind.drop_database(address)
+
+
+async def charge(console: Console, person: str, tokens: int, *, day: str | None = None) -> None:
+    day = day or day_of(time.time())
+    usage = Usage(tokens, 0)
+    await console.store.add_usage(
+        [Charge(day, f"chat-{person}", "model-a", CallKind.ROUND, usage, 0.01, True, person)]
+    )
+
+
+async def audit_actions(console: Console) -> list[tuple[str, str, str]]:
+    entries = await console.store.audit_log(before_id=None, limit=50)
+    return [(e.action, e.target, e.detail) for e in entries if e.action not in ("sign_in",)]
+
+
+async def test_the_list_shows_usage_against_limits_newest_first_and_searches(
+    console: Console,
+) -> None:
+    yesterday = day_of(time.time() - 86_400)
+    await charge(console, "tg:1", 1200, day=yesterday)
+    await charge(console, "tg:2", 3000)
+    await charge(console, "tg:9", 10)
+    await charge(console, HOSTILE_PERSON, 5)
+    assert await console.sign_in() == 303
+    status, html = await console.page("/admin/people")
+    assert status == 200
+    # Newest activity first, then by key: yesterday's person last.
+    listed = re.findall(r'<a href="/admin/people/([^"]+)">', html)
+    assert listed == ["api%3A%3Cb%3Ex%3C/b%3E", "tg%3A2", "tg%3A9", "tg%3A1"]
+    assert "3,000 / 5,000" in html  # today's tokens against the daily limit
+    assert "exempt (settings)" in html  # tg:9
+    assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
+    status, html = await console.page("/admin/people?q=tg:2")
+    assert status == 200 and "tg:2" in html and "tg:1<" not in html
+
+
+async def test_people_page_through_without_repeats(console: Console) -> None:
+    today = day_of(time.time())
+    for n in range(5):
+        await charge(console, f"tg:{n + 1}", 10)
+    seen: list[str] = []
+    after = None
+    while True:
+        rows = await console.store.list_people(
+            PeopleQuery(today, month_start(today), after=after, limit=2)
+        )
+        if not rows:
+            break
+        seen += [r.person for r in rows]
+        after = (rows[-1].last_day, rows[-1].person)
+    assert seen == [f"tg:{n}" for n in range(1, 6)]
+    found = await console.store.list_people(PeopleQuery(today, month_start(today), search="3"))
+    assert [r.person for r in found] == ["tg:3"]
+    assert (found[0].tokens_today, found[0].override) == (10, None)
+
+
+async def test_setting_a_quota_through_the_form_is_audited_and_applies(console: Console) -> None:
+    person = telegram_person(7)
+    await charge(console, person, 100)
+    assert await console.sign_in() == 303
+    csrf = await console.csrf(f"/admin/people/{person}")
+    path = f"/admin/people/{person}/quota"
+    answer = await console.client.post(
+        path, data={"csrf": csrf, "limit": "tokens", "tokens": "50"}, allow_redirects=False
+    )
+    assert answer.status == 303 and answer.headers["Location"] == f"/admin/people/{person}"
+    assert await console.store.load_quota_override(person) == QuotaOverride(person, 50)
+    quota = await console.service.quotas.of_person(person)
+    assert quota.limits.daily_tokens == 50 and quota.limits.overridden
+    status, html = await console.page(f"/admin/people/{person}")
+    assert status == 200 and 'value="50"' in html
+    await console.client.post(path, data={"csrf": csrf, "limit": "exempt"})
+    assert await console.store.load_quota_override(person) == QuotaOverride(person, None)
+    await console.client.post(path, data={"csrf": csrf, "limit": "default"})
+    assert await console.store.load_quota_override(person) is None
+    assert await audit_actions(console) == [
+        ("set_quota", person, "default limits"),
+        ("set_quota", person, "exempt"),
+        ("set_quota", person, "daily tokens 50"),
+    ]
+
+
+async def test_out_of_range_and_malformed_limits_change_nothing(console: Console) -> None:
+    person = telegram_person(7)
+    assert await console.sign_in() == 303
+    csrf = await console.csrf(f"/admin/people/{person}")
+    path = f"/admin/people/{person}/quota"
+    for tokens in ("0", str(MAX_OVERRIDE_TOKENS + 1), "-5", "1e3", "abc", "9" * 5000, ""):
+        answer = await console.client.post(
+            path, data={"csrf": csrf, "limit": "tokens", "tokens": tokens}
+        )
+        assert answer.status == 400, tokens
+    for choice in ("", "off", "x" * 1000):
+        answer = await console.client.post(path, data={"csrf": csrf, "limit": choice})
+        assert answer.status == 400, choice
+    answer = await console.client.post(
+        path, data={"limit": "tokens", "tokens": "10"}, allow_redirects=False
+    )
+    assert answer.status == 403  # no CSRF token
+    answer = await console.client.post(
+        path, data={"csrf": "0" * len(csrf), "limit": "exempt"}, allow_redirects=False
+    )
+    assert answer.status == 403
+    assert await console.store.load_quota_override(person) is None
+    assert await audit_actions(console) == []
+
+
+async def test_deleting_memory_is_confirmed_audited_and_shown_inert(console: Console) -> None:
+    person = telegram_person(7)
+    await console.store.add_facts(person, person, [HOSTILE_FACT, "lives in Oslo"], at=time.time())
+    await console.store.add_facts("tg:-100", person, ["in the group: a fact"], at=time.time())
+    assert await console.sign_in() == 303
+    status, html = await console.page(f"/admin/people/{person}")
+    assert status == 200
+    assert "<script>alert" not in html and "&lt;script&gt;alert" in html
+    assert "\u202e" not in html and "lives in Oslo" in html and "in the group" in html
+    csrf = await console.csrf(f"/admin/people/{person}")
+    path = f"/admin/people/{person}/forget-memory"
+    assert (await console.client.post(path, data={"csrf": csrf})).status == 400  # unconfirmed
+    answer = await console.client.post(path, data={"confirm": "yes"}, allow_redirects=False)
+    assert answer.status == 403
+    assert len(await console.store.person_facts(person, limit=20)) == 3
+    answer = await console.client.post(
+        path, data={"csrf": csrf, "confirm": "yes"}, allow_redirects=False
+    )
+    assert answer.status == 303
+    assert await console.store.person_facts(person, limit=20) == []
+    assert await audit_actions(console) == [("forget_memory", person, "")]
+
+
+async def test_forged_and_oversized_person_keys_are_404(console: Console) -> None:
+    assert await console.sign_in() == 303
+    csrf = await console.csrf()
+    for key in (
+        "tg:0",
+        "tg:abc",
+        "tg:" + "1" * 20,
+        "api:" + "a" * 129,
+        "api:",
+        "chat:1",
+        "%3Cscript%3E",
+        "api:%20x",
+        "x" * 5000,
+    ):
+        status, _ = await console.page(f"/admin/people/{key}")
+        assert status == 404, key
+        answer = await console.client.post(
+            f"/admin/people/{key}/quota", data={"csrf": csrf, "limit": "exempt"}
+        )
+        assert answer.status == 404, key
+    for query in (
+        "?q=" + "a" * 101,
+        "?q=%3Cb%3E%20x",
+        "?after=nonsense",
+        "?after=2026-01-01~bad key",
+    ):
+        status, _ = await console.page(f"/admin/people{query}")
+        assert status == 400, query
+    assert await audit_actions(console) == []
