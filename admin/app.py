@@ -56,6 +56,7 @@ def build_admin_app(
     add.add_get("/people", people.list)
     add.add_get("/people/{person}", people.show)
     add.add_post("/people/{person}/quota", people.set_quota)
+    add.add_post("/people/{person}/block", people.block)
     add.add_post("/people/{person}/forget-memory", people.forget_memory)
     add.add_get("/audit", AuditPage(store).show)
     add.add_get("/evaluations", evaluations.list)

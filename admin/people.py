@@ -1,12 +1,13 @@
 """`/admin/people`: the people who used the bot, their usage against their limits, and
-the operator's actions on one person: a quota override (as /quota sets it) and deleting
-their memory (as /forget does).
+the operator's actions on one person: a quota override (as /quota sets it), blocking
+(`core.blocks`) and deleting their memory (as /forget does).
 
 Invariants: a person key in a path is `tg:` and a Telegram user id, or `api:` and an API
 user id as the API accepts it; anything else is 404 before the store is asked. Every
 change is written with its audit entry in one transaction (the store's), and POSTs
 pass the gate's CSRF check first. An override changed here applies to this process's
-next turn at once and to other workers' within `core.quotas.OVERRIDE_CACHE_SECONDS`.
+next turn at once and to other workers' within `core.quotas.OVERRIDE_CACHE_SECONDS`; a
+block likewise within `core.blocks.BLOCK_CACHE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class PeoplePages:
             ScopeKind.PERSON, person, since_day=month_start(today), until_day=today
         )
         facts = await self._store.person_facts(person, limit=MAX_FACTS)
+        blocked = await self._store.is_blocked(person)
         return page(
             request,
             "person.html",
@@ -84,6 +86,7 @@ class PeoplePages:
             usage=usage,
             by_model=by_model,
             facts=facts,
+            blocked=blocked,
             max_tokens=MAX_OVERRIDE_TOKENS,
         )
 
@@ -112,6 +115,22 @@ class PeoplePages:
         audit = AuditEntry(now, request[SESSION_KEY].actor, "set_quota", person, detail)
         await self._store.set_person_override(person, override, at=now, audit=audit)
         self._service.quotas.refresh(person)
+        raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
+
+    async def block(self, request: web.Request) -> web.StreamResponse:
+        person = _person(request)
+        if person is None:
+            return _missing(request)
+        form = await read_form(request)
+        choice = form.get("blocked")
+        if choice not in ("yes", "no"):
+            return _bad(request, "Choose to block or to unblock.")
+        blocked = choice == "yes"
+        now = self._clock()
+        action = "block" if blocked else "unblock"
+        audit = AuditEntry(now, request[SESSION_KEY].actor, action, person)
+        await self._store.set_blocked(person, blocked, at=now, audit=audit)
+        self._service.blocks.refresh(person)
         raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
 
     async def forget_memory(self, request: web.Request) -> web.StreamResponse:

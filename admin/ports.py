@@ -53,6 +53,15 @@ class AdminStore(Protocol):
         transaction; False, logging nothing, when there was none to remove."""
         ...
 
+    async def is_blocked(self, person: str) -> bool: ...
+
+    async def set_blocked(
+        self, person: str, blocked: bool, *, at: float, audit: AuditEntry
+    ) -> bool:
+        """Block or unblock the person and log it, in one transaction; False, logging
+        nothing, when they already were so."""
+        ...
+
     async def forget_person_memory(self, person: str, audit: AuditEntry) -> int:
         """Delete the person's facts and preferences (as /forget does) and log it, in one
         transaction; how many facts went."""

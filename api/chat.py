@@ -243,6 +243,10 @@ class ChatEndpoints:
         """Read, validate and decode the request; the files' base64 is dropped once decoded."""
         body = parse_chat_request(await read_body(request, self._limits.max_body_bytes, held))
         self._limits.check(body)
+        if body.user_id is not None and await self._service.blocks.blocked(
+            API_PERSON_PREFIX + body.user_id
+        ):
+            raise ApiError("FORBIDDEN", "this user is blocked by the operator")
         try:
             files = await read_attachments(body.attachments, self._intake)
         except AttachmentRefused as exc:

@@ -68,7 +68,7 @@ class Buttons:
         self,
         callbacks: Mapping[str, ButtonCallback],
         *,
-        allowed: Callable[[Incoming], bool],
+        allowed: Callable[[Incoming], Awaitable[bool]],
         press_limits: UserRateLimits,
         localize: Callable[[Incoming], Awaitable[Incoming]] | None = None,
     ) -> None:
@@ -96,7 +96,7 @@ class Buttons:
         if incoming is None:  # a press under an inline-mode message: no chat to act in
             ignored(press.query.data, "no message")
             return
-        if not self._allowed(incoming):
+        if not await self._allowed(incoming):
             await press.answer(t(incoming.language, "not_allowed"))
             return
         if self._localize is not None:  # a stranger costs no store read

@@ -33,6 +33,7 @@ from bot.turns import TurnRunner
 from bot.usage import payer_of
 from core.blank import is_blank
 from core.errors import EmptyMessage, StoreUnavailable
+from core.memory import telegram_person
 from core.outcomes import Reply
 from core.ports import OnText
 from core.service import ConsultationService
@@ -100,13 +101,18 @@ class Handlers:
             )
         )
 
-    def allowed(self, incoming: Incoming) -> bool:
-        return is_allowed(
+    async def allowed(self, incoming: Incoming) -> bool:
+        """On the allow-lists and not blocked by an operator (`core.blocks`: a cached
+        read, so a person's messages cost at most one read per few seconds)."""
+        listed = is_allowed(
             user_id=incoming.user_id,
             chat_id=incoming.chat_id,
             allowed_users=self.config.allowed_user_ids,
             allowed_chats=self.config.allowed_chat_ids,
         )
+        if not listed or incoming.user_id is None:
+            return listed
+        return not await self.service.blocks.blocked(telegram_person(incoming.user_id))
 
     def command(self, callback: CommandCallback, *, addressed_only: bool = False) -> UpdateCallback:
         """`callback` for the users on the allow-lists only, within the sender's message
@@ -122,7 +128,7 @@ class Handlers:
             incoming = incoming_of(update, context.bot.username, context.bot.id)
             if incoming is None or (addressed_only and not incoming.addressed):
                 return
-            if not self.allowed(incoming):
+            if not await self.allowed(incoming):
                 if not incoming.is_group:
                     await self.refuse(incoming, t(incoming.language, "not_allowed"))
                 return
@@ -211,7 +217,7 @@ class Handlers:
         )
         if incoming is None or not incoming.addressed:
             return None
-        if not self.allowed(incoming):
+        if not await self.allowed(incoming):
             await self.refuse(incoming, t(incoming.language, "not_allowed"))
             return None
         incoming = await self.localize(incoming)  # a stranger costs no store read

@@ -213,6 +213,10 @@ class ConsultationStore(Protocol):
         a final answer, `set_status` and `expire_idle` record when."""
         ...
 
+    async def is_blocked(self, person: str) -> bool:
+        """Whether an operator blocked `person` (`core.blocks`)."""
+        ...
+
     async def daily_stats(self, period: Period) -> list[DayFigures]:
         """`period` day by day, oldest first, every day listed (zeros when nothing
         happened), counted as `stats` counts: two aggregate reads bounded by indexes on

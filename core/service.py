@@ -26,6 +26,7 @@ from contextlib import asynccontextmanager
 from core.answering import Answerer
 from core.attachments import Image, Transcription
 from core.audit import AuditEntry
+from core.blocks import Blocks
 from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import (
     InvalidMaxRounds,
@@ -87,6 +88,7 @@ class ConsultationService:
         accounting = accounting or Accounting()
         # Quotas (`service.quotas.of_person(...)` and the overrides).
         self.quotas = Quotas(store, quotas or QuotaConfig(), clock, on_quota)
+        self.blocks = Blocks(store)
         self._accounting = accounting
         self._store = store
         self._running = RunningTurns()

@@ -79,3 +79,28 @@ async def forget_memory(connection: asyncpg.Connection, person: str, audit: Audi
     deleted = await memory.forget_memory(connection, person)
     await add_audit(connection, audit)
     return deleted
+
+
+async def is_blocked(connection: asyncpg.Connection, person: str) -> bool:
+    found = await connection.fetchval("SELECT 1 FROM blocked_people WHERE person = $1", person)
+    return found is not None
+
+
+async def set_blocked(
+    connection: asyncpg.Connection, person: str, blocked: bool, at: float, audit: AuditEntry
+) -> bool:
+    """Block or unblock; logged when something changed."""
+    if blocked:
+        changed = await connection.fetchval(
+            "INSERT INTO blocked_people (person, blocked_at) VALUES ($1, $2)"
+            " ON CONFLICT (person) DO NOTHING RETURNING 1",
+            person,
+            at,
+        )
+    else:
+        changed = await connection.fetchval(
+            "DELETE FROM blocked_people WHERE person = $1 RETURNING 1", person
+        )
+    if changed is not None:
+        await add_audit(connection, audit)
+    return changed is not None

@@ -374,6 +374,15 @@ MIGRATIONS: list[Migration] = [
             "CREATE INDEX consultations_status_created ON consultations (status, created_at, id)",
         ),
     ),
+    (
+        # The people an operator blocked: the bot answers them as it answers those not on
+        # its allow-list, and the API refuses them.
+        "m020_blocks",
+        (
+            "CREATE TABLE blocked_people (person TEXT PRIMARY KEY,"
+            " blocked_at DOUBLE PRECISION NOT NULL)",
+        ),
+    ),
 ]
 
 

@@ -432,6 +432,14 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     ) -> bool:
         return await self._write(lambda c: people.set_override(c, person, override, at, audit))
 
+    async def is_blocked(self, person: str) -> bool:
+        return await self._call(lambda c: people.is_blocked(c, person))
+
+    async def set_blocked(
+        self, person: str, blocked: bool, *, at: float, audit: AuditEntry
+    ) -> bool:
+        return await self._write(lambda c: people.set_blocked(c, person, blocked, at, audit))
+
     async def forget_person_memory(self, person: str, audit: AuditEntry) -> int:
         return await self._write(lambda c: people.forget_memory(c, person, audit))
 

@@ -92,3 +92,27 @@ def forget_memory(db: sqlite3.Connection, person: str, audit: AuditEntry) -> int
     deleted = memory.forget_memory(db, person)
     add_audit(db, audit)
     return deleted
+
+
+def is_blocked(db: sqlite3.Connection, person: str) -> bool:
+    return (
+        db.execute("SELECT 1 FROM blocked_people WHERE person = ?", (person,)).fetchone()
+        is not None
+    )
+
+
+def set_blocked(
+    db: sqlite3.Connection, person: str, blocked: bool, at: float, audit: AuditEntry
+) -> bool:
+    """Block or unblock; logged when something changed."""
+    if blocked:
+        changed = db.execute(
+            "INSERT INTO blocked_people (person, blocked_at) VALUES (?, ?)"
+            " ON CONFLICT (person) DO NOTHING",
+            (person, at),
+        ).rowcount
+    else:
+        changed = db.execute("DELETE FROM blocked_people WHERE person = ?", (person,)).rowcount
+    if changed:
+        add_audit(db, audit)
+    return changed > 0

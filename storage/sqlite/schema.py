@@ -424,3 +424,12 @@ async def m019_admin(db: aiosqlite.Connection) -> None:
     await db.execute(
         "CREATE INDEX consultations_status_created ON consultations (status, created_at, id)"
     )
+
+
+@migration
+async def m020_blocks(db: aiosqlite.Connection) -> None:
+    """The people an operator blocked: the bot answers them as it answers those not on
+    its allow-list, and the API refuses them."""
+    await db.execute(
+        "CREATE TABLE blocked_people (person TEXT PRIMARY KEY, blocked_at REAL NOT NULL)"
+    )

@@ -431,6 +431,18 @@ class SqliteStore(IdempotencyKeys):
             )
         )
 
+    async def is_blocked(self, person: str) -> bool:
+        return await self._reader.run(functools.partial(people.is_blocked, person=person))
+
+    async def set_blocked(
+        self, person: str, blocked: bool, *, at: float, audit: AuditEntry
+    ) -> bool:
+        return await self._writer.run(
+            functools.partial(
+                people.set_blocked, person=person, blocked=blocked, at=at, audit=audit
+            )
+        )
+
     async def forget_person_memory(self, person: str, audit: AuditEntry) -> int:
         return await self._writer.run(
             functools.partial(people.forget_memory, person=person, audit=audit)
