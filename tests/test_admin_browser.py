@@ -1,24 +1,35 @@
 """The console in a real browser: Debian's Chromium driven by Playwright against the
 real server on 127.0.0.1 — sign in, open the list, filter it, open a transcript, sign
-out — with no error in the browser's console (a Content-Security-Policy violation
-would be one).
+out; read the dashboard, set a person's quota and see the bot (on the same store) refuse
+their next message — with no error in the browser's console (a Content-Security-Policy
+violation would be one).
 
 Chromium is `/usr/bin/chromium` (`apt-get install chromium`; Playwright's own browser
 download is not used). Without it these tests skip outside CI and fail in CI (`CI` set).
-With ADMIN_SCREENSHOTS=1 they save screenshots of the list and a transcript in
-docs/images/.
+With ADMIN_SCREENSHOTS=1 they save screenshots of the dashboard, the list and a
+transcript in docs/images/.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from core.models import Status, Usage
+from core.usage import CallKind, Charge, day_of
 from tests.admin_harness import TOKEN, Console, console_settings, consultation, running_console
+from tests.bot_harness import ask_private, started_bot
+from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.model_server import FakeModelServer
 from tests.store_contract import STORE_KINDS
+
+if TYPE_CHECKING:
+    from app.stores import Store
 
 CHROMIUM = Path("/usr/bin/chromium")
 IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
@@ -124,3 +135,90 @@ async def test_sign_in_list_filter_transcript_and_sign_out(console: Console, pag
     await expect(page).to_have_url(f"{base}/login")
     await page.goto(f"{base}/consultations")
     await expect(page).to_have_url(f"{base}/login")
+
+
+async def seed_figures(store: Store, person: str, now: float) -> None:
+    """A month of activity for the dashboard: one to four consultations started each day,
+    most answered, some reset or expired; tokens charged each day; `person` charged today."""
+    for days_ago in range(30):
+        for n in range(1 + (days_ago * 7) % 4):
+            at = now - days_ago * 86_400 - n * 600
+            found = consultation(
+                f"Question {days_ago}.{n}", chat_key=f"tg:{2000 + days_ago}", at=at
+            )
+            await store.create(found)
+            status = Status.COMPLETE
+            if (days_ago + n) % 5 == 0:
+                status = Status.RESET
+            elif (days_ago + n) % 7 == 0:
+                status = Status.EXPIRED
+            await store.set_status(found.id, status, at=at + 120 + 40 * n)
+    charges = [
+        Charge(
+            day_of(now - days_ago * 86_400),
+            f"tg:{2000 + days_ago}",
+            "model-a" if days_ago % 3 else "model-b",
+            CallKind.ROUND,
+            Usage(1000 + 150 * (days_ago % 7), 300),
+            0.002 * (1 + days_ago % 5),
+            True,
+            f"tg:{2000 + days_ago}",
+        )
+        for days_ago in range(30)
+    ]
+    charges.append(
+        Charge(
+            day_of(now), "tg:501", "model-a", CallKind.ROUND, Usage(400, 100), 0.01, True, person
+        )
+    )
+    await store.add_usage(charges)
+
+
+async def test_dashboard_and_a_quota_set_in_the_browser_refuse_the_bots_next_message(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """Sign in, read the dashboard (figures and charts), open a person's page, set their
+    daily token limit below what they used today; the bot, on the same store, refuses
+    their next message with the quota message and calls no model; sign out."""
+    address = await SQLITE.new_database(tmp_path)
+    person = "tg:501"
+    async with running_console(console_settings(SQLITE, address)) as console:
+        await seed_figures(console.store, person, time.time())
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"]
+            )
+            page = await (
+                await browser.new_context(viewport={"width": 1100, "height": 800})
+            ).new_page()
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            base = str(console.client.make_url("/admin/")).rstrip("/")
+            await page.goto(f"{base}/")
+            await page.fill("#token", TOKEN)
+            await page.click("button[type=submit]")
+            await expect(page.locator("h1")).to_have_text("Dashboard")
+            await expect(page.locator("figure.chart svg")).to_have_count(3)
+            await expect(page.locator("td.key", has_text="Completion rate")).to_be_visible()
+            if _shoot():
+                await page.screenshot(path=str(IMAGES / "admin-dashboard.png"), full_page=True)
+
+            await page.click("nav >> text=People")
+            await page.click(f"text={person}")
+            await expect(page.locator("h1")).to_have_text(person)
+            await page.check("input[name=limit][value=tokens]")
+            await page.fill("input[name=tokens]", "100")
+            await page.click("text=Save")
+            await expect(page.locator("input[name=tokens]")).to_have_value("100")
+            await expect(page.locator("text=set here or by /quota")).to_be_visible()
+
+            async with started_bot(Path(address), bot_api, model_server) as bot:
+                reply = await ask_private(bot, 501, "Pick a database")
+                assert len(reply) == 1 and "daily token limit (100)" in reply[0], reply
+                assert model_server.requests == []
+
+            await page.click("text=Sign out")
+            await expect(page).to_have_url(f"{base}/login")
+            await browser.close()
+            assert errors == [], errors

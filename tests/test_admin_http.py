@@ -32,7 +32,14 @@ from tests.admin_harness import (
 from tests.store_contract import STORE_KINDS, StoreKind
 
 SQLITE = STORE_KINDS[0]
-PAGES = ["/admin/", "/admin/consultations", "/admin/audit", "/admin/evaluations"]
+PAGES = [
+    "/admin/",
+    "/admin/consultations",
+    "/admin/people",
+    "/admin/people/tg:1",
+    "/admin/audit",
+    "/admin/evaluations",
+]
 
 
 @pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
