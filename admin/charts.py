@@ -40,6 +40,9 @@ class Chart:
     first_day: str
     last_day: str
     legend: tuple[tuple[str, str], ...]  # (CSS class, name)
+    width: int = WIDTH
+    height: int = HEIGHT
+    baseline: int = TOP + PLOT  # the y of the zero line
 
 
 def chart(

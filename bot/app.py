@@ -156,6 +156,7 @@ def register(
         intake=intake,
         outage=outage,
         localize=languages.apply,
+        blocked=service.blocks.blocked,
     )
     commands = Commands(service, config, turns=turns, say=say, refuse=handlers.refuse)
     rounds = RoundPresses(service, turns=turns)

@@ -70,8 +70,12 @@ class Handlers:
         intake: Intake | None = None,
         outage: OutageNotices | None = None,
         localize: Localize = as_sent,
+        blocked: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
+        """`blocked` says whether an operator blocked a person (`core.blocks`); without it
+        no one is."""
         self.localize = localize
+        self._blocked = blocked
         self.outage = OutageNotices() if outage is None else outage
         self.service = service
         self.config = config
@@ -110,9 +114,9 @@ class Handlers:
             allowed_users=self.config.allowed_user_ids,
             allowed_chats=self.config.allowed_chat_ids,
         )
-        if not listed or incoming.user_id is None:
+        if not listed or incoming.user_id is None or self._blocked is None:
             return listed
-        return not await self.service.blocks.blocked(telegram_person(incoming.user_id))
+        return not await self._blocked(telegram_person(incoming.user_id))
 
     def command(self, callback: CommandCallback, *, addressed_only: bool = False) -> UpdateCallback:
         """`callback` for the users on the allow-lists only, within the sender's message
