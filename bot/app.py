@@ -156,7 +156,7 @@ def register(
         intake=intake,
         outage=outage,
         localize=languages.apply,
-        blocked=service.blocks.blocked,
+        blocked=lambda person: service.blocks.blocked(person),  # the service read when used
     )
     commands = Commands(service, config, turns=turns, say=say, refuse=handlers.refuse)
     rounds = RoundPresses(service, turns=turns)
