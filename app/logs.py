@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import logging
 import re
+import typing
 from collections.abc import Iterable
 from urllib.parse import quote, urlsplit
+
+from pydantic import SecretStr
 
 from app.settings import Settings
 from core.errors import ConfigError
@@ -42,13 +45,6 @@ _QUIET = {
     "telegram.ext.Updater": logging.WARNING,
 }
 _NEVER_BELOW = {"aiosqlite": logging.INFO}  # whatever LOG_LEVEL says (see above)
-_SECRET_SETTINGS = (
-    "telegram_bot_token",
-    "webhook_secret",
-    "api_token",
-    "openai_api_key",
-    "admin_token",
-)
 
 
 class Redactor(logging.Filter):
@@ -86,9 +82,19 @@ class Redactor(logging.Filter):
         return True
 
 
+def secret_settings() -> list[str]:
+    """Every setting typed as a secret (`SecretStr`): a new one is redacted without being
+    listed anywhere."""
+    return [
+        name
+        for name, field in Settings.model_fields.items()
+        if SecretStr in typing.get_args(field.annotation) or field.annotation is SecretStr
+    ]
+
+
 def secrets_of(settings: Settings) -> list[str | None]:
     """The values no log line may show."""
-    secrets = [settings.secret(name) for name in _SECRET_SETTINGS]
+    secrets = [settings.secret(name) for name in secret_settings()]
     database_url = settings.secret("database_url")
     if database_url:  # its password, wherever a library prints it
         secrets.append(urlsplit(database_url).password)

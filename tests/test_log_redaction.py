@@ -12,7 +12,8 @@ from pathlib import Path
 
 import aiohttp
 
-from app.logs import REDACTED, Redactor
+from app.logs import REDACTED, Redactor, secret_settings, secrets_of
+from app.settings import load_settings
 from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.test_api_webhook import free_port
@@ -98,3 +99,19 @@ def test_the_redactor_covers_arguments_exceptions_and_stacks() -> None:
         logger.removeHandler(handler)
     assert "s3cret-value" not in stream.getvalue()
     assert stream.getvalue().count(REDACTED) >= 2 and "'abc'" in stream.getvalue()
+
+
+def test_every_secret_setting_is_redacted() -> None:
+    """The secrets come from the settings' types: the transcription key, the console's
+    token and the database URL (its password) are kept out of the logs with the others."""
+    settings = load_settings(
+        telegram_bot_token=TOKEN,
+        openai_api_key=OPENAI_KEY,
+        transcription_api_key="tr-key-Secret-777",
+        admin_token="admin-token-Secret-888",
+        database_url="postgresql://bot:pg-Secret-999@127.0.0.1/db",
+        _env_file=None,
+    )
+    secrets = set(secrets_of(settings))
+    assert {"tr-key-Secret-777", "admin-token-Secret-888", "pg-Secret-999", OPENAI_KEY} <= secrets
+    assert {"telegram_bot_token", "transcription_api_key", "admin_token"} <= set(secret_settings())
