@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -146,6 +147,36 @@ def days_of(period: Period) -> list[str]:
     """The period's days (`YYYY-MM-DD`, UTC), oldest first."""
     first = datetime.fromtimestamp(period.since, UTC)
     return [(first + timedelta(days=i)).strftime("%Y-%m-%d") for i in range(period.days)]
+
+
+def daily_figures(
+    period: Period,
+    events: Iterable[tuple[int, str, int]],
+    usage: Iterable[tuple[str, int, int, float]],
+) -> list[DayFigures]:
+    """The period's days, oldest first, from what the store counted: `events` as (day
+    index from the period's start, "started" or the status ended in, count) and `usage` as
+    (day, prompt tokens, completion tokens, cost). Days with nothing counted have zeros;
+    an index outside the period is ignored."""
+    days = days_of(period)
+    counts: dict[str, dict[str, int]] = {day: {} for day in days}
+    for index, what, count in events:
+        if 0 <= index < len(days):
+            counts[days[index]][what] = count
+    spent = {day: (prompt, completion, cost) for day, prompt, completion, cost in usage}
+    return [
+        DayFigures(
+            day,
+            started=counts[day].get("started", 0),
+            completed=counts[day].get("complete", 0),
+            reset=counts[day].get("reset", 0),
+            expired=counts[day].get("expired", 0),
+            prompt_tokens=spent.get(day, (0, 0, 0.0))[0],
+            completion_tokens=spent.get(day, (0, 0, 0.0))[1],
+            cost=spent.get(day, (0, 0, 0.0))[2],
+        )
+        for day in days
+    ]
 
 
 def day_index(period: Period, at: float) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from core.stats import Stats
+from core.stats import Stats, daily_figures, period_of
 from tests.api_harness import RunningApi
 from tests.bot_harness import (
     GROUP,
@@ -317,3 +317,27 @@ def test_stats_of_nothing_have_no_rates() -> None:
     """No ends: no completion rate; no completions: no mean rounds."""
     stats = Stats("2025-11-27", "2025-11-27", reset=2)
     assert (stats.ended, stats.completion_rate, stats.mean_rounds) == (2, 0.0, None)
+
+
+def test_days_are_assembled_with_zeros_and_nothing_outside_the_period() -> None:
+    """Every day of the period is listed, oldest first; a day with nothing counted has
+    zeros; a count the store placed outside the period is dropped, never misfiled."""
+    period = period_of(1_764_201_600.0 + 3600, 3)  # 2025-11-27 01:00 UTC: 25th to 27th
+    days = daily_figures(
+        period,
+        [
+            (0, "started", 2),
+            (2, "complete", 1),
+            (2, "expired", 1),
+            (3, "started", 9),
+            (-1, "reset", 4),
+        ],
+        [("2025-11-26", 100, 20, 0.5)],
+    )
+    assert [day.day for day in days] == ["2025-11-25", "2025-11-26", "2025-11-27"]
+    assert [(d.started, d.completed, d.expired, d.reset) for d in days] == [
+        (2, 0, 0, 0),
+        (0, 0, 0, 0),
+        (0, 1, 1, 0),
+    ]
+    assert (days[1].tokens, days[1].cost, days[2].ended) == (120, 0.5, 2)

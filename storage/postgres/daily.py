@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from core.stats import DayFigures, Period, days_of
+from core.stats import DayFigures, Period, daily_figures
 
 _EVENTS = (
     "SELECT floor((created_at - $1) / 86400)::int AS d, 'started' AS what, COUNT(*) AS n"
@@ -31,32 +31,19 @@ _USAGE = (
 
 async def daily_of(connection: asyncpg.Connection, period: Period) -> list[DayFigures]:
     """The period's days, oldest first, from one snapshot."""
-    days = days_of(period)
     async with connection.transaction(isolation="repeatable_read", readonly=True):
         events = await connection.fetch(_EVENTS, period.since, period.until)
         rows = await connection.fetch(_USAGE, period.since_day, period.until_day)
-    counts: dict[str, dict[str, int]] = {day: {} for day in days}
-    for row in events:
-        if 0 <= row["d"] < len(days):
-            counts[days[row["d"]]][str(row["what"])] = int(row["n"])
-    usage = {
-        str(row["day"]): (
-            int(row["prompt"] or 0),
-            int(row["completion"] or 0),
-            float(row["cost"] or 0),
-        )
-        for row in rows
-    }
-    return [
-        DayFigures(
-            day,
-            started=counts[day].get("started", 0),
-            completed=counts[day].get("complete", 0),
-            reset=counts[day].get("reset", 0),
-            expired=counts[day].get("expired", 0),
-            prompt_tokens=usage.get(day, (0, 0, 0.0))[0],
-            completion_tokens=usage.get(day, (0, 0, 0.0))[1],
-            cost=usage.get(day, (0, 0, 0.0))[2],
-        )
-        for day in days
-    ]
+    return daily_figures(
+        period,
+        [(int(row["d"]), str(row["what"]), int(row["n"])) for row in events],
+        [
+            (
+                str(row["day"]),
+                int(row["prompt"] or 0),
+                int(row["completion"] or 0),
+                float(row["cost"] or 0),
+            )
+            for row in rows
+        ],
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from core.stats import DayFigures, Period, days_of
+from core.stats import DayFigures, Period, daily_figures
 
 _EVENTS = (
     "SELECT CAST((created_at - ?1) / 86400 AS INTEGER), 'started', COUNT(*)"
@@ -32,25 +32,12 @@ _USAGE = (
 
 def daily_of(db: sqlite3.Connection, period: Period) -> list[DayFigures]:
     """The period's days, oldest first (run inside one read transaction: one snapshot)."""
-    days = days_of(period)
-    counts: dict[str, dict[str, int]] = {day: {} for day in days}
-    for index, what, count in db.execute(_EVENTS, (period.since, period.until)):
-        if 0 <= index < len(days):
-            counts[days[index]][str(what)] = int(count)
-    usage = {
-        str(row[0]): (int(row[1] or 0), int(row[2] or 0), float(row[3] or 0.0))
-        for row in db.execute(_USAGE, (period.since_day, period.until_day))
-    }
-    return [
-        DayFigures(
-            day,
-            started=counts[day].get("started", 0),
-            completed=counts[day].get("complete", 0),
-            reset=counts[day].get("reset", 0),
-            expired=counts[day].get("expired", 0),
-            prompt_tokens=usage.get(day, (0, 0, 0.0))[0],
-            completion_tokens=usage.get(day, (0, 0, 0.0))[1],
-            cost=usage.get(day, (0, 0, 0.0))[2],
-        )
-        for day in days
+    events = [
+        (int(index), str(what), int(count))
+        for index, what, count in db.execute(_EVENTS, (period.since, period.until))
     ]
+    usage = [
+        (str(row[0]), int(row[1] or 0), int(row[2] or 0), float(row[3] or 0.0))
+        for row in db.execute(_USAGE, (period.since_day, period.until_day))
+    ]
+    return daily_figures(period, events, usage)
