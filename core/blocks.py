@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.expiring import ExpiringDict
+from core.expiring import ReadThrough
 
 if TYPE_CHECKING:
     from core.ports import ConsultationStore
@@ -24,17 +24,10 @@ class Blocks:
     """Whether a person is blocked, as the store had it at most `BLOCK_CACHE_SECONDS` ago."""
 
     def __init__(self, store: ConsultationStore) -> None:
-        self._store = store
-        self._known: ExpiringDict[str, bool] = ExpiringDict(
-            BLOCK_CACHE_SECONDS, max_size=BLOCK_CACHE_SIZE
-        )
+        self._known = ReadThrough(store.is_blocked, BLOCK_CACHE_SECONDS, max_size=BLOCK_CACHE_SIZE)
 
     async def blocked(self, person: str) -> bool:
-        known = self._known.get(person)
-        if known is None:
-            known = await self._store.is_blocked(person)
-            self._known.set(person, known)
-        return known
+        return await self._known.get(person)
 
     def refresh(self, person: str) -> None:
         """Read the person's block afresh next time (an operator changed it)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -89,3 +89,29 @@ class ExpiringDict(Generic[K, V]):
             if deadline > now:
                 return
             del items[key]
+
+
+class ReadThrough(Generic[K, V]):
+    """What a store said about a key, kept `ttl` seconds (at most `max_size` keys): a hot
+    path asks the store once per key per `ttl`. None is an answer too, kept like any other.
+    `discard` makes the next `get` read afresh (the value was changed)."""
+
+    def __init__(
+        self,
+        read: Callable[[K], Awaitable[V]],
+        ttl: float,
+        *,
+        max_size: int | None = None,
+    ) -> None:
+        self._read = read
+        self._known: ExpiringDict[K, tuple[V]] = ExpiringDict(ttl, max_size=max_size)
+
+    async def get(self, key: K) -> V:
+        known = self._known.get(key)
+        if known is None:
+            known = (await self._read(key),)
+            self._known.set(key, known)
+        return known[0]
+
+    def discard(self, key: K) -> None:
+        self._known.discard(key)

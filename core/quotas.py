@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from core.errors import ConsultationError
-from core.expiring import ExpiringDict
+from core.expiring import ReadThrough
 from core.usage import Payer, ScopeKind, UsageTotal, day_of, month_start
 
 if TYPE_CHECKING:  # the port names quota types itself
@@ -261,8 +261,8 @@ class Quotas:
         self._config = config
         self._clock = clock
         self._on_refused = on_refused
-        self._overrides: ExpiringDict[str, tuple[QuotaOverride | None]] = ExpiringDict(
-            OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
+        self._overrides = ReadThrough(
+            store.load_quota_override, OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
         )
 
     @property
@@ -327,11 +327,7 @@ class Quotas:
 
     async def _override(self, person: str) -> QuotaOverride | None:
         """The person's override as the store had it at most `OVERRIDE_CACHE_SECONDS` ago."""
-        cached = self._overrides.get(person)
-        if cached is None:
-            cached = (await self._store.load_quota_override(person),)
-            self._overrides.set(person, cached)
-        return cached[0]
+        return await self._overrides.get(person)
 
     async def _standing(self, payer: Payer, needs: _Reads, now: float) -> Standing:
         """What `needs` names, read from the store; the rest is 0."""
