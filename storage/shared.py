@@ -276,6 +276,23 @@ RELEASE = (
     " WHERE client = $1 AND key = $2 AND owner = $3"
 )
 
+MOVE_CHAT_USAGE = (
+    "INSERT INTO usage_daily (scope_kind, scope_key, day, model, kind, prompt_tokens,"
+    " completion_tokens, calls, estimated_calls, cost)"
+    " SELECT scope_kind, $2, day, model, kind, prompt_tokens, completion_tokens, calls,"
+    " estimated_calls, cost FROM usage_daily WHERE scope_kind = 'chat' AND scope_key = $1"
+    " ON CONFLICT (scope_kind, scope_key, day, model, kind) DO UPDATE SET"
+    " prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,"
+    " completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,"
+    " calls = usage_daily.calls + excluded.calls,"
+    " estimated_calls = usage_daily.estimated_calls + excluded.estimated_calls,"
+    " cost = usage_daily.cost + excluded.cost"
+)
+"""A re-keyed chat's daily usage ($1 the old key, $2 the new), added to the new key's rows
+of the same day, model and kind; `MOVE_CHAT_USAGE_DELETE` then drops the old rows."""
+
+MOVE_CHAT_USAGE_DELETE = "DELETE FROM usage_daily WHERE scope_kind = 'chat' AND scope_key = $1"
+
 PURGE_UNOPENED = (
     "DELETE FROM idempotency_keys WHERE session_id IS NULL AND created_at < $1"
     " AND (lease_until IS NULL OR lease_until < $1)"

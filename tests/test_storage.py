@@ -1654,3 +1654,27 @@ async def test_two_stores_on_one_database_adding_usage_lose_nothing(
     finally:
         await first.close()
         await second.close()
+
+
+async def test_move_chat_carries_the_chats_usage_adding_to_the_new_keys(store: Store) -> None:
+    """A group upgraded to a supergroup keeps what it spent: the old key's daily usage rows
+    move to the new key, added to rows the new key already has for the same day, model and
+    kind; the person's and client's rows are untouched."""
+    await store.add_usage(
+        [
+            charge("tg:-7", day="2026-11-25"),
+            charge("tg:-7", day="2026-11-26"),
+            charge("tg:-1007", day="2026-11-26", usage=Usage(1, 2), cost=0.25),
+        ]
+    )
+    await store.move_chat("tg:-7", "tg:-1007")
+    assert await totals(store, ScopeKind.CHAT, "tg:-7", "2026-11-01", "2026-11-30") == []
+    assert await totals(store, ScopeKind.CHAT, "tg:-1007", "2026-11-26", "2026-11-26") == [
+        ("gpt-4o-mini", 11, 22, 2, 0, 0.75)
+    ]
+    assert await totals(store, ScopeKind.CHAT, "tg:-1007", "2026-11-25", "2026-11-25") == [
+        ("gpt-4o-mini", 10, 20, 1, 0, 0.5)
+    ]
+    assert await totals(store, ScopeKind.PERSON, "tg:7", "2026-11-01", "2026-11-30") == [
+        ("gpt-4o-mini", 21, 42, 3, 0, 1.25)
+    ]

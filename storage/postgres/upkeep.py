@@ -24,11 +24,18 @@ from typing import Any
 
 import asyncpg
 
-from storage.shared import KEEP_IDS, KEEP_SECONDS, PURGE_UNOPENED
+from storage.shared import (
+    KEEP_IDS,
+    KEEP_SECONDS,
+    MOVE_CHAT_USAGE,
+    MOVE_CHAT_USAGE_DELETE,
+    PURGE_UNOPENED,
+)
 
 
 async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) -> int:
-    """Re-key a chat's consultations and settings; the number of consultations moved."""
+    """Re-key a chat's consultations, settings and usage (added to the new key's usage of
+    the same day, model and kind); the number of consultations moved."""
     if await connection.fetchval(
         "SELECT 1 FROM consultations WHERE chat_key = $1 AND status = 'active'", new_key
     ):
@@ -50,6 +57,8 @@ async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) 
         old_key,
     )
     await connection.execute("DELETE FROM chat_settings WHERE chat_key = $1", old_key)
+    await connection.execute(MOVE_CHAT_USAGE, old_key, new_key)
+    await connection.execute(MOVE_CHAT_USAGE_DELETE, old_key)
     return int(moved)
 
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from storage.shared import KEEP_IDS, KEEP_SECONDS, PURGE_UNOPENED
+from storage.shared import (
+    KEEP_IDS,
+    KEEP_SECONDS,
+    MOVE_CHAT_USAGE,
+    MOVE_CHAT_USAGE_DELETE,
+    PURGE_UNOPENED,
+)
 from storage.sqlite.sql import sqlite_sql
 
 VACUUM_PAGES_PER_PURGE = 5000
@@ -18,8 +24,9 @@ VACUUM_PAGES_PER_PURGE = 5000
 
 
 def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
-    """Re-key a chat's consultations and settings; the new key's own data wins on conflict
-    (the old key's active consultation is reset, ended at its last activity)."""
+    """Re-key a chat's consultations, settings and usage; the new key's own data wins on
+    conflict (the old key's active consultation is reset, ended at its last activity), and
+    usage of the same day, model and kind is added together."""
     if db.execute(
         "SELECT 1 FROM consultations WHERE chat_key = ? AND status = 'active'", (new_key,)
     ).fetchone():
@@ -35,6 +42,8 @@ def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
         "UPDATE OR IGNORE chat_settings SET chat_key = ? WHERE chat_key = ?", (new_key, old_key)
     )
     db.execute("DELETE FROM chat_settings WHERE chat_key = ?", (old_key,))
+    db.execute(sqlite_sql(MOVE_CHAT_USAGE), (old_key, new_key))
+    db.execute(sqlite_sql(MOVE_CHAT_USAGE_DELETE), (old_key,))
     return moved
 
 
