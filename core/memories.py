@@ -3,7 +3,8 @@ and what a person sees and deletes.
 
 Invariants:
 - with `memory_enabled` off, or a person's memory off, nothing is read into a new
-  consultation, no model call is made when it completes, and nothing is added;
+  consultation, no model call is made when it completes, and nothing is added; the same
+  once the person has used up a token limit (the call would be paid with their tokens);
 - a consultation uses the facts of the owner it started with (`Consultation.memory_owner`,
   read once when it starts: no store read per round);
 - facts are extracted only from a COMPLETE consultation with an owner, after its reply was
@@ -25,6 +26,7 @@ from core.memory_call import FactsCall
 from core.models import Consultation, Status, Usage
 from core.ports import Completer, ConsultationStore
 from core.prompts import PromptLibrary
+from core.quotas import Quotas
 from core.requests import EngineConfig, model_of
 from core.usage import Accounting, CallKind, Payer
 
@@ -53,8 +55,10 @@ class Memories:
         config: EngineConfig,
         clock: Callable[[], float],
         accounting: Accounting,
+        quotas: Quotas,
     ) -> None:
         self._store = store
+        self._quotas = quotas
         self._accounting = accounting
         self._config = config
         self._clock = clock
@@ -81,7 +85,7 @@ class Memories:
         owner = consultation.memory_owner
         person = person_of(owner)
         state = await self._store.load_memory(owner, person)
-        if not state.preferences.enabled:
+        if not state.preferences.enabled or await self._quotas.spent(person):
             return MemoryUpdate()
         model = model_of(consultation.options.model, self._config)
         found, spent = await self._call.extract(consultation, [f.text for f in state.facts], model)

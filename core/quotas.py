@@ -272,7 +272,17 @@ class Quotas:
     async def check(self, payer: Payer | None, stage: Stage) -> Verdict:
         """The verdict for a turn of `payer` at `stage`; reads nothing when no limit can
         apply (no person and no client limit, or an exempt person and no client limit)."""
-        payer = payer or Payer()
+        verdict = await self._verdict(payer or Payer(), stage)
+        if verdict.refused and verdict.hit is not None and self._on_refused is not None:
+            self._on_refused(verdict.hit.limit)
+        return verdict
+
+    async def spent(self, person: str) -> bool:
+        """Whether `person` has used up a token limit: optional work paid with their tokens
+        (remembering facts) is skipped then. Not a refusal: nobody hears of it."""
+        return (await self._verdict(Payer(person=person), Stage.FOLLOW_UP)).refused
+
+    async def _verdict(self, payer: Payer, stage: Stage) -> Verdict:
         now = self._clock()
         client_limit = self._config.api_daily_tokens if payer.client else 0
         limits = PersonLimits()
@@ -288,10 +298,7 @@ class Quotas:
             client=bool(client_limit),
         )
         standing = await self._standing(payer, needs, now)
-        verdict = decide(limits, client_limit, standing, stage, now)
-        if verdict.refused and verdict.hit is not None and self._on_refused is not None:
-            self._on_refused(verdict.hit.limit)
-        return verdict
+        return decide(limits, client_limit, standing, stage, now)
 
     async def require(self, payer: Payer | None, stage: Stage) -> Verdict:
         """`check`, raising `QuotaExceeded` for a refusal."""

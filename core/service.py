@@ -104,7 +104,7 @@ class ConsultationService:
         )
         self._history = History(store)
         # Client memory (`service.memory.state(...)` and the rest; `remember` below).
-        self.memory = Memories(store, completer, prompts, config, clock, accounting)
+        self.memory = Memories(store, completer, prompts, config, clock, accounting, self.quotas)
         # API sessions (`service.sessions.start_session(...)` and the rest).
         self.sessions = ApiSessions(
             store,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from core.keyed_lock import KeyedLock
 from core.ports import Completer, ConsultationStore
 from core.prompts import PromptLibrary
-from core.quotas import QuotaConfig
+from core.quotas import Limit, QuotaConfig
 from core.requests import EngineConfig
 from core.service import ConsultationService
 from core.usage import Accounting
@@ -40,6 +40,7 @@ def make_service(
     *,
     accounting: Accounting | None = None,
     quotas: QuotaConfig | None = None,
+    on_quota: Callable[[Limit], None] | None = None,
     **config: object,
 ) -> ConsultationService:
     """A service with its own `KeyedLock`; `config` overrides `EngineConfig` fields.
@@ -58,6 +59,7 @@ def make_service(
         clock=clock,
         accounting=accounting,
         quotas=quotas,
+        on_quota=on_quota,
     )
 
 

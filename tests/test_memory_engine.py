@@ -10,7 +10,9 @@ import json
 from typing import Any
 
 from core.memory import MemoryPreferences, MemoryScope, memory_scope
+from core.quotas import Limit, QuotaConfig
 from core.service import ConsultationService
+from core.usage import Payer
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer, response_format_of, text_of
 from tests.service_harness import Engine
@@ -177,6 +179,25 @@ async def test_memory_off_for_the_person_makes_no_call_and_sends_nothing(
     assert (await service.remember(consultation)).facts == ()
     assert len(model.requests) == 1
     assert (await store.load_memory("tg:7", "tg:7")).preferences == MemoryPreferences(False)
+
+
+async def test_a_person_over_their_token_limit_gets_no_extraction_call(
+    engine: Engine, model: FakeModelServer, store: SqliteStore
+) -> None:
+    """Remembering is optional work paid with the person's tokens: once the final answer
+    used up their daily limit, no extraction is sent and nothing is kept; it is not
+    counted as a refusal (the person asked for nothing)."""
+    refused: list[Limit] = []
+    service = engine(quotas=QuotaConfig(user_daily_tokens=5), on_quota=refused.append)
+    model.enqueue("Answer that crosses the limit.")
+    await service.set_max_rounds("tg:7", 1)
+    reply = await service.ask("tg:7", "I live in Riga.", memory=PRIVATE, payer=Payer("tg:7"))
+    assert reply.is_complete
+    consultation = reply.consultation_id
+    assert (await service.remember(consultation)).facts == ()
+    assert len(model.requests) == 1
+    assert (await store.load_memory("tg:7", "tg:7")).facts == ()
+    assert refused == []
 
 
 async def test_memory_disabled_for_the_deployment_makes_no_call(
