@@ -38,6 +38,7 @@ from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
 from core.errors import StoreUnavailable
 from core.ports import ChatLocks
 from core.service import ConsultationService
+from core.transcript import TranscriptLanguages
 from media.intake import Intake
 from telemetry.metrics import Metrics
 from telemetry.supervision import LoopRegistry
@@ -64,6 +65,7 @@ def build_web_app(
     config: ApiConfig,
     service: ConsultationService,
     *,
+    document_languages: TranscriptLanguages,
     store: ApiStore | None = None,
     telegram_application: TelegramApp | None = None,
     metrics: Metrics | None = None,
@@ -76,7 +78,8 @@ def build_web_app(
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always,
     and each of `mounts` (a prefix and the application serving it, such as the
-    operator's console at `/admin`).
+    operator's console at `/admin`). An export's labels are in one of
+    `document_languages` (`api.export`).
     With an `update_sink` the webhook hands updates to it (see `api.webhook`).
 
     `/healthz` is 200 only while the store answers, a model is configured and each of the
@@ -102,7 +105,12 @@ def build_web_app(
         chat = ChatEndpoints(
             service, metrics, config, keys=store, locks=session_locks, intake=intake
         )
-        document = build_openapi(config, with_token=token is not None, intake=intake)
+        document = build_openapi(
+            config,
+            with_token=token is not None,
+            intake=intake,
+            languages=document_languages.codes,
+        )
 
         async def openapi(request: web.Request) -> web.Response:
             return json_response(document)
@@ -112,7 +120,9 @@ def build_web_app(
         app.router.add_post("/api/chat/stream", chat.stream)
         app.router.add_get("/api/sessions/{session_id}", chat.session)
         app.router.add_delete("/api/sessions/{session_id}", ForgetEndpoint(service).delete_session)
-        app.router.add_get("/api/sessions/{session_id}/export", ExportEndpoint(service).export)
+        app.router.add_get(
+            "/api/sessions/{session_id}/export", ExportEndpoint(service, document_languages).export
+        )
         memory = MemoryEndpoints(service)
         app.router.add_get("/api/users/{user_id}/memory", memory.facts)
         app.router.add_delete("/api/users/{user_id}/memory", memory.forget)
@@ -155,6 +165,7 @@ async def start_web_server(
     config: ApiConfig,
     service: ConsultationService,
     *,
+    document_languages: TranscriptLanguages,
     store: ApiStore,
     metrics: Metrics,
     telegram_application: TelegramApp | None = None,
@@ -172,6 +183,7 @@ async def start_web_server(
     app = build_web_app(
         config,
         service,
+        document_languages=document_languages,
         store=store,
         telegram_application=telegram_application,
         metrics=metrics,

@@ -95,6 +95,9 @@ _IDEMPOTENCY = {
     "schema": {"type": "string", "pattern": f"^[\\x21-\\x7e]{{1,{MAX_KEY_LENGTH}}}$"},
 }
 
+_LANGUAGE_TAG = "^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$"
+"""A language's code or tag, as `language` takes it (`es`, `pt_BR`, `zh-Hans`, `de-AT`)."""
+
 _MODELS: tuple[type[BaseModel], ...] = (
     AnswerIn,
     AttachmentIn,
@@ -228,10 +231,14 @@ def _sse_event(events: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_openapi(
-    config: ApiConfig, *, with_token: bool, intake: Intake | None = None
+    config: ApiConfig,
+    *,
+    with_token: bool,
+    intake: Intake | None = None,
+    languages: tuple[str, ...] = ("en",),
 ) -> dict[str, Any]:
-    """The document for this deployment (its limits, the files it takes and whether a
-    token is needed)."""
+    """The document for this deployment (its limits, the files it takes, the languages an
+    export is labelled in and whether a token is needed)."""
     schemas = copy.deepcopy(_schemas())
     _limit(schemas, config)
     body = {
@@ -284,10 +291,28 @@ def build_openapi(
              "schema": {"type": "string", "format": "uuid"}},
             {"name": "format", "in": "query", "required": False,
              "schema": {"type": "string", "enum": ["docx", "md"], "default": "docx"}},
+            {"name": "language", "in": "query", "required": False,
+             "description": "The language of the document's labels (headings, date), one of "
+             f"{', '.join(languages)}, as its code or a language tag (`pt-BR`, `pt`, "
+             "`zh-CN`); another is 400 VALIDATION_ERROR. Without it, the first language of "
+             "Accept-Language that is one of them, else the language the session's user "
+             "writes in, else English.",
+             "schema": {"type": "string", "pattern": _LANGUAGE_TAG,
+                        "examples": list(languages)}},
+            {"name": "Accept-Language", "in": "header", "required": False,
+             "description": "Languages for the labels when `language` is not given, by "
+             "weight (`q`); those not offered are passed over.",
+             "schema": {"type": "string"}},
         ],
         "responses": {
             "200": {
                 "description": "The transcript as an attachment (Content-Disposition)",
+                "headers": {
+                    "Content-Language": {
+                        "description": "The language of the labels, as a tag (`pt-BR`).",
+                        "schema": {"type": "string"},
+                    }
+                },
                 "content": {
                     "application/vnd.openxmlformats-officedocument.wordprocessingml.document":
                         {"schema": {"type": "string", "format": "binary"}},

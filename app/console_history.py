@@ -3,10 +3,12 @@
 Invariants: `/history` lists the console's newest consultations numbered as `/export N`
 reads them (1 = newest); `/export` writes the latest consultation (or number N) as a
 DOCX and a Markdown file into PATH, an existing directory (the current one when not
-given), named from its title (`core.file_names`); an existing file is never overwritten:
-both files take the first suffix " (2)", " (3)" … that is free for both, and each is
-created exclusively, so a file made meanwhile is not overwritten either; a failed write
-leaves neither file. The DOCX is built and the files are written in a thread.
+given), named from its title (`core.file_names`) and labelled in the language the
+consultation is written in (the console has no interface language but English; English
+when it cannot be told); an existing file is never overwritten: both files take the
+first suffix " (2)", " (3)" … that is free for both, and each is created exclusively, so
+a file made meanwhile is not overwritten either; a failed write leaves neither file.
+The DOCX is built and the files are written in a thread.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.document_labels import document_labels
 from bot.i18n import t
+from bot.languages import SOURCE
 from core.file_names import readable_stem
 from core.history import numbered, request_line
 from core.service import ConsultationService
-from core.transcript import render_markdown
+from core.transcript import render_markdown, transcript_of
 from media.export_docx import built_docx
 
 SHOWN_REQUEST_CHARS = 70
@@ -69,9 +73,10 @@ async def export_files(service: ConsultationService, key: str, argument: str) ->
         consultation = None if chosen is None else await service.for_export(key, chosen.id)
     if consultation is None:
         raise ExportRefused("nothing to export yet: ask a question first")
-    transcript = service.transcript(consultation)
+    language = service.written_language(consultation) or SOURCE
+    transcript = transcript_of(consultation, document_labels(language))
     markdown = render_markdown(transcript).encode()
-    stem = readable_stem(transcript.title or transcript.label("untitled"))
+    stem = readable_stem(transcript.title or transcript.labels.untitled)
 
     document = await built_docx(transcript)
     return await asyncio.to_thread(_write, folder, stem, document, markdown)

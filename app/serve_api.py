@@ -14,6 +14,7 @@ from app.console_web import console_mounts
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import cannot_listen, stop_on_signals
+from bot.document_labels import DOCUMENT_LANGUAGES
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ async def serve_api(settings: Settings) -> int:
             runner = await start_web_server(
                 config,
                 runtime.service,
+                document_languages=DOCUMENT_LANGUAGES,
                 store=runtime.store,
                 metrics=runtime.metrics,
                 session_locks=runtime.chat_locks,

@@ -34,6 +34,7 @@ from bot.app import (
     set_command_menus,
 )
 from bot.config import BotConfig
+from bot.document_labels import DOCUMENT_LANGUAGES
 from bot.given_up import give_up
 from bot.inbox import InboxWorker
 from bot.polling import PollingLeader
@@ -242,6 +243,7 @@ async def start_web(
         return await start_web_server(
             config,
             runtime.service,
+            document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             metrics=runtime.metrics,
             telegram_application=application,

@@ -7,7 +7,8 @@ kept); N is the number /history shows (1 = newest), and a number outside it gets
 valid range, nothing sent; the DOCX is built on one thread of its own, a document at a
 time, so the event loop never waits for it (nor for several at once); both files go as
 replies, named from the title (`core.file_names`: safe characters, at most 64 with the
-extension), while the chat shows "sending a file".
+extension), while the chat shows "sending a file"; their labels are in the interface
+language of the person who asked, the language of the bot's messages to them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from telegram.error import TelegramError
 from bot.buttons import Press, ignored
 from bot.chat import Context, Incoming
 from bot.delivery import Sender
+from bot.document_labels import document_labels
 from bot.i18n import t
 from bot.keyboards import consultation_of
 from bot.say import Say
@@ -31,7 +33,7 @@ from core.file_names import readable_stem
 from core.history import numbered
 from core.models import Consultation
 from core.service import ConsultationService
-from core.transcript import render_markdown
+from core.transcript import render_markdown, transcript_of
 from media.export_docx import built_docx
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,7 @@ class Exports:
         if consultation is None:
             await self.say(incoming, t(language, "export_none"))
             return
-        await self.send(context.bot, replying(incoming), consultation)
+        await self.send(context.bot, replying(incoming), consultation, language)
 
     async def export_button(
         self, incoming: Incoming, value: str, context: Context, press: Press
@@ -80,15 +82,18 @@ class Exports:
         if consultation is None:
             return
         await press.answer()  # before the files: the client stops waiting at once
-        await self.send(context.bot, replying(incoming), consultation)
+        await self.send(context.bot, replying(incoming), consultation, incoming.language)
 
-    async def send(self, bot: AnyBot, target: Target, consultation: Consultation) -> None:
-        """Both files, as replies; a chat that cannot take them is logged, not retried."""
+    async def send(
+        self, bot: AnyBot, target: Target, consultation: Consultation, language: str
+    ) -> None:
+        """Both files, labelled in the person's interface `language`, as replies; a chat
+        that cannot take them is logged, not retried."""
         await _uploading(bot, target)
-        transcript = self.service.transcript(consultation)
+        transcript = transcript_of(consultation, document_labels(language))
         markdown = render_markdown(transcript).encode()
         document = await built_docx(transcript)
-        stem = readable_stem(transcript.title or transcript.label("untitled"))
+        stem = readable_stem(transcript.title or transcript.labels.untitled)
         sender = Sender(bot, target)
         try:
             await sender.send_file(f"{stem}.docx", document)

@@ -29,6 +29,7 @@ from core.history import has_final_answer, request_line
 from core.models import ConsultationSummary
 from core.outcomes import Reply
 from core.service import ConsultationService
+from core.transcript import transcript_of
 
 SHOW = "hs"
 """Show a consultation's final answer again."""
@@ -60,7 +61,7 @@ class HistoryView:
         consultation = await consultation_pressed(self.service, incoming, value, press)
         if consultation is None:
             return
-        final = self.service.transcript(consultation).final_answer
+        final = transcript_of(consultation).final_answer
         if final is None:  # not complete: its history entry offers no such button
             await press.answer(t(incoming.language, "export_gone"))
             return

@@ -135,6 +135,19 @@ MESSAGES: dict[str, str | Plural] = {
     "history_expired": N_("expired"),
     "history_answer_button": N_("Answer {number}"),
     "history_document_button": N_("Document {number}"),
+    # The exported document's labels (`bot.document_labels`).
+    # Translators: {date} is the consultation's start, as 2025-06-15 14:26 UTC.
+    "document_date": N_("Date: {date}"),
+    "document_request": N_("Request"),
+    "document_round": N_("Clarifying round {number}"),
+    "document_questions": N_("Questions"),
+    "document_answer": N_("Answer"),
+    "document_not_answered": N_("(not answered)"),
+    "document_final": N_("Final answer"),
+    # Translators: the document's title when its request has no text.
+    "document_untitled": N_("Consultation"),
+    "document_follow_ups": N_("Follow-up questions"),
+    "document_follow_up": N_("Follow-up {number}"),
     "round_stale": N_("These questions were already answered."),
     "round_nothing_chosen": N_("Choose an option first, or type your answer."),
     "rounds_show": N_(

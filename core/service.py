@@ -51,7 +51,6 @@ from core.rounds import has_open_turn, is_expired, validate_max_rounds
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
 from core.stats import DayFigures, Stats, period_of
-from core.transcript import Transcript, transcript_of
 from core.usage import (
     Accounting,
     Payer,
@@ -562,10 +561,11 @@ class ConsultationService:
         delivered, never before: the answer does not wait for it."""
         return await self.memory.remember(consultation_id)
 
-    def transcript(self, consultation: Consultation) -> Transcript:
-        """The consultation as a document to keep, labelled in the language its user
-        writes in (English when that cannot be told)."""
-        return transcript_of(consultation, user_language(consultation, self._prompts) or "en")
+    def written_language(self, consultation: Consultation) -> str | None:
+        """The code of the language the consultation's user writes in (`core.language`:
+        "en" or "ru"), None when that cannot be told; the automatic "final answer now"
+        request is not the user's writing."""
+        return user_language(consultation, self._prompts)
 
     def roles(self) -> dict[str, RoleInfo]:
         return self._prompts.roles()

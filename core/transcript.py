@@ -7,7 +7,9 @@ while unanswered), then the final answer, which only a COMPLETE consultation has
 reply to its last round), then the follow-ups asked after it (each question, then its
 answer, None while unanswered). Sources are part of a reply's text when the model
 wrote them there: the store keeps no provider citations, so nothing is added. Labels
-are English, or Russian for a consultation written in Russian. Each text is cut at
+are the caller's `TranscriptLabels` (English unless an edge gives them in the reader's
+language from its catalogs); the one date is ISO 8601 in UTC, the one kind of number a
+round's or follow-up's ordinal, the same in every language. Each text is cut at
 `MAX_PART_CHARS`, so a document costs at most a bounded amount whatever was stored, and
 a lone surrogate becomes U+FFFD, so every text encodes as UTF-8. Pure: no I/O.
 """
@@ -15,47 +17,58 @@ a lone surrogate becomes U+FFFD, so every text encodes as UTF-8. Pure: no I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from core.clarifying import ClarifyingRound, option_lines
 from core.follow_ups import FollowUpPart, final_index, follow_up_parts
-from core.language import written_language
 from core.models import Consultation, Message, Role
 
 MAX_TITLE_CHARS = 80
 MAX_PART_CHARS = 100_000
 """Longest text a part keeps (a stored reply is far shorter: `max_answer_chars`)."""
 
-LABELS: dict[str, dict[str, str]] = {
-    "en": {
-        "date": "Date",
-        "request": "Request",
-        "round": "Clarifying round {number}",
-        "questions": "Questions",
-        "answer": "Answer",
-        "no_answer": "(not answered)",
-        "final": "Final answer",
-        "untitled": "Consultation",
-        "options": "Options",
-        "follow_ups": "Follow-up questions",
-        "follow_up": "Follow-up {number}",
-    },
-    "ru": {
-        "date": "Дата",
-        "request": "Запрос",
-        "round": "Уточняющий раунд {number}",
-        "questions": "Вопросы",
-        "answer": "Ответ",
-        "no_answer": "(без ответа)",
-        "final": "Итоговый ответ",
-        "untitled": "Консультация",
-        "options": "Варианты",
-        "follow_ups": "Дополнительные вопросы",
-        "follow_up": "Дополнительный вопрос {number}",
-    },
-}
-"""Document labels by language code; English for any other."""
+
+@dataclass(frozen=True, slots=True)
+class TranscriptLabels:
+    """The words a document is labelled with, in one language; English by default. Core
+    loads no catalog: an edge that has them builds these in the reader's language.
+    `date` holds `{date}` (the start as `2025-06-15 14:26 UTC`, locale-neutral ISO 8601),
+    `round` and `follow_up` hold `{number}`."""
+
+    date: str = "Date: {date}"
+    request: str = "Request"
+    round: str = "Clarifying round {number}"
+    questions: str = "Questions"
+    answer: str = "Answer"
+    not_answered: str = "(not answered)"
+    final: str = "Final answer"
+    untitled: str = "Consultation"
+    follow_ups: str = "Follow-up questions"
+    follow_up: str = "Follow-up {number}"
+
+    def dated(self, at: datetime) -> str:
+        return self.date.format(date=f"{at:%Y-%m-%d %H:%M} UTC")
+
+    def round_of(self, number: int) -> str:
+        return self.round.format(number=number)
+
+    def follow_up_of(self, number: int) -> str:
+        return self.follow_up.format(number=number)
+
+
+ENGLISH = TranscriptLabels()
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptLanguages:
+    """The languages a document can be labelled in (codes such as `es`, `pt_BR`), English
+    first, and its labels in each: what an edge without catalogs of its own is given."""
+
+    codes: tuple[str, ...]
+    labels: Callable[[str], TranscriptLabels]
+
 
 _SPACE = re.compile(r"\s+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -73,23 +86,19 @@ class RoundPart:
 
 @dataclass(frozen=True, slots=True)
 class Transcript:
-    """A consultation's parts in order, with the labels of its language."""
+    """A consultation's parts in order, with the labels of the reader's language."""
 
     title: str
     started_at: datetime
-    language: str
+    labels: TranscriptLabels
     request: str
     rounds: tuple[RoundPart, ...]
     final_answer: str | None
     follow_ups: tuple[FollowUpPart, ...] = ()
 
-    def label(self, key: str, **values: object) -> str:
-        return LABELS[self.language][key].format(**values)
 
-
-def transcript_of(consultation: Consultation, language: str | None = None) -> Transcript:
-    """The consultation's transcript; `language` (a code) chooses its labels, or, when
-    None, the language its user messages are written in."""
+def transcript_of(consultation: Consultation, labels: TranscriptLabels = ENGLISH) -> Transcript:
+    """The consultation's transcript, labelled with `labels`."""
     index = final_index(consultation)
     messages = consultation.messages if index is None else consultation.messages[: index + 1]
     turns = _turns(messages)
@@ -108,12 +117,10 @@ def transcript_of(consultation: Consultation, language: str | None = None) -> Tr
         FollowUpPart(_cut(part.question), None if part.answer is None else _cut(part.answer))
         for part in follow_up_parts(consultation)
     )
-    if language is None:
-        language = written_language(m.text for m in consultation.messages if m.role is Role.USER)
     return Transcript(
         title=_cut(title_of(request)),
         started_at=datetime.fromtimestamp(consultation.created_at, UTC),
-        language=language if language in LABELS else "en",
+        labels=labels,
         request=_cut(request),
         rounds=tuple(rounds),
         final_answer=final,
@@ -137,30 +144,30 @@ def title_of(request: str) -> str:
 def render_markdown(transcript: Transcript) -> str:
     """The transcript as one Markdown document: title, date, request, rounds, final answer,
     follow-ups."""
-    t = transcript
+    t, labels = transcript, transcript.labels
     parts = [
-        f"# {_one_line(t.title) or t.label('untitled')}",
-        f"*{t.label('date')}: {t.started_at:%Y-%m-%d %H:%M} UTC*",
-        f"## {t.label('request')}",
+        f"# {_one_line(t.title) or labels.untitled}",
+        f"*{labels.dated(t.started_at)}*",
+        f"## {labels.request}",
         t.request,
     ]
     for number, part in enumerate(t.rounds, 1):
-        parts.append(f"## {t.label('round', number=number)}")
-        parts.append(f"### {t.label('questions')}")
+        parts.append(f"## {labels.round_of(number)}")
+        parts.append(f"### {labels.questions}")
         parts.append(round_markdown(part))
-        parts.append(f"### {t.label('answer')}")
-        parts.append(part.answer if part.answer is not None else f"*{t.label('no_answer')}*")
+        parts.append(f"### {labels.answer}")
+        parts.append(part.answer if part.answer is not None else f"*{labels.not_answered}*")
     if t.final_answer is not None:
-        parts.append(f"## {t.label('final')}")
+        parts.append(f"## {labels.final}")
         parts.append(t.final_answer)
     if t.follow_ups:
-        parts.append(f"## {t.label('follow_ups')}")
+        parts.append(f"## {labels.follow_ups}")
     for number, follow_up in enumerate(t.follow_ups, 1):
-        parts.append(f"### {t.label('follow_up', number=number)}")
+        parts.append(f"### {labels.follow_up_of(number)}")
         parts.append(follow_up.question)
-        parts.append(f"#### {t.label('answer')}")
+        parts.append(f"#### {labels.answer}")
         parts.append(
-            follow_up.answer if follow_up.answer is not None else f"*{t.label('no_answer')}*"
+            follow_up.answer if follow_up.answer is not None else f"*{labels.not_answered}*"
         )
     return _SURROGATE.sub("\ufffd", "\n\n".join(p.strip("\n") for p in parts) + "\n")
 

@@ -1,7 +1,7 @@
 """A consultation's transcript as a DOCX document.
 
 Invariants: the document holds the transcript's parts in the order `core.transcript`
-gives them, under headings in its language; every text is read as Markdown by pyromark
+gives them, under the transcript's labels; every text is read as Markdown by pyromark
 (the parser the bot renders with), so headings, paragraphs with bold and italic, bullet
 and numbered lists, tables and code blocks (monospace) come out as Word's own structures,
 never as Markdown signs. Characters XML cannot hold are dropped, so any stored text gives
@@ -56,28 +56,28 @@ def docx_bytes(transcript: Transcript) -> bytes:
     from docx import Document as new_document
 
     document = new_document()
-    t = transcript
-    document.add_heading(_clean(t.title) or t.label("untitled"), level=0)
-    date = document.add_paragraph().add_run(f"{t.label('date')}: {t.started_at:%Y-%m-%d %H:%M} UTC")
+    t, labels = transcript, transcript.labels
+    document.add_heading(_clean(t.title) or labels.untitled, level=0)
+    date = document.add_paragraph().add_run(labels.dated(t.started_at))
     date.italic = True
-    document.add_heading(t.label("request"), level=1)
+    document.add_heading(labels.request, level=1)
     add_markdown(document, t.request)
     for number, part in enumerate(t.rounds, 1):
-        document.add_heading(t.label("round", number=number), level=1)
-        document.add_heading(t.label("questions"), level=2)
+        document.add_heading(labels.round_of(number), level=1)
+        document.add_heading(labels.questions, level=2)
         add_markdown(document, round_markdown(part))
-        document.add_heading(t.label("answer"), level=2)
-        add_markdown(document, part.answer if part.answer is not None else t.label("no_answer"))
+        document.add_heading(labels.answer, level=2)
+        add_markdown(document, part.answer if part.answer is not None else labels.not_answered)
     if t.final_answer is not None:
-        document.add_heading(t.label("final"), level=1)
+        document.add_heading(labels.final, level=1)
         add_markdown(document, t.final_answer)
     if t.follow_ups:
-        document.add_heading(t.label("follow_ups"), level=1)
+        document.add_heading(labels.follow_ups, level=1)
     for number, follow_up in enumerate(t.follow_ups, 1):
-        document.add_heading(t.label("follow_up", number=number), level=2)
+        document.add_heading(labels.follow_up_of(number), level=2)
         add_markdown(document, follow_up.question)
-        document.add_heading(t.label("answer"), level=3)
-        answer = follow_up.answer if follow_up.answer is not None else t.label("no_answer")
+        document.add_heading(labels.answer, level=3)
+        answer = follow_up.answer if follow_up.answer is not None else labels.not_answered
         add_markdown(document, answer)
     out = io.BytesIO()
     document.save(out)

@@ -23,6 +23,7 @@ from api.app import build_web_app
 from app.console_web import console_mounts
 from app.runtime import open_runtime
 from app.settings import Settings, load_settings
+from bot.document_labels import DOCUMENT_LANGUAGES
 from core.clarifying import ClarifyingRound, Question
 from core.models import Consultation, Message, Role, Status, Usage
 from core.service import ConsultationService
@@ -104,6 +105,7 @@ async def running_console(settings: Settings) -> AsyncIterator[Console]:
         app = build_web_app(
             settings.api_config(),
             runtime.service,
+            document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             metrics=runtime.metrics,
             mounts=console_mounts(settings, runtime, clock=clock),

@@ -24,6 +24,7 @@ from api.server import ApiRunner, ReadTimeouts, read_timeouts
 from api.webhook import TelegramApp
 from app.runtime import BOT_MODEL, open_runtime
 from app.settings import Settings, load_settings
+from bot.document_labels import DOCUMENT_LANGUAGES
 from core.deadline import DeadlineCompleter
 from core.service import ConsultationService
 from telemetry.metrics import MeteredCompleter, Metrics
@@ -141,6 +142,7 @@ async def running_api(
         app = build_web_app(
             settings.api_config(),
             runtime.service,
+            document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             telegram_application=application,
             metrics=runtime.metrics,

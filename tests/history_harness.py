@@ -52,9 +52,14 @@ async def finish(
     return int(sent(bot, chat_id)[-1].result["message_id"])
 
 
-async def pressed(bot: RunningBot, chat_id: int, data: str, message_id: int) -> Call:
-    """Press a button under `message_id`; the bot's answer to that press."""
-    update = bot.api.push_update(bot.api.callback_query(chat_id, chat_id, data, message_id))
+async def pressed(
+    bot: RunningBot, chat_id: int, data: str, message_id: int, language_code: str = "en"
+) -> Call:
+    """Press a button under `message_id` (from a client set to `language_code`); the bot's
+    answer to that press."""
+    update = bot.api.push_update(
+        bot.api.callback_query(chat_id, chat_id, data, message_id, language_code)
+    )
     query_id = update["callback_query"]["id"]
     return await bot.api.wait_for(
         lambda c: c.method == "answerCallbackQuery" and c.params["callback_query_id"] == query_id

@@ -16,6 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from api.app import build_web_app
 from app.runtime import open_runtime
+from bot.document_labels import DOCUMENT_LANGUAGES
 from core.keyed_lock import KeyedLock
 from core.models import Role
 from tests.api_harness import RunningApi, api_settings, running_api
@@ -224,7 +225,11 @@ async def test_sessions_are_held_through_the_locks_the_server_is_given(
     locks = RecordedLocks()
     async with open_runtime(settings, background=False) as runtime:
         app = build_web_app(
-            settings.api_config(), runtime.service, store=runtime.store, session_locks=locks
+            settings.api_config(),
+            runtime.service,
+            document_languages=DOCUMENT_LANGUAGES,
+            store=runtime.store,
+            session_locks=locks,
         )
         async with TestClient(TestServer(app, host="127.0.0.1")) as client:
             first = await (

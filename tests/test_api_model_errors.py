@@ -16,6 +16,7 @@ from api.app import start_web_server
 from api.chat import did_not_happen
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
+from bot.document_labels import DOCUMENT_LANGUAGES
 from core.errors import ModelError, ModelErrorKind
 from tests.api_harness import RunningApi, api_settings
 from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
@@ -120,7 +121,11 @@ async def serve_once(settings: Settings, path: str) -> int:
     """Start the API as `python -m api` does, request `path` once, stop; return the status."""
     async with open_runtime(settings) as runtime:
         runner = await start_web_server(
-            settings.api_config(), runtime.service, store=runtime.store, metrics=runtime.metrics
+            settings.api_config(),
+            runtime.service,
+            document_languages=DOCUMENT_LANGUAGES,
+            store=runtime.store,
+            metrics=runtime.metrics,
         )
         try:
             url = f"http://127.0.0.1:{settings.api_port}{path}"

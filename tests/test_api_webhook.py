@@ -20,6 +20,7 @@ from api.webhook import SECRET_HEADER, TelegramApp, UpdateSink
 from app.runtime import open_runtime
 from app.settings import Settings
 from bot.app import build_application
+from bot.document_labels import DOCUMENT_LANGUAGES
 from core.errors import StoreUnavailable
 from tests.api_harness import ApiTestServer, api_settings, running_api
 from tests.fakes.bot_api import TOKEN, FakeBotApi
@@ -133,6 +134,7 @@ async def test_start_web_server_serves_and_registers_the_webhook(
             runner = await start_web_server(
                 settings.api_config(),
                 api.service,
+                document_languages=DOCUMENT_LANGUAGES,
                 store=api.store,
                 metrics=api.metrics,
                 telegram_application=application,
@@ -237,6 +239,7 @@ async def webhook_with_sink(
         app = build_web_app(
             settings.api_config(),
             runtime.service,
+            document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             telegram_application=application,
             metrics=runtime.metrics,

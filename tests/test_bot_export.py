@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.i18n import FSI, PDI
 from bot.keyboards import EXPORT
-from tests.bot_harness import RunningBot, ask_private, buttons, sent, started_bot
+from tests.bot_harness import RunningBot, ask_private, buttons, press, sent, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.history_harness import (
@@ -45,7 +46,8 @@ async def test_the_document_button_sends_the_consultation_as_docx_and_markdown(
     """The "Document" button under a Russian final answer sends two replies, a DOCX and
     a Markdown file named from the title, while the chat shows "sending a file": each
     holds the title, the date, the request, the round's question and answer, and the final
-    answer with its heading, list, table, code and sources, labelled in Russian."""
+    answer with its heading, list, table, code and sources, labelled in Russian, the
+    language of the person who pressed it."""
     final_id = await finish(
         bot, USER, REQUEST, "Около тысячи пользователей", question="Какая нагрузка?",
         language_code="ru",
@@ -53,7 +55,7 @@ async def test_the_document_button_sends_the_consultation_as_docx_and_markdown(
     [data] = [d for d in buttons(sent(bot, USER)[-1]) if d.startswith(f"{EXPORT}:")]
     requests_before = len(bot.model.requests)
 
-    answer = await pressed(bot, USER, data, final_id)
+    answer = await pressed(bot, USER, data, final_id, language_code="ru")
     docx, markdown = await wait_uploads(bot, USER, 2)
 
     assert popup(answer) == ""
@@ -120,6 +122,62 @@ async def test_export_sends_the_latest_and_export_n_the_one_history_numbers(
     assert [u.filename for u in older] == ["Plan a trip to Rome.docx", "Plan a trip to Rome.md"]
     assert "## Final answer" in older[1].data.decode()
     assert refusal == "There is no consultation number 3. Choose one from 1 to 2 (see /history)."
+
+
+LABELLED = {
+    "es": ("Fecha: ", "Solicitud", "Ronda de aclaración 1", "Preguntas", "Respuesta",
+           "Respuesta final"),
+    "ar": ("التاريخ: ", "الطلب", f"الجولة التوضيحية {FSI}1{PDI}", "الأسئلة", "الإجابة",
+           "الإجابة النهائية"),
+    "ja": ("日付：", "ご依頼", "確認ラウンド 1", "質問", "回答", "最終回答"),
+}  # fmt: skip
+"""Per interface language: how the date line starts, then the headings in order."""
+
+
+@pytest.mark.parametrize("language", sorted(LABELLED))
+async def test_the_document_is_labelled_in_the_persons_interface_language(
+    bot: RunningBot, language: str
+) -> None:
+    """A person whose Telegram speaks Spanish, Arabic or Japanese gets both files labelled
+    in that language, as the bot's messages to them are, though the consultation is written
+    in Russian; in Arabic the date and the round's number are isolated, so they keep their
+    direction in right-to-left text."""
+    await finish(bot, USER, REQUEST, "Около тысячи пользователей", language_code=language)
+    await ask_private(bot, USER, "/export", parts=0, language_code=language)
+    docx, markdown = await wait_uploads(bot, USER, 2)
+
+    date, *headings = LABELLED[language]
+    md = markdown.data.decode()
+    positions = [md.index(f"\n## {heading}\n") for heading in headings[:2]]
+    positions.append(md.index(f"\n## {headings[-1]}\n"))
+    assert positions == sorted(positions)
+    assert f"### {headings[2]}" in md and f"### {headings[3]}" in md
+    assert f"*{date}" in md and "Запрос" not in md and "Request" not in md
+    if language == "ar":
+        assert f"*{date}{FSI}20" in md and f" UTC{PDI}*" in md
+    paragraphs, _ = docx_text(docx)
+    styled = {text: style for style, text in paragraphs}
+    for heading in headings:
+        assert styled[heading].startswith("Heading"), heading
+    assert any(text.startswith(date) for _, text in paragraphs)
+
+
+async def test_a_chosen_language_labels_the_document_whatever_the_client_says(
+    bot: RunningBot,
+) -> None:
+    """Japanese chosen with /language labels the document in Japanese for a client set to
+    English, the "Document" button's files too."""
+    await ask_private(bot, USER, "/language", language_code="en")
+    await press(bot, USER, "lang:ja", sent(bot, USER)[-1].result["message_id"])
+    final_id = await finish(bot, USER, "Plan a trip to Rome", "In May", language_code="en")
+    [data] = [d for d in buttons(sent(bot, USER)[-1]) if d.startswith(f"{EXPORT}:")]
+
+    await pressed(bot, USER, data, final_id)
+    _, markdown = await wait_uploads(bot, USER, 2)
+
+    md = markdown.data.decode()
+    assert "## ご依頼" in md and "## 確認ラウンド 1" in md and "## 最終回答" in md
+    assert "Final answer" not in md
 
 
 @pytest.mark.parametrize("argument", ["0", "-1", "abc", "12345", "1 2", "1.5", "٣"])

@@ -22,7 +22,7 @@ from core.errors import (
 from core.llm import OpenAICompleter
 from core.models import Role, Status
 from core.service import ConsultationService
-from core.transcript import render_markdown
+from core.transcript import render_markdown, transcript_of
 from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import Clock, Engine, make_service
 from tests.store_contract import STORE_KINDS, StoreKind
@@ -103,7 +103,7 @@ async def test_later_follow_ups_see_the_earlier_ones_and_the_transcript_lists_th
 
     stored = await store.get(consultation_id)
     assert stored is not None
-    transcript = service.transcript(stored)
+    transcript = transcript_of(stored)
     assert transcript.final_answer == "## Plan\nMove to PostgreSQL."
     assert len(transcript.rounds) == 1
     assert [(p.question, p.answer) for p in transcript.follow_ups] == [

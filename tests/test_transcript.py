@@ -7,10 +7,20 @@ import io
 import docx
 from docx.text.paragraph import Paragraph
 
+from bot.document_labels import document_labels
+from bot.i18n import FSI, PDI
 from core.clarifying import ClarifyingRound, Question
 from core.models import Consultation, Message, Role, Status
-from core.transcript import MAX_TITLE_CHARS, render_markdown, title_of, transcript_of
+from core.transcript import (
+    MAX_TITLE_CHARS,
+    TranscriptLabels,
+    render_markdown,
+    title_of,
+    transcript_of,
+)
 from media.export_docx import MONOSPACE, docx_bytes
+
+RUSSIAN = document_labels("ru")
 
 FINAL = """## План тренировок
 
@@ -62,7 +72,7 @@ def consultation(status: Status = Status.COMPLETE) -> Consultation:
 def test_markdown_holds_request_questions_answers_and_final_answer_in_order() -> None:
     """Title, date, request, each round's questions, options and answer, then the final
     answer, in order and under Russian labels."""
-    markdown = render_markdown(transcript_of(consultation()))
+    markdown = render_markdown(transcript_of(consultation(), RUSSIAN))
     expected = [
         "# Помоги подобрать веса для хаммера",
         "2025-06-15",
@@ -86,7 +96,8 @@ def test_markdown_holds_request_questions_answers_and_final_answer_in_order() ->
 
 
 def test_an_unfinished_consultation_has_no_final_answer_and_an_unanswered_round() -> None:
-    """An active consultation ends with an unanswered round; English text gets English labels."""
+    """An active consultation ends with an unanswered round; without labels given, the
+    document is labelled in English."""
     english = Consultation(
         id="d" * 32, chat_key="tg:1", max_rounds=3, initial_request="How do I plan my week?",
         created_at=0.0, last_activity_at=0.0,
@@ -111,7 +122,7 @@ def test_a_long_title_is_cut_at_a_word() -> None:
 def test_docx_holds_each_part_as_word_structures() -> None:
     """The DOCX opens with python-docx and has headings, a bullet item, a table cell, a
     monospace code line and Cyrillic text."""
-    document = docx.Document(io.BytesIO(docx_bytes(transcript_of(consultation()))))
+    document = docx.Document(io.BytesIO(docx_bytes(transcript_of(consultation(), RUSSIAN))))
     paragraphs = document.paragraphs
     texts = [p.text for p in paragraphs]
     headings = [p.text for p in paragraphs if style_of(p).startswith("Heading")]
@@ -150,10 +161,10 @@ def with_follow_ups() -> Consultation:
     return done
 
 
-def test_follow_ups_come_after_the_final_answer_in_their_language() -> None:
+def test_follow_ups_come_after_the_final_answer_under_their_labels() -> None:
     """The final answer is the reply to the last round, not the last message; each
     follow-up follows it with its answer (none yet for the second), labelled in Russian."""
-    transcript = transcript_of(with_follow_ups())
+    transcript = transcript_of(with_follow_ups(), RUSSIAN)
     assert transcript.final_answer == FINAL
     assert len(transcript.rounds) == 2
     assert [(p.question, p.answer) for p in transcript.follow_ups] == [
@@ -179,7 +190,7 @@ def test_an_active_consultation_has_no_follow_ups() -> None:
 def test_the_docx_holds_the_follow_ups_under_their_headings() -> None:
     """Each follow-up is a heading of its own under the follow-ups' heading, its answer's
     Markdown read as Word's own runs."""
-    document = docx.Document(io.BytesIO(docx_bytes(transcript_of(with_follow_ups()))))
+    document = docx.Document(io.BytesIO(docx_bytes(transcript_of(with_follow_ups(), RUSSIAN))))
     headings = [(style_of(p), p.text) for p in document.paragraphs if "Heading" in style_of(p)]
     assert headings[-5:] == [
         ("Heading 1", "Дополнительные вопросы"),
@@ -190,3 +201,31 @@ def test_the_docx_holds_the_follow_ups_under_their_headings() -> None:
     ]
     texts = [p.text for p in document.paragraphs]
     assert "Уменьшите вес вдвое." in texts and "(без ответа)" in texts
+
+
+def test_core_labels_a_document_in_english_whatever_it_is_written_in() -> None:
+    """Core guesses no language: a Russian consultation given no labels reads in English,
+    the catalog's English, word for word."""
+    markdown = render_markdown(transcript_of(consultation()))
+    assert "## Request" in markdown and "## Clarifying round 2" in markdown
+    assert "*Date: 2025-06-15 15:06 UTC*" in markdown and "## Final answer" in markdown
+    assert document_labels("en") == TranscriptLabels()
+
+
+def test_right_to_left_labels_isolate_the_date_and_the_numbers() -> None:
+    """In Arabic the headings are the catalog's, and the date and each round's number keep
+    their own direction inside the right-to-left text (isolated, as the bot's messages)."""
+    markdown = render_markdown(transcript_of(with_follow_ups(), document_labels("ar")))
+    assert f"*التاريخ: {FSI}2025-06-15 15:06 UTC{PDI}*" in markdown
+    assert f"## الجولة التوضيحية {FSI}2{PDI}" in markdown
+    assert "## الإجابة النهائية" in markdown and "## أسئلة المتابعة" in markdown
+    assert f"### سؤال المتابعة {FSI}1{PDI}" in markdown
+    assert markdown.rstrip().endswith("#### الإجابة\n\n*(بلا إجابة)*")
+    headings = [
+        p.text
+        for p in docx.Document(
+            io.BytesIO(docx_bytes(transcript_of(with_follow_ups(), document_labels("ar"))))
+        ).paragraphs
+        if style_of(p).startswith("Heading")
+    ]
+    assert f"الجولة التوضيحية {FSI}1{PDI}" in headings and "الطلب" in headings

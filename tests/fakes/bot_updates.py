@@ -140,8 +140,11 @@ class UpdateBuilder:
         self.messages[(chat_id, message_id)] = msg
         return {"update_id": self.next_update_id(), "edited_message": msg}
 
-    def callback_query(self, chat_id: Any, user_id: int, data: str, message_id: int) -> JSON:
-        """An Update for a press on an inline button under message `message_id`."""
+    def callback_query(
+        self, chat_id: Any, user_id: int, data: str, message_id: int, language_code: str = "en"
+    ) -> JSON:
+        """An Update for a press on an inline button under message `message_id`, by a
+        user whose client is set to `language_code`."""
         message = self.messages.get((chat_id, message_id)) or {
             "message_id": message_id,
             "date": int(time.time()),
@@ -151,7 +154,7 @@ class UpdateBuilder:
             "update_id": self.next_update_id(),
             "callback_query": {
                 "id": f"cq{self.next_message_id()}",
-                "from": self.user(user_id),
+                "from": self.user(user_id, language_code=language_code),
                 "chat_instance": f"ci{chat_id}",
                 "data": data,
                 "message": {k: v for k, v in message.items() if v is not None},
