@@ -9,7 +9,10 @@ a document. python-docx is imported on the first document made, never at start-u
 document is built synchronously (`docx_bytes`); an event loop awaits `built_docx`, which
 builds on one thread of its own. Its cost is linear
 in the text: a style's id is looked up once per text (python-docx searches every style of
-the template, and compares with the default, on each lookup by name).
+the template, and compares with the default, on each lookup by name). A paragraph whose
+first strong character is right-to-left (Arabic, Persian, Hebrew…; text inside bidi
+isolates does not count, as in Unicode's paragraph rule) is a right-to-left paragraph
+(`w:bidi`), so Word aligns and orders it as its readers expect, whatever the labels' language.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,9 +83,49 @@ def docx_bytes(transcript: Transcript) -> bytes:
         document.add_heading(labels.answer, level=3)
         answer = follow_up.answer if follow_up.answer is not None else labels.not_answered
         add_markdown(document, answer)
+    set_directions(document)
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
+
+
+_BIDI_SUCCESSORS = (
+    "w:adjustRightInd", "w:snapToGrid", "w:spacing", "w:ind", "w:contextualSpacing",
+    "w:mirrorIndents", "w:suppressOverlap", "w:jc", "w:textDirection", "w:textAlignment",
+    "w:textboxTightWrap", "w:outlineLvl", "w:divId", "w:cnfStyle", "w:rPr", "w:sectPr",
+    "w:pPrChange",
+)  # fmt: skip
+"""What follows `w:bidi` in a paragraph's properties (the schema fixes their order)."""
+_ISOLATES = frozenset("\u2066\u2067\u2068")
+_POP_ISOLATE = "\u2069"
+
+
+def set_directions(document: Document) -> None:
+    """Mark every right-to-left paragraph of the body (tables' included) `w:bidi`."""
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    for p in document.element.body.iter(qn("w:p")):
+        if right_to_left("".join(t.text or "" for t in p.iter(qn("w:t")))):
+            p.get_or_add_pPr().insert_element_before(OxmlElement("w:bidi"), *_BIDI_SUCCESSORS)
+
+
+def right_to_left(text: str) -> bool:
+    """Whether `text`'s first strong character, outside bidi isolates, is right-to-left
+    (Unicode's rule for a paragraph's direction); False with none."""
+    depth = 0
+    for char in text:
+        if char in _ISOLATES:
+            depth += 1
+        elif char == _POP_ISOLATE:
+            depth = max(0, depth - 1)
+        elif not depth:
+            kind = unicodedata.bidirectional(char)
+            if kind in ("R", "AL"):
+                return True
+            if kind == "L":
+                return False
+    return False
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import docx
+from docx.oxml.ns import qn
 from docx.text.paragraph import Paragraph
 
 from bot.document_labels import document_labels
@@ -18,7 +19,9 @@ from core.transcript import (
     title_of,
     transcript_of,
 )
-from media.export_docx import MONOSPACE, docx_bytes
+from media.export_docx import MONOSPACE, docx_bytes, right_to_left
+
+BIDI = qn("w:bidi")
 
 RUSSIAN = document_labels("ru")
 
@@ -229,3 +232,32 @@ def test_right_to_left_labels_isolate_the_date_and_the_numbers() -> None:
         if style_of(p).startswith("Heading")
     ]
     assert f"الجولة التوضيحية {FSI}1{PDI}" in headings and "الطلب" in headings
+
+
+def test_right_to_left_paragraphs_are_marked_so_word_aligns_them() -> None:
+    """In the DOCX a paragraph whose first strong letter is Arabic (an isolated date or
+    number before it does not count) is a right-to-left paragraph; an English or Russian
+    one, or a table cell in Latin letters, stays left-to-right, in any labels' language."""
+    arabic = consultation()
+    arabic.messages[0] = Message(Role.USER, "كيف أخطط لحديقتي؟ Garden plan", 0.0)
+    document = docx.Document(io.BytesIO(docx_bytes(transcript_of(arabic, document_labels("ar")))))
+    direction = {
+        p.text: p._p.pPr is not None and p._p.pPr.find(BIDI) is not None
+        for p in document.paragraphs
+    }
+    assert direction["كيف أخطط لحديقتي؟ Garden plan"] is True
+    assert direction[f"الجولة التوضيحية {FSI}1{PDI}"] is True
+    assert direction[f"التاريخ: {FSI}2025-06-15 15:06 UTC{PDI}"] is True
+    assert direction["Нет травм"] is False
+    cells = [c.paragraphs[0] for t in document.tables for row in t.rows for c in row.cells]
+    assert cells and all(p._p.pPr is None or p._p.pPr.find(BIDI) is None for p in cells)
+    english = docx.Document(io.BytesIO(docx_bytes(transcript_of(consultation()))))
+    assert not any(
+        p._p.pPr is not None and p._p.pPr.find(BIDI) is not None for p in english.paragraphs
+    )
+
+
+def test_the_direction_is_the_first_strong_letters_outside_isolates() -> None:
+    assert right_to_left("שלום world") and right_to_left("123 مرحبا")
+    assert not right_to_left("Hello مرحبا") and not right_to_left("123 !?")
+    assert not right_to_left(f"{FSI}مرحبا{PDI} hello") and right_to_left(f"{FSI}hi{PDI} سلام")
