@@ -30,6 +30,9 @@ MAX_MODELS = 50
 """At most this many models are listed (the costliest first); the totals count all."""
 MEDIAN = 0.5
 P95 = 0.95
+ROUNDS_TAIL = 10
+"""Completed consultations that used this many rounds or more share one bucket ("10+"),
+so the distribution has at most `ROUNDS_TAIL + 1` buckets whatever the rounds stored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +77,46 @@ def interpolate(lower: float, upper: float | None, weight: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class RoundsBucket:
+    """Completed consultations that used `rounds` rounds (`rounds` or more for the tail)."""
+
+    rounds: int
+    count: int
+    tail: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.rounds}+" if self.tail else str(self.rounds)
+
+
+def rounds_distribution(counts: Iterable[tuple[int, int]]) -> tuple[RoundsBucket, ...]:
+    """The buckets 1 to `ROUNDS_TAIL` - 1, then `ROUNDS_TAIL`+, from the store's (rounds
+    used, consultations) rows; a bucket nothing fell in counts 0. Rounds at or past the
+    tail add to it; 0 rounds (the engine never completes a consultation without its final
+    answer, which is a round) gets a bucket of its own only when something was counted
+    there, so a stored oddity shows instead of hiding in another bucket."""
+    found = [0] * (ROUNDS_TAIL + 1)
+    for rounds, count in counts:
+        found[min(max(rounds, 0), ROUNDS_TAIL)] += count
+    buckets = [
+        RoundsBucket(rounds, found[rounds], tail=rounds == ROUNDS_TAIL)
+        for rounds in range(1, ROUNDS_TAIL + 1)
+    ]
+    if found[0]:
+        buckets.insert(0, RoundsBucket(0, found[0]))
+    return tuple(buckets)
+
+
+@dataclass(frozen=True, slots=True)
 class Stats:
     """The figures of one period, as the store counts them.
 
     `people`: distinct persons charged for a model call or who started a consultation.
     `started`: consultations created. `completed`, `reset`, `expired`: consultations whose
-    status changed so. `rounds_used`: the rounds of the completed ones, added up.
+    status changed so. `rounds_used`: the rounds of the completed ones, added up;
+    `rounds`: how many of them used each number of rounds (`rounds_distribution`; empty
+    when the store did not count it). A round is one reply of the model, the final answer
+    included, so a consultation answered at once used 1.
     `early_finishes`: completed ones that ended before their last round (the person asked
     for the answer, or the model found it knew enough). `follow_ups`: follow-up questions
     answered. `usage`: tokens and cost by model (the costliest `MAX_MODELS`); the totals
@@ -104,6 +141,7 @@ class Stats:
     answer_seconds_median: float | None = None
     answer_seconds_p95: float | None = None
     unpriced: tuple[str, ...] = ()  # models used that have no price
+    rounds: tuple[RoundsBucket, ...] = ()
 
     @property
     def ended(self) -> int:

@@ -16,7 +16,15 @@ import asyncpg
 import pytest
 
 from core.models import Message, Role, Status, Usage
-from core.stats import MAX_DAYS, Period, Stats, percentile_rank, period_of
+from core.stats import (
+    MAX_DAYS,
+    ROUNDS_TAIL,
+    Period,
+    Stats,
+    percentile_rank,
+    period_of,
+    rounds_distribution,
+)
 from core.usage import CallKind, Charge
 from storage.postgres import daily as postgres_daily
 from storage.postgres import stats as postgres_stats
@@ -150,6 +158,11 @@ def usage_rows(stats: Stats) -> list[tuple[str, int, int, int]]:
     return [(u.model, u.prompt_tokens, u.completion_tokens, u.calls) for u in stats.usage]
 
 
+def counted_rounds(stats: Stats) -> dict[str, int]:
+    """The distribution's buckets that counted something, by label."""
+    return {b.label: b.count for b in stats.rounds if b.count}
+
+
 async def test_today_counts_each_start_and_end_on_its_own_utc_day(store: Store) -> None:
     """Today: the consultations created today, those that ended today whenever they
     started (B began yesterday), the follow-up, usage by model, people charged or
@@ -160,6 +173,7 @@ async def test_today_counts_each_start_and_end_on_its_own_utc_day(store: Store) 
     assert (today.started, today.completed, today.reset, today.expired) == (3, 2, 0, 1)
     assert today.completion_rate == pytest.approx(2 / 3)
     assert (today.rounds_used, today.mean_rounds, today.early_finishes) == (4, 2.0, 0)
+    assert counted_rounds(today) == {"1": 1, "3": 1}  # F answered at once, B in its third
     assert today.follow_ups == 1
     # tg:2 and tg:1 charged today, tg:4 started today, api:u-9 charged through the API.
     assert today.people == 4
@@ -181,6 +195,8 @@ async def test_the_last_seven_days_include_today_and_leave_the_eighth_day_out(
     assert (week.started, week.completed, week.reset, week.expired) == (6, 3, 1, 1)
     assert week.completion_rate == pytest.approx(3 / 5)
     assert (week.rounds_used, week.early_finishes, week.follow_ups) == (6, 1, 1)
+    assert counted_rounds(week) == {"1": 1, "2": 1, "3": 1}  # F, A (early), B; not Z
+    assert sum(b.rounds * b.count for b in week.rounds) == week.rounds_used
     assert week.people == 5  # users 1-4 and api:u-9; not user 5
     assert usage_rows(week) == [("model-a", 8000, 800, 5), ("model-b", 800, 80, 3)]
     assert week.answer_seconds_median == pytest.approx(300)
@@ -223,6 +239,45 @@ async def test_an_empty_store_counts_zeros_and_divides_by_nothing(store: Store) 
     assert stats.completion_rate is None and stats.mean_rounds is None
     assert stats.answer_seconds_median is None and stats.answer_seconds_p95 is None
     assert stats.usage == () and stats.cost == 0
+    assert [b.label for b in stats.rounds] == [*map(str, range(1, ROUNDS_TAIL)), "10+"]
+    assert all(b.count == 0 for b in stats.rounds)
+
+
+async def test_rounds_past_the_tail_share_its_bucket(kind: StoreKind, tmp_path: Path) -> None:
+    """Consultations completed after 10, 12 and 40 rounds all count in "10+", and one
+    stored as completed with no round at all shows in a bucket of its own: the store's
+    read returns at most ROUNDS_TAIL + 1 rows whatever is stored."""
+    address = await kind.new_database(tmp_path)
+    store = await kind.open(address)
+    try:
+        for n, rounds in enumerate((10, 12, 40, 0, 2)):
+            consultation = make(f"tg:{n}", at=MIDNIGHT + HOUR)
+            await store.create(consultation)
+            await kind.execute(
+                address,
+                "UPDATE consultations SET status = 'complete', current_round = $1,"
+                " max_rounds = 50, ended_at = $2 WHERE id = $3",
+                rounds,
+                MIDNIGHT + 2 * HOUR,
+                consultation.id,
+            )
+        stats = await store.stats(TODAY)
+    finally:
+        await store.close()
+        await kind.drop_database(address)
+    assert counted_rounds(stats) == {"0": 1, "2": 1, "10+": 3}
+    assert stats.rounds[0].label == "0" and stats.rounds[-1].label == "10+"
+
+
+def test_the_rounds_distribution_lists_every_bucket_up_to_the_tail() -> None:
+    """Buckets 1..9 and 10+, zeros included; rows past the tail add to it; 0 rounds is
+    listed only when counted."""
+    buckets = rounds_distribution([(3, 2), (10, 1), (11, 4)])
+    assert [(b.label, b.count) for b in buckets][2:] == [
+        ("3", 2), *[(str(n), 0) for n in range(4, 10)], ("10+", 5),
+    ]  # fmt: skip
+    assert [b.label for b in rounds_distribution([(0, 1)])][:2] == ["0", "1"]
+    assert len(rounds_distribution([])) == ROUNDS_TAIL
 
 
 async def test_a_chat_that_moves_onto_an_active_one_ends_its_own_on_its_last_activity(
@@ -291,7 +346,7 @@ async def test_every_sqlite_figure_is_read_through_an_index_on_the_period(tmp_pa
     store = await SqliteStore.open(tmp_path / "plan.sqlite3")
     await store.close()
     queries = [v for k, v in vars(sqlite_stats).items() if k.isupper() and k.startswith("_")]
-    assert len(queries) == 6
+    assert len(queries) == 7
     queries += [sqlite_daily._EVENTS, sqlite_daily._USAGE]
     async with aiosqlite.connect(tmp_path / "plan.sqlite3") as db:
         for query in queries:
@@ -319,6 +374,7 @@ async def test_every_postgres_figure_can_be_read_through_an_index(tmp_path: Path
             queries = {
                 postgres_stats._STARTED: times,
                 postgres_stats._ENDED: (*times, 0.5, 0.95),
+                postgres_stats._ROUNDS: (*times, 10),
                 postgres_stats._PEOPLE: (*days, *times),
                 postgres_stats._TOTALS: days,
                 postgres_stats._BY_MODEL: (*days, 50),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from core.stats import MAX_MODELS, MEDIAN, P95, Period, Stats
+from core.stats import MAX_MODELS, MEDIAN, P95, ROUNDS_TAIL, Period, Stats, rounds_distribution
 from core.usage import UsageTotal
 
 _STARTED = "SELECT COUNT(*) FROM consultations WHERE created_at >= $1 AND created_at < $2"
@@ -23,6 +23,11 @@ _ENDED = (
     " percentile_cont($4::double precision) WITHIN GROUP (ORDER BY ended_at - created_at)"
     " AS p95"
     " FROM consultations WHERE ended_at >= $1 AND ended_at < $2 GROUP BY status"
+)
+# Rounds past the tail are counted in its bucket here, so at most ROUNDS_TAIL + 1 rows.
+_ROUNDS = (
+    "SELECT LEAST(GREATEST(current_round, 0), $3) AS rounds, COUNT(*) AS n FROM consultations"
+    " WHERE ended_at >= $1 AND ended_at < $2 AND status = 'complete' GROUP BY 1"
 )
 _PEOPLE = (
     "SELECT COUNT(*) FROM (SELECT scope_key FROM usage_daily"
@@ -51,6 +56,7 @@ async def stats_of(connection: asyncpg.Connection, period: Period) -> Stats:
     async with connection.transaction(isolation="repeatable_read", readonly=True):
         started = await connection.fetchval(_STARTED, *times)
         ended = {row["status"]: row for row in await connection.fetch(_ENDED, *times, MEDIAN, P95)}
+        rounds = await connection.fetch(_ROUNDS, *times, ROUNDS_TAIL)
         people = await connection.fetchval(_PEOPLE, *days, *times)
         totals = await connection.fetchrow(_TOTALS, *days)
         rows = await connection.fetch(_BY_MODEL, *days, MAX_MODELS)
@@ -80,4 +86,5 @@ async def stats_of(connection: asyncpg.Connection, period: Period) -> Stats:
         ),
         answer_seconds_median=None if complete is None else float(complete["median"]),
         answer_seconds_p95=None if complete is None else float(complete["p95"]),
+        rounds=rounds_distribution((int(r["rounds"]), int(r["n"])) for r in rounds),
     )

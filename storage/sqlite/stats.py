@@ -13,7 +13,17 @@ from __future__ import annotations
 
 import sqlite3
 
-from core.stats import MAX_MODELS, MEDIAN, P95, Period, Stats, interpolate, percentile_rank
+from core.stats import (
+    MAX_MODELS,
+    MEDIAN,
+    P95,
+    ROUNDS_TAIL,
+    Period,
+    Stats,
+    interpolate,
+    percentile_rank,
+    rounds_distribution,
+)
 from core.usage import UsageTotal
 
 _STARTED = (
@@ -25,6 +35,12 @@ _ENDED = (
     " SUM(CASE WHEN current_round < max_rounds THEN 1 ELSE 0 END)"
     " FROM consultations INDEXED BY consultations_ended"
     " WHERE ended_at >= ? AND ended_at < ? GROUP BY status"
+)
+# Rounds past the tail are counted in its bucket here, so at most ROUNDS_TAIL + 1 rows.
+_ROUNDS = (
+    "SELECT MIN(MAX(current_round, 0), ?3), COUNT(*)"
+    " FROM consultations INDEXED BY consultations_ended"
+    " WHERE ended_at >= ?1 AND ended_at < ?2 AND status = 'complete' GROUP BY 1"
 )
 _PEOPLE = (
     "SELECT COUNT(*) FROM (SELECT scope_key FROM usage_daily"
@@ -58,6 +74,7 @@ def stats_of(db: sqlite3.Connection, period: Period) -> Stats:
     started = db.execute(_STARTED, times).fetchone()[0]
     ended = {row[0]: row[1:] for row in db.execute(_ENDED, times)}
     completed, rounds, early = ended.get("complete", (0, 0, 0))
+    rounds_rows = db.execute(_ROUNDS, (*times, ROUNDS_TAIL)).fetchall()
     people = db.execute(_PEOPLE, (*days, *times)).fetchone()[0]
     follow_ups, prompt, completion, cost = db.execute(_TOTALS, days).fetchone()
     models = [
@@ -81,6 +98,7 @@ def stats_of(db: sqlite3.Connection, period: Period) -> Stats:
         usage=tuple(models),
         answer_seconds_median=_percentile(db, times, int(completed), MEDIAN),
         answer_seconds_p95=_percentile(db, times, int(completed), P95),
+        rounds=rounds_distribution((int(r), int(n)) for r, n in rounds_rows),
     )
 
 
