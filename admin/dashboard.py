@@ -1,14 +1,18 @@
 """`/admin/`: the console's front page: the operator's figures for today, the last 7 and
-the last 30 UTC days (`ConsultationService.stats`), the last 30 days one by one as
-charts drawn on the server (`admin.charts`), and whatever further figures the deployment
-plugs in (`FigureSource`).
+the last 30 UTC days (`ConsultationService.stats`), how many rounds the completed
+consultations used, the last 30 days one by one as charts drawn on the server
+(`admin.charts`), and whatever further figures the deployment plugs in (`FigureSource`:
+on PostgreSQL, the inbox and the workers seen).
 
-Invariant: a handful of aggregate reads per view, whatever the store holds (three
-periods' figures and one day-by-day read), none of them waiting for a running turn.
+Invariants: a handful of aggregate reads per view, whatever the store holds (three
+periods' figures and one day-by-day read, plus the source's own few), none of them
+waiting for a running turn. A source that fails leaves its section saying so; the rest
+of the page is still shown.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -18,7 +22,9 @@ from aiohttp import web
 from admin.charts import Chart, chart
 from admin.render import page
 from core.service import ConsultationService
-from core.stats import DayFigures, Stats
+from core.stats import ROUNDS_TAIL, DayFigures, Stats
+
+log = logging.getLogger(__name__)
 
 PERIODS = ((1, "Today"), (7, "7 days"), (30, "30 days"))
 SERIES_DAYS = 30
@@ -34,8 +40,42 @@ class Figure:
     note: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class FigureTable:
+    """A small table under a section's figures: its rows as shown, `empty` when none."""
+
+    title: str
+    headings: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    empty: str = "None."
+
+
+@dataclass(frozen=True, slots=True)
+class FigureSection:
+    """Figures a deployment adds to the dashboard, under a heading of their own."""
+
+    title: str
+    figures: tuple[Figure, ...] = ()
+    tables: tuple[FigureTable, ...] = ()
+    note: str = ""
+
+
 class FigureSource(Protocol):
-    async def figures(self) -> Sequence[Figure]: ...
+    """What a deployment plugs in: its sections, read anew for each view (a few cheap
+    reads; an exception leaves the section saying it could not be read)."""
+
+    title: str
+
+    async def sections(self) -> Sequence[FigureSection]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """One period's cell of the rounds table: the count and its share of the period's
+    completed consultations as shown, and the bar's length (0 to 100)."""
+
+    text: str
+    percent: float
 
 
 class Dashboard:
@@ -46,7 +86,7 @@ class Dashboard:
     async def show(self, request: web.Request) -> web.StreamResponse:
         periods = [await self._service.stats(days) for days, _ in PERIODS]
         days = await self._service.daily_stats(SERIES_DAYS)
-        figures = await self._source.figures() if self._source is not None else ()
+        sections = await self._sections()
         return page(
             request,
             "dashboard.html",
@@ -54,9 +94,20 @@ class Dashboard:
             rows=table(periods),
             models=models(periods),
             unpriced=sorted({m for s in periods for m in s.unpriced}),
+            rounds=rounds_rows(periods),
+            tail=f"{ROUNDS_TAIL:,}",
             charts=charts(days),
-            figures=figures,
+            sections=sections,
         )
+
+    async def _sections(self) -> Sequence[FigureSection]:
+        if self._source is None:
+            return ()
+        try:
+            return await self._source.sections()
+        except Exception as exc:  # the deployment's figures are extra: the page still shows
+            log.warning("dashboard: %s could not be read: %s", self._source.title, exc)
+            return (FigureSection(self._source.title, note=f"Could not be read: {exc}"),)
 
 
 def table(periods: Sequence[Stats]) -> list[tuple[str, list[str]]]:
@@ -99,6 +150,27 @@ def models(periods: Sequence[Stats]) -> list[tuple[str, list[str]]]:
                 else f"{found.prompt_tokens + found.completion_tokens:,} · ${found.cost:,.4f}"
             )
         rows.append((name, cells))
+    return rows
+
+
+def rounds_rows(periods: Sequence[Stats]) -> list[tuple[str, list[Share]]]:
+    """The rounds table: (rounds used, one `Share` per period), from 1 round up to the
+    highest bucket counted in any period (0 rounds first, when counted); empty when no
+    period completed anything."""
+    counted = [b.rounds for s in periods for b in s.rounds if b.count]
+    if not counted:
+        return []
+    highest = max(counted)
+    labels = [b for b in periods[-1].rounds if b.rounds <= highest and (b.rounds or b.count)]
+    rows = []
+    for bucket in labels:
+        shares = []
+        for stats in periods:
+            count = next((b.count for b in stats.rounds if b.rounds == bucket.rounds), 0)
+            share = count / stats.completed if stats.completed else 0.0
+            text = f"{count:,}" if not count else f"{count:,} · {share:.0%}"
+            shares.append(Share(text, round(min(share, 1.0) * 100, 1)))
+        rows.append((bucket.label, shares))
     return rows
 
 

@@ -201,6 +201,7 @@ async def test_dashboard_and_a_quota_set_in_the_browser_refuse_the_bots_next_mes
             await expect(page.locator("h1")).to_have_text("Dashboard")
             await expect(page.locator("figure.chart svg")).to_have_count(3)
             await expect(page.locator("td.key", has_text="Completion rate")).to_be_visible()
+            await expect(page.locator("table.rounds-table svg.share")).not_to_have_count(0)
             if _shoot():
                 await page.screenshot(path=str(IMAGES / "admin-dashboard.png"), full_page=True)
 
