@@ -1,7 +1,9 @@
 """The operator's web console on the HTTP server: what to mount, from the settings.
 
 Mounted at `/admin` only when ADMIN_TOKEN is set (`Settings.admin_config`); otherwise
-nothing is, and every `/admin` path is the server's 404.
+nothing is, and every `/admin` path is the server's 404. On PostgreSQL (the runtime holds
+the shared-state pool) the dashboard also shows the workers seen and the shared inbox
+(`app.console_figures`); on SQLite, one process, it has no such section.
 """
 
 from __future__ import annotations
@@ -30,5 +32,12 @@ def console_mounts(
     # Jinja2 and markdown-it load only when the console is on.
     from admin.app import build_admin_app
 
-    console, _ = build_admin_app(config, runtime.store, runtime.service, clock=clock)
+    figures = None
+    if runtime.shared_pool is not None:
+        from app.console_figures import PostgresFigures
+
+        figures = PostgresFigures(runtime.shared_pool, clock)
+    console, _ = build_admin_app(
+        config, runtime.store, runtime.service, clock=clock, figures=figures
+    )
     return [(PREFIX, console)]

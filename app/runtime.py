@@ -21,8 +21,10 @@ is held across workers by an advisory lock every worker respects (`PostgresChatL
 orders the calls of this process (`KeyedLock`: no database round trip per turn); the state
 the edges must share (rate limits, undelivered replies, flood waits) lives in a small
 pool of its own (`shared_pool`), the cleanup runs on one worker at a time, and a bot
-process also opens the shared inbox (`PostgresInbox`) with its own claim connection;
-without it, one process: in-process locks, memory and no inbox.
+process also opens the shared inbox (`PostgresInbox`) with its own claim connection and
+records itself in the worker registry every 15 s (`app.heartbeat`, a supervised loop;
+its row is deleted when the runtime closes); without it, one process: in-process locks,
+memory and no inbox.
 """
 
 from __future__ import annotations
@@ -159,11 +161,18 @@ async def open_runtime(
         intake = Intake(settings.intake_config(), transcriber, readers)
         loops = LoopRegistry()
         tasks = []
+        worker = None
         if background:
             tasks = [
                 asyncio.create_task(_cleanup_loop(service, settings, loops, shared_pool)),
                 asyncio.create_task(watch_event_loop(metrics.loop_lag.observe, loops=loops)),
             ]
+            if shared_inbox is not None and shared_pool is not None:
+                from app.heartbeat import heartbeat
+                from storage.postgres.coordination.workers import this_process
+
+                worker = this_process(time.time())
+                tasks.append(asyncio.create_task(heartbeat(shared_pool, worker, loops)))
         try:
             yield Runtime(
                 settings,
@@ -185,6 +194,10 @@ async def open_runtime(
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if worker is not None and shared_pool is not None:
+                from app.heartbeat import leave
+
+                await leave(shared_pool, worker)
 
 
 async def _database_part(name: str, opening: Awaitable[T]) -> T:

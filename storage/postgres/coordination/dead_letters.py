@@ -52,6 +52,15 @@ async def dead_letters(connection: asyncpg.Connection, limit: int = 100) -> list
     ]
 
 
+async def count_letters(connection: asyncpg.Connection, bound: int = 10_000) -> int:
+    """The letters kept, counted up to `bound` + 1 (one statement reading at most that many
+    rows): more than `bound` means at least that many."""
+    found = await connection.fetchval(
+        "SELECT count(*) FROM (SELECT 1 FROM dead_letters LIMIT $1) AS letters", bound + 1
+    )
+    return int(found)
+
+
 async def replay(connection: asyncpg.Connection, update_id: int) -> bool:
     """Queue the letter's update in the inbox again; False when there is no such letter
     (or its update is waiting in the inbox already)."""

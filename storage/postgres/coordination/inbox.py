@@ -56,6 +56,15 @@ CHANNEL_PREFIX = "consult_inbox_"
 STOP_CHANNEL_PREFIX = "consult_stop_"
 
 
+class Backlog(NamedTuple):
+    """Updates waiting, counted up to a bound: `waiting` (the bound when `more`), and the
+    earliest arrival among the rows counted (None when none waits)."""
+
+    waiting: int
+    more: bool  # more than `waiting` wait
+    oldest_received_at: float | None
+
+
 class Row(NamedTuple):
     """A waiting update: its id, its JSON as it was accepted, when (epoch seconds), and how
     many handlings of it started."""
@@ -253,6 +262,20 @@ class PostgresInbox:
 
     async def _call(self, work: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         return await call(self._pool, work, "inbox")
+
+
+async def backlog(connection: asyncpg.Connection, bound: int = 10_000) -> Backlog:
+    """The rows waiting in all chats, counted up to `bound` (one statement reading at most
+    `bound` + 1 rows, whatever the depth), with the earliest arrival among them: the
+    oldest waiting update's, unless more than `bound` wait."""
+    row = await connection.fetchrow(
+        "SELECT count(*) AS n, min(received_at) AS oldest"
+        " FROM (SELECT received_at FROM inbox LIMIT $1) AS waiting",
+        bound + 1,
+    )
+    counted = int(row["n"])
+    oldest = row["oldest"]
+    return Backlog(min(counted, bound), counted > bound, None if oldest is None else float(oldest))
 
 
 def _row(row: asyncpg.Record | None) -> Row | None:

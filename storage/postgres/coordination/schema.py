@@ -16,7 +16,15 @@ from storage.postgres import schema
 from storage.postgres.schema import Migration
 
 TABLES = frozenset(
-    {"inbox", "dead_letters", "rate_limits", "press_limits", "undelivered", "flood_waits"}
+    {
+        "inbox",
+        "dead_letters",
+        "rate_limits",
+        "press_limits",
+        "undelivered",
+        "flood_waits",
+        "workers",
+    }
 )
 """The tables only the coordination uses: a PostgreSQL database has them beside the store's,
 which are the same on both backends."""
@@ -36,6 +44,18 @@ MIGRATIONS: list[Migration] = [
             " ALTER COLUMN tokens SET DEFAULT 0, ALTER COLUMN updated_at SET DEFAULT 0",
             "ALTER TABLE press_limits ADD COLUMN hits DOUBLE PRECISION[] NOT NULL DEFAULT '{}',"
             " ALTER COLUMN tokens SET DEFAULT 0, ALTER COLUMN updated_at SET DEFAULT 0",
+        ),
+    ),
+    (
+        # The bot workers seen (`storage.postgres.coordination.workers`): each upserts its
+        # row at start and every few seconds, deletes it when it stops cleanly; rows not
+        # seen for a day are purged by the beats, through the index on `last_seen_at`.
+        "c002_workers",
+        (
+            "CREATE TABLE workers (worker_id TEXT PRIMARY KEY, host TEXT NOT NULL,"
+            " pid INTEGER NOT NULL, started_at DOUBLE PRECISION NOT NULL,"
+            " last_seen_at DOUBLE PRECISION NOT NULL)",
+            "CREATE INDEX workers_last_seen ON workers (last_seen_at)",
         ),
     ),
 ]
