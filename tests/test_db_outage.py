@@ -263,5 +263,10 @@ async def test_a_worker_process_answers_503_during_an_outage_and_works_on_after_
                 if response.status == 200:
                     break
                 await asyncio.sleep(0.1)
-        assert body["loops"] == {"cleanup": "ok", "event loop watcher": "ok", "inbox": "ok"}
+        assert body["loops"] == {
+            "cleanup": "ok",
+            "event loop watcher": "ok",
+            "heartbeat": "ok",
+            "inbox": "ok",
+        }
         assert " 500 " not in worker.log()
