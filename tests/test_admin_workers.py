@@ -213,3 +213,16 @@ async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:  
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.02)
+
+
+async def test_figures_that_cannot_be_read_leave_the_rest_of_the_dashboard(
+    console: Console,
+) -> None:
+    """The registry's table gone behind the console: its section says it could not be
+    read, and the store's figures are still shown."""
+    url = console.settings.secret("database_url")
+    assert url
+    await POSTGRES.execute(url, "DROP TABLE workers")
+    html = await dashboard(console)
+    assert "<h2>Workers and inbox</h2>" in html and "Could not be read:" in html
+    assert '<td class="key">Started</td>' in html
