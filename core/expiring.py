@@ -94,7 +94,9 @@ class ExpiringDict(Generic[K, V]):
 class ReadThrough(Generic[K, V]):
     """What a store said about a key, kept `ttl` seconds (at most `max_size` keys): a hot
     path asks the store once per key per `ttl`. None is an answer too, kept like any other.
-    `discard` makes the next `get` read afresh (the value was changed)."""
+    `discard` makes the next `get` read afresh (the value was changed): a read that was
+    already under way when a key was discarded is answered but not kept, since it may have
+    seen the store before the change."""
 
     def __init__(
         self,
@@ -105,13 +107,17 @@ class ReadThrough(Generic[K, V]):
     ) -> None:
         self._read = read
         self._known: ExpiringDict[K, tuple[V]] = ExpiringDict(ttl, max_size=max_size)
+        self._discards = 0  # any key's: a discard is rare, so a read it spoils is too
 
     async def get(self, key: K) -> V:
         known = self._known.get(key)
         if known is None:
+            discards = self._discards
             known = (await self._read(key),)
-            self._known.set(key, known)
+            if discards == self._discards:
+                self._known.set(key, known)
         return known[0]
 
     def discard(self, key: K) -> None:
         self._known.discard(key)
+        self._discards += 1
