@@ -7,7 +7,8 @@ user id as the API accepts it; anything else is 404 before the store is asked. E
 change is written with its audit entry in one transaction (the store's), and POSTs
 pass the gate's CSRF check first. An override changed here applies to this process's
 next turn at once and to other workers' within `core.quotas.OVERRIDE_CACHE_SECONDS`; a
-block likewise within `core.blocks.BLOCK_CACHE_SECONDS`.
+block likewise within `core.blocks.BLOCK_CACHE_SECONDS`, and the chosen interface language
+that deleting memory takes with it within `core.chosen_languages.LANGUAGE_CACHE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -141,7 +142,10 @@ class PeoplePages:
         if form.get("confirm") != "yes":
             return _bad(request, "Deleting needs the confirmation box ticked.")
         audit = AuditEntry(self._clock(), request[SESSION_KEY].actor, "forget_memory", person)
-        await self._store.forget_person_memory(person, audit)
+        try:
+            await self._store.forget_person_memory(person, audit)
+        finally:  # their chosen language went too (even a failed write may have committed)
+            self._service.languages.refresh(person)
         raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
 
 

@@ -27,16 +27,12 @@ from telegram.ext import Application
 from app.runtime import Runtime, check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import StartupError, cannot_listen, stop_on_signals
-from bot.app import (
-    INTERRUPTING_COMMANDS,
-    UNORDERED_COMMANDS,
-    build_application,
-    set_command_menus,
-)
+from bot.app import INTERRUPTING_COMMANDS, UNORDERED_COMMANDS, build_application
 from bot.config import BotConfig
 from bot.document_labels import DOCUMENT_LANGUAGES
 from bot.given_up import give_up
 from bot.inbox import InboxWorker
+from bot.menus import set_command_menus
 from bot.polling import PollingLeader
 from bot.shared import IN_MEMORY, SharedState
 from bot.undelivered import StoredUndelivered
@@ -87,7 +83,7 @@ async def run_bot(settings: Settings) -> int:
         leadership = None
         try:
             # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
-            await set_command_menus(application)
+            await set_command_menus(application.bot)
             # The server first: if it cannot listen, nothing is running yet to stop.
             server = None
             if needs_web(settings):

@@ -9,15 +9,9 @@ is large enough for hundreds of replies at once.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
-from telegram import (
-    BotCommand,
-    BotCommandScopeAllGroupChats,
-    BotCommandScopeAllPrivateChats,
-    Update,
-)
+from telegram import Update
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -37,11 +31,10 @@ from bot.forget import FORGET, Forgetting
 from bot.given_up import give_up
 from bot.handlers import Handlers
 from bot.history import SHOW, HistoryView
-from bot.i18n import COMMANDS, t
 from bot.keyboards import ANSWER, ANSWER_NOW, EXPORT, FOLLOW_UP, PICK, SEND
 from bot.language_choice import CHOOSE_LANGUAGE, LanguageChoice
-from bot.languages import LANGUAGES, SOURCE, menu_code
 from bot.memory import DELETE_FACT, MemoryCommands
+from bot.menus import PersonalMenus
 from bot.models import CHOOSE_MODEL, ModelChoice
 from bot.ordering import PerChatUpdateProcessor
 from bot.outage import OutageNotices
@@ -56,8 +49,6 @@ from bot.usage import UsageCommand
 from core.outcomes import Reply
 from core.service import ConsultationService
 from media.intake import Intake
-
-log = logging.getLogger(__name__)
 
 POOL_SIZE = 1024
 FILES = filters.VOICE | filters.AUDIO | filters.VIDEO_NOTE | filters.Document.ALL | filters.PHOTO
@@ -146,7 +137,8 @@ def register(
         spawn=application.create_task,
     )
     say = Say(bot)
-    languages = LanguageChoice(service, say=say)
+    menus = PersonalMenus(bot)
+    languages = LanguageChoice(service, say=say, menus=menus)
     handlers = Handlers(
         service,
         config,
@@ -160,7 +152,7 @@ def register(
     )
     commands = Commands(service, config, turns=turns, say=say, refuse=handlers.refuse)
     rounds = RoundPresses(service, turns=turns)
-    forgetting = Forgetting(service, turns=turns, say=say)
+    forgetting = Forgetting(service, turns=turns, say=say, menus=menus)
     history = HistoryView(service, say=say)
     exports = Exports(service, say=say)
     memory = MemoryCommands(service, say=say)
@@ -233,17 +225,3 @@ def register(
     )
     application.add_handler(CallbackQueryHandler(buttons.on_press))
     application.add_error_handler(handlers.on_error)
-
-
-async def set_command_menus(application: Application) -> None:
-    """Command menus for private chats and groups: the default one in English, and one per
-    other offered language for clients set to it (`language_code`: the base language)."""
-    bot = application.bot
-    for language in LANGUAGES:
-        commands = [BotCommand(name, t(language, f"command_{name}")) for name in COMMANDS]
-        code = None if language == SOURCE else menu_code(language)
-        for scope in (BotCommandScopeAllPrivateChats(), BotCommandScopeAllGroupChats()):
-            try:
-                await bot.set_my_commands(commands, scope=scope, language_code=code)
-            except Exception as exc:  # a menu is a nicety; the bot works without it
-                log.warning("could not set the command menu: %s", exc)

@@ -10,7 +10,8 @@ Invariants:
   in every chat (its facts and preferences). In a private chat the chat goes too: its
   consultations with their messages and idempotency keys, its settings, and the replies
   waiting for delivery. In a group, the group's are deleted only when the person is one
-  of its admins at the moment of the press;
+  of its admins at the moment of the press. Their chosen interface language goes with
+  their memory, and their private chat's command menu follows (`bot.menus`);
 - a turn being answered in the chat is stopped first and stores nothing afterwards
   (`ConsultationService.forget`).
 """
@@ -29,6 +30,7 @@ from bot.admins import is_chat_admin
 from bot.buttons import Press, ignored
 from bot.chat import Context, Incoming
 from bot.i18n import t
+from bot.menus import PersonalMenus
 from bot.say import Say
 from bot.turns import TurnRunner
 from core.memory import telegram_person
@@ -52,11 +54,13 @@ class Forgetting:
         *,
         turns: TurnRunner,
         say: Say,
+        menus: PersonalMenus,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._service = service
         self._turns = turns
         self._say = say
+        self._menus = menus
         self._clock = clock
 
     async def command(self, incoming: Incoming, context: Context) -> None:
@@ -111,6 +115,7 @@ class Forgetting:
         )
         await press.answer(t(language, "forget_done_popup"))
         await self._edit(press, incoming, t(language, "forget_done"))
+        await self._menus.reset(asker)  # their chosen language went with their memory
 
     async def _edit(self, press: Press, incoming: Incoming, text: str) -> None:
         """Replace the confirmation (and its buttons) with `text`; sent anew if it cannot be

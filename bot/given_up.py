@@ -49,7 +49,7 @@ async def chosen_language(service: ConsultationService, update: Update) -> str |
         return None
     try:
         async with asyncio.timeout(WITHDRAW_WAIT):
-            chosen = await service.chosen_language(telegram_person(user.id))
+            chosen = await service.languages.of(telegram_person(user.id))
     except (TimeoutError, StoreUnavailable):
         return None
     return chosen if chosen is not None and is_offered(chosen) else None

@@ -410,6 +410,8 @@ MESSAGES: dict[str, str | Plural] = {
     "stats_hours": N_("{h} h {m} min"),
     "language_show": N_("Interface language: {language}. Choose another one:"),
     "language_set": N_("Interface language: {language}."),
+    "language_client_button": N_("As in my Telegram app"),
+    "language_cleared": N_("Interface language: {language}, as your Telegram app is set."),
     # The command menu: one description per command of `COMMANDS`.
     "command_start": N_("Start and see how it works"),
     "command_help": N_("Commands and how to use the bot"),

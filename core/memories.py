@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from core.chosen_languages import ChosenLanguages
 from core.memory import MemoryPreferences, MemoryScope, MemoryState, MemoryUpdate, person_of
 from core.memory_call import FactsCall
 from core.models import Consultation, Status, Usage
@@ -56,9 +57,13 @@ class Memories:
         clock: Callable[[], float],
         accounting: Accounting,
         quotas: Quotas,
+        languages: ChosenLanguages,
     ) -> None:
+        """`languages` is the process's one cache of chosen languages: forgetting a person
+        forgets theirs."""
         self._store = store
         self._quotas = quotas
+        self._languages = languages
         self._accounting = accounting
         self._config = config
         self._clock = clock
@@ -137,5 +142,9 @@ class Memories:
         return preferences
 
     async def forget(self, person: str) -> int:
-        """Delete all of `person`'s facts (every scope) and preferences; how many facts."""
-        return await self._store.forget_memory(person)
+        """Delete all of `person`'s facts (every scope) and preferences, their interface
+        language among them; how many facts."""
+        try:
+            return await self._store.forget_memory(person)
+        finally:  # even a failed write may have committed
+            self._languages.refresh(person)

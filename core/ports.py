@@ -320,6 +320,10 @@ class ConsultationStore(Protocol):
         """Replace the interface language `person` chose."""
         ...
 
+    async def delete_language(self, person: str) -> bool:
+        """Forget the interface language `person` chose; True when there was one."""
+        ...
+
 
 class ChatLocks(Protocol):
     """Mutual exclusion per chat key: while one holder is inside `hold(key)`, another

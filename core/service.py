@@ -27,6 +27,7 @@ from core.answering import Answerer
 from core.attachments import Image, Transcription
 from core.audit import AuditEntry
 from core.blocks import Blocks
+from core.chosen_languages import ChosenLanguages
 from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import (
     InvalidMaxRounds,
@@ -88,6 +89,8 @@ class ConsultationService:
         # Quotas (`service.quotas.of_person(...)` and the overrides).
         self.quotas = Quotas(store, quotas or QuotaConfig(), clock, on_quota)
         self.blocks = Blocks(store)
+        # Chosen interface languages (`service.languages.of(...)` and the rest).
+        self.languages = ChosenLanguages(store)
         self._accounting = accounting
         self._store = store
         self._running = RunningTurns()
@@ -103,7 +106,9 @@ class ConsultationService:
         )
         self._history = History(store)
         # Client memory (`service.memory.state(...)` and the rest; `remember` below).
-        self.memory = Memories(store, completer, prompts, config, clock, accounting, self.quotas)
+        self.memory = Memories(
+            store, completer, prompts, config, clock, accounting, self.quotas, self.languages
+        )
         # API sessions (`service.sessions.start_session(...)` and the rest).
         self.sessions = ApiSessions(
             store,
@@ -328,15 +333,6 @@ class ConsultationService:
         )
         await self._store.add_usage([charge])
         self._accounting.observe(charge)
-
-    async def chosen_language(self, person: str) -> str | None:
-        """The interface language `person` chose (None when they never chose one): a read,
-        never waiting for a running turn."""
-        return await self._store.load_language(person)
-
-    async def choose_language(self, person: str, language: str) -> None:
-        """Keep `language` as `person`'s interface language (the edge offers the codes)."""
-        await self._store.save_language(person, language)
 
     async def stats(self, days: int) -> Stats:
         """The operator's figures over the last `days` UTC days, today included (by the

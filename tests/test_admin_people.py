@@ -152,6 +152,8 @@ async def test_deleting_memory_is_confirmed_audited_and_shown_inert(console: Con
     person = telegram_person(7)
     await console.store.add_facts(person, person, [HOSTILE_FACT, "lives in Oslo"], at=time.time())
     await console.store.add_facts("tg:-100", person, ["in the group: a fact"], at=time.time())
+    await console.service.languages.choose(person, "ru")
+    assert await console.service.languages.of(person) == "ru"  # now kept by this process
     assert await console.sign_in() == 303
     status, html = await console.page(f"/admin/people/{person}")
     assert status == 200
@@ -168,6 +170,8 @@ async def test_deleting_memory_is_confirmed_audited_and_shown_inert(console: Con
     )
     assert answer.status == 303
     assert await console.store.person_facts(person, limit=20) == []
+    assert await console.store.load_language(person) is None
+    assert await console.service.languages.of(person) is None  # this process's cache dropped
     assert await audit_actions(console) == [("forget_memory", person, "")]
 
 

@@ -1460,6 +1460,20 @@ async def test_interface_language_none_then_chosen_then_forgotten(store: Store, 
     assert await store.load_language("tg:2") == "fa"
 
 
+async def test_a_chosen_language_is_deleted_alone(store: Store, rows: Rows) -> None:
+    """Clearing a choice deletes that person's row only (True when there was one) and
+    leaves their other preferences."""
+    await store.save_language("tg:1", "ru")
+    await store.save_language("tg:2", "fa")
+    await store.save_memory_preferences("tg:1", MemoryPreferences(enabled=False))
+    assert await store.delete_language("tg:1")
+    assert not await store.delete_language("tg:1")
+    assert not await store.delete_language("tg:3")
+    assert await store.load_language("tg:1") is None
+    assert await store.load_language("tg:2") == "fa"
+    assert await rows("memory_preferences", person="tg:1") == 1
+
+
 async def test_concurrent_additions_for_one_owner_store_each_fact_once(
     kind: StoreKind, database: str, rows: Rows
 ) -> None:

@@ -101,6 +101,13 @@ async def load_language(connection: asyncpg.Connection, person: str) -> str | No
     return None if language is None else str(language)
 
 
+async def delete_language(connection: asyncpg.Connection, person: str) -> bool:
+    gone = await connection.fetchval(
+        "DELETE FROM person_languages WHERE person = $1 RETURNING 1", person
+    )
+    return gone is not None
+
+
 async def save_language(connection: asyncpg.Connection, person: str, language: str) -> None:
     await connection.execute(
         "INSERT INTO person_languages (person, language, updated_at) VALUES ($1, $2, $3)"

@@ -383,6 +383,9 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def save_language(self, person: str, language: str) -> None:
         await self._write(lambda c: memory.save_language(c, person, language))
 
+    async def delete_language(self, person: str) -> bool:
+        return await self._write(lambda c: memory.delete_language(c, person))
+
     # -- usage (`core.usage`) ------------------------------------------------------------
 
     async def add_usage(self, charges: Sequence[Charge]) -> None:

@@ -80,6 +80,11 @@ def load_language(db: sqlite3.Connection, person: str) -> str | None:
     return None if row is None else str(row[0])
 
 
+def delete_language(db: sqlite3.Connection, person: str) -> bool:
+    cursor = db.execute("DELETE FROM person_languages WHERE person = ?", (person,))
+    return cursor.rowcount > 0
+
+
 def save_language(db: sqlite3.Connection, person: str, language: str) -> None:
     db.execute(
         "INSERT INTO person_languages (person, language, updated_at) VALUES (?, ?, ?)"

@@ -409,6 +409,9 @@ class SqliteStore(IdempotencyKeys):
             functools.partial(memory.save_language, person=person, language=language)
         )
 
+    async def delete_language(self, person: str) -> bool:
+        return await self._writer.run(functools.partial(memory.delete_language, person=person))
+
     # -- the operator's console (`storage.sqlite.admin`) -----------------------------------
 
     async def list_consultations(self, query: ConsultationQuery) -> list[ListedConsultation]:

@@ -369,7 +369,10 @@ class FakeBotApi(UpdateBuilder, BotFiles):
             return _ok(True)
         if method in ("setMyCommands", "deleteMyCommands"):
             key = json.dumps([p.get("scope"), p.get("language_code")])
-            self.commands[key] = p.get("commands") if method == "setMyCommands" else None
+            if method == "setMyCommands":
+                self.commands[key] = p.get("commands")
+            else:  # the menus of wider scopes apply again
+                self.commands.pop(key, None)
             return _ok(True)
         if method == "getChatMember":
             return _ok(self._member(int(p["user_id"])))
