@@ -367,7 +367,8 @@ def build_openapi(
     stats = {
         "summary": "The operator's figures: today and the last 7 UTC days (and `days`)",
         "description": "People, consultations started / completed / reset / expired, "
-        "completion rate, mean rounds, early finishes, follow-ups, tokens and cost by model, "
+        "completion rate, mean rounds, the completed by rounds used (`roundsUsed`), early "
+        "finishes, follow-ups, tokens and cost by model, "
         "and the median and 95th percentile seconds to a final answer. A start counts on "
         "the UTC day it happened, an end (final answer, reset, expiry) on its own day.",
         "parameters": [

@@ -15,7 +15,7 @@ from pydantic.alias_generators import to_camel
 
 from api.errors import ApiError, json_response
 from core.service import ConsultationService
-from core.stats import MAX_DAYS, Stats
+from core.stats import MAX_DAYS, ROUNDS_TAIL, Stats
 
 WEEK = 7
 _CAMEL = ConfigDict(
@@ -37,6 +37,16 @@ class ModelUsageOut(BaseModel):
     priced: bool = Field(description="False: MODEL_PRICES has no price for it (counted as 0)")
 
 
+class RoundsUsedOut(BaseModel):
+    """Completed consultations that used `rounds` rounds (`rounds` or more when `orMore`)."""
+
+    model_config = _CAMEL
+
+    rounds: int = Field(ge=0, description="Rounds used; a round is one reply of the model")
+    or_more: bool = Field(description=f"True for the last bucket: {ROUNDS_TAIL} rounds or more")
+    count: int = Field(ge=0, description="Completed consultations in the period")
+
+
 class PeriodStats(BaseModel):
     """The figures of whole UTC days `since`..`until` (today included)."""
 
@@ -54,6 +64,11 @@ class PeriodStats(BaseModel):
         description="completed / (completed + reset + expired); null when none ended"
     )
     mean_rounds: float | None = Field(description="Of the completed; null when none was")
+    rounds_used: list[RoundsUsedOut] = Field(
+        description=f"The completed by rounds used: 1 to {ROUNDS_TAIL - 1}, then {ROUNDS_TAIL} "
+        "or more, each listed (count 0 when none); a bucket of 0 rounds first only when some "
+        "were counted"
+    )
     early_finishes: int = Field(description="Completed before their last round")
     follow_ups: int
     input_tokens: int
@@ -78,6 +93,9 @@ class PeriodStats(BaseModel):
             expired=stats.expired,
             completion_rate=stats.completion_rate,
             mean_rounds=stats.mean_rounds,
+            rounds_used=[
+                RoundsUsedOut(rounds=b.rounds, or_more=b.tail, count=b.count) for b in stats.rounds
+            ],
             early_finishes=stats.early_finishes,
             follow_ups=stats.follow_ups,
             input_tokens=stats.prompt_tokens,

@@ -17,6 +17,17 @@ def _or_dash(value: float | None, pattern: str) -> str:
     return "-" if value is None else pattern.format(value)
 
 
+def _rounds_used(stats: Stats) -> list[str]:
+    """The line of rounds buckets completed consultations fell in, with counts and shares
+    (`1 — 12 (30%), 2 — 20 (50%)`); none when nothing completed."""
+    shown = []
+    for bucket in stats.rounds_counted:
+        share = stats.rounds_share(bucket)
+        percent = "" if share is None else f" ({share:.0%})"
+        shown.append(f"{bucket.label} — {bucket.count}{percent}")
+    return [f"  rounds used: {', '.join(shown)}"] if shown else []
+
+
 def stats_lines(title: str, stats: Stats) -> list[str]:
     rate = _or_dash(stats.completion_rate, "{:.0%}")
     lines = [
@@ -26,6 +37,7 @@ def stats_lines(title: str, stats: Stats) -> list[str]:
         f"  completed {rate} of {stats.ended} ended; mean rounds "
         f"{_or_dash(stats.mean_rounds, '{:.1f}')}; early finishes {stats.early_finishes}; "
         f"follow-ups {stats.follow_ups}",
+        *_rounds_used(stats),
         f"  time to final answer: median {_or_dash(stats.answer_seconds_median, '{:.0f} s')}, "
         f"95th percentile {_or_dash(stats.answer_seconds_p95, '{:.0f} s')}",
     ]

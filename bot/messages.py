@@ -399,6 +399,7 @@ MESSAGES: dict[str, str | Plural] = {
     "stats_rounds": N_(
         "Mean rounds: {rounds} · early finishes: {early} · follow-ups: {follow_ups}"
     ),
+    "stats_rounds_used": N_("Rounds used: {buckets}"),
     "stats_times": N_("Time to final answer: median {median} · 95th percentile {p95}"),
     "stats_models": N_("Tokens and cost by model:"),
     "stats_model": N_("• {model}: {prompt} in, {completion} out, {cost}"),

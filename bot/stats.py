@@ -33,6 +33,18 @@ def duration(language: str, seconds: float | None) -> str:
     return t(language, "stats_hours", h=whole // 3600, m=whole % 3600 // 60)
 
 
+def rounds_used(stats: Stats) -> str:
+    """The rounds buckets completed consultations fell in, each with its count and share of
+    the completed ones: `1 — 12 (30%) · 2 — 20 (50%) · 10+ — 1 (3%)`. Numbers and symbols
+    only, so the same in every language."""
+    shown = []
+    for bucket in stats.rounds_counted:
+        share = stats.rounds_share(bucket)
+        percent = "" if share is None else f" ({share:.0%})"
+        shown.append(f"{bucket.label} — {bucket.count}{percent}")
+    return " · ".join(shown)
+
+
 def stats_text(language: str, stats: Stats, title: str) -> str:
     """One period's figures, a short line each."""
     rate = NONE if stats.completion_rate is None else f"{stats.completion_rate:.0%}"
@@ -56,13 +68,17 @@ def stats_text(language: str, stats: Stats, title: str) -> str:
             early=stats.early_finishes,
             follow_ups=stats.follow_ups,
         ),
+    ]
+    if stats.rounds_counted:
+        lines.append(t(language, "stats_rounds_used", buckets=rounds_used(stats)))
+    lines.append(
         t(
             language,
             "stats_times",
             median=duration(language, stats.answer_seconds_median),
             p95=duration(language, stats.answer_seconds_p95),
-        ),
-    ]
+        )
+    )
     if not stats.usage:
         lines.append(t(language, "stats_no_calls"))
         return "\n".join(lines)

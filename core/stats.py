@@ -157,6 +157,15 @@ class Stats:
         """The mean rounds a completed consultation used."""
         return self.rounds_used / self.completed if self.completed else None
 
+    @property
+    def rounds_counted(self) -> tuple[RoundsBucket, ...]:
+        """The buckets of `rounds` some completed consultation fell in, fewest rounds first."""
+        return tuple(bucket for bucket in self.rounds if bucket.count)
+
+    def rounds_share(self, bucket: RoundsBucket) -> float | None:
+        """`bucket`'s share of the period's completed consultations; None when none was."""
+        return bucket.count / self.completed if self.completed else None
+
 
 @dataclass(frozen=True, slots=True)
 class DayFigures:

@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from core.stats import Stats, daily_figures, period_of
+from app.console_stats import stats_lines
+from bot.stats import rounds_used, stats_text
+from core.stats import Stats, daily_figures, period_of, rounds_distribution
 from tests.api_harness import RunningApi
 from tests.bot_harness import (
     GROUP,
@@ -30,6 +32,7 @@ from tests.bot_harness import (
 from tests.fakes.bot_api import Call, FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import Clock
+from tests.test_api_ops import check
 from tests.test_console import console
 
 MIDNIGHT = 1_764_201_600.0  # 2025-11-27 00:00:00 UTC
@@ -138,7 +141,8 @@ async def test_an_admin_sees_today_and_the_last_seven_days_as_they_happened(
 ) -> None:
     """Each start and end counts on its own UTC day: today the expired consultation and
     the one completed in round 3 of 3 with its follow-up; the week adds yesterday's early
-    finish and reset. Tokens and cost by model, the unpriced one marked, and the times to
+    finish and reset. The rounds the completed ones used, each count with its share.
+    Tokens and cost by model, the unpriced one marked, and the times to
     a final answer (median and 95th percentile, interpolated)."""
     await seed(bot, clock)
     text = await stats_reply(bot, ADMIN, language_code="en")
@@ -149,6 +153,7 @@ async def test_an_admin_sees_today_and_the_last_seven_days_as_they_happened(
         "Consultations: 2 started · 1 completed · 0 reset · 1 expired",
         "Completed: 50% of 2 ended",
         "Mean rounds: 3.0 · early finishes: 0 · follow-ups: 1",
+        "Rounds used: 3 — 1 (100%)",
         "Time to final answer: median 2 min 0 s · 95th percentile 2 min 0 s",
         "Tokens and cost by model:",
         "• model-a: 650 in, 6 out, $0.6620",
@@ -160,6 +165,7 @@ async def test_an_admin_sees_today_and_the_last_seven_days_as_they_happened(
         "Consultations: 4 started · 2 completed · 1 reset · 1 expired",
         "Completed: 50% of 4 ended",
         "Mean rounds: 2.5 · early finishes: 1 · follow-ups: 1",
+        "Rounds used: 2 — 1 (50%) · 3 — 1 (50%)",
         "Time to final answer: median 1 min 30 s · 95th percentile 1 min 57 s",
         "Tokens and cost by model:",
         "• model-a: 3650 in, 36 out, $3.72",
@@ -176,6 +182,7 @@ async def test_stats_with_nothing_stored_divides_by_nothing(bot: RunningBot) -> 
     assert "Завершены ответом: — из 0 окончившихся" in text
     assert "медиана — · 95-й процентиль —" in text
     assert "Обращений к модели не было." in text
+    assert "Использовано раундов" not in text  # nothing completed: no distribution
 
 
 async def test_stats_are_refused_to_anyone_not_an_admin(bot: RunningBot, clock: Clock) -> None:
@@ -273,6 +280,38 @@ async def test_api_stats_give_the_figures_as_json_with_the_token_only(
 
 
 @pytest.mark.api_settings(api_token=TOKEN)
+async def test_api_stats_count_the_rounds_used_as_the_openapi_document_says(
+    api: RunningApi,
+) -> None:
+    """Consultations completed in 1, 2, 2 and 10 rounds: `roundsUsed` lists every bucket
+    from 1 to 9 and then 10 or more (`orMore`), with 0 where none fell, in each period; the
+    response validates against the schema the OpenAPI document gives."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    for rounds in (1, 2, 2, 10):
+        session: dict[str, Any] = {"maxRounds": rounds}
+        for _ in range(rounds):
+            chat = await api.client.post(
+                "/api/chat", json={"message": "Go on", **session}, headers=headers
+            )
+            reply = await chat.json()
+            assert chat.status == 200, reply
+            session = {"sessionId": reply["sessionId"]}
+        assert reply["isComplete"] and reply["round"] == rounds
+
+    response = await api.client.get("/api/stats?days=30", headers=headers)
+    assert response.status == 200, await response.text()
+    found = await response.json()
+    document = await (await api.client.get("/api/openapi.json", headers=headers)).json()
+    check(document, "/api/stats", "get", 200, found)
+    expected = [{"rounds": n, "orMore": False, "count": 0} for n in range(1, 10)]
+    expected += [{"rounds": 10, "orMore": True, "count": 1}]
+    expected[0]["count"], expected[1]["count"] = 1, 2
+    for name in ("today", "last7Days", "lastDays"):
+        assert period(found, name)["roundsUsed"] == expected
+        assert period(found, name)["meanRounds"] == 3.75
+
+
+@pytest.mark.api_settings(api_token=TOKEN)
 @pytest.mark.parametrize(
     "query",
     ["days=0", "days=91", "days=-1", "days=7.0", "days=abc", "days=", "days=%EF%BC%97",
@@ -295,21 +334,36 @@ async def test_api_stats_refuse_a_bad_days(api: RunningApi, query: str) -> None:
 async def test_console_stats_print_the_figures_and_refuse_a_bad_count(
     tmp_path: Path, model_server: FakeModelServer
 ) -> None:
-    """/stats prints today's and the last 7 days' figures; /stats 30 the last 30; a count
-    out of range or not a number reads nothing."""
-    model_server.enqueue("Plant in May.", usage={"prompt_tokens": 100, "completion_tokens": 4})
+    """/stats prints today's and the last 7 days' figures, with the rounds the completed
+    consultations used (two answered at once, one in round 2 of 3 on /answer); /stats 30
+    the last 30; a count out of range or not a number reads nothing."""
+    for reply in ("Plant in May.", "Water at dawn.", "Which soil?", "Add compost."):
+        model_server.enqueue(reply, usage={"prompt_tokens": 100, "completion_tokens": 4})
     code, out = await console(
         tmp_path,
         model_server,
-        ["/rounds 1", "When do I plant tomatoes?", "/stats", "/stats 30", "/stats 91", "/stats x"],
+        [
+            "/rounds 1",
+            "When do I plant tomatoes?",
+            "When do I water them?",
+            "/rounds 3",
+            "How do I improve my soil?",
+            "/answer",
+            "/stats",
+            "/stats 30",
+            "/stats 91",
+            "/stats x",
+        ],
     )
     assert code == 0
     assert re.search(r"\[today, (\d{4}-\d\d-\d\d) to \1 UTC\]", out)
     assert re.search(r"\[last 7 days, \d{4}-\d\d-\d\d to \d{4}-\d\d-\d\d UTC\]", out)
     assert "[last 30 days, " in out
-    assert "people 0; consultations: 1 started, 1 completed, 0 reset, 0 expired" in out
-    assert "completed 100% of 1 ended; mean rounds 1.0; early finishes 0; follow-ups 0" in out
-    assert "gpt-4o-mini: 100 tokens in, 4 out, $0.0000 (no price)" in out
+    assert "people 0; consultations: 3 started, 3 completed, 0 reset, 0 expired" in out
+    assert "completed 100% of 3 ended; mean rounds 1.3; early finishes 1; follow-ups 0" in out
+    # today and 7 days, then today and 30 days
+    assert out.count("  rounds used: 1 — 2 (67%), 2 — 1 (33%)\n") == 4
+    assert "gpt-4o-mini: 400 tokens in, 16 out, $0.0000 (no price)" in out
     assert out.count("[usage: /stats [N], N days from 1 to 90]") == 2
 
 
@@ -317,6 +371,22 @@ def test_stats_of_nothing_have_no_rates() -> None:
     """No ends: no completion rate; no completions: no mean rounds."""
     stats = Stats("2025-11-27", "2025-11-27", reset=2)
     assert (stats.ended, stats.completion_rate, stats.mean_rounds) == (2, 0.0, None)
+
+
+def test_rounds_used_list_only_the_buckets_something_fell_in() -> None:
+    """Telegram and the console show the rounds buckets that counted something, the tail
+    labelled `10+`, each with its share of the completed; nothing completed, no line."""
+    stats = Stats(
+        "2025-11-27",
+        "2025-11-27",
+        completed=4,
+        rounds=rounds_distribution([(1, 1), (3, 2), (14, 1)]),
+    )
+    assert rounds_used(stats) == "1 — 1 (25%) · 3 — 2 (50%) · 10+ — 1 (25%)"
+    assert "  rounds used: 1 — 1 (25%), 3 — 2 (50%), 10+ — 1 (25%)" in stats_lines("t", stats)
+    nothing = Stats("2025-11-27", "2025-11-27", rounds=rounds_distribution([]))
+    assert "Rounds used" not in stats_text("en", nothing, "Today")
+    assert not [line for line in stats_lines("t", nothing) if "rounds used" in line]
 
 
 def test_days_are_assembled_with_zeros_and_nothing_outside_the_period() -> None:
