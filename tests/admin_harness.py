@@ -126,27 +126,39 @@ def consultation(
     final: str | None = "Use **PostgreSQL** for several writers.",
     options: tuple[str, ...] = ("One", "Several"),
     answer: str = "Several",
+    clarifying: int = 1,
 ) -> Consultation:
-    """A stored consultation with one structured round answered by option, then (unless
-    `final` is None) its final answer: what the transcript page shows."""
+    """A stored consultation with `clarifying` rounds of questions, the first structured
+    and answered by option, then (unless `final` is None) its final answer: what the
+    transcript page shows. Each reply of the model is a round, so a completed one used
+    `clarifying` + 1."""
     import uuid
 
-    round_ = ClarifyingRound("A question first.", (Question("How many writers?", options),))
-    messages = [
-        Message(Role.USER, request, at, author="Ann"),
-        Message(Role.ASSISTANT, round_.text, at + 1, usage=Usage(100, 20), questions=round_),
-        Message(Role.USER, f"How many writers? — {answer}", at + 2, author="Ann"),
-    ]
+    messages = [Message(Role.USER, request, at, author="Ann")]
+    for number in range(1, clarifying + 1):
+        when = at + len(messages)
+        if number == 1:
+            round_ = ClarifyingRound("A question first.", (Question("How many writers?", options),))
+            messages.append(
+                Message(Role.ASSISTANT, round_.text, when, usage=Usage(100, 20), questions=round_)
+            )
+            reply = f"How many writers? — {answer}"
+        else:
+            asked = f"Question {number}: anything else I should know?"
+            messages.append(Message(Role.ASSISTANT, asked, when, usage=Usage(100, 20)))
+            reply = "Nothing else."
+        messages.append(Message(Role.USER, reply, when + 1, author="Ann"))
     if final is not None:
-        messages.append(Message(Role.ASSISTANT, final, at + 3, usage=Usage(300, 200)))
+        messages.append(Message(Role.ASSISTANT, final, at + len(messages), usage=Usage(300, 200)))
+    rounds = clarifying + (final is not None)
     return Consultation(
         id=str(uuid.uuid4()),
         chat_key=chat_key,
-        max_rounds=2,
+        max_rounds=max(2, rounds),
         initial_request=request,
         created_at=at,
-        last_activity_at=at + 3,
-        current_round=2 if final is not None else 1,
+        last_activity_at=at + 2 * clarifying + 1,
+        current_round=rounds,
         status=Status.COMPLETE if final is not None else Status.ACTIVE,
         messages=messages,
     )

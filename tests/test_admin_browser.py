@@ -137,21 +137,31 @@ async def test_sign_in_list_filter_transcript_and_sign_out(console: Console, pag
     await expect(page).to_have_url(f"{base}/login")
 
 
+ROUNDS_USED = (1, 2, 2, 2, 3, 3, 4)
+"""Rounds the seeded consultations use, in turn: most ask a question or two first."""
+
+
 async def seed_figures(store: Store, person: str, now: float) -> None:
     """A month of activity for the dashboard: one to four consultations started each day,
-    most answered, some reset or expired; tokens charged each day; `person` charged today."""
+    most answered in 1 to 4 rounds (2 or 3 most often), some reset or expired; tokens
+    charged each day; `person` charged today."""
     for days_ago in range(30):
-        for n in range(1 + (days_ago * 7) % 4):
+        for n in range(1 + (days_ago * 7 + 2) % 4):
             at = now - days_ago * 86_400 - n * 600
+            status = Status.COMPLETE
+            if (days_ago + n) % 5 == 2:
+                status = Status.RESET
+            elif (days_ago + n) % 7 == 3:
+                status = Status.EXPIRED
+            rounds = ROUNDS_USED[(days_ago * 3 + n * 5) % len(ROUNDS_USED)]
             found = consultation(
-                f"Question {days_ago}.{n}", chat_key=f"tg:{2000 + days_ago}", at=at
+                f"Question {days_ago}.{n}",
+                chat_key=f"tg:{2000 + days_ago}",
+                at=at,
+                final="Here is my answer." if status is Status.COMPLETE else None,
+                clarifying=rounds - 1,
             )
             await store.create(found)
-            status = Status.COMPLETE
-            if (days_ago + n) % 5 == 0:
-                status = Status.RESET
-            elif (days_ago + n) % 7 == 0:
-                status = Status.EXPIRED
             await store.set_status(found.id, status, at=at + 120 + 40 * n)
     charges = [
         Charge(
