@@ -5,7 +5,8 @@ Invariants: a page is read by keyset (`before`: the last row of the previous pag
 every page costs one index range scan however deep it is; the order is (created_at, id)
 descending, total even between consultations started in the same second. The text
 searched for is matched literally (`%` and `_` are not wildcards) in the request, case
-aside for ASCII, and is at most `MAX_SEARCH_CHARS` characters.
+aside for ASCII letters at least (a store may fold other letters' case too), and is at most
+`MAX_SEARCH_CHARS` characters.
 """
 
 from __future__ import annotations
@@ -43,11 +44,15 @@ class ConsultationQuery:
     before: Cursor | None = None
     limit: int = PAGE_SIZE
 
+    def search_text(self) -> str | None:
+        """The text searched for (its first `MAX_SEARCH_CHARS` characters); None: any."""
+        return self.text[:MAX_SEARCH_CHARS] if self.text else None
+
     def like_pattern(self) -> str | None:
         """`text` as a LIKE pattern matching it literally (escaped with `LIKE_ESCAPE`)."""
-        if not self.text:
+        escaped = self.search_text()
+        if escaped is None:
             return None
-        escaped = self.text[:MAX_SEARCH_CHARS]
         for char in (LIKE_ESCAPE, "%", "_"):
             escaped = escaped.replace(char, LIKE_ESCAPE + char)
         return f"%{escaped}%"

@@ -3,10 +3,13 @@ read back from the database's catalogue, then compared table by table: columns (
 family and nullability), primary key, unique constraints, indexes and foreign keys. A
 migration added to one backend only fails here. PostgreSQL has the workers'
 coordination tables besides (`storage.postgres.coordination.schema.TABLES`), and nothing
-else."""
+else. Text-search indexes take a different form on each backend (an FTS5 table and its
+shadow tables on SQLite, a GIN index on PostgreSQL) and are compared apart: by name, the
+table they index and its columns."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,18 +55,35 @@ class Table:
 
 
 Schema = dict[str, Table]
+SearchIndexes = set[tuple[str, str, tuple[str, ...]]]
+"""Text-search indexes: (name, table indexed, columns)."""
 
 
 def sqlite_tables(path: Path) -> Schema:
     db = sqlite3.connect(path)
     try:
         names = [
-            row[0]
-            for row in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
+            row[1]
+            for row in db.execute("PRAGMA table_list")
+            if row[0] == "main" and row[2] == "table" and not row[1].startswith("sqlite_")
         ]
         return {name: _sqlite_table(db, name) for name in names}
+    finally:
+        db.close()
+
+
+def sqlite_search_indexes(path: Path) -> SearchIndexes:
+    """The FTS5 tables, each over the table named by its `content` option."""
+    db = sqlite3.connect(path)
+    try:
+        found: SearchIndexes = set()
+        for name, sql in db.execute(
+            "SELECT name, sql FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%'"
+        ):
+            content = re.search(r"content='(\w+)'", sql)
+            columns = tuple(row[1] for row in db.execute(f"PRAGMA table_info({name})"))
+            found.add((name, content.group(1) if content else name, columns))
+        return found
     finally:
         db.close()
 
@@ -123,8 +143,9 @@ async def postgres_tables(connection: asyncpg.Connection) -> Schema:
         FROM pg_index x
         JOIN pg_class t ON t.oid = x.indrelid
         JOIN pg_class i ON i.oid = x.indexrelid
+        JOIN pg_am am ON am.oid = i.relam
         JOIN pg_namespace n ON n.oid = t.relnamespace
-        WHERE n.nspname = current_schema()
+        WHERE n.nspname = current_schema() AND am.amname = 'btree'
         """
     ):
         table, columns = tables[row["table_name"]], tuple(row["columns"])
@@ -159,6 +180,25 @@ async def postgres_tables(connection: asyncpg.Connection) -> Schema:
             )
         )
     return tables
+
+
+async def postgres_search_indexes(connection: asyncpg.Connection) -> SearchIndexes:
+    """The GIN indexes."""
+    rows = await connection.fetch(
+        """
+        SELECT i.relname AS index_name, t.relname AS table_name,
+               ARRAY(SELECT a.attname FROM unnest(x.indkey) WITH ORDINALITY k(attnum, place)
+                     JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
+                     ORDER BY k.place) AS columns
+        FROM pg_index x
+        JOIN pg_class t ON t.oid = x.indrelid
+        JOIN pg_class i ON i.oid = x.indexrelid
+        JOIN pg_am am ON am.oid = i.relam
+        JOIN pg_namespace n ON n.oid = t.relnamespace
+        WHERE n.nspname = current_schema() AND am.amname = 'gin'
+        """
+    )
+    return {(r["index_name"], r["table_name"], tuple(r["columns"])) for r in rows}
 
 
 def differences(sqlite: Schema, postgres: Schema) -> list[str]:
@@ -204,6 +244,23 @@ async def test_both_backends_create_the_same_store_schema(
         name: table for name, table in postgres.items() if name not in coordination_schema.TABLES
     }
     assert differences(sqlite_schema_tables, store_tables) == []
+
+
+async def test_both_backends_index_the_requests_for_text_search(
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811
+) -> None:
+    store = await SqliteStore.open(tmp_path / "bot.db")
+    await store.close()
+    connection = await asyncpg.connect(postgres_url)
+    try:
+        await postgres_schema.migrate(connection)
+        postgres = await postgres_search_indexes(connection)
+    finally:
+        await connection.close()
+    expected = {("consultations_search", "consultations", ("initial_request",))}
+    assert sqlite_search_indexes(tmp_path / "bot.db") == expected
+    assert postgres == expected
 
 
 async def test_postgresql_has_only_the_declared_coordination_tables_besides(

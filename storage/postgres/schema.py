@@ -17,15 +17,62 @@ first tables came with m003, m004, m006 and m008 here, released before it had on
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 
+log = logging.getLogger(__name__)
+
 MIGRATION_LOCK = 0x636F6E73756C74  # "consult": the advisory lock key for migrations
 
-Migration = tuple[str, tuple[str, ...]]
-"""A migration's name (they sort in the order they run) and its statements."""
+Step = str | Callable[[asyncpg.Connection], Awaitable[object]]
+"""A statement, or a function of the migration's connection for what SQL alone cannot say."""
+Migration = tuple[str, tuple[Step, ...]]
+"""A migration's name (they sort in the order they run) and its steps."""
+
+REQUEST_SEARCH_INDEX = "consultations_search"
+REQUEST_SEARCH_MIGRATION = "m021_request_search"
+
+
+async def index_request_search(connection: asyncpg.Connection) -> bool:
+    """Index the requests' trigrams (`pg_trgm`, a GIN index the console's ILIKE search reads)
+    unless they are; False, with a warning, where that cannot be done: the extension is
+    not installed on the server or this role may not create it. Search then reads every
+    row, slower but with the same results; never a reason not to start.
+
+    Extensions are per database: when another schema's store installed `pg_trgm` first,
+    its operator class is named by that schema (dropping that schema drops this index)."""
+    exists = await connection.fetchval(
+        "SELECT to_regclass(quote_ident(current_schema()) || '.' || $1::text)",
+        REQUEST_SEARCH_INDEX,
+    )
+    if exists is not None:
+        return True
+    try:
+        async with connection.transaction():  # a savepoint: a refusal undoes only this
+            await connection.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            schema = await connection.fetchval(
+                "SELECT quote_ident(n.nspname) FROM pg_extension e"
+                " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'"
+            )
+            await connection.execute(
+                f"CREATE INDEX {REQUEST_SEARCH_INDEX} ON consultations"
+                f" USING gin (initial_request {schema}.gin_trgm_ops)"
+            )
+    except asyncpg.PostgresError as error:
+        log.warning(
+            "the console's text search is not indexed and reads every consultation: the"
+            " PostgreSQL extension pg_trgm could not be used (%s: %s); install the server's"
+            " contrib package or run CREATE EXTENSION pg_trgm as a role allowed to, then"
+            " restart",
+            type(error).__name__,
+            error,
+        )
+        return False
+    return True
+
 
 MIGRATIONS: list[Migration] = [
     (
@@ -383,12 +430,28 @@ MIGRATIONS: list[Migration] = [
             " blocked_at DOUBLE PRECISION NOT NULL)",
         ),
     ),
+    (
+        # The requests' trigrams indexed for the console's text search (ILIKE), where the
+        # server has pg_trgm and this role may create it; retried at each start until then
+        # (`migrate`).
+        REQUEST_SEARCH_MIGRATION,
+        (index_request_search,),
+    ),
 ]
 
 
 async def migrate(connection: asyncpg.Connection) -> list[str]:
-    """Apply the store's migrations this database lacks; return the names applied now."""
-    return await apply_migrations(connection, MIGRATIONS)
+    """Apply the store's migrations this database lacks; return the names applied now.
+    The search index a past start could not create is tried again."""
+    applied = await apply_migrations(connection, MIGRATIONS)
+    if REQUEST_SEARCH_MIGRATION not in applied:
+        async with connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+            if await connection.fetchval(
+                "SELECT 1 FROM schema_migrations WHERE name = $1", REQUEST_SEARCH_MIGRATION
+            ):
+                await index_request_search(connection)
+    return applied
 
 
 async def apply_migrations(
@@ -404,7 +467,7 @@ async def apply_migrations(
             " name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)"
         )
     applied: list[str] = []
-    for name, statements in migrations:
+    for name, steps in migrations:
         async with connection.transaction():
             await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
             done = await connection.fetchval(
@@ -412,8 +475,11 @@ async def apply_migrations(
             )
             if done:
                 continue
-            for statement in statements:
-                await connection.execute(statement)
+            for step in steps:
+                if isinstance(step, str):
+                    await connection.execute(step)
+                else:
+                    await step(connection)
             await connection.execute(
                 "INSERT INTO schema_migrations (name, applied_at) VALUES ($1, $2)",
                 name,

@@ -433,3 +433,36 @@ async def m020_blocks(db: aiosqlite.Connection) -> None:
     await db.execute(
         "CREATE TABLE blocked_people (person TEXT PRIMARY KEY, blocked_at REAL NOT NULL)"
     )
+
+
+REQUEST_SEARCH_MIGRATION = (
+    # External content: the text stays in `consultations` alone; the index keeps its trigrams.
+    "CREATE VIRTUAL TABLE consultations_search USING fts5(initial_request,"
+    " content='consultations', content_rowid='rowid', tokenize='trigram')",
+    "CREATE TRIGGER consultations_search_insert AFTER INSERT ON consultations BEGIN"
+    " INSERT INTO consultations_search (rowid, initial_request)"
+    " VALUES (new.rowid, new.initial_request); END",
+    # An external-content index forgets a row by being told the text it indexed.
+    "CREATE TRIGGER consultations_search_delete AFTER DELETE ON consultations BEGIN"
+    " INSERT INTO consultations_search (consultations_search, rowid, initial_request)"
+    " VALUES ('delete', old.rowid, old.initial_request); END",
+    "CREATE TRIGGER consultations_search_update AFTER UPDATE OF initial_request"
+    " ON consultations WHEN old.initial_request IS NOT new.initial_request BEGIN"
+    " INSERT INTO consultations_search (consultations_search, rowid, initial_request)"
+    " VALUES ('delete', old.rowid, old.initial_request);"
+    " INSERT INTO consultations_search (rowid, initial_request)"
+    " VALUES (new.rowid, new.initial_request); END",
+    "INSERT INTO consultations_search (consultations_search) VALUES ('rebuild')",
+)
+
+
+@migration
+async def m021_request_search(db: aiosqlite.Connection) -> None:
+    """An index of the requests' trigrams for the console's text search
+    (`consultations_search`, FTS5 with the trigram tokenizer, SQLite 3.34 or later), over
+    `consultations.initial_request` by rowid, filled from the rows already stored and kept
+    by triggers on every insert, change of request and delete (purges, deleted chats and
+    consultations alike). A later migration that rebuilds `consultations` must rebuild
+    this index too: the rowids it keeps would change."""
+    for statement in REQUEST_SEARCH_MIGRATION:
+        await db.execute(statement)
