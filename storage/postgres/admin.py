@@ -47,13 +47,21 @@ async def list_consultations(
         where.append(f"(created_at, id) < ({created}, {ident})")
     condition = " AND ".join(where) or "TRUE"
     limit = param(query.bounded_limit())
-    rows = await connection.fetch(
+    statement = (
         "SELECT id, chat_key, status, created_at, last_activity_at,"
         f" substr(initial_request, 1, {LISTED_REQUEST_CHARS}), current_round, max_rounds,"
         f" follow_ups FROM consultations WHERE {condition}"
-        f" ORDER BY created_at DESC, id DESC LIMIT {limit}",
-        *params,
+        f" ORDER BY created_at DESC, id DESC LIMIT {limit}"
     )
+    if pattern is None:
+        rows = await connection.fetch(statement, *params)
+    else:
+        # Planned for this pattern each time: a prepared statement's generic plan, blind to
+        # how many requests hold the text, would page through every row by date rather
+        # than ask the trigram index.
+        async with connection.transaction():
+            await connection.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+            rows = await connection.fetch(statement, *params)
     return [listed_from_row(r) for r in rows]
 
 
