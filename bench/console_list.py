@@ -161,7 +161,10 @@ async def measure(base: str, repeat: int, deep: int) -> dict[str, dict[str, floa
             "one chat": f"{base}/admin/consultations?chat=tg%3A4242",
             "one week": f"{base}/admin/consultations?since=2026-09-01&until=2026-09-07",
             "text, common": f"{base}/admin/consultations?q=garden",
-            "text, absent (scans all)": f"{base}/admin/consultations?q=no-such-words",
+            "text, in every request": f"{base}/admin/consultations?q=how+should+I+plan+the",
+            "text, in a few requests": f"{base}/admin/consultations?q=Question+4242",
+            "text, 2 characters": f"{base}/admin/consultations?q=zq",
+            "text, absent": f"{base}/admin/consultations?q=no-such-words",
             "transcript": base + first.group(1),
         }
         for page_url in pages.values():  # warm-up
@@ -178,6 +181,8 @@ async def run(args: argparse.Namespace, procs: Processes, scratch: Path) -> dict
         "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
         "API_ACCESS_LOG": "false",
         "LOG_LEVEL": "WARNING",
+        # The seeded consultations go back 120 days: kept, not purged when the server starts.
+        "RETENTION_DAYS": "3650",
     }
     admin: asyncpg.Connection | None = None
     tag = f"bench_{uuid.uuid4().hex[:10]}"
