@@ -31,13 +31,14 @@ mutate: $(STAMP)
 	$(VENV)/bin/mutmut results
 	$(VENV)/bin/mutmut export-cicd-stats
 
-# Interface strings (docs/languages.md): extract bot/messages.py into the template and
-# merge it into every language's catalog.
+# Interface strings (docs/languages.md): extract bot/messages.py into the template, merge
+# it into every language's catalog and compile each catalog to the .mo the bot reads.
 messages: $(STAMP)
 	$(VENV)/bin/pybabel extract -F babel.cfg --no-location --project consultation-bot \
 		-o bot/locales/messages.pot .
 	$(VENV)/bin/pybabel update -D messages -i bot/locales/messages.pot -d bot/locales \
 		--ignore-obsolete
+	$(VENV)/bin/python -m bot.catalogs
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m bench

@@ -5,10 +5,11 @@ in the language's catalog and formats it with `values`; a plural message picks i
 with ngettext by the language's plural rule. A message a catalog lacks, leaves empty or
 marks fuzzy reads in English, so a partial catalog never shows a blank.
 
-The catalogs ship as `.po` files (package data). Each is read with Babel and compiled in
-memory into a standard `gettext.GNUTranslations` the first time its language is used:
-no build step to forget, so `pip install -e .`, the wheel, the container image and a
-fresh clone all read the same files, and a translator's edit shows on the next start.
+Translators edit `.po` files; `make messages` compiles each to the `.mo` beside it
+(`bot.catalogs`), and the bot reads the `.mo` with the standard library's
+`gettext.GNUTranslations` the first time its language is used. Both ship as package data
+and are committed, so a clone, the wheel and the container image read the same
+catalogs, and the running process needs neither Babel nor a `.po` parser.
 
 In right-to-left languages every placeholder, @mention and /command (with the Latin
 arguments that follow it, as in `/rounds N` or `/memory off`) is wrapped in Unicode
@@ -21,14 +22,9 @@ from __future__ import annotations
 
 import functools
 import gettext
-import io
 import re
 from pathlib import Path
 from typing import Any
-
-from babel.messages.catalog import Catalog
-from babel.messages.mofile import write_mo
-from babel.messages.pofile import read_po
 
 from bot.languages import CATALOGS, RIGHT_TO_LEFT, SOURCE
 from bot.messages import MESSAGES, Plural
@@ -86,13 +82,9 @@ def every_translation(key: str) -> frozenset[str]:
     return frozenset(translations_of(language).gettext(message) for language in CATALOGS)
 
 
-def catalog_path(language: str) -> Path:
-    return LOCALES / language / "LC_MESSAGES" / f"{DOMAIN}.po"
-
-
-def read_catalog(language: str) -> Catalog:
-    with catalog_path(language).open("rb") as file:
-        return read_po(file, locale=language, domain=DOMAIN)
+def mo_path(language: str) -> Path:
+    """The compiled catalog the bot reads (`make messages` writes it from the `.po`)."""
+    return LOCALES / language / "LC_MESSAGES" / f"{DOMAIN}.mo"
 
 
 @functools.cache
@@ -100,26 +92,8 @@ def translations_of(language: str) -> gettext.NullTranslations:
     """The language's compiled catalog; plain English for the source or an unknown code."""
     if language == SOURCE or language not in CATALOGS:
         return gettext.NullTranslations()
-    return compiled(read_catalog(language))
-
-
-def compiled(catalog: Catalog) -> gettext.GNUTranslations:
-    """`catalog` as standard gettext translations, without its untranslated or fuzzy
-    messages (those read in English)."""
-    for message in list(catalog):
-        if message.id and not is_translated(message.string):
-            del catalog[message.id]
-    mo = io.BytesIO()
-    write_mo(mo, catalog)  # fuzzy messages are left out
-    mo.seek(0)
-    return gettext.GNUTranslations(mo)
-
-
-def is_translated(string: str | tuple[str, ...] | list[str] | None) -> bool:
-    """Whether a catalog entry has its text: every plural form for a plural message."""
-    if string is None or isinstance(string, str):
-        return bool(string)
-    return bool(string) and all(string)
+    with mo_path(language).open("rb") as file:
+        return gettext.GNUTranslations(file)
 
 
 def _count(values: dict[str, Any], message: Plural) -> int:

@@ -8,6 +8,8 @@ every message still missing, untranslated or with other placeholders.
 
 from __future__ import annotations
 
+import gettext
+import io
 import string
 import subprocess
 import sys
@@ -17,7 +19,8 @@ import pytest
 from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import read_po
 
-from bot.i18n import FSI, LOCALES, PDI, compiled, read_catalog, t
+from bot.catalogs import compiled, read_catalog
+from bot.i18n import FSI, LOCALES, PDI, mo_path, t, translations_of
 from bot.languages import CATALOGS, LANGUAGES, RIGHT_TO_LEFT, SOURCE, language_for, menu_code
 from bot.messages import MESSAGES, Plural
 from core.final_now import TEMPLATE, request_template
@@ -128,6 +131,30 @@ def test_the_template_is_extracted_from_the_code(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.parametrize("language", TRANSLATED)
+def test_the_compiled_catalog_is_its_po_file(language: str) -> None:
+    """The committed `.mo` the bot reads says what its `.po` says (`make messages`
+    compiles it): the same translations and the same plural rule."""
+    fresh = gettext.GNUTranslations(io.BytesIO(compiled(read_catalog(language))))
+    with mo_path(language).open("rb") as file:
+        shipped = gettext.GNUTranslations(file)
+
+    def messages(translations: gettext.GNUTranslations) -> dict[object, str]:
+        table: dict[object, str] = translations._catalog  # type: ignore[attr-defined]
+        return {key: text for key, text in table.items() if key != ""}  # "" is the header
+
+    assert messages(shipped) == messages(fresh), "run `make messages`"
+    assert [shipped.plural(n) for n in range(200)] == [fresh.plural(n) for n in range(200)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("language", CATALOGS)
+def test_every_catalog_loads_with_the_standard_library(language: str) -> None:
+    """Each language's catalog reads with `gettext` alone, and a complete one translates."""
+    translations = translations_of(language)
+    text = translations.gettext(str(MESSAGES["answer_button"]))
+    assert (text != MESSAGES["answer_button"]) == (language != SOURCE)
+
+
 def test_every_language_has_the_final_answer_request() -> None:
     """The "final answer now" text stored as the user's turn exists in every language."""
     library = PromptLibrary()
@@ -157,7 +184,7 @@ def test_untranslated_and_fuzzy_messages_read_in_english() -> None:
     catalog.add("Sources", "")
     catalog.add("Cancel", "Vielleicht", flags=["fuzzy"])
     catalog.add(("Answer {number}", "Answers {number}"), ("Antwort {number}", ""))
-    translations = compiled(catalog)
+    translations = gettext.GNUTranslations(io.BytesIO(compiled(catalog)))
     assert translations.gettext("Final answer") == "Endgültige Antwort"
     assert translations.gettext("Sources") == "Sources"
     assert translations.gettext("Cancel") == "Cancel"

@@ -4,7 +4,8 @@ A real `consultation-bot run` on SQLite answers a text message and a PDF, stops 
 SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml)
 load in the reader processes only, PostgreSQL's modules and asyncpg only with
 DATABASE_URL, jsonschema with the first output schema, and the evaluator with its libraries
-(rich, PyYAML) and the tests' document builders (python-docx, fpdf2) never, nor the HTTP
+(rich, PyYAML), the tests' document builders (python-docx, fpdf2) and Babel (the
+`.po` reader of `make messages`) never, nor the HTTP
 server without the API or the webhook: each would cost the process memory for as long as
 it runs.
 """
@@ -37,6 +38,7 @@ NOT_LOADED = (
     "api.app",
     "admin.app",
     "aiohttp.web",
+    "babel",
 )
 """Packages and modules the SQLite bot must not import, whatever it answered."""
 
