@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import jiter
-from json_repair import repair_json
 
 from core.errors import AnswerInvalid
 from core.json_answer import strip_fences
@@ -241,6 +240,8 @@ def parse_reply(text: str, *, cut_off: bool = False) -> ClarifyingRound | None:
         return read_round(json.loads(body))
     except ValueError:
         pass
+    from json_repair import repair_json  # only for broken JSON: not held by every process
+
     try:
         repaired = repair_json(body, return_objects=True)
     except Exception:  # json-repair's own failure on hostile text: nothing to read

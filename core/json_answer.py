@@ -18,8 +18,6 @@ import json
 import re
 from typing import Any
 
-from json_repair import repair_json
-
 _OPEN_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[ \t]*\n?")
 _CLOSE_FENCE = re.compile(r"\n?```\s*$")
 
@@ -44,6 +42,8 @@ def parse_json_answer(text: str) -> tuple[str, Any, bool, bool]:
         return text, json.loads(text), True, False
     except json.JSONDecodeError:
         pass
+    from json_repair import repair_json  # only for broken JSON: not held by every process
+
     value = repair_json(text, return_objects=True)
     if value == "" and text.strip() not in ('""', "''"):
         return text, None, False, False  # json_repair's answer for "nothing salvageable"

@@ -21,8 +21,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from json_repair import repair_json
-
 from core.json_answer import strip_fences
 from core.tokens import estimate_tokens
 
@@ -144,6 +142,8 @@ def parse_facts(text: str) -> list[str] | None:
     try:
         value = json.loads(body)
     except (ValueError, RecursionError):
+        from json_repair import repair_json  # only for broken JSON: not held by every process
+
         try:
             value = repair_json(body, return_objects=True)
         except Exception:  # json-repair's own failure on hostile text: nothing to read

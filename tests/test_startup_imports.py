@@ -3,11 +3,11 @@
 A real `consultation-bot run` on SQLite answers a text message and a PDF, stops on
 SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml)
 load in the reader processes only, PostgreSQL's modules and asyncpg only with
-DATABASE_URL, jsonschema with the first output schema, and the evaluator with its libraries
-(rich, PyYAML), the tests' document builders (python-docx, fpdf2) and Babel (the
-`.po` reader of `make messages`) never, nor the HTTP
-server without the API or the webhook: each would cost the process memory for as long as
-it runs.
+DATABASE_URL, jsonschema with the first output schema, json_repair with the first broken
+JSON reply, and the evaluator with its libraries (rich, PyYAML), the tests' document
+builders (python-docx, fpdf2) and Babel (the `.po` reader of `make messages`) never, nor
+the HTTP server without the API or the webhook: each would cost the process memory for as
+long as it runs.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ NOT_LOADED = (
     "admin.app",
     "aiohttp.web",
     "babel",
+    "json_repair",
 )
 """Packages and modules the SQLite bot must not import, whatever it answered."""
 
