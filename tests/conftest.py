@@ -3,6 +3,9 @@ bot with default settings on a fresh SQLite file (see tests/bot_harness.py); `ap
 HTTP API as production wires it (see tests/api_harness.py), with the settings a test's
 `api_settings` marker gives; `store`, `completer`, `service` and `engine` the consultation
 service on a real SQLite file and the real openai SDK (see tests/service_harness.py).
+`kind` and `database` run a test once per store implementation, each on a fresh database
+(tests/store_contract.py, a plugin too); under tests/contract `store` is that kind's store
+instead (tests/contract/conftest.py).
 
 The harnesses are imported inside the fixtures, so a test that uses none of them does not
 load the application."""
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     from tests.fakes.model_server import FakeModelServer
     from tests.service_harness import Clock, Engine
 
-pytest_plugins = ["tests.fakes.model_server", "tests.fakes.bot_api"]
+pytest_plugins = ["tests.fakes.model_server", "tests.fakes.bot_api", "tests.store_contract"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

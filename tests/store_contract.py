@@ -1,4 +1,4 @@
-"""The store implementations the contract suite (tests/test_storage.py) runs against.
+"""The store implementations the contract suite (tests/contract/) runs against.
 
 Each `StoreKind` knows how to make a fresh, empty database for one test, open a store
 on it (several stores may be open on one database at once, as several worker
@@ -8,18 +8,25 @@ would, such as a damaged value). A new store implementation, such as PostgreSQL,
 `StoreKind` to `STORE_KINDS` and passes the same tests; what only SQLite has (its
 file, WAL, pragmas, migrations of the file, disk faults) is tested in
 tests/test_storage_sqlite.py instead.
+
+This module is also a pytest plugin (tests/conftest.py plugs it in for every test): the
+fixture `kind` is each `StoreKind` in turn, so a test that asks for it, directly or through
+another fixture, runs once per store with the kind's name as its id; `database` is a fresh
+database of that kind, dropped after the test. The contract suite's own `store` and `rows`
+are in tests/contract/conftest.py.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import aiosqlite
 import asyncpg
+import pytest
 
 from core.models import Consultation, Message, Role
 from storage.postgres.store import PostgresStore
@@ -28,6 +35,9 @@ from tests.postgres import connect_or_skip, database_url_for_tests, with_search_
 
 if TYPE_CHECKING:
     from app.stores import Store
+
+Rows = Callable[..., Awaitable[int]]
+"""rows(table, **equals): a `StoreKind.count` bound to one database."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +139,22 @@ STORE_KINDS: list[StoreKind] = [
         _postgres_drop,
     ),
 ]
+
+
+@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
+def kind(request: pytest.FixtureRequest) -> StoreKind:
+    """The store implementation under test."""
+    kind: StoreKind = request.param
+    return kind
+
+
+@pytest.fixture
+async def database(kind: StoreKind, tmp_path: Path) -> AsyncIterator[str]:
+    """The address of a fresh database of `kind`, dropped after the test (after the
+    fixtures that use it are closed)."""
+    address = await kind.new_database(tmp_path)
+    yield address
+    await kind.drop_database(address)
 
 
 async def count(path: Path, sql: str, *params: object) -> int:

@@ -14,25 +14,15 @@ from tests.admin_harness import Console, console_settings, running_console
 from tests.bot_harness import ask_private, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
-from tests.store_contract import STORE_KINDS, StoreKind
+from tests.store_contract import StoreKind
 
 NOT_ALLOWED = "Sorry, this bot is not available here."
 
 
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-def kind(request: pytest.FixtureRequest) -> StoreKind:
-    kind: StoreKind = request.param
-    return kind
-
-
 @pytest.fixture
-async def console(kind: StoreKind, tmp_path: Path) -> AsyncIterator[Console]:
-    address = await kind.new_database(tmp_path)
-    try:
-        async with running_console(console_settings(kind, address, api_enabled=True)) as c:
-            yield c
-    finally:
-        await kind.drop_database(address)
+async def console(kind: StoreKind, database: str) -> AsyncIterator[Console]:
+    async with running_console(console_settings(kind, database, api_enabled=True)) as c:
+        yield c
 
 
 async def block(console: Console, person: str, blocked: str, csrf: str | None) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -18,25 +17,15 @@ from core.models import Message, Role, Status, Usage
 from core.stats import period_of
 from core.usage import CallKind, Charge
 from tests.admin_harness import Console, console_settings, running_console
-from tests.store_contract import STORE_KINDS, StoreKind, make
+from tests.store_contract import StoreKind, make
 
 HOSTILE_MODEL = "<img src=x onerror=alert(1)>"
 
 
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-def kind(request: pytest.FixtureRequest) -> StoreKind:
-    kind: StoreKind = request.param
-    return kind
-
-
 @pytest.fixture
-async def console(kind: StoreKind, tmp_path: Path) -> AsyncIterator[Console]:
-    address = await kind.new_database(tmp_path)
-    try:
-        async with running_console(console_settings(kind, address)) as c:
-            yield c
-    finally:
-        await kind.drop_database(address)
+async def console(kind: StoreKind, database: str) -> AsyncIterator[Console]:
+    async with running_console(console_settings(kind, database)) as c:
+        yield c
 
 
 async def seed(console: Console) -> None:

@@ -42,19 +42,6 @@ PAGES = [
 ]
 
 
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-def kind(request: pytest.FixtureRequest) -> StoreKind:
-    kind: StoreKind = request.param
-    return kind
-
-
-@pytest.fixture
-async def database(kind: StoreKind, tmp_path: Path) -> AsyncIterator[str]:
-    address = await kind.new_database(tmp_path)
-    yield address
-    await kind.drop_database(address)
-
-
 @pytest.fixture
 def reports(tmp_path: Path) -> Path:
     folder = tmp_path / "reports"

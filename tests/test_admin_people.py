@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -18,29 +17,19 @@ from core.people import PeopleQuery
 from core.quotas import MAX_OVERRIDE_TOKENS, QuotaOverride
 from core.usage import CallKind, Charge, day_of, month_start
 from tests.admin_harness import Console, console_settings, running_console
-from tests.store_contract import STORE_KINDS, StoreKind
+from tests.store_contract import StoreKind
 
 HOSTILE_FACT = "<script>alert('fact')</script> likes \u202eevil"
 HOSTILE_PERSON = "api:<b>x</b>"
 
 
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-def kind(request: pytest.FixtureRequest) -> StoreKind:
-    kind: StoreKind = request.param
-    return kind
-
-
 @pytest.fixture
-async def console(kind: StoreKind, tmp_path: Path) -> AsyncIterator[Console]:
-    address = await kind.new_database(tmp_path)
+async def console(kind: StoreKind, database: str) -> AsyncIterator[Console]:
     settings = console_settings(
-        kind, address, user_daily_token_limit=5000, quota_exempt_user_ids=frozenset({9})
+        kind, database, user_daily_token_limit=5000, quota_exempt_user_ids=frozenset({9})
     )
-    try:
-        async with running_console(settings) as c:
-            yield c
-    finally:
-        await kind.drop_database(address)
+    async with running_console(settings) as c:
+        yield c
 
 
 async def charge(console: Console, person: str, tokens: int, *, day: str | None = None) -> None:

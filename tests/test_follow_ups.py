@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -25,7 +24,7 @@ from core.service import ConsultationService
 from core.transcript import render_markdown, transcript_of
 from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import Clock, Engine, make_service
-from tests.store_contract import STORE_KINDS, StoreKind
+from tests.store_contract import StoreKind
 
 if TYPE_CHECKING:
     from app.stores import Store
@@ -322,15 +321,12 @@ async def test_a_reset_stops_a_running_follow_up(
     assert (stored.follow_ups, stored.messages[-1].text) == (0, "Connections?")
 
 
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+@pytest.fixture
+async def any_store(kind: StoreKind, database: str) -> AsyncIterator[Store]:
     """Each store kind (SQLite, PostgreSQL) on a fresh database."""
-    kind: StoreKind = request.param
-    address = await kind.new_database(tmp_path)
-    store = await kind.open(address)
+    store = await kind.open(database)
     yield store
     await store.close()
-    await kind.drop_database(address)
 
 
 async def test_a_follow_up_is_stored_once_and_replayed_on_each_store(

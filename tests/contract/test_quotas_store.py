@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,38 +20,12 @@ from core.quotas import QuotaConfig, QuotaExceeded, QuotaOverride
 from core.usage import Payer, ScopeKind, day_of
 from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import make_service
-from tests.store_contract import STORE_KINDS, StoreKind, make
+from tests.store_contract import STORE_KINDS, Rows, StoreKind, make
 
 if TYPE_CHECKING:
     from app.stores import Store
 
-Rows = Callable[..., Awaitable[int]]
 INJECTION = "'); DROP TABLE quota_overrides; --"
-
-
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-def kind(request: pytest.FixtureRequest) -> StoreKind:
-    found: StoreKind = request.param
-    return found
-
-
-@pytest.fixture
-async def database(kind: StoreKind, tmp_path: Path) -> AsyncIterator[str]:
-    address = await kind.new_database(tmp_path)
-    yield address
-    await kind.drop_database(address)
-
-
-@pytest.fixture
-async def store(kind: StoreKind, database: str) -> AsyncIterator[Store]:
-    opened = await kind.open(database)
-    yield opened
-    await opened.close()
-
-
-@pytest.fixture
-def rows(kind: StoreKind, database: str) -> Rows:
-    return functools.partial(kind.count, database)
 
 
 async def test_a_start_is_counted_with_its_consultation_by_utc_day(store: Store) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +27,7 @@ from storage.sqlite import admin as sqlite_admin
 from storage.sqlite import schema as sqlite_schema
 from storage.sqlite.store import SqliteStore
 from tests.postgres import database_url_for_tests, fresh_schema, with_search_path
-from tests.store_contract import STORE_KINDS, StoreKind, make
+from tests.store_contract import make
 
 if TYPE_CHECKING:
     from app.stores import Store
@@ -45,26 +44,6 @@ HOSTILE = [
     "back\\slash ' quote",
 ]
 """Requests that hold FTS5 query syntax: operators, a column filter, prefix, quotes."""
-
-
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-def kind(request: pytest.FixtureRequest) -> StoreKind:
-    kind: StoreKind = request.param
-    return kind
-
-
-@pytest.fixture
-async def database(kind: StoreKind, tmp_path: Path) -> AsyncIterator[str]:
-    address = await kind.new_database(tmp_path)
-    yield address
-    await kind.drop_database(address)
-
-
-@pytest.fixture
-async def store(kind: StoreKind, database: str) -> AsyncIterator[Store]:
-    opened = await kind.open(database)
-    yield opened
-    await opened.close()
 
 
 async def _add(store: Store, request: str, *, at: float, chat: str = "") -> str:

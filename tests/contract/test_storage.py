@@ -9,10 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -36,41 +33,12 @@ from core.models import (
     Usage,
 )
 from core.usage import CallKind, Charge, ScopeKind
-from tests.store_contract import STORE_KINDS, StoreKind, make
+from tests.store_contract import Rows, StoreKind, make
 
 if TYPE_CHECKING:
     from app.stores import Store
 
 INJECTION = "'); DROP TABLE consultations; -- \" OR 1=1; SELECT * FROM messages WHERE '1'='1"
-
-Rows = Callable[..., Awaitable[int]]
-
-
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-def kind(request: pytest.FixtureRequest) -> StoreKind:
-    """The store implementation under test."""
-    kind: StoreKind = request.param
-    return kind
-
-
-@pytest.fixture
-async def database(kind: StoreKind, tmp_path: Path) -> AsyncIterator[str]:
-    address = await kind.new_database(tmp_path)
-    yield address
-    await kind.drop_database(address)
-
-
-@pytest.fixture
-async def store(kind: StoreKind, database: str) -> AsyncIterator[Store]:
-    opened = await kind.open(database)
-    yield opened
-    await opened.close()
-
-
-@pytest.fixture
-def rows(kind: StoreKind, database: str) -> Rows:
-    """rows(table, **equals): how many rows the database holds, read behind the store."""
-    return functools.partial(kind.count, database)
 
 
 async def test_round_trip_keeps_options_order_authors_and_usage(store: Store) -> None:

@@ -4,41 +4,15 @@ console sessions expire and end, and every action is written with its audit entr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-import pytest
 
 from core.audit import MAX_FIELD_CHARS, AuditEntry
 from core.listing import ConsultationQuery, Cursor
 from core.models import Message, Role, Status
-from tests.store_contract import STORE_KINDS, StoreKind, make
+from tests.store_contract import StoreKind, make
 
 if TYPE_CHECKING:
     from app.stores import Store
-
-Rows = Callable[..., Awaitable[int]]
-
-
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-def kind(request: pytest.FixtureRequest) -> StoreKind:
-    kind: StoreKind = request.param
-    return kind
-
-
-@pytest.fixture
-async def database(kind: StoreKind, tmp_path: Path) -> AsyncIterator[str]:
-    address = await kind.new_database(tmp_path)
-    yield address
-    await kind.drop_database(address)
-
-
-@pytest.fixture
-async def store(kind: StoreKind, database: str) -> AsyncIterator[Store]:
-    opened = await kind.open(database)
-    yield opened
-    await opened.close()
 
 
 async def _seed(store: Store, count: int, *, chat: str = "tg:1", at: float = 1000.0) -> list[str]:

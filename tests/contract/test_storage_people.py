@@ -5,39 +5,19 @@ logged in its own transaction and nothing logged when nothing changed."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-import pytest
 
 from core.audit import AuditEntry
 from core.models import Usage
 from core.people import PeopleQuery
 from core.quotas import QuotaOverride
 from core.usage import CallKind, Charge
-from tests.store_contract import STORE_KINDS, StoreKind
 
 if TYPE_CHECKING:
     from app.stores import Store
 
 TODAY = "2026-11-26"
 MONTH = "2026-11-01"
-
-
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-def kind(request: pytest.FixtureRequest) -> StoreKind:
-    kind: StoreKind = request.param
-    return kind
-
-
-@pytest.fixture
-async def store(kind: StoreKind, tmp_path: Path) -> AsyncIterator[Store]:
-    address = await kind.new_database(tmp_path)
-    opened = await kind.open(address)
-    yield opened
-    await opened.close()
-    await kind.drop_database(address)
 
 
 def charge(person: str, day: str, tokens: int) -> Charge:

@@ -7,7 +7,6 @@ before `ended_at` existed are filled where their time is known."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,22 +40,6 @@ MIDNIGHT = 1_764_201_600.0  # 2025-11-27 00:00:00 UTC
 HOUR = 3600.0
 TODAY = period_of(MIDNIGHT + 12 * HOUR, 1)
 WEEK = period_of(MIDNIGHT + 12 * HOUR, 7)
-
-
-@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
-def kind(request: pytest.FixtureRequest) -> StoreKind:
-    """The store implementation under test."""
-    kind: StoreKind = request.param
-    return kind
-
-
-@pytest.fixture
-async def store(kind: StoreKind, tmp_path: Path) -> AsyncIterator[Store]:
-    address = await kind.new_database(tmp_path)
-    opened = await kind.open(address)
-    yield opened
-    await opened.close()
-    await kind.drop_database(address)
 
 
 def charge(at: float, chat: str, model: str, kind: CallKind, tokens: int, person: str | None):
