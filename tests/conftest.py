@@ -8,7 +8,7 @@ service on a real SQLite file and the real openai SDK (see tests/service_harness
 instead (tests/contract/conftest.py).
 
 The harnesses are imported inside the fixtures, so a test that uses none of them does not
-load the application."""
+load the bot, the API or the service (the stores are loaded with tests/store_contract.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What only the SQLite store has: its file (created, migrated, WAL), its migrations, and
 durability of the WAL across a killed process. Behaviour every store shares is in the
-contract suite, tests/test_storage.py."""
+contract suite, tests/contract/test_storage.py."""
 
 from __future__ import annotations
 
