@@ -343,7 +343,7 @@ async def _rounds(service: ConsultationService, key: str, argument: str) -> None
         print(f"[rounds: {(await service.status(key)).max_rounds} (1–{limit})]")
         return
     try:
-        change = await service.set_max_rounds(key, int(argument))
+        change = await service.settings.set_max_rounds(key, int(argument))
     except (ValueError, InvalidMaxRounds):
         print(f"[rounds must be a whole number from 1 to {limit}]")
         return
@@ -355,7 +355,7 @@ async def _rounds(service: ConsultationService, key: str, argument: str) -> None
 
 async def _status_line(service: ConsultationService, key: str) -> str:
     status = await service.status(key)
-    role = service.roles().get(status.role)
+    role = service.settings.roles().get(status.role)
     expert = role.title if role is not None else status.role
     if not status.active:
         return f"[no active consultation; {status.max_rounds} rounds, expert: {expert}]"

@@ -11,8 +11,11 @@ async def model_command(service: ConsultationService, key: str, argument: str) -
     """The line to print for `/model [NAME]`: the models, or what was chosen."""
     name = argument.strip()
     if not name:
-        chosen = await service.chat_model(key)
-        lines = [f"  {'*' if model == chosen.model else ' '} {model}" for model in service.models()]
+        chosen = await service.settings.chat_model(key)
+        lines = [
+            f"  {'*' if model == chosen.model else ' '} {model}"
+            for model in service.settings.models()
+        ]
         if chosen.removed is not None:
             lines.insert(0, f"  (“{chosen.removed[:40]}” is no longer available)")
         return (
@@ -20,7 +23,8 @@ async def model_command(service: ConsultationService, key: str, argument: str) -
             + "\n".join(lines)
         )
     try:
-        await service.set_model(key, name)
+        await service.settings.set_model(key, name)
     except UnknownModel:
-        return f"[unknown model “{name[:40]}”: {', '.join(service.models())}; nothing changed]"
+        known = ", ".join(service.settings.models())
+        return f"[unknown model “{name[:40]}”: {known}; nothing changed]"
     return f"[model set to {name}; it applies from the next answer]"

@@ -9,10 +9,10 @@ from core.service import ConsultationService
 
 async def role_command(service: ConsultationService, key: str, argument: str) -> str:
     """The line to print for `/role [ARGUMENT]`: the experts, or what was chosen."""
-    roles = service.roles()
+    roles = service.settings.roles()
     if not argument.strip():
         status = await service.status(key)
-        settings = await service.chat_settings(key)
+        settings = await service.settings.of(key)
         current = status.role if settings.system_prompt is None else None
         lines = [
             f"  {'*' if name == current else ' '} {name:<12} {info.title}"
@@ -27,7 +27,7 @@ async def role_command(service: ConsultationService, key: str, argument: str) ->
     choice = role_choice(argument, roles)
     if choice is None:
         return f"[unknown expert “{argument.strip()[:40]}”: {', '.join(roles)}; nothing changed]"
-    await service.set_role(key, choice.role, system_prompt=choice.system_prompt)
+    await service.settings.set_role(key, choice.role, system_prompt=choice.system_prompt)
     return (
         f"[expert set to {choice.title}; it applies from the next consultation,"
         " /reset to start now]"

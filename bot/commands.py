@@ -116,7 +116,7 @@ class Commands:
             await self.say(incoming, invalid)
             return
         try:
-            change = await self.service.set_max_rounds(incoming.key, value)
+            change = await self.service.settings.set_max_rounds(incoming.key, value)
         except InvalidMaxRounds:
             await self.say(incoming, invalid)
             return
@@ -183,7 +183,7 @@ class Commands:
 
     async def role(self, incoming: Incoming, context: Context) -> None:
         """Show or choose the expert persona (or a custom instruction) for the chat."""
-        roles = self.service.roles()
+        roles = self.service.settings.roles()
         args = context.args or []
         if not args:
             status = await self.service.status(incoming.key)
@@ -203,7 +203,7 @@ class Commands:
     ) -> None:
         """Apply a choice from the /role buttons (a refusal goes in the press's popup); a
         button names a persona, never an instruction of its own."""
-        if value not in self.service.roles():
+        if value not in self.service.settings.roles():
             ignored(press.query.data, "not a role")
             return
         if not await self.may_configure(incoming, context):
@@ -240,7 +240,7 @@ class Commands:
         await self.turns.run(bot, incoming.target, incoming.language, answer)
 
     async def _set_role(self, incoming: Incoming, raw: str) -> None:
-        roles = self.service.roles()
+        roles = self.service.settings.roles()
         choice = role_choice(raw, roles)
         if choice is None:
             names = ", ".join(sorted(roles))
@@ -248,7 +248,9 @@ class Commands:
                 incoming, t(incoming.language, "role_unknown", value=raw[:40], roles=names)
             )
             return
-        await self.service.set_role(incoming.key, choice.role, system_prompt=choice.system_prompt)
+        await self.service.settings.set_role(
+            incoming.key, choice.role, system_prompt=choice.system_prompt
+        )
         await self.say(incoming, t(incoming.language, "role_set", role=choice.title))
 
     async def unknown(self, incoming: Incoming, context: Context) -> None:
@@ -259,7 +261,7 @@ class Commands:
     # -- helpers ---------------------------------------------------------------------------
 
     def _role_title(self, role: str) -> str:
-        info = self.service.roles().get(role)
+        info = self.service.settings.roles().get(role)
         return info.title if info is not None else role
 
     async def may_configure(self, incoming: Incoming, context: Context) -> bool:

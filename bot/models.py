@@ -86,7 +86,7 @@ class ModelChoice:
     async def press(self, incoming: Incoming, value: str, context: Context, press: Press) -> None:
         """Apply a choice from the /model buttons (a refusal goes in the press's popup)."""
         match = _VALUE.fullmatch(value)
-        models = self._service.models()
+        models = self._service.settings.models()
         if match is None or (int(match[1]) >= len(models) and match[2] == list_tag(models)):
             ignored(press.query.data, "not a model choice")
             return
@@ -101,20 +101,20 @@ class ModelChoice:
 
     async def _show(self, incoming: Incoming) -> None:
         language = incoming.language
-        chosen = await self._service.chat_model(incoming.key)
+        chosen = await self._service.settings.chat_model(incoming.key)
         lines = [t(language, "model_show", model=chosen.model)]
         if chosen.removed is not None:
             removed = chosen.removed[:SHOWN_NAME_CHARS]
             lines.insert(0, t(language, "model_removed", removed=removed, model=chosen.model))
-        keyboard = models_keyboard(self._service.models(), chosen.model)
+        keyboard = models_keyboard(self._service.settings.models(), chosen.model)
         await self._say(incoming, "\n".join(lines), keyboard=keyboard)
 
     async def _set(self, incoming: Incoming, name: str) -> None:
         language = incoming.language
         try:
-            await self._service.set_model(incoming.key, name)
+            await self._service.settings.set_model(incoming.key, name)
         except UnknownModel:
-            models = ", ".join(self._service.models())
+            models = ", ".join(self._service.settings.models())
             shown = name[:SHOWN_NAME_CHARS]
             await self._say(incoming, t(language, "model_unknown", value=shown, models=models))
             return

@@ -1,10 +1,12 @@
 """The consultation service: the one seam the Telegram bot and the HTTP API call.
 
-It runs a chat's turns and settings itself and leaves the parts of a turn to its
-collaborators: `core.user_turns` (the consultation a message goes to, and the message
-committed before the model is called), `core.answering` (the model's reply, stored once)
-and `core.sessions` (the HTTP API's sessions, reached as `service.sessions`). Each states
-the invariants it keeps.
+It runs a chat's turns itself and leaves the parts of a turn to its collaborators:
+`core.user_turns` (the consultation a message goes to, and the message committed before
+the model is called), `core.answering` (the model's reply, stored once) and
+`core.sessions` (the HTTP API's sessions, reached as `service.sessions`). The rest of
+what the edges ask is composed here and reached as attributes: a chat's settings
+(`core.chat_settings`, `service.settings`), quotas, blocks, chosen languages and client
+memory. Each states the invariants it keeps.
 
 Invariants it keeps:
 - calls for one chat key run strictly one after another; other keys run in parallel;
@@ -27,28 +29,23 @@ from core.answering import Answerer
 from core.attachments import Image, Transcription
 from core.audit import AuditEntry
 from core.blocks import Blocks
+from core.chat_settings import ChatSettingsKeeper
 from core.chosen_languages import ChosenLanguages
 from core.clarifying import Answer, ClarifyingRound, Picks
-from core.errors import (
-    InvalidMaxRounds,
-    NoActiveConsultation,
-    NothingToRetry,
-    UnknownModel,
-    UnknownRole,
-)
+from core.errors import NoActiveConsultation, NothingToRetry
 from core.final_now import request_text, user_language
 from core.follow_ups import FollowUps, is_follow_up
 from core.history import History
 from core.memories import Memories, opening
 from core.memory import MemoryScope, MemoryUpdate
-from core.models import ChatSettings, Consultation, ConsultationSummary, Status
-from core.outcomes import ChatModel, Notice, Reply, RoundsChange, StatusInfo
+from core.models import Consultation, ConsultationSummary, Status
+from core.outcomes import Notice, Reply, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
-from core.prompts import PromptLibrary, RoleInfo
+from core.prompts import PromptLibrary
 from core.quotas import Limit, QuotaConfig, Quotas, Stage
 from core.requests import EngineConfig, model_of
 from core.round_answers import RoundRef, picked, turn_text
-from core.rounds import has_open_turn, is_expired, validate_max_rounds
+from core.rounds import has_open_turn, is_expired
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
 from core.stats import DayFigures, Stats, period_of
@@ -105,6 +102,10 @@ class ConsultationService:
             store, stoppable, prompts, config, clock, self._user_turns, accounting
         )
         self._history = History(store)
+        # The chat's settings (`service.settings.set_model(...)` and the rest).
+        self.settings = ChatSettingsKeeper(
+            store, prompts, config, clock, locks=locks, user_turns=self._user_turns
+        )
         # Client memory (`service.memory.state(...)` and the rest; `remember` below).
         self.memory = Memories(
             store, completer, prompts, config, clock, accounting, self.quotas, self.languages
@@ -443,72 +444,6 @@ class ConsultationService:
                 return False
             return await self._store.withdraw_turn(found.consultation.id, turn_id)
 
-    async def set_max_rounds(self, chat_key: str, value: int) -> RoundsChange:
-        """Set the chat's round limit; it applies to the active consultation too."""
-        limit = self._config.max_rounds_limit
-        if not validate_max_rounds(value, limit=limit):
-            raise InvalidMaxRounds(f"rounds must be between 1 and {limit}")
-        async with self._locks.hold(chat_key):
-            settings = await self._store.load_chat_settings(chat_key)
-            await self._store.save_chat_settings(chat_key, _replace(settings, max_rounds=value))
-            consultation, _ = await self._user_turns.active_or_none(chat_key, self._clock())
-            if consultation is None:
-                return RoundsChange(value, active=False, rounds_done=0, next_is_final=value == 1)
-            await self._store.set_max_rounds(consultation.id, value)
-            done = consultation.current_round
-            return RoundsChange(
-                value, active=True, rounds_done=done, next_is_final=done + 1 >= value
-            )
-
-    async def set_role(
-        self, chat_key: str, role: str | None, system_prompt: str | None = None
-    ) -> None:
-        """Choose the persona (or a custom system prompt) for the chat's next consultations.
-
-        Raises `UnknownRole` for a role the prompt library does not have."""
-        if role is not None and role not in self._prompts.roles():
-            raise UnknownRole(f"unknown role {role!r}")
-        async with self._locks.hold(chat_key):
-            settings = await self._store.load_chat_settings(chat_key)
-            await self._store.save_chat_settings(
-                chat_key, _replace(settings, role=role, system_prompt=system_prompt)
-            )
-
-    async def set_model(self, chat_key: str, model: str) -> None:
-        """Choose the chat's model (one of LLM_MODELS) from its next model call on: the
-        calls of its latest consultation while it is active or takes follow-ups, and those
-        of its next consultations (a turn reads the model with its consultation, so no
-        turn reads the chat's settings again).
-
-        Raises `UnknownModel` for a model the allow-list does not name; nothing is stored."""
-        if model not in self._config.allowed_models:
-            raise UnknownModel(f"unknown model {model!r}")
-        async with self._locks.hold(chat_key):
-            settings = await self._store.load_chat_settings(chat_key)
-            await self._store.save_chat_settings(chat_key, _replace(settings, model=model))
-            consultation = await self._store.load_latest(chat_key)
-            if (
-                consultation is not None
-                and consultation.status in (Status.ACTIVE, Status.COMPLETE)
-                and consultation.options.model != model
-            ):
-                options = dataclasses.replace(consultation.options, model=model)
-                await self._store.set_options(consultation.id, options)
-
-    async def chat_model(self, chat_key: str) -> ChatModel:
-        """The model of the chat's next consultation, and the one it chose if the
-        allow-list no longer names it (the operator removed it)."""
-        chosen = (await self._store.load_chat_settings(chat_key)).model
-        model = model_of(chosen, self._config)
-        return ChatModel(model, removed=chosen if chosen not in (None, model) else None)
-
-    def models(self) -> tuple[str, ...]:
-        """The models a chat may choose (LLM_MODELS), in their configured order."""
-        return self._config.allowed_models
-
-    async def chat_settings(self, chat_key: str) -> ChatSettings:
-        return await self._store.load_chat_settings(chat_key)
-
     async def status(self, chat_key: str) -> StatusInfo:
         """Where the chat stands; it reads without waiting for a running turn."""
         settings = await self._store.load_chat_settings(chat_key)
@@ -563,9 +498,6 @@ class ConsultationService:
         request is not the user's writing."""
         return user_language(consultation, self._prompts)
 
-    def roles(self) -> dict[str, RoleInfo]:
-        return self._prompts.roles()
-
     async def cleanup(
         self, *, retention_seconds: float, now: float | None = None
     ) -> tuple[int, int]:
@@ -585,7 +517,3 @@ class ConsultationService:
         async with self._locks.hold(key):
             with self._running.turn(key):
                 yield
-
-
-def _replace(settings: ChatSettings, **changes: object) -> ChatSettings:
-    return dataclasses.replace(settings, **changes)  # type: ignore[arg-type]

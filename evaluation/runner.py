@@ -67,8 +67,8 @@ async def _consult(
 ) -> None:
     service = bot.service
     group = scenario.is_group
-    await service.set_role(key, scenario.role)
-    await service.set_max_rounds(key, result.max_rounds)
+    await service.settings.set_role(key, scenario.role)
+    await service.settings.set_max_rounds(key, result.max_rounds)
     name = _name(scenario, 0)
     result.transcript.append(Turn(name, scenario.first_message))
     author, author_id = _author(scenario, name)

@@ -143,7 +143,7 @@ async def test_stranger_cannot_use_commands_or_buttons(
             assert text == "Sorry, this bot is not available here."
         bot.api.push_update(bot.api.callback_query(STRANGER, STRANGER, "rounds:1", 1))
         await bot.api.wait_for("answerCallbackQuery")
-        settings = await bot.runtime.service.chat_settings(f"tg:{STRANGER}")
+        settings = await bot.runtime.service.settings.of(f"tg:{STRANGER}")
         assert settings.max_rounds is None and settings.role is None
         assert len(sent(bot, STRANGER)) == 3
         assert model_server.requests == []

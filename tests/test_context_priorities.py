@@ -40,7 +40,7 @@ async def test_every_user_answer_reaches_the_final_round(
     """Eight rounds with long replies over a 24,000-character budget: the final request
     holds the original request and every answer of the user, verbatim, within budget."""
     service: ConsultationService = engine(history_budget_chars=24_000)
-    await service.set_max_rounds("tg:1", 8)
+    await service.settings.set_max_rounds("tg:1", 8)
     for n in range(1, 8):
         model_server.enqueue(long_reply(n))
     model_server.enqueue("## Your plan\nWeek 1: walk-run.")

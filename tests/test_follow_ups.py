@@ -35,7 +35,7 @@ GUARD = 20  # seconds; only a broken stop ever gets near it
 
 async def finished(service: ConsultationService, model: FakeModelServer, key: str = KEY) -> str:
     """A consultation of `key` answered in two rounds; its id."""
-    await service.set_max_rounds(key, 2)
+    await service.settings.set_max_rounds(key, 2)
     model.enqueue("Which database do you use now?")
     model.enqueue("## Plan\nMove to PostgreSQL.")
     await service.ask(key, "How do I scale my app?")
@@ -287,7 +287,7 @@ async def test_a_replayed_final_answer_stays_final_after_follow_ups(
 ) -> None:
     """The final answer's update handled again after follow-ups is still the final answer
     (not a follow-up), with the follow-ups left now."""
-    await service.set_max_rounds(KEY, 2)
+    await service.settings.set_max_rounds(KEY, 2)
     model.enqueue("Which database?")
     model.enqueue("Use PostgreSQL.")
     await service.ask(KEY, "How do I scale?", turn_id="tg:1")

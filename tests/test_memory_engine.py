@@ -35,7 +35,7 @@ async def consult(
     is_group: bool = False,
 ) -> str:
     """A one-round consultation started in `scope`; its id."""
-    await service.set_max_rounds(chat_key, 1)
+    await service.settings.set_max_rounds(chat_key, 1)
     reply = await service.ask(
         chat_key, text, memory=scope, is_group=is_group, author="Ann" if is_group else None
     )
@@ -190,7 +190,7 @@ async def test_a_person_over_their_token_limit_gets_no_extraction_call(
     refused: list[Limit] = []
     service = engine(quotas=QuotaConfig(user_daily_tokens=5), on_quota=refused.append)
     model.enqueue("Answer that crosses the limit.")
-    await service.set_max_rounds("tg:7", 1)
+    await service.settings.set_max_rounds("tg:7", 1)
     reply = await service.ask("tg:7", "I live in Riga.", memory=PRIVATE, payer=Payer("tg:7"))
     assert reply.is_complete
     consultation = reply.consultation_id
@@ -239,7 +239,7 @@ async def test_in_a_group_only_the_starters_words_are_read(
     service: ConsultationService, model: FakeModelServer
 ) -> None:
     """Another member's words in a group consultation are not sent to the extraction."""
-    await service.set_max_rounds("tg:-100", 2)
+    await service.settings.set_max_rounds("tg:-100", 2)
     model.enqueue("Who is coming?")
     await service.ask("tg:-100", "I organise the trip.", memory=GROUP, is_group=True, author="Ann")
     model.enqueue("Final plan.")

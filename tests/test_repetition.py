@@ -161,7 +161,7 @@ async def test_the_service_marks_a_looping_answer_incomplete(
     service: ConsultationService, model_server: FakeModelServer
 ) -> None:
     """End to end: a looping final answer is stored cut and marked incomplete."""
-    await service.set_max_rounds("tg:1", 1)
+    await service.settings.set_max_rounds("tg:1", 1)
     model_server.enqueue(INTRO + PARAGRAPH, endless=True, chunk_size=16)
 
     reply = await asyncio.wait_for(service.ask("tg:1", "Plan my running"), 30)

@@ -95,7 +95,7 @@ async def test_message_after_completion_starts_fresh(
     service: ConsultationService, model: FakeModelServer
 ) -> None:
     """After the final answer the next message opens a new consultation with empty history."""
-    await service.set_max_rounds(KEY, 1)
+    await service.settings.set_max_rounds(KEY, 1)
     done = await service.ask(KEY, "First question")
     assert done.is_complete
     fresh = await service.ask(KEY, "Second question")
@@ -187,10 +187,10 @@ async def test_lowering_rounds_mid_way_makes_the_next_reply_final(
     service: ConsultationService, model: FakeModelServer
 ) -> None:
     """With 2 rounds used, /rounds 2 makes the next message get the final answer."""
-    await service.set_max_rounds(KEY, 5)
+    await service.settings.set_max_rounds(KEY, 5)
     await service.ask(KEY, "q1")
     await service.ask(KEY, "q2")
-    change = await service.set_max_rounds(KEY, 2)
+    change = await service.settings.set_max_rounds(KEY, 2)
     assert change.active and change.rounds_done == 2 and change.next_is_final
     reply = await service.ask(KEY, "q3")
     assert reply.is_final and reply.is_complete
@@ -200,7 +200,7 @@ async def test_lowering_rounds_mid_way_makes_the_next_reply_final(
 async def test_invalid_rounds_change_nothing(service: ConsultationService, value: int) -> None:
     """Out-of-range round limits are refused and the setting stays."""
     with pytest.raises(InvalidMaxRounds):
-        await service.set_max_rounds(KEY, value)
+        await service.settings.set_max_rounds(KEY, value)
     assert (await service.status(KEY)).max_rounds == 3
 
 
@@ -531,10 +531,10 @@ async def test_an_unknown_role_is_refused_with_its_own_code(
 ) -> None:
     """A role the prompt library lacks raises UnknownRole (a ConsultationError the edges
     already show as a refusal) and leaves the chat's settings as they were."""
-    role = next(iter(service.roles()))
-    await service.set_role(KEY, role)
+    role = next(iter(service.settings.roles()))
+    await service.settings.set_role(KEY, role)
     with pytest.raises(UnknownRole) as refused:
-        await service.set_role(KEY, "astrologer")
+        await service.settings.set_role(KEY, "astrologer")
     assert isinstance(refused.value, ConsultationError)
     assert refused.value.code == "UNKNOWN_ROLE"
     assert (await store.load_chat_settings(KEY)).role == role

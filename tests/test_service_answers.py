@@ -18,7 +18,7 @@ async def test_a_final_answer_whose_stream_ends_early_is_continued(
     service: ConsultationService, model: FakeModelServer
 ) -> None:
     """A final answer whose stream just ends (HTTP 200, no finish_reason) is continued."""
-    await service.set_max_rounds(KEY, 1)
+    await service.settings.set_max_rounds(KEY, 1)
     model.enqueue("Plan: squats on Monday, deadl", stop_early=True)
     model.enqueue("deadlifts on Thursday.")
 
@@ -66,7 +66,7 @@ async def test_an_endless_answer_is_cut_at_max_answer_chars(
     """A stream that never ends is read up to MAX_ANSWER_CHARS, closed, and delivered as
     an incomplete answer; the progress display never shows more than that."""
     service = engine(max_answer_chars=3000)
-    await service.set_max_rounds(KEY, 1)
+    await service.settings.set_max_rounds(KEY, 1)
     # Longer than the cap before it repeats: a stream that repeats itself is a loop, stopped
     # earlier (tests/test_repetition.py).
     model.enqueue("".join(f"Bean {i}. " for i in range(400)), endless=True, chunk_size=4)

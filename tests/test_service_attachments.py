@@ -114,7 +114,7 @@ async def test_the_final_round_names_the_document_which_stays_in_the_context(
     it is longer than the whole history budget."""
     document = lease(26_000)
     request = TurnInput(words="Is this lease fair to me?", documents=(document,))
-    await service.set_max_rounds(KEY, 3)
+    await service.settings.set_max_rounds(KEY, 3)
 
     await service.ask(KEY, request.stored_text)
     await service.ask(KEY, "I rent in Berlin.")
@@ -140,7 +140,7 @@ async def test_in_a_long_consultation_typed_answers_outlast_later_documents(
     """Long replies and a 20,000-character document sent in round 2 overflow the history:
     the later document is shown by name while every answer the user typed is sent, and
     the request's own document is still whole."""
-    await service.set_max_rounds(KEY, 5)
+    await service.settings.set_max_rounds(KEY, 5)
     request = TurnInput(words="Is this lease fair to me?", documents=(lease(12_000),))
     letter = TurnInput(
         words="The landlord's letter:",

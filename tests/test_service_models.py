@@ -27,9 +27,9 @@ async def test_an_unknown_model_is_refused_and_nothing_is_stored(
     service = engine(models=MODELS)
     for name in ("gpt-4-32k", "SONAR", " sonar", ""):
         with pytest.raises(UnknownModel):
-            await service.set_model(KEY, name)
+            await service.settings.set_model(KEY, name)
     assert await store.load_chat_settings(KEY) == ChatSettings()
-    assert (await service.chat_model(KEY)).model == "test-model"
+    assert (await service.settings.chat_model(KEY)).model == "test-model"
 
 
 async def test_the_chosen_model_answers_every_call_from_the_next_one(
@@ -38,12 +38,12 @@ async def test_the_chosen_model_answers_every_call_from_the_next_one(
     """Chosen after the first round, it names the final answer's request, a follow-up's
     and the memory extraction's; /status reports it."""
     service = engine(models=MODELS, memory_enabled=True)
-    await service.set_max_rounds(KEY, 2)
+    await service.settings.set_max_rounds(KEY, 2)
     model.enqueue("Which database do you use now?")
     await service.ask(KEY, "How do I scale my app?", memory=memory_scope(KEY, KEY))
     assert (await service.status(KEY)).model == "test-model"
 
-    await service.set_model(KEY, "sonar")
+    await service.settings.set_model(KEY, "sonar")
     assert (await service.status(KEY)).model == "sonar"
     model.enqueue("## Plan\nMove to PostgreSQL.")
     final = await service.ask(KEY, "SQLite")
@@ -62,11 +62,11 @@ async def test_a_model_the_operator_removed_falls_back_to_llm_model(
 ) -> None:
     """A stored choice LLM_MODELS no longer names is never called: LLM_MODEL answers, and
     `chat_model` names the removed one so the chat can be told."""
-    await engine(models=MODELS).set_model(KEY, "sonar")
+    await engine(models=MODELS).settings.set_model(KEY, "sonar")
     model.enqueue("A question back?")
     await engine(models=MODELS).ask(KEY, "Started with sonar")
     service = engine(models=("test-model",))
-    chosen = await service.chat_model(KEY)
+    chosen = await service.settings.chat_model(KEY)
     assert (chosen.model, chosen.removed) == ("test-model", "sonar")
     assert (await service.status(KEY)).model == "test-model"
     model.enqueue("Another question?")

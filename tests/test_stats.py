@@ -101,7 +101,7 @@ async def seed(bot: RunningBot, clock: Clock) -> None:
     clock.now += 60
     await turn(bot, ADMIN, "/answer", "Use PostgreSQL.", 2000, FINAL)
     clock.now = MIDNIGHT - HOUR
-    await bot.runtime.service.set_model(f"tg:{OTHER}", "model-b")
+    await bot.runtime.service.settings.set_model(f"tg:{OTHER}", "model-b")
     await turn(bot, OTHER, "Plan a trip", "Where to?", 500, ROUND)
     clock.now += 600
     before = len(sent(bot, OTHER))
