@@ -1,5 +1,5 @@
 """`/admin/`: the console's front page: the operator's figures for today, the last 7 and
-the last 30 UTC days (`ConsultationService.stats`), how many rounds the completed
+the last 30 UTC days (`core.figures.Figures.stats`), how many rounds the completed
 consultations used, the last 30 days one by one as charts drawn on the server
 (`admin.charts`), and whatever further figures the deployment plugs in (`FigureSource`:
 on PostgreSQL, the inbox and the workers seen).
@@ -84,8 +84,8 @@ class Dashboard:
         self._source = source
 
     async def show(self, request: web.Request) -> web.StreamResponse:
-        periods = [await self._service.stats(days) for days, _ in PERIODS]
-        days = await self._service.daily_stats(SERIES_DAYS)
+        periods = [await self._service.figures.stats(days) for days, _ in PERIODS]
+        days = await self._service.figures.daily_stats(SERIES_DAYS)
         sections = await self._sections()
         return page(
             request,

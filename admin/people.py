@@ -71,7 +71,7 @@ class PeoplePages:
         if person is None:
             return _missing(request)
         quota = await self._service.quotas.of_person(person)
-        usage = await self._service.usage(ScopeKind.PERSON, person)
+        usage = await self._service.figures.usage(ScopeKind.PERSON, person)
         today = day_of(self._clock())
         by_model = await self._store.usage_of(
             ScopeKind.PERSON, person, since_day=month_start(today), until_day=today

@@ -310,7 +310,7 @@ class ChatEndpoints:
                     await hold.attach(session_id)
                 turn.session.set_result(session_id)
                 if message.read is not None and message.read.transcription is not None:
-                    await self._service.charge_transcription(
+                    await self._service.figures.charge_transcription(
                         API_KEY_PREFIX + session_id, message.read.transcription, payer=payer
                     )
                 await self._answer(turn, session_id, message, hold, payer, follow_up=body.follow_up)

@@ -3,7 +3,7 @@ UTC days, and with `?days=N` the last N days too.
 
 Invariants: `days` is read strictly (an integer 1–`MAX_DAYS` in plain digits, given at
 most once; anything else is VALIDATION_ERROR and nothing is read); the figures are the
-same the Telegram /stats shows (`ConsultationService.stats`), a handful of indexed reads
+same the Telegram /stats shows (`core.figures.Figures.stats`), a handful of indexed reads
 per period; reading never changes anything.
 """
 
@@ -135,14 +135,14 @@ class StatsEndpoint:
     async def stats(self, request: web.Request) -> web.Response:
         """The figures of today and the last 7 days (and `days`): 200, or VALIDATION_ERROR."""
         days = _days(request)
-        today = await self._service.stats(1)
-        week = await self._service.stats(WEEK)
+        today = await self._service.figures.stats(1)
+        week = await self._service.figures.stats(WEEK)
         view = StatsResponse(
             today=PeriodStats.of(today, 1),
             last7_days=PeriodStats.of(week, WEEK),
             last_days=None
             if days is None
-            else PeriodStats.of(await self._service.stats(days), days),
+            else PeriodStats.of(await self._service.figures.stats(days), days),
         )
         return json_response(
             view.model_dump(mode="json", exclude={"last_days"} if days is None else None)

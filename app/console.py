@@ -303,7 +303,7 @@ async def _send_with_files(
     files.queued.clear()  # sent or refused, they are not sent twice
     turn = await files.intake.read(typed.text, queued, owner="console")
     if turn.transcription is not None:
-        await service.charge_transcription(key, turn.transcription)
+        await service.figures.charge_transcription(key, turn.transcription)
     if turn.transcript is not None:
         print(f'[heard: "{turn.transcript}"]')
     if not all(document.complete for document in turn.documents):

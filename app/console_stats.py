@@ -63,6 +63,6 @@ async def stats_command(service: ConsultationService, argument: str) -> None:
             print(f"[usage: /stats [N], N days from 1 to {MAX_DAYS}]")
             return
         days = int(argument)
-    lines = stats_lines("today", await service.stats(1))
-    lines += stats_lines(f"last {days} days", await service.stats(days))
+    lines = stats_lines("today", await service.figures.stats(1))
+    lines += stats_lines(f"last {days} days", await service.figures.stats(days))
     print("\n".join(lines))

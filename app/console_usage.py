@@ -23,6 +23,6 @@ def summary_line(summary: UsageSummary) -> str:
 
 async def usage_command(service: ConsultationService, key: str) -> None:
     """Print today's and this month's tokens and cost (UTC days)."""
-    report = await service.usage(ScopeKind.CHAT, key)
+    report = await service.figures.usage(ScopeKind.CHAT, key)
     print(f"[today: {summary_line(report.today)}]")
     print(f"[this month: {summary_line(report.month)}]")

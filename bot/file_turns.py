@@ -169,7 +169,9 @@ class FileTurns:
         """Count the transcription; a store that cannot take the count does not cost the
         user their turn (the turn's own write then says whether the store is back)."""
         try:
-            await self.service.charge_transcription(incoming.key, heard, payer=payer_of(incoming))
+            await self.service.figures.charge_transcription(
+                incoming.key, heard, payer=payer_of(incoming)
+            )
         except StoreUnavailable as exc:
             log.warning("transcription in chat %s not counted: %s", incoming.chat_id, exc)
 

@@ -126,8 +126,8 @@ class StatsCommand:
         if incoming.user_id is None or incoming.user_id not in self.admins:
             await self.say(incoming, t(language, "stats_refused"))
             return
-        today = await self.service.stats(1)
-        week = await self.service.stats(WEEK)
+        today = await self.service.figures.stats(1)
+        week = await self.service.figures.stats(WEEK)
         titles = (
             t(language, "stats_today", day=today.until_day),
             t(language, "stats_days", days=WEEK, since=week.since_day, until=week.until_day),

@@ -62,7 +62,7 @@ class UsageCommand:
         if person is None:
             await self.say(incoming, t(language, "usage_unknown"))
             return
-        report = await self.service.usage(ScopeKind.PERSON, person)
+        report = await self.service.figures.usage(ScopeKind.PERSON, person)
         text = t(
             language,
             "usage_report",

@@ -5,8 +5,9 @@ It runs a chat's turns itself and leaves the parts of a turn to its collaborator
 the model is called), `core.answering` (the model's reply, stored once) and
 `core.sessions` (the HTTP API's sessions, reached as `service.sessions`). The rest of
 what the edges ask is composed here and reached as attributes: a chat's settings
-(`core.chat_settings`, `service.settings`), quotas, blocks, chosen languages and client
-memory. Each states the invariants it keeps.
+(`core.chat_settings`, `service.settings`), usage and stats (`core.figures`,
+`service.figures`), quotas, blocks, chosen languages and client memory. Each states
+the invariants it keeps.
 
 Invariants it keeps:
 - calls for one chat key run strictly one after another; other keys run in parallel;
@@ -20,19 +21,19 @@ Invariants it keeps:
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from core.answering import Answerer
-from core.attachments import Image, Transcription
+from core.attachments import Image
 from core.audit import AuditEntry
 from core.blocks import Blocks
 from core.chat_settings import ChatSettingsKeeper
 from core.chosen_languages import ChosenLanguages
 from core.clarifying import Answer, ClarifyingRound, Picks
 from core.errors import NoActiveConsultation, NothingToRetry
+from core.figures import Figures
 from core.final_now import request_text, user_language
 from core.follow_ups import FollowUps, is_follow_up
 from core.history import History
@@ -48,15 +49,9 @@ from core.round_answers import RoundRef, picked, turn_text
 from core.rounds import has_open_turn, is_expired
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
-from core.stats import DayFigures, Stats, period_of
 from core.usage import (
     Accounting,
     Payer,
-    ScopeKind,
-    UsageReport,
-    day_of,
-    month_start,
-    summarize,
 )
 from core.user_turns import UserTurns, require_text
 
@@ -88,7 +83,6 @@ class ConsultationService:
         self.blocks = Blocks(store)
         # Chosen interface languages (`service.languages.of(...)` and the rest).
         self.languages = ChosenLanguages(store)
-        self._accounting = accounting
         self._store = store
         self._running = RunningTurns()
         self._prompts = prompts
@@ -102,6 +96,8 @@ class ConsultationService:
             store, stoppable, prompts, config, clock, self._user_turns, accounting
         )
         self._history = History(store)
+        # Usage and stats (`service.figures.usage(...)` and the rest).
+        self.figures = Figures(store, accounting, clock)
         # The chat's settings (`service.settings.set_model(...)` and the rest).
         self.settings = ChatSettingsKeeper(
             store, prompts, config, clock, locks=locks, user_turns=self._user_turns
@@ -313,41 +309,6 @@ class ConsultationService:
             )
             stage = Stage.CONTINUE if live else Stage.START
         await self.quotas.require(payer, stage)
-
-    async def usage(self, scope: ScopeKind, key: str) -> UsageReport:
-        """The usage of a person, chat or API client today and this month (UTC days, by the
-        service's clock): two indexed reads, never waiting for a running turn."""
-        today = day_of(self._clock())
-        store, prices = self._store, self._accounting.prices
-        day = await store.usage_of(scope, key, since_day=today, until_day=today)
-        month = await store.usage_of(scope, key, since_day=month_start(today), until_day=today)
-        return UsageReport(today, summarize(day, prices), summarize(month, prices))
-
-    async def charge_transcription(
-        self, chat_key: str, heard: Transcription, *, payer: Payer | None = None
-    ) -> None:
-        """Count a voice note's transcription for the chat and `payer` as soon as it is
-        heard: it was billed whether or not the turn it makes is answered. Not under the
-        chat's lock (a count is an addition; it never waits for a running turn)."""
-        charge = self._accounting.charge_transcription(
-            heard, chat=chat_key, payer=payer, at=self._clock()
-        )
-        await self._store.add_usage([charge])
-        self._accounting.observe(charge)
-
-    async def stats(self, days: int) -> Stats:
-        """The operator's figures over the last `days` UTC days, today included (by the
-        service's clock; 1 ≤ days ≤ `core.stats.MAX_DAYS`): a handful of indexed reads,
-        never waiting for a running turn."""
-        found = await self._store.stats(period_of(self._clock(), days))
-        prices = self._accounting.prices
-        unpriced = tuple(u.model for u in found.usage if prices.of(u.model) is None)
-        return dataclasses.replace(found, unpriced=unpriced)
-
-    async def daily_stats(self, days: int) -> list[DayFigures]:
-        """The last `days` UTC days one by one, oldest first, today included (as `stats`
-        counts them; 1 ≤ days ≤ `core.stats.MAX_DAYS`): two indexed aggregate reads."""
-        return await self._store.daily_stats(period_of(self._clock(), days))
 
     async def latest(self, chat_key: str) -> Consultation | None:
         """The chat's newest consultation, whatever its status (a read: it never waits

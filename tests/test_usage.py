@@ -171,7 +171,7 @@ async def test_each_stored_reply_is_charged_to_its_day_across_a_utc_midnight(
         ScopeKind.CHAT, "tg:501", since_day="2025-11-27", until_day="2025-11-27"
     )
     assert [(t.prompt_tokens, t.cost) for t in chat] == [(2000, pytest.approx(0.000312))]
-    report = await service.usage(ScopeKind.PERSON, "tg:501")
+    report = await service.figures.usage(ScopeKind.PERSON, "tg:501")
     assert report.day == "2025-11-27"
     assert (report.today.prompt_tokens, report.month.prompt_tokens) == (2000, 3000)
     assert report.month.cost == pytest.approx((3000 * 0.15 + 30 * 0.6) / 1e6)
@@ -210,7 +210,7 @@ async def test_estimated_and_unpriced_usage_is_marked(
     service = make_service(store, completer, clock)  # no prices at all
     model_server.enqueue("Which load do you expect?", no_usage=True)
     await service.ask("tg:9", "Pick a database for me", payer=Payer(person="tg:9"))
-    report = await service.usage(ScopeKind.PERSON, "tg:9")
+    report = await service.figures.usage(ScopeKind.PERSON, "tg:9")
     assert report.today.prompt_tokens > 0 and report.today.completion_tokens > 0
     assert report.today.estimated
     assert (report.today.cost, report.today.unpriced) == (0.0, ("test-model",))
