@@ -58,7 +58,7 @@ class ExportEndpoint:
         language = document_language(
             asked,
             request.headers.get("Accept-Language"),
-            self._service.written_language(consultation),
+            self._service.history.written_language(consultation),
             codes,
         )
         transcript = transcript_of(consultation, self._languages.labels(language))

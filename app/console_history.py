@@ -46,7 +46,7 @@ class Written:
 
 async def history_lines(service: ConsultationService, key: str) -> str:
     """The numbered list, newest first, or a line saying there is none."""
-    items = await service.history(key)
+    items = await service.history.recent(key)
     if not items:
         return "[no consultations yet]"
     lines = []
@@ -64,16 +64,16 @@ async def export_files(service: ConsultationService, key: str, argument: str) ->
     `ExportRefused` when there is none or PATH is not a directory, nothing written."""
     number, folder = _parsed(argument)
     if number is None:
-        consultation = await service.for_export(key, None)
+        consultation = await service.history.find(key, None)
     else:
-        history = await service.history(key)
+        history = await service.history.recent(key)
         chosen = numbered(history, number)
         if chosen is None and history:
             raise ExportRefused(f"no consultation number {number}: /history lists 1–{len(history)}")
-        consultation = None if chosen is None else await service.for_export(key, chosen.id)
+        consultation = None if chosen is None else await service.history.find(key, chosen.id)
     if consultation is None:
         raise ExportRefused("nothing to export yet: ask a question first")
-    language = service.written_language(consultation) or SOURCE
+    language = service.history.written_language(consultation) or SOURCE
     transcript = transcript_of(consultation, document_labels(language))
     markdown = render_markdown(transcript).encode()
     stem = readable_stem(transcript.title or transcript.labels.untitled)

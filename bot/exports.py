@@ -58,16 +58,16 @@ class Exports:
             await self.say(incoming, t(language, "export_usage"))
             return
         if not args:
-            consultation = await self.service.for_export(incoming.key, None)
+            consultation = await self.service.history.find(incoming.key, None)
         else:
-            history = await self.service.history(incoming.key)
+            history = await self.service.history.recent(incoming.key)
             chosen = numbered(history, int(args[0]))
             if chosen is None and history:
                 text = t(language, "export_range", number=args[0], count=len(history))
                 await self.say(incoming, text)
                 return
             consultation = (
-                None if chosen is None else await self.service.for_export(incoming.key, chosen.id)
+                None if chosen is None else await self.service.history.find(incoming.key, chosen.id)
             )
         if consultation is None:
             await self.say(incoming, t(language, "export_none"))
@@ -112,7 +112,7 @@ async def consultation_pressed(
     if bare is None:
         ignored(press.query.data, "not a consultation")
         return None
-    found = await service.for_export(incoming.key, str(uuid.UUID(hex=bare)))
+    found = await service.history.find(incoming.key, str(uuid.UUID(hex=bare)))
     if found is None:
         await press.answer(t(incoming.language, "export_gone"))
     return found

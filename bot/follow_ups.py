@@ -107,7 +107,7 @@ class FollowUpTurns:
             return Aim(named)
         if replied.text in PROMPTS:
             return Aim(None)
-        latest = await self.service.latest(key)
+        latest = await self.service.history.latest(key)
         if latest is None or not _sent_after_completion(replied, latest):
             return None
         return Aim(bare_id(latest.id))
@@ -150,7 +150,7 @@ class FollowUpTurns:
         if bare is None:
             ignored(press.query.data, "not a consultation")
             return
-        latest = await self.service.latest(incoming.key)
+        latest = await self.service.history.latest(incoming.key)
         if latest is None or bare_id(latest.id) != bare:
             await press.answer(t(incoming.language, "follow_up_reply_instead"))
             return

@@ -46,7 +46,7 @@ class HistoryView:
     async def history(self, incoming: Incoming, context: Context) -> None:
         """List the chat's recent consultations with their buttons."""
         language = incoming.language
-        items = await self.service.history(incoming.key)
+        items = await self.service.history.recent(incoming.key)
         if not items:
             await self.say(incoming, t(language, "history_empty"))
             return

@@ -1,10 +1,11 @@
-"""A chat's history of consultations, and which consultation a history number or a
-button names.
+"""A chat's history of consultations, which consultation a history number or a button
+names, and the language an export of one is labelled in.
 
 Invariants: the history is the chat's `HISTORY_SIZE` newest consultations whatever their
 status, newest first, numbered from 1 (`/export N` reads the same numbers); a
 consultation is handed out only to the chat it belongs to, so an id of another chat's
-consultation (forged or stale) finds nothing; reading never changes a consultation.
+consultation (forged or stale) finds nothing; reading never changes a consultation and
+never waits for a running turn.
 """
 
 from __future__ import annotations
@@ -12,18 +13,21 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from core.final_now import user_language
 from core.models import Consultation, ConsultationSummary, Status
 from core.ports import ConsultationStore
+from core.prompts import PromptLibrary
 
 HISTORY_SIZE = 10
 _SPACE = re.compile(r"\s+")
 
 
 class History:
-    """Reads a chat's past consultations from the store."""
+    """Reads a chat's past consultations from the store (reached as `service.history`)."""
 
-    def __init__(self, store: ConsultationStore) -> None:
+    def __init__(self, store: ConsultationStore, prompts: PromptLibrary) -> None:
         self._store = store
+        self._prompts = prompts
 
     async def recent(self, chat_key: str) -> list[ConsultationSummary]:
         """The chat's newest consultations, newest (number 1) first."""
@@ -39,6 +43,16 @@ class History:
             consultation_id = newest[0].id
         found = await self._store.get(consultation_id)
         return found if found is not None and found.chat_key == chat_key else None
+
+    async def latest(self, chat_key: str) -> Consultation | None:
+        """The chat's newest consultation, whatever its status, messages included."""
+        return await self._store.load_latest(chat_key)
+
+    def written_language(self, consultation: Consultation) -> str | None:
+        """The code of the language the consultation's user writes in (`core.language`:
+        "en" or "ru"), None when that cannot be told; the automatic "final answer now"
+        request is not the user's writing."""
+        return user_language(consultation, self._prompts)
 
 
 def numbered(history: Sequence[ConsultationSummary], number: int) -> ConsultationSummary | None:

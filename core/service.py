@@ -6,8 +6,8 @@ the model is called), `core.answering` (the model's reply, stored once) and
 `core.sessions` (the HTTP API's sessions, reached as `service.sessions`). The rest of
 what the edges ask is composed here and reached as attributes: a chat's settings
 (`core.chat_settings`, `service.settings`), usage and stats (`core.figures`,
-`service.figures`), quotas, blocks, chosen languages and client memory. Each states
-the invariants it keeps.
+`service.figures`), its past consultations (`core.history`, `service.history`), quotas,
+blocks, chosen languages and client memory. Each states the invariants it keeps.
 
 Invariants it keeps:
 - calls for one chat key run strictly one after another; other keys run in parallel;
@@ -39,7 +39,7 @@ from core.follow_ups import FollowUps, is_follow_up
 from core.history import History
 from core.memories import Memories, opening
 from core.memory import MemoryScope, MemoryUpdate
-from core.models import Consultation, ConsultationSummary, Status
+from core.models import Status
 from core.outcomes import Notice, Reply, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary
@@ -95,7 +95,8 @@ class ConsultationService:
         self._follow_ups = FollowUps(
             store, stoppable, prompts, config, clock, self._user_turns, accounting
         )
-        self._history = History(store)
+        # A chat's past consultations (`service.history.recent(...)` and the rest).
+        self.history = History(store, prompts)
         # Usage and stats (`service.figures.usage(...)` and the rest).
         self.figures = Figures(store, accounting, clock)
         # The chat's settings (`service.settings.set_model(...)` and the rest).
@@ -310,11 +311,6 @@ class ConsultationService:
             stage = Stage.CONTINUE if live else Stage.START
         await self.quotas.require(payer, stage)
 
-    async def latest(self, chat_key: str) -> Consultation | None:
-        """The chat's newest consultation, whatever its status (a read: it never waits
-        for a running turn)."""
-        return await self._store.load_latest(chat_key)
-
     async def pick(
         self, chat_key: str, ref: RoundRef, question: int, option: int, *, by: str | None = None
     ) -> tuple[ClarifyingRound, Picks]:
@@ -437,27 +433,11 @@ class ConsultationService:
         async with self._locks.hold(old_key), self._locks.hold(new_key):
             return await self._store.move_chat(old_key, new_key)
 
-    async def history(self, chat_key: str) -> list[ConsultationSummary]:
-        """The chat's newest consultations, newest first (`core.history`); it reads without
-        waiting for a running turn."""
-        return await self._history.recent(chat_key)
-
-    async def for_export(self, chat_key: str, consultation_id: str | None) -> Consultation | None:
-        """The chat's consultation `consultation_id` (None: its newest) to export or show
-        again; None when there is none, or the id is of another chat's consultation."""
-        return await self._history.find(chat_key, consultation_id)
-
     async def remember(self, consultation_id: str) -> MemoryUpdate:
         """Keep the durable facts a completed consultation's person stated (one model
         call; none with memory off). Called by an edge once the final reply was
         delivered, never before: the answer does not wait for it."""
         return await self.memory.remember(consultation_id)
-
-    def written_language(self, consultation: Consultation) -> str | None:
-        """The code of the language the consultation's user writes in (`core.language`:
-        "en" or "ru"), None when that cannot be told; the automatic "final answer now"
-        request is not the user's writing."""
-        return user_language(consultation, self._prompts)
 
     async def cleanup(
         self, *, retention_seconds: float, now: float | None = None

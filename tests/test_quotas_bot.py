@@ -89,7 +89,7 @@ async def test_over_the_limit_the_consultation_ends_and_the_next_is_refused(
         f"model and nothing was saved. It resets on {tomorrow()} UTC."
     )
     assert len(bot.model.requests) == calls
-    latest = await bot.runtime.service.latest(f"tg:{USER}")
+    latest = await bot.runtime.service.history.latest(f"tg:{USER}")
     assert latest is not None and latest.initial_request == "Pick a database"
     metrics = bot.runtime.metrics.render()[0].decode()
     assert 'consult_quota_refusals_total{limit="user_daily_tokens"} 1.0' in metrics
