@@ -189,7 +189,7 @@ class ConsultationPages:
             consultation_id,
             detail=f"chat {found.chat_key}, {found.status.value}",
         )
-        if not await self._service.delete_consultation(consultation_id, audit):
+        if not await self._service.lifecycle.delete_consultation(consultation_id, audit):
             return _missing(request)
         raise web.HTTPSeeOther(f"{PREFIX}/consultations")
 

@@ -1,7 +1,7 @@
 """`DELETE /api/sessions/{id}`: forget an API session — its messages, its idempotency keys
 and anything kept with it — for a client that was asked to delete what it sent.
 
-Invariant: the deletion is the store's one transaction (`ConsultationService.forget`),
+Invariant: the deletion is the store's one transaction (`core.lifecycle.Lifecycle.forget`),
 so a session is either whole or gone; a round being answered is stopped first and
 stores nothing after it. An id that names no API session is 404, whatever it names.
 """
@@ -25,7 +25,7 @@ class ForgetEndpoint:
         """204 once the session is gone; 404 SESSION_NOT_FOUND otherwise."""
         try:
             session_id = str(uuid.UUID(request.match_info["session_id"]))
-            await self._service.forget_session(session_id)
+            await self._service.lifecycle.forget_session(session_id)
         except (ValueError, ConsultationError):
             raise ApiError("SESSION_NOT_FOUND", "session not found") from None
         return web.Response(status=204)

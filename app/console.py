@@ -244,7 +244,7 @@ async def _command_or_turn(
     elif command == "/rounds":
         await _rounds(service, key, argument.strip())
     elif command == "/reset":
-        print("[reset]" if await service.reset(key) else "[nothing to reset]")
+        print("[reset]" if await service.lifecycle.reset(key) else "[nothing to reset]")
         asked.round = None
     elif command == "/status":
         print(await _status_line(service, key))

@@ -259,7 +259,7 @@ async def _cleanup_loop(
 
 async def _cleanup_once(service: ConsultationService, settings: Settings) -> None:
     # now=None: the engine's own clock, the one every other expiry of the engine reads.
-    expired, purged = await service.cleanup(
+    expired, purged = await service.lifecycle.cleanup(
         retention_seconds=settings.retention_days * 86400, now=None
     )
     if expired or purged:

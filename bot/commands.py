@@ -133,7 +133,7 @@ class Commands:
             await self.refuse(incoming, t(incoming.language, "not_admin"))
             return
         stopped = await stop_earlier()  # the chat's update held on any worker (shared inbox)
-        ended = await self.service.reset(incoming.key)
+        ended = await self.service.lifecycle.reset(incoming.key)
         said = "reset_done" if ended else "reset_stopped" if stopped else "reset_none"
         await self.say(incoming, t(incoming.language, said))
 

@@ -13,7 +13,7 @@ Invariants:
   of its admins at the moment of the press. Their chosen interface language goes with
   their memory, and their private chat's command menu follows (`bot.menus`);
 - a turn being answered in the chat is stopped first and stores nothing afterwards
-  (`ConsultationService.forget`).
+  (`core.lifecycle.Lifecycle.forget`).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class Forgetting:
             return
         whole_chat = not incoming.is_group or await is_chat_admin(incoming, context)
         if whole_chat:
-            await self._service.forget(incoming.key)
+            await self._service.lifecycle.forget(incoming.key)
             await self._turns.forget_undelivered(incoming.chat_id)
         await self._service.memory.forget(telegram_person(asker))
         log.info(

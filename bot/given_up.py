@@ -3,7 +3,7 @@ failed): its message is taken back from the consultation, and its chat is told, 
 user knows to send it again differently.
 
 Invariants:
-- The message of a turn nothing answered is taken back (`ConsultationService.withdraw`),
+- The message of a turn nothing answered is taken back (`core.lifecycle.Lifecycle.withdraw`),
   so the chat's next turn does not carry the message that broke this one; an answered
   turn stays. Taking it back waits at most `WITHDRAW_WAIT` seconds for the chat, and a
   store that fails is logged: the chat is told either way.
@@ -62,7 +62,7 @@ async def withdraw_given_up(service: ConsultationService, update: Update) -> Non
         return
     try:
         async with asyncio.timeout(WITHDRAW_WAIT):
-            withdrawn = await service.withdraw(key, turn_id_of(update.update_id))
+            withdrawn = await service.lifecycle.withdraw(key, turn_id_of(update.update_id))
     except (TimeoutError, StoreUnavailable) as error:
         log.warning("update %d given up, its message not taken back: %r", update.update_id, error)
         return

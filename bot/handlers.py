@@ -240,7 +240,7 @@ class Handlers:
         if message is None or message.migrate_to_chat_id is None:
             return
         old, new = chat_key(message.chat_id), chat_key(message.migrate_to_chat_id)
-        moved = await self.service.move_chat(old, new)
+        moved = await self.service.lifecycle.move_chat(old, new)
         log.info("chat %s became %s; %d consultation(s) moved", old, new, moved)
 
     async def on_error(self, update: object, context: Context) -> None:

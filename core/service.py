@@ -1,18 +1,23 @@
 """The consultation service: the one seam the Telegram bot and the HTTP API call.
 
-It runs a chat's turns itself and leaves the parts of a turn to its collaborators:
-`core.user_turns` (the consultation a message goes to, and the message committed before
-the model is called), `core.answering` (the model's reply, stored once) and
-`core.sessions` (the HTTP API's sessions, reached as `service.sessions`). The rest of
-what the edges ask is composed here and reached as attributes: a chat's settings
-(`core.chat_settings`, `service.settings`), usage and stats (`core.figures`,
-`service.figures`), its past consultations (`core.history`, `service.history`), quotas,
-blocks, chosen languages and client memory. Each states the invariants it keeps.
+It runs a chat's turns (a message, the final answer now, a follow-up, a retry, an option
+picked), holds the chat's turn lock and tells where the chat stands (`status`); the
+parts of a turn are its collaborators': `core.user_turns` (the consultation a message
+goes to, and the message committed before the model is called), `core.answering` (the
+model's reply, stored once) and `core.follow_ups`. The rest of what the edges ask is
+composed here and reached as attributes, each module stating the invariants it keeps:
+`service.sessions` (the HTTP API's sessions, `core.sessions`), `service.lifecycle`
+(ending, deleting and moving a chat's consultations, `core.lifecycle`),
+`service.history` (its past ones, `core.history`), `service.settings`
+(`core.chat_settings`), `service.figures` (usage and stats, `core.figures`),
+`service.quotas`, `service.blocks`, `service.languages` and `service.memory` (client
+memory, `core.memories`).
 
 Invariants it keeps:
 - calls for one chat key run strictly one after another; other keys run in parallel;
-- a reset never waits for the model: it stops the chat's running turn (which then
-  stores no reply and raises `TurnCancelled`) and takes the chat's lock next;
+- a running turn can be stopped (`RunningTurns.stop`, which `service.lifecycle` calls
+  before it ends or deletes a consultation): it then stores no reply and raises
+  `TurnCancelled`;
 - a turn with a turn id (the update it came from) is in the history once however often
   it is handled: it is looked up before anything is stored, and found, answered as
   `Answerer.answer_again` says (a follow-up's as `FollowUps.again` says). Without a
@@ -27,7 +32,6 @@ from contextlib import asynccontextmanager
 
 from core.answering import Answerer
 from core.attachments import Image
-from core.audit import AuditEntry
 from core.blocks import Blocks
 from core.chat_settings import ChatSettingsKeeper
 from core.chosen_languages import ChosenLanguages
@@ -37,9 +41,9 @@ from core.figures import Figures
 from core.final_now import request_text, user_language
 from core.follow_ups import FollowUps, is_follow_up
 from core.history import History
+from core.lifecycle import Lifecycle
 from core.memories import Memories, opening
 from core.memory import MemoryScope, MemoryUpdate
-from core.models import Status
 from core.outcomes import Notice, Reply, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary
@@ -49,10 +53,7 @@ from core.round_answers import RoundRef, picked, turn_text
 from core.rounds import has_open_turn, is_expired
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
-from core.usage import (
-    Accounting,
-    Payer,
-)
+from core.usage import Accounting, Payer
 from core.user_turns import UserTurns, require_text
 
 
@@ -117,6 +118,10 @@ class ConsultationService:
             user_turns=self._user_turns,
             answerer=self._answerer,
             quotas=self.quotas,
+        )
+        # Ending, deleting and moving a chat's consultations (`service.lifecycle.reset(...)`).
+        self.lifecycle = Lifecycle(
+            store, config, clock, locks=locks, stop=self._running.stop, sessions=self.sessions
         )
 
     @property
@@ -347,60 +352,6 @@ class ConsultationService:
                 over_quota=verdict.hit if verdict.finish else None,
             )
 
-    async def reset(self, chat_key: str) -> bool:
-        """End the active consultation, stopping a reply being written; True when there was one.
-
-        The stop happens before waiting for the chat, so the reset is next in line
-        for it: a turn that arrives after the reset starts a new consultation.
-        """
-        self._running.stop(chat_key)
-        async with self._locks.hold(chat_key):
-            consultation = await self._store.load_active(chat_key)
-            if consultation is None:
-                return False
-            await self._store.set_status(consultation.id, Status.RESET, at=self._clock())
-            return True
-
-    async def forget(self, chat_key: str) -> int:
-        """Delete everything kept under the chat key: its consultations of any status with
-        their messages and idempotency keys, and its settings; how many consultations went.
-
-        A reply being written is stopped first (as by `reset`), so it stores nothing
-        afterwards; the deletion is one transaction.
-        """
-        self._running.stop(chat_key)
-        async with self._locks.hold(chat_key):
-            return await self._store.forget_chat(chat_key)
-
-    async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
-        """Delete one consultation (an operator's action, logged by `audit` in the same
-        transaction); False when there is none by that id. An ACTIVE one's reply being
-        written is stopped first, as by `reset`; any other waits for its chat's turn to end."""
-        found = await self._store.get(consultation_id)
-        if found is None:
-            return False
-        if found.status is Status.ACTIVE:
-            self._running.stop(found.chat_key)
-        async with self._locks.hold(found.chat_key):
-            return await self._store.delete_consultation(consultation_id, audit)
-
-    async def forget_session(self, session_id: str) -> int:
-        """`forget` for an API session; `SessionNotFound` for an id that names none."""
-        consultation = await self.sessions.get_session(session_id)
-        return await self.forget(consultation.chat_key)
-
-    async def withdraw(self, chat_key: str, turn_id: str) -> bool:
-        """Take back a turn that was given up before it was answered (its handling failed,
-        hung past its deadline or was tried too often), so the chat's next turn does not
-        carry the message that broke it; True when a message was taken back. An answered
-        turn stays: its reply is part of the consultation.
-        """
-        async with self._locks.hold(chat_key):
-            found, _ = await self._store.load_turn(chat_key, turn_id)
-            if found is None or found.reply is not None:
-                return False
-            return await self._store.withdraw_turn(found.consultation.id, turn_id)
-
     async def status(self, chat_key: str) -> StatusInfo:
         """Where the chat stands; it reads without waiting for a running turn."""
         settings = await self._store.load_chat_settings(chat_key)
@@ -428,33 +379,17 @@ class ConsultationService:
             started_by=consultation.started_by,
         )
 
-    async def move_chat(self, old_key: str, new_key: str) -> int:
-        """Carry a chat's consultation and settings over to its new key."""
-        async with self._locks.hold(old_key), self._locks.hold(new_key):
-            return await self._store.move_chat(old_key, new_key)
-
     async def remember(self, consultation_id: str) -> MemoryUpdate:
         """Keep the durable facts a completed consultation's person stated (one model
         call; none with memory off). Called by an edge once the final reply was
         delivered, never before: the answer does not wait for it."""
         return await self.memory.remember(consultation_id)
 
-    async def cleanup(
-        self, *, retention_seconds: float, now: float | None = None
-    ) -> tuple[int, int]:
-        """Expire idle consultations and delete finished ones past retention."""
-        now = self._clock() if now is None else now
-        expired = await self._store.expire_idle(
-            inactive_since=now - self._config.session_ttl_seconds, at=now
-        )
-        purged = await self._store.purge(older_than=now - retention_seconds)
-        return expired, purged
-
     # -- internals -------------------------------------------------------------------------
 
     @asynccontextmanager
     async def _turn(self, key: str) -> AsyncIterator[None]:
-        """Hold the chat's lock as a turn that `reset` may stop."""
+        """Hold the chat's lock as a turn that a reset may stop (`core.lifecycle`)."""
         async with self._locks.hold(key):
             with self._running.turn(key):
                 yield

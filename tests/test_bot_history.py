@@ -197,7 +197,7 @@ async def test_history_shows_the_ten_newest_and_purged_ones_are_gone(bot: Runnin
     assert "“Question number 11”" in text.split("\n\n")[1]
     assert "Question number 1”" not in text and "Question number 0" not in text
 
-    await bot.runtime.service.cleanup(retention_seconds=60)  # beside the periodic one
+    await bot.runtime.service.lifecycle.cleanup(retention_seconds=60)  # beside the periodic one
     [empty] = await ask_private(bot, USER, "/history")
     gone = await pressed(bot, USER, buttons(listing)[1], int(listing.result["message_id"]))
     assert empty.startswith("You have no consultations yet.")

@@ -313,7 +313,7 @@ async def test_a_reset_stops_a_running_follow_up(
     async with asyncio.timeout(GUARD):
         task = asyncio.create_task(service.follow_up(KEY, "Connections?", on_text=on_text))
         await streaming.wait()
-        await service.reset(KEY)
+        await service.lifecycle.reset(KEY)
         with pytest.raises(TurnCancelled):
             await task
     stored = await store.get(consultation_id)

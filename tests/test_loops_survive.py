@@ -133,8 +133,8 @@ async def test_the_polling_leader_survives_a_failed_step(
     assert logged_failure(caplog, "polling")
 
 
-class ServiceFailingOnce:
-    """Stands for the consultation service: its first cleanup raises, the next is counted."""
+class LifecycleFailingOnce:
+    """Stands for `service.lifecycle`: its first cleanup raises, the next is counted."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -146,6 +146,13 @@ class ServiceFailingOnce:
             raise RuntimeError("an unexpected failure")
         self.again.set()
         return 0, 0
+
+
+class ServiceFailingOnce:
+    """Stands for the consultation service, whose cleanup fails once."""
+
+    def __init__(self) -> None:
+        self.lifecycle = LifecycleFailingOnce()
 
 
 async def test_the_cleanup_survives_a_failed_run(
@@ -161,7 +168,7 @@ async def test_the_cleanup_survives_a_failed_run(
     with caplog.at_level(logging.WARNING):
         task = asyncio.create_task(_cleanup_loop(service, settings, loops))  # type: ignore[arg-type]
         try:
-            await asyncio.wait_for(service.again.wait(), WAIT)
+            await asyncio.wait_for(service.lifecycle.again.wait(), WAIT)
             assert not task.done()
             assert loops.problems() == {}
         finally:

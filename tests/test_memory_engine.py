@@ -265,7 +265,7 @@ async def test_a_consultation_forgotten_during_its_extraction_leaves_no_facts(
     remembering = asyncio.ensure_future(service.remember(first))
     await model.wait_requests(2)
 
-    await service.forget("tg:7")
+    await service.lifecycle.forget("tg:7")
     await service.memory.forget("tg:7")
     release.set()
     update = await remembering

@@ -115,10 +115,10 @@ async def test_a_person_at_the_daily_limit_is_refused_before_the_model_is_called
     service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=100))
     model_server.enqueue("Use PostgreSQL.", usage=usage(99))
     await service.ask("tg:501", "Pick a database", payer=PAYER, is_group=False)
-    await service.reset("tg:501")
+    await service.lifecycle.reset("tg:501")
     model_server.enqueue("Fine.", usage=usage(1))
     await service.ask("tg:501", "And a cache?", payer=PAYER)  # 99 used: allowed, now 100
-    await service.reset("tg:501")
+    await service.lifecycle.reset("tg:501")
     calls = len(model_server.requests)
     with pytest.raises(QuotaExceeded) as refused:
         await service.ask("tg:501", "One more", payer=PAYER)
@@ -142,7 +142,7 @@ async def test_a_new_utc_day_and_month_lift_the_daily_and_monthly_limits(
     clock.now = LAST_MINUTE - 3600
     model_server.enqueue("Answer.", usage=usage(60))
     await service.ask("tg:501", "First", payer=PAYER)
-    await service.reset("tg:501")
+    await service.lifecycle.reset("tg:501")
     clock.now = LAST_MINUTE
     with pytest.raises(QuotaExceeded) as refused:
         await service.ask("tg:501", "Second", payer=PAYER)
@@ -162,7 +162,7 @@ async def test_the_monthly_limit_holds_across_days_until_the_first(
     clock.now = LAST_MINUTE - 5 * 86400
     model_server.enqueue("Answer.", usage=usage(30))
     await service.ask("tg:501", "First", payer=PAYER)
-    await service.reset("tg:501")
+    await service.lifecycle.reset("tg:501")
     clock.now = LAST_MINUTE
     with pytest.raises(QuotaExceeded) as refused:
         await service.ask("tg:501", "Second", payer=PAYER)
@@ -227,12 +227,12 @@ async def test_the_consultation_count_limits_starts_per_utc_day(
     service = make_service(store, completer, clock, quotas=quotas, default_max_rounds=2)
     clock.now = LAST_MINUTE - 3600
     for text in ("First", "Second"):
-        await service.reset("tg:501")
+        await service.lifecycle.reset("tg:501")
         model_server.enqueue("Which load?")
         await service.ask("tg:501", text, payer=PAYER)
     model_server.enqueue("Answer.")
     assert (await service.ask("tg:501", "Some detail", payer=PAYER)).is_complete
-    await service.forget("tg:501")
+    await service.lifecycle.forget("tg:501")
     with pytest.raises(QuotaExceeded) as refused:
         await service.ask("tg:501", "Third", payer=PAYER)
     assert refused.value.hit.limit is Limit.USER_DAILY_CONSULTATIONS
@@ -254,7 +254,7 @@ async def test_overrides_and_exemptions(
     for person in ("tg:1", "tg:2"):
         model_server.enqueue("Answer.", usage=usage(50))
         await service.ask(person, "First", payer=Payer(person=person))
-        await service.reset(person)
+        await service.lifecycle.reset(person)
     model_server.enqueue("Answer.", usage=usage(1))
     await service.ask("tg:1", "Again", payer=Payer(person="tg:1"))  # exempt
     with pytest.raises(QuotaExceeded):
@@ -262,14 +262,14 @@ async def test_overrides_and_exemptions(
     await service.quotas.set_override("tg:2", 51)
     model_server.enqueue("Answer.", usage=usage(1))
     await service.ask("tg:2", "Again", payer=Payer(person="tg:2"))  # 50 of 51
-    await service.reset("tg:2")
+    await service.lifecycle.reset("tg:2")
     with pytest.raises(QuotaExceeded) as refused:
         await service.ask("tg:2", "Once more", payer=Payer(person="tg:2"))  # 51 of 51
     assert refused.value.hit.allowed == 51
     await service.quotas.set_override("tg:2", None)
     model_server.enqueue("Answer.")
     await service.ask("tg:2", "Once more", payer=Payer(person="tg:2"))
-    await service.reset("tg:2")
+    await service.lifecycle.reset("tg:2")
     assert await service.quotas.clear_override("tg:2")
     assert not await service.quotas.clear_override("tg:2")
     with pytest.raises(QuotaExceeded):
@@ -279,7 +279,7 @@ async def test_overrides_and_exemptions(
     await unlimited.quotas.set_override("tg:3", 5)
     model_server.enqueue("Answer.", usage=usage(5))
     await unlimited.ask("tg:3", "First", payer=Payer(person="tg:3"))
-    await unlimited.reset("tg:3")
+    await unlimited.lifecycle.reset("tg:3")
     with pytest.raises(QuotaExceeded):
         await unlimited.ask("tg:3", "Second", payer=Payer(person="tg:3"))
 
@@ -292,7 +292,7 @@ async def test_the_console_and_turns_without_a_person_have_no_quota(
     for text in ("First", "Second"):
         model_server.enqueue("Answer.", usage=usage(10))
         await service.ask("console:local", text)
-        await service.reset("console:local")
+        await service.lifecycle.reset("console:local")
 
 
 async def test_an_api_session_finishes_and_a_new_one_is_refused(

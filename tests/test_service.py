@@ -207,8 +207,8 @@ async def test_invalid_rounds_change_nothing(service: ConsultationService, value
 async def test_reset_starts_over(service: ConsultationService, model: FakeModelServer) -> None:
     """After /reset the next message starts a new consultation."""
     first = await service.ask(KEY, "Old topic")
-    assert await service.reset(KEY)
-    assert not await service.reset(KEY)
+    assert await service.lifecycle.reset(KEY)
+    assert not await service.lifecycle.reset(KEY)
     second = await service.ask(KEY, "New topic")
     assert second.consultation_id != first.consultation_id and second.round == 1
 
@@ -334,9 +334,9 @@ async def test_cleanup_expires_and_purges(
     """The periodic cleanup expires idle consultations and later deletes them."""
     reply = await service.ask(KEY, "Old")
     clock.now += 4000
-    assert await service.cleanup(retention_seconds=86400) == (1, 0)
+    assert await service.lifecycle.cleanup(retention_seconds=86400) == (1, 0)
     clock.now += 86401
-    assert await service.cleanup(retention_seconds=86400) == (0, 1)
+    assert await service.lifecycle.cleanup(retention_seconds=86400) == (0, 1)
     assert await store.get(reply.consultation_id) is None
 
 
@@ -346,7 +346,7 @@ async def test_consultation_expired_by_cleanup_is_explained_once(
     """After the periodic cleanup expired a consultation, the next message says so, once."""
     await service.ask(KEY, "Old")
     clock.now += 4000
-    await service.cleanup(retention_seconds=86400)
+    await service.lifecycle.cleanup(retention_seconds=86400)
     fresh = await service.ask(KEY, "New")
     assert Notice.PREVIOUS_EXPIRED in fresh.notices and fresh.round == 1
     later = await service.ask(KEY, "More")

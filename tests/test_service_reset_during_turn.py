@@ -1,4 +1,4 @@
-"""`ConsultationService.reset` and `status` while a turn is running (real SQLite, the real
+"""`core.lifecycle.Lifecycle.reset` and `status` while a turn is running (real SQLite, the real
 openai SDK, the fake model server): reset stops the turn's model call instead of waiting
 behind it, the stopped turn stores no reply, and other chats are left alone."""
 
@@ -43,7 +43,7 @@ async def test_reset_stops_the_running_turn_and_stores_no_reply(
         stuck = await store.load_active("tg:1")
         assert stuck is not None
 
-        assert await service.reset("tg:1") is True
+        assert await service.lifecycle.reset("tg:1") is True
         with pytest.raises(TurnCancelled):
             await turn
 
@@ -67,10 +67,10 @@ async def test_reset_of_another_chat_leaves_the_turn_running(
 ) -> None:
     async with asyncio.timeout(GUARD):
         turn = await streaming_turn(service, model_server, "tg:1", "Plan my week")
-        assert await service.reset("tg:2") is False
+        assert await service.lifecycle.reset("tg:2") is False
         assert not turn.done()
         assert (await service.status("tg:1")).answering
-        assert await service.reset("tg:1") is True
+        assert await service.lifecycle.reset("tg:1") is True
         with pytest.raises(TurnCancelled):
             await turn
 
@@ -81,7 +81,7 @@ async def test_a_turn_queued_behind_a_reset_runs_after_it(
     """A message waiting for the chat when /reset came starts the next consultation."""
     async with asyncio.timeout(GUARD):
         turn = await streaming_turn(service, model_server, "tg:1", "Plan my week")
-        reset = asyncio.create_task(service.reset("tg:1"))  # tasks start in this order
+        reset = asyncio.create_task(service.lifecycle.reset("tg:1"))  # tasks start in this order
         follow_up = asyncio.create_task(service.ask("tg:1", "Something else"))
         assert await reset is True
         with pytest.raises(TurnCancelled):

@@ -148,7 +148,7 @@ async def test_a_turn_whose_consultation_was_reset_is_not_handled_again(
     model_server.enqueue("boom", status=500)
     with pytest.raises(ModelError):
         await service.ask(KEY, "Pick a database", turn_id="tg:1")
-    assert await service.reset(KEY)
+    assert await service.lifecycle.reset(KEY)
 
     with pytest.raises(TurnAlreadyHandled) as raised:
         await service.ask(KEY, "Pick a database", turn_id="tg:1")
