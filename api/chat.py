@@ -191,7 +191,7 @@ class ChatEndpoints:
 
         async def remember() -> None:
             try:
-                await self._service.remember(consultation_id)
+                await self._service.memory.remember(consultation_id)
             except Exception as exc:
                 log.warning("session %s not remembered: %s", consultation_id, exc)
 

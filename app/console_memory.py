@@ -60,7 +60,7 @@ async def remember_after(service: ConsultationService, reply: Reply) -> None:
     if not reply.completed_now or not service.memory.enabled:
         return
     try:
-        update = await service.remember(reply.consultation_id)
+        update = await service.memory.remember(reply.consultation_id)
     except (ModelError, StoreUnavailable) as exc:
         log.warning("consultation %s not remembered: %s", reply.consultation_id, exc)
         return

@@ -133,7 +133,7 @@ def register(
         on_reply=on_reply,
         undelivered=shared.undelivered,
         outage=outage,
-        remember=lambda consultation_id: service.remember(consultation_id),
+        remember=lambda consultation_id: service.memory.remember(consultation_id),
         spawn=application.create_task,
     )
     say = Say(bot)

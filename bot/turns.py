@@ -54,7 +54,7 @@ only the last day's chats."""
 
 Action = Callable[[OnText], Awaitable[Reply]]
 Remember = Callable[[str], Awaitable[MemoryUpdate]]
-"""`ConsultationService.remember`: a completed consultation's facts kept."""
+"""`core.memories.Memories.remember`: a completed consultation's facts kept."""
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
 """Runs a coroutine as a task its owner awaits on shutdown (`Application.create_task`)."""
 

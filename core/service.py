@@ -43,7 +43,7 @@ from core.follow_ups import FollowUps, is_follow_up
 from core.history import History
 from core.lifecycle import Lifecycle
 from core.memories import Memories, opening
-from core.memory import MemoryScope, MemoryUpdate
+from core.memory import MemoryScope
 from core.outcomes import Notice, Reply, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary
@@ -104,7 +104,7 @@ class ConsultationService:
         self.settings = ChatSettingsKeeper(
             store, prompts, config, clock, locks=locks, user_turns=self._user_turns
         )
-        # Client memory (`service.memory.state(...)` and the rest; `remember` below).
+        # Client memory (`service.memory.remember(...)` and the rest).
         self.memory = Memories(
             store, completer, prompts, config, clock, accounting, self.quotas, self.languages
         )
@@ -378,12 +378,6 @@ class ConsultationService:
             last_activity_at=consultation.last_activity_at,
             started_by=consultation.started_by,
         )
-
-    async def remember(self, consultation_id: str) -> MemoryUpdate:
-        """Keep the durable facts a completed consultation's person stated (one model
-        call; none with memory off). Called by an edge once the final reply was
-        delivered, never before: the answer does not wait for it."""
-        return await self.memory.remember(consultation_id)
 
     # -- internals -------------------------------------------------------------------------
 

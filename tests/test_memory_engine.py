@@ -54,7 +54,7 @@ async def test_facts_are_asked_strictly_and_reach_the_next_consultation(
     assert len(model.requests) == 1  # the answer did not wait for any extraction
 
     model.enqueue(json.dumps({"facts": ["Lives in Riga", "Grows tomatoes", "lives in riga"]}))
-    update = await service.remember(first)
+    update = await service.memory.remember(first)
     assert [f.text for f in update.facts] == ["Grows tomatoes", "Lives in Riga"]
     assert update.first_time
 
@@ -72,7 +72,7 @@ async def test_facts_are_asked_strictly_and_reach_the_next_consultation(
     assert system.index("- Grows tomatoes") < system.index("- Lives in Riga")  # newest first
 
     model.enqueue(json.dumps({"facts": ["Has a greenhouse"]}))
-    second = await service.remember(second_id)
+    second = await service.memory.remember(second_id)
     assert [f.text for f in second.facts] == ["Has a greenhouse"]
     assert not second.first_time  # the notice is due once
 
@@ -87,7 +87,7 @@ async def test_a_refused_schema_falls_back_to_one_fact_a_line_for_good(
     model.enqueue("Answer one.")
     first = await consult(service, "tg:7", "I am a nurse working nights.", PRIVATE)
     model.enqueue("- Works as a nurse\n- Works night shifts\n")
-    update = await service.remember(first)
+    update = await service.memory.remember(first)
     assert [f.text for f in update.facts] == ["Works night shifts", "Works as a nurse"]
     refused, in_text = model.requests[-2:]
     assert response_format_of(refused) == "client_facts"
@@ -98,7 +98,7 @@ async def test_a_refused_schema_falls_back_to_one_fact_a_line_for_good(
     second = await consult(service, "tg:7", "Another question.", PRIVATE)
     asked = len(model.requests)
     model.enqueue("none")
-    assert (await service.remember(second)).facts == ()
+    assert (await service.memory.remember(second)).facts == ()
     assert len(model.requests) == asked + 1
     assert response_format_of(model.requests[-1]) is None
 
@@ -112,7 +112,7 @@ async def test_prose_instead_of_json_is_read_in_text_next_time(
     first = await consult(service, "tg:7", "I have two kids.", PRIVATE)
     model.enqueue("Sure! Here are the facts you asked for.")
     model.enqueue("Has two children")
-    update = await service.remember(first)
+    update = await service.memory.remember(first)
     assert [f.text for f in update.facts] == ["Has two children"]
     assert response_format_of(model.requests[-1]) is None
 
@@ -126,13 +126,13 @@ async def test_private_facts_never_reach_a_group_and_group_facts_stay_there(
     model.enqueue("Answer.")
     private = await consult(service, "tg:7", "I am allergic to nuts.", PRIVATE)
     model.enqueue("Allergic to nuts")
-    await service.remember(private)
+    await service.memory.remember(private)
 
     model.enqueue("Group answer.")
     group = await consult(service, "tg:-100", "We plan a team dinner.", GROUP, is_group=True)
     assert "nuts" not in system_of(model.requests[-1]).lower()
     model.enqueue("Leads the sales team")
-    await service.remember(group)
+    await service.memory.remember(group)
 
     model.enqueue("Private answer.")
     await consult(service, "tg:7", "Dinner ideas?", PRIVATE)
@@ -176,7 +176,7 @@ async def test_memory_off_for_the_person_makes_no_call_and_sends_nothing(
     model.enqueue("Answer.")
     consultation = await consult(service, "tg:7", "Question.", PRIVATE)
     assert HEADING not in system_of(model.requests[-1])
-    assert (await service.remember(consultation)).facts == ()
+    assert (await service.memory.remember(consultation)).facts == ()
     assert len(model.requests) == 1
     assert (await store.load_memory("tg:7", "tg:7")).preferences == MemoryPreferences(False)
 
@@ -194,7 +194,7 @@ async def test_a_person_over_their_token_limit_gets_no_extraction_call(
     reply = await service.ask("tg:7", "I live in Riga.", memory=PRIVATE, payer=Payer("tg:7"))
     assert reply.is_complete
     consultation = reply.consultation_id
-    assert (await service.remember(consultation)).facts == ()
+    assert (await service.memory.remember(consultation)).facts == ()
     assert len(model.requests) == 1
     assert (await store.load_memory("tg:7", "tg:7")).facts == ()
     assert refused == []
@@ -209,7 +209,7 @@ async def test_memory_disabled_for_the_deployment_makes_no_call(
     model.enqueue("Answer.")
     consultation = await consult(service, "tg:7", "Question.", PRIVATE)
     assert HEADING not in system_of(model.requests[-1])
-    assert (await service.remember(consultation)).facts == ()
+    assert (await service.memory.remember(consultation)).facts == ()
     assert len(model.requests) == 1
 
 
@@ -220,7 +220,7 @@ async def test_without_a_scope_there_is_no_memory(
     neither reads nor keeps facts."""
     model.enqueue("Answer.")
     consultation = await consult(service, "tg:7", "I live in Riga.", None)
-    assert (await service.remember(consultation)).facts == ()
+    assert (await service.memory.remember(consultation)).facts == ()
     assert len(model.requests) == 1
 
 
@@ -231,7 +231,7 @@ async def test_an_unfinished_consultation_is_not_remembered(
     model.enqueue("A question for you?")
     reply = await service.ask("tg:7", "I live in Riga.", memory=PRIVATE)
     assert not reply.is_complete
-    assert (await service.remember(reply.consultation_id)).facts == ()
+    assert (await service.memory.remember(reply.consultation_id)).facts == ()
     assert len(model.requests) == 1
 
 
@@ -248,7 +248,7 @@ async def test_in_a_group_only_the_starters_words_are_read(
     )
     assert reply.is_complete
     model.enqueue("Organises trips")
-    await service.remember(reply.consultation_id)
+    await service.memory.remember(reply.consultation_id)
     sent = text_of(model.requests[-1]["messages"][1]["content"])
     assert "I organise the trip." in sent and "Oslo" not in sent
 
@@ -262,7 +262,7 @@ async def test_a_consultation_forgotten_during_its_extraction_leaves_no_facts(
     first = await consult(service, "tg:7", "I live in Riga and grow tomatoes.", PRIVATE)
     release = asyncio.Event()
     model.enqueue(json.dumps({"facts": ["Lives in Riga"]}), hold=release)
-    remembering = asyncio.ensure_future(service.remember(first))
+    remembering = asyncio.ensure_future(service.memory.remember(first))
     await model.wait_requests(2)
 
     await service.lifecycle.forget("tg:7")

@@ -51,7 +51,7 @@ async def test_the_chosen_model_answers_every_call_from_the_next_one(
     model.enqueue("Use connection pooling.")
     await service.follow_up(KEY, "What about connections?")
     model.enqueue(json.dumps({"facts": ["Uses SQLite"]}))
-    await service.remember(final.consultation_id)
+    await service.memory.remember(final.consultation_id)
 
     assert [r["model"] for r in model.requests] == ["test-model", "sonar", "sonar", "sonar"]
     assert final.model == "sonar"
