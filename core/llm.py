@@ -18,7 +18,7 @@ so) when the stream carried none. A JSON request with a schema asks for
 response_format) is asked again with `json_object`, and so are all later calls of
 this completer. Reading a fast stream yields to the event loop every
 `YIELD_EVERY` chunks. One `AsyncOpenAI` client (one connection pool) is shared by
-all calls.
+all calls; they leave out the SDK's X-Stainless-* telemetry headers.
 
 Two parts that need no SDK live next to it: `core.llm_stream` decodes the chunks
 of one stream (malformed streams, extras, usage), and `core.llm_errors` holds what
@@ -59,6 +59,25 @@ the bot parses (or a buffer full of small chunks) must not starve other chats.""
 
 CHECK_SECONDS = 3.0
 """How long the start-up check of the model endpoint may take, at most."""
+
+_UNSENT_HEADERS = dict.fromkeys(
+    (
+        "X-Stainless-Async",
+        "X-Stainless-Lang",
+        "X-Stainless-Package-Version",
+        "X-Stainless-OS",
+        "X-Stainless-Arch",
+        "X-Stainless-Runtime",
+        "X-Stainless-Runtime-Version",
+        "X-Stainless-Retry-Count",
+        "X-Stainless-Read-Timeout",
+    ),
+    openai.omit,
+)
+"""The SDK's telemetry headers, which no OpenAI-compatible server needs: each call with
+hundreds in flight carries its headers in three forms (the SDK's, httpx2's bytes, aiohttp's
+strings), and these nine are half of them (see docs/performance.md)."""
+_CALL_OPTIONS: openai.RequestOptions = {"headers": _UNSENT_HEADERS}
 
 _JSON_FORMAT = {"type": "json_object"}
 _STREAM_OPTIONS = {"include_usage": True}
@@ -214,6 +233,7 @@ class OpenAICompleter:
                 cast_to=object,
                 stream=True,
                 stream_cls=_CHUNKS,
+                options=_CALL_OPTIONS,
             )
             async with stream:
                 count = 0

@@ -671,3 +671,14 @@ async def test_check_warns_of_a_refused_key(
     [warning] = await _check(model_server.base_url, transport)
 
     assert "OPENAI_API_KEY" in warning
+
+
+async def test_calls_carry_no_sdk_telemetry_headers(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A completion sends the key and the JSON, not the SDK's X-Stainless-* headers."""
+    await completer.complete(CompletionRequest(messages=USER, model="m"))
+    headers = model_server.request_headers[-1]
+    assert headers["authorization"] == "Bearer test-key"
+    assert headers["content-type"] == "application/json"
+    assert [name for name in headers if name.startswith("x-stainless")] == []

@@ -242,6 +242,7 @@ class FakeModelServer:
         self.default_reply: Callable[[dict[str, Any]], str] = echo_reply
         self.hold: asyncio.Event | None = None  # default replies wait until it is set
         self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []  # each chat request's, names lowercased
         # `GET /v1/models` lists these ids; None: no such endpoint (404), like some providers.
         self.models: list[str] | None = None
         self.refuse_key = False  # `GET /v1/models` answers 401, as for a wrong API key
@@ -402,6 +403,7 @@ class FakeModelServer:
         except json.JSONDecodeError:
             return _error(400, "body is not JSON", {})
         self.requests.append(body)
+        self.request_headers.append({k.lower(): v for k, v in request.headers.items()})
         self._arrived.set()
         self._arrived = asyncio.Event()
         if self.reject_images is not None and any(
