@@ -1,9 +1,11 @@
 """The console's people (`core.people`) and the operator's actions on one person on
 PostgreSQL: each action and its audit entry in one transaction.
 
-Invariant: a page of the list is one statement: an aggregate over the usage table's
-person scope (its primary key's range), with the day's starts and the overrides joined
-by their keys for the page's people only.
+Invariant: a page of the list is one statement reading `person_activity` through its
+index (last day charged, newest first, then key) from where the previous page ended, so
+its cost is the page's, not the history's; each person's tokens are added up from their
+usage rows of this month only (a range of the usage table's primary key), and the day's
+starts and the override are joined by key, all for the page's people only.
 """
 
 from __future__ import annotations
@@ -17,28 +19,48 @@ from core.quotas import QuotaOverride
 from storage.postgres import memory, quotas
 from storage.postgres.admin import add_audit
 
-_PEOPLE = (
-    "SELECT p.person, p.last_day, p.today, p.month, s.started,"
-    " o.person IS NOT NULL AS overridden, o.daily_tokens FROM ("
-    " SELECT scope_key AS person, MAX(day) AS last_day,"
-    " SUM(CASE WHEN day = $1 THEN prompt_tokens + completion_tokens ELSE 0 END) AS today,"
-    " SUM(CASE WHEN day >= $2 THEN prompt_tokens + completion_tokens ELSE 0 END) AS month"
-    " FROM usage_daily WHERE scope_kind = 'person' AND strpos(scope_key, $3) > 0"
-    " GROUP BY scope_key"
-    " HAVING $4::text IS NULL OR MAX(day) < $4 OR (MAX(day) = $4 AND scope_key > $5)"
-    " ORDER BY last_day DESC, scope_key LIMIT $6) AS p"
-    " LEFT JOIN consultation_starts s ON s.person = p.person AND s.day = $1"
-    " LEFT JOIN quota_overrides o ON o.person = p.person"
-    " ORDER BY p.last_day DESC, p.person"
-)
+
+def _people(after: bool) -> str:
+    """The page's statement; after a page, from the (last day, key) it ended at: the
+    days up to that one seek the index, the rest of the key is a filter."""
+    where = " AND a.last_day <= $4 AND (a.last_day < $4 OR a.person > $5)" if after else ""
+    return (
+        "SELECT p.person, p.last_day, t.today, t.month, s.started,"
+        " o.person IS NOT NULL AS overridden, o.daily_tokens FROM ("
+        " SELECT a.person, a.last_day FROM person_activity a"
+        f" WHERE strpos(a.person, $3) > 0{where}"
+        f" ORDER BY a.last_day DESC, a.person LIMIT ${6 if after else 4}) AS p"
+        " CROSS JOIN LATERAL (SELECT"
+        " SUM(u.prompt_tokens + u.completion_tokens) FILTER (WHERE u.day = $1) AS today,"
+        " SUM(u.prompt_tokens + u.completion_tokens) AS month FROM usage_daily u"
+        " WHERE u.scope_kind = 'person' AND u.scope_key = p.person AND u.day >= $2) AS t"
+        " LEFT JOIN consultation_starts s ON s.person = p.person AND s.day = $1"
+        " LEFT JOIN quota_overrides o ON o.person = p.person"
+        " ORDER BY p.last_day DESC, p.person"
+    )
+
+
+_FIRST_PAGE = _people(after=False)
+_NEXT_PAGE = _people(after=True)
 _FACTS = "SELECT id, text, created_at FROM memory_facts WHERE person = $1 ORDER BY id DESC LIMIT $2"
 
 
 async def list_people(connection: asyncpg.Connection, query: PeopleQuery) -> list[PersonRow]:
-    after_day, after_key = query.after if query.after is not None else (None, None)
-    rows = await connection.fetch(
-        _PEOPLE, query.today, query.month_start, query.search, after_day, after_key, query.limit
-    )
+    if query.after is None:
+        rows = await connection.fetch(
+            _FIRST_PAGE, query.today, query.month_start, query.search, query.limit
+        )
+    else:
+        after_day, after_key = query.after
+        rows = await connection.fetch(
+            _NEXT_PAGE,
+            query.today,
+            query.month_start,
+            query.search,
+            after_day,
+            after_key,
+            query.limit,
+        )
     return [
         PersonRow(
             str(r["person"]),

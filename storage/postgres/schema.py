@@ -437,6 +437,19 @@ MIGRATIONS: list[Migration] = [
         REQUEST_SEARCH_MIGRATION,
         (index_request_search,),
     ),
+    (
+        # The last UTC day each person was charged (`person_activity`, one row a person,
+        # the greatest day of their usage rows), kept by every charge in its statement, so
+        # the console's people list pages through its index, newest first, instead of
+        # adding up every person's usage history; filled from the usage rows stored.
+        "m022_person_activity",
+        (
+            "CREATE TABLE person_activity (person TEXT PRIMARY KEY, last_day TEXT NOT NULL)",
+            "CREATE INDEX person_activity_recent ON person_activity (last_day DESC, person)",
+            "INSERT INTO person_activity (person, last_day) SELECT scope_key, MAX(day)"
+            " FROM usage_daily WHERE scope_kind = 'person' GROUP BY scope_key",
+        ),
+    ),
 ]
 
 

@@ -27,7 +27,7 @@ import asyncpg
 
 from core.models import Consultation, Message, Status, TurnRecord, locate_turn
 from core.usage import Charge
-from storage.postgres.usage import CHARGE_COLUMNS, CHARGE_TYPES, add_usage_from, charge_values
+from storage.postgres.usage import CHARGE_COLUMNS, CHARGE_TYPES, charge_items, charge_values
 from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
@@ -188,7 +188,7 @@ _APPEND_MESSAGES = (
     " i.completion_tokens, i.tokens_estimated, i.turn_id, i.questions FROM touched t"
     " JOIN input i ON i.id = t.id RETURNING consultation_id),"
     # The charges of the replies stored: counted in the same transaction.
-    f" counted AS ({add_usage_from('SELECT i.* FROM input i JOIN touched t ON t.id = i.id')})"
+    f" {charge_items('SELECT i.* FROM input i JOIN touched t ON t.id = i.id')}"
     " SELECT i.n, EXISTS (SELECT 1 FROM appended a WHERE a.consultation_id = i.id) AS stored,"
     " EXISTS (SELECT 1 FROM consultations c WHERE c.id = i.id) AS known FROM input i"
 )
@@ -205,7 +205,7 @@ RECORD_FOLLOW_UP = (
     " SELECT t.id, t.last_seq, $4::text, $5::text, $6::text, $7::double precision,"
     " $8::integer, $9::integer, $10::boolean, $11::text, $12::text FROM touched t"
     " RETURNING consultation_id),"
-    f" counted AS ({add_usage_from(f'SELECT {_CHARGE_PARAMETERS_13} FROM touched')})"
+    f" {charge_items(f'SELECT {_CHARGE_PARAMETERS_13} FROM touched')}"
     " SELECT EXISTS (SELECT 1 FROM appended) AS stored,"
     " EXISTS (SELECT 1 FROM consultations WHERE id = $1) AS known"
 )

@@ -7,6 +7,9 @@ Invariants:
   statements never wait for each other in a circle.
 - A reply's charge is written by the statement that stores the reply
   (`storage.postgres.sql`): counted exactly when the reply commits, no extra round trip.
+- The same statement moves its people's last day charged (`person_activity`) forward to
+  the charges' day (`charge_items`), so that row is always the greatest day of the
+  person's usage rows; a row already at that day is left unwritten.
 """
 
 from __future__ import annotations
@@ -48,6 +51,25 @@ def add_usage_from(source: str) -> str:
     )
 
 
+def note_people_from(source: str) -> str:
+    """An INSERT moving the last day charged of the people of `source` (as in
+    `add_usage_from`) forward to their charges' day; rows in key order, as usage's."""
+    return (
+        "INSERT INTO person_activity (person, last_day)"
+        f" SELECT u.u_person, MAX(u.u_day) FROM ({source}) AS u"
+        " WHERE u.u_day IS NOT NULL AND u.u_person <> '' GROUP BY 1 ORDER BY 1"
+        " ON CONFLICT (person) DO UPDATE SET last_day = EXCLUDED.last_day"
+        " WHERE person_activity.last_day < EXCLUDED.last_day"
+    )
+
+
+def charge_items(source: str) -> str:
+    """The data-modifying WITH items (`counted`, `seen`) adding the charges of `source` to
+    usage and their people's last day charged; always in this order in every statement,
+    so two statements lock the rows in the same order."""
+    return f"counted AS ({add_usage_from(source)}), seen AS ({note_people_from(source)})"
+
+
 def charge_values(charge: Charge | None) -> tuple[object, ...]:
     """A charge as the `CHARGE_COLUMNS` parameters (all NULL for none)."""
     if charge is None:
@@ -72,7 +94,7 @@ def _unnest(first: int) -> str:
     return f"SELECT * FROM unnest({arrays}) AS c ({CHARGE_COLUMNS})"
 
 
-_ADD_USAGE = add_usage_from(_unnest(1))
+_ADD_USAGE = f"WITH {charge_items(_unnest(1))} SELECT 1"
 _TOTALS = (
     "SELECT model, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls),"
     " SUM(estimated_calls), SUM(cost) FROM usage_daily"

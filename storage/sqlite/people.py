@@ -1,9 +1,11 @@
 """The console's people (`core.people`) and the operator's actions on one person on
 SQLite: each action and its audit entry in one transaction.
 
-Invariant: a page of the list is one aggregate query over the usage table's person
-scope (its primary key's range), with the day's starts and the overrides looked up by
-their keys for the page's people only.
+Invariant: a page of the list reads `person_activity` through its index (last day
+charged, newest first, then key) from where the previous page ended, so its cost is the
+page's, not the history's; each person's tokens are added up from their usage rows of
+this month only (a range of the usage table's primary key), and the day's starts and the
+override are looked up by key, all for the page's people only.
 """
 
 from __future__ import annotations
@@ -17,18 +19,33 @@ from core.quotas import QuotaOverride
 from storage.sqlite import memory, quotas
 from storage.sqlite.admin import add_audit
 
-_PEOPLE = (
-    "SELECT scope_key, MAX(day) AS last_day,"
-    " SUM(CASE WHEN day = :today THEN prompt_tokens + completion_tokens ELSE 0 END),"
-    " SUM(CASE WHEN day >= :month THEN prompt_tokens + completion_tokens ELSE 0 END)"
-    " FROM usage_daily WHERE scope_kind = 'person' AND instr(scope_key, :search) > 0"
-    " GROUP BY scope_key"
-    " HAVING :after_day IS NULL OR MAX(day) < :after_day"
-    " OR (MAX(day) = :after_day AND scope_key > :after_key)"
-    " ORDER BY last_day DESC, scope_key LIMIT :limit"
-)
-_STARTED = "SELECT started FROM consultation_starts WHERE person = ? AND day = ?"
-_OVERRIDE = "SELECT daily_tokens FROM quota_overrides WHERE person = ?"
+_TOKENS = "SUM(prompt_tokens + completion_tokens) FROM usage_daily"
+_OF_PERSON = "WHERE scope_kind = 'person' AND scope_key = a.person"
+
+
+def _people(after: bool) -> str:
+    """The page's statement; after a page, from the (last day, key) it ended at: the
+    days up to that one seek the index, the rest of the key is a filter."""
+    where = (
+        " AND a.last_day <= :after_day AND (a.last_day < :after_day OR a.person > :after_key)"
+        if after
+        else ""
+    )
+    return (
+        "SELECT a.person, a.last_day,"
+        f" (SELECT {_TOKENS} {_OF_PERSON} AND day = :today),"
+        f" (SELECT {_TOKENS} {_OF_PERSON} AND day >= :month),"
+        " s.started, o.person IS NOT NULL, o.daily_tokens"
+        " FROM person_activity a INDEXED BY person_activity_recent"
+        " LEFT JOIN consultation_starts s ON s.person = a.person AND s.day = :today"
+        " LEFT JOIN quota_overrides o ON o.person = a.person"
+        f" WHERE instr(a.person, :search) > 0{where}"
+        " ORDER BY a.last_day DESC, a.person LIMIT :limit"
+    )
+
+
+_FIRST_PAGE = _people(after=False)
+_NEXT_PAGE = _people(after=True)
 _FACTS = (
     "SELECT id, text, created_at FROM memory_facts INDEXED BY memory_facts_person"
     " WHERE person = ? ORDER BY id DESC LIMIT ?"
@@ -38,7 +55,7 @@ _FACTS = (
 def list_people(db: sqlite3.Connection, query: PeopleQuery) -> list[PersonRow]:
     after_day, after_key = query.after if query.after is not None else (None, None)
     rows = db.execute(
-        _PEOPLE,
+        _FIRST_PAGE if query.after is None else _NEXT_PAGE,
         {
             "today": query.today,
             "month": query.month_start,
@@ -48,21 +65,17 @@ def list_people(db: sqlite3.Connection, query: PeopleQuery) -> list[PersonRow]:
             "limit": query.limit,
         },
     ).fetchall()
-    people = []
-    for person, last_day, today, month in rows:
-        started = db.execute(_STARTED, (person, query.today)).fetchone()
-        override = db.execute(_OVERRIDE, (person,)).fetchone()
-        people.append(
-            PersonRow(
-                str(person),
-                str(last_day),
-                int(today or 0),
-                int(month or 0),
-                0 if started is None else int(started[0]),
-                None if override is None else QuotaOverride(str(person), override[0]),
-            )
+    return [
+        PersonRow(
+            str(person),
+            str(last_day),
+            int(today or 0),
+            int(month or 0),
+            int(started or 0),
+            QuotaOverride(str(person), daily_tokens) if overridden else None,
         )
-    return people
+        for person, last_day, today, month, started, overridden, daily_tokens in rows
+    ]
 
 
 def person_facts(db: sqlite3.Connection, person: str, limit: int) -> list[Fact]:

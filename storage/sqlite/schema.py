@@ -466,3 +466,21 @@ async def m021_request_search(db: aiosqlite.Connection) -> None:
     this index too: the rowids it keeps would change."""
     for statement in REQUEST_SEARCH_MIGRATION:
         await db.execute(statement)
+
+
+PERSON_ACTIVITY_MIGRATION = (
+    "CREATE TABLE person_activity (person TEXT PRIMARY KEY, last_day TEXT NOT NULL) WITHOUT ROWID",
+    "CREATE INDEX person_activity_recent ON person_activity (last_day DESC, person)",
+    "INSERT INTO person_activity (person, last_day) SELECT scope_key, MAX(day)"
+    " FROM usage_daily WHERE scope_kind = 'person' GROUP BY scope_key",
+)
+
+
+@migration
+async def m022_person_activity(db: aiosqlite.Connection) -> None:
+    """The last UTC day each person was charged (`person_activity`, one row a person, the
+    greatest day of their usage rows), kept by every charge in its transaction, so the
+    console's people list pages through its index, newest first, instead of adding up
+    every person's usage history; filled from the usage rows already stored."""
+    for statement in PERSON_ACTIVITY_MIGRATION:
+        await db.execute(statement)

@@ -1,7 +1,9 @@
 """Model usage by UTC day (`core.usage`): charges added to each of their scopes' rows.
 
-Invariant: a charge is added by one UPSERT per scope inside the caller's transaction, so
-it is counted exactly when the write it goes with (a reply) commits.
+Invariants: a charge is added by one UPSERT per scope inside the caller's transaction, so
+it is counted exactly when the write it goes with (a reply) commits; in the same
+transaction its person's last day charged (`person_activity`) moves forward to the
+charge's day, so that row is always the greatest day of the person's usage rows.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ _ADD = (
     " completion_tokens = completion_tokens + excluded.completion_tokens,"
     " calls = calls + 1, estimated_calls = estimated_calls + excluded.estimated_calls,"
     " cost = cost + excluded.cost"
+)
+_SEEN = (
+    "INSERT INTO person_activity (person, last_day) VALUES (?, ?)"
+    " ON CONFLICT (person) DO UPDATE SET last_day = excluded.last_day"
+    " WHERE excluded.last_day > last_day"
 )
 _TOTALS = (
     "SELECT model, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls),"
@@ -48,6 +55,7 @@ def add_usage(db: sqlite3.Connection, charges: Sequence[Charge]) -> None:
             for scope, key in charge.scopes()
         ],
     )
+    db.executemany(_SEEN, [(charge.person, charge.day) for charge in charges if charge.person])
 
 
 def usage_of(

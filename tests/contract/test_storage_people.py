@@ -5,13 +5,26 @@ logged in its own transaction and nothing logged when nothing changed."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import aiosqlite
+import asyncpg
+import pytest
+
 from core.audit import AuditEntry
-from core.models import Usage
+from core.errors import TurnSuperseded
+from core.models import Message, Role, Status, Usage
 from core.people import PeopleQuery
 from core.quotas import QuotaOverride
 from core.usage import CallKind, Charge
+from storage.postgres import schema as postgres_schema
+from storage.postgres.store import PostgresStore
+from storage.sqlite import schema as sqlite_schema
+from storage.sqlite.store import SqliteStore
+from tests.postgres import fresh_schema
+from tests.store_contract import make
 
 if TYPE_CHECKING:
     from app.stores import Store
@@ -95,3 +108,108 @@ async def test_each_action_is_logged_with_it_and_no_change_logs_nothing(store: S
         ("q0", person),
         ("q", person),
     ]
+
+
+async def listed(
+    store: Store, search: str = "", after: tuple[str, str] | None = None
+) -> list[tuple[str, str, int, int]]:
+    rows = await store.list_people(PeopleQuery(TODAY, MONTH, search, after))
+    return [(r.person, r.last_day, r.tokens_today, r.tokens_month) for r in rows]
+
+
+async def test_every_write_that_charges_moves_its_person_on_the_list(store: Store) -> None:
+    """A reply's charge, a follow-up's and usage added alone each list their person at the
+    latest day charged (an older day charged later leaves it); a reply not stored, or a
+    charge without a person, lists no one."""
+    asked = make("tg:10")
+    await store.create(asked)
+    await store.record_reply(
+        asked.id,
+        Message(Role.ASSISTANT, "Which load?", 1001.0),
+        expected_round=0,
+        current_round=1,
+        status=Status.ACTIVE,
+        last_activity_at=1001.0,
+        charge=charge("tg:10", "2026-11-20", 100),
+    )
+    with pytest.raises(TurnSuperseded):
+        await store.record_reply(
+            asked.id,
+            Message(Role.ASSISTANT, "Too late", 1002.0),
+            expected_round=0,
+            current_round=1,
+            status=Status.ACTIVE,
+            last_activity_at=1002.0,
+            charge=charge("tg:12", TODAY, 100),
+        )
+    assert await listed(store) == [("tg:10", "2026-11-20", 0, 101)]
+    await store.add_usage([charge("tg:10", "2026-11-25", 10), charge("tg:10", "2026-11-02", 10)])
+    await store.add_usage([charge("tg:10", "2026-10-31", 10)])
+    done = make("tg:11")
+    await store.create(done)
+    await store.record_reply(
+        done.id,
+        Message(Role.ASSISTANT, "Final answer", 1001.0),
+        expected_round=0,
+        current_round=1,
+        status=Status.COMPLETE,
+        last_activity_at=1001.0,
+    )
+    await store.record_follow_up(
+        done.id,
+        Message(Role.ASSISTANT, "Back it up nightly.", 1010.0),
+        expected_follow_ups=0,
+        last_activity_at=1010.0,
+        charge=charge("tg:11", TODAY, 5),
+    )
+    await store.add_usage([Charge(TODAY, "tg:-100", "m", CallKind.ROUND, Usage(1, 1), 0.0, True)])
+    assert await listed(store) == [
+        ("tg:11", TODAY, 6, 6),
+        ("tg:10", "2026-11-25", 0, 123),
+    ]
+    assert await listed(store, search="1", after=(TODAY, "tg:11")) == [
+        ("tg:10", "2026-11-25", 0, 123)
+    ]
+
+
+USAGE_ROWS = [
+    ("person", "tg:1", "2026-11-20", "m", "round", 5, 1),
+    ("person", "tg:1", "2026-11-24", "m", "final", 7, 1),
+    ("person", "tg:2", TODAY, "m", "round", 3, 1),
+    ("chat", "tg:3", TODAY, "m", "round", 9, 1),  # a chat, not a person
+]
+INSERT_USAGE = (
+    "INSERT INTO usage_daily (scope_kind, scope_key, day, model, kind, prompt_tokens,"
+    " completion_tokens, calls, estimated_calls, cost) VALUES ($1, $2, $3, $4, $5, $6, $7,"
+    " 1, 0, 0.0)"
+)
+BACK_FILLED = [("tg:2", TODAY, 4, 4), ("tg:1", "2026-11-24", 0, 14)]
+
+
+async def test_sqlite_migration_lists_the_people_charged_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    async with aiosqlite.connect(path, isolation_level=None) as db:
+        before = [m for m in sqlite_schema.MIGRATIONS if m.__name__ < "m022"]
+        await sqlite_schema.migrate(db, before)
+        await db.executemany(re.sub(r"\$[0-9]", "?", INSERT_USAGE), USAGE_ROWS)
+    store = await SqliteStore.open(path)
+    try:
+        assert await listed(store) == BACK_FILLED
+    finally:
+        await store.close()
+
+
+async def test_postgres_migration_lists_the_people_charged_before_it() -> None:
+    async with fresh_schema() as url:
+        connection = await asyncpg.connect(url)
+        try:
+            before = [m for m in postgres_schema.MIGRATIONS if m[0] < "m022"]
+            await postgres_schema.apply_migrations(connection, before)
+            await connection.executemany(INSERT_USAGE, USAGE_ROWS)
+        finally:
+            await connection.close()
+        store = await PostgresStore.open(url, pool_size=2)
+        try:
+            assert await listed(store) == BACK_FILLED
+        finally:
+            await store.close()
