@@ -101,6 +101,11 @@ def people_extras(people: int, today: float) -> tuple[list[tuple[Any, ...]], lis
     return overrides, starts
 
 
+# Each person's last day charged, as their charges would have left it.
+PERSON_ACTIVITY = (
+    "INSERT INTO person_activity (person, last_day) SELECT scope_key, MAX(day)"
+    " FROM usage_daily WHERE scope_kind = 'person' GROUP BY scope_key"
+)
 USAGE_COLUMNS = [
     "scope_kind",
     "scope_key",
@@ -143,6 +148,7 @@ async def seed_sqlite(path: Path, data: list[tuple[Any, ...]], people: People) -
             f"INSERT INTO usage_daily ({', '.join(USAGE_COLUMNS)}) VALUES ({', '.join('?' * 10)})",
             people.usage,
         )
+        db.execute(PERSON_ACTIVITY)
         db.executemany(
             "INSERT INTO quota_overrides (person, daily_tokens, updated_at) VALUES (?, ?, ?)",
             people.overrides,
@@ -182,6 +188,7 @@ async def seed_postgres(url: str, data: list[tuple[Any, ...]], people: People) -
         await connection.copy_records_to_table(
             "usage_daily", records=people.usage, columns=USAGE_COLUMNS
         )
+        await connection.execute(PERSON_ACTIVITY)
         await connection.copy_records_to_table(
             "quota_overrides",
             records=people.overrides,
