@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
@@ -34,6 +35,7 @@ Migration = tuple[str, tuple[Step, ...]]
 
 REQUEST_SEARCH_INDEX = "consultations_search"
 REQUEST_SEARCH_MIGRATION = "m021_request_search"
+PERSON_ACTIVITY_MIGRATION = "m022_person_activity"
 
 
 async def index_request_search(connection: asyncpg.Connection) -> bool:
@@ -442,7 +444,7 @@ MIGRATIONS: list[Migration] = [
         # the greatest day of their usage rows), kept by every charge in its statement, so
         # the console's people list pages through its index, newest first, instead of
         # adding up every person's usage history; filled from the usage rows stored.
-        "m022_person_activity",
+        PERSON_ACTIVITY_MIGRATION,
         (
             "CREATE TABLE person_activity (person TEXT PRIMARY KEY, last_day TEXT NOT NULL)",
             "CREATE INDEX person_activity_recent ON person_activity (last_day DESC, person)",
@@ -453,10 +455,27 @@ MIGRATIONS: list[Migration] = [
 ]
 
 
+CATCH_UP_PERSON_ACTIVITY = (
+    "INSERT INTO person_activity (person, last_day) SELECT scope_key, MAX(day)"
+    " FROM usage_daily WHERE scope_kind = 'person' AND day >= $1 GROUP BY scope_key"
+    " ON CONFLICT (person) DO UPDATE SET"
+    " last_day = GREATEST(person_activity.last_day, EXCLUDED.last_day)"
+)
+"""The people charged since $1 (a UTC day) listed at their last day: a worker of the
+release before `person_activity`, still running during a rolling restart, charges people
+without listing them. One range read of `usage_daily_kind_day`."""
+
+
 async def migrate(connection: asyncpg.Connection) -> list[str]:
     """Apply the store's migrations this database lacks; return the names applied now.
-    The search index a past start could not create is tried again."""
+    The search index a past start could not create is tried again, and the people charged
+    yesterday or today are listed (`CATCH_UP_PERSON_ACTIVITY`)."""
     applied = await apply_migrations(connection, MIGRATIONS)
+    if await connection.fetchval(
+        "SELECT 1 FROM schema_migrations WHERE name = $1", PERSON_ACTIVITY_MIGRATION
+    ):
+        yesterday = datetime.now(UTC).date() - timedelta(days=1)
+        await connection.execute(CATCH_UP_PERSON_ACTIVITY, yesterday.isoformat())
     if REQUEST_SEARCH_MIGRATION not in applied:
         async with connection.transaction():
             await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)

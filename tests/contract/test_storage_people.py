@@ -6,6 +6,7 @@ logged in its own transaction and nothing logged when nothing changed."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -211,5 +212,36 @@ async def test_postgres_migration_lists_the_people_charged_before_it() -> None:
         store = await PostgresStore.open(url, pool_size=2)
         try:
             assert await listed(store) == BACK_FILLED
+        finally:
+            await store.close()
+
+
+async def test_postgres_start_lists_people_charged_by_a_previous_release() -> None:
+    """In a rolling restart, workers of the release before `person_activity` still charge
+    people without listing them; each start lists the people charged yesterday or today."""
+    today = datetime.now(UTC).date()
+    yesterday, old = (today - timedelta(days=n) for n in (1, 5))
+    async with fresh_schema() as url:
+        store = await PostgresStore.open(url, pool_size=2)
+        await store.close()
+        connection = await asyncpg.connect(url)
+        try:  # written as a previous release's worker writes: no person_activity
+            await connection.executemany(
+                INSERT_USAGE,
+                [
+                    ("person", "tg:21", today.isoformat(), "m", "round", 3, 1),
+                    ("person", "tg:22", yesterday.isoformat(), "m", "round", 3, 1),
+                    ("person", "tg:23", old.isoformat(), "m", "round", 3, 1),
+                ],
+            )
+        finally:
+            await connection.close()
+        store = await PostgresStore.open(url, pool_size=2)
+        try:
+            found = await store.list_people(PeopleQuery(today.isoformat(), MONTH, "", None))
+            assert [(r.person, r.last_day) for r in found] == [
+                ("tg:21", today.isoformat()),
+                ("tg:22", yesterday.isoformat()),
+            ]
         finally:
             await store.close()
