@@ -23,7 +23,7 @@ from admin.dashboard import Dashboard, FigureSource
 from admin.evaluations import EvaluationPages
 from admin.people import PeoplePages
 from admin.ports import AdminStore
-from admin.render import page
+from admin.render import not_found
 from admin.security import protect
 from core.service import ConsultationService
 
@@ -91,7 +91,7 @@ def _static_files() -> Handler:
 
 
 async def _not_found(request: web.Request) -> web.StreamResponse:
-    return page(request, "error.html", status=404, title="Not found", message="No such page.")
+    return not_found(request, "No such page.")
 
 
 @web.middleware

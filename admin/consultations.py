@@ -21,7 +21,7 @@ from aiohttp import web
 from admin.auth import SESSION_KEY, read_form
 from admin.config import PREFIX
 from admin.ports import AdminStore
-from admin.render import page
+from admin.render import bad_request, not_found, page
 from admin.transcript import view_of
 from core.audit import AuditEntry
 from core.listing import MAX_SEARCH_CHARS, PAGE_SIZE, ConsultationQuery, Cursor
@@ -31,6 +31,9 @@ from core.usage import ScopeKind, day_of
 
 MAX_ID_CHARS = 64
 MAX_CHAT_CHARS = 200
+
+
+NO_SUCH_CONSULTATION = "No such consultation."
 
 
 class BadQuery(ValueError):
@@ -133,7 +136,7 @@ class ConsultationPages:
         try:
             filters, before = filters_of(request)
         except BadQuery as exc:
-            return _bad(request, str(exc))
+            return bad_request(request, str(exc))
         rows = await self._store.list_consultations(filters.query(before))
         more = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
@@ -157,7 +160,7 @@ class ConsultationPages:
         if len(consultation_id) <= MAX_ID_CHARS:
             found = await self._store.get(consultation_id)
         if found is None:
-            return _missing(request)
+            return not_found(request, NO_SUCH_CONSULTATION)
         since, until = day_of(found.created_at), day_of(found.last_activity_at)
         chat_usage = await self._store.usage_of(
             ScopeKind.CHAT, found.chat_key, since_day=since, until_day=until
@@ -175,13 +178,13 @@ class ConsultationPages:
         consultation_id = request.match_info["consultation_id"]
         form = await read_form(request)
         if form.get("confirm") != "yes":
-            return _bad(request, "Deleting needs the confirmation box ticked.")
+            return bad_request(request, "Deleting needs the confirmation box ticked.")
         session = request[SESSION_KEY]
         found = None
         if len(consultation_id) <= MAX_ID_CHARS:
             found = await self._store.get(consultation_id)
         if found is None:
-            return _missing(request)
+            return not_found(request, NO_SUCH_CONSULTATION)
         audit = AuditEntry(
             self._clock(),
             session.actor,
@@ -190,15 +193,5 @@ class ConsultationPages:
             detail=f"chat {found.chat_key}, {found.status.value}",
         )
         if not await self._service.lifecycle.delete_consultation(consultation_id, audit):
-            return _missing(request)
+            return not_found(request, NO_SUCH_CONSULTATION)
         raise web.HTTPSeeOther(f"{PREFIX}/consultations")
-
-
-def _bad(request: web.Request, message: str) -> web.Response:
-    return page(request, "error.html", status=400, title="Not understood", message=message)
-
-
-def _missing(request: web.Request) -> web.Response:
-    return page(
-        request, "error.html", status=404, title="Not found", message="No such consultation."
-    )

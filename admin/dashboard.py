@@ -157,7 +157,7 @@ def rounds_rows(periods: Sequence[Stats]) -> list[tuple[str, list[Share]]]:
     """The rounds table: (rounds used, one `Share` per period), from 1 round up to the
     highest bucket counted in any period (0 rounds first, when counted); empty when no
     period completed anything."""
-    counted = [b.rounds for s in periods for b in s.rounds if b.count]
+    counted = [b.rounds for s in periods for b in s.rounds_counted]
     if not counted:
         return []
     highest = max(counted)
@@ -166,8 +166,9 @@ def rounds_rows(periods: Sequence[Stats]) -> list[tuple[str, list[Share]]]:
     for bucket in labels:
         shares = []
         for stats in periods:
-            count = next((b.count for b in stats.rounds if b.rounds == bucket.rounds), 0)
-            share = count / stats.completed if stats.completed else 0.0
+            found = next((b for b in stats.rounds if b.rounds == bucket.rounds), None)
+            count = found.count if found is not None else 0
+            share = (stats.rounds_share(found) if found is not None else None) or 0.0
             text = f"{count:,}" if not count else f"{count:,} · {share:.0%}"
             shares.append(Share(text, round(min(share, 1.0) * 100, 1)))
         rows.append((bucket.label, shares))

@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from admin.render import page
+from admin.render import not_found, page
 
 REPORT_FILE = "report.json"
 MAX_REPORTS = 200
@@ -96,9 +96,7 @@ class EvaluationPages:
         name = request.match_info["name"]
         path = await asyncio.to_thread(report_path, self._dir, name)
         if path is None:
-            return page(
-                request, "error.html", status=404, title="Not found", message="No such report."
-            )
+            return not_found(request, "No such report.")
         report = await asyncio.to_thread(read_report, path)
         if report is None:
             return page(

@@ -22,7 +22,7 @@ from aiohttp import web
 from admin.auth import SESSION_KEY, read_form
 from admin.config import PREFIX
 from admin.ports import AdminStore
-from admin.render import page
+from admin.render import bad_request, not_found, page
 from core.audit import AuditEntry
 from core.memory import MAX_FACTS
 from core.people import MAX_SEARCH_CHARS, PeopleQuery
@@ -37,6 +37,9 @@ _TOKENS = re.compile(r"[0-9]{1,10}")
 _PRINTABLE = re.compile(r"[\x21-\x7e]*")
 
 
+NO_SUCH_PERSON = "No such person."
+
+
 class PeoplePages:
     def __init__(
         self, store: AdminStore, service: ConsultationService, clock: Callable[[], float]
@@ -49,10 +52,10 @@ class PeoplePages:
         search = request.query.get("q", "")
         after_text = request.query.get("after", "")
         if len(search) > MAX_SEARCH_CHARS or not _PRINTABLE.fullmatch(search):
-            return _bad(request, "Search for a part of a person's key (letters, digits, :).")
+            return bad_request(request, "Search for a part of a person's key (letters, digits, :).")
         after = _after(after_text)
         if after_text and after is None:
-            return _bad(request, "That page does not exist.")
+            return bad_request(request, "That page does not exist.")
         today = day_of(self._clock())
         query = PeopleQuery(today, month_start(today), search, after, PAGE + 1)
         rows = await self._store.list_people(query)
@@ -69,7 +72,7 @@ class PeoplePages:
     async def show(self, request: web.Request) -> web.StreamResponse:
         person = _person(request)
         if person is None:
-            return _missing(request)
+            return not_found(request, NO_SUCH_PERSON)
         quota = await self._service.quotas.of_person(person)
         usage = await self._service.figures.usage(ScopeKind.PERSON, person)
         today = day_of(self._clock())
@@ -94,7 +97,7 @@ class PeoplePages:
     async def set_quota(self, request: web.Request) -> web.StreamResponse:
         person = _person(request)
         if person is None:
-            return _missing(request)
+            return not_found(request, NO_SUCH_PERSON)
         form = await read_form(request)
         choice = form.get("limit", "")
         override: QuotaOverride | None
@@ -105,13 +108,13 @@ class PeoplePages:
         elif choice == "tokens":
             tokens = form.get("tokens", "").strip()
             if not _TOKENS.fullmatch(tokens) or not 0 < int(tokens) <= MAX_OVERRIDE_TOKENS:
-                return _bad(
+                return bad_request(
                     request,
                     f"A daily token limit is a whole number from 1 to {MAX_OVERRIDE_TOKENS:,}.",
                 )
             override, detail = QuotaOverride(person, int(tokens)), f"daily tokens {int(tokens)}"
         else:
-            return _bad(request, "Choose a daily limit, exempt, or the default limits.")
+            return bad_request(request, "Choose a daily limit, exempt, or the default limits.")
         now = self._clock()
         audit = AuditEntry(now, request[SESSION_KEY].actor, "set_quota", person, detail)
         await self._store.set_person_override(person, override, at=now, audit=audit)
@@ -121,11 +124,11 @@ class PeoplePages:
     async def block(self, request: web.Request) -> web.StreamResponse:
         person = _person(request)
         if person is None:
-            return _missing(request)
+            return not_found(request, NO_SUCH_PERSON)
         form = await read_form(request)
         choice = form.get("blocked")
         if choice not in ("yes", "no"):
-            return _bad(request, "Choose to block or to unblock.")
+            return bad_request(request, "Choose to block or to unblock.")
         blocked = choice == "yes"
         now = self._clock()
         action = "block" if blocked else "unblock"
@@ -137,10 +140,10 @@ class PeoplePages:
     async def forget_memory(self, request: web.Request) -> web.StreamResponse:
         person = _person(request)
         if person is None:
-            return _missing(request)
+            return not_found(request, NO_SUCH_PERSON)
         form = await read_form(request)
         if form.get("confirm") != "yes":
-            return _bad(request, "Deleting needs the confirmation box ticked.")
+            return bad_request(request, "Deleting needs the confirmation box ticked.")
         audit = AuditEntry(self._clock(), request[SESSION_KEY].actor, "forget_memory", person)
         try:
             await self._store.forget_person_memory(person, audit)
@@ -163,11 +166,3 @@ def _after(text: str) -> tuple[str, str] | None:
     if _DAY.fullmatch(day) and PERSON.fullmatch(person):
         return day, person
     return None
-
-
-def _bad(request: web.Request, message: str) -> web.Response:
-    return page(request, "error.html", status=400, title="Not understood", message=message)
-
-
-def _missing(request: web.Request) -> web.Response:
-    return page(request, "error.html", status=404, title="Not found", message="No such person.")

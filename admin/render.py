@@ -62,3 +62,13 @@ def page(request: web.Request, template: str, *, status: int = 200, **context: A
         **context,
     )
     return web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
+
+
+def bad_request(request: web.Request, message: str) -> web.Response:
+    """400: a query or form the console cannot use, saying why."""
+    return page(request, "error.html", status=400, title="Not understood", message=message)
+
+
+def not_found(request: web.Request, message: str) -> web.Response:
+    """404: what the path names does not exist (or no longer does)."""
+    return page(request, "error.html", status=404, title="Not found", message=message)
