@@ -66,10 +66,6 @@ def build_admin_app(
     return app, auth
 
 
-def mount_admin(parent: web.Application, admin: web.Application) -> None:
-    parent.add_subapp(PREFIX, admin)
-
-
 def _static_files() -> Handler:
     folder = resources.files("admin") / "static"
     files = {

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from core.quotas import QuotaOverride
 
-MAX_PEOPLE_PAGE = 100
 MAX_SEARCH_CHARS = 100
 
 

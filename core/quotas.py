@@ -85,12 +85,6 @@ class QuotaConfig:
     api_daily_tokens: int = 0
     exempt: frozenset[str] = frozenset()
 
-    @property
-    def any_person_limit(self) -> bool:
-        return bool(
-            self.user_daily_tokens or self.user_monthly_tokens or self.user_daily_consultations
-        )
-
 
 @dataclass(frozen=True, slots=True)
 class QuotaOverride:

@@ -224,8 +224,3 @@ def daily_figures(
         )
         for day in days
     ]
-
-
-def day_index(period: Period, at: float) -> int:
-    """Which day of the period (0 = the first) the instant `at` falls on."""
-    return int((at - period.since) // DAY_SECONDS)
