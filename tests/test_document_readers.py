@@ -118,8 +118,9 @@ async def test_a_reader_past_its_memory_limit_refuses_the_file_and_this_process_
 async def test_readers_run_under_their_memory_and_cpu_limits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The limits are the reader's own (the kernel's view of the process says so), and
-    it does not inherit this process's secrets."""
+    """The limits are the reader's own (the kernel's view of the process says so), a
+    reader killed at one writes no core file as large as its memory, and it does not
+    inherit this process's secrets."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-SECRET-KEY")
     async with DocumentReaders(ReaderConfig(processes=1, memory_mb=200)) as readers:
         await read(readers, pdf_with_text("hello"), "hello.pdf")
@@ -127,9 +128,11 @@ async def test_readers_run_under_their_memory_and_cpu_limits(
         limits = proc_text(pid, "limits").splitlines()
         address_space = next(line for line in limits if line.startswith("Max address space"))
         cpu = next(line for line in limits if line.startswith("Max cpu time"))
+        core = next(line for line in limits if line.startswith("Max core file size"))
 
         assert address_space.split()[3] == str(200 * 2**20)
         assert cpu.split()[3] != "unlimited"
+        assert core.split()[4:6] == ["0", "0"]  # killed for CPU, it leaves no core file
         assert "SECRET-KEY" not in proc_text(pid, "environ")
 
 
