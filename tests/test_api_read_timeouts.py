@@ -45,6 +45,17 @@ async def connect(api: RunningApi) -> tuple[asyncio.StreamReader, asyncio.Stream
     return await asyncio.open_connection("127.0.0.1", port)
 
 
+async def read_response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """One response of `Content-Length` framing: its status line and its body."""
+    status = await asyncio.wait_for(reader.readline(), 10)
+    length = 0
+    while (line := await asyncio.wait_for(reader.readline(), 10)) != b"\r\n":
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    return status, await asyncio.wait_for(reader.readexactly(length), 10)
+
+
 async def trickle(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pieces: list[bytes]
 ) -> bool:
@@ -66,6 +77,23 @@ async def test_headers_sent_a_byte_at_a_time_are_cut_off(api: RunningApi) -> Non
     reader, writer = await connect(api)
     pieces = [b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "] + [b"a"] * TRICKLES
     try:
+        assert await trickle(reader, writer, pieces), "the connection is still open"
+    finally:
+        writer.close()
+
+
+async def test_the_next_request_s_headers_have_their_own_deadline_on_a_kept_alive_connection(
+    api: RunningApi,
+) -> None:
+    """One honest request answered, then the next one's headers trickled a byte at a
+    time on the same connection: the header deadline starts again, and cuts it off."""
+    reader, writer = await connect(api)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        status, _ = await read_response(reader)
+        assert status.startswith((b"HTTP/1.1 200", b"HTTP/1.1 503")), status
+        pieces = [b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "] + [b"a"] * TRICKLES
         assert await trickle(reader, writer, pieces), "the connection is still open"
     finally:
         writer.close()
@@ -112,15 +140,9 @@ async def test_a_prompt_request_on_a_kept_alive_connection_is_answered(
                 writer.write(piece)
                 await writer.drain()
                 await asyncio.sleep(SECONDS / 5)
-            status = await asyncio.wait_for(reader.readline(), 10)
+            status, answer = await read_response(reader)
             assert status.startswith(b"HTTP/1.1 200"), status
-            length = 0
-            while (line := await asyncio.wait_for(reader.readline(), 10)) != b"\r\n":
-                name, _, value = line.decode().partition(":")
-                if name.lower() == "content-length":
-                    length = int(value)
-            answer = json.loads(await reader.readexactly(length))
-            assert answer["content"]
+            assert json.loads(answer)["content"]
     finally:
         writer.close()
 
