@@ -16,6 +16,7 @@ import pytest
 from aiohttp import ClientResponse
 from openai._streaming import ServerSentEvent, SSEDecoder
 
+from api import key_claims
 from core.models import Role
 from tests.api_harness import RunningApi
 from tests.fakes.model_server import FakeModelServer
@@ -355,3 +356,45 @@ async def test_a_retry_whose_message_was_answered_with_the_next_one_takes_no_new
     assert await chat(api, question, key="k1") == (200, both)
     assert len(model_server.requests) == 3
     assert await user_messages(api, session) == ["Start", "Question", "More"]
+
+
+def _lease(db_path: str) -> float | None:
+    with sqlite3.connect(db_path) as db:
+        row = db.execute(
+            "SELECT lease_until FROM idempotency_keys WHERE key = ?", (KEY,)
+        ).fetchone()
+    return None if row is None else row[0]
+
+
+async def test_a_request_longer_than_its_lease_is_answered_once_while_its_retry_waits(
+    api: RunningApi, model_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder renews its lease well before it runs out (a third of the way), so a
+    retry waiting through three leases never finds it run out and never takes a live
+    request over: one model call, both get its reply. Each renewal is seen while the lease
+    it replaces still had time left."""
+    monkeypatch.setattr(key_claims, "LEASE_SECONDS", 1.2)
+    release = asyncio.Event()
+    model_server.enqueue("Slow answer", hold=release)
+    body = {"message": "Question", "maxRounds": 2}
+    first = asyncio.create_task(chat(api, body))
+    await model_server.wait_requests(1)
+    retry = asyncio.create_task(chat(api, body))
+    leases: list[float] = []
+    late: list[float] = []  # how long a lease had run out when its renewal was seen
+    async with asyncio.timeout(60):
+        while len(leases) < 4:  # the claim's lease and three renewals
+            lease, now = _lease(api.settings.db_path), time.time()
+            assert lease is not None
+            if not leases or lease != leases[-1]:
+                if leases and leases[-1] <= now:
+                    late.append(now - leases[-1])
+                leases.append(lease)
+            await asyncio.sleep(0.005)
+    assert not retry.done()
+    release.set()
+    (status, answer), again = await asyncio.gather(first, retry)
+
+    assert status == 200 and again == (200, answer)
+    assert len(model_server.requests) == 1
+    assert late == []
