@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from api.connection_slots import IPNetwork
+
 
 @dataclass(frozen=True, slots=True)
 class WebhookConfig:
@@ -35,6 +37,8 @@ class ApiConfig:
     header_timeout_seconds: float = 10.0  # to read a request's line and headers, in all
     body_timeout_seconds: float = 30.0  # to read its body once the headers are in
     max_connections: int = 256  # open at once; past it a new one is closed when accepted
+    max_connections_per_address: int = 32  # open at once from one address (or proxy's client)
+    trusted_proxies: tuple[IPNetwork, ...] = ()  # whose X-Forwarded-For names the client
     body_bytes_in_flight: int = 32_000_000  # chat bodies held at once (`api.body_budget`)
     model: str = ""  # the deployment's model, reported by /healthz
     webhook: WebhookConfig | None = None

@@ -17,12 +17,15 @@ counted from the connection (or from the first byte after the previous request),
 body within HTTP_BODY_TIMEOUT_SECONDS of its headers: otherwise the connection is closed.
 aiohttp bounds only idle time, which a client sending a byte every few seconds never has.
 
-At most HTTP_MAX_CONNECTIONS connections are open at once: one past it is closed as soon
-as it is accepted, so clients
-holding connections cannot use up the file descriptors the bot needs for Telegram, the
-model, the database and its document readers. Connections closed past the cap or for a
-read deadline are logged as counts, at most a line per reason every ten seconds
-(`api.close_log`), however many there are.
+At most HTTP_MAX_CONNECTIONS connections are open at once, and at most
+HTTP_MAX_CONNECTIONS_PER_ADDRESS from one address; a few are kept for `/healthz` and
+`/metrics` from loopback (`api.connection_slots`). One past a limit is closed as soon as
+it is accepted, so clients holding connections cannot use up the file descriptors the
+bot needs for Telegram, the model, the database and its document readers, and one client
+cannot take them all from the others. A request from a trusted proxy (TRUSTED_PROXIES)
+is counted, and seen by the app (`request.remote`), as its client's (`X-Forwarded-For`).
+Connections closed past a limit or for a read deadline are logged as counts, at most a
+line per reason every ten seconds (`api.close_log`), however many there are.
 
 The access log (`AccessLog`, API_ACCESS_LOG) is one line per request: method, path,
 status and milliseconds — never the query string, a header or a body, where tokens
@@ -33,10 +36,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.abc import AbstractAccessLogger
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.streams import StreamReader
@@ -45,6 +48,16 @@ from aiohttp.web_request import BaseRequest
 
 from api.close_log import CloseTally
 from api.config import ApiConfig
+from api.connection_slots import (
+    PROBE_PATHS,
+    ConnectionSlots,
+    IPAddress,
+    Slot,
+    SlotLimits,
+    forwarded_client,
+    is_trusted,
+    parse_address,
+)
 from api.errors import ApiError, json_response
 
 log = logging.getLogger(__name__)
@@ -65,17 +78,18 @@ def name_the_server(app: web.Application) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ReadTimeouts:
-    """Seconds a client has to send a request's line and headers, and then its body."""
+    """Seconds a client has to send a request's line and headers, and then its body; and
+    the connections it may hold (`api.connection_slots`)."""
 
     headers: float = 10.0
     body: float = 30.0
-    max_connections: int = 256  # open at once; the ones past it are closed when accepted
+    slots: SlotLimits = field(default_factory=SlotLimits)
 
 
 class JsonErrorProtocol(RequestHandler):
     """A connection whose own error answers (parser refusals, crashes outside the app) are JSON."""
 
-    __slots__ = ("_body", "_body_due", "_headers_due", "_read_timeouts")
+    __slots__ = ("_body", "_body_due", "_headers_due", "_read_timeouts", "peer", "slot")
 
     def __init__(self, manager: web.Server, *, read_timeouts: ReadTimeouts, **kwargs: Any) -> None:
         super().__init__(manager, **kwargs)
@@ -83,6 +97,8 @@ class JsonErrorProtocol(RequestHandler):
         self._headers_due: asyncio.TimerHandle | None = None
         self._body_due: asyncio.TimerHandle | None = None
         self._body: StreamReader | None = None  # the newest request's body, once parsed
+        self.peer: IPAddress | None = None
+        self.slot: Slot | None = None  # held while open (`JsonErrorServer.admit`)
 
     # -- read deadlines ----------------------------------------------------------------------
     # aiohttp bounds only the idle time between requests (keep-alive), and a client that
@@ -94,6 +110,7 @@ class JsonErrorProtocol(RequestHandler):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         manager = self._manager
+        self.peer = parse_address(_peer_host(transport))
         if isinstance(manager, JsonErrorServer) and not manager.admit(self):
             self.force_close()
             transport.close()
@@ -189,19 +206,31 @@ def close_unread(request: BaseRequest) -> None:
         request.protocol.close_unread()
 
 
+def _peer_host(transport: asyncio.BaseTransport) -> str | None:
+    peer = transport.get_extra_info("peername")
+    return peer[0] if isinstance(peer, tuple) and peer else None
+
+
 @dataclass(frozen=True, slots=True)
 class Closes:
     """The server's own closes, one count per reason (see `api.close_log`)."""
 
     past_cap: CloseTally
+    past_address: CloseTally
     headers_late: CloseTally
     body_late: CloseTally
 
     @classmethod
     def of(cls, limits: ReadTimeouts) -> Closes:
+        slots = limits.slots
         return cls(
             CloseTally(
-                f"past the cap of {limits.max_connections} open (HTTP_MAX_CONNECTIONS)",
+                f"past the cap of {slots.total} open (HTTP_MAX_CONNECTIONS)",
+                level=logging.WARNING,
+            ),
+            CloseTally(
+                f"past {slots.per_address} open from one address "
+                "(HTTP_MAX_CONNECTIONS_PER_ADDRESS)",
                 level=logging.WARNING,
             ),
             CloseTally(f"that sent no complete headers within {limits.headers:g} s"),
@@ -209,38 +238,89 @@ class Closes:
         )
 
     def stop(self) -> None:
-        for tally in (self.past_cap, self.headers_late, self.body_late):
+        for tally in (self.past_cap, self.past_address, self.headers_late, self.body_late):
             tally.stop()
 
 
 class JsonErrorServer(web.Server):
-    """`web.Server` building `JsonErrorProtocol` connections."""
+    """`web.Server` building `JsonErrorProtocol` connections, each in a slot of its own
+    (`api.connection_slots`), and screening every request for its slot."""
 
     def __init__(self, *args: Any, read_timeouts: ReadTimeouts, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.read_timeouts = read_timeouts
-        self._open: set[RequestHandler] = set()
+        self.slots = ConnectionSlots(read_timeouts.slots)
         self.closed = Closes.of(read_timeouts)
+        self._app_handler = self.request_handler
+        self.request_handler = self._screened
 
-    def admit(self, connection: RequestHandler) -> bool:
-        """Count a new connection in; False (it is to be closed) when the cap is reached."""
-        if len(self._open) >= self.read_timeouts.max_connections:
-            self.closed.past_cap.note()
+    def admit(self, connection: JsonErrorProtocol) -> bool:
+        """Give a new connection a slot; False (it is to be closed) when it gets none."""
+        slot = self.slots.take(connection.peer, via_proxy=self._via_proxy(connection))
+        if slot is None:
+            if self.slots.general_full():
+                self.closed.past_cap.note()
+            else:
+                self.closed.past_address.note()
             return False
-        self._open.add(connection)
+        connection.slot = slot
         return True
+
+    def release(self, connection: JsonErrorProtocol) -> None:
+        if connection.slot is not None:
+            self.slots.give_back(
+                connection.peer, connection.slot, via_proxy=self._via_proxy(connection)
+            )
+            connection.slot = None
 
     async def shutdown(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 - aiohttp's
         await super().shutdown(timeout)
         self.closed.stop()
 
-    def release(self, connection: RequestHandler) -> None:
-        self._open.discard(connection)
+    def _via_proxy(self, connection: JsonErrorProtocol) -> bool:
+        return is_trusted(connection.peer, self.read_timeouts.slots.trusted_proxies)
+
+    async def _screened(self, request: BaseRequest) -> web.StreamResponse:
+        """The app's answer, unless the connection's slot does not serve the request: a
+        probe slot serves `PROBE_PATHS` only, and a trusted proxy's request is counted
+        under its client's address while it runs (and the app sees that address)."""
+        connection = request.protocol
+        if not isinstance(connection, JsonErrorProtocol):
+            return await self._app_handler(request)
+        if connection.slot is Slot.PROBE and request.path not in PROBE_PATHS:
+            connection.close_unread()
+            return _refusal(
+                "SERVER_BUSY", "the server is at its connection limit: try again shortly"
+            )
+        if connection.peer is None or not self._via_proxy(connection):
+            return await self._app_handler(request)
+        client = forwarded_client(
+            request.headers.getall(hdrs.X_FORWARDED_FOR, ()),
+            connection.peer,
+            self.read_timeouts.slots.trusted_proxies,
+        )
+        if not self.slots.take_request(client):
+            connection.close_unread()
+            return _refusal("RATE_LIMITED", "too many connections from this address")
+        try:
+            return await self._app_handler(request.clone(remote=str(client)))
+        finally:
+            self.slots.give_back_request(client)
 
     def __call__(self) -> RequestHandler:
         return JsonErrorProtocol(
             self, loop=self._loop, read_timeouts=self.read_timeouts, **self._kwargs
         )
+
+
+def _refusal(code: str, message: str) -> web.StreamResponse:
+    """The JSON refusal of a request its connection's slot does not serve; the connection
+    closes after it (its body, if any, unread)."""
+    error = ApiError(code, message)
+    response = json_response(error.body(), status=error.status, headers={"Retry-After": "1"})
+    response.headers["Server"] = SERVER_NAME
+    response.force_close()
+    return response
 
 
 class ApiRunner(web.AppRunner):
@@ -277,9 +357,10 @@ class AccessLog(AbstractAccessLogger):
 
 
 def read_timeouts(config: ApiConfig) -> ReadTimeouts:
-    return ReadTimeouts(
-        config.header_timeout_seconds, config.body_timeout_seconds, config.max_connections
+    slots = SlotLimits(
+        config.max_connections, config.max_connections_per_address, config.trusted_proxies
     )
+    return ReadTimeouts(config.header_timeout_seconds, config.body_timeout_seconds, slots)
 
 
 def runner_options(config: ApiConfig) -> dict[str, Any]:

@@ -9,6 +9,7 @@ HTTP setting, and the edges never read the environment.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,6 +19,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 
 from admin.config import MIN_ADMIN_TOKEN_CHARS, AdminConfig
 from api.config import ApiConfig, WebhookConfig
+from api.connection_slots import IPNetwork
 from api.exposure import is_loopback
 from bot.config import BotConfig
 from core.errors import ConfigError
@@ -159,6 +161,9 @@ class Settings(BaseSettings):
     http_header_timeout_seconds: float = Field(default=10.0, gt=0)
     http_body_timeout_seconds: float = Field(default=30.0, gt=0)
     http_max_connections: int = Field(default=256, ge=1)  # open at once (file descriptors)
+    http_max_connections_per_address: int = Field(default=32, ge=1)  # of those, one address's
+    # Proxies (addresses or networks) whose X-Forwarded-For names the client
+    trusted_proxies: Annotated[tuple[IPNetwork, ...], NoDecode] = ()
     # Chat request bodies held at once, in bytes; past it a large one is refused (503).
     api_body_bytes_in_flight: int = Field(default=32_000_000, ge=1024)
 
@@ -177,6 +182,14 @@ class Settings(BaseSettings):
         "quota_exempt_user_ids",
         mode="before",
     )(_split_ids)
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _split_networks(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            parts = value.replace(";", ",").split(",")
+            return tuple(ipaddress.ip_network(p.strip(), strict=False) for p in parts if p.strip())
+        return value
 
     @field_validator("llm_models", mode="before")
     @classmethod
@@ -392,6 +405,8 @@ class Settings(BaseSettings):
             header_timeout_seconds=self.http_header_timeout_seconds,
             body_timeout_seconds=self.http_body_timeout_seconds,
             max_connections=self.http_max_connections,
+            max_connections_per_address=self.http_max_connections_per_address,
+            trusted_proxies=self.trusted_proxies,
             body_bytes_in_flight=self.api_body_bytes_in_flight,
             model=self.llm_model,
             webhook=webhook,
