@@ -112,7 +112,7 @@ class Asked:
     files: tuple[Attachment, ...]
     held: Reservation
     fingerprint: str | None = None
-    client: str | None = None  # who asked (`_client`): the owner of its document reads
+    client: str | None = None  # who asked (`_client`)
 
 
 class ChatEndpoints:
@@ -340,7 +340,7 @@ class ChatEndpoints:
         if not files:
             return Message(asked.body.message, answers=answers)
         assert self._intake is not None  # files are decoded only with an intake
-        read = await self._intake.read(asked.body.message, files, owner=asked.client)
+        read = await self._intake.read(asked.body.message, files, owner=_reader_owner(asked))
         return Message(read.stored_text, read, answers)
 
     async def _open(self, body: ChatRequest, text: str, hold: Hold | None, payer: Payer) -> str:
@@ -458,6 +458,14 @@ def did_not_happen(exc: TurnDidNotHappen, session_id: str) -> ApiError:
         raise TypeError(f"no wording for {type(exc).__name__}")
     error.extra["sessionId"] = session_id
     return error
+
+
+def _reader_owner(asked: Asked) -> str | None:
+    """Whose share of the document readers the request's files are read in
+    (`media.reader_shares`): the person (`api:<userId>`) when it names one, so one end
+    user's costly files never hold up another's of the same API client; else the client."""
+    user_id = asked.body.user_id
+    return asked.client if user_id is None else API_PERSON_PREFIX + user_id
 
 
 def _client(request: web.Request) -> str:

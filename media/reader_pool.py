@@ -2,7 +2,8 @@
 
 Invariants: a PDF or DOCX is parsed only in a reader process (`media.reader_process`),
 never in this one, at most `processes` at a time (more wait their turn), and at most
-`max(1, processes - 1)` of them for one owner (`media.reader_shares`); each reader
+`max(1, processes - 1)` of them for one owner while another owner waits, all of them for
+a lone owner (`media.reader_shares`); each reader
 runs with an address-space limit, a CPU-time limit per document, a minimal environment
 (none of this process's secrets) and no way to write to this process but its answer. A
 document not read within `timeout_seconds` has its reader killed at that moment, and a
@@ -112,7 +113,6 @@ class DocumentReaders:
         self.config = config
         self._idle: list[_Reader] = []
         self._busy: set[_Reader] = set()
-        self._slots = asyncio.Semaphore(config.processes)
         self._shares = ReaderShares(config.processes)
         self._text_threads = ThreadPoolExecutor(
             max_workers=config.processes, thread_name_prefix="document-text"
@@ -142,8 +142,8 @@ class DocumentReaders:
     ) -> Extracted:
         """The text of the document `data` (see `media.parsers.read_document`); raises
         `AttachmentRefused`, TOO_COSTLY when reading it went past a reader's limits.
-        `owner` (who asked) holds at most its share of the readers (`media.reader_shares`);
-        None: no per-owner bound."""
+        `owner` (who asked) holds at most its share of the readers while another owner
+        waits (`media.reader_shares`); None: no per-owner bound."""
         read = functools.partial(read_text, data, name=name)
         if document_format(data, name=name, mime=mime) == "text":
             return await asyncio.get_running_loop().run_in_executor(self._text_threads, read)
@@ -155,7 +155,7 @@ class DocumentReaders:
             "size": len(data),
             "cpu_seconds": self.config.timeout_seconds,
         }
-        async with self._shares.turn(owner), self._slots:
+        async with self._shares.turn(owner):
             reply = await self._ask(request, data, reply_limit=12 * max_chars + MAX_HEADER_BYTES)
         if "problem" in reply:
             problem = AttachmentProblem(reply["problem"])

@@ -4,6 +4,7 @@ for voice, against the fake transcription server."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import io
@@ -457,3 +458,28 @@ async def test_a_document_not_read_to_its_end_is_cut_and_the_response_says_so(
     assert sent.endswith(
         "[… the rest of this document was cut: it is longer than could be read]\n</document>"
     )
+
+
+@pytest.mark.api_settings(document_readers=2, document_read_timeout_seconds=2)
+async def test_one_end_user_s_costly_pdfs_do_not_hold_up_another_user_of_the_same_client(
+    api: RunningApi,
+) -> None:
+    """Alice and Mallory are two `userId`s of one API client: Mallory's four costly PDFs
+    take both readers while no one else waits, but Alice's one-page PDF gets the first
+    reader to come free and is answered while Mallory's last one is still pending."""
+    pdf = costly_pages_pdf()
+    costly = {"message": "Read it", "userId": "mallory"}
+    mallory = [
+        asyncio.create_task(post(api, costly | {"attachments": [file(f"m{n}.pdf", pdf)]}))
+        for n in range(4)
+    ]
+    await api.arrivals.wait(4)
+    await asyncio.sleep(0.5)  # their reads are queued before Alice's
+    alice = {"message": "Sum it up", "userId": "alice"}
+    status, answer = await post(api, alice | {"attachments": [file("a.pdf", pdf_with("Plan"))]})
+
+    assert status == 200, answer
+    assert not mallory[-1].done()
+    for task in mallory:
+        status, refused = await task
+        assert (status, refused["problem"]) == (422, "too_costly")

@@ -263,9 +263,10 @@ def test_telling_a_large_8_bit_text_s_encoding_takes_memory_in_proportion_to_it(
     assert peak < 4 * len(data)  # the text (2 bytes a character) and a copy of it
 
 
-async def test_one_owner_s_costly_files_leave_a_reader_for_everyone_else() -> None:
-    """With two readers, owner A's two costly PDFs take one reader at a time: owner B's
-    harmless document is read while both of A's are still pending."""
+async def test_a_lone_owner_takes_every_reader_and_the_next_owner_gets_the_first_free() -> None:
+    """With two readers, owner A's three costly PDFs take both while no one else waits
+    (no reader stays idle); owner B's harmless document gets the first reader to come
+    free, ahead of A's third, and is read while that one is still pending."""
     async with DocumentReaders(ReaderConfig(processes=2, timeout_seconds=3)) as readers:
 
         async def owned(owner: str, data: bytes, name: str) -> Extracted:
@@ -273,14 +274,19 @@ async def test_one_owner_s_costly_files_leave_a_reader_for_everyone_else() -> No
                 data, name=name, mime=None, max_bytes=10_000_000, max_chars=BUDGET, owner=owner
             )
 
-        first = asyncio.create_task(owned("user:1", costly_pages_pdf(), "one.pdf"))
-        second = asyncio.create_task(owned("user:1", costly_pages_pdf(), "two.pdf"))
-        await reader_started()
+        costly = [
+            asyncio.create_task(owned("user:1", costly_pages_pdf(), f"{n}.pdf")) for n in range(3)
+        ]
+        for _ in range(400):
+            if len(live_readers()) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert len(live_readers()) == 2  # both readers are A's
         harmless = await owned("user:2", docx_file(), "report.docx")
 
         assert harmless != Extracted("")
-        assert not first.done() and not second.done()
-        for task in (first, second):
+        assert not costly[-1].done()
+        for task in costly:
             with pytest.raises(AttachmentRefused) as caught:
                 await task
             assert caught.value.problem is AttachmentProblem.TOO_COSTLY
