@@ -78,3 +78,33 @@ async def test_a_flood_past_the_connection_cap_is_logged_as_a_count(
     cap_lines = [line for line in server_lines(caplog) if "HTTP_MAX_CONNECTIONS" in line]
     assert 1 <= len(cap_lines) <= 2, cap_lines
     assert refused == 4 * (FLOOD // 4)
+
+
+async def test_a_flood_past_the_per_address_limit_is_logged_as_a_count(
+    tmp_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One address opening connections past HTTP_MAX_CONNECTIONS_PER_ADDRESS: each is
+    closed when accepted, all of them in a line or two that name the setting."""
+    caplog.set_level(logging.INFO)
+    settings = settings_for(
+        tmp_path,
+        bot_api,
+        model_server,
+        http_max_connections_per_address=CAP,
+        http_header_timeout_seconds=60,
+    )
+    async with running_api(settings, telegram=telegram_app) as api:
+        held = [await connect(api) for _ in range(CAP + 4)]  # its share, and the probe slots
+        try:
+            for _ in range(FLOOD):
+                reader, writer = await connect(api)
+                assert await asyncio.wait_for(reader.read(), 10) == b""
+                writer.close()
+        finally:
+            for _, writer in held:
+                writer.close()
+    lines = [line for line in server_lines(caplog) if "PER_ADDRESS" in line]
+    assert 1 <= len(lines) <= 2, lines
