@@ -38,7 +38,7 @@ async def open_from(
 @dataclass
 class Trickler:
     """`SLOW` connections from one address, each sending a header a byte a second and
-    reopened (a moment later) whenever the server cuts it."""
+    reopened half a second after the server cuts it (a bounded load)."""
 
     api: RunningApi
     address: str = ATTACKER
@@ -67,7 +67,7 @@ class Trickler:
             finally:
                 self.holding.discard(n)
                 writer.close()
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.5)
 
 
 @contextlib.asynccontextmanager
