@@ -301,7 +301,7 @@ class JsonErrorServer(web.Server):
         )
         if not self.slots.take_request(client):
             connection.close_unread()
-            return _refusal("RATE_LIMITED", "too many connections from this address")
+            return _refusal("RATE_LIMITED", "too many requests at once from this address")
         try:
             return await self._app_handler(request.clone(remote=str(client)))
         finally:
