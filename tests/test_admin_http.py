@@ -185,6 +185,10 @@ async def test_signing_out_ends_the_session_everywhere(sqlite_console: Console) 
     csrf = await c.csrf()
     response = await c.client.post("/admin/logout", data={"csrf": csrf}, allow_redirects=False)
     assert response.status == 303 and response.headers["Location"] == "/admin/login"
+    # The browser drops the cookie only when the deletion names the cookie's own path.
+    deleted = response.cookies[SESSION_COOKIE]
+    assert deleted.value == "" and deleted["max-age"] == "0" and deleted["path"] == "/admin"
+    assert (await c.page("/admin/consultations"))[0] == 303  # the jar kept no dead cookie
     replayed = await c.client.get(
         "/admin/consultations",
         headers={"Cookie": f"{SESSION_COOKIE}={token}"},
@@ -194,6 +198,17 @@ async def test_signing_out_ends_the_session_everywhere(sqlite_console: Console) 
     assert await c.store.admin_session_expiry(token) is None
     actions = [e.action for e in await c.store.audit_log(before_id=None, limit=10)]
     assert actions[:2] == ["sign_out", "sign_in"]
+
+
+async def test_the_sign_in_page_sends_a_signed_in_browser_to_the_dashboard(
+    sqlite_console: Console,
+) -> None:
+    c = sqlite_console
+    assert await c.sign_in() == 303
+    response = await c.client.get("/admin/login", headers=HTML, allow_redirects=False)
+    assert response.status == 303 and response.headers["Location"] == "/admin/"
+    status, html = await c.page("/admin/")
+    assert status == 200 and "<h1>Dashboard</h1>" in html
 
 
 async def test_a_session_expires(sqlite_console: Console) -> None:
