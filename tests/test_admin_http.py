@@ -15,6 +15,7 @@ from admin.config import SESSION_COOKIE
 from admin.evaluations import report_path
 from admin.security import CSP
 from app.settings import load_settings
+from core.audit import AuditEntry
 from core.errors import ConfigError
 from core.models import Status
 from evaluation.report_json import write_json
@@ -287,6 +288,26 @@ async def test_every_page_answers_with_its_security_headers(console: Console) ->
     unknown = await c.client.get("/admin/static/secrets.env", headers=HTML)
     assert unknown.status == 404
     assert_protected(unknown.headers)
+
+
+async def test_the_audit_log_pages_to_its_oldest_entry(console: Console) -> None:
+    """More than two pages of entries: each page links to the older ones, newest first,
+    and together they show every entry once; the last has no link."""
+    for n in range(230):
+        await console.store.add_audit(AuditEntry(1_764_000_000.0 + n, "test", "note", f"e{n:03d}"))
+    assert await console.sign_in() == 303
+    seen: list[int] = []
+    path: str | None = "/admin/audit"
+    pages = 0
+    while path is not None:
+        status, html = await console.page(path)
+        assert status == 200
+        pages += 1
+        seen += [int(n) for n in re.findall(r"<bdi>e(\d{3})</bdi>", html)]
+        older = re.search(r'<a href="([^"]+)" rel="next">Older</a>', html)
+        path = older.group(1) if older else None
+    assert pages == 3  # 231 entries with the sign-in's, 100 a page
+    assert seen == list(range(229, -1, -1))
 
 
 async def test_the_list_filters_and_pages(console: Console) -> None:
