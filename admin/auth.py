@@ -17,7 +17,8 @@ Invariants:
   before its handler runs;
 - signing in and out are written to the audit log in the transaction that does them;
   each token compared as wrong is written too (`sign_in_failed`, from which address),
-  so the log grows by at most `failed_sign_ins` such entries per address per window.
+  at most `failed_sign_ins` per address and `MAX_AUDITED` in all per window, so many
+  addresses guessing together cannot grow the log without limit.
 """
 
 from __future__ import annotations
@@ -142,9 +143,14 @@ class Auth:
 
     async def _failed(self, request: web.Request, address: str) -> web.Response:
         log.info("a failed sign-in to the console from %s", address)
-        await self._store.add_audit(
-            AuditEntry(self._clock(), "anonymous", "sign_in_failed", detail=f"from {address}")
-        )
+        left = await self.throttle.audit_turn()
+        if left is not None:
+            detail = f"from {address}"
+            if left == 0:
+                detail += "; the next failed sign-ins of this window are not logged"
+            await self._store.add_audit(
+                AuditEntry(self._clock(), "anonymous", "sign_in_failed", detail=detail)
+            )
         return self._form(request, status=401, error="That is not the token.")
 
     async def _signed_in(self, address: str) -> web.StreamResponse:

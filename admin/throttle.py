@@ -8,6 +8,8 @@ Invariants:
 - a reservation is given back (`release`) when no token was compared as wrong (a sign-in
   that succeeded, a forged form refused unread, a body that never came): only failures
   stay counted, so the operator signing in often is never refused;
+- at most `max_audited` failed sign-ins of a window are written to the audit log, all
+  addresses together (`audit_turn`);
 - memory is bounded: at most `MAX_ADDRESSES` addresses are tracked (the one least
   recently counted is forgotten first) and each holds at most N times; the clock is
   injected, so tests need no waiting.
@@ -22,7 +24,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-from core.sign_in_limits import Reserved
+from core.sign_in_limits import MAX_AUDITED, Reserved
 
 MAX_ADDRESSES = 10_000
 
@@ -37,12 +39,15 @@ class SignInThrottle:
         *,
         clock: Callable[[], float] = time.monotonic,
         max_addresses: int = MAX_ADDRESSES,
+        max_audited: int = MAX_AUDITED,
     ) -> None:
         self._limit = limit
         self._window = window
         self._clock = clock
         self._max = max_addresses
         self._attempts: OrderedDict[str, deque[float]] = OrderedDict()
+        self._max_audited = max_audited
+        self._audited: deque[float] = deque()
 
     async def reserve(self, address: str) -> Reserved:
         now = self._clock()
@@ -67,6 +72,16 @@ class SignInThrottle:
             return
         if not attempts:
             del self._attempts[address]
+
+    async def audit_turn(self) -> int | None:
+        now = self._clock()
+        audited = self._audited
+        while audited and audited[0] <= now - self._window:
+            audited.popleft()
+        if len(audited) >= self._max_audited:
+            return None
+        audited.append(now)
+        return self._max_audited - len(audited)
 
     def __len__(self) -> int:
         return len(self._attempts)

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
+MAX_AUDITED = 100
+"""Failed sign-ins written to the audit log per window, all addresses together: many
+addresses guessing at once cannot grow the log without limit."""
+
 
 class Reserved(NamedTuple):
     """A sign-in attempt's turn: `at`, the time it was counted at (give it back with
@@ -23,4 +27,9 @@ class SignInLimits(Protocol):
 
     async def release(self, address: str, at: float) -> None:
         """Uncount the attempt counted at `at` (it compared no wrong token)."""
+        ...
+
+    async def audit_turn(self) -> int | None:
+        """Take one of the window's audit entries for failed sign-ins (`MAX_AUDITED`, all
+        addresses together): how many remain after it, or None when none was left."""
         ...

@@ -137,6 +137,14 @@ async def test_the_memory_throttle_gives_back_and_forgets() -> None:
     assert (await throttle.reserve("a")).at == 61.0
 
 
+async def test_the_memory_throttle_bounds_the_failures_logged_per_window() -> None:
+    now = [0.0]
+    throttle = SignInThrottle(5, 60.0, clock=lambda: now[0], max_audited=3)
+    assert [await throttle.audit_turn() for _ in range(5)] == [2, 1, 0, None, None]
+    now[0] = 60.0
+    assert await throttle.audit_turn() == 2
+
+
 async def test_the_shared_count_gives_back_one_attempt_and_forgets_idle_addresses(
     tmp_path: Path,
 ) -> None:
@@ -160,5 +168,14 @@ async def test_the_shared_count_gives_back_one_attempt_and_forgets_idle_addresse
             now[0] = 1_071.0
             assert await one.forget_idle() == 2
             assert (await other.reserve("10.0.0.1")).at == 1_071.0
+            # The failures logged: a budget the workers share, as an address's attempts.
+            one = PostgresSignIns(runtime.shared_pool, 2, 60.0, clock=lambda: now[0], max_audited=3)
+            other = PostgresSignIns(
+                runtime.shared_pool, 2, 60.0, clock=lambda: now[0], max_audited=3
+            )
+            turns = [await (one, other)[n % 2].audit_turn() for n in range(5)]
+            assert turns == [2, 1, 0, None, None]
+            now[0] = 1_131.0
+            assert await other.audit_turn() == 2
     finally:
         await POSTGRES.drop_database(address)

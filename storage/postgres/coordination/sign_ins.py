@@ -5,7 +5,8 @@ A sliding window log per address, as `admin.throttle.SignInThrottle` keeps in me
 row holds the times of the address's attempts of the last window, at most N of them.
 Reserving is one statement, atomic under concurrency (the upsert holds the row's lock
 while it counts), so parallel sign-ins on several workers never take more than N
-attempts of one window between them.
+attempts of one window between them. The row of the empty address counts the window's
+failed sign-ins written to the audit log, the same way.
 
 Invariants: every statement is parameterised; times are wall-clock seconds since the
 epoch, the only clock several processes share; a lost connection or an unreachable
@@ -22,12 +23,12 @@ from collections.abc import Callable
 
 import asyncpg
 
-from core.sign_in_limits import Reserved
+from core.sign_in_limits import MAX_AUDITED, Reserved
 from storage.postgres.pool import call
 
 # $1 address, $2 limit, $3 now, $4 window: under the limit the attempt is added (older
-# times dropped) and a row returned; at the limit nothing changes. A refusal reads the
-# oldest time inside the window from the statement's snapshot (as `rate_limits` does).
+# times dropped) and the window's attempts counted; at the limit nothing changes. A refusal
+# reads the oldest time inside the window from the statement's snapshot (as `rate_limits`).
 _RESERVE = """
 WITH counted AS (
     INSERT INTO admin_sign_ins AS s (address, hits, last_at) VALUES ($1, ARRAY[$3::float8], $3)
@@ -36,12 +37,16 @@ WITH counted AS (
                          WHERE h > $3 - $4 ORDER BY h),
             last_at = GREATEST(s.last_at, $3)
         WHERE (SELECT count(*) FROM unnest(s.hits) AS h WHERE h > $3 - $4) < $2
-    RETURNING 1
+    RETURNING cardinality(s.hits) AS taken
 )
-SELECT EXISTS (SELECT 1 FROM counted) AS allowed,
+SELECT (SELECT taken FROM counted) AS taken,
        (SELECT min(h) FROM admin_sign_ins AS s, unnest(s.hits) AS h
          WHERE s.address = $1 AND h > $3 - $4) AS oldest
 """
+
+AUDITED = ""
+"""The row counting the window's failed sign-ins written to the audit log (no client has
+an empty address)."""
 
 # $1 address, $2 the attempt's time: one occurrence of it leaves the row's times.
 _RELEASE = """
@@ -63,11 +68,13 @@ class PostgresSignIns:
         window: float,
         *,
         clock: Callable[[], float] = time.time,
+        max_audited: int = MAX_AUDITED,
     ) -> None:
         self._pool = pool
         self._limit = limit
         self._window = window
         self._clock = clock
+        self._max_audited = max_audited
         self._pruned_at: float | None = None
 
     async def reserve(self, address: str) -> Reserved:
@@ -75,15 +82,25 @@ class PostgresSignIns:
         if self._pruned_at is None or now - self._pruned_at >= self._window:
             self._pruned_at = now
             await self.forget_idle()
+        taken, oldest = await self._take(address, self._limit, now)
+        if taken is not None:
+            return Reserved(now)
+        return Reserved(None, max(oldest + self._window - now, 0.001))
+
+    async def audit_turn(self) -> int | None:
+        taken, _ = await self._take(AUDITED, self._max_audited, self._clock())
+        return None if taken is None else self._max_audited - taken
+
+    async def _take(self, address: str, limit: int, now: float) -> tuple[int | None, float]:
+        """One of `address`'s `limit` attempts of the window: how many it has taken with
+        this one (None: refused), and its oldest of the window (`now` when none)."""
         row = await call(
             self._pool,
-            lambda c: c.fetchrow(_RESERVE, address, self._limit, now, self._window),
+            lambda c: c.fetchrow(_RESERVE, address, limit, now, self._window),
             "sign-in attempts",
         )
-        if row["allowed"]:
-            return Reserved(now)
         oldest = now if row["oldest"] is None else float(row["oldest"])
-        return Reserved(None, max(oldest + self._window - now, 0.001))
+        return (None if row["taken"] is None else int(row["taken"])), oldest
 
     async def release(self, address: str, at: float) -> None:
         await call(self._pool, lambda c: c.execute(_RELEASE, address, at), "sign-in attempts")
