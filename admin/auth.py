@@ -23,6 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import secrets
 import time
@@ -37,6 +38,7 @@ from admin.render import CSRF_KEY, page
 from admin.security import MAX_TOKEN_CHARS, csrf_token, same, token_hash
 from admin.throttle import SignInThrottle
 from core.audit import AuditEntry
+from core.errors import StoreUnavailable
 from core.sign_in_limits import SignInLimits
 
 log = logging.getLogger(__name__)
@@ -123,7 +125,8 @@ class Auth:
 
     async def sign_in(self, request: web.Request) -> web.StreamResponse:
         address = request.remote or "unknown"
-        reserved = await self.throttle.reserve(address)  # before the body: see the module
+        counted = counted_as(address)
+        reserved = await self.throttle.reserve(counted)  # before the body: see the module
         if reserved.at is None:
             response = self._form(request, status=429, error="Too many failed sign-ins: wait.")
             response.headers["Retry-After"] = str(max(1, round(reserved.wait)))
@@ -139,7 +142,15 @@ class Auth:
             return await self._signed_in(address)
         finally:
             if not failed:
-                await self.throttle.release(address, reserved.at)
+                await self._release(counted, reserved.at)
+
+    async def _release(self, counted: str, at: float) -> None:
+        """Give the attempt back; one the store cannot take back stays counted (the
+        address waits a little longer), never turning a sign-in into an error."""
+        try:
+            await self.throttle.release(counted, at)
+        except StoreUnavailable as error:
+            log.warning("a sign-in attempt of %s stays counted: %s", counted, error)
 
     async def _failed(self, request: web.Request, address: str) -> web.Response:
         log.info("a failed sign-in to the console from %s", address)
@@ -214,6 +225,22 @@ async def read_form(request: web.Request) -> dict[str, str]:
                 fields[name] = value
     request[_FORM_KEY] = fields
     return fields
+
+
+def counted_as(address: str) -> str:
+    """Whose attempts a client's are: its IPv4 address, or its IPv6 address's /64 network
+    (one host usually holds a whole /64, so counting each address would let it guess
+    without end); an IPv4 address mapped into IPv6 counts as itself; anything else is
+    counted as written."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 def refused(request: web.Request) -> web.Response:

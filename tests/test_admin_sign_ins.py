@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from admin.auth import counted_as
 from admin.config import LOGIN_COOKIE
 from admin.throttle import SignInThrottle
 from app.runtime import open_runtime
@@ -179,3 +180,19 @@ async def test_the_shared_count_gives_back_one_attempt_and_forgets_idle_addresse
             assert await other.audit_turn() == 2
     finally:
         await POSTGRES.drop_database(address)
+
+
+@pytest.mark.parametrize(
+    ("address", "counted"),
+    [
+        ("192.0.2.7", "192.0.2.7"),
+        ("2001:db8::1", "2001:db8::/64"),
+        ("2001:db8::ffff:0:1", "2001:db8::/64"),  # another address of the same host's /64
+        ("2001:db8:0:1::1", "2001:db8:0:1::/64"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("fe80::1%eth0", "fe80::/64"),
+        ("unknown", "unknown"),
+    ],
+)
+def test_an_ipv6_host_counts_as_its_64_network(address: str, counted: str) -> None:
+    assert counted_as(address) == counted
