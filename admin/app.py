@@ -26,6 +26,7 @@ from admin.ports import AdminStore
 from admin.render import not_found
 from admin.security import protect
 from core.service import ConsultationService
+from core.sign_in_limits import SignInLimits
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
@@ -38,9 +39,11 @@ def build_admin_app(
     *,
     clock: Callable[[], float] = time.time,
     figures: FigureSource | None = None,
+    throttle: SignInLimits | None = None,
 ) -> tuple[web.Application, Auth]:
-    """The console's routes behind its gate; `clock` is wall time (sessions expire by it)."""
-    auth = Auth(config, store, clock=clock)
+    """The console's routes behind its gate; `clock` is wall time (sessions expire by it);
+    `throttle` counts sign-in attempts (this process's own by default)."""
+    auth = Auth(config, store, clock=clock, throttle=throttle)
     app = web.Application(middlewares=[_headers, auth.gate])
     consultations = ConsultationPages(store, service, clock)
     evaluations = EvaluationPages(config.reports_dir)

@@ -7,17 +7,23 @@ Invariants:
   the server listens on loopback, and limited to `/admin`; the store keeps only its hash
   and its expiry, so a session lasts `session_seconds` at most and signing out ends it
   everywhere (a copied cookie stops working);
-- an address that failed `failed_sign_ins` times within the window is refused (429)
-  without its token being compared (`admin.throttle`);
+- each sign-in reserves an attempt of its address before its body is read, and an
+  address whose `failed_sign_ins` attempts of the window are used (failed, or under way)
+  is refused (429) unread, so parallel sign-ins compare at most that many tokens per
+  window; on PostgreSQL the count is shared by every worker (`admin.throttle`);
 - without a valid session every console path but the sign-in page and static files
   answers 303 to the sign-in page for a browser (an `Accept` naming HTML) and 401 to
   anything else; every POST must carry its form's CSRF token, or is refused (403)
   before its handler runs;
-- signing in and out are written to the audit log in the transaction that does them.
+- signing in and out are written to the audit log in the transaction that does them;
+  each token compared as wrong is written too (`sign_in_failed`, from which address),
+  at most `failed_sign_ins` per address and `MAX_AUDITED` in all per window, so many
+  addresses guessing together cannot grow the log without limit.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import secrets
 import time
@@ -32,6 +38,8 @@ from admin.render import CSRF_KEY, page
 from admin.security import MAX_TOKEN_CHARS, csrf_token, same, token_hash
 from admin.throttle import SignInThrottle
 from core.audit import AuditEntry
+from core.errors import StoreUnavailable
+from core.sign_in_limits import SignInLimits
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +75,12 @@ class Auth:
         store: AdminStore,
         *,
         clock: Callable[[], float] = time.time,
-        throttle: SignInThrottle | None = None,
+        throttle: SignInLimits | None = None,
     ) -> None:
         self._config = config
         self._store = store
         self._clock = clock
-        self.throttle = throttle or SignInThrottle(
+        self.throttle: SignInLimits = throttle or SignInThrottle(
             config.failed_sign_ins, config.failure_window_seconds, clock=clock
         )
 
@@ -117,18 +125,46 @@ class Auth:
 
     async def sign_in(self, request: web.Request) -> web.StreamResponse:
         address = request.remote or "unknown"
-        wait = self.throttle.retry_after(address)
-        if wait:
+        counted = counted_as(address)
+        reserved = await self.throttle.reserve(counted)  # before the body: see the module
+        if reserved.at is None:
             response = self._form(request, status=429, error="Too many failed sign-ins: wait.")
-            response.headers["Retry-After"] = str(max(1, round(wait)))
+            response.headers["Retry-After"] = str(max(1, round(reserved.wait)))
             return response
-        form = await read_form(request)
-        if not same(form.get("login"), request.cookies.get(LOGIN_COOKIE) or "\x00"):
-            return refused(request)
-        if not same(form.get("token"), self._config.token):
-            self.throttle.failed(address)
-            log.info("a failed sign-in to the console from %s", address)
-            return self._form(request, status=401, error="That is not the token.")
+        failed = False
+        try:
+            form = await read_form(request)
+            if not same(form.get("login"), request.cookies.get(LOGIN_COOKIE) or "\x00"):
+                return refused(request)
+            if not same(form.get("token"), self._config.token):
+                failed = True
+                return await self._failed(request, address)
+            return await self._signed_in(address)
+        finally:
+            if not failed:
+                await self._release(counted, reserved.at)
+
+    async def _release(self, counted: str, at: float) -> None:
+        """Give the attempt back; one the store cannot take back stays counted (the
+        address waits a little longer), never turning a sign-in into an error."""
+        try:
+            await self.throttle.release(counted, at)
+        except StoreUnavailable as error:
+            log.warning("a sign-in attempt of %s stays counted: %s", counted, error)
+
+    async def _failed(self, request: web.Request, address: str) -> web.Response:
+        log.info("a failed sign-in to the console from %s", address)
+        left = await self.throttle.audit_turn()
+        if left is not None:
+            detail = f"from {address}"
+            if left == 0:
+                detail += "; the next failed sign-ins of this window are not logged"
+            await self._store.add_audit(
+                AuditEntry(self._clock(), "anonymous", "sign_in_failed", detail=detail)
+            )
+        return self._form(request, status=401, error="That is not the token.")
+
+    async def _signed_in(self, address: str) -> web.StreamResponse:
         token = secrets.token_urlsafe(32)
         now = self._clock()
         session = ConsoleSession(token_hash(token), csrf_token(token), now + self._seconds)
@@ -189,6 +225,22 @@ async def read_form(request: web.Request) -> dict[str, str]:
                 fields[name] = value
     request[_FORM_KEY] = fields
     return fields
+
+
+def counted_as(address: str) -> str:
+    """Whose attempts a client's are: its IPv4 address, or its IPv6 address's /64 network
+    (one host usually holds a whole /64, so counting each address would let it guess
+    without end); an IPv4 address mapped into IPv6 counts as itself; anything else is
+    counted as written."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 def refused(request: web.Request) -> web.Response:

@@ -20,12 +20,14 @@ from aiohttp import web
 
 from admin.auth import SESSION_KEY, read_form
 from admin.config import PREFIX
+from admin.people import person_link
 from admin.ports import AdminStore
 from admin.render import bad_request, not_found, page
 from admin.transcript import view_of
 from core.audit import AuditEntry
 from core.listing import MAX_SEARCH_CHARS, PAGE_SIZE, ConsultationQuery, Cursor
-from core.models import Status
+from core.memory import person_of, telegram_person
+from core.models import Consultation, Status
 from core.service import ConsultationService
 from core.usage import ScopeKind, day_of
 
@@ -124,6 +126,17 @@ def _day_after(value: str, name: str) -> float | None:
     return None if day is None else (day + timedelta(days=1)).timestamp()
 
 
+def asked_by(consultation: Consultation) -> str | None:
+    """The person who asked: the owner of the memory it started with (an API session's
+    `api:<userId>`, a Telegram user), else the Telegram user who started it; None when
+    the store does not say (an API session without a userId or without memory)."""
+    if consultation.memory_owner is not None:
+        return person_of(consultation.memory_owner)
+    if consultation.started_by is not None:
+        return telegram_person(consultation.started_by)
+    return None
+
+
 class ConsultationPages:
     def __init__(
         self, store: AdminStore, service: ConsultationService, clock: Callable[[], float]
@@ -165,10 +178,13 @@ class ConsultationPages:
         chat_usage = await self._store.usage_of(
             ScopeKind.CHAT, found.chat_key, since_day=since, until_day=until
         )
+        asker = asked_by(found)
         return page(
             request,
             "consultation.html",
             c=found,
+            asker=asker,
+            asker_link=None if asker is None else person_link(asker),
             view=view_of(found),
             chat_usage=chat_usage,
             usage_days=(since, until),

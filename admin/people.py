@@ -26,7 +26,7 @@ from admin.render import bad_request, not_found, page
 from core.audit import AuditEntry
 from core.memory import MAX_FACTS
 from core.people import MAX_SEARCH_CHARS, PeopleQuery
-from core.quotas import MAX_OVERRIDE_TOKENS, QuotaOverride, limits_for
+from core.quotas import MAX_OVERRIDE_TOKENS, PersonLimits, QuotaOverride, limits_for
 from core.service import ConsultationService
 from core.usage import ScopeKind, day_of, month_start
 
@@ -62,7 +62,10 @@ class PeoplePages:
         more = len(rows) > PAGE
         rows = rows[:PAGE]
         config = self._service.quotas.config
-        people = [(row, limits_for(config, row.person, row.override)) for row in rows]
+        people = [
+            (row, limits_for(config, row.person, row.override), person_link(row.person))
+            for row in rows
+        ]
         next_page = ""
         if more:
             last = rows[-1]
@@ -92,6 +95,7 @@ class PeoplePages:
             facts=facts,
             blocked=blocked,
             max_tokens=MAX_OVERRIDE_TOKENS,
+            limits=limits_text(quota.limits),
         )
 
     async def set_quota(self, request: web.Request) -> web.StreamResponse:
@@ -150,6 +154,33 @@ class PeoplePages:
         finally:  # their chosen language went too (even a failed write may have committed)
             self._service.languages.refresh(person)
         raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
+
+
+def person_link(person: str) -> str | None:
+    """The console page of `person`, or None for a key that has none (the terminal
+    console's `console:local`, charged like a person but no Telegram or API user)."""
+    return f"{PREFIX}/people/{_path(person)}" if PERSON.fullmatch(person) else None
+
+
+def limits_text(limits: PersonLimits) -> str:
+    """A person's limits in words: each limit, or that there is none of that kind."""
+    if limits.exempt:
+        return "exempt" if limits.overridden else "exempt (settings)"
+    if not limits.any:
+        return "none"
+    return ", ".join(
+        (
+            f"{limits.daily_tokens:,} tokens a day"
+            if limits.daily_tokens
+            else "no daily token limit",
+            f"{limits.monthly_tokens:,} tokens a month"
+            if limits.monthly_tokens
+            else "no monthly token limit",
+            f"{limits.daily_consultations:,} consultations a day"
+            if limits.daily_consultations
+            else "no daily consultation limit",
+        )
+    )
 
 
 def _person(request: web.Request) -> str | None:

@@ -3,7 +3,9 @@
 Mounted at `/admin` only when ADMIN_TOKEN is set (`Settings.admin_config`); otherwise
 nothing is, and every `/admin` path is the server's 404. On PostgreSQL (the runtime holds
 the shared-state pool) the dashboard also shows the workers seen and the shared inbox
-(`app.console_figures`); on SQLite, one process, it has no such section.
+(`app.console_figures`), and the sign-in attempts per address are counted in a table
+every worker shares; on SQLite, one process, it has no such section and counts them in
+memory.
 """
 
 from __future__ import annotations
@@ -32,12 +34,19 @@ def console_mounts(
     # Jinja2 and markdown-it load only when the console is on.
     from admin.app import build_admin_app
 
-    figures = None
+    figures = throttle = None
     if runtime.shared_pool is not None:
         from app.console_figures import PostgresFigures
+        from storage.postgres.coordination.sign_ins import PostgresSignIns
 
         figures = PostgresFigures(runtime.shared_pool, clock)
+        throttle = PostgresSignIns(
+            runtime.shared_pool,
+            config.failed_sign_ins,
+            config.failure_window_seconds,
+            clock=clock,
+        )
     console, _ = build_admin_app(
-        config, runtime.store, runtime.service, clock=clock, figures=figures
+        config, runtime.store, runtime.service, clock=clock, figures=figures, throttle=throttle
     )
     return [(PREFIX, console)]

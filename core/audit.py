@@ -2,7 +2,9 @@
 
 Invariant: an entry is written by the same transaction as the action it records
 (`add_admin_session`, `end_admin_session`, `delete_consultation` take it), so the log
-never names an action that did not happen nor misses one that did. Entries are never
+never names an action that did not happen nor misses one that did; a failed sign-in,
+which changes nothing, is an entry of its own (`sign_in_failed`, bounded per window by
+`core.sign_in_limits`). Entries are never
 changed; they are read newest first by id.
 """
 

@@ -233,3 +233,34 @@ async def test_dashboard_and_a_quota_set_in_the_browser_refuse_the_bots_next_mes
             await expect(page).to_have_url(f"{base}/login")
             await browser.close()
             assert errors == [], errors
+
+
+WIDER_THAN_THE_SCREEN = """() => [...document.querySelectorAll('body *')]
+    .filter(e => e.getBoundingClientRect().right > window.innerWidth)
+    .map(e => e.tagName + (e.dataset.label ? '[' + e.dataset.label + ']' : ''))"""
+
+
+async def test_the_consultations_list_fits_a_phone(console: Console, page: Page) -> None:
+    """At 390 CSS pixels wide (a phone) the list with its filters, an API session's long
+    key and a long request fit, and so does that session's transcript: nothing reaches
+    past the screen's right edge, so nothing scrolls sideways."""
+    found = consultation(
+        "An API session's request, long enough to wrap: " + "word " * 40,
+        chat_key="api:2f6c1a9e-8d3b-4c7a-9e5f-0b1d2c3e4f5a",
+        at=1_764_140_500.0,
+    )
+    await console.store.create(found)
+    base = str(console.client.make_url("/admin/")).rstrip("/")
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await page.goto(f"{base}/login")
+    await page.fill("#token", TOKEN)
+    await page.click("button[type=submit]")
+    await expect(page.locator("h1")).to_have_text("Dashboard")
+    await page.goto(f"{base}/consultations")
+    await expect(page.locator("table.list tbody tr")).to_have_count(4)
+    assert await page.evaluate(WIDER_THAN_THE_SCREEN) == []
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+    await page.click("text=An API session's request")
+    await expect(page.locator("h2", has_text="Final answer")).to_be_visible()
+    assert await page.evaluate(WIDER_THAN_THE_SCREEN) == []
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390

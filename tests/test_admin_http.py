@@ -14,8 +14,8 @@ import pytest
 from admin.config import SESSION_COOKIE
 from admin.evaluations import report_path
 from admin.security import CSP
-from admin.throttle import SignInThrottle
 from app.settings import load_settings
+from core.audit import AuditEntry
 from core.errors import ConfigError
 from core.models import Status
 from evaluation.report_json import write_json
@@ -186,6 +186,10 @@ async def test_signing_out_ends_the_session_everywhere(sqlite_console: Console) 
     csrf = await c.csrf()
     response = await c.client.post("/admin/logout", data={"csrf": csrf}, allow_redirects=False)
     assert response.status == 303 and response.headers["Location"] == "/admin/login"
+    # The browser drops the cookie only when the deletion names the cookie's own path.
+    deleted = response.cookies[SESSION_COOKIE]
+    assert deleted.value == "" and deleted["max-age"] == "0" and deleted["path"] == "/admin"
+    assert (await c.page("/admin/consultations"))[0] == 303  # the jar kept no dead cookie
     replayed = await c.client.get(
         "/admin/consultations",
         headers={"Cookie": f"{SESSION_COOKIE}={token}"},
@@ -195,6 +199,17 @@ async def test_signing_out_ends_the_session_everywhere(sqlite_console: Console) 
     assert await c.store.admin_session_expiry(token) is None
     actions = [e.action for e in await c.store.audit_log(before_id=None, limit=10)]
     assert actions[:2] == ["sign_out", "sign_in"]
+
+
+async def test_the_sign_in_page_sends_a_signed_in_browser_to_the_dashboard(
+    sqlite_console: Console,
+) -> None:
+    c = sqlite_console
+    assert await c.sign_in() == 303
+    response = await c.client.get("/admin/login", headers=HTML, allow_redirects=False)
+    assert response.status == 303 and response.headers["Location"] == "/admin/"
+    status, html = await c.page("/admin/")
+    assert status == 200 and "<h1>Dashboard</h1>" in html
 
 
 async def test_a_session_expires(sqlite_console: Console) -> None:
@@ -244,19 +259,6 @@ async def test_failed_sign_ins_are_limited_per_address(sqlite_console: Console) 
     assert await c.sign_in() == 303
 
 
-def test_the_failed_sign_in_table_is_bounded() -> None:
-    now = [0.0]
-    throttle = SignInThrottle(2, 60.0, clock=lambda: now[0], max_addresses=100)
-    for n in range(10_000):
-        throttle.failed(f"10.0.{n // 256}.{n % 256}")
-    assert len(throttle) == 100
-    throttle.failed("a")
-    throttle.failed("a")
-    assert throttle.retry_after("a") == 60.0
-    now[0] = 61.0
-    assert throttle.retry_after("a") == 0.0
-
-
 # -- pages on both stores -------------------------------------------------------------------
 
 
@@ -286,6 +288,26 @@ async def test_every_page_answers_with_its_security_headers(console: Console) ->
     unknown = await c.client.get("/admin/static/secrets.env", headers=HTML)
     assert unknown.status == 404
     assert_protected(unknown.headers)
+
+
+async def test_the_audit_log_pages_to_its_oldest_entry(console: Console) -> None:
+    """More than two pages of entries: each page links to the older ones, newest first,
+    and together they show every entry once; the last has no link."""
+    for n in range(230):
+        await console.store.add_audit(AuditEntry(1_764_000_000.0 + n, "test", "note", f"e{n:03d}"))
+    assert await console.sign_in() == 303
+    seen: list[int] = []
+    path: str | None = "/admin/audit"
+    pages = 0
+    while path is not None:
+        status, html = await console.page(path)
+        assert status == 200
+        pages += 1
+        seen += [int(n) for n in re.findall(r"<bdi>e(\d{3})</bdi>", html)]
+        older = re.search(r'<a href="([^"]+)" rel="next">Older</a>', html)
+        path = older.group(1) if older else None
+    assert pages == 3  # 231 entries with the sign-in's, 100 a page
+    assert seen == list(range(229, -1, -1))
 
 
 async def test_the_list_filters_and_pages(console: Console) -> None:

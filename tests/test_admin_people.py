@@ -5,9 +5,11 @@ forged and oversized person keys; markup in a key and in a fact shown inert."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +18,9 @@ from core.models import Usage
 from core.people import PeopleQuery
 from core.quotas import MAX_OVERRIDE_TOKENS, QuotaOverride
 from core.usage import CallKind, Charge, day_of, month_start
-from tests.admin_harness import Console, console_settings, running_console
-from tests.store_contract import StoreKind
+from tests.admin_harness import Console, console_settings, consultation, running_console
+from tests.fakes.model_server import FakeModelServer
+from tests.store_contract import STORE_KINDS, StoreKind
 
 HOSTILE_FACT = "<script>alert('fact')</script> likes \u202eevil"
 HOSTILE_PERSON = "api:<b>x</b>"
@@ -58,7 +61,7 @@ async def test_the_list_shows_usage_against_limits_newest_first_and_searches(
     assert status == 200
     # Newest activity first, then by key: yesterday's person last.
     listed = re.findall(r'<a href="/admin/people/([^"]+)">', html)
-    assert listed == ["api%3A%3Cb%3Ex%3C/b%3E", "tg%3A2", "tg%3A9", "tg%3A1"]
+    assert listed == ["tg%3A2", "tg%3A9", "tg%3A1"]  # a key no page takes is not a link
     assert "3,000 / 5,000" in html  # today's tokens against the daily limit
     assert "exempt (settings)" in html  # tg:9
     assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
@@ -193,3 +196,86 @@ async def test_forged_and_oversized_person_keys_are_404(console: Console) -> Non
         status, _ = await console.page(f"/admin/people{query}")
         assert status == 400, query
     assert await audit_actions(console) == []
+
+
+async def test_every_person_listed_is_a_working_page_or_not_a_link(console: Console) -> None:
+    """The terminal console is charged as `console:local`: listed, but as text, since no
+    Telegram or API user has that key; every link on the list opens a page."""
+    await charge(console, "console:local", 40)
+    await charge(console, "tg:3", 10)
+    await charge(console, "api:u-1", 10)
+    assert await console.sign_in() == 303
+    status, html = await console.page("/admin/people")
+    assert status == 200
+    assert "console:local <small>(the terminal console)</small>" in html
+    links = re.findall(r'<a href="(/admin/people/[^"]+)">', html)
+    assert links == ["/admin/people/api%3Au-1", "/admin/people/tg%3A3"]
+    for link in links:
+        assert (await console.page(link))[0] == 200
+
+
+async def test_a_person_page_names_each_limit_or_its_absence(console: Console) -> None:
+    assert await console.sign_in() == 303
+    status, html = await console.page("/admin/people/tg:7")
+    assert status == 200
+    assert "5,000 tokens a day, no monthly token limit, no daily consultation limit</dd>" in html
+    assert "no a month" not in html
+    status, html = await console.page("/admin/people/tg:9")
+    assert status == 200 and "<dd>exempt (settings)</dd>" in html
+
+
+async def test_an_api_consultation_names_its_user_and_leads_to_blocking_them(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """A session the API answered for `userId` u-7: its page names `api:u-7` and links to
+    their page, whose Block the API then enforces."""
+    sqlite = STORE_KINDS[0]
+    settings = console_settings(
+        sqlite,
+        await sqlite.new_database(tmp_path),
+        api_enabled=True,
+        memory_enabled=True,
+        openai_base_url=model_server.base_url,
+        llm_structured_questions="off",
+    )
+    async with running_console(settings) as c:
+        model_server.enqueue("Rotate the keys.")
+        model_server.enqueue("none")  # what memory keeps of it
+        ask = {"message": "Leak our keys?", "userId": "u-7"}
+        headers = {"Content-Type": "application/json"}
+        answer = await c.client.post("/api/chat", data=json.dumps(ask), headers=headers)
+        assert answer.status == 200
+        session = (await answer.json())["sessionId"]
+        assert await c.sign_in() == 303
+        status, html = await c.page(f"/admin/consultations/{session}")
+        assert status == 200
+        link = re.search(r'<dt>Person</dt><dd><a href="([^"]+)"><bdi>api:u-7</bdi></a>', html)
+        assert link is not None and link.group(1) == "/admin/people/api%3Au-7"
+        status, html = await c.page(link.group(1))
+        assert status == 200 and '<button type="submit" class="danger">Block</button>' in html
+        csrf = await c.csrf(link.group(1))
+        blocked = await c.client.post(
+            f"{link.group(1)}/block", data={"csrf": csrf, "blocked": "yes"}
+        )
+        assert blocked.status == 200
+        again = await c.client.post("/api/chat", data=json.dumps(ask), headers=headers)
+        assert again.status == 403 and (await again.json())["code"] == "FORBIDDEN"
+
+
+async def test_a_consultation_names_the_telegram_user_who_started_it_or_says_none_is_known(
+    tmp_path: Path,
+) -> None:
+    sqlite = STORE_KINDS[0]
+    settings = console_settings(sqlite, await sqlite.new_database(tmp_path))
+    async with running_console(settings) as c:
+        in_group = consultation(chat_key="tg:-100123")
+        in_group.started_by = 42
+        unknown = consultation(chat_key="api:8d0c5f0e")  # no userId, no memory
+        for found in (in_group, unknown):
+            await c.store.create(found)
+        assert await c.sign_in() == 303
+        status, html = await c.page(f"/admin/consultations/{in_group.id}")
+        assert status == 200
+        assert '<dt>Person</dt><dd><a href="/admin/people/tg%3A42"><bdi>tg:42</bdi>' in html
+        status, html = await c.page(f"/admin/consultations/{unknown.id}")
+        assert status == 200 and '<dt>Person</dt><dd><span class="empty">not recorded' in html

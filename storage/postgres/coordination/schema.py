@@ -24,6 +24,7 @@ TABLES = frozenset(
         "undelivered",
         "flood_waits",
         "workers",
+        "admin_sign_ins",
     }
 )
 """The tables only the coordination uses: a PostgreSQL database has them beside the store's,
@@ -56,6 +57,18 @@ MIGRATIONS: list[Migration] = [
             " pid INTEGER NOT NULL, started_at DOUBLE PRECISION NOT NULL,"
             " last_seen_at DOUBLE PRECISION NOT NULL)",
             "CREATE INDEX workers_last_seen ON workers (last_seen_at)",
+        ),
+    ),
+    (
+        # The console's sign-in attempts per client address, shared by the workers
+        # (`storage.postgres.coordination.sign_ins`): the times of the address's attempts
+        # of the last window; rows idle for a window are deleted through `last_at`.
+        "c003_admin_sign_ins",
+        (
+            "CREATE TABLE admin_sign_ins (address TEXT PRIMARY KEY,"
+            " hits DOUBLE PRECISION[] NOT NULL DEFAULT '{}',"
+            " last_at DOUBLE PRECISION NOT NULL)",
+            "CREATE INDEX admin_sign_ins_last ON admin_sign_ins (last_at)",
         ),
     ),
 ]
