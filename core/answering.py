@@ -27,11 +27,12 @@ from typing import Any
 
 from core.attachments import Image
 from core.clarifying import ClarifyingRound
-from core.clarifying_call import QuestionFormat, QuestionMode, ask_round
+from core.clarifying_call import AskedRound, Outcome, ask_round
 from core.collect import CollectedAnswer, collect_answer
 from core.early_finish import MarkerFilter, strip_marker
 from core.errors import ModelError, ModelErrorKind, TurnAlreadyHandled
 from core.json_answer import follows_schema
+from core.llm_format import QuestionMode, StructuredFormats
 from core.models import Consultation, Message, Role, Status, TurnRecord
 from core.outcomes import Notice, Reply, replay_of
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
@@ -59,14 +60,17 @@ class Answerer:
         config: EngineConfig,
         clock: Callable[[], float],
         accounting: Accounting,
+        formats: StructuredFormats,
     ) -> None:
+        """`formats`: what the process learned of the endpoint's structured replies,
+        shared with the client-memory call."""
         self._store = store
         self._accounting = accounting
         self._completer = completer
         self._prompts = prompts
         self._config = config
         self._clock = clock
-        self._format = QuestionFormat(QuestionMode(config.structured_questions))
+        self._formats = formats
 
     async def answer(
         self,
@@ -231,23 +235,45 @@ class Answerer:
                 consultation, planned, is_group, on_text, images, images_not_seen
             )
 
-        if turn.is_final or not self._format.structured:
+        if turn.is_final or self._formats.mode is QuestionMode.OFF:
             return (turn, *await in_text(turn), None)
         request = self._request(consultation, turn, is_group, images, images_not_seen, True)
-        asked = await ask_round(self._completer, request, on_text=on_text)
-        if asked.round is not None and asked.answer is not None:
+        asked = await self._ask_round(request, on_text)
+        if asked is None or asked.answer is None:  # the model is asked in text
+            return (turn, *await in_text(turn), None)
+        if asked.round is not None:
             if asked.round.questions and not asked.round.ready_for_final:
                 return turn, request, asked.answer, asked.round
             ready = ready_turn(turn)
             final_request, final = await in_text(ready)
             final.usage = asked.answer.usage + final.usage
             return ready, final_request, final, None
-        self._format.check(asked)
-        text_request, answer = await in_text(turn)
-        self._format.remember(asked)
-        if asked.answer is not None:
-            answer.usage = asked.answer.usage + answer.usage
+        if asked.outcome is Outcome.PROSE:  # the round written in text: the reply
+            self._formats.writes_prose(request.model)
+            return turn, request, asked.answer, None
+        text_request, answer = await in_text(turn)  # JSON that is no round: once more
+        answer.usage = asked.answer.usage + answer.usage
         return turn, text_request, answer, None
+
+    async def _ask_round(
+        self, request: CompletionRequest, on_text: OnText | None
+    ) -> AskedRound | None:
+        """The round asked in each form the model may take, until one is not refused;
+        None when it is to be asked in text (under `on`, MISCONFIGURED instead)."""
+        while (form := self._formats.form(request.model)) is not None:
+            asked = await ask_round(
+                self._completer, dataclasses.replace(request, schema_form=form), on_text=on_text
+            )
+            if asked.outcome is not Outcome.REFUSED:
+                return asked
+            self._formats.refused(request.model, form, asked.why)
+        if self._formats.mode is QuestionMode.ON:
+            raise ModelError(
+                ModelErrorKind.MISCONFIGURED,
+                f"LLM_STRUCTURED_QUESTIONS=on, but the model endpoint "
+                f"{self._formats.why_text(request.model)}; set it to auto or off",
+            )
+        return None
 
     def _request(
         self,

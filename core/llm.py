@@ -50,6 +50,7 @@ from core.llm_errors import (
     refused,
     status_error,
 )
+from core.llm_format import SchemaForm
 from core.llm_stream import StreamState, decoded
 from core.ports import Completion, CompletionRequest, OnDelta
 
@@ -169,7 +170,10 @@ class OpenAICompleter:
             body["max_tokens"] = request.max_tokens
         if request.json_mode:
             body["response_format"] = _JSON_FORMAT
-            if schema and request.json_schema is not None:
+            if schema and request.json_schema is not None and _in_json_object(request):
+                # llama-cpp-python's form: it turns the schema into a grammar.
+                body["response_format"] = {"type": "json_object", "schema": request.json_schema}
+            elif schema and request.json_schema is not None:
                 body["response_format"] = {
                     "type": "json_schema",
                     "json_schema": {
@@ -191,12 +195,14 @@ class OpenAICompleter:
         or a hang-up before any answer (llama-cpp-python's server) — is made again with
         `json_object`; when that one succeeds, the server is known to lack json_schema
         and later calls skip it. (When it fails too, the server is down, not refusing.)
-        A call whose schema is required (`schema_required`) is not made again: it fails
-        with FORMAT_REFUSED, at once when the server is known to lack json_schema.
+        A call whose schema is required (`schema_required`) is sent in the form it names
+        (`schema_form`) and not made again: a refusal fails it with FORMAT_REFUSED (its
+        caller, `core.llm_format`, knows the next form), at once when it names json_schema
+        and the server is known to lack it.
         """
         schema = request.json_mode and request.json_schema is not None
-        if schema and request.schema_required and self._schema_refused:
-            raise ModelError(ModelErrorKind.FORMAT_REFUSED, "the server lacks json_schema")
+        if schema and request.schema_required:
+            return await self._complete_required(request, on_delta)
         if not schema or self._schema_refused:
             return await self._complete(request, on_delta, schema=False)
         state = StreamState(request.model)  # its pieces tell whether text was streamed
@@ -205,11 +211,24 @@ class OpenAICompleter:
         except openai.APIError as exc:
             if state.pieces or not _schema_refused(exc):
                 raise _model_error(exc, images=has_images(request)) from exc
-            if request.schema_required:
-                raise ModelError(ModelErrorKind.FORMAT_REFUSED, exc.message) from exc
         completion = await self._complete(request, on_delta, schema=False)
         self._schema_refused = True
         return completion
+
+    async def _complete_required(
+        self, request: CompletionRequest, on_delta: OnDelta | None
+    ) -> Completion:
+        """One call with a required schema in its form; a refusal is FORMAT_REFUSED."""
+        if self._schema_refused and not _in_json_object(request):
+            raise ModelError(ModelErrorKind.FORMAT_REFUSED, "the server lacks json_schema")
+        state = StreamState(request.model)  # its pieces tell whether text was streamed
+        try:
+            return await self._complete(request, on_delta, schema=True, state=state)
+        except openai.APIError as exc:
+            if state.pieces or not _schema_refused(exc):
+                raise _model_error(exc, images=has_images(request)) from exc
+            said = exc.message if exc.message.strip() else "the connection ended"
+            raise ModelError(ModelErrorKind.FORMAT_REFUSED, said) from exc
 
     async def _complete(
         self,
@@ -312,6 +331,11 @@ def _model_error(exc: openai.APIError, *, images: bool = False) -> ModelError:
         return status_error(exc.status_code, detail, exc.request.url)
     # Connection refused/reset, an error event mid-stream, an unparsable response.
     return ModelError(ModelErrorKind.UNAVAILABLE, detail)
+
+
+def _in_json_object(request: CompletionRequest) -> bool:
+    """Whether a required schema goes as `json_object` with its schema (see `SchemaForm`)."""
+    return request.schema_required and request.schema_form is SchemaForm.JSON_OBJECT
 
 
 def _schema_refused(exc: openai.APIError) -> bool:
