@@ -32,7 +32,7 @@ from core.collect import CollectedAnswer, collect_answer
 from core.early_finish import MarkerFilter, strip_marker
 from core.errors import ModelError, ModelErrorKind, TurnAlreadyHandled
 from core.json_answer import follows_schema
-from core.llm_format import QuestionMode, StructuredFormats
+from core.llm_format import QuestionMode, Refusal, StructuredFormats
 from core.models import Consultation, Message, Role, Status, TurnRecord
 from core.outcomes import Notice, Reply, replay_of
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
@@ -238,9 +238,12 @@ class Answerer:
         if turn.is_final or self._formats.mode is QuestionMode.OFF:
             return (turn, *await in_text(turn), None)
         request = self._request(consultation, turn, is_group, images, images_not_seen, True)
-        asked = await self._ask_round(request, on_text)
+        refusals: list[Refusal] = []
+        asked = await self._ask_round(request, on_text, refusals)
         if asked is None or asked.answer is None:  # the model is asked in text
-            return (turn, *await in_text(turn), None)
+            answered = (turn, *await in_text(turn), None)
+            self._formats.refused(request.model, refusals)
+            return answered
         if asked.round is not None:
             if asked.round.questions and not asked.round.ready_for_final:
                 return turn, request, asked.answer, asked.round
@@ -256,22 +259,27 @@ class Answerer:
         return turn, text_request, answer, None
 
     async def _ask_round(
-        self, request: CompletionRequest, on_text: OnText | None
+        self, request: CompletionRequest, on_text: OnText | None, refusals: list[Refusal]
     ) -> AskedRound | None:
-        """The round asked in each form the model may take, until one is not refused;
-        None when it is to be asked in text (under `on`, MISCONFIGURED instead)."""
-        while (form := self._formats.form(request.model)) is not None:
+        """The round asked in each form the model may take until one is not refused (the
+        refused ones added to `refusals`, and learned once a form answered); None when
+        it is to be asked in text (under `on`, MISCONFIGURED instead)."""
+        model = request.model
+        while (form := self._formats.form(model, [r.form for r in refusals])) is not None:
             asked = await ask_round(
                 self._completer, dataclasses.replace(request, schema_form=form), on_text=on_text
             )
             if asked.outcome is not Outcome.REFUSED:
+                self._formats.refused(model, refusals)
                 return asked
-            self._formats.refused(request.model, form, asked.why)
+            refusals.append(Refusal(form, asked.why))
         if self._formats.mode is QuestionMode.ON:
+            self._formats.refused(model, refusals)
             raise ModelError(
                 ModelErrorKind.MISCONFIGURED,
                 f"LLM_STRUCTURED_QUESTIONS=on, but the model endpoint "
-                f"{self._formats.why_text(request.model)}; set it to auto or off",
+                f"{self._formats.why_text(model) or 'refuses response_format'}; "
+                "set it to auto or off",
             )
         return None
 

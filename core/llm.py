@@ -79,6 +79,10 @@ _UNSENT_HEADERS = dict.fromkeys(
 hundreds in flight carries its headers in three forms (the SDK's, httpx2's bytes, aiohttp's
 strings), and these nine are half of them (see docs/performance.md)."""
 _CALL_OPTIONS: openai.RequestOptions = {"headers": _UNSENT_HEADERS}
+_PROBE_OPTIONS: openai.RequestOptions = {"headers": _UNSENT_HEADERS, "max_retries": 0}
+"""A required schema's form not yet answered by the server is sent once without the SDK's
+retries: a refusal (llama-cpp-python's 500 for json_schema) costs one request, not one
+per retry after backoffs; another error gets the call again with them."""
 
 _JSON_FORMAT = {"type": "json_object"}
 _STREAM_OPTIONS = {"include_usage": True}
@@ -139,6 +143,7 @@ class OpenAICompleter:
         if temperature is not None:
             self._default_extra_body.setdefault("temperature", temperature)
         self._schema_refused = False  # the server refused json_schema once: json_object now
+        self._answered: set[tuple[str, SchemaForm]] = set()  # required forms it answered
 
     @classmethod
     def from_endpoint(cls, endpoint: ModelEndpoint) -> OpenAICompleter:
@@ -218,17 +223,28 @@ class OpenAICompleter:
     async def _complete_required(
         self, request: CompletionRequest, on_delta: OnDelta | None
     ) -> Completion:
-        """One call with a required schema in its form; a refusal is FORMAT_REFUSED."""
+        """One call with a required schema in its form; a refusal is FORMAT_REFUSED. A
+        form the server has not answered yet is sent without the SDK's retries first
+        (`_PROBE_OPTIONS`)."""
         if self._schema_refused and not _in_json_object(request):
             raise ModelError(ModelErrorKind.FORMAT_REFUSED, "the server lacks json_schema")
+        form = (request.model, request.schema_form)
+        probe = form not in self._answered
         state = StreamState(request.model)  # its pieces tell whether text was streamed
+        options = _PROBE_OPTIONS if probe else _CALL_OPTIONS
         try:
-            return await self._complete(request, on_delta, schema=True, state=state)
+            completion = await self._complete(
+                request, on_delta, schema=True, state=state, options=options
+            )
         except openai.APIError as exc:
-            if state.pieces or not _schema_refused(exc):
+            if not state.pieces and _schema_refused(exc):
+                said = exc.message if exc.message.strip() else "the connection ended"
+                raise ModelError(ModelErrorKind.FORMAT_REFUSED, said) from exc
+            if not (probe and not state.pieces and _retried(exc)):
                 raise _model_error(exc, images=has_images(request)) from exc
-            said = exc.message if exc.message.strip() else "the connection ended"
-            raise ModelError(ModelErrorKind.FORMAT_REFUSED, said) from exc
+            completion = await self._complete(request, on_delta, schema=True)
+        self._answered.add(form)
+        return completion
 
     async def _complete(
         self,
@@ -237,6 +253,7 @@ class OpenAICompleter:
         *,
         schema: bool,
         state: StreamState | None = None,
+        options: openai.RequestOptions = _CALL_OPTIONS,
     ) -> Completion:
         """One streamed call; SDK errors leave as `ModelError`, or as they are when the
         caller gives the `state` to read after them."""
@@ -252,7 +269,7 @@ class OpenAICompleter:
                 cast_to=object,
                 stream=True,
                 stream_cls=_CHUNKS,
-                options=_CALL_OPTIONS,
+                options=options,
             )
             async with stream:
                 count = 0
@@ -331,6 +348,14 @@ def _model_error(exc: openai.APIError, *, images: bool = False) -> ModelError:
         return status_error(exc.status_code, detail, exc.request.url)
     # Connection refused/reset, an error event mid-stream, an unparsable response.
     return ModelError(ModelErrorKind.UNAVAILABLE, detail)
+
+
+def _retried(exc: openai.APIError) -> bool:
+    """Whether the SDK would have retried `exc`: a connection error or timeout, or 408,
+    409, 429 or a 5xx."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)
 
 
 def _in_json_object(request: CompletionRequest) -> bool:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from core.clarifying import holds_json
 from core.collect import collect_answer
 from core.errors import ModelError, ModelErrorKind
-from core.llm_format import SchemaForm, StructuredFormats
+from core.llm_format import Refusal, SchemaForm, StructuredFormats
 from core.memory import FACTS_SCHEMA, SCHEMA_NAME, facts_from_lines, parse_facts
 from core.models import Consultation, Role, Usage
 from core.ports import Completer, CompletionRequest
@@ -56,18 +56,22 @@ class FactsCall:
         if not conversation:
             return [], Usage()
         spent = Usage()
-        while (form := self._formats.form(model)) is not None:
+        refusals: list[Refusal] = []
+        while (form := self._formats.form(model, [r.form for r in refusals])) is not None:
             try:
                 found, spent = await self._ask(conversation, known, model, form)
             except ModelError as exc:
                 if exc.kind is not ModelErrorKind.FORMAT_REFUSED:
                     raise
-                self._formats.refused(model, form, " ".join(exc.detail.split())[:200])
+                refusals.append(Refusal(form, " ".join(exc.detail.split())[:200]))
                 continue
+            self._formats.refused(model, refusals)
+            refusals = []
             if found is not None:
                 return found, spent
             break
         found, more = await self._ask(conversation, known, model, None)
+        self._formats.refused(model, refusals)
         return found or [], spent + more
 
     async def _ask(

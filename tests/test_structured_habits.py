@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from core.clarifying import ROUND_SCHEMA, SCHEMA_NAME, ClarifyingRound, Question
+from core.errors import ModelError, ModelErrorKind
 from core.llm import OpenAICompleter
 from core.memory import FACTS_SCHEMA, memory_scope
 from core.memory import SCHEMA_NAME as FACTS_SCHEMA_NAME
@@ -145,3 +146,61 @@ async def test_under_on_prose_is_shown_and_json_is_asked_for_still(
 
     assert (first.text, second.text) == ("Reply to: Which laptop?", "Reply to: A light one")
     assert kinds(model) == [SCHEMA_NAME, SCHEMA_NAME]
+
+
+@pytest.fixture
+async def retrying(model: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
+    """A client with the SDK's retries, as deployed (the fake's errors ask for 1 ms waits)."""
+    client = OpenAICompleter(api_key="k", base_url=model.base_url, timeout=30, max_retries=2)
+    yield client
+    await client.close()
+
+
+async def test_a_refused_form_costs_one_request_whatever_the_retries(
+    model: FakeModelServer, store: SqliteStore, retrying: OpenAICompleter
+) -> None:
+    """llama-cpp-python's 500 for json_schema is not retried by the SDK: the first round
+    after a start costs one refused request, then the round."""
+    model.refuse_format = "llama-cpp-python-500"
+    service = make_service(store, retrying, Clock(), structured_questions="auto")
+    reply = await service.ask("tg:1", "Which laptop?")
+
+    assert reply.questions == ClarifyingRound("", (Question("Reply to: Which laptop?"),))
+    assert [response_format_of(body) for body in model.requests] == [SCHEMA_NAME, "json_object"]
+
+
+async def test_an_outage_at_the_first_structured_call_is_retried_as_any_call_is(
+    model: FakeModelServer, store: SqliteStore, retrying: OpenAICompleter
+) -> None:
+    """A 503 that names no response format, at the first structured call: the call is made
+    again with the SDK's retries, and the round comes in the form asked."""
+    model.enqueue("overloaded", status=503)
+    model.enqueue("overloaded", status=503)
+    model.enqueue_round("", [("Budget?", ["Low", "High"])])
+    service = make_service(store, retrying, Clock(), structured_questions="auto")
+    reply = await service.ask("tg:1", "Which laptop?")
+
+    assert reply.questions == ClarifyingRound("", (Question("Budget?", ("Low", "High")),))
+    assert kinds(model) == [SCHEMA_NAME] * 3
+
+
+async def test_a_hang_up_followed_by_an_outage_is_not_learned_as_a_refusal(
+    engine: Engine, model: FakeModelServer
+) -> None:
+    """A hang-up at json_schema (one way to refuse it), then 503s for json_object: the
+    server is down; the turn fails, and the next round asks for json_schema again."""
+    service = engine(structured_questions="auto")
+    model.enqueue(drop=True)
+    model.enqueue("down", status=503)
+    model.enqueue("down", status=503)
+    with pytest.raises(ModelError) as info:
+        await service.ask("tg:1", "Which laptop?")
+    assert info.value.kind is ModelErrorKind.UNAVAILABLE
+
+    await service.ask("tg:2", "Which phone?")
+    assert [response_format_of(body) for body in model.requests] == [
+        SCHEMA_NAME,
+        "json_object",
+        "json_object",
+        SCHEMA_NAME,
+    ]
