@@ -16,7 +16,11 @@ Every completion has a usage: reported by the provider, or estimated (and marked
 so) when the stream carried none. A JSON request with a schema asks for
 `response_format: json_schema`; a server that refuses that (a 400 about
 response_format) is asked again with `json_object`, and so are all later calls of
-this completer. Reading a fast stream yields to the event loop every
+this completer. A required schema (a clarifying round's, client memory's) is sent in
+the form its request names (`SchemaForm`: `json_schema`, or `json_object` with the
+schema) and a refusal is FORMAT_REFUSED, for `core.llm_format` to choose the next
+form; a form the server has not answered yet goes without the SDK's retries first.
+Reading a fast stream yields to the event loop every
 `YIELD_EVERY` chunks. One `AsyncOpenAI` client (one connection pool) is shared by
 all calls; they leave out the SDK's X-Stainless-* telemetry headers.
 
