@@ -9,10 +9,12 @@ Invariants it keeps:
   text, with a [photo] placeholder); a model that refuses them is asked the same round
   again without them, and the reply says so (`Notice.IMAGES_NOT_SEEN`): one round, one
   stored reply, not a failure;
-- a question round is asked as a structured reply while the endpoint gives one
-  (`core.clarifying_call`), its round stored with the reply; one whose model said it knew
-  enough is answered, in the same turn and as the same round, by the final answer (the
-  round's call is counted in its usage; nothing of the round is stored);
+- a question round is asked as a structured reply while the endpoint gives one, in the
+  form it takes (`core.llm_format`, `core.clarifying_call`), its round stored with the
+  reply; prose written instead is the reply, as a text round's would be (one call); one
+  whose model said it knew enough is answered, in the same turn and as the same round, by
+  the final answer (the round's call is counted in its usage; nothing of the round is
+  stored);
 - a turn handled again (found by its turn id) is answered at most once: answered, its
   stored reply comes back (`Reply.replayed`, no model call, nothing stored); unanswered
   in the open turn, it is answered without storing the message again; one its

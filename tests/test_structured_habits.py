@@ -12,10 +12,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from core.clarifying import ROUND_SCHEMA, SCHEMA_NAME, ClarifyingRound, Question
+from core.clarifying_call import MAX_ROUND_CHARS
 from core.errors import ModelError, ModelErrorKind
 from core.llm import OpenAICompleter
 from core.memory import FACTS_SCHEMA, memory_scope
 from core.memory import SCHEMA_NAME as FACTS_SCHEMA_NAME
+from core.outcomes import Notice
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer, response_format_of, schema_asked, text_of
@@ -204,3 +206,47 @@ async def test_a_hang_up_followed_by_an_outage_is_not_learned_as_a_refusal(
         "json_object",
         SCHEMA_NAME,
     ]
+
+
+async def test_endless_prose_for_a_round_is_cut_shown_as_text_and_stored_once(
+    engine: Engine, model: FakeModelServer, store: SqliteStore
+) -> None:
+    """A server streaming prose that never ends, in small pieces: the reply is cut (within
+    the round's character cap), marked incomplete, stored once as the round's reply; what
+    the user saw while it streamed holds no JSON."""
+    model.enqueue("Tell me more. " * 10, endless=True, chunk_size=4)
+    shown: list[str] = []
+
+    async def on_text(text: str) -> None:
+        shown.append(text)
+
+    service = engine(structured_questions="auto")
+    reply = await service.ask("tg:1", "Which laptop?", on_text=on_text)
+
+    assert reply.text.startswith("Tell me more.") and len(reply.text) <= MAX_ROUND_CHARS
+    assert Notice.ANSWER_INCOMPLETE in reply.notices
+    assert shown and not any("{" in text for text in shown)
+    stored = await store.load_active("tg:1")
+    assert stored is not None and [m.text for m in stored.messages[1:]] == [reply.text]
+    assert len(model.requests) == 1
+
+
+async def test_prose_then_a_round_in_json_shows_the_round_never_the_json(
+    engine: Engine, model: FakeModelServer
+) -> None:
+    """A reply that opens with words and then writes the round's JSON: while it streams
+    only the words before the JSON are shown, and the reply is the round read from it."""
+    round_text = '{"preamble": "Two facts.", "questions": [{"text": "Budget?", "options": []}]}'
+    model.enqueue("Sure, here it is:\n" + round_text, chunk_size=3)
+    shown: list[str] = []
+
+    async def on_text(text: str) -> None:
+        shown.append(text)
+
+    service = engine(structured_questions="auto")
+    reply = await service.ask("tg:1", "Which laptop?", on_text=on_text)
+
+    assert reply.questions == ClarifyingRound("Two facts.", (Question("Budget?"),))
+    assert not any('"' in text or "{" in text for text in shown)
+    assert shown[-1] == "Two facts.\n\nBudget?"
+    assert len(model.requests) == 1
