@@ -59,7 +59,9 @@ class Refusal:
 
 
 class StructuredFormats:
-    """What this process has learned of each model's structured replies (see the module)."""
+    """What this process has learned of each model's structured replies (see the module).
+    Its keys are models the operator's allow-list names (`core.requests.model_of`), so it
+    stays as small as that list."""
 
     def __init__(self, mode: QuestionMode) -> None:
         self.mode = mode
