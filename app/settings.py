@@ -84,7 +84,7 @@ class Settings(BaseSettings):
     max_answer_chars: int = Field(default=50_000, ge=1000)
     llm_vision: bool = False  # the model accepts images (photos go to it as image parts)
     # Clarifying rounds as structured replies (questions with tap-to-answer options):
-    # auto falls back to text for an endpoint that cannot (core.clarifying_call).
+    # auto falls back to text for an endpoint that cannot (core.llm_format).
     llm_structured_questions: Literal["auto", "on", "off"] = "auto"
     final_brief: bool = True  # a final answer opens with what it took into account
     # Prices per million tokens by model, JSON: {"gpt-4o-mini": {"input": 0.15, "output": 0.6}}

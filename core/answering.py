@@ -9,10 +9,12 @@ Invariants it keeps:
   text, with a [photo] placeholder); a model that refuses them is asked the same round
   again without them, and the reply says so (`Notice.IMAGES_NOT_SEEN`): one round, one
   stored reply, not a failure;
-- a question round is asked as a structured reply while the endpoint gives one
-  (`core.clarifying_call`), its round stored with the reply; one whose model said it knew
-  enough is answered, in the same turn and as the same round, by the final answer (the
-  round's call is counted in its usage; nothing of the round is stored);
+- a question round is asked as a structured reply while the endpoint gives one, in the
+  form it takes (`core.llm_format`, `core.clarifying_call`), its round stored with the
+  reply; prose written instead is the reply, as a text round's would be (one call); one
+  whose model said it knew enough is answered, in the same turn and as the same round, by
+  the final answer (the round's call is counted in its usage; nothing of the round is
+  stored);
 - a turn handled again (found by its turn id) is answered at most once: answered, its
   stored reply comes back (`Reply.replayed`, no model call, nothing stored); unanswered
   in the open turn, it is answered without storing the message again; one its
@@ -27,11 +29,12 @@ from typing import Any
 
 from core.attachments import Image
 from core.clarifying import ClarifyingRound
-from core.clarifying_call import QuestionFormat, QuestionMode, ask_round
+from core.clarifying_call import AskedRound, Outcome, ask_round
 from core.collect import CollectedAnswer, collect_answer
 from core.early_finish import MarkerFilter, strip_marker
 from core.errors import ModelError, ModelErrorKind, TurnAlreadyHandled
 from core.json_answer import follows_schema
+from core.llm_format import QuestionMode, Refusal, StructuredFormats
 from core.models import Consultation, Message, Role, Status, TurnRecord
 from core.outcomes import Notice, Reply, replay_of
 from core.ports import Completer, CompletionRequest, ConsultationStore, OnText
@@ -59,14 +62,17 @@ class Answerer:
         config: EngineConfig,
         clock: Callable[[], float],
         accounting: Accounting,
+        formats: StructuredFormats,
     ) -> None:
+        """`formats`: what the process learned of the endpoint's structured replies,
+        shared with the client-memory call."""
         self._store = store
         self._accounting = accounting
         self._completer = completer
         self._prompts = prompts
         self._config = config
         self._clock = clock
-        self._format = QuestionFormat(QuestionMode(config.structured_questions))
+        self._formats = formats
 
     async def answer(
         self,
@@ -231,23 +237,53 @@ class Answerer:
                 consultation, planned, is_group, on_text, images, images_not_seen
             )
 
-        if turn.is_final or not self._format.structured:
+        if turn.is_final or self._formats.mode is QuestionMode.OFF:
             return (turn, *await in_text(turn), None)
         request = self._request(consultation, turn, is_group, images, images_not_seen, True)
-        asked = await ask_round(self._completer, request, on_text=on_text)
-        if asked.round is not None and asked.answer is not None:
+        refusals: list[Refusal] = []
+        asked = await self._ask_round(request, on_text, refusals)
+        if asked is None or asked.answer is None:  # the model is asked in text
+            answered = (turn, *await in_text(turn), None)
+            self._formats.refused(request.model, refusals)
+            return answered
+        if asked.round is not None:
             if asked.round.questions and not asked.round.ready_for_final:
                 return turn, request, asked.answer, asked.round
             ready = ready_turn(turn)
             final_request, final = await in_text(ready)
             final.usage = asked.answer.usage + final.usage
             return ready, final_request, final, None
-        self._format.check(asked)
-        text_request, answer = await in_text(turn)
-        self._format.remember(asked)
-        if asked.answer is not None:
-            answer.usage = asked.answer.usage + answer.usage
+        if asked.outcome is Outcome.PROSE:  # the round written in text: the reply
+            self._formats.writes_prose(request.model)
+            return turn, request, asked.answer, None
+        text_request, answer = await in_text(turn)  # JSON that is no round: once more
+        answer.usage = asked.answer.usage + answer.usage
         return turn, text_request, answer, None
+
+    async def _ask_round(
+        self, request: CompletionRequest, on_text: OnText | None, refusals: list[Refusal]
+    ) -> AskedRound | None:
+        """The round asked in each form the model may take until one is not refused (the
+        refused ones added to `refusals`, and learned once a form answered); None when
+        it is to be asked in text (under `on`, MISCONFIGURED instead)."""
+        model = request.model
+        while (form := self._formats.form(model, [r.form for r in refusals])) is not None:
+            asked = await ask_round(
+                self._completer, dataclasses.replace(request, schema_form=form), on_text=on_text
+            )
+            if asked.outcome is not Outcome.REFUSED:
+                self._formats.refused(model, refusals)
+                return asked
+            refusals.append(Refusal(form, asked.why))
+        if self._formats.mode is QuestionMode.ON:
+            self._formats.refused(model, refusals)
+            raise ModelError(
+                ModelErrorKind.MISCONFIGURED,
+                f"LLM_STRUCTURED_QUESTIONS=on, but the model endpoint "
+                f"{self._formats.why_text(model) or 'refuses response_format'}; "
+                "set it to auto or off",
+            )
+        return None
 
     def _request(
         self,

@@ -6,6 +6,9 @@ Invariants:
   `MAX_OPTIONS` distinct options of at most `MAX_OPTION_CHARS` characters; whatever the
   model wrote past those limits (more questions, long or repeated options, blank text)
   is dropped when the round is read, so every edge can rely on them (`read_round`);
+- the text of questions and options holds no format characters (Unicode Cf: zero-width,
+  bidi overrides), removed before repeats are dropped, so `"Ye\u200bs"` and `"Yes"` are
+  one option;
 - the schema sent to the provider keeps to the subset every strict structured-output
   provider accepts (all fields required, no additional properties, no length or count
   constraints): the limits are the prompt's and `read_round`'s, never the provider's;
@@ -15,27 +18,24 @@ Invariants:
 - an answered round is stored as the user's turn in question–answer pairs
   (`answers_text`), so every later round, the final one included, sees which question
   each answer answers;
-- a streamed reply is shown as its preamble and questions grow (`RoundStream`): parsed
-  with jiter's partial mode, at every piece while nothing is shown within its first
-  `FIRST_WORDS_CHARS` characters, then at most once per `PARSE_EVERY_CHARS` new
-  characters, so a reply of any length costs linear time in all.
+- a reply is JSON when it holds a JSON object (`holds_json`), else prose; a streamed
+  one is shown by `core.clarifying_stream`.
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import jiter
 
 from core.errors import AnswerInvalid
 from core.json_answer import strip_fences
-
-if TYPE_CHECKING:  # core.ports imports core.models, which imports this module
-    from core.ports import OnText
 
 SCHEMA_NAME = "clarifying_round"
 MAX_QUESTIONS = 4
@@ -43,10 +43,8 @@ MAX_OPTIONS = 5
 MAX_OPTION_CHARS = 40
 MAX_QUESTION_CHARS = 500
 MAX_PREAMBLE_CHARS = 1000
-PARSE_EVERY_CHARS = 64
-"""New characters of a streamed reply between two partial parses."""
-FIRST_WORDS_CHARS = 512
-"""A streamed reply this short that shows nothing yet is parsed at every piece."""
+JSON_START = re.compile(r'\{\s*"')
+"""Where a JSON object with a field starts, in prose or not."""
 
 ROUND_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -219,10 +217,11 @@ def read_round(value: Any, *, partial: bool = False) -> ClarifyingRound | None:
     return ClarifyingRound(preamble, tuple(questions), ready)
 
 
-def looks_like_json(text: str) -> bool:
-    """Whether a reply starts as a JSON object (possibly in a code fence), not as prose."""
+def holds_json(text: str) -> bool:
+    """Whether a reply holds a JSON object, or starts as one (possibly in a code fence):
+    a reply that does not is prose."""
     head = text.lstrip()[:16]
-    return head.startswith("{") or head.startswith("```")
+    return head.startswith(("{", "```")) or JSON_START.search(text) is not None
 
 
 def parse_reply(text: str, *, cut_off: bool = False) -> ClarifyingRound | None:
@@ -234,8 +233,8 @@ def parse_reply(text: str, *, cut_off: bool = False) -> ClarifyingRound | None:
     """
     body = strip_fences(text)
     if cut_off:
-        found = read_round(_partial(body, "on"))
-        return found if found is not None else read_round(_partial(body, "trailing-strings"))
+        found = read_round(partial_json(body, "on"))
+        return found if found is not None else read_round(partial_json(body, "trailing-strings"))
     try:
         return read_round(json.loads(body))
     except ValueError:
@@ -247,41 +246,6 @@ def parse_reply(text: str, *, cut_off: bool = False) -> ClarifyingRound | None:
     except Exception:  # json-repair's own failure on hostile text: nothing to read
         return None
     return read_round(repaired)
-
-
-def partial_round(text: str) -> ClarifyingRound | None:
-    """The round so far in the start of a streamed reply (the last string may be cut)."""
-    return read_round(_partial(strip_fences(text), "trailing-strings"), partial=True)
-
-
-class RoundStream:
-    """Wraps an `on_text` callback: feeds of a streamed JSON reply become the round's text
-    so far; only growth is forwarded, and parsing happens at most once per
-    `PARSE_EVERY_CHARS` new characters."""
-
-    def __init__(self, on_text: OnText) -> None:
-        self._on_text = on_text
-        self._parsed_at = 0
-        self._shown = ""
-
-    async def feed(self, text: str) -> None:
-        grown = len(text) - self._parsed_at
-        # Until the first words are shown a short reply is read at every piece, so the
-        # first words appear as soon as they arrive; after that, once per step.
-        early = not self._shown and len(text) <= FIRST_WORDS_CHARS
-        if grown <= 0 or (grown < PARSE_EVERY_CHARS and not early):
-            return
-        self._parsed_at = len(text)
-        found = partial_round(text)
-        if found is not None:
-            await self.flush(found)
-
-    async def flush(self, found: ClarifyingRound) -> None:
-        """Show `found` (the round read so far, or the whole reply's) if it shows more."""
-        shown = found.text
-        if shown and shown != self._shown:
-            self._shown = shown
-            await self._on_text(shown)
 
 
 def answers_text(
@@ -362,13 +326,19 @@ def _options(value: Any) -> tuple[str, ...]:
 
 
 def _clean(value: Any, limit: int) -> str:
-    """A string field on one line of single spaces, at most `limit` characters."""
+    """A string field on one line of single spaces, at most `limit` characters, without
+    format characters (Unicode category Cf: zero-width and bidi controls), which no reader
+    sees and which would make two equal-looking questions or options differ."""
     if not isinstance(value, str):
         return ""
-    return " ".join(value[: limit * 4].split())[:limit]
+    head = value[: limit * 4]
+    if not head.isascii():
+        head = "".join(c for c in head if unicodedata.category(c) != "Cf")
+    return " ".join(head.split())[:limit]
 
 
-def _partial(text: str, mode: Literal["on", "trailing-strings"]) -> Any:
+def partial_json(text: str, mode: Literal["on", "trailing-strings"]) -> Any:
+    """The value in the start of a JSON text (jiter's partial mode); None when unreadable."""
     try:
         return jiter.from_json(text.encode(), partial_mode=mode)
     except ValueError:

@@ -16,7 +16,11 @@ Every completion has a usage: reported by the provider, or estimated (and marked
 so) when the stream carried none. A JSON request with a schema asks for
 `response_format: json_schema`; a server that refuses that (a 400 about
 response_format) is asked again with `json_object`, and so are all later calls of
-this completer. Reading a fast stream yields to the event loop every
+this completer. A required schema (a clarifying round's, client memory's) is sent in
+the form its request names (`SchemaForm`: `json_schema`, or `json_object` with the
+schema) and a refusal is FORMAT_REFUSED, for `core.llm_format` to choose the next
+form; a form the server has not answered yet goes without the SDK's retries first.
+Reading a fast stream yields to the event loop every
 `YIELD_EVERY` chunks. One `AsyncOpenAI` client (one connection pool) is shared by
 all calls; they leave out the SDK's X-Stainless-* telemetry headers.
 
@@ -50,6 +54,7 @@ from core.llm_errors import (
     refused,
     status_error,
 )
+from core.llm_format import SchemaForm
 from core.llm_stream import StreamState, decoded
 from core.ports import Completion, CompletionRequest, OnDelta
 
@@ -78,6 +83,10 @@ _UNSENT_HEADERS = dict.fromkeys(
 hundreds in flight carries its headers in three forms (the SDK's, httpx2's bytes, aiohttp's
 strings), and these nine are half of them (see docs/performance.md)."""
 _CALL_OPTIONS: openai.RequestOptions = {"headers": _UNSENT_HEADERS}
+_PROBE_OPTIONS: openai.RequestOptions = {"headers": _UNSENT_HEADERS, "max_retries": 0}
+"""A required schema's form not yet answered by the server is sent once without the SDK's
+retries: a refusal (llama-cpp-python's 500 for json_schema) costs one request, not one
+per retry after backoffs; another error gets the call again with them."""
 
 _JSON_FORMAT = {"type": "json_object"}
 _STREAM_OPTIONS = {"include_usage": True}
@@ -138,6 +147,7 @@ class OpenAICompleter:
         if temperature is not None:
             self._default_extra_body.setdefault("temperature", temperature)
         self._schema_refused = False  # the server refused json_schema once: json_object now
+        self._answered: set[tuple[str, SchemaForm]] = set()  # required forms it answered
 
     @classmethod
     def from_endpoint(cls, endpoint: ModelEndpoint) -> OpenAICompleter:
@@ -169,7 +179,10 @@ class OpenAICompleter:
             body["max_tokens"] = request.max_tokens
         if request.json_mode:
             body["response_format"] = _JSON_FORMAT
-            if schema and request.json_schema is not None:
+            if schema and request.json_schema is not None and _in_json_object(request):
+                # llama-cpp-python's form: it turns the schema into a grammar.
+                body["response_format"] = {"type": "json_object", "schema": request.json_schema}
+            elif schema and request.json_schema is not None:
                 body["response_format"] = {
                     "type": "json_schema",
                     "json_schema": {
@@ -191,12 +204,14 @@ class OpenAICompleter:
         or a hang-up before any answer (llama-cpp-python's server) — is made again with
         `json_object`; when that one succeeds, the server is known to lack json_schema
         and later calls skip it. (When it fails too, the server is down, not refusing.)
-        A call whose schema is required (`schema_required`) is not made again: it fails
-        with FORMAT_REFUSED, at once when the server is known to lack json_schema.
+        A call whose schema is required (`schema_required`) is sent in the form it names
+        (`schema_form`) and not made again: a refusal fails it with FORMAT_REFUSED (its
+        caller, `core.llm_format`, knows the next form), at once when it names json_schema
+        and the server is known to lack it.
         """
         schema = request.json_mode and request.json_schema is not None
-        if schema and request.schema_required and self._schema_refused:
-            raise ModelError(ModelErrorKind.FORMAT_REFUSED, "the server lacks json_schema")
+        if schema and request.schema_required:
+            return await self._complete_required(request, on_delta)
         if not schema or self._schema_refused:
             return await self._complete(request, on_delta, schema=False)
         state = StreamState(request.model)  # its pieces tell whether text was streamed
@@ -205,10 +220,34 @@ class OpenAICompleter:
         except openai.APIError as exc:
             if state.pieces or not _schema_refused(exc):
                 raise _model_error(exc, images=has_images(request)) from exc
-            if request.schema_required:
-                raise ModelError(ModelErrorKind.FORMAT_REFUSED, exc.message) from exc
         completion = await self._complete(request, on_delta, schema=False)
         self._schema_refused = True
+        return completion
+
+    async def _complete_required(
+        self, request: CompletionRequest, on_delta: OnDelta | None
+    ) -> Completion:
+        """One call with a required schema in its form; a refusal is FORMAT_REFUSED. A
+        form the server has not answered yet is sent without the SDK's retries first
+        (`_PROBE_OPTIONS`)."""
+        if self._schema_refused and not _in_json_object(request):
+            raise ModelError(ModelErrorKind.FORMAT_REFUSED, "the server lacks json_schema")
+        form = (request.model, request.schema_form)
+        probe = form not in self._answered
+        state = StreamState(request.model)  # its pieces tell whether text was streamed
+        options = _PROBE_OPTIONS if probe else _CALL_OPTIONS
+        try:
+            completion = await self._complete(
+                request, on_delta, schema=True, state=state, options=options
+            )
+        except openai.APIError as exc:
+            if not state.pieces and _schema_refused(exc):
+                said = exc.message if exc.message.strip() else "the connection ended"
+                raise ModelError(ModelErrorKind.FORMAT_REFUSED, said) from exc
+            if not (probe and not state.pieces and _retried(exc)):
+                raise _model_error(exc, images=has_images(request)) from exc
+            completion = await self._complete(request, on_delta, schema=True)
+        self._answered.add(form)
         return completion
 
     async def _complete(
@@ -218,6 +257,7 @@ class OpenAICompleter:
         *,
         schema: bool,
         state: StreamState | None = None,
+        options: openai.RequestOptions = _CALL_OPTIONS,
     ) -> Completion:
         """One streamed call; SDK errors leave as `ModelError`, or as they are when the
         caller gives the `state` to read after them."""
@@ -233,7 +273,7 @@ class OpenAICompleter:
                 cast_to=object,
                 stream=True,
                 stream_cls=_CHUNKS,
-                options=_CALL_OPTIONS,
+                options=options,
             )
             async with stream:
                 count = 0
@@ -312,6 +352,19 @@ def _model_error(exc: openai.APIError, *, images: bool = False) -> ModelError:
         return status_error(exc.status_code, detail, exc.request.url)
     # Connection refused/reset, an error event mid-stream, an unparsable response.
     return ModelError(ModelErrorKind.UNAVAILABLE, detail)
+
+
+def _retried(exc: openai.APIError) -> bool:
+    """Whether the SDK would have retried `exc`: a connection error or timeout, or 408,
+    409, 429 or a 5xx."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)
+
+
+def _in_json_object(request: CompletionRequest) -> bool:
+    """Whether a required schema goes as `json_object` with its schema (see `SchemaForm`)."""
+    return request.schema_required and request.schema_form is SchemaForm.JSON_OBJECT
 
 
 def _schema_refused(exc: openai.APIError) -> bool:

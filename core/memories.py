@@ -22,6 +22,7 @@ import dataclasses
 from collections.abc import Callable
 
 from core.chosen_languages import ChosenLanguages
+from core.llm_format import StructuredFormats
 from core.memory import MemoryPreferences, MemoryScope, MemoryState, MemoryUpdate, person_of
 from core.memory_call import FactsCall
 from core.models import Consultation, Status, Usage
@@ -58,16 +59,18 @@ class Memories:
         accounting: Accounting,
         quotas: Quotas,
         languages: ChosenLanguages,
+        formats: StructuredFormats,
     ) -> None:
         """`languages` is the process's one cache of chosen languages: forgetting a person
-        forgets theirs."""
+        forgets theirs; `formats`, what the process learned of the endpoint's structured
+        replies (shared with the clarifying rounds)."""
         self._store = store
         self._quotas = quotas
         self._languages = languages
         self._accounting = accounting
         self._config = config
         self._clock = clock
-        self._call = FactsCall(completer, prompts, structured=config.structured_questions != "off")
+        self._call = FactsCall(completer, prompts, formats)
 
     @property
     def enabled(self) -> bool:

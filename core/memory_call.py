@@ -3,11 +3,13 @@ reply while the endpoint gives one.
 
 Invariants:
 - with `LLM_STRUCTURED_QUESTIONS` `auto` or `on` the call asks for a required
-  `client_facts` schema (`{"facts": [string]}`, strict); a server refusing it
-  (FORMAT_REFUSED) or prose where JSON was asked makes the same call in text (one fact a
-  line), and every later call of this process is made in text (one WARNING). Memory is a
-  nicety: unlike a clarifying round, `on` never makes a refusal an error here. With `off`
-  every call is in text;
+  `client_facts` schema (`{"facts": [string]}`, strict) in the form the process's
+  `core.llm_format.StructuredFormats` names for the model, which the clarifying rounds
+  share: a form refused (FORMAT_REFUSED) is never sent again by either, and a model known
+  to write prose or to refuse every form is asked in text (one fact a line) at once. A
+  reply that holds no facts (prose, or JSON of another shape) makes the same call in text.
+  Memory is a nicety: unlike a clarifying round, `on` never makes a refusal an error
+  here. With `off` every call is in text;
 - only what the user said is sent as theirs: in a group, the messages of the member who
   started the consultation; the assistant's questions go with them for context, its final
   answer never does (facts come from the user, not from the advice);
@@ -18,17 +20,14 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
-
-from core.clarifying import looks_like_json
+from core.clarifying import holds_json
 from core.collect import collect_answer
 from core.errors import ModelError, ModelErrorKind
+from core.llm_format import Refusal, SchemaForm, StructuredFormats
 from core.memory import FACTS_SCHEMA, SCHEMA_NAME, facts_from_lines, parse_facts
 from core.models import Consultation, Role, Usage
 from core.ports import Completer, CompletionRequest
 from core.prompts import PromptLibrary
-
-log = logging.getLogger(__name__)
 
 MAX_CONVERSATION_CHARS = 12_000
 MAX_REPLY_CHARS = 8_000
@@ -38,13 +37,15 @@ MAX_QUESTION_CHARS = 600
 
 
 class FactsCall:
-    """Asks the model for a consultation's facts; remembers when the endpoint cannot give
-    structured output (see the module)."""
+    """Asks the model for a consultation's facts, in the structured form the process's
+    `StructuredFormats` names for the model (shared with the clarifying rounds)."""
 
-    def __init__(self, completer: Completer, prompts: PromptLibrary, *, structured: bool) -> None:
+    def __init__(
+        self, completer: Completer, prompts: PromptLibrary, formats: StructuredFormats
+    ) -> None:
         self._completer = completer
         self._prompts = prompts
-        self._text_only = not structured
+        self._formats = formats
 
     async def extract(
         self, consultation: Consultation, known: list[str], model: str
@@ -55,22 +56,29 @@ class FactsCall:
         if not conversation:
             return [], Usage()
         spent = Usage()
-        if not self._text_only:
+        refusals: list[Refusal] = []
+        while (form := self._formats.form(model, [r.form for r in refusals])) is not None:
             try:
-                found, spent = await self._ask(conversation, known, model, structured=True)
+                found, spent = await self._ask(conversation, known, model, form)
             except ModelError as exc:
                 if exc.kind is not ModelErrorKind.FORMAT_REFUSED:
                     raise
-                self._give_up_structured("refuses response_format")
-            else:
-                if found is not None:
-                    return found, spent
-        found, more = await self._ask(conversation, known, model, structured=False)
+                refusals.append(Refusal(form, " ".join(exc.detail.split())[:200]))
+                continue
+            self._formats.refused(model, refusals)
+            refusals = []
+            if found is not None:
+                return found, spent
+            break
+        found, more = await self._ask(conversation, known, model, None)
+        self._formats.refused(model, refusals)
         return found or [], spent + more
 
     async def _ask(
-        self, conversation: str, known: list[str], model: str, *, structured: bool
+        self, conversation: str, known: list[str], model: str, form: SchemaForm | None
     ) -> tuple[list[str] | None, Usage]:
+        """One call: structured in `form`, or in text (one fact a line) without one."""
+        structured = form is not None
         request = CompletionRequest(
             messages=[
                 {
@@ -85,6 +93,7 @@ class FactsCall:
             json_schema=FACTS_SCHEMA if structured else None,
             schema_name=SCHEMA_NAME,
             schema_required=structured,
+            schema_form=form or SchemaForm.JSON_SCHEMA,
         )
         answer = await collect_answer(
             self._completer,
@@ -97,16 +106,9 @@ class FactsCall:
         if not structured:
             return facts_from_lines(answer.text), answer.usage
         found = parse_facts(answer.text)
-        if found is None and not looks_like_json(answer.text):
-            self._give_up_structured("answers prose where JSON was asked")
+        if found is None and not holds_json(answer.text):
+            self._formats.writes_prose(model)
         return found, answer.usage
-
-    def _give_up_structured(self, why: str) -> None:
-        if not self._text_only:
-            self._text_only = True
-            log.warning(
-                "client memory: the model endpoint %s; facts are asked in text from now on", why
-            )
 
 
 def conversation_text(consultation: Consultation) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from core.attachments import Transcription
 from core.audit import AuditEntry
 from core.clarifying import Picks
+from core.llm_format import SchemaForm
 from core.memory import Fact, MemoryPreferences, MemoryState
 from core.models import (
     ChatSettings,
@@ -54,6 +55,9 @@ class CompletionRequest:
     # the schema is sent strict, and a server refusing it fails the call with
     # FORMAT_REFUSED instead of being asked for any JSON object.
     schema_required: bool = False
+    # How a required schema is sent: `json_schema`, or `json_object` with the schema
+    # (llama-cpp-python's form); `core.llm_format` learns which one the server takes.
+    schema_form: SchemaForm = SchemaForm.JSON_SCHEMA
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ class EngineConfig:
     initial_request_budget_chars: int = 6000
     # The original request's documents, on top of the history budget (`core.context`).
     documents_budget_chars: int = 30_000
-    structured_questions: str = "auto"  # `core.clarifying_call.QuestionMode`
+    structured_questions: str = "auto"  # `core.llm_format.QuestionMode`
     final_brief: bool = True  # a final text answer opens with what it took into account
     memory_enabled: bool = True  # client memory (`core.memory`)
     memory_max_tokens: int = 300  # the remembered facts' share of the system prompt

@@ -42,6 +42,7 @@ from core.final_now import request_text, user_language
 from core.follow_ups import FollowUps, is_follow_up
 from core.history import History
 from core.lifecycle import Lifecycle
+from core.llm_format import QuestionMode, StructuredFormats
 from core.memories import Memories, opening
 from core.memory import MemoryScope
 from core.outcomes import Notice, Reply, StatusInfo
@@ -92,7 +93,9 @@ class ConsultationService:
         self._locks = locks
         self._user_turns = UserTurns(store, config)
         stoppable = StoppableCompleter(completer)
-        self._answerer = Answerer(store, stoppable, prompts, config, clock, accounting)
+        # What the endpoint showed of structured replies, for rounds and memory alike.
+        formats = StructuredFormats(QuestionMode(config.structured_questions))
+        self._answerer = Answerer(store, stoppable, prompts, config, clock, accounting, formats)
         self._follow_ups = FollowUps(
             store, stoppable, prompts, config, clock, self._user_turns, accounting
         )
@@ -106,7 +109,15 @@ class ConsultationService:
         )
         # Client memory (`service.memory.remember(...)` and the rest).
         self.memory = Memories(
-            store, completer, prompts, config, clock, accounting, self.quotas, self.languages
+            store,
+            completer,
+            prompts,
+            config,
+            clock,
+            accounting,
+            self.quotas,
+            self.languages,
+            formats,
         )
         # API sessions (`service.sessions.start_session(...)` and the rest).
         self.sessions = ApiSessions(

@@ -12,6 +12,8 @@ import openai
 import pytest
 
 from core.clarifying import ROUND_SCHEMA, SCHEMA_NAME, ClarifyingRound, Question, parse_reply
+from core.memory import FACTS_SCHEMA
+from core.memory import SCHEMA_NAME as FACTS_SCHEMA_NAME
 from core.prompts import PromptLibrary
 from tests.fakes.model_server import (
     FORMAT_ERRORS,
@@ -20,6 +22,7 @@ from tests.fakes.model_server import (
     echo_round,
     prose_round,
     response_format_of,
+    schema_asked,
 )
 
 QUESTION = "I want to   start running.\nWhere do I begin?"
@@ -186,6 +189,27 @@ async def test_a_hanging_up_server_drops_every_json_schema_request(
 
     assert text == echo_reply(body())
     assert len(model_server.requests) == 3
+
+
+async def test_llama_cpp_pythons_server_refuses_json_schema_but_takes_json_object_with_it(
+    model_server: FakeModelServer, client: openai.AsyncOpenAI
+) -> None:
+    """llama-cpp-python's server (its source's habit): json_schema is a 500 whose words name
+    response_format; json_object with the round's schema gets the default round, with the
+    facts' schema no facts, and without a schema the echo text."""
+    model_server.refuse_format = "llama-cpp-python-500"
+
+    with pytest.raises(openai.InternalServerError) as refused:
+        await ask(client, ROUND_FORMAT)
+    as_object, _ = await ask(client, {"type": "json_object", "schema": ROUND_SCHEMA})
+    facts, _ = await ask(client, {"type": "json_object", "schema": FACTS_SCHEMA})
+    plain, _ = await ask(client, {"type": "json_object"})
+
+    assert "'response_format', 'type'" in refused.value.message
+    assert as_object == echo_round(body()) and json.loads(facts) == {"facts": []}
+    assert plain == echo_reply(body())
+    asked = [schema_asked(r) for r in model_server.requests]
+    assert asked == [SCHEMA_NAME, SCHEMA_NAME, FACTS_SCHEMA_NAME, None]
 
 
 async def test_a_scripted_format_error_refuses_once(

@@ -14,7 +14,7 @@ from core.quotas import Limit, QuotaConfig
 from core.service import ConsultationService
 from core.usage import Payer
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer, response_format_of, text_of
+from tests.fakes.model_server import FakeModelServer, response_format_of, schema_asked, text_of
 from tests.service_harness import Engine
 
 HEADING = "What this person told you in earlier consultations"
@@ -80,17 +80,21 @@ async def test_facts_are_asked_strictly_and_reach_the_next_consultation(
 async def test_a_refused_schema_falls_back_to_one_fact_a_line_for_good(
     engine: Engine, model: FakeModelServer
 ) -> None:
-    """A server refusing json_schema is asked in text (one fact a line), and so are later
-    extractions, without a second refusal."""
+    """A server refusing both forms of the schema (json_schema, then json_object with it)
+    is asked in text (one fact a line), and so are later extractions, without another
+    refusal."""
     service = engine(structured_questions="auto")
-    model.refuse_format = "openai"
     model.enqueue("Answer one.")
     first = await consult(service, "tg:7", "I am a nurse working nights.", PRIVATE)
+    model.enqueue(format_error="openai")
+    model.enqueue(format_error="openai")
     model.enqueue("- Works as a nurse\n- Works night shifts\n")
     update = await service.memory.remember(first)
     assert [f.text for f in update.facts] == ["Works night shifts", "Works as a nurse"]
-    refused, in_text = model.requests[-2:]
+    refused, refused_again, in_text = model.requests[-3:]
     assert response_format_of(refused) == "client_facts"
+    assert schema_asked(refused_again) == "client_facts"
+    assert response_format_of(refused_again) == "json_object"
     assert response_format_of(in_text) is None
     assert "one per line" in system_of(in_text)
 

@@ -11,22 +11,23 @@ from typing import Any
 import pytest
 
 from core.clarifying import (
+    ROUND_SCHEMA,
     SCHEMA_NAME,
     Answer,
     ClarifyingRound,
     Question,
-    RoundStream,
     answers_read,
     answers_text,
     chosen_option,
 )
 from core.clarifying_call import MAX_ROUND_CHARS
+from core.clarifying_stream import RoundStream
 from core.errors import AnswerInvalid, AnswerStale, ModelError, ModelErrorKind
 from core.models import Role
 from core.round_answers import RoundRef
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import FakeModelServer, response_format_of
 from tests.service_harness import Engine
 
 KEY = "tg:1"
@@ -129,39 +130,49 @@ async def test_a_refusal_of_response_format_asks_the_round_in_text_and_is_rememb
     model: FakeModelServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A 400 naming response_format: the round is asked again in today's text form (with
-    the early-finish marker), and every later round of the process goes straight to text,
-    logged once at WARNING."""
+    """A 400 naming response_format for both forms (json_schema, then json_object with the
+    schema): the round is asked again in today's text form (with the early-finish marker),
+    and every later round of the process goes straight to text, logged once at WARNING."""
+    model.enqueue(REFUSAL, status=400)
     model.enqueue(REFUSAL, status=400)
     model.enqueue("What is your budget?")
-    with caplog.at_level(logging.WARNING, logger="core.clarifying_call"):
+    with caplog.at_level(logging.WARNING, logger="core.llm_format"):
         reply = await structured.ask(KEY, "Which laptop?")
         await structured.ask("tg:2", "Which phone?")
 
     assert reply.text == "What is your budget?" and reply.questions is None
-    assert [format_of(body) is not None for body in model.requests] == [True, False, False]
-    assert "[[FINAL]]" in system_of(model.requests[1])
+    assert [response_format_of(body) for body in model.requests] == [
+        SCHEMA_NAME,
+        "json_object",
+        None,
+        None,
+    ]
+    assert "[[FINAL]]" in system_of(model.requests[2])
     warnings = [r for r in caplog.records if "in text from now on" in r.getMessage()]
     assert len(warnings) == 1 and "refuses response_format" in warnings[0].getMessage()
 
 
-async def test_prose_instead_of_json_asks_in_text_and_is_remembered(
+async def test_prose_instead_of_json_is_the_round_and_later_rounds_are_asked_in_text(
     structured: ConsultationService, model: FakeModelServer
 ) -> None:
-    """A server that ignores response_format and answers prose: the round is asked again
-    in text, and the endpoint is asked in text from then on; no JSON is ever shown."""
-    model.enqueue("Sure! What is your budget?")
-    model.enqueue("What is your budget, roughly?")
+    """A server that ignores response_format and answers prose: the prose is the round,
+    shown as it streams (one call, not asked again), and the endpoint is asked in text
+    from then on (with the early-finish marker); no JSON is ever shown."""
+    model.enqueue("Sure! What is your budget?", chunk_size=4)
+    model.enqueue("Which screen size?")
     shown: list[str] = []
 
     async def on_text(text: str) -> None:
         shown.append(text)
 
     reply = await structured.ask(KEY, "Which laptop?", on_text=on_text)
-    await structured.ask(KEY, "About 800")
+    second = await structured.ask(KEY, "About 800")
 
-    assert reply.text == "What is your budget, roughly?"
-    assert [format_of(body) is not None for body in model.requests] == [True, False, False]
+    assert reply.text == "Sure! What is your budget?" and reply.questions is None
+    assert shown[0] == "Sure" and shown[-1] == "Sure! What is your budget?"
+    assert second.text == "Which screen size?"
+    assert [format_of(body) is not None for body in model.requests] == [True, False]
+    assert "[[FINAL]]" in system_of(model.requests[1])
 
 
 async def test_json_that_is_no_round_is_asked_again_in_text_without_marking_the_endpoint(
@@ -206,12 +217,13 @@ async def test_under_on_a_refusal_is_a_configuration_error_and_the_message_stays
     text round asked, the message kept as the open turn."""
     service = engine(structured_questions="on")
     model.enqueue(REFUSAL, status=400)
+    model.enqueue(REFUSAL, status=400)
     with pytest.raises(ModelError) as info:
         await service.ask(KEY, "Which laptop?")
 
     assert info.value.kind is ModelErrorKind.MISCONFIGURED
     assert "LLM_STRUCTURED_QUESTIONS" in info.value.detail
-    assert len(model.requests) == 1
+    assert [response_format_of(body) for body in model.requests] == [SCHEMA_NAME, "json_object"]
     stored = await store.load_active(KEY)
     assert stored is not None and [m.role for m in stored.messages] == [Role.USER]
 
@@ -361,19 +373,24 @@ async def test_the_final_answer_now_carries_the_options_already_picked(
     )
 
 
-@pytest.mark.parametrize("server", ["openai", "vllm", "fastapi", "llama-cpp-python"])
-async def test_every_real_servers_refusal_falls_back_to_text(
+@pytest.mark.parametrize(
+    "server", ["openai", "vllm", "fastapi", "llama-cpp-python", "llama-cpp-python-500"]
+)
+async def test_every_real_servers_refusal_of_json_schema_tries_json_object_with_the_schema(
     structured: ConsultationService, model: FakeModelServer, server: str
 ) -> None:
     """However a server refuses json_schema (OpenAI's and vLLM's 400, FastAPI's 422 whose
-    words are only in its body, llama-cpp-python hanging up), the round is asked in text
-    and the endpoint remembered as text-only."""
+    words are only in its body, llama-cpp-python's 500 or hang-up), the round is asked as
+    json_object with the schema (what llama-cpp-python enforces with a grammar), and later
+    rounds go straight to that form."""
     model.refuse_format = server
     reply = await structured.ask(KEY, "Which laptop?")
     await structured.ask(KEY, "Cheap")
 
-    assert reply.text == "Reply to: Which laptop?" and reply.questions is None
-    assert [format_of(body) is not None for body in model.requests] == [True, False, False]
+    assert reply.questions == ClarifyingRound("", (Question("Reply to: Which laptop?"),))
+    kinds = [response_format_of(body) for body in model.requests]
+    assert kinds == [SCHEMA_NAME, "json_object", "json_object"]
+    assert format_of(model.requests[1]) == {"type": "json_object", "schema": ROUND_SCHEMA}
 
 
 async def test_a_round_streamed_in_small_pieces_shows_its_first_words_at_once() -> None:

@@ -10,7 +10,8 @@ A user message's content may be a string or, as OpenAI accepts, a list of conten
 `reject_images` makes it refuse image parts the way a text-only server does.
 
 Structured output: a request whose `response_format` is the `json_schema` named
-`clarifying_round` gets, by default, the default reply shaped as such a round: its
+`clarifying_round` (or `json_object` with that schema, llama-cpp-python's form:
+`schema_asked`) gets, by default, the default reply shaped as such a round: its
 text (whitespace collapsed) as the one question, without options (`echo_round`), so
 the engine shows the echo text; one for `client_facts` gets `{"facts": []}` (nothing
 to remember), and the same request asked in text (one fact a line) gets "none"; every
@@ -18,7 +19,10 @@ other request's default reply is the `default_reply` text as it is (an "answer" 
 or `json_object` included).
 `refuse_format` makes the server refuse every `json_schema` request the way a server
 without structured output does (`FORMAT_ERRORS`), before any scripted reply is
-consumed; `ignore_format` makes it answer prose whatever the format asked for.
+consumed, and answer `json_object` ones as usual: `"llama-cpp-python-500"` is
+llama-cpp-python's server, which takes the schema in `json_object` instead.
+`ignore_format` makes it answer prose whatever the format asked for (a server that
+ignores `response_format`).
 Scripted replies are sent as scripted (`enqueue_round` writes a round's JSON).
 
 Standalone, for the benchmark: ``python -m tests.fakes.model_server --port N --latency S``.
@@ -41,7 +45,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from core.clarifying import SCHEMA_NAME
+from core.clarifying import ROUND_SCHEMA, SCHEMA_NAME
+from core.memory import FACTS_SCHEMA
 from core.memory import SCHEMA_NAME as FACTS_SCHEMA_NAME
 from core.prompts import PromptLibrary
 from tests.fakes.serving import LOOPBACK, LocalServer
@@ -119,6 +124,19 @@ FORMAT_ERRORS: dict[str, tuple[int | None, str, str | None]] = {
     "fastapi": (422, "Input should be 'text' or 'json_object'", None),
     # llama-cpp-python: its validation error handler fails, so the connection just ends.
     "llama-cpp-python": (None, "", None),
+    # llama-cpp-python's server as its source reads (llama_cpp/server/errors.py,
+    # RouteErrorHandler): the request model's `response_format` takes only "text" and
+    # "json_object", and FastAPI's validation error is wrapped as a 500 with its words.
+    # The same server takes `{"type": "json_object", "schema": …}` and enforces the
+    # schema with a grammar (llama_chat_format._grammar_for_response_format).
+    "llama-cpp-python-500": (
+        500,
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+        "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", "
+        "'input': 'json_schema', 'ctx': {'expected': \"'text' or 'json_object'\"}}\n"
+        "    POST /v1/chat/completions",
+        None,
+    ),
 }
 """Set `FakeModelServer.refuse_format` to one of these keys, or script one refusal with
 `enqueue(format_error=key)`."""
@@ -225,6 +243,19 @@ def response_format_of(body: dict[str, Any]) -> str | None:
         name = schema.get("name") if isinstance(schema, dict) else None
         return name if isinstance(name, str) and name else "json_schema"
     return kind if isinstance(kind, str) else None
+
+
+def schema_asked(body: dict[str, Any]) -> str | None:
+    """The name of the schema a request asks its reply to follow: the json_schema's name,
+    or, for `json_object` with a `schema` (llama-cpp-python's form), the name of the
+    engine's schema it is (a clarifying round's, client memory's; "schema" for another);
+    None when it asks for none."""
+    value = body.get("response_format")
+    if isinstance(value, dict) and value.get("type") == "json_object" and "schema" in value:
+        known = {json.dumps(ROUND_SCHEMA): SCHEMA_NAME, json.dumps(FACTS_SCHEMA): FACTS_SCHEMA_NAME}
+        return known.get(json.dumps(value["schema"]), "schema")
+    kind = response_format_of(body)
+    return kind if kind not in (None, "json_object", "text") else None
 
 
 def _asks_json_schema(body: dict[str, Any]) -> bool:
@@ -457,9 +488,9 @@ class FakeModelServer:
     def _default_text(self, body: dict[str, Any]) -> str:
         """The default reply, as a clarifying round when one was asked for (see the module)."""
         text = self.default_reply(body)
-        if not self.ignore_format and response_format_of(body) == SCHEMA_NAME:
+        if not self.ignore_format and schema_asked(body) == SCHEMA_NAME:
             return prose_round(text)
-        if not self.ignore_format and response_format_of(body) == FACTS_SCHEMA_NAME:
+        if not self.ignore_format and schema_asked(body) == FACTS_SCHEMA_NAME:
             return json.dumps({"facts": []})  # nothing worth remembering
         if _asks_facts_in_text(body):
             return "none"  # the same, one fact a line
