@@ -44,7 +44,7 @@ from aiohttp import web
 from core.clarifying import SCHEMA_NAME
 from core.memory import SCHEMA_NAME as FACTS_SCHEMA_NAME
 from core.prompts import PromptLibrary
-from tests.fakes.serving import LOOPBACK, LocalServer
+from tests.fakes.serving import LOOPBACK, LocalServer, until_stopped
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
 
@@ -602,7 +602,7 @@ async def _serve(port: int, latency: float) -> None:
     await server.start()
     print(f"fake model server on {server.base_url} (latency {latency}s)", flush=True)
     try:
-        await asyncio.Event().wait()
+        await until_stopped()
     finally:
         await server.stop()
 
