@@ -18,7 +18,8 @@ Invariants:
 - a streamed reply is shown as its preamble and questions grow (`RoundStream`): parsed
   with jiter's partial mode, at every piece while nothing is shown within its first
   `FIRST_WORDS_CHARS` characters, then at most once per `PARSE_EVERY_CHARS` new
-  characters, so a reply of any length costs linear time in all.
+  characters, so a reply of any length costs linear time in all; each text shown is a
+  `RoundText`, carrying the round it shows.
 Pure: no I/O.
 """
 
@@ -254,6 +255,19 @@ def partial_round(text: str) -> ClarifyingRound | None:
     return read_round(_partial(strip_fences(text), "trailing-strings"), partial=True)
 
 
+class RoundText(str):
+    """A streamed round's text (`ClarifyingRound.text`) that also carries the round read
+    so far: every surface may use it as the plain text it is; one that lays a round out
+    itself (the console lists each question's options under it) reads `round`."""
+
+    round: ClarifyingRound
+
+    def __new__(cls, round_: ClarifyingRound) -> RoundText:
+        text = super().__new__(cls, round_.text)
+        text.round = round_
+        return text
+
+
 class RoundStream:
     """Wraps an `on_text` callback: feeds of a streamed JSON reply become the round's text
     so far; only growth is forwarded, and parsing happens at most once per
@@ -278,7 +292,7 @@ class RoundStream:
 
     async def flush(self, found: ClarifyingRound) -> None:
         """Show `found` (the round read so far, or the whole reply's) if it shows more."""
-        shown = found.text
+        shown = RoundText(found)
         if shown and shown != self._shown:
             self._shown = shown
             await self._on_text(shown)
