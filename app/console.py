@@ -19,9 +19,12 @@ the line is sent. The round answered is the last reply's, read from the store on
 `/followup TEXT` asks about the last final answer, and so does a line starting with `>`
 typed right after one (`app.console_follow_ups`).
 
-SIGTERM or SIGINT (Ctrl-C) stops it: what is running is cancelled (a message being
-answered stays saved for /retry, as after a model error), the store is closed, one line
-says so, and the exit code is 0, a requested stop being a clean end. Lines are read by a
+Ctrl-C (SIGINT) while a reply streams stops that reply and returns to the prompt (the
+message stays saved for /retry, as after a model error; `app.console_interrupts`).
+SIGTERM, or Ctrl-C at the prompt, stops the console: what is running is cancelled, the
+store is closed, one line says so, and the exit code is 0, a requested stop being a clean
+end. Log records (warnings) logged while a line is handled are written after its reply,
+never inside the streamed text (`app.console_logs`). Lines are read by a
 daemon thread, so a stop never waits for Enter; when that thread is still blocked in its
 read, the process ends with `os._exit` once everything is closed (the interpreter could
 not finish with a thread holding stdin).
@@ -41,6 +44,8 @@ from app.console_answers import NoSuchOption, TypedLine, read_line
 from app.console_files import ConsoleFiles, refusal
 from app.console_follow_ups import ask_follow_up, quoted_follow_up
 from app.console_history import ExportRefused, export_files, history_lines
+from app.console_interrupts import INTERRUPTED, Interrupts
+from app.console_logs import HeldLogs
 from app.console_memory import console_scope, memory_command, remember_after
 from app.console_models import model_command
 from app.console_replies import StreamPrinter, model_error_line
@@ -49,7 +54,6 @@ from app.console_stats import stats_command
 from app.console_usage import usage_command
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
-from app.startup import stop_on_signals
 from bot.i18n import t
 from core.clarifying import ClarifyingRound
 from core.errors import (
@@ -96,11 +100,13 @@ log = logging.getLogger(__name__)
 
 
 async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
-    """Run the console until /quit, end of input, SIGTERM or SIGINT; the exit code."""
-    stop = stop_on_signals()
+    """Run the console until /quit, end of input, SIGTERM or SIGINT at the prompt; the
+    exit code."""
+    interrupts = Interrupts()
+    logs = HeldLogs.install()
     lines = _Lines()
-    session = asyncio.ensure_future(_session(settings, key, lines))
-    stopping = asyncio.ensure_future(stop.wait())
+    session = asyncio.ensure_future(_session(settings, key, lines, interrupts, logs))
+    stopping = asyncio.ensure_future(interrupts.stop.wait())
     await asyncio.wait({session, stopping}, return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()
     if session.done():
@@ -115,7 +121,9 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
     return 0
 
 
-async def _session(settings: Settings, key: str, lines: _Lines) -> int:
+async def _session(
+    settings: Settings, key: str, lines: _Lines, interrupts: Interrupts, logs: HeldLogs
+) -> int:
     async with open_runtime(settings) as runtime:
         service = runtime.service
         await check_model_endpoint(runtime)  # warnings go to stderr, before the first prompt
@@ -136,19 +144,32 @@ async def _session(settings: Settings, key: str, lines: _Lines) -> int:
             text = line.strip()
             if not text and not files.queued:
                 continue
-            try:
-                await _handle(service, key, text, files, asked)
-            except NoSuchOption as exc:
-                print(f"[{exc}; nothing was sent]")
-            except AttachmentRefused as exc:
-                print(
-                    f"[{refusal(exc, runtime.intake)}; nothing was sent,"
-                    " the attached files were dropped]"
-                )
-            except TurnDidNotHappen as exc:
-                print("\n" + did_not_happen_line(exc, settings))
-            except ConsultationError as exc:
-                print(f"[{exc}]")
+            with logs.held():  # a warning is written after the reply, never inside it
+                await _line(service, key, text, files, asked, settings, interrupts)
+
+
+async def _line(
+    service: ConsultationService,
+    key: str,
+    text: str,
+    files: ConsoleFiles,
+    asked: _Asked,
+    settings: Settings,
+    interrupts: Interrupts,
+) -> None:
+    """One typed line: its command or turn, then the one line an error or Ctrl-C gets."""
+    try:
+        if not await interrupts.run(_handle(service, key, text, files, asked)):
+            saved = (await service.status(key)).open_turn
+            print("\n" + (INTERRUPTED if saved else "[stopped by Ctrl-C]"))
+    except NoSuchOption as exc:
+        print(f"[{exc}; nothing was sent]")
+    except AttachmentRefused as exc:
+        print(f"[{refusal(exc, files.intake)}; nothing was sent, the attached files were dropped]")
+    except TurnDidNotHappen as exc:
+        print("\n" + did_not_happen_line(exc, settings))
+    except ConsultationError as exc:
+        print(f"[{exc}]")
 
 
 def did_not_happen_line(exc: TurnDidNotHappen, settings: Settings) -> str:

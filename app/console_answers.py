@@ -1,5 +1,6 @@
-"""The console's answers to a structured round: the options shown as `1a) …`, and a typed
-line read as options picked (`1a 2c`) followed by text.
+"""The console's answers to a structured round: the round shown with each question's
+options under it as `1a) …` (`round_text`), and a typed line read as options picked
+(`1a 2c`) followed by text.
 
 Invariants:
 - an option is named by its question's number and a letter, `a` for its first option,
@@ -8,7 +9,10 @@ Invariants:
   only its leading tokens shaped like `1a` (any case) are answers: the rest of the line,
   as typed, goes with them; a line without such tokens is text as it is;
 - a token naming a question or option the round does not have refuses the whole line
-  (`NoSuchOption`, one line saying why): nothing of it is sent.
+  (`NoSuchOption`, one line saying why): nothing of it is sent;
+- the questions are always numbered, also a round's only one, so that the text shown of a
+  round growing as it streams only ever grows (a second question does not renumber the
+  first).
 Pure: no I/O.
 """
 
@@ -17,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.clarifying import OPTION_LETTERS, Answer, ClarifyingRound
+from core.clarifying import OPTION_LETTERS, Answer, ClarifyingRound, option_label
 
 _TOKEN = re.compile(r"\s*(\d{1,4})([A-Za-z])(?=\s|$)")
 
@@ -32,6 +36,22 @@ class TypedLine:
 
     answers: tuple[Answer, ...]
     text: str
+
+
+OPTION_INDENT = "   "
+
+
+def round_text(round_: ClarifyingRound) -> str:
+    """The round as the console shows it: the preamble, then each numbered question with
+    its options under it, indented, as `1a) …`."""
+    lines: list[str] = []
+    for number, question in enumerate(round_.questions, 1):
+        lines.append(f"{number}. {question.text}")
+        lines.extend(
+            f"{OPTION_INDENT}{option_label(number, index)}) {option}"
+            for index, option in enumerate(question.options, 1)
+        )
+    return "\n\n".join(part for part in (round_.preamble, "\n".join(lines)) if part)
 
 
 def read_line(line: str, round_: ClarifyingRound | None) -> TypedLine:

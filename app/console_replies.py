@@ -1,12 +1,13 @@
 """What the console prints of a reply: the text as it streams, then its state line; and
 a model error as a line for the person at the terminal, who is also the operator.
 
-Invariants: the reply's text reaches the terminal once. The engine hands on a shorter
+Invariants: the reply's text reaches the terminal once: what did not stream of it (a
+round's last options) is printed after what did. The engine hands on a shorter
 prefix of what it showed only when it cut a loop's repetitions (`core.collect`): that
 text is not printed again, and one line says the repeated part above was dropped. Any
-other revision is printed whole on a new line. A round asked with options lists them
-under its questions, each as `1a) …` (`app.console_answers`). A model error names the
-setting or the server to check, never an operator to wait for.
+other revision is printed whole on a new line. A structured round is shown with each
+question's options under it, as `1a) …`, as it streams (`app.console_answers.round_text`).
+A model error names the setting or the server to check, never an operator to wait for.
 
 While no text has come `WAITING_AFTER` seconds into a turn, a line says the console is
 waiting for the model: on a terminal it counts the seconds in place and is wiped when the
@@ -19,9 +20,10 @@ import asyncio
 import contextlib
 import sys
 
+from app.console_answers import round_text
 from app.settings import Settings
 from bot.i18n import t
-from core.clarifying import option_lines
+from core.clarifying_stream import RoundText
 from core.errors import ModelError, ModelErrorKind
 from core.outcomes import Notice, Reply
 
@@ -77,6 +79,8 @@ class StreamPrinter:
     async def feed(self, text: str) -> None:
         if self._waiting is not None:
             await self.stop_waiting()
+        if isinstance(text, RoundText):  # a structured round: laid out with its options
+            text = round_text(text.round)
         if len(text) < len(self._printed) and self._printed.startswith(text):
             self._kept = text  # a loop's repetitions cut: the kept text is on the screen
             return
@@ -89,8 +93,11 @@ class StreamPrinter:
 
     def done(self, reply: Reply) -> None:
         self.reply = reply
-        if reply.text != self._kept:
-            print(("\n" if self._printed else "") + reply.text, end="")
+        text = round_text(reply.questions) if reply.questions is not None else reply.text
+        if self._kept == self._printed and text.startswith(self._printed):
+            print(text[len(self._printed) :], end="")  # what did not stream (a round's options)
+        elif text != self._kept:
+            print(("\n" if self._printed else "") + text, end="")
         elif len(self._kept) < len(self._printed):
             dropped = len(self._printed) - len(self._kept)
             print(
@@ -98,13 +105,7 @@ class StreamPrinter:
                 f"({dropped} characters) was dropped]",
                 end="",
             )
-        options = (
-            option_lines([q.options for q in reply.questions.questions])
-            if reply.questions is not None
-            else []
-        )
-        if options:
-            print("\n\n" + "\n".join(options), end="")
+        options = reply.questions is not None and reply.questions.has_options
         if reply.sources:
             print(f"\n{t('en', 'sources')}:", end="")
             for source in reply.sources:

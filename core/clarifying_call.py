@@ -9,7 +9,7 @@ Invariants:
   streams and stored as the text path's would be, never asked again;
 - only a reply that holds JSON but no round, even once repaired (another shape, or cut
   before any whole question), or that is blank, is asked again in text (`unreadable`);
-- the user never sees JSON: while the reply streams, `core.clarifying.RoundStream` shows
+- the user never sees JSON: while the reply streams, `core.clarifying_stream.RoundStream` shows
   the preamble and questions read so far, or the prose before any JSON;
 - the call is bounded: its reply is cut at `MAX_ROUND_CHARS` and never continued.
 """

@@ -8,7 +8,8 @@ Invariants:
 - a reply that starts as prose (a server that ignores `response_format`) is shown as it
   grows, as a text round is (`core.early_finish.MarkerFilter`), up to where a JSON object
   starts, if one does: no JSON is ever shown;
-- only growth is forwarded.
+- only growth is forwarded; a JSON round's text is shown as a `RoundText`, carrying the
+  round it shows.
 Pure: no I/O.
 """
 
@@ -31,6 +32,19 @@ between two pieces (`{`, spaces, `"`) is still found."""
 def partial_round(text: str) -> ClarifyingRound | None:
     """The round so far in the start of a streamed reply (the last string may be cut)."""
     return read_round(partial_json(strip_fences(text), "trailing-strings"), partial=True)
+
+
+class RoundText(str):
+    """A streamed round's text (`ClarifyingRound.text`) that also carries the round read
+    so far: every surface may use it as the plain text it is; one that lays a round out
+    itself (the console lists each question's options under it) reads `round`."""
+
+    round: ClarifyingRound
+
+    def __new__(cls, round_: ClarifyingRound) -> RoundText:
+        text = super().__new__(cls, round_.text)
+        text.round = round_
+        return text
 
 
 class RoundStream:
@@ -76,7 +90,7 @@ class RoundStream:
 
     async def flush(self, found: ClarifyingRound) -> None:
         """Show `found` (the round read so far, or the whole reply's) if it shows more."""
-        shown = found.text
+        shown = RoundText(found)
         if shown and shown != self._shown:
             self._shown = shown
             await self._on_text(shown)

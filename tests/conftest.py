@@ -32,7 +32,12 @@ if TYPE_CHECKING:
     from tests.fakes.model_server import FakeModelServer
     from tests.service_harness import Clock, Engine
 
-pytest_plugins = ["tests.fakes.model_server", "tests.fakes.bot_api", "tests.store_contract"]
+pytest_plugins = [
+    "tests.fakes.model_server",
+    "tests.fakes.bot_api",
+    "tests.store_contract",
+    "tests.postgres_report",
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:

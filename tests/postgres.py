@@ -7,9 +7,10 @@ database-wide) and never wait on each other. A run killed before its end leaves 
 database behind; the next run drops those older than `STALE_AFTER_SECONDS` (their
 names carry their creation time).
 
-Where PostgreSQL cannot be reached the tests that need it are skipped with one line,
-except when REQUIRE_POSTGRES is set (CI sets it): then they fail, so a green CI run
-always means they ran.
+Where PostgreSQL cannot be reached the tests that need it are skipped (every connection
+a test makes goes through `connect_or_skip` or a fixture that does), and the run's
+summary counts them in one line (tests/postgres_report.py); except when REQUIRE_POSTGRES
+is set (CI sets it): then they fail, so a green CI run always means they ran.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import pytest_asyncio
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 RUN_DATABASE_PREFIX = "consult_test_"
 STALE_AFTER_SECONDS = 6 * 3600
+# How every skip for an unreachable server begins (tests/postgres_report.py counts them).
+UNREACHABLE = "PostgreSQL is not reachable"
 
 T = TypeVar("T")
 
@@ -91,7 +94,7 @@ async def connect_or_skip(url: str) -> asyncpg.Connection:
     try:
         return await asyncpg.connect(url, timeout=5)
     except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
-        message = f"PostgreSQL is not reachable at {urlsplit(url).netloc}: {exc}"
+        message = f"{UNREACHABLE} at {urlsplit(url).netloc}: {exc}"
         if os.environ.get("REQUIRE_POSTGRES"):
             pytest.fail(f"{message} (REQUIRE_POSTGRES is set)")
         pytest.skip(message)

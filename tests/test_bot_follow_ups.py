@@ -241,16 +241,16 @@ async def test_a_russian_user_gets_russian_follow_ups(bot: RunningBot) -> None:
     await bot.send(USER, "Как масштабировать?", language_code="ru")
     call = await asked_in(bot, USER, "Итоговый ответ")
     final = int(call.result["message_id"])
-    assert "ответьте на него или нажмите «Задать уточняющий вопрос»" in call.params["text"]
+    assert "ответьте на него или нажмите «Задать дополнительный вопрос»" in call.params["text"]
     data = next(d for d in buttons(call) if d[:3] == "fu:")
     update = bot.api.callback_query(USER, USER, data, final)
     update["callback_query"]["from"]["language_code"] = "ru"
     bot.api.push_update(update)
-    await asked_in(bot, USER, "Напишите уточняющий вопрос ответом на это сообщение.")
+    await asked_in(bot, USER, "Напишите дополнительный вопрос ответом на это сообщение.")
     bot.model.enqueue("Пул соединений.")
     await bot.send(USER, "А соединения?", reply_to_message=final, language_code="ru")
-    call = await asked_in(bot, USER, "Уточняющий вопрос 1 из 5")
-    assert "осталось 4 вопроса" in call.params["text"]
+    call = await asked_in(bot, USER, "Дополнительный вопрос 1 из 5")
+    assert "осталось 4 дополнительных вопроса" in call.params["text"]
 
 
 async def test_a_document_sent_as_a_reply_to_the_final_answer_is_a_follow_up(

@@ -30,6 +30,14 @@ def test_the_console_script_is_installed_and_lists_its_commands(tmp_path: Path) 
         assert command in done.stdout
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_python_m_api_help_shows_the_usage_and_exits_0(tmp_path: Path, flag: str) -> None:
+    done = run(tmp_path, sys.executable, "-m", "api", flag)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: consultation-bot")
+    assert "python -m api" in done.stdout and done.stderr == ""
+
+
 def test_an_unknown_command_exits_2_and_shows_the_usage(tmp_path: Path) -> None:
     done = run(tmp_path, str(SCRIPT), "serve")
     assert done.returncode == 2

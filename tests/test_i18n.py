@@ -170,11 +170,11 @@ def test_plural_forms_follow_each_language() -> None:
     """ngettext picks the form by the language's rule: three forms in Russian."""
     assert "(1 follow-up left)" in t("en", "follow_ups_left", left=1)
     assert "(2 follow-ups left)" in t("en", "follow_ups_left", left=2)
-    assert "остался 1 вопрос" in t("ru", "follow_ups_left", left=1)
-    assert "осталось 3 вопроса" in t("ru", "follow_ups_left", left=3)
-    assert "осталось 5 вопросов" in t("ru", "follow_ups_left", left=5)
-    assert "осталось 11 вопросов" in t("ru", "follow_ups_left", left=11)
-    assert "остался 21 вопрос" in t("ru", "follow_ups_left", left=21)
+    assert "остался 1 дополнительный вопрос" in t("ru", "follow_ups_left", left=1)
+    assert "осталось 3 дополнительных вопроса" in t("ru", "follow_ups_left", left=3)
+    assert "осталось 5 дополнительных вопросов" in t("ru", "follow_ups_left", left=5)
+    assert "осталось 11 дополнительных вопросов" in t("ru", "follow_ups_left", left=11)
+    assert "остался 21 дополнительный вопрос" in t("ru", "follow_ups_left", left=21)
 
 
 def test_untranslated_and_fuzzy_messages_read_in_english() -> None:

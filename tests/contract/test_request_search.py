@@ -26,7 +26,12 @@ from storage.postgres.store import PostgresStore
 from storage.sqlite import admin as sqlite_admin
 from storage.sqlite import schema as sqlite_schema
 from storage.sqlite.store import SqliteStore
-from tests.postgres import database_url_for_tests, fresh_schema, with_search_path
+from tests.postgres import (
+    connect_or_skip,
+    database_url_for_tests,
+    fresh_schema,
+    with_search_path,
+)
 from tests.store_contract import make
 
 if TYPE_CHECKING:
@@ -281,7 +286,7 @@ async def test_postgres_without_pg_trgm_starts_and_searches_unindexed(
     the store opens, and search finds the same rows; a later start tries again."""
     role = f"nocreate_{uuid.uuid4().hex[:10]}"
     url = database_url_for_tests()
-    admin = await asyncpg.connect(url)
+    admin = await connect_or_skip(url)
     schema = f"test_{uuid.uuid4().hex[:12]}"
     try:
         await admin.execute("DROP EXTENSION IF EXISTS pg_trgm CASCADE")

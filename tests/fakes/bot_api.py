@@ -27,7 +27,7 @@ from aiohttp import web
 from tests.fakes.bot_api_checks import check_text
 from tests.fakes.bot_files import BotFiles, StoredFile
 from tests.fakes.bot_updates import UpdateBuilder
-from tests.fakes.serving import LOOPBACK, LocalServer
+from tests.fakes.serving import LOOPBACK, LocalServer, until_stopped
 
 TOKEN = "123456:TEST-TOKEN"
 MAX_CAPTION = 1024
@@ -580,7 +580,7 @@ async def _serve(port: int, username: str) -> None:
     await server.start()
     print(f"fake Bot API on {server.base_url} (token any, e.g. {TOKEN})", flush=True)
     try:
-        await asyncio.Event().wait()
+        await until_stopped()
     finally:
         await server.stop()
 

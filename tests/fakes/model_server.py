@@ -49,7 +49,7 @@ from core.clarifying import ROUND_SCHEMA, SCHEMA_NAME
 from core.memory import FACTS_SCHEMA
 from core.memory import SCHEMA_NAME as FACTS_SCHEMA_NAME
 from core.prompts import PromptLibrary
-from tests.fakes.serving import LOOPBACK, LocalServer
+from tests.fakes.serving import LOOPBACK, LocalServer, until_stopped
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
 
@@ -633,7 +633,7 @@ async def _serve(port: int, latency: float) -> None:
     await server.start()
     print(f"fake model server on {server.base_url} (latency {latency}s)", flush=True)
     try:
-        await asyncio.Event().wait()
+        await until_stopped()
     finally:
         await server.stop()
 

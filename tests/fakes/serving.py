@@ -4,10 +4,13 @@ Invariant: the server listens on the loopback interface only (a fake never faces
 network); asking for port 0 binds a free port, and `port` is the real one once `start`
 returns. `stop` is idempotent and gives handlers still running one second to finish, so a
 fake that wakes its sleeping handlers on stop never holds the test up.
+`until_stopped` is how a standalone fake (`python -m tests.fakes.…`) waits for its end.
 """
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from types import TracebackType
 
 from aiohttp import web
@@ -66,3 +69,21 @@ class LocalServer:
         traceback: TracebackType | None,
     ) -> None:
         await self.stop()
+
+
+async def until_stopped() -> None:
+    """Return when SIGTERM or SIGINT arrives, so a standalone fake stops its server and
+    exits 0 either way. SIGTERM is what stops a background job (`nohup make test &`
+    starts its children with SIGINT ignored); an ignored SIGINT stays ignored."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signals.append(signal.SIGINT)
+    for signum in signals:
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
