@@ -135,6 +135,7 @@ def register(
         outage=outage,
         remember=lambda consultation_id: service.memory.remember(consultation_id),
         spawn=application.create_task,
+        keyboards=shared.round_keyboards,
     )
     say = Say(bot)
     menus = PersonalMenus(bot)

@@ -101,6 +101,8 @@ async def running_bot(
     `shared` the state kept in memory (limits shared on PostgreSQL, say), `clock` the
     engine's."""
     async with open_runtime(settings, clock=clock) as runtime:
+        if shared.round_keyboards is None:  # kept in the store, as `app.serve_bot` keeps them
+            shared = dataclasses.replace(shared, round_keyboards=runtime.store)
         application = build_application(
             config or settings.bot_config(), runtime.service, intake=runtime.intake, shared=shared
         )

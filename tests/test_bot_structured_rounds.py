@@ -114,9 +114,16 @@ def last_user(model: FakeModelServer) -> str:
 
 
 async def marked(bot: RunningBot, count: int) -> Keyboard:
-    """The keyboard of the `count`-th editMessageReplyMarkup the fake accepted."""
+    """The keyboard of the `count`-th editMessageReplyMarkup the fake accepted that marks
+    options (not one taking an older round's keyboard away)."""
     edit = await bot.api.wait_for(
-        lambda c: c.method == "editMessageReplyMarkup" and c.result is not None, 10, count=count
+        lambda c: (
+            c.method == "editMessageReplyMarkup"
+            and c.result is not None
+            and "reply_markup" in c.params
+        ),
+        10,
+        count=count,
     )
     return keyboard(edit)
 
@@ -304,7 +311,8 @@ async def stale_and_forged_presses(bot: RunningBot, model_server: FakeModelServe
     assert after is not None and before is not None
     assert (len(after.messages), after.picks) == (len(before.messages), None)
     assert (len(sent(bot, USER)), len(model_server.requests)) == (messages, requests)
-    assert not [c for c in bot.api.calls_of("editMessageReplyMarkup") if c.status == 200]
+    marks = bot.api.calls_of("editMessageReplyMarkup")
+    assert not [c for c in marks if c.status == 200 and "reply_markup" in c.params]
 
 
 async def test_a_round_ready_for_the_final_answer_shows_only_that_answer(

@@ -1,0 +1,135 @@
+"""An older round's keyboard is taken away when the next reply is delivered (real
+Application, fake Bot API, fake model server, real SQLite file): by the next round and by
+the final answer, after a restart too (the message is known from the store), and a
+Telegram error taking it away never fails the new round; a press on a keyboard left
+behind is told its questions were answered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.bot_harness import RunningBot, sent, started_bot, wait_sent
+from tests.fakes.bot_api import Call, FakeBotApi
+from tests.fakes.model_server import FakeModelServer, round_json
+
+USER = 5301
+ONE = round_json("Got it.", [("Budget?", ["Low", "High"])])
+OTHER = round_json("And one more.", [("City?", ["Berlin", "Rome"])])
+STALE = "These questions were already answered."
+
+
+async def ask(bot: RunningBot, text: str) -> Call:
+    """Send a private message; the bot's reply (the message that carries the footer)."""
+    before = len(sent(bot, USER))
+    await bot.send(USER, text)
+    await wait_sent(bot, USER, before + 1)
+    return sent(bot, USER)[-1]
+
+
+def message_id(call: Call) -> int:
+    assert call.result is not None
+    return int(call.result["message_id"])
+
+
+def taken_away(bot: RunningBot) -> list[int]:
+    """The messages whose keyboard the bot removed (an edit with no markup), in order."""
+    return [
+        int(c.params["message_id"])
+        for c in bot.api.calls_of("editMessageReplyMarkup")
+        if "reply_markup" not in c.params
+    ]
+
+
+def markup_of(api: FakeBotApi, call: Call) -> Any:
+    """The keyboard the chat shows under the message `call` sent now."""
+    return api.messages[(USER, message_id(call))].get("reply_markup")
+
+
+def settings(**overrides: Any) -> dict[str, Any]:
+    return {"llm_structured_questions": "auto", "max_rounds": 3, **overrides}
+
+
+async def test_the_next_round_and_the_final_answer_take_the_older_keyboards_away(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """Round 1's keyboard goes when round 2 is delivered, round 2's when the final answer
+    is; the final answer keeps its own buttons, and an option of round 1 pressed anyway
+    is told it was answered."""
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server, **settings()) as bot:
+        model_server.enqueue(ONE)
+        first = await ask(bot, "Which laptop?")
+        assert markup_of(bot_api, first) is not None
+        model_server.enqueue(OTHER)
+        second = await ask(bot, "A cheap one")
+        await bot_api.wait_for(lambda c: c.method == "editMessageReplyMarkup", 10)
+        assert taken_away(bot) == [message_id(first)]
+        assert markup_of(bot_api, first) is None
+        assert markup_of(bot_api, second) is not None
+
+        model_server.enqueue("Buy the light one.")
+        final = await ask(bot, "/answer")
+        await bot_api.wait_for(lambda c: c.method == "editMessageReplyMarkup", 10, count=2)
+        assert taken_away(bot) == [message_id(first), message_id(second)]
+        assert markup_of(bot_api, second) is None
+        kinds = [
+            b["callback_data"][:2]
+            for row in markup_of(bot_api, final)["inline_keyboard"]
+            for b in row
+        ]
+        assert kinds == ["fu", "ex"]
+
+        option = first.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+        update = bot_api.push_update(bot_api.callback_query(USER, USER, option, message_id(first)))
+        query = update["callback_query"]["id"]
+        answer = await bot_api.wait_for(
+            lambda c: c.method == "answerCallbackQuery" and c.params["callback_query_id"] == query,
+            10,
+        )
+        assert answer.params.get("text") == STALE
+
+
+async def test_a_restarted_bot_takes_away_the_keyboard_sent_before_it_stopped(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The message carrying round 1's keyboard is read from the store: the bot that
+    delivers round 2 after a restart takes it away."""
+    db = tmp_path / "bot.sqlite3"
+    async with started_bot(db, bot_api, model_server, **settings()) as bot:
+        model_server.enqueue(ONE)
+        first = await ask(bot, "Which laptop?")
+    async with started_bot(db, bot_api, model_server, **settings()) as bot:
+        model_server.enqueue(OTHER)
+        second = await ask(bot, "A cheap one")
+        await bot_api.wait_for(lambda c: c.method == "editMessageReplyMarkup", 10)
+        assert taken_away(bot) == [message_id(first)]
+        assert markup_of(bot_api, first) is None
+        assert markup_of(bot_api, second) is not None
+
+
+async def test_a_telegram_error_taking_a_keyboard_away_never_fails_the_new_round(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """Round 1's message cannot be edited (deleted, too old): round 2 is delivered all the
+    same, and round 3 takes round 2's keyboard away as usual."""
+    async with started_bot(
+        tmp_path / "bot.sqlite3", bot_api, model_server, **settings(max_rounds=4)
+    ) as bot:
+        model_server.enqueue(ONE)
+        first = await ask(bot, "Which laptop?")
+        bot_api.fail_next(
+            "editMessageReplyMarkup", status=400, description="Bad Request: message can't be edited"
+        )
+        model_server.enqueue(OTHER)
+        second = await ask(bot, "A cheap one")
+        assert "And one more." in second.params["text"]
+        assert markup_of(bot_api, second) is not None
+        failed = await bot_api.wait_for(lambda c: c.method == "editMessageReplyMarkup", 10)
+        assert failed.status == 400 and markup_of(bot_api, first) is not None
+
+        model_server.enqueue(ONE)
+        third = await ask(bot, "Rome")
+        await bot_api.wait_for(lambda c: c.method == "editMessageReplyMarkup", 10, count=2)
+        assert taken_away(bot)[-1] == message_id(second)
+        assert markup_of(bot_api, second) is None
+        assert markup_of(bot_api, third) is not None
