@@ -133,3 +133,60 @@ async def test_a_telegram_error_taking_a_keyboard_away_never_fails_the_new_round
         assert taken_away(bot)[-1] == message_id(second)
         assert markup_of(bot_api, second) is None
         assert markup_of(bot_api, third) is not None
+
+
+async def press_popup(bot: RunningBot, data: str, message: Call) -> str:
+    """Press a button under `message`; the popup the press was answered with."""
+    update = bot.api.push_update(bot.api.callback_query(USER, USER, data, message_id(message)))
+    query = update["callback_query"]["id"]
+    answer = await bot.api.wait_for(
+        lambda c: c.method == "answerCallbackQuery" and c.params["callback_query_id"] == query,
+        10,
+    )
+    return str(answer.params.get("text") or "")
+
+
+def final_now(call: Call) -> str:
+    """The data of the "Give the final answer now" button under a round's message."""
+    rows = call.params["reply_markup"]["inline_keyboard"]
+    return str(rows[-1][-1]["callback_data"])
+
+
+async def test_final_answer_now_under_an_older_round_is_told_it_was_answered(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The "Give the final answer now" button pressed under round 1 (left behind: its
+    removal failed) while round 2 is the current one, or after /reset under the old
+    consultation's round: the popup says the questions were answered; no model call,
+    nothing stored, no message. Under the current round it gives the final answer, and the
+    new consultation's first round took the old one's keyboard away."""
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server, **settings()) as bot:
+        model_server.enqueue(ONE)
+        first = await ask(bot, "Which laptop?")
+        bot_api.fail_next(
+            "editMessageReplyMarkup",
+            status=400,
+            description="Bad Request: message to edit not found",
+        )
+        model_server.enqueue(OTHER)
+        second = await ask(bot, "A cheap one")
+        stored = await bot.runtime.store.load_active(f"tg:{USER}")
+        assert stored is not None
+        calls, messages = len(model_server.requests), len(sent(bot, USER))
+
+        assert await press_popup(bot, final_now(first), first) == STALE
+
+        await ask(bot, "/reset")
+        messages += 1
+        assert await press_popup(bot, final_now(second), second) == STALE
+        assert await bot.runtime.store.load_active(f"tg:{USER}") is None
+        assert (len(model_server.requests), len(sent(bot, USER))) == (calls, messages)
+
+        model_server.enqueue(ONE)
+        third = await ask(bot, "Which phone?")
+        model_server.enqueue("Take the small one.")
+        assert await press_popup(bot, final_now(third), third) == ""
+        await wait_sent(bot, USER, messages + 2)
+        assert sent(bot, USER)[-1].params["text"].startswith("Take the small one.")
+        assert "Final answer" in sent(bot, USER)[-1].params["text"]
+        assert message_id(second) in taken_away(bot)

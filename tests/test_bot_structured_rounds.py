@@ -35,7 +35,7 @@ from tests.fakes.model_server import FakeModelServer, round_json
 
 USER = 5101
 HEX = "0123456789abcdef" * 2
-ANSWER_NOW = ("Give the final answer now", "answer")
+ANSWER_NOW = "Give the final answer now"
 STALE = "These questions were already answered."
 
 Keyboard = list[list[tuple[str, str]]]
@@ -141,7 +141,7 @@ async def test_the_option_of_a_one_question_round_answers_it_at_once(
     bare = consultation.id.replace("-", "")
     assert board == [
         [("Low", f"qa:{bare}:1:1:1"), ("High", f"qa:{bare}:1:1:2")],
-        [ANSWER_NOW],
+        [(ANSWER_NOW, f"qf:{bare}:1")],
     ]
     assert reply.params["text"].startswith("Got it.\n\nBudget?")
 
@@ -150,7 +150,7 @@ async def test_the_option_of_a_one_question_round_answers_it_at_once(
 
     assert last_user(model_server) == "Budget? — High"
     assert answered.params["text"].startswith("And then?\n\nScreen?")
-    assert keyboard(answered) == [[ANSWER_NOW]]  # a question without options: no buttons
+    assert keyboard(answered) == [[(ANSWER_NOW, f"qf:{bare}:2")]]  # no options: no buttons
     assert len(model_server.requests) == 2
 
 
@@ -192,7 +192,7 @@ async def test_picks_are_marked_and_send_answers_sends_them(
         "2 · Berlin",
         "2 · Rome",
         "Send answers",
-        ANSWER_NOW[0],
+        ANSWER_NOW,
     ]
 
     for label in ("1 · Low", "1 · High", "2 · Rome"):
@@ -205,7 +205,7 @@ async def test_picks_are_marked_and_send_answers_sends_them(
         "2 · Berlin",
         "✓ 2 · Rome",
         "Send answers",
-        ANSWER_NOW[0],
+        ANSWER_NOW,
     ]
     edited = await marked(bot, 3)
     assert [data for row in edited for _, data in row] == [data for row in board for _, data in row]
