@@ -285,6 +285,8 @@ async def stale_and_forged_presses(bot: RunningBot, model_server: FakeModelServe
         f"qa:{HEX}:2:1:1",
         f"qp:{bare}:3:1:1",  # a round not reached
         f"qs:{bare}:1",
+        f"qf:{bare}:1",  # "answer now" under the older round
+        f"qf:{HEX}:2",
     ]
     forged = [
         f"qp:{bare}:2:1:3",  # no third option
@@ -301,6 +303,11 @@ async def stale_and_forged_presses(bot: RunningBot, model_server: FakeModelServe
         f"qs:{bare}",
         "qs:",
         f"qp:{bare}:99999:1:1",
+        f"qf:{bare}:02",
+        f"qf:{bare}:2:",
+        f"qf:{bare}",
+        "qf:",
+        f"qf:{bare}:2:1:1",
     ]
     for data in stale:
         assert popup(await pressed(bot, USER, USER, data, message_id)) == STALE, data
