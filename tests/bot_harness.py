@@ -194,6 +194,12 @@ def buttons(call: Call) -> list[str]:
     return [b["callback_data"] for row in markup.get("inline_keyboard", []) for b in row]
 
 
+def button_kinds(call: Call) -> list[str]:
+    """The kind of every inline button of a sent message (its data before ":"): "qf" for a
+    round's "Give the final answer now", which names its round after it."""
+    return [data.partition(":")[0] for data in buttons(call)]
+
+
 def final_buttons(call: Call) -> bool:
     """The message carries exactly a final answer's buttons: a follow-up, its document."""
     kinds = [data.partition(":")[0] for data in buttons(call)]
