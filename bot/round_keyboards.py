@@ -90,6 +90,9 @@ class RoundKeyboards:
         except StoreUnavailable as exc:
             log.warning("round keyboard of chat %s not kept: %s", target.chat_id, exc)
             return
+        except Exception:  # a nicety: the reply was delivered, nothing else depends on it
+            log.exception("round keyboard of chat %s not kept", target.chat_id)
+            return
         if before is None or before == current:
             return
         try:

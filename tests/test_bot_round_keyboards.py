@@ -6,6 +6,7 @@ behind is told its questions were answered."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +191,25 @@ async def test_final_answer_now_under_an_older_round_is_told_it_was_answered(
         assert sent(bot, USER)[-1].params["text"].startswith("Take the small one.")
         assert "Final answer" in sent(bot, USER)[-1].params["text"]
         assert message_id(second) in taken_away(bot)
+
+
+async def test_a_store_that_refuses_the_keyboard_message_never_fails_the_new_round(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The database refuses every write of `round_keyboards` (a trigger): the rounds are
+    delivered all the same, with their buttons, and no error reaches the chat."""
+    db = tmp_path / "bot.sqlite3"
+    async with started_bot(db, bot_api, model_server, **settings()) as bot:
+        with sqlite3.connect(db) as connection:
+            for event in ("INSERT", "UPDATE", "DELETE"):
+                connection.execute(
+                    f"CREATE TRIGGER refuse_{event.lower()} BEFORE {event} ON round_keyboards"
+                    " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+                )
+        model_server.enqueue(ONE)
+        first = await ask(bot, "Which laptop?")
+        model_server.enqueue(OTHER)
+        second = await ask(bot, "A cheap one")
+        assert "Got it." in first.params["text"] and "And one more." in second.params["text"]
+        assert markup_of(bot_api, first) is not None and markup_of(bot_api, second) is not None
+        assert len(sent(bot, USER)) == 2
