@@ -77,7 +77,7 @@ def answer_now_keyboard(language: str) -> InlineKeyboardMarkup:
 
 
 def answer_now_button(language: str, ref: RoundRef | None = None) -> InlineKeyboardButton:
-    """ "Give the final answer now", naming the round `ref` when given."""
+    """The "Give the final answer now" button, naming the round `ref` when given."""
     data = ANSWER_NOW if ref is None else f"{FINAL_NOW}:{ref.consultation_id}:{ref.round}"
     return InlineKeyboardButton(t(language, "answer_button"), callback_data=data)
 
