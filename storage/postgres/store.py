@@ -371,7 +371,8 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def swap_round_keyboard(
         self, chat_id: int, thread_id: int | None, message_id: int | None
     ) -> int | None:
-        return await self._write(
+        """One statement, one round trip (see `storage.postgres.keyboards`)."""
+        return await self._call(
             lambda c: keyboards.swap_round_keyboard(c, chat_id, thread_id, message_id)
         )
 

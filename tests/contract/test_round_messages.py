@@ -108,3 +108,15 @@ async def test_forgetting_a_chats_keyboards_leaves_other_chats_theirs(
     assert await store.swap_round_keyboard(7, None, 12) is None
     assert await store.swap_round_keyboard(8, None, 31) == 30
     assert await rows("round_keyboards") == 2
+
+
+async def test_swaps_made_at_once_each_take_away_a_different_message(store: Store) -> None:
+    """Twenty replies of one conversation swapping at once (on PostgreSQL, on as many
+    connections as the pool gives): every message but the last one kept is answered as
+    taken away exactly once, none twice and none lost."""
+    await store.swap_round_keyboard(7, None, 1)
+    ids = range(2, 22)
+    taken = await asyncio.gather(*(store.swap_round_keyboard(7, None, n) for n in ids))
+    kept = await store.swap_round_keyboard(7, None, None)
+    assert kept is not None
+    assert sorted([*(t for t in taken if t is not None), kept]) == [1, *ids]
