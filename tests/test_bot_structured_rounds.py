@@ -421,8 +421,11 @@ def test_the_largest_round_fits_telegrams_callback_data_limit() -> None:
 
 
 def test_a_reply_kept_for_later_delivery_keeps_its_round() -> None:
-    """A reply kept undelivered comes back with its questions, so it is sent with its buttons."""
+    """A reply kept undelivered comes back with its questions, so it is sent with its
+    buttons; a final answer the model was ready for comes back saying so."""
     found = ClarifyingRound("Two facts.", (Question("Budget?", ("Low", "High")),))
     reply = Reply(found.text, HEX, 1, 3, False, False, "m", questions=found)
+    ready = Reply("Buy it.", HEX, 1, 3, True, True, "m", model_ready=True)
 
-    assert reply_from_dict(json.loads(json.dumps(reply_to_dict(reply)))) == reply
+    for kept in (reply, ready):
+        assert reply_from_dict(json.loads(json.dumps(reply_to_dict(kept)))) == kept
