@@ -274,7 +274,8 @@ def build_openapi(
         "responses": {"200": stream_ok, **_errors()},
     }
     session = {
-        "summary": "Read a session back: status, round, limit and its messages",
+        "summary": "Read a session back: status, round, limit and its messages, each reply "
+        "with its questions and readyForFinal",
         "parameters": [
             {"name": "sessionId", "in": "path", "required": True,
              "schema": {"type": "string", "format": "uuid"}},
@@ -400,7 +401,7 @@ def build_openapi(
         "openapi": "3.1.0",
         "info": {
             "title": "Consultation bot API",
-            "version": "1.4.0",
+            "version": "1.5.0",
             "description": "Bounded multi-round expert consultations: a few clarifying "
             "rounds, then one complete answer. Error codes: "
             + ", ".join(f"{code} ({status})" for code, status in STATUS.items()),

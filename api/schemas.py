@@ -38,7 +38,7 @@ from core.attachments import TurnInput
 from core.clarifying import Answer, ClarifyingRound
 from core.errors import AttachmentProblem, FollowUpReason
 from core.memory import Fact
-from core.models import Consultation, ModelOptions, Status
+from core.models import Consultation, Message, ModelOptions, Status
 from core.outcomes import Notice, Reply
 from core.quotas import Limit
 
@@ -452,13 +452,33 @@ class ErrorResponse(BaseModel):
 
 
 class SessionMessage(BaseModel):
-    """One message of a session: who wrote it, its text, when (ISO 8601, UTC)."""
+    """One message of a session: who wrote it, its text, when (ISO 8601, UTC), and for an
+    assistant reply what the chat reply said of it (`questions`, `readyForFinal`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")
 
     role: Literal["user", "assistant"]
     text: str
     time: datetime
+    questions: list[QuestionOut] = Field(
+        description="The questions this reply asked, with their suggested answers, as its "
+        "chat reply gave them in `questions`. Empty for a user message, a final answer, "
+        "and questions asked as plain text."
+    )
+    ready_for_final: bool = Field(
+        description="True on a final answer the model gave because it found it knew "
+        "enough, as its chat reply said in `readyForFinal`; false on every other message."
+    )
+
+    @classmethod
+    def of(cls, message: Message) -> SessionMessage:
+        return cls(
+            role=message.role.value,
+            text=message.text,
+            time=datetime.fromtimestamp(message.created_at, UTC),
+            questions=questions_of(message.questions),
+            ready_for_final=message.ready_for_final,
+        )
 
 
 class MemoryFactOut(BaseModel):
@@ -516,14 +536,7 @@ class SessionView(BaseModel):
             round=consultation.current_round,
             max_rounds=consultation.max_rounds,
             is_complete=consultation.status is Status.COMPLETE,
-            messages=[
-                SessionMessage(
-                    role=m.role.value,
-                    text=m.text,
-                    time=datetime.fromtimestamp(m.created_at, UTC),
-                )
-                for m in consultation.messages
-            ],
+            messages=[SessionMessage.of(m) for m in consultation.messages],
         )
 
 

@@ -134,10 +134,11 @@ async def run_bot(settings: Settings) -> int:
 
 
 def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
-    """What the workers share: in PostgreSQL with DATABASE_URL, else this process's memory."""
+    """What the workers share: in PostgreSQL with DATABASE_URL, else this process's memory;
+    which message carries each conversation's round keyboard, in the store either way."""
     pool = runtime.shared_pool
     if pool is None:
-        return IN_MEMORY
+        return dataclasses.replace(IN_MEMORY, round_keyboards=runtime.store)
     from storage.postgres.coordination.flood_waits import PostgresFloodWaits
     from storage.postgres.coordination.rate_limits import PostgresRateLimits
     from storage.postgres.coordination.undelivered import PostgresUndelivered
@@ -149,6 +150,7 @@ def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
         ),
         undelivered=StoredUndelivered(PostgresUndelivered(pool)),
         flood_waits=PostgresFloodWaits(pool),
+        round_keyboards=runtime.store,
     )
 
 

@@ -18,11 +18,13 @@ from storage.sqlite.store import SqliteStore
 if TYPE_CHECKING:  # a type only: a bot without the HTTP server never loads it
     from admin.ports import AdminStore
     from api.app import ApiStore
+    from bot.round_keyboards import KeyboardMessages
 
-    class Store(ConsultationStore, ApiStore, AdminStore, Protocol):
+    class Store(ConsultationStore, ApiStore, AdminStore, KeyboardMessages, Protocol):
         """The store as a whole process uses it: the engine's port, what the HTTP side
         needs (health, idempotency keys, seen Telegram updates), what the operator's
-        console needs (its list, sessions and audit log), and closing it."""
+        console needs (its list, sessions and audit log), which message carries each
+        Telegram conversation's round keyboard, and closing it."""
 
         async def close(self) -> None: ...
 

@@ -31,7 +31,7 @@ from bot.forget import FORGET, Forgetting
 from bot.given_up import give_up
 from bot.handlers import Handlers
 from bot.history import SHOW, HistoryView
-from bot.keyboards import ANSWER, ANSWER_NOW, EXPORT, FOLLOW_UP, PICK, SEND
+from bot.keyboards import ANSWER, ANSWER_NOW, EXPORT, FINAL_NOW, FOLLOW_UP, PICK, SEND
 from bot.language_choice import CHOOSE_LANGUAGE, LanguageChoice
 from bot.memory import DELETE_FACT, MemoryCommands
 from bot.menus import PersonalMenus
@@ -135,6 +135,7 @@ def register(
         outage=outage,
         remember=lambda consultation_id: service.memory.remember(consultation_id),
         spawn=application.create_task,
+        keyboards=shared.round_keyboards,
     )
     say = Say(bot)
     menus = PersonalMenus(bot)
@@ -171,6 +172,7 @@ def register(
             ANSWER: rounds.answer,
             PICK: rounds.pick,
             SEND: rounds.send,
+            FINAL_NOW: rounds.final_now,
             FOLLOW_UP: handlers.follow_ups.press,
             "rounds": commands.rounds_button,
             "role": commands.role_button,

@@ -109,6 +109,14 @@ class Sender:
     def chat_id(self) -> int:
         return self._target.chat_id
 
+    @property
+    def bot(self) -> AnyBot:
+        return self._bot
+
+    @property
+    def target(self) -> Target:
+        return self._target
+
     async def send_markdown(
         self,
         markdown: str,

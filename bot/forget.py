@@ -108,7 +108,7 @@ class Forgetting:
         whole_chat = not incoming.is_group or await is_chat_admin(incoming, context)
         if whole_chat:
             await self._service.lifecycle.forget(incoming.key)
-            await self._turns.forget_undelivered(incoming.chat_id)
+            await self._turns.forget_chat(incoming.chat_id)
         await self._service.memory.forget(telegram_person(asker))
         log.info(
             "user %s forgotten%s", asker, f" with chat {incoming.chat_id}" if whole_chat else ""

@@ -12,7 +12,10 @@ Invariants:
 - a round of one question is answered by the press on an option (`ANSWER`); a round of
   several collects one option per question (`PICK`, the chosen ones marked ✓, their
   labels starting with the question's number) until "Send answers" (`SEND`);
-- the "final answer now" button is under every reply that is not final, last;
+- the "final answer now" button is under every reply that is not final, last; it names
+  its round (`FINAL_NOW`) like the round's options, so pressed under an older round it
+  answers that round's questions were answered instead of finishing another
+  consultation (`ANSWER_NOW`, naming none, is what it sent before and still works);
 - a final answer's buttons name only its consultation (`kind:<32 hex>`), read back by
   `consultation_of` as strictly as a round's.
 """
@@ -32,6 +35,9 @@ from core.outcomes import Reply
 from core.round_answers import RoundRef
 
 ANSWER_NOW = "answer"
+"""Give the final answer now, naming no round: the button as sent before `FINAL_NOW`."""
+FINAL_NOW = "qf"
+"""Give the final answer now, from the round the button names."""
 ANSWER = "qa"
 """An option of a round of one question: the press answers it."""
 PICK = "qp"
@@ -64,13 +70,16 @@ class Choice:
 
 @functools.lru_cache(maxsize=16)
 def answer_now_keyboard(language: str) -> InlineKeyboardMarkup:
-    """The "answer now" button in `language`, built once per language: PTB objects are
+    """The "answer now" button naming no round, in `language` (under a reply whose
+    consultation id no button can carry), built once per language: PTB objects are
     immutable, and building these two costs more CPU than most steps of a round."""
     return InlineKeyboardMarkup([[answer_now_button(language)]])
 
 
-def answer_now_button(language: str) -> InlineKeyboardButton:
-    return InlineKeyboardButton(t(language, "answer_button"), callback_data=ANSWER_NOW)
+def answer_now_button(language: str, ref: RoundRef | None = None) -> InlineKeyboardButton:
+    """The "Give the final answer now" button, naming the round `ref` when given."""
+    data = ANSWER_NOW if ref is None else f"{FINAL_NOW}:{ref.consultation_id}:{ref.round}"
+    return InlineKeyboardButton(t(language, "answer_button"), callback_data=data)
 
 
 def reply_keyboard(
@@ -82,10 +91,13 @@ def reply_keyboard(
     bare = bare_id(reply.consultation_id)
     if reply.is_final:
         return None if bare is None else final_keyboard(bare, language, follow_up=follow_up)
-    found = reply.questions
-    if found is None or not found.has_options or bare is None:
+    if bare is None:
         return answer_now_keyboard(language)
-    return round_keyboard(found, RoundRef(bare, reply.round), language)
+    ref = RoundRef(bare, reply.round)
+    found = reply.questions
+    if found is None or not found.has_options:
+        return InlineKeyboardMarkup([[answer_now_button(language, ref)]])
+    return round_keyboard(found, ref, language)
 
 
 def final_keyboard(bare: str, language: str, *, follow_up: bool) -> InlineKeyboardMarkup:
@@ -117,7 +129,7 @@ def round_keyboard(
     if several:
         label = t(language, "send_answers_button")
         rows.append([InlineKeyboardButton(label, callback_data=round_data(ref))])
-    rows.append([answer_now_button(language)])
+    rows.append([answer_now_button(language, ref)])
     return InlineKeyboardMarkup(rows)
 
 
@@ -195,7 +207,7 @@ def choice_of(value: str) -> Choice | None:
 
 
 def round_of(value: str) -> RoundRef | None:
-    """The round a `SEND` button's value names."""
+    """The round a `SEND` or `FINAL_NOW` button's value names."""
     match = _ROUND.fullmatch(value)
     if match is None:
         return None

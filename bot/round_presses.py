@@ -1,5 +1,5 @@
-"""Presses on a structured round's buttons (`bot.keyboards`): an option that answers, an
-option that is chosen, and "Send answers".
+"""Presses on a round's buttons (`bot.keyboards`): an option that answers, an option that
+is chosen, "Send answers", and "Give the final answer now".
 
 Invariants:
 - an answering option (a round of one question) and "Send answers" run the chat's turn
@@ -8,6 +8,8 @@ Invariants:
   (`ConsultationService.ask` with the round's `RoundRef`); a chosen option is kept with
   the consultation (`ConsultationService.pick`, one per question) and the pressed
   message's keyboard is edited to mark the chosen options ✓;
+- "Give the final answer now" (`FINAL_NOW`) runs the turn `/answer` runs, for the round
+  it names;
 - a press on a round that is no longer the consultation's current one (an older round,
   a finished or another consultation) is told so in its popup and changes nothing;
   "Send answers" with nothing chosen says in its popup to choose or type; data naming
@@ -22,7 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from telegram import Message
 from telegram.error import TelegramError
@@ -67,6 +69,29 @@ class RoundPresses:
             return
         await self._turn(incoming, context, press, ref, ())
 
+    async def final_now(
+        self, incoming: Incoming, value: str, context: Context, press: Press
+    ) -> None:
+        """Give the final answer now, if the round the button names is still the current one."""
+        ref = round_of(value)
+        if ref is None:
+            ignored(press.query.data, "not a round")
+            return
+
+        async def finish(on_text: OnText) -> Reply:
+            return await self.service.answer_now(
+                incoming.key,
+                author=incoming.author,
+                is_group=incoming.is_group,
+                on_text=on_text,
+                language=incoming.language,
+                turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
+                payer=payer_of(incoming),
+                ref=ref,
+            )
+
+        await self._run(incoming, context, press, finish)
+
     async def pick(self, incoming: Incoming, value: str, context: Context, press: Press) -> None:
         """Choose the option pressed (or unchoose it) and mark the keyboard."""
         choice = choice_of(value)
@@ -96,25 +121,40 @@ class RoundPresses:
         answers: Sequence[Answer],
     ) -> None:
         async def ask(on_text: OnText) -> Reply:
-            async def shown(text: str) -> None:
-                await press.answer()  # the turn is under way: the client stops waiting
-                await on_text(text)
-
             return await self.service.ask(
                 incoming.key,
                 "",
                 author=incoming.author,
                 author_id=incoming.user_id,
                 is_group=incoming.is_group,
-                on_text=shown,
+                on_text=on_text,
                 turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
                 answers=answers,
                 ref=ref,
                 payer=payer_of(incoming),
             )
 
+        await self._run(incoming, context, press, ask)
+
+    async def _run(
+        self,
+        incoming: Incoming,
+        context: Context,
+        press: Press,
+        call: Callable[[OnText], Awaitable[Reply]],
+    ) -> None:
+        """Run the turn `call` makes; the press is answered once its text shows, or with
+        the popup saying why nothing happened."""
+
+        async def action(on_text: OnText) -> Reply:
+            async def shown(text: str) -> None:
+                await press.answer()  # the turn is under way: the client stops waiting
+                await on_text(text)
+
+            return await call(shown)
+
         try:
-            await self.turns.run(context.bot, incoming.target, incoming.language, ask)
+            await self.turns.run(context.bot, incoming.target, incoming.language, action)
         except AnswerStale as exc:
             log.debug("stale answer in chat %s: %s", incoming.chat_id, exc)
             await press.answer(t(incoming.language, "round_stale"))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from bot.access import UserRateLimits
 from bot.flood import FloodWaits
+from bot.round_keyboards import KeyboardMessages
 from bot.undelivered import UndeliveredReplies
 
 
@@ -20,6 +21,9 @@ class SharedState:
     press_limits: UserRateLimits | None = None  # per-user button presses
     undelivered: UndeliveredReplies | None = None  # replies Telegram would not take
     flood_waits: FloodWaits | None = None  # Telegram's RetryAfter per chat
+    # Which message carries each conversation's round keyboard: the store, so the next
+    # reply takes it away after a restart too (one process on SQLite as well).
+    round_keyboards: KeyboardMessages | None = None
 
 
 IN_MEMORY = SharedState()

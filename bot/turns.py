@@ -26,6 +26,7 @@ from bot.outage import OutageNotices, store_failed
 from bot.progress import Progress
 from bot.quota import final_text, refused_text
 from bot.render import sources_parts
+from bot.round_keyboards import KeyboardMessages, RoundKeyboards
 from bot.target import AnyBot, ChatUnavailable, Target
 from bot.undelivered import MemoryUndelivered, UndeliveredReplies
 from core.errors import (
@@ -135,6 +136,7 @@ class TurnRunner:
         clock: Callable[[], float] = time.monotonic,
         remember: Remember | None = None,
         spawn: Spawn | None = None,
+        keyboards: KeyboardMessages | None = None,
     ) -> None:
         self._on_reply = on_reply
         self._remember = remember
@@ -147,6 +149,9 @@ class TurnRunner:
         # Replies stored but not delivered (Telegram unreachable through every retry), by
         # conversation; sent before that conversation's next turn (see bot.undelivered).
         self._undelivered = MemoryUndelivered(clock=clock) if undelivered is None else undelivered
+        # Which message carries each conversation's round keyboard, taken away by the next
+        # reply (see bot.round_keyboards).
+        self._keyboards = RoundKeyboards(keyboards)
 
     async def run(self, bot: AnyBot, target: Target, language: str, action: Action) -> Reply | None:
         """Run `action` (a service call taking an on_text callback) and deliver its outcome."""
@@ -232,13 +237,14 @@ class TurnRunner:
     ) -> None:
         if Notice.PREVIOUS_EXPIRED in reply.notices:
             await sender.send_text(t(language, "expired", minutes=self._ttl_minutes))
-        await sender.send_markdown(
+        sent = await sender.send_markdown(
             reply.text,
             footer=footer_for(reply, language),
             keyboard=reply_keyboard(reply, language, follow_up=reply.follow_ups_left != 0),
             edit=progress.message if progress is not None else None,
             appendix=sources_parts(t(language, "sources"), reply.sources),
         )
+        await self._keyboards.delivered(sender.bot, sender.target, reply, sent)
 
     async def _say(self, sender: Sender, text: str) -> None:
         """Send an explanation; a partial reply already shown stays above it."""
@@ -253,8 +259,11 @@ class TurnRunner:
             self._blocked[chat_id] = True
             log.info("chat %s does not accept messages: %s", chat_id, exc)
 
-    async def forget_undelivered(self, chat_id: int) -> int:
-        """Drop the replies kept for the chat's conversations (it asked to be forgotten)."""
+    async def forget_chat(self, chat_id: int) -> int:
+        """Drop what is kept for the chat's conversations (it asked to be forgotten): the
+        replies not delivered, and which messages carry round keyboards; how many replies
+        went."""
+        await self._keyboards.forget_chat(chat_id)
         return await self._undelivered.forget_chat(chat_id)
 
     def forget_blocked(self, chat_id: int) -> None:

@@ -120,6 +120,7 @@ def reply_to_dict(reply: Reply) -> dict[str, Any]:
         "json_valid": reply.json_valid,
         "schema_valid": reply.schema_valid,
         "questions": None if reply.questions is None else reply.questions.to_json(),
+        "model_ready": reply.model_ready,
         "follow_up": reply.follow_up,
         "follow_ups_left": reply.follow_ups_left,
     }
@@ -143,6 +144,7 @@ def reply_from_dict(data: dict[str, Any]) -> Reply:
         json_valid=data.get("json_valid"),
         schema_valid=data.get("schema_valid"),
         questions=ClarifyingRound.from_json(data.get("questions")),
+        model_ready=bool(data.get("model_ready")),
         follow_up=int(data.get("follow_up") or 0),
         follow_ups_left=_count(data.get("follow_ups_left")),
     )

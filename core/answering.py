@@ -103,7 +103,14 @@ class Answerer:
         early_finish = marked and not turn.is_final
         if not answer.complete and asked is None:  # a round's questions read are whole
             notices.add(Notice.ANSWER_INCOMPLETE)
-        reply = Message(Role.ASSISTANT, text, self._clock(), usage=answer.usage, questions=asked)
+        reply = Message(
+            Role.ASSISTANT,
+            text,
+            self._clock(),
+            usage=answer.usage,
+            questions=asked,
+            ready_for_final=turn.model_ready,
+        )
         planned_from = consultation.current_round
         after_reply(consultation, turn, reply, early_finish=early_finish)
         complete = consultation.status is Status.COMPLETE

@@ -60,6 +60,9 @@ class Message:
     # An assistant reply asking structured questions: what it asked (its `text` is the
     # round's text), so an answer by option refers to the stored round.
     questions: ClarifyingRound | None = None
+    # A final answer the model gave because its round said it knew enough (`ready_for_final`),
+    # kept so a replay and a session's history say so as the reply did.
+    ready_for_final: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,7 +91,8 @@ def replay_of(record: TurnRecord, *, model: str) -> Reply:
     consultation, while a reply the consultation went on from was a question round. A
     reply past the last round answered a follow-up (`follow_up` is its number; it shows
     the final round). `max_rounds` is the consultation's limit now (never below the
-    round). What the store does not keep comes back empty: notices, provider extras
+    round). Its questions and whether the model found it knew enough come back as
+    stored. What the store does not keep comes back empty: notices, provider extras
     (sources), JSON validity, how many follow-ups remain; `model` is the one the
     consultation asks for.
     """
@@ -113,6 +114,7 @@ def replay_of(record: TurnRecord, *, model: str) -> Reply:
         usage=reply.usage or Usage(),
         replayed=True,
         questions=reply.questions,
+        model_ready=reply.ready_for_final,
         follow_up=follow_up,
     )
 

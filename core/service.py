@@ -36,7 +36,7 @@ from core.blocks import Blocks
 from core.chat_settings import ChatSettingsKeeper
 from core.chosen_languages import ChosenLanguages
 from core.clarifying import Answer, ClarifyingRound, Picks
-from core.errors import NoActiveConsultation, NothingToRetry
+from core.errors import AnswerStale, NoActiveConsultation, NothingToRetry
 from core.figures import Figures
 from core.final_now import request_text, user_language
 from core.follow_ups import FollowUps, is_follow_up
@@ -224,6 +224,7 @@ class ConsultationService:
         language: str | None = None,
         turn_id: str | None = None,
         payer: Payer | None = None,
+        ref: RoundRef | None = None,
     ) -> Reply:
         """Give the final answer now, from whatever the consultation holds.
 
@@ -233,7 +234,9 @@ class ConsultationService:
         same update handled again does not ask twice (`Answerer.answer_again`). When the open
         turn already holds the user's messages nothing is stored and the id is not kept:
         handled again, that update is like a new request for the answer (refused with
-        `NoActiveConsultation` once the answer was given).
+        `NoActiveConsultation` once the answer was given). `ref` names the round whose
+        button asked for it: when that is not the active consultation's current round, it is
+        `AnswerStale` and nothing is stored.
         """
         async with self._turn(chat_key):
             found, active = await self._store.load_turn(chat_key, turn_id)
@@ -243,6 +246,8 @@ class ConsultationService:
                 )
             now = self._clock()
             consultation, notices = await self._user_turns.vetted(chat_key, active, now)
+            if ref is not None and (consultation is None or not ref.names(consultation)):
+                raise AnswerStale("the round pressed is no longer the current one")
             if consultation is None:
                 raise NoActiveConsultation("there is no consultation to finish")
             if not has_open_turn(consultation):

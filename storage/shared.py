@@ -7,6 +7,7 @@ for a consultation, `MESSAGE_INSERT_COLUMNS` for writing a message, and the mess
 order of `message_from_row`. Only the SQL dialect around them differs. Text is written
 without NUL characters on every store: PostgreSQL cannot hold them in text and SQLite
 can, so dropping them here makes a text read back the same anywhere. A message's
+`ready_for_final` is a boolean on PostgreSQL and 0 or 1 on SQLite. A message's
 clarifying round (`questions`) and a consultation's unsent picks (`picks`) are kept as
 the JSON their `to_json` writes; a value that does not read back as one (damaged, or
 written by a version that stored another shape) loads as None, never failing the read.
@@ -69,11 +70,11 @@ CONSULTATION_COLUMNS = (
 )
 MESSAGE_INSERT_COLUMNS = (
     "consultation_id, seq, role, author, text, created_at,"
-    " prompt_tokens, completion_tokens, tokens_estimated, turn_id, questions"
+    " prompt_tokens, completion_tokens, tokens_estimated, turn_id, questions, ready_for_final"
 )
 MESSAGE_READ_COLUMNS = (
     "role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated,"
-    " turn_id, questions"
+    " turn_id, questions, ready_for_final"
 )
 
 
@@ -117,6 +118,7 @@ def message_values(m: Message) -> tuple[Any, ...]:
         None if usage is None else usage.estimated,
         m.turn_id,
         None if m.questions is None else m.questions.to_json(),
+        m.ready_for_final,
     )
 
 
@@ -126,7 +128,7 @@ def _text(value: str | None) -> str | None:
 
 def message_from_row(row: Sequence[Any]) -> Message:
     """A message from the values of `MESSAGE_READ_COLUMNS`."""
-    role, text, created_at, author, prompt, completion, estimated, turn_id, questions = row
+    role, text, created_at, author, prompt, completion, estimated, turn_id, questions, ready = row
     return Message(
         role=Role(role),
         text=text,
@@ -135,6 +137,7 @@ def message_from_row(row: Sequence[Any]) -> Message:
         usage=None if prompt is None else Usage(prompt, completion or 0, bool(estimated)),
         turn_id=turn_id,
         questions=ClarifyingRound.from_json(questions),
+        ready_for_final=bool(ready),
     )
 
 

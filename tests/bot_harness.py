@@ -101,6 +101,8 @@ async def running_bot(
     `shared` the state kept in memory (limits shared on PostgreSQL, say), `clock` the
     engine's."""
     async with open_runtime(settings, clock=clock) as runtime:
+        if shared.round_keyboards is None:  # kept in the store, as `app.serve_bot` keeps them
+            shared = dataclasses.replace(shared, round_keyboards=runtime.store)
         application = build_application(
             config or settings.bot_config(), runtime.service, intake=runtime.intake, shared=shared
         )
@@ -190,6 +192,12 @@ def buttons(call: Call) -> list[str]:
     """callback_data of every inline button of a sent message."""
     markup = call.params.get("reply_markup") or {}
     return [b["callback_data"] for row in markup.get("inline_keyboard", []) for b in row]
+
+
+def button_kinds(call: Call) -> list[str]:
+    """The kind of every inline button of a sent message (its data before ":"): "qf" for a
+    round's "Give the final answer now", which names its round after it."""
+    return [data.partition(":")[0] for data in buttons(call)]
 
 
 def final_buttons(call: Call) -> bool:

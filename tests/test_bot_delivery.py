@@ -29,7 +29,7 @@ from tests.bot_harness import (
     FirstCallOnly,
     RunningBot,
     ask_private,
-    buttons,
+    button_kinds,
     delivered,
     sent,
     started_bot,
@@ -76,7 +76,7 @@ async def test_long_answer_is_split_in_order_with_everything(bot: RunningBot) ->
     assert "**" not in "".join(c.params["text"] for c in calls)
     assert calls[-1].params["text"].endswith("Round 1 of 3")
     assert not any("Round 1 of 3" in c.params["text"] for c in calls[:-1])
-    assert [buttons(c) for c in calls] == [[]] * (len(calls) - 1) + [["answer"]]
+    assert [button_kinds(c) for c in calls] == [[]] * (len(calls) - 1) + [["qf"]]
     kinds = {e["type"] for c in calls for e in c.params["entities"]}
     assert {"bold", "pre", "italic"} <= kinds
 

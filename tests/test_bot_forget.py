@@ -78,6 +78,10 @@ async def test_confirmed_forget_deletes_the_chat_and_the_model_never_sees_it_aga
     await consult(bot, model_server, "Zebediah")
     store = bot.runtime.store
     assert await store.latest_status(f"tg:{USER}") is Status.ACTIVE
+    shown = sent(bot, USER)[-1].result  # the round's message, carrying its keyboard
+    assert shown is not None
+    kept = shown["message_id"]
+    assert await store.swap_round_keyboard(USER, None, kept) == kept  # kept, and put back
     person = f"tg:{USER}"
     await store.add_facts(person, person, ["Is called Zebediah"], at=1.0)
     await store.add_facts(f"{person}@tg:{GROUP}", person, ["Leads the laptop club"], at=1.0)
@@ -90,6 +94,8 @@ async def test_confirmed_forget_deletes_the_chat_and_the_model_never_sees_it_aga
     assert (await edits(bot))[-1].startswith("🗑 Deleted.")
     assert await store.latest_status(f"tg:{USER}") is None
     assert (await store.load_chat_settings(f"tg:{USER}")).max_rounds is None
+    # Which message carries the round keyboard went too: nothing is known to take away.
+    assert await store.swap_round_keyboard(USER, None, None) is None
     for owner in (person, f"{person}@tg:{GROUP}"):
         state = await store.load_memory(owner, person)
         assert not state.facts and state.preferences == MemoryPreferences()

@@ -140,6 +140,11 @@ async def test_forum_topics_are_separate_consultations(bot: RunningBot) -> None:
     again = await group_answer(bot, 3)
     assert again.params["message_thread_id"] == 70
     assert again.params["text"].endswith("Round 2 of 3")
+    # Round 2 of the travel topic took its round 1's buttons away, not the bike topic's.
+    taken = await bot.api.wait_for("editMessageReplyMarkup", 10)
+    assert taken.params["message_id"] == travel.result["message_id"]
+    assert "reply_markup" not in taken.params
+    assert len(bot.api.calls_of("editMessageReplyMarkup")) == 1
     status = await bot.runtime.service.status(f"tg:{GROUP}:90")
     assert status.rounds_done == 1
     assert all("chatting" not in m["content"] for r in bot.model.requests for m in r["messages"])

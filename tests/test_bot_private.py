@@ -10,7 +10,7 @@ from tests.bot_harness import (
     RunningBot,
     ask_private,
     bot_settings,
-    buttons,
+    button_kinds,
     conversation,
     final_buttons,
     sent,
@@ -50,7 +50,7 @@ async def test_three_round_private_consultation(bot: RunningBot) -> None:
         "Two months",
     ]
     sends = [c for c in bot.api.calls_of("sendMessage") if str(c.params["chat_id"]) == str(USER)]
-    assert buttons(sends[0]) == ["answer"] and final_buttons(sends[2])
+    assert button_kinds(sends[0]) == ["qf"] and final_buttons(sends[2])
 
 
 # -- bad input -------------------------------------------------------------------------------

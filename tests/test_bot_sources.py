@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.bot_harness import ask_private, buttons, sent, started_bot
+from tests.bot_harness import ask_private, button_kinds, sent, started_bot
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.bot_api_checks import utf16_len
 from tests.fakes.model_server import FakeModelServer
@@ -77,7 +77,7 @@ async def test_a_question_round_shows_its_sources_in_russian(
         [text] = await ask_private(bot, USER, "Сколько нужно спать?", language_code="ru")
         last = sent(bot, USER)[-1]
     assert "\n\nИсточники\n[1] www.who.int/sleep\n\nРаунд 1 из 3" in text
-    assert buttons(last) == ["answer"]
+    assert button_kinds(last) == ["qf"]
     links = [url for kind, _, url in entity_texts(last.params) if kind == "text_link"]
     assert links == ["https://www.who.int/sleep"]
 

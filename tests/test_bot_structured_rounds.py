@@ -35,7 +35,7 @@ from tests.fakes.model_server import FakeModelServer, round_json
 
 USER = 5101
 HEX = "0123456789abcdef" * 2
-ANSWER_NOW = ("Give the final answer now", "answer")
+ANSWER_NOW = "Give the final answer now"
 STALE = "These questions were already answered."
 
 Keyboard = list[list[tuple[str, str]]]
@@ -114,9 +114,16 @@ def last_user(model: FakeModelServer) -> str:
 
 
 async def marked(bot: RunningBot, count: int) -> Keyboard:
-    """The keyboard of the `count`-th editMessageReplyMarkup the fake accepted."""
+    """The keyboard of the `count`-th editMessageReplyMarkup the fake accepted that marks
+    options (not one taking an older round's keyboard away)."""
     edit = await bot.api.wait_for(
-        lambda c: c.method == "editMessageReplyMarkup" and c.result is not None, 10, count=count
+        lambda c: (
+            c.method == "editMessageReplyMarkup"
+            and c.result is not None
+            and "reply_markup" in c.params
+        ),
+        10,
+        count=count,
     )
     return keyboard(edit)
 
@@ -134,7 +141,7 @@ async def test_the_option_of_a_one_question_round_answers_it_at_once(
     bare = consultation.id.replace("-", "")
     assert board == [
         [("Low", f"qa:{bare}:1:1:1"), ("High", f"qa:{bare}:1:1:2")],
-        [ANSWER_NOW],
+        [(ANSWER_NOW, f"qf:{bare}:1")],
     ]
     assert reply.params["text"].startswith("Got it.\n\nBudget?")
 
@@ -143,7 +150,7 @@ async def test_the_option_of_a_one_question_round_answers_it_at_once(
 
     assert last_user(model_server) == "Budget? — High"
     assert answered.params["text"].startswith("And then?\n\nScreen?")
-    assert keyboard(answered) == [[ANSWER_NOW]]  # a question without options: no buttons
+    assert keyboard(answered) == [[(ANSWER_NOW, f"qf:{bare}:2")]]  # no options: no buttons
     assert len(model_server.requests) == 2
 
 
@@ -185,7 +192,7 @@ async def test_picks_are_marked_and_send_answers_sends_them(
         "2 · Berlin",
         "2 · Rome",
         "Send answers",
-        ANSWER_NOW[0],
+        ANSWER_NOW,
     ]
 
     for label in ("1 · Low", "1 · High", "2 · Rome"):
@@ -198,7 +205,7 @@ async def test_picks_are_marked_and_send_answers_sends_them(
         "2 · Berlin",
         "✓ 2 · Rome",
         "Send answers",
-        ANSWER_NOW[0],
+        ANSWER_NOW,
     ]
     edited = await marked(bot, 3)
     assert [data for row in edited for _, data in row] == [data for row in board for _, data in row]
@@ -278,6 +285,8 @@ async def stale_and_forged_presses(bot: RunningBot, model_server: FakeModelServe
         f"qa:{HEX}:2:1:1",
         f"qp:{bare}:3:1:1",  # a round not reached
         f"qs:{bare}:1",
+        f"qf:{bare}:1",  # "answer now" under the older round
+        f"qf:{HEX}:2",
     ]
     forged = [
         f"qp:{bare}:2:1:3",  # no third option
@@ -294,6 +303,11 @@ async def stale_and_forged_presses(bot: RunningBot, model_server: FakeModelServe
         f"qs:{bare}",
         "qs:",
         f"qp:{bare}:99999:1:1",
+        f"qf:{bare}:02",
+        f"qf:{bare}:2:",
+        f"qf:{bare}",
+        "qf:",
+        f"qf:{bare}:2:1:1",
     ]
     for data in stale:
         assert popup(await pressed(bot, USER, USER, data, message_id)) == STALE, data
@@ -304,7 +318,8 @@ async def stale_and_forged_presses(bot: RunningBot, model_server: FakeModelServe
     assert after is not None and before is not None
     assert (len(after.messages), after.picks) == (len(before.messages), None)
     assert (len(sent(bot, USER)), len(model_server.requests)) == (messages, requests)
-    assert not [c for c in bot.api.calls_of("editMessageReplyMarkup") if c.status == 200]
+    marks = bot.api.calls_of("editMessageReplyMarkup")
+    assert not [c for c in marks if c.status == 200 and "reply_markup" in c.params]
 
 
 async def test_a_round_ready_for_the_final_answer_shows_only_that_answer(
@@ -406,8 +421,11 @@ def test_the_largest_round_fits_telegrams_callback_data_limit() -> None:
 
 
 def test_a_reply_kept_for_later_delivery_keeps_its_round() -> None:
-    """A reply kept undelivered comes back with its questions, so it is sent with its buttons."""
+    """A reply kept undelivered comes back with its questions, so it is sent with its
+    buttons; a final answer the model was ready for comes back saying so."""
     found = ClarifyingRound("Two facts.", (Question("Budget?", ("Low", "High")),))
     reply = Reply(found.text, HEX, 1, 3, False, False, "m", questions=found)
+    ready = Reply("Buy it.", HEX, 1, 3, True, True, "m", model_ready=True)
 
-    assert reply_from_dict(json.loads(json.dumps(reply_to_dict(reply)))) == reply
+    for kept in (reply, ready):
+        assert reply_from_dict(json.loads(json.dumps(reply_to_dict(kept)))) == kept

@@ -80,7 +80,7 @@ async def test_workers_on_postgresql_are_given_the_shared_press_budget(pools: Po
     """`shared_state` gives the bot presses counted in `press_limits`, at the configured
     rate, apart from the message limit."""
     config = BotConfig(token=TOKEN, user_rate_limit_per_minute=5, button_presses_per_minute=1)
-    state = shared_state(SimpleNamespace(shared_pool=pools[0]), config)  # type: ignore[arg-type]
+    state = shared_state(SimpleNamespace(shared_pool=pools[0], store=None), config)  # type: ignore[arg-type]
     assert state.press_limits is not None and state.rate_limits is not None
     assert await state.press_limits.check(77) == 0.0
     assert await state.press_limits.check(77) > 0

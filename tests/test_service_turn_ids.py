@@ -15,10 +15,11 @@ from typing import cast
 
 import pytest
 
-from core.errors import ModelError, TurnAlreadyHandled, TurnSuperseded
+from core.errors import AnswerStale, ModelError, TurnAlreadyHandled, TurnSuperseded
 from core.llm import OpenAICompleter
 from core.models import Consultation, Role, TurnRecord
 from core.ports import ConsultationStore
+from core.round_answers import RoundRef
 from core.service import ConsultationService
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
@@ -224,3 +225,30 @@ async def test_a_turn_is_looked_up_only_when_it_has_an_id(
     assert counting.lookups == 0
     await service.ask(KEY, "Another one", turn_id="tg:7")
     assert counting.lookups == 1
+
+
+async def test_answer_now_from_a_rounds_button_is_stale_under_another_round(
+    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer
+) -> None:
+    """`ref` names the round whose "answer now" was pressed: an older round, another
+    consultation or none active is `AnswerStale` with nothing stored; the current round
+    gets the final answer, and the same press handled again replays it."""
+    model_server.enqueue("Which workload?")
+    model_server.enqueue("How large?")
+    model_server.enqueue("Use PostgreSQL.")
+    first = await service.ask(KEY, "Pick a database", turn_id="tg:1")
+    bare = first.consultation_id.replace("-", "")
+    await service.ask(KEY, "Mostly reads", turn_id="tg:2")
+    before = await history(store)
+
+    for stale in (RoundRef(bare, 1), RoundRef("0" * 32, 2)):
+        with pytest.raises(AnswerStale):
+            await service.answer_now(KEY, turn_id="tg:3", language="en", ref=stale)
+    assert await history(store) == before and len(model_server.requests) == 2
+
+    final = await service.answer_now(KEY, turn_id="tg:4", language="en", ref=RoundRef(bare, 2))
+    again = await service.answer_now(KEY, turn_id="tg:4", language="en", ref=RoundRef(bare, 2))
+    assert final.is_complete and again.replayed and again.text == final.text == "Use PostgreSQL."
+    with pytest.raises(AnswerStale):  # nothing is active any more
+        await service.answer_now(KEY, turn_id="tg:5", language="en", ref=RoundRef(bare, 2))
+    assert len(model_server.requests) == 3

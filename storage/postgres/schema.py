@@ -452,6 +452,19 @@ MIGRATIONS: list[Migration] = [
             " FROM usage_daily WHERE scope_kind = 'person' GROUP BY scope_key",
         ),
     ),
+    (
+        # Whether a final answer came because the model said it knew enough
+        # (`messages.ready_for_final`, false in rows written before), and the Telegram
+        # message carrying each conversation's latest round keyboard (`round_keyboards`,
+        # one row per chat and forum topic, 0 for none), so the next reply takes that
+        # keyboard away, after a restart and on any worker.
+        "m024_round_messages",
+        (
+            "ALTER TABLE messages ADD COLUMN ready_for_final BOOLEAN NOT NULL DEFAULT false",
+            "CREATE TABLE round_keyboards (chat_id BIGINT NOT NULL, thread_id BIGINT NOT NULL,"
+            " message_id BIGINT NOT NULL, PRIMARY KEY (chat_id, thread_id))",
+        ),
+    ),
 ]
 
 

@@ -54,7 +54,17 @@ from core.people import PeopleQuery, PersonRow
 from core.quotas import QuotaOverride
 from core.stats import DayFigures, Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal, day_of
-from storage.postgres import admin, daily, memory, people, quotas, stats, upkeep, usage
+from storage.postgres import (
+    admin,
+    daily,
+    keyboards,
+    memory,
+    people,
+    quotas,
+    stats,
+    upkeep,
+    usage,
+)
 from storage.postgres.batch import Batched
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
@@ -204,7 +214,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
                     raise ActiveConsultationExists(c.chat_key) from error
                 raise
             await connection.executemany(
-                f"{_INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                f"{_INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 [(c.id, seq, *message_values(m)) for seq, m in enumerate(c.messages, start=1)],
             )
             if starter is not None:
@@ -355,6 +365,19 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         """Record a Telegram update id; True the first time, False for a redelivery."""
         received = time.time() if at is None else at
         return await self._write(lambda c: upkeep.remember_update(c, update_id, received))
+
+    # -- round keyboards (`bot.round_keyboards`) ------------------------------------------
+
+    async def swap_round_keyboard(
+        self, chat_id: int, thread_id: int | None, message_id: int | None
+    ) -> int | None:
+        """One statement, one round trip (see `storage.postgres.keyboards`)."""
+        return await self._call(
+            lambda c: keyboards.swap_round_keyboard(c, chat_id, thread_id, message_id)
+        )
+
+    async def forget_round_keyboards(self, chat_id: int) -> int:
+        return await self._write(lambda c: keyboards.forget_round_keyboards(c, chat_id))
 
     # -- client memory (`core.memory`) ---------------------------------------------------
 

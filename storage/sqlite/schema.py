@@ -484,3 +484,17 @@ async def m022_person_activity(db: aiosqlite.Connection) -> None:
     every person's usage history; filled from the usage rows already stored."""
     for statement in PERSON_ACTIVITY_MIGRATION:
         await db.execute(statement)
+
+
+@migration
+async def m024_round_messages(db: aiosqlite.Connection) -> None:
+    """Whether a final answer came because the model said it knew enough
+    (`messages.ready_for_final`, 0 in rows written before), and the Telegram message
+    carrying each conversation's latest round keyboard (`round_keyboards`, one row per chat
+    and forum topic, 0 for none), so the next reply takes that keyboard away, after a
+    restart too."""
+    await db.execute("ALTER TABLE messages ADD COLUMN ready_for_final INTEGER NOT NULL DEFAULT 0")
+    await db.execute(
+        "CREATE TABLE round_keyboards (chat_id INTEGER NOT NULL, thread_id INTEGER NOT NULL,"
+        " message_id INTEGER NOT NULL, PRIMARY KEY (chat_id, thread_id)) WITHOUT ROWID"
+    )

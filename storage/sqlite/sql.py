@@ -75,7 +75,7 @@ _INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
 _NEXT_POSITION = "last_seq = last_seq + 1"
 """Advances the consultation's `last_seq` to the position of the message appended next."""
 _APPEND_MESSAGE = (
-    f"{_INSERT_MESSAGE} SELECT ?, last_seq, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM consultations"
+    f"{_INSERT_MESSAGE} SELECT ?, last_seq, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM consultations"
     " WHERE id = ?"
 )
 
@@ -95,7 +95,7 @@ def insert_consultation(db: sqlite3.Connection, c: Consultation) -> None:
             raise ActiveConsultationExists(c.chat_key) from error
         raise
     db.executemany(
-        f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(c.id, seq, *message_values(m)) for seq, m in enumerate(c.messages, start=1)],
     )
 

@@ -61,7 +61,18 @@ from storage.shared import (
     options_value,
     picks_value,
 )
-from storage.sqlite import admin, daily, memory, people, quotas, sql, stats, upkeep, usage
+from storage.sqlite import (
+    admin,
+    daily,
+    keyboards,
+    memory,
+    people,
+    quotas,
+    sql,
+    stats,
+    upkeep,
+    usage,
+)
 from storage.sqlite.batch import Batcher, run_reads, run_writes
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
@@ -371,6 +382,25 @@ class SqliteStore(IdempotencyKeys):
 
     async def forget_chat(self, chat_key: str) -> int:
         return await self._writer.run(functools.partial(upkeep.forget_chat, chat_key=chat_key))
+
+    # -- round keyboards (`bot.round_keyboards`) ------------------------------------------
+
+    async def swap_round_keyboard(
+        self, chat_id: int, thread_id: int | None, message_id: int | None
+    ) -> int | None:
+        return await self._writer.run(
+            functools.partial(
+                keyboards.swap_round_keyboard,
+                chat_id=chat_id,
+                thread_id=thread_id,
+                message_id=message_id,
+            )
+        )
+
+    async def forget_round_keyboards(self, chat_id: int) -> int:
+        return await self._writer.run(
+            functools.partial(keyboards.forget_round_keyboards, chat_id=chat_id)
+        )
 
     # -- client memory (`core.memory`) ---------------------------------------------------
 
