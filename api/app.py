@@ -200,7 +200,9 @@ async def start_web_server(
         await web.TCPSite(runner, config.host, config.port).start()
         webhook = app.get(WEBHOOK_KEY)
         if webhook is not None and config.webhook is not None:
-            await webhook.register(config.webhook.url)
+            await webhook.register(
+                config.webhook.url, max_connections=config.max_connections_per_address
+            )
     except BaseException:
         await runner.cleanup()
         raise

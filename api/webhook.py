@@ -41,6 +41,7 @@ from core.errors import StoreUnavailable
 log = logging.getLogger(__name__)
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+TELEGRAM_MAX_WEBHOOK_CONNECTIONS = 100  # setWebhook accepts 1–100
 
 TelegramApp = Application[Any, Any, Any, Any, Any, Any]
 
@@ -191,9 +192,16 @@ class TelegramWebhook:
             log.info("webhook: update %d was already received; dropped", update_id)
         return web.json_response({"ok": True})
 
-    async def register(self, url: str) -> None:
-        """Tell Telegram where to send updates (and the secret to send with them)."""
+    async def register(self, url: str, *, max_connections: int) -> None:
+        """Tell Telegram where to send updates (and the secret to send with them).
+
+        Telegram opens up to `max_connections` at once (its default, 40, is above the
+        server's 32 per address): at most the server's per-address limit, so its
+        deliveries are never refused as one address's flood."""
         await self._application.bot.set_webhook(
-            url, secret_token=self._secret.decode(), allowed_updates=Update.ALL_TYPES
+            url,
+            secret_token=self._secret.decode(),
+            allowed_updates=Update.ALL_TYPES,
+            max_connections=min(max_connections, TELEGRAM_MAX_WEBHOOK_CONNECTIONS),
         )
         log.info("webhook set to %s", url)

@@ -125,9 +125,17 @@ def free_port() -> int:
 async def test_start_web_server_serves_and_registers_the_webhook(
     tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
 ) -> None:
-    """The server listens on API_HOST:API_PORT and calls setWebhook with the secret."""
+    """The server listens on API_HOST:API_PORT and calls setWebhook with the secret, asking
+    Telegram for no more connections at once than one address may hold."""
     port = free_port()
-    settings = settings_for(tmp_path, bot_api, model_server, api_host="127.0.0.1", api_port=port)
+    settings = settings_for(
+        tmp_path,
+        bot_api,
+        model_server,
+        api_host="127.0.0.1",
+        api_port=port,
+        http_max_connections_per_address=12,
+    )
     async with running_api(settings) as api:
         application = telegram_app(settings, api.service)
         async with application:
@@ -143,6 +151,7 @@ async def test_start_web_server_serves_and_registers_the_webhook(
                 (call,) = bot_api.calls_of("setWebhook")
                 assert call.params["url"] == URL and call.params["secret_token"] == SECRET
                 assert "message" in call.params["allowed_updates"]
+                assert int(call.params["max_connections"]) == 12
                 async with aiohttp.ClientSession() as http:
                     response = await http.get(f"http://127.0.0.1:{port}/healthz")
                     assert response.status == 200
