@@ -65,7 +65,7 @@ class DatabaseUnusable(StoreUnavailable):
 CONSULTATION_COLUMNS = (
     "id, chat_key, status, max_rounds, current_round, initial_request, role,"
     " system_prompt, options, created_at, last_activity_at, started_by, picks,"
-    " memory_owner, memory_facts, follow_ups"
+    " memory_owner, memory_facts, follow_ups, person"
 )
 MESSAGE_INSERT_COLUMNS = (
     "consultation_id, seq, role, author, text, created_at,"
@@ -96,6 +96,7 @@ def consultation_values(c: Consultation) -> tuple[Any, ...]:
         c.memory_owner,
         facts_value([_text(f) or "" for f in c.memory_facts]),
         c.follow_ups,
+        _text(c.person),
     )
 
 
@@ -157,6 +158,7 @@ def consultation_from_row(row: Sequence[Any], messages: Iterable[Sequence[Any]])
         memory_owner=row[13],
         memory_facts=facts_from_value(row[14]),
         follow_ups=row[15],
+        person=row[16],
         messages=[message_from_row(m) for m in messages],
     )
 

@@ -452,6 +452,23 @@ MIGRATIONS: list[Migration] = [
             " FROM usage_daily WHERE scope_kind = 'person' GROUP BY scope_key",
         ),
     ),
+    (
+        # Who asked each consultation (a person key as quotas and the console name people;
+        # NULL: not known), recorded when it starts, and the console's list of one
+        # person's consultations by its index, newest first. Rows stored before get the
+        # person of the memory they started with (a Telegram group owner's part before
+        # `@`, `core.memory.person_of`), else the Telegram user who started them.
+        "m025_consultation_person",
+        (
+            "ALTER TABLE consultations ADD COLUMN person TEXT",
+            "CREATE INDEX consultations_person ON consultations (person, created_at, id)",
+            "UPDATE consultations SET person = CASE"
+            " WHEN left(memory_owner, 3) = 'tg:' THEN split_part(memory_owner, '@', 1)"
+            " WHEN memory_owner IS NOT NULL THEN memory_owner"
+            " WHEN started_by IS NOT NULL THEN 'tg:' || started_by END"
+            " WHERE memory_owner IS NOT NULL OR started_by IS NOT NULL",
+        ),
+    ),
 ]
 
 

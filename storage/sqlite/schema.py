@@ -484,3 +484,27 @@ async def m022_person_activity(db: aiosqlite.Connection) -> None:
     every person's usage history; filled from the usage rows already stored."""
     for statement in PERSON_ACTIVITY_MIGRATION:
         await db.execute(statement)
+
+
+CONSULTATION_PERSON_MIGRATION = (
+    "ALTER TABLE consultations ADD COLUMN person TEXT",
+    "CREATE INDEX consultations_person ON consultations (person, created_at, id)",
+    # Rows stored before: the person of the memory they started with (a Telegram group
+    # owner's part before `@`, `core.memory.person_of`), else the Telegram user who
+    # started them; NULL when neither is known.
+    "UPDATE consultations SET person = CASE"
+    " WHEN substr(memory_owner, 1, 3) = 'tg:' AND instr(memory_owner, '@') > 0"
+    " THEN substr(memory_owner, 1, instr(memory_owner, '@') - 1)"
+    " WHEN memory_owner IS NOT NULL THEN memory_owner"
+    " WHEN started_by IS NOT NULL THEN 'tg:' || started_by END"
+    " WHERE memory_owner IS NOT NULL OR started_by IS NOT NULL",
+)
+
+
+@migration
+async def m025_consultation_person(db: aiosqlite.Connection) -> None:
+    """Who asked each consultation (`consultations.person`, a person key as quotas and the
+    console name people; NULL: not known), recorded when it starts, and the console's list
+    of one person's consultations by its index, newest first."""
+    for statement in CONSULTATION_PERSON_MIGRATION:
+        await db.execute(statement)
