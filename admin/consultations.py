@@ -136,7 +136,7 @@ def asked_by(consultation: Consultation) -> str | None:
     """The person who asked: as recorded when it started (`Consultation.person`); for a
     row stored without one, the owner of the memory it started with, else the Telegram
     user who started it; None when the store does not say (an API session without a
-    userId, an anonymous group admin)."""
+    userId)."""
     if consultation.person is not None:
         return consultation.person
     if consultation.memory_owner is not None:
