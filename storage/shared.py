@@ -198,6 +198,18 @@ KEEP_IDS = 1_000_000
 """update_ids are consecutive, so this keeps the last million (~40 MB at most)."""
 
 
+# -- forgotten memory -----------------------------------------------------------------------
+
+FORGET_IN_CONSULTATIONS = (
+    "UPDATE consultations SET memory_owner = NULL, memory_facts = NULL"
+    " WHERE person = $1 AND memory_owner IS NOT NULL"
+)
+"""A person's memory forgotten leaves none in their consultations, whatever their status:
+the facts one read when it started are no longer sent to the model in its later rounds,
+and it notes no new ones when it completes (it uses no memory from then on). One read of
+`consultations_person`."""
+
+
 # -- withdrawn turns ------------------------------------------------------------------------
 
 WITHDRAW_MESSAGE = (

@@ -67,6 +67,32 @@ async def test_deleting_the_consultations_leaves_nothing_of_their_person(
         assert await store.list_consultations(ConsultationQuery(person=person)) == []
 
 
+async def test_forgetting_a_persons_memory_clears_it_from_their_consultations(
+    store: Store,
+) -> None:
+    """/forget, `DELETE /api/users/{userId}/memory` and the console's Delete all memory:
+    the facts a consultation of that person read when it started go too, in a group as in
+    private; the consultation stays (with its person) and so do others' facts."""
+    group = make("tg:-100", person="tg:11", memory_owner="tg:11@tg:-100")
+    group.memory_facts = ("Lives in Riga",)
+    done = make("tg:11", person="tg:11", memory_owner="tg:11", memory_facts=("Has a dog",))
+    done.status = Status.COMPLETE
+    other = make("api:s-1", person="api:u@x", memory_owner="api:u@x", memory_facts=("Other",))
+    for consultation in (group, done, other):
+        await store.create(consultation)
+    await store.add_facts("tg:11@tg:-100", "tg:11", ["Lives in Riga"], at=1.0)
+    assert await store.forget_memory("tg:11") == 1
+    for forgotten in (group, done):
+        found = await store.get(forgotten.id)
+        assert found is not None
+        assert (found.memory_owner, found.memory_facts, found.person) == (None, (), "tg:11")
+    kept = await store.get(other.id)
+    assert kept is not None and kept.memory_facts == ("Other",)
+    await store.forget_person_memory("api:u", AuditEntry(1.0, "op", "forget_memory", "api:u"))
+    kept = await store.get(other.id)
+    assert kept is not None and (kept.memory_owner, kept.memory_facts) == ("api:u@x", ("Other",))
+
+
 INSERT_OLD = (
     "INSERT INTO consultations (id, chat_key, status, max_rounds, initial_request,"
     " created_at, last_activity_at, started_by, memory_owner)"
