@@ -461,12 +461,13 @@ MIGRATIONS: list[Migration] = [
         "m025_consultation_person",
         (
             "ALTER TABLE consultations ADD COLUMN person TEXT",
-            "CREATE INDEX consultations_person ON consultations (person, created_at, id)",
             "UPDATE consultations SET person = CASE"
             " WHEN left(memory_owner, 3) = 'tg:' THEN split_part(memory_owner, '@', 1)"
             " WHEN memory_owner IS NOT NULL THEN memory_owner"
             " WHEN started_by IS NOT NULL THEN 'tg:' || started_by END"
             " WHERE memory_owner IS NOT NULL OR started_by IS NOT NULL",
+            # After the rows are filled: the index is built once, not row by row.
+            "CREATE INDEX consultations_person ON consultations (person, created_at, id)",
         ),
     ),
 ]

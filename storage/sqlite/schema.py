@@ -488,7 +488,6 @@ async def m022_person_activity(db: aiosqlite.Connection) -> None:
 
 CONSULTATION_PERSON_MIGRATION = (
     "ALTER TABLE consultations ADD COLUMN person TEXT",
-    "CREATE INDEX consultations_person ON consultations (person, created_at, id)",
     # Rows stored before: the person of the memory they started with (a Telegram group
     # owner's part before `@`, `core.memory.person_of`), else the Telegram user who
     # started them; NULL when neither is known.
@@ -498,6 +497,8 @@ CONSULTATION_PERSON_MIGRATION = (
     " WHEN memory_owner IS NOT NULL THEN memory_owner"
     " WHEN started_by IS NOT NULL THEN 'tg:' || started_by END"
     " WHERE memory_owner IS NOT NULL OR started_by IS NOT NULL",
+    # After the rows are filled: the index is built once, not row by row.
+    "CREATE INDEX consultations_person ON consultations (person, created_at, id)",
 )
 
 
