@@ -88,10 +88,14 @@ async def test_a_deleted_session_leaves_nothing_listed_for_its_person(
     assert status == 200 and "No consultation matches." in html
 
 
-async def test_an_oversized_person_filter_is_refused_before_the_store(console: Console) -> None:
+async def test_a_hostile_person_filter_is_refused_or_shown_inert(console: Console) -> None:
     assert await console.sign_in() == 303
     status, html = await console.page("/admin/consultations?person=" + "a" * 201)
     assert status == 400 and "person: too long" in html
+    hostile = "%22%3E%3Cscript%3Ex%3C/script%3E"  # "><script>x</script>
+    status, html = await console.page(f"/admin/consultations?person={hostile}")
+    assert status == 200 and "No consultation matches." in html
+    assert "<script>x" not in html and 'value="&#34;&gt;&lt;script&gt;x' in html
 
 
 async def test_a_telegram_user_is_recorded_in_private_and_in_a_group(bot: RunningBot) -> None:
