@@ -26,7 +26,7 @@ from admin.render import bad_request, not_found, page
 from admin.transcript import view_of
 from core.audit import AuditEntry
 from core.listing import MAX_SEARCH_CHARS, PAGE_SIZE, ConsultationQuery, Cursor
-from core.memory import person_of, telegram_person
+from core.memory import ANONYMOUS_ADMIN_ID, person_of, telegram_person
 from core.models import Consultation, Status
 from core.service import ConsultationService
 from core.usage import ScopeKind, day_of
@@ -136,12 +136,12 @@ def asked_by(consultation: Consultation) -> str | None:
     """The person who asked: as recorded when it started (`Consultation.person`); for a
     row stored without one, the owner of the memory it started with, else the Telegram
     user who started it; None when the store does not say (an API session without a
-    userId)."""
+    userId, an anonymous group admin: their account is every group's, so no person)."""
     if consultation.person is not None:
         return consultation.person
     if consultation.memory_owner is not None:
         return person_of(consultation.memory_owner)
-    if consultation.started_by is not None:
+    if consultation.started_by not in (None, ANONYMOUS_ADMIN_ID):
         return telegram_person(consultation.started_by)
     return None
 

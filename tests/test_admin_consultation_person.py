@@ -14,10 +14,19 @@ from pathlib import Path
 import pytest
 
 from core.listing import ConsultationQuery
-from tests.admin_harness import Console, console_settings, running_console
-from tests.bot_harness import ALICE, GROUP, RunningBot, ask_private, group_answer, post_in_group
+from core.memory import ANONYMOUS_ADMIN_ID
+from tests.admin_harness import Console, console_settings, consultation, running_console
+from tests.bot_harness import (
+    ALICE,
+    GROUP,
+    RunningBot,
+    ask_private,
+    group_answer,
+    mention,
+    post_in_group,
+)
 from tests.fakes.model_server import FakeModelServer
-from tests.store_contract import StoreKind
+from tests.store_contract import STORE_KINDS, StoreKind
 from tests.test_console import console as terminal
 
 JSON = {"Content-Type": "application/json"}
@@ -110,6 +119,38 @@ async def test_a_telegram_user_is_recorded_in_private_and_in_a_group(bot: Runnin
     group = await store.list_consultations(ConsultationQuery(person=f"tg:{ALICE}"))
     assert [row.chat_key for row in private] == ["tg:77"]
     assert [row.chat_key for row in group] == [f"tg:{GROUP}"]
+
+
+async def test_an_anonymous_admin_is_no_person_on_the_consultations_page(
+    tmp_path: Path,
+) -> None:
+    """Written as the group, through the one account every group's anonymous admins share:
+    no person is recorded, and a row without one is not named after that account either
+    (its Block would block every anonymous admin)."""
+    sqlite = STORE_KINDS[0]
+    async with running_console(console_settings(sqlite, await sqlite.new_database(tmp_path))) as c:
+        found = consultation(chat_key="tg:-100123")
+        found.started_by = ANONYMOUS_ADMIN_ID
+        await c.store.create(found)
+        assert await c.sign_in() == 303
+        status, html = await c.page(f"/admin/consultations/{found.id}")
+        assert status == 200 and '<dt>Person</dt><dd><span class="empty">not recorded' in html
+        assert "GroupAnonymousBot" not in html and str(ANONYMOUS_ADMIN_ID) not in html
+
+
+async def test_an_anonymous_admins_group_consultation_records_no_person(bot: RunningBot) -> None:
+    bot.model.enqueue("How many people?")
+    update = bot.api.text_message(
+        GROUP, "@consult_bot plan a team trip", user_id=ANONYMOUS_ADMIN_ID, chat_type="supergroup"
+    )
+    message = update["message"]
+    message["from"] = {"id": ANONYMOUS_ADMIN_ID, "is_bot": True, "first_name": "Group"}
+    message["sender_chat"] = message["chat"]
+    message["entities"] = mention(message["text"])
+    bot.api.push_update(update)
+    await group_answer(bot, 1)
+    active = await bot.runtime.store.load_active(f"tg:{GROUP}")
+    assert active is not None and active.person is None
 
 
 async def test_the_terminal_is_recorded_as_console_local(

@@ -490,12 +490,13 @@ CONSULTATION_PERSON_MIGRATION = (
     "ALTER TABLE consultations ADD COLUMN person TEXT",
     # Rows stored before: the person of the memory they started with (a Telegram group
     # owner's part before `@`, `core.memory.person_of`), else the Telegram user who
-    # started them; NULL when neither is known.
+    # started them unless that was Telegram's anonymous admin account (1087968824,
+    # `core.memory.ANONYMOUS_ADMIN_ID`, every group's); NULL when neither is known.
     "UPDATE consultations SET person = CASE"
     " WHEN substr(memory_owner, 1, 3) = 'tg:' AND instr(memory_owner, '@') > 0"
     " THEN substr(memory_owner, 1, instr(memory_owner, '@') - 1)"
     " WHEN memory_owner IS NOT NULL THEN memory_owner"
-    " WHEN started_by IS NOT NULL THEN 'tg:' || started_by END"
+    " WHEN started_by <> 1087968824 THEN 'tg:' || started_by END"
     " WHERE memory_owner IS NOT NULL OR started_by IS NOT NULL",
     # After the rows are filled: the index is built once, not row by row.
     "CREATE INDEX consultations_person ON consultations (person, created_at, id)",

@@ -13,6 +13,7 @@ import asyncpg
 
 from core.audit import AuditEntry
 from core.listing import ConsultationQuery
+from core.memory import ANONYMOUS_ADMIN_ID
 from core.models import Status
 from storage.postgres import schema as postgres_schema
 from storage.postgres.store import PostgresStore
@@ -106,6 +107,7 @@ OLD_ROWS = [
     ("api", "api:s-1", 4.0, None, "api:u@x"),
     ("api-no-memory", "api:s-2", 5.0, None, None),
     ("terminal", "console:local", 6.0, None, "console:local"),
+    ("anonymous-admin", "tg:-101", 7.0, ANONYMOUS_ADMIN_ID, None),
 ]
 DERIVED = {
     "group": "tg:11",
@@ -114,6 +116,7 @@ DERIVED = {
     "api": "api:u@x",  # an API userId may hold `@`: the owner is the person
     "api-no-memory": None,
     "terminal": "console:local",
+    "anonymous-admin": None,  # the account every group's anonymous admins write as
 }
 
 
