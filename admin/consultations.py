@@ -26,7 +26,7 @@ from admin.render import bad_request, not_found, page
 from admin.transcript import view_of
 from core.audit import AuditEntry
 from core.listing import MAX_SEARCH_CHARS, PAGE_SIZE, ConsultationQuery, Cursor
-from core.memory import person_of, telegram_person
+from core.memory import ANONYMOUS_ADMIN_ID, person_of, telegram_person
 from core.models import Consultation, Status
 from core.service import ConsultationService
 from core.usage import ScopeKind, day_of
@@ -51,6 +51,7 @@ class Filters:
     status: str = ""
     chat: str = ""
     q: str = ""
+    person: str = ""
 
     def query(self, before: Cursor | None) -> ConsultationQuery:
         return ConsultationQuery(
@@ -59,6 +60,7 @@ class Filters:
             status=Status(self.status) if self.status else None,
             chat_key=self.chat or None,
             text=self.q or None,
+            person=self.person or None,
             before=before,
             limit=PAGE_SIZE + 1,
         )
@@ -74,6 +76,7 @@ class Filters:
             "status": self.status,
             "chat": self.chat,
             "q": self.q,
+            "person": self.person,
         }
 
 
@@ -89,7 +92,10 @@ def filters_of(request: web.Request) -> tuple[Filters, Cursor | None]:
     q = get("q", "").strip()
     if len(q) > MAX_SEARCH_CHARS:
         raise BadQuery(f"q: longer than {MAX_SEARCH_CHARS} characters")
-    filters = Filters(get("since", "").strip(), get("until", "").strip(), status, chat, q)
+    person = get("person", "").strip()
+    if len(person) > MAX_CHAT_CHARS:
+        raise BadQuery("person: too long")
+    filters = Filters(get("since", "").strip(), get("until", "").strip(), status, chat, q, person)
     filters.query(None)  # checks the dates
     return filters, _cursor(get("after", ""))
 
@@ -127,12 +133,15 @@ def _day_after(value: str, name: str) -> float | None:
 
 
 def asked_by(consultation: Consultation) -> str | None:
-    """The person who asked: the owner of the memory it started with (an API session's
-    `api:<userId>`, a Telegram user), else the Telegram user who started it; None when
-    the store does not say (an API session without a userId or without memory)."""
+    """The person who asked: as recorded when it started (`Consultation.person`); for a
+    row stored without one, the owner of the memory it started with, else the Telegram
+    user who started it; None when the store does not say (an API session without a
+    userId, an anonymous group admin: their account is every group's, so no person)."""
+    if consultation.person is not None:
+        return consultation.person
     if consultation.memory_owner is not None:
         return person_of(consultation.memory_owner)
-    if consultation.started_by is not None:
+    if consultation.started_by not in (None, ANONYMOUS_ADMIN_ID):
         return telegram_person(consultation.started_by)
     return None
 
@@ -185,6 +194,7 @@ class ConsultationPages:
             c=found,
             asker=asker,
             asker_link=None if asker is None else person_link(asker),
+            asker_list=None if asker is None else Filters(person=asker).link(),
             view=view_of(found),
             chat_usage=chat_usage,
             usage_days=(since, until),

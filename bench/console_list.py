@@ -48,8 +48,9 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def rows(count: int, start: float) -> list[tuple[Any, ...]]:
-    """Consultations over the last 120 days, one chat each of 5,000 chats, a status mix;
-    at most one active per chat (the database's own rule)."""
+    """Consultations over the last 120 days, one chat each of 5,000 chats (private: the
+    chat's person asked), a status mix; at most one active per chat (the database's own
+    rule)."""
     out = []
     active: set[str] = set()
     for n in range(count):
@@ -61,7 +62,7 @@ def rows(count: int, start: float) -> list[tuple[Any, ...]]:
             active.add(chat)
         at = start + n * (120 * DAY / count)
         request = f"Question {n}: how should I plan the {('garden', 'budget', 'trip')[n % 3]}?"
-        out.append((str(uuid.uuid4()), chat, status, 3, 3, request, at, at + 60))
+        out.append((str(uuid.uuid4()), chat, status, 3, 3, request, at, at + 60, chat))
     return out
 
 
@@ -129,7 +130,7 @@ class People:
 
 INSERT = (
     "INSERT INTO consultations (id, chat_key, status, max_rounds, current_round,"
-    " initial_request, created_at, last_activity_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " initial_request, created_at, last_activity_at, person) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 MESSAGE = (
     "INSERT INTO messages (consultation_id, seq, role, text, created_at)"
@@ -178,6 +179,7 @@ async def seed_postgres(url: str, data: list[tuple[Any, ...]], people: People) -
                 "initial_request",
                 "created_at",
                 "last_activity_at",
+                "person",
             ],
         )
         await connection.copy_records_to_table(
@@ -259,6 +261,7 @@ async def measure(base: str, repeat: int, deep: int) -> dict[str, dict[str, floa
             f"page {deep + 1}": url,
             "status=active": f"{base}/admin/consultations?status=active",
             "one chat": f"{base}/admin/consultations?chat=tg%3A4242",
+            "one person": f"{base}/admin/consultations?person=tg%3A4242",
             "one week": f"{base}/admin/consultations?since=2026-09-01&until=2026-09-07",
             "text, common": f"{base}/admin/consultations?q=garden",
             "text, in every request": f"{base}/admin/consultations?q=how+should+I+plan+the",

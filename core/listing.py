@@ -34,13 +34,15 @@ class Cursor:
 @dataclass(frozen=True, slots=True)
 class ConsultationQuery:
     """Which consultations to list: started in [`since`, `until`) (seconds since the
-    epoch; None: unbounded), of `status`, in `chat_key`, whose request contains `text`."""
+    epoch; None: unbounded), of `status`, in `chat_key`, asked by `person`
+    (`Consultation.person`), whose request contains `text`."""
 
     since: float | None = None
     until: float | None = None
     status: Status | None = None
     chat_key: str | None = None
     text: str | None = None
+    person: str | None = None
     before: Cursor | None = None
     limit: int = PAGE_SIZE
 

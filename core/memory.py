@@ -92,6 +92,10 @@ def memory_scope(person: str, group: str | None = None) -> MemoryScope:
     return MemoryScope(person, person if group is None else f"{person}@{group}")
 
 
+ANONYMOUS_ADMIN_ID = 1087968824
+"""The Telegram account a group's anonymous admins write as (GroupAnonymousBot): no person."""
+
+
 def telegram_person(user_id: int) -> str:
     return f"tg:{user_id}"
 

@@ -99,6 +99,10 @@ class Consultation:
     memory_facts: tuple[str, ...] = ()
     # Follow-ups answered after the final answer (`core.follow_ups`); they use no round.
     follow_ups: int = 0
+    # Who asked, as quotas and the console's people name them (`tg:<user id>`,
+    # `api:<userId>`, the terminal's `console:local`), recorded when it starts; None:
+    # not known (an API session without a userId, an anonymous group admin).
+    person: str | None = None
 
     @property
     def open_turn(self) -> list[Message]:

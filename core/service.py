@@ -55,7 +55,7 @@ from core.rounds import has_open_turn, is_expired
 from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
 from core.usage import Accounting, Payer
-from core.user_turns import UserTurns, require_text
+from core.user_turns import UserTurns, asker_of, require_text
 
 
 class ConsultationService:
@@ -197,6 +197,7 @@ class ConsultationService:
                     turn_id,
                     memory=remembered,
                     starter=payer.person if payer is not None else None,
+                    person=asker_of(payer, memory),
                 )
                 if started:
                     notices.add(Notice.STARTED)

@@ -33,7 +33,7 @@ from core.requests import EngineConfig
 from core.round_answers import turn_text
 from core.rounds import is_expired
 from core.usage import Payer
-from core.user_turns import UserTurns, require_text
+from core.user_turns import UserTurns, asker_of, require_text
 
 API_KEY_PREFIX = "api:"
 
@@ -169,6 +169,7 @@ class ApiSessions:
                 options=options or ModelOptions(),
                 memory_owner=owner,
                 memory_facts=facts,
+                person=asker_of(payer, memory),
                 messages=[Message(Role.USER, text, now, turn_id=turn_id)],
             ),
             starter=payer.person if payer is not None else None,

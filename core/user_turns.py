@@ -17,11 +17,13 @@ import uuid
 
 from core.blank import is_blank
 from core.errors import ActiveConsultationExists, EmptyMessage
+from core.memory import MemoryScope
 from core.models import Consultation, Message, ModelOptions, Role, Status
 from core.outcomes import Notice
 from core.ports import ConsultationStore
 from core.requests import EngineConfig
 from core.rounds import append_user_message, is_duplicate_of_open_turn, is_expired
+from core.usage import Payer
 
 _START_ATTEMPTS = 3
 """Creating a consultation is refused while another writer's is active; if that one ends
@@ -33,6 +35,15 @@ def require_text(text: str) -> str:
     if is_blank(text):  # zero-width and other invisible characters count as nothing
         raise EmptyMessage("the message is empty")
     return text
+
+
+def asker_of(payer: Payer | None, memory: MemoryScope | None) -> str | None:
+    """The person a consultation started now records as who asked: the person it is
+    charged to, else the person whose memory it reaches (the terminal's `console:local`,
+    charged to no person); None when neither is known."""
+    if payer is not None and payer.person is not None:
+        return payer.person
+    return None if memory is None else memory.person
 
 
 class UserTurns:
@@ -74,9 +85,11 @@ class UserTurns:
         *,
         memory: tuple[str | None, tuple[str, ...]] = (None, ()),
         starter: str | None = None,
+        person: str | None = None,
     ) -> tuple[Consultation, bool]:
-        """Start the chat's consultation with `text`; True when this call started it (and
-        then it counts as one `starter` started, `ConsultationStore.create`).
+        """Start the chat's consultation with `text`, asked by `person`; True when this
+        call started it (and then it counts as one `starter` started,
+        `ConsultationStore.create`).
 
         Another writer (another process) may have started one since this turn found
         none: the store refuses a second ACTIVE one, and the message joins that one
@@ -85,7 +98,7 @@ class UserTurns:
         for _ in range(_START_ATTEMPTS):
             try:
                 created = await self._create(
-                    chat_key, text, author, author_id, now, turn_id, memory, starter
+                    chat_key, text, author, author_id, now, turn_id, memory, starter, person
                 )
                 return created, True
             except ActiveConsultationExists:
@@ -126,6 +139,7 @@ class UserTurns:
         turn_id: str | None,
         memory: tuple[str | None, tuple[str, ...]],
         starter: str | None,
+        person: str | None,
     ) -> Consultation:
         settings = await self._store.load_chat_settings(chat_key)
         consultation = Consultation(
@@ -141,6 +155,7 @@ class UserTurns:
             started_by=author_id,
             memory_owner=memory[0],
             memory_facts=memory[1],
+            person=person,
             messages=[Message(Role.USER, text, now, author=author, turn_id=turn_id)],
         )
         await self._store.create(consultation, starter=starter)

@@ -66,7 +66,7 @@ class DatabaseUnusable(StoreUnavailable):
 CONSULTATION_COLUMNS = (
     "id, chat_key, status, max_rounds, current_round, initial_request, role,"
     " system_prompt, options, created_at, last_activity_at, started_by, picks,"
-    " memory_owner, memory_facts, follow_ups"
+    " memory_owner, memory_facts, follow_ups, person"
 )
 MESSAGE_INSERT_COLUMNS = (
     "consultation_id, seq, role, author, text, created_at,"
@@ -97,6 +97,7 @@ def consultation_values(c: Consultation) -> tuple[Any, ...]:
         c.memory_owner,
         facts_value([_text(f) or "" for f in c.memory_facts]),
         c.follow_ups,
+        _text(c.person),
     )
 
 
@@ -160,6 +161,7 @@ def consultation_from_row(row: Sequence[Any], messages: Iterable[Sequence[Any]])
         memory_owner=row[13],
         memory_facts=facts_from_value(row[14]),
         follow_ups=row[15],
+        person=row[16],
         messages=[message_from_row(m) for m in messages],
     )
 
@@ -197,6 +199,18 @@ KEEP_SECONDS = 24 * 3600
 
 KEEP_IDS = 1_000_000
 """update_ids are consecutive, so this keeps the last million (~40 MB at most)."""
+
+
+# -- forgotten memory -----------------------------------------------------------------------
+
+FORGET_IN_CONSULTATIONS = (
+    "UPDATE consultations SET memory_owner = NULL, memory_facts = NULL"
+    " WHERE person = $1 AND memory_owner IS NOT NULL"
+)
+"""A person's memory forgotten leaves none in their consultations, whatever their status:
+the facts one read when it started are no longer sent to the model in its later rounds,
+and it notes no new ones when it completes (it uses no memory from then on). One read of
+`consultations_person`."""
 
 
 # -- withdrawn turns ------------------------------------------------------------------------

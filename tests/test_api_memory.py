@@ -157,3 +157,34 @@ async def test_forgetting_a_user_deletes_all_their_facts_and_no_one_elses(
     assert "Riga" not in text_of(model_server.requests[0]["messages"][0]["content"])
     response = await api.client.delete("/api/users/bad%20user/memory")
     assert response.status == 400
+
+
+async def test_a_session_under_way_goes_on_without_the_facts_of_a_forgotten_user(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A session reads its user's facts when it starts; once they are forgotten, its next
+    rounds are sent none of them, the store keeps none of them with it, and its end notes
+    nothing new for that user. Another user's session keeps theirs."""
+    await api.store.add_facts("api:u-2", "api:u-2", ["Lives in Riga"], at=1.0)
+    await api.store.add_facts("api:u-3", "api:u-3", ["Lives in Oslo"], at=1.0)
+    sessions = {}
+    for user in ("u-2", "u-3"):
+        model_server.enqueue("Which season?")
+        status, body = await post(api, {"message": "Plan a walk", "userId": user, "maxRounds": 2})
+        assert status == 200 and not body["isComplete"]
+        sessions[user] = body["sessionId"]
+    assert "Riga" in text_of(model_server.requests[0]["messages"][0]["content"])
+    assert (await api.client.delete("/api/users/u-2/memory")).status == 204
+    stored_session = await api.store.get(sessions["u-2"])
+    assert stored_session is not None and stored_session.memory_facts == ()
+    assert stored_session.person == "api:u-2"
+    model_server.enqueue("Walk along the river.")
+    status, body = await post(api, {"message": "Spring", "sessionId": sessions["u-2"]})
+    assert status == 200 and body["isComplete"]
+    assert "Riga" not in json.dumps(model_server.requests[2]["messages"])
+    model_server.enqueue("Which park?")
+    status, _ = await post(api, {"message": "Winter", "sessionId": sessions["u-3"]})
+    assert status == 200
+    await model_server.wait_requests(4)
+    assert "Oslo" in text_of(model_server.requests[3]["messages"][0]["content"])
+    assert (await facts(api, "u-2"))[1]["facts"] == []

@@ -23,7 +23,7 @@ async def list_consultations(
     connection: asyncpg.Connection, query: ConsultationQuery
 ) -> list[ListedConsultation]:
     """A page of `query`, newest first: one range scan of the index on (created_at, id),
-    or on (status, …) or (chat_key, …) when those are filtered."""
+    or on (status, …), (chat_key, …) or (person, …) when those are filtered."""
     where: list[str] = []
     params: list[Any] = []
 
@@ -39,6 +39,8 @@ async def list_consultations(
         where.append(f"status = {param(query.status.value)}")
     if query.chat_key is not None:
         where.append(f"chat_key = {param(query.chat_key)}")
+    if query.person is not None:
+        where.append(f"person = {param(query.person)}")
     pattern = query.like_pattern()
     if pattern is not None:
         where.append(f"initial_request ILIKE {param(pattern)} ESCAPE '{LIKE_ESCAPE}'")

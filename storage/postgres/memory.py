@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from core.memory import MAX_FACTS, Fact, MemoryPreferences, MemoryState, distinct_facts
+from storage.shared import FORGET_IN_CONSULTATIONS
 
 _FACTS_OF = (
     "SELECT id, text, created_at FROM memory_facts WHERE owner = $1 ORDER BY id DESC LIMIT $2"
@@ -84,11 +85,14 @@ async def save_preferences(
 
 
 async def forget_memory(connection: asyncpg.Connection, person: str) -> int:
+    """Delete the person's facts, preferences and language, and the facts their
+    consultations still kept (`FORGET_IN_CONSULTATIONS`); how many facts went."""
     deleted = await connection.fetchval(
         "WITH gone AS (DELETE FROM memory_facts WHERE person = $1 RETURNING 1)"
         " SELECT count(*) FROM gone",
         person,
     )
+    await connection.execute(FORGET_IN_CONSULTATIONS, person)
     await connection.execute("DELETE FROM memory_preferences WHERE person = $1", person)
     await connection.execute("DELETE FROM person_languages WHERE person = $1", person)
     return int(deleted)

@@ -465,6 +465,25 @@ MIGRATIONS: list[Migration] = [
             " message_id BIGINT NOT NULL, PRIMARY KEY (chat_id, thread_id))",
         ),
     ),
+    (
+        # Who asked each consultation (a person key as quotas and the console name people;
+        # NULL: not known), recorded when it starts, and the console's list of one
+        # person's consultations by its index, newest first. Rows stored before get the
+        # person of the memory they started with (a Telegram group owner's part before
+        # `@`, `core.memory.person_of`), else the Telegram user who started them unless
+        # that was the anonymous admins' account (`core.memory.ANONYMOUS_ADMIN_ID`).
+        "m025_consultation_person",
+        (
+            "ALTER TABLE consultations ADD COLUMN person TEXT",
+            "UPDATE consultations SET person = CASE"
+            " WHEN left(memory_owner, 3) = 'tg:' THEN split_part(memory_owner, '@', 1)"
+            " WHEN memory_owner IS NOT NULL THEN memory_owner"
+            " WHEN started_by <> 1087968824 THEN 'tg:' || started_by END"
+            " WHERE memory_owner IS NOT NULL OR started_by IS NOT NULL",
+            # After the rows are filled: the index is built once, not row by row.
+            "CREATE INDEX consultations_person ON consultations (person, created_at, id)",
+        ),
+    ),
 ]
 
 

@@ -205,7 +205,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
                 await connection.execute(
                     f"INSERT INTO consultations ({CONSULTATION_COLUMNS}, last_seq)"
                     " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
-                    " $15, $16, $17)",
+                    " $15, $16, $17, $18)",
                     *consultation_values(c),
                     len(c.messages),
                 )

@@ -42,7 +42,7 @@ def list_consultations(
     db: sqlite3.Connection, query: ConsultationQuery
 ) -> list[ListedConsultation]:
     """A page of `query`, newest first: one range scan of the index on (created_at, id),
-    or on (status, …) or (chat_key, …) when those are filtered; text of
+    or on (status, …), (chat_key, …) or (person, …) when those are filtered; text of
     `MIN_INDEXED_SEARCH_CHARS` or more through the trigram index instead of every row."""
     where: list[str] = []
     params: list[Any] = []
@@ -58,6 +58,9 @@ def list_consultations(
     if query.chat_key is not None:
         where.append("chat_key = ?")
         params.append(query.chat_key)
+    if query.person is not None:
+        where.append("person = ?")
+        params.append(query.person)
     if query.before is not None:
         where.append("(created_at, id) < (?, ?)")
         params.extend((query.before.created_at, query.before.id))

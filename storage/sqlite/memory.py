@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 
 from core.memory import MAX_FACTS, Fact, MemoryPreferences, MemoryState, distinct_facts
+from storage.shared import FORGET_IN_CONSULTATIONS
 
 _FACTS_OF = "SELECT id, text, created_at FROM memory_facts WHERE owner = ? ORDER BY id DESC LIMIT ?"
 
@@ -69,7 +70,10 @@ def save_preferences(db: sqlite3.Connection, person: str, p: MemoryPreferences) 
 
 
 def forget_memory(db: sqlite3.Connection, person: str) -> int:
+    """Delete the person's facts, preferences and language, and the facts their
+    consultations still kept (`FORGET_IN_CONSULTATIONS`); how many facts went."""
     deleted = db.execute("DELETE FROM memory_facts WHERE person = ?", (person,)).rowcount
+    db.execute(FORGET_IN_CONSULTATIONS.replace("$", "?"), (person,))
     db.execute("DELETE FROM memory_preferences WHERE person = ?", (person,))
     db.execute("DELETE FROM person_languages WHERE person = ?", (person,))
     return int(deleted)

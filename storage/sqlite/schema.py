@@ -498,3 +498,29 @@ async def m024_round_messages(db: aiosqlite.Connection) -> None:
         "CREATE TABLE round_keyboards (chat_id INTEGER NOT NULL, thread_id INTEGER NOT NULL,"
         " message_id INTEGER NOT NULL, PRIMARY KEY (chat_id, thread_id)) WITHOUT ROWID"
     )
+
+
+CONSULTATION_PERSON_MIGRATION = (
+    "ALTER TABLE consultations ADD COLUMN person TEXT",
+    # Rows stored before: the person of the memory they started with (a Telegram group
+    # owner's part before `@`, `core.memory.person_of`), else the Telegram user who
+    # started them unless that was Telegram's anonymous admin account (1087968824,
+    # `core.memory.ANONYMOUS_ADMIN_ID`, every group's); NULL when neither is known.
+    "UPDATE consultations SET person = CASE"
+    " WHEN substr(memory_owner, 1, 3) = 'tg:' AND instr(memory_owner, '@') > 0"
+    " THEN substr(memory_owner, 1, instr(memory_owner, '@') - 1)"
+    " WHEN memory_owner IS NOT NULL THEN memory_owner"
+    " WHEN started_by <> 1087968824 THEN 'tg:' || started_by END"
+    " WHERE memory_owner IS NOT NULL OR started_by IS NOT NULL",
+    # After the rows are filled: the index is built once, not row by row.
+    "CREATE INDEX consultations_person ON consultations (person, created_at, id)",
+)
+
+
+@migration
+async def m025_consultation_person(db: aiosqlite.Connection) -> None:
+    """Who asked each consultation (`consultations.person`, a person key as quotas and the
+    console name people; NULL: not known), recorded when it starts, and the console's list
+    of one person's consultations by its index, newest first."""
+    for statement in CONSULTATION_PERSON_MIGRATION:
+        await db.execute(statement)

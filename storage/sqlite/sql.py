@@ -87,7 +87,7 @@ def insert_consultation(db: sqlite3.Connection, c: Consultation) -> None:
     try:
         db.execute(
             f"INSERT INTO consultations ({CONSULTATION_COLUMNS}, last_seq)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (*consultation_values(c), len(c.messages)),
         )
     except sqlite3.IntegrityError as error:
