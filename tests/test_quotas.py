@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.errors import FollowUpUnavailable
+from core.errors import FollowUpUnavailable, ModelError
 from core.llm import OpenAICompleter
 from core.models import Role, Status
 from core.outcomes import Notice
@@ -32,6 +32,7 @@ from core.usage import Payer, ScopeKind, day_of
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import Clock, make_service
+from tests.time_zone import far_time_zone  # noqa: F401 - a fixture
 
 PERSON = "tg:501"
 PAYER = Payer(person=PERSON)
@@ -132,11 +133,13 @@ async def test_a_person_at_the_daily_limit_is_refused_before_the_model_is_called
     ]
 
 
+@pytest.mark.usefixtures("far_time_zone")
 async def test_a_new_utc_day_and_month_lift_the_daily_and_monthly_limits(
     store: SqliteStore, completer: OpenAICompleter, model_server: FakeModelServer, clock: Clock
 ) -> None:
-    """Used up at 23:59 UTC on 30 November: refused then; after midnight the day and the
-    month are new, so the same person is answered."""
+    """Used up at 23:59 UTC on 30 November: refused then; after UTC midnight the day and
+    the month are new, so the same person is answered, whatever the server's time zone
+    (run where it is already 1 December all along)."""
     config = QuotaConfig(user_daily_tokens=50, user_monthly_tokens=60)
     service = make_service(store, completer, clock, quotas=config)
     clock.now = LAST_MINUTE - 3600
@@ -210,7 +213,7 @@ async def test_retry_over_the_limit_finishes_the_consultation(
     model_server.enqueue("Which load?", usage=usage(20))
     await service.ask("tg:501", "Pick a database", payer=PAYER)
     model_server.enqueue(status=500)
-    with pytest.raises(Exception):  # noqa: B017, PT011 — the ModelError family
+    with pytest.raises(ModelError):
         await service.ask("tg:501", "Heavy writes", payer=PAYER)
     model_server.enqueue("Use PostgreSQL.")
     reply = await service.retry("tg:501", payer=PAYER)
