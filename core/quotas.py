@@ -6,7 +6,7 @@ Invariants:
   summed over the person's (or client key's) UTC day or UTC month; consultations are
   those the person started that UTC day (`ConsultationStore.consultations_started`).
 - At the boundary: a person who has used `limit - 1` may go on; one who has used `limit`
-  or more is over it.
+  or more is over it. "Used" counts the tokens charged and those held by turns under way.
 - A person exempt by the deployment (`QuotaConfig.exempt`: QUOTA_EXEMPT_USER_IDS and
   ADMIN_USER_IDS) or by an admin's override has no person limits at all; an override with
   a number replaces only the daily token limit. The API token's limit is the client's,
@@ -21,20 +21,23 @@ Invariants:
 - An admin's override applies to this worker's next turn at once, and to other workers'
   within `OVERRIDE_CACHE_SECONDS` (each keeps what it read that long, so a turn usually
   costs no read for it).
-- Several workers (PostgreSQL): each check reads the totals committed before it, and a
-  reply's tokens are committed with the reply. A person's turns run one at a time per chat
-  (the chat's lock), so the calls that can be in flight for one person at once are at most
-  one per chat they are using at that moment, across all workers; each of them passed its
-  check before the others' replies were counted. A person can therefore go past a token
-  limit by at most the tokens of those in-flight calls (one per worker per chat, each at
-  most a final answer with its continuations), and past the consultation limit by at most
-  one consultation per such concurrent start; never by a call started after the over-limit
-  total was committed.
+- Concurrency (any number of turns, workers and stores): a turn is admitted by
+  `admit`, which reads the standing and takes the turn's token hold in one step under
+  the person's and the client key's lock (`ConsultationStore.hold_tokens`), so a check
+  sees every turn admitted before it, charged or still running; each model call then
+  reserves its estimated input plus its `max_tokens` in that hold before it is made and
+  settles it with the real usage after (`core.quota_holds`). A token limit is therefore
+  passed by at most the reservation of the turn admitted last, plus what is spent
+  without a check (a final answer's continuations, a consultation under way finishing
+  over the limit, an input longer than estimated), however many requests arrive at once. A start is counted only below the consultation limit, by one
+  conditional write in the transaction that stores it (`ConsultationStore.create`'s
+  `start_limit`): exactly the limit's starts are stored, the rest refused.
 """
 
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -42,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import ConsultationError
 from core.expiring import ReadThrough
+from core.quota_holds import HOLD_SECONDS, Held, StartRefused, TokenHold
 from core.usage import Payer, ScopeKind, UsageTotal, day_of, month_start
 
 if TYPE_CHECKING:  # the port names quota types itself
@@ -231,6 +235,20 @@ class _Reads:
 
 
 @dataclass(frozen=True, slots=True)
+class Admission:
+    """A turn let through: its verdict (ALLOW, or answer as final), the hold its calls
+    reserve in (None: no token limit applies), and the consultation limit its start must
+    stay within (0: none)."""
+
+    verdict: Verdict = ALLOW
+    held: Held | None = None
+    start_limit: int = 0
+
+
+OPEN = Admission()
+
+
+@dataclass(frozen=True, slots=True)
 class PersonQuota:
     """A person's limits and what they used today and this month (/usage, /quota)."""
 
@@ -271,18 +289,9 @@ class Quotas:
             self._on_refused(verdict.hit.limit)
         return verdict
 
-    async def spent(self, person: str) -> bool:
-        """Whether `person` has used up a token limit: optional work paid with their tokens
-        (remembering facts) is skipped then. Not a refusal: nobody hears of it."""
-        return (await self._verdict(Payer(person=person), Stage.FOLLOW_UP)).refused
-
     async def _verdict(self, payer: Payer, stage: Stage) -> Verdict:
         now = self._clock()
-        client_limit = self._config.api_daily_tokens if payer.client else 0
-        limits = PersonLimits()
-        if payer.person is not None and payer.person not in self._config.exempt:
-            override = await self._override(payer.person)
-            limits = limits_for(self._config, payer.person, override)
+        limits, client_limit = await self._limits(payer)
         if not limits.any and not client_limit:
             return ALLOW
         needs = _Reads(
@@ -301,6 +310,69 @@ class Quotas:
             assert verdict.hit is not None
             raise QuotaExceeded(verdict.hit)
         return verdict
+
+    async def admit(
+        self, payer: Payer | None, stage: Stage, tokens: int, *, heard: bool = True
+    ) -> Admission:
+        """Let a turn of `payer` at `stage` through, reserving `tokens` (its first call's
+        estimated input and budget) for it atomically with the check, or raise
+        `QuotaExceeded` holding nothing. Under a token limit the check reads the tokens
+        charged plus every turn's hold (`core.quota_holds`), so turns admitted at once
+        see each other; a consultation under way is always let through (as its final
+        answer over a limit). Reads and holds nothing when no limit can apply. Optional
+        work paid with a person's tokens (remembering facts) is admitted with `heard`
+        False: its refusal is not counted as a turn refused."""
+        payer = payer or Payer()
+        now = self._clock()
+        limits, client_limit = await self._limits(payer)
+        if not limits.any and not client_limit:
+            return OPEN
+        start_limit = limits.daily_consultations if stage is Stage.START else 0
+        if not (limits.daily_tokens or limits.monthly_tokens or client_limit):
+            # Starts alone: checked here, and again as they are counted (`create`).
+            verdict = await self._verdict(payer, stage)
+            if verdict.refused:
+                assert verdict.hit is not None
+                if heard and self._on_refused is not None:
+                    self._on_refused(verdict.hit.limit)
+                raise QuotaExceeded(verdict.hit)
+            return Admission(verdict, None, start_limit)
+        day = day_of(now)
+        hold = TokenHold(
+            str(uuid.uuid4()), payer.person, payer.client, day, tokens, now + HOLD_SECONDS
+        )
+
+        def admitted(standing: Standing) -> bool:
+            return not decide(limits, client_limit, standing, stage, now).refused
+
+        standing, held = await self._store.hold_tokens(
+            hold, month=month_start(day), now=now, admit=admitted
+        )
+        verdict = decide(limits, client_limit, standing, stage, now)
+        if not held:
+            assert verdict.hit is not None
+            if heard and self._on_refused is not None:
+                self._on_refused(verdict.hit.limit)
+            raise QuotaExceeded(verdict.hit)
+        return Admission(verdict, Held(self._store, hold, self._clock), start_limit)
+
+    def start_refused(self, admission: Admission, refused: StartRefused) -> QuotaExceeded:
+        """The refusal of a start the store found at the consultation limit."""
+        limit = Limit.USER_DAILY_CONSULTATIONS
+        now = self._clock()
+        hit = QuotaHit(limit, admission.start_limit, refused.started, resets_at(limit, now))
+        if self._on_refused is not None:
+            self._on_refused(limit)
+        return QuotaExceeded(hit)
+
+    async def _limits(self, payer: Payer) -> tuple[PersonLimits, int]:
+        """The person limits that apply to `payer` and its client key's daily limit."""
+        client_limit = self._config.api_daily_tokens if payer.client else 0
+        limits = PersonLimits()
+        if payer.person is not None and payer.person not in self._config.exempt:
+            override = await self._override(payer.person)
+            limits = limits_for(self._config, payer.person, override)
+        return limits, client_limit
 
     async def of_person(self, person: str) -> PersonQuota:
         """The person's limits and standing, whatever applies (for /usage and /quota)."""

@@ -74,9 +74,11 @@ class UserTurns:
         *,
         memory: tuple[str | None, tuple[str, ...]] = (None, ()),
         starter: str | None = None,
+        start_limit: int = 0,
     ) -> tuple[Consultation, bool]:
         """Start the chat's consultation with `text`; True when this call started it (and
-        then it counts as one `starter` started, `ConsultationStore.create`).
+        then it counts as one `starter` started, `ConsultationStore.create`, within
+        `start_limit`: `StartRefused` and nothing stored at it).
 
         Another writer (another process) may have started one since this turn found
         none: the store refuses a second ACTIVE one, and the message joins that one
@@ -85,7 +87,7 @@ class UserTurns:
         for _ in range(_START_ATTEMPTS):
             try:
                 created = await self._create(
-                    chat_key, text, author, author_id, now, turn_id, memory, starter
+                    chat_key, text, author, author_id, now, turn_id, memory, starter, start_limit
                 )
                 return created, True
             except ActiveConsultationExists:
@@ -126,6 +128,7 @@ class UserTurns:
         turn_id: str | None,
         memory: tuple[str | None, tuple[str, ...]],
         starter: str | None,
+        start_limit: int,
     ) -> Consultation:
         settings = await self._store.load_chat_settings(chat_key)
         consultation = Consultation(
@@ -143,5 +146,5 @@ class UserTurns:
             memory_facts=memory[1],
             messages=[Message(Role.USER, text, now, author=author, turn_id=turn_id)],
         )
-        await self._store.create(consultation, starter=starter)
+        await self._store.create(consultation, starter=starter, start_limit=start_limit)
         return consultation

@@ -452,6 +452,19 @@ MIGRATIONS: list[Migration] = [
             " FROM usage_daily WHERE scope_kind = 'person' GROUP BY scope_key",
         ),
     ),
+    (
+        # The tokens reserved by turns under way (`core.quota_holds`), counted next to what
+        # was charged by the person's and the client key's quota checks.
+        "m023_quota_holds",
+        (
+            "CREATE TABLE quota_holds (id TEXT PRIMARY KEY, person TEXT, client TEXT,"
+            " day TEXT NOT NULL, tokens BIGINT NOT NULL,"
+            " expires_at DOUBLE PRECISION NOT NULL)",
+            "CREATE INDEX quota_holds_person ON quota_holds (person, day)",
+            "CREATE INDEX quota_holds_client ON quota_holds (client, day)",
+            "CREATE INDEX quota_holds_expiry ON quota_holds (expires_at)",
+        ),
+    ),
 ]
 
 

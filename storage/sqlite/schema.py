@@ -484,3 +484,16 @@ async def m022_person_activity(db: aiosqlite.Connection) -> None:
     every person's usage history; filled from the usage rows already stored."""
     for statement in PERSON_ACTIVITY_MIGRATION:
         await db.execute(statement)
+
+
+@migration
+async def m023_quota_holds(db: aiosqlite.Connection) -> None:
+    """The tokens reserved by turns under way (`core.quota_holds`), counted next to what
+    was charged by the person's and the client key's quota checks."""
+    await db.execute(
+        "CREATE TABLE quota_holds (id TEXT PRIMARY KEY, person TEXT, client TEXT,"
+        " day TEXT NOT NULL, tokens INTEGER NOT NULL, expires_at REAL NOT NULL)"
+    )
+    await db.execute("CREATE INDEX quota_holds_person ON quota_holds (person, day)")
+    await db.execute("CREATE INDEX quota_holds_client ON quota_holds (client, day)")
+    await db.execute("CREATE INDEX quota_holds_expiry ON quota_holds (expires_at)")

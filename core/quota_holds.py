@@ -1,0 +1,136 @@
+"""Token holds: the tokens a turn may yet spend, reserved before each model call and
+settled with what the call really used, so concurrent turns see each other's calls
+before any of them is charged.
+
+Invariants:
+- A hold names its payer (person, client key) and UTC day; the store counts a live
+  hold's tokens (`expires_at` not passed) as used by that person and that client key
+  (`ConsultationStore.hold_tokens`), next to what was charged.
+- A turn is admitted by taking its hold atomically with the check (`core.quotas`); each
+  call then raises the hold to what the turn already spent plus the call's estimated
+  input and its `max_tokens` before it is made, and lowers it to what was spent once it
+  returns (`HoldingCompleter`). The hold is released when the turn ends, after its reply
+  and its charge were stored; in between both count, which errs towards refusing.
+- A hold a crash left behind stops counting at `expires_at` (`HOLD_SECONDS` after its
+  last change), so it can refuse a person for at most that long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from core.tokens import estimate_prompt_tokens, estimate_tokens
+
+if TYPE_CHECKING:  # the port names hold types itself
+    from core.ports import (
+        Completer,
+        Completion,
+        CompletionRequest,
+        ConsultationStore,
+        OnDelta,
+    )
+
+HOLD_SECONDS = 900.0
+"""How long a hold counts after its last change: longer than any turn's calls."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenHold:
+    """Tokens reserved for one turn of `person` (and `client`) on the UTC `day`."""
+
+    id: str
+    person: str | None
+    client: str | None
+    day: str
+    tokens: int
+    expires_at: float
+
+
+class StartRefused(Exception):
+    """`ConsultationStore.create` stored nothing: the starter had already started
+    `started` consultations that day, the limit it was given."""
+
+    def __init__(self, started: int) -> None:
+        super().__init__(f"{started} consultations started today")
+        self.started = started
+
+
+def call_tokens(request: CompletionRequest) -> int:
+    """What one call may spend: its estimated input and its output budget."""
+    return estimate_prompt_tokens(request.messages) + (request.max_tokens or 0)
+
+
+def turn_tokens(text: str, budget: int | None) -> int:
+    """What a turn is reserved before its first request is built: its new text's estimate
+    and the output budget (each call's own reservation then replaces it)."""
+    return estimate_tokens(text) + (budget or 0)
+
+
+class Held:
+    """A turn's hold while the turn runs: what its calls spent (`spent`) and reserve."""
+
+    def __init__(
+        self, store: ConsultationStore, hold: TokenHold, clock: Callable[[], float]
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self.hold = hold
+        self.spent = 0
+
+    async def reserve(self, tokens: int) -> None:
+        """Hold what the turn spent plus `tokens` for the call about to be made."""
+        await self._resize(self.spent + tokens)
+
+    async def settle(self, tokens: int) -> None:
+        """The call spent `tokens`: hold what the turn spent so far."""
+        self.spent += tokens
+        await self._resize(self.spent)
+
+    async def release(self) -> None:
+        await self._store.release_hold(self.hold.id)
+
+    async def _resize(self, tokens: int) -> None:
+        if tokens == self.hold.tokens:
+            return
+        self.hold = replace(self.hold, tokens=tokens, expires_at=self._clock() + HOLD_SECONDS)
+        await self._store.resize_hold(self.hold.id, tokens, self.hold.expires_at)
+
+
+_current: ContextVar[Held | None] = ContextVar("quota_hold", default=None)
+
+
+@asynccontextmanager
+async def holding(held: Held | None) -> AsyncIterator[None]:
+    """Run a turn under `held` (None: nothing held), released when it ends however."""
+    if held is None:
+        yield
+        return
+    token = _current.set(held)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+        await held.release()
+
+
+class HoldingCompleter:
+    """A `core.ports.Completer` that reserves each call's tokens in the turn's hold first
+    and settles them after (a call outside a held turn passes straight through)."""
+
+    def __init__(self, inner: Completer) -> None:
+        self.inner = inner
+
+    async def complete(
+        self, request: CompletionRequest, on_delta: OnDelta | None = None
+    ) -> Completion:
+        held = _current.get()
+        if held is None:
+            return await self.inner.complete(request, on_delta)
+        await held.reserve(call_tokens(request))
+        completion = await self.inner.complete(request, on_delta)
+        await held.settle(completion.usage.total_tokens)
+        return completion
