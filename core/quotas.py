@@ -29,9 +29,10 @@ Invariants:
   settles it with the real usage after (`core.quota_holds`). A token limit is therefore
   passed by at most the reservation of the turn admitted last, plus what is spent
   without a check (a final answer's continuations, a consultation under way finishing
-  over the limit, an input longer than estimated), however many requests arrive at once. A start is counted only below the consultation limit, by one
-  conditional write in the transaction that stores it (`ConsultationStore.create`'s
-  `start_limit`): exactly the limit's starts are stored, the rest refused.
+  over the limit, an input longer than estimated), however many requests arrive at once.
+  A start is counted only below the consultation limit, by one conditional write in the
+  transaction that stores it (`ConsultationStore.create`'s `start_limit`): exactly the
+  limit's starts are stored, the rest refused.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 once are answered exactly up to the person's consultation limit and the rest get 429
 QUOTA_EXCEEDED without a model call; a client key's token limit is overspent by at most
 one call's reservation; on PostgreSQL the same holds over two workers (two runtimes on
-one database).
+one database); one Telegram member asking in 30 groups at once gets exactly the limit's
+answers and the quota message elsewhere.
 
 The production runtime runs (tests/api_harness.py) against the fake model server, whose
 replies are slowed so every request is in flight at once."""
@@ -10,20 +11,25 @@ replies are slowed so every request is in flight at once."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from core.usage import ScopeKind, day_of
 from tests.api_harness import RunningApi, api_settings, running_api
+from tests.bot_harness import ALICE, group_said, post_in_group, started_bot
+from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.store_contract import StoreKind
+
+if TYPE_CHECKING:
+    from app.stores import Store
 
 TOKEN = "quota-token"
 CLIENT = "token:" + hashlib.sha256(TOKEN.encode()).hexdigest()[:32]
@@ -81,8 +87,12 @@ async def start_all(apis: list[RunningApi], body: dict[str, Any]) -> list[tuple[
 
 
 async def spent(api: RunningApi, scope: ScopeKind, key: str) -> int:
+    return await spent_by(api.store, scope, key)
+
+
+async def spent_by(store: Store, scope: ScopeKind, key: str) -> int:
     day = day_of(time.time())
-    totals = await api.store.usage_of(scope, key, since_day=day, until_day=day)
+    totals = await store.usage_of(scope, key, since_day=day, until_day=day)
     return sum(t.prompt_tokens + t.completion_tokens for t in totals)
 
 
@@ -148,3 +158,36 @@ async def test_concurrent_sessions_overspend_a_client_limit_by_at_most_one_call(
     assert {status for status, _ in results} == {200, 429}
     assert tokens == answered * REPLY_TOKENS
     assert 5000 - REPLY_TOKENS <= tokens < 5000 + REPLY_TOKENS
+
+
+# -- Telegram --------------------------------------------------------------------------------
+
+GROUPS = [-1_000_100 - n for n in range(STARTS)]
+REFUSAL = "You have reached your daily"  # its consultation or its token limit: both apply
+
+
+async def test_concurrent_starts_of_one_telegram_user_are_answered_up_to_the_limit(
+    kind: StoreKind, database: str, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """One member asks the bot in 30 groups at once (2 consultations, 1000 tokens a day):
+    exactly 2 groups get an answer; the other 28 get the quota message (the two answers
+    under way hold their tokens, so the token limit or the consultation limit is named),
+    and the model is called twice."""
+    enqueue_replies(model_server, STARTS)
+    where: dict[str, Any] = {}
+    if kind.name == "postgres":
+        where = {"database_url": database}
+    db_path = Path(database) if kind.name == "sqlite" else Path(database + ".unused")
+    limits = {k: v for k, v in LIMITS.items() if k != "api_daily_token_limit"}
+    async with started_bot(
+        db_path, bot_api, model_server, llm_max_tokens=REPLY_TOKENS, **where, **limits
+    ) as bot:
+        for chat in GROUPS:
+            await post_in_group(bot, "@consult_bot Which database?", chat=chat)
+        said = [await group_said(bot, "", chat=chat) for chat in GROUPS]
+        tokens = await spent_by(bot.runtime.store, ScopeKind.PERSON, f"tg:{ALICE}")
+    refused = [call for call in said if call.params["text"].startswith(REFUSAL)]
+    report("Telegram, one member in 30 groups", STARTS - len(refused), tokens)
+    assert len(refused) == STARTS - 2
+    assert len(model_server.requests) == 2
+    assert tokens == 2 * REPLY_TOKENS
