@@ -12,11 +12,14 @@ Invariants:
   returns (`HoldingCompleter`). The hold is released when the turn ends, after its reply
   and its charge were stored; in between both count, which errs towards refusing.
 - A hold a crash left behind stops counting at `expires_at` (`HOLD_SECONDS` after its
-  last change), so it can refuse a person for at most that long.
+  last change), so it can refuse a person for at most that long. Changing or releasing a
+  hold once the turn was admitted is best effort: a store that fails then leaves the hold
+  as it was (to expire), never the turn's answer undelivered.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -33,6 +36,8 @@ if TYPE_CHECKING:  # the port names hold types itself
         ConsultationStore,
         OnDelta,
     )
+
+log = logging.getLogger(__name__)
 
 HOLD_SECONDS = 900.0
 """How long a hold counts after its last change: longer than any turn's calls."""
@@ -91,13 +96,21 @@ class Held:
         await self._resize(self.spent)
 
     async def release(self) -> None:
-        await self._store.release_hold(self.hold.id)
+        try:
+            await self._store.release_hold(self.hold.id)
+        except Exception as exc:  # it expires; the turn's outcome stands
+            log.warning("a quota hold was not released: %s", exc)
 
     async def _resize(self, tokens: int) -> None:
         if tokens == self.hold.tokens:
             return
-        self.hold = replace(self.hold, tokens=tokens, expires_at=self._clock() + HOLD_SECONDS)
-        await self._store.resize_hold(self.hold.id, tokens, self.hold.expires_at)
+        resized = replace(self.hold, tokens=tokens, expires_at=self._clock() + HOLD_SECONDS)
+        try:
+            await self._store.resize_hold(resized.id, tokens, resized.expires_at)
+        except Exception as exc:  # the hold stays as stored; the turn goes on
+            log.warning("a quota hold was not changed: %s", exc)
+            return
+        self.hold = resized
 
 
 _current: ContextVar[Held | None] = ContextVar("quota_hold", default=None)

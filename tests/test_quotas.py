@@ -7,8 +7,11 @@ clock is injected, so a UTC day or month change is a moved number."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
+from pathlib import Path
 
+import aiosqlite
 import pytest
 
 from core.errors import FollowUpUnavailable, ModelError
@@ -326,3 +329,29 @@ async def test_a_follow_up_is_checked_after_the_consultation_is_found(
     service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=1))
     with pytest.raises(FollowUpUnavailable):
         await service.follow_up("tg:501", "And backups?", payer=PAYER)
+
+
+async def test_a_hold_the_store_cannot_change_leaves_the_answer_delivered(
+    store: SqliteStore,
+    db_path: Path,
+    completer: OpenAICompleter,
+    model_server: FakeModelServer,
+    clock: Clock,
+) -> None:
+    """Once a turn is admitted, settling and releasing its hold are best effort: with the
+    holds' table gone while the model answers, the reply is still answered, stored and
+    charged (the hold, had it been kept, would expire)."""
+    service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=1000))
+    answering = asyncio.Event()
+    model_server.enqueue("Use PostgreSQL.", usage=usage(30), hold=answering)
+    turn = asyncio.create_task(service.ask("tg:501", "Pick a database", payer=PAYER))
+    await model_server.wait_requests(1)
+    async with aiosqlite.connect(db_path) as db:
+        await db.execute("ALTER TABLE quota_holds RENAME TO quota_holds_gone")
+        await db.commit()
+    answering.set()
+    reply = await turn
+    assert reply.text == "Use PostgreSQL."
+    day = day_of(clock.now)
+    totals = await store.usage_of(ScopeKind.PERSON, PERSON, since_day=day, until_day=day)
+    assert sum(t.prompt_tokens + t.completion_tokens for t in totals) == 30
