@@ -143,6 +143,24 @@ async def test_concurrent_starts_over_two_postgres_workers_are_answered_up_to_th
         await kind.drop_database(database)
 
 
+async def test_concurrent_starts_under_a_consultation_limit_alone_are_counted_to_it(
+    kind: StoreKind, database: str, model_server: FakeModelServer
+) -> None:
+    """With no token limit nothing is held: the starts themselves are counted only below
+    the limit, so exactly 2 of 30 are answered and every refusal names the consultation
+    limit with the 2 used."""
+    enqueue_replies(model_server, STARTS)
+    async with workers(kind, database, model_server, 1, user_daily_consultation_limit=2) as apis:
+        results = await start_all(apis, {"userId": "u-1"})
+        started = await apis[0].store.consultations_started("api:u-1", day_of(time.time()))
+    refused = [body for status, body in results if status == 429]
+    assert len(refused) == STARTS - 2 and started == 2
+    assert {(body["quota"], body["code"]) for body in refused} == {
+        ("user_daily_consultations", "QUOTA_EXCEEDED")
+    }
+    assert len(model_server.requests) == 2
+
+
 async def test_concurrent_sessions_overspend_a_client_limit_by_at_most_one_call(
     kind: StoreKind, database: str, model_server: FakeModelServer
 ) -> None:
