@@ -85,12 +85,7 @@ async def hold_tokens(
     )
     if not admit(standing):
         return standing, False
-    await connection.execute(
-        "DELETE FROM quota_holds WHERE expires_at <= $1 AND (person = $2 OR client = $3)",
-        now,
-        hold.person or "",
-        hold.client or "",
-    )
+    await connection.execute("DELETE FROM quota_holds WHERE expires_at <= $1", now)
     await connection.execute(
         "INSERT INTO quota_holds (id, person, client, day, tokens, expires_at)"
         " VALUES ($1, $2, $3, $4, $5, $6)",
