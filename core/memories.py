@@ -27,8 +27,9 @@ from core.memory_call import FactsCall
 from core.models import Consultation, Status, Usage
 from core.ports import Completer, ConsultationStore
 from core.prompts import PromptLibrary
+from core.quota_checks import Quotas
 from core.quota_holds import holding
-from core.quotas import QuotaExceeded, Quotas, Stage
+from core.quotas import QuotaExceeded, Stage
 from core.requests import EngineConfig, model_of
 from core.usage import Accounting, CallKind, Payer
 

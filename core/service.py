@@ -47,8 +47,9 @@ from core.memory import MemoryScope
 from core.outcomes import Notice, Reply, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary
+from core.quota_checks import Quotas
 from core.quota_holds import HoldingCompleter, StartRefused, holding, turn_tokens
-from core.quotas import Limit, QuotaConfig, Quotas, Stage
+from core.quotas import Limit, QuotaConfig, Stage
 from core.requests import EngineConfig, model_of
 from core.round_answers import RoundRef, picked, turn_text
 from core.rounds import has_open_turn, is_expired

@@ -28,8 +28,9 @@ from core.memory import MemoryScope
 from core.models import Consultation, Message, ModelOptions, Role, Status, TurnRecord
 from core.outcomes import Reply
 from core.ports import ChatLocks, ConsultationStore, OnText
+from core.quota_checks import Admission, Quotas
 from core.quota_holds import StartRefused, holding, turn_tokens
-from core.quotas import Admission, Quotas, Stage
+from core.quotas import Stage
 from core.requests import EngineConfig
 from core.round_answers import turn_text
 from core.rounds import is_expired
