@@ -118,16 +118,15 @@ _current: ContextVar[Held | None] = ContextVar("quota_hold", default=None)
 
 @asynccontextmanager
 async def holding(held: Held | None) -> AsyncIterator[None]:
-    """Run a turn under `held` (None: nothing held), released when it ends however."""
-    if held is None:
-        yield
-        return
+    """Run a turn under `held` (None: nothing held, whatever a task it came from held),
+    released when it ends however."""
     token = _current.set(held)
     try:
         yield
     finally:
         _current.reset(token)
-        await held.release()
+        if held is not None:
+            await held.release()
 
 
 class HoldingCompleter:
