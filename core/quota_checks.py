@@ -8,9 +8,10 @@ Invariants:
 - Concurrency (any number of turns, workers and stores): a turn is admitted by
   `admit`, which reads the standing and takes the turn's token hold in one step under
   the person's and the client key's lock (`ConsultationStore.hold_tokens`), so a check
-  sees every turn admitted before it, charged or still running; each model call then
-  reserves its estimated input plus its `max_tokens` in that hold before it is made and
-  settles it with the real usage after (`core.quota_holds`). A token limit is therefore
+  sees every turn admitted before it, charged or still running; before each model call
+  the hold is set to what the turn's calls really spent so far plus this call's
+  estimated input and its `max_tokens`, and the turn's charge settles it when the hold
+  is released (`core.quota_holds`). A token limit is therefore
   passed by at most the reservation of the turn admitted last, plus what is spent
   without a check (a final answer's continuations, a consultation under way finishing
   over the limit, an input longer than estimated), however many requests arrive at once.

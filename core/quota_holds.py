@@ -6,11 +6,12 @@ Invariants:
 - A hold names its payer (person, client key) and UTC day; the store counts a live
   hold's tokens (`expires_at` not passed) as used by that person and that client key
   (`ConsultationStore.hold_tokens`), next to what was charged.
-- A turn is admitted by taking its hold atomically with the check (`core.quotas`); each
-  call then raises the hold to what the turn already spent plus the call's estimated
-  input and its `max_tokens` before it is made, and lowers it to what was spent once it
-  returns (`HoldingCompleter`). The hold is released when the turn ends, after its reply
-  and its charge were stored; in between both count, which errs towards refusing.
+- A turn is admitted by taking its hold atomically with the check
+  (`core.quota_checks`); before each call the hold is set to what the turn's calls
+  really spent so far (their reported usage) plus this call's estimated input and its
+  `max_tokens` (`HoldingCompleter`). The hold is released when the turn ends, after its
+  reply and its charge were stored, which settles it: in between both count, which errs
+  towards refusing. A hold is never below what its turn has spent.
 - A hold a crash left behind stops counting at `expires_at` (`HOLD_SECONDS` after its
   last change), so it can refuse a person for at most that long. Changing or releasing a
   hold once the turn was admitted is best effort: a store that fails then leaves the hold
@@ -90,10 +91,10 @@ class Held:
         """Hold what the turn spent plus `tokens` for the call about to be made."""
         await self._resize(self.spent + tokens)
 
-    async def settle(self, tokens: int) -> None:
-        """The call spent `tokens`: hold what the turn spent so far."""
+    def settle(self, tokens: int) -> None:
+        """The call spent `tokens`: the next reservation starts from what the turn spent
+        (the hold keeps the larger reservation until then, or until its release)."""
         self.spent += tokens
-        await self._resize(self.spent)
 
     async def release(self) -> None:
         try:
@@ -131,7 +132,7 @@ async def holding(held: Held | None) -> AsyncIterator[None]:
 
 class HoldingCompleter:
     """A `core.ports.Completer` that reserves each call's tokens in the turn's hold first
-    and settles them after (a call outside a held turn passes straight through)."""
+    and counts what it spent after (a call outside a held turn passes straight through)."""
 
     def __init__(self, inner: Completer) -> None:
         self.inner = inner
@@ -144,5 +145,5 @@ class HoldingCompleter:
             return await self.inner.complete(request, on_delta)
         await held.reserve(call_tokens(request))
         completion = await self.inner.complete(request, on_delta)
-        await held.settle(completion.usage.total_tokens)
+        held.settle(completion.usage.total_tokens)
         return completion

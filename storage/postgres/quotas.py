@@ -27,7 +27,17 @@ _COUNT_START = (
 _COUNT_START_WITHIN = (
     f"{_COUNT_START} WHERE consultation_starts.started < $3::integer RETURNING started"
 )
-_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('quota-hold:' || $1::text, 0))"
+_LOCK = (
+    # One statement, the keys locked in order: its own, so the standing read after it sees
+    # every hold committed before the locks were granted.
+    "SELECT pg_advisory_xact_lock(hashtextextended('quota-hold:' || k, 0))"
+    " FROM (SELECT unnest($1::text[]) AS k ORDER BY 1) AS keys"
+)
+_INSERT_HOLD = (
+    "WITH expired AS (DELETE FROM quota_holds WHERE expires_at <= $7)"
+    " INSERT INTO quota_holds (id, person, client, day, tokens, expires_at)"
+    " VALUES ($1, $2, $3, $4, $5, $6)"
+)
 _STANDING = (
     # $1 person, $2 client, $3 day, $4 month's first day, $5 now.
     "SELECT"
@@ -69,11 +79,8 @@ async def hold_tokens(
 ) -> tuple[Standing, bool]:
     """The standing with the live holds, and the hold stored if `admit` says so (in the
     caller's transaction, under the person's and the client key's locks)."""
-    keys = sorted(
-        f"{kind}:{key}" for kind, key in (("person", hold.person), ("client", hold.client)) if key
-    )
-    for key in keys:
-        await connection.execute(_LOCK, key)
+    named = (("person", hold.person), ("client", hold.client))
+    await connection.execute(_LOCK, [f"{kind}:{key}" for kind, key in named if key])
     row = await connection.fetchrow(
         _STANDING, hold.person or "", hold.client or "", hold.day, month, now
     )
@@ -85,16 +92,15 @@ async def hold_tokens(
     )
     if not admit(standing):
         return standing, False
-    await connection.execute("DELETE FROM quota_holds WHERE expires_at <= $1", now)
     await connection.execute(
-        "INSERT INTO quota_holds (id, person, client, day, tokens, expires_at)"
-        " VALUES ($1, $2, $3, $4, $5, $6)",
+        _INSERT_HOLD,
         hold.id,
         hold.person,
         hold.client,
         hold.day,
         hold.tokens,
         hold.expires_at,
+        now,
     )
     return standing, True
 
