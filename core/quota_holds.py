@@ -1,6 +1,6 @@
-"""Token holds: the tokens a turn may yet spend, reserved before each model call and
-settled with what the call really used, so concurrent turns see each other's calls
-before any of them is charged.
+"""Token holds: the tokens a turn may spend, reserved before each model call and settled
+by what its calls really used, so concurrent turns see each other's calls before any of
+them is charged.
 
 Invariants:
 - A hold names its payer (person, client key) and UTC day; the store counts a live
@@ -11,7 +11,7 @@ Invariants:
   really spent so far (their reported usage) plus this call's estimated input and its
   `max_tokens` (`HoldingCompleter`). The hold is released when the turn ends, after its
   reply and its charge were stored, which settles it: in between both count, which errs
-  towards refusing. A hold is never below what its turn has spent.
+  towards refusing.
 - A hold a crash left behind stops counting at `expires_at` (`HOLD_SECONDS` after its
   last change), so it can refuse a person for at most that long. Changing or releasing a
   hold once the turn was admitted is best effort: a store that fails then leaves the hold
