@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from core.answering import Answerer
 from core.attachments import Image
@@ -44,10 +45,11 @@ from core.history import History
 from core.lifecycle import Lifecycle
 from core.memories import Memories, opening
 from core.memory import MemoryScope
+from core.models import Consultation
 from core.outcomes import Notice, Reply, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary
-from core.quota_checks import Quotas
+from core.quota_checks import Admission, Quotas
 from core.quota_holds import HoldingCompleter, StartRefused, holding, turn_tokens
 from core.quotas import Limit, QuotaConfig, Stage
 from core.requests import EngineConfig, model_of
@@ -57,6 +59,18 @@ from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
 from core.usage import Accounting, Payer
 from core.user_turns import UserTurns, require_text
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """A message that starts its chat's consultation."""
+
+    chat_key: str
+    text: str
+    author: str | None
+    author_id: int | None
+    now: float
+    turn_id: str | None
 
 
 class ConsultationService:
@@ -182,22 +196,9 @@ class ConsultationService:
                 consultation, notices = await self._user_turns.vetted(chat_key, active, now)
                 text, picks_used = turn_text(consultation, text, answers, author=author, ref=ref)
                 if consultation is None:
-                    remembered = await opening(self._store, self._config, memory)
-                    try:
-                        consultation, started = await self._user_turns.start(
-                            chat_key,
-                            text,
-                            author,
-                            author_id,
-                            now,
-                            turn_id,
-                            memory=remembered,
-                            starter=payer.person if payer is not None else None,
-                            start_limit=admission.start_limit,
-                        )
-                    except StartRefused as refused:
-                        raise self.quotas.start_refused(admission, refused) from None
-                    if started:
+                    started = _Start(chat_key, text, author, author_id, now, turn_id)
+                    consultation, new = await self._start(started, memory, payer, admission)
+                    if new:
                         notices.add(Notice.STARTED)
                 else:
                     await self._user_turns.add_message(consultation, text, author, now, turn_id)
@@ -397,6 +398,27 @@ class ConsultationService:
         )
 
     # -- internals -------------------------------------------------------------------------
+
+    async def _start(
+        self, start: _Start, memory: MemoryScope | None, payer: Payer | None, admission: Admission
+    ) -> tuple[Consultation, bool]:
+        """Start the chat's consultation (`UserTurns.start`: True when this call started
+        it), counted as the payer's within the admission's limit or refused."""
+        remembered = await opening(self._store, self._config, memory)
+        try:
+            return await self._user_turns.start(
+                start.chat_key,
+                start.text,
+                start.author,
+                start.author_id,
+                start.now,
+                start.turn_id,
+                memory=remembered,
+                starter=payer.person if payer is not None else None,
+                start_limit=admission.start_limit,
+            )
+        except StartRefused as refused:
+            raise self.quotas.start_refused(admission, refused) from None
 
     def _turn_tokens(self, text: str) -> int:
         """What a turn with `text` is reserved before its first request is built."""
