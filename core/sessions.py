@@ -121,12 +121,11 @@ class ApiSessions:
                 return await self._answerer.answer_again(
                     found, is_group=False, on_text=on_text, images=images, payer=payer
                 )
-            opened = self._opened.pop(session_id, None)
             consultation = await self._usable_session(session_id)
             text, _ = turn_text(consultation, text, answers, author=None)
             # A session under way is finished, never cut: over a limit, this is its answer.
             # Its first round is answered under the hold taken when it was opened.
-            admission = opened or await self._quotas.admit(
+            admission = self._opened.pop(session_id, None) or await self._quotas.admit(
                 payer, Stage.CONTINUE, turn_tokens(text, self._config.max_tokens)
             )
             verdict = admission.verdict

@@ -355,3 +355,16 @@ async def test_a_hold_the_store_cannot_change_leaves_the_answer_delivered(
     day = day_of(clock.now)
     totals = await store.usage_of(ScopeKind.PERSON, PERSON, since_day=day, until_day=day)
     assert sum(t.prompt_tokens + t.completion_tokens for t in totals) == 30
+
+
+async def test_a_failed_turn_releases_its_hold(
+    store: SqliteStore, completer: OpenAICompleter, model_server: FakeModelServer, clock: Clock
+) -> None:
+    """A turn whose call failed holds nothing afterwards: its reservation (far above the
+    limit) would otherwise refuse the person's next consultation."""
+    service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=100))
+    model_server.enqueue(status=500)
+    with pytest.raises(ModelError):
+        await service.ask("tg:501", "Pick a database", payer=PAYER)
+    model_server.enqueue("Which load?", usage=usage(10))
+    assert (await service.ask("tg:502", "Pick a cache", payer=PAYER)).text == "Which load?"
