@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -42,6 +43,33 @@ def _split_ids(value: Any) -> Any:
 
 
 IdList = Annotated[frozenset[int], NoDecode]
+PersonList = Annotated[frozenset[str], NoDecode]
+"""People as person keys (`core.memory`): Telegram ids become `tg:<id>`; `api:<userId>`
+names an HTTP API user as its requests' `userId` does."""
+_TELEGRAM_ID = re.compile(r"-?[0-9]{1,19}")
+_API_PERSON = re.compile(r"api:[A-Za-z0-9_.:@-]{1,64}")
+"""`api:` and a `userId` as the API takes one (`api.schemas.USER_ID_PATTERN`, at most
+`MAX_USER_ID_CHARS`), without importing the HTTP API into every process."""
+
+
+def _split_people(value: Any) -> Any:
+    """A comma-separated list of Telegram ids and `api:<userId>` as person keys; anything
+    else is refused, naming the entry (the API refuses such a `userId` too)."""
+    parts = value.replace(";", ",").split(",") if isinstance(value, str) else value
+    people: set[str] = set()
+    for part in parts:
+        entry = str(part).strip()
+        if not entry:
+            continue
+        if _API_PERSON.fullmatch(entry):
+            people.add(entry)
+        elif _TELEGRAM_ID.fullmatch(entry):
+            people.add(telegram_person(int(entry)))
+        else:
+            raise ValueError(
+                f"{entry[:80]!r} is neither a Telegram id nor api:<userId> (a valid API userId)"
+            )
+    return frozenset(people)
 
 
 RETIRED = frozenset({"api_allowed_models"})
@@ -143,7 +171,8 @@ class Settings(BaseSettings):
     user_daily_token_limit: int = Field(default=0, ge=0)
     user_monthly_token_limit: int = Field(default=0, ge=0)
     user_daily_consultation_limit: int = Field(default=0, ge=0)
-    quota_exempt_user_ids: IdList = frozenset()  # besides ADMIN_USER_IDS
+    # Telegram ids and api:<userId> with no person limits, besides ADMIN_USER_IDS
+    quota_exempt_user_ids: PersonList = frozenset()
     api_daily_token_limit: int = Field(default=0, ge=0)
 
     # HTTP API
@@ -179,9 +208,9 @@ class Settings(BaseSettings):
         "allowed_user_ids",
         "allowed_chat_ids",
         "admin_user_ids",
-        "quota_exempt_user_ids",
         mode="before",
     )(_split_ids)
+    _people = field_validator("quota_exempt_user_ids", mode="before")(_split_people)
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod
@@ -286,15 +315,15 @@ class Settings(BaseSettings):
         )
 
     def quota_config(self) -> QuotaConfig:
-        """The limits, with the Telegram people exempt from them (QUOTA_EXEMPT_USER_IDS
-        and ADMIN_USER_IDS) as person keys."""
-        exempt = self.quota_exempt_user_ids | self.admin_user_ids
+        """The limits, with the people exempt from them (QUOTA_EXEMPT_USER_IDS, Telegram
+        ids and API users, and ADMIN_USER_IDS) as person keys."""
+        admins = frozenset(telegram_person(user_id) for user_id in self.admin_user_ids)
         return QuotaConfig(
             user_daily_tokens=self.user_daily_token_limit,
             user_monthly_tokens=self.user_monthly_token_limit,
             user_daily_consultations=self.user_daily_consultation_limit,
             api_daily_tokens=self.api_daily_token_limit,
-            exempt=frozenset(telegram_person(user_id) for user_id in exempt),
+            exempt=self.quota_exempt_user_ids | admins,
         )
 
     def model_endpoint(self) -> ModelEndpoint:

@@ -5,9 +5,10 @@ Invariants:
 - /quota answers only a user in ADMIN_USER_IDS writing in a private chat: anyone else gets
   the not-allowed answer, an operator in a group is told to use a private chat; nothing
   is read or changed for them.
-- Only arguments shaped exactly as documented change anything: a positive user id of 1–19
-  ASCII digits, then nothing (show), `off`, `default`, or a token count of 1–10 ASCII digits
-  within `MAX_OVERRIDE_TOKENS`; anything else gets the usage text.
+- Only arguments shaped exactly as documented change anything: a positive Telegram user
+  id of 1–19 ASCII digits or an HTTP API user as `api:<userId>` (the person its requests'
+  `userId` names), then nothing (show), `off`, `default`, or a token count of 1–10 ASCII
+  digits within `MAX_OVERRIDE_TOKENS`; anything else gets the usage text.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from core.quotas import MAX_OVERRIDE_TOKENS, PersonQuota, QuotaHit
 from core.service import ConsultationService
 
 _USER_ID = re.compile(r"[0-9]{1,19}")
+_API_PERSON = re.compile(r"api:[A-Za-z0-9_.:@-]{1,64}")  # as `api.schemas.USER_ID_PATTERN`
 _TOKENS = re.compile(r"[0-9]{1,10}")
 _MAX_USER_ID = 2**63 - 1
 
@@ -90,14 +92,10 @@ class QuotaCommand:
             return
         args = context.args or []
         user = args[0] if args else ""
-        if (
-            len(args) not in (1, 2)
-            or not _USER_ID.fullmatch(user)
-            or not 0 < int(user) <= _MAX_USER_ID
-        ):
+        person = person_named(user)
+        if len(args) not in (1, 2) or person is None:
             await self.say(incoming, t(language, "quota_help", max=MAX_OVERRIDE_TOKENS))
             return
-        person = telegram_person(int(user))
         quotas = self.service.quotas
         if len(args) == 1:
             await self.say(incoming, show_text(await quotas.of_person(person), user, language))
@@ -115,6 +113,15 @@ class QuotaCommand:
             await self.say(incoming, t(language, "quota_set", user=user, limit=int(value)))
         else:
             await self.say(incoming, t(language, "quota_help", max=MAX_OVERRIDE_TOKENS))
+
+
+def person_named(user: str) -> str | None:
+    """The person a /quota argument names: a Telegram user id, or `api:<userId>`."""
+    if _API_PERSON.fullmatch(user):
+        return user
+    if _USER_ID.fullmatch(user) and 0 < int(user) <= _MAX_USER_ID:
+        return telegram_person(int(user))
+    return None
 
 
 def show_text(quota: PersonQuota, user: str, language: str) -> str:

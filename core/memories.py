@@ -28,7 +28,9 @@ from core.memory_call import FactsCall
 from core.models import Consultation, Status, Usage
 from core.ports import Completer, ConsultationStore
 from core.prompts import PromptLibrary
-from core.quotas import Quotas
+from core.quota_checks import Quotas
+from core.quota_holds import holding
+from core.quotas import QuotaExceeded, Stage
 from core.requests import EngineConfig, model_of
 from core.usage import Accounting, CallKind, Payer
 
@@ -93,11 +95,19 @@ class Memories:
         owner = consultation.memory_owner
         person = person_of(owner)
         state = await self._store.load_memory(owner, person)
-        if not state.preferences.enabled or await self._quotas.spent(person):
+        if not state.preferences.enabled:
+            return MemoryUpdate()
+        try:  # checked and held like a follow-up: paid with the person's tokens
+            admission = await self._quotas.admit(
+                Payer(person=person), Stage.FOLLOW_UP, self._config.max_tokens or 0, heard=False
+            )
+        except QuotaExceeded:
             return MemoryUpdate()
         model = model_of(consultation.options.model, self._config)
-        found, spent = await self._call.extract(consultation, [f.text for f in state.facts], model)
-        await self._charge(consultation, person, model, spent)
+        async with holding(admission.held):
+            facts = [f.text for f in state.facts]
+            found, spent = await self._call.extract(consultation, facts, model)
+            await self._charge(consultation, person, model, spent)
         if not found or await self._store.get(consultation_id) is None:
             # Nothing said, or the consultation was forgotten while the model read it:
             # what it said must not come back as facts.

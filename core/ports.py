@@ -28,7 +28,8 @@ from core.models import (
     TurnRecord,
     Usage,
 )
-from core.quotas import QuotaOverride
+from core.quota_holds import TokenHold
+from core.quotas import QuotaOverride, Standing
 from core.stats import DayFigures, Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal
 
@@ -117,10 +118,15 @@ class ConsultationStore(Protocol):
         found, the chat's ACTIVE consultation (`load_active`)."""
         ...
 
-    async def create(self, consultation: Consultation, *, starter: str | None = None) -> None:
+    async def create(
+        self, consultation: Consultation, *, starter: str | None = None, start_limit: int = 0
+    ) -> None:
         """Insert the consultation and the messages it already holds, atomically; with
         `starter` (a person key) it adds one to that person's consultations started on the
-        UTC day of `created_at`, in the same transaction (`consultations_started`).
+        UTC day of `created_at`, in the same transaction (`consultations_started`). With a
+        `start_limit` (0: none) the count is added only while it is below the limit, as
+        one conditional write: at the limit nothing is stored and
+        `core.quota_holds.StartRefused` is raised, however many workers start at once.
 
         A chat has at most one ACTIVE consultation, whoever writes: creating a second
         raises `core.errors.ActiveConsultationExists` and stores nothing.
@@ -196,6 +202,25 @@ class ConsultationStore(Protocol):
         """How many consultations `person` started on the UTC `day` (`create`'s `starter`);
         kept apart from the consultations, so deleting them (/forget, purge) does not
         lower it. One indexed read."""
+        ...
+
+    async def hold_tokens(
+        self, hold: TokenHold, *, month: str, now: float, admit: Callable[[Standing], bool]
+    ) -> tuple[Standing, bool]:
+        """In one transaction, and one at a time per person and per client key across
+        workers: read the standing of the hold's person (tokens used on its day and since
+        `month`, a UTC day, and consultations started on its day) and client (tokens on
+        its day), each as charged plus the live holds (`expires_at` after `now`); then
+        store `hold` if `admit(standing)` says so. Returns the standing read and whether
+        the hold was stored. A person or client of None reads as 0."""
+        ...
+
+    async def resize_hold(self, hold_id: str, tokens: int, expires_at: float) -> None:
+        """Set a stored hold's tokens and expiry (nothing when it is gone)."""
+        ...
+
+    async def release_hold(self, hold_id: str) -> None:
+        """Delete a hold (nothing when it is gone)."""
         ...
 
     async def load_quota_override(self, person: str) -> QuotaOverride | None:

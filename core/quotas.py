@@ -6,7 +6,7 @@ Invariants:
   summed over the person's (or client key's) UTC day or UTC month; consultations are
   those the person started that UTC day (`ConsultationStore.consultations_started`).
 - At the boundary: a person who has used `limit - 1` may go on; one who has used `limit`
-  or more is over it.
+  or more is over it. "Used" counts the tokens charged and those held by turns under way.
 - A person exempt by the deployment (`QuotaConfig.exempt`: QUOTA_EXEMPT_USER_IDS and
   ADMIN_USER_IDS) or by an admin's override has no person limits at all; an override with
   a number replaces only the daily token limit. The API token's limit is the client's,
@@ -18,34 +18,17 @@ Invariants:
   Asking for the final answer (/answer) is never refused. A turn's limits are its payer's:
   in a group, the member whose message it is. A turn handled again (the same update or
   idempotency key) is not checked again: it was checked when its message was stored.
-- An admin's override applies to this worker's next turn at once, and to other workers'
-  within `OVERRIDE_CACHE_SECONDS` (each keeps what it read that long, so a turn usually
-  costs no read for it).
-- Several workers (PostgreSQL): each check reads the totals committed before it, and a
-  reply's tokens are committed with the reply. A person's turns run one at a time per chat
-  (the chat's lock), so the calls that can be in flight for one person at once are at most
-  one per chat they are using at that moment, across all workers; each of them passed its
-  check before the others' replies were counted. A person can therefore go past a token
-  limit by at most the tokens of those in-flight calls (one per worker per chat, each at
-  most a final answer with its continuations), and past the consultation limit by at most
-  one consultation per such concurrent start; never by a call started after the over-limit
-  total was committed.
+
+They are checked against the store by `core.quota_checks.Quotas`.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from core.errors import ConsultationError
-from core.expiring import ReadThrough
-from core.usage import Payer, ScopeKind, UsageTotal, day_of, month_start
-
-if TYPE_CHECKING:  # the port names quota types itself
-    from core.ports import ConsultationStore
 
 MAX_OVERRIDE_TOKENS = 1_000_000_000
 """The largest daily token limit an override may set (`/quota`)."""
@@ -216,20 +199,6 @@ def decide(
     return ALLOW
 
 
-def tokens(totals: list[UsageTotal]) -> int:
-    return sum(t.prompt_tokens + t.completion_tokens for t in totals)
-
-
-@dataclass(frozen=True, slots=True)
-class _Reads:
-    """Which totals a check needs (only those of the limits that apply are read)."""
-
-    today: bool
-    month: bool
-    starts: bool
-    client: bool
-
-
 @dataclass(frozen=True, slots=True)
 class PersonQuota:
     """A person's limits and what they used today and this month (/usage, /quota)."""
@@ -238,120 +207,3 @@ class PersonQuota:
     limits: PersonLimits
     standing: Standing
     override: QuotaOverride | None = None
-
-
-class Quotas:
-    """Checks turns against the limits, reading committed totals from the store."""
-
-    def __init__(
-        self,
-        store: ConsultationStore,
-        config: QuotaConfig,
-        clock: Callable[[], float],
-        on_refused: Callable[[Limit], None] | None = None,
-    ) -> None:
-        """`on_refused` hears the limit of each turn refused (the metrics)."""
-        self._store = store
-        self._config = config
-        self._clock = clock
-        self._on_refused = on_refused
-        self._overrides = ReadThrough(
-            store.load_quota_override, OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
-        )
-
-    @property
-    def config(self) -> QuotaConfig:
-        return self._config
-
-    async def check(self, payer: Payer | None, stage: Stage) -> Verdict:
-        """The verdict for a turn of `payer` at `stage`; reads nothing when no limit can
-        apply (no person and no client limit, or an exempt person and no client limit)."""
-        verdict = await self._verdict(payer or Payer(), stage)
-        if verdict.refused and verdict.hit is not None and self._on_refused is not None:
-            self._on_refused(verdict.hit.limit)
-        return verdict
-
-    async def spent(self, person: str) -> bool:
-        """Whether `person` has used up a token limit: optional work paid with their tokens
-        (remembering facts) is skipped then. Not a refusal: nobody hears of it."""
-        return (await self._verdict(Payer(person=person), Stage.FOLLOW_UP)).refused
-
-    async def _verdict(self, payer: Payer, stage: Stage) -> Verdict:
-        now = self._clock()
-        client_limit = self._config.api_daily_tokens if payer.client else 0
-        limits = PersonLimits()
-        if payer.person is not None and payer.person not in self._config.exempt:
-            override = await self._override(payer.person)
-            limits = limits_for(self._config, payer.person, override)
-        if not limits.any and not client_limit:
-            return ALLOW
-        needs = _Reads(
-            today=bool(limits.daily_tokens),
-            month=bool(limits.monthly_tokens),
-            starts=bool(limits.daily_consultations) and stage is Stage.START,
-            client=bool(client_limit),
-        )
-        standing = await self._standing(payer, needs, now)
-        return decide(limits, client_limit, standing, stage, now)
-
-    async def require(self, payer: Payer | None, stage: Stage) -> Verdict:
-        """`check`, raising `QuotaExceeded` for a refusal."""
-        verdict = await self.check(payer, stage)
-        if verdict.refused:
-            assert verdict.hit is not None
-            raise QuotaExceeded(verdict.hit)
-        return verdict
-
-    async def of_person(self, person: str) -> PersonQuota:
-        """The person's limits and standing, whatever applies (for /usage and /quota)."""
-        override = await self._store.load_quota_override(person)
-        limits = limits_for(self._config, person, override)
-        every = _Reads(today=True, month=True, starts=True, client=False)
-        standing = await self._standing(Payer(person=person), every, self._clock())
-        return PersonQuota(person, limits, standing, override)
-
-    async def set_override(self, person: str, daily_tokens: int | None) -> None:
-        """Set the person's daily token limit (None: exempt them)."""
-        await self._store.save_quota_override(QuotaOverride(person, daily_tokens), at=self._clock())
-        self._overrides.discard(person)
-
-    async def clear_override(self, person: str) -> bool:
-        """Back to the deployment's limits; True when there was an override."""
-        deleted = await self._store.delete_quota_override(person)
-        self._overrides.discard(person)
-        return deleted
-
-    def refresh(self, person: str) -> None:
-        """Read the person's override afresh on their next turn (it was changed through
-        the store directly, with its audit entry)."""
-        self._overrides.discard(person)
-
-    async def _override(self, person: str) -> QuotaOverride | None:
-        """The person's override as the store had it at most `OVERRIDE_CACHE_SECONDS` ago."""
-        return await self._overrides.get(person)
-
-    async def _standing(self, payer: Payer, needs: _Reads, now: float) -> Standing:
-        """What `needs` names, read from the store; the rest is 0."""
-        today = day_of(now)
-        store = self._store
-        person = payer.person
-        today_tokens = month_tokens = started = client_tokens = 0
-        if person is not None and needs.today:
-            totals = await store.usage_of(
-                ScopeKind.PERSON, person, since_day=today, until_day=today
-            )
-            today_tokens = tokens(totals)
-        if person is not None and needs.month:
-            since = month_start(today)
-            totals = await store.usage_of(
-                ScopeKind.PERSON, person, since_day=since, until_day=today
-            )
-            month_tokens = tokens(totals)
-        if person is not None and needs.starts:
-            started = await store.consultations_started(person, today)
-        if payer.client is not None and needs.client:
-            totals = await store.usage_of(
-                ScopeKind.CLIENT, payer.client, since_day=today, until_day=today
-            )
-            client_tokens = tokens(totals)
-        return Standing(today_tokens, month_tokens, started, client_tokens)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from core.answering import Answerer
 from core.attachments import Image
@@ -45,10 +46,13 @@ from core.lifecycle import Lifecycle
 from core.llm_format import QuestionMode, StructuredFormats
 from core.memories import Memories, opening
 from core.memory import MemoryScope
+from core.models import Consultation
 from core.outcomes import Notice, Reply, StatusInfo
 from core.ports import ChatLocks, Completer, ConsultationStore, OnText
 from core.prompts import PromptLibrary
-from core.quotas import Limit, QuotaConfig, Quotas, Stage
+from core.quota_checks import Admission, Quotas
+from core.quota_holds import HoldingCompleter, StartRefused, holding, turn_tokens
+from core.quotas import Limit, QuotaConfig, Stage
 from core.requests import EngineConfig, model_of
 from core.round_answers import RoundRef, picked, turn_text
 from core.rounds import has_open_turn, is_expired
@@ -56,6 +60,18 @@ from core.running import RunningTurns, StoppableCompleter
 from core.sessions import ApiSessions
 from core.usage import Accounting, Payer
 from core.user_turns import UserTurns, asker_of, require_text
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """A message that starts its chat's consultation."""
+
+    chat_key: str
+    text: str
+    author: str | None
+    author_id: int | None
+    now: float
+    turn_id: str | None
 
 
 class ConsultationService:
@@ -92,6 +108,8 @@ class ConsultationService:
         self._clock = clock
         self._locks = locks
         self._user_turns = UserTurns(store, config)
+        # Every model call reserves its tokens in its turn's hold (`core.quota_holds`).
+        completer = HoldingCompleter(completer)
         stoppable = StoppableCompleter(completer)
         # What the endpoint showed of structured replies, for rounds and memory alike.
         formats = StructuredFormats(QuestionMode(config.structured_questions))
@@ -183,37 +201,30 @@ class ConsultationService:
                 active, now=now, ttl_seconds=self._config.session_ttl_seconds
             )
             # Before anything is stored: a refusal leaves the chat as it was.
-            verdict = await self.quotas.require(payer, Stage.CONTINUE if live else Stage.START)
-            consultation, notices = await self._user_turns.vetted(chat_key, active, now)
-            text, picks_used = turn_text(consultation, text, answers, author=author, ref=ref)
-            if consultation is None:
-                remembered = await opening(self._store, self._config, memory)
-                consultation, started = await self._user_turns.start(
-                    chat_key,
-                    text,
-                    author,
-                    author_id,
-                    now,
-                    turn_id,
-                    memory=remembered,
-                    starter=payer.person if payer is not None else None,
-                    person=asker_of(payer, memory),
+            stage = Stage.CONTINUE if live else Stage.START
+            admission = await self.quotas.admit(payer, stage, self._turn_tokens(text))
+            async with holding(admission.held):
+                consultation, notices = await self._user_turns.vetted(chat_key, active, now)
+                text, picks_used = turn_text(consultation, text, answers, author=author, ref=ref)
+                if consultation is None:
+                    started = _Start(chat_key, text, author, author_id, now, turn_id)
+                    consultation, new = await self._start(started, memory, payer, admission)
+                    if new:
+                        notices.add(Notice.STARTED)
+                else:
+                    await self._user_turns.add_message(consultation, text, author, now, turn_id)
+                    if picks_used:
+                        await self._user_turns.clear_picks(consultation)
+                verdict = admission.verdict
+                return await self._answerer.answer(
+                    consultation,
+                    is_group=is_group,
+                    on_text=on_text,
+                    notices=notices,
+                    images=images,
+                    payer=payer,
+                    over_quota=verdict.hit if verdict.finish else None,
                 )
-                if started:
-                    notices.add(Notice.STARTED)
-            else:
-                await self._user_turns.add_message(consultation, text, author, now, turn_id)
-                if picks_used:
-                    await self._user_turns.clear_picks(consultation)
-            return await self._answerer.answer(
-                consultation,
-                is_group=is_group,
-                on_text=on_text,
-                notices=notices,
-                images=images,
-                payer=payer,
-                over_quota=verdict.hit if verdict.finish else None,
-            )
 
     async def answer_now(
         self,
@@ -259,14 +270,17 @@ class ConsultationService:
                 await self._user_turns.add_message(consultation, request, author, now, turn_id)
                 if picks_used:
                     await self._user_turns.clear_picks(consultation)
-            return await self._answerer.answer(
-                consultation,
-                is_group=is_group,
-                on_text=on_text,
-                notices=notices,
-                final_requested=True,
-                payer=payer,
-            )
+            # Never refused, but held like any call: others see it while it runs.
+            admission = await self.quotas.admit(payer, Stage.CONTINUE, self._turn_tokens(""))
+            async with holding(admission.held):
+                return await self._answerer.answer(
+                    consultation,
+                    is_group=is_group,
+                    on_text=on_text,
+                    notices=notices,
+                    final_requested=True,
+                    payer=payer,
+                )
 
     async def follow_up(
         self,
@@ -308,17 +322,18 @@ class ConsultationService:
                     found, is_group=is_group, on_text=on_text, images=images, payer=payer
                 )
             consultation = await self._follow_ups.target(chat_key, consultation_id)
-            await self.quotas.require(payer, Stage.FOLLOW_UP)
-            return await self._follow_ups.ask(
-                consultation,
-                text,
-                author=author,
-                is_group=is_group,
-                on_text=on_text,
-                turn_id=turn_id,
-                images=images,
-                payer=payer,
-            )
+            admission = await self.quotas.admit(payer, Stage.FOLLOW_UP, self._turn_tokens(text))
+            async with holding(admission.held):
+                return await self._follow_ups.ask(
+                    consultation,
+                    text,
+                    author=author,
+                    is_group=is_group,
+                    on_text=on_text,
+                    turn_id=turn_id,
+                    images=images,
+                    payer=payer,
+                )
 
     async def admits(self, chat_key: str, payer: Payer | None, *, follow_up: bool = False) -> None:
         """Raise `QuotaExceeded` when a turn (or a follow-up) of `payer` in the chat would be
@@ -359,15 +374,17 @@ class ConsultationService:
             consultation, notices = await self._user_turns.active_or_none(chat_key, self._clock())
             if consultation is None or not has_open_turn(consultation):
                 raise NothingToRetry("no message is waiting for an answer")
-            verdict = await self.quotas.require(payer, Stage.CONTINUE)
-            return await self._answerer.answer(
-                consultation,
-                is_group=is_group,
-                on_text=on_text,
-                notices=notices,
-                payer=payer,
-                over_quota=verdict.hit if verdict.finish else None,
-            )
+            admission = await self.quotas.admit(payer, Stage.CONTINUE, self._turn_tokens(""))
+            verdict = admission.verdict
+            async with holding(admission.held):
+                return await self._answerer.answer(
+                    consultation,
+                    is_group=is_group,
+                    on_text=on_text,
+                    notices=notices,
+                    payer=payer,
+                    over_quota=verdict.hit if verdict.finish else None,
+                )
 
     async def status(self, chat_key: str) -> StatusInfo:
         """Where the chat stands; it reads without waiting for a running turn."""
@@ -397,6 +414,32 @@ class ConsultationService:
         )
 
     # -- internals -------------------------------------------------------------------------
+
+    async def _start(
+        self, start: _Start, memory: MemoryScope | None, payer: Payer | None, admission: Admission
+    ) -> tuple[Consultation, bool]:
+        """Start the chat's consultation (`UserTurns.start`: True when this call started
+        it), counted as the payer's within the admission's limit or refused."""
+        remembered = await opening(self._store, self._config, memory)
+        try:
+            return await self._user_turns.start(
+                start.chat_key,
+                start.text,
+                start.author,
+                start.author_id,
+                start.now,
+                start.turn_id,
+                memory=remembered,
+                starter=payer.person if payer is not None else None,
+                person=asker_of(payer, memory),
+                start_limit=admission.start_limit,
+            )
+        except StartRefused as refused:
+            raise self.quotas.start_refused(admission, refused) from None
+
+    def _turn_tokens(self, text: str) -> int:
+        """What a turn with `text` is reserved before its first request is built."""
+        return turn_tokens(text, self._config.max_tokens)
 
     @asynccontextmanager
     async def _turn(self, key: str) -> AsyncIterator[None]:

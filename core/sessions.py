@@ -28,7 +28,9 @@ from core.memory import MemoryScope
 from core.models import Consultation, Message, ModelOptions, Role, Status, TurnRecord
 from core.outcomes import Reply
 from core.ports import ChatLocks, ConsultationStore, OnText
-from core.quotas import Quotas, Stage
+from core.quota_checks import Admission, Quotas
+from core.quota_holds import StartRefused, holding, turn_tokens
+from core.quotas import Stage
 from core.requests import EngineConfig
 from core.round_answers import turn_text
 from core.rounds import is_expired
@@ -36,6 +38,8 @@ from core.usage import Payer
 from core.user_turns import UserTurns, asker_of, require_text
 
 API_KEY_PREFIX = "api:"
+MAX_OPENED = 10_000
+"""Sessions opened and not yet answered whose admissions are kept for their first round."""
 
 
 class ApiSessions:
@@ -63,6 +67,8 @@ class ApiSessions:
         self._user_turns = user_turns
         self._answerer = answerer
         self._quotas = quotas
+        # The admissions of sessions opened here and not yet answered (their holds).
+        self._opened: dict[str, Admission] = {}
 
     async def start_session(
         self,
@@ -118,17 +124,22 @@ class ApiSessions:
             consultation = await self._usable_session(session_id)
             text, _ = turn_text(consultation, text, answers, author=None)
             # A session under way is finished, never cut: over a limit, this is its answer.
-            verdict = await self._quotas.require(payer, Stage.CONTINUE)
-            await self._user_turns.add_message(consultation, text, None, self._clock(), turn_id)
-            return await self._answerer.answer(
-                consultation,
-                is_group=False,
-                on_text=on_text,
-                notices=set(),
-                images=images,
-                payer=payer,
-                over_quota=verdict.hit if verdict.finish else None,
+            # Its first round is answered under the hold taken when it was opened.
+            admission = self._opened.pop(session_id, None) or await self._quotas.admit(
+                payer, Stage.CONTINUE, turn_tokens(text, self._config.max_tokens)
             )
+            verdict = admission.verdict
+            async with holding(admission.held):
+                await self._user_turns.add_message(consultation, text, None, self._clock(), turn_id)
+                return await self._answerer.answer(
+                    consultation,
+                    is_group=False,
+                    on_text=on_text,
+                    notices=set(),
+                    images=images,
+                    payer=payer,
+                    over_quota=verdict.hit if verdict.finish else None,
+                )
 
     async def open_session(
         self,
@@ -143,7 +154,9 @@ class ApiSessions:
     ) -> str:
         """Create an API session holding `text` (stored with `turn_id`) as its open turn,
         without calling the model; refused with `QuotaExceeded` (nothing stored) when
-        `payer` may start no consultation now, else counted as `payer`'s start.
+        `payer` may start no consultation now, else counted as `payer`'s start, its
+        first round's tokens held for `continue_session` (`core.quota_holds`; a hold
+        never used stops counting at its expiry).
 
         The HTTP API then answers it with `continue_session(id, text, turn_id=…)` (the
         open turn is not stored twice), so a model failure on round 1 can still name the
@@ -152,11 +165,37 @@ class ApiSessions:
         text = require_text(text)
         if max_rounds < 1:
             raise InvalidMaxRounds("maxRounds must be at least 1")
-        await self._quotas.require(payer, Stage.START)
+        tokens = turn_tokens(text, self._config.max_tokens)
+        admission = await self._quotas.admit(payer, Stage.START, tokens)
+        try:
+            session_id = await self._create(
+                text, max_rounds, system_prompt, options, turn_id, memory, payer, admission
+            )
+        except BaseException:
+            if admission.held is not None:
+                await admission.held.release()
+            raise
+        self._opened[session_id] = admission
+        while len(self._opened) > MAX_OPENED:  # ones never answered: their holds expire
+            self._opened.pop(next(iter(self._opened)))
+        return session_id
+
+    async def _create(
+        self,
+        text: str,
+        max_rounds: int,
+        system_prompt: str | None,
+        options: ModelOptions | None,
+        turn_id: str | None,
+        memory: MemoryScope | None,
+        payer: Payer | None,
+        admission: Admission,
+    ) -> str:
+        """Store the new session, its start counted within the admission's limit."""
         owner, facts = await opening(self._store, self._config, memory)
         session_id = str(uuid.uuid4())
         now = self._clock()
-        await self._store.create(
+        create = self._store.create(
             Consultation(
                 id=session_id,
                 chat_key=API_KEY_PREFIX + session_id,
@@ -173,7 +212,12 @@ class ApiSessions:
                 messages=[Message(Role.USER, text, now, turn_id=turn_id)],
             ),
             starter=payer.person if payer is not None else None,
+            start_limit=admission.start_limit,
         )
+        try:
+            await create
+        except StartRefused as refused:
+            raise self._quotas.start_refused(admission, refused) from None
         return session_id
 
     async def get_session(self, session_id: str) -> Consultation:

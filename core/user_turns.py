@@ -86,10 +86,12 @@ class UserTurns:
         memory: tuple[str | None, tuple[str, ...]] = (None, ()),
         starter: str | None = None,
         person: str | None = None,
+        start_limit: int = 0,
     ) -> tuple[Consultation, bool]:
         """Start the chat's consultation with `text`, asked by `person`; True when this
         call started it (and then it counts as one `starter` started,
-        `ConsultationStore.create`).
+        `ConsultationStore.create`, within `start_limit`: `StartRefused` and nothing stored
+        at it).
 
         Another writer (another process) may have started one since this turn found
         none: the store refuses a second ACTIVE one, and the message joins that one
@@ -98,7 +100,16 @@ class UserTurns:
         for _ in range(_START_ATTEMPTS):
             try:
                 created = await self._create(
-                    chat_key, text, author, author_id, now, turn_id, memory, starter, person
+                    chat_key,
+                    text,
+                    author,
+                    author_id,
+                    now,
+                    turn_id,
+                    memory,
+                    starter,
+                    person,
+                    start_limit,
                 )
                 return created, True
             except ActiveConsultationExists:
@@ -140,6 +151,7 @@ class UserTurns:
         memory: tuple[str | None, tuple[str, ...]],
         starter: str | None,
         person: str | None,
+        start_limit: int,
     ) -> Consultation:
         settings = await self._store.load_chat_settings(chat_key)
         consultation = Consultation(
@@ -158,5 +170,5 @@ class UserTurns:
             person=person,
             messages=[Message(Role.USER, text, now, author=author, turn_id=turn_id)],
         )
-        await self._store.create(consultation, starter=starter)
+        await self._store.create(consultation, starter=starter, start_limit=start_limit)
         return consultation

@@ -9,8 +9,10 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from core.memory import MemoryPreferences, MemoryScope, memory_scope
-from core.quotas import Limit, QuotaConfig
+from core.quotas import Limit, QuotaConfig, QuotaExceeded
 from core.service import ConsultationService
 from core.usage import Payer
 from storage.sqlite.store import SqliteStore
@@ -202,6 +204,33 @@ async def test_a_person_over_their_token_limit_gets_no_extraction_call(
     assert len(model.requests) == 1
     assert (await store.load_memory("tg:7", "tg:7")).facts == ()
     assert refused == []
+
+
+async def test_an_extraction_under_way_holds_the_persons_tokens(
+    engine: Engine, model: FakeModelServer
+) -> None:
+    """An extraction is admitted like a follow-up and holds its call's reservation (its
+    input and max_tokens) while it runs: a consultation the person starts meanwhile is
+    refused when the reservation reaches their limit, without a model call; once the
+    extraction settled what it really spent, the person is answered again."""
+    service = engine(quotas=QuotaConfig(user_daily_tokens=600))
+    payer = Payer("tg:7")
+    model.enqueue("Answer.", usage={"prompt_tokens": 40, "completion_tokens": 10})
+    await service.settings.set_max_rounds("tg:7", 1)
+    first = await service.ask("tg:7", "I live in Riga.", memory=PRIVATE, payer=payer)
+    extracting = asyncio.Event()
+    model.enqueue(
+        "Lives in Riga", usage={"prompt_tokens": 60, "completion_tokens": 10}, hold=extracting
+    )
+    remembering = asyncio.create_task(service.memory.remember(first.consultation_id))
+    await model.wait_requests(2)
+    with pytest.raises(QuotaExceeded):
+        await service.ask("tg:8", "Another question", payer=payer)
+    extracting.set()
+    assert [f.text for f in (await remembering).facts] == ["Lives in Riga"]
+    model.enqueue("Second answer.")
+    assert (await service.ask("tg:8", "Another question", payer=payer)).text == "Second answer."
+    assert len(model.requests) == 3
 
 
 async def test_memory_disabled_for_the_deployment_makes_no_call(

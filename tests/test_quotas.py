@@ -7,11 +7,14 @@ clock is injected, so a UTC day or month change is a moved number."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
+from pathlib import Path
 
+import aiosqlite
 import pytest
 
-from core.errors import FollowUpUnavailable
+from core.errors import FollowUpUnavailable, ModelError
 from core.llm import OpenAICompleter
 from core.models import Role, Status
 from core.outcomes import Notice
@@ -32,6 +35,7 @@ from core.usage import Payer, ScopeKind, day_of
 from storage.sqlite.store import SqliteStore
 from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import Clock, make_service
+from tests.time_zone import far_time_zone  # noqa: F401 - a fixture
 
 PERSON = "tg:501"
 PAYER = Payer(person=PERSON)
@@ -132,11 +136,13 @@ async def test_a_person_at_the_daily_limit_is_refused_before_the_model_is_called
     ]
 
 
+@pytest.mark.usefixtures("far_time_zone")
 async def test_a_new_utc_day_and_month_lift_the_daily_and_monthly_limits(
     store: SqliteStore, completer: OpenAICompleter, model_server: FakeModelServer, clock: Clock
 ) -> None:
-    """Used up at 23:59 UTC on 30 November: refused then; after midnight the day and the
-    month are new, so the same person is answered."""
+    """Used up at 23:59 UTC on 30 November: refused then; after UTC midnight the day and
+    the month are new, so the same person is answered, whatever the server's time zone
+    (run where it is already 1 December all along)."""
     config = QuotaConfig(user_daily_tokens=50, user_monthly_tokens=60)
     service = make_service(store, completer, clock, quotas=config)
     clock.now = LAST_MINUTE - 3600
@@ -210,7 +216,7 @@ async def test_retry_over_the_limit_finishes_the_consultation(
     model_server.enqueue("Which load?", usage=usage(20))
     await service.ask("tg:501", "Pick a database", payer=PAYER)
     model_server.enqueue(status=500)
-    with pytest.raises(Exception):  # noqa: B017, PT011 — the ModelError family
+    with pytest.raises(ModelError):
         await service.ask("tg:501", "Heavy writes", payer=PAYER)
     model_server.enqueue("Use PostgreSQL.")
     reply = await service.retry("tg:501", payer=PAYER)
@@ -323,3 +329,42 @@ async def test_a_follow_up_is_checked_after_the_consultation_is_found(
     service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=1))
     with pytest.raises(FollowUpUnavailable):
         await service.follow_up("tg:501", "And backups?", payer=PAYER)
+
+
+async def test_a_hold_the_store_cannot_change_leaves_the_answer_delivered(
+    store: SqliteStore,
+    db_path: Path,
+    completer: OpenAICompleter,
+    model_server: FakeModelServer,
+    clock: Clock,
+) -> None:
+    """Once a turn is admitted, settling and releasing its hold are best effort: with the
+    holds' table gone while the model answers, the reply is still answered, stored and
+    charged (the hold, had it been kept, would expire)."""
+    service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=1000))
+    answering = asyncio.Event()
+    model_server.enqueue("Use PostgreSQL.", usage=usage(30), hold=answering)
+    turn = asyncio.create_task(service.ask("tg:501", "Pick a database", payer=PAYER))
+    await model_server.wait_requests(1)
+    async with aiosqlite.connect(db_path) as db:
+        await db.execute("ALTER TABLE quota_holds RENAME TO quota_holds_gone")
+        await db.commit()
+    answering.set()
+    reply = await turn
+    assert reply.text == "Use PostgreSQL."
+    day = day_of(clock.now)
+    totals = await store.usage_of(ScopeKind.PERSON, PERSON, since_day=day, until_day=day)
+    assert sum(t.prompt_tokens + t.completion_tokens for t in totals) == 30
+
+
+async def test_a_failed_turn_releases_its_hold(
+    store: SqliteStore, completer: OpenAICompleter, model_server: FakeModelServer, clock: Clock
+) -> None:
+    """A turn whose call failed holds nothing afterwards: its reservation (far above the
+    limit) would otherwise refuse the person's next consultation."""
+    service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=100))
+    model_server.enqueue(status=500)
+    with pytest.raises(ModelError):
+        await service.ask("tg:501", "Pick a database", payer=PAYER)
+    model_server.enqueue("Which load?", usage=usage(10))
+    assert (await service.ask("tg:502", "Pick a cache", payer=PAYER)).text == "Which load?"

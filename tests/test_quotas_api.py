@@ -102,6 +102,22 @@ async def test_a_user_ids_person_limits_apply_to_its_sessions(
         assert (await chat(api, body))[0] == 200
 
 
+@pytest.mark.api_settings(
+    api_token=TOKEN, user_daily_consultation_limit=1, quota_exempt_user_ids="api:u-1"
+)
+async def test_an_api_user_in_quota_exempt_user_ids_has_no_person_limits(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """QUOTA_EXEMPT_USER_IDS=api:u-1 exempts that `userId` from the person limits;
+    another userId is still limited."""
+    for body in ({"userId": "u-1"}, {"userId": "u-1"}, {"userId": "u-2"}):
+        spend(model_server, 5)
+        assert (await chat(api, {**body, "message": "A question"}))[0] == 200
+    status, _, refused = await chat(api, {"message": "Again", "userId": "u-2"})
+    assert status == 429 and refused["quota"] == "user_daily_consultations"
+    assert (await api.service.quotas.of_person("api:u-1")).limits.exempt
+
+
 async def test_a_refused_voice_note_is_not_transcribed(
     tmp_path: Path,
     model_server: FakeModelServer,

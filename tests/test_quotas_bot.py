@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from core.quotas import QuotaOverride
 from tests.bot_harness import (
     RunningBot,
     ask_private,
@@ -147,11 +148,32 @@ async def test_an_admin_sets_shows_lifts_and_removes_an_override(bot: RunningBot
     assert "did not send this to the model" in await say(bot, USER, "Refused again")
 
 
+async def test_an_admin_names_an_api_user_as_api_user_id(bot: RunningBot) -> None:
+    """`/quota api:<userId>` names the HTTP API's user (the person `api:<userId>`): shown,
+    limited, exempted and set back like a Telegram user."""
+    person = "api:team.a@example.com"
+    shown = await say(bot, ADMIN, f"/quota {person}")
+    assert f"User {person}: daily tokens {LIMIT}" in shown
+    assert await say(bot, ADMIN, f"/quota {person} 150") == (
+        f"User {person}'s daily token limit is now 150."
+    )
+    assert await bot.runtime.store.load_quota_override(person) == QuotaOverride(person, 150)
+    assert await say(bot, ADMIN, f"/quota {person} off") == f"User {person} now has no limits."
+    quota = await bot.runtime.service.quotas.of_person(person)
+    assert quota.limits.exempt
+    await say(bot, ADMIN, f"/quota {person} default")
+    assert await bot.runtime.store.load_quota_override(person) is None
+
+
 @pytest.mark.parametrize(
     "args",
     [
         "",
         "abc",
+        "api: 10",
+        "api:two!words 10",
+        "API:u-1 10",
+        "api:" + "u" * 65,
         "-5 10",
         "501 -1",
         "501 0",

@@ -39,10 +39,12 @@ class PausingStore:
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
 
-    async def create(self, consultation: Consultation, *, starter: str | None = None) -> None:
+    async def create(
+        self, consultation: Consultation, *, starter: str | None = None, start_limit: int = 0
+    ) -> None:
         self.reached_create.set()
         await asyncio.wait_for(self.release_create.wait(), GUARD)
-        await self._inner.create(consultation, starter=starter)
+        await self._inner.create(consultation, starter=starter, start_limit=start_limit)
 
 
 def worker(store: ConsultationStore, completer: OpenAICompleter) -> ConsultationService:

@@ -45,6 +45,11 @@ def test_defaults_match_the_spec() -> None:
         ("DATABASE_POOL_SIZE", "0"),
         ("FOLLOWUP_LIMIT", "-1"),
         ("FOLLOWUP_LIMIT", "51"),
+        ("QUOTA_EXEMPT_USER_IDS", "12,bob"),
+        ("QUOTA_EXEMPT_USER_IDS", "api:"),
+        ("QUOTA_EXEMPT_USER_IDS", "api:two words"),
+        ("QUOTA_EXEMPT_USER_IDS", "api:" + "u" * 65),
+        ("QUOTA_EXEMPT_USER_IDS", "tg:12"),
     ],
 )
 def test_invalid_value_names_the_variable(
@@ -70,6 +75,17 @@ def test_lists_and_json_are_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings()
     assert settings.allowed_user_ids == {1, 2, 3}
     assert settings.llm_extra_body == {"disable_search": True}
+
+
+def test_quota_exemptions_name_telegram_ids_and_api_users(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """QUOTA_EXEMPT_USER_IDS takes Telegram ids and `api:<userId>` (an API user, as its
+    requests' `userId` names it); with ADMIN_USER_IDS they are the person keys exempt."""
+    monkeypatch.setenv("QUOTA_EXEMPT_USER_IDS", "7, api:u-1;api:team.a@example.com")
+    monkeypatch.setenv("ADMIN_USER_IDS", "9")
+    exempt = load_settings().quota_config().exempt
+    assert exempt == {"tg:7", "tg:9", "api:u-1", "api:team.a@example.com"}
 
 
 def test_secrets_are_hidden_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from app.settings import load_settings
 from core.attachments import Transcription
-from core.errors import ConfigError
+from core.errors import ConfigError, ModelError
 from core.llm import OpenAICompleter
 from core.models import Usage
 from core.usage import (
@@ -41,6 +41,7 @@ from tests.bot_harness import RunningBot, ask_private, sent, started_bot, wait_s
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import Clock, make_service
+from tests.time_zone import far_time_zone  # noqa: F401 - a fixture
 
 PRICES = '{"test-model": {"input": 0.15, "output": 0.60}}'
 MIDNIGHT = 1_764_201_600.0  # 2025-11-27 00:00:00 UTC
@@ -61,8 +62,29 @@ def test_prices_are_per_million_tokens_and_a_dated_snapshot_has_its_models_price
     assert cost_of(usage, "gpt-4o-mini-2024-07-18", prices) == (pytest.approx(0.45), True)
     assert prices.of("gpt-4-0125") == Price(30.0, 60.0)
     assert prices.of("gpt-4o") is None  # a prefix is not a price
+    assert prices.of("gpt-4o-2024-08-06") is None  # nor is a dated name's prefix
     assert cost_of(usage, "llama-3", prices) == (0.0, False)
     assert parse_prices("") == parse_prices("  ") == parse_prices("{}")
+
+
+def test_only_a_whole_dated_name_takes_its_models_price() -> None:
+    """The model's name, then a date and nothing else, takes the model's price; a name that
+    goes on after the date (`gpt-4-0125-preview`) is another model, unpriced, and so is a
+    name that merely starts like a priced one."""
+    prices = parse_prices('{"gpt-4": {"input": 30, "output": 60}, "gpt-4o": '
+                          '{"input": 2.5, "output": 10}}')  # fmt: skip
+    assert prices.of("gpt-4o-2024-08-06") == Price(2.5, 10.0)
+    assert prices.of("gpt-4-0613") == Price(30.0, 60.0)
+    for other in (
+        "gpt-4-0125-preview",
+        "gpt-4-1106-vision-preview",
+        "gpt-4o-2024-08-06-mini",
+        "gpt-4o-mini-2024-07-18",
+        "gpt-4-turbo",
+        "gpt-4-2024-08",
+        "my-gpt-4-0613",
+    ):
+        assert prices.of(other) is None, other
 
 
 @pytest.mark.parametrize(
@@ -126,8 +148,11 @@ def test_a_transcription_costs_what_its_service_reports() -> None:
     assert (cost, priced) == (0.0, True)
 
 
+@pytest.mark.usefixtures("far_time_zone")
 def test_the_day_is_the_utc_calendar_day() -> None:
-    """Just before and at UTC midnight are two days, whatever the local time zone."""
+    """Just before and at UTC midnight are two days, whatever the local time zone (run
+    where local midnight is 14 hours earlier than UTC's)."""
+    assert time.strftime("%Y-%m-%d", time.localtime(MIDNIGHT - 0.001)) == "2025-11-27"
     assert day_of(MIDNIGHT - 0.001) == "2025-11-26"
     assert day_of(MIDNIGHT) == "2025-11-27"
     assert month_start("2025-11-27") == "2025-11-01"
@@ -244,7 +269,7 @@ async def test_a_failed_model_call_charges_nothing(
     for a failed call)."""
     service = make_service(store, completer, clock)
     model_server.enqueue(status=500)
-    with pytest.raises(Exception):  # noqa: B017, PT011 — the ModelError family
+    with pytest.raises(ModelError):
         await service.ask("tg:2", "Pick a database", payer=Payer(person="tg:2"))
     day = day_of(clock.now)
     assert await person_totals(store, "tg:2", day, day) == []

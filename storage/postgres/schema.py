@@ -453,6 +453,19 @@ MIGRATIONS: list[Migration] = [
         ),
     ),
     (
+        # The tokens reserved by turns under way (`core.quota_holds`), counted next to what
+        # was charged by the person's and the client key's quota checks.
+        "m023_quota_holds",
+        (
+            "CREATE TABLE quota_holds (id TEXT PRIMARY KEY, person TEXT, client TEXT,"
+            " day TEXT NOT NULL, tokens BIGINT NOT NULL,"
+            " expires_at DOUBLE PRECISION NOT NULL)",
+            "CREATE INDEX quota_holds_person ON quota_holds (person, day)",
+            "CREATE INDEX quota_holds_client ON quota_holds (client, day)",
+            "CREATE INDEX quota_holds_expiry ON quota_holds (expires_at)",
+        ),
+    ),
+    (
         # Whether a final answer came because the model said it knew enough
         # (`messages.ready_for_final`, false in rows written before), and the Telegram
         # message carrying each conversation's latest round keyboard (`round_keyboards`,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncpg
@@ -51,7 +51,8 @@ from core.models import (
     TurnRecord,
 )
 from core.people import PeopleQuery, PersonRow
-from core.quotas import QuotaOverride
+from core.quota_holds import TokenHold
+from core.quotas import QuotaOverride, Standing
 from core.stats import DayFigures, Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.postgres import (
@@ -195,8 +196,11 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
 
     # -- writes --------------------------------------------------------------------------
 
-    async def create(self, consultation: Consultation, *, starter: str | None = None) -> None:
-        """Insert it with its messages (and count it as `starter`'s start); raises
+    async def create(
+        self, consultation: Consultation, *, starter: str | None = None, start_limit: int = 0
+    ) -> None:
+        """Insert it with its messages (and count it as `starter`'s start, within
+        `start_limit`: `StartRefused`, nothing stored, at it); raises
         `ActiveConsultationExists` for a 2nd ACTIVE."""
         c = consultation
 
@@ -218,7 +222,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
                 [(c.id, seq, *message_values(m)) for seq, m in enumerate(c.messages, start=1)],
             )
             if starter is not None:
-                await connection.execute(quotas.COUNT_START, starter, day_of(c.created_at))
+                await quotas.count_start(connection, starter, day_of(c.created_at), start_limit)
 
         await self._write(insert)
 
@@ -424,6 +428,17 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
 
     async def consultations_started(self, person: str, day: str) -> int:
         return await self._call(lambda c: quotas.consultations_started(c, person, day))
+
+    async def hold_tokens(
+        self, hold: TokenHold, *, month: str, now: float, admit: Callable[[Standing], bool]
+    ) -> tuple[Standing, bool]:
+        return await self._write(lambda c: quotas.hold_tokens(c, hold, month, now, admit))
+
+    async def resize_hold(self, hold_id: str, tokens: int, expires_at: float) -> None:
+        await self._write(lambda c: quotas.resize_hold(c, hold_id, tokens, expires_at))
+
+    async def release_hold(self, hold_id: str) -> None:
+        await self._write(lambda c: quotas.release_hold(c, hold_id))
 
     async def load_quota_override(self, person: str) -> QuotaOverride | None:
         return await self._call(lambda c: quotas.load_override(c, person))

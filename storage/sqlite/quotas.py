@@ -1,25 +1,96 @@
-"""Quotas on SQLite (`core.quotas`): consultations started per person and UTC day, and the
-admins' overrides.
+"""Quotas on SQLite (`core.quotas`): consultations started per person and UTC day, the
+turns' token holds (`core.quota_holds`), and the admins' overrides.
 
-Invariant: a start is counted by an UPSERT in the transaction that creates its
-consultation, so it is counted exactly when the consultation is stored.
+Invariants:
+- A start is counted by an UPSERT in the transaction that creates its consultation, so
+  it is counted exactly when the consultation is stored; with a limit the UPSERT adds
+  only below it, so the check and the count are one write.
+- A hold is read and stored in one write transaction: the store has one writer, so no
+  other hold or charge comes between the standing read and the hold.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
-from core.quotas import QuotaOverride
+from core.quota_holds import StartRefused, TokenHold
+from core.quotas import QuotaOverride, Standing
 
 _COUNT_START = (
     "INSERT INTO consultation_starts (person, day, started) VALUES (?, ?, 1)"
     " ON CONFLICT (person, day) DO UPDATE SET started = started + 1"
 )
+_COUNT_START_WITHIN = (
+    "INSERT INTO consultation_starts (person, day, started) VALUES (?, ?, 1)"
+    " ON CONFLICT (person, day) DO UPDATE SET started = started + 1 WHERE started < ?"
+    " RETURNING started"
+)
+_CHARGED = (
+    "SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) FROM usage_daily"
+    " WHERE scope_kind = ? AND scope_key = ? AND day BETWEEN ? AND ?"
+)
+_HELD = {
+    "person": "SELECT COALESCE(SUM(tokens), 0) FROM quota_holds"
+    " WHERE person = ? AND day BETWEEN ? AND ? AND expires_at > ?",
+    "client": "SELECT COALESCE(SUM(tokens), 0) FROM quota_holds"
+    " WHERE client = ? AND day BETWEEN ? AND ? AND expires_at > ?",
+}
 
 
-def count_start(db: sqlite3.Connection, person: str, day: str) -> None:
-    """Add one to the person's consultations started that day (in the caller's transaction)."""
-    db.execute(_COUNT_START, (person, day))
+def count_start(db: sqlite3.Connection, person: str, day: str, limit: int = 0) -> None:
+    """Add one to the person's consultations started that day (in the caller's
+    transaction); with a `limit` (0: none) only below it, else `StartRefused`."""
+    if not limit:
+        db.execute(_COUNT_START, (person, day))
+        return
+    if db.execute(_COUNT_START_WITHIN, (person, day, limit)).fetchone() is None:
+        raise StartRefused(consultations_started(db, person, day))
+
+
+def _used(db: sqlite3.Connection, scope: str, key: str, since: str, until: str, now: float) -> int:
+    """Tokens charged to the scope's key over the days, plus its live holds."""
+    charged = db.execute(_CHARGED, (scope, key, since, until)).fetchone()[0]
+    held = db.execute(_HELD[scope], (key, since, until, now)).fetchone()[0]
+    return int(charged) + int(held)
+
+
+def hold_tokens(
+    db: sqlite3.Connection,
+    hold: TokenHold,
+    month: str,
+    now: float,
+    admit: Callable[[Standing], bool],
+) -> tuple[Standing, bool]:
+    """The standing with the live holds, and the hold stored if `admit` says so (in the
+    writer's transaction: nothing comes between)."""
+    day, person, client = hold.day, hold.person, hold.client
+    db.execute("DELETE FROM quota_holds WHERE expires_at <= ?", (now,))
+    standing = Standing(
+        tokens_today=_used(db, "person", person, day, day, now) if person else 0,
+        tokens_month=_used(db, "person", person, month, day, now) if person else 0,
+        consultations_today=consultations_started(db, person, day) if person else 0,
+        client_tokens_today=_used(db, "client", client, day, day, now) if client else 0,
+    )
+    if not admit(standing):
+        return standing, False
+    db.execute(
+        "INSERT INTO quota_holds (id, person, client, day, tokens, expires_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (hold.id, person, client, day, hold.tokens, hold.expires_at),
+    )
+    return standing, True
+
+
+def resize_hold(db: sqlite3.Connection, hold_id: str, tokens: int, expires_at: float) -> None:
+    db.execute(
+        "UPDATE quota_holds SET tokens = ?, expires_at = ? WHERE id = ?",
+        (tokens, expires_at, hold_id),
+    )
+
+
+def release_hold(db: sqlite3.Connection, hold_id: str) -> None:
+    db.execute("DELETE FROM quota_holds WHERE id = ?", (hold_id,))
 
 
 def consultations_started(db: sqlite3.Connection, person: str, day: str) -> int:

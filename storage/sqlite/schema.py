@@ -487,6 +487,19 @@ async def m022_person_activity(db: aiosqlite.Connection) -> None:
 
 
 @migration
+async def m023_quota_holds(db: aiosqlite.Connection) -> None:
+    """The tokens reserved by turns under way (`core.quota_holds`), counted next to what
+    was charged by the person's and the client key's quota checks."""
+    await db.execute(
+        "CREATE TABLE quota_holds (id TEXT PRIMARY KEY, person TEXT, client TEXT,"
+        " day TEXT NOT NULL, tokens INTEGER NOT NULL, expires_at REAL NOT NULL)"
+    )
+    await db.execute("CREATE INDEX quota_holds_person ON quota_holds (person, day)")
+    await db.execute("CREATE INDEX quota_holds_client ON quota_holds (client, day)")
+    await db.execute("CREATE INDEX quota_holds_expiry ON quota_holds (expires_at)")
+
+
+@migration
 async def m024_round_messages(db: aiosqlite.Connection) -> None:
     """Whether a final answer came because the model said it knew enough
     (`messages.ready_for_final`, 0 in rows written before), and the Telegram message

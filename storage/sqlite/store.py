@@ -51,7 +51,8 @@ from core.models import (
     TurnRecord,
 )
 from core.people import PeopleQuery, PersonRow
-from core.quotas import QuotaOverride
+from core.quota_holds import TokenHold
+from core.quotas import QuotaOverride, Standing
 from core.stats import DayFigures, Period, Stats
 from core.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.shared import (
@@ -205,13 +206,18 @@ class SqliteStore(IdempotencyKeys):
 
     # -- writes --------------------------------------------------------------------------
 
-    async def create(self, consultation: Consultation, *, starter: str | None = None) -> None:
-        """Insert it with its messages atomically (and count it as `starter`'s start).
+    async def create(
+        self, consultation: Consultation, *, starter: str | None = None, start_limit: int = 0
+    ) -> None:
+        """Insert it with its messages atomically (and count it as `starter`'s start,
+        within `start_limit`: `StartRefused`, nothing stored, at it).
 
         Raises `core.errors.ActiveConsultationExists` for a second ACTIVE one in its chat,
         whichever store (or process) created the first.
         """
-        await self._writer.run(functools.partial(_create, c=consultation, starter=starter))
+        await self._writer.run(
+            functools.partial(_create, c=consultation, starter=starter, limit=start_limit)
+        )
 
     async def add_message(
         self, consultation_id: str, message: Message, *, last_activity_at: float
@@ -522,6 +528,23 @@ class SqliteStore(IdempotencyKeys):
             functools.partial(quotas.consultations_started, person=person, day=day)
         )
 
+    async def hold_tokens(
+        self, hold: TokenHold, *, month: str, now: float, admit: Callable[[Standing], bool]
+    ) -> tuple[Standing, bool]:
+        return await self._writer.run(
+            functools.partial(quotas.hold_tokens, hold=hold, month=month, now=now, admit=admit)
+        )
+
+    async def resize_hold(self, hold_id: str, tokens: int, expires_at: float) -> None:
+        await self._writer.run(
+            functools.partial(
+                quotas.resize_hold, hold_id=hold_id, tokens=tokens, expires_at=expires_at
+            )
+        )
+
+    async def release_hold(self, hold_id: str) -> None:
+        await self._writer.run(functools.partial(quotas.release_hold, hold_id=hold_id))
+
     async def load_quota_override(self, person: str) -> QuotaOverride | None:
         return await self._reader.run(functools.partial(quotas.load_override, person=person))
 
@@ -540,11 +563,12 @@ class SqliteStore(IdempotencyKeys):
         return await self._writer.run(functools.partial(sql.run_key_statements, statements))
 
 
-def _create(db: sqlite3.Connection, c: Consultation, starter: str | None) -> None:
-    """The consultation and, with a starter, its start counted: one transaction."""
+def _create(db: sqlite3.Connection, c: Consultation, starter: str | None, limit: int) -> None:
+    """The consultation and, with a starter, its start counted (within `limit`): one
+    transaction."""
     sql.insert_consultation(db, c)
     if starter is not None:
-        quotas.count_start(db, starter, day_of(c.created_at))
+        quotas.count_start(db, starter, day_of(c.created_at), limit)
 
 
 def _check_file(path: Path) -> None:
