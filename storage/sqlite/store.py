@@ -21,6 +21,9 @@ Invariants:
 - The file gives space back: ``auto_vacuum = INCREMENTAL`` (an older file is
   converted by one VACUUM when opened) and every purge frees the pages it
   emptied; the WAL is truncated to `JOURNAL_SIZE_LIMIT` after checkpoints.
+- Deleted words are unreadable in the file and the WAL once a deletion returned
+  (`storage.sqlite.erasure`): zeroed pages, a search index without their trigrams,
+  and the WAL truncated.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ from storage.shared import (
 )
 from storage.sqlite import admin, daily, memory, people, quotas, sql, stats, upkeep, usage
 from storage.sqlite.batch import Batcher, run_reads, run_writes
+from storage.sqlite.erasure import Erasing, secure_search_index
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
 
@@ -128,6 +132,7 @@ class SqliteStore(IdempotencyKeys):
             identity = FileIdentity(path)
             await _configure(writer)
             await migrate(writer)
+            await secure_search_index(writer)
             await _shrinkable(writer, path)
             reader = await aiosqlite.connect(path, isolation_level=None)
             await reader.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -367,10 +372,14 @@ class SqliteStore(IdempotencyKeys):
 
         The pages they used are given back to the file system.
         """
-        return await self._writer.run(functools.partial(upkeep.purge, older_than=older_than))
+        return await self._writer.run(
+            Erasing(functools.partial(upkeep.purge, older_than=older_than))
+        )
 
     async def forget_chat(self, chat_key: str) -> int:
-        return await self._writer.run(functools.partial(upkeep.forget_chat, chat_key=chat_key))
+        return await self._writer.run(
+            Erasing(functools.partial(upkeep.forget_chat, chat_key=chat_key))
+        )
 
     # -- client memory (`core.memory`) ---------------------------------------------------
 
@@ -390,7 +399,7 @@ class SqliteStore(IdempotencyKeys):
         if not 0 < fact_id <= MAX_FACT_ID:
             return False
         return await self._writer.run(
-            functools.partial(memory.delete_fact, owner=owner, fact_id=fact_id)
+            Erasing(functools.partial(memory.delete_fact, owner=owner, fact_id=fact_id))
         )
 
     async def save_memory_preferences(self, person: str, preferences: MemoryPreferences) -> None:
@@ -399,7 +408,9 @@ class SqliteStore(IdempotencyKeys):
         )
 
     async def forget_memory(self, person: str) -> int:
-        return await self._writer.run(functools.partial(memory.forget_memory, person=person))
+        return await self._writer.run(
+            Erasing(functools.partial(memory.forget_memory, person=person))
+        )
 
     async def load_language(self, person: str) -> str | None:
         return await self._reader.run(functools.partial(memory.load_language, person=person))
@@ -448,13 +459,15 @@ class SqliteStore(IdempotencyKeys):
 
     async def forget_person_memory(self, person: str, audit: AuditEntry) -> int:
         return await self._writer.run(
-            functools.partial(people.forget_memory, person=person, audit=audit)
+            Erasing(functools.partial(people.forget_memory, person=person, audit=audit))
         )
 
     async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
         return await self._writer.run(
-            functools.partial(
-                admin.delete_consultation, consultation_id=consultation_id, audit=audit
+            Erasing(
+                functools.partial(
+                    admin.delete_consultation, consultation_id=consultation_id, audit=audit
+                )
             )
         )
 
@@ -536,6 +549,7 @@ def _check_file(path: Path) -> None:
 async def _configure(db: aiosqlite.Connection) -> None:
     for pragma in (
         "auto_vacuum = INCREMENTAL",  # takes effect on a new file; see `_shrinkable`
+        "secure_delete = ON",  # deleted bytes are zeroed: `storage.sqlite.erasure`
         "journal_mode = WAL",
         "synchronous = NORMAL",
         "foreign_keys = ON",
