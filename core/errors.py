@@ -20,7 +20,7 @@ class ModelErrorKind(enum.StrEnum):
     # again without them (`Notice.IMAGES_NOT_SEEN`), so this kind never reaches an edge.
     IMAGES_REJECTED = "images_rejected"
     # A request with a structured-output schema the server refuses (`response_format`).
-    # The service asks again in text (`core.question_format`), so it never reaches an edge.
+    # The service asks again in text (`core.clarifying_call`), so it never reaches an edge.
     FORMAT_REFUSED = "format_refused"
 
 

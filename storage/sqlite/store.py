@@ -3,7 +3,7 @@
 Invariants:
 - Transactions never interleave. All writes go through one writer connection,
   each as one synchronous function run on that connection's thread by
-  `storage.writer.GroupWriter` (concurrent writes share a commit, each under
+  `storage.sqlite.batch.Batcher` (concurrent writes share a commit, each under
   its own savepoint), so no await can split a write and a failed or cancelled
   write leaves nothing half done.
 - Reads never see half a transaction. They use a second connection, which in
