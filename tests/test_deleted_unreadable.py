@@ -17,6 +17,7 @@ import pytest
 from api.memory import api_scope
 from core.audit import AuditEntry
 from core.models import Consultation, Message, Role, Status
+from storage.sqlite.erasure import index_erases_itself
 from storage.sqlite.store import SqliteStore
 from tests.api_harness import RunningApi
 from tests.bot_harness import RunningBot, ask_private
@@ -189,3 +190,9 @@ async def test_every_deletion_of_the_store_leaves_the_words_nowhere(
         await store.forget_memory("tg:1")
         assert residue(db_path) == clean(db_path)
     assert sum(residue(db_path, KEPT).values()) > 0
+
+
+def test_the_search_index_erases_itself_from_sqlite_3_42_on() -> None:
+    """Before 3.42 FTS5 has no `secure-delete`: each deletion merges the index instead."""
+    assert not index_erases_itself((3, 41, 2))
+    assert index_erases_itself((3, 42, 0)) and index_erases_itself((3, 46, 1))
