@@ -5,10 +5,13 @@ Invariants:
   and every page freed are overwritten with zeros in the pages it writes.
 - The request search index (`consultations_search`) keeps no trigram of a deleted request.
   With SQLite 3.42 or later its own FTS5 ``secure-delete`` option takes the entries out as
-  the row goes; before, each transaction that deletes consultations ends with the index
-  merged into one segment (``optimize``), the one merge that drops every deleted entry (it
-  rewrites the whole index: a forget took about 0.4 s with 10,000 consultations stored,
-  about 3 s with 100,000).
+  the row goes. Before, a delete only adds a marker, and the entries go when the segments
+  holding them are merged into one: the deleting transaction starts a merge of every
+  segment (`scrub_search_index`) and the deletion returns once `merge_step`, each in its
+  own transaction writing at most `MERGE_PAGES_PER_STEP` pages, finds nothing left to
+  merge. That rewrites the whole index (a forget took about 0.7 s with 10,000
+  consultations stored, 5 s with 100,000, `python -m bench.forget`), in steps, so other
+  chats' writes wait at most one step.
 - A write wrapped in `Erasing` is followed, once committed, by a TRUNCATE checkpoint: the
   file receives the zeroed pages and the WAL, whose older frames still hold the deleted
   words, is cut to nothing. The deletion stands even if that checkpoint cannot run (a
@@ -35,6 +38,9 @@ T = TypeVar("T")
 
 FTS5_SECURE_DELETE = (3, 42, 0)
 """The first SQLite whose FTS5 has the ``secure-delete`` option."""
+MERGE_PAGES_PER_STEP = 200
+"""Pages of the search index one merge step writes (50–150 ms here)."""
+_MERGE = "INSERT INTO consultations_search (consultations_search, rank) VALUES ('merge', ?)"
 
 
 def index_erases_itself(version: tuple[int, int, int] = sqlite3.sqlite_version_info) -> bool:
@@ -64,10 +70,25 @@ async def secure_search_index(db: aiosqlite.Connection) -> None:
 
 
 def scrub_search_index(db: sqlite3.Connection) -> None:
-    """Drop the deleted requests' trigrams from the search index; called in the transaction
-    that deleted them, after the deletes."""
+    """Start dropping the deleted requests' trigrams from the search index (called in the
+    transaction that deleted them, after the deletes); `merge_step` finishes it."""
     if not index_erases_itself():
-        db.execute("INSERT INTO consultations_search (consultations_search) VALUES ('optimize')")
+        # Negative: every segment joins one merge, whatever its level.
+        db.execute(_MERGE, (-MERGE_PAGES_PER_STEP,))
+
+
+def merge_step(db: sqlite3.Connection) -> bool:
+    """Go on with the search index's merge for at most `MERGE_PAGES_PER_STEP` pages; False
+    when there was nothing to merge (the deleted entries are gone)."""
+    if index_erases_itself():
+        return False
+    before = db.total_changes
+    db.execute(_MERGE, (MERGE_PAGES_PER_STEP,))
+    return db.total_changes - before >= 2  # FTS5: fewer changes mean no work was done
+
+
+def nothing(db: sqlite3.Connection) -> None:
+    """Writes nothing: run as `Erasing(nothing)`, it truncates the WAL after earlier writes."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -66,11 +66,13 @@ from storage.shared import (
 )
 from storage.sqlite import admin, daily, memory, people, quotas, sql, stats, upkeep, usage
 from storage.sqlite.batch import Batcher, run_reads, run_writes
-from storage.sqlite.erasure import Erasing, secure_search_index
+from storage.sqlite.erasure import Erasing, merge_step, nothing, secure_search_index
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
@@ -372,14 +374,20 @@ class SqliteStore(IdempotencyKeys):
 
         The pages they used are given back to the file system.
         """
-        return await self._writer.run(
-            Erasing(functools.partial(upkeep.purge, older_than=older_than))
-        )
+        return await self._erase(functools.partial(upkeep.purge, older_than=older_than))
 
     async def forget_chat(self, chat_key: str) -> int:
-        return await self._writer.run(
-            Erasing(functools.partial(upkeep.forget_chat, chat_key=chat_key))
-        )
+        return await self._erase(functools.partial(upkeep.forget_chat, chat_key=chat_key))
+
+    async def _erase(self, delete: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `delete` (a deletion of consultations), finish the request index's merge it
+        started, then truncate the WAL: its words are then nowhere in the file
+        (`storage.sqlite.erasure`). Other writes run between the merge's steps."""
+        result = await self._writer.run(delete)
+        while await self._writer.run(merge_step):
+            pass
+        await self._writer.run(Erasing(nothing))
+        return result
 
     # -- client memory (`core.memory`) ---------------------------------------------------
 
@@ -463,11 +471,9 @@ class SqliteStore(IdempotencyKeys):
         )
 
     async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
-        return await self._writer.run(
-            Erasing(
-                functools.partial(
-                    admin.delete_consultation, consultation_id=consultation_id, audit=audit
-                )
+        return await self._erase(
+            functools.partial(
+                admin.delete_consultation, consultation_id=consultation_id, audit=audit
             )
         )
 
