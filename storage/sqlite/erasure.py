@@ -9,8 +9,8 @@ Invariants:
   holding them are merged into one: the deleting transaction starts a merge of every
   segment (`scrub_search_index`) and the deletion returns once `merge_step`, each in its
   own transaction writing at most `MERGE_PAGES_PER_STEP` pages, finds nothing left to
-  merge. That rewrites the whole index (a forget took about 0.7 s with 10,000
-  consultations stored, 5 s with 100,000, `python -m bench.forget`), in steps, so other
+  merge. That rewrites the whole index (a forget took about 0.3 s with 10,000
+  consultations stored, 2.2 s with 100,000, `python -m bench.forget`), in steps, so other
   chats' writes wait at most one step.
 - A write wrapped in `Erasing` is followed, once committed, by a TRUNCATE checkpoint: the
   file receives the zeroed pages and the WAL, whose older frames still hold the deleted
