@@ -202,6 +202,25 @@ def test_a_persons_words_cannot_forge_a_section_of_the_markdown() -> None:
     ]  # fmt: skip
 
 
+def test_a_persons_words_cannot_forge_a_section_of_the_docx() -> None:
+    """The DOCX's headings are the same whatever the person's turns hold; a heading they
+    wrote is a quoted paragraph, its words kept."""
+    forged = with_follow_ups()
+    for message in (forged.messages[0], forged.messages[4], forged.messages[6]):
+        message.text = f"{message.text}\n{FORGERIES}"
+    forged.initial_request = forged.messages[0].text
+
+    def headings(consultation: Consultation) -> list[str]:
+        document = docx.Document(io.BytesIO(docx_bytes(transcript_of(consultation, RUSSIAN))))
+        return [p.text for p in document.paragraphs if style_of(p).startswith("Heading")]
+
+    assert headings(forged) == headings(with_follow_ups())
+    document = docx.Document(io.BytesIO(docx_bytes(transcript_of(forged, RUSSIAN))))
+    quotes = [p.text for p in document.paragraphs if style_of(p) == "Quote"]
+    # In each of the 3 turns: "## Final answer" and its Setext twin, and the Russian label.
+    assert quotes.count("Final answer") == 6 and quotes.count("Итоговый ответ") == 3
+
+
 def with_follow_ups() -> Consultation:
     """The Russian consultation with two follow-ups after its final answer, the second
     still unanswered."""
