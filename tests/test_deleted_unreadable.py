@@ -5,6 +5,7 @@ files, the real bot against the fake Bot API, the real API server)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -16,8 +17,11 @@ import pytest
 
 from api.memory import api_scope
 from core.audit import AuditEntry
+from core.listing import ConsultationQuery
 from core.models import Consultation, Message, Role, Status
-from storage.sqlite.erasure import index_erases_itself
+from storage.sqlite import erasure
+from storage.sqlite import store as store_module
+from storage.sqlite.erasure import index_erases_itself, merge_step
 from storage.sqlite.store import SqliteStore
 from tests.api_harness import RunningApi
 from tests.bot_harness import RunningBot, ask_private
@@ -196,3 +200,33 @@ def test_the_search_index_erases_itself_from_sqlite_3_42_on() -> None:
     """Before 3.42 FTS5 has no `secure-delete`: each deletion merges the index instead."""
     assert not index_erases_itself((3, 41, 2))
     assert index_erases_itself((3, 42, 0)) and index_erases_itself((3, 46, 1))
+
+
+async def test_other_chats_writing_between_the_merge_steps_leave_no_trace_behind(
+    store: SqliteStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below SQLite 3.42 a forget merges the index in steps (of 2 pages here) until none is
+    left to do: consultations created meanwhile are found afterwards, and the forgotten
+    request's trigrams are gone all the same."""
+    steps = 0
+
+    def counted(db: sqlite3.Connection) -> bool:
+        nonlocal steps
+        steps += 1
+        return merge_step(db)
+
+    monkeypatch.setattr(erasure, "MERGE_PAGES_PER_STEP", 2)
+    monkeypatch.setattr(store_module, "merge_step", counted)
+    for n in range(60):
+        filler = " ".join(f"w{n}q{k}" for k in range(60))
+        await store.create(consultation(f"chat:{n}", 500.0 + n, f"Plan {KEPT} {n} {filler}"))
+    await store.create(consultation("chat:gone", 600.0, f"Plan {MARKER} {REQUEST_MARKER}"))
+    checkpoint(db_path)
+
+    newcomers = [consultation(f"new:{n}", 700.0 + n, f"Trip {n} {KEPT}") for n in range(20)]
+    await asyncio.gather(store.forget_chat("chat:gone"), *map(store.create, newcomers))
+
+    assert residue(db_path) == clean(db_path) and index_residue(db_path) == clean(db_path)
+    found = await store.list_consultations(ConsultationQuery(text=f"Trip 7 {KEPT}"))
+    assert [c.id for c in found] == [newcomers[7].id]
+    assert steps > 1 or index_erases_itself()
