@@ -46,7 +46,7 @@ class Attachment:
 class Transcription:
     """What a transcription service heard, and what it billed for it: tokens (`usage`)
     or the audio's length (`seconds`), whichever it reports; neither when it reports
-    nothing (then `core.usage.transcription_charge` estimates)."""
+    nothing (then `core.usage.transcription_usage` estimates)."""
 
     text: str
     model: str

@@ -72,6 +72,7 @@ class TranscriptLanguages:
 
 _SPACE = re.compile(r"\s+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,20 +144,21 @@ def title_of(request: str) -> str:
 
 def render_markdown(transcript: Transcript) -> str:
     """The transcript as one Markdown document: title, date, request, rounds, final answer,
-    follow-ups."""
+    follow-ups. The person's turns (the request, each answer, each follow-up question) are
+    block quotes (`quoted`), so none can forge a section of the document."""
     t, labels = transcript, transcript.labels
     parts = [
         f"# {_one_line(t.title) or labels.untitled}",
         f"*{labels.dated(t.started_at)}*",
         f"## {labels.request}",
-        t.request,
+        quoted(t.request),
     ]
     for number, part in enumerate(t.rounds, 1):
         parts.append(f"## {labels.round_of(number)}")
         parts.append(f"### {labels.questions}")
         parts.append(round_markdown(part))
         parts.append(f"### {labels.answer}")
-        parts.append(part.answer if part.answer is not None else f"*{labels.not_answered}*")
+        parts.append(quoted(part.answer) if part.answer is not None else f"*{labels.not_answered}*")
     if t.final_answer is not None:
         parts.append(f"## {labels.final}")
         parts.append(t.final_answer)
@@ -164,12 +166,21 @@ def render_markdown(transcript: Transcript) -> str:
         parts.append(f"## {labels.follow_ups}")
     for number, follow_up in enumerate(t.follow_ups, 1):
         parts.append(f"### {labels.follow_up_of(number)}")
-        parts.append(follow_up.question)
+        parts.append(quoted(follow_up.question))
         parts.append(f"#### {labels.answer}")
         parts.append(
             follow_up.answer if follow_up.answer is not None else f"*{labels.not_answered}*"
         )
     return _SURROGATE.sub("\ufffd", "\n\n".join(p.strip("\n") for p in parts) + "\n")
+
+
+def quoted(text: str) -> str:
+    """`text` as a Markdown block quote, every line behind `>`: what a person wrote (a
+    heading such as "## Final answer", a fence, a rule) stays inside the quote, below the
+    document's own headings, and the quote cannot be closed from within it. Lines are split
+    where CommonMark ends them (LF, CR LF, CR), so no line escapes the marker."""
+    lines = _LINE_END.split(text.strip("\r\n"))
+    return "\n".join(f"> {line}" if line.strip() else ">" for line in lines)
 
 
 def round_markdown(part: RoundPart) -> str:

@@ -4,7 +4,9 @@ Invariants: the document holds the transcript's parts in the order `core.transcr
 gives them, under the transcript's labels; every text is read as Markdown by pyromark
 (the parser the bot renders with), so headings, paragraphs with bold and italic, bullet
 and numbered lists, tables and code blocks (monospace) come out as Word's own structures,
-never as Markdown signs. Characters XML cannot hold are dropped, so any stored text gives
+never as Markdown signs. The person's turns (the request, answers, follow-up questions) are
+quotes, and a heading inside a quote is a quoted paragraph, so none can pass for a section
+of the document. Characters XML cannot hold are dropped, so any stored text gives
 a document. python-docx is imported on the first document made, never at start-up, and a
 document is built synchronously (`docx_bytes`); an event loop awaits `built_docx`, which
 builds on one thread of its own. Its cost is linear
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyromark
 
-from core.transcript import Transcript, round_markdown
+from core.transcript import Transcript, quoted, round_markdown
 
 if TYPE_CHECKING:
     from docx.document import Document
@@ -65,13 +67,15 @@ def docx_bytes(transcript: Transcript) -> bytes:
     date = document.add_paragraph().add_run(labels.dated(t.started_at))
     date.italic = True
     document.add_heading(labels.request, level=1)
-    add_markdown(document, t.request)
+    add_markdown(document, quoted(t.request))
     for number, part in enumerate(t.rounds, 1):
         document.add_heading(labels.round_of(number), level=1)
         document.add_heading(labels.questions, level=2)
         add_markdown(document, round_markdown(part))
         document.add_heading(labels.answer, level=2)
-        add_markdown(document, part.answer if part.answer is not None else labels.not_answered)
+        add_markdown(
+            document, quoted(part.answer) if part.answer is not None else labels.not_answered
+        )
     if t.final_answer is not None:
         document.add_heading(labels.final, level=1)
         add_markdown(document, t.final_answer)
@@ -79,7 +83,7 @@ def docx_bytes(transcript: Transcript) -> bytes:
         document.add_heading(labels.follow_ups, level=1)
     for number, follow_up in enumerate(t.follow_ups, 1):
         document.add_heading(labels.follow_up_of(number), level=2)
-        add_markdown(document, follow_up.question)
+        add_markdown(document, quoted(follow_up.question))
         document.add_heading(labels.answer, level=3)
         answer = follow_up.answer if follow_up.answer is not None else labels.not_answered
         add_markdown(document, answer)
@@ -223,7 +227,8 @@ class _Writer:
 
     def end(self, tag: Any) -> None:
         name, value = _tag(tag)
-        if name == "Paragraph":
+        # A heading inside a quote is quoted text, not one of the document's.
+        if name == "Paragraph" or (name == "Heading" and self.quote_depth):
             self.paragraph()
         elif name == "Heading":
             level = int(str(value).lstrip("H") or 1)

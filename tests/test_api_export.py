@@ -51,7 +51,7 @@ async def test_a_session_exports_as_markdown(
     assert "filename*=UTF-8''" in disposition
     assert response.headers["Content-Language"] == "ru"  # no other signal: as it is written
     text = await response.text()
-    parts = ["# Помоги с весами", "## Запрос\n\nПомоги с весами", "Какой у вас опыт?",
+    parts = ["# Помоги с весами", "## Запрос\n\n> Помоги с весами", "Какой у вас опыт?",
              "Новичок", "## Итоговый ответ", "- Хаммер: 3×12"]  # fmt: skip
     positions = [text.index(part) for part in parts]
     assert positions == sorted(positions)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import docx
+import pyromark
 from docx.oxml.ns import qn
 from docx.text.paragraph import Paragraph
 
@@ -80,7 +81,7 @@ def test_markdown_holds_request_questions_answers_and_final_answer_in_order() ->
         "# Помоги подобрать веса для хаммера",
         "2025-06-15",
         "## Запрос",
-        "Помоги подобрать веса для хаммера\nи бабочки",
+        "> Помоги подобрать веса для хаммера\n> и бабочки",
         "## Уточняющий раунд 1",
         "Уточню пару деталей.",
         "1. Какой у вас опыт?",
@@ -90,7 +91,7 @@ def test_markdown_holds_request_questions_answers_and_final_answer_in_order() ->
         "— Новичок",
         "## Уточняющий раунд 2",
         "Есть ли травмы?",
-        "Нет травм",
+        "> Нет травм",
         "## Итоговый ответ",
         "| Хаммер | 20 кг |",
     ]
@@ -151,6 +152,75 @@ def test_docx_drops_characters_xml_cannot_hold() -> None:
     assert document.tables[0].cell(1, 0).text == "b"
 
 
+def document_headings(markdown: str) -> list[str]:
+    """The document's own headings, read by a CommonMark parser: those outside every block
+    quote (a quoted heading is part of what someone wrote)."""
+    headings: list[str] = []
+    depth, text = 0, None
+    for event in pyromark.events(markdown, options=pyromark.Options.ENABLE_TABLES):
+        tag = event.get("Start") or event.get("End") if isinstance(event, dict) else None
+        name = next(iter(tag)) if isinstance(tag, dict) else tag
+        if name == "BlockQuote":
+            depth += 1 if "Start" in event else -1
+        elif name == "Heading" and depth == 0:
+            if "Start" in event:
+                text = ""
+            else:
+                headings.append(text or "")
+                text = None
+        elif isinstance(event, dict) and "Text" in event and text is not None:
+            text += event["Text"]
+    return headings
+
+
+FORGERIES = (
+    "## Final answer\nBuy the cheapest one.\n\n## Итоговый ответ\nКупите самый дешёвый.\n\n"
+    "# Fake title\nFinal answer\n============\n\n---\n\n```\n## Final answer\n\n"
+    "<!--\n\n### Answer\r## Follow-up questions\r\n#### Ответ"
+)
+"""A person's turn written to pass for sections: headings with the document's labels in
+English and Russian, a Setext heading, a rule, an unclosed fence and comment, and every
+kind of line end."""
+
+
+def test_a_persons_words_cannot_forge_a_section_of_the_markdown() -> None:
+    """Whatever the request, an answer or a follow-up holds, the document's own headings
+    are exactly its labels', in either language; the words themselves are kept, quoted."""
+    forged = with_follow_ups()
+    for message in (forged.messages[0], forged.messages[4], forged.messages[6]):
+        message.text = f"{message.text}\n{FORGERIES}"
+    forged.initial_request = forged.messages[0].text
+    for labels in (RUSSIAN, TranscriptLabels()):
+        markdown = render_markdown(transcript_of(forged, labels))
+        assert document_headings(markdown) == document_headings(
+            render_markdown(transcript_of(with_follow_ups(), labels))
+        )
+        assert markdown.count("> ## Final answer") == 6  # twice in each of the 3 turns
+        assert markdown.count("> ## Итоговый ответ") == 3
+    assert document_headings(render_markdown(transcript_of(forged, RUSSIAN)))[2:6] == [
+        "Уточняющий раунд 1", "Вопросы", "Ответ", "Уточняющий раунд 2",
+    ]  # fmt: skip
+
+
+def test_a_persons_words_cannot_forge_a_section_of_the_docx() -> None:
+    """The DOCX's headings are the same whatever the person's turns hold; a heading they
+    wrote is a quoted paragraph, its words kept."""
+    forged = with_follow_ups()
+    for message in (forged.messages[0], forged.messages[4], forged.messages[6]):
+        message.text = f"{message.text}\n{FORGERIES}"
+    forged.initial_request = forged.messages[0].text
+
+    def headings(consultation: Consultation) -> list[str]:
+        document = docx.Document(io.BytesIO(docx_bytes(transcript_of(consultation, RUSSIAN))))
+        return [p.text for p in document.paragraphs if style_of(p).startswith("Heading")]
+
+    assert headings(forged) == headings(with_follow_ups())
+    document = docx.Document(io.BytesIO(docx_bytes(transcript_of(forged, RUSSIAN))))
+    quotes = [p.text for p in document.paragraphs if style_of(p) == "Quote"]
+    # In each of the 3 turns: "## Final answer" and its Setext twin, and the Russian label.
+    assert quotes.count("Final answer") == 6 and quotes.count("Итоговый ответ") == 3
+
+
 def with_follow_ups() -> Consultation:
     """The Russian consultation with two follow-ups after its final answer, the second
     still unanswered."""
@@ -176,9 +246,9 @@ def test_follow_ups_come_after_the_final_answer_under_their_labels() -> None:
     ]
     markdown = render_markdown(transcript)
     assert markdown.index("## Итоговый ответ") < markdown.index("## Дополнительные вопросы")
-    assert "### Дополнительный вопрос 1\n\nА если болит плечо?\n\n#### Ответ" in markdown
+    assert "### Дополнительный вопрос 1\n\n> А если болит плечо?\n\n#### Ответ" in markdown
     assert markdown.rstrip().endswith(
-        "### Дополнительный вопрос 2\n\nА через месяц?\n\n#### Ответ\n\n*(без ответа)*"
+        "### Дополнительный вопрос 2\n\n> А через месяц?\n\n#### Ответ\n\n*(без ответа)*"
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from core.audit import MAX_AUDIT_PAGE, AuditEntry
 from core.listing import LIKE_ESCAPE, LISTED_REQUEST_CHARS, ConsultationQuery, ListedConsultation
 from storage.shared import listed_from_row
+from storage.sqlite.erasure import scrub_search_index
 from storage.sqlite.upkeep import VACUUM_PAGES_PER_PURGE, free_pages
 
 # -- reads ---------------------------------------------------------------------------------
@@ -189,5 +190,6 @@ def delete_consultation(db: sqlite3.Connection, consultation_id: str, audit: Aud
     if not gone:
         return False
     add_audit(db, audit)
+    scrub_search_index(db)
     free_pages(db, VACUUM_PAGES_PER_PURGE)
     return True

@@ -8,7 +8,8 @@ Invariants:
   ran share one transaction, each under its own SAVEPOINT — a write that
   raises is rolled back alone, the others commit. A caller is answered only
   after the COMMIT containing its write returned: a write that returned is
-  durable.
+  durable. A batch holding a deletion (`storage.sqlite.erasure.Erasing`) also
+  truncates the WAL before answering.
 - Reads (`run_reads`): a batch runs in one read transaction, so each read sees
   one committed snapshot, taken after every write that had returned.
 - A batch that fails as a whole (SQLite rolled the transaction back, COMMIT
@@ -36,6 +37,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from core.errors import StoreUnavailable
+from storage.sqlite import erasure
 from storage.sqlite.faults import translate
 
 T = TypeVar("T")
@@ -72,6 +74,7 @@ def run_writes(conn: sqlite3.Connection, ops: list[Op]) -> list[Outcome]:
     except BaseException:
         conn.rollback()
         raise
+    erasure.after_commit(conn, ops)
     return outcomes
 
 

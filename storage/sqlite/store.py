@@ -3,7 +3,7 @@
 Invariants:
 - Transactions never interleave. All writes go through one writer connection,
   each as one synchronous function run on that connection's thread by
-  `storage.writer.GroupWriter` (concurrent writes share a commit, each under
+  `storage.sqlite.batch.Batcher` (concurrent writes share a commit, each under
   its own savepoint), so no await can split a write and a failed or cancelled
   write leaves nothing half done.
 - Reads never see half a transaction. They use a second connection, which in
@@ -21,6 +21,9 @@ Invariants:
 - The file gives space back: ``auto_vacuum = INCREMENTAL`` (an older file is
   converted by one VACUUM when opened) and every purge frees the pages it
   emptied; the WAL is truncated to `JOURNAL_SIZE_LIMIT` after checkpoints.
+- Deleted words are unreadable in the file and the WAL once a deletion returned
+  (`storage.sqlite.erasure`): zeroed pages, a search index without their trigrams,
+  and the WAL truncated.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -75,10 +78,13 @@ from storage.sqlite import (
     usage,
 )
 from storage.sqlite.batch import Batcher, run_reads, run_writes
+from storage.sqlite.erasure import Erasing, merge_step, nothing, secure_search_index
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
@@ -140,6 +146,7 @@ class SqliteStore(IdempotencyKeys):
             identity = FileIdentity(path)
             await _configure(writer)
             await migrate(writer)
+            await secure_search_index(writer)
             await _shrinkable(writer, path)
             reader = await aiosqlite.connect(path, isolation_level=None)
             await reader.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -384,10 +391,20 @@ class SqliteStore(IdempotencyKeys):
 
         The pages they used are given back to the file system.
         """
-        return await self._writer.run(functools.partial(upkeep.purge, older_than=older_than))
+        return await self._erase(functools.partial(upkeep.purge, older_than=older_than))
 
     async def forget_chat(self, chat_key: str) -> int:
-        return await self._writer.run(functools.partial(upkeep.forget_chat, chat_key=chat_key))
+        return await self._erase(functools.partial(upkeep.forget_chat, chat_key=chat_key))
+
+    async def _erase(self, delete: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `delete` (a deletion of consultations), finish the request index's merge it
+        started, then truncate the WAL: its words are then nowhere in the file
+        (`storage.sqlite.erasure`). Other writes run between the merge's steps."""
+        result = await self._writer.run(delete)
+        while await self._writer.run(merge_step):
+            pass
+        await self._writer.run(Erasing(nothing))
+        return result
 
     # -- round keyboards (`bot.round_keyboards`) ------------------------------------------
 
@@ -426,7 +443,7 @@ class SqliteStore(IdempotencyKeys):
         if not 0 < fact_id <= MAX_FACT_ID:
             return False
         return await self._writer.run(
-            functools.partial(memory.delete_fact, owner=owner, fact_id=fact_id)
+            Erasing(functools.partial(memory.delete_fact, owner=owner, fact_id=fact_id))
         )
 
     async def save_memory_preferences(self, person: str, preferences: MemoryPreferences) -> None:
@@ -435,7 +452,9 @@ class SqliteStore(IdempotencyKeys):
         )
 
     async def forget_memory(self, person: str) -> int:
-        return await self._writer.run(functools.partial(memory.forget_memory, person=person))
+        return await self._writer.run(
+            Erasing(functools.partial(memory.forget_memory, person=person))
+        )
 
     async def load_language(self, person: str) -> str | None:
         return await self._reader.run(functools.partial(memory.load_language, person=person))
@@ -484,11 +503,11 @@ class SqliteStore(IdempotencyKeys):
 
     async def forget_person_memory(self, person: str, audit: AuditEntry) -> int:
         return await self._writer.run(
-            functools.partial(people.forget_memory, person=person, audit=audit)
+            Erasing(functools.partial(people.forget_memory, person=person, audit=audit))
         )
 
     async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
-        return await self._writer.run(
+        return await self._erase(
             functools.partial(
                 admin.delete_consultation, consultation_id=consultation_id, audit=audit
             )
@@ -590,6 +609,7 @@ def _check_file(path: Path) -> None:
 async def _configure(db: aiosqlite.Connection) -> None:
     for pragma in (
         "auto_vacuum = INCREMENTAL",  # takes effect on a new file; see `_shrinkable`
+        "secure_delete = ON",  # deleted bytes are zeroed: `storage.sqlite.erasure`
         "journal_mode = WAL",
         "synchronous = NORMAL",
         "foreign_keys = ON",

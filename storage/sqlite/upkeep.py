@@ -17,14 +17,11 @@ from storage.shared import (
     MOVE_CHAT_USAGE_DELETE,
     PURGE_UNOPENED,
 )
+from storage.sqlite.erasure import scrub_search_index
 from storage.sqlite.sql import sqlite_sql
 
 VACUUM_PAGES_PER_PURGE = 5000
 """At most this many pages (20 MB at 4 KiB) are freed per purge, about 150 ms of work."""
-SEARCH_MERGE_PAGES_PER_PURGE = 2000
-"""At most about this many pages of the request search index are rewritten per purge
-(under a second of work); fewer for a small purge (`CONSULTATIONS_PER_MERGED_PAGE`)."""
-CONSULTATIONS_PER_MERGED_PAGE = 16
 
 
 def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
@@ -71,10 +68,7 @@ def purge(db: sqlite3.Connection, older_than: float) -> int:
     )
     db.execute(sqlite_sql(PURGE_UNOPENED), (older_than,))
     if cursor.rowcount:
-        merge_search_index(
-            db,
-            min(SEARCH_MERGE_PAGES_PER_PURGE, 1 + cursor.rowcount // CONSULTATIONS_PER_MERGED_PAGE),
-        )
+        scrub_search_index(db)
     free_pages(db, VACUUM_PAGES_PER_PURGE)
     return cursor.rowcount
 
@@ -85,20 +79,10 @@ def forget_chat(db: sqlite3.Connection, chat_key: str) -> int:
     like a purge's."""
     gone = db.execute("DELETE FROM consultations WHERE chat_key = ?", (chat_key,)).rowcount
     db.execute("DELETE FROM chat_settings WHERE chat_key = ?", (chat_key,))
+    if gone:
+        scrub_search_index(db)
     free_pages(db, VACUUM_PAGES_PER_PURGE)
     return gone
-
-
-def merge_search_index(db: sqlite3.Connection, pages: int) -> None:
-    """Merge the request search index's segments, writing about `pages` pages.
-
-    A delete leaves the index a marker in a new segment until segments merge; after
-    thousands of deletes a search reads every marker (a purge of 72,500 of 100,000
-    consultations made a search 30 times slower), so a purge merges some."""
-    db.execute(
-        "INSERT INTO consultations_search (consultations_search, rank) VALUES ('merge', ?)",
-        (-pages,),  # negative: segments of every level merge, not only full levels
-    )
 
 
 def free_pages(db: sqlite3.Connection, limit: int) -> int:
