@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench console clean mutate messages
+.PHONY: run test lint bench console clean mutate messages deps
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,15 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/mypy
+	$(MAKE) --no-print-directory deps
 	$(VENV)/bin/python -m pytest -q
+
+# Declared dependencies match the imports ([tool.deptry] in pyproject.toml): the shipped
+# code needs nothing from the test extra, then the tests need nothing undeclared.
+deps: $(STAMP)
+	$(VENV)/bin/deptry .
+	$(VENV)/bin/deptry . --exclude '\.venv|\.git|mutants|build|docs' \
+		--optional-dependencies-dev-groups mutate
 
 # Mutation testing (docs/mutation-testing.md); e.g. `make mutate MUTANTS='core.rounds.*'`.
 MUTANTS ?=
