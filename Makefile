@@ -32,12 +32,22 @@ deps: $(STAMP)
 		--optional-dependencies-dev-groups mutate
 
 # Mutation testing (docs/mutation-testing.md); e.g. `make mutate MUTANTS='core.rounds.*'`.
+# mutmut lives in its own environment: installed into .venv it brings click, which the
+# suite's start-up import checks would then find.
 MUTANTS ?=
-mutate: $(STAMP)
-	$(VENV)/bin/pip install --quiet -e ".[mutate]"
-	$(VENV)/bin/mutmut run --max-children $${MUTATE_JOBS:-2} $(MUTANTS)
-	$(VENV)/bin/mutmut results
-	$(VENV)/bin/mutmut export-cicd-stats
+MUTATE_VENV := .venv-mutate
+MUTATE_STAMP := $(MUTATE_VENV)/.installed
+
+$(MUTATE_STAMP): pyproject.toml
+	test -x $(MUTATE_VENV)/bin/python || $(PYTHON) -m venv $(MUTATE_VENV)
+	$(MUTATE_VENV)/bin/pip install --quiet --upgrade pip
+	$(MUTATE_VENV)/bin/pip install --quiet -e ".[test,mutate]"
+	touch $(MUTATE_STAMP)
+
+mutate: $(MUTATE_STAMP)
+	$(MUTATE_VENV)/bin/mutmut run --max-children $${MUTATE_JOBS:-2} $(MUTANTS)
+	$(MUTATE_VENV)/bin/mutmut results
+	$(MUTATE_VENV)/bin/mutmut export-cicd-stats
 
 # Interface strings (docs/languages.md): extract bot/messages.py into the template, merge
 # it into every language's catalog and compile each catalog to the .mo the bot reads.
@@ -52,4 +62,4 @@ bench: $(STAMP)
 	$(VENV)/bin/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(MUTATE_VENV) .pytest_cache
