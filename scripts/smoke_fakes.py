@@ -8,10 +8,13 @@ when asked), and a request for a JSON schema with a clarifying round of that one
 The Bot API hands out the updates queued with `push` through long polling, answers
 `sendMessage` and `sendDocument` with the message Telegram would return and keeps what
 was sent, and answers every other method `true`.
+
+Standalone, the model alone: ``python scripts/smoke_fakes.py --port N``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
 import json
@@ -29,13 +32,13 @@ BOT_ID = 123456
 class Served:
     """An aiohttp application listening on a free loopback port until `stop`."""
 
-    def __init__(self, app: web.Application) -> None:
+    def __init__(self, app: web.Application, port: int = 0) -> None:
         self._runner = web.AppRunner(app, access_log=None)
-        self.port = 0
+        self.port = port
 
     async def start(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, LOOPBACK, 0)
+        site = web.TCPSite(self._runner, LOOPBACK, self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]
 
@@ -53,13 +56,13 @@ def text_of(content: Any) -> str:
 class FakeModel:
     """`/v1/chat/completions` and `/v1/models`; `requests` holds every body received."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.requests: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
-        self.served = Served(app)
+        self.served = Served(app, port)
 
     @property
     def base_url(self) -> str:
@@ -234,3 +237,22 @@ class FakeTelegram:
 
     def documents_to(self, chat_id: int) -> list[Sent]:
         return [s for s in self.sent if s.chat_id == chat_id and s.filename]
+
+
+async def _serve_model(port: int) -> None:
+    model = FakeModel(port)
+    await model.served.start()
+    print(f"fake model at {model.base_url}", flush=True)
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    """`python smoke_fakes.py --port N`: the fake model alone, until killed (the image's
+    smoke check starts `consultation-bot api` against it)."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    asyncio.run(_serve_model(parser.parse_args().port))
+
+
+if __name__ == "__main__":
+    main()
