@@ -25,11 +25,20 @@ test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
 
 # Declared dependencies match the imports ([tool.deptry] in pyproject.toml): the shipped
-# code needs nothing from the test extra, then the tests need nothing undeclared.
-deps: $(STAMP)
-	$(VENV)/bin/deptry .
-	$(VENV)/bin/deptry . --exclude '\.venv|\.git|mutants|build|docs' \
-		--optional-dependencies-dev-groups mutate
+# code needs nothing from the test extra, then the tests need nothing undeclared. deptry
+# (the `deps` extra) is installed beside .venv, on PYTHONPATH for these commands only.
+DEPTRY := $(VENV)/deptry
+DEPS_EXTRA := import tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	print(*project["optional-dependencies"]["deps"])
+$(DEPTRY)/.installed: $(STAMP)
+	$(VENV)/bin/pip install --quiet --upgrade --target $(DEPTRY) \
+		$$($(VENV)/bin/python -c '$(DEPS_EXTRA)')
+	touch $@
+
+deps: $(DEPTRY)/.installed
+	PYTHONPATH=$(DEPTRY) $(VENV)/bin/python -m deptry .
+	PYTHONPATH=$(DEPTRY) $(VENV)/bin/python -m deptry . \
+		--exclude '\.venv|\.git|mutants|build|docs' --optional-dependencies-dev-groups mutate,deps
 
 # Mutation testing (docs/mutation-testing.md); e.g. `make mutate MUTANTS='core.rounds.*'`.
 # mutmut lives in its own environment: installed into .venv it brings click, which the
