@@ -120,7 +120,6 @@ async def console(work: Path, model: FakeModel) -> None:
     lines = [
         "Help me choose a laptop",
         "/answer",
-        "/status",
         f"/export {exports}",
         f"/file {work / 'report.pdf'}",
         f"/file {work / 'terms.docx'}",
@@ -137,7 +136,12 @@ async def console(work: Path, model: FakeModel) -> None:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate("\n".join(lines).encode()), WAIT)
+    try:
+        out, err = await asyncio.wait_for(process.communicate("\n".join(lines).encode()), WAIT)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise Failed(f"the console did not finish within {WAIT:.0f} s") from None
     shown = out.decode() + err.decode()
     print(shown)
     check(process.returncode == 0, f"console exited {process.returncode}")
