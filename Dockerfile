@@ -18,7 +18,7 @@ ARG PIP_EXTRA_INDEX_URL
 ARG PIP_TRUSTED_HOST
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_DEFAULT_TIMEOUT=120
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY admin/ admin/
 COPY api/ api/
 COPY app/ app/
@@ -66,19 +66,11 @@ ENTRYPOINT ["tini", "--", "consultation-bot"]
 CMD ["run"]
 
 # --- smoke: checks of the app stage, run as build steps (scripts/check-image.sh) --------
-# Only this stage gets the fake model server from tests/; the runtime image has no tests.
+# Only this stage gets the production smoke (stdlib and the runtime's own aiohttp, nothing
+# installed for it); the runtime image has no tests and no scripts.
 FROM app AS smoke
-ARG PIP_INDEX_URL
-ARG PIP_EXTRA_INDEX_URL
-ARG PIP_TRUSTED_HOST
-USER root
-RUN --mount=type=secret,id=pip_cert \
-    if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
-    && PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /opt/venv/bin/pip install --quiet pytest
-COPY tests/__init__.py /smoke/tests/__init__.py
-COPY tests/fakes/__init__.py tests/fakes/serving.py tests/fakes/model_server.py /smoke/tests/fakes/
+COPY scripts/smoke_installed.py scripts/smoke_fakes.py scripts/smoke_documents.py /smoke/
 COPY container/smoke-check.sh /smoke/smoke-check.sh
-USER consult
 WORKDIR /smoke
 RUN sh /smoke/smoke-check.sh
 

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench console clean mutate messages
+.PHONY: run test lint bench console clean mutate messages deps
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -21,15 +21,42 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/mypy
+	$(MAKE) --no-print-directory deps
 	$(VENV)/bin/python -m pytest -q
 
+# Declared dependencies match the imports ([tool.deptry] in pyproject.toml): the shipped
+# code needs nothing from the test extra, then the tests need nothing undeclared. deptry
+# (the `deps` extra) is installed beside .venv, on PYTHONPATH for these commands only.
+DEPTRY := $(VENV)/deptry
+DEPS_EXTRA := import tomllib; project = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	print(*project["optional-dependencies"]["deps"])
+$(DEPTRY)/.installed: $(STAMP)
+	$(VENV)/bin/pip install --quiet --upgrade --target $(DEPTRY) \
+		$$($(VENV)/bin/python -c '$(DEPS_EXTRA)')
+	touch $@
+
+deps: $(DEPTRY)/.installed
+	PYTHONPATH=$(DEPTRY) $(VENV)/bin/python -m deptry .
+	PYTHONPATH=$(DEPTRY) $(VENV)/bin/python -m deptry . \
+		--exclude '\.venv|\.git|mutants|build|docs' --optional-dependencies-dev-groups mutate,deps
+
 # Mutation testing (docs/mutation-testing.md); e.g. `make mutate MUTANTS='core.rounds.*'`.
+# mutmut lives in its own environment: installed into .venv it brings click, which the
+# suite's start-up import checks would then find.
 MUTANTS ?=
-mutate: $(STAMP)
-	$(VENV)/bin/pip install --quiet -e ".[mutate]"
-	$(VENV)/bin/mutmut run --max-children $${MUTATE_JOBS:-2} $(MUTANTS)
-	$(VENV)/bin/mutmut results
-	$(VENV)/bin/mutmut export-cicd-stats
+MUTATE_VENV := .venv-mutate
+MUTATE_STAMP := $(MUTATE_VENV)/.installed
+
+$(MUTATE_STAMP): pyproject.toml
+	test -x $(MUTATE_VENV)/bin/python || $(PYTHON) -m venv $(MUTATE_VENV)
+	$(MUTATE_VENV)/bin/pip install --quiet --upgrade pip
+	$(MUTATE_VENV)/bin/pip install --quiet -e ".[test,mutate]"
+	touch $(MUTATE_STAMP)
+
+mutate: $(MUTATE_STAMP)
+	$(MUTATE_VENV)/bin/mutmut run --max-children $${MUTATE_JOBS:-2} $(MUTANTS)
+	$(MUTATE_VENV)/bin/mutmut results
+	$(MUTATE_VENV)/bin/mutmut export-cicd-stats
 
 # Interface strings (docs/languages.md): extract bot/messages.py into the template, merge
 # it into every language's catalog and compile each catalog to the .mo the bot reads.
@@ -44,4 +71,4 @@ bench: $(STAMP)
 	$(VENV)/bin/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(MUTATE_VENV) .pytest_cache

@@ -1,9 +1,11 @@
 """The image's HEALTHCHECK: exit 0 when `/healthz` answers 200, 1 otherwise.
 
 It reads the settings the way the bot does (environment, then `.env` in the working
-directory). When no HTTP server is configured (a polling bot without API_ENABLED) there
-is no health endpoint: the check passes, and a bot that exits is restarted by the
-container's restart policy instead. The `api` command always runs the server.
+directory). The bot runs its HTTP server for the API (API_ENABLED), the webhook
+(WEBHOOK_URL) or the operator's console (ADMIN_TOKEN), as `app.serve_bot.needs_web`
+decides; the `api` command always runs it. Without one (a polling bot with none of those)
+there is no health endpoint: the check passes, and a bot that exits is restarted by the
+container's restart policy instead.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from app.settings import load_settings
+from app.settings import Settings, load_settings
 
 TIMEOUT_SECONDS = 4
 WILDCARD_HOSTS = {"", "0.0.0.0", "::", "[::]"}
@@ -28,10 +30,16 @@ def command_line() -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
+def serves_http(settings: Settings) -> bool:
+    """The bot's own rule (`app.serve_bot.needs_web`), kept here so that each check does not
+    import the bot; tests/test_container_healthcheck.py holds the two to the same answers."""
+    return settings.api_enabled or bool(settings.webhook_url) or settings.admin_token is not None
+
+
 def main() -> int:
     api_command = "api" in command_line()[-1:]
     settings = load_settings(api_enabled=True) if api_command else load_settings()
-    if not (settings.webhook_url or settings.api_enabled):
+    if not serves_http(settings):
         return 0
     host = "127.0.0.1" if settings.api_host in WILDCARD_HOSTS else settings.api_host
     if ":" in host and not host.startswith("["):

@@ -10,6 +10,9 @@ renamed or a config file moved fails here rather than at `docker compose up`.
 
 from __future__ import annotations
 
+import fnmatch
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,22 +25,42 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 PODMAN_COMPOSE = Path(sys.executable).parent / "podman-compose"
 WORKERS = {"worker1", "worker2", "worker3"}
+PASSWORD = "compose-test-password"
 
 
-def compose_config(tmp_path: Path, *profiles: str) -> dict[str, Any]:
-    """The normalised compose file with `profiles` on, read in a copy of the project's
-    compose files with .env made from .env.example (as the README tells a newcomer)."""
+def run_config(
+    tmp_path: Path, *profiles: str, password: str | None = PASSWORD
+) -> subprocess.CompletedProcess[str]:
+    """`podman-compose config` with `profiles` on, in a copy of the project's compose files
+    with .env made from .env.example (as the README tells a newcomer), and
+    POSTGRES_PASSWORD in the environment as `password` (None: not set at all)."""
     tool = PODMAN_COMPOSE if PODMAN_COMPOSE.exists() else shutil.which("podman-compose")
     assert tool, "podman-compose is missing: install the project with its test extra"
     shutil.copy(ROOT / "compose.yaml", tmp_path / "compose.yaml")
     shutil.copytree(ROOT / "container", tmp_path / "container")
     shutil.copy(ROOT / ".env.example", tmp_path / ".env")
+    env = {key: value for key, value in os.environ.items() if key != "POSTGRES_PASSWORD"}
+    if password is not None:
+        env["POSTGRES_PASSWORD"] = password
     args = [str(tool), "--dry-run", "--file", "compose.yaml"]
     for profile in profiles:
         args += ["--profile", profile]
-    done = subprocess.run(
-        [*args, "config"], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    return subprocess.run(
+        [*args, "config"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
+
+
+def compose_config(
+    tmp_path: Path, *profiles: str, password: str | None = PASSWORD
+) -> dict[str, Any]:
+    """The normalised compose file with `profiles` on (see `run_config`)."""
+    done = run_config(tmp_path, *profiles, password=password)
     assert done.returncode == 0, done.stderr
     config = yaml.safe_load(done.stdout)
     assert isinstance(config, dict), done.stdout
@@ -114,10 +137,7 @@ def test_the_local_model_profile_adds_the_model_server(tmp_path: Path) -> None:
 def test_variables_from_the_environment_reach_the_services(tmp_path: Path) -> None:
     """POSTGRES_PASSWORD set for compose is the one the database and the workers use."""
     (tmp_path / "project").mkdir()
-    project = tmp_path / "project"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("POSTGRES_PASSWORD", "s3cret")
-        config = compose_config(project, "postgres")
+    config = compose_config(tmp_path / "project", "postgres", password="s3cret")
     services = config["services"]
     assert environment(services["postgres"])["POSTGRES_PASSWORD"] == "s3cret"
     assert "consult:s3cret@postgres" in environment(services["worker2"])["DATABASE_URL"]
@@ -137,3 +157,33 @@ def test_a_broken_compose_file_fails_the_tool(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode != 0
+
+
+@pytest.mark.parametrize("profiles", [(), ("postgres",)])
+@pytest.mark.parametrize("password", [None, ""])
+def test_no_database_password_stops_compose_saying_which(
+    tmp_path: Path, profiles: tuple[str, ...], password: str | None
+) -> None:
+    """There is no default password: unset or empty, Compose refuses with the variable's
+    name (for every profile: it reads the whole file)."""
+    done = run_config(tmp_path, *profiles, password=password)
+    assert done.returncode != 0
+    assert "set POSTGRES_PASSWORD in .env" in done.stderr
+
+
+def proxied_paths(caddyfile: str) -> list[str]:
+    """The path matchers of the site's `handle` blocks, placeholders at their defaults."""
+    matchers = re.findall(r"^\thandle (\S+) \{$", caddyfile, flags=re.MULTILINE)
+    return [re.sub(r"\{\$\w+:([^}]*)\}", r"\1", matcher) for matcher in matchers]
+
+
+def test_health_and_metrics_are_not_public_through_the_proxy() -> None:
+    """/healthz names the model and /metrics the traffic: through Caddy both fall to the
+    404 every unrouted path gets, while the workers' own health checks stay."""
+    caddyfile = (ROOT / "container" / "Caddyfile").read_text()
+    paths = proxied_paths(caddyfile)
+    assert paths == ["/telegram/webhook", "/api/*", "/admin*"]
+    for private in ("/healthz", "/metrics", "/healthz/", "/metrics/"):
+        assert not [p for p in paths if fnmatch.fnmatchcase(private, p)], private
+    assert re.search(r"^\thandle \{\n\t\trespond 404\n\t\}$", caddyfile, flags=re.MULTILINE)
+    assert caddyfile.count("health_uri /healthz") == 3

@@ -5,12 +5,17 @@ run no HTTP server (a polling bot without the API has no endpoint)."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
+import pytest
 from aiohttp import web
 
+from app.serve_bot import needs_web
+from app.settings import load_settings
 from tests.fakes.serving import LocalServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,3 +78,34 @@ async def test_nothing_listening_fails(tmp_path: Path) -> None:
     code, err = await healthcheck(tmp_path, API_ENABLED="true", API_PORT=str(port))
     assert code == 1
     assert f"127.0.0.1:{port}/healthz" in err
+
+
+async def test_the_console_token_alone_turns_the_check_on(tmp_path: Path) -> None:
+    """ADMIN_TOKEN alone starts the HTTP server (for the operator's console): a bot whose
+    server stopped answering fails the check instead of passing unasked."""
+    seen: list[str] = []
+    async with LocalServer(health_app(503, seen)) as server:
+        settings = {"ADMIN_TOKEN": "a-console-token-of-some-length"}
+        code, _ = await healthcheck(tmp_path, API_PORT=str(server.port), **settings)
+    assert code == 1
+    assert seen == ["/healthz"]
+
+
+def health_check_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("container_healthcheck", HEALTHCHECK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("api_enabled", [False, True])
+@pytest.mark.parametrize("webhook_url", [None, "https://bot.example.org/telegram/webhook"])
+@pytest.mark.parametrize("admin_token", [None, "a-console-token-of-some-length"])
+def test_the_check_expects_a_server_exactly_when_the_bot_starts_one(
+    api_enabled: bool, webhook_url: str | None, admin_token: str | None
+) -> None:
+    settings = load_settings(
+        _env_file=None, api_enabled=api_enabled, webhook_url=webhook_url, admin_token=admin_token
+    )
+    assert health_check_module().serves_http(settings) is needs_web(settings)

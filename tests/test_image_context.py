@@ -66,3 +66,11 @@ def test_everything_copied_passes_the_dockerignore() -> None:
     for source in copied_sources():
         probe = source + "__init__.py" if source.endswith("/") else source
         assert not dockerignored(probe, lines), f"{source} is copied but .dockerignore drops it"
+
+
+def test_the_files_the_wheel_build_reads_are_copied() -> None:
+    """The readme and the licence files are part of the wheel: a build without them fails."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    needed = {project["readme"], *project["license-files"]}
+    copied = set(copied_sources())
+    assert needed <= copied, f"not copied into the image: {sorted(needed - copied)}"
