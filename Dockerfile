@@ -25,10 +25,12 @@ COPY app/ app/
 COPY bot/ bot/
 COPY core/ core/
 COPY evaluation/ evaluation/
+COPY i18n/ i18n/
 COPY media/ media/
 COPY prompts/ prompts/
 COPY storage/ storage/
 COPY telemetry/ telemetry/
+COPY terminal/ terminal/
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
     && python3 -m venv /opt/venv \

@@ -40,7 +40,7 @@ deps: $(DEPTRY)/.installed
 	PYTHONPATH=$(DEPTRY) $(VENV)/bin/python -m deptry . \
 		--exclude '\.venv|\.git|mutants|build|docs' --optional-dependencies-dev-groups mutate,deps
 
-# Mutation testing (docs/mutation-testing.md); e.g. `make mutate MUTANTS='core.rounds.*'`.
+# Mutation testing (docs/mutation-testing.md); e.g. `make mutate MUTANTS='core.prompting.rounds.*'`.
 # mutmut lives in its own environment: installed into .venv it brings click, which the
 # suite's start-up import checks would then find.
 MUTANTS ?=
@@ -58,14 +58,14 @@ mutate: $(MUTATE_STAMP)
 	$(MUTATE_VENV)/bin/mutmut results
 	$(MUTATE_VENV)/bin/mutmut export-cicd-stats
 
-# Interface strings (docs/languages.md): extract bot/messages.py into the template, merge
+# Interface strings (docs/languages.md): extract i18n/messages.py into the template, merge
 # it into every language's catalog and compile each catalog to the .mo the bot reads.
 messages: $(STAMP)
 	$(VENV)/bin/pybabel extract -F babel.cfg --no-location --project consultation-bot \
-		-o bot/locales/messages.pot .
-	$(VENV)/bin/pybabel update -D messages -i bot/locales/messages.pot -d bot/locales \
+		-o i18n/locales/messages.pot .
+	$(VENV)/bin/pybabel update -D messages -i i18n/locales/messages.pot -d i18n/locales \
 		--ignore-obsolete
-	$(VENV)/bin/python -m bot.catalogs
+	$(VENV)/bin/python -m i18n.catalogs
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m bench

@@ -25,8 +25,8 @@ from admin.people import PeoplePages
 from admin.ports import AdminStore
 from admin.render import not_found
 from admin.security import protect
-from core.service import ConsultationService
-from core.sign_in_limits import SignInLimits
+from core.domain.sign_in_limits import SignInLimits
+from core.turns.service import ConsultationService
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}

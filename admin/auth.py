@@ -37,9 +37,9 @@ from admin.ports import AdminStore
 from admin.render import CSRF_KEY, page
 from admin.security import MAX_TOKEN_CHARS, csrf_token, same, token_hash
 from admin.throttle import SignInThrottle
-from core.audit import AuditEntry
-from core.errors import StoreUnavailable
-from core.sign_in_limits import SignInLimits
+from core.domain.audit import AuditEntry
+from core.domain.errors import StoreUnavailable
+from core.domain.sign_in_limits import SignInLimits
 
 log = logging.getLogger(__name__)
 

@@ -24,12 +24,12 @@ from admin.people import person_link
 from admin.ports import AdminStore
 from admin.render import bad_request, not_found, page
 from admin.transcript import view_of
-from core.audit import AuditEntry
-from core.listing import MAX_SEARCH_CHARS, PAGE_SIZE, ConsultationQuery, Cursor
-from core.memory import ANONYMOUS_ADMIN_ID, person_of, telegram_person
-from core.models import Consultation, Status
-from core.service import ConsultationService
-from core.usage import ScopeKind, day_of
+from core.domain.audit import AuditEntry
+from core.domain.consultation import Consultation, Status
+from core.domain.facts import ANONYMOUS_ADMIN_ID, person_of, telegram_person
+from core.domain.listing import MAX_SEARCH_CHARS, PAGE_SIZE, ConsultationQuery, Cursor
+from core.domain.usage import ScopeKind, day_of
+from core.turns.service import ConsultationService
 
 MAX_ID_CHARS = 64
 MAX_CHAT_CHARS = 200

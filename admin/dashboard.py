@@ -1,5 +1,5 @@
 """`/admin/`: the console's front page: the operator's figures for today, the last 7 and
-the last 30 UTC days (`core.figures.Figures.stats`), how many rounds the completed
+the last 30 UTC days (`core.turns.figures.Figures.stats`), how many rounds the completed
 consultations used, the last 30 days one by one as charts drawn on the server
 (`admin.charts`), and whatever further figures the deployment plugs in (`FigureSource`:
 on PostgreSQL, the inbox and the workers seen).
@@ -21,8 +21,8 @@ from aiohttp import web
 
 from admin.charts import Chart, chart
 from admin.render import page
-from core.service import ConsultationService
-from core.stats import ROUNDS_TAIL, DayFigures, Stats
+from core.domain.stats import ROUNDS_TAIL, DayFigures, Stats
+from core.turns.service import ConsultationService
 
 log = logging.getLogger(__name__)
 

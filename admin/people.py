@@ -1,14 +1,14 @@
 """`/admin/people`: the people who used the bot, their usage against their limits, and
 the operator's actions on one person: a quota override (as /quota sets it), blocking
-(`core.blocks`) and deleting their memory (as /forget does).
+(`core.turns.blocks`) and deleting their memory (as /forget does).
 
 Invariants: a person key in a path is `tg:` and a Telegram user id, or `api:` and an API
 user id as the API accepts it; anything else is 404 before the store is asked. Every
 change is written with its audit entry in one transaction (the store's), and POSTs
 pass the gate's CSRF check first. An override changed here applies to this process's
-next turn at once and to other workers' within `core.quotas.OVERRIDE_CACHE_SECONDS`; a
-block likewise within `core.blocks.BLOCK_CACHE_SECONDS`, and the chosen interface language
-that deleting memory takes with it within `core.chosen_languages.LANGUAGE_CACHE_SECONDS`.
+next turn at once and to other workers' within `core.domain.quotas.OVERRIDE_CACHE_SECONDS`; a
+block likewise within `core.turns.blocks.BLOCK_CACHE_SECONDS`, and the chosen interface language
+that deleting memory takes with it within `core.turns.chosen_languages.LANGUAGE_CACHE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from admin.auth import SESSION_KEY, read_form
 from admin.config import PREFIX
 from admin.ports import AdminStore
 from admin.render import bad_request, not_found, page
-from core.audit import AuditEntry
-from core.memory import MAX_FACTS
-from core.people import MAX_SEARCH_CHARS, PeopleQuery
-from core.quotas import MAX_OVERRIDE_TOKENS, PersonLimits, QuotaOverride, limits_for
-from core.service import ConsultationService
-from core.usage import ScopeKind, day_of, month_start
+from core.domain.audit import AuditEntry
+from core.domain.facts import MAX_FACTS
+from core.domain.people import MAX_SEARCH_CHARS, PeopleQuery
+from core.domain.quotas import MAX_OVERRIDE_TOKENS, PersonLimits, QuotaOverride, limits_for
+from core.domain.usage import ScopeKind, day_of, month_start
+from core.turns.service import ConsultationService
 
 PAGE = 50
 PERSON = re.compile(r"tg:[1-9][0-9]{0,18}|api:[A-Za-z0-9_.:@-]{1,128}")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from core.audit import AuditEntry
-from core.listing import ConsultationQuery, ListedConsultation
-from core.memory import Fact
-from core.models import Consultation
-from core.people import PeopleQuery, PersonRow
-from core.quotas import QuotaOverride
-from core.usage import ScopeKind, UsageTotal
+from core.domain.audit import AuditEntry
+from core.domain.consultation import Consultation
+from core.domain.facts import Fact
+from core.domain.listing import ConsultationQuery, ListedConsultation
+from core.domain.people import PeopleQuery, PersonRow
+from core.domain.quotas import QuotaOverride
+from core.domain.usage import ScopeKind, UsageTotal
 
 
 class AdminStore(Protocol):
@@ -39,7 +39,7 @@ class AdminStore(Protocol):
     async def add_audit(self, entry: AuditEntry) -> None: ...
 
     async def list_people(self, query: PeopleQuery) -> list[PersonRow]:
-        """A page of the people charged for model calls (`core.people`)."""
+        """A page of the people charged for model calls (`core.domain.people`)."""
         ...
 
     async def person_facts(self, person: str, *, limit: int) -> list[Fact]:

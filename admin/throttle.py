@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-from core.sign_in_limits import MAX_AUDITED, Reserved
+from core.domain.sign_in_limits import MAX_AUDITED, Reserved
 
 MAX_ADDRESSES = 10_000
 

@@ -2,20 +2,20 @@
 each round's questions with their options and the answers chosen, the final answer,
 follow-ups, and the tokens stored with the replies.
 
-Pure: built from a stored `Consultation` (`core.transcript` gives the parts in order).
+Pure: built from a stored `Consultation` (`core.turns.transcript` gives the parts in order).
 Document bodies are not shown, only their names; every text is bounded by
-`core.transcript.MAX_PART_CHARS`.
+`core.turns.transcript.MAX_PART_CHARS`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.attachments import document_names, without_document_bodies
-from core.clarifying import ClarifyingRound, answers_read, chosen_option, option_label
-from core.follow_ups import FollowUpPart
-from core.models import Consultation, Role, Usage
-from core.transcript import RoundPart, Transcript, transcript_of
+from core.domain.attachments import document_names, without_document_bodies
+from core.domain.clarifying import ClarifyingRound, answers_read, chosen_option, option_label
+from core.domain.consultation import Consultation, Role, Usage
+from core.turns.follow_ups import FollowUpPart
+from core.turns.transcript import RoundPart, Transcript, transcript_of
 
 
 @dataclass(frozen=True, slots=True)

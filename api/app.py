@@ -35,10 +35,10 @@ from api.ratelimit import RateLimiter
 from api.server import ApiRunner, close_unread, name_the_server, runner_options
 from api.stats import StatsEndpoint
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
-from core.errors import StoreUnavailable
-from core.ports import ChatLocks
-from core.service import ConsultationService
-from core.transcript import TranscriptLanguages
+from core.domain.errors import StoreUnavailable
+from core.domain.ports import ChatLocks
+from core.turns.service import ConsultationService
+from core.turns.transcript import TranscriptLanguages
 from media.intake import Intake
 from telemetry.metrics import Metrics
 from telemetry.supervision import LoopRegistry

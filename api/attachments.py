@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from api.errors import ApiError
-from core.attachments import Attachment
-from core.errors import AttachmentProblem, AttachmentRefused
+from core.domain.attachments import Attachment
+from core.domain.errors import AttachmentProblem, AttachmentRefused
 from media.config import IntakeConfig
 from media.intake import Intake
 

@@ -72,8 +72,8 @@ from api.responses import replay_answered, replayed_headers, response
 from api.schemas import ChatRequest, SessionView, parse_chat_request
 from api.sse import EventStream
 from api.turn import Flight, Message, Relay, Turn, shielded
-from core.attachments import Attachment
-from core.errors import (
+from core.domain.attachments import Attachment
+from core.domain.errors import (
     AttachmentRefused,
     ConsultationError,
     FollowUpUnavailable,
@@ -83,14 +83,14 @@ from core.errors import (
     TurnDidNotHappen,
     TurnSuperseded,
 )
-from core.follow_ups import unavailable_reason
-from core.keyed_lock import KeyedLock
-from core.ports import ChatLocks
-from core.quotas import Stage
-from core.round_answers import turn_text
-from core.service import ConsultationService
-from core.sessions import API_KEY_PREFIX
-from core.usage import Payer
+from core.domain.ports import ChatLocks
+from core.domain.quotas import Stage
+from core.domain.usage import Payer
+from core.primitives.keyed_lock import KeyedLock
+from core.turns.follow_ups import unavailable_reason
+from core.turns.round_answers import turn_text
+from core.turns.service import ConsultationService
+from core.turns.sessions import API_KEY_PREFIX
 from media.intake import Intake
 from telemetry.metrics import Metrics
 

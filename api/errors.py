@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from core.errors import (
+from core.domain.errors import (
     AttachmentProblem,
     AttachmentRefused,
     ConsultationError,
@@ -24,7 +24,7 @@ from core.errors import (
     ModelError,
     ModelErrorKind,
 )
-from core.quotas import Limit, QuotaExceeded, QuotaHit
+from core.domain.quotas import Limit, QuotaExceeded, QuotaHit
 from media.documents import SUPPORTED_DOCUMENTS
 
 STATUS: dict[str, int] = {

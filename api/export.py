@@ -1,7 +1,7 @@
 """`GET /api/sessions/{id}/export?format=docx|md&language=…`: a session as a file to keep.
 
 Invariants: any session, whatever its status, can be exported (reading it never changes
-it); the file is the session's transcript (`core.transcript`) as Markdown or DOCX, sent
+it); the file is the session's transcript (`core.turns.transcript`) as Markdown or DOCX, sent
 as an attachment named after its title with safe characters only (the title itself,
 percent-encoded, as `filename*`); a format other than
 `docx` or `md` is VALIDATION_ERROR, an unknown or malformed id SESSION_NOT_FOUND. A DOCX
@@ -22,10 +22,10 @@ from urllib.parse import quote
 from aiohttp import web
 
 from api.errors import ApiError
-from core.errors import ConsultationError
-from core.file_names import ascii_stem, readable_stem
-from core.service import ConsultationService
-from core.transcript import TranscriptLanguages, render_markdown, transcript_of
+from core.domain.errors import ConsultationError
+from core.prompting.file_names import ascii_stem, readable_stem
+from core.turns.service import ConsultationService
+from core.turns.transcript import TranscriptLanguages, render_markdown, transcript_of
 from media.export_docx import MEDIA_TYPE, built_docx
 
 FORMATS = ("docx", "md")

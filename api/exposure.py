@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 
 from api.config import ApiConfig
-from core.errors import ConfigError
+from core.domain.errors import ConfigError
 
 _LOCAL_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 

@@ -1,7 +1,7 @@
 """`DELETE /api/sessions/{id}`: forget an API session — its messages, its idempotency keys
 and anything kept with it — for a client that was asked to delete what it sent.
 
-Invariant: the deletion is the store's one transaction (`core.lifecycle.Lifecycle.forget`),
+Invariant: the deletion is the store's one transaction (`core.turns.lifecycle.Lifecycle.forget`),
 so a session is either whole or gone; a round being answered is stopped first and
 stores nothing after it. An id that names no API session is 404, whatever it names.
 """
@@ -13,8 +13,8 @@ import uuid
 from aiohttp import web
 
 from api.errors import ApiError
-from core.errors import ConsultationError
-from core.service import ConsultationService
+from core.domain.errors import ConsultationError
+from core.turns.service import ConsultationService
 
 
 class ForgetEndpoint:

@@ -14,8 +14,8 @@ from aiohttp import web
 
 from api.errors import ApiError, json_response
 from api.schemas import MAX_USER_ID_CHARS, USER_ID, MemoryView
-from core.memory import MAX_FACT_ID, MemoryScope, memory_scope
-from core.service import ConsultationService
+from core.domain.facts import MAX_FACT_ID, MemoryScope, memory_scope
+from core.turns.service import ConsultationService
 
 API_PERSON_PREFIX = "api:"
 

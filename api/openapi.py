@@ -39,7 +39,7 @@ from api.schemas import (
     StreamText,
 )
 from api.stats import StatsResponse
-from core.stats import MAX_DAYS
+from core.domain.stats import MAX_DAYS
 from media.intake import Intake
 
 _REF = "#/components/schemas/{model}"

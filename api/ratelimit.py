@@ -1,5 +1,5 @@
 """Requests per client per minute: at most `per_minute` in any 60 seconds (the sliding
-window every "per minute" setting of the product means, `core.rate_window`).
+window every "per minute" setting of the product means, `core.primitives.rate_window`).
 
 Invariants: a refused request is not counted; memory holds only clients with a request in
 the last minute, and each check costs O(1) amortised.
@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Callable
 
-from core.rate_window import SlidingWindows
+from core.primitives.rate_window import SlidingWindows
 
 
 class RateLimiter:

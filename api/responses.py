@@ -14,9 +14,9 @@ from __future__ import annotations
 from api.key_claims import Hold
 from api.schemas import ChatResponse
 from api.turn import Message, Turn
-from core.attachments import TurnInput
-from core.outcomes import Reply
-from core.service import ConsultationService
+from core.domain.attachments import TurnInput
+from core.domain.outcomes import Reply
+from core.turns.service import ConsultationService
 
 
 def response(reply: Reply, read: TurnInput | None = None) -> dict[str, object]:

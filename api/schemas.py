@@ -34,13 +34,13 @@ from pydantic.alias_generators import to_camel
 
 from api.attachments import BASE64_PATTERN, MAX_ATTACHMENTS
 from api.errors import STATUS, ApiError
-from core.attachments import TurnInput
-from core.clarifying import Answer, ClarifyingRound
-from core.errors import AttachmentProblem, FollowUpReason
-from core.memory import Fact
-from core.models import Consultation, Message, ModelOptions, Status
-from core.outcomes import Notice, Reply
-from core.quotas import Limit
+from core.domain.attachments import TurnInput
+from core.domain.clarifying import Answer, ClarifyingRound
+from core.domain.consultation import Consultation, Message, ModelOptions, Status
+from core.domain.errors import AttachmentProblem, FollowUpReason
+from core.domain.facts import Fact
+from core.domain.outcomes import Notice, Reply
+from core.domain.quotas import Limit
 
 _CAMEL = ConfigDict(alias_generator=to_camel, validate_by_alias=True, serialize_by_alias=True)
 

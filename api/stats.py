@@ -1,9 +1,9 @@
-"""`GET /api/stats`: the operator's figures (`core.stats`) as JSON — today and the last 7
+"""`GET /api/stats`: the operator's figures (`core.domain.stats`) as JSON — today and the last 7
 UTC days, and with `?days=N` the last N days too.
 
 Invariants: `days` is read strictly (an integer 1–`MAX_DAYS` in plain digits, given at
 most once; anything else is VALIDATION_ERROR and nothing is read); the figures are the
-same the Telegram /stats shows (`core.figures.Figures.stats`), a handful of indexed reads
+same the Telegram /stats shows (`core.turns.figures.Figures.stats`), a handful of indexed reads
 per period; reading never changes anything.
 """
 
@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from api.errors import ApiError, json_response
-from core.service import ConsultationService
-from core.stats import MAX_DAYS, ROUNDS_TAIL, Stats
+from core.domain.stats import MAX_DAYS, ROUNDS_TAIL, Stats
+from core.turns.service import ConsultationService
 
 WEEK = 7
 _CAMEL = ConfigDict(

@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 
 from api.errors import ApiError
 from api.sse import EventStream
-from core.attachments import Image, TurnInput
-from core.clarifying import Answer
+from core.domain.attachments import Image, TurnInput
+from core.domain.clarifying import Answer
 
 T = TypeVar("T")
 Body = dict[str, Any]

@@ -36,7 +36,7 @@ from telegram import Update
 from telegram.ext import Application
 
 from api.errors import ApiError, store_unavailable
-from core.errors import StoreUnavailable
+from core.domain.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.logs import configure_logging, secrets_of
 from app.settings import Settings, load_settings
-from core.errors import ConfigError
+from core.domain.errors import ConfigError
 
 EXIT_CONFIG = 2
 COMMANDS = ("run", "api", "console")
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if command == "console":
-            from app.console import run_console
+            from terminal.repl import run_console
 
             return run(run_console(settings))
         tune_gc()

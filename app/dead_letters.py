@@ -13,7 +13,7 @@ import json
 import time
 
 from app.settings import Settings
-from core.errors import ConfigError
+from core.domain.errors import ConfigError
 from storage.postgres.coordination.dead_letters import DeadLetter, dead_letters, drop, replay
 from storage.postgres.coordination.schema import migrate
 from storage.postgres.pool import open_pool

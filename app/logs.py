@@ -29,7 +29,7 @@ from urllib.parse import quote, urlsplit
 from pydantic import SecretStr
 
 from app.settings import Settings
-from core.errors import ConfigError
+from core.domain.errors import ConfigError
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 6

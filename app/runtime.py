@@ -1,6 +1,6 @@
 """The composition root: what a running process needs, opened and closed in one place.
 
-Settings → store (from `app.stores`), model clients by name (`app.models`), prompts,
+Settings → store (from `app.stores`), model clients by name (`app.model_clients`), prompts,
 metrics, the consultation service and its periodic jobs, and the intake that reads
 attachments (`media.intake`; voice only with TRANSCRIPTION_MODEL). The Telegram bot, the
 HTTP API, the console and the quality evaluator all open a `Runtime`, so all of them run
@@ -37,16 +37,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from app.models import ModelClients
+from app.model_clients import ModelClients
 from app.settings import Settings
 from app.startup import StartupError
 from app.stores import open_store
-from core.keyed_lock import KeyedLock
-from core.llm import ModelEndpoint, OpenAICompleter
-from core.ports import ChatLocks
-from core.prompts import PromptLibrary
-from core.service import ConsultationService
-from core.usage import Accounting
+from core.domain.ports import ChatLocks
+from core.domain.usage import Accounting
+from core.llm.llm import ModelEndpoint, OpenAICompleter
+from core.primitives.keyed_lock import KeyedLock
+from core.prompting.prompts import PromptLibrary
+from core.turns.service import ConsultationService
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
 from media.transcription import OpenAITranscriber

@@ -14,7 +14,7 @@ from app.console_web import console_mounts
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import cannot_listen, stop_on_signals
-from bot.document_labels import DOCUMENT_LANGUAGES
+from i18n.document_labels import DOCUMENT_LANGUAGES
 
 log = logging.getLogger(__name__)
 

@@ -28,14 +28,14 @@ from app.runtime import Runtime, check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import StartupError, cannot_listen, stop_on_signals
 from bot.app import INTERRUPTING_COMMANDS, UNORDERED_COMMANDS, build_application
-from bot.config import BotConfig
-from bot.document_labels import DOCUMENT_LANGUAGES
-from bot.given_up import give_up
-from bot.inbox import InboxWorker
-from bot.menus import set_command_menus
-from bot.polling import PollingLeader
-from bot.shared import IN_MEMORY, SharedState
-from bot.undelivered import StoredUndelivered
+from bot.commands.given_up import give_up
+from bot.transport.config import BotConfig
+from bot.transport.menus import set_command_menus
+from bot.transport.undelivered import StoredUndelivered
+from bot.updates.cluster_state import IN_MEMORY, SharedState
+from bot.updates.inbox import InboxWorker
+from bot.updates.polling import PollingLeader
+from i18n.document_labels import DOCUMENT_LANGUAGES
 
 if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on, PostgreSQL's
     # modules and asyncpg only with DATABASE_URL

@@ -22,13 +22,13 @@ from admin.config import MIN_ADMIN_TOKEN_CHARS, AdminConfig
 from api.config import ApiConfig, WebhookConfig
 from api.connection_slots import IPNetwork
 from api.exposure import is_loopback
-from bot.config import BotConfig
-from core.errors import ConfigError
-from core.llm import ModelEndpoint
-from core.memory import telegram_person
-from core.quotas import QuotaConfig
-from core.requests import EngineConfig
-from core.usage import Prices, parse_prices
+from bot.transport.config import BotConfig
+from core.domain.errors import ConfigError
+from core.domain.facts import telegram_person
+from core.domain.quotas import QuotaConfig
+from core.domain.usage import Prices, parse_prices
+from core.llm.llm import ModelEndpoint
+from core.prompting.requests import EngineConfig
 from media.config import IntakeConfig, ReaderConfig, TranscriptionEndpoint
 
 MAX_MODELS = 20
@@ -44,7 +44,7 @@ def _split_ids(value: Any) -> Any:
 
 IdList = Annotated[frozenset[int], NoDecode]
 PersonList = Annotated[frozenset[str], NoDecode]
-"""People as person keys (`core.memory`): Telegram ids become `tg:<id>`; `api:<userId>`
+"""People as person keys (`core.domain.facts`): Telegram ids become `tg:<id>`; `api:<userId>`
 names an HTTP API user as its requests' `userId` does."""
 _TELEGRAM_ID = re.compile(r"-?[0-9]{1,19}")
 _API_PERSON = re.compile(r"api:[A-Za-z0-9_.:@-]{1,64}")
@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     max_answer_chars: int = Field(default=50_000, ge=1000)
     llm_vision: bool = False  # the model accepts images (photos go to it as image parts)
     # Clarifying rounds as structured replies (questions with tap-to-answer options):
-    # auto falls back to text for an endpoint that cannot (core.llm_format).
+    # auto falls back to text for an endpoint that cannot (core.domain.llm_format).
     llm_structured_questions: Literal["auto", "on", "off"] = "auto"
     final_brief: bool = True  # a final answer opens with what it took into account
     # Prices per million tokens by model, JSON: {"gpt-4o-mini": {"input": 0.15, "output": 0.6}}

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from app.settings import Settings
 from app.startup import StartupError
-from core.ports import ConsultationStore
+from core.domain.ports import ConsultationStore
 from storage.shared import DatabaseUnusable
 from storage.sqlite.store import SqliteStore
 
 if TYPE_CHECKING:  # a type only: a bot without the HTTP server never loads it
     from admin.ports import AdminStore
     from api.app import ApiStore
-    from bot.round_keyboards import KeyboardMessages
+    from bot.transport.round_keyboards import KeyboardMessages
 
     class Store(ConsultationStore, ApiStore, AdminStore, KeyboardMessages, Protocol):
         """The store as a whole process uses it: the engine's port, what the HTTP side

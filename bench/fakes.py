@@ -1,10 +1,10 @@
 """The test fakes as benchmark processes, with the few control endpoints the driver needs.
 
-`python -m bench.fakes telegram` serves `tests.fakes.bot_api.FakeBotApi` plus
+`python -m bench.fakes telegram` serves `fakes.bot_api.FakeBotApi` plus
 `GET /_bench/calls?since=I&wait=S`, a long poll that answers as soon as a call
 past index I is recorded (so the load driver reacts within a millisecond without
 spinning), and `POST /_bench/document?name=N` to store a file a message can carry.
-`python -m bench.fakes model` serves `tests.fakes.model_server.FakeModelServer`
+`python -m bench.fakes model` serves `fakes.model_server.FakeModelServer`
 plus `POST /_bench/mode` (latency, slow streaming, long answers) and `GET /_bench/requests`.
 
 Invariant: the first line a fake prints is `PORT <n>`, after it is listening on
@@ -25,9 +25,9 @@ from typing import Any
 
 from aiohttp import web
 
-from core.clarifying import SCHEMA_NAME
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import (
+from core.domain.clarifying import SCHEMA_NAME
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import (
     FakeModelServer,
     ScriptedReply,
     _last_user_content,
@@ -124,7 +124,7 @@ class BenchModel(FakeModelServer):
         """`long_chars` characters of Markdown prose in `long_piece`-character chunks, at once.
 
         Every line is numbered: an answer repeating one line would be a loop, which the
-        bot stops (`core.repetition`)."""
+        bot stops (`core.llm.repetition`)."""
         lines, size, n = [], 0, 0
         while size < self.long_chars:
             n += 1

@@ -21,7 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
-from core.models import ChatSettings, Consultation, Message, Role
+from core.domain.consultation import ChatSettings, Consultation, Message, Role
 from storage.sqlite.store import SqliteStore
 
 WORDS_PER_REQUEST = 40

@@ -20,7 +20,7 @@ import aiohttp
 from bench.driver import Driver, Round, message_text
 from bench.fakes import LONG_ANSWER_REQUEST
 from bench.procs import ROOT, Child, Processes
-from core.context import approx_tokens
+from core.prompting.context import approx_tokens
 
 TOKEN = "123456:BENCH-TOKEN"
 CONTENDERS = {

@@ -21,33 +21,33 @@ from telegram.ext import (
     filters,
 )
 
-from bot.access import RateLimiter
-from bot.buttons import Buttons
-from bot.commands import Commands
-from bot.config import BotConfig
-from bot.exports import Exports
-from bot.flood import ChatFloodControl
-from bot.forget import FORGET, Forgetting
-from bot.given_up import give_up
+from bot.commands.consultation import Commands
+from bot.commands.exports import Exports
+from bot.commands.forget import FORGET, Forgetting
+from bot.commands.given_up import give_up
+from bot.commands.history import SHOW, HistoryView
+from bot.commands.language_choice import CHOOSE_LANGUAGE, LanguageChoice
+from bot.commands.memory import DELETE_FACT, MemoryCommands
+from bot.commands.model_choice import CHOOSE_MODEL, ModelChoice
+from bot.commands.quota import QuotaCommand
+from bot.commands.round_presses import RoundPresses
+from bot.commands.stats import StatsCommand
+from bot.commands.turns import TurnRunner
+from bot.commands.usage import UsageCommand
 from bot.handlers import Handlers
-from bot.history import SHOW, HistoryView
-from bot.keyboards import ANSWER, ANSWER_NOW, EXPORT, FINAL_NOW, FOLLOW_UP, PICK, SEND
-from bot.language_choice import CHOOSE_LANGUAGE, LanguageChoice
-from bot.memory import DELETE_FACT, MemoryCommands
-from bot.menus import PersonalMenus
-from bot.models import CHOOSE_MODEL, ModelChoice
-from bot.ordering import PerChatUpdateProcessor
-from bot.outage import OutageNotices
-from bot.quota import QuotaCommand
-from bot.round_presses import RoundPresses
-from bot.say import Say
-from bot.shared import IN_MEMORY, SharedState
-from bot.stats import StatsCommand
-from bot.telegram_http import AiohttpRequest
-from bot.turns import TurnRunner
-from bot.usage import UsageCommand
-from core.outcomes import Reply
-from core.service import ConsultationService
+from bot.transport.config import BotConfig
+from bot.transport.flood import ChatFloodControl
+from bot.transport.keyboards import ANSWER, ANSWER_NOW, EXPORT, FINAL_NOW, FOLLOW_UP, PICK, SEND
+from bot.transport.menus import PersonalMenus
+from bot.transport.outage import OutageNotices
+from bot.transport.say import Say
+from bot.transport.telegram_http import AiohttpRequest
+from bot.updates.access import RateLimiter
+from bot.updates.buttons import Buttons
+from bot.updates.cluster_state import IN_MEMORY, SharedState
+from bot.updates.ordering import PerChatUpdateProcessor
+from core.domain.outcomes import Reply
+from core.turns.service import ConsultationService
 from media.intake import Intake
 
 POOL_SIZE = 1024

@@ -1,9 +1,9 @@
 """Telegram handlers: turn the update into an `Incoming`, check access, call the service.
 
 Handlers stay thin: Telegram specifics (addressing in groups, access, input limits,
-which reply is a follow-up: `bot.follow_ups`) are decided here; consultation rules live
+which reply is a follow-up: `bot.commands.follow_ups`) are decided here; consultation rules live
 in `core`. Every message for the bot and every command counts against its sender's
-message limit before any work, and a refusal goes through `bot.refusals` (in a group at
+message limit before any work, and a refusal goes through `bot.commands.refusals` (in a group at
 most one per person a minute). Every handler reads the update through one `Incoming`,
 built once by `incoming_of`. Edited messages are ignored on purpose: the original text
 is already part of the consultation and the model may have answered it, so re-answering
@@ -18,25 +18,25 @@ from typing import Any
 
 from telegram import Update
 
-from bot.access import RateLimiter, UserRateLimits, is_allowed
-from bot.chat import Context, Incoming, chat_key, incoming_of
-from bot.config import BotConfig
-from bot.delivery import Sender
-from bot.file_turns import FileTurns
-from bot.follow_ups import Aim, FollowUpTurns
-from bot.i18n import t
-from bot.memory import scope_of
-from bot.outage import OutageNotices, store_failed
-from bot.refusals import Refusals
-from bot.say import Say
-from bot.turns import TurnRunner
-from bot.usage import payer_of
-from core.blank import is_blank
-from core.errors import EmptyMessage, StoreUnavailable
-from core.memory import telegram_person
-from core.outcomes import Reply
-from core.ports import OnText
-from core.service import ConsultationService
+from bot.commands.file_turns import FileTurns
+from bot.commands.follow_ups import Aim, FollowUpTurns
+from bot.commands.memory import scope_of
+from bot.commands.refusals import Refusals
+from bot.commands.turns import TurnRunner
+from bot.commands.usage import payer_of
+from bot.transport.chat import Context, Incoming, chat_key, incoming_of
+from bot.transport.config import BotConfig
+from bot.transport.delivery import Sender
+from bot.transport.outage import OutageNotices, store_failed
+from bot.transport.say import Say
+from bot.updates.access import RateLimiter, UserRateLimits, is_allowed
+from core.domain.blank import is_blank
+from core.domain.errors import EmptyMessage, StoreUnavailable
+from core.domain.facts import telegram_person
+from core.domain.outcomes import Reply
+from core.domain.ports import OnText
+from core.turns.service import ConsultationService
+from i18n.translate import t
 from media.intake import Intake
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 UpdateCallback = Callable[[Update, Context], Coroutine[Any, Any, None]]
 CommandCallback = Callable[[Incoming, Context], Awaitable[None]]
 Localize = Callable[[Incoming], Awaitable[Incoming]]
-"""An update in the language its sender chose (`bot.language_choice`)."""
+"""An update in the language its sender chose (`bot.commands.language_choice`)."""
 
 
 async def as_sent(incoming: Incoming) -> Incoming:
@@ -72,7 +72,7 @@ class Handlers:
         localize: Localize = as_sent,
         blocked: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
-        """`blocked` says whether an operator blocked a person (`core.blocks`); without it
+        """`blocked` says whether an operator blocked a person (`core.turns.blocks`); without it
         no one is."""
         self.localize = localize
         self._blocked = blocked
@@ -106,7 +106,7 @@ class Handlers:
         )
 
     async def allowed(self, incoming: Incoming) -> bool:
-        """On the allow-lists and not blocked by an operator (`core.blocks`: a cached
+        """On the allow-lists and not blocked by an operator (`core.turns.blocks`: a cached
         read, so a person's messages cost at most one read per few seconds)."""
         listed = is_allowed(
             user_id=incoming.user_id,
@@ -173,7 +173,7 @@ class Handlers:
         self, incoming: Incoming, context: Context, *, aim: Aim | None = None
     ) -> None:
         """The turn of `incoming.text` alone (a caption counts as text); with `aim`, the
-        follow-up it asks (`bot.follow_ups`)."""
+        follow-up it asks (`bot.commands.follow_ups`)."""
         text = incoming.text
         language = incoming.language
         if is_blank(text):
@@ -214,7 +214,7 @@ class Handlers:
         """The message if it is for the bot and allowed; None to ignore it.
 
         Refuses itself (not allowed, too fast), in a group at most once per person a
-        minute (`bot.refusals`).
+        minute (`bot.commands.refusals`).
         """
         incoming = incoming_of(
             update, context.bot.username, context.bot.id, max_image_bytes=self.max_image_bytes
@@ -245,8 +245,8 @@ class Handlers:
 
     async def on_error(self, update: object, context: Context) -> None:
         """Log the failure; tell the user something went wrong, never how. An outage is
-        told in a chat at most once a minute (`bot.outage`); a button press is told in
-        its popup (`bot.buttons`), never in the chat."""
+        told in a chat at most once a minute (`bot.transport.outage`); a button press is told in
+        its popup (`bot.updates.buttons`), never in the chat."""
         unavailable = isinstance(context.error, StoreUnavailable)
         if unavailable:  # the disk or the database, not a bug: the same command works later
             log.warning("store unavailable while handling an update: %s", context.error)

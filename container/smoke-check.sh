@@ -50,8 +50,8 @@ test ! -e /opt/venv/lib/tests
 
 step "the interface catalogs and the console's templates are installed"
 python3 - <<'PY'
-from bot.i18n import t
-from bot.languages import LANGUAGES
+from i18n.translate import t
+from i18n.languages import LANGUAGES
 english = t("en", "answer_button")
 missing = [code for code in LANGUAGES if code != "en" and t(code, "answer_button") == english]
 assert not missing, f"catalogs not installed for {missing}"

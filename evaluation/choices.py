@@ -8,7 +8,7 @@ as its look-alike, с е). Invariant: a line is taken as a choice only when it n
 question and an option the round has (and any text after the label is that option's, in
 full or cut short); every other line stays in the typed text sent with the choices, so a
 message that cannot be read as choices reaches the bot as typed, never lost. A later
-choice for a question replaces an earlier one, as in `core.clarifying.answers_text`.
+choice for a question replaces an earlier one, as in `core.domain.clarifying.answers_text`.
 Pure: no I/O.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.clarifying import OPTION_LETTERS, Answer, ClarifyingRound
+from core.domain.clarifying import OPTION_LETTERS, Answer, ClarifyingRound
 
 _CYRILLIC = {"а": "a", "б": "b", "в": "c", "г": "d", "д": "e", "с": "c", "е": "e"}
 _LABEL = re.compile(

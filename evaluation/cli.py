@@ -23,8 +23,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from app.cli import EXIT_CONFIG
 from app.logs import configure_logging, secrets_of
 from app.settings import Settings, load_settings
-from core.errors import ConfigError
-from core.prompts import PromptError, PromptLibrary
+from core.domain.errors import ConfigError
+from core.prompting.prompts import PromptError, PromptLibrary
 from evaluation.evaluate import Plan, evaluate
 from evaluation.report_html import write_html
 from evaluation.report_json import write_json

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from app.runtime import open_runtime
 from app.settings import Settings
-from core.llm import ModelEndpoint
+from core.llm.llm import ModelEndpoint
 from evaluation.judge import JudgeModel, judge_answer
 from evaluation.pairwise import judge_pair, order_rng
 from evaluation.results import Pairwise, Report, RunResult

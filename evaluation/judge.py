@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from core.errors import ModelError
-from core.language import LANGUAGE_NAMES
-from core.ports import Completer, CompletionRequest
+from core.domain.errors import ModelError
+from core.domain.ports import Completer, CompletionRequest
+from core.prompting.language import LANGUAGE_NAMES
 from evaluation.judge_json import parse_judgement
 from evaluation.results import Judgement
 from evaluation.scenarios import Scenario

@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from core.clarifying import option_label
+from core.domain.clarifying import option_label
 from evaluation.report_chart import score_chart
 from evaluation.report_table import (
     NONE,

@@ -19,12 +19,12 @@ import re
 import time
 from dataclasses import dataclass
 
-from core.clarifying import ClarifyingRound
-from core.final_now import request_text
-from core.outcomes import Reply
-from core.prompts import PromptLibrary
-from core.round_answers import RoundRef
-from core.service import ConsultationService
+from core.domain.clarifying import ClarifyingRound
+from core.domain.outcomes import Reply
+from core.prompting.final_now import request_text
+from core.prompting.prompts import PromptLibrary
+from core.turns.round_answers import RoundRef
+from core.turns.service import ConsultationService
 from evaluation.choices import read_choices
 from evaluation.results import AskedQuestion, Pick, RunResult, Turn
 from evaluation.scenarios import Scenario

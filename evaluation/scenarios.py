@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
-from core.prompts import PromptLibrary
+from core.prompting.prompts import PromptLibrary
 
 DEFAULT_SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
 LANGUAGES = ("en", "ru")

@@ -16,8 +16,8 @@ from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from app.settings import Settings
-from core.errors import ConfigError
-from core.llm import ModelEndpoint
+from core.domain.errors import ConfigError
+from core.llm.llm import ModelEndpoint
 
 PREFIX = "EVAL_"
 

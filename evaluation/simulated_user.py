@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.clarifying import option_lines
-from core.language import LANGUAGE_NAMES
-from core.ports import Completer, CompletionRequest
+from core.domain.clarifying import option_lines
+from core.domain.ports import Completer, CompletionRequest
+from core.prompting.language import LANGUAGE_NAMES
 from evaluation.results import Turn
 from evaluation.scenarios import PERSONA_TYPES, Scenario, Speaker
 from evaluation.templates import render

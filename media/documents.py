@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from core.errors import AttachmentProblem, AttachmentRefused
+from core.domain.errors import AttachmentProblem, AttachmentRefused
 from media.kinds import DOCX_MIME, PDF_MIME, mime_type
 from media.sniff import looks_like_text, sniff
 from media.text import decode_text

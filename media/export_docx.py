@@ -1,6 +1,6 @@
 """A consultation's transcript as a DOCX document.
 
-Invariants: the document holds the transcript's parts in the order `core.transcript`
+Invariants: the document holds the transcript's parts in the order `core.turns.transcript`
 gives them, under the transcript's labels; every text is read as Markdown by pyromark
 (the parser the bot renders with), so headings, paragraphs with bold and italic, bullet
 and numbered lists, tables and code blocks (monospace) come out as Word's own structures,
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyromark
 
-from core.transcript import Transcript, quoted, round_markdown
+from core.turns.transcript import Transcript, quoted, round_markdown
 
 if TYPE_CHECKING:
     from docx.document import Document

@@ -16,9 +16,9 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import PurePath
 
-from core.attachments import Attachment, DocumentText, Image, Transcription, TurnInput
-from core.errors import AttachmentProblem, AttachmentRefused
-from core.ports import Transcriber
+from core.domain.attachments import Attachment, DocumentText, Image, Transcription, TurnInput
+from core.domain.errors import AttachmentProblem, AttachmentRefused
+from core.domain.ports import Transcriber
 from media import kinds
 from media.config import IntakeConfig
 from media.documents import SUPPORTED_DOCUMENTS

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from core.attachments import Attachment
+from core.domain.attachments import Attachment
 from media.sniff import AUDIO_FORMATS, IMAGE_MIMES, looks_like_text, sniff
 
 VOICE = "voice"

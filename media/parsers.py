@@ -18,7 +18,7 @@ import zipfile
 import pypdf
 from lxml import etree
 
-from core.errors import AttachmentProblem, AttachmentRefused
+from core.domain.errors import AttachmentProblem, AttachmentRefused
 from media.documents import Extracted, document_format, read_text, with_text
 from media.docx_text import docx_body_text
 from media.sniff import DOCX_MAIN_PART

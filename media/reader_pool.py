@@ -31,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from core.errors import AttachmentProblem, AttachmentRefused
+from core.domain.errors import AttachmentProblem, AttachmentRefused
 from media.config import ReaderConfig
 from media.documents import Extracted, document_format, read_text
 from media.frames import LENGTH, MAX_HEADER_BYTES, frame

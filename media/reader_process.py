@@ -24,7 +24,7 @@ import signal
 import sys
 from typing import Any
 
-from core.errors import AttachmentProblem, AttachmentRefused
+from core.domain.errors import AttachmentProblem, AttachmentRefused
 from media.frames import MAX_HEADER_BYTES, frame, read_frame
 from media.parent_death import die_with_parent
 from media.parsers import read_document

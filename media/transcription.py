@@ -17,9 +17,9 @@ from openai import AsyncOpenAI, omit
 from openai.types.audio.transcription import Transcription as TranscriptionResult
 from openai.types.audio.transcription import UsageDuration, UsageTokens
 
-from core.attachments import Transcription
-from core.errors import AttachmentProblem, AttachmentRefused
-from core.models import Usage
+from core.domain.attachments import Transcription
+from core.domain.consultation import Usage
+from core.domain.errors import AttachmentProblem, AttachmentRefused
 from media.config import TranscriptionEndpoint
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def iso_639_1(language: str | None) -> str | None:
 
 
 class OpenAITranscriber:
-    """`core.ports.Transcriber` backed by `openai.AsyncOpenAI` (one connection pool)."""
+    """`core.domain.ports.Transcriber` backed by `openai.AsyncOpenAI` (one connection pool)."""
 
     def __init__(self, endpoint: TranscriptionEndpoint, *, client: AsyncOpenAI | None = None):
         self.model = endpoint.model

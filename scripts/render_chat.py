@@ -4,7 +4,7 @@
 
 The real bot (the python-telegram-bot Application, the consultation engine, a throwaway
 SQLite file) talks to the fake Bot API and the fake OpenAI-compatible model server of
-tests/fakes, the same harness as the bot's tests; only the model's replies are scripted
+fakes, the same harness as the bot's tests; only the model's replies are scripted
 (below). The user's message and button presses go in as Telegram updates. At two moments
 the script copies the chat as the fake Bot API holds it (every message's current text,
 entities and inline keyboard, edits included), lays it out as Telegram-like bubbles in HTML
@@ -37,9 +37,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the fakes live in tests/, which is not installed
 
+from fakes.bot_api import FakeBotApi  # noqa: E402
+from fakes.model_server import FakeModelServer  # noqa: E402
 from tests.bot_harness import RunningBot, sent, started_bot, wait_sent  # noqa: E402
-from tests.fakes.bot_api import FakeBotApi  # noqa: E402
-from tests.fakes.model_server import FakeModelServer  # noqa: E402
 
 CHAT = 7001
 USER_NAME = "Alice"

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import load_settings
-from core.errors import ConfigError, ConsultationError, TurnDidNotHappen
+from core.domain.errors import ConfigError, ConsultationError, TurnDidNotHappen
 
 DEFAULT_MESSAGES = [
     "I want to start running. Can you make me a plan?",

@@ -42,11 +42,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from core.clarifying import ClarifyingRound, Picks
-from core.errors import StoreUnavailable
-from core.listing import ListedConsultation
-from core.memory import facts_from_value, facts_value
-from core.models import (
+from core.domain.clarifying import ClarifyingRound, Picks
+from core.domain.consultation import (
     Consultation,
     ConsultationSummary,
     Message,
@@ -55,6 +52,9 @@ from core.models import (
     Status,
     Usage,
 )
+from core.domain.errors import StoreUnavailable
+from core.domain.facts import facts_from_value, facts_value
+from core.domain.listing import ListedConsultation
 
 
 class DatabaseUnusable(StoreUnavailable):

@@ -23,11 +23,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
-from core.errors import ModelError
-from core.outcomes import Reply
-from core.ports import Completer, Completion, CompletionRequest, OnDelta
-from core.quotas import Limit
-from core.usage import Charge
+from core.domain.errors import ModelError
+from core.domain.outcomes import Reply
+from core.domain.ports import Completer, Completion, CompletionRequest, OnDelta
+from core.domain.quotas import Limit
+from core.domain.usage import Charge
 from telemetry.loopwatch import LAG_BUCKETS
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ class Metrics:
         self.labelled(self.charged_cost, model, kind).inc(charge.cost)
 
     def record_quota_refusal(self, limit: Limit) -> None:
-        """Count a turn a quota refused (`core.quotas.Limit`: a fixed set of labels)."""
+        """Count a turn a quota refused (`core.domain.quotas.Limit`: a fixed set of labels)."""
         self.labelled(self.quota_refusals, limit.value).inc()
 
     def record_given_up(self, reason: str) -> None:
@@ -177,7 +177,7 @@ class Metrics:
 
 
 class MeteredCompleter:
-    """A `core.ports.Completer` that measures the one it wraps: latency, errors, tokens."""
+    """A `core.domain.ports.Completer` that measures the one it wraps: latency, errors, tokens."""
 
     def __init__(self, inner: Completer, metrics: Metrics) -> None:
         self._inner = inner

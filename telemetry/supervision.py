@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from core.errors import StoreUnavailable
+from core.domain.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

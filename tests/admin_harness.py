@@ -23,10 +23,10 @@ from api.app import build_web_app
 from app.console_web import console_mounts
 from app.runtime import open_runtime
 from app.settings import Settings, load_settings
-from bot.document_labels import DOCUMENT_LANGUAGES
-from core.clarifying import ClarifyingRound, Question
-from core.models import Consultation, Message, Role, Status, Usage
-from core.service import ConsultationService
+from core.domain.clarifying import ClarifyingRound, Question
+from core.domain.consultation import Consultation, Message, Role, Status, Usage
+from core.turns.service import ConsultationService
+from i18n.document_labels import DOCUMENT_LANGUAGES
 from tests.api_harness import ApiTestServer
 from tests.store_contract import StoreKind
 

@@ -24,9 +24,9 @@ from api.server import ApiRunner, ReadTimeouts, read_timeouts
 from api.webhook import TelegramApp
 from app.runtime import BOT_MODEL, open_runtime
 from app.settings import Settings, load_settings
-from bot.document_labels import DOCUMENT_LANGUAGES
-from core.deadline import DeadlineCompleter
-from core.service import ConsultationService
+from core.llm.deadline import DeadlineCompleter
+from core.turns.service import ConsultationService
+from i18n.document_labels import DOCUMENT_LANGUAGES
 from telemetry.metrics import MeteredCompleter, Metrics
 from telemetry.supervision import LoopRegistry
 

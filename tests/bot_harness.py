@@ -27,10 +27,10 @@ from telegram.ext import Application
 from app.runtime import Runtime, open_runtime
 from app.settings import Settings, load_settings
 from bot.app import build_application
-from bot.config import BotConfig
-from bot.shared import IN_MEMORY, SharedState
-from tests.fakes.bot_api import TOKEN, Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
+from bot.transport.config import BotConfig
+from bot.updates.cluster_state import IN_MEMORY, SharedState
+from fakes.bot_api import TOKEN, Call, FakeBotApi
+from fakes.model_server import FakeModelServer
 
 # -- starting a bot ------------------------------------------------------------------------
 

@@ -31,9 +31,9 @@ import aiohttp
 import asyncpg
 from aiohttp import web
 
-from tests.fakes.bot_api import TOKEN, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
-from tests.fakes.serving import LocalServer
+from fakes.bot_api import TOKEN, FakeBotApi
+from fakes.model_server import FakeModelServer
+from fakes.serving import LocalServer
 from tests.test_entrypoint import BotProcess, fakes_env
 
 SECRET = "cluster-webhook-secret"

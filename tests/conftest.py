@@ -1,4 +1,4 @@
-"""Shared fixtures: the fakes under tests/fakes are plugged in as pytest plugins; `bot` is a
+"""Shared fixtures: the fakes under fakes are plugged in as pytest plugins; `bot` is a
 bot with default settings on a fresh SQLite file (see tests/bot_harness.py); `api` the
 HTTP API as production wires it (see tests/api_harness.py), with the settings a test's
 `api_settings` marker gives; `store`, `completer`, `service` and `engine` the consultation
@@ -23,18 +23,18 @@ import pytest
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 if TYPE_CHECKING:
-    from core.llm import OpenAICompleter
-    from core.service import ConsultationService
+    from core.llm.llm import OpenAICompleter
+    from core.turns.service import ConsultationService
+    from fakes.bot_api import FakeBotApi
+    from fakes.model_server import FakeModelServer
     from storage.sqlite.store import SqliteStore
     from tests.api_harness import RunningApi
     from tests.bot_harness import RunningBot
-    from tests.fakes.bot_api import FakeBotApi
-    from tests.fakes.model_server import FakeModelServer
     from tests.service_harness import Clock, Engine
 
 pytest_plugins = [
-    "tests.fakes.model_server",
-    "tests.fakes.bot_api",
+    "fakes.model_server",
+    "fakes.bot_api",
     "tests.store_contract",
     "tests.postgres_report",
 ]
@@ -112,7 +112,7 @@ async def store(db_path: Path) -> AsyncIterator[SqliteStore]:
 async def completer(model_server: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
     """The production model client on the fake model server; no SDK retries, so one
     scripted error is one failure."""
-    from core.llm import OpenAICompleter
+    from core.llm.llm import OpenAICompleter
 
     client = OpenAICompleter(
         api_key="test-key", base_url=model_server.base_url, timeout=30, max_retries=0

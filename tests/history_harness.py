@@ -8,8 +8,8 @@ from typing import Any
 
 from docx import Document as open_document
 
+from fakes.bot_api import Call, Upload
 from tests.bot_harness import RunningBot, ask_private, sent
-from tests.fakes.bot_api import Call, Upload
 
 FINAL_MARKDOWN = """## Итог
 

@@ -21,9 +21,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from bot.access import RateLimiter, UserRateLimits
-from bot.flood import FloodWaits, MemoryFloodWaits
-from bot.undelivered import MemoryUndelivered, StoredUndelivered, UndeliveredReplies
+from bot.transport.flood import FloodWaits, MemoryFloodWaits
+from bot.transport.undelivered import MemoryUndelivered, StoredUndelivered, UndeliveredReplies
+from bot.updates.access import RateLimiter, UserRateLimits
 from storage.postgres.coordination.flood_waits import PostgresFloodWaits
 from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.rate_limits import RATE_TABLES, PostgresRateLimits, RateTable

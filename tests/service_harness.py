@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from core.keyed_lock import KeyedLock
-from core.ports import Completer, ConsultationStore
-from core.prompts import PromptLibrary
-from core.quotas import Limit, QuotaConfig
-from core.requests import EngineConfig
-from core.service import ConsultationService
-from core.usage import Accounting
+from core.domain.ports import Completer, ConsultationStore
+from core.domain.quotas import Limit, QuotaConfig
+from core.domain.usage import Accounting
+from core.primitives.keyed_lock import KeyedLock
+from core.prompting.prompts import PromptLibrary
+from core.prompting.requests import EngineConfig
+from core.turns.service import ConsultationService
 
 MODEL = "test-model"
 

@@ -28,7 +28,7 @@ import aiosqlite
 import asyncpg
 import pytest
 
-from core.models import Consultation, Message, Role
+from core.domain.consultation import Consultation, Message, Role
 from storage.postgres.store import PostgresStore
 from storage.sqlite.store import SqliteStore
 from tests.postgres import connect_or_skip, database_url_for_tests, with_search_path

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.admin_harness import Console, console_settings, running_console
 from tests.bot_harness import ask_private, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.store_contract import StoreKind
 
 NOT_ALLOWED = "Sorry, this bot is not available here."

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from core.models import Status, Usage
-from core.usage import CallKind, Charge, day_of
+from core.domain.consultation import Status, Usage
+from core.domain.usage import CallKind, Charge, day_of
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.admin_harness import TOKEN, Console, console_settings, consultation, running_console
 from tests.bot_harness import ask_private, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.store_contract import STORE_KINDS
 
 if TYPE_CHECKING:

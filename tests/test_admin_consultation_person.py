@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from core.listing import ConsultationQuery
-from core.memory import ANONYMOUS_ADMIN_ID
+from core.domain.facts import ANONYMOUS_ADMIN_ID
+from core.domain.listing import ConsultationQuery
+from fakes.model_server import FakeModelServer
 from tests.admin_harness import Console, console_settings, consultation, running_console
 from tests.bot_harness import (
     ALICE,
@@ -25,7 +26,6 @@ from tests.bot_harness import (
     mention,
     post_in_group,
 )
-from tests.fakes.model_server import FakeModelServer
 from tests.store_contract import STORE_KINDS, StoreKind
 from tests.test_console import console as terminal
 

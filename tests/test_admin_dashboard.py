@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from admin.charts import HEIGHT, WIDTH, chart
-from core.models import Message, Role, Status, Usage
-from core.stats import period_of
-from core.usage import CallKind, Charge
+from core.domain.consultation import Message, Role, Status, Usage
+from core.domain.stats import period_of
+from core.domain.usage import CallKind, Charge
 from tests.admin_harness import Console, console_settings, running_console
 from tests.store_contract import StoreKind, make
 

@@ -15,9 +15,9 @@ from admin.config import SESSION_COOKIE
 from admin.evaluations import report_path
 from admin.security import CSP
 from app.settings import load_settings
-from core.audit import AuditEntry
-from core.errors import ConfigError
-from core.models import Status
+from core.domain.audit import AuditEntry
+from core.domain.consultation import Status
+from core.domain.errors import ConfigError
 from evaluation.report_json import write_json
 from evaluation.results import Judgement, Report, RunResult
 from tests.admin_harness import (

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from core.memory import telegram_person
-from core.models import Usage
-from core.people import PeopleQuery
-from core.quotas import MAX_OVERRIDE_TOKENS, QuotaOverride
-from core.usage import CallKind, Charge, day_of, month_start
+from core.domain.consultation import Usage
+from core.domain.facts import telegram_person
+from core.domain.people import PeopleQuery
+from core.domain.quotas import MAX_OVERRIDE_TOKENS, QuotaOverride
+from core.domain.usage import CallKind, Charge, day_of, month_start
+from fakes.model_server import FakeModelServer
 from tests.admin_harness import Console, console_settings, consultation, running_console
-from tests.fakes.model_server import FakeModelServer
 from tests.store_contract import STORE_KINDS, StoreKind
 
 HOSTILE_FACT = "<script>alert('fact')</script> likes \u202eevil"

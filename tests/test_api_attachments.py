@@ -22,13 +22,13 @@ from openai._streaming import SSEDecoder
 from PIL import Image as PILImage
 
 from api import attachments as api_attachments
-from core.usage import ScopeKind, day_of
-from tests.api_harness import RunningApi, api_settings, running_api
-from tests.fakes.model_server import FakeModelServer, image_parts, text_of
-from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
+from core.domain.usage import ScopeKind, day_of
+from fakes.model_server import FakeModelServer, image_parts, text_of
+from fakes.transcription_server import (  # noqa: F401 - a fixture
     FakeTranscriptionServer,
     transcription_server,
 )
+from tests.api_harness import RunningApi, api_settings, running_api
 from tests.hostile_documents import DOCX_MIME, costly_pages_pdf, million_cell_docx
 
 

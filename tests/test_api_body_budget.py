@@ -15,8 +15,8 @@ import sqlite3
 
 import pytest
 
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 DOCUMENT_BYTES = 100_000
 BUDGET = 300_000  # two of the bodies below at once, not three

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from api.attachments import chat_body_limit
-from core.models import Role
+from core.domain.consultation import Role
+from fakes.model_server import FakeModelServer
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
 from tests.api_harness import RunningApi, api_settings, running_api
-from tests.fakes.model_server import FakeModelServer
 
 REQUEST = 'Помоги подобрать веса для "хаммер" и бабочки — сколько повторений?'
 

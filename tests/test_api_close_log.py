@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi, running_api
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.test_api_read_timeouts import connect
 from tests.test_api_webhook import settings_for, telegram_app
 

@@ -10,13 +10,13 @@ import logging
 
 import pytest
 
-from core.keyed_lock import KeyedLock
-from core.llm import OpenAICompleter
-from core.prompts import PromptLibrary
-from core.requests import EngineConfig
-from core.service import ConsultationService
+from core.llm.llm import OpenAICompleter
+from core.primitives.keyed_lock import KeyedLock
+from core.prompting.prompts import PromptLibrary
+from core.prompting.requests import EngineConfig
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 
 async def test_a_round_answered_by_another_worker_is_409_conflict(

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 from tests.test_api_read_timeouts import read_response
 
 ATTACKER = "127.0.0.2"

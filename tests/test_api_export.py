@@ -11,10 +11,10 @@ import docx
 import pytest
 from jsonschema import Draft202012Validator
 
-from bot.i18n import FSI, PDI
-from bot.languages import LANGUAGES
+from fakes.model_server import FakeModelServer
+from i18n.languages import LANGUAGES
+from i18n.translate import FSI, PDI
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 from tests.test_transcript import style_of
 
 pytestmark = pytest.mark.api_settings(max_rounds_limit=10)

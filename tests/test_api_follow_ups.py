@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from openai._streaming import SSEDecoder
 
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 pytestmark = pytest.mark.api_settings(followup_limit=2)
 

@@ -10,9 +10,9 @@ import time
 import uuid
 from typing import Any
 
-from core.models import Consultation, Message, Role
+from core.domain.consultation import Consultation, Message, Role
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 
 async def post(api: RunningApi, body: Any, key: str | None = None) -> Any:

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from openai._streaming import SSEDecoder
 
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 TOKEN = "hardening-token"
 

@@ -17,9 +17,9 @@ from aiohttp import ClientResponse
 from openai._streaming import ServerSentEvent, SSEDecoder
 
 from api import key_claims
-from core.models import Role
+from core.domain.consultation import Role
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 KEY = "3f2c9a6e-5b1d-4c1e-9f7a-0d4b8e2a6c11"
 

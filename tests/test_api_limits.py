@@ -16,12 +16,12 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from api.app import build_web_app
 from app.runtime import open_runtime
-from bot.document_labels import DOCUMENT_LANGUAGES
-from core.keyed_lock import KeyedLock
-from core.models import Role
+from core.domain.consultation import Role
+from core.primitives.keyed_lock import KeyedLock
+from fakes.bot_api import TOKEN as BOT_TOKEN
+from fakes.model_server import FakeModelServer
+from i18n.document_labels import DOCUMENT_LANGUAGES
 from tests.api_harness import RunningApi, api_settings, running_api
-from tests.fakes.bot_api import TOKEN as BOT_TOKEN
-from tests.fakes.model_server import FakeModelServer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from fakes.model_server import FakeModelServer, text_of
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer, text_of
 from tests.waiting import until
 
 pytestmark = pytest.mark.api_settings(memory_enabled=True)

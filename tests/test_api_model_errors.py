@@ -16,10 +16,10 @@ from api.app import start_web_server
 from api.chat import did_not_happen
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
-from bot.document_labels import DOCUMENT_LANGUAGES
-from core.errors import ModelError, ModelErrorKind
+from core.domain.errors import ModelError, ModelErrorKind
+from fakes.model_server import CONTEXT_ERRORS, FakeModelServer
+from i18n.document_labels import DOCUMENT_LANGUAGES
 from tests.api_harness import RunningApi, api_settings
-from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
 
 
 async def chat(api: RunningApi, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator, ValidationError
 
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 TOKEN = "s3cr3t-token"
 

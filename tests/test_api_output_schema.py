@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 SCHEMA = {
     "type": "object",

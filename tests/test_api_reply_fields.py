@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 SEED_FIELDS = {"content", "model", "isComplete", "round", "maxRounds", "sessionId"}
 ALWAYS_FIELDS = SEED_FIELDS | {"questions", "readyForFinal"}

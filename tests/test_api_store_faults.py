@@ -3,9 +3,9 @@ STORE_UNAVAILABLE (never an internal error)."""
 
 from __future__ import annotations
 
-from core.models import Message, Role
+from core.domain.consultation import Message, Role
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 from tests.store_contract import make
 from tests.test_store_faults import fill_disk
 

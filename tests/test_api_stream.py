@@ -10,8 +10,8 @@ from aiohttp import ClientResponse
 from openai._streaming import ServerSentEvent, SSEDecoder
 
 from api.sse import format_event
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 
 async def events_of(response: ClientResponse) -> list[ServerSentEvent]:

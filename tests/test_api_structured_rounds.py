@@ -13,8 +13,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from openai._streaming import SSEDecoder
 
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
-from tests.fakes.model_server import FakeModelServer
 
 pytestmark = pytest.mark.api_settings(llm_structured_questions="auto")
 

@@ -20,11 +20,11 @@ from api.webhook import SECRET_HEADER, TelegramApp, UpdateSink
 from app.runtime import open_runtime
 from app.settings import Settings
 from bot.app import build_application
-from bot.document_labels import DOCUMENT_LANGUAGES
-from core.errors import StoreUnavailable
+from core.domain.errors import StoreUnavailable
+from fakes.bot_api import TOKEN, FakeBotApi
+from fakes.model_server import FakeModelServer
+from i18n.document_labels import DOCUMENT_LANGUAGES
 from tests.api_harness import ApiTestServer, api_settings, running_api
-from tests.fakes.bot_api import TOKEN, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 SECRET = "webhook-Secret_123"
 URL = "https://bot.example.com/telegram/webhook"

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from core.blank import is_blank
-from core.errors import EmptyMessage
-from core.service import ConsultationService
+from core.domain.blank import is_blank
+from core.domain.errors import EmptyMessage
+from core.turns.service import ConsultationService
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
 from tests.bot_harness import ask_private, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 INVISIBLE = [
     "\u200b",  # zero width space

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     ALICE,
     BOB,
@@ -24,8 +26,6 @@ from tests.bot_harness import (
     post_in_group,
     started_bot,
 )
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 
 async def pressed(bot: RunningBot, user: int, data: str, message_id: int) -> Call:
@@ -122,13 +122,13 @@ async def test_forged_button_data_is_answered_and_ignored(
         sent_before = len(group_texts(bot))
         before = await bot.runtime.service.status(f"tg:{GROUP}")
 
-        with caplog.at_level(logging.DEBUG, logger="bot.buttons"):
+        with caplog.at_level(logging.DEBUG, logger="bot.updates.buttons"):
             answer = await pressed(bot, CAROL, data, message_id)
 
         assert popup(answer) == ""
         assert len(group_texts(bot)) == sent_before
         after = await bot.runtime.service.status(f"tg:{GROUP}")
         assert (after.max_rounds, after.role) == (before.max_rounds, before.role)
-        ignored = [r for r in caplog.records if r.name == "bot.buttons"]
+        ignored = [r for r in caplog.records if r.name == "bot.updates.buttons"]
         assert [r.levelno for r in ignored] == [logging.DEBUG]
         assert len(ignored[0].getMessage()) < 300  # the data is cut in the log line

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import ask_private, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 USER = 4242
 

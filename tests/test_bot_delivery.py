@@ -16,12 +16,15 @@ from telegram.error import NetworkError, RetryAfter
 from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
-from bot.delivery import Sender, with_footer
-from bot.target import ChatUnavailable, Target
-from bot.turns import TurnRunner
-from bot.undelivered import StoredUndelivered
-from core.outcomes import Reply
-from core.ports import OnText
+from bot.commands.turns import TurnRunner
+from bot.transport.delivery import Sender, with_footer
+from bot.transport.target import ChatUnavailable, Target
+from bot.transport.undelivered import StoredUndelivered
+from core.domain.outcomes import Reply
+from core.domain.ports import OnText
+from fakes.bot_api import NOT_MODIFIED, TOKEN, FakeBotApi
+from fakes.bot_api_checks import utf16_len
+from fakes.model_server import FakeModelServer
 from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.undelivered import PostgresUndelivered
 from storage.postgres.store import PostgresStore
@@ -35,9 +38,6 @@ from tests.bot_harness import (
     started_bot,
     wait_sent,
 )
-from tests.fakes.bot_api import NOT_MODIFIED, TOKEN, FakeBotApi
-from tests.fakes.bot_api_checks import utf16_len
-from tests.fakes.model_server import FakeModelServer
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 USER = 701

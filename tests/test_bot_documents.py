@@ -12,6 +12,9 @@ import docx
 from fpdf import FPDF
 from pypdf import PdfWriter
 
+from fakes.bot_api import STREAM_CHUNK, FakeBotApi
+from fakes.bot_files import UNANNOUNCED
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     ALICE,
     BOB,
@@ -23,9 +26,6 @@ from tests.bot_harness import (
     post_in_group,
     started_bot,
 )
-from tests.fakes.bot_api import STREAM_CHUNK, FakeBotApi
-from tests.fakes.bot_files import UNANNOUNCED
-from tests.fakes.model_server import FakeModelServer
 
 USER = 702
 SUPPORTED = "text, Markdown, CSV, JSON, source code, PDF, DOCX"

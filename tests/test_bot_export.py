@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.i18n import FSI, PDI
-from bot.keyboards import EXPORT
+from bot.transport.keyboards import EXPORT
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from i18n.translate import FSI, PDI
 from tests.bot_harness import RunningBot, ask_private, buttons, press, sent, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.history_harness import (
     docx_text,
     finish,

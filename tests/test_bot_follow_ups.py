@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     ALICE,
     BOB,
@@ -21,8 +23,6 @@ from tests.bot_harness import (
     started_bot,
     system_prompt,
 )
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 USER = 601
 OTHER = 602

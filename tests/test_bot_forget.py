@@ -8,9 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.forget import CONFIRM_MINUTES
-from core.memory import MemoryPreferences
-from core.models import Status
+from bot.commands.forget import CONFIRM_MINUTES
+from core.domain.consultation import Status
+from core.domain.facts import MemoryPreferences
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     ALICE,
     BOB,
@@ -23,8 +25,6 @@ from tests.bot_harness import (
     system_prompt,
     wait_sent,
 )
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 USER = 5301
 

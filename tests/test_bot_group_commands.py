@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     ALICE,
     BOB,
@@ -25,8 +27,6 @@ from tests.bot_harness import (
     post_in_group,
     running_bot,
 )
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 
 async def test_configuration_commands_need_admin_or_starter(bot: RunningBot) -> None:

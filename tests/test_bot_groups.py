@@ -16,6 +16,8 @@ from typing import Protocol
 
 import pytest
 
+from fakes.bot_api import NOT_MODIFIED, Call, FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     ALICE,
     BOB,
@@ -31,8 +33,6 @@ from tests.bot_harness import (
     running_bot,
     started_bot,
 )
-from tests.fakes.bot_api import NOT_MODIFIED, Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 
 class StartBot(Protocol):

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.i18n import t
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from i18n.translate import t
 from tests import bot_harness as harness
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 USER = 973
 

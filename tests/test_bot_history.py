@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.buttons import MAX_DATA_BYTES
-from bot.history import SHOW
-from bot.keyboards import EXPORT, FOLLOW_UP
-from core.models import Consultation, Message, Role, Status
+from bot.commands.history import SHOW
+from bot.transport.keyboards import EXPORT, FOLLOW_UP
+from bot.updates.buttons import MAX_DATA_BYTES
+from core.domain.consultation import Consultation, Message, Role, Status
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import RunningBot, ask_private, buttons, sent, started_bot, wait_sent
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.history_harness import FINAL_MARKDOWN, finish, popup, pressed, wait_uploads
 
 USER = 801

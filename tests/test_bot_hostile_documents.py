@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import ask_private, conversation, sent, started_bot, wait_sent
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.hostile_documents import DOCX_MIME, costly_pages_pdf, million_cell_docx
 
 TOO_COSTLY = (

@@ -6,9 +6,9 @@ from typing import Any
 
 from telegram import Update
 
-from bot.chat import Incoming, incoming_of
-from bot.target import Target
-from tests.fakes.bot_updates import UpdateBuilder
+from bot.transport.chat import Incoming, incoming_of
+from bot.transport.target import Target
+from fakes.bot_updates import UpdateBuilder
 
 BOT_ID, USERNAME = 999, "consult_bot"
 GROUP, ALICE = -1001234, 11

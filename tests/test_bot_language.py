@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from bot.i18n import COMMANDS, t
-from bot.languages import LANGUAGES, NATIVE_NAMES, SOURCE, menu_code
-from bot.menus import set_command_menus
+from bot.transport.menus import set_command_menus
+from i18n.languages import LANGUAGES, NATIVE_NAMES, SOURCE, menu_code
+from i18n.translate import COMMANDS, t
 from tests.bot_harness import (
     ALICE,
     GROUP,

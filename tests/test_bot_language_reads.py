@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from bot.app import build_application
-from bot.i18n import t
-from core.llm import OpenAICompleter
-from core.service import ConsultationService
+from core.llm.llm import OpenAICompleter
+from core.turns.service import ConsultationService
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from i18n.translate import t
 from storage.sqlite.store import SqliteStore
 from tests.bot_harness import bot_settings, delivered
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import make_service
 
 USER = 733

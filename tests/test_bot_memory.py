@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from core.memory import MemoryPreferences
+from core.domain.facts import MemoryPreferences
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     ALICE,
     BOB,
@@ -29,8 +31,6 @@ from tests.bot_harness import (
     system_prompt,
     wait_sent,
 )
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.waiting import until
 
 USER = 501

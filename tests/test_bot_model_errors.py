@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.turns import model_error_text
-from core.errors import ModelError, ModelErrorKind
+from bot.commands.turns import model_error_text
+from core.domain.errors import ModelError, ModelErrorKind
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import CONTEXT_ERRORS, FakeModelServer
 from tests.bot_harness import ask_private, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
 
 USER = 601
 

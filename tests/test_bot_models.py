@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from bot.models import list_tag
+from bot.commands.model_choice import list_tag
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     ALICE,
     BOB,
@@ -29,8 +31,6 @@ from tests.bot_harness import (
     sent,
     started_bot,
 )
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 USER = 611
 MODELS = ("test-model", "sonar", "sonar-pro")

@@ -13,8 +13,11 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from bot.outage import OutageNotices
-from bot.shared import SharedState
+from bot.transport.outage import OutageNotices
+from bot.updates.cluster_state import SharedState
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from fakes.tcp_relay import TcpRelay
 from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.rate_limits import PostgresRateLimits
 from tests.bot_harness import (
@@ -32,9 +35,6 @@ from tests.bot_harness import (
     sent,
     started_bot,
 )
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
-from tests.fakes.tcp_relay import TcpRelay
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.test_store_faults import fill_disk, free_disk
 

@@ -15,10 +15,10 @@ import pytest
 from PIL import Image as PILImage
 from telegram import Message
 
-from bot.files import file_of
+from bot.transport.files import file_of
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer, image_parts
 from tests.bot_harness import RunningBot, ask_private, conversation, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer, image_parts
 
 USER = 703
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     RunningBot,
     ask_private,
@@ -17,8 +19,6 @@ from tests.bot_harness import (
     started_bot,
     wait_sent,
 )
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 USER = 501
 STRANGER = 502

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests import bot_harness as harness
 from tests.bot_harness import RunningBot
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 USER = 971
 

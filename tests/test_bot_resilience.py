@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.models import Role
+from core.domain.consultation import Role
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     RunningBot,
     ask_private,
@@ -20,8 +22,6 @@ from tests.bot_harness import (
     started_bot,
     system_prompt,
 )
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 USER = 801
 OTHER = 802

@@ -10,9 +10,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer, round_json
 from tests.bot_harness import RunningBot, sent, started_bot, wait_sent
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer, round_json
 
 USER = 5301
 ONE = round_json("Got it.", [("Budget?", ["Low", "High"])])

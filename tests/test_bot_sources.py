@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from fakes.bot_api import FakeBotApi
+from fakes.bot_api_checks import utf16_len
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import ask_private, button_kinds, sent, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.bot_api_checks import utf16_len
-from tests.fakes.model_server import FakeModelServer
 
 USER = 5151
 CITATIONS = [

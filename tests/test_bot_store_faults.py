@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import ask_private, conversation, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.test_entrypoint import clean_env
 from tests.test_store_faults import fill_disk, free_disk
 
@@ -30,7 +30,8 @@ async def test_a_full_disk_is_explained_and_the_message_can_be_sent_again(
         # repeating one line is a loop, cut short).
         question = " ".join(f"Which laptop {n:03d} should I buy?" for n in range(125))
         [english] = await ask_private(bot, USER, question)
-        # One notice a minute per chat (bot.outage): the Russian speaker writes from their own.
+        # One notice a minute per chat (bot.transport.outage): the Russian speaker writes from
+        # their own.
         [russian] = await ask_private(bot, RUSSIAN, question, language_code="ru")
         assert "temporarily unavailable" in english and "try again" in english
         assert "временно недоступно" in russian

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from core.clarifying import SCHEMA_NAME
+from core.domain.clarifying import SCHEMA_NAME
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer, response_format_of
 from tests.bot_harness import RunningBot, sent, started_bot, wait_sent
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer, response_format_of
 
 USER = 5301
 

@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 from telegram import Update
 
-from bot.buttons import MAX_DATA_BYTES
-from bot.keyboards import Choice, choice_data, choice_of, round_keyboard, round_of
-from bot.undelivered import reply_from_dict, reply_to_dict
-from core.clarifying import MAX_OPTIONS, MAX_QUESTIONS, ClarifyingRound, Question
-from core.outcomes import Reply
-from core.round_answers import RoundRef
+from bot.transport.keyboards import Choice, choice_data, choice_of, round_keyboard, round_of
+from bot.transport.undelivered import reply_from_dict, reply_to_dict
+from bot.updates.buttons import MAX_DATA_BYTES
+from core.domain.clarifying import MAX_OPTIONS, MAX_QUESTIONS, ClarifyingRound, Question
+from core.domain.outcomes import Reply
+from core.turns.round_answers import RoundRef
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer, round_json
 from tests.bot_harness import (
     ALICE,
     BOB,
@@ -30,8 +32,6 @@ from tests.bot_harness import (
     started_bot,
     wait_sent,
 )
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer, round_json
 
 USER = 5101
 HEX = "0123456789abcdef" * 2

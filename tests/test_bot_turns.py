@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from telegram.ext import ExtBot
 
-from bot.target import Target
-from bot.turns import TurnRunner
-from core.errors import TurnSuperseded
-from core.outcomes import Reply
-from core.ports import OnText
-from tests.fakes.bot_api import TOKEN, FakeBotApi
+from bot.commands.turns import TurnRunner
+from bot.transport.target import Target
+from core.domain.errors import TurnSuperseded
+from core.domain.outcomes import Reply
+from core.domain.ports import OnText
+from fakes.bot_api import TOKEN, FakeBotApi
 
 CHAT = 1201
 
@@ -36,9 +36,9 @@ async def test_a_superseded_turn_says_nothing_more(
     async def superseded(on_text: OnText) -> Reply:
         raise TurnSuperseded("another worker answered round 1")
 
-    with caplog.at_level(logging.INFO, logger="bot.turns"):
+    with caplog.at_level(logging.INFO, logger="bot.commands.turns"):
         outcome = await runner.run(ext_bot, Target(CHAT), "en", superseded)
     assert outcome is None and seen == []
     assert bot_api.calls_of("sendMessage") == []
-    [record] = [r for r in caplog.records if r.name == "bot.turns"]
+    [record] = [r for r in caplog.records if r.name == "bot.commands.turns"]
     assert record.levelno == logging.INFO and str(CHAT) in record.getMessage()

@@ -14,21 +14,21 @@ from telegram.error import RetryAfter
 from telegram.ext import ExtBot
 
 from app.runtime import open_runtime
-from bot.access import RateLimiter, is_allowed
 from bot.app import build_application
-from bot.chat import chat_key, strip_mention
-from bot.config import BotConfig
-from bot.flood import ChatFloodControl
+from bot.commands.turns import TurnRunner
 from bot.handlers import Handlers
-from bot.say import Say
-from bot.shared import SharedState
-from bot.turns import TurnRunner
-from core.expiring import ExpiringDict
+from bot.transport.chat import chat_key, strip_mention
+from bot.transport.config import BotConfig
+from bot.transport.flood import ChatFloodControl
+from bot.transport.say import Say
+from bot.updates.access import RateLimiter, is_allowed
+from bot.updates.cluster_state import SharedState
+from core.primitives.expiring import ExpiringDict
+from fakes.bot_api import TOKEN, FakeBotApi
+from fakes.model_server import FakeModelServer
 from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.rate_limits import PostgresRateLimits
 from tests.bot_harness import bot_settings
-from tests.fakes.bot_api import TOKEN, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 

@@ -16,7 +16,13 @@ from typing import Any
 
 import pytest
 
-from bot.file_turns import excerpt
+from bot.commands.file_turns import excerpt
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from fakes.transcription_server import (  # noqa: F401 - a fixture
+    FakeTranscriptionServer,
+    transcription_server,
+)
 from tests.bot_harness import (
     ALICE,
     GROUP,
@@ -27,12 +33,6 @@ from tests.bot_harness import (
     group_said,
     mention,
     started_bot,
-)
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
-from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
-    FakeTranscriptionServer,
-    transcription_server,
 )
 from tests.postgres import postgres_url  # noqa: F401 - a fixture
 from tests.test_entrypoint import USER as PROCESS_USER

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from bot.i18n import translations_of
-from bot.languages import CATALOGS, SOURCE
-from bot.messages import MESSAGES, Plural
+from i18n.languages import CATALOGS, SOURCE
+from i18n.messages import MESSAGES, Plural
+from i18n.translate import translations_of
 
 FOLLOW_UP_AND_CLARIFYING = {
     "ar": ("متابعة", "توضيح"),

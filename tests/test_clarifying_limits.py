@@ -1,4 +1,4 @@
-"""A clarifying round as `core.clarifying.read_round` keeps it: exactly at its limits, and
+"""A clarifying round as `core.domain.clarifying.read_round` keeps it: exactly at its limits, and
 without the format characters a model may write (zero-width, bidi overrides)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import unicodedata
 
-from core.clarifying import (
+from core.domain.clarifying import (
     MAX_OPTION_CHARS,
     MAX_OPTIONS,
     MAX_QUESTIONS,

@@ -10,8 +10,8 @@ import aiosqlite
 import asyncpg
 import pytest
 
-from core.clarifying import Answer, ClarifyingRound, Picks, Question
-from core.models import Consultation, Message, Role, Status
+from core.domain.clarifying import Answer, ClarifyingRound, Picks, Question
+from core.domain.consultation import Consultation, Message, Role, Status
 from storage.postgres import schema as postgres_schema
 from storage.postgres.store import PostgresStore
 from storage.sqlite import schema as sqlite_schema

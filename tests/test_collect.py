@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from core.collect import CollectedAnswer, collect_answer
-from core.collect_stream import CAPPED, OPENER_LOOKAHEAD
-from core.json_answer import parse_json_answer, strip_fences
-from core.llm import OpenAICompleter
-from core.models import Usage
-from core.overlap import merge_with_overlap
-from core.ports import CompletionRequest
-from tests.fakes.model_server import FakeModelServer
+from core.domain.consultation import Usage
+from core.domain.json_answer import parse_json_answer, strip_fences
+from core.domain.ports import CompletionRequest
+from core.llm.collect import CollectedAnswer, collect_answer
+from core.llm.collect_stream import CAPPED, OPENER_LOOKAHEAD
+from core.llm.llm import OpenAICompleter
+from core.llm.overlap import merge_with_overlap
+from fakes.model_server import FakeModelServer
 
 CONTINUE = "Continue exactly where you stopped; do not repeat anything."
 HISTORY = [
@@ -274,7 +274,7 @@ async def test_failed_first_call_propagates(
     model_server: FakeModelServer, completer: OpenAICompleter
 ) -> None:
     """A model error before any text arrives is raised to the caller."""
-    from core.errors import ModelError
+    from core.domain.errors import ModelError
 
     model_server.enqueue("bad request", status=400)
 
@@ -554,7 +554,7 @@ async def test_the_continuation_request_quotes_the_end_of_the_answer(
     model_server: FakeModelServer, completer: OpenAICompleter
 ) -> None:
     """Each continuation prompt carries the last characters of the answer so far."""
-    from core.prompts import CONTINUATION_TAIL_CHARS, PromptLibrary
+    from core.prompting.prompts import CONTINUATION_TAIL_CHARS, PromptLibrary
 
     library = PromptLibrary()
     first = "".join(f"Step {i}: jog {i} minutes. " for i in range(60))

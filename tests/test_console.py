@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.console import STOPPED
-from tests.fakes.model_server import FakeModelServer
+from fakes.model_server import FakeModelServer
+from terminal.repl import STOPPED
 
 
 def console_env(tmp_path: Path, model: FakeModelServer) -> dict[str, str]:

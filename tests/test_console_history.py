@@ -8,7 +8,7 @@ from pathlib import Path
 
 from docx import Document as open_document
 
-from tests.fakes.model_server import FakeModelServer
+from fakes.model_server import FakeModelServer
 from tests.test_console import console
 
 FINAL = "## Plan\n\n- Rome in **May**\n- Florence\n\n| Day | City |\n|---|---|\n| 1 | Rome |\n"

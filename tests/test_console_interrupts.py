@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.console import STOPPED
-from app.console_interrupts import INTERRUPTED
-from tests.fakes.model_server import FakeModelServer
+from fakes.model_server import FakeModelServer
+from terminal.interrupts import INTERRUPTED
+from terminal.repl import STOPPED
 from tests.test_console import console_env
 
 LONG = "Here is a long answer that streams slowly, word by word. " * 20
@@ -95,7 +95,7 @@ async def test_a_warning_logged_during_a_reply_is_written_after_it(
     out = await finish(process, seen)
     assert "Which budget do you have in mind?\n[round 1 of 3]\n" in out, out
     warning = next(line for line in out.splitlines() if "structured replies" in line)
-    assert " WARNING core.llm_format: " in warning and warning[:4].isdigit(), out
+    assert " WARNING core.domain.llm_format: " in warning and warning[:4].isdigit(), out
     assert out.index(warning) > out.index("[round 1 of 3]"), out
 
 
@@ -103,7 +103,7 @@ def test_held_records_are_bounded_and_keep_their_order() -> None:
     """A flood of records during one reply holds at most MAX_HELD; the rest are one line."""
     import logging
 
-    from app.console_logs import MAX_HELD, HeldLogs
+    from terminal.logs import MAX_HELD, HeldLogs
 
     written: list[str] = []
 

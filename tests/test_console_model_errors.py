@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
+from fakes.model_server import CONTEXT_ERRORS, FakeModelServer
 
 
 async def console(

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from app import console_replies
-from app.console_replies import StreamPrinter
-from core.prompts import RoleInfo
-from core.role_choice import MAX_INSTRUCTION_CHARS, RoleChoice, role_choice
-from tests.fakes.model_server import FakeModelServer
+from core.prompting.prompts import RoleInfo
+from core.prompting.role_choice import MAX_INSTRUCTION_CHARS, RoleChoice, role_choice
+from fakes.model_server import FakeModelServer
+from terminal import replies as console_replies
+from terminal.replies import StreamPrinter
 from tests.test_console import console
 
 ROLES = {"lawyer": RoleInfo("lawyer", "Lawyer", "You are a lawyer.")}

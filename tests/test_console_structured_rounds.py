@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fakes.model_server import FakeModelServer
+from fakes.model_server import FakeModelServer
 from tests.test_console import console
 
 STRUCTURED = {"LLM_STRUCTURED_QUESTIONS": "auto"}

@@ -6,12 +6,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.errors import ModelError
-from core.llm import OpenAICompleter
-from core.prompts import PromptContext, PromptLibrary, build_system_prompt
-from core.service import ConsultationService
+from core.domain.errors import ModelError
+from core.llm.llm import OpenAICompleter
+from core.prompting.prompts import PromptContext, PromptLibrary, build_system_prompt
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import make_service
 
 REQUEST = 'Help me choose weights for "hammer curls" and the butterfly — how many reps?'

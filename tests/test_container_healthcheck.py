@@ -16,7 +16,7 @@ from aiohttp import web
 
 from app.serve_bot import needs_web
 from app.settings import load_settings
-from tests.fakes.serving import LocalServer
+from fakes.serving import LocalServer
 
 ROOT = Path(__file__).resolve().parent.parent
 HEALTHCHECK = ROOT / "container" / "healthcheck.py"

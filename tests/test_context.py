@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from core.context import MIN_KEPT_CHARS, Omissions, approx_tokens, build_model_messages
-from core.models import Message, Role
-from core.prompts import PromptLibrary
+from core.domain.consultation import Message, Role
+from core.prompting.context import MIN_KEPT_CHARS, Omissions, approx_tokens, build_model_messages
+from core.prompting.prompts import PromptLibrary
 
 SYSTEM = "SYS"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from core.context import MIN_KEPT_CHARS, Omissions, build_model_messages
-from core.models import Message, Role
-from core.prompts import PromptLibrary
+from core.domain.consultation import Message, Role
+from core.prompting.context import MIN_KEPT_CHARS, Omissions, build_model_messages
+from core.prompting.prompts import PromptLibrary
 from tests.test_context import (
     SYSTEM,
     assistant,

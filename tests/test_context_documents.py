@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.attachments import DocumentText, TurnInput, document_block
-from core.context import MIN_KEPT_CHARS, build_model_messages
-from core.models import Message
-from core.prompts import PromptLibrary
+from core.domain.attachments import DocumentText, TurnInput, document_block
+from core.domain.consultation import Message
+from core.prompting.context import MIN_KEPT_CHARS, build_model_messages
+from core.prompting.prompts import PromptLibrary
 from tests.test_context import SYSTEM, assert_alternates, assistant, user
 
 LIBRARY = PromptLibrary()

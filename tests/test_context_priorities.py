@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.service import ConsultationService
-from tests.fakes.model_server import FakeModelServer
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer
 from tests.service_harness import Engine
 
 ANSWERS = [

@@ -16,9 +16,12 @@ import aiohttp
 import pytest
 from telegram import Bot, Update
 
-from bot.inbox import InboxWorker
-from bot.polling import PollingLeader
-from core.errors import StoreUnavailable
+from bot.updates.inbox import InboxWorker
+from bot.updates.polling import PollingLeader
+from core.domain.errors import StoreUnavailable
+from fakes.bot_api import TOKEN, FakeBotApi
+from fakes.bot_updates import UpdateBuilder
+from fakes.model_server import FakeModelServer
 from storage.postgres.coordination.inbox import PostgresInbox
 from storage.postgres.coordination.locks import PostgresChatLocks, PostgresLeadership
 from tests.cluster_harness import (
@@ -31,9 +34,6 @@ from tests.cluster_harness import (
     post_update,
     worker_env,
 )
-from tests.fakes.bot_api import TOKEN, FakeBotApi
-from tests.fakes.bot_updates import UpdateBuilder
-from tests.fakes.model_server import FakeModelServer
 from tests.pg_outage import SURVIVOR, Outage, outage, with_application_name  # noqa: F401
 from tests.test_inbox_worker import A, B, Recorder
 from tests.waiting import until

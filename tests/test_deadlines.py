@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from app.models import ModelClients
+from app.model_clients import ModelClients
 from app.runtime import BOT_MODEL
-from core.deadline import DeadlineCompleter
-from core.errors import ModelError, ModelErrorKind
-from core.llm import OpenAICompleter
-from core.ports import CompletionRequest
+from core.domain.errors import ModelError, ModelErrorKind
+from core.domain.ports import CompletionRequest
+from core.llm.deadline import DeadlineCompleter
+from core.llm.llm import OpenAICompleter
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from telemetry.metrics import MeteredCompleter, Metrics
 from tests.api_harness import api_settings, running_api
 from tests.bot_harness import ask_private, conversation, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 
 USER = 951
 REQUEST = CompletionRequest(messages=[{"role": "user", "content": "Hi"}], model="test-model")

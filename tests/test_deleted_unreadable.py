@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 
 from api.memory import api_scope
-from core.audit import AuditEntry
-from core.listing import ConsultationQuery
-from core.models import Consultation, Message, Role, Status
+from core.domain.audit import AuditEntry
+from core.domain.consultation import Consultation, Message, Role, Status
+from core.domain.listing import ConsultationQuery
+from fakes.model_server import FakeModelServer
 from storage.sqlite import erasure
 from storage.sqlite import store as store_module
 from storage.sqlite.erasure import index_erases_itself, merge_step
 from storage.sqlite.store import SqliteStore
 from tests.api_harness import RunningApi
 from tests.bot_harness import RunningBot, ask_private
-from tests.fakes.model_server import FakeModelServer
 from tests.store_contract import make
 from tests.test_bot_forget import confirmation, pressed
 

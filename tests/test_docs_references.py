@@ -185,20 +185,20 @@ def assigned_on_self(cls: ast.ClassDef) -> frozenset[str]:
 
 def test_the_rules_tell_a_reference_from_other_code_spans() -> None:
     text = (
-        "`storage.sqlite.store.SqliteStore.open`, ``core.models``, `python -m bench`, "
-        "`settings.db_path`, `core/transcript.py`, `core.x()`, `bot`, `api.access`"
+        "`storage.sqlite.store.SqliteStore.open`, ``core.domain.consultation``, `python -m bench`, "
+        "`settings.db_path`, `core/turns/transcript.py`, `core.x()`, `bot`, `api.access`"
     )
     assert list(references(text)) == ["storage.sqlite.store.SqliteStore.open"]
-    source = 'x = 1  # see `core.models`\n"""`core.errors`"""\n'
-    assert list(prose(source)) == ["`core.errors`", "# see `core.models`"]
+    source = 'x = 1  # see `core.domain.consultation`\n"""`core.domain.errors`"""\n'
+    assert list(prose(source)) == ["`core.domain.errors`", "# see `core.domain.consultation`"]
     assert resolves("storage.sqlite.store.SqliteStore.open")
     assert resolves("storage.sqlite")  # a package
-    assert resolves("core.models.Consultation.messages")  # a dataclass field
+    assert resolves("core.domain.consultation.Consultation.messages")  # a dataclass field
     assert resolves("storage.sqlite.store.Erasing.op")  # imported, followed to its module
-    assert resolves("core.lifecycle.Lifecycle.forget")
+    assert resolves("core.turns.lifecycle.Lifecycle.forget")
     assert not resolves("storage.writer.GroupWriter")
-    assert not resolves("core.transcript.TranscriptLabels.nothing")
-    assert not resolves("core.transcript.render_markdown.parts")  # inside a function
+    assert not resolves("core.turns.transcript.TranscriptLabels.nothing")
+    assert not resolves("core.turns.transcript.render_markdown.parts")  # inside a function
 
 
 def test_every_reference_to_the_projects_code_resolves() -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from core.attachments import Attachment
-from core.errors import AttachmentProblem, AttachmentRefused
+from core.domain.attachments import Attachment
+from core.domain.errors import AttachmentProblem, AttachmentRefused
 from media.config import IntakeConfig, ReaderConfig
 from media.documents import Extracted
 from media.docx_text import MAX_CELLS

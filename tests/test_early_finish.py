@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from core.early_finish import EARLY_FINISH_MARKER, MarkerFilter, strip_marker, visible_text
+from core.prompting.early_finish import (
+    EARLY_FINISH_MARKER,
+    MarkerFilter,
+    strip_marker,
+    visible_text,
+)
 
 
 @pytest.mark.parametrize(

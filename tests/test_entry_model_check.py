@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.bot_api import TOKEN, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
+from fakes.bot_api import TOKEN, FakeBotApi
+from fakes.model_server import FakeModelServer
 
 
 def free_port() -> str:

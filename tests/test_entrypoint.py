@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.languages import LANGUAGES, SOURCE, menu_code
-from tests.fakes.bot_api import TOKEN, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
+from fakes.bot_api import TOKEN, FakeBotApi
+from fakes.model_server import FakeModelServer
+from i18n.languages import LANGUAGES, SOURCE, menu_code
 
 USER = 501
 

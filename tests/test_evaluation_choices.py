@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.clarifying import Answer, ClarifyingRound, Question, option_label, option_lines
+from core.domain.clarifying import Answer, ClarifyingRound, Question, option_label, option_lines
 from evaluation.choices import Choices, read_choices
 
 ROUND = ClarifyingRound(

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from core.llm import OpenAICompleter
+from core.llm.llm import OpenAICompleter
 from evaluation.judge import JudgeModel
 from evaluation.judge_json import parse_judgement, parse_winner
 from evaluation.pairwise import judge_pair, order_rng
 from evaluation.scenarios import Behaviour, ChangeOfMind, load_scenarios
 from evaluation.simulated_user import user_prompt
 from evaluation.variants import build_variants, variant_pairs
-from tests.fakes.model_server import FakeModelServer
+from fakes.model_server import FakeModelServer
 
 CURL, TRIP = load_scenarios(Path(__file__).resolve().parent / "evaluation_scenarios")
 

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from core.clarifying import SCHEMA_NAME
+from core.domain.clarifying import SCHEMA_NAME
 from evaluation.evaluate import Plan, evaluate
 from evaluation.results import AskedQuestion, Pick, Report, Turn
 from evaluation.scenarios import PERSONA_TYPES, Expect, Scenario, load_scenarios
 from evaluation.simulated_user import user_prompt
 from evaluation.summary import summarise
 from evaluation.variants import QUESTION_MODES, build_variants
-from tests.fakes.model_server import response_format_of
-from tests.fakes.routed_model import RoleServers, role_servers
+from fakes.model_server import response_format_of
+from fakes.routed_model import RoleServers, role_servers
 
 SCENARIOS = Path(__file__).resolve().parent / "evaluation_scenarios"
 CURL, _ = load_scenarios(SCENARIOS)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from core.prompts import PromptLibrary
+from core.prompting.prompts import PromptLibrary
 from evaluation.evaluate import Plan, evaluate
 from evaluation.results import Report, RunResult, Turn
 from evaluation.scenarios import Behaviour, Expect, Scenario, load_scenarios
 from evaluation.variants import build_variants
-from tests.fakes.routed_model import (
+from fakes.routed_model import (
     BOT_MODEL,
     JUDGE_MODEL,
     USER_MODEL,

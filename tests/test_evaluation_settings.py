@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings, load_settings
-from core.errors import ConfigError
+from core.domain.errors import ConfigError
 from evaluation.settings import EvalSettings, load_eval_settings, model_roles
 
 

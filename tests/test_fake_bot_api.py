@@ -11,7 +11,7 @@ from telegram import Bot, MessageEntity, Update
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
-from tests.fakes.bot_api import TOKEN, FakeBotApi, Upload
+from fakes.bot_api import TOKEN, FakeBotApi, Upload
 
 
 async def _echo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

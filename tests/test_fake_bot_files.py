@@ -11,8 +11,8 @@ from telegram import Bot, Update
 from telegram.error import BadRequest
 
 from app.settings import load_settings
-from bot.config import BotConfig
-from tests.fakes.bot_api import TOKEN, FakeBotApi
+from bot.transport.config import BotConfig
+from fakes.bot_api import TOKEN, FakeBotApi
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from typing import Any
 import openai
 import pytest
 
-from core.clarifying import ROUND_SCHEMA, SCHEMA_NAME, ClarifyingRound, Question, parse_reply
-from core.memory import FACTS_SCHEMA
-from core.memory import SCHEMA_NAME as FACTS_SCHEMA_NAME
-from core.prompts import PromptLibrary
-from tests.fakes.model_server import (
+from core.domain.clarifying import ROUND_SCHEMA, SCHEMA_NAME, ClarifyingRound, Question, parse_reply
+from core.domain.facts import FACTS_SCHEMA
+from core.domain.facts import SCHEMA_NAME as FACTS_SCHEMA_NAME
+from core.prompting.prompts import PromptLibrary
+from fakes.model_server import (
     FORMAT_ERRORS,
     FakeModelServer,
     echo_reply,

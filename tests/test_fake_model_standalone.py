@@ -1,4 +1,4 @@
-"""`python -m tests.fakes.model_server --port N`, as the image's smoke check and the
+"""`python -m fakes.model_server --port N`, as the image's smoke check and the
 benchmark start it: a separate process that answers chat completions by itself, and
 stops cleanly (exit 0, no traceback) on SIGTERM, also when started as a background job
 (SIGINT ignored). The child is always reaped, so a failing test leaves nothing listening."""
@@ -34,7 +34,7 @@ async def standalone(port: int, *, background: bool) -> AsyncIterator[asyncio.su
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "tests.fakes.model_server",
+        "fakes.model_server",
         "--port",
         str(port),
         stdout=asyncio.subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""The one way the fakes serve HTTP: tests/fakes/serving.py LocalServer."""
+"""The one way the fakes serve HTTP: fakes/serving.py LocalServer."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
-from tests.fakes.serving import LocalServer
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from fakes.serving import LocalServer
 
 
 def _hello_app() -> web.Application:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bot.buttons import MAX_DATA_BYTES
-from bot.keyboards import EXPORT, FOLLOW_UP, consultation_of, reply_keyboard
-from core.outcomes import Reply
+from bot.transport.keyboards import EXPORT, FOLLOW_UP, consultation_of, reply_keyboard
+from bot.updates.buttons import MAX_DATA_BYTES
+from core.domain.outcomes import Reply
 
 CONSULTATION = "0123456789abcdef0123456789abcdef"
 

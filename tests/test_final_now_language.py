@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.languages import language_for
-from core.final_now import request_template
-from core.prompts import PromptLibrary
+from core.prompting.final_now import request_template
+from core.prompting.prompts import PromptLibrary
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from i18n.languages import language_for
 from tests.bot_harness import (
     RunningBot,
     ask_private,
@@ -19,8 +21,6 @@ from tests.bot_harness import (
     system_prompt,
     wait_sent,
 )
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.test_console import console
 
 USER = 7070

@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from telegram.error import RetryAfter
 
-from bot.flood import ChatFloodControl
+from bot.transport.flood import ChatFloodControl
 from storage.postgres.coordination.flood_waits import PostgresFloodWaits
 from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.store import PostgresStore

@@ -1,4 +1,4 @@
-"""The flood waits contract (`bot.flood.FloodWaits`): what every implementation does, run
+"""The flood waits contract (`bot.transport.flood.FloodWaits`): what every implementation does, run
 over each one in `tests.port_contract.BACKENDS` — in memory, and on PostgreSQL. A chat
 paused for a time receives nothing until then; a later, shorter pause does not shorten
 it; a pause that is over is forgotten. What only PostgreSQL has (other workers' pauses

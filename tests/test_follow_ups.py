@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from core.errors import (
+from core.domain.consultation import Role, Status
+from core.domain.errors import (
     EmptyMessage,
     FollowUpReason,
     FollowUpUnavailable,
@@ -18,11 +19,10 @@ from core.errors import (
     TurnAlreadyHandled,
     TurnCancelled,
 )
-from core.llm import OpenAICompleter
-from core.models import Role, Status
-from core.service import ConsultationService
-from core.transcript import render_markdown, transcript_of
-from tests.fakes.model_server import FakeModelServer
+from core.llm.llm import OpenAICompleter
+from core.turns.service import ConsultationService
+from core.turns.transcript import render_markdown, transcript_of
+from fakes.model_server import FakeModelServer
 from tests.service_harness import Clock, Engine, make_service
 from tests.store_contract import StoreKind
 

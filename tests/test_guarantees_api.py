@@ -8,8 +8,8 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
+from fakes.model_server import FakeModelServer
 from tests.api_harness import api_settings, running_api
-from tests.fakes.model_server import FakeModelServer
 
 
 def only_consultation_id(db_path: Path) -> str:

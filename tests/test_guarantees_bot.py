@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import signal
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.bot_harness import (
     FirstCallOnly,
     RunningBot,
@@ -17,8 +19,6 @@ from tests.bot_harness import (
     delivered,
     sent,
 )
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.test_entrypoint import USER as PROCESS_USER
 from tests.test_entrypoint import StartBot, answered, start_bot  # noqa: F401 - a fixture
 

@@ -11,7 +11,7 @@ import datetime as dt
 import pytest
 from telegram import Chat, Message, MessageEntity, Update
 
-from bot.ordering import PerChatUpdateProcessor, command_of
+from bot.updates.ordering import PerChatUpdateProcessor, command_of
 
 CHAT = Chat(801, Chat.PRIVATE)
 WHEN = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -1,11 +1,11 @@
-"""`bot.handling.Handlings`: one handling per chat, within a deadline, stopped only by a stop
-that names it."""
+"""`bot.updates.in_flight.Handlings`: one handling per chat, within a deadline, stopped only
+by a stop that names it."""
 
 from __future__ import annotations
 
 import asyncio
 
-from bot.handling import Ended, Handlings
+from bot.updates.in_flight import Ended, Handlings
 
 
 async def never() -> None:

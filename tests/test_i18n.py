@@ -1,7 +1,7 @@
 """The interface catalogs: complete where offered, consistent everywhere, extracted from the
 code, and applied the way each language needs (plural forms, right-to-left isolates).
 
-A language is held to every message only once it is in `bot.languages.LANGUAGES`: a
+A language is held to every message only once it is in `i18n.languages.LANGUAGES`: a
 translator fills its `.po`, adds the code there, and `pytest tests/test_i18n.py` names
 every message still missing, untranslated or with other placeholders.
 """
@@ -19,12 +19,12 @@ import pytest
 from babel.messages.catalog import Catalog, Message
 from babel.messages.pofile import read_po
 
-from bot.catalogs import compiled, read_catalog
-from bot.i18n import FSI, LOCALES, PDI, mo_path, t, translations_of
-from bot.languages import CATALOGS, LANGUAGES, RIGHT_TO_LEFT, SOURCE, language_for, menu_code
-from bot.messages import MESSAGES, Plural
-from core.final_now import TEMPLATE, request_template
-from core.prompts import PromptLibrary
+from core.prompting.final_now import TEMPLATE, request_template
+from core.prompting.prompts import PromptLibrary
+from i18n.catalogs import compiled, read_catalog
+from i18n.languages import CATALOGS, LANGUAGES, RIGHT_TO_LEFT, SOURCE, language_for, menu_code
+from i18n.messages import MESSAGES, Plural
+from i18n.translate import FSI, LOCALES, PDI, mo_path, t, translations_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_FILE = LOCALES / "messages.pot"

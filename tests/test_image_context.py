@@ -45,12 +45,12 @@ def dockerignored(path: str, lines: list[str]) -> bool:
 
 
 def test_the_dockerignore_reading_is_dockers() -> None:
-    lines = ["*", "!api/", "!tests/fakes/serving.py", "**/__pycache__"]
+    lines = ["*", "!api/", "!fakes/serving.py", "**/__pycache__"]
     assert dockerignored("docs/x.md", lines) and dockerignored("README.md", lines)
     assert not dockerignored("api/app.py", lines)
     assert dockerignored("api/__pycache__/app.cpython-311.pyc", lines)
-    assert not dockerignored("tests/fakes/serving.py", lines)
-    assert dockerignored("tests/fakes/bot_api.py", lines)
+    assert not dockerignored("fakes/serving.py", lines)
+    assert dockerignored("fakes/bot_api.py", lines)
 
 
 def test_every_installed_package_is_copied_into_the_image() -> None:

@@ -16,10 +16,10 @@ import asyncpg
 import pytest
 from telegram import Update
 
-from bot.handling import stop_earlier
-from core.errors import StoreUnavailable
+from bot.updates.in_flight import stop_earlier
+from core.domain.errors import StoreUnavailable
+from fakes.bot_updates import UpdateBuilder
 from storage.postgres.coordination.dead_letters import dead_letters, drop, replay
-from tests.fakes.bot_updates import UpdateBuilder
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.test_inbox_worker import WAIT, Recorder, start_worker  # noqa: F401  (fixture)
 from tests.waiting import until

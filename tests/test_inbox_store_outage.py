@@ -28,13 +28,13 @@ from telegram import Update
 from app.runtime import open_runtime
 from app.serve_bot import shared_state
 from bot.app import build_application
-from bot.inbox import InboxWorker
+from bot.updates.inbox import InboxWorker
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer
+from fakes.tcp_relay import TcpRelay
 from storage.postgres.coordination.inbox import PostgresInbox
 from storage.postgres.coordination.locks import PostgresChatLocks
 from tests.bot_harness import FOOTERS, bot_settings, conversation
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
-from tests.fakes.tcp_relay import TcpRelay
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.waiting import until
 

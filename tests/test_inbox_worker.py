@@ -18,13 +18,13 @@ import pytest
 import pytest_asyncio
 from telegram import Update
 
-from bot.chat import conversation_key
-from bot.inbox import InboxWorker
-from bot.ordering import command_of
+from bot.transport.chat import conversation_key
+from bot.updates.inbox import InboxWorker
+from bot.updates.ordering import command_of
+from fakes.bot_updates import UpdateBuilder
 from storage.postgres.coordination.inbox import PostgresInbox
 from storage.postgres.coordination.locks import PostgresChatLocks
 from storage.postgres.schema import migrate
-from tests.fakes.bot_updates import UpdateBuilder
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 WAIT = 20.0

@@ -11,11 +11,11 @@ from typing import Any, Literal
 import pytest
 
 from app.settings import Settings
-from core.errors import ConfigError, ModelError, ModelErrorKind
-from core.llm import OpenAICompleter
-from core.models import Usage
-from core.ports import CompletionRequest
-from tests.fakes.model_server import CONTEXT_ERRORS, FakeModelServer
+from core.domain.consultation import Usage
+from core.domain.errors import ConfigError, ModelError, ModelErrorKind
+from core.domain.ports import CompletionRequest
+from core.llm.llm import OpenAICompleter
+from fakes.model_server import CONTEXT_ERRORS, FakeModelServer
 
 Transport = Literal["httpx", "aiohttp"]
 USER = [{"role": "user", "content": "How do I brew tea?"}]
@@ -385,7 +385,7 @@ def test_an_endpoint_without_key_fails_at_start_up() -> None:
 
 
 def test_only_core_llm_imports_openai() -> None:
-    """core/ stays free of Telegram, aiohttp and aiosqlite; openai lives in core/llm.py only."""
+    """core/ stays free of Telegram, aiohttp and aiosqlite; openai lives in core/llm/llm.py only."""
     core = Path(__file__).resolve().parents[1] / "core"
     for path in core.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from core.attachments import Image
-from core.errors import ModelError, ModelErrorKind
-from core.llm import OpenAICompleter
-from core.ports import CompletionRequest
-from core.requests import with_images
-from core.tokens import IMAGE_TOKENS, estimate_prompt_tokens, estimate_tokens
-from tests.fakes.model_server import IMAGE_ERRORS, FakeModelServer, image_parts
+from core.domain.attachments import Image
+from core.domain.errors import ModelError, ModelErrorKind
+from core.domain.ports import CompletionRequest
+from core.domain.tokens import IMAGE_TOKENS, estimate_prompt_tokens, estimate_tokens
+from core.llm.llm import OpenAICompleter
+from core.prompting.requests import with_images
+from fakes.model_server import IMAGE_ERRORS, FakeModelServer, image_parts
 
 PNG = Image("image/png", b"\x89PNG\r\n\x1a\n-a-tiny-picture")
 QUESTION = "What is wrong with this plant?"

@@ -14,8 +14,8 @@ import aiohttp
 
 from app.logs import REDACTED, Redactor, secret_settings, secrets_of
 from app.settings import load_settings
-from tests.fakes.bot_api import TOKEN, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
+from fakes.bot_api import TOKEN, FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.test_api_webhook import free_port
 from tests.test_entrypoint import clean_env
 

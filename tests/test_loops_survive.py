@@ -16,14 +16,14 @@ import pytest
 from telegram import Bot, Update
 
 from app.runtime import _cleanup_loop
-from bot.inbox import InboxWorker
-from bot.polling import PollingLeader
+from bot.updates.inbox import InboxWorker
+from bot.updates.polling import PollingLeader
+from fakes.bot_api import TOKEN, FakeBotApi
+from fakes.bot_updates import UpdateBuilder
 from storage.postgres.coordination.inbox import PostgresInbox
 from storage.postgres.coordination.locks import PostgresChatLocks, PostgresLeadership
 from telemetry.supervision import LoopRegistry
 from tests.api_harness import api_settings
-from tests.fakes.bot_api import TOKEN, FakeBotApi
-from tests.fakes.bot_updates import UpdateBuilder
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.test_inbox_worker import A, Recorder, migrated
 

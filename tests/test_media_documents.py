@@ -13,8 +13,8 @@ import fpdf
 import pypdf
 import pytest
 
-from core.attachments import Attachment, TurnInput, document_names, without_document_bodies
-from core.errors import AttachmentProblem, AttachmentRefused
+from core.domain.attachments import Attachment, TurnInput, document_names, without_document_bodies
+from core.domain.errors import AttachmentProblem, AttachmentRefused
 from media.config import IntakeConfig, ReaderConfig
 from media.documents import SUPPORTED_DOCUMENTS
 from media.intake import Intake

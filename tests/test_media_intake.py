@@ -15,17 +15,17 @@ import pytest
 
 from app.runtime import open_runtime
 from app.settings import Settings, load_settings
-from core.attachments import Attachment, Image
-from core.errors import AttachmentProblem, AttachmentRefused
+from core.domain.attachments import Attachment, Image
+from core.domain.errors import AttachmentProblem, AttachmentRefused
+from fakes.transcription_server import (  # noqa: F401 - a fixture
+    FakeTranscriptionServer,
+    transcription_server,
+)
 from media.config import IntakeConfig, ReaderConfig, TranscriptionEndpoint
 from media.documents import SUPPORTED_DOCUMENTS
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
 from media.transcription import OpenAITranscriber
-from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
-    FakeTranscriptionServer,
-    transcription_server,
-)
 
 OGG = b"OggS\x00\x02" + bytes(300)
 MP3 = b"ID3\x04\x00\x00" + bytes(300)

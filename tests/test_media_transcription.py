@@ -6,15 +6,15 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from core.attachments import Transcription
-from core.errors import AttachmentProblem, AttachmentRefused
-from core.models import Usage
-from media.config import TranscriptionEndpoint
-from media.transcription import OpenAITranscriber, iso_639_1
-from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
+from core.domain.attachments import Transcription
+from core.domain.consultation import Usage
+from core.domain.errors import AttachmentProblem, AttachmentRefused
+from fakes.transcription_server import (  # noqa: F401 - a fixture
     FakeTranscriptionServer,
     transcription_server,
 )
+from media.config import TranscriptionEndpoint
+from media.transcription import OpenAITranscriber, iso_639_1
 
 OGG = b"OggS\x00\x02" + bytes(200)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from core.memory import (
+from core.domain.facts import (
     MAX_FACT_CHARS,
     MAX_FACTS,
     distinct_facts,

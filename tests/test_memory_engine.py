@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from core.memory import MemoryPreferences, MemoryScope, memory_scope
-from core.quotas import Limit, QuotaConfig, QuotaExceeded
-from core.service import ConsultationService
-from core.usage import Payer
+from core.domain.facts import MemoryPreferences, MemoryScope, memory_scope
+from core.domain.quotas import Limit, QuotaConfig, QuotaExceeded
+from core.domain.usage import Payer
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer, response_format_of, schema_asked, text_of
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer, response_format_of, schema_asked, text_of
 from tests.service_harness import Engine
 
 HEADING = "What this person told you in earlier consultations"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fakes.model_server import FakeModelServer
 from telemetry.metrics import Metrics
 from tests.api_harness import api_settings, running_api
-from tests.fakes.model_server import FakeModelServer
 
 
 def sample(text: str, name: str) -> float:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from app.settings import load_settings
-from core.models import ModelOptions
-from tests.fakes.model_server import FakeModelServer
+from core.domain.consultation import ModelOptions
+from fakes.model_server import FakeModelServer
 from tests.service_harness import Engine
 
 

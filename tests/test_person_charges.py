@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.people import PeopleQuery
-from core.usage import ScopeKind, day_of, month_start
-from tests.bot_harness import ask_private, sent, started_bot, wait_sent
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
-from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
+from core.domain.people import PeopleQuery
+from core.domain.usage import ScopeKind, day_of, month_start
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from fakes.transcription_server import (  # noqa: F401 - a fixture
     FakeTranscriptionServer,
     transcription_server,
 )
+from tests.bot_harness import ask_private, sent, started_bot, wait_sent
 from tests.store_contract import StoreKind
 
 USER = 501

@@ -11,8 +11,8 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
+from fakes.tcp_relay import TcpRelay
 from storage.postgres.coordination.locks import PostgresChatLocks, PostgresLeadership, lock_id
-from tests.fakes.tcp_relay import TcpRelay
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 

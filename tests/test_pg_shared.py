@@ -14,14 +14,14 @@ import pytest
 import pytest_asyncio
 
 from app.serve_bot import shared_state
-from bot.config import BotConfig
+from bot.transport.config import BotConfig
+from fakes.bot_api import TOKEN
 from storage.postgres.coordination import schema as coordination_schema
 from storage.postgres.coordination.locks import try_exclusive
 from storage.postgres.coordination.pool import open_shared_pool
 from storage.postgres.coordination.rate_limits import RATE_TABLES, PostgresRateLimits
 from storage.postgres.coordination.undelivered import PostgresUndelivered
 from storage.postgres.store import PostgresStore
-from tests.fakes.bot_api import TOKEN
 from tests.port_contract import Clock
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 

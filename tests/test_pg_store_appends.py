@@ -9,8 +9,8 @@ import time
 import asyncpg
 import pytest
 
-from core.errors import TurnSuperseded
-from core.models import Consultation, Message, Role, Status
+from core.domain.consultation import Consultation, Message, Role, Status
+from core.domain.errors import TurnSuperseded
 from storage.postgres import schema
 from storage.postgres.sql import Append, append_messages
 from storage.postgres.store import PostgresStore

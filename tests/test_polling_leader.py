@@ -16,13 +16,13 @@ import asyncpg
 import pytest_asyncio
 from telegram import Bot, Update
 
-from bot.chat import conversation_key
-from bot.polling import PollingLeader
-from core.errors import StoreUnavailable
+from bot.transport.chat import conversation_key
+from bot.updates.polling import PollingLeader
+from core.domain.errors import StoreUnavailable
+from fakes.bot_api import TOKEN, FakeBotApi
 from storage.postgres.coordination.inbox import PostgresInbox
 from storage.postgres.coordination.locks import PostgresLeadership
 from storage.postgres.schema import migrate
-from tests.fakes.bot_api import TOKEN, FakeBotApi
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.waiting import until
 
@@ -156,7 +156,7 @@ async def test_an_application_fed_by_the_inbox_has_no_updater_and_its_bot_polls(
     """With updates from outside (the inbox) PTB runs no Updater of its own, and the leader
     polls with the application's bot: a long poll longer than the ordinary read timeout."""
     from bot.app import build_application
-    from bot.config import BotConfig
+    from bot.transport.config import BotConfig
 
     config = BotConfig(token=TOKEN, api_base_url=bot_api.base_url, external_updates=True)
     application = build_application(config, service=None)  # type: ignore[arg-type]

@@ -7,10 +7,10 @@ import threading
 import pytest
 from telegram import MessageEntity
 
-from bot import delivery
-from bot.delivery import render_parts
-from bot.progress import PROGRESS_LIMIT, PROGRESS_WINDOW, progress_window
-from bot.render import Part, render
+from bot.transport import delivery
+from bot.transport.delivery import render_parts
+from bot.transport.progress import PROGRESS_LIMIT, PROGRESS_WINDOW, progress_window
+from bot.transport.render import Part, render
 
 
 def _lines(count: int, prefix: str = "line") -> str:

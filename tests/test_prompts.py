@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.early_finish import EARLY_FINISH_MARKER
-from core.prompts import (
+from core.prompting.early_finish import EARLY_FINISH_MARKER
+from core.prompting.prompts import (
     TEMPLATE_VARIABLES,
     PromptContext,
     PromptError,

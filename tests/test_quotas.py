@@ -14,11 +14,10 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from core.errors import FollowUpUnavailable, ModelError
-from core.llm import OpenAICompleter
-from core.models import Role, Status
-from core.outcomes import Notice
-from core.quotas import (
+from core.domain.consultation import Role, Status
+from core.domain.errors import FollowUpUnavailable, ModelError
+from core.domain.outcomes import Notice
+from core.domain.quotas import (
     Limit,
     PersonLimits,
     QuotaConfig,
@@ -31,9 +30,10 @@ from core.quotas import (
     next_day,
     next_month,
 )
-from core.usage import Payer, ScopeKind, day_of
+from core.domain.usage import Payer, ScopeKind, day_of
+from core.llm.llm import OpenAICompleter
+from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import Clock, make_service
 from tests.time_zone import far_time_zone  # noqa: F401 - a fixture
 

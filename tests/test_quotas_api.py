@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.quotas import next_day
-from tests.api_harness import RunningApi, api_settings, running_api
-from tests.fakes.model_server import FakeModelServer
-from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
+from core.domain.quotas import next_day
+from fakes.model_server import FakeModelServer
+from fakes.transcription_server import (  # noqa: F401 - a fixture
     FakeTranscriptionServer,
     transcription_server,
 )
+from tests.api_harness import RunningApi, api_settings, running_api
 
 TOKEN = "quota-token"
 HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from core.quotas import QuotaOverride
+from core.domain.quotas import QuotaOverride
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from fakes.transcription_server import (  # noqa: F401 - a fixture
+    FakeTranscriptionServer,
+    transcription_server,
+)
 from tests.bot_harness import (
     RunningBot,
     ask_private,
@@ -23,12 +29,6 @@ from tests.bot_harness import (
     sent,
     started_bot,
     wait_sent,
-)
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
-from tests.fakes.transcription_server import (  # noqa: F401 - a fixture
-    FakeTranscriptionServer,
-    transcription_server,
 )
 
 USER = 501

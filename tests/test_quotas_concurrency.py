@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from core.usage import ScopeKind, day_of
+from core.domain.usage import ScopeKind, day_of
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.bot_harness import ALICE, group_said, post_in_group, started_bot
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.store_contract import StoreKind
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The per-user rate limit contract (`bot.access.UserRateLimits`): what every implementation
+"""The per-user rate limit contract (`bot.updates.access.UserRateLimits`): what every implementation
 does, run over each one in `tests.port_contract.RATE_BACKENDS` — in memory, and on
 PostgreSQL for messages and for button presses. A limit of N means at most N counted
 events per user in any 60-second window (a sliding window), a refusal counts nothing and

@@ -1,11 +1,11 @@
-"""The store's answers kept for a while (`core.expiring.ReadThrough`): read once per key
+"""The store's answers kept for a while (`core.primitives.expiring.ReadThrough`): read once per key
 while fresh, read afresh after a change, never keeping what a read saw before a change."""
 
 from __future__ import annotations
 
 import asyncio
 
-from core.expiring import ReadThrough
+from core.primitives.expiring import ReadThrough
 
 
 class Store:

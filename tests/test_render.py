@@ -9,7 +9,7 @@ import pytest
 from telegram import MessageEntity
 from telegramify_markdown import utf16_len
 
-from bot.render import MAX_ENTITIES, Part, plain_parts, render
+from bot.transport.render import MAX_ENTITIES, Part, plain_parts, render
 
 
 def _check(parts: list[Part], limit: int) -> None:

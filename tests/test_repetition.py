@@ -1,6 +1,6 @@
 """A model stuck in a loop is stopped; an answer that repeats rows or items on purpose is not.
 
-Unit tests of `core.repetition`, then the loop met in a real stream (the fake model
+Unit tests of `core.llm.repetition`, then the loop met in a real stream (the fake model
 server's endless mode repeats one text forever, as a looping model does) through the
 real openai SDK, `collect_answer` and the service."""
 
@@ -10,13 +10,13 @@ import asyncio
 
 import pytest
 
-from core.collect import CollectedAnswer, collect_answer
-from core.llm import OpenAICompleter
-from core.outcomes import Notice
-from core.ports import CompletionRequest, OnText
-from core.repetition import CHECK_EVERY, RepetitionGuard, find_loop
-from core.service import ConsultationService
-from tests.fakes.model_server import FakeModelServer
+from core.domain.outcomes import Notice
+from core.domain.ports import CompletionRequest, OnText
+from core.llm.collect import CollectedAnswer, collect_answer
+from core.llm.llm import OpenAICompleter
+from core.llm.repetition import CHECK_EVERY, RepetitionGuard, find_loop
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer
 
 PARAGRAPH = (
     "To build endurance safely, alternate one minute of easy running with two minutes of "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.models import Consultation, Message, Role, Status
-from core.rounds import (
+from core.domain.consultation import Consultation, Message, Role, Status
+from core.prompting.rounds import (
     after_reply,
     append_user_message,
     has_open_turn,

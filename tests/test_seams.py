@@ -1,11 +1,11 @@
-"""Where a continuation meets the answer it continues (`core.seams.join`): glued when it
+"""Where a continuation meets the answer it continues (`core.llm.seams.join`): glued when it
 goes on with the word, a space or a paragraph break when it starts a sentence or a block."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.seams import join
+from core.llm.seams import join
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The consultation service end to end: a real SQLite file, and the model reached through the
-real openai SDK (`core.llm.OpenAICompleter`) talking HTTP to the fake model server, so a
+real openai SDK (`core.llm.llm.OpenAICompleter`) talking HTTP to the fake model server, so a
 model failure travels as it does in production (HTTP error → SDK exception → ModelError).
 
 Only the test about the service's own locking drives an in-process scripted model: it
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from core.early_finish import EARLY_FINISH_MARKER
-from core.errors import (
+from core.domain.consultation import ModelOptions, Role, Status
+from core.domain.errors import (
     ConsultationError,
     DialogCompleted,
     EmptyMessage,
@@ -27,14 +27,14 @@ from core.errors import (
     SessionNotFound,
     UnknownRole,
 )
-from core.llm import OpenAICompleter
-from core.models import ModelOptions, Role, Status
-from core.outcomes import Notice
-from core.prompts import PromptLibrary
-from core.service import ConsultationService
+from core.domain.outcomes import Notice
+from core.llm.llm import OpenAICompleter
+from core.prompting.early_finish import EARLY_FINISH_MARKER
+from core.prompting.prompts import PromptLibrary
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer
+from fakes.scripted_model import ScriptedModel
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer
-from tests.fakes.scripted_model import ScriptedModel
 from tests.service_harness import Clock, make_service
 
 KEY = "tg:1"

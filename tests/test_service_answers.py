@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from core.outcomes import Notice
-from core.service import ConsultationService
-from tests.fakes.model_server import FakeModelServer
+from core.domain.outcomes import Notice
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer
 from tests.service_harness import Engine
 from tests.test_service import KEY
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from core.attachments import DocumentText, Image, TurnInput, document_block
-from core.errors import ModelError
-from core.models import Role, Status
-from core.outcomes import Notice
-from core.service import ConsultationService
+from core.domain.attachments import DocumentText, Image, TurnInput, document_block
+from core.domain.consultation import Role, Status
+from core.domain.errors import ModelError
+from core.domain.outcomes import Notice
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer, image_parts, text_of
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer, image_parts, text_of
 from tests.test_service import KEY, messages_of, stored, system_of
 
 PHOTO = Image("image/jpeg", b"\xff\xd8\xff-a-leaf-with-brown-spots")

@@ -13,14 +13,14 @@ from typing import cast
 
 import pytest
 
-from core.errors import TurnSuperseded
-from core.llm import OpenAICompleter
-from core.models import Consultation, Role
-from core.outcomes import Notice
-from core.ports import ConsultationStore
-from core.service import ConsultationService
+from core.domain.consultation import Consultation, Role
+from core.domain.errors import TurnSuperseded
+from core.domain.outcomes import Notice
+from core.domain.ports import ConsultationStore
+from core.llm.llm import OpenAICompleter
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import make_service
 
 KEY = "tg:77"

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from core.errors import UnknownModel
-from core.memory import memory_scope
-from core.models import ChatSettings
+from core.domain.consultation import ChatSettings
+from core.domain.errors import UnknownModel
+from core.domain.facts import memory_scope
+from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import Engine
 
 KEY = "tg:7"

@@ -1,5 +1,5 @@
-"""`core.lifecycle.Lifecycle.reset` and `status` while a turn is running (real SQLite, the real
-openai SDK, the fake model server): reset stops the turn's model call instead of waiting
+"""`core.turns.lifecycle.Lifecycle.reset` and `status` while a turn is running (real SQLite,
+the real openai SDK, the fake model server): reset stops the turn's model call instead of waiting
 behind it, the stopped turn stores no reply, and other chats are left alone."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import asyncio
 
 import pytest
 
-from core.errors import TurnCancelled
-from core.models import Role, Status
-from core.outcomes import Reply
-from core.service import ConsultationService
+from core.domain.consultation import Role, Status
+from core.domain.errors import TurnCancelled
+from core.domain.outcomes import Reply
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer
 
 GUARD = 20  # seconds; only a broken reset ever gets near it
 

@@ -15,14 +15,14 @@ from typing import cast
 
 import pytest
 
-from core.errors import AnswerStale, ModelError, TurnAlreadyHandled, TurnSuperseded
-from core.llm import OpenAICompleter
-from core.models import Consultation, Role, TurnRecord
-from core.ports import ConsultationStore
-from core.round_answers import RoundRef
-from core.service import ConsultationService
+from core.domain.consultation import Consultation, Role, TurnRecord
+from core.domain.errors import AnswerStale, ModelError, TurnAlreadyHandled, TurnSuperseded
+from core.domain.ports import ConsultationStore
+from core.llm.llm import OpenAICompleter
+from core.turns.round_answers import RoundRef
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import make_service
 
 KEY = "tg:42"

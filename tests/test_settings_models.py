@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import Settings, load_settings
-from core.errors import ConfigError
+from core.domain.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,6 @@
-"""Sources from a provider's raw reply fields (`core.sources`), and their Telegram list
-(`bot.render.sources_parts`, `bot.delivery.attach`): bounds and malformed shapes."""
+"""Sources from a provider's raw reply fields (`core.domain.sources`), and their Telegram list
+(`bot.transport.render.sources_parts`, `bot.transport.delivery.attach`): bounds and malformed
+shapes."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import pytest
 from telegram import MessageEntity
 from telegramify_markdown import utf16_len
 
-from bot.delivery import attach
-from bot.render import MAX_ENTITIES, Part, sources_parts
-from core.language import written_language
-from core.sources import MAX_SOURCES, MAX_TITLE_CHARS, MAX_URL_CHARS, Source, extract_sources
+from bot.transport.delivery import attach
+from bot.transport.render import MAX_ENTITIES, Part, sources_parts
+from core.domain.sources import MAX_SOURCES, MAX_TITLE_CHARS, MAX_URL_CHARS, Source, extract_sources
+from core.prompting.language import written_language
 
 
 def test_citations_number_the_sources_and_search_results_title_them() -> None:

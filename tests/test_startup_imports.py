@@ -18,8 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.test_entrypoint import USER, answered, fakes_env
 from tests.test_media_documents import pdf_with_text
 
@@ -92,5 +92,11 @@ async def test_the_sqlite_bot_never_loads_parsers_drivers_or_the_evaluator(
             await process.wait()
     modules = set(listing.read_text().split())
     # The listing is the running bot's: its engine, edge and store were loaded.
-    assert {"telegram", "openai", "bot.app", "core.service", "storage.sqlite.store"} <= modules
+    assert {
+        "telegram",
+        "openai",
+        "bot.app",
+        "core.turns.service",
+        "storage.sqlite.store",
+    } <= modules
     assert [name for name in NOT_LOADED if loaded(modules, name)] == []

@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
-from app.console_stats import stats_lines
-from bot.stats import rounds_used, stats_text
-from core.stats import Stats, daily_figures, period_of, rounds_distribution
+from bot.commands.stats import rounds_used, stats_text
+from core.domain.stats import Stats, daily_figures, period_of, rounds_distribution
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer
+from terminal.stats import stats_lines
 from tests.api_harness import RunningApi
 from tests.bot_harness import (
     GROUP,
@@ -29,8 +31,6 @@ from tests.bot_harness import (
     sent,
     wait_sent,
 )
-from tests.fakes.bot_api import Call, FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import Clock
 from tests.test_api_ops import check
 from tests.test_console import console

@@ -14,7 +14,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from core.ports import ConsultationStore
+from core.domain.ports import ConsultationStore
 from storage.sqlite.schema import MIGRATIONS, applied_migrations, migrate
 from storage.sqlite.store import SqliteStore
 from tests.store_contract import count, make
@@ -94,7 +94,7 @@ async def test_committed_message_survives_process_kill(db_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import asyncio, os, signal
-        from core.models import Consultation, Message, Role
+        from core.domain.consultation import Consultation, Message, Role
         from storage.sqlite.store import SqliteStore
 
         async def main():

@@ -14,8 +14,8 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from core.errors import StoreUnavailable
-from core.models import Consultation, Message, Role, Status
+from core.domain.consultation import Consultation, Message, Role, Status
+from core.domain.errors import StoreUnavailable
 from storage.shared import DatabaseUnusable
 from storage.sqlite.store import SqliteStore
 from tests.store_contract import count, make

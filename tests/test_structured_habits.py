@@ -11,16 +11,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.clarifying import ROUND_SCHEMA, SCHEMA_NAME, ClarifyingRound, Question
-from core.clarifying_call import MAX_ROUND_CHARS
-from core.errors import ModelError, ModelErrorKind
-from core.llm import OpenAICompleter
-from core.memory import FACTS_SCHEMA, memory_scope
-from core.memory import SCHEMA_NAME as FACTS_SCHEMA_NAME
-from core.outcomes import Notice
-from core.service import ConsultationService
+from core.domain.clarifying import ROUND_SCHEMA, SCHEMA_NAME, ClarifyingRound, Question
+from core.domain.errors import ModelError, ModelErrorKind
+from core.domain.facts import FACTS_SCHEMA, memory_scope
+from core.domain.facts import SCHEMA_NAME as FACTS_SCHEMA_NAME
+from core.domain.outcomes import Notice
+from core.llm.llm import OpenAICompleter
+from core.prompting.clarifying_call import MAX_ROUND_CHARS
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer, response_format_of, schema_asked, text_of
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer, response_format_of, schema_asked, text_of
 from tests.service_harness import Clock, Engine, make_service
 
 SCOPE = memory_scope("tg:7")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from core.clarifying import (
+from core.domain.clarifying import (
     ROUND_SCHEMA,
     SCHEMA_NAME,
     Answer,
@@ -20,14 +20,14 @@ from core.clarifying import (
     answers_text,
     chosen_option,
 )
-from core.clarifying_call import MAX_ROUND_CHARS
-from core.clarifying_stream import RoundStream
-from core.errors import AnswerInvalid, AnswerStale, ModelError, ModelErrorKind
-from core.models import Role
-from core.round_answers import RoundRef
-from core.service import ConsultationService
+from core.domain.consultation import Role
+from core.domain.errors import AnswerInvalid, AnswerStale, ModelError, ModelErrorKind
+from core.prompting.clarifying_call import MAX_ROUND_CHARS
+from core.prompting.clarifying_stream import RoundStream
+from core.turns.round_answers import RoundRef
+from core.turns.service import ConsultationService
+from fakes.model_server import FakeModelServer, response_format_of
 from storage.sqlite.store import SqliteStore
-from tests.fakes.model_server import FakeModelServer, response_format_of
 from tests.service_harness import Engine
 
 KEY = "tg:1"
@@ -136,7 +136,7 @@ async def test_a_refusal_of_response_format_asks_the_round_in_text_and_is_rememb
     model.enqueue(REFUSAL, status=400)
     model.enqueue(REFUSAL, status=400)
     model.enqueue("What is your budget?")
-    with caplog.at_level(logging.WARNING, logger="core.llm_format"):
+    with caplog.at_level(logging.WARNING, logger="core.domain.llm_format"):
         reply = await structured.ask(KEY, "Which laptop?")
         await structured.ask("tg:2", "Which phone?")
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from core.errors import StoreUnavailable
+from core.domain.errors import StoreUnavailable
 from telemetry.supervision import LoopRegistry, Pace, supervise
 
 QUICK = Pace(interval=0.001, longest=60, first_retry=0.001, max_retry=0.002)

@@ -14,9 +14,9 @@ from telegram.error import NetworkError, TimedOut
 from telegram.request import RequestData
 from telegram.request._requestparameter import RequestParameter
 
-from bot.telegram_http import AiohttpRequest, BodyTooLarge
-from tests.fakes.bot_api import TOKEN, FakeBotApi
-from tests.fakes.bot_files import UNANNOUNCED
+from bot.transport.telegram_http import AiohttpRequest, BodyTooLarge
+from fakes.bot_api import TOKEN, FakeBotApi
+from fakes.bot_files import UNANNOUNCED
 
 
 class _Echo:

@@ -9,17 +9,17 @@ import pyromark
 from docx.oxml.ns import qn
 from docx.text.paragraph import Paragraph
 
-from bot.document_labels import document_labels
-from bot.i18n import FSI, PDI
-from core.clarifying import ClarifyingRound, Question
-from core.models import Consultation, Message, Role, Status
-from core.transcript import (
+from core.domain.clarifying import ClarifyingRound, Question
+from core.domain.consultation import Consultation, Message, Role, Status
+from core.turns.transcript import (
     MAX_TITLE_CHARS,
     TranscriptLabels,
     render_markdown,
     title_of,
     transcript_of,
 )
+from i18n.document_labels import document_labels
+from i18n.translate import FSI, PDI
 from media.export_docx import MONOSPACE, docx_bytes, right_to_left
 
 BIDI = qn("w:bidi")

@@ -1,4 +1,4 @@
-"""Each edge words every way a turn did not happen (`core.errors.TurnDidNotHappen`) in one
+"""Each edge words every way a turn did not happen (`core.domain.errors.TurnDidNotHappen`) in one
 function: the bot's text and log line, the API's status, code and log line, the console's
 line. A new member of the family fails here until it has an example, and then until each
 edge words it."""
@@ -11,12 +11,10 @@ from pathlib import Path
 import pytest
 
 from api.chat import did_not_happen
-from app.console import did_not_happen_line
 from app.settings import load_settings
-from bot.i18n import t
-from bot.outage import OutageNotices
-from bot.turns import did_not_happen_text
-from core.errors import (
+from bot.commands.turns import did_not_happen_text
+from bot.transport.outage import OutageNotices
+from core.domain.errors import (
     ModelError,
     ModelErrorKind,
     StoreUnavailable,
@@ -24,6 +22,8 @@ from core.errors import (
     TurnDidNotHappen,
     TurnSuperseded,
 )
+from i18n.translate import t
+from terminal.repl import did_not_happen_line
 
 CHAT = 4242
 
@@ -63,12 +63,12 @@ BOT_TOLD: dict[type[TurnDidNotHappen], tuple[str | None, int]] = {
 def test_the_bot_words_every_member(
     member: type[TurnDidNotHappen], caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.DEBUG, logger="bot.turns"):
+    with caplog.at_level(logging.DEBUG, logger="bot.commands.turns"):
         text = did_not_happen_text(EXAMPLES[member], CHAT, "en", OutageNotices())
 
     told, level = BOT_TOLD[member]
     assert text == told
-    [record] = records(caplog, "bot.turns")
+    [record] = records(caplog, "bot.commands.turns")
     assert record.levelno == level and str(CHAT) in record.getMessage()
 
 

@@ -1,4 +1,4 @@
-"""The undelivered replies contract (`bot.undelivered.UndeliveredReplies`): what every
+"""The undelivered replies contract (`bot.transport.undelivered.UndeliveredReplies`): what every
 implementation does, run over each one in `tests.port_contract.BACKENDS` — in memory, and
 as JSON documents on PostgreSQL. A reply kept for a conversation comes back equal, once,
 to one taker, for a day; a later one replaces it. What only PostgreSQL has (another
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from core.models import Usage
-from core.outcomes import Notice, Reply
+from core.domain.consultation import Usage
+from core.domain.outcomes import Notice, Reply
 from tests.port_contract import BACKENDS, Backend, Clock, port_fixture
 
 port = port_fixture(BACKENDS)

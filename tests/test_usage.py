@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 from app.settings import load_settings
-from core.attachments import Transcription
-from core.errors import ConfigError, ModelError
-from core.llm import OpenAICompleter
-from core.models import Usage
-from core.usage import (
+from core.domain.attachments import Transcription
+from core.domain.consultation import Usage
+from core.domain.errors import ConfigError, ModelError
+from core.domain.usage import (
     Accounting,
     CallKind,
     Charge,
@@ -34,12 +33,13 @@ from core.usage import (
     parse_prices,
     transcription_usage,
 )
+from core.llm.llm import OpenAICompleter
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
 from telemetry.metrics import Metrics
 from tests.api_harness import RunningApi
 from tests.bot_harness import RunningBot, ask_private, sent, started_bot, wait_sent
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.service_harness import Clock, make_service
 from tests.time_zone import far_time_zone  # noqa: F401 - a fixture
 

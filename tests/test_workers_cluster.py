@@ -17,6 +17,8 @@ from typing import Any
 import aiohttp
 import asyncpg
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from tests.cluster_harness import (
     API_TOKEN,
     Cluster,
@@ -30,8 +32,6 @@ from tests.cluster_harness import (
     unique_token,
     worker_env,
 )
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 CHATS = 100

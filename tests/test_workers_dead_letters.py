@@ -11,11 +11,11 @@ from pathlib import Path
 
 import aiohttp
 
-from bot.i18n import t
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from i18n.translate import t
 from tests.cluster_harness import PATH, Replies, chat_ids, cluster, free_port, post_update
 from tests.cluster_harness import worker_env as cluster_env
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.test_inbox_dead_letters import letters
 from tests.test_workers_e2e import scrape_until

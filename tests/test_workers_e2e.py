@@ -18,9 +18,9 @@ from typing import Any
 import aiohttp
 import pytest_asyncio
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
 from storage.postgres.coordination.inbox import PostgresInbox
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.test_entrypoint import BotProcess, fakes_env
 

@@ -20,7 +20,9 @@ import aiohttp
 import asyncpg
 import pytest
 
-from bot.i18n import t
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer, text_of
+from i18n.translate import t
 from tests.cluster_harness import (
     PATH,
     Cluster,
@@ -32,8 +34,6 @@ from tests.cluster_harness import (
     post_update,
     worker_env,
 )
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer, text_of
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 WAIT = 30  # seconds: the bound on every wait; a wait that runs out fails the test

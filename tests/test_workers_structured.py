@@ -10,6 +10,8 @@ from pathlib import Path
 
 import aiohttp
 
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer, schema_asked
 from tests.cluster_harness import (
     LoadBalancer,
     Replies,
@@ -19,8 +21,6 @@ from tests.cluster_harness import (
     post_update,
     worker_env,
 )
-from tests.fakes.bot_api import FakeBotApi
-from tests.fakes.model_server import FakeModelServer, schema_asked
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 WORKERS = 2

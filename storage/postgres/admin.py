@@ -12,8 +12,13 @@ from typing import Any
 
 import asyncpg
 
-from core.audit import MAX_AUDIT_PAGE, AuditEntry
-from core.listing import LIKE_ESCAPE, LISTED_REQUEST_CHARS, ConsultationQuery, ListedConsultation
+from core.domain.audit import MAX_AUDIT_PAGE, AuditEntry
+from core.domain.listing import (
+    LIKE_ESCAPE,
+    LISTED_REQUEST_CHARS,
+    ConsultationQuery,
+    ListedConsultation,
+)
 from storage.shared import listed_from_row
 
 # -- reads ---------------------------------------------------------------------------------

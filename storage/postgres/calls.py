@@ -24,8 +24,8 @@ from typing import TypeVar
 
 import asyncpg
 
-from core.errors import StoreUnavailable
-from core.keyed_lock import KeyedLock
+from core.domain.errors import StoreUnavailable
+from core.primitives.keyed_lock import KeyedLock
 from storage.postgres.pool import call
 
 T = TypeVar("T")

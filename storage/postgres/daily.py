@@ -1,4 +1,4 @@
-"""The operator's figures day by day (`core.stats.DayFigures`) from one snapshot of the
+"""The operator's figures day by day (`core.domain.stats.DayFigures`) from one snapshot of the
 PostgreSQL database.
 
 Invariants: two aggregate queries per period, whatever its length: the consultations'
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from core.stats import DayFigures, Period, daily_figures
+from core.domain.stats import DayFigures, Period, daily_figures
 
 _EVENTS = (
     "SELECT floor((created_at - $1) / 86400)::int AS d, 'started' AS what, COUNT(*) AS n"

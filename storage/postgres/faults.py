@@ -2,7 +2,7 @@
 wrong".
 
 Invariant: a connection problem, a database that does not answer, a full disk or a server
-shutting down leaves this package as `core.errors.StoreUnavailable` (the transaction
+shutting down leaves this package as `core.domain.errors.StoreUnavailable` (the transaction
 rolled back, so the same request can be made again), decided by SQLSTATE class
 (`is_unavailable`) so that an error asyncpg has no class for is still one of these; any
 other error (a constraint, a bug) passes unchanged.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from core.errors import StoreUnavailable
+from core.domain.errors import StoreUnavailable
 
 UNAVAILABLE_CLASSES = frozenset({"08", "28", "53", "57", "58"})
 """SQLSTATE classes of a database that cannot serve anyone now: connection exception,

@@ -1,7 +1,7 @@
 """Client memory on PostgreSQL: facts per owner and preferences per person (memory on or
 off, the interface language).
 
-Invariants (with `core.memory`): an owner holds at most `MAX_FACTS` facts, the newest by
+Invariants (with `core.domain.facts`): an owner holds at most `MAX_FACTS` facts, the newest by
 id (an identity, never reused), none equal to another ignoring case and spacing. Adding
 facts is one transaction under a transaction-scoped advisory lock on the owner, so two
 workers adding facts for one owner at once take turns and never both add the same fact.
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from core.memory import MAX_FACTS, Fact, MemoryPreferences, MemoryState, distinct_facts
+from core.domain.facts import MAX_FACTS, Fact, MemoryPreferences, MemoryState, distinct_facts
 from storage.shared import FORGET_IN_CONSULTATIONS
 
 _FACTS_OF = (

@@ -1,4 +1,4 @@
-"""The console's people (`core.people`) and the operator's actions on one person on
+"""The console's people (`core.domain.people`) and the operator's actions on one person on
 PostgreSQL: each action and its audit entry in one transaction.
 
 Invariant: a page of the list is one statement reading `person_activity` through its
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncpg
 
-from core.audit import AuditEntry
-from core.memory import Fact
-from core.people import PeopleQuery, PersonRow
-from core.quotas import QuotaOverride
+from core.domain.audit import AuditEntry
+from core.domain.facts import Fact
+from core.domain.people import PeopleQuery, PersonRow
+from core.domain.quotas import QuotaOverride
 from storage.postgres import memory, quotas
 from storage.postgres.admin import add_audit
 

@@ -1,7 +1,7 @@
 """Connection pools to PostgreSQL, and which of its errors mean "unavailable".
 
 Invariant: a connection problem, a database that does not answer, a full disk or a
-server shutting down leaves this package as `core.errors.StoreUnavailable` (the
+server shutting down leaves this package as `core.domain.errors.StoreUnavailable` (the
 transaction rolled back, so the same request can be made again), decided by SQLSTATE
 class (`is_unavailable`) so that an error asyncpg has no class for is still one of
 these; any other error (a constraint, a bug) passes unchanged; a server that cannot be

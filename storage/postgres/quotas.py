@@ -1,5 +1,5 @@
-"""Quotas on PostgreSQL (`core.quotas`): consultations started per person and UTC day, the
-turns' token holds (`core.quota_holds`), and the admins' overrides.
+"""Quotas on PostgreSQL (`core.domain.quotas`): consultations started per person and UTC day, the
+turns' token holds (`core.turns.quota_holds`), and the admins' overrides.
 
 Invariants:
 - A start is counted by an UPSERT that adds in the database, in the transaction that
@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import asyncpg
 
-from core.quota_holds import StartRefused, TokenHold
-from core.quotas import QuotaOverride, Standing
+from core.domain.quotas import QuotaOverride, Standing
+from core.turns.quota_holds import StartRefused, TokenHold
 
 _COUNT_START = (
     "INSERT INTO consultation_starts (person, day, started) VALUES ($1, $2, 1)"

@@ -453,7 +453,7 @@ MIGRATIONS: list[Migration] = [
         ),
     ),
     (
-        # The tokens reserved by turns under way (`core.quota_holds`), counted next to what
+        # The tokens reserved by turns under way (`core.turns.quota_holds`), counted next to what
         # was charged by the person's and the client key's quota checks.
         "m023_quota_holds",
         (
@@ -483,8 +483,8 @@ MIGRATIONS: list[Migration] = [
         # NULL: not known), recorded when it starts, and the console's list of one
         # person's consultations by its index, newest first. Rows stored before get the
         # person of the memory they started with (a Telegram group owner's part before
-        # `@`, `core.memory.person_of`), else the Telegram user who started them unless
-        # that was the anonymous admins' account (`core.memory.ANONYMOUS_ADMIN_ID`).
+        # `@`, `core.domain.facts.person_of`), else the Telegram user who started them unless
+        # that was the anonymous admins' account (`core.domain.facts.ANONYMOUS_ADMIN_ID`).
         "m025_consultation_person",
         (
             "ALTER TABLE consultations ADD COLUMN person TEXT",

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from core.models import Consultation, Message, Status, TurnRecord, locate_turn
-from core.usage import Charge
+from core.domain.consultation import Consultation, Message, Status, TurnRecord, locate_turn
+from core.domain.usage import Charge
 from storage.postgres.usage import CHARGE_COLUMNS, CHARGE_TYPES, charge_items, charge_values
 from storage.shared import (
     CONSULTATION_COLUMNS,

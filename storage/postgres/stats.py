@@ -1,18 +1,26 @@
-"""The operator's figures (`core.stats`) from one snapshot of the PostgreSQL database.
+"""The operator's figures (`core.domain.stats`) from one snapshot of the PostgreSQL database.
 
 Invariants: a handful of aggregate queries per period, each bounded by an index on the
 period (`consultations_created`, `consultations_ended`, `usage_daily_kind_day`), never a
 row per consultation to the client; run in one read-only REPEATABLE READ transaction, so
 all figures of a period come from one snapshot. The percentiles are `percentile_cont`:
-linear interpolation between the closest ranks, as `core.stats` defines them.
+linear interpolation between the closest ranks, as `core.domain.stats` defines them.
 """
 
 from __future__ import annotations
 
 import asyncpg
 
-from core.stats import MAX_MODELS, MEDIAN, P95, ROUNDS_TAIL, Period, Stats, rounds_distribution
-from core.usage import UsageTotal
+from core.domain.stats import (
+    MAX_MODELS,
+    MEDIAN,
+    P95,
+    ROUNDS_TAIL,
+    Period,
+    Stats,
+    rounds_distribution,
+)
+from core.domain.usage import UsageTotal
 
 _STARTED = "SELECT COUNT(*) FROM consultations WHERE created_at >= $1 AND created_at < $2"
 _ENDED = (

@@ -35,12 +35,9 @@ from typing import Any
 
 import asyncpg
 
-from core.audit import AuditEntry
-from core.clarifying import Picks
-from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
-from core.listing import ConsultationQuery, ListedConsultation
-from core.memory import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
-from core.models import (
+from core.domain.audit import AuditEntry
+from core.domain.clarifying import Picks
+from core.domain.consultation import (
     SUMMARY_CHARS,
     ChatSettings,
     Consultation,
@@ -50,11 +47,14 @@ from core.models import (
     Status,
     TurnRecord,
 )
-from core.people import PeopleQuery, PersonRow
-from core.quota_holds import TokenHold
-from core.quotas import QuotaOverride, Standing
-from core.stats import DayFigures, Period, Stats
-from core.usage import Charge, ScopeKind, UsageTotal, day_of
+from core.domain.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
+from core.domain.facts import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
+from core.domain.listing import ConsultationQuery, ListedConsultation
+from core.domain.people import PeopleQuery, PersonRow
+from core.domain.quotas import QuotaOverride, Standing
+from core.domain.stats import DayFigures, Period, Stats
+from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
+from core.turns.quota_holds import TokenHold
 from storage.postgres import (
     admin,
     daily,
@@ -229,7 +229,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def add_message(
         self, consultation_id: str, message: Message, *, last_activity_at: float
     ) -> None:
-        """Append and commit; raises `core.errors.SessionNotFound` for an unknown id."""
+        """Append and commit; raises `core.domain.errors.SessionNotFound` for an unknown id."""
         outcome = await self._append(Append(consultation_id, message, last_activity_at))
         if not outcome.stored:
             raise SessionNotFound(consultation_id)
@@ -370,7 +370,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         received = time.time() if at is None else at
         return await self._write(lambda c: upkeep.remember_update(c, update_id, received))
 
-    # -- round keyboards (`bot.round_keyboards`) ------------------------------------------
+    # -- round keyboards (`bot.transport.round_keyboards`) --------------------------------
 
     async def swap_round_keyboard(
         self, chat_id: int, thread_id: int | None, message_id: int | None
@@ -383,7 +383,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def forget_round_keyboards(self, chat_id: int) -> int:
         return await self._write(lambda c: keyboards.forget_round_keyboards(c, chat_id))
 
-    # -- client memory (`core.memory`) ---------------------------------------------------
+    # -- client memory (`core.domain.facts`) ---------------------------------------------------
 
     async def load_memory(self, owner: str, person: str) -> MemoryState:
         return await self._call(lambda c: memory.load_memory(c, owner, person))
@@ -413,7 +413,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def delete_language(self, person: str) -> bool:
         return await self._write(lambda c: memory.delete_language(c, person))
 
-    # -- usage (`core.usage`) ------------------------------------------------------------
+    # -- usage (`core.domain.usage`) ------------------------------------------------------------
 
     async def add_usage(self, charges: Sequence[Charge]) -> None:
         if charges:
@@ -424,7 +424,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     ) -> list[UsageTotal]:
         return await self._call(lambda c: usage.usage_of(c, scope, key, since_day, until_day))
 
-    # -- quotas (`core.quotas`) -----------------------------------------------------------
+    # -- quotas (`core.domain.quotas`) -----------------------------------------------------------
 
     async def consultations_started(self, person: str, day: str) -> int:
         return await self._call(lambda c: quotas.consultations_started(c, person, day))
@@ -449,7 +449,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     async def delete_quota_override(self, person: str) -> bool:
         return await self._write(lambda c: quotas.delete_override(c, person))
 
-    # -- the operator's figures (`core.stats`) -------------------------------------------
+    # -- the operator's figures (`core.domain.stats`) -------------------------------------------
 
     async def stats(self, period: Period) -> Stats:
         return await self._call(lambda c: stats.stats_of(c, period))

@@ -1,4 +1,4 @@
-"""Model usage by UTC day (`core.usage`): charges added to each of their scopes' rows.
+"""Model usage by UTC day (`core.domain.usage`): charges added to each of their scopes' rows.
 
 Invariants:
 - A charge is added by an UPSERT that sums in the database (`ADD_USAGE_FROM`), so workers
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from core.usage import Charge, ScopeKind, UsageTotal
+from core.domain.usage import Charge, ScopeKind, UsageTotal
 
 CHARGE_COLUMNS = (
     "u_day, u_person, u_chat, u_client, u_model, u_kind, u_prompt, u_completion,"

@@ -12,8 +12,13 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from core.audit import MAX_AUDIT_PAGE, AuditEntry
-from core.listing import LIKE_ESCAPE, LISTED_REQUEST_CHARS, ConsultationQuery, ListedConsultation
+from core.domain.audit import MAX_AUDIT_PAGE, AuditEntry
+from core.domain.listing import (
+    LIKE_ESCAPE,
+    LISTED_REQUEST_CHARS,
+    ConsultationQuery,
+    ListedConsultation,
+)
 from storage.shared import listed_from_row
 from storage.sqlite.erasure import scrub_search_index
 from storage.sqlite.upkeep import VACUUM_PAGES_PER_PURGE, free_pages

@@ -15,7 +15,7 @@ Invariants:
 - A batch that fails as a whole (SQLite rolled the transaction back, COMMIT
   failed) fails every caller in it: nothing of it was committed.
 - Errors caused by the file or the disk reach callers as
-  `core.errors.StoreUnavailable` (see `storage.sqlite.faults`); `guard`, when given,
+  `core.domain.errors.StoreUnavailable` (see `storage.sqlite.faults`); `guard`, when given,
   runs before each batch and fails it the same way (a file deleted or replaced).
 - Operations run in submission order. A caller cancelled while waiting does
   not un-submit its operation (as with any statement already sent to SQLite);
@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from core.errors import StoreUnavailable
+from core.domain.errors import StoreUnavailable
 from storage.sqlite import erasure
 from storage.sqlite.faults import translate
 

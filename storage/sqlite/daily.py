@@ -1,4 +1,4 @@
-"""The operator's figures day by day (`core.stats.DayFigures`) from one read snapshot of
+"""The operator's figures day by day (`core.domain.stats.DayFigures`) from one read snapshot of
 the SQLite file.
 
 Invariants: two aggregate queries per period, whatever its length: the consultations'
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from core.stats import DayFigures, Period, daily_figures
+from core.domain.stats import DayFigures, Period, daily_figures
 
 _EVENTS = (
     "SELECT CAST((created_at - ?1) / 86400 AS INTEGER), 'started', COUNT(*)"

@@ -2,7 +2,7 @@
 
 Invariant: an error caused by the database file or the disk under it (full,
 I/O error, read-only, deleted or moved, locked by another process past the busy
-timeout, corrupt) leaves this package as `core.errors.StoreUnavailable`, with
+timeout, corrupt) leaves this package as `core.domain.errors.StoreUnavailable`, with
 the SQLite error chained as its cause; every other error (a constraint, a bug)
 passes unchanged. Callers can then tell the user "try again later" for the
 first kind and keep treating the second as a fault of the request or the code.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from core.errors import StoreUnavailable
+from core.domain.errors import StoreUnavailable
 
 _FAULT_CODES = frozenset(
     {

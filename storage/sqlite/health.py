@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from core.errors import StoreUnavailable
+from core.domain.errors import StoreUnavailable
 from storage.sqlite.batch import Batcher
 
 log = logging.getLogger(__name__)

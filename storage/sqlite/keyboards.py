@@ -1,5 +1,5 @@
 """Which Telegram message carries each conversation's latest round keyboard (table
-`round_keyboards`), for `bot.round_keyboards`.
+`round_keyboards`), for `bot.transport.round_keyboards`.
 
 Invariant: a conversation (chat id, forum topic id or 0) has at most one row; `swap_round_keyboard`
 replaces it (or deletes it, for None) and answers the message it named before, in one

@@ -1,7 +1,7 @@
 """Client memory on SQLite: facts per owner and preferences per person (memory on or off,
 the interface language).
 
-Invariants (with `core.memory`): an owner holds at most `MAX_FACTS` facts, the newest by
+Invariants (with `core.domain.facts`): an owner holds at most `MAX_FACTS` facts, the newest by
 id (ids are never reused: AUTOINCREMENT), none equal to another ignoring case and spacing;
 adding facts is one transaction on the single writer, so two additions never interleave.
 """
@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from core.memory import MAX_FACTS, Fact, MemoryPreferences, MemoryState, distinct_facts
+from core.domain.facts import MAX_FACTS, Fact, MemoryPreferences, MemoryState, distinct_facts
 from storage.shared import FORGET_IN_CONSULTATIONS
 
 _FACTS_OF = "SELECT id, text, created_at FROM memory_facts WHERE owner = ? ORDER BY id DESC LIMIT ?"

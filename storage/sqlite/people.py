@@ -1,4 +1,4 @@
-"""The console's people (`core.people`) and the operator's actions on one person on
+"""The console's people (`core.domain.people`) and the operator's actions on one person on
 SQLite: each action and its audit entry in one transaction.
 
 Invariant: a page of the list reads `person_activity` through its index (last day
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import sqlite3
 
-from core.audit import AuditEntry
-from core.memory import Fact
-from core.people import PeopleQuery, PersonRow
-from core.quotas import QuotaOverride
+from core.domain.audit import AuditEntry
+from core.domain.facts import Fact
+from core.domain.people import PeopleQuery, PersonRow
+from core.domain.quotas import QuotaOverride
 from storage.sqlite import memory, quotas
 from storage.sqlite.admin import add_audit
 

@@ -1,5 +1,5 @@
-"""Quotas on SQLite (`core.quotas`): consultations started per person and UTC day, the
-turns' token holds (`core.quota_holds`), and the admins' overrides.
+"""Quotas on SQLite (`core.domain.quotas`): consultations started per person and UTC day, the
+turns' token holds (`core.turns.quota_holds`), and the admins' overrides.
 
 Invariants:
 - A start is counted by an UPSERT in the transaction that creates its consultation, so
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from core.quota_holds import StartRefused, TokenHold
-from core.quotas import QuotaOverride, Standing
+from core.domain.quotas import QuotaOverride, Standing
+from core.turns.quota_holds import StartRefused, TokenHold
 
 _COUNT_START = (
     "INSERT INTO consultation_starts (person, day, started) VALUES (?, ?, 1)"

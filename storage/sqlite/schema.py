@@ -488,7 +488,7 @@ async def m022_person_activity(db: aiosqlite.Connection) -> None:
 
 @migration
 async def m023_quota_holds(db: aiosqlite.Connection) -> None:
-    """The tokens reserved by turns under way (`core.quota_holds`), counted next to what
+    """The tokens reserved by turns under way (`core.turns.quota_holds`), counted next to what
     was charged by the person's and the client key's quota checks."""
     await db.execute(
         "CREATE TABLE quota_holds (id TEXT PRIMARY KEY, person TEXT, client TEXT,"
@@ -516,9 +516,9 @@ async def m024_round_messages(db: aiosqlite.Connection) -> None:
 CONSULTATION_PERSON_MIGRATION = (
     "ALTER TABLE consultations ADD COLUMN person TEXT",
     # Rows stored before: the person of the memory they started with (a Telegram group
-    # owner's part before `@`, `core.memory.person_of`), else the Telegram user who
+    # owner's part before `@`, `core.domain.facts.person_of`), else the Telegram user who
     # started them unless that was Telegram's anonymous admin account (1087968824,
-    # `core.memory.ANONYMOUS_ADMIN_ID`, every group's); NULL when neither is known.
+    # `core.domain.facts.ANONYMOUS_ADMIN_ID`, every group's); NULL when neither is known.
     "UPDATE consultations SET person = CASE"
     " WHEN substr(memory_owner, 1, 3) = 'tg:' AND instr(memory_owner, '@') > 0"
     " THEN substr(memory_owner, 1, instr(memory_owner, '@') - 1)"

@@ -16,8 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from core.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
-from core.models import (
+from core.domain.consultation import (
     SUMMARY_CHARS,
     ChatSettings,
     Consultation,
@@ -27,7 +26,8 @@ from core.models import (
     TurnRecord,
     locate_turn,
 )
-from core.usage import Charge
+from core.domain.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
+from core.domain.usage import Charge
 from storage.shared import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,

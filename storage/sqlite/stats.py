@@ -1,4 +1,4 @@
-"""The operator's figures (`core.stats`) from one read snapshot of the SQLite file.
+"""The operator's figures (`core.domain.stats`) from one read snapshot of the SQLite file.
 
 Invariants: a handful of aggregate queries per period, each bounded by an index on the
 period (`consultations_created`, `consultations_ended`, `usage_daily_kind_day`; named with
@@ -6,14 +6,14 @@ INDEXED BY, so the planner never scans the table instead), never a row per consu
 into Python. SQLite has no `percentile_cont`: the number of answer
 times is counted first, then each percentile reads only the two rows it lies between
 (`LIMIT 2 OFFSET rank` over the period's completed consultations, which SQLite sorts
-itself), and `core.stats.interpolate` does the rest.
+itself), and `core.domain.stats.interpolate` does the rest.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-from core.stats import (
+from core.domain.stats import (
     MAX_MODELS,
     MEDIAN,
     P95,
@@ -24,7 +24,7 @@ from core.stats import (
     percentile_rank,
     rounds_distribution,
 )
-from core.usage import UsageTotal
+from core.domain.usage import UsageTotal
 
 _STARTED = (
     "SELECT COUNT(*) FROM consultations INDEXED BY consultations_created"

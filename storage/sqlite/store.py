@@ -40,11 +40,9 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from core.audit import AuditEntry
-from core.clarifying import Picks
-from core.listing import ConsultationQuery, ListedConsultation
-from core.memory import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
-from core.models import (
+from core.domain.audit import AuditEntry
+from core.domain.clarifying import Picks
+from core.domain.consultation import (
     ChatSettings,
     Consultation,
     ConsultationSummary,
@@ -53,11 +51,13 @@ from core.models import (
     Status,
     TurnRecord,
 )
-from core.people import PeopleQuery, PersonRow
-from core.quota_holds import TokenHold
-from core.quotas import QuotaOverride, Standing
-from core.stats import DayFigures, Period, Stats
-from core.usage import Charge, ScopeKind, UsageTotal, day_of
+from core.domain.facts import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
+from core.domain.listing import ConsultationQuery, ListedConsultation
+from core.domain.people import PeopleQuery, PersonRow
+from core.domain.quotas import QuotaOverride, Standing
+from core.domain.stats import DayFigures, Period, Stats
+from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
+from core.turns.quota_holds import TokenHold
 from storage.shared import (
     DatabaseUnusable,
     IdempotencyKeys,
@@ -219,7 +219,7 @@ class SqliteStore(IdempotencyKeys):
         """Insert it with its messages atomically (and count it as `starter`'s start,
         within `start_limit`: `StartRefused`, nothing stored, at it).
 
-        Raises `core.errors.ActiveConsultationExists` for a second ACTIVE one in its chat,
+        Raises `core.domain.errors.ActiveConsultationExists` for a second ACTIVE one in its chat,
         whichever store (or process) created the first.
         """
         await self._writer.run(
@@ -229,7 +229,7 @@ class SqliteStore(IdempotencyKeys):
     async def add_message(
         self, consultation_id: str, message: Message, *, last_activity_at: float
     ) -> None:
-        """Append and commit; raises `core.errors.SessionNotFound` for an unknown id."""
+        """Append and commit; raises `core.domain.errors.SessionNotFound` for an unknown id."""
         await self._writer.run(
             functools.partial(
                 sql.append_message,
@@ -406,7 +406,7 @@ class SqliteStore(IdempotencyKeys):
         await self._writer.run(Erasing(nothing))
         return result
 
-    # -- round keyboards (`bot.round_keyboards`) ------------------------------------------
+    # -- round keyboards (`bot.transport.round_keyboards`) --------------------------------
 
     async def swap_round_keyboard(
         self, chat_id: int, thread_id: int | None, message_id: int | None
@@ -425,7 +425,7 @@ class SqliteStore(IdempotencyKeys):
             functools.partial(keyboards.forget_round_keyboards, chat_id=chat_id)
         )
 
-    # -- client memory (`core.memory`) ---------------------------------------------------
+    # -- client memory (`core.domain.facts`) ---------------------------------------------------
 
     async def load_memory(self, owner: str, person: str) -> MemoryState:
         return await self._reader.run(
@@ -540,7 +540,7 @@ class SqliteStore(IdempotencyKeys):
             functools.partial(admin.audit_log, before_id=before_id, limit=limit)
         )
 
-    # -- quotas (`core.quotas`) -----------------------------------------------------------
+    # -- quotas (`core.domain.quotas`) -----------------------------------------------------------
 
     async def consultations_started(self, person: str, day: str) -> int:
         return await self._reader.run(

@@ -1,4 +1,4 @@
-"""Model usage by UTC day (`core.usage`): charges added to each of their scopes' rows.
+"""Model usage by UTC day (`core.domain.usage`): charges added to each of their scopes' rows.
 
 Invariants: a charge is added by one UPSERT per scope inside the caller's transaction, so
 it is counted exactly when the write it goes with (a reply) commits; in the same
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from core.usage import Charge, ScopeKind, UsageTotal
+from core.domain.usage import Charge, ScopeKind, UsageTotal
 
 _ADD = (
     "INSERT INTO usage_daily (scope_kind, scope_key, day, model, kind, prompt_tokens,"

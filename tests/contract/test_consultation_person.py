@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 import aiosqlite
 import asyncpg
 
-from core.audit import AuditEntry
-from core.listing import ConsultationQuery
-from core.memory import ANONYMOUS_ADMIN_ID
-from core.models import Status
+from core.domain.audit import AuditEntry
+from core.domain.consultation import Status
+from core.domain.facts import ANONYMOUS_ADMIN_ID
+from core.domain.listing import ConsultationQuery
 from storage.postgres import schema as postgres_schema
 from storage.postgres.store import PostgresStore
 from storage.sqlite import schema as sqlite_schema

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from core.models import Usage
-from core.quota_holds import StartRefused, TokenHold
-from core.quotas import Standing
-from core.usage import CallKind, Charge
+from core.domain.consultation import Usage
+from core.domain.quotas import Standing
+from core.domain.usage import CallKind, Charge
+from core.turns.quota_holds import StartRefused, TokenHold
 from tests.store_contract import Rows, StoreKind, make
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from core.errors import ActiveConsultationExists
-from core.llm import OpenAICompleter
-from core.quotas import QuotaConfig, QuotaExceeded, QuotaOverride
-from core.usage import Payer, ScopeKind, day_of
-from tests.fakes.model_server import FakeModelServer
+from core.domain.errors import ActiveConsultationExists
+from core.domain.quotas import QuotaConfig, QuotaExceeded, QuotaOverride
+from core.domain.usage import Payer, ScopeKind, day_of
+from core.llm.llm import OpenAICompleter
+from fakes.model_server import FakeModelServer
 from tests.service_harness import make_service
 from tests.store_contract import STORE_KINDS, Rows, StoreKind, make
 

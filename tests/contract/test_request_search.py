@@ -18,9 +18,9 @@ import aiosqlite
 import asyncpg
 import pytest
 
-from core.audit import AuditEntry
-from core.listing import ConsultationQuery, Cursor
-from core.models import Status
+from core.domain.audit import AuditEntry
+from core.domain.consultation import Status
+from core.domain.listing import ConsultationQuery, Cursor
 from storage.postgres import schema as postgres_schema
 from storage.postgres.store import PostgresStore
 from storage.sqlite import admin as sqlite_admin

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from core.models import Message, Role, Status
+from core.domain.consultation import Message, Role, Status
 from tests.store_contract import Rows, make
 
 if TYPE_CHECKING:

@@ -14,15 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from core.clarifying import Answer, ClarifyingRound, Picks, Question
-from core.errors import (
-    ActiveConsultationExists,
-    SessionNotFound,
-    StoreUnavailable,
-    TurnSuperseded,
-)
-from core.memory import MAX_FACT_CHARS, MAX_FACTS, MemoryPreferences
-from core.models import (
+from core.domain.clarifying import Answer, ClarifyingRound, Picks, Question
+from core.domain.consultation import (
     SUMMARY_CHARS,
     ChatSettings,
     Consultation,
@@ -32,7 +25,14 @@ from core.models import (
     Status,
     Usage,
 )
-from core.usage import CallKind, Charge, ScopeKind
+from core.domain.errors import (
+    ActiveConsultationExists,
+    SessionNotFound,
+    StoreUnavailable,
+    TurnSuperseded,
+)
+from core.domain.facts import MAX_FACT_CHARS, MAX_FACTS, MemoryPreferences
+from core.domain.usage import CallKind, Charge, ScopeKind
 from tests.store_contract import Rows, StoreKind, make
 
 if TYPE_CHECKING:
@@ -1463,7 +1463,7 @@ async def test_concurrent_additions_for_one_owner_store_each_fact_once(
         await second.close()
 
 
-# -- usage (`core.usage`) -----------------------------------------------------------------
+# -- usage (`core.domain.usage`) -----------------------------------------------------------------
 
 
 CHARGED = Usage(10, 20)

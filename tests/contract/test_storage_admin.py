@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.audit import MAX_FIELD_CHARS, AuditEntry
-from core.listing import ConsultationQuery, Cursor
-from core.models import Message, Role, Status
+from core.domain.audit import MAX_FIELD_CHARS, AuditEntry
+from core.domain.consultation import Message, Role, Status
+from core.domain.listing import ConsultationQuery, Cursor
 from tests.store_contract import StoreKind, make
 
 if TYPE_CHECKING:

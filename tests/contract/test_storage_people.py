@@ -14,12 +14,12 @@ import aiosqlite
 import asyncpg
 import pytest
 
-from core.audit import AuditEntry
-from core.errors import TurnSuperseded
-from core.models import Message, Role, Status, Usage
-from core.people import PeopleQuery
-from core.quotas import QuotaOverride
-from core.usage import CallKind, Charge
+from core.domain.audit import AuditEntry
+from core.domain.consultation import Message, Role, Status, Usage
+from core.domain.errors import TurnSuperseded
+from core.domain.people import PeopleQuery
+from core.domain.quotas import QuotaOverride
+from core.domain.usage import CallKind, Charge
 from storage.postgres import schema as postgres_schema
 from storage.postgres.store import PostgresStore
 from storage.sqlite import schema as sqlite_schema

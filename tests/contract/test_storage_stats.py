@@ -14,8 +14,8 @@ import aiosqlite
 import asyncpg
 import pytest
 
-from core.models import Message, Role, Status, Usage
-from core.stats import (
+from core.domain.consultation import Message, Role, Status, Usage
+from core.domain.stats import (
     MAX_DAYS,
     ROUNDS_TAIL,
     Period,
@@ -24,7 +24,7 @@ from core.stats import (
     period_of,
     rounds_distribution,
 )
-from core.usage import CallKind, Charge
+from core.domain.usage import CallKind, Charge
 from storage.postgres import daily as postgres_daily
 from storage.postgres import stats as postgres_stats
 from storage.sqlite import daily as sqlite_daily

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from core.errors import StoreUnavailable
+from core.domain.errors import StoreUnavailable
 from storage.postgres.pool import call
 
 log = logging.getLogger(__name__)

@@ -39,8 +39,8 @@ from contextlib import asynccontextmanager, contextmanager
 
 import asyncpg
 
-from core.errors import StoreUnavailable
-from core.keyed_lock import KeyedLock
+from core.domain.errors import StoreUnavailable
+from core.primitives.keyed_lock import KeyedLock
 from storage.postgres.batch import Batched
 from storage.postgres.faults import is_unavailable, unavailable
 

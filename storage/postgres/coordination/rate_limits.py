@@ -19,7 +19,7 @@ from typing import Literal
 
 import asyncpg
 
-from core.rate_window import WINDOW_SECONDS
+from core.primitives.rate_window import WINDOW_SECONDS
 from storage.postgres.pool import call
 
 RateTable = Literal["rate_limits", "press_limits"]
@@ -58,7 +58,7 @@ RETURNING 1
 class PostgresRateLimits:
     """At most `per_minute` events per user in any 60-second window across all workers
     (0: unlimited), counted in `table`: messages (`rate_limits`) or button presses
-    (`press_limits`) — the same meaning as `bot.access.RateLimiter` in memory.
+    (`press_limits`) — the same meaning as `bot.updates.access.RateLimiter` in memory.
 
     A sliding window log: a user's row holds the times of their events of the last
     window, at most `per_minute` of them (older ones are dropped by the check that finds

@@ -1,5 +1,6 @@
 """The console's sign-in attempts per client address, shared by every worker, on PostgreSQL
-(`PostgresSignIns`, the `core.sign_in_limits.SignInLimits` of a deployment with DATABASE_URL).
+(`PostgresSignIns`, the `core.domain.sign_in_limits.SignInLimits` of a deployment with
+DATABASE_URL).
 
 A sliding window log per address, as `admin.throttle.SignInThrottle` keeps in memory: a
 row holds the times of the address's attempts of the last window, at most N of them.
@@ -23,7 +24,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from core.sign_in_limits import MAX_AUDITED, Reserved
+from core.domain.sign_in_limits import MAX_AUDITED, Reserved
 from storage.postgres.pool import call
 
 # $1 address, $2 limit, $3 now, $4 window: under the limit the attempt is added (older

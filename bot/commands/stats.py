@@ -1,0 +1,140 @@
+"""/stats in Telegram: the operator's figures for today and the last 7 days (UTC).
+
+Invariants:
+- only a user named in ADMIN_USER_IDS gets figures, and only in a private chat: anyone
+  else is refused in their language; in a group everyone gets the same refusal, so it
+  reveals neither figures nor who the operators are;
+- /stats takes no arguments (any given are ignored).
+"""
+
+from __future__ import annotations
+
+from bot.commands.usage import money
+from bot.transport.chat import Context, Incoming
+from bot.transport.config import BotConfig
+from bot.transport.say import Say
+from core.domain.stats import Stats
+from core.turns.service import ConsultationService
+from i18n.translate import t
+
+WEEK = 7
+NONE = "—"  # a figure with nothing to count: a symbol, the same in every language
+
+
+def duration(language: str, seconds: float | None) -> str:
+    """Seconds as a phone-short duration: `45 s`, `10 min 30 s`, `2 h 5 min`."""
+    if seconds is None:
+        return NONE
+    whole = round(seconds)
+    if whole < 60:
+        return t(language, "stats_seconds", s=whole)
+    if whole < 3600:
+        return t(language, "stats_minutes", m=whole // 60, s=whole % 60)
+    return t(language, "stats_hours", h=whole // 3600, m=whole % 3600 // 60)
+
+
+def rounds_used(stats: Stats) -> str:
+    """The rounds buckets completed consultations fell in, each with its count and share of
+    the completed ones: `1 — 12 (30%) · 2 — 20 (50%) · 10+ — 1 (3%)`. Numbers and symbols
+    only, so the same in every language."""
+    shown = []
+    for bucket in stats.rounds_counted:
+        share = stats.rounds_share(bucket)
+        percent = "" if share is None else f" ({share:.0%})"
+        shown.append(f"{bucket.label} — {bucket.count}{percent}")
+    return " · ".join(shown)
+
+
+def stats_text(language: str, stats: Stats, title: str) -> str:
+    """One period's figures, a short line each."""
+    rate = NONE if stats.completion_rate is None else f"{stats.completion_rate:.0%}"
+    rounds = NONE if stats.mean_rounds is None else f"{stats.mean_rounds:.1f}"
+    lines = [
+        title,
+        t(language, "stats_people", people=stats.people),
+        t(
+            language,
+            "stats_consultations",
+            started=stats.started,
+            completed=stats.completed,
+            reset=stats.reset,
+            expired=stats.expired,
+        ),
+        t(language, "stats_completion", rate=rate, ended=stats.ended),
+        t(
+            language,
+            "stats_rounds",
+            rounds=rounds,
+            early=stats.early_finishes,
+            follow_ups=stats.follow_ups,
+        ),
+    ]
+    if stats.rounds_counted:
+        lines.append(t(language, "stats_rounds_used", buckets=rounds_used(stats)))
+    lines.append(
+        t(
+            language,
+            "stats_times",
+            median=duration(language, stats.answer_seconds_median),
+            p95=duration(language, stats.answer_seconds_p95),
+        )
+    )
+    if not stats.usage:
+        lines.append(t(language, "stats_no_calls"))
+        return "\n".join(lines)
+    lines.append(t(language, "stats_models"))
+    for usage in stats.usage:
+        line = t(
+            language,
+            "stats_model",
+            model=usage.model,
+            prompt=usage.prompt_tokens,
+            completion=usage.completion_tokens,
+            cost=money(usage.cost),
+        )
+        if usage.estimated_calls:
+            line += t(language, "usage_estimated")
+        if usage.model in stats.unpriced:
+            line += t(language, "stats_unpriced")
+        lines.append(line)
+    lines.append(
+        t(
+            language,
+            "stats_total",
+            prompt=stats.prompt_tokens,
+            completion=stats.completion_tokens,
+            cost=money(stats.cost),
+        )
+    )
+    return "\n".join(lines)
+
+
+class StatsCommand:
+    """/stats."""
+
+    def __init__(self, service: ConsultationService, config: BotConfig, *, say: Say) -> None:
+        self.service = service
+        self.admins = config.admin_user_ids
+        self.say = say
+
+    async def stats(self, incoming: Incoming, context: Context) -> None:
+        """Show an operator today's and the last 7 days' figures."""
+        language = incoming.language
+        if incoming.is_group:
+            await self.say(incoming, t(language, "stats_private_only"))
+            return
+        if incoming.user_id is None or incoming.user_id not in self.admins:
+            await self.say(incoming, t(language, "stats_refused"))
+            return
+        today = await self.service.figures.stats(1)
+        week = await self.service.figures.stats(WEEK)
+        titles = (
+            t(language, "stats_today", day=today.until_day),
+            t(language, "stats_days", days=WEEK, since=week.since_day, until=week.until_day),
+        )
+        await self.say(
+            incoming,
+            "\n\n".join(
+                [stats_text(language, today, titles[0]), stats_text(language, week, titles[1])]
+            ),
+        )

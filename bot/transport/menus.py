@@ -1,0 +1,76 @@
+"""The command menus: one per offered language for everyone, and one for the private chat
+of a person who chose a language with /language.
+
+Invariants:
+- every offered language has a menu for private chats and one for groups, under its base
+  `language_code` (English is the default menu), so a client set to it sees it;
+- a person's private chat with the bot (its chat id is their user id) shows the menu in the
+  language they chose, wherever they chose it; clearing the choice, or forgetting the
+  person, deletes that chat's menu, so the `language_code` menus apply there again. A
+  group's menu is never changed for one of its members;
+- a menu is a nicety: a call that fails (network, flood control, a person who never opened
+  a private chat with the bot) is logged and fails nothing else. It is made once, never
+  waited for and retried (a flood wait would hold the chat's next updates): the person's
+  next choice sets it again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from telegram import (
+    BotCommand,
+    BotCommandScopeAllGroupChats,
+    BotCommandScopeAllPrivateChats,
+    BotCommandScopeChat,
+)
+from telegram.error import TelegramError
+
+from bot.transport.target import NO_RETRIES, AnyBot
+from i18n.languages import LANGUAGES, SOURCE, menu_code
+from i18n.translate import COMMANDS, t
+
+log = logging.getLogger(__name__)
+
+
+def commands_in(language: str) -> list[BotCommand]:
+    """The command menu, described in `language`."""
+    return [BotCommand(name, t(language, f"command_{name}")) for name in COMMANDS]
+
+
+async def set_command_menus(bot: AnyBot) -> None:
+    """Command menus for private chats and groups: the default one in English, and one per
+    other offered language for clients set to it (`language_code`: the base language)."""
+    for language in LANGUAGES:
+        commands = commands_in(language)
+        code = None if language == SOURCE else menu_code(language)
+        for scope in (BotCommandScopeAllPrivateChats(), BotCommandScopeAllGroupChats()):
+            try:
+                await bot.set_my_commands(commands, scope=scope, language_code=code)
+            except Exception as exc:  # a menu is a nicety; the bot works without it
+                log.warning("could not set the command menu: %s", exc)
+
+
+class PersonalMenus:
+    """The menu of a person's private chat, in the language they chose."""
+
+    def __init__(self, bot: AnyBot) -> None:
+        self._bot = bot
+
+    async def show(self, user_id: int, language: str) -> None:
+        """Describe the commands in `language` in the person's private chat."""
+        scope = BotCommandScopeChat(user_id)
+        try:
+            await self._bot.set_my_commands(
+                commands_in(language), scope=scope, rate_limit_args=NO_RETRIES
+            )
+        except TelegramError as exc:
+            log.info("could not set the command menu of chat %s: %s", user_id, exc)
+
+    async def reset(self, user_id: int) -> None:
+        """Give the person's private chat the menu of their client's language again."""
+        scope = BotCommandScopeChat(user_id)
+        try:
+            await self._bot.delete_my_commands(scope=scope, rate_limit_args=NO_RETRIES)
+        except TelegramError as exc:
+            log.info("could not delete the command menu of chat %s: %s", user_id, exc)

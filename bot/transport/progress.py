@@ -1,0 +1,210 @@
+"""Showing a reply while the model still writes it.
+
+Invariants:
+- progress is best effort (drafts in private chats, throttled edits elsewhere) and
+  never blocks the answer: a failed or refused update is dropped, and the final
+  delivery (`bot.transport.delivery.Sender`) decides what the chat keeps;
+- each update renders a bounded window of the reply (`PROGRESS_WINDOW` characters),
+  so its cost does not grow with the reply;
+- `close()` lets a progress request already on its way finish, so the final delivery
+  edits a progress message that reached the chat instead of leaving a stray copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+
+from telegram import Message, ReplyParameters
+from telegram.constants import ChatAction
+from telegram.error import BadRequest, Forbidden, RetryAfter
+
+from bot.transport.flood import retry_seconds
+from bot.transport.render import Part, plain_parts, render
+from bot.transport.target import NO_RETRIES, AnyBot, Target
+
+log = logging.getLogger(__name__)
+
+PROGRESS_LIMIT = 4000  # room for the " …" that marks a cut progress message
+PROGRESS_WINDOW = 2 * PROGRESS_LIMIT
+"""Characters of a long reply that a progress update renders: enough for one message."""
+_draft_ids = itertools.count(1)
+
+
+def progress_window(text: str, *, from_end: bool) -> tuple[str, bool]:
+    """The slice of a growing reply that one progress update renders, and whether it is cut.
+
+    Progress shows one message: the end of the reply in a draft, its start in an
+    edited message. Rendering only a window of `PROGRESS_WINDOW` characters keeps
+    each update's cost bounded however long the reply grows. The window starts (or
+    ends) at a line break where one is near, and a window starting inside a code
+    block reopens it, so the slice renders like the same lines of the whole text.
+    """
+    if len(text) <= PROGRESS_WINDOW:
+        return text, False
+    if not from_end:
+        end = text.rfind("\n", PROGRESS_LIMIT, PROGRESS_WINDOW)
+        return text[: end if end != -1 else PROGRESS_WINDOW], True
+    start = len(text) - PROGRESS_WINDOW
+    newline = text.find("\n", start, start + PROGRESS_LIMIT)
+    if newline != -1:
+        start = newline + 1
+    window = text[start:]
+    if text.count("```", 0, start) % 2:
+        window = "```\n" + window
+    return window, True
+
+
+class Progress:
+    """Streams partial text into the chat: drafts in private chats, edits elsewhere.
+
+    The first update waits `first_delay` so a reply that completes at once costs no
+    extra request; later ones are at least `interval` apart. The typing action is
+    sent after `typing_delay` and renewed every 4 s until `close()`.
+    """
+
+    def __init__(
+        self,
+        bot: AnyBot,
+        target: Target,
+        *,
+        interval: float = 1.0,
+        first_delay: float = 0.25,
+        typing_delay: float = 0.3,
+    ) -> None:
+        self._bot = bot
+        self._target = target
+        self._interval = interval
+        self._first_delay = first_delay
+        self._typing_delay = typing_delay
+        self._latest = ""
+        self._shown = ""
+        self._changed = asyncio.Event()
+        self._draft_id = next(_draft_ids)
+        self.message: Message | None = None  # the progress message (edits mode)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._in_flight: asyncio.Future[None] | None = None
+        self._closed = False
+
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._keep_typing()))
+
+    async def update(self, text: str) -> None:
+        """Called with the whole reply so far; returns at once."""
+        self._latest = text
+        self._changed.set()
+        if len(self._tasks) < 2 and not self._closed:
+            self._tasks.append(asyncio.create_task(self._pump()))
+
+    async def close(self) -> None:
+        """Stop typing and progress updates (the final delivery follows).
+
+        A progress request already on its way is let finish, so the final delivery
+        knows about a progress message that reached the chat and edits it instead
+        of leaving a stray partial copy behind.
+        """
+        self._closed = True
+        if self._in_flight is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._in_flight), timeout=10)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _keep_typing(self) -> None:
+        await asyncio.sleep(self._typing_delay)
+        while True:
+            with contextlib.suppress(Exception):
+                await self._bot.send_chat_action(
+                    self._target.chat_id,
+                    ChatAction.TYPING,
+                    message_thread_id=self._target.thread_id,
+                    rate_limit_args=NO_RETRIES,
+                )
+            await asyncio.sleep(4.0)
+
+    async def _pump(self) -> None:
+        await asyncio.sleep(self._first_delay)
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            text = self._latest
+            if text.strip() and text != self._shown and not self._closed:
+                try:
+                    self._in_flight = asyncio.ensure_future(self._show(text))
+                    await asyncio.shield(self._in_flight)
+                    self._shown = text
+                except RetryAfter as exc:
+                    await asyncio.sleep(retry_seconds(exc))
+                except Forbidden:
+                    return
+                except Exception as exc:  # progress is cosmetic; the final delivery decides
+                    log.debug("progress update failed: %s", exc)
+                finally:
+                    self._in_flight = None
+            await asyncio.sleep(self._interval)
+
+    async def _show(self, text: str) -> None:
+        """Show `text` formatted; if Telegram refuses the formatting, show it plain."""
+        part = self._progress_part(text)
+        try:
+            await self._send_progress(part)
+        except BadRequest as exc:
+            if not part.entities or "entit" not in str(exc).lower():
+                raise
+            await self._send_progress(Part(part.text, ()))
+
+    def _progress_part(self, text: str) -> Part:
+        """The formatted slice worth showing: the end in a draft, the start in a message."""
+        text, cut = progress_window(text, from_end=self._target.private)
+        try:
+            parts = render(text, limit=PROGRESS_LIMIT)
+        except Exception:  # a half-written answer must never break the progress display
+            log.debug("progress rendering failed; showing plain text", exc_info=True)
+            parts = [Part(chunk, ()) for chunk in plain_parts(text, limit=PROGRESS_LIMIT)]
+        if not parts:
+            return Part(text[:PROGRESS_LIMIT], ())
+        if self._target.private:
+            return parts[-1]
+        first = parts[0]
+        return Part(first.text + " …", first.entities) if len(parts) > 1 or cut else first
+
+    async def _send_progress(self, part: Part) -> None:
+        target = self._target
+        entities = list(part.entities) or None
+        if target.private:
+            await self._bot.send_message_draft(
+                target.chat_id,
+                self._draft_id,
+                part.text,
+                entities=entities,
+                rate_limit_args=NO_RETRIES,
+            )
+            return
+        if self.message is None:
+            self.message = await self._bot.send_message(
+                target.chat_id,
+                part.text,
+                entities=entities,
+                message_thread_id=target.thread_id,
+                reply_parameters=ReplyParameters(target.reply_to, allow_sending_without_reply=True)
+                if target.reply_to
+                else None,
+                rate_limit_args=NO_RETRIES,
+            )
+            return
+        try:
+            await self._bot.edit_message_text(
+                part.text,
+                chat_id=self.message.chat_id,
+                message_id=self.message.message_id,
+                entities=entities,
+                rate_limit_args=NO_RETRIES,
+            )
+        except BadRequest as exc:
+            if "not modified" not in str(exc).lower():
+                raise

@@ -1,0 +1,374 @@
+"""The ports of the engine: where consultations are kept, who answers, who waits for whom.
+
+`storage.sqlite.store.SqliteStore` and `storage.postgres.store.PostgresStore` implement
+`ConsultationStore`; `core.llm.llm.OpenAICompleter` implements `Completer`;
+`core.primitives.keyed_lock.KeyedLock` implements `ChatLocks` within one process. Tests may plug in
+anything with the same shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from core.domain.attachments import Transcription
+from core.domain.audit import AuditEntry
+from core.domain.clarifying import Picks
+from core.domain.consultation import (
+    ChatSettings,
+    Consultation,
+    ConsultationSummary,
+    Message,
+    ModelOptions,
+    Status,
+    TurnRecord,
+    Usage,
+)
+from core.domain.facts import Fact, MemoryPreferences, MemoryState
+from core.domain.llm_format import SchemaForm
+from core.domain.quotas import QuotaOverride, Standing
+from core.domain.stats import DayFigures, Period, Stats
+from core.domain.usage import Charge, ScopeKind, UsageTotal
+from core.turns.quota_holds import TokenHold
+
+OnDelta = Callable[[str], Awaitable[None]]
+"""Called with each new piece of streamed text, in order."""
+
+OnText = Callable[[str], Awaitable[None]]
+"""Called with the whole reply text shown so far, each time it grows."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRequest:
+    # OpenAI chat format: {"role": ..., "content": ...}; content is a string, or for the
+    # user message of a round with images a list of content parts (text, image_url).
+    messages: list[dict[str, Any]]
+    model: str
+    max_tokens: int | None = None
+    json_mode: bool = False
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    # With json_mode: the JSON Schema the answer should follow, for servers that enforce one.
+    json_schema: dict[str, Any] | None = None
+    schema_name: str = "answer"  # `json_schema.name` (providers require one)
+    # A structured reply the caller cannot do without in JSON alone (a clarifying round):
+    # the schema is sent strict, and a server refusing it fails the call with
+    # FORMAT_REFUSED instead of being asked for any JSON object.
+    schema_required: bool = False
+    # How a required schema is sent: `json_schema`, or `json_object` with the schema
+    # (llama-cpp-python's form); `core.domain.llm_format` learns which one the server takes.
+    schema_form: SchemaForm = SchemaForm.JSON_SCHEMA
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    finish_reason: str | None
+    model: str
+    usage: Usage = field(default_factory=Usage)
+    extras: dict[str, Any] = field(default_factory=dict)  # provider extras, e.g. citations
+
+
+class Completer(Protocol):
+    async def complete(
+        self, request: CompletionRequest, on_delta: OnDelta | None = None
+    ) -> Completion:
+        """Run one chat completion, streaming deltas if `on_delta` is given.
+
+        Raises `core.domain.errors.ModelError` once its own retries are exhausted.
+        """
+        ...
+
+
+class ConsultationStore(Protocol):
+    async def ping(self) -> bool:
+        """True if the store can read and write right now (a health check polls it).
+
+        Never raises: a store that cannot be reached, or was closed, answers False.
+        Cheap enough to call every few seconds.
+        """
+        ...
+
+    async def load_active(self, chat_key: str) -> Consultation | None:
+        """The chat's consultation with status ACTIVE, messages included."""
+        ...
+
+    async def get(self, consultation_id: str) -> Consultation | None:
+        """A consultation by id whatever its status, messages included."""
+        ...
+
+    async def recent(self, chat_key: str, limit: int) -> list[ConsultationSummary]:
+        """The chat's `limit` newest consultations (by when they started, newest first;
+        the id breaks ties), whatever their status, without their messages: one indexed
+        read however long the chat's history. Purged ones are gone from it."""
+        ...
+
+    async def latest_status(self, chat_key: str) -> Status | None:
+        """Status of the chat's most recently active consultation, None if it never had one."""
+        ...
+
+    async def load_turn(
+        self, chat_key: str, turn_id: str | None
+    ) -> tuple[TurnRecord | None, Consultation | None]:
+        """What a new turn needs to know first, in one read from one snapshot: the chat's
+        consultation (any status, messages included) holding a user message stored with
+        `turn_id`, with the reply that followed it (`core.domain.consultation.locate_turn`) — None
+        without a turn id or when the chat has no such message; and, when no turn was
+        found, the chat's ACTIVE consultation (`load_active`)."""
+        ...
+
+    async def create(
+        self, consultation: Consultation, *, starter: str | None = None, start_limit: int = 0
+    ) -> None:
+        """Insert the consultation and the messages it already holds, atomically; with
+        `starter` (a person key) it adds one to that person's consultations started on the
+        UTC day of `created_at`, in the same transaction (`consultations_started`). With a
+        `start_limit` (0: none) the count is added only while it is below the limit, as
+        one conditional write: at the limit nothing is stored and
+        `core.turns.quota_holds.StartRefused` is raised, however many workers start at once.
+
+        A chat has at most one ACTIVE consultation, whoever writes: creating a second
+        raises `core.domain.errors.ActiveConsultationExists` and stores nothing.
+        """
+        ...
+
+    async def add_message(
+        self, consultation_id: str, message: Message, *, last_activity_at: float
+    ) -> None:
+        """Durably append a message (committed before the model is called), whatever the
+        consultation's status: a COMPLETE one takes its follow-ups this way."""
+        ...
+
+    async def record_reply(
+        self,
+        consultation_id: str,
+        reply: Message,
+        *,
+        expected_round: int,
+        current_round: int,
+        status: Status,
+        last_activity_at: float,
+        charge: Charge | None = None,
+    ) -> None:
+        """Append the assistant reply and advance the round, atomically, as a
+        compare-and-set: only if the stored consultation is still ACTIVE with
+        `current_round == expected_round` (the round the turn was planned from).
+        `charge` (the reply's usage) is added to its daily totals in the same transaction:
+        a stored reply is never without its count, a superseded one never counted.
+
+        Otherwise another writer moved it on (or ended it) meanwhile: nothing is
+        written and `core.domain.errors.TurnSuperseded` is raised. `SessionNotFound` for an
+        unknown id.
+        """
+        ...
+
+    async def record_follow_up(
+        self,
+        consultation_id: str,
+        reply: Message,
+        *,
+        expected_follow_ups: int,
+        last_activity_at: float,
+        charge: Charge | None = None,
+    ) -> None:
+        """Append the answer to a follow-up and count it, atomically, as a compare-and-set:
+        only if the stored consultation is COMPLETE with `follow_ups ==
+        expected_follow_ups` (the count the follow-up was planned from). The round, status
+        and everything else stay as they are.
+
+        Otherwise another writer answered it (or the consultation changed) meanwhile:
+        nothing is written and `core.domain.errors.TurnSuperseded` is raised. `SessionNotFound`
+        for an unknown id. `charge` is added with the answer, as `record_reply` does.
+        """
+        ...
+
+    async def add_usage(self, charges: Sequence[Charge]) -> None:
+        """Add each charge to the daily totals of each of its scopes (`Charge.scopes`), in
+        one transaction: calls with no reply to store (a transcription, a memory note).
+        Totals are sums kept by the database, so several workers adding at once lose
+        nothing."""
+        ...
+
+    async def usage_of(
+        self, scope: ScopeKind, key: str, *, since_day: str, until_day: str
+    ) -> list[UsageTotal]:
+        """The scope's totals by model over the UTC days `since_day`..`until_day`
+        (inclusive, `YYYY-MM-DD`), one indexed read; ordered by model; empty when nothing
+        was charged."""
+        ...
+
+    async def consultations_started(self, person: str, day: str) -> int:
+        """How many consultations `person` started on the UTC `day` (`create`'s `starter`);
+        kept apart from the consultations, so deleting them (/forget, purge) does not
+        lower it. One indexed read."""
+        ...
+
+    async def hold_tokens(
+        self, hold: TokenHold, *, month: str, now: float, admit: Callable[[Standing], bool]
+    ) -> tuple[Standing, bool]:
+        """In one transaction, and one at a time per person and per client key across
+        workers: read the standing of the hold's person (tokens used on its day and since
+        `month`, a UTC day, and consultations started on its day) and client (tokens on
+        its day), each as charged plus the live holds (`expires_at` after `now`); then
+        store `hold` if `admit(standing)` says so. Returns the standing read and whether
+        the hold was stored. A person or client of None reads as 0."""
+        ...
+
+    async def resize_hold(self, hold_id: str, tokens: int, expires_at: float) -> None:
+        """Set a stored hold's tokens and expiry (nothing when it is gone)."""
+        ...
+
+    async def release_hold(self, hold_id: str) -> None:
+        """Delete a hold (nothing when it is gone)."""
+        ...
+
+    async def load_quota_override(self, person: str) -> QuotaOverride | None:
+        """An admin's quota override for `person` (`core.domain.quotas`), None when none is set."""
+        ...
+
+    async def save_quota_override(self, override: QuotaOverride, *, at: float) -> None:
+        """Set (replace) the person's override."""
+        ...
+
+    async def delete_quota_override(self, person: str) -> bool:
+        """Remove the person's override; True when there was one."""
+        ...
+
+    async def stats(self, period: Period) -> Stats:
+        """The operator's figures of `period` (`core.domain.stats.Stats`), from one snapshot: a
+        handful of aggregate reads bounded by indexes on the period, whatever the store
+        holds. A consultation's end counts on the day it happened: `record_reply` storing
+        a final answer, `set_status` and `expire_idle` record when."""
+        ...
+
+    async def is_blocked(self, person: str) -> bool:
+        """Whether an operator blocked `person` (`core.turns.blocks`)."""
+        ...
+
+    async def daily_stats(self, period: Period) -> list[DayFigures]:
+        """`period` day by day, oldest first, every day listed (zeros when nothing
+        happened), counted as `stats` counts: two aggregate reads bounded by indexes on
+        the period, from one snapshot."""
+        ...
+
+    async def load_latest(self, chat_key: str) -> Consultation | None:
+        """The chat's newest consultation (the last one created) whatever its status,
+        messages included; None when the chat never had one."""
+        ...
+
+    async def withdraw_turn(self, consultation_id: str, turn_id: str) -> bool:
+        """Take back the user message stored with `turn_id` in that consultation, if no
+        reply followed it; True when one was taken back. A consultation left without
+        messages is deleted; when the first message goes, the next user message becomes
+        the initial request."""
+        ...
+
+    async def save_picks(self, consultation_id: str, picks: Picks | None) -> None:
+        """Keep the options chosen so far for the questions of the consultation's last
+        round, replacing any kept before (None: clear them). Loaded with the consultation
+        (`Consultation.picks`); `SessionNotFound` for an unknown id."""
+        ...
+
+    async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None: ...
+
+    async def set_max_rounds(self, consultation_id: str, max_rounds: int) -> None: ...
+
+    async def set_options(self, consultation_id: str, options: ModelOptions) -> None:
+        """Replace the consultation's model options (`Consultation.options`), which its
+        next model call reads; `SessionNotFound` for an unknown id."""
+        ...
+
+    async def load_chat_settings(self, chat_key: str) -> ChatSettings: ...
+
+    async def save_chat_settings(self, chat_key: str, settings: ChatSettings) -> None: ...
+
+    async def move_chat(self, old_key: str, new_key: str) -> int:
+        """Give a chat's consultations and settings a new key (a group that changed id).
+
+        An active consultation already under the new key wins; the old one is reset.
+        Returns how many consultations moved.
+        """
+        ...
+
+    async def expire_idle(self, *, inactive_since: float, at: float) -> int:
+        """Mark ACTIVE consultations idle since before `inactive_since` as EXPIRED."""
+        ...
+
+    async def purge(self, *, older_than: float) -> int:
+        """Delete finished consultations (and their messages) last active before `older_than`."""
+        ...
+
+    async def forget_chat(self, chat_key: str) -> int:
+        """Delete everything kept under `chat_key`, in one transaction: its consultations of
+        any status, their messages and idempotency keys, and the chat's settings. Returns
+        how many consultations went; 0 (and nothing else changed) for an unknown key."""
+        ...
+
+    async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
+        """Delete one consultation of any status with its messages and idempotency keys,
+        writing `audit` in the same transaction; False (nothing written) for an unknown id."""
+        ...
+
+    # -- client memory (`core.domain.facts`) ---------------------------------------------------
+
+    async def load_memory(self, owner: str, person: str) -> MemoryState:
+        """`owner`'s facts (newest first, at most `MAX_FACTS`) and `person`'s preferences
+        (the defaults when none were saved)."""
+        ...
+
+    async def add_facts(
+        self, owner: str, person: str, facts: Sequence[str], *, at: float
+    ) -> tuple[Fact, ...]:
+        """Add `facts` to `owner`'s (cleaned by `core.domain.facts.distinct_facts`: those equal
+        to one it holds, ignoring case and spacing, are skipped), then keep only its newest
+        `MAX_FACTS`; one transaction. Returns the facts added, newest first. Bounded
+        whatever `facts` holds: at most `MAX_FACTS` of them are looked at."""
+        ...
+
+    async def delete_fact(self, owner: str, fact_id: int) -> bool:
+        """Delete the fact `fact_id` only if it belongs to `owner`; True when one went. Any
+        other id (another owner's, unknown, out of range) changes nothing."""
+        ...
+
+    async def save_memory_preferences(self, person: str, preferences: MemoryPreferences) -> None:
+        """Replace `person`'s preferences."""
+        ...
+
+    async def forget_memory(self, person: str) -> int:
+        """Delete every fact `person` has in any scope (private and each group) and their
+        preferences (memory and interface language), in one transaction; the number of
+        facts deleted."""
+        ...
+
+    async def load_language(self, person: str) -> str | None:
+        """The interface language `person` chose (None when they never chose one)."""
+        ...
+
+    async def save_language(self, person: str, language: str) -> None:
+        """Replace the interface language `person` chose."""
+        ...
+
+    async def delete_language(self, person: str) -> bool:
+        """Forget the interface language `person` chose; True when there was one."""
+        ...
+
+
+class ChatLocks(Protocol):
+    """Mutual exclusion per chat key: while one holder is inside `hold(key)`, another
+    `hold(key)` waits; different keys never wait for each other."""
+
+    def hold(self, key: str) -> AbstractAsyncContextManager[None]: ...
+
+
+class Transcriber(Protocol):
+    async def transcribe(
+        self, audio: bytes, *, filename: str, language: str | None = None
+    ) -> Transcription:
+        """The words spoken in `audio` (sent as `filename`, whose extension names the format),
+        with what the service billed for them.
+
+        Raises `core.domain.errors.AttachmentRefused` (TRANSCRIPTION_FAILED) when the service
+        fails after its own retries.
+        """
+        ...

@@ -1,0 +1,387 @@
+"""The one module that knows the openai SDK: `Completer` over any OpenAI-compatible API.
+
+Invariant: every call streams, and whatever the SDK raises once its own retries
+(429, 5xx, timeouts, dropped connections, with backoff honouring `retry-after`)
+are spent leaves this module as `core.domain.errors.ModelError` with a kind the edges
+can explain — including an error in the middle of a stream and a stream that is
+not valid JSON or not shaped like OpenAI's chunks ("malformed stream"). A stream
+that ends without a finish_reason after some text reports `finish_reason=None`
+(a cut-off answer), never a made-up "stop"; one that ends so before any text is
+how llama.cpp's server answers a prompt over its context, and is reported as
+CONTEXT_TOO_LONG like the providers' own 400s for it. A request with images that
+the server refuses for them is IMAGES_REJECTED, so the caller can ask again without
+them; a request without images never is.
+
+Every completion has a usage: reported by the provider, or estimated (and marked
+so) when the stream carried none. A JSON request with a schema asks for
+`response_format: json_schema`; a server that refuses that (a 400 about
+response_format) is asked again with `json_object`, and so are all later calls of
+this completer. A required schema (a clarifying round's, client memory's) is sent in
+the form its request names (`SchemaForm`: `json_schema`, or `json_object` with the
+schema) and a refusal is FORMAT_REFUSED, for `core.domain.llm_format` to choose the next
+form; a form the server has not answered yet goes without the SDK's retries first.
+Reading a fast stream yields to the event loop every
+`YIELD_EVERY` chunks. One `AsyncOpenAI` client (one connection pool) is shared by
+all calls; they leave out the SDK's X-Stainless-* telemetry headers.
+
+Two parts that need no SDK live next to it: `core.llm.llm_stream` decodes the chunks
+of one stream (malformed streams, extras, usage), and `core.llm.llm_errors` holds what
+a refusal's status and words mean (context overflow, IMAGES_REJECTED wordings,
+which setting to check, hang-ups and refused connections); this module maps the
+SDK's exception types onto those rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import openai
+from openai import AsyncOpenAI, AsyncStream
+
+from core.domain.errors import ModelError, ModelErrorKind
+from core.domain.llm_format import SchemaForm
+from core.domain.ports import Completion, CompletionRequest, OnDelta
+from core.llm.llm_errors import (
+    context_overflow,
+    ended_before_text,
+    format_refused,
+    has_images,
+    hung_up,
+    images_refused,
+    images_rejected,
+    refused,
+    status_error,
+)
+from core.llm.llm_stream import StreamState, decoded
+
+YIELD_EVERY = 32
+"""Chunks handled between two turns of the event loop: a provider streaming faster than
+the bot parses (or a buffer full of small chunks) must not starve other chats."""
+
+CHECK_SECONDS = 3.0
+"""How long the start-up check of the model endpoint may take, at most."""
+
+_UNSENT_HEADERS = dict.fromkeys(
+    (
+        "X-Stainless-Async",
+        "X-Stainless-Lang",
+        "X-Stainless-Package-Version",
+        "X-Stainless-OS",
+        "X-Stainless-Arch",
+        "X-Stainless-Runtime",
+        "X-Stainless-Runtime-Version",
+        "X-Stainless-Retry-Count",
+        "X-Stainless-Read-Timeout",
+    ),
+    openai.omit,
+)
+"""The SDK's telemetry headers, which no OpenAI-compatible server needs: each call with
+hundreds in flight carries its headers in three forms (the SDK's, httpx2's bytes, aiohttp's
+strings), and these nine are half of them (see docs/performance.md)."""
+_CALL_OPTIONS: openai.RequestOptions = {"headers": _UNSENT_HEADERS}
+_PROBE_OPTIONS: openai.RequestOptions = {"headers": _UNSENT_HEADERS, "max_retries": 0}
+"""A required schema's form not yet answered by the server is sent once without the SDK's
+retries: a refusal (llama-cpp-python's 500 for json_schema) costs one request, not one
+per retry after backoffs; another error gets the call again with them."""
+
+_JSON_FORMAT = {"type": "json_object"}
+_STREAM_OPTIONS = {"include_usage": True}
+_CHUNKS = AsyncStream[object]  # the SDK's stream, its chunks left as decoded JSON
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEndpoint:
+    """One OpenAI-compatible model as configured: where it is, how it is called, its limits.
+
+    `name` says which of the process's models it is ("bot"; the evaluator adds more).
+    The deadlines bound each whole call (`core.llm.deadline`); the timeout, each read.
+    """
+
+    name: str
+    api_key: str
+    base_url: str | None
+    model: str
+    timeout_seconds: float = 120.0
+    max_retries: int = 2
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    transport: Literal["httpx", "aiohttp"] = "aiohttp"
+    temperature: float | None = None  # None: the server's default
+    first_token_timeout_seconds: float = 120.0
+    total_timeout_seconds: float = 600.0
+
+
+class OpenAICompleter:
+    """`core.domain.ports.Completer` backed by `openai.AsyncOpenAI`, streaming every call."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None,
+        timeout: float,
+        max_retries: int,
+        default_extra_body: dict[str, Any] | None = None,
+        client: AsyncOpenAI | None = None,
+        transport: Literal["httpx", "aiohttp"] = "httpx",
+        temperature: float | None = None,
+    ) -> None:
+        """`transport="aiohttp"` (the SDK's own aiohttp transport) roughly halves the
+        client CPU per call at hundreds of concurrent streams, where the httpx pool's
+        bookkeeping dominates; httpx stays the default as the SDK's reference path."""
+        self._owns_client = client is None
+        if client is None:
+            http_client = openai.DefaultAioHttpClient() if transport == "aiohttp" else None
+            client = AsyncOpenAI(
+                api_key=api_key,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=max_retries,
+                http_client=http_client,
+            )
+        self._client = client
+        self._default_extra_body = dict(default_extra_body or {})
+        if temperature is not None:
+            self._default_extra_body.setdefault("temperature", temperature)
+        self._schema_refused = False  # the server refused json_schema once: json_object now
+        self._answered: set[tuple[str, SchemaForm]] = set()  # required forms it answered
+
+    @classmethod
+    def from_endpoint(cls, endpoint: ModelEndpoint) -> OpenAICompleter:
+        return cls(
+            api_key=endpoint.api_key,
+            base_url=endpoint.base_url,
+            timeout=endpoint.timeout_seconds,
+            max_retries=endpoint.max_retries,
+            default_extra_body=endpoint.extra_body,
+            transport=endpoint.transport,
+            temperature=endpoint.temperature,
+        )
+
+    async def close(self) -> None:
+        """Close the connection pool if this completer created it."""
+        if self._owns_client:
+            await self._client.close()
+
+    def _body(self, request: CompletionRequest, *, schema: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            **self._default_extra_body,
+            **request.extra_body,  # provider fields (disable_search, …) as extra_body would
+            "model": request.model,
+            "messages": request.messages,
+            "stream": True,
+            "stream_options": _STREAM_OPTIONS,
+        }
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.json_mode:
+            body["response_format"] = _JSON_FORMAT
+            if schema and request.json_schema is not None and _in_json_object(request):
+                # llama-cpp-python's form: it turns the schema into a grammar.
+                body["response_format"] = {"type": "json_object", "schema": request.json_schema}
+            elif schema and request.json_schema is not None:
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": request.schema_name,
+                        "schema": request.json_schema,
+                        # A client's schema may use any keyword, not only OpenAI's strict
+                        # subset; a required one is written within that subset.
+                        "strict": request.schema_required,
+                    },
+                }
+        return body
+
+    async def complete(
+        self, request: CompletionRequest, on_delta: OnDelta | None = None
+    ) -> Completion:
+        """Stream one completion, passing each text piece to `on_delta` in order.
+
+        A call with a schema that the server refuses — an error naming response_format,
+        or a hang-up before any answer (llama-cpp-python's server) — is made again with
+        `json_object`; when that one succeeds, the server is known to lack json_schema
+        and later calls skip it. (When it fails too, the server is down, not refusing.)
+        A call whose schema is required (`schema_required`) is sent in the form it names
+        (`schema_form`) and not made again: a refusal fails it with FORMAT_REFUSED (its
+        caller, `core.domain.llm_format`, knows the next form), at once when it names json_schema
+        and the server is known to lack it.
+        """
+        schema = request.json_mode and request.json_schema is not None
+        if schema and request.schema_required:
+            return await self._complete_required(request, on_delta)
+        if not schema or self._schema_refused:
+            return await self._complete(request, on_delta, schema=False)
+        state = StreamState(request.model)  # its pieces tell whether text was streamed
+        try:
+            return await self._complete(request, on_delta, schema=True, state=state)
+        except openai.APIError as exc:
+            if state.pieces or not _schema_refused(exc):
+                raise _model_error(exc, images=has_images(request)) from exc
+        completion = await self._complete(request, on_delta, schema=False)
+        self._schema_refused = True
+        return completion
+
+    async def _complete_required(
+        self, request: CompletionRequest, on_delta: OnDelta | None
+    ) -> Completion:
+        """One call with a required schema in its form; a refusal is FORMAT_REFUSED. A
+        form the server has not answered yet is sent without the SDK's retries first
+        (`_PROBE_OPTIONS`)."""
+        if self._schema_refused and not _in_json_object(request):
+            raise ModelError(ModelErrorKind.FORMAT_REFUSED, "the server lacks json_schema")
+        form = (request.model, request.schema_form)
+        probe = form not in self._answered
+        state = StreamState(request.model)  # its pieces tell whether text was streamed
+        options = _PROBE_OPTIONS if probe else _CALL_OPTIONS
+        try:
+            completion = await self._complete(
+                request, on_delta, schema=True, state=state, options=options
+            )
+        except openai.APIError as exc:
+            if not state.pieces and _schema_refused(exc):
+                said = exc.message if exc.message.strip() else "the connection ended"
+                raise ModelError(ModelErrorKind.FORMAT_REFUSED, said) from exc
+            if not (probe and not state.pieces and _retried(exc)):
+                raise _model_error(exc, images=has_images(request)) from exc
+            completion = await self._complete(request, on_delta, schema=True)
+        self._answered.add(form)
+        return completion
+
+    async def _complete(
+        self,
+        request: CompletionRequest,
+        on_delta: OnDelta | None,
+        *,
+        schema: bool,
+        state: StreamState | None = None,
+        options: openai.RequestOptions = _CALL_OPTIONS,
+    ) -> Completion:
+        """One streamed call; SDK errors leave as `ModelError`, or as they are when the
+        caller gives the `state` to read after them."""
+        raw_errors = state is not None
+        state = state if state is not None else StreamState(request.model)
+        try:
+            # The SDK's generic `post` keeps its retries, timeouts, SSE decoding and
+            # error events, but leaves chunks as decoded JSON: building a pydantic model
+            # per chunk (what `chat.completions.create` does) cost more than all the rest.
+            stream = await self._client.post(
+                "/chat/completions",
+                body=self._body(request, schema=schema),
+                cast_to=object,
+                stream=True,
+                stream_cls=_CHUNKS,
+                options=options,
+            )
+            async with stream:
+                count = 0
+                async for chunk in decoded(stream):
+                    piece = state.feed(chunk)
+                    if piece and on_delta is not None:
+                        await on_delta(piece)  # may raise to stop reading: the stream closes
+                    count += 1
+                    if count % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)
+        except openai.APIError as exc:
+            if raw_errors:
+                raise
+            raise _model_error(exc, images=has_images(request)) from exc
+        if state.finish_reason is None and not state.pieces:
+            raise ended_before_text()
+        return state.completion(request)
+
+    async def check_endpoint(self, model: str) -> list[str]:
+        """Problems with OPENAI_BASE_URL, OPENAI_API_KEY or LLM_MODEL that `GET /models`
+        reveals, one line each; [] when none shows (or the provider has no such endpoint).
+
+        Takes at most `CHECK_SECONDS`, without retries. Only clear signs count: a 404
+        on /models alone is not one (some providers lack it), but a 404 under a base URL
+        without any path almost always means the `/v1` is missing.
+        """
+        base = str(self._client.base_url)
+        client = self._client.with_options(timeout=CHECK_SECONDS, max_retries=0)
+        try:
+            async with asyncio.timeout(CHECK_SECONDS):
+                page = await client.models.list()
+        except (TimeoutError, openai.APITimeoutError) as exc:
+            if not refused(exc):
+                return [f"OPENAI_BASE_URL: {base} did not answer within {CHECK_SECONDS:g} s"]
+            return [f"OPENAI_BASE_URL: cannot connect to {base}; is the model server running?"]
+        except openai.APIConnectionError:
+            return [f"OPENAI_BASE_URL: cannot connect to {base}; is the model server running?"]
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+            return [f"OPENAI_API_KEY: {base} refused the key (HTTP {exc.status_code})"]
+        except openai.NotFoundError:
+            if urlsplit(base).path.strip("/"):
+                return []
+            return [
+                f"OPENAI_BASE_URL: {base} answers 404 and has no path; OpenAI-compatible "
+                f"servers usually serve under /v1 (e.g. {base.rstrip('/')}/v1)"
+            ]
+        except openai.APIError:
+            return []  # another answer proves nothing about the settings
+        ids = [getattr(item, "id", None) for item in page.data]
+        listed = [i for i in ids if isinstance(i, str) and i]
+        if not ids or len(listed) != len(ids) or model in listed:
+            return []  # nothing listed, or not clearly a list of model ids
+        shown = ", ".join(sorted(listed)[:10]) + (", …" if len(listed) > 10 else "")
+        return [
+            f"LLM_MODEL: {model!r} is not among the models {base} lists ({shown}); servers "
+            "that serve one model whatever the name (llama.cpp) answer anyway"
+        ]
+
+
+def _model_error(exc: openai.APIError, *, images: bool = False) -> ModelError:
+    """Classify what is left after the SDK's retries into the engine's error kinds
+    (`images`: the request carried image parts)."""
+    detail = exc.message
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+    if images and status is not None and images_refused(status, detail):
+        return images_rejected(detail)
+    if (overflow := context_overflow(exc.code, detail)) is not None:
+        return overflow
+    if isinstance(exc, openai.APITimeoutError):
+        if refused(exc):  # the aiohttp transport reports a refused connect as a timeout
+            return ModelError(ModelErrorKind.UNAVAILABLE, "connection failed")
+        return ModelError(ModelErrorKind.TIMEOUT, detail)
+    if isinstance(exc, openai.RateLimitError):  # always 429: never one of status_error's
+        return ModelError(ModelErrorKind.RATE_LIMITED, detail)
+    if isinstance(exc, openai.APIStatusError):
+        return status_error(exc.status_code, detail, exc.request.url)
+    # Connection refused/reset, an error event mid-stream, an unparsable response.
+    return ModelError(ModelErrorKind.UNAVAILABLE, detail)
+
+
+def _retried(exc: openai.APIError) -> bool:
+    """Whether the SDK would have retried `exc`: a connection error or timeout, or 408,
+    409, 429 or a 5xx."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)
+
+
+def _in_json_object(request: CompletionRequest) -> bool:
+    """Whether a required schema goes as `json_object` with its schema (see `SchemaForm`)."""
+    return request.schema_required and request.schema_form is SchemaForm.JSON_OBJECT
+
+
+def _schema_refused(exc: openai.APIError) -> bool:
+    """Whether a call with json_schema may have failed for the schema: an error status whose
+    message names the response format (400 or 422; llama-cpp-python's server answers 500 with
+    its validation error), or a hang-up without an answer (not a refused connect, not a
+    timeout)."""
+    if isinstance(exc, openai.APIStatusError):
+        # FastAPI's own 422 keeps its words in `detail`, which the SDK leaves out of
+        # `message` ("Error code: 422"): the body tells.
+        return format_refused(exc.message) or format_refused(_body_text(exc.body))
+    return isinstance(exc, openai.APIConnectionError) and hung_up(exc)
+
+
+def _body_text(body: object) -> str:
+    """An error body's words, whatever its shape (bounded: a body is a server's)."""
+    try:
+        return json.dumps(body, ensure_ascii=False)[:4096]
+    except (TypeError, ValueError):
+        return ""

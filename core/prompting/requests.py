@@ -1,0 +1,209 @@
+"""What one turn sends to the model: a pure function of the consultation and its turn.
+
+The round context or final-round instruction goes into the system message; the
+history is the bounded window of `core.prompting.context`; per-session options (model,
+max tokens, search, JSON output) override the deployment's.
+
+Every call has an output budget (`max_tokens`), so a model stuck in a loop on a server
+without a limit of its own cannot write for minutes: the final answer gets `max_tokens`
+per call (it is continued when cut off), a clarifying round `question_max_tokens`. An API
+session's `maxTokens` is its final answer's budget and caps its clarifying rounds too: a
+clarifying round gets the smaller of the two.
+
+Images reach the model only in the request of the round they came with: its last user
+message becomes OpenAI content parts (its text, then one `image_url` part per image).
+The store keeps the text alone, with its [photo] placeholder, so later rounds, retries
+and replays send text. A round whose images the model refused is asked again without
+them, with a note in the system message that the user sent a photo it cannot see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.domain.attachments import Image
+from core.domain.clarifying import ROUND_SCHEMA, SCHEMA_NAME
+from core.domain.consultation import Consultation, ModelOptions
+from core.domain.facts import within_budget
+from core.domain.json_answer import schema_object
+from core.domain.ports import CompletionRequest
+from core.prompting.context import SEPARATOR, build_model_messages
+from core.prompting.final_now import user_language
+from core.prompting.language import language_name
+from core.prompting.prompts import PromptContext, PromptLibrary, build_system_prompt
+from core.prompting.rounds import Turn
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    model: str
+    # The models a chat or a session may choose (LLM_MODELS, `model` among them).
+    models: tuple[str, ...] = ()
+    max_tokens: int | None = 2048  # the final answer's budget per call
+    question_max_tokens: int | None = 400  # a clarifying round's budget
+    default_max_rounds: int = 3
+    max_rounds_limit: int = 10
+    session_ttl_seconds: float = 3600
+    history_budget_chars: int = 24_000
+    max_continuations: int = 3
+    default_role: str = "expert"
+    max_answer_chars: int = 50_000
+    initial_request_budget_chars: int = 6000
+    # The original request's documents, on top of the history budget (`core.prompting.context`).
+    documents_budget_chars: int = 30_000
+    structured_questions: str = "auto"  # `core.domain.llm_format.QuestionMode`
+    final_brief: bool = True  # a final text answer opens with what it took into account
+    memory_enabled: bool = True  # client memory (`core.domain.facts`)
+    memory_max_tokens: int = 300  # the remembered facts' share of the system prompt
+    followup_limit: int = 5  # follow-ups a complete consultation takes (0: none)
+
+    @property
+    def allowed_models(self) -> tuple[str, ...]:
+        """The models a chat or a session may choose: `models`, else `model` alone."""
+        return self.models or (self.model,)
+
+
+def model_of(chosen: str | None, config: EngineConfig) -> str:
+    """The model a consultation's next call uses (or a chat's next consultation): the one
+    chosen while the allow-list still names it, else the deployment's (a model the operator
+    removed is never called)."""
+    return chosen if chosen is not None and chosen in config.allowed_models else config.model
+
+
+def model_messages(
+    system_prompt: str,
+    consultation: Consultation,
+    *,
+    is_group: bool,
+    prompts: PromptLibrary,
+    config: EngineConfig,
+    images: Sequence[Image] = (),
+) -> list[dict[str, Any]]:
+    """The messages the model reads: `system_prompt` with the client memory the
+    consultation started with (within its budget), then the history fitted by
+    `core.prompting.context`, `images` going with its last user message."""
+    if config.memory_enabled and consultation.memory_facts:
+        facts = within_budget(consultation.memory_facts, config.memory_max_tokens)
+        if facts:
+            system_prompt += SEPARATOR + prompts.client_memory(facts)
+    messages: list[dict[str, Any]] = build_model_messages(
+        system_prompt,
+        consultation.messages,
+        is_group=is_group,
+        budget_chars=config.history_budget_chars,
+        omission_note=prompts.omission_note,
+        excerpt_note=prompts.excerpt_note,
+        documents_budget_chars=config.documents_budget_chars,
+    )
+    if images and messages[-1]["role"] == "user":
+        messages[-1] = with_images(messages[-1], images)
+    return messages
+
+
+def extra_body_of(options: ModelOptions) -> dict[str, Any]:
+    """Provider parameters beyond OpenAI's that a session set (Perplexity's search)."""
+    extra_body: dict[str, Any] = {}
+    if options.disable_search is not None:
+        extra_body["disable_search"] = options.disable_search
+    return extra_body
+
+
+def build_completion_request(
+    consultation: Consultation,
+    turn: Turn,
+    *,
+    is_group: bool,
+    prompts: PromptLibrary,
+    config: EngineConfig,
+    images: Sequence[Image] = (),
+    images_not_seen: bool = False,
+    structured: bool = False,
+) -> CompletionRequest:
+    """The request for `turn`; `images` go with its last user message, and
+    `images_not_seen` tells the model that the user sent images it could not take.
+    `structured` asks a question round for a `core.domain.clarifying` round (JSON, its schema
+    required); a final answer is always asked in text (or the session's JSON)."""
+    options = consultation.options
+    structured = structured and not turn.is_final
+    # A session's JSON output is for the answer, never for its questions.
+    json_mode = options.output_format == "json" and turn.is_final
+    context = PromptContext(
+        round=turn.round,
+        max_rounds=turn.max_rounds,
+        is_final=turn.is_final,
+        final_requested=turn.final_requested,
+        initial_request=consultation.initial_request,
+        role=consultation.role or config.default_role,
+        custom_system_prompt=consultation.system_prompt,
+        is_group=is_group,
+        json_mode=json_mode,
+        json_schema=options.output_schema,
+        request_budget_chars=config.initial_request_budget_chars,
+        language=language_name(user_language(consultation, prompts))
+        if turn.final_requested
+        else None,
+        structured=structured,
+        model_ready=turn.model_ready,
+        brief=config.final_brief,
+    )
+    system_prompt = build_system_prompt(prompts, context)
+    if images_not_seen:
+        system_prompt += SEPARATOR + prompts.images_not_seen
+    messages = model_messages(
+        system_prompt,
+        consultation,
+        is_group=is_group,
+        prompts=prompts,
+        config=config,
+        images=images,
+    )
+    extra_body = extra_body_of(options)
+    if structured:
+        return CompletionRequest(
+            messages=messages,
+            model=model_of(options.model, config),
+            max_tokens=structured_max_tokens(consultation, config),
+            json_mode=True,
+            extra_body=extra_body,
+            json_schema=ROUND_SCHEMA,
+            schema_name=SCHEMA_NAME,
+            schema_required=True,
+        )
+    return CompletionRequest(
+        messages=messages,
+        model=model_of(options.model, config),
+        max_tokens=answer_max_tokens(consultation, config)
+        if turn.is_final
+        else question_max_tokens(consultation, config),
+        json_mode=json_mode,
+        extra_body=extra_body,
+        json_schema=schema_object(options.output_schema) if json_mode else None,
+    )
+
+
+def with_images(message: dict[str, Any], images: Sequence[Image]) -> dict[str, Any]:
+    """`message` with its text followed by `images`, as OpenAI content parts."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}]
+    parts += ({"type": "image_url", "image_url": {"url": image.data_url()}} for image in images)
+    return {**message, "content": parts}
+
+
+def answer_max_tokens(consultation: Consultation, config: EngineConfig) -> int | None:
+    """The final answer's budget per call: the session's `maxTokens`, else the deployment's."""
+    return consultation.options.max_tokens or config.max_tokens
+
+
+def structured_max_tokens(consultation: Consultation, config: EngineConfig) -> int | None:
+    """A structured round's budget: twice a text round's, for the JSON around the same
+    words (never more than the session's `maxTokens`)."""
+    budget = config.question_max_tokens
+    budgets = [b for b in (budget and 2 * budget, consultation.options.max_tokens) if b]
+    return min(budgets) if budgets else None
+
+
+def question_max_tokens(consultation: Consultation, config: EngineConfig) -> int | None:
+    """A clarifying round's budget: the deployment's, capped by the session's `maxTokens`."""
+    budgets = [b for b in (config.question_max_tokens, consultation.options.max_tokens) if b]
+    return min(budgets) if budgets else None

@@ -1,0 +1,219 @@
+"""A consultation as a document to keep: its parts in order, and their Markdown.
+
+Invariants: `transcript_of` is pure and total — any consultation gives a transcript,
+never an error; its parts follow the stored messages in order: the request (the first
+user turn), then each clarifying round (what the bot asked, then the user's answer, None
+while unanswered), then the final answer, which only a COMPLETE consultation has (the
+reply to its last round), then the follow-ups asked after it (each question, then its
+answer, None while unanswered). Sources are part of a reply's text when the model
+wrote them there: the store keeps no provider citations, so nothing is added. Labels
+are the caller's `TranscriptLabels` (English unless an edge gives them in the reader's
+language from its catalogs); the one date is ISO 8601 in UTC, the one kind of number a
+round's or follow-up's ordinal, the same in every language. Each text is cut at
+`MAX_PART_CHARS`, so a document costs at most a bounded amount whatever was stored, and
+a lone surrogate becomes U+FFFD, so every text encodes as UTF-8. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from core.domain.clarifying import ClarifyingRound, option_lines
+from core.domain.consultation import Consultation, Message, Role
+from core.turns.follow_ups import FollowUpPart, final_index, follow_up_parts
+
+MAX_TITLE_CHARS = 80
+MAX_PART_CHARS = 100_000
+"""Longest text a part keeps (a stored reply is far shorter: `max_answer_chars`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptLabels:
+    """The words a document is labelled with, in one language; English by default. Core
+    loads no catalog: an edge that has them builds these in the reader's language.
+    `date` holds `{date}` (the start as `2025-06-15 14:26 UTC`, locale-neutral ISO 8601),
+    `round` and `follow_up` hold `{number}`."""
+
+    date: str = "Date: {date}"
+    request: str = "Request"
+    round: str = "Clarifying round {number}"
+    questions: str = "Questions"
+    answer: str = "Answer"
+    not_answered: str = "(not answered)"
+    final: str = "Final answer"
+    untitled: str = "Consultation"
+    follow_ups: str = "Follow-up questions"
+    follow_up: str = "Follow-up {number}"
+
+    def dated(self, at: datetime) -> str:
+        return self.date.format(date=f"{at:%Y-%m-%d %H:%M} UTC")
+
+    def round_of(self, number: int) -> str:
+        return self.round.format(number=number)
+
+    def follow_up_of(self, number: int) -> str:
+        return self.follow_up.format(number=number)
+
+
+ENGLISH = TranscriptLabels()
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptLanguages:
+    """The languages a document can be labelled in (codes such as `es`, `pt_BR`), English
+    first, and its labels in each: what an edge without catalogs of its own is given."""
+
+    codes: tuple[str, ...]
+    labels: Callable[[str], TranscriptLabels]
+
+
+_SPACE = re.compile(r"\s+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True, slots=True)
+class RoundPart:
+    """One clarifying round: what the bot asked (`questions` for a structured round),
+    and the user's answer (None while unanswered)."""
+
+    asked: str
+    questions: ClarifyingRound | None
+    answer: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """A consultation's parts in order, with the labels of the reader's language."""
+
+    title: str
+    started_at: datetime
+    labels: TranscriptLabels
+    request: str
+    rounds: tuple[RoundPart, ...]
+    final_answer: str | None
+    follow_ups: tuple[FollowUpPart, ...] = ()
+
+
+def transcript_of(consultation: Consultation, labels: TranscriptLabels = ENGLISH) -> Transcript:
+    """The consultation's transcript, labelled with `labels`."""
+    index = final_index(consultation)
+    messages = consultation.messages if index is None else consultation.messages[: index + 1]
+    turns = _turns(messages)
+    request = turns[0][1] if turns and turns[0][0] is Role.USER else consultation.initial_request
+    replies = [(i, text, q) for i, (role, text, q) in enumerate(turns) if role is Role.ASSISTANT]
+    final: str | None = None
+    if index is not None and turns and turns[-1][0] is Role.ASSISTANT:
+        final = turns[-1][1]
+        replies = replies[:-1]
+    rounds = []
+    for at, asked, questions in replies:
+        following = turns[at + 1] if at + 1 < len(turns) else None
+        answer = following[1] if following is not None and following[0] is Role.USER else None
+        rounds.append(RoundPart(asked, questions, answer))
+    follow_ups = tuple(
+        FollowUpPart(_cut(part.question), None if part.answer is None else _cut(part.answer))
+        for part in follow_up_parts(consultation)
+    )
+    return Transcript(
+        title=_cut(title_of(request)),
+        started_at=datetime.fromtimestamp(consultation.created_at, UTC),
+        labels=labels,
+        request=_cut(request),
+        rounds=tuple(rounds),
+        final_answer=final,
+        follow_ups=follow_ups,
+    )
+
+
+def title_of(request: str) -> str:
+    """The request's first non-blank line, cut at a word within `MAX_TITLE_CHARS`
+    (with "…"); empty for a blank request."""
+    line = next((ln for ln in request.splitlines() if ln.strip()), "")
+    line = _SPACE.sub(" ", line).strip().lstrip("#>*- ").strip()
+    if len(line) <= MAX_TITLE_CHARS:
+        return line
+    cut = line[: MAX_TITLE_CHARS - 1]
+    if " " in cut:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,.;:") + "…"
+
+
+def render_markdown(transcript: Transcript) -> str:
+    """The transcript as one Markdown document: title, date, request, rounds, final answer,
+    follow-ups. The person's turns (the request, each answer, each follow-up question) are
+    block quotes (`quoted`), so none can forge a section of the document."""
+    t, labels = transcript, transcript.labels
+    parts = [
+        f"# {_one_line(t.title) or labels.untitled}",
+        f"*{labels.dated(t.started_at)}*",
+        f"## {labels.request}",
+        quoted(t.request),
+    ]
+    for number, part in enumerate(t.rounds, 1):
+        parts.append(f"## {labels.round_of(number)}")
+        parts.append(f"### {labels.questions}")
+        parts.append(round_markdown(part))
+        parts.append(f"### {labels.answer}")
+        parts.append(quoted(part.answer) if part.answer is not None else f"*{labels.not_answered}*")
+    if t.final_answer is not None:
+        parts.append(f"## {labels.final}")
+        parts.append(t.final_answer)
+    if t.follow_ups:
+        parts.append(f"## {labels.follow_ups}")
+    for number, follow_up in enumerate(t.follow_ups, 1):
+        parts.append(f"### {labels.follow_up_of(number)}")
+        parts.append(quoted(follow_up.question))
+        parts.append(f"#### {labels.answer}")
+        parts.append(
+            follow_up.answer if follow_up.answer is not None else f"*{labels.not_answered}*"
+        )
+    return _SURROGATE.sub("\ufffd", "\n\n".join(p.strip("\n") for p in parts) + "\n")
+
+
+def quoted(text: str) -> str:
+    """`text` as a Markdown block quote, every line behind `>`: what a person wrote (a
+    heading such as "## Final answer", a fence, a rule) stays inside the quote, below the
+    document's own headings, and the quote cannot be closed from within it. Lines are split
+    where CommonMark ends them (LF, CR LF, CR), so no line escapes the marker."""
+    lines = _LINE_END.split(text.strip("\r\n"))
+    return "\n".join(f"> {line}" if line.strip() else ">" for line in lines)
+
+
+def round_markdown(part: RoundPart) -> str:
+    """What the bot asked in a round: a structured round's preamble, then its questions as
+    a numbered list with their options (`1a) …`) under each; the text of any other."""
+    found = part.questions
+    if found is None or not found.questions:
+        return part.asked
+    lines = [found.preamble, ""] if found.preamble else []
+    for number, question in enumerate(found.questions, 1):
+        lines.append(f"{number}. {question.text}")
+        offered = [list(q.options) if n == number else [] for n, q in enumerate(found.questions, 1)]
+        lines.extend(f"   - {line}" for line in option_lines(offered))
+    return "\n".join(lines)
+
+
+def _turns(messages: list[Message]) -> list[tuple[Role, str, ClarifyingRound | None]]:
+    """Consecutive user messages joined into one turn; each assistant message its own."""
+    turns: list[tuple[Role, str, ClarifyingRound | None]] = []
+    for message in messages:
+        text = _cut(message.text)
+        if message.role is Role.USER and turns and turns[-1][0] is Role.USER:
+            turns[-1] = (Role.USER, _cut(turns[-1][1] + "\n\n" + text), None)
+        else:
+            turns.append((message.role, text, message.questions))
+    return turns
+
+
+def _cut(text: str) -> str:
+    """At most `MAX_PART_CHARS` characters, a lone surrogate (no character) replaced."""
+    text = text if len(text) <= MAX_PART_CHARS else text[: MAX_PART_CHARS - 1] + "…"
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _one_line(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()

@@ -1,0 +1,28 @@
+"""/usage in the console: the model usage of the terminal's chat today and this month.
+
+Invariant: the console is one person in one chat, so its usage is its chat key's
+(`ScopeKind.CHAT`): every reply the console stores is charged to it.
+"""
+
+from __future__ import annotations
+
+from core.domain.usage import ScopeKind, UsageSummary
+from core.turns.service import ConsultationService
+
+
+def summary_line(summary: UsageSummary) -> str:
+    line = (
+        f"{summary.prompt_tokens} tokens in, {summary.completion_tokens} out, ${summary.cost:.4f}"
+    )
+    if summary.estimated:
+        line += " (estimated)"
+    if summary.unpriced:
+        line += f"; no price for model {', '.join(summary.unpriced)}"
+    return line
+
+
+async def usage_command(service: ConsultationService, key: str) -> None:
+    """Print today's and this month's tokens and cost (UTC days)."""
+    report = await service.figures.usage(ScopeKind.CHAT, key)
+    print(f"[today: {summary_line(report.today)}]")
+    print(f"[this month: {summary_line(report.month)}]")
