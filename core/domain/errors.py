@@ -42,9 +42,9 @@ class TurnDidNotHappen(Exception):
 
     Each edge words every member of this family in one place
     (`bot.commands.turns.did_not_happen_text`, `api.chat.did_not_happen`,
-    `terminal.repl.did_not_happen_line`), and its tests fail for a member it does not word. A refusal known before the turn starts (an attachment not
-    taken, an empty message, nothing to retry) is a `ConsultationError` instead: the same
-    request meets it again.
+    `terminal.repl.did_not_happen_line`), and its tests fail for a member it does not word.
+    A refusal known before the turn starts (an attachment not taken, an empty message,
+    nothing to retry) is a `ConsultationError` instead: the same request meets it again.
     """
 
 
