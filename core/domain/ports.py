@@ -28,10 +28,9 @@ from core.domain.consultation import (
 )
 from core.domain.facts import Fact, MemoryPreferences, MemoryState
 from core.domain.llm_format import SchemaForm
-from core.domain.quotas import QuotaOverride, Standing
+from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
 from core.domain.usage import Charge, ScopeKind, UsageTotal
-from core.turns.quota_holds import TokenHold
 
 OnDelta = Callable[[str], Awaitable[None]]
 """Called with each new piece of streamed text, in order."""

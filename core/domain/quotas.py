@@ -207,3 +207,28 @@ class PersonQuota:
     limits: PersonLimits
     standing: Standing
     override: QuotaOverride | None = None
+
+
+HOLD_SECONDS = 900.0
+"""How long a hold counts after its last change: longer than any turn's calls."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenHold:
+    """Tokens reserved for one turn of `person` (and `client`) on the UTC `day`."""
+
+    id: str
+    person: str | None
+    client: str | None
+    day: str
+    tokens: int
+    expires_at: float
+
+
+class StartRefused(Exception):
+    """`ConsultationStore.create` stored nothing: the starter had already started
+    `started` consultations that day, the limit it was given."""
+
+    def __init__(self, started: int) -> None:
+        super().__init__(f"{started} consultations started today")
+        self.started = started

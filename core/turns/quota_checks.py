@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from core.domain.quotas import (
     ALLOW,
+    HOLD_SECONDS,
     OVERRIDE_CACHE_SECONDS,
     OVERRIDE_CACHE_SIZE,
     Limit,
@@ -40,6 +41,8 @@ from core.domain.quotas import (
     QuotaOverride,
     Stage,
     Standing,
+    StartRefused,
+    TokenHold,
     Verdict,
     decide,
     limits_for,
@@ -47,7 +50,7 @@ from core.domain.quotas import (
 )
 from core.domain.usage import Payer, ScopeKind, UsageTotal, day_of, month_start
 from core.primitives.expiring import ReadThrough
-from core.turns.quota_holds import HOLD_SECONDS, Held, StartRefused, TokenHold
+from core.turns.quota_holds import Held
 
 if TYPE_CHECKING:
     from core.domain.ports import ConsultationStore

@@ -24,12 +24,13 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from core.domain.quotas import HOLD_SECONDS, TokenHold
 from core.domain.tokens import estimate_prompt_tokens, estimate_tokens
 
-if TYPE_CHECKING:  # the port names hold types itself
+if TYPE_CHECKING:
     from core.domain.ports import (
         Completer,
         Completion,
@@ -39,30 +40,6 @@ if TYPE_CHECKING:  # the port names hold types itself
     )
 
 log = logging.getLogger(__name__)
-
-HOLD_SECONDS = 900.0
-"""How long a hold counts after its last change: longer than any turn's calls."""
-
-
-@dataclass(frozen=True, slots=True)
-class TokenHold:
-    """Tokens reserved for one turn of `person` (and `client`) on the UTC `day`."""
-
-    id: str
-    person: str | None
-    client: str | None
-    day: str
-    tokens: int
-    expires_at: float
-
-
-class StartRefused(Exception):
-    """`ConsultationStore.create` stored nothing: the starter had already started
-    `started` consultations that day, the limit it was given."""
-
-    def __init__(self, started: int) -> None:
-        super().__init__(f"{started} consultations started today")
-        self.started = started
 
 
 def call_tokens(request: CompletionRequest) -> int:

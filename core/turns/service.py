@@ -39,7 +39,7 @@ from core.domain.facts import MemoryScope
 from core.domain.llm_format import QuestionMode, StructuredFormats
 from core.domain.outcomes import Notice, Reply, StatusInfo
 from core.domain.ports import ChatLocks, Completer, ConsultationStore, OnText
-from core.domain.quotas import Limit, QuotaConfig, Stage
+from core.domain.quotas import Limit, QuotaConfig, Stage, StartRefused
 from core.domain.usage import Accounting, Payer
 from core.prompting.final_now import request_text, user_language
 from core.prompting.prompts import PromptLibrary
@@ -55,7 +55,7 @@ from core.turns.history import History
 from core.turns.lifecycle import Lifecycle
 from core.turns.memories import Memories, opening
 from core.turns.quota_checks import Admission, Quotas
-from core.turns.quota_holds import HoldingCompleter, StartRefused, holding, turn_tokens
+from core.turns.quota_holds import HoldingCompleter, holding, turn_tokens
 from core.turns.round_answers import RoundRef, picked, turn_text
 from core.turns.running import RunningTurns, StoppableCompleter
 from core.turns.sessions import ApiSessions

@@ -26,14 +26,14 @@ from core.domain.errors import DialogCompleted, InvalidMaxRounds, SessionNotFoun
 from core.domain.facts import MemoryScope
 from core.domain.outcomes import Reply
 from core.domain.ports import ChatLocks, ConsultationStore, OnText
-from core.domain.quotas import Stage
+from core.domain.quotas import Stage, StartRefused
 from core.domain.usage import Payer
 from core.prompting.requests import EngineConfig
 from core.prompting.rounds import is_expired
 from core.turns.answering import Answerer
 from core.turns.memories import opening
 from core.turns.quota_checks import Admission, Quotas
-from core.turns.quota_holds import StartRefused, holding, turn_tokens
+from core.turns.quota_holds import holding, turn_tokens
 from core.turns.round_answers import turn_text
 from core.turns.user_turns import UserTurns, asker_of, require_text
 

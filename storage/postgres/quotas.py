@@ -17,8 +17,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from core.domain.quotas import QuotaOverride, Standing
-from core.turns.quota_holds import StartRefused, TokenHold
+from core.domain.quotas import QuotaOverride, Standing, StartRefused, TokenHold
 
 _COUNT_START = (
     "INSERT INTO consultation_starts (person, day, started) VALUES ($1, $2, 1)"

@@ -51,10 +51,9 @@ from core.domain.errors import ActiveConsultationExists, SessionNotFound, TurnSu
 from core.domain.facts import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
 from core.domain.listing import ConsultationQuery, ListedConsultation
 from core.domain.people import PeopleQuery, PersonRow
-from core.domain.quotas import QuotaOverride, Standing
+from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
 from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
-from core.turns.quota_holds import TokenHold
 from storage.postgres import (
     admin,
     daily,

@@ -14,8 +14,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-from core.domain.quotas import QuotaOverride, Standing
-from core.turns.quota_holds import StartRefused, TokenHold
+from core.domain.quotas import QuotaOverride, Standing, StartRefused, TokenHold
 
 _COUNT_START = (
     "INSERT INTO consultation_starts (person, day, started) VALUES (?, ?, 1)"

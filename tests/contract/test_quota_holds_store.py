@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from core.domain.consultation import Usage
-from core.domain.quotas import Standing
+from core.domain.quotas import Standing, StartRefused, TokenHold
 from core.domain.usage import CallKind, Charge
-from core.turns.quota_holds import StartRefused, TokenHold
 from tests.store_contract import Rows, StoreKind, make
 
 if TYPE_CHECKING:
