@@ -125,7 +125,7 @@ class ConsultationStore(Protocol):
         UTC day of `created_at`, in the same transaction (`consultations_started`). With a
         `start_limit` (0: none) the count is added only while it is below the limit, as
         one conditional write: at the limit nothing is stored and
-        `core.turns.quota_holds.StartRefused` is raised, however many workers start at once.
+        `core.domain.quotas.StartRefused` is raised, however many workers start at once.
 
         A chat has at most one ACTIVE consultation, whoever writes: creating a second
         raises `core.domain.errors.ActiveConsultationExists` and stores nothing.
