@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from api.app import start_web_server
-from app.console_web import console_mounts
+from app.admin_mount import console_mounts
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import cannot_listen, stop_on_signals

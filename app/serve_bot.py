@@ -234,7 +234,7 @@ async def start_web(
     """The aiohttp server for the HTTP API, the webhook (into `update_sink` when given),
     health and metrics."""
     from api.app import start_web_server
-    from app.console_web import console_mounts
+    from app.admin_mount import console_mounts
 
     config = settings.api_config()
     try:

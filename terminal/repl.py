@@ -66,7 +66,7 @@ from terminal.history import ExportRefused, export_files, history_lines
 from terminal.interrupts import INTERRUPTED, Interrupts
 from terminal.logs import HeldLogs
 from terminal.memory import console_scope, memory_command, remember_after
-from terminal.models import model_command
+from terminal.model_choice import model_command
 from terminal.replies import StreamPrinter, model_error_line
 from terminal.roles import role_command
 from terminal.stats import stats_command

@@ -1,6 +1,6 @@
 """The operator's console for tests: the production runtime on a real store (SQLite or
 PostgreSQL, `tests.store_contract.STORE_KINDS`) under a real aiohttp server on 127.0.0.1,
-mounted as the deployment mounts it (`app.console_web.console_mounts`), with a clock the
+mounted as the deployment mounts it (`app.admin_mount.console_mounts`), with a clock the
 test moves and a client whose cookie jar signs in like a browser.
 
 Invariant: everything opened is closed when `running_console` exits; nothing listens
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp.test_utils import TestClient
 
 from api.app import build_web_app
-from app.console_web import console_mounts
+from app.admin_mount import console_mounts
 from app.runtime import open_runtime
 from app.settings import Settings, load_settings
 from core.domain.clarifying import ClarifyingRound, Question

@@ -3,7 +3,7 @@
 Mounted at `/admin` only when ADMIN_TOKEN is set (`Settings.admin_config`); otherwise
 nothing is, and every `/admin` path is the server's 404. On PostgreSQL (the runtime holds
 the shared-state pool) the dashboard also shows the workers seen and the shared inbox
-(`terminal.figures`), and the sign-in attempts per address are counted in a table
+(`app.admin_figures`), and the sign-in attempts per address are counted in a table
 every worker shares; on SQLite, one process, it has no such section and counts them in
 memory.
 """
@@ -36,8 +36,8 @@ def console_mounts(
 
     figures = throttle = None
     if runtime.shared_pool is not None:
+        from app.admin_figures import PostgresFigures
         from storage.postgres.coordination.sign_ins import PostgresSignIns
-        from terminal.figures import PostgresFigures
 
         figures = PostgresFigures(runtime.shared_pool, clock)
         throttle = PostgresSignIns(
