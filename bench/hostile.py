@@ -1,5 +1,5 @@
 """The hostile-documents phase: six files that cost a reader far more than their size
-(`tests.hostile_documents`), each in a chat of its own, while other chats keep talking
+(`fakes.hostile_documents`), each in a chat of its own, while other chats keep talking
 and a small .txt arrives in one more chat.
 
 Measured: the worst event-loop stall (the bot's own lag histogram, via /metrics), the
@@ -32,7 +32,7 @@ from bench.runs import (
     loop_lag_buckets,
     worst_stall,
 )
-from tests.hostile_documents import (
+from fakes.hostile_documents import (
     DOCX_MIME,
     costly_pages_pdf,
     inflating_pdf,

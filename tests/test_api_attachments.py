@@ -23,13 +23,13 @@ from PIL import Image as PILImage
 
 from api import attachments as api_attachments
 from core.domain.usage import ScopeKind, day_of
+from fakes.hostile_documents import DOCX_MIME, costly_pages_pdf, million_cell_docx
 from fakes.model_server import FakeModelServer, image_parts, text_of
 from fakes.transcription_server import (  # noqa: F401 - a fixture
     FakeTranscriptionServer,
     transcription_server,
 )
 from tests.api_harness import RunningApi, api_settings, running_api
-from tests.hostile_documents import DOCX_MIME, costly_pages_pdf, million_cell_docx
 
 
 def b64(data: bytes) -> str:

@@ -1,4 +1,4 @@
-"""Hostile documents in Telegram end to end (files from `tests.hostile_documents`): a file
+"""Hostile documents in Telegram end to end (files from `fakes.hostile_documents`): a file
 that costs too much is refused in the user's language with nothing stored, one that is
 too large to read whole is cut with a notice, and other chats are answered meanwhile."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from fakes.bot_api import FakeBotApi
+from fakes.hostile_documents import DOCX_MIME, costly_pages_pdf, million_cell_docx
 from fakes.model_server import FakeModelServer
 from tests.bot_harness import ask_private, conversation, sent, started_bot, wait_sent
-from tests.hostile_documents import DOCX_MIME, costly_pages_pdf, million_cell_docx
 
 TOO_COSTLY = (
     "This file takes too long or too much memory to read, so I stopped. Nothing was saved: "

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fakes.hostile_documents import million_cell_docx
 from fakes.model_server import FakeModelServer, text_of
-from tests.hostile_documents import million_cell_docx
 from tests.test_console import console
 
 

@@ -1,5 +1,5 @@
 """Documents read in reader processes (`media.reader_pool`): hostile files made on the spot
-(`tests.hostile_documents`) cost at most a reader's limits, never this process's memory,
+(`fakes.hostile_documents`) cost at most a reader's limits, never this process's memory,
 and the pool keeps reading afterwards."""
 
 from __future__ import annotations
@@ -15,15 +15,7 @@ import pytest
 
 from core.domain.attachments import Attachment
 from core.domain.errors import AttachmentProblem, AttachmentRefused
-from media.config import IntakeConfig, ReaderConfig
-from media.documents import Extracted
-from media.docx_text import MAX_CELLS
-from media.intake import Intake
-from media.parsers import MAX_PDF_PAGES
-from media.reader_pool import DocumentReaders, ReadersClosed
-from media.sniff import MAX_ZIP_ENTRIES
-from media.text import decode_text
-from tests.hostile_documents import (
+from fakes.hostile_documents import (
     costly_pages_pdf,
     external_entity_docx,
     inflating_pdf,
@@ -32,6 +24,14 @@ from tests.hostile_documents import (
     paragraph_flood_docx,
     repeated_page_pdf,
 )
+from media.config import IntakeConfig, ReaderConfig
+from media.documents import Extracted
+from media.docx_text import MAX_CELLS
+from media.intake import Intake
+from media.parsers import MAX_PDF_PAGES
+from media.reader_pool import DocumentReaders, ReadersClosed
+from media.sniff import MAX_ZIP_ENTRIES
+from media.text import decode_text
 from tests.test_media_documents import docx_file, pdf_with_text
 
 BUDGET = 30_000

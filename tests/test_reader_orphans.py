@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from fakes.hostile_documents import costly_pages_pdf
 from media.frames import LENGTH, frame
-from tests.hostile_documents import costly_pages_pdf
 
 ROOT = Path(__file__).resolve().parent.parent
 # Minutes of parsing: without a way to notice its parent is gone, a reader reads on.
@@ -25,7 +25,7 @@ PARENT = """
 import asyncio
 from media.config import ReaderConfig
 from media.reader_pool import DocumentReaders
-from tests.hostile_documents import costly_pages_pdf
+from fakes.hostile_documents import costly_pages_pdf
 from tests.test_media_documents import pdf_with_text
 
 async def main() -> None:
