@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the container image with podman and run its smoke check (the Dockerfile's `smoke`
-# stage: `consultation-bot --help`, a console consultation against the fake model server,
-# the API's health check and SIGTERM), then the runtime image itself.
+# stage: `consultation-bot --help`, the production smoke scripts/smoke_installed.py that CI
+# also runs on the wheel, the API's health check and SIGTERM), then the runtime image itself.
 #
 #   scripts/check-image.sh                      # base: a minimal Debian made with debootstrap
 #   BASE_IMAGE=python:3.12-slim scripts/check-image.sh   # where a registry can be reached

@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 from aiohttp.test_utils import TestClient
 
 from api.app import build_web_app
+from api.server import read_timeouts
 from app.admin_mount import console_mounts
 from app.runtime import open_runtime
 from app.settings import Settings, load_settings
+from i18n.document_labels import DOCUMENT_LANGUAGES
 from core.domain.clarifying import ClarifyingRound, Question
 from core.domain.consultation import Consultation, Message, Role, Status, Usage
 from core.turns.service import ConsultationService
-from i18n.document_labels import DOCUMENT_LANGUAGES
 from tests.api_harness import ApiTestServer
 from tests.store_contract import StoreKind
 
@@ -102,15 +103,18 @@ def console_settings(kind: StoreKind, address: str, **overrides: Any) -> Setting
 async def running_console(settings: Settings) -> AsyncIterator[Console]:
     clock = Clock()
     async with open_runtime(settings, background=False) as runtime:
+        config = settings.api_config()
         app = build_web_app(
-            settings.api_config(),
+            config,
             runtime.service,
             document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             metrics=runtime.metrics,
             mounts=console_mounts(settings, runtime, clock=clock),
         )
-        client = TestClient(ApiTestServer(app, host="127.0.0.1"))
+        # The deployment's read deadlines and connection limits, as `start_web_server` runs.
+        server = ApiTestServer(app, host="127.0.0.1", read_timeouts=read_timeouts(config))
+        client = TestClient(server)
         try:
             await client.start_server()
             yield Console(client, runtime.store, runtime.service, clock, settings)

@@ -79,6 +79,9 @@ def worker_env(
         "DATABASE_POOL_SIZE": str(POOL_SIZE),
         "USER_RATE_LIMIT_PER_MINUTE": "0",
         "API_HOST": "127.0.0.1",
+        # The test's balancer is every request's one address, sending as many at once as
+        # the test's chats (a deployment's proxy is among TRUSTED_PROXIES instead).
+        "HTTP_MAX_CONNECTIONS_PER_ADDRESS": "256",
     }
     if port is not None:
         values["API_PORT"] = str(port)

@@ -73,9 +73,11 @@ async def failed_entries(console: Console) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def workers(kind: StoreKind, address: str, count: int) -> AsyncIterator[list[Console]]:
-    """`count` console workers on one database, as several processes would serve it."""
+    """`count` console workers on one database, as several processes would serve it, each
+    taking every sign-in of the test's one address at once: past its per-address connection
+    limit a server would close them before the throttle is reached."""
     async with contextlib.AsyncExitStack() as stack:
-        settings = console_settings(kind, address)
+        settings = console_settings(kind, address, http_max_connections_per_address=ATTEMPTS)
         yield [await stack.enter_async_context(running_console(settings)) for _ in range(count)]
 
 

@@ -19,7 +19,7 @@ from core.domain.errors import (
     TurnAlreadyHandled,
     TurnCancelled,
 )
-from core.llm.llm import OpenAICompleter
+from core.llm.llm.llm import OpenAICompleter
 from core.turns.service import ConsultationService
 from core.turns.transcript import render_markdown, transcript_of
 from fakes.model_server import FakeModelServer
@@ -111,7 +111,7 @@ async def test_later_follow_ups_see_the_earlier_ones_and_the_transcript_lists_th
     ]
     markdown = render_markdown(transcript)
     assert markdown.index("## Final answer") < markdown.index("## Follow-up questions")
-    assert "### Follow-up 2\n\nReads too?\n\n#### Answer\n\nYes, with replicas." in markdown
+    assert "### Follow-up 2\n\n> Reads too?\n\n#### Answer\n\nYes, with replicas." in markdown
 
 
 async def test_the_limit_refuses_the_next_follow_up_and_stores_nothing(

@@ -60,4 +60,7 @@ async def test_prose_rounds_cost_one_call_each_on_every_worker(
 
     assert len(model_server.requests) == CHATS * ROUNDS
     asked = [schema_asked(body) for body in model_server.requests]
-    assert asked.count("clarifying_round") >= WORKERS  # each worker's first round asked JSON
+    # JSON was asked (a worker's first rounds, until its first prose reply came back), and
+    # each of those asks was the round's only call (the count above). Which worker takes an
+    # update from the shared inbox is the workers' race, so one may handle them all.
+    assert "clarifying_round" in asked, asked
