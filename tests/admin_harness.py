@@ -24,10 +24,10 @@ from api.server import read_timeouts
 from app.admin_mount import console_mounts
 from app.runtime import open_runtime
 from app.settings import Settings, load_settings
-from i18n.document_labels import DOCUMENT_LANGUAGES
 from core.domain.clarifying import ClarifyingRound, Question
 from core.domain.consultation import Consultation, Message, Role, Status, Usage
 from core.turns.service import ConsultationService
+from i18n.document_labels import DOCUMENT_LANGUAGES
 from tests.api_harness import ApiTestServer
 from tests.store_contract import StoreKind
 
