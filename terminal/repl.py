@@ -1,8 +1,9 @@
-"""`consultation-bot console` (`python -m bot console`): the same consultation in a
-terminal, for trying prompts.
+"""The terminal (`consultation-bot console`, `python -m bot console`): the same
+consultation as the bot, typed at a prompt, for trying prompts.
 
-Uses the configured model and the same store as the bot, under its own chat key,
-so a console consultation also survives a restart. Replies stream as they come
+It runs on the engine the composition root opens for it (`app.serve_terminal`: the
+configured model and the same store as the bot), under its own chat key, so a
+consultation at the terminal also survives a restart. Replies stream as they come
 (`terminal.replies`).
 
 `/file PATH` queues a local file (document, voice recording, photo) for the next
@@ -14,20 +15,21 @@ is sent.
 A round asked with options shows them as `1a) …`; a line starting with such labels
 (`1a 2c`, the rest of the line typed text sent with them) answers by option
 (`terminal.answers`). A label the round does not have gets one line, and nothing of
-the line is sent. The round answered is the last reply's, read from the store on start.
+the line is sent. The round answered is the last reply's, read through the engine's
+history on start.
 
 `/followup TEXT` asks about the last final answer, and so does a line starting with `>`
 typed right after one (`terminal.follow_ups`).
 
 Ctrl-C (SIGINT) while a reply streams stops that reply and returns to the prompt (the
 message stays saved for /retry, as after a model error; `terminal.interrupts`).
-SIGTERM, or Ctrl-C at the prompt, stops the console: what is running is cancelled, the
-store is closed, one line says so, and the exit code is 0, a requested stop being a clean
-end. Log records (warnings) logged while a line is handled are written after its reply,
-never inside the streamed text (`terminal.logs`). Lines are read by a
-daemon thread, so a stop never waits for Enter; when that thread is still blocked in its
-read, the process ends with `os._exit` once everything is closed (the interpreter could
-not finish with a thread holding stdin).
+SIGTERM, or Ctrl-C at the prompt, stops the terminal: what is running is cancelled, the
+engine (and its store) is closed, one line says so, and the exit code is 0, a requested
+stop being a clean end. Log records (warnings) logged while a line is handled are written
+after its reply, never inside the streamed text (`terminal.logs`). Lines are read by a
+daemon thread (`terminal.lines`), so a stop never waits for Enter; when that thread is
+still blocked in its read, the process ends with `os._exit` once everything is closed
+(the interpreter could not finish with a thread holding stdin).
 """
 
 from __future__ import annotations
@@ -38,10 +40,10 @@ import logging
 import os
 import re
 import sys
-import threading
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 
-from app.runtime import check_model_endpoint, open_runtime
-from app.settings import Settings
 from core.domain.clarifying import ClarifyingRound
 from core.domain.errors import (
     AnswerStale,
@@ -56,23 +58,25 @@ from core.domain.errors import (
     TurnSuperseded,
 )
 from core.domain.outcomes import Notice
-from core.turns.round_answers import asked_round
 from core.turns.service import ConsultationService
 from i18n.translate import t
+from media.intake import Intake
 from terminal.answers import NoSuchOption, TypedLine, read_line
-from terminal.files import ConsoleFiles, refusal
+from terminal.files import TerminalFiles, refusal
 from terminal.follow_ups import ask_follow_up, quoted_follow_up
 from terminal.history import ExportRefused, export_files, history_lines
 from terminal.interrupts import INTERRUPTED, Interrupts
+from terminal.lines import TypedLines
 from terminal.logs import HeldLogs
-from terminal.memory import console_scope, memory_command, remember_after
+from terminal.memory import memory_command, remember_after, terminal_scope
 from terminal.model_choice import model_command
-from terminal.replies import StreamPrinter, model_error_line
+from terminal.replies import ModelSettings, StreamPrinter, model_error_line
 from terminal.roles import role_command
 from terminal.stats import stats_command
 from terminal.usage import usage_command
 
-CONSOLE_KEY = "console:local"
+TERMINAL_KEY = "console:local"
+"""The terminal's chat key, as stored: a consultation begun before survives under it."""
 
 HELP = """Type your question. Commands:
   /rounds N   rounds per consultation     /answer   final answer now
@@ -92,20 +96,34 @@ HELP = """Type your question. Commands:
   /followup TEXT  ask about the last final answer (right after one, "> TEXT" does too)
   /help       this list"""
 
-STOPPED = "[stopped: the consultation is kept; start the console again to go on]"
+STOPPED = "[stopped: the consultation is kept; start the terminal again to go on]"
 
 COMMAND = re.compile(r"/[A-Za-z]\w*")
 
 log = logging.getLogger(__name__)
 
 
-async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
-    """Run the console until /quit, end of input, SIGTERM or SIGINT at the prompt; the
-    exit code."""
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """What the terminal runs on: the engine, and the reader of the files it queues."""
+
+    service: ConsultationService
+    intake: Intake
+
+
+OpenEngine = Callable[[], AbstractAsyncContextManager[Engine]]
+"""Opens the engine for one session and closes it (the store with it) at its end."""
+
+
+async def run_terminal(
+    open_engine: OpenEngine, settings: ModelSettings, *, key: str = TERMINAL_KEY
+) -> int:
+    """Run the terminal until /quit, end of input, SIGTERM or SIGINT at the prompt; the
+    exit code. `settings` are the model settings a model error's line names."""
     interrupts = Interrupts()
     logs = HeldLogs.install()
-    lines = _Lines()
-    session = asyncio.ensure_future(_session(settings, key, lines, interrupts, logs))
+    lines = TypedLines()
+    session = asyncio.ensure_future(_session(open_engine, settings, key, lines, interrupts, logs))
     stopping = asyncio.ensure_future(interrupts.stop.wait())
     await asyncio.wait({session, stopping}, return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()
@@ -122,18 +140,21 @@ async def run_console(settings: Settings, *, key: str = CONSOLE_KEY) -> int:
 
 
 async def _session(
-    settings: Settings, key: str, lines: _Lines, interrupts: Interrupts, logs: HeldLogs
+    open_engine: OpenEngine,
+    settings: ModelSettings,
+    key: str,
+    lines: TypedLines,
+    interrupts: Interrupts,
+    logs: HeldLogs,
 ) -> int:
-    async with open_runtime(settings) as runtime:
-        service = runtime.service
-        await check_model_endpoint(runtime)  # warnings go to stderr, before the first prompt
+    async with open_engine() as engine:
+        service = engine.service
         print(HELP)
         status = await service.status(key)
         if status.active:
             print(f"(resuming: {status.rounds_done} of {status.max_rounds} rounds answered)")
-        active = await runtime.store.load_active(key) if status.active else None
-        asked = _Asked(asked_round(active) if active is not None else None)
-        files = ConsoleFiles(runtime.intake)
+        asked = _Asked(await service.history.round_asked(key) if status.active else None)
+        files = TerminalFiles(engine.intake)
         while True:
             line = await lines.next()
             if line is None:
@@ -152,9 +173,9 @@ async def _line(
     service: ConsultationService,
     key: str,
     text: str,
-    files: ConsoleFiles,
+    files: TerminalFiles,
     asked: _Asked,
-    settings: Settings,
+    settings: ModelSettings,
     interrupts: Interrupts,
 ) -> None:
     """One typed line: its command or turn, then the one line an error or Ctrl-C gets."""
@@ -172,8 +193,8 @@ async def _line(
         print(f"[{exc}]")
 
 
-def did_not_happen_line(exc: TurnDidNotHappen, settings: Settings) -> str:
-    """The console's line for a turn that did not happen (a model error too long for the
+def did_not_happen_line(exc: TurnDidNotHappen, settings: ModelSettings) -> str:
+    """The terminal's line for a turn that did not happen (a model error too long for the
     context is also logged: stderr names the setting). Every member of the family is
     worded here."""
     if isinstance(exc, ModelError):
@@ -184,42 +205,12 @@ def did_not_happen_line(exc: TurnDidNotHappen, settings: Settings) -> str:
         return f"[{t('en', 'store_unavailable')} ({exc})]"
     if isinstance(exc, TurnCancelled):
         return "[stopped by a reset: nothing was answered]"
-    if isinstance(exc, TurnSuperseded):  # two consoles share one chat key in one store
+    if isinstance(exc, TurnSuperseded):  # two terminals share one chat key in one store
         return (
-            "[another console on the same store answered this round meanwhile;"
+            "[another terminal on the same store answered this round meanwhile;"
             " /status shows where it stands]"
         )
     raise TypeError(f"no wording for {type(exc).__name__}")
-
-
-class _Lines:
-    """Lines typed at the prompt, read one at a time when asked for by a daemon thread,
-    so that the prompt follows the output and a stop never waits for Enter."""
-
-    def __init__(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._asked = threading.Semaphore(0)
-        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
-        self.reading = False  # the thread is blocked in a read of stdin
-        threading.Thread(target=self._read, name="console-input", daemon=True).start()
-
-    async def next(self) -> str | None:
-        """The next line typed; None at the end of input."""
-        self._asked.release()
-        return await self._lines.get()
-
-    def _read(self) -> None:
-        while True:
-            self._asked.acquire()
-            self.reading = True
-            line = _read_line()
-            self.reading = False
-            try:
-                self._loop.call_soon_threadsafe(self._lines.put_nowait, line)
-            except RuntimeError:  # the loop is closed: the console has ended
-                return
-            if line is None:
-                return
 
 
 class _Asked:
@@ -232,13 +223,13 @@ class _Asked:
 
 
 async def _handle(
-    service: ConsultationService, key: str, text: str, files: ConsoleFiles, asked: _Asked
+    service: ConsultationService, key: str, text: str, files: TerminalFiles, asked: _Asked
 ) -> None:
     printer = StreamPrinter()
     printer.start_waiting()
     try:
         await _command_or_turn(service, key, text, files, asked, printer)
-    except AnswerStale:  # the consultation moved on elsewhere (expired, another console)
+    except AnswerStale:  # the consultation moved on elsewhere (expired, another terminal)
         asked.round = None
         raise
     finally:
@@ -252,7 +243,7 @@ async def _command_or_turn(
     service: ConsultationService,
     key: str,
     text: str,
-    files: ConsoleFiles,
+    files: TerminalFiles,
     asked: _Asked,
     printer: StreamPrinter,
 ) -> None:
@@ -306,7 +297,7 @@ async def _command_or_turn(
                 typed.text,
                 answers=typed.answers,
                 on_text=printer.feed,
-                memory=console_scope(key),
+                memory=terminal_scope(key),
             )
             printer.done(reply)
             await remember_after(service, reply)
@@ -316,13 +307,13 @@ async def _send_with_files(
     service: ConsultationService,
     key: str,
     typed: TypedLine,
-    files: ConsoleFiles,
+    files: TerminalFiles,
     printer: StreamPrinter,
 ) -> None:
     """Read the queued files with the message, echo what was heard, then ask."""
     queued = tuple(files.queued)
     files.queued.clear()  # sent or refused, they are not sent twice
-    turn = await files.intake.read(typed.text, queued, owner="console")
+    turn = await files.intake.read(typed.text, queued, owner="terminal")
     if turn.transcription is not None:
         await service.figures.charge_transcription(key, turn.transcription)
     if turn.transcript is not None:
@@ -337,7 +328,7 @@ async def _send_with_files(
         images=turn.images,
         answers=typed.answers,
         on_text=printer.feed,
-        memory=console_scope(key),
+        memory=terminal_scope(key),
     )
     printer.done(reply)
     await remember_after(service, reply)
@@ -383,10 +374,3 @@ async def _status_line(service: ConsultationService, key: str) -> str:
     waiting = "; your last message awaits an answer: /retry" if status.open_turn else ""
     done = f"{status.rounds_done} of {status.max_rounds} rounds answered"
     return f"[{done}, expert: {expert}{waiting}]"
-
-
-def _read_line() -> str | None:
-    try:
-        return input("\n> ")
-    except EOFError:
-        return None
