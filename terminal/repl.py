@@ -3,8 +3,8 @@ consultation as the bot, typed at a prompt, for trying prompts.
 
 It runs on the engine the composition root opens for it (`app.serve_terminal`: the
 configured model and the same store as the bot), under its own chat key, so a
-consultation at the terminal also survives a restart. Replies stream as they come
-(`terminal.replies`).
+consultation at the terminal also survives a restart. Each line typed is one command
+or one turn (`terminal.commands`); replies stream as they come (`terminal.replies`).
 
 `/file PATH` queues a local file (document, voice recording, photo) for the next
 message (`terminal.files`); typing the message — or an empty line, to send the files
@@ -38,18 +38,14 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from core.domain.clarifying import ClarifyingRound
 from core.domain.errors import (
-    AnswerStale,
     AttachmentRefused,
     ConsultationError,
-    InvalidMaxRounds,
     ModelError,
     ModelErrorKind,
     StoreUnavailable,
@@ -57,48 +53,22 @@ from core.domain.errors import (
     TurnDidNotHappen,
     TurnSuperseded,
 )
-from core.domain.outcomes import Notice
 from core.turns.service import ConsultationService
 from i18n.translate import t
 from media.intake import Intake
-from terminal.answers import NoSuchOption, TypedLine, read_line
+from terminal.answers import NoSuchOption
+from terminal.commands import HELP, Asked, handle
 from terminal.files import TerminalFiles, refusal
-from terminal.follow_ups import ask_follow_up, quoted_follow_up
-from terminal.history import ExportRefused, export_files, history_lines
 from terminal.interrupts import INTERRUPTED, Interrupts
 from terminal.lines import TypedLines
 from terminal.logs import HeldLogs
-from terminal.memory import memory_command, remember_after, terminal_scope
-from terminal.model_choice import model_command
-from terminal.replies import ModelSettings, StreamPrinter, model_error_line
-from terminal.roles import role_command
-from terminal.stats import stats_command
-from terminal.usage import usage_command
+from terminal.replies import ModelSettings, model_error_line
 
 TERMINAL_KEY = "console:local"
 """The terminal's chat key, as stored: a consultation begun before survives under it."""
 
-HELP = """Type your question. Commands:
-  /rounds N   rounds per consultation     /answer   final answer now
-  /reset      start over                  /retry    answer the last message again
-  /status     where it stands             /quit     leave (Ctrl-D too)
-  /role       the experts; /role NAME or /role SENTENCE chooses one
-  /model      the models; /model NAME chooses one
-  /history    your recent consultations
-  /export [N] [PATH]  the latest consultation (or number N of /history) as DOCX and
-              Markdown files in the directory PATH (default: the current one)
-  /file PATH  attach a file to your next message (an empty line sends files alone)
-  /file       list the attached files     /drop     forget them
-  /memory     what I remember about you (/memory delete N, /memory off, /memory on)
-  /usage      tokens and cost today and this month
-  /stats [N]  the deployment's figures: today and the last 7 (or N) days
-  1a 2c TEXT  answer questions by their options (1a: question 1, option a); TEXT is optional
-  /followup TEXT  ask about the last final answer (right after one, "> TEXT" does too)
-  /help       this list"""
-
 STOPPED = "[stopped: the consultation is kept; start the terminal again to go on]"
 
-COMMAND = re.compile(r"/[A-Za-z]\w*")
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +123,7 @@ async def _session(
         status = await service.status(key)
         if status.active:
             print(f"(resuming: {status.rounds_done} of {status.max_rounds} rounds answered)")
-        asked = _Asked(await service.history.round_asked(key) if status.active else None)
+        asked = Asked(await service.history.round_asked(key) if status.active else None)
         files = TerminalFiles(engine.intake)
         while True:
             line = await lines.next()
@@ -174,13 +144,13 @@ async def _line(
     key: str,
     text: str,
     files: TerminalFiles,
-    asked: _Asked,
+    asked: Asked,
     settings: ModelSettings,
     interrupts: Interrupts,
 ) -> None:
     """One typed line: its command or turn, then the one line an error or Ctrl-C gets."""
     try:
-        if not await interrupts.run(_handle(service, key, text, files, asked)):
+        if not await interrupts.run(handle(service, key, text, files, asked)):
             saved = (await service.status(key)).open_turn
             print("\n" + (INTERRUPTED if saved else "[stopped by Ctrl-C]"))
     except NoSuchOption as exc:
@@ -211,166 +181,3 @@ def did_not_happen_line(exc: TurnDidNotHappen, settings: ModelSettings) -> str:
             " /status shows where it stands]"
         )
     raise TypeError(f"no wording for {type(exc).__name__}")
-
-
-class _Asked:
-    """The questions of the last reply, which option labels answer (None: it asked none
-    with options, or there is no consultation)."""
-
-    def __init__(self, round_: ClarifyingRound | None) -> None:
-        self.round = round_
-        self.final = False  # the last reply printed was a final answer (or a follow-up's)
-
-
-async def _handle(
-    service: ConsultationService, key: str, text: str, files: TerminalFiles, asked: _Asked
-) -> None:
-    printer = StreamPrinter()
-    printer.start_waiting()
-    try:
-        await _command_or_turn(service, key, text, files, asked, printer)
-    except AnswerStale:  # the consultation moved on elsewhere (expired, another terminal)
-        asked.round = None
-        raise
-    finally:
-        await printer.stop_waiting()
-        if printer.reply is not None:
-            asked.round = printer.reply.questions
-            asked.final = printer.reply.is_complete
-
-
-async def _command_or_turn(
-    service: ConsultationService,
-    key: str,
-    text: str,
-    files: TerminalFiles,
-    asked: _Asked,
-    printer: StreamPrinter,
-) -> None:
-    command, _, argument = text.partition(" ")
-    if command == "/file":
-        files.command(argument.strip())
-    elif command == "/drop":
-        print(f"[{len(files.queued)} attached file(s) dropped]")
-        files.queued.clear()
-    elif command == "/rounds":
-        await _rounds(service, key, argument.strip())
-    elif command == "/reset":
-        print("[reset]" if await service.lifecycle.reset(key) else "[nothing to reset]")
-        asked.round = None
-    elif command == "/status":
-        print(await _status_line(service, key))
-    elif command == "/history":
-        print(await history_lines(service, key))
-    elif command == "/export":
-        await _export(service, key, argument)
-    elif command == "/help":
-        print(HELP)
-    elif command == "/memory":
-        await memory_command(service, key, argument)
-    elif command == "/usage":
-        await usage_command(service, key)
-    elif command == "/stats":
-        await stats_command(service, argument)
-    elif command == "/role":
-        print(await role_command(service, key, argument))
-    elif command == "/model":
-        print(await model_command(service, key, argument))
-    elif command == "/answer":
-        printer.done(reply := await service.answer_now(key, on_text=printer.feed))
-        await remember_after(service, reply)
-    elif command == "/retry":
-        printer.done(await service.retry(key, on_text=printer.feed))
-    elif command == "/followup":
-        await ask_follow_up(service, key, argument, printer)
-    elif COMMAND.fullmatch(command):  # a typo'd command is not a question for the model
-        print(f"[unknown command {command}: /help lists the commands]")
-    elif (question := quoted_follow_up(text, after_final=asked.final)) is not None:
-        await ask_follow_up(service, key, question, printer)
-    else:
-        typed = read_line(text, asked.round)  # NoSuchOption: nothing is sent
-        if files.queued:
-            await _send_with_files(service, key, typed, files, printer)
-        else:
-            reply = await service.ask(
-                key,
-                typed.text,
-                answers=typed.answers,
-                on_text=printer.feed,
-                memory=terminal_scope(key),
-            )
-            printer.done(reply)
-            await remember_after(service, reply)
-
-
-async def _send_with_files(
-    service: ConsultationService,
-    key: str,
-    typed: TypedLine,
-    files: TerminalFiles,
-    printer: StreamPrinter,
-) -> None:
-    """Read the queued files with the message, echo what was heard, then ask."""
-    queued = tuple(files.queued)
-    files.queued.clear()  # sent or refused, they are not sent twice
-    turn = await files.intake.read(typed.text, queued, owner="terminal")
-    if turn.transcription is not None:
-        await service.figures.charge_transcription(key, turn.transcription)
-    if turn.transcript is not None:
-        print(f'[heard: "{turn.transcript}"]')
-    if not all(document.complete for document in turn.documents):
-        print("[the documents were cut: only their beginning was read]")
-    elif turn.omitted_chars:
-        print(f"[the documents were cut: {turn.omitted_chars} characters left out]")
-    reply = await service.ask(
-        key,
-        turn.stored_text,
-        images=turn.images,
-        answers=typed.answers,
-        on_text=printer.feed,
-        memory=terminal_scope(key),
-    )
-    printer.done(reply)
-    await remember_after(service, reply)
-    if Notice.IMAGES_NOT_SEEN in reply.notices:
-        print("[the model could not see the photo; describe it in words if it matters]")
-
-
-async def _export(service: ConsultationService, key: str, argument: str) -> None:
-    try:
-        written = await export_files(service, key, argument)
-    except ExportRefused as exc:
-        print(f"[{exc}]")
-        return
-    except OSError as exc:  # a folder we may not write to, a full disk
-        print(f"[could not write the files: {exc}]")
-        return
-    print(f"[wrote {written.docx} and {written.markdown}]")
-
-
-async def _rounds(service: ConsultationService, key: str, argument: str) -> None:
-    """Show the limit, or set it; a bad value gets one line, never a Python error text."""
-    limit = service.config.max_rounds_limit
-    if not argument:
-        print(f"[rounds: {(await service.status(key)).max_rounds} (1–{limit})]")
-        return
-    try:
-        change = await service.settings.set_max_rounds(key, int(argument))
-    except (ValueError, InvalidMaxRounds):
-        print(f"[rounds must be a whole number from 1 to {limit}]")
-        return
-    print(
-        f"[rounds: {change.max_rounds}"
-        + (", next answer is final]" if change.next_is_final else "]")
-    )
-
-
-async def _status_line(service: ConsultationService, key: str) -> str:
-    status = await service.status(key)
-    role = service.settings.roles().get(status.role)
-    expert = role.title if role is not None else status.role
-    if not status.active:
-        return f"[no active consultation; {status.max_rounds} rounds, expert: {expert}]"
-    waiting = "; your last message awaits an answer: /retry" if status.open_turn else ""
-    done = f"{status.rounds_done} of {status.max_rounds} rounds answered"
-    return f"[{done}, expert: {expert}{waiting}]"
