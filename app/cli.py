@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings(api_enabled=True) if command == "api" else load_settings()
         check_required(settings, command)
-        # The console's terminal is the conversation: only warnings go to its stderr.
+        # The terminal is the conversation: only warnings go to its stderr.
         floor = "WARNING" if command == "console" else "DEBUG"
         configure_logging(settings.log_level, secrets_of(settings), floor=floor)
     except ConfigError as exc:
@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if command == "console":
-            from terminal.repl import run_console
+            from app.serve_terminal import serve_terminal
 
-            return run(run_console(settings))
+            return run(serve_terminal(settings))
         tune_gc()
         if command == "api":
             from app.serve_api import serve_api

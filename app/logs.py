@@ -14,7 +14,7 @@ Invariants:
   the SDK's aiohttp transport) and aiohttp's own access log are WARNING and above;
   the API's access log is `api.access` (one line per request, API_ACCESS_LOG).
 - `floor` raises the level for a process whose terminal is its user interface (the
-  console): its stderr shows warnings, never INFO lines between the turns.
+  terminal): its stderr shows warnings, never INFO lines between the turns.
 - An unknown LOG_LEVEL is a `ConfigError` naming the variable, not a traceback.
 """
 

@@ -3,7 +3,7 @@
 Settings → store (from `app.stores`), model clients by name (`app.model_clients`), prompts,
 metrics, the consultation service and its periodic jobs, and the intake that reads
 attachments (`media.intake`; voice only with TRANSCRIPTION_MODEL). The Telegram bot, the
-HTTP API, the console and the quality evaluator all open a `Runtime`, so all of them run
+HTTP API, the terminal and the quality evaluator all open a `Runtime`, so all of them run
 the same engine on the same database. Once a process is up (its listener bound, so a
 start-up failure stays one line), `check_model_endpoint` asks the model endpoint once
 — a few seconds at most, never fatal — and logs one WARNING per setting that looks

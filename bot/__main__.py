@@ -1,4 +1,4 @@
-"""`python -m bot` runs the bot and `python -m bot console` the console (see `app.cli`).
+"""`python -m bot` runs the bot and `python -m bot console` the terminal (see `app.cli`).
 
 An entry point only: nothing imports this module, so the `bot` package itself never
 depends on the composition root.

@@ -4,7 +4,7 @@ Invariant: each label is the catalog's message (`i18n.messages` `document_*`), s
 document reads in the same language, and with the same words, as the bot's messages; a
 right-to-left language's placeholders come isolated (`i18n.translate`), so the date and the
 numbers core puts in them keep their direction. Imports nothing of Telegram: the HTTP
-API and the console are given these labels too.
+API and the terminal are given these labels too.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ _OPTIONS = (
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _LIST_DEPTH = 3  # Word's default template styles lists to this depth
 _BUILDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="export")
-"""Documents are built one at a time, whoever asks (bot, API, console): a build holds the
+"""Documents are built one at a time, whoever asks (bot, API, terminal): a build holds the
 GIL in turns with the event loop, and several at once (a 100,000-character answer takes
 seconds) would stall it for longer each turn; one leaves it under about 35 ms on a busy
 machine."""

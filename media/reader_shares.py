@@ -1,5 +1,5 @@
 """Who gets the reader pool's next reader: `readers` at once in all, and each owner (who
-asked for a read: a person, an API client, the console) at most its share,
+asked for a read: a person, an API client, the terminal) at most its share,
 `max(1, readers - 1)`, while anyone else waits.
 
 Invariants:

@@ -9,7 +9,7 @@ but its two sibling modules (stdlib and aiohttp only), and starts the installed
 `consultation-bot` beside that interpreter, against a fake model and a fake Telegram on
 127.0.0.1 (`smoke_fakes`), in an empty folder (no .env). It checks:
 
-- a console consultation to the final answer, a PDF and a DOCX attached in the console
+- a consultation at the terminal to the final answer, a PDF and a DOCX attached there
   reaching the model as text (the media readers), and `/export` writing DOCX and Markdown,
   both read back;
 - the bot (`consultation-bot run`, polling): `/start` in each of the 14 languages, a

@@ -1,2 +1,2 @@
-"""The terminal console: the same consultation as the bot, in a terminal, against the
+"""The terminal: the same consultation as the bot, in a terminal, against the
 configured model (`consultation-bot console`)."""

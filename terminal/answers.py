@@ -1,4 +1,4 @@
-"""The console's answers to a structured round: the round shown with each question's
+"""The terminal's answers to a structured round: the round shown with each question's
 options under it as `1a) …` (`round_text`), and a typed line read as options picked
 (`1a 2c`) followed by text.
 
@@ -42,7 +42,7 @@ OPTION_INDENT = "   "
 
 
 def round_text(round_: ClarifyingRound) -> str:
-    """The round as the console shows it: the preamble, then each numbered question with
+    """The round as the terminal shows it: the preamble, then each numbered question with
     its options under it, indented, as `1a) …`."""
     lines: list[str] = []
     for number, question in enumerate(round_.questions, 1):

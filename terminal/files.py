@@ -1,4 +1,4 @@
-"""The console's `/file PATH`: local files queued for the next message.
+"""The terminal's `/file PATH`: local files queued for the next message.
 
 Invariants: a path is opened without blocking (a named pipe or a device would otherwise
 wait for a writer for good) and refused at once unless it is a regular file; a file is
@@ -26,7 +26,7 @@ class NotRegularFile(OSError):
     """The path names a folder, a named pipe, a device or a socket."""
 
 
-class ConsoleFiles:
+class TerminalFiles:
     """Local files queued for the next message, checked before they are read whole."""
 
     def __init__(self, intake: Intake) -> None:

@@ -1,7 +1,7 @@
-"""Follow-up questions in the console: `/followup TEXT`, and a line starting with `>`
-typed right after a final answer (the console has no Telegram reply to point at one).
+"""Follow-up questions at the terminal: `/followup TEXT`, and a line starting with `>`
+typed right after a final answer (the terminal has no Telegram reply to point at one).
 
-Invariants: a follow-up always asks about the console's newest consultation
+Invariants: a follow-up always asks about the terminal's newest consultation
 (`ConsultationService.follow_up` without an id); one it cannot take gets one line naming
 the reason and the setting behind it, and nothing is stored; a `>` line is a follow-up
 only while the last reply printed was a final answer (or a follow-up's), so a quoted line

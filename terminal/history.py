@@ -1,10 +1,10 @@
-"""The console's `/history` and `/export [N] [PATH]`.
+"""The terminal's `/history` and `/export [N] [PATH]`.
 
-Invariants: `/history` lists the console's newest consultations numbered as `/export N`
+Invariants: `/history` lists the terminal's newest consultations numbered as `/export N`
 reads them (1 = newest); `/export` writes the latest consultation (or number N) as a
 DOCX and a Markdown file into PATH, an existing directory (the current one when not
 given), named from its title (`core.prompting.file_names`) and labelled in the language the
-consultation is written in (the console has no interface language but English; English
+consultation is written in (the terminal has no interface language but English; English
 when it cannot be told); an existing file is never overwritten: both files take the
 first suffix " (2)", " (3)" … that is free for both, and each is created exclusively, so
 a file made meanwhile is not overwritten either; a failed write leaves neither file.

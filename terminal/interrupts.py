@@ -1,9 +1,9 @@
-"""The console's signals: Ctrl-C (SIGINT) while a command or a reply runs stops that one
+"""The terminal's signals: Ctrl-C (SIGINT) while a command or a reply runs stops that one
 reply and returns to the prompt; Ctrl-C at the prompt, and SIGTERM at any time, stop the
-console (`stop`).
+terminal (`stop`).
 
 Invariant: an interrupted turn ends as a cancelled one does anywhere (the message being
-answered stays saved for /retry, as after a model error), and a stop of the whole console
+answered stays saved for /retry, as after a model error), and a stop of the whole terminal
 arriving at the same moment is never swallowed by the interrupt of its turn.
 """
 
@@ -21,7 +21,7 @@ class Interrupts:
     """Signal handlers on the running loop; `run` runs one turn under them."""
 
     def __init__(self) -> None:
-        self.stop = asyncio.Event()  # set when the console is to end
+        self.stop = asyncio.Event()  # set when the terminal is to end
         self._turn: asyncio.Future[None] | None = None
         self._interrupted = False
         loop = asyncio.get_running_loop()
@@ -38,7 +38,7 @@ class Interrupts:
 
     async def run(self, turn: Awaitable[None]) -> bool:
         """Await `turn`; False when Ctrl-C stopped it. A cancellation of the caller
-        (the console stopping) propagates as usual."""
+        (the terminal stopping) propagates as usual."""
         self._interrupted = False
         self._turn = asyncio.ensure_future(turn)
         try:

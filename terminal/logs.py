@@ -1,6 +1,6 @@
-"""Log records while the console prints a reply: held, then written after it.
+"""Log records while the terminal prints a reply: held, then written after it.
 
-The console's terminal shows the conversation on stdout and warnings on stderr; both
+The terminal shows the conversation on stdout and warnings on stderr; both
 reach the same screen, so a warning written while a reply streams lands inside it,
 glued to the model's last word. `HeldLogs` takes the root logger's handlers' place:
 outside `held()` a record goes straight to them; inside, it waits and is written once

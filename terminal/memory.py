@@ -1,6 +1,6 @@
-"""/memory in the console: what the bot remembers about the person at the terminal.
+"""/memory at the terminal: what the bot remembers about the person at the terminal.
 
-Invariants: the console's memory is its chat key's (`console:local` by default: one
+Invariants: the terminal's memory is its chat key's (`console:local` by default: one
 person); `/memory delete N` deletes the N-th fact of the list as it is now, and a number
 not in it deletes nothing; a completed consultation is remembered after its answer was
 printed, and a failure to remember is one line, never a Python error text.
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 USAGE = "[/memory: what I remember · /memory delete N · /memory off · /memory on]"
 
 
-def console_scope(key: str) -> MemoryScope:
+def terminal_scope(key: str) -> MemoryScope:
     return memory_scope(key)
 
 
@@ -29,7 +29,7 @@ async def memory_command(service: ConsultationService, key: str, argument: str) 
     if not service.memory.enabled:
         print("[memory is switched off (MEMORY_ENABLED=false)]")
         return
-    scope = console_scope(key)
+    scope = terminal_scope(key)
     words = argument.lower().split()
     if words in (["off"], ["on"]):
         await service.memory.set_enabled(scope, words == ["on"])

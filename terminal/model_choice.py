@@ -1,4 +1,4 @@
-"""The console's /model: the chat's model among LLM_MODELS, and choosing another (the
+"""The terminal's /model: the chat's model among LLM_MODELS, and choosing another (the
 same rule as the bot's /model: only a name LLM_MODELS lists is taken)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the console prints of a reply: the text as it streams, then its state line; and
+"""What the terminal prints of a reply: the text as it streams, then its state line; and
 a model error as a line for the person at the terminal, who is also the operator.
 
 Invariants: the reply's text reaches the terminal once: what did not stream of it (a
@@ -9,8 +9,8 @@ other revision is printed whole on a new line. A structured round is shown with 
 question's options under it, as `1a) …`, as it streams (`terminal.answers.round_text`).
 A model error names the setting or the server to check, never an operator to wait for.
 
-While no text has come `WAITING_AFTER` seconds into a turn, a line says the console is
-waiting for the model: on a terminal it counts the seconds in place and is wiped when the
+While no text has come `WAITING_AFTER` seconds into a turn, a line says the terminal is
+waiting for the model: on a tty it counts the seconds in place and is wiped when the
 first text arrives; into a pipe or a file it is written once, so a log stays readable.
 """
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+from typing import Protocol
 
-from app.settings import Settings
 from core.domain.errors import ModelError, ModelErrorKind
 from core.domain.outcomes import Notice, Reply
 from core.prompting.clarifying_stream import RoundText
@@ -28,7 +28,7 @@ from i18n.translate import t
 from terminal.answers import round_text
 
 WAITING_AFTER = 1.0
-"""Seconds without text before the console says it is waiting for the model."""
+"""Seconds without text before the terminal says it is waiting for the model."""
 WAITING = "[waiting for the model…"
 _WIPE = "\r\x1b[K"  # back to the line's start, erase it
 
@@ -47,7 +47,7 @@ class StreamPrinter:
         self._counting = False  # a terminal shows the waiting line, to be wiped
 
     def start_waiting(self, *, terminal: bool | None = None) -> None:
-        """Say the console waits for the model if no text comes within `WAITING_AFTER`."""
+        """Say the terminal waits for the model if no text comes within `WAITING_AFTER`."""
         live = sys.stdout.isatty() if terminal is None else terminal
         self._waiting = asyncio.ensure_future(self._wait_line(live))
 
@@ -129,8 +129,21 @@ class StreamPrinter:
         print(f"\n[{state}]")
 
 
-def model_error_line(exc: ModelError, settings: Settings) -> str:
-    """The console's line for a model error: what to check, and whether /retry helps."""
+class ModelSettings(Protocol):
+    """The settings a model error's line names (the composition root's settings have them)."""
+
+    @property
+    def openai_base_url(self) -> str | None: ...
+
+    @property
+    def llm_model(self) -> str: ...
+
+    @property
+    def llm_timeout_seconds(self) -> float: ...
+
+
+def model_error_line(exc: ModelError, settings: ModelSettings) -> str:
+    """The terminal's line for a model error: what to check, and whether /retry helps."""
     base_url = settings.openai_base_url or DEFAULT_BASE_URL
     server = f"the model server at {base_url}"
     saved = "your message is saved, /retry to try again"
@@ -139,7 +152,7 @@ def model_error_line(exc: ModelError, settings: Settings) -> str:
         return (
             f"[the model cannot be used as configured: {exc.detail}. In use: "
             f"OPENAI_BASE_URL={base_url}, LLM_MODEL={settings.llm_model}. Your message is "
-            "saved: fix the setting, start the console again and send /retry]"
+            "saved: fix the setting, start the terminal again and send /retry]"
         )
     if kind is ModelErrorKind.UNAVAILABLE:
         return f"[model error: {server} (OPENAI_BASE_URL) is unavailable ({exc.detail}); {saved}]"

@@ -1,4 +1,4 @@
-"""The console's /role: which expert answers, and choosing another one or an instruction
+"""The terminal's /role: which expert answers, and choosing another one or an instruction
 of one's own (the same rule as the bot's /role, `core.prompting.role_choice`)."""
 
 from __future__ import annotations

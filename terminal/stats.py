@@ -1,4 +1,4 @@
-"""/stats in the console: the deployment's figures for today and the last 7 UTC days (or
+"""/stats at the terminal: the deployment's figures for today and the last 7 UTC days (or
 the last N with `/stats N`), as the operator at the terminal sees the whole store.
 
 Invariant: an argument that is not a number of days from 1 to `core.domain.stats.MAX_DAYS` reads

@@ -1,7 +1,7 @@
-"""/usage in the console: the model usage of the terminal's chat today and this month.
+"""/usage at the terminal: the model usage of its chat today and this month.
 
-Invariant: the console is one person in one chat, so its usage is its chat key's
-(`ScopeKind.CHAT`): every reply the console stores is charged to it.
+Invariant: the terminal is one person in one chat, so its usage is its chat key's
+(`ScopeKind.CHAT`): every reply the terminal stores is charged to it.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ PRODUCT = (
     "evaluation",
     "prompts",
     "media",
+    "terminal",
 )
 PROJECT = (*PRODUCT, "tests", "bench", "scripts")
 """Every folder of Python code in the repository: importers of product names, all of them."""
@@ -45,11 +46,12 @@ PROJECT = (*PRODUCT, "tests", "bench", "scripts")
 ENTRY_SHIMS = {"bot/__main__.py": "app", "api/__main__.py": "app"}
 
 ALLOWED: dict[str, set[str]] = {
-    "app": {"admin", "api", "bot", "core", "storage", "telemetry", "prompts", "media"},
+    "app": {"admin", "api", "bot", "terminal", "core", "storage", "telemetry", "prompts", "media"},
     "admin": {"core"},
     "evaluation": {"app", "core", "telemetry", "prompts"},
     "api": {"core", "telemetry", "prompts", "media"},
     "bot": {"core", "telemetry", "prompts", "media"},
+    "terminal": {"core", "media"},
     "media": {"core"},
     "storage": {"core", "telemetry", "prompts"},
     "telemetry": {"core"},
@@ -331,6 +333,11 @@ def test_within_core_only_llm_imports_openai() -> None:
 def test_bot_and_api_do_not_import_each_other() -> None:
     assert offenders(["bot"], {"api"}) == []
     assert offenders(["api"], {"bot"}) == []
+
+
+def test_the_terminal_reaches_the_engine_and_no_store_or_other_edge() -> None:
+    """It is given its engine by `app.serve_terminal`: it opens nothing of its own."""
+    assert offenders(["terminal"], {"app", "storage", "bot", "api", "admin"}) == []
 
 
 def test_only_app_and_storage_itself_import_storage() -> None:

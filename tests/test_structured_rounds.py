@@ -99,6 +99,22 @@ async def test_a_question_round_asks_for_a_strict_clarifying_round_and_reads_it(
     assert stored.messages[-1].questions == reply.questions
 
 
+async def test_the_round_asked_last_is_read_back_through_the_history(
+    structured: ConsultationService, model: FakeModelServer
+) -> None:
+    """An edge starting again mid-consultation (the terminal) reads the round its options
+    answer from the engine: the active consultation's last round, none once it is reset,
+    none for another chat."""
+    model.enqueue(round_json("One fact.", [("Which city?", ["Oslo", "Bergen"])]))
+    reply = await structured.ask(KEY, "Where should I live?")
+
+    assert reply.questions is not None
+    assert await structured.history.round_asked(KEY) == reply.questions
+    assert await structured.history.round_asked("tg:2") is None
+    await structured.lifecycle.reset(KEY)
+    assert await structured.history.round_asked(KEY) is None
+
+
 async def test_ready_for_final_goes_on_to_the_final_answer_in_the_same_turn(
     structured: ConsultationService, model: FakeModelServer, store: SqliteStore
 ) -> None:

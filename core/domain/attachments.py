@@ -1,6 +1,6 @@
 """What a user brings besides typed words: a voice note, a document, a photo.
 
-Every edge (Telegram, HTTP API, console) reduces its attachments to these values with
+Every edge (Telegram, HTTP API, terminal) reduces its attachments to these values with
 `media.intake`; the engine only ever sees a `TurnInput`. Invariants:
 
 - A turn is stored as text alone (`TurnInput.stored_text`), so every later round, the

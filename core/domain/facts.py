@@ -2,7 +2,7 @@
 
 Invariants:
 - facts belong to an owner (`MemoryScope.owner`): a person in private (`tg:<user id>`,
-  `api:<userId>`, the console's chat key), or a person within one group
+  `api:<userId>`, the terminal's chat key), or a person within one group
   (`tg:<user id>@tg:<group id>`); a consultation uses the facts of the owner it was
   started by, so a private fact never reaches a group and a group's never leaves it;
 - the preferences (memory on or off, whether the one-time notice was given) are the
@@ -102,7 +102,7 @@ def telegram_person(user_id: int) -> str:
 
 def person_of(owner: str) -> str:
     """The person of a fact owner: a Telegram group owner's part before `@`; others (the
-    API's `api:<userId>`, which may hold `@`, the console's key) are their own person."""
+    API's `api:<userId>`, which may hold `@`, the terminal's key) are their own person."""
     if owner.startswith("tg:"):
         return owner.split("@", 1)[0]
     return owner

@@ -3,7 +3,7 @@
 Perplexity sends, as top-level fields of its stream chunks, `citations` (a list of URLs)
 and/or `search_results` (a list of `{title, url, date}`), and its answer cites them by
 position: `[1]` is the first entry. `core.llm.llm` keeps such fields in `Reply.extras`; this
-module turns them into what every edge (Telegram, console, HTTP API) shows.
+module turns them into what every edge (Telegram, terminal, HTTP API) shows.
 
 Invariants: `extract_sources` is pure and total — any shape of `extras` gives a tuple,
 never an error; each source keeps the number the answer cites it by (its position in the

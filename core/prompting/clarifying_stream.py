@@ -37,7 +37,7 @@ def partial_round(text: str) -> ClarifyingRound | None:
 class RoundText(str):
     """A streamed round's text (`ClarifyingRound.text`) that also carries the round read
     so far: every surface may use it as the plain text it is; one that lays a round out
-    itself (the console lists each question's options under it) reads `round`."""
+    itself (the terminal lists each question's options under it) reads `round`."""
 
     round: ClarifyingRound
 

@@ -1,7 +1,7 @@
 """The "final answer now" request, in the user's language, and the language to answer in.
 
 The request is stored as the user's turn when someone asks for the final answer without
-typing anything (/answer, the button, the console). Its text comes from the template
+typing anything (/answer, the button, the terminal). Its text comes from the template
 `final_now_request`, or `final_now_request.<code>` where one exists for the user's
 language (each is declared in `core.prompting.prompts.TEMPLATE_VARIABLES`, so `check()` renders it
 at start-up). Detecting the user's language leaves these requests out: they were written

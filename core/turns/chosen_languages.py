@@ -2,9 +2,9 @@
 
 Invariants: every read, choice and clearing of a person's language in a process goes
 through its one `ChosenLanguages` (the service's), and so does forgetting the person
-(`core.turns.memories.Memories.forget`, the console's deletion through `refresh`): a change made
+(`core.turns.memories.Memories.forget`, the web console's deletion through `refresh`): a change made
 in this process applies to its next read at once. A change made in another process (another
-worker on PostgreSQL, the API process's console) applies here within
+worker on PostgreSQL, the API process's web console) applies here within
 `LANGUAGE_CACHE_SECONDS`, each process keeping what it read that long, so a message usually
 costs no read for it. At most `LANGUAGE_CACHE_SIZE` people are kept.
 """

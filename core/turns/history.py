@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from core.domain.clarifying import ClarifyingRound
 from core.domain.consultation import Consultation, ConsultationSummary, Status
 from core.domain.ports import ConsultationStore
 from core.prompting.final_now import user_language
 from core.prompting.prompts import PromptLibrary
+from core.turns.round_answers import asked_round
 
 HISTORY_SIZE = 10
 _SPACE = re.compile(r"\s+")
@@ -47,6 +49,13 @@ class History:
     async def latest(self, chat_key: str) -> Consultation | None:
         """The chat's newest consultation, whatever its status, messages included."""
         return await self._store.load_latest(chat_key)
+
+    async def round_asked(self, chat_key: str) -> ClarifyingRound | None:
+        """The structured questions the chat's active consultation asked last, which option
+        labels answer (None: no active consultation, or its last reply asked none); an edge
+        that starts again mid-consultation reads them here (`round_answers.asked_round`)."""
+        active = await self._store.load_active(chat_key)
+        return asked_round(active) if active is not None else None
 
     def written_language(self, consultation: Consultation) -> str | None:
         """The code of the language the consultation's user writes in (`core.prompting.language`:

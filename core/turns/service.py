@@ -75,7 +75,7 @@ class _Start:
 
 
 class ConsultationService:
-    """What the bot, the HTTP API and the console ask of the engine, for any chat key."""
+    """What the bot, the HTTP API and the terminal ask of the engine, for any chat key."""
 
     def __init__(
         self,
@@ -157,7 +157,7 @@ class ConsultationService:
     def config(self) -> EngineConfig:
         return self._config
 
-    # -- chat consultations (Telegram, console) -------------------------------------------
+    # -- chat consultations (Telegram, terminal) ------------------------------------------
 
     async def ask(
         self,

@@ -1,0 +1,212 @@
+"""One line typed at the terminal: its command, or the turn it sends, and what is
+printed of it (`HELP` lists the commands).
+
+Invariants: a line is one command or one turn; a typo'd command (`/xyz`) is never sent
+to the model; a line of option labels the last round lacks sends nothing (`NoSuchOption`
+from `terminal.answers`); queued files are sent once, with the line, or dropped when
+refused. Errors are the caller's to word (`terminal.repl`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from core.domain.clarifying import ClarifyingRound
+from core.domain.errors import AnswerStale, InvalidMaxRounds
+from core.domain.outcomes import Notice
+from core.turns.service import ConsultationService
+from terminal.answers import TypedLine, read_line
+from terminal.files import TerminalFiles
+from terminal.follow_ups import ask_follow_up, quoted_follow_up
+from terminal.history import ExportRefused, export_files, history_lines
+from terminal.memory import memory_command, remember_after, terminal_scope
+from terminal.model_choice import model_command
+from terminal.replies import StreamPrinter
+from terminal.roles import role_command
+from terminal.stats import stats_command
+from terminal.usage import usage_command
+
+HELP = """Type your question. Commands:
+  /rounds N   rounds per consultation     /answer   final answer now
+  /reset      start over                  /retry    answer the last message again
+  /status     where it stands             /quit     leave (Ctrl-D too)
+  /role       the experts; /role NAME or /role SENTENCE chooses one
+  /model      the models; /model NAME chooses one
+  /history    your recent consultations
+  /export [N] [PATH]  the latest consultation (or number N of /history) as DOCX and
+              Markdown files in the directory PATH (default: the current one)
+  /file PATH  attach a file to your next message (an empty line sends files alone)
+  /file       list the attached files     /drop     forget them
+  /memory     what I remember about you (/memory delete N, /memory off, /memory on)
+  /usage      tokens and cost today and this month
+  /stats [N]  the deployment's figures: today and the last 7 (or N) days
+  1a 2c TEXT  answer questions by their options (1a: question 1, option a); TEXT is optional
+  /followup TEXT  ask about the last final answer (right after one, "> TEXT" does too)
+  /help       this list"""
+
+COMMAND = re.compile(r"/[A-Za-z]\w*")
+
+
+class Asked:
+    """The questions of the last reply, which option labels answer (None: it asked none
+    with options, or there is no consultation)."""
+
+    def __init__(self, round_: ClarifyingRound | None) -> None:
+        self.round = round_
+        self.final = False  # the last reply printed was a final answer (or a follow-up's)
+
+
+async def handle(
+    service: ConsultationService, key: str, text: str, files: TerminalFiles, asked: Asked
+) -> None:
+    """Run the line's command or turn; `asked` then holds what the reply printed asked
+    (cleared when the consultation moved on elsewhere)."""
+    printer = StreamPrinter()
+    printer.start_waiting()
+    try:
+        await _command_or_turn(service, key, text, files, asked, printer)
+    except AnswerStale:  # the consultation moved on elsewhere (expired, another terminal)
+        asked.round = None
+        raise
+    finally:
+        await printer.stop_waiting()
+        if printer.reply is not None:
+            asked.round = printer.reply.questions
+            asked.final = printer.reply.is_complete
+
+
+async def _command_or_turn(
+    service: ConsultationService,
+    key: str,
+    text: str,
+    files: TerminalFiles,
+    asked: Asked,
+    printer: StreamPrinter,
+) -> None:
+    command, _, argument = text.partition(" ")
+    if command == "/file":
+        files.command(argument.strip())
+    elif command == "/drop":
+        print(f"[{len(files.queued)} attached file(s) dropped]")
+        files.queued.clear()
+    elif command == "/rounds":
+        await _rounds(service, key, argument.strip())
+    elif command == "/reset":
+        print("[reset]" if await service.lifecycle.reset(key) else "[nothing to reset]")
+        asked.round = None
+    elif command == "/status":
+        print(await _status_line(service, key))
+    elif command == "/history":
+        print(await history_lines(service, key))
+    elif command == "/export":
+        await _export(service, key, argument)
+    elif command == "/help":
+        print(HELP)
+    elif command == "/memory":
+        await memory_command(service, key, argument)
+    elif command == "/usage":
+        await usage_command(service, key)
+    elif command == "/stats":
+        await stats_command(service, argument)
+    elif command == "/role":
+        print(await role_command(service, key, argument))
+    elif command == "/model":
+        print(await model_command(service, key, argument))
+    elif command == "/answer":
+        printer.done(reply := await service.answer_now(key, on_text=printer.feed))
+        await remember_after(service, reply)
+    elif command == "/retry":
+        printer.done(await service.retry(key, on_text=printer.feed))
+    elif command == "/followup":
+        await ask_follow_up(service, key, argument, printer)
+    elif COMMAND.fullmatch(command):  # a typo'd command is not a question for the model
+        print(f"[unknown command {command}: /help lists the commands]")
+    elif (question := quoted_follow_up(text, after_final=asked.final)) is not None:
+        await ask_follow_up(service, key, question, printer)
+    else:
+        typed = read_line(text, asked.round)  # NoSuchOption: nothing is sent
+        if files.queued:
+            await _send_with_files(service, key, typed, files, printer)
+        else:
+            reply = await service.ask(
+                key,
+                typed.text,
+                answers=typed.answers,
+                on_text=printer.feed,
+                memory=terminal_scope(key),
+            )
+            printer.done(reply)
+            await remember_after(service, reply)
+
+
+async def _send_with_files(
+    service: ConsultationService,
+    key: str,
+    typed: TypedLine,
+    files: TerminalFiles,
+    printer: StreamPrinter,
+) -> None:
+    """Read the queued files with the message, echo what was heard, then ask."""
+    queued = tuple(files.queued)
+    files.queued.clear()  # sent or refused, they are not sent twice
+    turn = await files.intake.read(typed.text, queued, owner="terminal")
+    if turn.transcription is not None:
+        await service.figures.charge_transcription(key, turn.transcription)
+    if turn.transcript is not None:
+        print(f'[heard: "{turn.transcript}"]')
+    if not all(document.complete for document in turn.documents):
+        print("[the documents were cut: only their beginning was read]")
+    elif turn.omitted_chars:
+        print(f"[the documents were cut: {turn.omitted_chars} characters left out]")
+    reply = await service.ask(
+        key,
+        turn.stored_text,
+        images=turn.images,
+        answers=typed.answers,
+        on_text=printer.feed,
+        memory=terminal_scope(key),
+    )
+    printer.done(reply)
+    await remember_after(service, reply)
+    if Notice.IMAGES_NOT_SEEN in reply.notices:
+        print("[the model could not see the photo; describe it in words if it matters]")
+
+
+async def _export(service: ConsultationService, key: str, argument: str) -> None:
+    try:
+        written = await export_files(service, key, argument)
+    except ExportRefused as exc:
+        print(f"[{exc}]")
+        return
+    except OSError as exc:  # a folder we may not write to, a full disk
+        print(f"[could not write the files: {exc}]")
+        return
+    print(f"[wrote {written.docx} and {written.markdown}]")
+
+
+async def _rounds(service: ConsultationService, key: str, argument: str) -> None:
+    """Show the limit, or set it; a bad value gets one line, never a Python error text."""
+    limit = service.config.max_rounds_limit
+    if not argument:
+        print(f"[rounds: {(await service.status(key)).max_rounds} (1–{limit})]")
+        return
+    try:
+        change = await service.settings.set_max_rounds(key, int(argument))
+    except (ValueError, InvalidMaxRounds):
+        print(f"[rounds must be a whole number from 1 to {limit}]")
+        return
+    print(
+        f"[rounds: {change.max_rounds}"
+        + (", next answer is final]" if change.next_is_final else "]")
+    )
+
+
+async def _status_line(service: ConsultationService, key: str) -> str:
+    status = await service.status(key)
+    role = service.settings.roles().get(status.role)
+    expert = role.title if role is not None else status.role
+    if not status.active:
+        return f"[no active consultation; {status.max_rounds} rounds, expert: {expert}]"
+    waiting = "; your last message awaits an answer: /retry" if status.open_turn else ""
+    done = f"{status.rounds_done} of {status.max_rounds} rounds answered"
+    return f"[{done}, expert: {expert}{waiting}]"
