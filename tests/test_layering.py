@@ -549,6 +549,23 @@ def test_every_package_and_floor_is_in_the_table() -> None:
     assert set(ALLOWED) == units
 
 
+def drawn_table(page: str) -> dict[str, set[str]]:
+    """The rows of the page's `| Package or floor | May import |` table: each package or
+    floor, what it may import (`nothing of the project` is an empty row)."""
+    lines = (ROOT / page).read_text().splitlines()
+    start = lines.index("| Package or floor | May import |") + 2  # past the rule line
+    table: dict[str, set[str]] = {}
+    for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start:]):
+        row, targets = (cell.strip() for cell in line.strip("|").split("|"))
+        table[row.strip("`")] = {t.strip().strip("`") for t in targets.split(",")}
+        table[row.strip("`")] -= {"nothing of the project"}
+    return table
+
+
+def test_the_architecture_page_draws_the_table() -> None:
+    assert drawn_table("docs/ARCHITECTURE.md") == ALLOWED
+
+
 @pytest.mark.parametrize(
     "edge",
     [
