@@ -10,22 +10,21 @@ failure message. `ALLOWED` is the whole picture (docs/ARCHITECTURE.md draws it) 
 only edges some import uses; each rule also has its own test, so a failure names the rule
 that broke and the file and line that broke it.
 
-Names come from where they are defined: a module that merely imports a name does not hand
-it on (no re-exports), so whoever moves a name moves its importers along and a reader
-finds every name where its import says.
+How imports are read: `tests/import_graph.py`; names imported from where they are
+defined: `tests/test_reexports.py`.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 import itertools
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.import_graph import Import, find_cycle, imports_in, module_name
 
 
 def _repository_root() -> Path:
@@ -49,8 +48,9 @@ PRODUCT = (
     "terminal",
     "i18n",
 )
-TOOLING = ("fakes", "bench", "scripts")
-"""Code beside the product: the fake servers, the benchmark and the scripts."""
+TOOLING = ("fakes", "bench", "scripts", "container")
+"""Code beside the product: the fake servers, the benchmark, the scripts and the image's
+health check."""
 GRAPHED = (*PRODUCT, *TOOLING)
 """The folders whose imports the graph checks (the tests may import anything)."""
 PROJECT = (*GRAPHED, "tests")
@@ -99,6 +99,7 @@ ALLOWED: dict[str, set[str]] = {
     "fakes": {"core.prompting", "core.domain"},
     "bench": {"app", "core.prompting", "core.domain", "storage", "fakes"},
     "scripts": {"app", "core.domain", "fakes"},
+    "container": {"app"},
 }
 """Which package or floor each one may import (itself always): exactly the edges in use."""
 
@@ -121,80 +122,6 @@ FAKES_KNOW = ("core.domain", "core.prompting.prompts")
 model plays the `Completer` port) and its prompts (the fake model server tells the engine's
 calls apart by the engine's own schemas and prompts, so a changed schema cannot leave the
 fake answering an old one)."""
-
-
-@dataclass(frozen=True)
-class Import:
-    """One imported module as written in one file (relative imports resolved)."""
-
-    path: str
-    line: int
-    module: str
-    lazy: bool  # inside a function body: runs on the first call, not at import time
-    type_only: bool = False  # under `if TYPE_CHECKING:`: never runs
-    names: tuple[str, ...] = ()  # `from module import names`; empty for `import module`
-
-    @property
-    def top(self) -> str:
-        return self.module.split(".")[0]
-
-    def __str__(self) -> str:
-        how = " (lazily)" if self.lazy else ""
-        how += " (for type checking)" if self.type_only else ""
-        return f"{self.path}:{self.line} imports {self.module}{how}"
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-class _Walker(ast.NodeVisitor):
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.package = path.removesuffix(".py").split("/")[:-1]  # the file's package
-        self.depth = 0  # enclosing function bodies
-        self.type_checking = 0  # enclosing `if TYPE_CHECKING:` bodies
-        self.found: list[Import] = []
-
-    def _add(self, node: ast.stmt, module: str, names: tuple[str, ...] = ()) -> None:
-        lazy, type_only = self.depth > 0, self.type_checking > 0
-        self.found.append(Import(self.path, node.lineno, module, lazy, type_only, names))
-
-    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        self.depth += 1
-        self.generic_visit(node)
-        self.depth -= 1
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def visit_If(self, node: ast.If) -> None:
-        if not _is_type_checking(node.test):
-            self.generic_visit(node)
-            return
-        self.type_checking += 1
-        for stmt in node.body:
-            self.visit(stmt)
-        self.type_checking -= 1
-        for stmt in node.orelse:
-            self.visit(stmt)
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self._add(node, alias.name)
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        base = self.package[: len(self.package) - node.level + 1] if node.level else []
-        module = ".".join([*base, *([node.module] if node.module else [])])
-        self._add(node, module, tuple(alias.name for alias in node.names))
-
-
-def imports_in(source: str, path: str) -> list[Import]:
-    """Every import statement of a source file, wherever it stands in the file."""
-    walker = _Walker(path)
-    walker.visit(ast.parse(source, path))
-    return walker.found
 
 
 @functools.cache
@@ -238,32 +165,6 @@ def checked_graph() -> dict[tuple[str, str], list[Import]]:
     """The graph of the product and the tooling without the known breaches."""
     edges = package_graph(graphed_imports())
     return {edge: imports for edge, imports in edges.items() if edge not in KNOWN_BREACHES}
-
-
-def find_cycle(edges: Iterable[tuple[str, str]]) -> list[str] | None:
-    """A cycle as a path `[a, b, ..., a]`, or None when the graph has none."""
-    successors: dict[str, list[str]] = {}
-    for a, b in sorted(edges):
-        successors.setdefault(a, []).append(b)
-    state: dict[str, str] = {}  # "open" while on the current path, "done" after
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = "open"
-        path.append(node)
-        for nxt in successors.get(node, []):
-            if state.get(nxt) == "open":
-                return [*path[path.index(nxt) :], nxt]
-            if nxt not in state and (cycle := visit(nxt)):
-                return cycle
-        path.pop()
-        state[node] = "done"
-        return None
-
-    for start in sorted(successors):
-        if start not in state and (cycle := visit(start)):
-            return cycle
-    return None
 
 
 def cycle_report(edges: dict[tuple[str, str], list[Import]]) -> str | None:
@@ -340,96 +241,6 @@ def floor_breaches(package: str, imports: Iterable[Import]) -> list[str]:
         if target not in floors or floors.index(target) < floors.index(source):
             found.append(f"{source} -> {target}: {imp}")
     return found
-
-
-@dataclass(frozen=True)
-class Bindings:
-    """The names a module binds at its top level (in `if`, `try` and `with` blocks too)."""
-
-    defined: frozenset[str]  # by def, class, assignment, `for` or `with ... as`
-    imported: frozenset[str]  # by an import statement only
-
-
-def bindings_of(tree: ast.Module) -> Bindings:
-    defined: set[str] = set()
-    imported: set[str] = set()
-
-    def targets(node: ast.AST | None) -> None:
-        if node is not None:
-            defined.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
-
-    def walk(body: list[ast.stmt]) -> None:
-        for stmt in body:
-            match stmt:
-                case ast.FunctionDef() | ast.AsyncFunctionDef() | ast.ClassDef():
-                    defined.add(stmt.name)
-                case ast.Assign():
-                    for target in stmt.targets:
-                        targets(target)
-                case ast.AnnAssign() | ast.AugAssign():
-                    targets(stmt.target)
-                case ast.Import():
-                    imported.update((a.asname or a.name).split(".")[0] for a in stmt.names)
-                case ast.ImportFrom():
-                    imported.update(a.asname or a.name for a in stmt.names)
-                case ast.For() | ast.AsyncFor():
-                    targets(stmt.target)
-                    walk(stmt.body + stmt.orelse)
-                case ast.With() | ast.AsyncWith():
-                    for item in stmt.items:
-                        targets(item.optional_vars)
-                    walk(stmt.body)
-                case ast.If() | ast.While():
-                    walk(stmt.body + stmt.orelse)
-                case ast.Try() | ast.TryStar():
-                    walk(stmt.body + stmt.orelse + stmt.finalbody)
-                    for handler in stmt.handlers:
-                        walk(handler.body)
-
-    walk(tree.body)
-    return Bindings(frozenset(defined), frozenset(imported - defined))
-
-
-def module_name(path: str) -> str:
-    """`core/domain/ports.py` -> `core.domain.ports`; a package's `api/__init__.py` -> `api`."""
-    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-
-
-def reexport_imports(sources: dict[str, str]) -> list[str]:
-    """Imports of a name from a module of `sources` (by path) that only imports it itself.
-
-    Submodules and names a module does not bind at all (a module `__getattr__`) are left
-    alone, and so are modules outside `sources`: third-party packages hand on names from
-    their own `__init__` as their public interface.
-    """
-    trees = {path: ast.parse(source, path) for path, source in sources.items()}
-    modules = {module_name(path): bindings_of(tree) for path, tree in trees.items()}
-    found = []
-    for path, tree in trees.items():
-        package = path.removesuffix(".py").split("/")[:-1]
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.ImportFrom):
-                continue
-            base = package[: len(package) - node.level + 1] if node.level else []
-            source = ".".join([*base, *([node.module] if node.module else [])])
-            if source not in modules:
-                continue
-            for alias in node.names:
-                if f"{source}.{alias.name}" in modules:
-                    continue  # a submodule, bound by importing it
-                if alias.name == "*" or alias.name in modules[source].imported:
-                    found.append(f"{path}:{node.lineno} imports {alias.name} from {source}")
-    return found
-
-
-@functools.cache
-def project_sources() -> dict[str, str]:
-    """Every Python file of the repository's code, by its path from the root."""
-    return {
-        file.relative_to(ROOT).as_posix(): file.read_text()
-        for folder in PROJECT
-        for file in sorted((ROOT / folder).rglob("*.py"))
-    }
 
 
 # -- the walker ----------------------------------------------------------------------------
@@ -545,7 +356,7 @@ def test_every_allowed_edge_is_in_use() -> None:
 def test_every_package_and_floor_is_in_the_table() -> None:
     folders = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests"}
     units = set(GRAPHED) - set(FLOORS) | {f for floors in FLOORS.values() for f in floors}
-    assert folders | {"scripts"} == set(GRAPHED)
+    assert folders | {"scripts", "container"} == set(GRAPHED)
     assert set(ALLOWED) == units
 
 
@@ -633,9 +444,9 @@ def test_only_app_and_storage_itself_import_storage() -> None:
 
 
 def test_only_the_entry_shims_and_the_programs_import_app() -> None:
-    """The shims count as `app`; the evaluator, the benchmark and the scripts are programs
-    built on the composition root."""
-    importers = set(GRAPHED) - {"app", "evaluation", "bench", "scripts"}
+    """The shims count as `app`; the evaluator, the benchmark, the scripts and the image's
+    health check are programs built on the composition root."""
+    importers = set(GRAPHED) - {"app", "evaluation", "bench", "scripts", "container"}
     breaches = tuple(f"{a}/" for a, b in KNOWN_BREACHES if b == "app")
     found = [i for i in offenders(importers, {"app"}) if not i.startswith(breaches)]
     assert [i for i in found if i.split(":")[0] not in ENTRY_SHIMS] == []
@@ -664,50 +475,6 @@ def test_the_fakes_import_no_product_package_but_the_engines_protocol() -> None:
 def test_telemetry_imports_only_core_prometheus_and_the_standard_library() -> None:
     allowed = {"telemetry", "core", "prometheus_client", *sys.stdlib_module_names}
     assert offenders(["telemetry"], {i.top for i in graphed_imports()} - allowed) == []
-
-
-# -- names come from where they are defined ------------------------------------------------
-
-
-def test_a_reexported_name_is_found_and_a_defined_one_is_not() -> None:
-    """Lazy, relative and `TYPE_CHECKING` imports count; a name the module also defines (an
-    ImportError fallback) and a submodule do not."""
-    sources = {
-        "pkg/__init__.py": "from pkg import other\nfrom pkg.base import Thing\n",
-        "pkg/base.py": (
-            "import json\n"
-            "from typing import TYPE_CHECKING\n"
-            "if TYPE_CHECKING:\n"
-            "    from pkg.other import Hint\n"
-            "try:\n"
-            "    from fast import speedy\n"
-            "except ImportError:\n"
-            "    def speedy() -> None: ...\n"
-            "class Thing: ...\n"
-            "LIMIT: int = 3\n"
-            "Alias = Thing\n"
-        ),
-        "pkg/other.py": "class Hint: ...\n",
-        "pkg/use.py": (
-            "from pkg import Thing, base, other\n"
-            "from pkg.base import LIMIT, Alias, Hint, speedy, json, missing\n"
-            "from .base import Thing as T\n"
-            "from outside import anything\n"
-            "def later():\n"
-            "    from pkg.base import TYPE_CHECKING\n"
-        ),
-    }
-    assert reexport_imports(sources) == [
-        "pkg/use.py:1 imports Thing from pkg",
-        "pkg/use.py:2 imports Hint from pkg.base",
-        "pkg/use.py:2 imports json from pkg.base",
-        "pkg/use.py:6 imports TYPE_CHECKING from pkg.base",
-    ]
-
-
-def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
-    """No module hands on a name it imports: its importers import it where it is defined."""
-    assert reexport_imports(project_sources()) == []
 
 
 # -- the original checks, kept -------------------------------------------------------------
