@@ -16,6 +16,12 @@ The rules:
   (an imported name followed to its module); a class's body, the attributes its methods
   set on `self`, and its base classes of the project. Nothing is looked up inside a
   function or a value.
+
+Paths too: in the same pages, a span in backticks that starts with a path of the project
+(`core/turns/service.py`, `bot/commands/`, its first word when more follow) names a file
+or folder that exists, and so does every entry of a tree drawn in a fenced block (a
+name ending in `/` or `.py` at the start of a line, under the folder above it by
+indentation).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())
 PACKAGES = frozenset(p.parent.name for p in ROOT.glob("*/__init__.py"))
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```.*?^```", flags=re.MULTILINE | re.DOTALL)
@@ -211,3 +217,75 @@ def test_every_reference_to_the_projects_code_resolves() -> None:
         }
     )
     assert broken == []
+
+
+FOLDERS = PACKAGES | {"tests", "bench", "scripts", "docs"}
+PATH_SPAN = re.compile(r"(?<!`)`([A-Za-z_][\w-]*/[\w./-]*)(?=[` ])")
+ANY_FENCE = re.compile(r"^[ \t]*```[^\n]*\n(.*?)^[ \t]*```", flags=re.MULTILINE | re.DOTALL)
+TREE_ENTRY = re.compile(r"^( *)([\w.-]+(?:/|\.py))(?:\s{2,}|$)")
+
+
+def path_spans(text: str) -> Iterator[str]:
+    """The paths in single backticks that start with a folder of the project."""
+    for path in PATH_SPAN.findall(text):
+        if path.split("/", 1)[0] in FOLDERS:
+            yield path
+
+
+def tree_paths(block: str) -> Iterator[str]:
+    """The paths a tree in a fenced block draws: each entry under the folder above it
+    with less indentation. A block whose first entry is no project folder is no tree."""
+    folders: list[tuple[int, str]] = []
+    for line in block.splitlines():
+        entry = TREE_ENTRY.match(line)
+        if entry is None:
+            continue
+        indent, name = len(entry.group(1)), entry.group(2)
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        if not folders and name.split("/", 1)[0] not in FOLDERS:
+            return
+        path = (folders[-1][1] if folders else "") + name
+        yield path
+        if name.endswith("/"):
+            folders.append((indent, path))
+
+
+def page_paths() -> Iterator[tuple[str, str]]:
+    """(page, path) for every path a page names, in its prose and in its trees."""
+    for page in PAGES:
+        text = page.read_text()
+        where = page.relative_to(ROOT).as_posix()
+        for path in path_spans(FENCE.sub("", text)):
+            yield where, path
+        for block in ANY_FENCE.findall(text):
+            for path in tree_paths(block):
+                yield where, path
+
+
+def test_the_rules_tell_a_path_and_read_a_tree() -> None:
+    text = "`core/turns/service.py`, `admin/ports.py AdminStore`, `docs/images/x-*.png`, `a/b.py`"
+    assert list(path_spans(text)) == ["core/turns/service.py", "admin/ports.py"]
+    tree = (
+        "core/          the engine\n"
+        "  turns/       a chat's turns\n"
+        "    service.py   the service\n"
+        "               (continued) words\n"
+        "  llm/\n"
+        "bot/\n"
+    )
+    assert list(tree_paths(tree)) == [
+        "core/",
+        "core/turns/",
+        "core/turns/service.py",
+        "core/llm/",
+        "bot/",
+    ]
+    assert list(tree_paths("make test     # ruff\n")) == []
+
+
+def test_every_path_a_page_names_exists() -> None:
+    missing = sorted(
+        {f"{page}: {path}" for page, path in page_paths() if not (ROOT / path).exists()}
+    )
+    assert missing == []

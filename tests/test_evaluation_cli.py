@@ -19,7 +19,7 @@ from evaluation.report_json import read_json
 from evaluation.scenarios import load_scenarios
 from evaluation.settings import EvalSettings
 from fakes.model_server import response_format_of, round_json
-from fakes.routed_model import RoleServers, role_servers
+from tests.routed_model import RoleServers, role_servers
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = Path(__file__).resolve().parent / "evaluation_scenarios"

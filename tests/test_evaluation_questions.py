@@ -19,7 +19,7 @@ from evaluation.simulated_user import user_prompt
 from evaluation.summary import summarise
 from evaluation.variants import QUESTION_MODES, build_variants
 from fakes.model_server import response_format_of
-from fakes.routed_model import RoleServers, role_servers
+from tests.routed_model import RoleServers, role_servers
 
 SCENARIOS = Path(__file__).resolve().parent / "evaluation_scenarios"
 CURL, _ = load_scenarios(SCENARIOS)

@@ -15,7 +15,7 @@ from evaluation.evaluate import Plan, evaluate
 from evaluation.results import Report, RunResult, Turn
 from evaluation.scenarios import Behaviour, Expect, Scenario, load_scenarios
 from evaluation.variants import build_variants
-from fakes.routed_model import (
+from tests.routed_model import (
     BOT_MODEL,
     JUDGE_MODEL,
     USER_MODEL,
