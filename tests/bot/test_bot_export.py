@@ -4,7 +4,6 @@ DOCX is opened with python-docx and read part by part."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -29,15 +28,8 @@ OTHER = 702
 REQUEST = "Какую базу данных выбрать для бота?\nНужна надёжность."
 
 
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    """A running bot whose consultations take two rounds."""
-    async with started_bot(
-        tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=2
-    ) as running:
-        yield running
+# Consultations take two rounds.
+pytestmark = pytest.mark.bot_settings(default_max_rounds=2)
 
 
 async def test_the_document_button_sends_the_consultation_as_docx_and_markdown(

@@ -4,7 +4,6 @@ What the user sees and what the model was sent."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +28,8 @@ OTHER = 602
 PROMPT = "Send your follow-up question as a reply to this message."
 
 
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    """A bot whose consultations have one round: the first reply is the final answer."""
-    async with started_bot(
-        tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=1
-    ) as running:
-        yield running
+# Consultations have one round: the first reply is the final answer.
+pytestmark = pytest.mark.bot_settings(default_max_rounds=1)
 
 
 def answered(chat: int, fragment: str) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,15 +22,8 @@ USER = 801
 OTHER = 802
 
 
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    """A running bot whose consultations take two rounds."""
-    async with started_bot(
-        tmp_path / "bot.sqlite3", bot_api, model_server, default_max_rounds=2
-    ) as running:
-        yield running
+# Consultations take two rounds.
+pytestmark = pytest.mark.bot_settings(default_max_rounds=2)
 
 
 def bare(consultation_id: str) -> str:

@@ -8,14 +8,10 @@ and groups."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from core.domain.facts import MemoryPreferences
-from fakes.bot_api import Call, FakeBotApi
-from fakes.model_server import FakeModelServer
+from fakes.bot_api import Call
 from tests.bot_harness import (
     ALICE,
     BOB,
@@ -27,7 +23,6 @@ from tests.bot_harness import (
     group_said,
     post_in_group,
     sent,
-    started_bot,
     system_prompt,
     wait_sent,
 )
@@ -38,19 +33,8 @@ HEADING = "What this person told you in earlier consultations"
 NOTICE = "I noted a few lasting facts"
 
 
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    """A bot with memory on and one-round consultations."""
-    async with started_bot(
-        tmp_path / "bot.sqlite3",
-        bot_api,
-        model_server,
-        memory_enabled=True,
-        default_max_rounds=1,
-    ) as running:
-        yield running
+# Memory on and one-round consultations.
+pytestmark = pytest.mark.bot_settings(memory_enabled=True, default_max_rounds=1)
 
 
 async def facts_of(bot: RunningBot, owner: str) -> list[str]:

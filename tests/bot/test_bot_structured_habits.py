@@ -5,26 +5,17 @@ which refuses json_schema with a 500, gives rounds with option buttons."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from core.domain.clarifying import SCHEMA_NAME
-from fakes.bot_api import Call, FakeBotApi
+from fakes.bot_api import Call
 from fakes.model_server import FakeModelServer, response_format_of
-from tests.bot_harness import RunningBot, sent, started_bot, wait_sent
+from tests.bot_harness import RunningBot, sent, wait_sent
 
 USER = 5301
 
 
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    db = tmp_path / "bot.sqlite3"
-    async with started_bot(db, bot_api, model_server, llm_structured_questions="auto") as running:
-        yield running
+pytestmark = pytest.mark.bot_settings(llm_structured_questions="auto")
 
 
 async def ask(bot: RunningBot, text: str) -> Call:

@@ -6,7 +6,6 @@ and stale presses refused in their popup, groups recording who pressed, Russian 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +44,7 @@ ONE = round_json("Got it.", [("Budget?", ["Low", "High"])])
 TWO = round_json("Two facts.", [("Budget?", ["Low", "High"]), ("City?", ["Berlin", "Rome"])])
 
 
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    db = tmp_path / "bot.sqlite3"
-    async with started_bot(db, bot_api, model_server, llm_structured_questions="auto") as running:
-        yield running
+pytestmark = pytest.mark.bot_settings(llm_structured_questions="auto")
 
 
 def keyboard(call: Call) -> Keyboard:

@@ -38,19 +38,9 @@ LIMIT = 100
 VOICE = b"OggS\x00\x02" + bytes(200)
 
 
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    async with started_bot(
-        tmp_path / "bot.sqlite3",
-        bot_api,
-        model_server,
-        user_daily_token_limit=LIMIT,
-        admin_user_ids=str(ADMIN),
-        quota_exempt_user_ids=str(EXEMPT),
-    ) as running:
-        yield running
+pytestmark = pytest.mark.bot_settings(
+    user_daily_token_limit=LIMIT, admin_user_ids=str(ADMIN), quota_exempt_user_ids=str(EXEMPT)
+)
 
 
 def spend(bot: RunningBot, tokens: int, text: str = "Answer.") -> None:

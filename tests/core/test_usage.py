@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -34,12 +33,11 @@ from core.domain.usage import (
     transcription_usage,
 )
 from core.llm.llm import OpenAICompleter
-from fakes.bot_api import FakeBotApi
 from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
 from telemetry.metrics import Metrics
 from tests.api_harness import RunningApi
-from tests.bot_harness import RunningBot, ask_private, sent, started_bot, wait_sent
+from tests.bot_harness import RunningBot, ask_private, sent, wait_sent
 from tests.service_harness import Clock, make_service
 from tests.time_zone import far_time_zone  # noqa: F401 - a fixture
 
@@ -278,14 +276,7 @@ async def test_a_failed_model_call_charges_nothing(
 # -- /usage and /metrics -------------------------------------------------------------------
 
 
-@pytest.fixture
-async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
-) -> AsyncIterator[RunningBot]:
-    async with started_bot(
-        tmp_path / "bot.sqlite3", bot_api, model_server, model_prices=PRICES
-    ) as running:
-        yield running
+pytestmark = pytest.mark.bot_settings(model_prices=PRICES)
 
 
 async def usage_text(bot: RunningBot, *, user: int = USER, args: str = "") -> str:
