@@ -1,12 +1,11 @@
-"""Shared fixtures: the fakes under fakes are plugged in as pytest plugins; `bot` is a
-bot on a fresh SQLite file (see tests/bot_harness.py), with the settings a test's
-`bot_settings` marker gives; `api` the
-HTTP API as production wires it (see tests/api_harness.py), with the settings a test's
-`api_settings` marker gives; `store`, `completer`, `service` and `engine` the consultation
-service on a real SQLite file and the real openai SDK (see tests/service_harness.py).
-`kind` and `database` run a test once per store implementation, each on a fresh database
-(tests/store_contract.py, a plugin too); under tests/contract `store` is that kind's store
-instead (tests/contract/conftest.py).
+"""Shared fixtures (tests/README.md lists them): the fakes under fakes are plugged in as
+pytest plugins; `bot` is a bot on a fresh SQLite file (see tests/bot_harness.py), with the
+settings a test's `bot_settings` marker gives; `api` the HTTP API as production wires it
+(see tests/api_harness.py), with the settings a test's `api_settings` marker gives;
+`store`, `completer`, `service` and `engine` the consultation service on a real SQLite file
+and the real openai SDK (see tests/service_harness.py). `kind` and `database` run a test
+once per store implementation, each on a fresh database (tests/store_contract.py, a plugin
+too); under tests/contract `store` is that kind's store instead (tests/contract/conftest.py).
 
 The harnesses are imported inside the fixtures, so a test that uses none of them does not
 load the bot, the API or the service (the stores are loaded with tests/store_contract.py)."""
