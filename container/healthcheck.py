@@ -32,7 +32,8 @@ def command_line() -> list[str]:
 
 def serves_http(settings: Settings) -> bool:
     """The bot's own rule (`app.serve_bot.needs_web`), kept here so that each check does not
-    import the bot; tests/test_container_healthcheck.py holds the two to the same answers."""
+    import the bot; tests/deployment/test_container_healthcheck.py holds the two to the same
+    answers."""
     return settings.api_enabled or bool(settings.webhook_url) or settings.admin_token is not None
 
 

@@ -3,7 +3,7 @@
 A build step, run by `make messages` (`python -m i18n.catalogs`) and never by the bot:
 reading `.po` needs Babel, which the running process then neither imports nor parses
 with. The `.mo` files are committed beside their `.po`, so a clone, the wheel and the
-container image carry them; `tests/test_i18n.py` fails while one differs from its `.po`.
+container image carry them; `tests/i18n/test_i18n.py` fails while one differs from its `.po`.
 
 A message left empty (any plural form included) or marked fuzzy is left out of the
 `.mo`, so it reads in English: a partial catalog never shows a blank or a guess.

@@ -2,13 +2,13 @@
 
     .venv/bin/python scripts/render_chat.py --out docs/images
 
-The real bot (the python-telegram-bot Application, the consultation engine, a throwaway
-SQLite file) talks to the fake Bot API and the fake OpenAI-compatible model server of
-fakes, the same harness as the bot's tests; only the model's replies are scripted
-(below). The user's message and button presses go in as Telegram updates. At two moments
-the script copies the chat as the fake Bot API holds it (every message's current text,
-entities and inline keyboard, edits included), lays it out as Telegram-like bubbles in HTML
-and has headless Chromium (`chromium`, Debian's package) take a screenshot of each:
+The real bot (`python -m bot` as a child process, with a throwaway SQLite file) talks to
+the fake Bot API and the fake OpenAI-compatible model server of fakes, which run in this
+script; only the model's replies are scripted (below). The user's message and button
+presses go in as Telegram updates. At two moments the script copies the chat as the fake
+Bot API holds it (every message's current text, entities and inline keyboard, edits
+included), lays it out as Telegram-like bubbles in HTML and has headless Chromium
+(`chromium`, Debian's package) take a screenshot of each:
 
 - ``consultation-round.png``: the request and the clarifying round, three options tapped
   (✓) and "Send answers" not pressed yet;
@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import copy
 import html
+import os
 import re
 import shutil
 import subprocess
@@ -35,11 +36,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the fakes live in tests/, which is not installed
+sys.path.insert(0, str(ROOT))  # the fakes are not installed
 
-from fakes.bot_api import FakeBotApi  # noqa: E402
+from fakes.bot_api import TOKEN, Call, FakeBotApi  # noqa: E402
 from fakes.model_server import FakeModelServer  # noqa: E402
-from tests.bot_harness import RunningBot, sent, started_bot, wait_sent  # noqa: E402
 
 CHAT = 7001
 USER_NAME = "Alice"
@@ -97,11 +97,30 @@ def button_data(message: dict[str, Any]) -> list[str]:
     return [b["callback_data"] for row in markup.get("inline_keyboard", []) for b in row]
 
 
-async def press(bot: RunningBot, message_id: int, data: str) -> None:
+def delivered(call: Call) -> bool:
+    """A sendMessage to the chat that the fake Bot API answered."""
+    return (
+        call.method == "sendMessage"
+        and call.result is not None
+        and str(call.params.get("chat_id")) == str(CHAT)
+    )
+
+
+def sent(api: FakeBotApi) -> list[Call]:
+    """The messages delivered to the chat, in order."""
+    return [c for c in api.calls if delivered(c)]
+
+
+async def wait_sent(api: FakeBotApi, count: int) -> None:
+    """Wait until `count` messages in all were delivered to the chat."""
+    await api.wait_for(delivered, 30, count=count)
+
+
+async def press(api: FakeBotApi, message_id: int, data: str) -> None:
     """Press a button and wait until the bot has answered the press."""
-    update = bot.api.push_update(bot.api.callback_query(CHAT, CHAT, data, message_id))
+    update = api.push_update(api.callback_query(CHAT, CHAT, data, message_id))
     query_id = update["callback_query"]["id"]
-    await bot.api.wait_for(
+    await api.wait_for(
         lambda c: (
             c.method == "answerCallbackQuery"
             and c.params.get("callback_query_id") == query_id
@@ -111,56 +130,82 @@ async def press(bot: RunningBot, message_id: int, data: str) -> None:
     )
 
 
+def bot_env(workdir: Path, api: FakeBotApi, model: FakeModelServer) -> dict[str, str]:
+    """The bot's settings: the fakes, a SQLite file in `workdir`, a two-round consultation
+    with a clarifying round of options; nothing else from the outside world but PATH."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(workdir),
+        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "TELEGRAM_API_BASE_URL": api.base_url,
+        "OPENAI_API_KEY": "render-key",
+        "OPENAI_BASE_URL": model.base_url,
+        "LLM_MODEL": "render-model",
+        "DB_PATH": str(workdir / "chat.sqlite3"),
+        "LLM_STRUCTURED_QUESTIONS": "on",
+        "DEFAULT_MAX_ROUNDS": "2",
+        "FINAL_BRIEF": "true",
+        "MEMORY_ENABLED": "false",
+    }
+
+
 async def record(workdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run the consultation; the chat after the taps, and the messages the final answer
     added to it."""
     api, model = FakeBotApi(), FakeModelServer()
     await api.start()
     await model.start()
+    with (workdir / "bot.log").open("wb") as log:
+        bot = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot",
+            env=bot_env(workdir, api, model),
+            cwd=workdir,  # no .env of the checkout
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
     try:
-        async with started_bot(
-            workdir / "chat.sqlite3",
-            api,
-            model,
-            llm_structured_questions="on",
-            default_max_rounds=2,
-            final_brief=True,
-        ) as bot:
-            model.enqueue_round(*ROUND)
-            await bot.send(CHAT, REQUEST, first_name=USER_NAME)
-            await wait_sent(bot, CHAT, 1, timeout=30)
-            round_message = sent(bot, CHAT)[-1].result
-            assert round_message is not None
-            message_id = round_message["message_id"]
-            for question, option in PICKS:
-                data = next(
-                    d
-                    for d in button_data(held(api, message_id))
-                    if d.endswith(f":{question}:{option}")
-                )
-                await press(bot, message_id, data)
-                await api.wait_for(  # the keyboard with this pick marked ✓
-                    lambda c: c.method == "editMessageReplyMarkup" and c.result is not None,
-                    30,
-                    count=question,
-                )
-            tapped = chat_now(api)
-            send = next(d for d in button_data(held(api, message_id)) if d.startswith("qs:"))
-            model.enqueue(ANSWER)
-            before = len(sent(bot, CHAT))
-            await press(bot, message_id, send)
-            await wait_sent(bot, CHAT, before + 1, timeout=30)
-            await api.wait_for(
-                lambda c: (
-                    c.method == "sendMessage"
-                    and "Consultation complete" in str(c.params.get("text"))
-                    and c.result is not None
-                ),
-                30,
+        await api.wait_for(lambda c: c.method == "getUpdates", 30)  # polling: the bot is up
+        model.enqueue_round(*ROUND)
+        api.push_update(api.text_message(CHAT, REQUEST, user_id=CHAT, first_name=USER_NAME))
+        await wait_sent(api, 1)
+        round_message = sent(api)[-1].result
+        assert round_message is not None
+        message_id = round_message["message_id"]
+        for question, option in PICKS:
+            data = next(
+                d for d in button_data(held(api, message_id)) if d.endswith(f":{question}:{option}")
             )
-            shown = max(m["message_id"] for m in tapped)
-            return tapped, [m for m in chat_now(api) if m["message_id"] > shown]
+            await press(api, message_id, data)
+            await api.wait_for(  # the keyboard with this pick marked ✓
+                lambda c: c.method == "editMessageReplyMarkup" and c.result is not None,
+                30,
+                count=question,
+            )
+        tapped = chat_now(api)
+        send = next(d for d in button_data(held(api, message_id)) if d.startswith("qs:"))
+        model.enqueue(ANSWER)
+        before = len(sent(api))
+        await press(api, message_id, send)
+        await wait_sent(api, before + 1)
+        await api.wait_for(
+            lambda c: (
+                c.method == "sendMessage"
+                and "Consultation complete" in str(c.params.get("text"))
+                and c.result is not None
+            ),
+            30,
+        )
+        shown = max(m["message_id"] for m in tapped)
+        return tapped, [m for m in chat_now(api) if m["message_id"] > shown]
+    except (AssertionError, StopIteration, TimeoutError):
+        print((workdir / "bot.log").read_text(errors="replace")[-4000:], file=sys.stderr)
+        raise
     finally:
+        bot.terminate()
+        await bot.wait()
         await model.stop()
         await api.stop()
 

@@ -1,7 +1,7 @@
 """Several `python -m bot` worker processes on one PostgreSQL schema, for the cluster tests.
 
 Invariants:
-- every worker gets a clean environment (see tests/test_entrypoint.py), talks to the test's
+- every worker gets a clean environment (see tests/app/test_entrypoint.py), talks to the test's
   fake Bot API and model server, and is killed when its `Cluster` closes, whatever happened;
 - the load balancer forwards each webhook POST to the next worker in turn and answers with
   that worker's status; a worker it cannot reach (refused, reset, hung up) is skipped for
@@ -34,7 +34,7 @@ from aiohttp import web
 from fakes.bot_api import TOKEN, FakeBotApi
 from fakes.model_server import FakeModelServer
 from fakes.serving import LocalServer
-from tests.test_entrypoint import BotProcess, fakes_env
+from tests.app.test_entrypoint import BotProcess, fakes_env
 
 SECRET = "cluster-webhook-secret"
 PATH = "/telegram/webhook"

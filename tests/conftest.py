@@ -1,11 +1,11 @@
-"""Shared fixtures: the fakes under fakes are plugged in as pytest plugins; `bot` is a
-bot with default settings on a fresh SQLite file (see tests/bot_harness.py); `api` the
-HTTP API as production wires it (see tests/api_harness.py), with the settings a test's
-`api_settings` marker gives; `store`, `completer`, `service` and `engine` the consultation
-service on a real SQLite file and the real openai SDK (see tests/service_harness.py).
-`kind` and `database` run a test once per store implementation, each on a fresh database
-(tests/store_contract.py, a plugin too); under tests/contract `store` is that kind's store
-instead (tests/contract/conftest.py).
+"""Shared fixtures (tests/README.md lists them): the fakes under fakes are plugged in as
+pytest plugins; `bot` is a bot on a fresh SQLite file (see tests/bot_harness.py), with the
+settings a test's `bot_settings` marker gives; `api` the HTTP API as production wires it
+(see tests/api_harness.py), with the settings a test's `api_settings` marker gives;
+`store`, `completer`, `service` and `engine` the consultation service on a real SQLite file
+and the real openai SDK (see tests/service_harness.py). `kind` and `database` run a test
+once per store implementation, each on a fresh database (tests/store_contract.py, a plugin
+too); under tests/contract `store` is that kind's store instead (tests/contract/conftest.py).
 
 The harnesses are imported inside the fixtures, so a test that uses none of them does not
 load the bot, the API or the service (the stores are loaded with tests/store_contract.py)."""
@@ -46,6 +46,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "api_settings(**overrides): the settings the `api` fixture runs with, beyond the test "
         "defaults (tests/api_harness.py api_settings); the marker closest to the test counts",
     )
+    config.addinivalue_line(
+        "markers",
+        "bot_settings(**overrides): the settings the `bot` fixture runs with, beyond the test "
+        "defaults (tests/bot_harness.py started_bot); the marker closest to the test counts",
+    )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -57,16 +62,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture
 async def bot(
-    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    bot_api: FakeBotApi,
+    model_server: FakeModelServer,
 ) -> AsyncIterator[RunningBot]:
-    """A running bot with default settings on `tmp_path / "bot.sqlite3"`.
+    """A running bot on `tmp_path / "bot.sqlite3"`, with the settings of the `bot_settings`
+    marker closest to the test (a test's own, else its module's `pytestmark`).
 
     The harness is imported here, not at the top, so tests that never start a bot do
     not load the application.
     """
     from tests.bot_harness import started_bot
 
-    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as running:
+    marker = request.node.get_closest_marker("bot_settings")
+    overrides = marker.kwargs if marker is not None else {}
+    async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server, **overrides) as running:
         yield running
 
 

@@ -4,11 +4,11 @@ worker shares it).
 
 Each `Backend` builds a port's implementation with an injected clock (`Clock`, moved by
 hand: no test sleeps); `port_fixture` gives each in turn. The suites
-(tests/test_rate_limits_contract.py, tests/test_undelivered_contract.py,
-tests/test_flood_waits_contract.py) run the same tests over every backend, so both
+(tests/bot/test_rate_limits_contract.py, tests/bot/test_undelivered_contract.py,
+tests/bot/test_flood_waits_contract.py) run the same tests over every backend, so both
 implementations give a setting one meaning; what only PostgreSQL has (several workers at
-once, its cleanups) is tested in tests/test_pg_shared.py and tests/test_flood_shared.py,
-what only memory has in tests/test_bot_units.py.
+once, its cleanups) is tested in tests/storage/test_pg_shared.py and tests/bot/test_flood_shared.py,
+what only memory has in tests/bot/test_bot_units.py.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ left nothing behind), and run a statement behind it (to store what the store nev
 would, such as a damaged value). A new store implementation, such as PostgreSQL, adds one
 `StoreKind` to `STORE_KINDS` and passes the same tests; what only SQLite has (its
 file, WAL, pragmas, migrations of the file, disk faults) is tested in
-tests/test_storage_sqlite.py instead.
+tests/storage/test_storage_sqlite.py instead.
 
 This module is also a pytest plugin (tests/conftest.py plugs it in for every test): the
 fixture `kind` is each `StoreKind` in turn, so a test that asks for it, directly or through

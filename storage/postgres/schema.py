@@ -8,7 +8,7 @@ start at once one applies each migration and the others wait for it, then see it
 recorded and skip it.
 
 The store's tables are the SQLite store's, with the same columns, keys and indexes
-(tests/test_schema_parity.py compares them): times are seconds since the epoch (double
+(tests/storage/test_schema_parity.py compares them): times are seconds since the epoch (double
 precision), ids are text, options are the JSON text the engine writes. From `m009` on,
 both backends' histories have the same migrations under the same names. The workers'
 coordination has a history of its own (`storage.postgres.coordination.schema`); its

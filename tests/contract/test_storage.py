@@ -2,7 +2,7 @@
 each one in `tests.store_contract.STORE_KINDS` (SQLite and PostgreSQL) on a real database —
 round trips, atomic writes, one ACTIVE consultation per chat, compare-and-set of the
 round, and several writers at once (one store, or two stores on one database as two
-worker processes would have). What only SQLite has is in tests/test_storage_sqlite.py."""
+worker processes would have). What only SQLite has is in tests/storage/test_storage_sqlite.py."""
 
 from __future__ import annotations
 

@@ -1,0 +1,266 @@
+"""The console in a real browser: Debian's Chromium driven by Playwright against the
+real server on 127.0.0.1 — sign in, open the list, filter it, open a transcript, sign
+out; read the dashboard, set a person's quota and see the bot (on the same store) refuse
+their next message — with no error in the browser's console (a Content-Security-Policy
+violation would be one).
+
+Chromium is `/usr/bin/chromium` (`apt-get install chromium`; Playwright's own browser
+download is not used). Without it these tests skip outside CI and fail in CI (`CI` set).
+With ADMIN_SCREENSHOTS=1 they save screenshots of the dashboard, the list and a
+transcript in docs/images/.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from core.domain.consultation import Status, Usage
+from core.domain.usage import CallKind, Charge, day_of
+from fakes.bot_api import FakeBotApi
+from fakes.model_server import FakeModelServer
+from tests.admin_harness import TOKEN, Console, console_settings, consultation, running_console
+from tests.bot_harness import ask_private, started_bot
+from tests.store_contract import STORE_KINDS
+
+if TYPE_CHECKING:
+    from app.stores import Store
+
+CHROMIUM = Path("/usr/bin/chromium")
+IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+
+if not CHROMIUM.exists():
+    if os.environ.get("CI"):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium", pytrace=False)
+    pytest.skip(f"no {CHROMIUM}: browser tests skipped", allow_module_level=True)
+
+from playwright.async_api import Page, async_playwright, expect  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+SQLITE = STORE_KINDS[0]
+
+
+@pytest.fixture
+async def console(tmp_path: Path) -> AsyncIterator[Console]:
+    address = await SQLITE.new_database(tmp_path)
+    settings = console_settings(SQLITE, address, eval_reports_dir=tmp_path / "reports")
+    async with running_console(settings) as c:
+        day = 1_764_140_000.0
+        await c.store.create(
+            consultation(
+                "Which database should a small team pick for a booking app?\n\n"
+                "We expect a few hundred bookings a day and <b>two</b> services writing.",
+                chat_key="tg:1001",
+                at=day,
+                final="## Recommendation\n\nUse **PostgreSQL**: several services can write "
+                "at once, and backups are routine.\n\n- Start with one instance\n"
+                "- Add a replica later\n\n[Read more](https://www.postgresql.org/docs/)",
+            )
+        )
+        await c.store.create(
+            consultation(
+                "How do I water tomatoes in a heat wave?", chat_key="tg:1002", at=day - 90_000
+            )
+        )
+        await c.store.create(
+            consultation(
+                "Contract review: is a 90-day notice period usual?",
+                chat_key="api:7f1c",
+                at=day - 200_000,
+                final=None,
+            )
+        )
+        yield c
+
+
+@pytest.fixture
+async def page(console: Console) -> AsyncIterator[Page]:
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"]
+        )
+        context = await browser.new_context(viewport={"width": 1100, "height": 800})
+        page = await context.new_page()
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        yield page
+        await browser.close()
+        assert errors == [], errors
+
+
+def _shoot() -> bool:
+    return os.environ.get("ADMIN_SCREENSHOTS") == "1"
+
+
+async def test_sign_in_list_filter_transcript_and_sign_out(console: Console, page: Page) -> None:
+    base = str(console.client.make_url("/admin/")).rstrip("/")
+    await page.goto(f"{base}/consultations")
+    await expect(page).to_have_url(f"{base}/login")  # no session: the sign-in page
+    await page.fill("#token", TOKEN)
+    await page.click("button[type=submit]")
+    await expect(page.locator("h1")).to_have_text("Dashboard")
+
+    await page.click("nav >> text=Consultations")
+    rows = page.locator("table.list tbody tr")
+    await expect(rows).to_have_count(3)
+    if _shoot():
+        await page.screenshot(path=str(IMAGES / "admin-consultations.png"), full_page=True)
+
+    await page.fill("input[name=q]", "database")
+    await page.click("form.filters button[type=submit]")
+    await expect(rows).to_have_count(1)
+    await page.select_option("select[name=status]", "active")
+    await page.click("form.filters button[type=submit]")
+    await expect(page.locator("text=No consultation matches")).to_be_visible()
+    await page.click("text=Clear")
+    await expect(rows).to_have_count(3)
+
+    await page.click("text=Which database should a small team pick")
+    await expect(page.locator("h2", has_text="Final answer")).to_be_visible()
+    await expect(page.locator(".markdown strong")).to_have_text("PostgreSQL")
+    await expect(page.locator(".options li.chosen")).to_contain_text("Several")
+    await expect(page.locator("text=<b>two</b>")).to_be_visible()  # shown as text
+    if _shoot():
+        await page.set_viewport_size({"width": 390, "height": 844})
+        await page.screenshot(path=str(IMAGES / "admin-transcript.png"), full_page=True)
+        await page.set_viewport_size({"width": 1100, "height": 800})
+
+    await page.click("text=Sign out")
+    await expect(page).to_have_url(f"{base}/login")
+    await page.goto(f"{base}/consultations")
+    await expect(page).to_have_url(f"{base}/login")
+
+
+ROUNDS_USED = (1, 2, 2, 2, 3, 3, 4)
+"""Rounds the seeded consultations use, in turn: most ask a question or two first."""
+
+
+async def seed_figures(store: Store, person: str, now: float) -> None:
+    """A month of activity for the dashboard: one to four consultations started each day,
+    most answered in 1 to 4 rounds (2 or 3 most often), some reset or expired; tokens
+    charged each day; `person` charged today."""
+    for days_ago in range(30):
+        for n in range(1 + (days_ago * 7 + 2) % 4):
+            at = now - days_ago * 86_400 - n * 600
+            status = Status.COMPLETE
+            if (days_ago + n) % 5 == 2:
+                status = Status.RESET
+            elif (days_ago + n) % 7 == 3:
+                status = Status.EXPIRED
+            rounds = ROUNDS_USED[(days_ago * 3 + n * 5) % len(ROUNDS_USED)]
+            found = consultation(
+                f"Question {days_ago}.{n}",
+                chat_key=f"tg:{2000 + days_ago}",
+                at=at,
+                final="Here is my answer." if status is Status.COMPLETE else None,
+                clarifying=rounds - 1,
+            )
+            await store.create(found)
+            await store.set_status(found.id, status, at=at + 120 + 40 * n)
+    charges = [
+        Charge(
+            day_of(now - days_ago * 86_400),
+            f"tg:{2000 + days_ago}",
+            "model-a" if days_ago % 3 else "model-b",
+            CallKind.ROUND,
+            Usage(1000 + 150 * (days_ago % 7), 300),
+            0.002 * (1 + days_ago % 5),
+            True,
+            f"tg:{2000 + days_ago}",
+        )
+        for days_ago in range(30)
+    ]
+    charges.append(
+        Charge(
+            day_of(now), "tg:501", "model-a", CallKind.ROUND, Usage(400, 100), 0.01, True, person
+        )
+    )
+    await store.add_usage(charges)
+
+
+async def test_dashboard_and_a_quota_set_in_the_browser_refuse_the_bots_next_message(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """Sign in, read the dashboard (figures and charts), open a person's page, set their
+    daily token limit below what they used today; the bot, on the same store, refuses
+    their next message with the quota message and calls no model; sign out."""
+    address = await SQLITE.new_database(tmp_path)
+    person = "tg:501"
+    async with running_console(console_settings(SQLITE, address)) as console:
+        await seed_figures(console.store, person, time.time())
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"]
+            )
+            page = await (
+                await browser.new_context(viewport={"width": 1100, "height": 800})
+            ).new_page()
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            base = str(console.client.make_url("/admin/")).rstrip("/")
+            await page.goto(f"{base}/")
+            await page.fill("#token", TOKEN)
+            await page.click("button[type=submit]")
+            await expect(page.locator("h1")).to_have_text("Dashboard")
+            await expect(page.locator("figure.chart svg")).to_have_count(3)
+            await expect(page.locator("td.key", has_text="Completion rate")).to_be_visible()
+            await expect(page.locator("table.rounds-table svg.share")).not_to_have_count(0)
+            if _shoot():
+                await page.screenshot(path=str(IMAGES / "admin-dashboard.png"), full_page=True)
+
+            await page.click("nav >> text=People")
+            await page.click(f"text={person}")
+            await expect(page.locator("h1")).to_have_text(person)
+            await page.check("input[name=limit][value=tokens]")
+            await page.fill("input[name=tokens]", "100")
+            await page.click("text=Save")
+            await expect(page.locator("input[name=tokens]")).to_have_value("100")
+            await expect(page.locator("text=set here or by /quota")).to_be_visible()
+
+            async with started_bot(Path(address), bot_api, model_server) as bot:
+                reply = await ask_private(bot, 501, "Pick a database")
+                assert len(reply) == 1 and "daily token limit (100)" in reply[0], reply
+                assert model_server.requests == []
+
+            await page.click("text=Sign out")
+            await expect(page).to_have_url(f"{base}/login")
+            await browser.close()
+            assert errors == [], errors
+
+
+WIDER_THAN_THE_SCREEN = """() => [...document.querySelectorAll('body *')]
+    .filter(e => e.getBoundingClientRect().right > window.innerWidth)
+    .map(e => e.tagName + (e.dataset.label ? '[' + e.dataset.label + ']' : ''))"""
+
+
+async def test_the_consultations_list_fits_a_phone(console: Console, page: Page) -> None:
+    """At 390 CSS pixels wide (a phone) the list with its filters, an API session's long
+    key and a long request fit, and so does that session's transcript: nothing reaches
+    past the screen's right edge, so nothing scrolls sideways."""
+    found = consultation(
+        "An API session's request, long enough to wrap: " + "word " * 40,
+        chat_key="api:2f6c1a9e-8d3b-4c7a-9e5f-0b1d2c3e4f5a",
+        at=1_764_140_500.0,
+    )
+    await console.store.create(found)
+    base = str(console.client.make_url("/admin/")).rstrip("/")
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await page.goto(f"{base}/login")
+    await page.fill("#token", TOKEN)
+    await page.click("button[type=submit]")
+    await expect(page.locator("h1")).to_have_text("Dashboard")
+    await page.goto(f"{base}/consultations")
+    await expect(page.locator("table.list tbody tr")).to_have_count(4)
+    assert await page.evaluate(WIDER_THAN_THE_SCREEN) == []
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+    await page.click("text=An API session's request")
+    await expect(page.locator("h2", has_text="Final answer")).to_be_visible()
+    assert await page.evaluate(WIDER_THAN_THE_SCREEN) == []
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390
