@@ -19,7 +19,7 @@ from core.domain.errors import (
     TurnAlreadyHandled,
     TurnCancelled,
 )
-from core.llm.llm.llm import OpenAICompleter
+from core.llm.llm import OpenAICompleter
 from core.turns.service import ConsultationService
 from core.turns.transcript import render_markdown, transcript_of
 from fakes.model_server import FakeModelServer
