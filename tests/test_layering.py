@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -468,3 +469,53 @@ def test_the_postgres_store_does_not_depend_on_the_workers_cluster() -> None:
         and i.module.startswith("storage.postgres.cluster")
     ]
     assert offending == []
+
+
+# -- SQL both backends run -------------------------------------------------------------------
+
+STATEMENT_START = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "WITH ")
+
+
+def sql_literals(folder: Path) -> list[tuple[str, str]]:
+    """Every whole SQL string under `folder` (f-strings with their fields as written), with
+    where it is, except in `schema.py`: a released migration's steps stay as they ran."""
+    found: list[tuple[str, str]] = []
+    for path in sorted(folder.rglob("*.py")):
+        if path.name == "schema.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parts = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+        for node in ast.walk(tree):
+            if id(node) in parts:
+                continue
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            elif isinstance(node, ast.JoinedStr):
+                text = ast.unparse(node)[2:-1]
+            else:
+                continue
+            if text.lstrip().startswith(STATEMENT_START):  # SQL here is upper case
+                found.append((text, f"{path.relative_to(folder.parent.parent)}:{node.lineno}"))
+    return found
+
+
+def placeholders_normalized(statement: str) -> str:
+    """A statement with each parameter (`?`, `?1`, `$1`) as `?` and its spacing collapsed."""
+    return " ".join(re.sub(r"\$\d+|\?\d*", "?", statement).split())
+
+
+def statements_in_both(storage: Path) -> list[str]:
+    """The statements the SQLite and the PostgreSQL folder both write, apart from their
+    parameters' spelling (a lone `SELECT 1` ping aside)."""
+    postgres = {placeholders_normalized(text) for text, _ in sql_literals(storage / "postgres")}
+    return [
+        where
+        for text, where in sql_literals(storage / "sqlite")
+        if placeholders_normalized(text) in postgres and placeholders_normalized(text) != "SELECT 1"
+    ]
+
+
+def test_no_statement_is_written_in_both_backends() -> None:
+    """SQL both stores run is written once, in `storage/statements/` (`$n` style, SQLite
+    translating), so a change to it cannot reach one backend only."""
+    assert statements_in_both(ROOT / "storage") == []
