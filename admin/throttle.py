@@ -14,7 +14,7 @@ Invariants:
   recently counted is forgotten first) and each holds at most N times; the clock is
   injected, so tests need no waiting.
 
-`PostgresSignIns` (`storage.postgres.coordination.sign_ins`) keeps the same count in a
+`PostgresSignIns` (`storage.postgres.cluster.sign_ins`) keeps the same count in a
 table every worker shares.
 """
 

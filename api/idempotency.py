@@ -51,7 +51,7 @@ class HeldKey(Protocol):
 
 class KeyStore(Protocol):
     """Where keys and their replies are kept (both stores have these; see
-    `storage.shared` for the rules)."""
+    `storage.idempotency` for the rules)."""
 
     async def find_idempotency_key(self, client: str, key: str) -> KeyRow | None: ...
 

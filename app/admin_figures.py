@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import asyncpg
 
 from admin.dashboard import Figure, FigureSection, FigureTable
-from storage.postgres.coordination import dead_letters, inbox, workers
+from storage.postgres.cluster import dead_letters, inbox, workers
 from storage.postgres.pool import call
 
 RECENT_SECONDS = 60.0  # a worker whose last beat is this recent counts as up

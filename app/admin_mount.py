@@ -37,7 +37,7 @@ def console_mounts(
     figures = throttle = None
     if runtime.shared_pool is not None:
         from app.admin_figures import PostgresFigures
-        from storage.postgres.coordination.sign_ins import PostgresSignIns
+        from storage.postgres.cluster.sign_ins import PostgresSignIns
 
         figures = PostgresFigures(runtime.shared_pool, clock)
         throttle = PostgresSignIns(

@@ -80,7 +80,7 @@ def dead_letters(args: list[str]) -> int:
     """List, replay or drop the updates the workers gave up (`app.dead_letters`)."""
     from app.dead_letters import parse, run_dead_letters
     from app.startup import StartupError
-    from storage.shared import DatabaseUnusable
+    from storage.errors import DatabaseUnusable
 
     try:
         action, number = parse(args)

@@ -14,8 +14,8 @@ import time
 
 from app.settings import Settings
 from core.domain.errors import ConfigError
-from storage.postgres.coordination.dead_letters import DeadLetter, dead_letters, drop, replay
-from storage.postgres.coordination.schema import migrate
+from storage.postgres.cluster.dead_letters import DeadLetter, dead_letters, drop, replay
+from storage.postgres.cluster.schema import migrate
 from storage.postgres.pool import open_pool
 
 USAGE = """usage: consultation-bot dead-letters [list [N] | replay ID | drop ID]

@@ -1,4 +1,4 @@
-"""This bot worker in the PostgreSQL worker registry (`storage.postgres.coordination.workers`),
+"""This bot worker in the PostgreSQL worker registry (`storage.postgres.cluster.workers`),
 so that the operator's console can say which workers are up.
 
 Invariants: the beat is a supervised loop (`telemetry.supervision`): a beat that fails (the
@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import asyncpg
 
-from storage.postgres.coordination import workers
-from storage.postgres.coordination.workers import Worker
+from storage.postgres.cluster import workers
+from storage.postgres.cluster.workers import Worker
 from storage.postgres.pool import call
 from telemetry.supervision import LoopRegistry, Pace, supervise
 

@@ -58,8 +58,8 @@ if TYPE_CHECKING:  # PostgreSQL's modules and asyncpg load only with DATABASE_UR
     import asyncpg
 
     from app.stores import Store
-    from storage.postgres.coordination.inbox import PostgresInbox
-    from storage.postgres.coordination.locks import PostgresChatLocks
+    from storage.postgres.cluster.inbox import PostgresInbox
+    from storage.postgres.cluster.locks import PostgresChatLocks
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +119,9 @@ async def open_runtime(
         chat_locks: ChatLocks = KeyedLock()
         shared_inbox = claims = shared_pool = None
         if url:
-            from storage.postgres.coordination.inbox import PostgresInbox
-            from storage.postgres.coordination.locks import PostgresChatLocks
-            from storage.postgres.coordination.pool import open_shared_pool
+            from storage.postgres.cluster.inbox import PostgresInbox
+            from storage.postgres.cluster.locks import PostgresChatLocks
+            from storage.postgres.cluster.pool import open_shared_pool
 
             # API sessions only: a worker whose API is never called keeps no connection for it.
             pg_locks = PostgresChatLocks.on_first_use(url)
@@ -169,7 +169,7 @@ async def open_runtime(
             ]
             if shared_inbox is not None and shared_pool is not None:
                 from app.heartbeat import heartbeat
-                from storage.postgres.coordination.workers import this_process
+                from storage.postgres.cluster.workers import this_process
 
                 worker = this_process(time.time())
                 tasks.append(asyncio.create_task(heartbeat(shared_pool, worker, loops)))
@@ -234,10 +234,10 @@ async def _cleanup_loop(
         if shared is None:
             await _cleanup_once(service, settings)
             return
-        from storage.postgres.coordination.flood_waits import PostgresFloodWaits
-        from storage.postgres.coordination.locks import try_exclusive
-        from storage.postgres.coordination.rate_limits import RATE_TABLES, PostgresRateLimits
-        from storage.postgres.coordination.undelivered import PostgresUndelivered
+        from storage.postgres.cluster.flood_waits import PostgresFloodWaits
+        from storage.postgres.cluster.locks import try_exclusive
+        from storage.postgres.cluster.rate_limits import RATE_TABLES, PostgresRateLimits
+        from storage.postgres.cluster.undelivered import PostgresUndelivered
 
         async with try_exclusive(shared, "cleanup") as mine:
             if mine:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on, 
     from aiohttp import web
 
     from api.webhook import UpdateSink
-    from storage.postgres.coordination.locks import PostgresLeadership
+    from storage.postgres.cluster.locks import PostgresLeadership
 
 log = logging.getLogger(__name__)
 
@@ -139,9 +139,9 @@ def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
     pool = runtime.shared_pool
     if pool is None:
         return dataclasses.replace(IN_MEMORY, round_keyboards=runtime.store)
-    from storage.postgres.coordination.flood_waits import PostgresFloodWaits
-    from storage.postgres.coordination.rate_limits import PostgresRateLimits
-    from storage.postgres.coordination.undelivered import PostgresUndelivered
+    from storage.postgres.cluster.flood_waits import PostgresFloodWaits
+    from storage.postgres.cluster.rate_limits import PostgresRateLimits
+    from storage.postgres.cluster.undelivered import PostgresUndelivered
 
     return SharedState(
         rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute),
@@ -186,7 +186,7 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
 
 def polling_leadership(settings: Settings, token: str) -> PostgresLeadership:
     """One poller per bot among the workers: the lock is named after the bot's id."""
-    from storage.postgres.coordination.locks import PostgresLeadership
+    from storage.postgres.cluster.locks import PostgresLeadership
 
     url = settings.secret("database_url")
     assert url is not None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from app.settings import Settings
 from app.startup import StartupError
 from core.domain.ports import ConsultationStore
-from storage.shared import DatabaseUnusable
+from storage.errors import DatabaseUnusable
 from storage.sqlite.store import SqliteStore
 
 if TYPE_CHECKING:  # a type only: a bot without the HTTP server never loads it

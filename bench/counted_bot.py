@@ -3,8 +3,9 @@
 The benchmark's only view into the store's round trips from the client side. Counting is
 done by wrapping the drivers in this process (nothing in storage/ changes):
 - SQLite: each statement SQLite runs (a trace callback on every connection, BEGIN, COMMIT
-  and SAVEPOINTs included), each store operation submitted (`storage.sqlite.batch.Batcher.run`)
-  and each hop to an aiosqlite connection's thread (one per batch of operations);
+  and SAVEPOINTs included), each store operation submitted
+  (`storage.sqlite.batch.BatchedConnection.run`) and each hop to an aiosqlite connection's
+  thread (one per batch of operations);
 - PostgreSQL (asyncpg): each request sent — a statement with arguments, a simple query
   (BEGIN, COMMIT, the pool's reset on release, LISTEN), an executemany.
 
@@ -68,9 +69,9 @@ def _count_sqlite() -> None:
 
     aiosqlite.core.Connection._execute = counted_hop  # type: ignore[method-assign]
 
-    from storage.sqlite.batch import Batcher
+    from storage.sqlite.batch import BatchedConnection
 
-    submit = Batcher.run
+    submit = BatchedConnection.run
 
     @wraps(submit)
     async def counted_submit(self: Any, op: Any) -> Any:
@@ -78,7 +79,7 @@ def _count_sqlite() -> None:
             COUNTS["sqlite_ops"] += 1
         return await submit(self, op)
 
-    Batcher.run = counted_submit  # type: ignore[method-assign]
+    BatchedConnection.run = counted_submit  # type: ignore[method-assign]
 
 
 def _count_asyncpg() -> None:

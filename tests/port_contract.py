@@ -24,10 +24,10 @@ import pytest
 from bot.transport.flood import FloodWaits, MemoryFloodWaits
 from bot.transport.undelivered import MemoryUndelivered, StoredUndelivered, UndeliveredReplies
 from bot.updates.access import RateLimiter, UserRateLimits
-from storage.postgres.coordination.flood_waits import PostgresFloodWaits
-from storage.postgres.coordination.pool import open_shared_pool
-from storage.postgres.coordination.rate_limits import RATE_TABLES, PostgresRateLimits, RateTable
-from storage.postgres.coordination.undelivered import PostgresUndelivered
+from storage.postgres.cluster.flood_waits import PostgresFloodWaits
+from storage.postgres.cluster.pool import open_shared_pool
+from storage.postgres.cluster.rate_limits import RATE_TABLES, PostgresRateLimits, RateTable
+from storage.postgres.cluster.undelivered import PostgresUndelivered
 from tests.postgres import fresh_schema
 
 

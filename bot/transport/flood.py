@@ -12,7 +12,7 @@ again (a new one is then identical), so chats that never return cost nothing.
 
 The pauses are a port (`FloodWaits`): `MemoryFloodWaits` pauses this process only;
 several workers share them instead
-(`storage.postgres.coordination.flood_waits.PostgresFloodWaits`), so a chat Telegram
+(`storage.postgres.cluster.flood_waits.PostgresFloodWaits`), so a chat Telegram
 limited is left alone by every worker, not only by the one that was told.
 The per-group and overall rates stay per process.
 """

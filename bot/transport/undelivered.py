@@ -4,7 +4,7 @@ so they are sent before that conversation's next turn.
 The port is `UndeliveredReplies`. `MemoryUndelivered` keeps them in this process for a day
 (a restart forgets them: the reply is still in the store and the history the model sees).
 `StoredUndelivered` keeps them as JSON documents in a table every worker shares
-(`storage.postgres.coordination.undelivered.PostgresUndelivered`), so whichever worker
+(`storage.postgres.cluster.undelivered.PostgresUndelivered`), so whichever worker
 runs the next turn, or a restarted one, sends them. A reply is taken (`pop`) by exactly
 one turn; a worker that dies between taking and sending it loses that copy, which the
 history still holds.

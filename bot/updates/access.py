@@ -6,7 +6,7 @@ active in the last minute), right for one process; it protects the model bill an
 group's share of Telegram's messages from floods (messages and commands count;
 `bot.commands.refusals` says refusals through its "warned" mark), so losing it on restart is
 harmless. Several worker processes share one limit instead
-(`storage.postgres.coordination.rate_limits.PostgresRateLimits`, the same algorithm), so a
+(`storage.postgres.cluster.rate_limits.PostgresRateLimits`, the same algorithm), so a
 user reaching two workers is not allowed twice as much; `tests/bot/test_rate_limits_contract.py`
 runs the same tests over both.
 """

@@ -92,7 +92,7 @@ was moved to the dead letters: tell its chat."""
 
 class Inbox(Protocol):
     """The shared queue of accepted updates
-    (`storage.postgres.coordination.inbox.PostgresInbox`)."""
+    (`storage.postgres.cluster.inbox.PostgresInbox`)."""
 
     async def put(self, update_id: int, chat_key: str, payload: str) -> bool: ...
     async def remember(self, update_id: int) -> bool: ...
@@ -132,7 +132,7 @@ class Inbox(Protocol):
 
 class Claims(Protocol):
     """Non-blocking claims across processes
-    (`storage.postgres.coordination.locks.PostgresChatLocks`)."""
+    (`storage.postgres.cluster.locks.PostgresChatLocks`)."""
 
     def try_hold(self, key: str) -> AbstractAsyncContextManager[bool]: ...
 

@@ -46,7 +46,7 @@ redelivery."""
 
 
 class Leadership(Protocol):
-    """One leader among processes (`storage.postgres.coordination.locks.PostgresLeadership`)."""
+    """One leader among processes (`storage.postgres.cluster.locks.PostgresLeadership`)."""
 
     async def try_acquire(self) -> bool: ...
     async def held(self) -> bool: ...

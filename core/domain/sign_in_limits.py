@@ -1,5 +1,5 @@
 """What limits the console's sign-in attempts per client address (`admin.throttle` in
-memory, `storage.postgres.coordination.sign_ins` shared by the workers): an attempt is
+memory, `storage.postgres.cluster.sign_ins` shared by the workers): an attempt is
 reserved before its token is read and given back unless a wrong token was compared."""
 
 from __future__ import annotations

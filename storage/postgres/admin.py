@@ -19,7 +19,14 @@ from core.domain.listing import (
     ConsultationQuery,
     ListedConsultation,
 )
-from storage.shared import listed_from_row
+from storage.rows import listed_from_row
+from storage.statements.admin import (
+    AUDIT_PAGE,
+    DROP_EXPIRED_SESSIONS,
+    INSERT_AUDIT,
+    INSERT_SESSION,
+    SESSION_EXPIRY,
+)
 
 # -- reads ---------------------------------------------------------------------------------
 
@@ -73,9 +80,7 @@ async def list_consultations(
 
 
 async def admin_session_expiry(connection: asyncpg.Connection, token_hash: str) -> float | None:
-    value = await connection.fetchval(
-        "SELECT expires_at FROM admin_sessions WHERE token_hash = $1", token_hash
-    )
+    value = await connection.fetchval(SESSION_EXPIRY, token_hash)
     return None if value is None else float(value)
 
 
@@ -83,8 +88,7 @@ async def audit_log(
     connection: asyncpg.Connection, before_id: int | None, limit: int
 ) -> list[AuditEntry]:
     rows = await connection.fetch(
-        "SELECT at, actor, action, target, detail, id FROM admin_audit"
-        " WHERE id < $1 ORDER BY id DESC LIMIT $2",
+        AUDIT_PAGE,
         before_id if before_id is not None else 2**63 - 1,
         max(1, min(limit, MAX_AUDIT_PAGE)),
     )
@@ -97,7 +101,7 @@ async def audit_log(
 async def add_audit(connection: asyncpg.Connection, entry: AuditEntry) -> None:
     e = entry.bounded()
     await connection.execute(
-        "INSERT INTO admin_audit (at, actor, action, target, detail) VALUES ($1, $2, $3, $4, $5)",
+        INSERT_AUDIT,
         e.at,
         e.actor,
         e.action,
@@ -110,13 +114,8 @@ async def add_admin_session(
     connection: asyncpg.Connection, token_hash: str, expires_at: float, audit: AuditEntry
 ) -> None:
     """Keep a new session, drop the ones expired by now (through the index on expiry)."""
-    await connection.execute("DELETE FROM admin_sessions WHERE expires_at <= $1", audit.at)
-    await connection.execute(
-        "INSERT INTO admin_sessions (token_hash, created_at, expires_at) VALUES ($1, $2, $3)",
-        token_hash,
-        audit.at,
-        expires_at,
-    )
+    await connection.execute(DROP_EXPIRED_SESSIONS, audit.at)
+    await connection.execute(INSERT_SESSION, token_hash, audit.at, expires_at)
     await add_audit(connection, audit)
 
 

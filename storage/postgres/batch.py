@@ -4,7 +4,7 @@ Invariants:
 - A call returns only once the statement carrying its item finished, with its own
   result (or the statement's error): batching never acknowledges early.
 - Items go out in the order they were submitted, at most `max_batch` per statement; one
-  statement at a time per `Batched`, so a lone call is sent at once (no waiting for
+  statement at a time per `BatchedStatement`, so a lone call is sent at once (no waiting for
   company) and under load each round trip carries everything that queued meanwhile.
 - A caller that is cancelled does not cancel the statement its item is in (other
   callers share it); the item is still written.
@@ -25,7 +25,10 @@ Run = Callable[[Sequence[I]], Awaitable[Sequence[R]]]
 """Write a batch in one statement; return one result per item, in the items' order."""
 
 
-class Batched(Generic[I, R]):
+class BatchedStatement(Generic[I, R]):
+    """Calls of one kind gathered into one statement: each `__call__` item waits for the
+    statement carrying it and gets its own result."""
+
     def __init__(self, run: Run[I, R], *, max_batch: int = MAX_BATCH) -> None:
         self._run = run
         self._max_batch = max_batch

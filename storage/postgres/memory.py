@@ -15,18 +15,22 @@ from collections.abc import Sequence
 import asyncpg
 
 from core.domain.facts import MAX_FACTS, Fact, MemoryPreferences, MemoryState, distinct_facts
-from storage.shared import FORGET_IN_CONSULTATIONS
-
-_FACTS_OF = (
-    "SELECT id, text, created_at FROM memory_facts WHERE owner = $1 ORDER BY id DESC LIMIT $2"
+from storage.statements.memory import (
+    DELETE_LANGUAGE,
+    DELETE_PREFERENCES,
+    FACTS_OF,
+    FORGET_IN_CONSULTATIONS,
+    SELECT_LANGUAGE,
+    SELECT_PREFERENCES,
+    TRIM_FACTS,
+    UPSERT_LANGUAGE,
+    UPSERT_PREFERENCES,
 )
 
 
 async def load_memory(connection: asyncpg.Connection, owner: str, person: str) -> MemoryState:
-    rows = await connection.fetch(_FACTS_OF, owner, MAX_FACTS)
-    row = await connection.fetchrow(
-        "SELECT enabled, notice_given FROM memory_preferences WHERE person = $1", person
-    )
+    rows = await connection.fetch(FACTS_OF, owner, MAX_FACTS)
+    row = await connection.fetchrow(SELECT_PREFERENCES, person)
     preferences = (
         MemoryPreferences()
         if row is None
@@ -42,7 +46,7 @@ async def add_facts(
     """Insert the facts `owner` lacks, drop the oldest past `MAX_FACTS`; the ones added,
     newest first (in the caller's transaction)."""
     await connection.execute("SELECT pg_advisory_xact_lock(hashtext('memory:' || $1))", owner)
-    known = [row["text"] for row in await connection.fetch(_FACTS_OF, owner, MAX_FACTS)]
+    known = [row["text"] for row in await connection.fetch(FACTS_OF, owner, MAX_FACTS)]
     new = [text.replace("\x00", "") for text in distinct_facts(facts, known=known)]
     rows = await connection.fetch(
         "INSERT INTO memory_facts (owner, person, text, created_at)"
@@ -53,12 +57,7 @@ async def add_facts(
         new,
         at,
     )
-    await connection.execute(
-        "DELETE FROM memory_facts WHERE owner = $1 AND id NOT IN"
-        " (SELECT id FROM memory_facts WHERE owner = $1 ORDER BY id DESC LIMIT $2)",
-        owner,
-        MAX_FACTS,
-    )
+    await connection.execute(TRIM_FACTS, owner, MAX_FACTS)
     added = sorted((Fact(r["id"], r["text"], r["created_at"]) for r in rows), key=lambda f: f.id)
     return tuple(reversed(added))
 
@@ -74,9 +73,7 @@ async def save_preferences(
     connection: asyncpg.Connection, person: str, p: MemoryPreferences
 ) -> None:
     await connection.execute(
-        "INSERT INTO memory_preferences (person, enabled, notice_given, updated_at)"
-        " VALUES ($1, $2, $3, $4) ON CONFLICT (person) DO UPDATE SET enabled = excluded.enabled,"
-        " notice_given = excluded.notice_given, updated_at = excluded.updated_at",
+        UPSERT_PREFERENCES,
         person,
         p.enabled,
         p.notice_given,
@@ -93,15 +90,13 @@ async def forget_memory(connection: asyncpg.Connection, person: str) -> int:
         person,
     )
     await connection.execute(FORGET_IN_CONSULTATIONS, person)
-    await connection.execute("DELETE FROM memory_preferences WHERE person = $1", person)
-    await connection.execute("DELETE FROM person_languages WHERE person = $1", person)
+    await connection.execute(DELETE_PREFERENCES, person)
+    await connection.execute(DELETE_LANGUAGE, person)
     return int(deleted)
 
 
 async def load_language(connection: asyncpg.Connection, person: str) -> str | None:
-    language = await connection.fetchval(
-        "SELECT language FROM person_languages WHERE person = $1", person
-    )
+    language = await connection.fetchval(SELECT_LANGUAGE, person)
     return None if language is None else str(language)
 
 
@@ -114,9 +109,7 @@ async def delete_language(connection: asyncpg.Connection, person: str) -> bool:
 
 async def save_language(connection: asyncpg.Connection, person: str, language: str) -> None:
     await connection.execute(
-        "INSERT INTO person_languages (person, language, updated_at) VALUES ($1, $2, $3)"
-        " ON CONFLICT (person) DO UPDATE SET language = excluded.language,"
-        " updated_at = excluded.updated_at",
+        UPSERT_LANGUAGE,
         person,
         language,
         time.time(),

@@ -18,6 +18,7 @@ from core.domain.people import PeopleQuery, PersonRow
 from core.domain.quotas import QuotaOverride
 from storage.postgres import memory, quotas
 from storage.postgres.admin import add_audit
+from storage.statements.people import IS_BLOCKED
 
 
 def _people(after: bool) -> str:
@@ -104,7 +105,7 @@ async def forget_memory(connection: asyncpg.Connection, person: str, audit: Audi
 
 
 async def is_blocked(connection: asyncpg.Connection, person: str) -> bool:
-    found = await connection.fetchval("SELECT 1 FROM blocked_people WHERE person = $1", person)
+    found = await connection.fetchval(IS_BLOCKED, person)
     return found is not None
 
 

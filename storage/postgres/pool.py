@@ -17,8 +17,8 @@ from typing import TypeVar
 
 import asyncpg
 
+from storage.errors import DatabaseUnusable
 from storage.postgres.faults import describe, is_unavailable, unavailable
-from storage.shared import DatabaseUnusable
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,13 @@ from collections.abc import Callable
 import asyncpg
 
 from core.domain.quotas import QuotaOverride, Standing, StartRefused, TokenHold
+from storage.statements.quotas import (
+    RELEASE_HOLD,
+    RESIZE_HOLD,
+    SELECT_OVERRIDE,
+    STARTED,
+    UPSERT_OVERRIDE,
+)
 
 _COUNT_START = (
     "INSERT INTO consultation_starts (person, day, started) VALUES ($1, $2, 1)"
@@ -107,37 +114,26 @@ async def hold_tokens(
 async def resize_hold(
     connection: asyncpg.Connection, hold_id: str, tokens: int, expires_at: float
 ) -> None:
-    await connection.execute(
-        "UPDATE quota_holds SET tokens = $2, expires_at = $3 WHERE id = $1",
-        hold_id,
-        tokens,
-        expires_at,
-    )
+    await connection.execute(RESIZE_HOLD, hold_id, tokens, expires_at)
 
 
 async def release_hold(connection: asyncpg.Connection, hold_id: str) -> None:
-    await connection.execute("DELETE FROM quota_holds WHERE id = $1", hold_id)
+    await connection.execute(RELEASE_HOLD, hold_id)
 
 
 async def consultations_started(connection: asyncpg.Connection, person: str, day: str) -> int:
-    value = await connection.fetchval(
-        "SELECT started FROM consultation_starts WHERE person = $1 AND day = $2", person, day
-    )
+    value = await connection.fetchval(STARTED, person, day)
     return 0 if value is None else int(value)
 
 
 async def load_override(connection: asyncpg.Connection, person: str) -> QuotaOverride | None:
-    row = await connection.fetchrow(
-        "SELECT daily_tokens FROM quota_overrides WHERE person = $1", person
-    )
+    row = await connection.fetchrow(SELECT_OVERRIDE, person)
     return None if row is None else QuotaOverride(person, row[0])
 
 
 async def save_override(connection: asyncpg.Connection, override: QuotaOverride, at: float) -> None:
     await connection.execute(
-        "INSERT INTO quota_overrides (person, daily_tokens, updated_at) VALUES ($1, $2, $3)"
-        " ON CONFLICT (person) DO UPDATE SET daily_tokens = excluded.daily_tokens,"
-        " updated_at = excluded.updated_at",
+        UPSERT_OVERRIDE,
         override.person,
         override.daily_tokens,
         at,

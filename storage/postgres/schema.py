@@ -10,8 +10,8 @@ recorded and skip it.
 The store's tables are the SQLite store's, with the same columns, keys and indexes
 (tests/storage/test_schema_parity.py compares them): times are seconds since the epoch (double
 precision), ids are text, options are the JSON text the engine writes. From `m009` on,
-both backends' histories have the same migrations under the same names. The workers'
-coordination has a history of its own (`storage.postgres.coordination.schema`); its
+both backends' histories have the same migrations under the same names. The
+cluster's tables have a history of their own (`storage.postgres.cluster.schema`); their
 first tables came with m003, m004, m006 and m008 here, released before it had one.
 """
 
@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+
+from storage.statements.migrations import IS_APPLIED, RECORD_APPLIED
 
 log = logging.getLogger(__name__)
 
@@ -516,17 +518,13 @@ async def migrate(connection: asyncpg.Connection) -> list[str]:
     The search index a past start could not create is tried again, and the people charged
     yesterday or today are listed (`CATCH_UP_PERSON_ACTIVITY`)."""
     applied = await apply_migrations(connection, MIGRATIONS)
-    if await connection.fetchval(
-        "SELECT 1 FROM schema_migrations WHERE name = $1", PERSON_ACTIVITY_MIGRATION
-    ):
+    if await connection.fetchval(IS_APPLIED, PERSON_ACTIVITY_MIGRATION):
         yesterday = datetime.now(UTC).date() - timedelta(days=1)
         await connection.execute(CATCH_UP_PERSON_ACTIVITY, yesterday.isoformat())
     if REQUEST_SEARCH_MIGRATION not in applied:
         async with connection.transaction():
             await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
-            if await connection.fetchval(
-                "SELECT 1 FROM schema_migrations WHERE name = $1", REQUEST_SEARCH_MIGRATION
-            ):
+            if await connection.fetchval(IS_APPLIED, REQUEST_SEARCH_MIGRATION):
                 await index_request_search(connection)
     return applied
 
@@ -547,9 +545,7 @@ async def apply_migrations(
     for name, steps in migrations:
         async with connection.transaction():
             await connection.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
-            done = await connection.fetchval(
-                "SELECT 1 FROM schema_migrations WHERE name = $1", name
-            )
+            done = await connection.fetchval(IS_APPLIED, name)
             if done:
                 continue
             for step in steps:
@@ -558,7 +554,7 @@ async def apply_migrations(
                 else:
                     await step(connection)
             await connection.execute(
-                "INSERT INTO schema_migrations (name, applied_at) VALUES ($1, $2)",
+                RECORD_APPLIED,
                 name,
                 time.time(),
             )

@@ -1,9 +1,11 @@
-"""The PostgreSQL store's hot statements, each written for a whole batch of calls.
+"""The PostgreSQL store's own SQL: its hot statements, each written for a whole batch of
+calls, and the consultation reads and writes only PostgreSQL says this way (the SQL both
+stores run is in `storage.statements`).
 
 A turn reads its chat's state once (`load_turns`) and appends two messages (the user's,
 then the reply: `append_messages`). Under load many chats do so at once; with
-`storage.postgres.batch.Batched` the calls made while one statement runs go together in the
-next, so a round trip (and a commit) carries the turns of many chats.
+`storage.postgres.batch.BatchedStatement` the calls made while one statement runs go together
+in the next, so a round trip (and a commit) carries the turns of many chats.
 
 Invariants:
 - One statement per batch: one snapshot for every read, one transaction for every write.
@@ -22,19 +24,23 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
 from core.domain.consultation import Consultation, Message, Status, TurnRecord, locate_turn
+from core.domain.errors import SessionNotFound
 from core.domain.usage import Charge
+from storage.idempotency import Statement
 from storage.postgres.usage import CHARGE_COLUMNS, CHARGE_TYPES, charge_items, charge_values
-from storage.shared import (
+from storage.rows import (
     CONSULTATION_COLUMNS,
     MESSAGE_INSERT_COLUMNS,
     MESSAGE_READ_COLUMNS,
     consultation_from_row,
     message_values,
 )
+from storage.statements.consultations import WITHDRAW_EMPTY, WITHDRAW_FIRST, WITHDRAW_MESSAGE
 
 _QUALIFIED = ", ".join(f"c.{column.strip()}" for column in CONSULTATION_COLUMNS.split(","))
 
@@ -212,3 +218,59 @@ RECORD_FOLLOW_UP = (
     " EXISTS (SELECT 1 FROM consultations WHERE id = $1) AS known"
 )
 """Append a follow-up's answer and count it, as a compare-and-set on the count."""
+
+
+# -- single consultations (`storage.postgres.store`) ------------------------------------
+
+_WITH_MESSAGES = f"SELECT found.*, {MESSAGES_OF_FOUND} FROM ({{select}}) AS found"
+"""A consultation row with its messages, in one statement (so from one snapshot, in one
+round trip): `select` yields consultation columns; its messages come as an array of rows."""
+
+
+async def load_consultation(
+    connection: asyncpg.Connection, select: str, *args: object
+) -> Consultation | None:
+    """The consultation `select` finds, with its messages (one statement)."""
+    row = await connection.fetchrow(_WITH_MESSAGES.format(select=select), *args)
+    return None if row is None else consultation_from_row(row, row["messages"])
+
+
+async def update_consultation(
+    connection: asyncpg.Connection, consultation_id: str, **columns: Any
+) -> None:
+    """UPDATE the given columns (fixed names from this package, never user input);
+    `SessionNotFound` when the consultation is gone."""
+    assignments = ", ".join(f"{name} = ${i}" for i, name in enumerate(columns, start=2))
+    updated = await connection.fetchval(
+        f"UPDATE consultations SET {assignments} WHERE id = $1 RETURNING 1",
+        consultation_id,
+        *columns.values(),
+    )
+    if updated is None:
+        raise SessionNotFound(consultation_id)
+
+
+async def withdraw_turn(connection: asyncpg.Connection, consultation_id: str, turn_id: str) -> bool:
+    """Take back the turn's user message if nothing answered it (the withdrawing statements
+    of `storage.statements.consultations`, in the caller's transaction); True when one was
+    taken back."""
+    seq = await connection.fetchval(WITHDRAW_MESSAGE, consultation_id, turn_id)
+    if seq is None:
+        return False
+    await connection.execute(WITHDRAW_EMPTY, consultation_id)
+    await connection.execute(WITHDRAW_FIRST, consultation_id, seq)
+    return True
+
+
+async def run_key_statements(
+    connection: asyncpg.Connection, statements: Sequence[Statement]
+) -> Sequence[Any] | None:
+    """Idempotency-key statements in order, in the caller's transaction; the first row the
+    last one returned. A session the key names that was purged raises `SessionNotFound`."""
+    row = None
+    for text, args in statements:
+        try:
+            row = await connection.fetchrow(text, *args)
+        except asyncpg.ForeignKeyViolationError as error:
+            raise SessionNotFound("session not found") from error
+    return row

@@ -21,6 +21,7 @@ from core.domain.stats import (
     rounds_distribution,
 )
 from core.domain.usage import UsageTotal
+from storage.statements.usage import CHATS_BY_MODEL
 
 _STARTED = "SELECT COUNT(*) FROM consultations WHERE created_at >= $1 AND created_at < $2"
 _ENDED = (
@@ -49,12 +50,6 @@ _TOTALS = (
     " SUM(prompt_tokens) AS prompt, SUM(completion_tokens) AS completion, SUM(cost) AS cost"
     " FROM usage_daily WHERE scope_kind = 'chat' AND day BETWEEN $1 AND $2"
 )
-_BY_MODEL = (
-    "SELECT model, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls),"
-    " SUM(estimated_calls), SUM(cost) FROM usage_daily"
-    " WHERE scope_kind = 'chat' AND day BETWEEN $1 AND $2"
-    " GROUP BY model ORDER BY SUM(cost) DESC, model LIMIT $3"
-)
 
 
 async def stats_of(connection: asyncpg.Connection, period: Period) -> Stats:
@@ -67,7 +62,7 @@ async def stats_of(connection: asyncpg.Connection, period: Period) -> Stats:
         rounds = await connection.fetch(_ROUNDS, *times, ROUNDS_TAIL)
         people = await connection.fetchval(_PEOPLE, *days, *times)
         totals = await connection.fetchrow(_TOTALS, *days)
-        rows = await connection.fetch(_BY_MODEL, *days, MAX_MODELS)
+        rows = await connection.fetch(CHATS_BY_MODEL, *days, MAX_MODELS)
     complete = ended.get("complete")
 
     def count(status: str) -> int:

@@ -21,7 +21,7 @@ The store is put together from modules next to this one: `storage.postgres.calls
 base class: counting calls so `close` waits for them, one transaction per write, writes to
 one consultation in order), `storage.postgres.sql` with `storage.postgres.batch` (the hot
 statements, batched), `storage.postgres.upkeep` (re-keying a chat, expiring, purging,
-Telegram update ids), with the API's idempotency keys from `storage.shared` (run by
+Telegram update ids), with the API's idempotency keys from `storage.idempotency` (run by
 `storage.postgres.sql`). `PostgresStore` is the one class callers use.
 """
 
@@ -51,9 +51,11 @@ from core.domain.errors import ActiveConsultationExists, SessionNotFound, TurnSu
 from core.domain.facts import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
 from core.domain.listing import ConsultationQuery, ListedConsultation
 from core.domain.people import PeopleQuery, PersonRow
+from core.domain.ports import ConsultationStore
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
 from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
+from storage.idempotency import IdempotencyKeys, Statement
 from storage.postgres import (
     admin,
     daily,
@@ -65,64 +67,62 @@ from storage.postgres import (
     upkeep,
     usage,
 )
-from storage.postgres.batch import Batched
+from storage.postgres.batch import BatchedStatement
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
 from storage.postgres.pool import open_pool
 from storage.postgres.schema import migrate
 from storage.postgres.sql import (
-    MESSAGES_OF_FOUND,
     RECORD_FOLLOW_UP,
     Append,
     Appended,
     RoundGuard,
     append_messages,
+    load_consultation,
     load_turns,
+    run_key_statements,
+    update_consultation,
+    withdraw_turn,
 )
 from storage.postgres.usage import charge_values
-from storage.shared import (
-    CONSULTATION_COLUMNS,
-    MESSAGE_INSERT_COLUMNS,
-    WITHDRAW_EMPTY,
-    WITHDRAW_FIRST,
-    WITHDRAW_MESSAGE,
-    IdempotencyKeys,
-    Statement,
-    consultation_from_row,
+from storage.rows import (
     consultation_values,
     message_values,
     options_value,
     picks_value,
     summary_from_row,
 )
+from storage.statements.consultations import (
+    INSERT_CONSULTATION,
+    INSERT_MESSAGE_VALUES,
+    SELECT_ACTIVE,
+    SELECT_BY_ID,
+    SELECT_CHAT_SETTINGS,
+    SELECT_LATEST,
+    SELECT_LATEST_STATUS,
+    SELECT_RECENT,
+    UPSERT_CHAT_SETTINGS,
+)
 
 log = logging.getLogger(__name__)
 
 PING_TIMEOUT = 2.0
 
-# A consultation row with its messages, in one statement (so from one snapshot, in one
-# round trip): `select` yields consultation columns; its messages come as an array of rows.
-_WITH_MESSAGES = f"SELECT found.*, {MESSAGES_OF_FOUND} FROM ({{select}}) AS found"
-_INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
-# A chat's history, newest first: a backward scan of the index on (chat_key, created_at,
-# id) gives the rows in order, so the read stops after `limit` of them.
-_SELECT_RECENT = (
-    "SELECT id, created_at, last_activity_at, substr(initial_request, 1, $1), status,"
-    " current_round, max_rounds FROM consultations WHERE chat_key = $2"
-    " ORDER BY created_at DESC, id DESC LIMIT $3"
-)
 
-
-class PostgresStore(StoreCalls, IdempotencyKeys):
+class PostgresStore(StoreCalls, IdempotencyKeys, ConsultationStore):
     """The consultation store on PostgreSQL; `await PostgresStore.open(url)`, then `close()`."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         super().__init__(pool)
         # The hot statements, one round trip for all the calls made meanwhile.
-        self._turns: Batched[tuple[str, str | None], tuple[TurnRecord | None, Consultation | None]]
-        self._turns = Batched(lambda batch: self._call(lambda c: load_turns(c, batch)))
-        self._appends: Batched[Append, Appended]
-        self._appends = Batched(lambda batch: self._call(lambda c: append_messages(c, batch)))
+        self._turns: BatchedStatement[
+            tuple[str, str | None], tuple[TurnRecord | None, Consultation | None]
+        ]
+        self._turns = BatchedStatement(lambda batch: self._call(lambda c: load_turns(c, batch)))
+        self._appends: BatchedStatement[Append, Appended]
+        self._appends = BatchedStatement(
+            lambda batch: self._call(lambda c: append_messages(c, batch))
+        )
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 10) -> PostgresStore:
@@ -142,19 +142,13 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
     # -- reads ---------------------------------------------------------------------------
 
     async def load_active(self, chat_key: str) -> Consultation | None:
-        return await self._load(
-            f"SELECT {CONSULTATION_COLUMNS} FROM consultations"
-            " WHERE chat_key = $1 AND status = 'active'",
-            chat_key,
-        )
+        return await self._load(SELECT_ACTIVE, chat_key)
 
     async def get(self, consultation_id: str) -> Consultation | None:
-        return await self._load(
-            f"SELECT {CONSULTATION_COLUMNS} FROM consultations WHERE id = $1", consultation_id
-        )
+        return await self._load(SELECT_BY_ID, consultation_id)
 
     async def recent(self, chat_key: str, limit: int) -> list[ConsultationSummary]:
-        rows = await self._call(lambda c: c.fetch(_SELECT_RECENT, SUMMARY_CHARS, chat_key, limit))
+        rows = await self._call(lambda c: c.fetch(SELECT_RECENT, SUMMARY_CHARS, chat_key, limit))
         return [summary_from_row(row) for row in rows]
 
     async def load_turn(
@@ -166,23 +160,11 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
             return await self._turns((chat_key, turn_id))
 
     async def latest_status(self, chat_key: str) -> Status | None:
-        value = await self._call(
-            lambda c: c.fetchval(
-                "SELECT status FROM consultations WHERE chat_key = $1"
-                " ORDER BY last_activity_at DESC, created_at DESC LIMIT 1",
-                chat_key,
-            )
-        )
+        value = await self._call(lambda c: c.fetchval(SELECT_LATEST_STATUS, chat_key))
         return None if value is None else Status(value)
 
     async def load_chat_settings(self, chat_key: str) -> ChatSettings:
-        row = await self._call(
-            lambda c: c.fetchrow(
-                "SELECT max_rounds, role, system_prompt, language, model FROM chat_settings"
-                " WHERE chat_key = $1",
-                chat_key,
-            )
-        )
+        row = await self._call(lambda c: c.fetchrow(SELECT_CHAT_SETTINGS, chat_key))
         if row is None:
             return ChatSettings()
         return ChatSettings(
@@ -206,18 +188,14 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         async def insert(connection: asyncpg.Connection) -> None:
             try:
                 await connection.execute(
-                    f"INSERT INTO consultations ({CONSULTATION_COLUMNS}, last_seq)"
-                    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
-                    " $15, $16, $17, $18)",
-                    *consultation_values(c),
-                    len(c.messages),
+                    INSERT_CONSULTATION, *consultation_values(c), len(c.messages)
                 )
             except asyncpg.UniqueViolationError as error:
                 if error.constraint_name == "consultations_one_active":
                     raise ActiveConsultationExists(c.chat_key) from error
                 raise
             await connection.executemany(
-                f"{_INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                INSERT_MESSAGE_VALUES,
                 [(c.id, seq, *message_values(m)) for seq, m in enumerate(c.messages, start=1)],
             )
             if starter is not None:
@@ -287,11 +265,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         )
 
     async def load_latest(self, chat_key: str) -> Consultation | None:
-        return await self._load(
-            f"SELECT {CONSULTATION_COLUMNS} FROM consultations WHERE chat_key = $1"
-            " ORDER BY created_at DESC, id DESC LIMIT 1",
-            chat_key,
-        )
+        return await self._load(SELECT_LATEST, chat_key)
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
         """Change the status; `at` becomes the last activity, except for EXPIRED (expiring
@@ -300,18 +274,20 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         activity: dict[str, Any] = {} if status is Status.EXPIRED else {"last_activity_at": at}
         if status is not Status.ACTIVE:
             activity["ended_at"] = at
-        await self._write(lambda c: _update(c, consultation_id, status=status.value, **activity))
+        await self._write(
+            lambda c: update_consultation(c, consultation_id, status=status.value, **activity)
+        )
 
     async def set_max_rounds(self, consultation_id: str, max_rounds: int) -> None:
         await self._write(
-            lambda c: _update(c, consultation_id, max_rounds=max_rounds),
+            lambda c: update_consultation(c, consultation_id, max_rounds=max_rounds),
             consultation=consultation_id,
         )
 
     async def set_options(self, consultation_id: str, options: ModelOptions) -> None:
         value = options_value(options)
         await self._write(
-            lambda c: _update(c, consultation_id, options=value),
+            lambda c: update_consultation(c, consultation_id, options=value),
             consultation=consultation_id,
         )
 
@@ -321,17 +297,13 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         this process's order of writes to the consultation."""
         value = picks_value(picks)
         async with self._tracked(), self._ordered.hold(consultation_id):
-            await self._call(lambda c: _update(c, consultation_id, picks=value))
+            await self._call(lambda c: update_consultation(c, consultation_id, picks=value))
 
     async def save_chat_settings(self, chat_key: str, settings: ChatSettings) -> None:
         s = settings
         await self._write(
             lambda c: c.execute(
-                "INSERT INTO chat_settings (chat_key, max_rounds, role, system_prompt, language,"
-                " model, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (chat_key)"
-                " DO UPDATE SET max_rounds = excluded.max_rounds, role = excluded.role,"
-                " system_prompt = excluded.system_prompt, language = excluded.language,"
-                " model = excluded.model, updated_at = excluded.updated_at",
+                UPSERT_CHAT_SETTINGS,
                 chat_key,
                 s.max_rounds,
                 s.role,
@@ -343,7 +315,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         )
 
     async def withdraw_turn(self, consultation_id: str, turn_id: str) -> bool:
-        return await self._write(lambda c: _withdraw_turn(c, consultation_id, turn_id))
+        return await self._write(lambda c: withdraw_turn(c, consultation_id, turn_id))
 
     async def move_chat(self, old_key: str, new_key: str) -> int:
         """Re-key a chat's consultations and settings; the new key's own data wins."""
@@ -513,15 +485,14 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
         return await self._call(lambda c: c.fetchrow(text, *args))
 
     async def _key_write(self, *statements: Statement) -> Sequence[Any] | None:
-        return await self._write(lambda c: _run_key_statements(c, statements))
+        return await self._write(lambda c: run_key_statements(c, statements))
 
     # -- plumbing ------------------------------------------------------------------------
 
     async def _load(self, select: str, *args: object) -> Consultation | None:
         """The consultation `select` finds and its messages: one statement, so one snapshot
         and one round trip."""
-        row = await self._call(lambda c: c.fetchrow(_WITH_MESSAGES.format(select=select), *args))
-        return None if row is None else consultation_from_row(row, row["messages"])
+        return await self._call(lambda c: load_consultation(c, select, *args))
 
     async def _append(self, append: Append) -> Appended:
         """One message appended, in this process's order for its consultation.
@@ -539,42 +510,3 @@ class PostgresStore(StoreCalls, IdempotencyKeys):
                 return await self._appends(append)
         finally:
             self._leave()
-
-
-async def _update(connection: asyncpg.Connection, consultation_id: str, **columns: Any) -> None:
-    """UPDATE the given columns (fixed names from this module, never user input)."""
-    assignments = ", ".join(f"{name} = ${i}" for i, name in enumerate(columns, start=2))
-    updated = await connection.fetchval(
-        f"UPDATE consultations SET {assignments} WHERE id = $1 RETURNING 1",
-        consultation_id,
-        *columns.values(),
-    )
-    if updated is None:
-        raise SessionNotFound(consultation_id)
-
-
-async def _withdraw_turn(
-    connection: asyncpg.Connection, consultation_id: str, turn_id: str
-) -> bool:
-    """Take back the turn's user message if nothing answered it (`storage.shared`'s
-    withdrawing statements, in the caller's transaction); True when one was taken back."""
-    seq = await connection.fetchval(WITHDRAW_MESSAGE, consultation_id, turn_id)
-    if seq is None:
-        return False
-    await connection.execute(WITHDRAW_EMPTY, consultation_id)
-    await connection.execute(WITHDRAW_FIRST, consultation_id, seq)
-    return True
-
-
-async def _run_key_statements(
-    connection: asyncpg.Connection, statements: Sequence[Statement]
-) -> Sequence[Any] | None:
-    """Idempotency-key statements in order, in the caller's transaction; the first row the
-    last one returned. A session the key names that was purged raises `SessionNotFound`."""
-    row = None
-    for text, args in statements:
-        try:
-            row = await connection.fetchrow(text, *args)
-        except asyncpg.ForeignKeyViolationError as error:
-            raise SessionNotFound("session not found") from error
-    return row

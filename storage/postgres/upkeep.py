@@ -15,7 +15,7 @@ Invariants:
 - `purge` deletes only ended consultations; their messages and idempotency keys go with
   them (`ON DELETE CASCADE`), chat settings stay.
 - `remember_update` answers "new" once per update id and keeps ids within the bounds of
-  `storage.shared` (`KEEP_SECONDS`, `KEEP_IDS`).
+  `storage.statements.telegram_updates` (`KEEP_SECONDS`, `KEEP_IDS`).
 """
 
 from __future__ import annotations
@@ -24,26 +24,24 @@ from typing import Any
 
 import asyncpg
 
-from storage.shared import (
-    KEEP_IDS,
-    KEEP_SECONDS,
-    MOVE_CHAT_USAGE,
-    MOVE_CHAT_USAGE_DELETE,
-    PURGE_UNOPENED,
+from storage.statements.idempotency import PURGE_UNOPENED
+from storage.statements.telegram_updates import DROP_FAR, DROP_OLD, KEEP_IDS, KEEP_SECONDS
+from storage.statements.upkeep import (
+    ACTIVE_IN_CHAT,
+    DELETE_CHAT_CONSULTATIONS,
+    DELETE_CHAT_SETTINGS,
+    EXPIRE_IDLE,
+    PURGE_ENDED,
+    RESET_ACTIVE_IN_CHAT,
 )
+from storage.statements.usage import MOVE_CHAT_USAGE, MOVE_CHAT_USAGE_DELETE
 
 
 async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) -> int:
     """Re-key a chat's consultations, settings and usage (added to the new key's usage of
     the same day, model and kind); the number of consultations moved."""
-    if await connection.fetchval(
-        "SELECT 1 FROM consultations WHERE chat_key = $1 AND status = 'active'", new_key
-    ):
-        await connection.execute(
-            "UPDATE consultations SET status = 'reset', ended_at = last_activity_at"
-            " WHERE chat_key = $1 AND status = 'active'",
-            old_key,
-        )
+    if await connection.fetchval(ACTIVE_IN_CHAT, new_key):
+        await connection.execute(RESET_ACTIVE_IN_CHAT, old_key)
     moved = await connection.fetchval(
         "WITH moved AS (UPDATE consultations SET chat_key = $1 WHERE chat_key = $2"
         " RETURNING 1) SELECT count(*) FROM moved",
@@ -56,7 +54,7 @@ async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) 
         new_key,
         old_key,
     )
-    await connection.execute("DELETE FROM chat_settings WHERE chat_key = $1", old_key)
+    await connection.execute(DELETE_CHAT_SETTINGS, old_key)
     await connection.execute(MOVE_CHAT_USAGE, old_key, new_key)
     await connection.execute(MOVE_CHAT_USAGE_DELETE, old_key)
     return int(moved)
@@ -65,31 +63,21 @@ async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) 
 async def expire_idle(connection: asyncpg.Connection, inactive_since: float, at: float) -> int:
     """Expire the ACTIVE consultations last active before `inactive_since`, ended at `at`;
     how many."""
-    return await _count(
-        connection,
-        "UPDATE consultations SET status = 'expired', ended_at = $2"
-        " WHERE status = 'active' AND last_activity_at < $1",
-        inactive_since,
-        at,
-    )
+    return await _count(connection, EXPIRE_IDLE, inactive_since, at)
 
 
 async def purge(connection: asyncpg.Connection, older_than: float) -> int:
     """Delete the ended consultations last active before `older_than`; how many. Claims of
     idempotency keys never given a session (their holder died) go too."""
     await connection.execute(PURGE_UNOPENED, older_than)
-    return await _count(
-        connection,
-        "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < $1",
-        older_than,
-    )
+    return await _count(connection, PURGE_ENDED, older_than)
 
 
 async def forget_chat(connection: asyncpg.Connection, chat_key: str) -> int:
     """Delete the chat's consultations (messages and idempotency keys go by ON DELETE
     CASCADE) and its settings; how many consultations went."""
-    gone = await _count(connection, "DELETE FROM consultations WHERE chat_key = $1", chat_key)
-    await connection.execute("DELETE FROM chat_settings WHERE chat_key = $1", chat_key)
+    gone = await _count(connection, DELETE_CHAT_CONSULTATIONS, chat_key)
+    await connection.execute(DELETE_CHAT_SETTINGS, chat_key)
     return gone
 
 
@@ -101,12 +89,8 @@ async def remember_update(connection: asyncpg.Connection, update_id: int, receiv
         update_id,
         received,
     )
-    await connection.execute(
-        "DELETE FROM telegram_updates WHERE received_at < $1", received - KEEP_SECONDS
-    )
-    await connection.execute(
-        "DELETE FROM telegram_updates WHERE update_id <= $1", update_id - KEEP_IDS
-    )
+    await connection.execute(DROP_OLD, received - KEEP_SECONDS)
+    await connection.execute(DROP_FAR, update_id - KEEP_IDS)
     return new is not None
 
 

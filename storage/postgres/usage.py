@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from core.domain.usage import Charge, ScopeKind, UsageTotal
+from storage.statements.usage import TOTALS_BY_MODEL
 
 CHARGE_COLUMNS = (
     "u_day, u_person, u_chat, u_client, u_model, u_kind, u_prompt, u_completion,"
@@ -95,12 +96,6 @@ def _unnest(first: int) -> str:
 
 
 _ADD_USAGE = f"WITH {charge_items(_unnest(1))} SELECT 1"
-_TOTALS = (
-    "SELECT model, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls),"
-    " SUM(estimated_calls), SUM(cost) FROM usage_daily"
-    " WHERE scope_kind = $1 AND scope_key = $2 AND day BETWEEN $3 AND $4"
-    " GROUP BY model ORDER BY model"
-)
 
 
 async def add_usage(connection: asyncpg.Connection, charges: Sequence[Charge]) -> None:
@@ -111,7 +106,7 @@ async def add_usage(connection: asyncpg.Connection, charges: Sequence[Charge]) -
 async def usage_of(
     connection: asyncpg.Connection, scope: ScopeKind, key: str, since_day: str, until_day: str
 ) -> list[UsageTotal]:
-    rows = await connection.fetch(_TOTALS, scope.value, key, since_day, until_day)
+    rows = await connection.fetch(TOTALS_BY_MODEL, scope.value, key, since_day, until_day)
     return [
         UsageTotal(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5])) for r in rows
     ]

@@ -19,9 +19,17 @@ from core.domain.listing import (
     ConsultationQuery,
     ListedConsultation,
 )
-from storage.shared import listed_from_row
+from storage.rows import listed_from_row
 from storage.sqlite.erasure import scrub_search_index
+from storage.sqlite.placeholders import sqlite_sql
 from storage.sqlite.upkeep import VACUUM_PAGES_PER_PURGE, free_pages
+from storage.statements.admin import (
+    AUDIT_PAGE,
+    DROP_EXPIRED_SESSIONS,
+    INSERT_AUDIT,
+    INSERT_SESSION,
+    SESSION_EXPIRY,
+)
 
 # -- reads ---------------------------------------------------------------------------------
 
@@ -142,17 +150,21 @@ def _search(
     return [listed_from_row(row) for row in rows]
 
 
+_SESSION_EXPIRY = sqlite_sql(SESSION_EXPIRY)
+_AUDIT_PAGE = sqlite_sql(AUDIT_PAGE)
+_INSERT_AUDIT = sqlite_sql(INSERT_AUDIT)
+_DROP_EXPIRED_SESSIONS = sqlite_sql(DROP_EXPIRED_SESSIONS)
+_INSERT_SESSION = sqlite_sql(INSERT_SESSION)
+
+
 def admin_session_expiry(db: sqlite3.Connection, token_hash: str) -> float | None:
-    row = db.execute(
-        "SELECT expires_at FROM admin_sessions WHERE token_hash = ?", (token_hash,)
-    ).fetchone()
+    row = db.execute(_SESSION_EXPIRY, (token_hash,)).fetchone()
     return None if row is None else float(row[0])
 
 
 def audit_log(db: sqlite3.Connection, before_id: int | None, limit: int) -> list[AuditEntry]:
     rows = db.execute(
-        "SELECT at, actor, action, target, detail, id FROM admin_audit"
-        " WHERE id < ? ORDER BY id DESC LIMIT ?",
+        _AUDIT_PAGE,
         (before_id if before_id is not None else 2**63 - 1, max(1, min(limit, MAX_AUDIT_PAGE))),
     ).fetchall()
     return [AuditEntry(*row) for row in rows]
@@ -164,7 +176,7 @@ def audit_log(db: sqlite3.Connection, before_id: int | None, limit: int) -> list
 def add_audit(db: sqlite3.Connection, entry: AuditEntry) -> None:
     e = entry.bounded()
     db.execute(
-        "INSERT INTO admin_audit (at, actor, action, target, detail) VALUES (?, ?, ?, ?, ?)",
+        _INSERT_AUDIT,
         (e.at, e.actor, e.action, e.target, e.detail),
     )
 
@@ -173,11 +185,8 @@ def add_admin_session(
     db: sqlite3.Connection, token_hash: str, expires_at: float, audit: AuditEntry
 ) -> None:
     """Keep a new session, drop the ones expired by now (through the index on expiry)."""
-    db.execute("DELETE FROM admin_sessions WHERE expires_at <= ?", (audit.at,))
-    db.execute(
-        "INSERT INTO admin_sessions (token_hash, created_at, expires_at) VALUES (?, ?, ?)",
-        (token_hash, audit.at, expires_at),
-    )
+    db.execute(_DROP_EXPIRED_SESSIONS, (audit.at,))
+    db.execute(_INSERT_SESSION, (token_hash, audit.at, expires_at))
     add_audit(db, audit)
 
 

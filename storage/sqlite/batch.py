@@ -93,7 +93,7 @@ def run_reads(conn: sqlite3.Connection, ops: list[Op]) -> list[Outcome]:
     return outcomes
 
 
-class Batcher:
+class BatchedConnection:
     """Submits operations to `db`'s thread, batching those that arrive while one batch runs."""
 
     def __init__(

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.domain.errors import StoreUnavailable
-from storage.sqlite.batch import Batcher
+from storage.sqlite.batch import BatchedConnection
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class StoreHealth:
 
     def __init__(
         self,
-        writer: Batcher,
+        writer: BatchedConnection,
         identity: FileIdentity,
         *,
         interval: float,

@@ -13,9 +13,28 @@ import time
 from collections.abc import Sequence
 
 from core.domain.facts import MAX_FACTS, Fact, MemoryPreferences, MemoryState, distinct_facts
-from storage.shared import FORGET_IN_CONSULTATIONS
+from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.memory import (
+    DELETE_LANGUAGE,
+    DELETE_PREFERENCES,
+    FACTS_OF,
+    FORGET_IN_CONSULTATIONS,
+    SELECT_LANGUAGE,
+    SELECT_PREFERENCES,
+    TRIM_FACTS,
+    UPSERT_LANGUAGE,
+    UPSERT_PREFERENCES,
+)
 
-_FACTS_OF = "SELECT id, text, created_at FROM memory_facts WHERE owner = ? ORDER BY id DESC LIMIT ?"
+_FACTS_OF = sqlite_sql(FACTS_OF)
+_TRIM_FACTS = sqlite_sql(TRIM_FACTS)
+_FORGET_IN_CONSULTATIONS = sqlite_sql(FORGET_IN_CONSULTATIONS)
+_SELECT_PREFERENCES = sqlite_sql(SELECT_PREFERENCES)
+_UPSERT_PREFERENCES = sqlite_sql(UPSERT_PREFERENCES)
+_DELETE_PREFERENCES = sqlite_sql(DELETE_PREFERENCES)
+_SELECT_LANGUAGE = sqlite_sql(SELECT_LANGUAGE)
+_UPSERT_LANGUAGE = sqlite_sql(UPSERT_LANGUAGE)
+_DELETE_LANGUAGE = sqlite_sql(DELETE_LANGUAGE)
 
 
 # -- reads ---------------------------------------------------------------------------------
@@ -23,9 +42,7 @@ _FACTS_OF = "SELECT id, text, created_at FROM memory_facts WHERE owner = ? ORDER
 
 def load_memory(db: sqlite3.Connection, owner: str, person: str) -> MemoryState:
     facts = tuple(Fact(*row) for row in db.execute(_FACTS_OF, (owner, MAX_FACTS)))
-    row = db.execute(
-        "SELECT enabled, notice_given FROM memory_preferences WHERE person = ?", (person,)
-    ).fetchone()
+    row = db.execute(_SELECT_PREFERENCES, (person,)).fetchone()
     preferences = MemoryPreferences() if row is None else MemoryPreferences(*map(bool, row))
     return MemoryState(facts, preferences)
 
@@ -47,11 +64,7 @@ def add_facts(
         )
         assert cursor.lastrowid is not None
         added.append(Fact(cursor.lastrowid, text.replace("\x00", ""), at))
-    db.execute(
-        "DELETE FROM memory_facts WHERE owner = ? AND id NOT IN"
-        " (SELECT id FROM memory_facts WHERE owner = ? ORDER BY id DESC LIMIT ?)",
-        (owner, owner, MAX_FACTS),
-    )
+    db.execute(_TRIM_FACTS, (owner, MAX_FACTS))
     return tuple(reversed(added))
 
 
@@ -62,9 +75,7 @@ def delete_fact(db: sqlite3.Connection, owner: str, fact_id: int) -> bool:
 
 def save_preferences(db: sqlite3.Connection, person: str, p: MemoryPreferences) -> None:
     db.execute(
-        "INSERT INTO memory_preferences (person, enabled, notice_given, updated_at)"
-        " VALUES (?, ?, ?, ?) ON CONFLICT (person) DO UPDATE SET enabled = excluded.enabled,"
-        " notice_given = excluded.notice_given, updated_at = excluded.updated_at",
+        _UPSERT_PREFERENCES,
         (person, p.enabled, p.notice_given, time.time()),
     )
 
@@ -73,26 +84,24 @@ def forget_memory(db: sqlite3.Connection, person: str) -> int:
     """Delete the person's facts, preferences and language, and the facts their
     consultations still kept (`FORGET_IN_CONSULTATIONS`); how many facts went."""
     deleted = db.execute("DELETE FROM memory_facts WHERE person = ?", (person,)).rowcount
-    db.execute(FORGET_IN_CONSULTATIONS.replace("$", "?"), (person,))
-    db.execute("DELETE FROM memory_preferences WHERE person = ?", (person,))
-    db.execute("DELETE FROM person_languages WHERE person = ?", (person,))
+    db.execute(_FORGET_IN_CONSULTATIONS, (person,))
+    db.execute(_DELETE_PREFERENCES, (person,))
+    db.execute(_DELETE_LANGUAGE, (person,))
     return int(deleted)
 
 
 def load_language(db: sqlite3.Connection, person: str) -> str | None:
-    row = db.execute("SELECT language FROM person_languages WHERE person = ?", (person,)).fetchone()
+    row = db.execute(_SELECT_LANGUAGE, (person,)).fetchone()
     return None if row is None else str(row[0])
 
 
 def delete_language(db: sqlite3.Connection, person: str) -> bool:
-    cursor = db.execute("DELETE FROM person_languages WHERE person = ?", (person,))
+    cursor = db.execute(_DELETE_LANGUAGE, (person,))
     return cursor.rowcount > 0
 
 
 def save_language(db: sqlite3.Connection, person: str, language: str) -> None:
     db.execute(
-        "INSERT INTO person_languages (person, language, updated_at) VALUES (?, ?, ?)"
-        " ON CONFLICT (person) DO UPDATE SET language = excluded.language,"
-        " updated_at = excluded.updated_at",
+        _UPSERT_LANGUAGE,
         (person, language, time.time()),
     )

@@ -18,6 +18,8 @@ from core.domain.people import PeopleQuery, PersonRow
 from core.domain.quotas import QuotaOverride
 from storage.sqlite import memory, quotas
 from storage.sqlite.admin import add_audit
+from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.people import IS_BLOCKED
 
 _TOKENS = "SUM(prompt_tokens + completion_tokens) FROM usage_daily"
 _OF_PERSON = "WHERE scope_kind = 'person' AND scope_key = a.person"
@@ -107,11 +109,11 @@ def forget_memory(db: sqlite3.Connection, person: str, audit: AuditEntry) -> int
     return deleted
 
 
+_IS_BLOCKED = sqlite_sql(IS_BLOCKED)
+
+
 def is_blocked(db: sqlite3.Connection, person: str) -> bool:
-    return (
-        db.execute("SELECT 1 FROM blocked_people WHERE person = ?", (person,)).fetchone()
-        is not None
-    )
+    return db.execute(_IS_BLOCKED, (person,)).fetchone() is not None
 
 
 def set_blocked(

@@ -15,6 +15,14 @@ import sqlite3
 from collections.abc import Callable
 
 from core.domain.quotas import QuotaOverride, Standing, StartRefused, TokenHold
+from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.quotas import (
+    RELEASE_HOLD,
+    RESIZE_HOLD,
+    SELECT_OVERRIDE,
+    STARTED,
+    UPSERT_OVERRIDE,
+)
 
 _COUNT_START = (
     "INSERT INTO consultation_starts (person, day, started) VALUES (?, ?, 1)"
@@ -81,36 +89,34 @@ def hold_tokens(
     return standing, True
 
 
+_RESIZE_HOLD = sqlite_sql(RESIZE_HOLD)
+_RELEASE_HOLD = sqlite_sql(RELEASE_HOLD)
+_STARTED = sqlite_sql(STARTED)
+_SELECT_OVERRIDE = sqlite_sql(SELECT_OVERRIDE)
+_UPSERT_OVERRIDE = sqlite_sql(UPSERT_OVERRIDE)
+
+
 def resize_hold(db: sqlite3.Connection, hold_id: str, tokens: int, expires_at: float) -> None:
-    db.execute(
-        "UPDATE quota_holds SET tokens = ?, expires_at = ? WHERE id = ?",
-        (tokens, expires_at, hold_id),
-    )
+    db.execute(_RESIZE_HOLD, (hold_id, tokens, expires_at))
 
 
 def release_hold(db: sqlite3.Connection, hold_id: str) -> None:
-    db.execute("DELETE FROM quota_holds WHERE id = ?", (hold_id,))
+    db.execute(_RELEASE_HOLD, (hold_id,))
 
 
 def consultations_started(db: sqlite3.Connection, person: str, day: str) -> int:
-    row = db.execute(
-        "SELECT started FROM consultation_starts WHERE person = ? AND day = ?", (person, day)
-    ).fetchone()
+    row = db.execute(_STARTED, (person, day)).fetchone()
     return 0 if row is None else int(row[0])
 
 
 def load_override(db: sqlite3.Connection, person: str) -> QuotaOverride | None:
-    row = db.execute(
-        "SELECT daily_tokens FROM quota_overrides WHERE person = ?", (person,)
-    ).fetchone()
+    row = db.execute(_SELECT_OVERRIDE, (person,)).fetchone()
     return None if row is None else QuotaOverride(person, row[0])
 
 
 def save_override(db: sqlite3.Connection, override: QuotaOverride, at: float) -> None:
     db.execute(
-        "INSERT INTO quota_overrides (person, daily_tokens, updated_at) VALUES (?, ?, ?)"
-        " ON CONFLICT (person) DO UPDATE SET daily_tokens = excluded.daily_tokens,"
-        " updated_at = excluded.updated_at",
+        _UPSERT_OVERRIDE,
         (override.person, override.daily_tokens, at),
     )
 

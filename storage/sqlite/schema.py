@@ -13,6 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import aiosqlite
 
+from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.migrations import IS_APPLIED, RECORD_APPLIED
+
 Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
 
 MIGRATIONS: list[Migration] = []
@@ -46,17 +49,12 @@ async def migrate(
         # the same file cannot both decide a migration is still missing.
         try:
             await db.execute("BEGIN IMMEDIATE")
-            done = await db.execute_fetchall(
-                "SELECT 1 FROM schema_migrations WHERE name = ?", (name,)
-            )
+            done = await db.execute_fetchall(sqlite_sql(IS_APPLIED), (name,))
             if list(done):
                 await db.rollback()
                 continue
             await fn(db)
-            await db.execute(
-                "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
-                (name, time.time()),
-            )
+            await db.execute(sqlite_sql(RECORD_APPLIED), (name, time.time()))
         except BaseException:
             await db.rollback()
             raise

@@ -28,28 +28,35 @@ from core.domain.consultation import (
 )
 from core.domain.errors import ActiveConsultationExists, SessionNotFound, TurnSuperseded
 from core.domain.usage import Charge
-from storage.shared import (
-    CONSULTATION_COLUMNS,
-    MESSAGE_INSERT_COLUMNS,
+from storage.idempotency import Statement
+from storage.rows import (
     MESSAGE_READ_COLUMNS,
-    WITHDRAW_EMPTY,
-    WITHDRAW_FIRST,
-    WITHDRAW_MESSAGE,
-    Statement,
     consultation_from_row,
     consultation_values,
     message_values,
     summary_from_row,
 )
+from storage.sqlite.placeholders import sqlite_sql
 from storage.sqlite.usage import add_usage
-
-_SELECT_CONSULTATION = f"SELECT {CONSULTATION_COLUMNS} FROM consultations"
-# The literal 'active' (not a parameter) lets SQLite use the partial unique index.
-_SELECT_ACTIVE = f"{_SELECT_CONSULTATION} WHERE chat_key = ? AND status = 'active'"
-_SELECT_BY_ID = f"{_SELECT_CONSULTATION} WHERE id = ?"
-_SELECT_LATEST = (
-    f"{_SELECT_CONSULTATION} WHERE chat_key = ? ORDER BY created_at DESC, id DESC LIMIT 1"
+from storage.statements.consultations import (
+    INSERT_CONSULTATION,
+    INSERT_MESSAGE,
+    INSERT_MESSAGE_VALUES,
+    SELECT_ACTIVE,
+    SELECT_BY_ID,
+    SELECT_CHAT_SETTINGS,
+    SELECT_LATEST,
+    SELECT_LATEST_STATUS,
+    SELECT_RECENT,
+    UPSERT_CHAT_SETTINGS,
+    WITHDRAW_EMPTY,
+    WITHDRAW_FIRST,
+    WITHDRAW_MESSAGE,
 )
+
+_SELECT_ACTIVE = sqlite_sql(SELECT_ACTIVE)
+_SELECT_BY_ID = sqlite_sql(SELECT_BY_ID)
+_SELECT_LATEST = sqlite_sql(SELECT_LATEST)
 _SELECT_MESSAGES = (
     f"SELECT {MESSAGE_READ_COLUMNS} FROM messages WHERE consultation_id = ? ORDER BY seq"
 )
@@ -60,22 +67,22 @@ _SELECT_TURN = (
     " WHERE m.turn_id = ? AND m.role = 'user' AND c.chat_key = ?"
     " ORDER BY c.created_at DESC LIMIT 1"
 )
+_SELECT_RECENT = sqlite_sql(SELECT_RECENT)
+_SELECT_LATEST_STATUS = sqlite_sql(SELECT_LATEST_STATUS)
+_SELECT_CHAT_SETTINGS = sqlite_sql(SELECT_CHAT_SETTINGS)
+_UPSERT_CHAT_SETTINGS = sqlite_sql(UPSERT_CHAT_SETTINGS)
+_INSERT_CONSULTATION = sqlite_sql(INSERT_CONSULTATION)
+_INSERT_MESSAGE_VALUES = sqlite_sql(INSERT_MESSAGE_VALUES)
+_WITHDRAW_MESSAGE = sqlite_sql(WITHDRAW_MESSAGE)
+_WITHDRAW_EMPTY = sqlite_sql(WITHDRAW_EMPTY)
+_WITHDRAW_FIRST = sqlite_sql(WITHDRAW_FIRST)
 
-# A chat's history, newest first: the index on (chat_key, created_at, id) gives the rows
-# in order, so the read stops after `limit` of them.
-_SELECT_RECENT = (
-    "SELECT id, created_at, last_activity_at, substr(initial_request, 1, ?), status,"
-    " current_round, max_rounds FROM consultations WHERE chat_key = ?"
-    " ORDER BY created_at DESC, id DESC LIMIT ?"
-)
-
-_INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
 # The position is the consultation's `last_seq`, advanced by the UPDATE of its row that comes
 # first in the same transaction; writes never interleave, so it is race-free.
 _NEXT_POSITION = "last_seq = last_seq + 1"
 """Advances the consultation's `last_seq` to the position of the message appended next."""
 _APPEND_MESSAGE = (
-    f"{_INSERT_MESSAGE} SELECT ?, last_seq, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM consultations"
+    f"{INSERT_MESSAGE} SELECT ?, last_seq, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM consultations"
     " WHERE id = ?"
 )
 
@@ -85,17 +92,13 @@ _APPEND_MESSAGE = (
 
 def insert_consultation(db: sqlite3.Connection, c: Consultation) -> None:
     try:
-        db.execute(
-            f"INSERT INTO consultations ({CONSULTATION_COLUMNS}, last_seq)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*consultation_values(c), len(c.messages)),
-        )
+        db.execute(_INSERT_CONSULTATION, (*consultation_values(c), len(c.messages)))
     except sqlite3.IntegrityError as error:
         if c.status is Status.ACTIVE and "chat_key" in str(error):
             raise ActiveConsultationExists(c.chat_key) from error
         raise
     db.executemany(
-        f"{_INSERT_MESSAGE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        _INSERT_MESSAGE_VALUES,
         [(c.id, seq, *message_values(m)) for seq, m in enumerate(c.messages, start=1)],
     )
 
@@ -187,11 +190,7 @@ def _update(db: sqlite3.Connection, consultation_id: str, *fixed: str, **columns
 
 def upsert_chat_settings(db: sqlite3.Connection, chat_key: str, s: ChatSettings) -> None:
     db.execute(
-        "INSERT INTO chat_settings (chat_key, max_rounds, role, system_prompt, language,"
-        " model, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (chat_key) DO UPDATE SET"
-        " max_rounds = excluded.max_rounds, role = excluded.role,"
-        " system_prompt = excluded.system_prompt, language = excluded.language,"
-        " model = excluded.model, updated_at = excluded.updated_at",
+        _UPSERT_CHAT_SETTINGS,
         (chat_key, s.max_rounds, s.role, s.system_prompt, s.language, s.model, time.time()),
     )
 
@@ -235,20 +234,12 @@ def load_turn(
 
 
 def latest_status(db: sqlite3.Connection, chat_key: str) -> Status | None:
-    row = db.execute(
-        "SELECT status FROM consultations WHERE chat_key = ?"
-        " ORDER BY last_activity_at DESC, created_at DESC LIMIT 1",
-        (chat_key,),
-    ).fetchone()
+    row = db.execute(_SELECT_LATEST_STATUS, (chat_key,)).fetchone()
     return None if row is None else Status(row[0])
 
 
 def load_chat_settings(db: sqlite3.Connection, chat_key: str) -> ChatSettings:
-    row = db.execute(
-        "SELECT max_rounds, role, system_prompt, language, model FROM chat_settings"
-        " WHERE chat_key = ?",
-        (chat_key,),
-    ).fetchone()
+    row = db.execute(_SELECT_CHAT_SETTINGS, (chat_key,)).fetchone()
     if row is None:
         return ChatSettings()
     max_rounds, role, system_prompt, language, model = row
@@ -269,23 +260,18 @@ def _load(db: sqlite3.Connection, select: str, key: str) -> Consultation | None:
     return consultation_from_row(row, db.execute(_SELECT_MESSAGES, (row[0],)))
 
 
-# -- the statements both stores share (`storage.shared`) ----------------------------------
+# -- the statements both stores share (`storage.statements`) --------------------------------
 
 
 def withdraw_turn(db: sqlite3.Connection, consultation_id: str, turn_id: str) -> bool:
-    """Take back the turn's user message if nothing answered it (`storage.shared`'s
-    withdrawing statements); True when one was taken back."""
-    row = db.execute(sqlite_sql(WITHDRAW_MESSAGE), (consultation_id, turn_id)).fetchone()
+    """Take back the turn's user message if nothing answered it (the withdrawing statements
+    of `storage.statements.consultations`); True when one was taken back."""
+    row = db.execute(_WITHDRAW_MESSAGE, (consultation_id, turn_id)).fetchone()
     if row is None:
         return False
-    db.execute(sqlite_sql(WITHDRAW_EMPTY), (consultation_id,))
-    db.execute(sqlite_sql(WITHDRAW_FIRST), (consultation_id, row[0]))
+    db.execute(_WITHDRAW_EMPTY, (consultation_id,))
+    db.execute(_WITHDRAW_FIRST, (consultation_id, row[0]))
     return True
-
-
-def sqlite_sql(statement: str) -> str:
-    """A shared statement with SQLite's numbered parameters (`?1`) for PostgreSQL's (`$1`)."""
-    return statement.replace("$", "?")
 
 
 def run_key_statements(

@@ -25,6 +25,8 @@ from core.domain.stats import (
     rounds_distribution,
 )
 from core.domain.usage import UsageTotal
+from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.usage import CHATS_BY_MODEL
 
 _STARTED = (
     "SELECT COUNT(*) FROM consultations INDEXED BY consultations_created"
@@ -54,12 +56,7 @@ _TOTALS = (
     " SUM(completion_tokens), SUM(cost) FROM usage_daily"
     " WHERE scope_kind = 'chat' AND day BETWEEN ? AND ?"
 )
-_BY_MODEL = (
-    "SELECT model, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls),"
-    " SUM(estimated_calls), SUM(cost) FROM usage_daily"
-    " WHERE scope_kind = 'chat' AND day BETWEEN ? AND ?"
-    " GROUP BY model ORDER BY SUM(cost) DESC, model LIMIT ?"
-)
+_BY_MODEL = sqlite_sql(CHATS_BY_MODEL)
 _ANSWER_SECONDS = (
     "SELECT ended_at - created_at FROM consultations INDEXED BY consultations_ended"
     " WHERE ended_at >= ? AND ended_at < ? AND status = 'complete'"

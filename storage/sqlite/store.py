@@ -3,7 +3,7 @@
 Invariants:
 - Transactions never interleave. All writes go through one writer connection,
   each as one synchronous function run on that connection's thread by
-  `storage.sqlite.batch.Batcher` (concurrent writes share a commit, each under
+  `storage.sqlite.batch.BatchedConnection` (concurrent writes share a commit, each under
   its own savepoint), so no await can split a write and a failed or cancelled
   write leaves nothing half done.
 - Reads never see half a transaction. They use a second connection, which in
@@ -54,16 +54,13 @@ from core.domain.consultation import (
 from core.domain.facts import MAX_FACT_ID, Fact, MemoryPreferences, MemoryState
 from core.domain.listing import ConsultationQuery, ListedConsultation
 from core.domain.people import PeopleQuery, PersonRow
+from core.domain.ports import ConsultationStore
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
 from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
-from storage.shared import (
-    DatabaseUnusable,
-    IdempotencyKeys,
-    Statement,
-    options_value,
-    picks_value,
-)
+from storage.errors import DatabaseUnusable
+from storage.idempotency import IdempotencyKeys, Statement
+from storage.rows import options_value, picks_value
 from storage.sqlite import (
     admin,
     daily,
@@ -76,7 +73,7 @@ from storage.sqlite import (
     upkeep,
     usage,
 )
-from storage.sqlite.batch import Batcher, run_reads, run_writes
+from storage.sqlite.batch import BatchedConnection, run_reads, run_writes
 from storage.sqlite.erasure import Erasing, merge_step, nothing, secure_search_index
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.schema import migrate
@@ -91,7 +88,7 @@ HEALTH_PROBE_INTERVAL = 5.0
 _AUTO_VACUUM_INCREMENTAL = 2
 
 
-class SqliteStore(IdempotencyKeys):
+class SqliteStore(IdempotencyKeys, ConsultationStore):
     """The consultation store; open with `await SqliteStore.open(path)`, then `close()`."""
 
     def __init__(
@@ -106,8 +103,8 @@ class SqliteStore(IdempotencyKeys):
         self._writer_db = writer
         self._reader_db = reader
         self._closed = False
-        self._writer = Batcher(writer, run_writes, guard=identity.check)
-        self._reader = Batcher(reader, run_reads)
+        self._writer = BatchedConnection(writer, run_writes, guard=identity.check)
+        self._reader = BatchedConnection(reader, run_reads)
         self._health = StoreHealth(self._writer, identity, interval=probe_interval, clock=clock)
 
     @classmethod

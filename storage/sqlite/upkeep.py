@@ -10,15 +10,31 @@ from __future__ import annotations
 
 import sqlite3
 
-from storage.shared import (
-    KEEP_IDS,
-    KEEP_SECONDS,
-    MOVE_CHAT_USAGE,
-    MOVE_CHAT_USAGE_DELETE,
-    PURGE_UNOPENED,
-)
 from storage.sqlite.erasure import scrub_search_index
-from storage.sqlite.sql import sqlite_sql
+from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.idempotency import PURGE_UNOPENED
+from storage.statements.telegram_updates import DROP_FAR, DROP_OLD, KEEP_IDS, KEEP_SECONDS
+from storage.statements.upkeep import (
+    ACTIVE_IN_CHAT,
+    DELETE_CHAT_CONSULTATIONS,
+    DELETE_CHAT_SETTINGS,
+    EXPIRE_IDLE,
+    PURGE_ENDED,
+    RESET_ACTIVE_IN_CHAT,
+)
+from storage.statements.usage import MOVE_CHAT_USAGE, MOVE_CHAT_USAGE_DELETE
+
+_ACTIVE_IN_CHAT = sqlite_sql(ACTIVE_IN_CHAT)
+_RESET_ACTIVE_IN_CHAT = sqlite_sql(RESET_ACTIVE_IN_CHAT)
+_DELETE_CHAT_SETTINGS = sqlite_sql(DELETE_CHAT_SETTINGS)
+_DELETE_CHAT_CONSULTATIONS = sqlite_sql(DELETE_CHAT_CONSULTATIONS)
+_EXPIRE_IDLE = sqlite_sql(EXPIRE_IDLE)
+_PURGE_ENDED = sqlite_sql(PURGE_ENDED)
+_PURGE_UNOPENED = sqlite_sql(PURGE_UNOPENED)
+_MOVE_CHAT_USAGE = sqlite_sql(MOVE_CHAT_USAGE)
+_MOVE_CHAT_USAGE_DELETE = sqlite_sql(MOVE_CHAT_USAGE_DELETE)
+_DROP_OLD_UPDATES = sqlite_sql(DROP_OLD)
+_DROP_FAR_UPDATES = sqlite_sql(DROP_FAR)
 
 VACUUM_PAGES_PER_PURGE = 5000
 """At most this many pages (20 MB at 4 KiB) are freed per purge, about 150 ms of work."""
@@ -28,45 +44,32 @@ def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
     """Re-key a chat's consultations, settings and usage; the new key's own data wins on
     conflict (the old key's active consultation is reset, ended at its last activity), and
     usage of the same day, model and kind is added together."""
-    if db.execute(
-        "SELECT 1 FROM consultations WHERE chat_key = ? AND status = 'active'", (new_key,)
-    ).fetchone():
-        db.execute(
-            "UPDATE consultations SET status = 'reset', ended_at = last_activity_at"
-            " WHERE chat_key = ? AND status = 'active'",
-            (old_key,),
-        )
+    if db.execute(_ACTIVE_IN_CHAT, (new_key,)).fetchone():
+        db.execute(_RESET_ACTIVE_IN_CHAT, (old_key,))
     moved = db.execute(
         "UPDATE consultations SET chat_key = ? WHERE chat_key = ?", (new_key, old_key)
     ).rowcount
     db.execute(
         "UPDATE OR IGNORE chat_settings SET chat_key = ? WHERE chat_key = ?", (new_key, old_key)
     )
-    db.execute("DELETE FROM chat_settings WHERE chat_key = ?", (old_key,))
-    db.execute(sqlite_sql(MOVE_CHAT_USAGE), (old_key, new_key))
-    db.execute(sqlite_sql(MOVE_CHAT_USAGE_DELETE), (old_key,))
+    db.execute(_DELETE_CHAT_SETTINGS, (old_key,))
+    db.execute(_MOVE_CHAT_USAGE, (old_key, new_key))
+    db.execute(_MOVE_CHAT_USAGE_DELETE, (old_key,))
     return moved
 
 
 def expire_idle(db: sqlite3.Connection, inactive_since: float, at: float) -> int:
     """Expire idle ACTIVE consultations, ended at `at`; their last activity is kept for
     retention."""
-    cursor = db.execute(
-        "UPDATE consultations SET status = 'expired', ended_at = ?"
-        " WHERE status = 'active' AND last_activity_at < ?",
-        (at, inactive_since),
-    )
+    cursor = db.execute(_EXPIRE_IDLE, (inactive_since, at))
     return cursor.rowcount
 
 
 def purge(db: sqlite3.Connection, older_than: float) -> int:
     """Delete ended consultations last active before `older_than`, then free their pages."""
     # Messages go by ON DELETE CASCADE; rowcount counts consultations only.
-    cursor = db.execute(
-        "DELETE FROM consultations WHERE status != 'active' AND last_activity_at < ?",
-        (older_than,),
-    )
-    db.execute(sqlite_sql(PURGE_UNOPENED), (older_than,))
+    cursor = db.execute(_PURGE_ENDED, (older_than,))
+    db.execute(_PURGE_UNOPENED, (older_than,))
     if cursor.rowcount:
         scrub_search_index(db)
     free_pages(db, VACUUM_PAGES_PER_PURGE)
@@ -77,8 +80,8 @@ def forget_chat(db: sqlite3.Connection, chat_key: str) -> int:
     """Delete the chat's consultations (messages and idempotency keys go by ON DELETE
     CASCADE) and its settings; how many consultations went. Their pages are given back
     like a purge's."""
-    gone = db.execute("DELETE FROM consultations WHERE chat_key = ?", (chat_key,)).rowcount
-    db.execute("DELETE FROM chat_settings WHERE chat_key = ?", (chat_key,))
+    gone = db.execute(_DELETE_CHAT_CONSULTATIONS, (chat_key,)).rowcount
+    db.execute(_DELETE_CHAT_SETTINGS, (chat_key,))
     if gone:
         scrub_search_index(db)
     free_pages(db, VACUUM_PAGES_PER_PURGE)
@@ -104,6 +107,6 @@ def remember_update(db: sqlite3.Connection, update_id: int, at: float) -> bool:
         "INSERT OR IGNORE INTO telegram_updates (update_id, received_at) VALUES (?, ?)",
         (update_id, at),
     ).rowcount
-    db.execute("DELETE FROM telegram_updates WHERE received_at < ?", (at - KEEP_SECONDS,))
-    db.execute("DELETE FROM telegram_updates WHERE update_id <= ?", (update_id - KEEP_IDS,))
+    db.execute(_DROP_OLD_UPDATES, (at - KEEP_SECONDS,))
+    db.execute(_DROP_FAR_UPDATES, (update_id - KEEP_IDS,))
     return new == 1

@@ -12,6 +12,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from core.domain.usage import Charge, ScopeKind, UsageTotal
+from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.usage import TOTALS_BY_MODEL
 
 _ADD = (
     "INSERT INTO usage_daily (scope_kind, scope_key, day, model, kind, prompt_tokens,"
@@ -27,12 +29,7 @@ _SEEN = (
     " ON CONFLICT (person) DO UPDATE SET last_day = excluded.last_day"
     " WHERE excluded.last_day > last_day"
 )
-_TOTALS = (
-    "SELECT model, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls),"
-    " SUM(estimated_calls), SUM(cost) FROM usage_daily"
-    " WHERE scope_kind = ? AND scope_key = ? AND day BETWEEN ? AND ?"
-    " GROUP BY model ORDER BY model"
-)
+_TOTALS = sqlite_sql(TOTALS_BY_MODEL)
 
 
 def add_usage(db: sqlite3.Connection, charges: Sequence[Charge]) -> None:

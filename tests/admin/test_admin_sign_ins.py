@@ -17,7 +17,7 @@ from admin.auth import counted_as
 from admin.config import LOGIN_COOKIE
 from admin.throttle import SignInThrottle
 from app.runtime import open_runtime
-from storage.postgres.coordination.sign_ins import PostgresSignIns
+from storage.postgres.cluster.sign_ins import PostgresSignIns
 from tests.admin_harness import Console, console_settings, running_console
 from tests.store_contract import STORE_KINDS, StoreKind
 

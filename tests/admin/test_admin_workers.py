@@ -19,10 +19,10 @@ import pytest
 
 from app.heartbeat import heartbeat
 from app.runtime import open_runtime
-from storage.postgres.coordination import dead_letters, inbox, workers
-from storage.postgres.coordination.inbox import PostgresInbox
-from storage.postgres.coordination.pool import open_shared_pool
-from storage.postgres.coordination.schema import migrate
+from storage.postgres.cluster import dead_letters, inbox, workers
+from storage.postgres.cluster.inbox import PostgresInbox
+from storage.postgres.cluster.pool import open_shared_pool
+from storage.postgres.cluster.schema import migrate
 from telemetry.supervision import LoopRegistry
 from tests.admin_harness import Console, console_settings, running_console
 from tests.pg_outage import Outage, outage  # noqa: F401  (fixture)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import asyncpg
 
-from storage.postgres.coordination.inbox import PostgresInbox
+from storage.postgres.cluster.inbox import PostgresInbox
 from tests.app.test_cli import SCRIPT, run
 from tests.bot.test_inbox_worker import migrated
 from tests.postgres import postgres_url  # noqa: F401  (fixture)

@@ -16,8 +16,10 @@ defined: `tests/app/test_reexports.py`.
 
 from __future__ import annotations
 
+import ast
 import functools
 import itertools
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -476,6 +478,8 @@ def test_core_depends_on_the_model_vendor_in_one_module_only() -> None:
 
 BACKENDS = {"sqlite": {"sqlite3", "aiosqlite"}, "postgres": {"asyncpg", "psycopg", "psycopg2"}}
 """Each backend's folder under storage/ and the drivers only it may import."""
+SHARED_FOLDERS = {"statements"}
+"""The folders under storage/ both backends share (the SQL both run)."""
 
 
 def storage_imports(folder: str) -> list[Import]:
@@ -483,16 +487,21 @@ def storage_imports(folder: str) -> list[Import]:
 
 
 def test_the_top_of_storage_holds_no_backend_module() -> None:
-    """A module at the top of storage/ is shared by both backends: no backend in its name,
-    no driver among its imports; each backend lives in its own folder."""
+    """A module at the top of storage/ or in a shared folder is shared by both backends: no
+    backend in its name, no driver among its imports; each backend lives in its own folder."""
     top = sorted(p.name for p in (ROOT / "storage").glob("*.py"))
     named = [name for name in top if any(b in name for b in ("sqlite", "pg", "postgres"))]
     assert named == []
     drivers = set().union(*BACKENDS.values())
-    top_imports = [i for i in product_imports() if i.path.count("/") == 1]
-    assert [str(i) for i in top_imports if i.path.startswith("storage/") and i.top in drivers] == []
+    shared = [
+        i
+        for i in product_imports()
+        if i.path.startswith("storage/")
+        and (i.path.count("/") == 1 or i.path.split("/")[1] in SHARED_FOLDERS)
+    ]
+    assert [str(i) for i in shared if i.top in drivers] == []
     folders = {p.name for p in (ROOT / "storage").iterdir() if (p / "__init__.py").exists()}
-    assert folders == set(BACKENDS)
+    assert folders == set(BACKENDS) | SHARED_FOLDERS
 
 
 @pytest.mark.parametrize(("backend", "other"), [("sqlite", "postgres"), ("postgres", "sqlite")])
@@ -505,12 +514,62 @@ def test_a_backend_never_imports_the_other_or_its_drivers(backend: str, other: s
     assert offending == []
 
 
-def test_the_postgres_store_does_not_depend_on_the_workers_coordination() -> None:
-    """The coordination serves the bot's ports; the consultation store stands without it."""
+def test_the_postgres_store_does_not_depend_on_the_workers_cluster() -> None:
+    """The cluster serves the bot's ports; the consultation store stands without it."""
     offending = [
         str(i)
         for i in storage_imports("postgres")
-        if not i.path.startswith("storage/postgres/coordination/")
-        and i.module.startswith("storage.postgres.coordination")
+        if not i.path.startswith("storage/postgres/cluster/")
+        and i.module.startswith("storage.postgres.cluster")
     ]
     assert offending == []
+
+
+# -- SQL both backends run -------------------------------------------------------------------
+
+STATEMENT_START = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "WITH ")
+
+
+def sql_literals(folder: Path) -> list[tuple[str, str]]:
+    """Every whole SQL string under `folder` (f-strings with their fields as written), with
+    where it is, except in `schema.py`: a released migration's steps stay as they ran."""
+    found: list[tuple[str, str]] = []
+    for path in sorted(folder.rglob("*.py")):
+        if path.name == "schema.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parts = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+        for node in ast.walk(tree):
+            if id(node) in parts:
+                continue
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            elif isinstance(node, ast.JoinedStr):
+                text = ast.unparse(node)[2:-1]
+            else:
+                continue
+            if text.lstrip().startswith(STATEMENT_START):  # SQL here is upper case
+                found.append((text, f"{path.relative_to(folder.parent.parent)}:{node.lineno}"))
+    return found
+
+
+def placeholders_normalized(statement: str) -> str:
+    """A statement with each parameter (`?`, `?1`, `$1`) as `?` and its spacing collapsed."""
+    return " ".join(re.sub(r"\$\d+|\?\d*", "?", statement).split())
+
+
+def statements_in_both(storage: Path) -> list[str]:
+    """The statements the SQLite and the PostgreSQL folder both write, apart from their
+    parameters' spelling (a lone `SELECT 1` ping aside)."""
+    postgres = {placeholders_normalized(text) for text, _ in sql_literals(storage / "postgres")}
+    return [
+        where
+        for text, where in sql_literals(storage / "sqlite")
+        if placeholders_normalized(text) in postgres and placeholders_normalized(text) != "SELECT 1"
+    ]
+
+
+def test_no_statement_is_written_in_both_backends() -> None:
+    """SQL both stores run is written once, in `storage/statements/` (`$n` style, SQLite
+    translating), so a change to it cannot reach one backend only."""
+    assert statements_in_both(ROOT / "storage") == []

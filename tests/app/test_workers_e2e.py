@@ -20,7 +20,7 @@ import pytest_asyncio
 
 from fakes.bot_api import FakeBotApi
 from fakes.model_server import FakeModelServer
-from storage.postgres.coordination.inbox import PostgresInbox
+from storage.postgres.cluster.inbox import PostgresInbox
 from tests.app.test_entrypoint import BotProcess, fakes_env
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 

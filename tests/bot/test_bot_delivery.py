@@ -25,8 +25,8 @@ from core.domain.ports import OnText
 from fakes.bot_api import NOT_MODIFIED, TOKEN, FakeBotApi
 from fakes.bot_api_checks import utf16_len
 from fakes.model_server import FakeModelServer
-from storage.postgres.coordination.pool import open_shared_pool
-from storage.postgres.coordination.undelivered import PostgresUndelivered
+from storage.postgres.cluster.pool import open_shared_pool
+from storage.postgres.cluster.undelivered import PostgresUndelivered
 from storage.postgres.store import PostgresStore
 from tests.bot_harness import (
     FirstCallOnly,

@@ -18,8 +18,8 @@ from bot.updates.cluster_state import SharedState
 from fakes.bot_api import FakeBotApi
 from fakes.model_server import FakeModelServer
 from fakes.tcp_relay import TcpRelay
-from storage.postgres.coordination.pool import open_shared_pool
-from storage.postgres.coordination.rate_limits import PostgresRateLimits
+from storage.postgres.cluster.pool import open_shared_pool
+from storage.postgres.cluster.rate_limits import PostgresRateLimits
 from tests.bot_harness import (
     ALICE,
     BOB,

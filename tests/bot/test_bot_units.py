@@ -26,8 +26,8 @@ from bot.updates.cluster_state import SharedState
 from core.primitives.expiring import ExpiringDict
 from fakes.bot_api import TOKEN, FakeBotApi
 from fakes.model_server import FakeModelServer
-from storage.postgres.coordination.pool import open_shared_pool
-from storage.postgres.coordination.rate_limits import PostgresRateLimits
+from storage.postgres.cluster.pool import open_shared_pool
+from storage.postgres.cluster.rate_limits import PostgresRateLimits
 from tests.bot_harness import bot_settings
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 

@@ -22,8 +22,8 @@ from core.domain.errors import StoreUnavailable
 from fakes.bot_api import TOKEN, FakeBotApi
 from fakes.bot_updates import UpdateBuilder
 from fakes.model_server import FakeModelServer
-from storage.postgres.coordination.inbox import PostgresInbox
-from storage.postgres.coordination.locks import PostgresChatLocks, PostgresLeadership
+from storage.postgres.cluster.inbox import PostgresInbox
+from storage.postgres.cluster.locks import PostgresChatLocks, PostgresLeadership
 from tests.bot.test_inbox_worker import A, B, Recorder
 from tests.cluster_harness import (
     API_TOKEN,

@@ -13,8 +13,8 @@ import pytest_asyncio
 from telegram.error import RetryAfter
 
 from bot.transport.flood import ChatFloodControl
-from storage.postgres.coordination.flood_waits import PostgresFloodWaits
-from storage.postgres.coordination.pool import open_shared_pool
+from storage.postgres.cluster.flood_waits import PostgresFloodWaits
+from storage.postgres.cluster.pool import open_shared_pool
 from storage.postgres.store import PostgresStore
 from tests.port_contract import Clock
 from tests.postgres import postgres_url  # noqa: F401  (fixture)

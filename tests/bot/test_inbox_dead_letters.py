@@ -19,7 +19,7 @@ from telegram import Update
 from bot.updates.in_flight import stop_earlier
 from core.domain.errors import StoreUnavailable
 from fakes.bot_updates import UpdateBuilder
-from storage.postgres.coordination.dead_letters import dead_letters, drop, replay
+from storage.postgres.cluster.dead_letters import dead_letters, drop, replay
 from tests.bot.test_inbox_worker import WAIT, Recorder, start_worker  # noqa: F401  (fixture)
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.waiting import until

@@ -32,8 +32,8 @@ from bot.updates.inbox import InboxWorker
 from fakes.bot_api import Call, FakeBotApi
 from fakes.model_server import FakeModelServer
 from fakes.tcp_relay import TcpRelay
-from storage.postgres.coordination.inbox import PostgresInbox
-from storage.postgres.coordination.locks import PostgresChatLocks
+from storage.postgres.cluster.inbox import PostgresInbox
+from storage.postgres.cluster.locks import PostgresChatLocks
 from tests.bot_harness import FOOTERS, bot_settings, conversation
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.waiting import until

@@ -22,8 +22,8 @@ from bot.transport.chat import conversation_key
 from bot.updates.inbox import InboxWorker
 from bot.updates.ordering import command_of
 from fakes.bot_updates import UpdateBuilder
-from storage.postgres.coordination.inbox import PostgresInbox
-from storage.postgres.coordination.locks import PostgresChatLocks
+from storage.postgres.cluster.inbox import PostgresInbox
+from storage.postgres.cluster.locks import PostgresChatLocks
 from storage.postgres.schema import migrate
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 

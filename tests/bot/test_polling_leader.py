@@ -20,8 +20,8 @@ from bot.transport.chat import conversation_key
 from bot.updates.polling import PollingLeader
 from core.domain.errors import StoreUnavailable
 from fakes.bot_api import TOKEN, FakeBotApi
-from storage.postgres.coordination.inbox import PostgresInbox
-from storage.postgres.coordination.locks import PostgresLeadership
+from storage.postgres.cluster.inbox import PostgresInbox
+from storage.postgres.cluster.locks import PostgresLeadership
 from storage.postgres.schema import migrate
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.waiting import until

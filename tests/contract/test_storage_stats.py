@@ -31,6 +31,7 @@ from storage.sqlite import daily as sqlite_daily
 from storage.sqlite import schema as sqlite_schema
 from storage.sqlite import stats as sqlite_stats
 from storage.sqlite.store import SqliteStore
+from storage.statements.usage import CHATS_BY_MODEL
 from tests.store_contract import STORE_KINDS, StoreKind, make
 
 if TYPE_CHECKING:
@@ -360,7 +361,7 @@ async def test_every_postgres_figure_can_be_read_through_an_index(tmp_path: Path
                 postgres_stats._ROUNDS: (*times, 10),
                 postgres_stats._PEOPLE: (*days, *times),
                 postgres_stats._TOTALS: days,
-                postgres_stats._BY_MODEL: (*days, 50),
+                CHATS_BY_MODEL: (*days, 50),
                 postgres_daily._EVENTS: times,
                 postgres_daily._USAGE: days,
             }

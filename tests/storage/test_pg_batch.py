@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from storage.postgres.batch import Batched
+from storage.postgres.batch import BatchedStatement
 
 
 class Writer:
@@ -29,7 +29,7 @@ class Writer:
 
 async def test_a_lone_call_goes_at_once_and_calls_made_meanwhile_go_together() -> None:
     writer = Writer()
-    batched = Batched(writer.run)
+    batched = BatchedStatement(writer.run)
     writer.gate.clear()
     first = asyncio.create_task(batched(1))
     await asyncio.sleep(0)
@@ -43,7 +43,7 @@ async def test_a_lone_call_goes_at_once_and_calls_made_meanwhile_go_together() -
 
 async def test_batches_are_cut_at_the_limit_in_order() -> None:
     writer = Writer()
-    batched = Batched(writer.run, max_batch=2)
+    batched = BatchedStatement(writer.run, max_batch=2)
     writer.gate.clear()
     calls = [asyncio.create_task(batched(n)) for n in range(5)]
     await asyncio.sleep(0)
@@ -55,7 +55,7 @@ async def test_batches_are_cut_at_the_limit_in_order() -> None:
 
 async def test_a_failed_statement_fails_every_call_in_it_and_not_the_next() -> None:
     writer = Writer()
-    batched = Batched(writer.run)
+    batched = BatchedStatement(writer.run)
     writer.gate.clear()
     first = asyncio.create_task(batched(1))
     await asyncio.sleep(0)
@@ -73,7 +73,7 @@ async def test_a_failed_statement_fails_every_call_in_it_and_not_the_next() -> N
 
 async def test_a_cancelled_caller_leaves_its_item_in_the_statement() -> None:
     writer = Writer()
-    batched = Batched(writer.run)
+    batched = BatchedStatement(writer.run)
     writer.gate.clear()
     impatient = asyncio.create_task(batched(1))
     await asyncio.sleep(0)

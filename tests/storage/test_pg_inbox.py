@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest_asyncio
 
-from storage.postgres.coordination.inbox import PostgresInbox
+from storage.postgres.cluster.inbox import PostgresInbox
 from storage.postgres.schema import migrate
 from tests.postgres import database_url_for_tests, postgres_url, with_search_path  # noqa: F401
 

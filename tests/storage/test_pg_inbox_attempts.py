@@ -7,8 +7,8 @@ import asyncio
 
 import asyncpg
 
-from storage.postgres.coordination.dead_letters import dead_letters
-from storage.postgres.coordination.inbox import PostgresInbox
+from storage.postgres.cluster.dead_letters import dead_letters
+from storage.postgres.cluster.inbox import PostgresInbox
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.storage.test_pg_inbox import inboxes  # noqa: F401  (fixture)
 

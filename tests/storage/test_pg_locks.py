@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 
 from fakes.tcp_relay import TcpRelay
-from storage.postgres.coordination.locks import PostgresChatLocks, PostgresLeadership, lock_id
+from storage.postgres.cluster.locks import PostgresChatLocks, PostgresLeadership, lock_id
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 
 

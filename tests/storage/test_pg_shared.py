@@ -16,11 +16,11 @@ import pytest_asyncio
 from app.serve_bot import shared_state
 from bot.transport.config import BotConfig
 from fakes.bot_api import TOKEN
-from storage.postgres.coordination import schema as coordination_schema
-from storage.postgres.coordination.locks import try_exclusive
-from storage.postgres.coordination.pool import open_shared_pool
-from storage.postgres.coordination.rate_limits import RATE_TABLES, PostgresRateLimits
-from storage.postgres.coordination.undelivered import PostgresUndelivered
+from storage.postgres.cluster import schema as cluster_schema
+from storage.postgres.cluster.locks import try_exclusive
+from storage.postgres.cluster.pool import open_shared_pool
+from storage.postgres.cluster.rate_limits import RATE_TABLES, PostgresRateLimits
+from storage.postgres.cluster.undelivered import PostgresUndelivered
 from storage.postgres.store import PostgresStore
 from tests.port_contract import Clock
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
@@ -144,13 +144,13 @@ async def test_limits_kept_as_token_buckets_are_harmless_after_the_upgrade(
     upgrade each user starts with an empty window and a warned user stays warned for the
     rest of the minute, in both budgets."""
     clock = Clock()
-    full = list(coordination_schema.MIGRATIONS)
+    full = list(cluster_schema.MIGRATIONS)
     names = [name for name, _ in full]
     before = full[: names.index("c001_rate_windows")]
-    monkeypatch.setattr(coordination_schema, "MIGRATIONS", before)
+    monkeypatch.setattr(cluster_schema, "MIGRATIONS", before)
     connection = await asyncpg.connect(postgres_url)
     try:
-        await coordination_schema.migrate(connection)
+        await cluster_schema.migrate(connection)
         for table in RATE_TABLES:
             await connection.execute(
                 f"INSERT INTO {table} (user_id, tokens, updated_at, warned_at)"
@@ -159,7 +159,7 @@ async def test_limits_kept_as_token_buckets_are_harmless_after_the_upgrade(
             )
     finally:
         await connection.close()
-    monkeypatch.setattr(coordination_schema, "MIGRATIONS", full)
+    monkeypatch.setattr(cluster_schema, "MIGRATIONS", full)
 
     pool = await open_shared_pool(postgres_url)  # applies the rest
     try:

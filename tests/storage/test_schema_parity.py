@@ -2,7 +2,7 @@
 read back from the database's catalogue, then compared table by table: columns (type
 family and nullability), primary key, unique constraints, indexes and foreign keys. A
 migration added to one backend only fails here. PostgreSQL has the workers'
-coordination tables besides (`storage.postgres.coordination.schema.TABLES`), and nothing
+cluster tables besides (`storage.postgres.cluster.schema.TABLES`), and nothing
 else. Text-search indexes take a different form on each backend (an FTS5 table and its
 shadow tables on SQLite, a GIN index on PostgreSQL) and are compared apart: by name, the
 table they index and its columns."""
@@ -19,7 +19,7 @@ import asyncpg
 import pytest
 
 from storage.postgres import schema as postgres_schema
-from storage.postgres.coordination import schema as coordination_schema
+from storage.postgres.cluster import schema as cluster_schema
 from storage.sqlite import schema as sqlite_schema
 from storage.sqlite.store import SqliteStore
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
@@ -224,12 +224,12 @@ async def sqlite_schema_tables(tmp_path: Path) -> Schema:
 
 
 async def postgres_schema_tables(url: str) -> tuple[Schema, Schema]:
-    """The store's tables, then every table once the coordination's migrations ran too."""
+    """The store's tables, then every table once the cluster's migrations ran too."""
     connection = await asyncpg.connect(url)
     try:
         await postgres_schema.migrate(connection)
         store = await postgres_tables(connection)
-        await coordination_schema.migrate(connection)
+        await cluster_schema.migrate(connection)
         return store, await postgres_tables(connection)
     finally:
         await connection.close()
@@ -241,7 +241,7 @@ async def test_both_backends_create_the_same_store_schema(
 ) -> None:
     postgres, _ = await postgres_schema_tables(postgres_url)
     store_tables = {
-        name: table for name, table in postgres.items() if name not in coordination_schema.TABLES
+        name: table for name, table in postgres.items() if name not in cluster_schema.TABLES
     }
     assert differences(sqlite_schema_tables, store_tables) == []
 
@@ -263,12 +263,12 @@ async def test_both_backends_index_the_requests_for_text_search(
     assert postgres == expected
 
 
-async def test_postgresql_has_only_the_declared_coordination_tables_besides(
+async def test_postgresql_has_only_the_declared_cluster_tables_besides(
     sqlite_schema_tables: Schema,
     postgres_url: str,  # noqa: F811
 ) -> None:
     _, everything = await postgres_schema_tables(postgres_url)
-    assert everything.keys() - sqlite_schema_tables.keys() == coordination_schema.TABLES
+    assert everything.keys() - sqlite_schema_tables.keys() == cluster_schema.TABLES
 
 
 async def test_a_migration_added_to_one_backend_only_is_a_difference(
@@ -287,7 +287,7 @@ async def test_a_migration_added_to_one_backend_only_is_a_difference(
     )
     monkeypatch.setattr(postgres_schema, "MIGRATIONS", [*postgres_schema.MIGRATIONS, extra])
     postgres, _ = await postgres_schema_tables(postgres_url)
-    store_tables = {n: t for n, t in postgres.items() if n not in coordination_schema.TABLES}
+    store_tables = {n: t for n, t in postgres.items() if n not in cluster_schema.TABLES}
     found = differences(sqlite_schema_tables, store_tables)
     assert [line.split(":")[0] for line in found] == [
         "chat_settings.columns",
@@ -299,13 +299,13 @@ async def test_a_migration_added_to_one_backend_only_is_a_difference(
 def test_the_histories_share_names_from_the_first_shared_migration() -> None:
     sqlite_names = [m.__name__ for m in sqlite_schema.MIGRATIONS]
     postgres_names = [name for name, _ in postgres_schema.MIGRATIONS]
-    coordination_names = [name for name, _ in coordination_schema.MIGRATIONS]
+    cluster_names = [name for name, _ in cluster_schema.MIGRATIONS]
     assert [n for n in sqlite_names if n >= FIRST_SHARED_MIGRATION] == [
         n for n in postgres_names if n >= FIRST_SHARED_MIGRATION
     ]
     assert postgres_names == sorted(postgres_names)
-    assert all(name.startswith("c") for name in coordination_names)
-    assert coordination_names == sorted(coordination_names)
+    assert all(name.startswith("c") for name in cluster_names)
+    assert cluster_names == sorted(cluster_names)
 
 
 async def test_an_older_sqlite_file_gets_last_seq_from_its_messages(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from core.domain.consultation import Consultation, Message, Role, Status
 from core.domain.errors import StoreUnavailable
-from storage.shared import DatabaseUnusable
+from storage.errors import DatabaseUnusable
 from storage.sqlite.store import SqliteStore
 from tests.store_contract import count, make
 

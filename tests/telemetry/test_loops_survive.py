@@ -20,8 +20,8 @@ from bot.updates.inbox import InboxWorker
 from bot.updates.polling import PollingLeader
 from fakes.bot_api import TOKEN, FakeBotApi
 from fakes.bot_updates import UpdateBuilder
-from storage.postgres.coordination.inbox import PostgresInbox
-from storage.postgres.coordination.locks import PostgresChatLocks, PostgresLeadership
+from storage.postgres.cluster.inbox import PostgresInbox
+from storage.postgres.cluster.locks import PostgresChatLocks, PostgresLeadership
 from telemetry.supervision import LoopRegistry
 from tests.api_harness import api_settings
 from tests.bot.test_inbox_worker import A, Recorder, migrated

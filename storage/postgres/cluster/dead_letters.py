@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from storage.postgres.coordination.inbox import channel_of
+from storage.postgres.cluster.inbox import channel_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
-"""The workers' coordination's schema: its tables, and its own migration history.
+"""The cluster's schema: its tables, and its own migration history.
 
-The coordination's first tables came with the store's history (`storage.postgres.schema`
+The cluster's first tables came with the store's history (`storage.postgres.schema`
 m003, m004, m006, m008), released before it had one; every later change to them is a
 migration here, named `c001_…`, `c002_…` in the order they run, so the store's history stays
 the same on both backends. `migrate` applies the store's migrations first (the tables
@@ -27,7 +27,7 @@ TABLES = frozenset(
         "admin_sign_ins",
     }
 )
-"""The tables only the coordination uses: a PostgreSQL database has them beside the store's,
+"""The tables only the cluster uses: a PostgreSQL database has them beside the store's,
 which are the same on both backends."""
 
 MIGRATIONS: list[Migration] = [
@@ -48,7 +48,7 @@ MIGRATIONS: list[Migration] = [
         ),
     ),
     (
-        # The bot workers seen (`storage.postgres.coordination.workers`): each upserts its
+        # The bot workers seen (`storage.postgres.cluster.workers`): each upserts its
         # row at start and every few seconds, deletes it when it stops cleanly; rows not
         # seen for a day are purged by the beats, through the index on `last_seen_at`.
         "c002_workers",
@@ -61,7 +61,7 @@ MIGRATIONS: list[Migration] = [
     ),
     (
         # The console's sign-in attempts per client address, shared by the workers
-        # (`storage.postgres.coordination.sign_ins`): the times of the address's attempts
+        # (`storage.postgres.cluster.sign_ins`): the times of the address's attempts
         # of the last window; rows idle for a window are deleted through `last_at`.
         "c003_admin_sign_ins",
         (
@@ -75,7 +75,7 @@ MIGRATIONS: list[Migration] = [
 
 
 async def migrate(connection: asyncpg.Connection) -> list[str]:
-    """Apply the store's migrations, then the coordination's, this database lacks; return
+    """Apply the store's migrations, then the cluster's, this database lacks; return
     the names applied now."""
     applied = await schema.migrate(connection)
     return applied + await schema.apply_migrations(connection, MIGRATIONS)

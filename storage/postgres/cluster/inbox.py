@@ -9,7 +9,7 @@ Invariants:
 - Group commit (`storage.postgres.batch`): the `put`s (and the `finish`es) made while one is
   being written are written together by the next statement (one round trip and one
   commit for all of them); each caller returns only once its own row is committed.
-  The ids are kept as long as the store keeps them (`storage.shared` bounds).
+  The ids are kept as long as the store keeps them (`storage.statements.telegram_updates` bounds).
 - A row stays until `finish` deletes it or `bury` moves it to `dead_letters`: a worker
   that dies mid-update leaves its row for another worker (at least once). `begin` counts
   each handling in the row's `attempts` and commits before the handling starts, so a
@@ -43,10 +43,10 @@ from typing import Any, NamedTuple, TypeVar
 
 import asyncpg
 
-from storage.postgres.batch import Batched
+from storage.postgres.batch import BatchedStatement
 from storage.postgres.faults import is_unavailable, unavailable
 from storage.postgres.pool import CONNECT_TIMEOUT, call, open_pool
-from storage.shared import KEEP_IDS, KEEP_SECONDS
+from storage.statements.telegram_updates import KEEP_IDS, KEEP_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,12 @@ class PostgresInbox:
         self._listener: asyncpg.Connection | None = None
         self._callback: Callable[[str], object] | None = None
         self._on_interrupt: Callable[[str, int], object] | None = None
-        self._put: Batched[tuple[int, str, str], bool] = Batched(self._put_batch)
-        self._finish: Batched[tuple[int, str], Row | None] = Batched(self._finish_batch)
-        self._next: Batched[str, Row | None] = Batched(self._next_batch)
-        self._begin: Batched[int, int | None] = Batched(self._begin_batch)
+        self._put: BatchedStatement[tuple[int, str, str], bool] = BatchedStatement(self._put_batch)
+        self._finish: BatchedStatement[tuple[int, str], Row | None] = BatchedStatement(
+            self._finish_batch
+        )
+        self._next: BatchedStatement[str, Row | None] = BatchedStatement(self._next_batch)
+        self._begin: BatchedStatement[int, int | None] = BatchedStatement(self._begin_batch)
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 4) -> PostgresInbox:

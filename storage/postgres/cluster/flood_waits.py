@@ -6,7 +6,7 @@ through a cache refreshed at most every `FLOOD_REFRESH_SECONDS`.
 Invariants: every statement is parameterised; times are wall-clock seconds since the
 epoch (`time.time`), the only clock several processes share; a lost connection or an
 unreachable database reaches callers as `StoreUnavailable`. The table is the
-coordination's (`storage.postgres.coordination.schema`), whose migrations
+cluster's (`storage.postgres.cluster.schema`), whose migrations
 `open_shared_pool` applies, so the order of opening the store and this does not matter.
 """
 

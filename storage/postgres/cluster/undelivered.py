@@ -4,7 +4,7 @@ so whichever worker handles the chat's next turn (or a restarted one) sends them
 Invariants: every statement is parameterised; times are wall-clock seconds since the
 epoch (`time.time`), the only clock several processes share; a lost connection or an
 unreachable database reaches callers as `StoreUnavailable`. The table is the
-coordination's (`storage.postgres.coordination.schema`), whose migrations
+cluster's (`storage.postgres.cluster.schema`), whose migrations
 `open_shared_pool` applies, so the order of opening the store and this does not matter.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import asyncpg
 
-from storage.postgres.batch import Batched
+from storage.postgres.batch import BatchedStatement
 from storage.postgres.pool import call
 
 UNDELIVERED_KEEP = 24 * 3600.0
@@ -34,7 +34,9 @@ class PostgresUndelivered:
         self._pool = pool
         self._clock = clock
         # Every turn looks first: the looks made meanwhile share one statement.
-        self._pops: Batched[tuple[int, int], asyncpg.Record | None] = Batched(self._pop_batch)
+        self._pops: BatchedStatement[tuple[int, int], asyncpg.Record | None] = BatchedStatement(
+            self._pop_batch
+        )
 
     async def put(self, chat_id: int, thread_id: int | None, document: str, language: str) -> None:
         await call(

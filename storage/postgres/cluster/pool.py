@@ -1,16 +1,16 @@
 """The pool of the state workers share (rate limits, undelivered replies, flood waits, the
-periodic job's turn), opened with the coordination's migrations applied."""
+periodic job's turn), opened with the cluster's migrations applied."""
 
 from __future__ import annotations
 
 import asyncpg
 
-from storage.postgres.coordination.schema import migrate
+from storage.postgres.cluster.schema import migrate
 from storage.postgres.pool import open_pool
 
 
 async def open_shared_pool(url: str, *, size: int = 5) -> asyncpg.Pool:
-    """A small pool for the shared state; applies the coordination's missing migrations
+    """A small pool for the shared state; applies the cluster's missing migrations
     (the store's first).
 
     Losing the last writes of this state in a database crash is harmless (a limit or a

@@ -41,7 +41,7 @@ import asyncpg
 
 from core.domain.errors import StoreUnavailable
 from core.primitives.keyed_lock import KeyedLock
-from storage.postgres.batch import Batched
+from storage.postgres.batch import BatchedStatement
 from storage.postgres.faults import is_unavailable, unavailable
 
 RETRY_FIRST = 0.02
@@ -63,7 +63,7 @@ class PostgresChatLocks:
         self._local = KeyedLock()
         # One statement at a time on the shared connection, carrying every request made
         # meanwhile: (True, id) takes a lock if free, (False, id) releases one.
-        self._requests: Batched[tuple[bool, int], bool] = Batched(self._run)
+        self._requests: BatchedStatement[tuple[bool, int], bool] = BatchedStatement(self._run)
         self._busy: Counter[str] = Counter()  # keys this process's tasks hold or wait for
 
     @classmethod

@@ -12,7 +12,7 @@ failed sign-ins written to the audit log, the same way.
 Invariants: every statement is parameterised; times are wall-clock seconds since the
 epoch, the only clock several processes share; a lost connection or an unreachable
 database reaches callers as `StoreUnavailable` (the sign-in fails: the console's store is
-the same database). The table is the coordination's (`c003_admin_sign_ins`); rows of
+the same database). The table is the cluster's (`c003_admin_sign_ins`); rows of
 addresses with no attempt in the last window are deleted, at most once a window per
 process, through the index on `last_at`.
 """
@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from core.domain.sign_in_limits import MAX_AUDITED, Reserved
+from core.domain.sign_in_limits import MAX_AUDITED, Reserved, SignInLimits
 from storage.postgres.pool import call
 
 # $1 address, $2 limit, $3 now, $4 window: under the limit the attempt is added (older
@@ -58,7 +58,7 @@ UPDATE admin_sign_ins
 """
 
 
-class PostgresSignIns:
+class PostgresSignIns(SignInLimits):
     """At most `limit` sign-in attempts per address in any `window` seconds, across all
     workers."""
 
