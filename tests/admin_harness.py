@@ -25,7 +25,7 @@ from app.runtime import open_runtime
 from app.settings import Settings, load_settings
 from core.domain.clarifying import ClarifyingRound, Question
 from core.domain.consultation import Consultation, Message, Role, Status, Usage
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.document_labels import DOCUMENT_LANGUAGES
 from tests.api_harness import ApiTestServer
 from tests.store_contract import StoreKind
@@ -51,7 +51,7 @@ class Clock:
 class Console:
     client: TestClient  # type: ignore[type-arg]
     store: Store
-    service: ConsultationService
+    engine: Engine
     clock: Clock
     settings: Settings
 
@@ -104,7 +104,7 @@ async def running_console(settings: Settings) -> AsyncIterator[Console]:
     async with open_runtime(settings, background=False) as runtime:
         app = build_web_app(
             settings.api_config(),
-            runtime.service,
+            runtime.engine,
             document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             metrics=runtime.metrics,
@@ -113,7 +113,7 @@ async def running_console(settings: Settings) -> AsyncIterator[Console]:
         client = TestClient(ApiTestServer(app, host="127.0.0.1"))
         try:
             await client.start_server()
-            yield Console(client, runtime.store, runtime.service, clock, settings)
+            yield Console(client, runtime.store, runtime.engine, clock, settings)
         finally:
             await client.close()
 

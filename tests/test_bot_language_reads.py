@@ -15,7 +15,7 @@ import pytest
 
 from bot.app import build_application
 from core.llm.llm import OpenAICompleter
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from fakes.bot_api import FakeBotApi
 from fakes.model_server import FakeModelServer
 from i18n.translate import t
@@ -41,7 +41,7 @@ class CountingStore(SqliteStore):
 class Bot:
     api: FakeBotApi
     store: CountingStore
-    service: ConsultationService
+    service: Engine
 
     def texts(self) -> list[str]:
         return [c.params["text"] for c in self.api.calls if delivered(c, USER)]

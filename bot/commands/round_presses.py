@@ -34,12 +34,12 @@ from bot.commands.usage import payer_of
 from bot.transport.chat import Context, Incoming
 from bot.transport.keyboards import choice_of, round_keyboard, round_of, with_picks
 from bot.updates.buttons import Press, ignored
+from core.domain.asking import RoundRef, UserMessage
 from core.domain.clarifying import Answer, ClarifyingRound, Picks
 from core.domain.errors import AnswerInvalid, AnswerStale, EmptyMessage
 from core.domain.outcomes import Reply
 from core.domain.ports import OnText
-from core.turns.round_answers import RoundRef
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.translate import t
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ log = logging.getLogger(__name__)
 class RoundPresses:
     """The callbacks of a round's buttons, for `bot.updates.buttons.Buttons`."""
 
-    def __init__(self, service: ConsultationService, *, turns: TurnRunner) -> None:
-        self.service = service
+    def __init__(self, engine: Engine, *, turns: TurnRunner) -> None:
+        self.engine = engine
         self.turns = turns
 
     async def answer(self, incoming: Incoming, value: str, context: Context, press: Press) -> None:
@@ -79,7 +79,7 @@ class RoundPresses:
             return
 
         async def finish(on_text: OnText) -> Reply:
-            return await self.service.answer_now(
+            return await self.engine.turns.answer_now(
                 incoming.key,
                 author=incoming.author,
                 is_group=incoming.is_group,
@@ -99,7 +99,7 @@ class RoundPresses:
             ignored(press.query.data, "not a round's option")
             return
         try:
-            found, picks = await self.service.pick(
+            found, picks = await self.engine.turns.pick(
                 incoming.key, choice.ref, choice.question, choice.option, by=incoming.author
             )
         except AnswerStale as exc:
@@ -121,17 +121,19 @@ class RoundPresses:
         answers: Sequence[Answer],
     ) -> None:
         async def ask(on_text: OnText) -> Reply:
-            return await self.service.ask(
-                incoming.key,
-                "",
-                author=incoming.author,
-                author_id=incoming.user_id,
-                is_group=incoming.is_group,
-                on_text=on_text,
-                turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
-                answers=answers,
-                ref=ref,
-                payer=payer_of(incoming),
+            return await self.engine.turns.ask(
+                UserMessage(
+                    incoming.key,
+                    "",
+                    author=incoming.author,
+                    author_id=incoming.user_id,
+                    is_group=incoming.is_group,
+                    on_text=on_text,
+                    turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
+                    answers=answers,
+                    ref=ref,
+                    payer=payer_of(incoming),
+                )
             )
 
         await self._run(incoming, context, press, ask)
