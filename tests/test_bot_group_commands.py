@@ -90,7 +90,7 @@ async def test_commands_addressed_to_other_bots_are_ignored(bot: RunningBot) -> 
     await post_in_group(bot, "/foo@consult_bot")
     await group_said(bot, "I don't know that command")
     assert len(group_texts(bot)) == 2
-    assert (await bot.runtime.engine.status(f"tg:{GROUP}")).max_rounds == 2
+    assert (await bot.runtime.engine.turns.status(f"tg:{GROUP}")).max_rounds == 2
 
 
 @pytest.mark.parametrize("reads_all", [False, True])
@@ -125,7 +125,7 @@ async def test_settings_buttons_follow_the_same_permission_rule(bot: RunningBot)
     assert NOT_ADMIN in refused.params["text"]
     bot.api.push_update(bot.api.callback_query(GROUP, CAROL, "rounds:2", message_id))
     await group_said(bot, "Rounds per consultation: 2.")
-    assert (await bot.runtime.engine.status(f"tg:{GROUP}")).max_rounds == 2
+    assert (await bot.runtime.engine.turns.status(f"tg:{GROUP}")).max_rounds == 2
     assert not any(NOT_ADMIN in text for text in group_texts(bot))
 
 
@@ -158,7 +158,7 @@ async def test_repeated_refused_commands_cost_the_group_one_message(bot: Running
     await group_said(bot, "Rounds per consultation: 5.")
     assert len([t for t in group_texts(bot) if NOT_ADMIN in t]) == 2
     assert len(group_texts(bot)) == 3
-    assert (await bot.runtime.engine.status(f"tg:{GROUP}")).max_rounds == 5
+    assert (await bot.runtime.engine.turns.status(f"tg:{GROUP}")).max_rounds == 5
 
 
 async def test_commands_count_against_the_message_limit(

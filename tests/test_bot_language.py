@@ -88,7 +88,7 @@ async def test_a_chosen_language_overrides_the_telegram_one(bot: RunningBot) -> 
 async def test_forgetting_a_person_forgets_their_language(bot: RunningBot) -> None:
     await ask_private(bot, USER, "/language")
     await press(bot, USER, "lang:ru", sent(bot, USER)[-1].result["message_id"])
-    await bot.runtime.engine.memory.forget(f"tg:{USER}")
+    await bot.runtime.engine.memories.forget(f"tg:{USER}")
     [start] = await ask_private(bot, USER, "/start", language_code="en")
     assert start == t("en", "start", rounds=3)
 
