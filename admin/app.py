@@ -45,11 +45,11 @@ def build_admin_app(
     `throttle` counts sign-in attempts (this process's own by default)."""
     auth = Auth(config, store, clock=clock, throttle=throttle)
     app = web.Application(middlewares=[_headers, auth.gate])
-    consultations = ConsultationPages(store, engine, clock)
+    consultations = ConsultationPages(store, engine.lifecycle, clock)
     evaluations = EvaluationPages(config.reports_dir)
     people = PeoplePages(store, engine, clock)
     add = app.router
-    add.add_get("/", Dashboard(engine, figures).show)
+    add.add_get("/", Dashboard(engine.figures, figures).show)
     add.add_get("/login", auth.login_form)
     add.add_post("/login", auth.sign_in)
     add.add_post("/logout", auth.sign_out)

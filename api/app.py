@@ -119,15 +119,17 @@ def build_web_app(
         app.router.add_post("/api/chat", chat.chat)
         app.router.add_post("/api/chat/stream", chat.stream)
         app.router.add_get("/api/sessions/{session_id}", chat.session)
-        app.router.add_delete("/api/sessions/{session_id}", ForgetEndpoint(engine).delete_session)
+        app.router.add_delete(
+            "/api/sessions/{session_id}", ForgetEndpoint(engine.lifecycle).delete_session
+        )
         app.router.add_get(
             "/api/sessions/{session_id}/export", ExportEndpoint(engine, document_languages).export
         )
-        memory = MemoryEndpoints(engine)
+        memory = MemoryEndpoints(engine.memories)
         app.router.add_get("/api/users/{user_id}/memory", memory.facts)
         app.router.add_delete("/api/users/{user_id}/memory", memory.forget)
         app.router.add_delete("/api/users/{user_id}/memory/{fact_id}", memory.delete)
-        app.router.add_get("/api/stats", StatsEndpoint(engine).stats)
+        app.router.add_get("/api/stats", StatsEndpoint(engine.figures).stats)
         app.router.add_get("/api/openapi.json", openapi)
     if telegram_application is not None and config.webhook is not None:
         webhook = TelegramWebhook(

@@ -301,7 +301,9 @@ class ChatEndpoints:
                 if (
                     hold is not None
                     and stored is not None
-                    and await replay_answered(self._engine, hold, turn, session_id, message)
+                    and await replay_answered(
+                        self._engine.sessions, hold, turn, session_id, message
+                    )
                 ):
                     return
                 if not new:

@@ -139,7 +139,7 @@ def register(
     )
     say = Say(bot)
     menus = PersonalMenus(bot)
-    languages = LanguageChoice(engine, say=say, menus=menus)
+    languages = LanguageChoice(engine.languages, say=say, menus=menus)
     handlers = Handlers(
         engine,
         config,
@@ -149,22 +149,22 @@ def register(
         intake=intake,
         outage=outage,
         localize=languages.apply,
-        blocked=lambda person: engine.blocks.blocked(person),  # the service read when used
+        blocked=engine.blocks.blocked,
     )
     commands = Commands(engine, config, turns=turns, say=say, refuse=handlers.refuse)
-    rounds = RoundPresses(engine, turns=turns)
+    rounds = RoundPresses(engine.turns, turns=turns)
     forgetting = Forgetting(engine, turns=turns, say=say, menus=menus)
-    history = HistoryView(engine, say=say)
-    exports = Exports(engine, say=say)
-    memory = MemoryCommands(engine, say=say)
+    history = HistoryView(engine.history, say=say)
+    exports = Exports(engine.history, say=say)
+    memory = MemoryCommands(engine.memories, say=say)
     models = ModelChoice(
-        engine, say=say, refuse=handlers.refuse, may_configure=commands.may_configure
+        engine.settings, say=say, refuse=handlers.refuse, may_configure=commands.may_configure
     )
     usage = UsageCommand(engine, say=say)
     quota = QuotaCommand(
-        engine, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
+        engine.quotas, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
     )
-    stats = StatsCommand(engine, config, say=say)
+    stats = StatsCommand(engine.figures, config, say=say)
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,

@@ -39,7 +39,7 @@ from core.domain.clarifying import Answer, ClarifyingRound, Picks
 from core.domain.errors import AnswerInvalid, AnswerStale, EmptyMessage
 from core.domain.outcomes import Reply
 from core.domain.ports import OnText
-from core.turns.engine import Engine
+from core.turns.service import ConsultationService
 from i18n.translate import t
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,8 @@ log = logging.getLogger(__name__)
 class RoundPresses:
     """The callbacks of a round's buttons, for `bot.updates.buttons.Buttons`."""
 
-    def __init__(self, engine: Engine, *, turns: TurnRunner) -> None:
-        self.engine = engine
+    def __init__(self, service: ConsultationService, *, turns: TurnRunner) -> None:
+        self.service = service
         self.turns = turns
 
     async def answer(self, incoming: Incoming, value: str, context: Context, press: Press) -> None:
@@ -79,7 +79,7 @@ class RoundPresses:
             return
 
         async def finish(on_text: OnText) -> Reply:
-            return await self.engine.turns.answer_now(
+            return await self.service.answer_now(
                 incoming.key,
                 author=incoming.author,
                 is_group=incoming.is_group,
@@ -99,7 +99,7 @@ class RoundPresses:
             ignored(press.query.data, "not a round's option")
             return
         try:
-            found, picks = await self.engine.turns.pick(
+            found, picks = await self.service.pick(
                 incoming.key, choice.ref, choice.question, choice.option, by=incoming.author
             )
         except AnswerStale as exc:
@@ -121,7 +121,7 @@ class RoundPresses:
         answers: Sequence[Answer],
     ) -> None:
         async def ask(on_text: OnText) -> Reply:
-            return await self.engine.turns.ask(
+            return await self.service.ask(
                 UserMessage(
                     incoming.key,
                     "",
