@@ -28,12 +28,11 @@ from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout, web
 
-from core.domain.asking import UserMessage
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import load_settings
+from core.domain.asking import UserMessage
 from core.domain.errors import ConfigError, ConsultationError, TurnDidNotHappen
 
 DEFAULT_MESSAGES = [
