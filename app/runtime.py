@@ -1,23 +1,23 @@
 """The composition root: what a running process needs, opened and closed in one place.
 
 Settings → store (from `app.stores`), model clients by name (`app.model_clients`), prompts,
-metrics, the consultation service and its periodic jobs, and the intake that reads
-attachments (`media.intake`; voice only with TRANSCRIPTION_MODEL). The Telegram bot, the
-HTTP API, the console and the quality evaluator all open a `Runtime`, so all of them run
-the same engine on the same database. Once a process is up (its listener bound, so a
-start-up failure stays one line), `check_model_endpoint` asks the model endpoint once
-— a few seconds at most, never fatal — and logs one WARNING per setting that looks
-wrong. Periodic cleanup and the event-loop lag watcher run as supervised loops
+metrics, the engine (`core.turns.engine.build_engine`) and its periodic jobs, and the
+intake that reads attachments (`media.intake`; voice only with TRANSCRIPTION_MODEL). The
+Telegram bot, the HTTP API, the console and the quality evaluator all open a `Runtime`, so
+all of them run the same engine on the same database. Once a process is up (its listener
+bound, so a start-up failure stays one line), `check_model_endpoint` asks the model
+endpoint once — a few seconds at most, never fatal — and logs one WARNING per setting that
+looks wrong. Periodic cleanup and the event-loop lag watcher run as supervised loops
 (`telemetry.supervision`: they outlive their failures, and `Runtime.loops`, which
-`/healthz` reads, says whether each is still doing its job) for as long as the runtime
-is open.
+`/healthz` reads, says whether each is still doing its job) for as long as the runtime is
+open.
 
 PDF and DOCX documents are parsed in the intake's reader processes
 (`media.reader_pool`), which closing the runtime kills at once.
 
 With DATABASE_URL (several worker processes on one PostgreSQL database) an API session
 is held across workers by an advisory lock every worker respects (`PostgresChatLocks`,
-`Runtime.chat_locks`) and a Telegram chat by its inbox claim, so the service itself only
+`Runtime.chat_locks`) and a Telegram chat by its inbox claim, so the engine itself only
 orders the calls of this process (`KeyedLock`: no database round trip per turn); the state
 the edges must share (rate limits, undelivered replies, flood waits) lives in a small
 pool of its own (`shared_pool`), the cleanup runs on one worker at a time, and a bot
