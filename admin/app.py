@@ -26,7 +26,7 @@ from admin.ports import AdminStore
 from admin.render import not_found
 from admin.security import protect
 from core.domain.sign_in_limits import SignInLimits
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
@@ -35,7 +35,7 @@ STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg
 def build_admin_app(
     config: AdminConfig,
     store: AdminStore,
-    service: ConsultationService,
+    engine: Engine,
     *,
     clock: Callable[[], float] = time.time,
     figures: FigureSource | None = None,
@@ -45,11 +45,11 @@ def build_admin_app(
     `throttle` counts sign-in attempts (this process's own by default)."""
     auth = Auth(config, store, clock=clock, throttle=throttle)
     app = web.Application(middlewares=[_headers, auth.gate])
-    consultations = ConsultationPages(store, service, clock)
+    consultations = ConsultationPages(store, engine.lifecycle, clock)
     evaluations = EvaluationPages(config.reports_dir)
-    people = PeoplePages(store, service, clock)
+    people = PeoplePages(store, engine, clock)
     add = app.router
-    add.add_get("/", Dashboard(service, figures).show)
+    add.add_get("/", Dashboard(engine.figures, figures).show)
     add.add_get("/login", auth.login_form)
     add.add_post("/login", auth.sign_in)
     add.add_post("/logout", auth.sign_out)

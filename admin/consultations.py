@@ -29,7 +29,7 @@ from core.domain.consultation import Consultation, Status
 from core.domain.facts import ANONYMOUS_ADMIN_ID, person_of, telegram_person
 from core.domain.listing import MAX_SEARCH_CHARS, PAGE_SIZE, ConsultationQuery, Cursor
 from core.domain.usage import ScopeKind, day_of
-from core.turns.service import ConsultationService
+from core.turns.lifecycle import Lifecycle
 
 MAX_ID_CHARS = 64
 MAX_CHAT_CHARS = 200
@@ -147,11 +147,9 @@ def asked_by(consultation: Consultation) -> str | None:
 
 
 class ConsultationPages:
-    def __init__(
-        self, store: AdminStore, service: ConsultationService, clock: Callable[[], float]
-    ) -> None:
+    def __init__(self, store: AdminStore, lifecycle: Lifecycle, clock: Callable[[], float]) -> None:
         self._store = store
-        self._service = service
+        self._lifecycle = lifecycle
         self._clock = clock
 
     async def list(self, request: web.Request) -> web.StreamResponse:
@@ -218,6 +216,6 @@ class ConsultationPages:
             consultation_id,
             detail=f"chat {found.chat_key}, {found.status.value}",
         )
-        if not await self._service.lifecycle.delete_consultation(consultation_id, audit):
+        if not await self._lifecycle.delete_consultation(consultation_id, audit):
             return not_found(request, NO_SUCH_CONSULTATION)
         raise web.HTTPSeeOther(f"{PREFIX}/consultations")

@@ -22,7 +22,7 @@ from aiohttp import web
 from admin.charts import Chart, chart
 from admin.render import page
 from core.domain.stats import ROUNDS_TAIL, DayFigures, Stats
-from core.turns.service import ConsultationService
+from core.turns.figures import Figures
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +79,13 @@ class Share:
 
 
 class Dashboard:
-    def __init__(self, service: ConsultationService, source: FigureSource | None = None) -> None:
-        self._service = service
+    def __init__(self, figures: Figures, source: FigureSource | None = None) -> None:
+        self._figures = figures
         self._source = source
 
     async def show(self, request: web.Request) -> web.StreamResponse:
-        periods = [await self._service.figures.stats(days) for days, _ in PERIODS]
-        days = await self._service.figures.daily_stats(SERIES_DAYS)
+        periods = [await self._figures.stats(days) for days, _ in PERIODS]
+        days = await self._figures.daily_stats(SERIES_DAYS)
         sections = await self._sections()
         return page(
             request,

@@ -28,7 +28,7 @@ from core.domain.facts import MAX_FACTS
 from core.domain.people import MAX_SEARCH_CHARS, PeopleQuery
 from core.domain.quotas import MAX_OVERRIDE_TOKENS, PersonLimits, QuotaOverride, limits_for
 from core.domain.usage import ScopeKind, day_of, month_start
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 
 PAGE = 50
 PERSON = re.compile(r"tg:[1-9][0-9]{0,18}|api:[A-Za-z0-9_.:@-]{1,128}")
@@ -41,11 +41,9 @@ NO_SUCH_PERSON = "No such person."
 
 
 class PeoplePages:
-    def __init__(
-        self, store: AdminStore, service: ConsultationService, clock: Callable[[], float]
-    ) -> None:
+    def __init__(self, store: AdminStore, engine: Engine, clock: Callable[[], float]) -> None:
         self._store = store
-        self._service = service
+        self._engine = engine
         self._clock = clock
 
     async def list(self, request: web.Request) -> web.StreamResponse:
@@ -61,7 +59,7 @@ class PeoplePages:
         rows = await self._store.list_people(query)
         more = len(rows) > PAGE
         rows = rows[:PAGE]
-        config = self._service.quotas.config
+        config = self._engine.quotas.config
         people = [
             (row, limits_for(config, row.person, row.override), person_link(row.person))
             for row in rows
@@ -76,8 +74,8 @@ class PeoplePages:
         person = _person(request)
         if person is None:
             return not_found(request, NO_SUCH_PERSON)
-        quota = await self._service.quotas.of_person(person)
-        usage = await self._service.figures.usage(ScopeKind.PERSON, person)
+        quota = await self._engine.quotas.of_person(person)
+        usage = await self._engine.figures.usage(ScopeKind.PERSON, person)
         today = day_of(self._clock())
         by_model = await self._store.usage_of(
             ScopeKind.PERSON, person, since_day=month_start(today), until_day=today
@@ -122,7 +120,7 @@ class PeoplePages:
         now = self._clock()
         audit = AuditEntry(now, request[SESSION_KEY].actor, "set_quota", person, detail)
         await self._store.set_person_override(person, override, at=now, audit=audit)
-        self._service.quotas.refresh(person)
+        self._engine.quotas.refresh(person)
         raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
 
     async def block(self, request: web.Request) -> web.StreamResponse:
@@ -138,7 +136,7 @@ class PeoplePages:
         action = "block" if blocked else "unblock"
         audit = AuditEntry(now, request[SESSION_KEY].actor, action, person)
         await self._store.set_blocked(person, blocked, at=now, audit=audit)
-        self._service.blocks.refresh(person)
+        self._engine.blocks.refresh(person)
         raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
 
     async def forget_memory(self, request: web.Request) -> web.StreamResponse:
@@ -152,7 +150,7 @@ class PeoplePages:
         try:
             await self._store.forget_person_memory(person, audit)
         finally:  # their chosen language went too (even a failed write may have committed)
-            self._service.languages.refresh(person)
+            self._engine.languages.refresh(person)
         raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
 
 

@@ -37,7 +37,7 @@ from api.stats import StatsEndpoint
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
 from core.domain.errors import StoreUnavailable
 from core.domain.ports import ChatLocks
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from core.turns.transcript import TranscriptLanguages
 from media.intake import Intake
 from telemetry.metrics import Metrics
@@ -63,7 +63,7 @@ class ApiStore(Pingable, KeyStore, UpdateLog, Protocol):
 
 def build_web_app(
     config: ApiConfig,
-    service: ConsultationService,
+    engine: Engine,
     *,
     document_languages: TranscriptLanguages,
     store: ApiStore | None = None,
@@ -103,7 +103,7 @@ def build_web_app(
     app[METRICS_KEY] = metrics
     if config.enabled:
         chat = ChatEndpoints(
-            service, metrics, config, keys=store, locks=session_locks, intake=intake
+            engine, metrics, config, keys=store, locks=session_locks, intake=intake
         )
         document = build_openapi(
             config,
@@ -119,15 +119,17 @@ def build_web_app(
         app.router.add_post("/api/chat", chat.chat)
         app.router.add_post("/api/chat/stream", chat.stream)
         app.router.add_get("/api/sessions/{session_id}", chat.session)
-        app.router.add_delete("/api/sessions/{session_id}", ForgetEndpoint(service).delete_session)
-        app.router.add_get(
-            "/api/sessions/{session_id}/export", ExportEndpoint(service, document_languages).export
+        app.router.add_delete(
+            "/api/sessions/{session_id}", ForgetEndpoint(engine.lifecycle).delete_session
         )
-        memory = MemoryEndpoints(service)
+        app.router.add_get(
+            "/api/sessions/{session_id}/export", ExportEndpoint(engine, document_languages).export
+        )
+        memory = MemoryEndpoints(engine.memories)
         app.router.add_get("/api/users/{user_id}/memory", memory.facts)
         app.router.add_delete("/api/users/{user_id}/memory", memory.forget)
         app.router.add_delete("/api/users/{user_id}/memory/{fact_id}", memory.delete)
-        app.router.add_get("/api/stats", StatsEndpoint(service).stats)
+        app.router.add_get("/api/stats", StatsEndpoint(engine.figures).stats)
         app.router.add_get("/api/openapi.json", openapi)
     if telegram_application is not None and config.webhook is not None:
         webhook = TelegramWebhook(
@@ -163,7 +165,7 @@ def build_web_app(
 
 async def start_web_server(
     config: ApiConfig,
-    service: ConsultationService,
+    engine: Engine,
     *,
     document_languages: TranscriptLanguages,
     store: ApiStore,
@@ -182,7 +184,7 @@ async def start_web_server(
     """
     app = build_web_app(
         config,
-        service,
+        engine,
         document_languages=document_languages,
         store=store,
         telegram_application=telegram_application,

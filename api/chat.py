@@ -87,9 +87,9 @@ from core.domain.ports import ChatLocks
 from core.domain.quotas import Stage
 from core.domain.usage import Payer
 from core.primitives.keyed_lock import KeyedLock
+from core.turns.engine import Engine
 from core.turns.follow_ups import unavailable_reason
 from core.turns.round_answers import turn_text
-from core.turns.service import ConsultationService
 from core.turns.sessions import API_KEY_PREFIX
 from media.intake import Intake
 from telemetry.metrics import Metrics
@@ -116,11 +116,11 @@ class Asked:
 
 
 class ChatEndpoints:
-    """The chat routes over one `ConsultationService`."""
+    """The chat routes over one `Engine`."""
 
     def __init__(
         self,
-        service: ConsultationService,
+        engine: Engine,
         metrics: Metrics,
         config: ApiConfig,
         *,
@@ -129,7 +129,7 @@ class ChatEndpoints:
         locks: ChatLocks | None = None,
         intake: Intake | None = None,
     ) -> None:
-        self._service = service
+        self._engine = engine
         self._metrics = metrics
         self._intake = intake  # None: requests with attachments are refused
         self._limits = Limits.of(config, intake)
@@ -176,7 +176,7 @@ class ChatEndpoints:
         """Read a session back: status, round, limit and messages."""
         try:
             session_id = str(uuid.UUID(request.match_info["session_id"]))
-            consultation = await self._service.sessions.get_session(session_id)
+            consultation = await self._engine.sessions.get_session(session_id)
         except (ValueError, ConsultationError):
             raise ApiError("SESSION_NOT_FOUND", "session not found") from None
         view = SessionView.from_consultation(consultation)
@@ -186,12 +186,12 @@ class ChatEndpoints:
         """Keep a completed session's facts (client memory) in a task of its own, so the
         response never waits for it; `drain` waits for it on shutdown. Its failure is
         logged: the client's reply does not depend on it."""
-        if not self._service.memory.enabled:
+        if not self._engine.memories.enabled:
             return
 
         async def remember() -> None:
             try:
-                await self._service.memory.remember(consultation_id)
+                await self._engine.memories.remember(consultation_id)
             except Exception as exc:
                 log.warning("session %s not remembered: %s", consultation_id, exc)
 
@@ -243,7 +243,7 @@ class ChatEndpoints:
         """Read, validate and decode the request; the files' base64 is dropped once decoded."""
         body = parse_chat_request(await read_body(request, self._limits.max_body_bytes, held))
         self._limits.check(body)
-        if body.user_id is not None and await self._service.blocks.blocked(
+        if body.user_id is not None and await self._engine.blocks.blocked(
             API_PERSON_PREFIX + body.user_id
         ):
             raise ApiError("FORBIDDEN", "this user is blocked by the operator")
@@ -287,7 +287,7 @@ class ChatEndpoints:
                 # Before the files are read (a transcription, a document): a refused payer
                 # costs nothing. A round of a session under way is never refused.
                 stage = Stage.FOLLOW_UP if body.follow_up else Stage.START
-                await self._service.quotas.require(payer, stage)
+                await self._engine.quotas.require(payer, stage)
             message = await self._read(asked)
             # Only the photos the model is still to see stay referenced.
             asked.held.shrink_to(sum(len(image.data) for image in message.images))
@@ -301,7 +301,9 @@ class ChatEndpoints:
                 if (
                     hold is not None
                     and stored is not None
-                    and await replay_answered(self._service, hold, turn, session_id, message)
+                    and await replay_answered(
+                        self._engine.sessions, hold, turn, session_id, message
+                    )
                 ):
                     return
                 if not new:
@@ -310,7 +312,7 @@ class ChatEndpoints:
                     await hold.attach(session_id)
                 turn.session.set_result(session_id)
                 if message.read is not None and message.read.transcription is not None:
-                    await self._service.figures.charge_transcription(
+                    await self._engine.figures.charge_transcription(
                         API_KEY_PREFIX + session_id, message.read.transcription, payer=payer
                     )
                 await self._answer(turn, session_id, message, hold, payer, follow_up=body.follow_up)
@@ -345,7 +347,7 @@ class ChatEndpoints:
 
     async def _open(self, body: ChatRequest, text: str, hold: Hold | None, payer: Payer) -> str:
         """Open the session (`QuotaExceeded` when `payer` may start none: nothing stored)."""
-        return await self._service.sessions.open_session(
+        return await self._engine.sessions.open_session(
             text,
             max_rounds=body.max_rounds or 1,
             system_prompt=body.system_prompt,
@@ -363,17 +365,17 @@ class ChatEndpoints:
         asked. A follow-up instead needs a complete session that takes one
         (`FollowUpUnavailable`) and a payer within their quotas (`QuotaExceeded`)."""
         if body.follow_up:
-            found = await self._service.sessions.get_session(session_id)
-            reason = unavailable_reason(found, now=time.time(), config=self._service.config)
+            found = await self._engine.sessions.get_session(session_id)
+            reason = unavailable_reason(found, now=time.time(), config=self._engine.config)
             if reason is not None:
                 raise FollowUpUnavailable(reason, f"session {session_id}")
-            await self._service.quotas.require(payer, Stage.FOLLOW_UP)
+            await self._engine.quotas.require(payer, Stage.FOLLOW_UP)
             return
-        consultation = await self._service.sessions.check_session(session_id)
+        consultation = await self._engine.sessions.check_session(session_id)
         if message.answers:
             turn_text(consultation, message.text, message.answers, author=None)
         if body.max_rounds is not None:
-            await self._service.sessions.set_session_max_rounds(session_id, body.max_rounds)
+            await self._engine.sessions.set_session_max_rounds(session_id, body.max_rounds)
 
     async def _answer(
         self,
@@ -390,7 +392,7 @@ class ChatEndpoints:
         turn_id = hold.turn_id if hold is not None else None
         try:
             if follow_up:
-                reply = await self._service.follow_up(
+                reply = await self._engine.turns.follow_up(
                     API_KEY_PREFIX + session_id,
                     message.text,
                     consultation_id=session_id,
@@ -400,7 +402,7 @@ class ChatEndpoints:
                     payer=payer,
                 )
             else:
-                reply = await self._service.sessions.continue_session(
+                reply = await self._engine.sessions.continue_session(
                     session_id,
                     message.text,
                     images=message.images,

@@ -24,7 +24,7 @@ from aiohttp import web
 from api.errors import ApiError
 from core.domain.errors import ConsultationError
 from core.prompting.file_names import ascii_stem, readable_stem
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from core.turns.transcript import TranscriptLanguages, render_markdown, transcript_of
 from media.export_docx import MEDIA_TYPE, built_docx
 
@@ -37,8 +37,8 @@ MAX_ACCEPTED = 32
 class ExportEndpoint:
     """Serves a session's transcript as a file."""
 
-    def __init__(self, service: ConsultationService, languages: TranscriptLanguages) -> None:
-        self._service = service
+    def __init__(self, engine: Engine, languages: TranscriptLanguages) -> None:
+        self._engine = engine
         self._languages = languages
 
     async def export(self, request: web.Request) -> web.Response:
@@ -52,13 +52,13 @@ class ExportEndpoint:
             raise ApiError("VALIDATION_ERROR", f"language: must be one of {', '.join(codes)}")
         try:
             session_id = str(uuid.UUID(request.match_info["session_id"]))
-            consultation = await self._service.sessions.get_session(session_id)
+            consultation = await self._engine.sessions.get_session(session_id)
         except (ValueError, ConsultationError):
             raise ApiError("SESSION_NOT_FOUND", "session not found") from None
         language = document_language(
             asked,
             request.headers.get("Accept-Language"),
-            self._service.history.written_language(consultation),
+            self._engine.history.written_language(consultation),
             codes,
         )
         transcript = transcript_of(consultation, self._languages.labels(language))

@@ -14,18 +14,18 @@ from aiohttp import web
 
 from api.errors import ApiError
 from core.domain.errors import ConsultationError
-from core.turns.service import ConsultationService
+from core.turns.lifecycle import Lifecycle
 
 
 class ForgetEndpoint:
-    def __init__(self, service: ConsultationService) -> None:
-        self._service = service
+    def __init__(self, lifecycle: Lifecycle) -> None:
+        self._lifecycle = lifecycle
 
     async def delete_session(self, request: web.Request) -> web.Response:
         """204 once the session is gone; 404 SESSION_NOT_FOUND otherwise."""
         try:
             session_id = str(uuid.UUID(request.match_info["session_id"]))
-            await self._service.lifecycle.forget_session(session_id)
+            await self._lifecycle.forget_session(session_id)
         except (ValueError, ConsultationError):
             raise ApiError("SESSION_NOT_FOUND", "session not found") from None
         return web.Response(status=204)

@@ -15,7 +15,7 @@ from aiohttp import web
 from api.errors import ApiError, json_response
 from api.schemas import MAX_USER_ID_CHARS, USER_ID, MemoryView
 from core.domain.facts import MAX_FACT_ID, MemoryScope, memory_scope
-from core.turns.service import ConsultationService
+from core.turns.memories import Memories
 
 API_PERSON_PREFIX = "api:"
 
@@ -28,13 +28,13 @@ def api_scope(user_id: str) -> MemoryScope:
 class MemoryEndpoints:
     """Reading and deleting an API user's facts."""
 
-    def __init__(self, service: ConsultationService) -> None:
-        self._service = service
+    def __init__(self, memory: Memories) -> None:
+        self._memory = memory
 
     async def facts(self, request: web.Request) -> web.Response:
         """The user's facts, newest first (none for a user never seen)."""
         user_id = _user_id(request)
-        state = await self._service.memory.state(api_scope(user_id))
+        state = await self._memory.state(api_scope(user_id))
         view = MemoryView.of(user_id, state.facts)
         return json_response(view.model_dump(mode="json", by_alias=True))
 
@@ -43,7 +43,7 @@ class MemoryEndpoints:
         user_id = _user_id(request)
         raw = request.match_info["fact_id"]
         fact_id = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 19 else 0
-        if not 0 < fact_id <= MAX_FACT_ID or not await self._service.memory.forget_fact(
+        if not 0 < fact_id <= MAX_FACT_ID or not await self._memory.forget_fact(
             api_scope(user_id), fact_id
         ):
             raise ApiError("FACT_NOT_FOUND", "fact not found")
@@ -53,7 +53,7 @@ class MemoryEndpoints:
         """Delete all the user's facts and preferences: 204, also for a user never seen
         (nothing is kept about them either way)."""
         user_id = _user_id(request)
-        await self._service.memory.forget(api_scope(user_id).person)
+        await self._memory.forget(api_scope(user_id).person)
         return web.Response(status=204)
 
 

@@ -16,7 +16,7 @@ from api.schemas import ChatResponse
 from api.turn import Message, Turn
 from core.domain.attachments import TurnInput
 from core.domain.outcomes import Reply
-from core.turns.service import ConsultationService
+from core.turns.sessions import ApiSessions
 
 
 def response(reply: Reply, read: TurnInput | None = None) -> dict[str, object]:
@@ -30,12 +30,12 @@ def replayed_headers(turn: Turn, joined: bool) -> dict[str, str] | None:
 
 
 async def replay_answered(
-    service: ConsultationService, hold: Hold, turn: Turn, session_id: str, message: Message
+    sessions: ApiSessions, hold: Hold, turn: Turn, session_id: str, message: Message
 ) -> bool:
     """Replay the round that answered the key's message when an earlier attempt got it
     answered without recording the reply (it stopped in between); False while the
     message is unanswered or not stored. The reply's body is recorded under the key."""
-    reply = await service.sessions.replay(session_id, hold.turn_id)
+    reply = await sessions.replay(session_id, hold.turn_id)
     if reply is None:
         return False
     body = response(reply, message.read)

@@ -15,7 +15,7 @@ from pydantic.alias_generators import to_camel
 
 from api.errors import ApiError, json_response
 from core.domain.stats import MAX_DAYS, ROUNDS_TAIL, Stats
-from core.turns.service import ConsultationService
+from core.turns.figures import Figures
 
 WEEK = 7
 _CAMEL = ConfigDict(
@@ -129,20 +129,20 @@ class StatsResponse(BaseModel):
 
 
 class StatsEndpoint:
-    def __init__(self, service: ConsultationService) -> None:
-        self._service = service
+    def __init__(self, figures: Figures) -> None:
+        self._figures = figures
 
     async def stats(self, request: web.Request) -> web.Response:
         """The figures of today and the last 7 days (and `days`): 200, or VALIDATION_ERROR."""
         days = _days(request)
-        today = await self._service.figures.stats(1)
-        week = await self._service.figures.stats(WEEK)
+        today = await self._figures.stats(1)
+        week = await self._figures.stats(WEEK)
         view = StatsResponse(
             today=PeriodStats.of(today, 1),
             last7_days=PeriodStats.of(week, WEEK),
             last_days=None
             if days is None
-            else PeriodStats.of(await self._service.figures.stats(days), days),
+            else PeriodStats.of(await self._figures.stats(days), days),
         )
         return json_response(
             view.model_dump(mode="json", exclude={"last_days"} if days is None else None)

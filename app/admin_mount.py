@@ -47,6 +47,6 @@ def console_mounts(
             clock=clock,
         )
     console, _ = build_admin_app(
-        config, runtime.store, runtime.service, clock=clock, figures=figures, throttle=throttle
+        config, runtime.store, runtime.engine, clock=clock, figures=figures, throttle=throttle
     )
     return [(PREFIX, console)]

@@ -1,23 +1,23 @@
 """The composition root: what a running process needs, opened and closed in one place.
 
 Settings → store (from `app.stores`), model clients by name (`app.model_clients`), prompts,
-metrics, the consultation service and its periodic jobs, and the intake that reads
-attachments (`media.intake`; voice only with TRANSCRIPTION_MODEL). The Telegram bot, the
-HTTP API, the terminal and the quality evaluator all open a `Runtime`, so all of them run
-the same engine on the same database. Once a process is up (its listener bound, so a
-start-up failure stays one line), `check_model_endpoint` asks the model endpoint once
-— a few seconds at most, never fatal — and logs one WARNING per setting that looks
-wrong. Periodic cleanup and the event-loop lag watcher run as supervised loops
+metrics, the engine (`core.turns.engine.build_engine`) and its periodic jobs, and the
+intake that reads attachments (`media.intake`; voice only with TRANSCRIPTION_MODEL). The
+Telegram bot, the HTTP API, the terminal and the quality evaluator all open a `Runtime`, so
+all of them run the same engine on the same database. Once a process is up (its listener
+bound, so a start-up failure stays one line), `check_model_endpoint` asks the model
+endpoint once — a few seconds at most, never fatal — and logs one WARNING per setting that
+looks wrong. Periodic cleanup and the event-loop lag watcher run as supervised loops
 (`telemetry.supervision`: they outlive their failures, and `Runtime.loops`, which
-`/healthz` reads, says whether each is still doing its job) for as long as the runtime
-is open.
+`/healthz` reads, says whether each is still doing its job) for as long as the runtime is
+open.
 
 PDF and DOCX documents are parsed in the intake's reader processes
 (`media.reader_pool`), which closing the runtime kills at once.
 
 With DATABASE_URL (several worker processes on one PostgreSQL database) an API session
 is held across workers by an advisory lock every worker respects (`PostgresChatLocks`,
-`Runtime.chat_locks`) and a Telegram chat by its inbox claim, so the service itself only
+`Runtime.chat_locks`) and a Telegram chat by its inbox claim, so the engine itself only
 orders the calls of this process (`KeyedLock`: no database round trip per turn); the state
 the edges must share (rate limits, undelivered replies, flood waits) lives in a small
 pool of its own (`shared_pool`), the cleanup runs on one worker at a time, and a bot
@@ -46,7 +46,7 @@ from core.domain.usage import Accounting
 from core.llm.llm import ModelEndpoint, OpenAICompleter
 from core.primitives.keyed_lock import KeyedLock
 from core.prompting.prompts import PromptLibrary
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine, build_engine
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
 from media.transcription import OpenAITranscriber
@@ -76,7 +76,7 @@ class Runtime:
     store: Store
     models: ModelClients
     prompts: PromptLibrary
-    service: ConsultationService
+    engine: Engine
     metrics: Metrics
     chat_locks: ChatLocks  # API sessions' locks: across processes with DATABASE_URL
     intake: Intake  # reads voice notes, documents and photos into a turn
@@ -110,7 +110,7 @@ async def open_runtime(
     prompts = PromptLibrary(settings.prompts_dir)
     prompts.check()
     bot_model = settings.model_endpoint()
-    engine = settings.engine_config()
+    engine_config = settings.engine_config()
     transcription = settings.transcription_endpoint()
     url = settings.secret("database_url")
     async with contextlib.AsyncExitStack() as closing:
@@ -141,11 +141,11 @@ async def open_runtime(
         closing.push_async_callback(models.close)
         # Within the process: across processes a chat is the inbox claim's, a session its lock's.
         accounting = Accounting(settings.prices(), observe=metrics.record_charge)
-        service = ConsultationService(
+        engine = build_engine(
             store,
             models[BOT_MODEL],
             prompts,
-            engine,
+            engine_config,
             locks=KeyedLock(),
             accounting=accounting,
             quotas=settings.quota_config(),
@@ -164,7 +164,7 @@ async def open_runtime(
         worker = None
         if background:
             tasks = [
-                asyncio.create_task(_cleanup_loop(service, settings, loops, shared_pool)),
+                asyncio.create_task(_cleanup_loop(engine, settings, loops, shared_pool)),
                 asyncio.create_task(watch_event_loop(metrics.loop_lag.observe, loops=loops)),
             ]
             if shared_inbox is not None and shared_pool is not None:
@@ -179,7 +179,7 @@ async def open_runtime(
                 store,
                 models,
                 prompts,
-                service,
+                engine,
                 metrics,
                 chat_locks,
                 intake,
@@ -221,7 +221,7 @@ async def check_model_endpoint(runtime: Runtime, name: str = BOT_MODEL) -> None:
 
 
 async def _cleanup_loop(
-    service: ConsultationService,
+    engine: Engine,
     settings: Settings,
     loops: LoopRegistry,
     shared: asyncpg.Pool | None = None,
@@ -232,7 +232,7 @@ async def _cleanup_loop(
 
     async def once() -> None:
         if shared is None:
-            await _cleanup_once(service, settings)
+            await _cleanup_once(engine, settings)
             return
         from storage.postgres.cluster.flood_waits import PostgresFloodWaits
         from storage.postgres.cluster.locks import try_exclusive
@@ -241,7 +241,7 @@ async def _cleanup_loop(
 
         async with try_exclusive(shared, "cleanup") as mine:
             if mine:
-                await _cleanup_once(service, settings)
+                await _cleanup_once(engine, settings)
                 for table in RATE_TABLES:
                     await PostgresRateLimits(shared, 0, table=table).forget_idle()
                 await PostgresUndelivered(shared).forget_old()
@@ -257,9 +257,9 @@ async def _cleanup_loop(
     await supervise("cleanup", once, pace, loops)
 
 
-async def _cleanup_once(service: ConsultationService, settings: Settings) -> None:
+async def _cleanup_once(engine: Engine, settings: Settings) -> None:
     # now=None: the engine's own clock, the one every other expiry of the engine reads.
-    expired, purged = await service.lifecycle.cleanup(
+    expired, purged = await engine.lifecycle.cleanup(
         retention_seconds=settings.retention_days * 86400, now=None
     )
     if expired or purged:

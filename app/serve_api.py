@@ -26,7 +26,7 @@ async def serve_api(settings: Settings) -> int:
         try:
             runner = await start_web_server(
                 config,
-                runtime.service,
+                runtime.engine,
                 document_languages=DOCUMENT_LANGUAGES,
                 store=runtime.store,
                 metrics=runtime.metrics,

@@ -58,7 +58,7 @@ async def run_bot(settings: Settings) -> int:
             config = dataclasses.replace(config, external_updates=True)
         application = build_application(
             config,
-            runtime.service,
+            runtime.engine,
             on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
             shared=shared_state(runtime, config),
             intake=runtime.intake,
@@ -166,7 +166,7 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
     async def given_up(payload: str, parsed: Update | None, reason: str) -> None:
         runtime.metrics.record_given_up(reason)
         update = parsed or Update.de_json(json.loads(payload), application.bot)
-        await give_up(application.bot, runtime.service, update)
+        await give_up(application.bot, runtime.engine, update)
 
     settings = runtime.settings
     return InboxWorker(
@@ -240,7 +240,7 @@ async def start_web(
     try:
         return await start_web_server(
             config,
-            runtime.service,
+            runtime.engine,
             document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             metrics=runtime.metrics,

@@ -13,16 +13,16 @@ from contextlib import asynccontextmanager
 
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
-from terminal.repl import Engine, run_terminal
+from terminal.repl import TerminalRuntime, run_terminal
 
 
 async def serve_terminal(settings: Settings) -> int:
     """Run the terminal until it ends; the exit code."""
 
     @asynccontextmanager
-    async def open_engine() -> AsyncIterator[Engine]:
+    async def open_engine() -> AsyncIterator[TerminalRuntime]:
         async with open_runtime(settings) as runtime:
             await check_model_endpoint(runtime)
-            yield Engine(runtime.service, runtime.intake)
+            yield TerminalRuntime(runtime.engine, runtime.intake)
 
     return await run_terminal(open_engine, settings)

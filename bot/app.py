@@ -1,4 +1,4 @@
-"""Building the python-telegram-bot Application around a consultation service.
+"""Building the python-telegram-bot Application around a consultation engine.
 
 Why the builder settings: updates of one chat run in order but chats run in
 parallel (`PerChatUpdateProcessor`, thousands of slots, so a slow model in one chat
@@ -47,7 +47,7 @@ from bot.updates.buttons import Buttons
 from bot.updates.cluster_state import IN_MEMORY, SharedState
 from bot.updates.ordering import PerChatUpdateProcessor
 from core.domain.outcomes import Reply
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from media.intake import Intake
 
 POOL_SIZE = 1024
@@ -61,7 +61,7 @@ INTERRUPTING_COMMANDS = ("reset",)
 
 def build_application(
     config: BotConfig,
-    service: ConsultationService,
+    engine: Engine,
     *,
     on_reply: Callable[[Reply], None] | None = None,
     shared: SharedState = IN_MEMORY,
@@ -76,7 +76,7 @@ def build_application(
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
             on_given_up("deadline")
-        await give_up(application.bot, service, update)
+        await give_up(application.bot, engine, update)
 
     processor = PerChatUpdateProcessor(
         unordered_commands=UNORDERED_COMMANDS,
@@ -110,14 +110,14 @@ def build_application(
     if not config.webhook:
         builder = builder.get_updates_request(AiohttpRequest(pool_size=1, read_timeout=40.0))
     application = builder.build()
-    register(application, config, service, on_reply=on_reply, shared=shared, intake=intake)
+    register(application, config, engine, on_reply=on_reply, shared=shared, intake=intake)
     return application
 
 
 def register(
     application: Application,
     config: BotConfig,
-    service: ConsultationService,
+    engine: Engine,
     *,
     on_reply: Callable[[Reply], None] | None = None,
     shared: SharedState = IN_MEMORY,
@@ -133,15 +133,15 @@ def register(
         on_reply=on_reply,
         undelivered=shared.undelivered,
         outage=outage,
-        remember=lambda consultation_id: service.memory.remember(consultation_id),
+        remember=lambda consultation_id: engine.memories.remember(consultation_id),
         spawn=application.create_task,
         keyboards=shared.round_keyboards,
     )
     say = Say(bot)
     menus = PersonalMenus(bot)
-    languages = LanguageChoice(service, say=say, menus=menus)
+    languages = LanguageChoice(engine.languages, say=say, menus=menus)
     handlers = Handlers(
-        service,
+        engine,
         config,
         turns=turns,
         say=say,
@@ -149,22 +149,22 @@ def register(
         intake=intake,
         outage=outage,
         localize=languages.apply,
-        blocked=lambda person: service.blocks.blocked(person),  # the service read when used
+        blocked=engine.blocks.blocked,
     )
-    commands = Commands(service, config, turns=turns, say=say, refuse=handlers.refuse)
-    rounds = RoundPresses(service, turns=turns)
-    forgetting = Forgetting(service, turns=turns, say=say, menus=menus)
-    history = HistoryView(service, say=say)
-    exports = Exports(service, say=say)
-    memory = MemoryCommands(service, say=say)
+    commands = Commands(engine, config, turns=turns, say=say, refuse=handlers.refuse)
+    rounds = RoundPresses(engine.turns, turns=turns)
+    forgetting = Forgetting(engine, turns=turns, say=say, menus=menus)
+    history = HistoryView(engine.history, say=say)
+    exports = Exports(engine.history, say=say)
+    memory = MemoryCommands(engine.memories, say=say)
     models = ModelChoice(
-        service, say=say, refuse=handlers.refuse, may_configure=commands.may_configure
+        engine.settings, say=say, refuse=handlers.refuse, may_configure=commands.may_configure
     )
-    usage = UsageCommand(service, say=say)
+    usage = UsageCommand(engine, say=say)
     quota = QuotaCommand(
-        service, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
+        engine.quotas, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
     )
-    stats = StatsCommand(service, config, say=say)
+    stats = StatsCommand(engine.figures, config, say=say)
     buttons = Buttons(
         {
             ANSWER_NOW: commands.answer_button,

@@ -1,4 +1,4 @@
-"""Telegram handlers: turn the update into an `Incoming`, check access, call the service.
+"""Telegram handlers: turn the update into an `Incoming`, check access, call the engine.
 
 Handlers stay thin: Telegram specifics (addressing in groups, access, input limits,
 which reply is a follow-up: `bot.commands.follow_ups`) are decided here; consultation rules live
@@ -30,12 +30,13 @@ from bot.transport.delivery import Sender
 from bot.transport.outage import OutageNotices, store_failed
 from bot.transport.say import Say
 from bot.updates.access import RateLimiter, UserRateLimits, is_allowed
+from core.domain.asking import UserMessage
 from core.domain.blank import is_blank
 from core.domain.errors import EmptyMessage, StoreUnavailable
 from core.domain.facts import telegram_person
 from core.domain.outcomes import Reply
 from core.domain.ports import OnText
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.translate import t
 from media.intake import Intake
 
@@ -61,7 +62,7 @@ class Handlers:
 
     def __init__(
         self,
-        service: ConsultationService,
+        engine: Engine,
         config: BotConfig,
         *,
         turns: TurnRunner,
@@ -77,7 +78,7 @@ class Handlers:
         self.localize = localize
         self._blocked = blocked
         self.outage = OutageNotices() if outage is None else outage
-        self.service = service
+        self.engine = engine
         self.config = config
         self.turns = turns
         self.say = say
@@ -87,14 +88,14 @@ class Handlers:
         )
         self.refuse = Refusals(say, self.rate_limiter)
         self.follow_ups = FollowUpTurns(
-            service, turns=turns, say=say, ttl_minutes=config.ttl_minutes
+            engine, turns=turns, say=say, ttl_minutes=config.ttl_minutes
         )
         self.max_image_bytes = None if intake is None else intake.config.max_image_bytes
         self.files = (
             None
             if intake is None
             else FileTurns(
-                service,
+                engine,
                 config,
                 intake,
                 turns=turns,
@@ -184,16 +185,18 @@ class Handlers:
             await self.say(incoming, t(language, "truncated", limit=self.config.max_input_chars))
 
         async def ask(on_text: OnText) -> Reply:
-            return await self.service.ask(
-                incoming.key,
-                text,
-                author=incoming.author,
-                author_id=incoming.user_id,
-                is_group=incoming.is_group,
-                on_text=on_text,
-                turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
-                memory=scope_of(incoming),
-                payer=payer_of(incoming),
+            return await self.engine.turns.ask(
+                UserMessage(
+                    incoming.key,
+                    text,
+                    author=incoming.author,
+                    author_id=incoming.user_id,
+                    is_group=incoming.is_group,
+                    on_text=on_text,
+                    turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
+                    memory=scope_of(incoming),
+                    payer=payer_of(incoming),
+                )
             )
 
         try:
@@ -240,7 +243,7 @@ class Handlers:
         if message is None or message.migrate_to_chat_id is None:
             return
         old, new = chat_key(message.chat_id), chat_key(message.migrate_to_chat_id)
-        moved = await self.service.lifecycle.move_chat(old, new)
+        moved = await self.engine.lifecycle.move_chat(old, new)
         log.info("chat %s became %s; %d consultation(s) moved", old, new, moved)
 
     async def on_error(self, update: object, context: Context) -> None:

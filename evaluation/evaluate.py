@@ -82,7 +82,7 @@ async def evaluate(
             user = UserModel(runtime.models["user"], roles.user.model, roles.user_max_tokens)
             async with gate:
                 result = await play(
-                    Bot(runtime.service, runtime.prompts),
+                    Bot(runtime.engine, runtime.prompts),
                     user,
                     scenario,
                     variant=variant.name,

@@ -1,4 +1,4 @@
-"""One scenario played once through the real consultation service.
+"""One scenario played once through the real consultation engine.
 
 The first message is the scenario's; after each reply that is not final the simulated
 user writes the next message (or presses "final answer now" after the round the
@@ -19,12 +19,12 @@ import re
 import time
 from dataclasses import dataclass
 
+from core.domain.asking import RoundRef, UserMessage
 from core.domain.clarifying import ClarifyingRound
 from core.domain.outcomes import Reply
 from core.prompting.final_now import request_text
 from core.prompting.prompts import PromptLibrary
-from core.turns.round_answers import RoundRef
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from evaluation.choices import read_choices
 from evaluation.results import AskedQuestion, Pick, RunResult, Turn
 from evaluation.scenarios import Scenario
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 class Bot:
     """The engine under test, as a runtime opened it."""
 
-    service: ConsultationService
+    engine: Engine
     prompts: PromptLibrary
 
 
@@ -65,15 +65,15 @@ async def play(
 async def _consult(
     bot: Bot, user: UserModel, scenario: Scenario, result: RunResult, key: str
 ) -> None:
-    service = bot.service
+    engine = bot.engine
     group = scenario.is_group
-    await service.settings.set_role(key, scenario.role)
-    await service.settings.set_max_rounds(key, result.max_rounds)
+    await engine.settings.set_role(key, scenario.role)
+    await engine.settings.set_max_rounds(key, result.max_rounds)
     name = _name(scenario, 0)
     result.transcript.append(Turn(name, scenario.first_message))
     author, author_id = _author(scenario, name)
-    reply = await service.ask(
-        key, scenario.first_message, author=author, author_id=author_id, is_group=group
+    reply = await engine.turns.ask(
+        UserMessage(key, scenario.first_message, author=author, author_id=author_id, is_group=group)
     )
     replies = 1
     while True:
@@ -87,12 +87,12 @@ async def _consult(
             text = request_text(bot.prompts, scenario.language)
             result.transcript.append(Turn(name, text, final_now=True))
             result.final_now_pressed = True
-            reply = await service.answer_now(
+            reply = await engine.turns.answer_now(
                 key, author=_author(scenario, name)[0], is_group=group, language=scenario.language
             )
         else:
             name, text = await next_message(user, scenario, result.transcript, reply.round)
-            reply = await _answer(service, key, reply, result, name, text, scenario)
+            reply = await _answer(engine, key, reply, result, name, text, scenario)
         replies += 1
     result.final_answer = reply.text
     result.rounds_used = reply.round
@@ -101,7 +101,7 @@ async def _consult(
 
 
 async def _answer(
-    service: ConsultationService,
+    engine: Engine,
     key: str,
     asked: Reply,
     result: RunResult,
@@ -116,20 +116,24 @@ async def _answer(
     found = asked.questions
     if found is None or not found.has_options:
         result.transcript.append(Turn(name, text))
-        return await service.ask(key, text, author=author, author_id=author_id, is_group=group)
+        return await engine.turns.ask(
+            UserMessage(key, text, author=author, author_id=author_id, is_group=group)
+        )
     result.questions_with_options += sum(1 for q in found.questions if q.options)
     choices = read_choices(text, found)
     picks = [_pick(found, a.question, a.option) for a in choices.answers if a.option is not None]
     result.transcript.append(Turn(name, text, picks=picks))
     result.answered_by_option += len(picks)
-    return await service.ask(
-        key,
-        choices.typed,
-        author=author,
-        author_id=author_id,
-        is_group=group,
-        answers=choices.answers,
-        ref=RoundRef(asked.consultation_id, asked.round) if picks else None,
+    return await engine.turns.ask(
+        UserMessage(
+            key,
+            choices.typed,
+            author=author,
+            author_id=author_id,
+            is_group=group,
+            answers=choices.answers,
+            ref=RoundRef(asked.consultation_id, asked.round) if picks else None,
+        )
     )
 
 

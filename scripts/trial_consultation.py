@@ -2,7 +2,7 @@
 
     python scripts/trial_consultation.py --base-url http://127.0.0.1:8001/v1 --model local
 
-The real engine (the same `ConsultationService`, prompts, context window and answer
+The real engine (the same `Engine`, prompts, context window and answer
 collection as the bot) runs on a throwaway SQLite file. Between it and the model sits a
 small recording proxy on 127.0.0.1, so the script can print, for every round, what the
 model was sent (the system prompt's last lines, the user turns, `max_tokens`) and what
@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import load_settings
+from core.domain.asking import UserMessage
 from core.domain.errors import ConfigError, ConsultationError, TurnDidNotHappen
 
 DEFAULT_MESSAGES = [
@@ -130,7 +131,7 @@ async def run(args: argparse.Namespace) -> int:
                 before = len(proxy.requests)
                 started = time.perf_counter()
                 try:
-                    reply = await runtime.service.ask(KEY, message)
+                    reply = await runtime.engine.turns.ask(UserMessage(KEY, message))
                 except (TurnDidNotHappen, ConsultationError) as exc:
                     failures.append(f"round {number}: {exc}")
                     print(f"  error: {exc}")

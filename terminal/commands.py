@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 
+from core.domain.asking import UserMessage
 from core.domain.clarifying import ClarifyingRound
 from core.domain.errors import AnswerStale, InvalidMaxRounds
 from core.domain.outcomes import Notice
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from terminal.answers import TypedLine, read_line
 from terminal.files import TerminalFiles
 from terminal.follow_ups import ask_follow_up, quoted_follow_up
@@ -56,15 +57,13 @@ class Asked:
         self.final = False  # the last reply printed was a final answer (or a follow-up's)
 
 
-async def handle(
-    service: ConsultationService, key: str, text: str, files: TerminalFiles, asked: Asked
-) -> None:
+async def handle(engine: Engine, key: str, text: str, files: TerminalFiles, asked: Asked) -> None:
     """Run the line's command or turn; `asked` then holds what the reply printed asked
     (cleared when the consultation moved on elsewhere)."""
     printer = StreamPrinter()
     printer.start_waiting()
     try:
-        await _command_or_turn(service, key, text, files, asked, printer)
+        await _command_or_turn(engine, key, text, files, asked, printer)
     except AnswerStale:  # the consultation moved on elsewhere (expired, another terminal)
         asked.round = None
         raise
@@ -76,7 +75,7 @@ async def handle(
 
 
 async def _command_or_turn(
-    service: ConsultationService,
+    engine: Engine,
     key: str,
     text: str,
     files: TerminalFiles,
@@ -90,57 +89,59 @@ async def _command_or_turn(
         print(f"[{len(files.queued)} attached file(s) dropped]")
         files.queued.clear()
     elif command == "/rounds":
-        await _rounds(service, key, argument.strip())
+        await _rounds(engine, key, argument.strip())
     elif command == "/reset":
-        print("[reset]" if await service.lifecycle.reset(key) else "[nothing to reset]")
+        print("[reset]" if await engine.lifecycle.reset(key) else "[nothing to reset]")
         asked.round = None
     elif command == "/status":
-        print(await _status_line(service, key))
+        print(await _status_line(engine, key))
     elif command == "/history":
-        print(await history_lines(service, key))
+        print(await history_lines(engine, key))
     elif command == "/export":
-        await _export(service, key, argument)
+        await _export(engine, key, argument)
     elif command == "/help":
         print(HELP)
     elif command == "/memory":
-        await memory_command(service, key, argument)
+        await memory_command(engine, key, argument)
     elif command == "/usage":
-        await usage_command(service, key)
+        await usage_command(engine, key)
     elif command == "/stats":
-        await stats_command(service, argument)
+        await stats_command(engine, argument)
     elif command == "/role":
-        print(await role_command(service, key, argument))
+        print(await role_command(engine, key, argument))
     elif command == "/model":
-        print(await model_command(service, key, argument))
+        print(await model_command(engine, key, argument))
     elif command == "/answer":
-        printer.done(reply := await service.answer_now(key, on_text=printer.feed))
-        await remember_after(service, reply)
+        printer.done(reply := await engine.turns.answer_now(key, on_text=printer.feed))
+        await remember_after(engine, reply)
     elif command == "/retry":
-        printer.done(await service.retry(key, on_text=printer.feed))
+        printer.done(await engine.turns.retry(key, on_text=printer.feed))
     elif command == "/followup":
-        await ask_follow_up(service, key, argument, printer)
+        await ask_follow_up(engine, key, argument, printer)
     elif COMMAND.fullmatch(command):  # a typo'd command is not a question for the model
         print(f"[unknown command {command}: /help lists the commands]")
     elif (question := quoted_follow_up(text, after_final=asked.final)) is not None:
-        await ask_follow_up(service, key, question, printer)
+        await ask_follow_up(engine, key, question, printer)
     else:
         typed = read_line(text, asked.round)  # NoSuchOption: nothing is sent
         if files.queued:
-            await _send_with_files(service, key, typed, files, printer)
+            await _send_with_files(engine, key, typed, files, printer)
         else:
-            reply = await service.ask(
-                key,
-                typed.text,
-                answers=typed.answers,
-                on_text=printer.feed,
-                memory=terminal_scope(key),
+            reply = await engine.turns.ask(
+                UserMessage(
+                    key,
+                    typed.text,
+                    answers=typed.answers,
+                    on_text=printer.feed,
+                    memory=terminal_scope(key),
+                )
             )
             printer.done(reply)
-            await remember_after(service, reply)
+            await remember_after(engine, reply)
 
 
 async def _send_with_files(
-    service: ConsultationService,
+    engine: Engine,
     key: str,
     typed: TypedLine,
     files: TerminalFiles,
@@ -151,30 +152,32 @@ async def _send_with_files(
     files.queued.clear()  # sent or refused, they are not sent twice
     turn = await files.intake.read(typed.text, queued, owner="terminal")
     if turn.transcription is not None:
-        await service.figures.charge_transcription(key, turn.transcription)
+        await engine.figures.charge_transcription(key, turn.transcription)
     if turn.transcript is not None:
         print(f'[heard: "{turn.transcript}"]')
     if not all(document.complete for document in turn.documents):
         print("[the documents were cut: only their beginning was read]")
     elif turn.omitted_chars:
         print(f"[the documents were cut: {turn.omitted_chars} characters left out]")
-    reply = await service.ask(
-        key,
-        turn.stored_text,
-        images=turn.images,
-        answers=typed.answers,
-        on_text=printer.feed,
-        memory=terminal_scope(key),
+    reply = await engine.turns.ask(
+        UserMessage(
+            key,
+            turn.stored_text,
+            images=turn.images,
+            answers=typed.answers,
+            on_text=printer.feed,
+            memory=terminal_scope(key),
+        )
     )
     printer.done(reply)
-    await remember_after(service, reply)
+    await remember_after(engine, reply)
     if Notice.IMAGES_NOT_SEEN in reply.notices:
         print("[the model could not see the photo; describe it in words if it matters]")
 
 
-async def _export(service: ConsultationService, key: str, argument: str) -> None:
+async def _export(engine: Engine, key: str, argument: str) -> None:
     try:
-        written = await export_files(service, key, argument)
+        written = await export_files(engine, key, argument)
     except ExportRefused as exc:
         print(f"[{exc}]")
         return
@@ -184,14 +187,14 @@ async def _export(service: ConsultationService, key: str, argument: str) -> None
     print(f"[wrote {written.docx} and {written.markdown}]")
 
 
-async def _rounds(service: ConsultationService, key: str, argument: str) -> None:
+async def _rounds(engine: Engine, key: str, argument: str) -> None:
     """Show the limit, or set it; a bad value gets one line, never a Python error text."""
-    limit = service.config.max_rounds_limit
+    limit = engine.config.max_rounds_limit
     if not argument:
-        print(f"[rounds: {(await service.status(key)).max_rounds} (1–{limit})]")
+        print(f"[rounds: {(await engine.turns.status(key)).max_rounds} (1–{limit})]")
         return
     try:
-        change = await service.settings.set_max_rounds(key, int(argument))
+        change = await engine.settings.set_max_rounds(key, int(argument))
     except (ValueError, InvalidMaxRounds):
         print(f"[rounds must be a whole number from 1 to {limit}]")
         return
@@ -201,9 +204,9 @@ async def _rounds(service: ConsultationService, key: str, argument: str) -> None
     )
 
 
-async def _status_line(service: ConsultationService, key: str) -> str:
-    status = await service.status(key)
-    role = service.settings.roles().get(status.role)
+async def _status_line(engine: Engine, key: str) -> str:
+    status = await engine.turns.status(key)
+    role = engine.settings.roles().get(status.role)
     expert = role.title if role is not None else status.role
     if not status.active:
         return f"[no active consultation; {status.max_rounds} rounds, expert: {expert}]"

@@ -11,7 +11,7 @@ in the middle of a consultation stays an ordinary message.
 from __future__ import annotations
 
 from core.domain.errors import FollowUpReason, FollowUpUnavailable
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from terminal.replies import StreamPrinter
 
 QUOTE = ">"
@@ -36,15 +36,13 @@ def quoted_follow_up(text: str, *, after_final: bool) -> str | None:
     return text[len(QUOTE) :].strip()
 
 
-async def ask_follow_up(
-    service: ConsultationService, key: str, text: str, printer: StreamPrinter
-) -> None:
+async def ask_follow_up(engine: Engine, key: str, text: str, printer: StreamPrinter) -> None:
     """Ask `text` about the newest consultation and print the answer, or why not."""
     if not text.strip():
         print(USAGE)
         return
     try:
-        reply = await service.follow_up(key, text, on_text=printer.feed)
+        reply = await engine.turns.follow_up(key, text, on_text=printer.feed)
     except FollowUpUnavailable as exc:
         print(f"[{REFUSALS[exc.reason]}; nothing was sent]")
         return

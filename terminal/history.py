@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from core.prompting.file_names import readable_stem
+from core.turns.engine import Engine
 from core.turns.history import numbered, request_line
-from core.turns.service import ConsultationService
 from core.turns.transcript import render_markdown, transcript_of
 from i18n.document_labels import document_labels
 from i18n.languages import SOURCE
@@ -44,9 +44,9 @@ class Written:
     markdown: Path
 
 
-async def history_lines(service: ConsultationService, key: str) -> str:
+async def history_lines(engine: Engine, key: str) -> str:
     """The numbered list, newest first, or a line saying there is none."""
-    items = await service.history.recent(key)
+    items = await engine.history.recent(key)
     if not items:
         return "[no consultations yet]"
     lines = []
@@ -59,21 +59,21 @@ async def history_lines(service: ConsultationService, key: str) -> str:
     return "\n".join(lines)
 
 
-async def export_files(service: ConsultationService, key: str, argument: str) -> Written:
+async def export_files(engine: Engine, key: str, argument: str) -> Written:
     """Write the consultation `argument` names ("[N] [PATH]") as DOCX and Markdown;
     `ExportRefused` when there is none or PATH is not a directory, nothing written."""
     number, folder = _parsed(argument)
     if number is None:
-        consultation = await service.history.find(key, None)
+        consultation = await engine.history.find(key, None)
     else:
-        history = await service.history.recent(key)
+        history = await engine.history.recent(key)
         chosen = numbered(history, number)
         if chosen is None and history:
             raise ExportRefused(f"no consultation number {number}: /history lists 1–{len(history)}")
-        consultation = None if chosen is None else await service.history.find(key, chosen.id)
+        consultation = None if chosen is None else await engine.history.find(key, chosen.id)
     if consultation is None:
         raise ExportRefused("nothing to export yet: ask a question first")
-    language = service.history.written_language(consultation) or SOURCE
+    language = engine.history.written_language(consultation) or SOURCE
     transcript = transcript_of(consultation, document_labels(language))
     markdown = render_markdown(transcript).encode()
     stem = readable_stem(transcript.title or transcript.labels.untitled)

@@ -13,7 +13,7 @@ import logging
 from core.domain.errors import ModelError, StoreUnavailable
 from core.domain.facts import MemoryScope, memory_scope
 from core.domain.outcomes import Reply
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -24,24 +24,24 @@ def terminal_scope(key: str) -> MemoryScope:
     return memory_scope(key)
 
 
-async def memory_command(service: ConsultationService, key: str, argument: str) -> None:
+async def memory_command(engine: Engine, key: str, argument: str) -> None:
     """Show the facts, delete one by its number, or turn memory off or on."""
-    if not service.memory.enabled:
+    if not engine.memories.enabled:
         print("[memory is switched off (MEMORY_ENABLED=false)]")
         return
     scope = terminal_scope(key)
     words = argument.lower().split()
     if words in (["off"], ["on"]):
-        await service.memory.set_enabled(scope, words == ["on"])
+        await engine.memories.set_enabled(scope, words == ["on"])
         print(f"[memory {words[0]}]")
         return
-    state = await service.memory.state(scope)
+    state = await engine.memories.state(scope)
     if len(words) == 2 and words[0] == "delete":
         number = int(words[1]) if words[1].isascii() and words[1].isdigit() else 0
         if not 1 <= number <= len(state.facts):
             print(f"[no fact number {words[1][:20]}: /memory lists them]")
             return
-        await service.memory.forget_fact(scope, state.facts[number - 1].id)
+        await engine.memories.forget_fact(scope, state.facts[number - 1].id)
         print(f"[deleted: {state.facts[number - 1].text}]")
         return
     if words:
@@ -55,12 +55,12 @@ async def memory_command(service: ConsultationService, key: str, argument: str) 
         print("\n".join(f"{n}. {f.text}" for n, f in enumerate(state.facts, start=1)))
 
 
-async def remember_after(service: ConsultationService, reply: Reply) -> None:
+async def remember_after(engine: Engine, reply: Reply) -> None:
     """Keep the facts of the consultation this reply completed (see the module)."""
-    if not reply.completed_now or not service.memory.enabled:
+    if not reply.completed_now or not engine.memories.enabled:
         return
     try:
-        update = await service.memory.remember(reply.consultation_id)
+        update = await engine.memories.remember(reply.consultation_id)
     except (ModelError, StoreUnavailable) as exc:
         log.warning("consultation %s not remembered: %s", reply.consultation_id, exc)
         return

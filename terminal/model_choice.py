@@ -4,17 +4,17 @@ same rule as the bot's /model: only a name LLM_MODELS lists is taken)."""
 from __future__ import annotations
 
 from core.domain.errors import UnknownModel
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 
 
-async def model_command(service: ConsultationService, key: str, argument: str) -> str:
+async def model_command(engine: Engine, key: str, argument: str) -> str:
     """The line to print for `/model [NAME]`: the models, or what was chosen."""
     name = argument.strip()
     if not name:
-        chosen = await service.settings.chat_model(key)
+        chosen = await engine.settings.chat_model(key)
         lines = [
             f"  {'*' if model == chosen.model else ' '} {model}"
-            for model in service.settings.models()
+            for model in engine.settings.models()
         ]
         if chosen.removed is not None:
             lines.insert(0, f"  (“{chosen.removed[:40]}” is no longer available)")
@@ -23,8 +23,8 @@ async def model_command(service: ConsultationService, key: str, argument: str) -
             + "\n".join(lines)
         )
     try:
-        await service.settings.set_model(key, name)
+        await engine.settings.set_model(key, name)
     except UnknownModel:
-        known = ", ".join(service.settings.models())
+        known = ", ".join(engine.settings.models())
         return f"[unknown model “{name[:40]}”: {known}; nothing changed]"
     return f"[model set to {name}; it applies from the next answer]"

@@ -53,7 +53,7 @@ from core.domain.errors import (
     TurnDidNotHappen,
     TurnSuperseded,
 )
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.translate import t
 from media.intake import Intake
 from terminal.answers import NoSuchOption
@@ -74,26 +74,26 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class Engine:
+class TerminalRuntime:
     """What the terminal runs on: the engine, and the reader of the files it queues."""
 
-    service: ConsultationService
+    engine: Engine
     intake: Intake
 
 
-OpenEngine = Callable[[], AbstractAsyncContextManager[Engine]]
+OpenRuntime = Callable[[], AbstractAsyncContextManager[TerminalRuntime]]
 """Opens the engine for one session and closes it (the store with it) at its end."""
 
 
 async def run_terminal(
-    open_engine: OpenEngine, settings: ModelSettings, *, key: str = TERMINAL_KEY
+    open_runtime: OpenRuntime, settings: ModelSettings, *, key: str = TERMINAL_KEY
 ) -> int:
     """Run the terminal until /quit, end of input, SIGTERM or SIGINT at the prompt; the
     exit code. `settings` are the model settings a model error's line names."""
     interrupts = Interrupts()
     logs = HeldLogs.install()
     lines = TypedLines()
-    session = asyncio.ensure_future(_session(open_engine, settings, key, lines, interrupts, logs))
+    session = asyncio.ensure_future(_session(open_runtime, settings, key, lines, interrupts, logs))
     stopping = asyncio.ensure_future(interrupts.stop.wait())
     await asyncio.wait({session, stopping}, return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()
@@ -110,21 +110,21 @@ async def run_terminal(
 
 
 async def _session(
-    open_engine: OpenEngine,
+    open_runtime: OpenRuntime,
     settings: ModelSettings,
     key: str,
     lines: TypedLines,
     interrupts: Interrupts,
     logs: HeldLogs,
 ) -> int:
-    async with open_engine() as engine:
-        service = engine.service
+    async with open_runtime() as opened:
+        engine = opened.engine
         print(HELP)
-        status = await service.status(key)
+        status = await engine.turns.status(key)
         if status.active:
             print(f"(resuming: {status.rounds_done} of {status.max_rounds} rounds answered)")
-        asked = Asked(await service.history.round_asked(key) if status.active else None)
-        files = TerminalFiles(engine.intake)
+        asked = Asked(await engine.history.round_asked(key) if status.active else None)
+        files = TerminalFiles(opened.intake)
         while True:
             line = await lines.next()
             if line is None:
@@ -136,11 +136,11 @@ async def _session(
             if not text and not files.queued:
                 continue
             with logs.held():  # a warning is written after the reply, never inside it
-                await _line(service, key, text, files, asked, settings, interrupts)
+                await _line(engine, key, text, files, asked, settings, interrupts)
 
 
 async def _line(
-    service: ConsultationService,
+    engine: Engine,
     key: str,
     text: str,
     files: TerminalFiles,
@@ -150,8 +150,8 @@ async def _line(
 ) -> None:
     """One typed line: its command or turn, then the one line an error or Ctrl-C gets."""
     try:
-        if not await interrupts.run(handle(service, key, text, files, asked)):
-            saved = (await service.status(key)).open_turn
+        if not await interrupts.run(handle(engine, key, text, files, asked)):
+            saved = (await engine.turns.status(key)).open_turn
             print("\n" + (INTERRUPTED if saved else "[stopped by Ctrl-C]"))
     except NoSuchOption as exc:
         print(f"[{exc}; nothing was sent]")

@@ -4,15 +4,15 @@ of one's own (the same rule as the bot's /role, `core.prompting.role_choice`).""
 from __future__ import annotations
 
 from core.prompting.role_choice import role_choice
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 
 
-async def role_command(service: ConsultationService, key: str, argument: str) -> str:
+async def role_command(engine: Engine, key: str, argument: str) -> str:
     """The line to print for `/role [ARGUMENT]`: the experts, or what was chosen."""
-    roles = service.settings.roles()
+    roles = engine.settings.roles()
     if not argument.strip():
-        status = await service.status(key)
-        settings = await service.settings.of(key)
+        status = await engine.turns.status(key)
+        settings = await engine.settings.of(key)
         current = status.role if settings.system_prompt is None else None
         lines = [
             f"  {'*' if name == current else ' '} {name:<12} {info.title}"
@@ -27,7 +27,7 @@ async def role_command(service: ConsultationService, key: str, argument: str) ->
     choice = role_choice(argument, roles)
     if choice is None:
         return f"[unknown expert “{argument.strip()[:40]}”: {', '.join(roles)}; nothing changed]"
-    await service.settings.set_role(key, choice.role, system_prompt=choice.system_prompt)
+    await engine.settings.set_role(key, choice.role, system_prompt=choice.system_prompt)
     return (
         f"[expert set to {choice.title}; it applies from the next consultation,"
         " /reset to start now]"

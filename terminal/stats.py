@@ -8,7 +8,7 @@ nothing and says so.
 from __future__ import annotations
 
 from core.domain.stats import MAX_DAYS, Stats
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 
 WEEK = 7
 
@@ -54,7 +54,7 @@ def stats_lines(title: str, stats: Stats) -> list[str]:
     return lines
 
 
-async def stats_command(service: ConsultationService, argument: str) -> None:
+async def stats_command(engine: Engine, argument: str) -> None:
     """Print today's figures and the last 7 (or N) days'."""
     argument = argument.strip()
     days = WEEK
@@ -63,6 +63,6 @@ async def stats_command(service: ConsultationService, argument: str) -> None:
             print(f"[usage: /stats [N], N days from 1 to {MAX_DAYS}]")
             return
         days = int(argument)
-    lines = stats_lines("today", await service.figures.stats(1))
-    lines += stats_lines(f"last {days} days", await service.figures.stats(days))
+    lines = stats_lines("today", await engine.figures.stats(1))
+    lines += stats_lines(f"last {days} days", await engine.figures.stats(days))
     print("\n".join(lines))

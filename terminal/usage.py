@@ -7,7 +7,7 @@ Invariant: the terminal is one person in one chat, so its usage is its chat key'
 from __future__ import annotations
 
 from core.domain.usage import ScopeKind, UsageSummary
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 
 
 def summary_line(summary: UsageSummary) -> str:
@@ -21,8 +21,8 @@ def summary_line(summary: UsageSummary) -> str:
     return line
 
 
-async def usage_command(service: ConsultationService, key: str) -> None:
+async def usage_command(engine: Engine, key: str) -> None:
     """Print today's and this month's tokens and cost (UTC days)."""
-    report = await service.figures.usage(ScopeKind.CHAT, key)
+    report = await engine.figures.usage(ScopeKind.CHAT, key)
     print(f"[today: {summary_line(report.today)}]")
     print(f"[this month: {summary_line(report.month)}]")

@@ -26,7 +26,7 @@ from app.runtime import open_runtime
 from app.settings import Settings, load_settings
 from core.domain.clarifying import ClarifyingRound, Question
 from core.domain.consultation import Consultation, Message, Role, Status, Usage
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.document_labels import DOCUMENT_LANGUAGES
 from tests.api_harness import ApiTestServer
 from tests.store_contract import StoreKind
@@ -52,7 +52,7 @@ class Clock:
 class Console:
     client: TestClient  # type: ignore[type-arg]
     store: Store
-    service: ConsultationService
+    engine: Engine
     clock: Clock
     settings: Settings
 
@@ -106,7 +106,7 @@ async def running_console(settings: Settings) -> AsyncIterator[Console]:
         config = settings.api_config()
         app = build_web_app(
             config,
-            runtime.service,
+            runtime.engine,
             document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             metrics=runtime.metrics,
@@ -117,7 +117,7 @@ async def running_console(settings: Settings) -> AsyncIterator[Console]:
         client = TestClient(server)
         try:
             await client.start_server()
-            yield Console(client, runtime.store, runtime.service, clock, settings)
+            yield Console(client, runtime.store, runtime.engine, clock, settings)
         finally:
             await client.close()
 

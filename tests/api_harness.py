@@ -25,7 +25,7 @@ from api.webhook import TelegramApp
 from app.runtime import BOT_MODEL, open_runtime
 from app.settings import Settings, load_settings
 from core.llm.deadline import DeadlineCompleter
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.document_labels import DOCUMENT_LANGUAGES
 from telemetry.metrics import MeteredCompleter, Metrics
 from telemetry.supervision import LoopRegistry
@@ -100,7 +100,7 @@ class Arrivals:
 class RunningApi:
     settings: Settings
     store: Store
-    service: ConsultationService
+    engine: Engine
     metrics: Metrics
     client: TestClient  # type: ignore[type-arg]
     deadline: DeadlineCompleter
@@ -124,7 +124,7 @@ class RunningApi:
             self.deadline.first_token_seconds = before
 
 
-TelegramFactory = Callable[[Settings, ConsultationService], TelegramApp]
+TelegramFactory = Callable[[Settings, Engine], TelegramApp]
 
 
 @contextlib.asynccontextmanager
@@ -138,10 +138,10 @@ async def running_api(
     starting and stopping it is the caller's business.
     """
     async with open_runtime(settings, background=False) as runtime:
-        application = telegram(settings, runtime.service) if telegram is not None else None
+        application = telegram(settings, runtime.engine) if telegram is not None else None
         app = build_web_app(
             settings.api_config(),
-            runtime.service,
+            runtime.engine,
             document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             telegram_application=application,
@@ -162,7 +162,7 @@ async def running_api(
             yield RunningApi(
                 settings,
                 runtime.store,
-                runtime.service,
+                runtime.engine,
                 runtime.metrics,
                 client,
                 deadline,

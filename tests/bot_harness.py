@@ -104,7 +104,7 @@ async def running_bot(
         if shared.round_keyboards is None:  # kept in the store, as `app.serve_bot` keeps them
             shared = dataclasses.replace(shared, round_keyboards=runtime.store)
         application = build_application(
-            config or settings.bot_config(), runtime.service, intake=runtime.intake, shared=shared
+            config or settings.bot_config(), runtime.engine, intake=runtime.intake, shared=shared
         )
         async with application:
             await application.start()

@@ -24,13 +24,13 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 if TYPE_CHECKING:
     from core.llm.llm import OpenAICompleter
-    from core.turns.service import ConsultationService
+    from core.turns.engine import Engine
     from fakes.bot_api import FakeBotApi
     from fakes.model_server import FakeModelServer
     from storage.sqlite.store import SqliteStore
     from tests.api_harness import RunningApi
     from tests.bot_harness import RunningBot
-    from tests.service_harness import Clock, Engine
+    from tests.service_harness import Clock, MakeEngine
 
 pytest_plugins = [
     "fakes.model_server",
@@ -141,16 +141,16 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def service(store: SqliteStore, completer: OpenAICompleter, clock: Clock) -> ConsultationService:
-    """The consultation service on `store`, `completer` and `clock`, default settings."""
+def service(store: SqliteStore, completer: OpenAICompleter, clock: Clock) -> Engine:
+    """The engine on `store`, `completer` and `clock`, default settings."""
     from tests.service_harness import make_service
 
     return make_service(store, completer, clock)
 
 
 @pytest.fixture
-def engine(store: SqliteStore, completer: OpenAICompleter) -> Engine:
-    """Builds services on `store` and `completer` with `EngineConfig` overrides."""
+def engine(store: SqliteStore, completer: OpenAICompleter) -> MakeEngine:
+    """Builds engines on `store` and `completer` with `EngineConfig` overrides."""
     from tests.service_harness import Clock, make_service
 
     return lambda **config: make_service(store, completer, Clock(), **config)

@@ -1,5 +1,5 @@
-"""The consultation service as tests build it: the real engine, a store and a completer
-they pass, a clock they can move.
+"""The engine as tests build it (`core.turns.engine.build_engine`): the real collaborators,
+a store and a completer they pass, a clock they can move.
 
 The `store`, `completer`, `service` and `engine` fixtures (tests/conftest.py) build it on a
 real SQLite file and the real openai SDK talking HTTP to the fake model server; a test that
@@ -18,7 +18,7 @@ from core.domain.usage import Accounting
 from core.primitives.keyed_lock import KeyedLock
 from core.prompting.prompts import PromptLibrary
 from core.prompting.requests import EngineConfig
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine, build_engine
 
 MODEL = "test-model"
 
@@ -42,15 +42,15 @@ def make_service(
     quotas: QuotaConfig | None = None,
     on_quota: Callable[[Limit], None] | None = None,
     **config: object,
-) -> ConsultationService:
-    """A service with its own `KeyedLock`; `config` overrides `EngineConfig` fields.
+) -> Engine:
+    """An engine with its own `KeyedLock`; `config` overrides `EngineConfig` fields.
 
     Rounds are asked in text unless a test asks for `structured_questions` ("auto",
     "on"): most tests script text replies; structured rounds have tests of their own.
     """
     fields = {"model": MODEL, "structured_questions": "off", **config}
     engine = EngineConfig(**fields)  # type: ignore[arg-type]
-    return ConsultationService(
+    return build_engine(
         store,
         completer,
         PromptLibrary(),
@@ -63,5 +63,5 @@ def make_service(
     )
 
 
-Engine = Callable[..., ConsultationService]
-"""Builds a service on the test's store and completer with `EngineConfig` overrides."""
+MakeEngine = Callable[..., Engine]
+"""Builds an engine on the test's store and completer with `EngineConfig` overrides."""

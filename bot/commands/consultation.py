@@ -29,7 +29,7 @@ from core.domain.errors import InvalidMaxRounds
 from core.domain.outcomes import Reply
 from core.domain.ports import OnText
 from core.prompting.role_choice import role_choice
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.translate import t
 
 log = logging.getLogger(__name__)
@@ -42,14 +42,14 @@ class Commands:
 
     def __init__(
         self,
-        service: ConsultationService,
+        engine: Engine,
         config: BotConfig,
         *,
         turns: TurnRunner,
         say: Say,
         refuse: Refusals,
     ) -> None:
-        self.service = service
+        self.engine = engine
         self.config = config
         self.turns = turns
         self.say = say
@@ -57,17 +57,17 @@ class Commands:
 
     async def start(self, incoming: Incoming, context: Context) -> None:
         """Greet and explain how a consultation works."""
-        status = await self.service.status(incoming.key)
+        status = await self.engine.turns.status(incoming.key)
         await self.say(incoming, t(incoming.language, "start", rounds=status.max_rounds))
 
     async def help(self, incoming: Incoming, context: Context) -> None:
         """List the commands; in groups explain privacy mode when it hides messages."""
         language = incoming.language
-        status = await self.service.status(incoming.key)
+        status = await self.engine.turns.status(incoming.key)
         text = t(
             language,
             "help",
-            limit=self.service.config.max_rounds_limit,
+            limit=self.engine.config.max_rounds_limit,
             rounds=status.max_rounds,
             username=context.bot.username,
         )
@@ -79,8 +79,8 @@ class Commands:
         """Show or set the number of rounds per consultation."""
         args = context.args or []
         if not args:
-            status = await self.service.status(incoming.key)
-            limit = self.service.config.max_rounds_limit
+            status = await self.engine.turns.status(incoming.key)
+            limit = self.engine.config.max_rounds_limit
             await self.say(
                 incoming,
                 t(incoming.language, "rounds_show", rounds=status.max_rounds, limit=limit),
@@ -96,7 +96,7 @@ class Commands:
         self, incoming: Incoming, value: str, context: Context, press: Press
     ) -> None:
         """Apply a choice from the /rounds buttons (a refusal goes in the press's popup)."""
-        offered = rounds_choices(self.service.config.max_rounds_limit)
+        offered = rounds_choices(self.engine.config.max_rounds_limit)
         if value not in {str(n) for n in offered}:
             ignored(press.query.data, "not a rounds choice")
             return
@@ -108,7 +108,7 @@ class Commands:
 
     async def _set_rounds(self, incoming: Incoming, raw: str) -> None:
         language = incoming.language
-        limit = self.service.config.max_rounds_limit
+        limit = self.engine.config.max_rounds_limit
         invalid = t(language, "rounds_invalid", value=raw[:40], limit=limit)
         try:
             value = int(raw.strip())
@@ -116,7 +116,7 @@ class Commands:
             await self.say(incoming, invalid)
             return
         try:
-            change = await self.service.settings.set_max_rounds(incoming.key, value)
+            change = await self.engine.settings.set_max_rounds(incoming.key, value)
         except InvalidMaxRounds:
             await self.say(incoming, invalid)
             return
@@ -133,14 +133,14 @@ class Commands:
             await self.refuse(incoming, t(incoming.language, "not_admin"))
             return
         stopped = await stop_earlier()  # the chat's update held on any worker (shared inbox)
-        ended = await self.service.lifecycle.reset(incoming.key)
+        ended = await self.engine.lifecycle.reset(incoming.key)
         said = "reset_done" if ended else "reset_stopped" if stopped else "reset_none"
         await self.say(incoming, t(incoming.language, said))
 
     async def status(self, incoming: Incoming, context: Context) -> None:
         """Say where the consultation stands (runs out of order, even mid-turn)."""
         language = incoming.language
-        status = await self.service.status(incoming.key)
+        status = await self.engine.turns.status(incoming.key)
         role = self._role_title(status.role)
         if not status.active:
             text = t(
@@ -172,7 +172,7 @@ class Commands:
         """Answer the waiting message again after a model error."""
 
         async def retry(on_text: OnText) -> Reply:
-            return await self.service.retry(
+            return await self.engine.turns.retry(
                 incoming.key,
                 is_group=incoming.is_group,
                 on_text=on_text,
@@ -183,10 +183,10 @@ class Commands:
 
     async def role(self, incoming: Incoming, context: Context) -> None:
         """Show or choose the expert persona (or a custom instruction) for the chat."""
-        roles = self.service.settings.roles()
+        roles = self.engine.settings.roles()
         args = context.args or []
         if not args:
-            status = await self.service.status(incoming.key)
+            status = await self.engine.turns.status(incoming.key)
             await self.say(
                 incoming,
                 t(incoming.language, "role_show", role=self._role_title(status.role)),
@@ -203,7 +203,7 @@ class Commands:
     ) -> None:
         """Apply a choice from the /role buttons (a refusal goes in the press's popup); a
         button names a persona, never an instruction of its own."""
-        if value not in self.service.settings.roles():
+        if value not in self.engine.settings.roles():
             ignored(press.query.data, "not a role")
             return
         if not await self.may_configure(incoming, context):
@@ -227,7 +227,7 @@ class Commands:
         for /answer and the button, so the command and the button always behave the same."""
 
         async def answer(on_text: OnText) -> Reply:
-            return await self.service.answer_now(
+            return await self.engine.turns.answer_now(
                 incoming.key,
                 author=incoming.author,
                 is_group=incoming.is_group,
@@ -240,7 +240,7 @@ class Commands:
         await self.turns.run(bot, incoming.target, incoming.language, answer)
 
     async def _set_role(self, incoming: Incoming, raw: str) -> None:
-        roles = self.service.settings.roles()
+        roles = self.engine.settings.roles()
         choice = role_choice(raw, roles)
         if choice is None:
             names = ", ".join(sorted(roles))
@@ -248,7 +248,7 @@ class Commands:
                 incoming, t(incoming.language, "role_unknown", value=raw[:40], roles=names)
             )
             return
-        await self.service.settings.set_role(
+        await self.engine.settings.set_role(
             incoming.key, choice.role, system_prompt=choice.system_prompt
         )
         await self.say(incoming, t(incoming.language, "role_set", role=choice.title))
@@ -261,7 +261,7 @@ class Commands:
     # -- helpers ---------------------------------------------------------------------------
 
     def _role_title(self, role: str) -> str:
-        info = self.service.settings.roles().get(role)
+        info = self.engine.settings.roles().get(role)
         return info.title if info is not None else role
 
     async def may_configure(self, incoming: Incoming, context: Context) -> bool:
@@ -269,7 +269,7 @@ class Commands:
         if not incoming.is_group or not self.config.group_config_admins_only:
             return True
         if incoming.user_id is not None and not incoming.anonymous_admin:
-            status = await self.service.status(incoming.key)
+            status = await self.engine.turns.status(incoming.key)
             if status.active and status.started_by == incoming.user_id:
                 return True
         return await is_chat_admin(incoming, context)

@@ -29,8 +29,7 @@ from bot.transport.target import AnyBot, ChatUnavailable, Target
 from bot.updates.buttons import Press, ignored
 from core.domain.consultation import Consultation
 from core.prompting.file_names import readable_stem
-from core.turns.history import numbered
-from core.turns.service import ConsultationService
+from core.turns.history import History, numbered
 from core.turns.transcript import render_markdown, transcript_of
 from i18n.document_labels import document_labels
 from i18n.translate import t
@@ -46,8 +45,8 @@ _NUMBER = re.compile("[1-9][0-9]{0,3}")
 class Exports:
     """Sends a chat's consultations as files."""
 
-    def __init__(self, service: ConsultationService, *, say: Say) -> None:
-        self.service = service
+    def __init__(self, history: History, *, say: Say) -> None:
+        self.history = history
         self.say = say
 
     async def export(self, incoming: Incoming, context: Context) -> None:
@@ -58,16 +57,16 @@ class Exports:
             await self.say(incoming, t(language, "export_usage"))
             return
         if not args:
-            consultation = await self.service.history.find(incoming.key, None)
+            consultation = await self.history.find(incoming.key, None)
         else:
-            history = await self.service.history.recent(incoming.key)
+            history = await self.history.recent(incoming.key)
             chosen = numbered(history, int(args[0]))
             if chosen is None and history:
                 text = t(language, "export_range", number=args[0], count=len(history))
                 await self.say(incoming, text)
                 return
             consultation = (
-                None if chosen is None else await self.service.history.find(incoming.key, chosen.id)
+                None if chosen is None else await self.history.find(incoming.key, chosen.id)
             )
         if consultation is None:
             await self.say(incoming, t(language, "export_none"))
@@ -78,7 +77,7 @@ class Exports:
         self, incoming: Incoming, value: str, context: Context, press: Press
     ) -> None:
         """Send the consultation a "Document" button names, if it is this chat's."""
-        consultation = await consultation_pressed(self.service, incoming, value, press)
+        consultation = await consultation_pressed(self.history, incoming, value, press)
         if consultation is None:
             return
         await press.answer()  # before the files: the client stops waiting at once
@@ -103,7 +102,7 @@ class Exports:
 
 
 async def consultation_pressed(
-    service: ConsultationService, incoming: Incoming, value: str, press: Press
+    history: History, incoming: Incoming, value: str, press: Press
 ) -> Consultation | None:
     """The chat's consultation a final answer's or the history's button names; None, with
     the press told, when the data is forged or the consultation is not this chat's (any
@@ -112,7 +111,7 @@ async def consultation_pressed(
     if bare is None:
         ignored(press.query.data, "not a consultation")
         return None
-    found = await service.history.find(incoming.key, str(uuid.UUID(hex=bare)))
+    found = await history.find(incoming.key, str(uuid.UUID(hex=bare)))
     if found is None:
         await press.answer(t(incoming.language, "export_gone"))
     return found

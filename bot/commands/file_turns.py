@@ -4,7 +4,7 @@ Order, and why: the size is checked before anything is fetched (a 25 MB voice no
 refused without a download, and so is a document whose name or type already says it is an
 archive, a program or a video), then the file is downloaded and read into a `TurnInput`
 (transcribed, its text extracted, or an image), and only then does the turn reach the
-service. A refusal or a failed download is answered in the user's language (in a group at
+engine. A refusal or a failed download is answered in the user's language (in a group at
 most once per person a minute, `bot.commands.refusals`) and nothing is stored, so no round is used
 and the user can simply send again. A transcript is shown
 to the user before the answer, so a misheard word is seen next to the reply it caused;
@@ -37,13 +37,14 @@ from bot.transport.files import DownloadFailed, TelegramFile, download
 from bot.transport.progress import Progress
 from bot.transport.say import Say
 from bot.transport.target import AnyBot, Target
+from core.domain.asking import UserMessage
 from core.domain.attachments import Attachment, Transcription, TurnInput
 from core.domain.blank import is_blank
 from core.domain.errors import AttachmentProblem, AttachmentRefused, EmptyMessage, StoreUnavailable
 from core.domain.outcomes import Reply
 from core.domain.ports import OnText
 from core.domain.quotas import QuotaExceeded
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.translate import t
 from media.documents import SUPPORTED_DOCUMENTS
 from media.intake import Intake
@@ -68,7 +69,7 @@ class FileTurns:
 
     def __init__(
         self,
-        service: ConsultationService,
+        engine: Engine,
         config: BotConfig,
         intake: Intake,
         *,
@@ -78,7 +79,7 @@ class FileTurns:
         text_turn: TextTurn,
         follow_ups: FollowUpTurns,
     ) -> None:
-        self.service = service
+        self.engine = engine
         self.config = config
         self.intake = intake
         self.turns = turns
@@ -95,7 +96,9 @@ class FileTurns:
         assert file is not None
         language = incoming.language
         try:  # before the file is read: a refused person's voice note is not transcribed
-            await self.service.admits(incoming.key, payer_of(incoming), follow_up=aim is not None)
+            await self.engine.turns.admits(
+                incoming.key, payer_of(incoming), follow_up=aim is not None
+            )
         except QuotaExceeded as exc:
             await self.say(incoming, refused_text(exc.hit, language))
             return
@@ -124,17 +127,19 @@ class FileTurns:
             await self.say(incoming, t(language, notice, limit=limit))
 
         async def ask(on_text: OnText) -> Reply:
-            return await self.service.ask(
-                incoming.key,
-                turn.stored_text,
-                images=turn.images,
-                author=incoming.author,
-                author_id=incoming.user_id,
-                is_group=incoming.is_group,
-                on_text=on_text,
-                turn_id=incoming.turn_id,
-                memory=scope_of(incoming),
-                payer=payer_of(incoming),
+            return await self.engine.turns.ask(
+                UserMessage(
+                    incoming.key,
+                    turn.stored_text,
+                    images=turn.images,
+                    author=incoming.author,
+                    author_id=incoming.user_id,
+                    is_group=incoming.is_group,
+                    on_text=on_text,
+                    turn_id=incoming.turn_id,
+                    memory=scope_of(incoming),
+                    payer=payer_of(incoming),
+                )
             )
 
         try:
@@ -169,7 +174,7 @@ class FileTurns:
         """Count the transcription; a store that cannot take the count does not cost the
         user their turn (the turn's own write then says whether the store is back)."""
         try:
-            await self.service.figures.charge_transcription(
+            await self.engine.figures.charge_transcription(
                 incoming.key, heard, payer=payer_of(incoming)
             )
         except StoreUnavailable as exc:

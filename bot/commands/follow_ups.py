@@ -46,8 +46,8 @@ from core.domain.consultation import Consultation, Role
 from core.domain.errors import FollowUpReason, FollowUpUnavailable
 from core.domain.outcomes import Reply
 from core.domain.ports import OnText
+from core.turns.engine import Engine
 from core.turns.follow_ups import final_index, unavailable_reason
-from core.turns.service import ConsultationService
 from i18n.translate import every_translation, t
 
 log = logging.getLogger(__name__)
@@ -86,17 +86,15 @@ def reason_text(reason: FollowUpReason, language: str, ttl_minutes: int) -> str:
 class FollowUpTurns:
     """Recognises follow-ups, runs them, and handles the "Ask a follow-up" press."""
 
-    def __init__(
-        self, service: ConsultationService, *, turns: TurnRunner, say: Say, ttl_minutes: int
-    ) -> None:
-        self.service = service
+    def __init__(self, engine: Engine, *, turns: TurnRunner, say: Say, ttl_minutes: int) -> None:
+        self.engine = engine
         self.turns = turns
         self.say = say
         self.ttl_minutes = ttl_minutes
 
     async def aim(self, update: Update, bot_id: int, key: str) -> Aim | None:
         """The follow-up the update's message asks (see the module), else None."""
-        if self.service.config.followup_limit <= 0:
+        if self.engine.config.followup_limit <= 0:
             return None
         message = update.effective_message
         replied = message.reply_to_message if isinstance(message, Message) else None
@@ -107,7 +105,7 @@ class FollowUpTurns:
             return Aim(named)
         if replied.text in PROMPTS:
             return Aim(None)
-        latest = await self.service.history.latest(key)
+        latest = await self.engine.history.latest(key)
         if latest is None or not _sent_after_completion(replied, latest):
             return None
         return Aim(bare_id(latest.id))
@@ -126,7 +124,7 @@ class FollowUpTurns:
         is told why."""
 
         async def ask(on_text: OnText) -> Reply:
-            return await self.service.follow_up(
+            return await self.engine.turns.follow_up(
                 incoming.key,
                 text,
                 consultation_id=aim.consultation_id,
@@ -150,11 +148,11 @@ class FollowUpTurns:
         if bare is None:
             ignored(press.query.data, "not a consultation")
             return
-        latest = await self.service.history.latest(incoming.key)
+        latest = await self.engine.history.latest(incoming.key)
         if latest is None or bare_id(latest.id) != bare:
             await press.answer(t(incoming.language, "follow_up_reply_instead"))
             return
-        reason = unavailable_reason(latest, now=time.time(), config=self.service.config)
+        reason = unavailable_reason(latest, now=time.time(), config=self.engine.config)
         if reason is not None:
             await press.answer(reason_text(reason, incoming.language, self.ttl_minutes))
             return

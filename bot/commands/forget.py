@@ -33,7 +33,7 @@ from bot.transport.menus import PersonalMenus
 from bot.transport.say import Say
 from bot.updates.buttons import Press, ignored
 from core.domain.facts import telegram_person
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.translate import t
 
 log = logging.getLogger(__name__)
@@ -50,14 +50,14 @@ class Forgetting:
 
     def __init__(
         self,
-        service: ConsultationService,
+        engine: Engine,
         *,
         turns: TurnRunner,
         say: Say,
         menus: PersonalMenus,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._service = service
+        self._engine = engine
         self._turns = turns
         self._say = say
         self._menus = menus
@@ -107,9 +107,9 @@ class Forgetting:
             return
         whole_chat = not incoming.is_group or await is_chat_admin(incoming, context)
         if whole_chat:
-            await self._service.lifecycle.forget(incoming.key)
+            await self._engine.lifecycle.forget(incoming.key)
             await self._turns.forget_chat(incoming.chat_id)
-        await self._service.memory.forget(telegram_person(asker))
+        await self._engine.memories.forget(telegram_person(asker))
         log.info(
             "user %s forgotten%s", asker, f" with chat {incoming.chat_id}" if whole_chat else ""
         )

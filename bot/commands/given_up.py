@@ -24,7 +24,7 @@ from bot.transport.say import Say
 from bot.transport.target import AnyBot, Target
 from core.domain.errors import StoreUnavailable
 from core.domain.facts import telegram_person
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.languages import is_offered
 from i18n.translate import t
 
@@ -34,14 +34,14 @@ WITHDRAW_WAIT = 10.0
 """How long taking a message back may wait for its chat (the stopped handling letting go)."""
 
 
-async def give_up(bot: AnyBot, service: ConsultationService, update: Update) -> None:
+async def give_up(bot: AnyBot, engine: Engine, update: Update) -> None:
     """Take the update's unanswered message back, then tell its chat (in the language its
     sender chose, when the store answers in time)."""
-    await withdraw_given_up(service, update)
-    await tell_given_up(bot, update, await chosen_language(service, update))
+    await withdraw_given_up(engine, update)
+    await tell_given_up(bot, update, await chosen_language(engine, update))
 
 
-async def chosen_language(service: ConsultationService, update: Update) -> str | None:
+async def chosen_language(engine: Engine, update: Update) -> str | None:
     """The offered interface language the update's sender chose; None when they chose
     none, or when the store fails or is slow (the Telegram language is told instead)."""
     user = update.effective_user
@@ -49,20 +49,20 @@ async def chosen_language(service: ConsultationService, update: Update) -> str |
         return None
     try:
         async with asyncio.timeout(WITHDRAW_WAIT):
-            chosen = await service.languages.of(telegram_person(user.id))
+            chosen = await engine.languages.of(telegram_person(user.id))
     except (TimeoutError, StoreUnavailable):
         return None
     return chosen if chosen is not None and is_offered(chosen) else None
 
 
-async def withdraw_given_up(service: ConsultationService, update: Update) -> None:
+async def withdraw_given_up(engine: Engine, update: Update) -> None:
     """Take the update's message back from its chat's consultation if nothing answered it."""
     key = conversation_key(update)
     if key is None:
         return
     try:
         async with asyncio.timeout(WITHDRAW_WAIT):
-            withdrawn = await service.lifecycle.withdraw(key, turn_id_of(update.update_id))
+            withdrawn = await engine.lifecycle.withdraw(key, turn_id_of(update.update_id))
     except (TimeoutError, StoreUnavailable) as error:
         log.warning("update %d given up, its message not taken back: %r", update.update_id, error)
         return

@@ -26,8 +26,7 @@ from bot.transport.say import Say
 from bot.updates.buttons import Press
 from core.domain.consultation import ConsultationSummary
 from core.domain.outcomes import Reply
-from core.turns.history import has_final_answer, request_line
-from core.turns.service import ConsultationService
+from core.turns.history import History, has_final_answer, request_line
 from core.turns.transcript import transcript_of
 from i18n.translate import t
 
@@ -39,14 +38,14 @@ SHOWN_REQUEST_CHARS = 80
 class HistoryView:
     """The /history command and its "Answer N" button."""
 
-    def __init__(self, service: ConsultationService, *, say: Say) -> None:
-        self.service = service
+    def __init__(self, history: History, *, say: Say) -> None:
+        self._history = history
         self.say = say
 
     async def history(self, incoming: Incoming, context: Context) -> None:
         """List the chat's recent consultations with their buttons."""
         language = incoming.language
-        items = await self.service.history.recent(incoming.key)
+        items = await self._history.recent(incoming.key)
         if not items:
             await self.say(incoming, t(language, "history_empty"))
             return
@@ -58,7 +57,7 @@ class HistoryView:
         self, incoming: Incoming, value: str, context: Context, press: Press
     ) -> None:
         """Send a consultation's final answer again, as it was first sent."""
-        consultation = await consultation_pressed(self.service, incoming, value, press)
+        consultation = await consultation_pressed(self._history, incoming, value, press)
         if consultation is None:
             return
         final = transcript_of(consultation).final_answer

@@ -27,7 +27,7 @@ from bot.transport.say import Say
 from bot.updates.buttons import Press, ignored
 from core.domain.errors import StoreUnavailable
 from core.domain.facts import telegram_person
-from core.turns.service import ConsultationService
+from core.turns.chosen_languages import ChosenLanguages
 from i18n.languages import LANGUAGES, NATIVE_NAMES, is_offered
 from i18n.translate import t
 
@@ -60,8 +60,8 @@ def languages_keyboard(current: str, *, chosen: bool) -> InlineKeyboardMarkup:
 class LanguageChoice:
     """The /language command, its buttons, and the stored choice applied to each update."""
 
-    def __init__(self, service: ConsultationService, *, say: Say, menus: PersonalMenus) -> None:
-        self._service = service  # read when used
+    def __init__(self, languages: ChosenLanguages, *, say: Say, menus: PersonalMenus) -> None:
+        self._languages = languages
         self._say = say
         self._menus = menus
 
@@ -86,14 +86,14 @@ class LanguageChoice:
             return
         person = telegram_person(incoming.user_id)
         if value == CLIENT_LANGUAGE:
-            await self._service.languages.clear(person)
+            await self._languages.clear(person)
             language = language_of(press.query.from_user)
             await self._say(
                 incoming, t(language, "language_cleared", language=NATIVE_NAMES[language])
             )
             await self._menus.reset(incoming.user_id)
             return
-        await self._service.languages.choose(person, value)
+        await self._languages.choose(person, value)
         await self._say(incoming, t(value, "language_set", language=NATIVE_NAMES[value]))
         await self._menus.show(incoming.user_id, value)
 
@@ -102,7 +102,7 @@ class LanguageChoice:
         if incoming.user_id is None:
             return None
         try:
-            chosen = await self._service.languages.of(telegram_person(incoming.user_id))
+            chosen = await self._languages.of(telegram_person(incoming.user_id))
         except StoreUnavailable as exc:  # the client's language is still a good guess
             log.debug("could not read a chosen language: %s", exc)
             return None

@@ -22,7 +22,7 @@ from bot.transport.chat import Context, Incoming, chat_key
 from bot.transport.say import Say
 from bot.updates.buttons import Press, ignored
 from core.domain.facts import MAX_FACT_ID, Fact, MemoryScope, memory_scope, telegram_person
-from core.turns.service import ConsultationService
+from core.turns.memories import Memories
 from i18n.translate import t
 
 log = logging.getLogger(__name__)
@@ -45,21 +45,21 @@ def scope_of(incoming: Incoming) -> MemoryScope | None:
 class MemoryCommands:
     """/memory and its delete buttons."""
 
-    def __init__(self, service: ConsultationService, *, say: Say) -> None:
-        self.service = service
+    def __init__(self, memories: Memories, *, say: Say) -> None:
+        self._memories = memories
         self.say = say
 
     async def memory(self, incoming: Incoming, context: Context) -> None:
         """Show what the bot remembers about the sender, or turn it off or on."""
         language = incoming.language
         scope = scope_of(incoming)
-        if not self.service.memory.enabled or scope is None:
+        if not self._memories.enabled or scope is None:
             await self.say(incoming, t(language, "memory_disabled"))
             return
         args = [a.lower() for a in context.args or []]
         if args in (["off"], ["on"]):
             enabled = args == ["on"]
-            await self.service.memory.set_enabled(scope, enabled)
+            await self._memories.set_enabled(scope, enabled)
             await self.say(
                 incoming, t(language, "memory_on_done" if enabled else "memory_off_done")
             )
@@ -76,10 +76,10 @@ class MemoryCommands:
         """Delete one of the presser's own facts, then show the list as it is now."""
         fact_id = fact_id_of(value)
         scope = scope_of(incoming)
-        if fact_id is None or scope is None or not self.service.memory.enabled:
+        if fact_id is None or scope is None or not self._memories.enabled:
             ignored(press.query.data, "not a fact of this bot")
             return
-        deleted = await self.service.memory.forget_fact(scope, fact_id)
+        deleted = await self._memories.forget_fact(scope, fact_id)
         language = incoming.language
         await press.answer(t(language, "memory_deleted" if deleted else "memory_not_found"))
         if not deleted:
@@ -94,7 +94,7 @@ class MemoryCommands:
         self, incoming: Incoming, scope: MemoryScope
     ) -> tuple[str, InlineKeyboardMarkup | None]:
         language = incoming.language
-        state = await self.service.memory.state(scope)
+        state = await self._memories.state(scope)
         if not state.preferences.enabled:
             return t(language, "memory_is_off"), None
         where = t(language, "memory_in_group") if incoming.is_group else ""

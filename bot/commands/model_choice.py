@@ -24,7 +24,7 @@ from bot.transport.chat import Context, Incoming
 from bot.transport.say import Say
 from bot.updates.buttons import Press, ignored
 from core.domain.errors import UnknownModel
-from core.turns.service import ConsultationService
+from core.turns.chat_settings import ChatSettingsKeeper
 from i18n.translate import t
 
 CHOOSE_MODEL = "md"
@@ -61,13 +61,13 @@ class ModelChoice:
 
     def __init__(
         self,
-        service: ConsultationService,
+        settings: ChatSettingsKeeper,
         *,
         say: Say,
         refuse: Refusals,
         may_configure: MayConfigure,
     ) -> None:
-        self._service = service
+        self._settings = settings
         self._say = say
         self._refuse = refuse
         self._may_configure = may_configure
@@ -86,7 +86,7 @@ class ModelChoice:
     async def press(self, incoming: Incoming, value: str, context: Context, press: Press) -> None:
         """Apply a choice from the /model buttons (a refusal goes in the press's popup)."""
         match = _VALUE.fullmatch(value)
-        models = self._service.settings.models()
+        models = self._settings.models()
         if match is None or (int(match[1]) >= len(models) and match[2] == list_tag(models)):
             ignored(press.query.data, "not a model choice")
             return
@@ -101,20 +101,20 @@ class ModelChoice:
 
     async def _show(self, incoming: Incoming) -> None:
         language = incoming.language
-        chosen = await self._service.settings.chat_model(incoming.key)
+        chosen = await self._settings.chat_model(incoming.key)
         lines = [t(language, "model_show", model=chosen.model)]
         if chosen.removed is not None:
             removed = chosen.removed[:SHOWN_NAME_CHARS]
             lines.insert(0, t(language, "model_removed", removed=removed, model=chosen.model))
-        keyboard = models_keyboard(self._service.settings.models(), chosen.model)
+        keyboard = models_keyboard(self._settings.models(), chosen.model)
         await self._say(incoming, "\n".join(lines), keyboard=keyboard)
 
     async def _set(self, incoming: Incoming, name: str) -> None:
         language = incoming.language
         try:
-            await self._service.settings.set_model(incoming.key, name)
+            await self._settings.set_model(incoming.key, name)
         except UnknownModel:
-            models = ", ".join(self._service.settings.models())
+            models = ", ".join(self._settings.models())
             shown = name[:SHOWN_NAME_CHARS]
             await self._say(incoming, t(language, "model_unknown", value=shown, models=models))
             return

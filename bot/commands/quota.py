@@ -21,7 +21,7 @@ from bot.transport.chat import Context, Incoming
 from bot.transport.say import Say
 from core.domain.facts import telegram_person
 from core.domain.quotas import MAX_OVERRIDE_TOKENS, PersonQuota, QuotaHit
-from core.turns.service import ConsultationService
+from core.turns.quota_checks import Quotas
 from i18n.translate import t
 
 _USER_ID = re.compile(r"[0-9]{1,19}")
@@ -70,13 +70,13 @@ class QuotaCommand:
 
     def __init__(
         self,
-        service: ConsultationService,
+        quotas: Quotas,
         *,
         say: Say,
         refuse: Refusals,
         admin_user_ids: frozenset[int],
     ) -> None:
-        self.service = service
+        self.quotas = quotas
         self.say = say
         self.refuse = refuse
         self.admins = admin_user_ids
@@ -96,7 +96,7 @@ class QuotaCommand:
         if len(args) not in (1, 2) or person is None:
             await self.say(incoming, t(language, "quota_help", max=MAX_OVERRIDE_TOKENS))
             return
-        quotas = self.service.quotas
+        quotas = self.quotas
         if len(args) == 1:
             await self.say(incoming, show_text(await quotas.of_person(person), user, language))
             return

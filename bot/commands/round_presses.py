@@ -34,11 +34,11 @@ from bot.commands.usage import payer_of
 from bot.transport.chat import Context, Incoming
 from bot.transport.keyboards import choice_of, round_keyboard, round_of, with_picks
 from bot.updates.buttons import Press, ignored
+from core.domain.asking import RoundRef, UserMessage
 from core.domain.clarifying import Answer, ClarifyingRound, Picks
 from core.domain.errors import AnswerInvalid, AnswerStale, EmptyMessage
 from core.domain.outcomes import Reply
 from core.domain.ports import OnText
-from core.turns.round_answers import RoundRef
 from core.turns.service import ConsultationService
 from i18n.translate import t
 
@@ -122,16 +122,18 @@ class RoundPresses:
     ) -> None:
         async def ask(on_text: OnText) -> Reply:
             return await self.service.ask(
-                incoming.key,
-                "",
-                author=incoming.author,
-                author_id=incoming.user_id,
-                is_group=incoming.is_group,
-                on_text=on_text,
-                turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
-                answers=answers,
-                ref=ref,
-                payer=payer_of(incoming),
+                UserMessage(
+                    incoming.key,
+                    "",
+                    author=incoming.author,
+                    author_id=incoming.user_id,
+                    is_group=incoming.is_group,
+                    on_text=on_text,
+                    turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
+                    answers=answers,
+                    ref=ref,
+                    payer=payer_of(incoming),
+                )
             )
 
         await self._run(incoming, context, press, ask)

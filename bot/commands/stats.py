@@ -14,7 +14,7 @@ from bot.transport.chat import Context, Incoming
 from bot.transport.config import BotConfig
 from bot.transport.say import Say
 from core.domain.stats import Stats
-from core.turns.service import ConsultationService
+from core.turns.figures import Figures
 from i18n.translate import t
 
 WEEK = 7
@@ -112,8 +112,8 @@ def stats_text(language: str, stats: Stats, title: str) -> str:
 class StatsCommand:
     """/stats."""
 
-    def __init__(self, service: ConsultationService, config: BotConfig, *, say: Say) -> None:
-        self.service = service
+    def __init__(self, figures: Figures, config: BotConfig, *, say: Say) -> None:
+        self.figures = figures
         self.admins = config.admin_user_ids
         self.say = say
 
@@ -126,8 +126,8 @@ class StatsCommand:
         if incoming.user_id is None or incoming.user_id not in self.admins:
             await self.say(incoming, t(language, "stats_refused"))
             return
-        today = await self.service.figures.stats(1)
-        week = await self.service.figures.stats(WEEK)
+        today = await self.figures.stats(1)
+        week = await self.figures.stats(WEEK)
         titles = (
             t(language, "stats_today", day=today.until_day),
             t(language, "stats_days", days=WEEK, since=week.since_day, until=week.until_day),

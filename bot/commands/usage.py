@@ -17,7 +17,7 @@ from bot.transport.chat import Context, Incoming
 from bot.transport.say import Say
 from core.domain.facts import telegram_person
 from core.domain.usage import Payer, ScopeKind, UsageSummary
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from i18n.translate import t
 
 
@@ -51,8 +51,8 @@ def summary_text(language: str, summary: UsageSummary) -> str:
 class UsageCommand:
     """/usage."""
 
-    def __init__(self, service: ConsultationService, *, say: Say) -> None:
-        self.service = service
+    def __init__(self, engine: Engine, *, say: Say) -> None:
+        self.engine = engine
         self.say = say
 
     async def usage(self, incoming: Incoming, context: Context) -> None:
@@ -62,12 +62,12 @@ class UsageCommand:
         if person is None:
             await self.say(incoming, t(language, "usage_unknown"))
             return
-        report = await self.service.figures.usage(ScopeKind.PERSON, person)
+        report = await self.engine.figures.usage(ScopeKind.PERSON, person)
         text = t(
             language,
             "usage_report",
             today=summary_text(language, report.today),
             month=summary_text(language, report.month),
         )
-        left = left_lines(await self.service.quotas.of_person(person), language)
+        left = left_lines(await self.engine.quotas.of_person(person), language)
         await self.say(incoming, "\n".join([text, *left]))

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
+from core.domain.asking import RoundRef
 from core.domain.clarifying import ClarifyingRound, Picks
 from core.domain.outcomes import Reply
-from core.turns.round_answers import RoundRef
 from i18n.translate import t
 
 ANSWER_NOW = "answer"

@@ -29,7 +29,7 @@ from core.turns.user_turns import UserTurns
 
 
 class ChatSettingsKeeper:
-    """Reads and changes a chat's settings (reached as `service.settings`)."""
+    """Reads and changes a chat's settings (reached as `Engine.settings`)."""
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ from core.domain.usage import (
 
 
 class Figures:
-    """Usage and stats for the edges (reached as `service.figures`)."""
+    """Usage and stats for the edges (reached as `Engine.figures`)."""
 
     def __init__(
         self, store: ConsultationStore, accounting: Accounting, clock: Callable[[], float]

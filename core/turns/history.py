@@ -25,7 +25,7 @@ _SPACE = re.compile(r"\s+")
 
 
 class History:
-    """Reads a chat's past consultations from the store (reached as `service.history`)."""
+    """Reads a chat's past consultations from the store (reached as `Engine.history`)."""
 
     def __init__(self, store: ConsultationStore, prompts: PromptLibrary) -> None:
         self._store = store

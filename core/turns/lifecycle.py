@@ -26,7 +26,7 @@ from core.turns.sessions import ApiSessions
 
 
 class Lifecycle:
-    """Ends, deletes and moves a chat's consultations (reached as `service.lifecycle`)."""
+    """Ends, deletes and moves a chat's consultations (reached as `Engine.lifecycle`)."""
 
     def __init__(
         self,

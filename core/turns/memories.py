@@ -49,7 +49,7 @@ async def opening(
 
 
 class Memories:
-    """Reading, extracting and deleting a person's facts (reached as `service.memory`)."""
+    """Reading, extracting and deleting a person's facts (reached as `Engine.memories`)."""
 
     def __init__(
         self,

@@ -15,28 +15,12 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from core.domain.asking import RoundRef
 from core.domain.clarifying import Answer, ClarifyingRound, Picks, answers_text
 from core.domain.consultation import Consultation, Role
 from core.domain.errors import AnswerInvalid, AnswerStale
 from core.turns.user_turns import require_text
-
-
-@dataclass(frozen=True, slots=True)
-class RoundRef:
-    """Which round of which consultation a press answers (as a button carries it)."""
-
-    consultation_id: str
-    round: int
-
-    def names(self, consultation: Consultation) -> bool:
-        """Whether this refers to `consultation`'s current round (ids compared without
-        their dashes, so a button may carry a UUID's 32 hex digits)."""
-        return (
-            _bare(self.consultation_id) == _bare(consultation.id)
-            and self.round == consultation.current_round
-        )
 
 
 def asked_round(consultation: Consultation) -> ClarifyingRound | None:
@@ -104,7 +88,3 @@ def turn_text(
     given = (*(picks.answers if picks is not None else ()), *answers)
     text = require_text(answers_text(found, given, typed, author=author))
     return text, picks is not None
-
-
-def _bare(identifier: str) -> str:
-    return identifier.replace("-", "").lower()

@@ -14,13 +14,13 @@ beyond the `Completer` protocol's.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
 from core.domain.errors import TurnCancelled
-from core.domain.ports import Completer, Completion, CompletionRequest, OnDelta
+from core.domain.ports import ChatLocks, Completer, Completion, CompletionRequest, OnDelta
 
 
 @dataclass(slots=True)
@@ -65,6 +65,21 @@ class RunningTurns:
             turn.cancelled_call = True
             turn.call.cancel()
         return True
+
+
+class TurnGate:
+    """Where a chat's turns run one at a time: `hold(key)` holds the chat's lock for the
+    whole turn and marks it running, so a reset may stop it (`RunningTurns.stop`)."""
+
+    def __init__(self, locks: ChatLocks, running: RunningTurns) -> None:
+        self.locks = locks
+        self.running = running
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        async with self.locks.hold(key):
+            with self.running.turn(key):
+                yield
 
 
 class StoppableCompleter:

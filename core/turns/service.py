@@ -1,21 +1,17 @@
-"""The consultation service: the one seam the Telegram bot and the HTTP API call.
+"""The consultation service: runs a chat's turns for the Telegram bot, the HTTP API and
+the consoles (`Engine.turns`, `core.turns.engine`).
 
 It runs a chat's turns (a message, the final answer now, a follow-up, a retry, an option
 picked), holds the chat's turn lock and tells where the chat stands (`status`); the
-parts of a turn are its collaborators': `core.turns.user_turns` (the consultation a message
-goes to, and the message committed before the model is called), `core.turns.answering` (the
-model's reply, stored once) and `core.turns.follow_ups`. The rest of what the edges ask is
-composed here and reached as attributes, each module stating the invariants it keeps:
-`service.sessions` (the HTTP API's sessions, `core.turns.sessions`), `service.lifecycle`
-(ending, deleting and moving a chat's consultations, `core.turns.lifecycle`),
-`service.history` (its past ones, `core.turns.history`), `service.settings`
-(`core.turns.chat_settings`), `service.figures` (usage and stats, `core.turns.figures`),
-`service.quotas`, `service.blocks`, `service.languages` and `service.memory` (client
-memory, `core.turns.memories`).
+parts of a turn are its collaborators', which it receives from `core.turns.engine`:
+`core.turns.user_turns` (the consultation a message goes to, and the message committed
+before the model is called), `core.turns.answering` (the model's reply, stored once) and
+`core.turns.follow_ups`. What else the edges ask (sessions, lifecycle, history, settings,
+figures, quotas, memory) are the engine's other collaborators.
 
 Invariants it keeps:
 - calls for one chat key run strictly one after another; other keys run in parallel;
-- a running turn can be stopped (`RunningTurns.stop`, which `service.lifecycle` calls
+- a running turn can be stopped (`RunningTurns.stop`, which `Engine.lifecycle` calls
   before it ends or deletes a consultation): it then stores no reply and raises
   `TurnCancelled`;
 - a turn with a turn id (the update it came from) is in the history once however often
@@ -26,39 +22,30 @@ Invariants it keeps:
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from core.domain.asking import RoundRef, UserMessage
 from core.domain.attachments import Image
-from core.domain.clarifying import Answer, ClarifyingRound, Picks
+from core.domain.clarifying import ClarifyingRound, Picks
 from core.domain.consultation import Consultation
 from core.domain.errors import AnswerStale, NoActiveConsultation, NothingToRetry
 from core.domain.facts import MemoryScope
-from core.domain.llm_format import QuestionMode, StructuredFormats
 from core.domain.outcomes import Notice, Reply, StatusInfo
-from core.domain.ports import ChatLocks, Completer, ConsultationStore, OnText
-from core.domain.quotas import Limit, QuotaConfig, Stage, StartRefused
-from core.domain.usage import Accounting, Payer
+from core.domain.ports import ConsultationStore, OnText
+from core.domain.quotas import Stage, StartRefused
+from core.domain.usage import Payer
 from core.prompting.final_now import request_text, user_language
 from core.prompting.prompts import PromptLibrary
 from core.prompting.requests import EngineConfig, model_of
 from core.prompting.rounds import has_open_turn, is_expired
 from core.turns.answering import Answerer
-from core.turns.blocks import Blocks
-from core.turns.chat_settings import ChatSettingsKeeper
-from core.turns.chosen_languages import ChosenLanguages
-from core.turns.figures import Figures
 from core.turns.follow_ups import FollowUps, is_follow_up
-from core.turns.history import History
-from core.turns.lifecycle import Lifecycle
-from core.turns.memories import Memories, opening
+from core.turns.memories import opening
 from core.turns.quota_checks import Admission, Quotas
-from core.turns.quota_holds import HoldingCompleter, holding, turn_tokens
-from core.turns.round_answers import RoundRef, picked, turn_text
-from core.turns.running import RunningTurns, StoppableCompleter
-from core.turns.sessions import ApiSessions
+from core.turns.quota_holds import holding, turn_tokens
+from core.turns.round_answers import picked, turn_text
+from core.turns.running import TurnGate
 from core.turns.user_turns import UserTurns, asker_of, require_text
 
 
@@ -75,123 +62,52 @@ class _Start:
 
 
 class ConsultationService:
-    """What the bot, the HTTP API and the terminal ask of the engine, for any chat key."""
+    """A chat's turns, for any chat key."""
 
     def __init__(
         self,
         store: ConsultationStore,
-        completer: Completer,
         prompts: PromptLibrary,
         config: EngineConfig,
         *,
-        locks: ChatLocks,
-        clock: Callable[[], float] = time.time,
-        accounting: Accounting | None = None,
-        quotas: QuotaConfig | None = None,
-        on_quota: Callable[[Limit], None] | None = None,
+        clock: Callable[[], float],
+        gate: TurnGate,
+        user_turns: UserTurns,
+        answerer: Answerer,
+        follow_ups: FollowUps,
+        quotas: Quotas,
     ) -> None:
-        """`locks` orders the calls for one chat key (`core.primitives.keyed_lock.KeyedLock`
-        within one process); the service holds a key's lock for each whole turn. `accounting` prices
-        each reply's usage (None: no prices, charged at 0). `quotas` are the limits checked
-        before each turn's model call (None: none, but admins' overrides still apply);
-        `on_quota` hears the limit of each turn refused."""
-        accounting = accounting or Accounting()
-        # Quotas (`service.quotas.of_person(...)` and the overrides).
-        self.quotas = Quotas(store, quotas or QuotaConfig(), clock, on_quota)
-        self.blocks = Blocks(store)
-        # Chosen interface languages (`service.languages.of(...)` and the rest).
-        self.languages = ChosenLanguages(store)
+        """The collaborators are the engine's (`core.turns.engine.build_engine`): `gate`
+        holds a chat's lock for each whole turn, `quotas` admits each turn's model call."""
         self._store = store
-        self._running = RunningTurns()
         self._prompts = prompts
         self._config = config
         self._clock = clock
-        self._locks = locks
-        self._user_turns = UserTurns(store, config)
-        # Every model call reserves its tokens in its turn's hold (`core.turns.quota_holds`).
-        completer = HoldingCompleter(completer)
-        stoppable = StoppableCompleter(completer)
-        # What the endpoint showed of structured replies, for rounds and memory alike.
-        formats = StructuredFormats(QuestionMode(config.structured_questions))
-        self._answerer = Answerer(store, stoppable, prompts, config, clock, accounting, formats)
-        self._follow_ups = FollowUps(
-            store, stoppable, prompts, config, clock, self._user_turns, accounting
-        )
-        # A chat's past consultations (`service.history.recent(...)` and the rest).
-        self.history = History(store, prompts)
-        # Usage and stats (`service.figures.usage(...)` and the rest).
-        self.figures = Figures(store, accounting, clock)
-        # The chat's settings (`service.settings.set_model(...)` and the rest).
-        self.settings = ChatSettingsKeeper(
-            store, prompts, config, clock, locks=locks, user_turns=self._user_turns
-        )
-        # Client memory (`service.memory.remember(...)` and the rest).
-        self.memory = Memories(
-            store,
-            completer,
-            prompts,
-            config,
-            clock,
-            accounting,
-            self.quotas,
-            self.languages,
-            formats,
-        )
-        # API sessions (`service.sessions.start_session(...)` and the rest).
-        self.sessions = ApiSessions(
-            store,
-            config,
-            clock,
-            locks=locks,
-            turn=self._turn,
-            user_turns=self._user_turns,
-            answerer=self._answerer,
-            quotas=self.quotas,
-        )
-        # Ending, deleting and moving a chat's consultations (`service.lifecycle.reset(...)`).
-        self.lifecycle = Lifecycle(
-            store, config, clock, locks=locks, stop=self._running.stop, sessions=self.sessions
-        )
-
-    @property
-    def config(self) -> EngineConfig:
-        return self._config
+        self._gate = gate
+        self._user_turns = user_turns
+        self._answerer = answerer
+        self._follow_ups = follow_ups
+        self._quotas = quotas
 
     # -- chat consultations (Telegram, terminal) ------------------------------------------
 
-    async def ask(
-        self,
-        chat_key: str,
-        text: str,
-        *,
-        author: str | None = None,
-        author_id: int | None = None,
-        is_group: bool = False,
-        on_text: OnText | None = None,
-        turn_id: str | None = None,
-        images: Sequence[Image] = (),
-        answers: Sequence[Answer] = (),
-        ref: RoundRef | None = None,
-        memory: MemoryScope | None = None,
-        payer: Payer | None = None,
-    ) -> Reply:
+    async def ask(self, message: UserMessage) -> Reply:
         """Advance the chat's consultation with a user message (starting one if needed).
 
-        `memory` names whose client memory a consultation this message starts uses (see
-        `core.turns.memories`); None: none. The reply's usage is charged to the chat and `payer`.
-
-        `text` is the turn as stored (`TurnInput.stored_text`); `images` reach the model in
-        this round's request only. `turn_id` names the update the message came from;
-        handled again, that update does not make a second turn (see `Answerer.answer_again`).
+        `message.text` is the turn as stored; handled again, the update `message.turn_id`
+        names does not make a second turn (see `Answerer.answer_again`).
 
         After a structured round the turn is the answers (`core.turns.round_answers.turn_text`):
         the options picked so far, `answers`, then `text` (which may then be empty). `ref`
         names the round a press answers: another one is `AnswerStale`, nothing stored.
         """
-        if not answers and ref is None:
+        m = message
+        chat_key, text, author, payer = m.chat_key, m.text, m.author, m.payer
+        is_group, on_text, images = m.is_group, m.on_text, m.images
+        if not m.answers and m.ref is None:
             text = require_text(text)  # refused before waiting for the chat
-        async with self._turn(chat_key):
-            found, active = await self._store.load_turn(chat_key, turn_id)
+        async with self._gate.hold(chat_key):
+            found, active = await self._store.load_turn(chat_key, m.turn_id)
             if found is not None:
                 return await self._answerer.answer_again(
                     found, is_group=is_group, on_text=on_text, images=images, payer=payer
@@ -202,17 +118,19 @@ class ConsultationService:
             )
             # Before anything is stored: a refusal leaves the chat as it was.
             stage = Stage.CONTINUE if live else Stage.START
-            admission = await self.quotas.admit(payer, stage, self._turn_tokens(text))
+            admission = await self._quotas.admit(payer, stage, self._turn_tokens(text))
             async with holding(admission.held):
                 consultation, notices = await self._user_turns.vetted(chat_key, active, now)
-                text, picks_used = turn_text(consultation, text, answers, author=author, ref=ref)
+                text, picks_used = turn_text(
+                    consultation, text, m.answers, author=author, ref=m.ref
+                )
                 if consultation is None:
-                    started = _Start(chat_key, text, author, author_id, now, turn_id)
-                    consultation, new = await self._start(started, memory, payer, admission)
+                    started = _Start(chat_key, text, author, m.author_id, now, m.turn_id)
+                    consultation, new = await self._start(started, m.memory, payer, admission)
                     if new:
                         notices.add(Notice.STARTED)
                 else:
-                    await self._user_turns.add_message(consultation, text, author, now, turn_id)
+                    await self._user_turns.add_message(consultation, text, author, now, m.turn_id)
                     if picks_used:
                         await self._user_turns.clear_picks(consultation)
                 verdict = admission.verdict
@@ -250,7 +168,7 @@ class ConsultationService:
         button asked for it: when that is not the active consultation's current round, it is
         `AnswerStale` and nothing is stored.
         """
-        async with self._turn(chat_key):
+        async with self._gate.hold(chat_key):
             found, active = await self._store.load_turn(chat_key, turn_id)
             if found is not None:
                 return await self._answerer.answer_again(
@@ -271,7 +189,7 @@ class ConsultationService:
                 if picks_used:
                     await self._user_turns.clear_picks(consultation)
             # Never refused, but held like any call: others see it while it runs.
-            admission = await self.quotas.admit(payer, Stage.CONTINUE, self._turn_tokens(""))
+            admission = await self._quotas.admit(payer, Stage.CONTINUE, self._turn_tokens(""))
             async with holding(admission.held):
                 return await self._answerer.answer(
                     consultation,
@@ -306,7 +224,7 @@ class ConsultationService:
         turn. In groups any member may ask; the consultation keeps who started it.
         """
         text = require_text(text)  # refused before waiting for the chat
-        async with self._turn(chat_key):
+        async with self._gate.hold(chat_key):
             found, _ = await self._store.load_turn(chat_key, turn_id)
             if found is not None:
                 if is_follow_up(found):
@@ -322,7 +240,7 @@ class ConsultationService:
                     found, is_group=is_group, on_text=on_text, images=images, payer=payer
                 )
             consultation = await self._follow_ups.target(chat_key, consultation_id)
-            admission = await self.quotas.admit(payer, Stage.FOLLOW_UP, self._turn_tokens(text))
+            admission = await self._quotas.admit(payer, Stage.FOLLOW_UP, self._turn_tokens(text))
             async with holding(admission.held):
                 return await self._follow_ups.ask(
                     consultation,
@@ -346,7 +264,7 @@ class ConsultationService:
                 active, now=self._clock(), ttl_seconds=self._config.session_ttl_seconds
             )
             stage = Stage.CONTINUE if live else Stage.START
-        await self.quotas.require(payer, stage)
+        await self._quotas.require(payer, stage)
 
     async def pick(
         self, chat_key: str, ref: RoundRef, question: int, option: int, *, by: str | None = None
@@ -354,7 +272,7 @@ class ConsultationService:
         """Choose option `option` of `question` for the round `ref` names, or unchoose it
         (`core.turns.round_answers.picked`); the round and the picks now kept. Sent with the
         chat's next turn. `AnswerStale` or `AnswerInvalid` change nothing."""
-        async with self._locks.hold(chat_key):
+        async with self._gate.locks.hold(chat_key):
             consultation, _ = await self._user_turns.active_or_none(chat_key, self._clock())
             found, picks = picked(consultation, ref, question, option, by)
             assert consultation is not None  # picked raised otherwise
@@ -370,11 +288,11 @@ class ConsultationService:
         payer: Payer | None = None,
     ) -> Reply:
         """Answer the open turn again (after a model failure)."""
-        async with self._turn(chat_key):
+        async with self._gate.hold(chat_key):
             consultation, notices = await self._user_turns.active_or_none(chat_key, self._clock())
             if consultation is None or not has_open_turn(consultation):
                 raise NothingToRetry("no message is waiting for an answer")
-            admission = await self.quotas.admit(payer, Stage.CONTINUE, self._turn_tokens(""))
+            admission = await self._quotas.admit(payer, Stage.CONTINUE, self._turn_tokens(""))
             verdict = admission.verdict
             async with holding(admission.held):
                 return await self._answerer.answer(
@@ -402,7 +320,7 @@ class ConsultationService:
             return StatusInfo(max_rounds=max_rounds, role=role, active=False, model=model)
         return StatusInfo(
             model=model_of(consultation.options.model, self._config),
-            answering=self._running.is_running(chat_key),
+            answering=self._gate.running.is_running(chat_key),
             max_rounds=consultation.max_rounds,
             role=consultation.role or role,
             active=True,
@@ -435,15 +353,8 @@ class ConsultationService:
                 start_limit=admission.start_limit,
             )
         except StartRefused as refused:
-            raise self.quotas.start_refused(admission, refused) from None
+            raise self._quotas.start_refused(admission, refused) from None
 
     def _turn_tokens(self, text: str) -> int:
         """What a turn with `text` is reserved before its first request is built."""
         return turn_tokens(text, self._config.max_tokens)
-
-    @asynccontextmanager
-    async def _turn(self, key: str) -> AsyncIterator[None]:
-        """Hold the chat's lock as a turn that a reset may stop (`core.turns.lifecycle`)."""
-        async with self._locks.hold(key):
-            with self._running.turn(key):
-                yield

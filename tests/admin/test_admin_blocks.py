@@ -54,7 +54,7 @@ async def test_blocking_and_unblocking_are_audited_and_need_the_csrf_token(
     assert (await answer.json())["code"] == "FORBIDDEN"
     assert await block(console, person, "no", csrf) == 303
     assert not await console.store.is_blocked(person)
-    assert not await console.service.blocks.blocked(person)  # this worker's cache dropped
+    assert not await console.engine.blocks.blocked(person)  # this worker's cache dropped
     entries = await console.store.audit_log(before_id=None, limit=10)
     assert [(e.action, e.target) for e in entries if e.action != "sign_in"] == [
         ("unblock", person),

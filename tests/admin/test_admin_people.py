@@ -100,7 +100,7 @@ async def test_setting_a_quota_through_the_form_is_audited_and_applies(console: 
     )
     assert answer.status == 303 and answer.headers["Location"] == f"/admin/people/{person}"
     assert await console.store.load_quota_override(person) == QuotaOverride(person, 50)
-    quota = await console.service.quotas.of_person(person)
+    quota = await console.engine.quotas.of_person(person)
     assert quota.limits.daily_tokens == 50 and quota.limits.overridden
     status, html = await console.page(f"/admin/people/{person}")
     assert status == 200 and 'value="50"' in html
@@ -144,8 +144,8 @@ async def test_deleting_memory_is_confirmed_audited_and_shown_inert(console: Con
     person = telegram_person(7)
     await console.store.add_facts(person, person, [HOSTILE_FACT, "lives in Oslo"], at=time.time())
     await console.store.add_facts("tg:-100", person, ["in the group: a fact"], at=time.time())
-    await console.service.languages.choose(person, "ru")
-    assert await console.service.languages.of(person) == "ru"  # now kept by this process
+    await console.engine.languages.choose(person, "ru")
+    assert await console.engine.languages.of(person) == "ru"  # now kept by this process
     assert await console.sign_in() == 303
     status, html = await console.page(f"/admin/people/{person}")
     assert status == 200
@@ -163,7 +163,7 @@ async def test_deleting_memory_is_confirmed_audited_and_shown_inert(console: Con
     assert answer.status == 303
     assert await console.store.person_facts(person, limit=20) == []
     assert await console.store.load_language(person) is None
-    assert await console.service.languages.of(person) is None  # this process's cache dropped
+    assert await console.engine.languages.of(person) is None  # this process's cache dropped
     assert await audit_actions(console) == [("forget_memory", person, "")]
 
 

@@ -1,7 +1,7 @@
 """A round another worker answered first: the HTTP API answers 409 CONFLICT naming the
 session (nothing of the losing round's reply was stored). A real server over the
 production runtime, real SQLite, the real openai SDK against the fake model server; the
-other worker is a second `ConsultationService` on the same store with its own locks."""
+other worker is a second `Engine` on the same store with its own locks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from core.llm.llm import OpenAICompleter
 from core.primitives.keyed_lock import KeyedLock
 from core.prompting.prompts import PromptLibrary
 from core.prompting.requests import EngineConfig
-from core.turns.service import ConsultationService
+from core.turns.engine import build_engine
 from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi
 
@@ -37,7 +37,7 @@ async def test_a_round_answered_by_another_worker_is_409_conflict(
         api_key="test", base_url=model_server.base_url, timeout=10, max_retries=0
     )
     try:
-        worker = ConsultationService(
+        worker = build_engine(
             api.store, other, PromptLibrary(), EngineConfig(model="m"), locks=KeyedLock()
         )
         won = await worker.sessions.continue_session(session_id, "In May")
@@ -49,7 +49,7 @@ async def test_a_round_answered_by_another_worker_is_409_conflict(
     assert response.status == 409
     body = await response.json()
     assert (body["code"], body["sessionId"]) == ("CONFLICT", session_id)
-    stored = await api.service.sessions.get_session(session_id)
+    stored = await api.engine.sessions.get_session(session_id)
     assert stored.current_round == won.round == 2
     assert "this reply loses" not in [m.text for m in stored.messages]
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

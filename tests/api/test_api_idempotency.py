@@ -175,7 +175,7 @@ async def test_keys_are_deleted_with_their_session(
     """Once the retention purge deleted the session, its key starts a new request."""
     status, answer = await chat(api, {"message": "Short one"})
     assert status == 200
-    _, purged = await api.service.lifecycle.cleanup(retention_seconds=1, now=time.time() + 10)
+    _, purged = await api.engine.lifecycle.cleanup(retention_seconds=1, now=time.time() + 10)
     assert purged == 1 and await api.store.get(answer["sessionId"]) is None
     status, again = await chat(api, {"message": "Short one"})
     assert status == 200 and again["sessionId"] != answer["sessionId"]

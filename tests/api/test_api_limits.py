@@ -226,7 +226,7 @@ async def test_sessions_are_held_through_the_locks_the_server_is_given(
     async with open_runtime(settings, background=False) as runtime:
         app = build_web_app(
             settings.api_config(),
-            runtime.service,
+            runtime.engine,
             document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             session_locks=locks,

@@ -103,7 +103,7 @@ async def test_malformed_user_ids_are_refused(api: RunningApi, user: str) -> Non
     stored."""
     status, body = await post(api, {"message": "Hi", "userId": user})
     assert status == 400 and body["code"] == "VALIDATION_ERROR"
-    assert api.service is not None
+    assert api.engine is not None
     if user and "/" not in user:
         response = await api.client.get(f"/api/users/{user}/memory")
         assert response.status == 400

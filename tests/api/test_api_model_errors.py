@@ -122,7 +122,7 @@ async def serve_once(settings: Settings, path: str) -> int:
     async with open_runtime(settings) as runtime:
         runner = await start_web_server(
             settings.api_config(),
-            runtime.service,
+            runtime.engine,
             document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             metrics=runtime.metrics,

@@ -137,11 +137,11 @@ async def test_start_web_server_serves_and_registers_the_webhook(
         http_max_connections_per_address=12,
     )
     async with running_api(settings) as api:
-        application = telegram_app(settings, api.service)
+        application = telegram_app(settings, api.engine)
         async with application:
             runner = await start_web_server(
                 settings.api_config(),
-                api.service,
+                api.engine,
                 document_languages=DOCUMENT_LANGUAGES,
                 store=api.store,
                 metrics=api.metrics,
@@ -244,10 +244,10 @@ async def webhook_with_sink(
 ) -> AsyncIterator[tuple[TestClient, TelegramApp]]:
     """The production runtime and web app with an update sink (the PostgreSQL inbox's place)."""
     async with open_runtime(settings, background=False) as runtime:
-        application = telegram_app(settings, runtime.service)
+        application = telegram_app(settings, runtime.engine)
         app = build_web_app(
             settings.api_config(),
-            runtime.service,
+            runtime.engine,
             document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             telegram_application=application,

@@ -8,6 +8,7 @@ import contextlib
 import sqlite3
 from pathlib import Path
 
+from core.domain.asking import UserMessage
 from fakes.model_server import FakeModelServer
 from tests.api_harness import api_settings, running_api
 
@@ -49,7 +50,7 @@ async def test_a_telegram_consultation_is_not_an_api_session(
     neither continued (either chat endpoint) nor read back, and it gets no message."""
     db_path = tmp_path / "api.sqlite3"
     async with running_api(api_settings(db_path, model_server.base_url)) as api:
-        chat = await api.service.ask("tg:42", "Private matter")
+        chat = await api.engine.turns.ask(UserMessage("tg:42", "Private matter"))
         for path in ("/api/chat", "/api/chat/stream"):
             body = {"sessionId": chat.consultation_id, "message": "let me in"}
             response = await api.client.post(path, json=body)

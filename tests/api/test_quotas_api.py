@@ -115,7 +115,7 @@ async def test_an_api_user_in_quota_exempt_user_ids_has_no_person_limits(
         assert (await chat(api, {**body, "message": "A question"}))[0] == 200
     status, _, refused = await chat(api, {"message": "Again", "userId": "u-2"})
     assert status == 429 and refused["quota"] == "user_daily_consultations"
-    assert (await api.service.quotas.of_person("api:u-1")).limits.exempt
+    assert (await api.engine.quotas.of_person("api:u-1")).limits.exempt
 
 
 async def test_a_refused_voice_note_is_not_transcribed(

@@ -64,7 +64,7 @@ async def test_a_plain_members_presses_are_refused_in_their_popup(
 
         assert all(NOT_ADMIN in popup(a) for a in answers)
         assert len(group_texts(bot)) == sent_before
-        status = await bot.runtime.service.status(f"tg:{GROUP}")
+        status = await bot.runtime.engine.turns.status(f"tg:{GROUP}")
         assert status.max_rounds == 3 and status.role != "lawyer"
 
 
@@ -85,7 +85,7 @@ async def test_presses_past_a_persons_budget_cost_one_answer_each(
         assert [popup(a) for a in answers[:3]] == ["", "", ""]
         assert all("Too many presses" in popup(a) for a in answers[3:])
         assert len(bot.api.calls_of("getChatMember")) == 3
-        assert (await bot.runtime.service.status(f"tg:{GROUP}")).max_rounds == 3
+        assert (await bot.runtime.engine.turns.status(f"tg:{GROUP}")).max_rounds == 3
 
         answer = await pressed(bot, ALICE, "rounds:10", message_id)
         assert popup(answer) == ""
@@ -120,14 +120,14 @@ async def test_forged_button_data_is_answered_and_ignored(
     async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
         message_id = await rounds_menu(bot)
         sent_before = len(group_texts(bot))
-        before = await bot.runtime.service.status(f"tg:{GROUP}")
+        before = await bot.runtime.engine.turns.status(f"tg:{GROUP}")
 
         with caplog.at_level(logging.DEBUG, logger="bot.updates.buttons"):
             answer = await pressed(bot, CAROL, data, message_id)
 
         assert popup(answer) == ""
         assert len(group_texts(bot)) == sent_before
-        after = await bot.runtime.service.status(f"tg:{GROUP}")
+        after = await bot.runtime.engine.turns.status(f"tg:{GROUP}")
         assert (after.max_rounds, after.role) == (before.max_rounds, before.role)
         ignored = [r for r in caplog.records if r.name == "bot.updates.buttons"]
         assert [r.levelno for r in ignored] == [logging.DEBUG]

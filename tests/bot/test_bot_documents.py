@@ -153,7 +153,7 @@ async def test_a_document_without_a_size_stops_downloading_past_the_limit(
         [sent] = bot.api.sent.values()
         assert limit < sent <= limit + 16 * STREAM_CHUNK  # what was in flight, not 5 MB
         assert bot.model.requests == []
-        status = await bot.runtime.service.status(f"tg:{USER}")
+        status = await bot.runtime.engine.turns.status(f"tg:{USER}")
         assert not status.active
 
 

@@ -33,7 +33,7 @@ async def test_configuration_commands_need_admin_or_starter(bot: RunningBot) -> 
     """A plain member is refused /rounds and /reset (told once a minute); an admin and the
     starter are not."""
     bot.api.member_status[CAROL] = "administrator"
-    service = bot.runtime.service
+    service = bot.runtime.engine
     await post_in_group(bot, "@consult_bot plan a trip")
     await group_answer(bot, 1)
 
@@ -41,17 +41,17 @@ async def test_configuration_commands_need_admin_or_starter(bot: RunningBot) -> 
     await group_said(bot, NOT_ADMIN)
     await post_in_group(bot, "/reset", user=BOB, name="Bob")  # refused in silence
     await bot.api.wait_for("getChatMember", count=2)  # /reset runs out of order
-    status = await service.status(f"tg:{GROUP}")
+    status = await service.turns.status(f"tg:{GROUP}")
     assert status.active and status.max_rounds == 3
 
     await post_in_group(bot, "/rounds 2", user=CAROL, name="Carol")
     await group_said(bot, "Rounds per consultation: 2.")
     await post_in_group(bot, "/rounds 4", user=ALICE)
     await group_said(bot, "Rounds per consultation: 4.")
-    assert (await service.status(f"tg:{GROUP}")).max_rounds == 4
+    assert (await service.turns.status(f"tg:{GROUP}")).max_rounds == 4
     await post_in_group(bot, "/reset", user=ALICE)
     await group_said(bot, "Consultation ended")
-    assert not (await service.status(f"tg:{GROUP}")).active
+    assert not (await service.turns.status(f"tg:{GROUP}")).active
 
     await post_in_group(bot, "@consult_bot another question", user=BOB, name="Bob")
     await group_answer(bot, 2)
@@ -90,7 +90,7 @@ async def test_commands_addressed_to_other_bots_are_ignored(bot: RunningBot) -> 
     await post_in_group(bot, "/foo@consult_bot")
     await group_said(bot, "I don't know that command")
     assert len(group_texts(bot)) == 2
-    assert (await bot.runtime.service.status(f"tg:{GROUP}")).max_rounds == 2
+    assert (await bot.runtime.engine.turns.status(f"tg:{GROUP}")).max_rounds == 2
 
 
 @pytest.mark.parametrize("reads_all", [False, True])
@@ -125,7 +125,7 @@ async def test_settings_buttons_follow_the_same_permission_rule(bot: RunningBot)
     assert NOT_ADMIN in refused.params["text"]
     bot.api.push_update(bot.api.callback_query(GROUP, CAROL, "rounds:2", message_id))
     await group_said(bot, "Rounds per consultation: 2.")
-    assert (await bot.runtime.service.status(f"tg:{GROUP}")).max_rounds == 2
+    assert (await bot.runtime.engine.turns.status(f"tg:{GROUP}")).max_rounds == 2
     assert not any(NOT_ADMIN in text for text in group_texts(bot))
 
 
@@ -158,7 +158,7 @@ async def test_repeated_refused_commands_cost_the_group_one_message(bot: Running
     await group_said(bot, "Rounds per consultation: 5.")
     assert len([t for t in group_texts(bot) if NOT_ADMIN in t]) == 2
     assert len(group_texts(bot)) == 3
-    assert (await bot.runtime.service.status(f"tg:{GROUP}")).max_rounds == 5
+    assert (await bot.runtime.engine.turns.status(f"tg:{GROUP}")).max_rounds == 5
 
 
 async def test_commands_count_against_the_message_limit(

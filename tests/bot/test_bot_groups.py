@@ -145,7 +145,7 @@ async def test_forum_topics_are_separate_consultations(bot: RunningBot) -> None:
     assert taken.params["message_id"] == travel.result["message_id"]
     assert "reply_markup" not in taken.params
     assert len(bot.api.calls_of("editMessageReplyMarkup")) == 1
-    status = await bot.runtime.service.status(f"tg:{GROUP}:90")
+    status = await bot.runtime.engine.turns.status(f"tg:{GROUP}:90")
     assert status.rounds_done == 1
     assert all("chatting" not in m["content"] for r in bot.model.requests for m in r["messages"])
 

@@ -41,7 +41,7 @@ async def test_history_lists_the_chats_consultations_newest_first_with_their_but
     await ask_private(bot, USER, "/reset")
     await ask_private(bot, USER, "Fix my bike " + "very " * 40 + "slowly")
     await ask_private(bot, OTHER, "Someone else's question")
-    history = await bot.runtime.service.history.recent(f"tg:{USER}")
+    history = await bot.runtime.engine.history.recent(f"tg:{USER}")
     requests_before = len(bot.model.requests)
 
     [text] = await ask_private(bot, USER, "/history")
@@ -127,7 +127,7 @@ async def test_answer_and_document_buttons_of_another_chat_or_forged_do_nothing(
     await ask_private(bot, USER, "/history")
     [show] = [d for d in buttons(sent(bot, USER)[-1]) if d.startswith(f"{SHOW}:")]
     await ask_private(bot, OTHER, "Unfinished question")
-    [active] = await bot.runtime.service.history.recent(f"tg:{OTHER}")
+    [active] = await bot.runtime.engine.history.recent(f"tg:{OTHER}")
     other_message = int(sent(bot, OTHER)[-1].result["message_id"])
     sent_before = len(sent(bot, USER)) + len(sent(bot, OTHER))
 
@@ -189,7 +189,7 @@ async def test_history_shows_the_ten_newest_and_purged_ones_are_gone(bot: Runnin
     assert "“Question number 11”" in text.split("\n\n")[1]
     assert "Question number 1”" not in text and "Question number 0" not in text
 
-    await bot.runtime.service.lifecycle.cleanup(retention_seconds=60)  # beside the periodic one
+    await bot.runtime.engine.lifecycle.cleanup(retention_seconds=60)  # beside the periodic one
     [empty] = await ask_private(bot, USER, "/history")
     gone = await pressed(bot, USER, buttons(listing)[1], int(listing.result["message_id"]))
     assert empty.startswith("You have no consultations yet.")

@@ -88,7 +88,7 @@ async def test_a_chosen_language_overrides_the_telegram_one(bot: RunningBot) -> 
 async def test_forgetting_a_person_forgets_their_language(bot: RunningBot) -> None:
     await ask_private(bot, USER, "/language")
     await press(bot, USER, "lang:ru", sent(bot, USER)[-1].result["message_id"])
-    await bot.runtime.service.memory.forget(f"tg:{USER}")
+    await bot.runtime.engine.memories.forget(f"tg:{USER}")
     [start] = await ask_private(bot, USER, "/start", language_code="en")
     assert start == t("en", "start", rounds=3)
 
@@ -108,14 +108,14 @@ async def test_forged_language_data_changes_nothing(bot: RunningBot, data: str) 
     await bot.api.wait_for(lambda c: c.method == "answerCallbackQuery", count=answers + 1)
     assert "text" not in bot.api.calls_of("answerCallbackQuery")[-1].params
     assert len(sent(bot, USER)) == before
-    assert await bot.runtime.service.languages.of(f"tg:{USER}") is None
+    assert await bot.runtime.engine.languages.of(f"tg:{USER}") is None
     [start] = await ask_private(bot, USER, "/start")
     assert start == t("en", "start", rounds=3)
 
 
 async def test_a_language_no_longer_offered_is_ignored(bot: RunningBot) -> None:
     """A stored code the bot stopped offering (or never did) falls back to the client's."""
-    await bot.runtime.service.languages.choose(f"tg:{USER}", "xx")
+    await bot.runtime.engine.languages.choose(f"tg:{USER}", "xx")
     [start] = await ask_private(bot, USER, "/start", language_code="ru")
     assert start == t("ru", "start", rounds=3)
 

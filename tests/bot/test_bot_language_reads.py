@@ -15,7 +15,7 @@ import pytest
 
 from bot.app import build_application
 from core.llm.llm import OpenAICompleter
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from fakes.bot_api import FakeBotApi
 from fakes.model_server import FakeModelServer
 from i18n.translate import t
@@ -41,7 +41,7 @@ class CountingStore(SqliteStore):
 class Bot:
     api: FakeBotApi
     store: CountingStore
-    service: ConsultationService
+    engine: Engine
 
     def texts(self) -> list[str]:
         return [c.params["text"] for c in self.api.calls if delivered(c, USER)]
@@ -69,15 +69,15 @@ async def bot(
     path = tmp_path / "bot.sqlite3"
     store = await CountingStore.open(path)
     try:
-        service = make_service(store, completer)
+        engine = make_service(store, completer)
         settings = bot_settings(path, bot_api, model_server)
-        application = build_application(settings.bot_config(), service)
+        application = build_application(settings.bot_config(), engine)
         async with application:
             await application.start()
             assert application.updater is not None
             await application.updater.start_polling(poll_interval=0, timeout=1)
             try:
-                yield Bot(bot_api, store, service)
+                yield Bot(bot_api, store, engine)
             finally:
                 await application.updater.stop()
                 await application.stop()
@@ -116,7 +116,7 @@ async def test_clearing_the_choice_applies_to_the_very_next_message(bot: Bot) ->
     cleared = await bot.press("lang:auto")
     assert cleared == t("en", "language_cleared", language="English")
     assert await bot.say("/start") == start("en")
-    assert await bot.service.languages.of(PERSON) is None
+    assert await bot.engine.languages.of(PERSON) is None
 
 
 async def test_forget_applies_to_the_very_next_message(bot: Bot) -> None:
@@ -148,5 +148,5 @@ async def test_a_choice_made_on_another_worker_shows_once_the_cache_expires(
     finally:
         await other.close()
     assert await bot.say("/start") == start("en")  # still what this worker read
-    bot.service.languages.refresh(PERSON)  # what expiry does, without waiting for it
+    bot.engine.languages.refresh(PERSON)  # what expiry does, without waiting for it
     assert await bot.say("/start") == start("uk")

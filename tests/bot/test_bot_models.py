@@ -125,7 +125,7 @@ async def test_a_model_outside_the_list_is_refused_and_nothing_changes(
         assert len(text) < 200
         await ask_private(bot, USER, "Question")
         assert bot.model.requests[-1]["model"] == "test-model"
-        settings = await bot.runtime.service.settings.of(f"tg:{USER}")
+        settings = await bot.runtime.engine.settings.of(f"tg:{USER}")
         assert settings.model is None
 
 
@@ -156,7 +156,7 @@ async def test_forged_model_presses_are_ignored(
         answer = await pressed(bot, USER, USER, data, sent(bot, USER)[-1].result["message_id"])
         assert not answer.params.get("text")
         assert len(sent(bot, USER)) == before
-        assert (await bot.runtime.service.settings.of(f"tg:{USER}")).model is None
+        assert (await bot.runtime.engine.settings.of(f"tg:{USER}")).model is None
 
 
 async def test_a_button_of_a_changed_list_is_refused_and_a_removed_model_falls_back(
@@ -202,7 +202,7 @@ async def test_in_groups_only_admins_and_the_starter_choose_the_model(
         assert answer.params.get("text") == (
             "Only group admins or the member who started the consultation can do that."
         )
-        assert (await bot.runtime.service.settings.chat_model(f"tg:{GROUP}")).model == "test-model"
+        assert (await bot.runtime.engine.settings.chat_model(f"tg:{GROUP}")).model == "test-model"
 
         await pressed(bot, GROUP, CAROL, f"md:2:{TAG}", message_id)
         await group_said(bot, "Model set to sonar-pro.")

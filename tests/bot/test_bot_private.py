@@ -143,7 +143,7 @@ async def test_stranger_cannot_use_commands_or_buttons(
             assert text == "Sorry, this bot is not available here."
         bot.api.push_update(bot.api.callback_query(STRANGER, STRANGER, "rounds:1", 1))
         await bot.api.wait_for("answerCallbackQuery")
-        settings = await bot.runtime.service.settings.of(f"tg:{STRANGER}")
+        settings = await bot.runtime.engine.settings.of(f"tg:{STRANGER}")
         assert settings.max_rounds is None and settings.role is None
         assert len(sent(bot, STRANGER)) == 3
         assert model_server.requests == []
@@ -184,7 +184,7 @@ async def test_replies_are_counted_in_the_metrics(
     async with open_runtime(settings) as runtime:
         application = build_application(
             settings.bot_config(),
-            runtime.service,
+            runtime.engine,
             on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
         )
         async with application:

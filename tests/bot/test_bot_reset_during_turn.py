@@ -112,7 +112,7 @@ async def test_group_reset_during_a_turn_is_for_admins_and_the_starter(
 
         await harness.post_in_group(bot, "/reset", user=harness.BOB, name="Bob")
         await harness.group_said(bot, harness.NOT_ADMIN)
-        assert (await bot.runtime.service.status(key)).answering
+        assert (await bot.runtime.engine.turns.status(key)).answering
 
         await harness.post_in_group(bot, "/reset@consult_bot", user=harness.ALICE)
         await harness.group_said(bot, "Consultation ended")

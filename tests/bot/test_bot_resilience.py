@@ -196,7 +196,7 @@ async def test_user_is_told_when_the_cleanup_expired_the_consultation(
     async with started_bot(tmp_path / "bot.sqlite3", bot_api, model_server) as bot:
         await ask_private(bot, USER, "Old topic")
         idle_for(tmp_path / "bot.sqlite3", TTL + 1)
-        await bot.runtime.service.lifecycle.cleanup(retention_seconds=86_400)  # what the loop runs
+        await bot.runtime.engine.lifecycle.cleanup(retention_seconds=86_400)  # what the loop runs
         [first, *_] = await ask_private(bot, USER, "New topic")
         assert first.startswith("Your previous consultation expired")
 

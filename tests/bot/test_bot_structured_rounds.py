@@ -15,9 +15,9 @@ from telegram import Update
 from bot.transport.keyboards import Choice, choice_data, choice_of, round_keyboard, round_of
 from bot.transport.undelivered import reply_from_dict, reply_to_dict
 from bot.updates.buttons import MAX_DATA_BYTES
+from core.domain.asking import RoundRef
 from core.domain.clarifying import MAX_OPTIONS, MAX_QUESTIONS, ClarifyingRound, Question
 from core.domain.outcomes import Reply
-from core.turns.round_answers import RoundRef
 from fakes.bot_api import Call, FakeBotApi
 from fakes.model_server import FakeModelServer, round_json
 from tests.bot_harness import (

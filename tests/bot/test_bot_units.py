@@ -209,7 +209,7 @@ async def test_two_applications_given_one_shared_state_share_the_rate_limit(
     shared = SharedState(rate_limits=RateLimiter(1))
     async with open_runtime(settings, background=False) as runtime:
         workers = [
-            build_application(settings.bot_config(), runtime.service, shared=shared)
+            build_application(settings.bot_config(), runtime.engine, shared=shared)
             for _ in range(2)
         ]
         for worker, text in zip(workers, ["one", "two"], strict=True):
@@ -232,7 +232,7 @@ async def test_two_applications_given_one_shared_state_share_the_press_limit(
     shared = SharedState(press_limits=RateLimiter(1))
     async with open_runtime(settings, background=False) as runtime:
         workers = [
-            build_application(settings.bot_config(), runtime.service, shared=shared)
+            build_application(settings.bot_config(), runtime.engine, shared=shared)
             for _ in range(2)
         ]
         for worker in workers:
@@ -266,9 +266,7 @@ async def test_workers_on_postgresql_share_the_command_limit_and_the_one_refusal
                 (ample, -1009, 44, "/rounds 2", "supergroup"),
             ):
                 for _ in range(2):
-                    worker = build_application(
-                        settings.bot_config(), runtime.service, shared=shared
-                    )
+                    worker = build_application(settings.bot_config(), runtime.engine, shared=shared)
                     await worker.initialize()
                     update = bot_api.text_message(chat, text, user_id=user, chat_type=chat_type)
                     await worker.process_update(Update.de_json(update, worker.bot))

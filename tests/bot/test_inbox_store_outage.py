@@ -79,7 +79,7 @@ async def kept_bot(
         async with open_runtime(settings) as runtime:
             config = dataclasses.replace(settings.bot_config(), external_updates=True)
             application = build_application(
-                config, runtime.service, shared=shared_state(runtime, config)
+                config, runtime.engine, shared=shared_state(runtime, config)
             )
 
             async def process(payload: str, parsed: Update | None) -> None:

@@ -80,7 +80,7 @@ async def test_over_the_limit_the_consultation_ends_and_the_next_is_refused(
         f"model and nothing was saved. It resets on {tomorrow()} UTC."
     )
     assert len(bot.model.requests) == calls
-    latest = await bot.runtime.service.history.latest(f"tg:{USER}")
+    latest = await bot.runtime.engine.history.latest(f"tg:{USER}")
     assert latest is not None and latest.initial_request == "Pick a database"
     metrics = bot.runtime.metrics.render()[0].decode()
     assert 'consult_quota_refusals_total{limit="user_daily_tokens"} 1.0' in metrics
@@ -149,7 +149,7 @@ async def test_an_admin_names_an_api_user_as_api_user_id(bot: RunningBot) -> Non
     )
     assert await bot.runtime.store.load_quota_override(person) == QuotaOverride(person, 150)
     assert await say(bot, ADMIN, f"/quota {person} off") == f"User {person} now has no limits."
-    quota = await bot.runtime.service.quotas.of_person(person)
+    quota = await bot.runtime.engine.quotas.of_person(person)
     assert quota.limits.exempt
     await say(bot, ADMIN, f"/quota {person} default")
     assert await bot.runtime.store.load_quota_override(person) is None

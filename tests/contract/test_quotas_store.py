@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from core.domain.asking import UserMessage
 from core.domain.errors import ActiveConsultationExists
 from core.domain.quotas import QuotaConfig, QuotaExceeded, QuotaOverride
 from core.domain.usage import Payer, ScopeKind, day_of
@@ -133,7 +134,9 @@ async def test_two_workers_overshoot_a_daily_limit_by_at_most_one_reply(
                 worker = workers[worker_index]
                 for answered in range(20):
                     try:
-                        await worker.ask(chat, f"Question {answered}", payer=payer)
+                        await worker.turns.ask(
+                            UserMessage(chat, f"Question {answered}", payer=payer)
+                        )
                     except QuotaExceeded:
                         return answered
                 raise AssertionError(f"{chat} was never refused")

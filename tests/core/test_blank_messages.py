@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from core.domain.asking import UserMessage
 from core.domain.blank import is_blank
 from core.domain.errors import EmptyMessage
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from fakes.bot_api import FakeBotApi
 from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
@@ -39,11 +40,11 @@ def test_visible_text_is_not_blank(text: str) -> None:
 
 @pytest.mark.parametrize("text", INVISIBLE)
 async def test_service_refuses_invisible_text_and_stores_nothing(
-    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer, text: str
+    service: Engine, store: SqliteStore, model_server: FakeModelServer, text: str
 ) -> None:
     """Chats and API sessions alike: EmptyMessage, no consultation, no model call."""
     with pytest.raises(EmptyMessage):
-        await service.ask("tg:1", text)
+        await service.turns.ask(UserMessage("tg:1", text))
     assert await store.load_active("tg:1") is None
     with pytest.raises(EmptyMessage):
         await service.sessions.open_session(text)

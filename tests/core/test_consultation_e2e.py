@@ -6,10 +6,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from core.domain.asking import UserMessage
 from core.domain.errors import ModelError
 from core.llm.llm import OpenAICompleter
 from core.prompting.prompts import PromptContext, PromptLibrary, build_system_prompt
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
 from tests.service_harness import make_service
@@ -18,9 +19,7 @@ REQUEST = 'Help me choose weights for "hammer curls" and the butterfly — how m
 
 
 @pytest.fixture
-async def service(
-    store: SqliteStore, model_server: FakeModelServer
-) -> AsyncIterator[ConsultationService]:
+async def service(store: SqliteStore, model_server: FakeModelServer) -> AsyncIterator[Engine]:
     """The SDK retrying twice, as in production; a model and budget of their own."""
     completer = OpenAICompleter(
         api_key="test", base_url=model_server.base_url, timeout=10, max_retries=2
@@ -30,16 +29,16 @@ async def service(
 
 
 async def test_round_three_request_carries_everything(
-    service: ConsultationService, model_server: FakeModelServer
+    service: Engine, model_server: FakeModelServer
 ) -> None:
     """Round 3 of 3 sends the final-round system prompt and the whole conversation, alternating."""
     model_server.enqueue("1. Which exercises today?\n2. Your experience?")
     model_server.enqueue("How many months have you trained, and any injuries?")
     model_server.enqueue("## Your plan\n- Hammer curls: 3×12 at 8 kg")
     chat = "tg:100"
-    await service.ask(chat, REQUEST)
-    await service.ask(chat, "Hammer curls and butterfly today")
-    final = await service.ask(chat, "Beginner, 2 months, no injuries")
+    await service.turns.ask(UserMessage(chat, REQUEST))
+    await service.turns.ask(UserMessage(chat, "Hammer curls and butterfly today"))
+    final = await service.turns.ask(UserMessage(chat, "Beginner, 2 months, no injuries"))
 
     assert final.is_final and final.is_complete and final.round == 3
     assert final.text == "## Your plan\n- Hammer curls: 3×12 at 8 kg"
@@ -73,15 +72,15 @@ async def test_round_three_request_carries_everything(
 
 
 async def test_model_outage_then_recovery_keeps_the_round(
-    service: ConsultationService, model_server: FakeModelServer
+    service: Engine, model_server: FakeModelServer
 ) -> None:
     """Three 500s (the call and the SDK's two retries) fail the turn as "unavailable"; /retry
     later answers round 1 with the message, which the model is sent once."""
     for _ in range(3):
         model_server.enqueue(status=500, headers={"retry-after-ms": "1"})
     with pytest.raises(ModelError, match="unavailable"):
-        await service.ask("tg:5", "Question")
+        await service.turns.ask(UserMessage("tg:5", "Question"))
     model_server.enqueue("Clarifying question?")
-    reply = await service.retry("tg:5")
+    reply = await service.turns.retry("tg:5")
     assert reply.round == 1
     assert [m["content"] for m in model_server.requests[-1]["messages"][1:]] == ["Question"]

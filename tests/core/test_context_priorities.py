@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.turns.service import ConsultationService
+from core.domain.asking import UserMessage
+from core.turns.engine import Engine
 from fakes.model_server import FakeModelServer
-from tests.service_harness import Engine
+from tests.service_harness import MakeEngine
 
 ANSWERS = [
     "I'm 35, haven't exercised in years, and I want to run 5K in 3 months.",
@@ -35,19 +36,19 @@ def contents(body: dict[str, Any]) -> str:
 
 
 async def test_every_user_answer_reaches_the_final_round(
-    engine: Engine, model_server: FakeModelServer
+    engine: MakeEngine, model_server: FakeModelServer
 ) -> None:
     """Eight rounds with long replies over a 24,000-character budget: the final request
     holds the original request and every answer of the user, verbatim, within budget."""
-    service: ConsultationService = engine(history_budget_chars=24_000)
+    service: Engine = engine(history_budget_chars=24_000)
     await service.settings.set_max_rounds("tg:1", 8)
     for n in range(1, 8):
         model_server.enqueue(long_reply(n))
     model_server.enqueue("## Your plan\nWeek 1: walk-run.")
 
-    await service.ask("tg:1", "Help me start running.")
+    await service.turns.ask(UserMessage("tg:1", "Help me start running."))
     for answer in ANSWERS:
-        reply = await service.ask("tg:1", answer)
+        reply = await service.turns.ask(UserMessage("tg:1", answer))
 
     assert reply.is_final and reply.round == 8
     final = model_server.requests[-1]

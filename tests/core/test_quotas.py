@@ -14,6 +14,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
+from core.domain.asking import UserMessage
 from core.domain.consultation import Role, Status
 from core.domain.errors import FollowUpUnavailable, ModelError
 from core.domain.outcomes import Notice
@@ -118,14 +119,16 @@ async def test_a_person_at_the_daily_limit_is_refused_before_the_model_is_called
     refused with nothing stored (no consultation, no message) and no model call."""
     service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=100))
     model_server.enqueue("Use PostgreSQL.", usage=usage(99))
-    await service.ask("tg:501", "Pick a database", payer=PAYER, is_group=False)
+    await service.turns.ask(UserMessage("tg:501", "Pick a database", payer=PAYER, is_group=False))
     await service.lifecycle.reset("tg:501")
     model_server.enqueue("Fine.", usage=usage(1))
-    await service.ask("tg:501", "And a cache?", payer=PAYER)  # 99 used: allowed, now 100
+    await service.turns.ask(
+        UserMessage("tg:501", "And a cache?", payer=PAYER)
+    )  # 99 used: allowed, now 100
     await service.lifecycle.reset("tg:501")
     calls = len(model_server.requests)
     with pytest.raises(QuotaExceeded) as refused:
-        await service.ask("tg:501", "One more", payer=PAYER)
+        await service.turns.ask(UserMessage("tg:501", "One more", payer=PAYER))
     assert refused.value.hit.limit is Limit.USER_DAILY_TOKENS
     assert (refused.value.hit.used, refused.value.hit.allowed) == (100, 100)
     assert len(model_server.requests) == calls
@@ -147,15 +150,15 @@ async def test_a_new_utc_day_and_month_lift_the_daily_and_monthly_limits(
     service = make_service(store, completer, clock, quotas=config)
     clock.now = LAST_MINUTE - 3600
     model_server.enqueue("Answer.", usage=usage(60))
-    await service.ask("tg:501", "First", payer=PAYER)
+    await service.turns.ask(UserMessage("tg:501", "First", payer=PAYER))
     await service.lifecycle.reset("tg:501")
     clock.now = LAST_MINUTE
     with pytest.raises(QuotaExceeded) as refused:
-        await service.ask("tg:501", "Second", payer=PAYER)
+        await service.turns.ask(UserMessage("tg:501", "Second", payer=PAYER))
     assert refused.value.hit.limit is Limit.USER_DAILY_TOKENS
     clock.now = LAST_MINUTE + 120  # 1 December, 00:01 UTC
     model_server.enqueue("Answer again.", usage=usage(5))
-    reply = await service.ask("tg:501", "Third", payer=PAYER)
+    reply = await service.turns.ask(UserMessage("tg:501", "Third", payer=PAYER))
     assert reply.text == "Answer again."
 
 
@@ -167,11 +170,11 @@ async def test_the_monthly_limit_holds_across_days_until_the_first(
     service = make_service(store, completer, clock, quotas=QuotaConfig(user_monthly_tokens=30))
     clock.now = LAST_MINUTE - 5 * 86400
     model_server.enqueue("Answer.", usage=usage(30))
-    await service.ask("tg:501", "First", payer=PAYER)
+    await service.turns.ask(UserMessage("tg:501", "First", payer=PAYER))
     await service.lifecycle.reset("tg:501")
     clock.now = LAST_MINUTE
     with pytest.raises(QuotaExceeded) as refused:
-        await service.ask("tg:501", "Second", payer=PAYER)
+        await service.turns.ask(UserMessage("tg:501", "Second", payer=PAYER))
     assert refused.value.hit.limit is Limit.USER_MONTHLY_TOKENS
     assert refused.value.hit.resets_at == datetime(2025, 12, 1, tzinfo=UTC).timestamp()
 
@@ -186,10 +189,10 @@ async def test_a_consultation_under_way_gets_its_final_answer_then_nothing_more(
         store, completer, clock, quotas=QuotaConfig(user_daily_tokens=100), followup_limit=3
     )
     model_server.enqueue("Which load?", usage=usage(150))
-    first = await service.ask("tg:501", "Pick a database", payer=PAYER)
+    first = await service.turns.ask(UserMessage("tg:501", "Pick a database", payer=PAYER))
     assert (first.round, first.max_rounds, first.is_final) == (1, 3, False)
     model_server.enqueue("Use PostgreSQL.", usage=usage(40))
-    final = await service.ask("tg:501", "Heavy writes", payer=PAYER)
+    final = await service.turns.ask(UserMessage("tg:501", "Heavy writes", payer=PAYER))
     assert final.is_final and final.is_complete and final.round == 2
     assert Notice.QUOTA_FINAL in final.notices
     assert final.quota is not None and final.quota.limit is Limit.USER_DAILY_TOKENS
@@ -199,9 +202,9 @@ async def test_a_consultation_under_way_gets_its_final_answer_then_nothing_more(
     assert sum(t.prompt_tokens + t.completion_tokens for t in totals) == 190
     calls = len(model_server.requests)
     with pytest.raises(QuotaExceeded):
-        await service.follow_up("tg:501", "And backups?", payer=PAYER)
+        await service.turns.follow_up("tg:501", "And backups?", payer=PAYER)
     with pytest.raises(QuotaExceeded):
-        await service.ask("tg:501", "A new question", payer=PAYER)
+        await service.turns.ask(UserMessage("tg:501", "A new question", payer=PAYER))
     assert len(model_server.requests) == calls
     latest = await store.load_latest("tg:501")
     assert latest is not None and latest.status is Status.COMPLETE
@@ -214,12 +217,12 @@ async def test_retry_over_the_limit_finishes_the_consultation(
     """/retry of a consultation under way over the limit is its final answer too."""
     service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=10))
     model_server.enqueue("Which load?", usage=usage(20))
-    await service.ask("tg:501", "Pick a database", payer=PAYER)
+    await service.turns.ask(UserMessage("tg:501", "Pick a database", payer=PAYER))
     model_server.enqueue(status=500)
     with pytest.raises(ModelError):
-        await service.ask("tg:501", "Heavy writes", payer=PAYER)
+        await service.turns.ask(UserMessage("tg:501", "Heavy writes", payer=PAYER))
     model_server.enqueue("Use PostgreSQL.")
-    reply = await service.retry("tg:501", payer=PAYER)
+    reply = await service.turns.retry("tg:501", payer=PAYER)
     assert reply.is_complete and reply.quota is not None
 
 
@@ -235,18 +238,18 @@ async def test_the_consultation_count_limits_starts_per_utc_day(
     for text in ("First", "Second"):
         await service.lifecycle.reset("tg:501")
         model_server.enqueue("Which load?")
-        await service.ask("tg:501", text, payer=PAYER)
+        await service.turns.ask(UserMessage("tg:501", text, payer=PAYER))
     model_server.enqueue("Answer.")
-    assert (await service.ask("tg:501", "Some detail", payer=PAYER)).is_complete
+    assert (await service.turns.ask(UserMessage("tg:501", "Some detail", payer=PAYER))).is_complete
     await service.lifecycle.forget("tg:501")
     with pytest.raises(QuotaExceeded) as refused:
-        await service.ask("tg:501", "Third", payer=PAYER)
+        await service.turns.ask(UserMessage("tg:501", "Third", payer=PAYER))
     assert refused.value.hit.limit is Limit.USER_DAILY_CONSULTATIONS
     assert await store.load_latest("tg:501") is None
     assert await store.consultations_started(PERSON, day_of(clock.now)) == 2
     clock.now = LAST_MINUTE + 120
     model_server.enqueue("Which load?")
-    assert (await service.ask("tg:501", "Third", payer=PAYER)).round == 1
+    assert (await service.turns.ask(UserMessage("tg:501", "Third", payer=PAYER))).round == 1
 
 
 async def test_overrides_and_exemptions(
@@ -259,35 +262,37 @@ async def test_overrides_and_exemptions(
     service = make_service(store, completer, clock, quotas=config)
     for person in ("tg:1", "tg:2"):
         model_server.enqueue("Answer.", usage=usage(50))
-        await service.ask(person, "First", payer=Payer(person=person))
+        await service.turns.ask(UserMessage(person, "First", payer=Payer(person=person)))
         await service.lifecycle.reset(person)
     model_server.enqueue("Answer.", usage=usage(1))
-    await service.ask("tg:1", "Again", payer=Payer(person="tg:1"))  # exempt
+    await service.turns.ask(UserMessage("tg:1", "Again", payer=Payer(person="tg:1")))  # exempt
     with pytest.raises(QuotaExceeded):
-        await service.ask("tg:2", "Again", payer=Payer(person="tg:2"))
+        await service.turns.ask(UserMessage("tg:2", "Again", payer=Payer(person="tg:2")))
     await service.quotas.set_override("tg:2", 51)
     model_server.enqueue("Answer.", usage=usage(1))
-    await service.ask("tg:2", "Again", payer=Payer(person="tg:2"))  # 50 of 51
+    await service.turns.ask(UserMessage("tg:2", "Again", payer=Payer(person="tg:2")))  # 50 of 51
     await service.lifecycle.reset("tg:2")
     with pytest.raises(QuotaExceeded) as refused:
-        await service.ask("tg:2", "Once more", payer=Payer(person="tg:2"))  # 51 of 51
+        await service.turns.ask(
+            UserMessage("tg:2", "Once more", payer=Payer(person="tg:2"))
+        )  # 51 of 51
     assert refused.value.hit.allowed == 51
     await service.quotas.set_override("tg:2", None)
     model_server.enqueue("Answer.")
-    await service.ask("tg:2", "Once more", payer=Payer(person="tg:2"))
+    await service.turns.ask(UserMessage("tg:2", "Once more", payer=Payer(person="tg:2")))
     await service.lifecycle.reset("tg:2")
     assert await service.quotas.clear_override("tg:2")
     assert not await service.quotas.clear_override("tg:2")
     with pytest.raises(QuotaExceeded):
-        await service.ask("tg:2", "Last", payer=Payer(person="tg:2"))
+        await service.turns.ask(UserMessage("tg:2", "Last", payer=Payer(person="tg:2")))
 
     unlimited = make_service(store, completer, clock)  # no deployment limits
     await unlimited.quotas.set_override("tg:3", 5)
     model_server.enqueue("Answer.", usage=usage(5))
-    await unlimited.ask("tg:3", "First", payer=Payer(person="tg:3"))
+    await unlimited.turns.ask(UserMessage("tg:3", "First", payer=Payer(person="tg:3")))
     await unlimited.lifecycle.reset("tg:3")
     with pytest.raises(QuotaExceeded):
-        await unlimited.ask("tg:3", "Second", payer=Payer(person="tg:3"))
+        await unlimited.turns.ask(UserMessage("tg:3", "Second", payer=Payer(person="tg:3")))
 
 
 async def test_the_console_and_turns_without_a_person_have_no_quota(
@@ -297,7 +302,7 @@ async def test_the_console_and_turns_without_a_person_have_no_quota(
     service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=1))
     for text in ("First", "Second"):
         model_server.enqueue("Answer.", usage=usage(10))
-        await service.ask("console:local", text)
+        await service.turns.ask(UserMessage("console:local", text))
         await service.lifecycle.reset("console:local")
 
 
@@ -328,7 +333,7 @@ async def test_a_follow_up_is_checked_after_the_consultation_is_found(
     """A follow-up the consultation cannot take says so first, whatever the quota."""
     service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=1))
     with pytest.raises(FollowUpUnavailable):
-        await service.follow_up("tg:501", "And backups?", payer=PAYER)
+        await service.turns.follow_up("tg:501", "And backups?", payer=PAYER)
 
 
 async def test_a_hold_the_store_cannot_change_leaves_the_answer_delivered(
@@ -344,7 +349,9 @@ async def test_a_hold_the_store_cannot_change_leaves_the_answer_delivered(
     service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=1000))
     answering = asyncio.Event()
     model_server.enqueue("Use PostgreSQL.", usage=usage(30), hold=answering)
-    turn = asyncio.create_task(service.ask("tg:501", "Pick a database", payer=PAYER))
+    turn = asyncio.create_task(
+        service.turns.ask(UserMessage("tg:501", "Pick a database", payer=PAYER))
+    )
     await model_server.wait_requests(1)
     async with aiosqlite.connect(db_path) as db:
         await db.execute("ALTER TABLE quota_holds RENAME TO quota_holds_gone")
@@ -365,6 +372,8 @@ async def test_a_failed_turn_releases_its_hold(
     service = make_service(store, completer, clock, quotas=QuotaConfig(user_daily_tokens=100))
     model_server.enqueue(status=500)
     with pytest.raises(ModelError):
-        await service.ask("tg:501", "Pick a database", payer=PAYER)
+        await service.turns.ask(UserMessage("tg:501", "Pick a database", payer=PAYER))
     model_server.enqueue("Which load?", usage=usage(10))
-    assert (await service.ask("tg:502", "Pick a cache", payer=PAYER)).text == "Which load?"
+    assert (
+        await service.turns.ask(UserMessage("tg:502", "Pick a cache", payer=PAYER))
+    ).text == "Which load?"

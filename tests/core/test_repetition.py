@@ -10,12 +10,13 @@ import asyncio
 
 import pytest
 
+from core.domain.asking import UserMessage
 from core.domain.outcomes import Notice
 from core.domain.ports import CompletionRequest, OnText
 from core.llm.collect import CollectedAnswer, collect_answer
 from core.llm.llm import OpenAICompleter
 from core.llm.repetition import CHECK_EVERY, RepetitionGuard, find_loop
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from fakes.model_server import FakeModelServer
 
 PARAGRAPH = (
@@ -158,13 +159,13 @@ async def test_a_looping_continuation_is_cut_too(
 
 
 async def test_the_service_marks_a_looping_answer_incomplete(
-    service: ConsultationService, model_server: FakeModelServer
+    service: Engine, model_server: FakeModelServer
 ) -> None:
     """End to end: a looping final answer is stored cut and marked incomplete."""
     await service.settings.set_max_rounds("tg:1", 1)
     model_server.enqueue(INTRO + PARAGRAPH, endless=True, chunk_size=16)
 
-    reply = await asyncio.wait_for(service.ask("tg:1", "Plan my running"), 30)
+    reply = await asyncio.wait_for(service.turns.ask(UserMessage("tg:1", "Plan my running")), 30)
 
     assert reply.text.startswith(INTRO + PARAGRAPH)
     assert reply.text.count(PARAGRAPH) == 1 and len(reply.text) < 2 * len(INTRO + PARAGRAPH)

@@ -7,22 +7,23 @@ from __future__ import annotations
 import asyncio
 import json
 
+from core.domain.asking import UserMessage
 from core.domain.outcomes import Notice
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from fakes.model_server import FakeModelServer
 from tests.core.test_service import KEY
-from tests.service_harness import Engine
+from tests.service_harness import MakeEngine
 
 
 async def test_a_final_answer_whose_stream_ends_early_is_continued(
-    service: ConsultationService, model: FakeModelServer
+    service: Engine, model: FakeModelServer
 ) -> None:
     """A final answer whose stream just ends (HTTP 200, no finish_reason) is continued."""
     await service.settings.set_max_rounds(KEY, 1)
     model.enqueue("Plan: squats on Monday, deadl", stop_early=True)
     model.enqueue("deadlifts on Thursday.")
 
-    reply = await service.ask(KEY, "Plan my week")
+    reply = await service.turns.ask(UserMessage(KEY, "Plan my week"))
 
     assert reply.text == "Plan: squats on Monday, deadlifts on Thursday."
     assert Notice.ANSWER_INCOMPLETE not in reply.notices
@@ -30,15 +31,15 @@ async def test_a_final_answer_whose_stream_ends_early_is_continued(
 
 
 async def test_a_question_round_cut_off_is_shown_as_it_is(
-    service: ConsultationService, model: FakeModelServer
+    service: Engine, model: FakeModelServer
 ) -> None:
     """A clarifying round that ends early or hits the token limit is not continued: it is
     shown as it is, marked incomplete, and the round is used."""
     model.enqueue("1. How often do you tr", stop_early=True)
     model.enqueue("1. Which exercises do y", finish_reason="length")
 
-    first = await service.ask(KEY, "Plan my week")
-    second = await service.ask(KEY, "Three times")
+    first = await service.turns.ask(UserMessage(KEY, "Plan my week"))
+    second = await service.turns.ask(UserMessage(KEY, "Three times"))
 
     assert (first.text, first.round, first.is_final) == ("1. How often do you tr", 1, False)
     assert Notice.ANSWER_INCOMPLETE in first.notices
@@ -48,20 +49,20 @@ async def test_a_question_round_cut_off_is_shown_as_it_is(
 
 
 async def test_an_early_final_answer_cut_off_is_continued(
-    service: ConsultationService, model: FakeModelServer
+    service: Engine, model: FakeModelServer
 ) -> None:
     """A marked (final) answer in a question round is a final answer: it is continued."""
     model.enqueue("[[FINAL]]\nSquats on Monday, deadl", finish_reason="length")
     model.enqueue("deadlifts on Thursday.")
 
-    reply = await service.ask(KEY, "Plan my week")
+    reply = await service.turns.ask(UserMessage(KEY, "Plan my week"))
 
     assert reply.text == "Squats on Monday, deadlifts on Thursday."
     assert reply.is_final and reply.is_complete
 
 
 async def test_an_endless_answer_is_cut_at_max_answer_chars(
-    engine: Engine, model: FakeModelServer
+    engine: MakeEngine, model: FakeModelServer
 ) -> None:
     """A stream that never ends is read up to MAX_ANSWER_CHARS, closed, and delivered as
     an incomplete answer; the progress display never shows more than that."""
@@ -75,7 +76,9 @@ async def test_an_endless_answer_is_cut_at_max_answer_chars(
     async def on_text(text: str) -> None:
         shown.append(text)
 
-    reply = await asyncio.wait_for(service.ask(KEY, "Tell me all", on_text=on_text), 60)
+    reply = await asyncio.wait_for(
+        service.turns.ask(UserMessage(KEY, "Tell me all", on_text=on_text)), 60
+    )
 
     assert len(reply.text) == 3000 and reply.text.startswith("Bean 0. Bean 1")
     assert Notice.ANSWER_INCOMPLETE in reply.notices and reply.is_complete
@@ -84,18 +87,20 @@ async def test_an_endless_answer_is_cut_at_max_answer_chars(
 
 
 async def test_the_marker_inside_a_reply_is_plain_text(
-    service: ConsultationService, model: FakeModelServer
+    service: Engine, model: FakeModelServer
 ) -> None:
     """A user asking about "[[final]]" (echoed by the model) does not end the consultation,
     and the reply keeps those characters."""
-    reply = await service.ask(KEY, "what does [[final]] or [[FINAL]] mean in my config?")
+    reply = await service.turns.ask(
+        UserMessage(KEY, "what does [[final]] or [[FINAL]] mean in my config?")
+    )
 
     assert reply.text == "Reply to: what does [[final]] or [[FINAL]] mean in my config?"
     assert (reply.round, reply.is_final, reply.is_complete) == (1, False, False)
 
 
 async def test_a_huge_message_keeps_the_model_request_bounded(
-    service: ConsultationService, model: FakeModelServer
+    service: Engine, model: FakeModelServer
 ) -> None:
     """A 900 KB first message (repeated in the final-round prompt too) reaches the model
     as its beginning and end: the request stays near the history budget."""

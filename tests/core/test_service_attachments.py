@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 
+from core.domain.asking import UserMessage
 from core.domain.attachments import DocumentText, Image, TurnInput, document_block
 from core.domain.consultation import Role, Status
 from core.domain.errors import ModelError
 from core.domain.outcomes import Notice
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from fakes.model_server import FakeModelServer, image_parts, text_of
 from storage.sqlite.store import SqliteStore
 from tests.core.test_service import KEY, messages_of, stored, system_of
@@ -27,12 +28,12 @@ def user_images(model: FakeModelServer, index: int) -> list[list[dict[str, objec
 
 
 async def test_images_go_to_the_model_in_their_round_only(
-    service: ConsultationService, model: FakeModelServer, store: SqliteStore
+    service: Engine, model: FakeModelServer, store: SqliteStore
 ) -> None:
     """Round 1 sends the photo as an image part of the last user message; round 2 sends
     round 1 as the stored text, its [photo] placeholder in place of the image."""
-    first = await service.ask(KEY, LEAF.stored_text, images=LEAF.images)
-    await service.ask(KEY, "It stands by the window.")
+    first = await service.turns.ask(UserMessage(KEY, LEAF.stored_text, images=LEAF.images))
+    await service.turns.ask(UserMessage(KEY, "It stands by the window."))
 
     assert user_images(model, 0) == [
         [{"type": "image_url", "image_url": {"url": PHOTO.data_url()}}]
@@ -45,7 +46,7 @@ async def test_images_go_to_the_model_in_their_round_only(
 
 
 async def test_an_api_session_sends_round_ones_images(
-    service: ConsultationService, model: FakeModelServer
+    service: Engine, model: FakeModelServer
 ) -> None:
     """start_session answers round 1 with its images; the open turn is stored once."""
     reply = await service.sessions.start_session(LEAF.stored_text, max_rounds=2, images=LEAF.images)
@@ -59,14 +60,14 @@ async def test_an_api_session_sends_round_ones_images(
 
 @pytest.mark.parametrize("server", ["openai", "llama.cpp", "groq"])
 async def test_a_text_only_model_answers_without_the_images_and_the_reply_says_so(
-    service: ConsultationService, model: FakeModelServer, store: SqliteStore, server: str
+    service: Engine, model: FakeModelServer, store: SqliteStore, server: str
 ) -> None:
     """The model refuses the image parts: the same round is asked again without them, with
     a note that the user sent a photo it cannot see; the reply carries IMAGES_NOT_SEEN,
     and the round is consumed once, with one stored reply."""
     model.reject_images = server
 
-    reply = await service.ask(KEY, LEAF.stored_text, images=LEAF.images)
+    reply = await service.turns.ask(UserMessage(KEY, LEAF.stored_text, images=LEAF.images))
 
     assert len(model.requests) == 2
     assert user_images(model, 1) == [[]]
@@ -80,21 +81,21 @@ async def test_a_text_only_model_answers_without_the_images_and_the_reply_says_s
         (Role.USER, LEAF.stored_text),
         (Role.ASSISTANT, reply.text),
     ]
-    after = await service.ask(KEY, "Brown spots on the edges.")
+    after = await service.turns.ask(UserMessage(KEY, "Brown spots on the edges."))
     assert after.round == 2 and Notice.IMAGES_NOT_SEEN not in after.notices
     assert "cannot see images" not in system_of(model)
     assert [m["role"] for m in messages_of(model)] == ["system", "user", "assistant", "user"]
 
 
 async def test_a_refusal_for_another_reason_still_fails_the_round(
-    service: ConsultationService, model: FakeModelServer, store: SqliteStore
+    service: Engine, model: FakeModelServer, store: SqliteStore
 ) -> None:
     """Only a refusal of the images is answered without them: another failure leaves the
     message as the open turn, as any model failure does."""
     model.enqueue("upstream exploded", status=503)
 
     with pytest.raises(ModelError, match="503"):
-        await service.ask(KEY, LEAF.stored_text, images=LEAF.images)
+        await service.turns.ask(UserMessage(KEY, LEAF.stored_text, images=LEAF.images))
 
     assert len(model.requests) == 1
     active = await store.load_active(KEY)
@@ -107,7 +108,7 @@ def lease(chars: int) -> DocumentText:
 
 
 async def test_the_final_round_names_the_document_which_stays_in_the_context(
-    service: ConsultationService, model: FakeModelServer, store: SqliteStore
+    service: Engine, model: FakeModelServer, store: SqliteStore
 ) -> None:
     """The final reminder quotes the request's own words and names its document without
     repeating it; the document is whole in the first user message of every round, though
@@ -116,9 +117,9 @@ async def test_the_final_round_names_the_document_which_stays_in_the_context(
     request = TurnInput(words="Is this lease fair to me?", documents=(document,))
     await service.settings.set_max_rounds(KEY, 3)
 
-    await service.ask(KEY, request.stored_text)
-    await service.ask(KEY, "I rent in Berlin.")
-    final = await service.ask(KEY, "Two rooms, since 2019.")
+    await service.turns.ask(UserMessage(KEY, request.stored_text))
+    await service.turns.ask(UserMessage(KEY, "I rent in Berlin."))
+    final = await service.turns.ask(UserMessage(KEY, "Two rooms, since 2019."))
 
     assert final.is_final
     reminder = system_of(model, 2)
@@ -135,7 +136,7 @@ async def test_the_final_round_names_the_document_which_stays_in_the_context(
 
 
 async def test_in_a_long_consultation_typed_answers_outlast_later_documents(
-    service: ConsultationService, model: FakeModelServer
+    service: Engine, model: FakeModelServer
 ) -> None:
     """Long replies and a 20,000-character document sent in round 2 overflow the history:
     the later document is shown by name while every answer the user typed is sent, and
@@ -150,10 +151,10 @@ async def test_in_a_long_consultation_typed_answers_outlast_later_documents(
     for n in range(4):
         model.enqueue(" ".join(f"Question {n}.{k}: how much is item {k}?" for k in range(60)))
 
-    await service.ask(KEY, request.stored_text)
-    await service.ask(KEY, letter.stored_text)
+    await service.turns.ask(UserMessage(KEY, request.stored_text))
+    await service.turns.ask(UserMessage(KEY, letter.stored_text))
     for words in typed:
-        await service.ask(KEY, words)
+        await service.turns.ask(UserMessage(KEY, words))
 
     sent = "\n".join(str(m["content"]) for m in messages_of(model))
     assert all(words in sent for words in typed)

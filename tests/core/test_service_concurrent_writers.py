@@ -1,4 +1,4 @@
-"""Two workers on one store: two `ConsultationService`s sharing one real SQLite store, each
+"""Two workers on one store: two `Engine`s sharing one real SQLite store, each
 with its own `KeyedLock`, so their per-chat locks do not see each other (as with two
 processes). The model is the fake model server behind the real openai SDK.
 
@@ -13,12 +13,13 @@ from typing import cast
 
 import pytest
 
+from core.domain.asking import UserMessage
 from core.domain.consultation import Consultation, Role
 from core.domain.errors import TurnSuperseded
 from core.domain.outcomes import Notice
 from core.domain.ports import ConsultationStore
 from core.llm.llm import OpenAICompleter
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
 from tests.service_harness import make_service
@@ -47,7 +48,7 @@ class PausingStore:
         await self._inner.create(consultation, starter=starter, start_limit=start_limit)
 
 
-def worker(store: ConsultationStore, completer: OpenAICompleter) -> ConsultationService:
+def worker(store: ConsultationStore, completer: OpenAICompleter) -> Engine:
     """One worker: its own in-process locks, the shared store and model."""
     return make_service(store, completer)
 
@@ -68,9 +69,9 @@ async def test_two_workers_starting_one_chat_share_one_consultation(
     first = worker(store, completer)
     second = worker(cast(ConsultationStore, pausing), completer)
 
-    late = asyncio.create_task(second.ask(KEY, "Second user here", author="Bob"))
+    late = asyncio.create_task(second.turns.ask(UserMessage(KEY, "Second user here", author="Bob")))
     await asyncio.wait_for(pausing.reached_create.wait(), GUARD)
-    early = await first.ask(KEY, "First user here", author="Ann")
+    early = await first.turns.ask(UserMessage(KEY, "First user here", author="Ann"))
     pausing.release_create.set()
     joined = await asyncio.wait_for(late, GUARD)
 
@@ -96,9 +97,9 @@ async def test_a_resend_that_lost_the_start_race_is_not_stored_twice(
     answer = asyncio.Event()
     model_server.enqueue("Which city?", hold=answer)
 
-    late = asyncio.create_task(second.ask(KEY, "Book a table", author="Ann"))
+    late = asyncio.create_task(second.turns.ask(UserMessage(KEY, "Book a table", author="Ann")))
     await asyncio.wait_for(pausing.reached_create.wait(), GUARD)
-    early = asyncio.create_task(first.ask(KEY, "Book a table", author="Ann"))
+    early = asyncio.create_task(first.turns.ask(UserMessage(KEY, "Book a table", author="Ann")))
     await model_server.wait_requests(1)  # A created the consultation and asked the model
     pausing.release_create.set()
     await model_server.wait_requests(2)  # B joined it and asked about the same open turn
@@ -121,14 +122,14 @@ async def test_the_slower_of_two_turns_on_one_round_is_superseded_and_stores_not
     """Two workers answer the same round at once: the one whose reply is recorded first
     wins; the other raises TurnSuperseded and its reply is not stored."""
     first, second = worker(store, completer), worker(store, completer)
-    await first.ask(KEY, "Plan my week")
+    await first.turns.ask(UserMessage(KEY, "Plan my week"))
     slow = asyncio.Event()
     model_server.enqueue("slow reply", hold=slow)
     model_server.enqueue("fast reply")
 
-    slower = asyncio.create_task(first.ask(KEY, "Mostly meetings"))
+    slower = asyncio.create_task(first.turns.ask(UserMessage(KEY, "Mostly meetings")))
     await model_server.wait_requests(2)  # A stored its message and is waiting for the model
-    faster = await second.ask(KEY, "And some gym")
+    faster = await second.turns.ask(UserMessage(KEY, "And some gym"))
     slow.set()
     with pytest.raises(TurnSuperseded):
         await asyncio.wait_for(slower, GUARD)

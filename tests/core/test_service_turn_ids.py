@@ -15,12 +15,12 @@ from typing import cast
 
 import pytest
 
+from core.domain.asking import RoundRef, UserMessage
 from core.domain.consultation import Consultation, Role, TurnRecord
 from core.domain.errors import AnswerStale, ModelError, TurnAlreadyHandled, TurnSuperseded
 from core.domain.ports import ConsultationStore
 from core.llm.llm import OpenAICompleter
-from core.turns.round_answers import RoundRef
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from fakes.model_server import FakeModelServer
 from storage.sqlite.store import SqliteStore
 from tests.service_harness import make_service
@@ -36,12 +36,12 @@ async def history(store: SqliteStore) -> list[tuple[Role, str, str | None]]:
 
 
 async def test_user_messages_are_stored_with_their_turn_ids(
-    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer
+    service: Engine, store: SqliteStore, model_server: FakeModelServer
 ) -> None:
     """The message that starts the consultation and a later one both keep their turn id."""
     model_server.enqueue("Which workload?")
-    await service.ask(KEY, "Pick a database", turn_id="tg:1")
-    await service.ask(KEY, "Mostly reads", turn_id="tg:2")
+    await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
+    await service.turns.ask(UserMessage(KEY, "Mostly reads", turn_id="tg:2"))
     assert [(role, turn) for role, _, turn in await history(store)] == [
         (Role.USER, "tg:1"),
         (Role.ASSISTANT, None),
@@ -51,11 +51,11 @@ async def test_user_messages_are_stored_with_their_turn_ids(
 
 
 async def test_an_answered_turn_handled_again_is_replayed_without_the_model(
-    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer
+    service: Engine, store: SqliteStore, model_server: FakeModelServer
 ) -> None:
     model_server.enqueue("Which workload?")
-    first = await service.ask(KEY, "Pick a database", turn_id="tg:1")
-    again = await service.ask(KEY, "Pick a database", turn_id="tg:1")
+    first = await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
+    again = await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
 
     assert len(model_server.requests) == 1
     assert again.replayed and not first.replayed
@@ -74,8 +74,8 @@ async def test_a_replayed_final_answer_is_final_and_complete(
 ) -> None:
     service = make_service(store, completer, default_max_rounds=1)
     model_server.enqueue("Use PostgreSQL.")
-    first = await service.ask(KEY, "Pick a database", turn_id="tg:1")
-    again = await service.ask(KEY, "Pick a database", turn_id="tg:1")
+    first = await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
+    again = await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
 
     assert first.is_complete and again.replayed
     assert (again.text, again.round, again.max_rounds, again.is_final, again.is_complete) == (
@@ -87,7 +87,7 @@ async def test_a_replayed_final_answer_is_final_and_complete(
     )
     assert len(model_server.requests) == 1
     # A new message (another update) starts a new consultation as usual.
-    await service.ask(KEY, "And for caching?", turn_id="tg:2")
+    await service.turns.ask(UserMessage(KEY, "And for caching?", turn_id="tg:2"))
     assert len(model_server.requests) == 2
 
 
@@ -99,11 +99,11 @@ async def test_a_replay_of_an_earlier_round_reads_as_that_round(
     service = make_service(store, completer, default_max_rounds=2)
     model_server.enqueue("Which workload?")
     model_server.enqueue("Use PostgreSQL.")
-    await service.ask(KEY, "Pick a database", turn_id="tg:1")
-    final = await service.ask(KEY, "Mostly reads", turn_id="tg:2")
+    await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
+    final = await service.turns.ask(UserMessage(KEY, "Mostly reads", turn_id="tg:2"))
     assert final.is_complete
 
-    again = await service.ask(KEY, "Pick a database", turn_id="tg:1")
+    again = await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
     assert again.replayed
     assert (again.text, again.round, again.max_rounds, again.is_final, again.is_complete) == (
         "Which workload?",
@@ -116,7 +116,7 @@ async def test_a_replay_of_an_earlier_round_reads_as_that_round(
 
 
 async def test_an_unanswered_turn_handled_again_is_answered_without_storing_it_again(
-    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer
+    service: Engine, store: SqliteStore, model_server: FakeModelServer
 ) -> None:
     """Two messages failed; the first one's update comes again: the open turn (both
     messages, each stored once) is answered."""
@@ -124,10 +124,10 @@ async def test_an_unanswered_turn_handled_again_is_answered_without_storing_it_a
     model_server.enqueue("boom", status=500)
     for turn, text in (("tg:1", "Pick a database"), ("tg:2", "For a shop")):
         with pytest.raises(ModelError):
-            await service.ask(KEY, text, turn_id=turn)
+            await service.turns.ask(UserMessage(KEY, text, turn_id=turn))
     model_server.enqueue("Which workload?")
 
-    reply = await service.ask(KEY, "Pick a database", turn_id="tg:1")
+    reply = await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
 
     assert not reply.replayed and reply.text == "Which workload?" and reply.round == 1
     assert len(model_server.requests) == 3
@@ -141,18 +141,18 @@ async def test_an_unanswered_turn_handled_again_is_answered_without_storing_it_a
 
 
 async def test_a_turn_whose_consultation_was_reset_is_not_handled_again(
-    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer
+    service: Engine, store: SqliteStore, model_server: FakeModelServer
 ) -> None:
     """The turn failed and the user reset the chat: its update coming again neither starts
     a consultation nor calls the model; `TurnAlreadyHandled` says so (a `TurnSuperseded`:
     the edges already treat that as nothing left to say)."""
     model_server.enqueue("boom", status=500)
     with pytest.raises(ModelError):
-        await service.ask(KEY, "Pick a database", turn_id="tg:1")
+        await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
     assert await service.lifecycle.reset(KEY)
 
     with pytest.raises(TurnAlreadyHandled) as raised:
-        await service.ask(KEY, "Pick a database", turn_id="tg:1")
+        await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
 
     assert isinstance(raised.value, TurnSuperseded)
     assert len(model_server.requests) == 1
@@ -161,13 +161,13 @@ async def test_a_turn_whose_consultation_was_reset_is_not_handled_again(
 
 
 async def test_answer_now_handled_twice_replays_the_final_answer(
-    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer
+    service: Engine, store: SqliteStore, model_server: FakeModelServer
 ) -> None:
     model_server.enqueue("Which workload?")
     model_server.enqueue("Use PostgreSQL.")
-    await service.ask(KEY, "Pick a database", turn_id="tg:1")
-    first = await service.answer_now(KEY, turn_id="tg:2", language="en")
-    again = await service.answer_now(KEY, turn_id="tg:2", language="en")
+    await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
+    first = await service.turns.answer_now(KEY, turn_id="tg:2", language="en")
+    again = await service.turns.answer_now(KEY, turn_id="tg:2", language="en")
 
     assert len(model_server.requests) == 2
     assert again.replayed and again.is_final and again.is_complete
@@ -178,18 +178,18 @@ async def test_answer_now_handled_twice_replays_the_final_answer(
 
 
 async def test_answer_now_unanswered_is_answered_as_the_final_answer(
-    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer
+    service: Engine, store: SqliteStore, model_server: FakeModelServer
 ) -> None:
     """The request for the answer was stored and the model failed: the same update again
     answers it, with the final answer, storing the request once."""
     model_server.enqueue("Which workload?")
-    await service.ask(KEY, "Pick a database", turn_id="tg:1")
+    await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
     model_server.enqueue("boom", status=500)
     with pytest.raises(ModelError):
-        await service.answer_now(KEY, turn_id="tg:2", language="en")
+        await service.turns.answer_now(KEY, turn_id="tg:2", language="en")
     model_server.enqueue("Use PostgreSQL.")
 
-    reply = await service.answer_now(KEY, turn_id="tg:2", language="en")
+    reply = await service.turns.answer_now(KEY, turn_id="tg:2", language="en")
 
     assert not reply.replayed and reply.is_final and reply.is_complete
     assert len(model_server.requests) == 3
@@ -220,15 +220,15 @@ async def test_a_turn_is_looked_up_only_when_it_has_an_id(
 ) -> None:
     counting = CountingStore(store)
     service = make_service(cast(ConsultationStore, counting), completer)
-    await service.ask(KEY, "Pick a database")
-    await service.answer_now(KEY, language="en")
+    await service.turns.ask(UserMessage(KEY, "Pick a database"))
+    await service.turns.answer_now(KEY, language="en")
     assert counting.lookups == 0
-    await service.ask(KEY, "Another one", turn_id="tg:7")
+    await service.turns.ask(UserMessage(KEY, "Another one", turn_id="tg:7"))
     assert counting.lookups == 1
 
 
 async def test_answer_now_from_a_rounds_button_is_stale_under_another_round(
-    service: ConsultationService, store: SqliteStore, model_server: FakeModelServer
+    service: Engine, store: SqliteStore, model_server: FakeModelServer
 ) -> None:
     """`ref` names the round whose "answer now" was pressed: an older round, another
     consultation or none active is `AnswerStale` with nothing stored; the current round
@@ -236,19 +236,23 @@ async def test_answer_now_from_a_rounds_button_is_stale_under_another_round(
     model_server.enqueue("Which workload?")
     model_server.enqueue("How large?")
     model_server.enqueue("Use PostgreSQL.")
-    first = await service.ask(KEY, "Pick a database", turn_id="tg:1")
+    first = await service.turns.ask(UserMessage(KEY, "Pick a database", turn_id="tg:1"))
     bare = first.consultation_id.replace("-", "")
-    await service.ask(KEY, "Mostly reads", turn_id="tg:2")
+    await service.turns.ask(UserMessage(KEY, "Mostly reads", turn_id="tg:2"))
     before = await history(store)
 
     for stale in (RoundRef(bare, 1), RoundRef("0" * 32, 2)):
         with pytest.raises(AnswerStale):
-            await service.answer_now(KEY, turn_id="tg:3", language="en", ref=stale)
+            await service.turns.answer_now(KEY, turn_id="tg:3", language="en", ref=stale)
     assert await history(store) == before and len(model_server.requests) == 2
 
-    final = await service.answer_now(KEY, turn_id="tg:4", language="en", ref=RoundRef(bare, 2))
-    again = await service.answer_now(KEY, turn_id="tg:4", language="en", ref=RoundRef(bare, 2))
+    final = await service.turns.answer_now(
+        KEY, turn_id="tg:4", language="en", ref=RoundRef(bare, 2)
+    )
+    again = await service.turns.answer_now(
+        KEY, turn_id="tg:4", language="en", ref=RoundRef(bare, 2)
+    )
     assert final.is_complete and again.replayed and again.text == final.text == "Use PostgreSQL."
     with pytest.raises(AnswerStale):  # nothing is active any more
-        await service.answer_now(KEY, turn_id="tg:5", language="en", ref=RoundRef(bare, 2))
+        await service.turns.answer_now(KEY, turn_id="tg:5", language="en", ref=RoundRef(bare, 2))
     assert len(model_server.requests) == 3

@@ -101,7 +101,7 @@ async def seed(bot: RunningBot, clock: Clock) -> None:
     clock.now += 60
     await turn(bot, ADMIN, "/answer", "Use PostgreSQL.", 2000, FINAL)
     clock.now = MIDNIGHT - HOUR
-    await bot.runtime.service.settings.set_model(f"tg:{OTHER}", "model-b")
+    await bot.runtime.engine.settings.set_model(f"tg:{OTHER}", "model-b")
     await turn(bot, OTHER, "Plan a trip", "Where to?", 500, ROUND)
     clock.now += 600
     before = len(sent(bot, OTHER))
@@ -110,7 +110,7 @@ async def seed(bot: RunningBot, clock: Clock) -> None:
     clock.now = MIDNIGHT + HOUR
     await turn(bot, THIRD, "Fix my bike", "Which part?", 300, ROUND)
     clock.now = MIDNIGHT + 2 * HOUR + 100
-    assert await bot.runtime.service.lifecycle.cleanup(retention_seconds=30 * 86400) == (1, 0)
+    assert await bot.runtime.engine.lifecycle.cleanup(retention_seconds=30 * 86400) == (1, 0)
     clock.now = MIDNIGHT + 3 * HOUR
     await turn(bot, ADMIN, "Choose a laptop", "Budget?", 100, ROUND)
     clock.now += 60

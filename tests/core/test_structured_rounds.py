@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from core.domain.asking import RoundRef, UserMessage
 from core.domain.clarifying import (
     ROUND_SCHEMA,
     SCHEMA_NAME,
@@ -24,11 +25,10 @@ from core.domain.consultation import Role
 from core.domain.errors import AnswerInvalid, AnswerStale, ModelError, ModelErrorKind
 from core.prompting.clarifying_call import MAX_ROUND_CHARS
 from core.prompting.clarifying_stream import RoundStream
-from core.turns.round_answers import RoundRef
-from core.turns.service import ConsultationService
+from core.turns.engine import Engine
 from fakes.model_server import FakeModelServer, response_format_of
 from storage.sqlite.store import SqliteStore
-from tests.service_harness import Engine
+from tests.service_harness import MakeEngine
 
 KEY = "tg:1"
 REFUSAL = (
@@ -60,12 +60,12 @@ def format_of(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 @pytest.fixture
-def structured(engine: Engine) -> ConsultationService:
+def structured(engine: MakeEngine) -> Engine:
     return engine(structured_questions="auto")
 
 
 async def test_a_question_round_asks_for_a_strict_clarifying_round_and_reads_it(
-    structured: ConsultationService, model: FakeModelServer, store: SqliteStore
+    structured: Engine, model: FakeModelServer, store: SqliteStore
 ) -> None:
     """Round 1 sends the clarifying_round schema (strict) with the structured prompt; the
     reply's questions and options come back, shown as text, and are stored with it."""
@@ -75,7 +75,7 @@ async def test_a_question_round_asks_for_a_strict_clarifying_round_and_reads_it(
             [("What is your budget?", ["< 500", "500–1000"]), ("Which city?", [])],
         )
     )
-    reply = await structured.ask(KEY, "Which laptop should I buy?")
+    reply = await structured.turns.ask(UserMessage(KEY, "Which laptop should I buy?"))
 
     sent = model.requests[0]
     assert format_of(sent) == {
@@ -116,7 +116,7 @@ async def test_the_round_asked_last_is_read_back_through_the_history(
 
 
 async def test_ready_for_final_goes_on_to_the_final_answer_in_the_same_turn(
-    structured: ConsultationService, model: FakeModelServer, store: SqliteStore
+    structured: Engine, model: FakeModelServer, store: SqliteStore
 ) -> None:
     """A round saying it is ready is not shown: the same turn asks for the final answer
     with the "you decided" prompt, and that answer completes the consultation."""
@@ -127,7 +127,7 @@ async def test_ready_for_final_goes_on_to_the_final_answer_in_the_same_turn(
     model.enqueue(
         "## The answer", usage={"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}
     )
-    reply = await structured.ask(KEY, "Is 2+2 four?")
+    reply = await structured.turns.ask(UserMessage(KEY, "Is 2+2 four?"))
 
     assert len(model.requests) == 2
     final = model.requests[1]
@@ -142,7 +142,7 @@ async def test_ready_for_final_goes_on_to_the_final_answer_in_the_same_turn(
 
 
 async def test_a_refusal_of_response_format_asks_the_round_in_text_and_is_remembered(
-    structured: ConsultationService,
+    structured: Engine,
     model: FakeModelServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -153,8 +153,8 @@ async def test_a_refusal_of_response_format_asks_the_round_in_text_and_is_rememb
     model.enqueue(REFUSAL, status=400)
     model.enqueue("What is your budget?")
     with caplog.at_level(logging.WARNING, logger="core.domain.llm_format"):
-        reply = await structured.ask(KEY, "Which laptop?")
-        await structured.ask("tg:2", "Which phone?")
+        reply = await structured.turns.ask(UserMessage(KEY, "Which laptop?"))
+        await structured.turns.ask(UserMessage("tg:2", "Which phone?"))
 
     assert reply.text == "What is your budget?" and reply.questions is None
     assert [response_format_of(body) for body in model.requests] == [
@@ -169,7 +169,7 @@ async def test_a_refusal_of_response_format_asks_the_round_in_text_and_is_rememb
 
 
 async def test_prose_instead_of_json_is_the_round_and_later_rounds_are_asked_in_text(
-    structured: ConsultationService, model: FakeModelServer
+    structured: Engine, model: FakeModelServer
 ) -> None:
     """A server that ignores response_format and answers prose: the prose is the round,
     shown as it streams (one call, not asked again), and the endpoint is asked in text
@@ -181,8 +181,8 @@ async def test_prose_instead_of_json_is_the_round_and_later_rounds_are_asked_in_
     async def on_text(text: str) -> None:
         shown.append(text)
 
-    reply = await structured.ask(KEY, "Which laptop?", on_text=on_text)
-    second = await structured.ask(KEY, "About 800")
+    reply = await structured.turns.ask(UserMessage(KEY, "Which laptop?", on_text=on_text))
+    second = await structured.turns.ask(UserMessage(KEY, "About 800"))
 
     assert reply.text == "Sure! What is your budget?" and reply.questions is None
     assert shown[0] == "Sure" and shown[-1] == "Sure! What is your budget?"
@@ -192,30 +192,30 @@ async def test_prose_instead_of_json_is_the_round_and_later_rounds_are_asked_in_
 
 
 async def test_json_that_is_no_round_is_asked_again_in_text_without_marking_the_endpoint(
-    structured: ConsultationService, model: FakeModelServer
+    structured: Engine, model: FakeModelServer
 ) -> None:
     """JSON of another shape is asked again in text once, but the next round is asked for
     a structured reply again (the endpoint can give JSON)."""
     model.enqueue('{"answer": "hello"}')
     model.enqueue("What is your budget?")
     model.enqueue(round_json())
-    await structured.ask(KEY, "Which laptop?")
-    reply = await structured.ask(KEY, "A fast one")
+    await structured.turns.ask(UserMessage(KEY, "Which laptop?"))
+    reply = await structured.turns.ask(UserMessage(KEY, "A fast one"))
 
     assert [format_of(body) is not None for body in model.requests] == [True, False, True]
     assert reply.questions is not None
 
 
 async def test_broken_json_is_repaired_and_json_cut_by_the_token_limit_keeps_whole_questions(
-    structured: ConsultationService, model: FakeModelServer
+    structured: Engine, model: FakeModelServer
 ) -> None:
     """A missing closing brace is repaired; a reply cut off mid-question shows only the
     questions that arrived whole."""
     model.enqueue(round_json()[:-1])
     whole = round_json("Two facts.", [("Budget?", ["Low", "High"]), ("Screen size in inches?", [])])
     model.enqueue(whole[: whole.index("Screen size") + 6], finish_reason="length")
-    repaired = await structured.ask(KEY, "Which laptop?")
-    cut = await structured.ask("tg:2", "Which laptop?")
+    repaired = await structured.turns.ask(UserMessage(KEY, "Which laptop?"))
+    cut = await structured.turns.ask(UserMessage("tg:2", "Which laptop?"))
 
     assert repaired.questions is not None and repaired.questions.questions[0].options == (
         "< 500",
@@ -227,7 +227,7 @@ async def test_broken_json_is_repaired_and_json_cut_by_the_token_limit_keeps_who
 
 
 async def test_under_on_a_refusal_is_a_configuration_error_and_the_message_stays(
-    engine: Engine, model: FakeModelServer, store: SqliteStore
+    engine: MakeEngine, model: FakeModelServer, store: SqliteStore
 ) -> None:
     """LLM_STRUCTURED_QUESTIONS=on with a server refusing the schema: MISCONFIGURED, no
     text round asked, the message kept as the open turn."""
@@ -235,7 +235,7 @@ async def test_under_on_a_refusal_is_a_configuration_error_and_the_message_stays
     model.enqueue(REFUSAL, status=400)
     model.enqueue(REFUSAL, status=400)
     with pytest.raises(ModelError) as info:
-        await service.ask(KEY, "Which laptop?")
+        await service.turns.ask(UserMessage(KEY, "Which laptop?"))
 
     assert info.value.kind is ModelErrorKind.MISCONFIGURED
     assert "LLM_STRUCTURED_QUESTIONS" in info.value.detail
@@ -244,17 +244,17 @@ async def test_under_on_a_refusal_is_a_configuration_error_and_the_message_stays
     assert stored is not None and [m.role for m in stored.messages] == [Role.USER]
 
 
-async def test_off_never_sends_response_format(engine: Engine, model: FakeModelServer) -> None:
+async def test_off_never_sends_response_format(engine: MakeEngine, model: FakeModelServer) -> None:
     """LLM_STRUCTURED_QUESTIONS=off asks every round in text, as before."""
     service = engine(structured_questions="off")
-    await service.ask(KEY, "Which laptop?")
+    await service.turns.ask(UserMessage(KEY, "Which laptop?"))
 
     assert format_of(model.requests[0]) is None
     assert "[[FINAL]]" in system_of(model.requests[0])
 
 
 async def test_the_stream_shows_the_preamble_and_questions_never_json(
-    structured: ConsultationService, model: FakeModelServer
+    structured: Engine, model: FakeModelServer
 ) -> None:
     """While the round streams in small pieces, what is shown grows as text and never
     holds a brace or a field name."""
@@ -267,7 +267,7 @@ async def test_the_stream_shows_the_preamble_and_questions_never_json(
     async def on_text(text: str) -> None:
         shown.append(text)
 
-    reply = await structured.ask(KEY, "Which laptop?", on_text=on_text)
+    reply = await structured.turns.ask(UserMessage(KEY, "Which laptop?", on_text=on_text))
 
     assert shown and shown[-1] == reply.text
     assert all("{" not in text and "preamble" not in text for text in shown)
@@ -275,31 +275,33 @@ async def test_the_stream_shows_the_preamble_and_questions_never_json(
 
 
 async def test_an_endless_structured_reply_is_cut_and_costs_bounded_work(
-    structured: ConsultationService, model: FakeModelServer
+    structured: Engine, model: FakeModelServer
 ) -> None:
     """A server streaming a preamble that never ends (4-character pieces) is cut at the
     round's character cap; what is shown is text, and the turn ends."""
     model.enqueue('{"preamble": "' + "word " * 50_000, chunk_size=4)
-    reply = await structured.ask(KEY, "Which laptop?")
+    reply = await structured.turns.ask(UserMessage(KEY, "Which laptop?"))
 
     assert len(reply.text) <= MAX_ROUND_CHARS
     assert "{" not in reply.text
 
 
 async def test_answers_become_question_answer_pairs_that_the_final_round_sees(
-    engine: Engine, model: FakeModelServer
+    engine: MakeEngine, model: FakeModelServer
 ) -> None:
     """Options chosen and a typed answer are stored as `n. question — answer` lines, and the
     final round's request carries them."""
     service = engine(structured_questions="auto", default_max_rounds=2)
     model.enqueue(round_json("Two facts.", [("Budget?", ["Low", "High"]), ("City?", [])]))
     model.enqueue("## Final")
-    first = await service.ask(KEY, "Which laptop?")
-    final = await service.ask(
-        KEY,
-        "I travel a lot",
-        answers=[Answer(1, option=2), Answer(2, text="Berlin")],
-        ref=RoundRef(first.consultation_id, first.round),
+    first = await service.turns.ask(UserMessage(KEY, "Which laptop?"))
+    final = await service.turns.ask(
+        UserMessage(
+            KEY,
+            "I travel a lot",
+            answers=[Answer(1, option=2), Answer(2, text="Berlin")],
+            ref=RoundRef(first.consultation_id, first.round),
+        )
     )
 
     assert final.is_final
@@ -311,48 +313,48 @@ async def test_answers_become_question_answer_pairs_that_the_final_round_sees(
 
 
 async def test_picks_toggle_and_go_with_the_next_typed_message_once(
-    structured: ConsultationService, model: FakeModelServer, store: SqliteStore
+    structured: Engine, model: FakeModelServer, store: SqliteStore
 ) -> None:
     """Picks are kept per round (one option per question, a second press unchooses), go
     with the next typed message, and are not used again after it."""
     model.enqueue(
         round_json("Two facts.", [("Budget?", ["Low", "High"]), ("City?", ["Berlin", "Rome"])])
     )
-    first = await structured.ask(KEY, "Which laptop?")
+    first = await structured.turns.ask(UserMessage(KEY, "Which laptop?"))
     ref = RoundRef(first.consultation_id.replace("-", ""), first.round)
-    await structured.pick(KEY, ref, 1, 1, by="Ann")
-    await structured.pick(KEY, ref, 2, 2, by="Bob")
-    await structured.pick(KEY, ref, 1, 2, by="Ann")  # another option of question 1
-    _, picks = await structured.pick(KEY, ref, 2, 2, by="Bob")  # unchosen again
+    await structured.turns.pick(KEY, ref, 1, 1, by="Ann")
+    await structured.turns.pick(KEY, ref, 2, 2, by="Bob")
+    await structured.turns.pick(KEY, ref, 1, 2, by="Ann")  # another option of question 1
+    _, picks = await structured.turns.pick(KEY, ref, 2, 2, by="Bob")  # unchosen again
     assert [(a.question, a.option) for a in picks.answers] == [(1, 2)]
 
     model.enqueue(round_json("One more.", [("Screen?", [])]))
-    await structured.ask(KEY, "and light", author="Ann")
+    await structured.turns.ask(UserMessage(KEY, "and light", author="Ann"))
     assert model.requests[-1]["messages"][-1]["content"] == "1. Budget? — High\nand light"
     stored = await store.load_active(KEY)
     assert stored is not None and stored.picks is None
 
 
 async def test_stale_foreign_and_invalid_presses_change_nothing(
-    structured: ConsultationService, model: FakeModelServer, store: SqliteStore
+    structured: Engine, model: FakeModelServer, store: SqliteStore
 ) -> None:
     """A press naming another consultation, an older round or a missing option is refused
     and stores nothing."""
     model.enqueue(round_json())
-    first = await structured.ask(KEY, "Which laptop?")
+    first = await structured.turns.ask(UserMessage(KEY, "Which laptop?"))
     model.enqueue(round_json("Next.", [("City?", ["Rome"])]))
-    await structured.ask(KEY, "Cheap")
+    await structured.turns.ask(UserMessage(KEY, "Cheap"))
     before = await store.load_active(KEY)
 
     with pytest.raises(AnswerStale):
-        await structured.pick(KEY, RoundRef(first.consultation_id, first.round), 1, 1)
+        await structured.turns.pick(KEY, RoundRef(first.consultation_id, first.round), 1, 1)
     with pytest.raises(AnswerStale):
-        await structured.pick(KEY, RoundRef("0" * 32, 2), 1, 1)
+        await structured.turns.pick(KEY, RoundRef("0" * 32, 2), 1, 1)
     with pytest.raises(AnswerInvalid):
-        await structured.pick(KEY, RoundRef(first.consultation_id, 2), 1, 9)
+        await structured.turns.pick(KEY, RoundRef(first.consultation_id, 2), 1, 9)
     with pytest.raises(AnswerStale):
-        await structured.ask(
-            KEY, "", answers=[Answer(1, 1)], ref=RoundRef(first.consultation_id, 1)
+        await structured.turns.ask(
+            UserMessage(KEY, "", answers=[Answer(1, 1)], ref=RoundRef(first.consultation_id, 1))
         )
     after = await store.load_active(KEY)
     assert after is not None and before is not None
@@ -360,28 +362,28 @@ async def test_stale_foreign_and_invalid_presses_change_nothing(
 
 
 async def test_the_brief_is_asked_for_unless_turned_off_or_the_answer_is_json(
-    engine: Engine, model: FakeModelServer
+    engine: MakeEngine, model: FakeModelServer
 ) -> None:
     """FINAL_BRIEF adds the "What I took into account" instruction to a final answer."""
     on = engine(default_max_rounds=1)
     off = engine(default_max_rounds=1, final_brief=False)
-    await on.ask("tg:1", "Question")
-    await off.ask("tg:2", "Question")
+    await on.turns.ask(UserMessage("tg:1", "Question"))
+    await off.turns.ask(UserMessage("tg:2", "Question"))
 
     assert "What I took into account" in system_of(model.requests[0])
     assert "What I took into account" not in system_of(model.requests[1])
 
 
 async def test_the_final_answer_now_carries_the_options_already_picked(
-    structured: ConsultationService, model: FakeModelServer
+    structured: Engine, model: FakeModelServer
 ) -> None:
     """Options tapped and then "final answer now": the request for the answer is stored
     after the question–answer pairs, so the final answer sees them."""
     model.enqueue(round_json("Two facts.", [("Budget?", ["Low", "High"]), ("City?", [])]))
-    first = await structured.ask(KEY, "Which laptop?")
-    await structured.pick(KEY, RoundRef(first.consultation_id, first.round), 1, 1)
+    first = await structured.turns.ask(UserMessage(KEY, "Which laptop?"))
+    await structured.turns.pick(KEY, RoundRef(first.consultation_id, first.round), 1, 1)
     model.enqueue("## Final")
-    final = await structured.answer_now(KEY, language="en")
+    final = await structured.turns.answer_now(KEY, language="en")
 
     assert final.is_final
     assert model.requests[-1]["messages"][-1]["content"] == (
@@ -393,15 +395,15 @@ async def test_the_final_answer_now_carries_the_options_already_picked(
     "server", ["openai", "vllm", "fastapi", "llama-cpp-python", "llama-cpp-python-500"]
 )
 async def test_every_real_servers_refusal_of_json_schema_tries_json_object_with_the_schema(
-    structured: ConsultationService, model: FakeModelServer, server: str
+    structured: Engine, model: FakeModelServer, server: str
 ) -> None:
     """However a server refuses json_schema (OpenAI's and vLLM's 400, FastAPI's 422 whose
     words are only in its body, llama-cpp-python's 500 or hang-up), the round is asked as
     json_object with the schema (what llama-cpp-python enforces with a grammar), and later
     rounds go straight to that form."""
     model.refuse_format = server
-    reply = await structured.ask(KEY, "Which laptop?")
-    await structured.ask(KEY, "Cheap")
+    reply = await structured.turns.ask(UserMessage(KEY, "Which laptop?"))
+    await structured.turns.ask(UserMessage(KEY, "Cheap"))
 
     assert reply.questions == ClarifyingRound("", (Question("Reply to: Which laptop?"),))
     kinds = [response_format_of(body) for body in model.requests]

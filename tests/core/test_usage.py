@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import load_settings
+from core.domain.asking import UserMessage
 from core.domain.attachments import Transcription
 from core.domain.consultation import Usage
 from core.domain.errors import ConfigError, ModelError
@@ -178,10 +179,10 @@ async def test_each_stored_reply_is_charged_to_its_day_across_a_utc_midnight(
     clock.now = MIDNIGHT - 60
     payer = Payer(person="tg:501")
     model_server.enqueue("Which load?", usage={"prompt_tokens": 1000, "completion_tokens": 10})
-    await service.ask("tg:501", "Pick a database", payer=payer)
+    await service.turns.ask(UserMessage("tg:501", "Pick a database", payer=payer))
     clock.now = MIDNIGHT + 60
     model_server.enqueue("Use PostgreSQL.", usage={"prompt_tokens": 2000, "completion_tokens": 20})
-    await service.answer_now("tg:501", payer=payer)
+    await service.turns.answer_now("tg:501", payer=payer)
 
     assert [(c.day, c.kind, c.usage) for c in seen] == [
         ("2025-11-26", CallKind.ROUND, Usage(1000, 10)),
@@ -211,11 +212,11 @@ async def test_a_follow_up_is_charged_as_one(
     )
     payer = Payer(person="tg:3")
     model_server.enqueue("Which load?")
-    await service.ask("tg:3", "Pick a database", payer=payer)
+    await service.turns.ask(UserMessage("tg:3", "Pick a database", payer=payer))
     model_server.enqueue("Use PostgreSQL.")
-    await service.answer_now("tg:3", payer=payer)
+    await service.turns.answer_now("tg:3", payer=payer)
     model_server.enqueue("Back it up nightly.")
-    await service.follow_up("tg:3", "And backups?", payer=payer)
+    await service.turns.follow_up("tg:3", "And backups?", payer=payer)
     assert [(c.kind, c.person, c.chat) for c in seen] == [
         (CallKind.ROUND, "tg:3", "tg:3"),
         (CallKind.FINAL, "tg:3", "tg:3"),
@@ -232,7 +233,9 @@ async def test_estimated_and_unpriced_usage_is_marked(
     without a price costs 0 and the report names it."""
     service = make_service(store, completer, clock)  # no prices at all
     model_server.enqueue("Which load do you expect?", no_usage=True)
-    await service.ask("tg:9", "Pick a database for me", payer=Payer(person="tg:9"))
+    await service.turns.ask(
+        UserMessage("tg:9", "Pick a database for me", payer=Payer(person="tg:9"))
+    )
     report = await service.figures.usage(ScopeKind.PERSON, "tg:9")
     assert report.today.prompt_tokens > 0 and report.today.completion_tokens > 0
     assert report.today.estimated
@@ -248,7 +251,7 @@ async def test_a_reply_and_its_charge_survive_a_crash_together(
     store = await SqliteStore.open(db_path)
     service = make_service(store, completer, clock)
     model_server.enqueue("Which load?", usage={"prompt_tokens": 7, "completion_tokens": 3})
-    await service.ask("tg:1", "Pick a database", payer=Payer(person="tg:1"))
+    await service.turns.ask(UserMessage("tg:1", "Pick a database", payer=Payer(person="tg:1")))
     # A crash: no orderly close (the writer thread's connection is dropped as is).
     reopened = await SqliteStore.open(db_path)
     try:
@@ -268,7 +271,7 @@ async def test_a_failed_model_call_charges_nothing(
     service = make_service(store, completer, clock)
     model_server.enqueue(status=500)
     with pytest.raises(ModelError):
-        await service.ask("tg:2", "Pick a database", payer=Payer(person="tg:2"))
+        await service.turns.ask(UserMessage("tg:2", "Pick a database", payer=Payer(person="tg:2")))
     day = day_of(clock.now)
     assert await person_totals(store, "tg:2", day, day) == []
 
