@@ -87,7 +87,7 @@ ALLOWED: dict[str, set[str]] = {
     "bot.commands": {"bot.updates", "bot.transport"}
     | {"core.turns", "core.prompting", "core.domain", "core.primitives", "media", "i18n"},
     "bot.updates": {"bot.transport", "core.domain", "core.primitives", "telemetry", "i18n"},
-    "bot.transport": {"core.turns", "core.domain", "core.primitives", "i18n"},
+    "bot.transport": {"core.domain", "core.primitives", "i18n"},
     "media": {"core.turns", "core.domain"},
     "i18n": {"core.turns"},
     "storage": {"core.domain", "core.primitives"},

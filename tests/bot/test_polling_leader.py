@@ -24,6 +24,7 @@ from storage.postgres.cluster.inbox import PostgresInbox
 from storage.postgres.cluster.locks import PostgresLeadership
 from storage.postgres.schema import migrate
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
+from tests.service_harness import MakeEngine
 from tests.waiting import until
 
 WAIT = 20.0
@@ -151,7 +152,7 @@ async def test_one_leader_polls_and_another_takes_over_when_it_dies(
 
 
 async def test_an_application_fed_by_the_inbox_has_no_updater_and_its_bot_polls(
-    bot_api: FakeBotApi,
+    bot_api: FakeBotApi, engine: MakeEngine
 ) -> None:
     """With updates from outside (the inbox) PTB runs no Updater of its own, and the leader
     polls with the application's bot: a long poll longer than the ordinary read timeout."""
@@ -159,7 +160,7 @@ async def test_an_application_fed_by_the_inbox_has_no_updater_and_its_bot_polls(
     from bot.transport.config import BotConfig
 
     config = BotConfig(token=TOKEN, api_base_url=bot_api.base_url, external_updates=True)
-    application = build_application(config, service=None)  # type: ignore[arg-type]
+    application = build_application(config, engine())
     assert application.updater is None
     async with application:
         bot_api.push_update(bot_api.text_message(801, "hello", user_id=801))

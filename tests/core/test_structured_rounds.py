@@ -100,13 +100,13 @@ async def test_a_question_round_asks_for_a_strict_clarifying_round_and_reads_it(
 
 
 async def test_the_round_asked_last_is_read_back_through_the_history(
-    structured: ConsultationService, model: FakeModelServer
+    structured: Engine, model: FakeModelServer
 ) -> None:
     """An edge starting again mid-consultation (the terminal) reads the round its options
     answer from the engine: the active consultation's last round, none once it is reset,
     none for another chat."""
     model.enqueue(round_json("One fact.", [("Which city?", ["Oslo", "Bergen"])]))
-    reply = await structured.ask(KEY, "Where should I live?")
+    reply = await structured.turns.ask(UserMessage(KEY, "Where should I live?"))
 
     assert reply.questions is not None
     assert await structured.history.round_asked(KEY) == reply.questions
