@@ -1,0 +1,66 @@
+"""The operator's knowledge base as the engine sees it: documents cut into passages, and the
+port that finds the passages a consultation should read.
+
+Invariants:
+- a document is known by its source (a path or an upload name) and the hash of its content:
+  adding an unchanged source again changes nothing, a changed one replaces every passage;
+- a passage keeps where it came from: its document's title, the heading path above it
+  (`Warranty terms › Kettles`, empty when the text has no headings) and, for a PDF, its
+  1-based page;
+- a document tagged with a role serves only that role's consultations; an untagged one
+  serves every role;
+- `KnowledgeSearch.search` returns at most `limit` passages, best first, each with a
+  score where higher is better (comparable only within one answer).
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+SECTION_SEPARATOR = " › "
+"""Joins a passage's heading path: `Warranty terms › Kettles`."""
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeDocument:
+    """One document of the knowledge base, as listed."""
+
+    id: int
+    title: str
+    source: str
+    role: str | None
+    content_hash: str
+    chunks: int
+    added_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A passage about to be stored: its place in the document and its text."""
+
+    position: int
+    section: str
+    page: int | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A passage found for a query: what a model call is given and a citation names."""
+
+    chunk_id: int
+    document_id: int
+    title: str
+    section: str
+    page: int | None
+    text: str
+    score: float
+
+
+class KnowledgeSearch(Protocol):
+    async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage]:
+        """The passages that best match `query` among the documents serving `role`
+        (untagged documents serve every role; `None` is a consultation with no role)."""
+        ...
