@@ -89,7 +89,7 @@ from core.domain.usage import Payer
 from core.primitives.keyed_lock import KeyedLock
 from core.turns.engine import Engine
 from core.turns.follow_ups import unavailable_reason
-from core.turns.round_answers import turn_text
+from core.turns.round_answers import user_message_text
 from core.turns.sessions import API_KEY_PREFIX
 from media.intake import Intake
 from telemetry.metrics import Metrics
@@ -375,7 +375,7 @@ class ChatEndpoints:
             return
         consultation = await self._engine.sessions.check_session(session_id)
         if message.answers:
-            turn_text(consultation, message.text, message.answers, author=None)
+            user_message_text(consultation, message.text, message.answers, author=None)
         if body.max_rounds is not None:
             await self._engine.sessions.set_session_max_rounds(session_id, body.max_rounds)
 
