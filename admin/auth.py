@@ -154,7 +154,7 @@ class Auth:
 
     async def _failed(self, request: web.Request, address: str) -> web.Response:
         log.info("a failed sign-in to the console from %s", address)
-        left = await self.throttle.audit_turn()
+        left = await self.throttle.take_audit_slot()
         if left is not None:
             detail = f"from {address}"
             if left == 0:

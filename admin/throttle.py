@@ -9,7 +9,7 @@ Invariants:
   that succeeded, a forged form refused unread, a body that never came): only failures
   stay counted, so the operator signing in often is never refused;
 - at most `max_audited` failed sign-ins of a window are written to the audit log, all
-  addresses together (`audit_turn`);
+  addresses together (`take_audit_slot`);
 - memory is bounded: at most `MAX_ADDRESSES` addresses are tracked (the one least
   recently counted is forgotten first) and each holds at most N times; the clock is
   injected, so tests need no waiting.
@@ -73,7 +73,7 @@ class SignInThrottle:
         if not attempts:
             del self._attempts[address]
 
-    async def audit_turn(self) -> int | None:
+    async def take_audit_slot(self) -> int | None:
         now = self._clock()
         audited = self._audited
         while audited and audited[0] <= now - self._window:

@@ -37,7 +37,7 @@ class RoundView:
     number: int
     preamble: str  # a structured round's preamble, or the whole text of a round in text
     questions: tuple[QuestionView, ...]
-    answer: str | None  # the user's whole turn after it (None: unanswered)
+    answer: str | None  # the user's messages after it, joined (None: unanswered)
     attachments: tuple[str, ...]
 
 

@@ -12,7 +12,7 @@ Invariants:
 - a failure while the round runs — of any kind — never consumes the round, and its
   error names the session to retry (a brand-new session included);
 - a round runs in a task of its own, so a client that hangs up never aborts it
-  (see `api.turn`);
+  (see `api.round_tasks`);
 - with `Idempotency-Key` a request is answered at most once, by whichever worker
   claimed the key first (see `api.idempotency`, `api.key_claims` and `api.responses`);
 - a body of 64 KB or more is read only within the process's budget of body bytes in
@@ -20,14 +20,14 @@ Invariants:
   `api.body_budget`): past it the request is SERVER_BUSY, its body unread;
 - attached files are checked (kind, size, base64) before the stream opens and read
   (documents' text, a voice note's transcript, photos) before a session is opened or a
-  message stored, so a refused file leaves nothing behind and uses no round; the turn
-  is then stored as its text (`TurnInput.stored_text`), photos going to the model only
+  message stored, so a refused file leaves nothing behind and uses no round; the message
+  is then stored as its text (`MessageInput.stored_text`), photos going to the model only
   in this round.
 
 `answers` answer the questions of the session's last reply: they are checked against
 that round while the session is vetted (a question or option it does not have is
 ANSWER_INVALID, a reply that asked none ANSWER_STALE), before anything is changed or
-stored, and the round's turn is their question–answer lines, then the message.
+stored, and the stored user message is their question–answer lines, then the message.
 
 `followUp` asks about a complete session (`ConsultationService.follow_up`): vetted like a
 round (complete, within its TTL, under FOLLOWUP_LIMIT, else FOLLOW_UP_UNAVAILABLE before
@@ -39,7 +39,7 @@ nothing; a different value is applied like Telegram's /rounds (validated the sam
 way; a limit at or below the rounds already used makes this reply the final one).
 
 This module runs the steps; `api.limits` holds what a request may ask for,
-`api.turn` a round in flight (its outcome and streamed text) and `api.responses`
+`api.round_tasks` a round in flight (its outcome and streamed text) and `api.responses`
 the response body and the replay of a reply given before.
 """
 
@@ -69,9 +69,9 @@ from api.key_claims import Hold, claim
 from api.limits import Limits, read_body, refuse_declared_over
 from api.memory import API_PERSON_PREFIX, api_scope
 from api.responses import replay_answered, replayed_headers, response
+from api.round_tasks import Flight, Message, Relay, RoundTask, shielded
 from api.schemas import ChatRequest, SessionView, parse_chat_request
 from api.sse import EventStream
-from api.turn import Flight, Message, Relay, Turn, shielded
 from core.domain.attachments import Attachment
 from core.domain.errors import (
     AttachmentRefused,
@@ -89,7 +89,7 @@ from core.domain.usage import Payer
 from core.primitives.keyed_lock import KeyedLock
 from core.turns.engine import Engine
 from core.turns.follow_ups import unavailable_reason
-from core.turns.round_answers import turn_text
+from core.turns.round_answers import user_message_text
 from core.turns.sessions import API_KEY_PREFIX
 from media.intake import Intake
 from telemetry.metrics import Metrics
@@ -140,30 +140,30 @@ class ChatEndpoints:
         # Vetting and answering a session are one step, in every worker sharing `locks`
         # (this process only by default). Keys are "session:<id>", apart from chat keys.
         self._sessions: ChatLocks = KeyedLock() if locks is None else locks
-        self._flights: dict[Flight, Turn] = {}  # keyed requests being answered
+        self._flights: dict[Flight, RoundTask] = {}  # keyed requests being answered
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def chat(self, request: web.Request) -> web.Response:
         """Answer one round and return it as JSON."""
-        turn, joined = await self._begin(request, relay=None)
-        await shielded(turn.session)
-        body = await shielded(turn.result)
-        return json_response(body, headers=replayed_headers(turn, joined))
+        round_task, joined = await self._begin(request, relay=None)
+        await shielded(round_task.session)
+        body = await shielded(round_task.result)
+        return json_response(body, headers=replayed_headers(round_task, joined))
 
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """Answer one round as Server-Sent Events: `session`, `delta`…, then `done` or `error`."""
         relay = Relay()
-        turn, joined = await self._begin(request, relay=relay)
-        session_id = await shielded(turn.session)  # a refusal is still a plain JSON error
-        headers = replayed_headers(turn, joined)
+        round_task, joined = await self._begin(request, relay=relay)
+        session_id = await shielded(round_task.session)  # a refusal is still a plain JSON error
+        headers = replayed_headers(round_task, joined)
         events = EventStream(request, keepalive=self._keepalive, headers=headers)
         await events.open()
         try:
             await events.send("session", {"sessionId": session_id})
-            if turn.relay is relay:  # this request runs the round: stream its text
+            if round_task.relay is relay:  # this request runs the round: stream its text
                 await relay.attach(events)
             try:
-                body = await shielded(turn.result)
+                body = await shielded(round_task.result)
             except ApiError as exc:
                 await events.send("error", {**exc.body(), "status": exc.status})
             else:
@@ -206,22 +206,22 @@ class ChatEndpoints:
 
     # -- steps -----------------------------------------------------------------------------
 
-    async def _begin(self, request: web.Request, *, relay: Relay | None) -> tuple[Turn, bool]:
-        """Validate the request; join the running turn of its idempotency key (True), or
-        start a turn of its own (False)."""
+    async def _begin(self, request: web.Request, *, relay: Relay | None) -> tuple[RoundTask, bool]:
+        """Validate the request; join the running round task of its idempotency key (True),
+        or start a round task of its own (False)."""
         key = parse_key(request.headers.get(HEADER))
         refuse_declared_over(request, self._limits.max_body_bytes)  # too large, not busy
         held = self._budget.reserve(request.content_length)
         if held is None:  # refused before a byte of the body is read
             raise server_busy()
-        started = False  # from then on the turn's task releases the reservation
+        started = False  # from then on the round task releases the reservation
         try:
             asked = await self._parse(request, held, keyed=key is not None)
             if key is None:
-                turn = Turn(None, relay)
-                self._start(turn, asked, None)
+                round_task = RoundTask(None, relay)
+                self._start(round_task, asked, None)
                 started = True
-                return turn, False
+                return round_task, False
             if self._keys is None:
                 raise ApiError("VALIDATION_ERROR", f"{HEADER}: not supported by this deployment")
             flight = (_client(request), key)
@@ -230,11 +230,11 @@ class ChatEndpoints:
                 if running.fingerprint != asked.fingerprint:
                     raise key_reused()
                 return running, True
-            turn = Turn(asked.fingerprint, relay)
-            self._flights[flight] = turn
-            self._start(turn, asked, flight)
+            round_task = RoundTask(asked.fingerprint, relay)
+            self._flights[flight] = round_task
+            self._start(round_task, asked, flight)
             started = True
-            return turn, False
+            return round_task, False
         finally:
             if not started:
                 held.release()
@@ -255,19 +255,19 @@ class ChatEndpoints:
         body = body.model_copy(update={"attachments": []})
         return Asked(body, tuple(files), held, wanted, _client(request))
 
-    def _start(self, turn: Turn, asked: Asked, flight: Flight | None) -> None:
-        task = asyncio.create_task(self._run(turn, asked, flight))
+    def _start(self, round_task: RoundTask, asked: Asked, flight: Flight | None) -> None:
+        task = asyncio.create_task(self._run(round_task, asked, flight))
         self._tasks.add(task)
 
         def forget(done: asyncio.Task[None]) -> None:
             self._tasks.discard(done)
-            if flight is not None and self._flights.get(flight) is turn:
+            if flight is not None and self._flights.get(flight) is round_task:
                 del self._flights[flight]
 
         task.add_done_callback(forget)
 
-    async def _run(self, turn: Turn, asked: Asked, flight: Flight | None) -> None:
-        """The whole turn: claim its key, read its files, find or open the session, vet it,
+    async def _run(self, round_task: RoundTask, asked: Asked, flight: Flight | None) -> None:
+        """The whole round task: claim its key, read its files, find or open the session, vet it,
         answer it, store the reply."""
         body = asked.body
         hold: Hold | None = None
@@ -275,7 +275,7 @@ class ChatEndpoints:
         try:
             if flight is not None:
                 assert self._keys is not None
-                hold = await claim(self._keys, flight, turn)
+                hold = await claim(self._keys, flight, round_task)
                 if hold is None:  # answered before: replayed
                     return
             stored = hold.session_id if hold is not None else None
@@ -302,7 +302,7 @@ class ChatEndpoints:
                     hold is not None
                     and stored is not None
                     and await replay_answered(
-                        self._engine.sessions, hold, turn, session_id, message
+                        self._engine.sessions, hold, round_task, session_id, message
                     )
                 ):
                     return
@@ -310,12 +310,14 @@ class ChatEndpoints:
                     await self._vet(session_id, body, message, payer)
                 if hold is not None and stored is None:
                     await hold.attach(session_id)
-                turn.session.set_result(session_id)
+                round_task.session.set_result(session_id)
                 if message.read is not None and message.read.transcription is not None:
                     await self._engine.figures.charge_transcription(
                         API_KEY_PREFIX + session_id, message.read.transcription, payer=payer
                     )
-                await self._answer(turn, session_id, message, hold, payer, follow_up=body.follow_up)
+                await self._answer(
+                    round_task, session_id, message, hold, payer, follow_up=body.follow_up
+                )
         except ApiError as exc:
             error = exc
         except ConsultationError as exc:
@@ -331,7 +333,7 @@ class ChatEndpoints:
             if hold is not None:  # released before the refusal: its retry finds it free
                 await hold.end()
         if error is not None:
-            turn.refuse(error)
+            round_task.refuse(error)
 
     async def _read(self, asked: Asked) -> Message:
         """The request's message as the session stores it: typed words alone, or read with
@@ -373,13 +375,13 @@ class ChatEndpoints:
             return
         consultation = await self._engine.sessions.check_session(session_id)
         if message.answers:
-            turn_text(consultation, message.text, message.answers, author=None)
+            user_message_text(consultation, message.text, message.answers, author=None)
         if body.max_rounds is not None:
             await self._engine.sessions.set_session_max_rounds(session_id, body.max_rounds)
 
     async def _answer(
         self,
-        turn: Turn,
+        round_task: RoundTask,
         session_id: str,
         message: Message,
         hold: Hold | None,
@@ -388,7 +390,7 @@ class ChatEndpoints:
         follow_up: bool = False,
     ) -> None:
         """Answer the round (or follow-up), its usage charged to the session and `payer`."""
-        on_text = turn.relay.on_text if turn.relay is not None else None
+        on_text = round_task.relay.on_text if round_task.relay is not None else None
         turn_id = hold.turn_id if hold is not None else None
         try:
             if follow_up:
@@ -422,7 +424,7 @@ class ChatEndpoints:
                 await hold.save(body)
             except Exception:  # the reply stands; only a later retry would not find it
                 log.warning("could not store the reply of an idempotent request", exc_info=True)
-        turn.result.set_result(body)
+        round_task.result.set_result(body)
 
 
 def _round_failure(exc: Exception, session_id: str) -> ApiError:

@@ -29,7 +29,7 @@ import uuid
 
 from api.errors import ApiError
 from api.idempotency import KeyStore, key_reused, turn_id
-from api.turn import Flight, Turn
+from api.round_tasks import Flight, RoundTask
 
 log = logging.getLogger(__name__)
 
@@ -93,18 +93,18 @@ class Hold:
                 return
 
 
-async def claim(keys: KeyStore, flight: Flight, turn: Turn) -> Hold | None:
-    """Hold the key for this attempt; None when it was answered before (the turn is then
-    answered with that reply). Waits while another attempt holds it; raises
+async def claim(keys: KeyStore, flight: Flight, round_task: RoundTask) -> Hold | None:
+    """Hold the key for this attempt; None when it was answered before (the round task is
+    then answered with that reply). Waits while another attempt holds it; raises
     `IDEMPOTENCY_KEY_REUSED` for another body, `CONFLICT` after `WAIT_SECONDS`."""
-    assert turn.fingerprint is not None
+    assert round_task.fingerprint is not None
     owner = uuid.uuid4().hex
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         now = time.time()
         held = await keys.claim_idempotency_key(
             *flight,
-            fingerprint=turn.fingerprint,
+            fingerprint=round_task.fingerprint,
             owner=owner,
             at=now,
             lease_until=now + LEASE_SECONDS,
@@ -114,10 +114,10 @@ async def claim(keys: KeyStore, flight: Flight, turn: Turn) -> Hold | None:
         found = await keys.find_idempotency_key(*flight)
         if found is None:  # given up before a session was opened: claim it afresh
             continue
-        if found.fingerprint != turn.fingerprint:
+        if found.fingerprint != round_task.fingerprint:
             raise key_reused()
         if found.response is not None and found.session_id is not None:
-            turn.replay(found.session_id, json.loads(found.response))
+            round_task.replay(found.session_id, json.loads(found.response))
             return None
         if found.lease_until is None or found.lease_until < time.time():
             continue  # given up, or its holder died: take it over

@@ -12,25 +12,25 @@ Invariants (with `Idempotency-Key`, see `api.idempotency`):
 from __future__ import annotations
 
 from api.key_claims import Hold
+from api.round_tasks import Message, RoundTask
 from api.schemas import ChatResponse
-from api.turn import Message, Turn
-from core.domain.attachments import TurnInput
+from core.domain.attachments import MessageInput
 from core.domain.outcomes import Reply
 from core.turns.sessions import ApiSessions
 
 
-def response(reply: Reply, read: TurnInput | None = None) -> dict[str, object]:
+def response(reply: Reply, read: MessageInput | None = None) -> dict[str, object]:
     """The body of `/api/chat` (and of the stream's `done` event) for one answered round."""
     return ChatResponse.from_reply(reply, read).model_dump(mode="json")
 
 
-def replayed_headers(turn: Turn, joined: bool) -> dict[str, str] | None:
+def replayed_headers(round_task: RoundTask, joined: bool) -> dict[str, str] | None:
     """Marks an answer this request did not cause (a stored reply, or another request's)."""
-    return {"Idempotent-Replayed": "true"} if turn.replayed or joined else None
+    return {"Idempotent-Replayed": "true"} if round_task.replayed or joined else None
 
 
 async def replay_answered(
-    sessions: ApiSessions, hold: Hold, turn: Turn, session_id: str, message: Message
+    sessions: ApiSessions, hold: Hold, round_task: RoundTask, session_id: str, message: Message
 ) -> bool:
     """Replay the round that answered the key's message when an earlier attempt got it
     answered without recording the reply (it stopped in between); False while the
@@ -40,5 +40,5 @@ async def replay_answered(
         return False
     body = response(reply, message.read)
     await hold.save(body)
-    turn.replay(session_id, body)
+    round_task.replay(session_id, body)
     return True

@@ -34,7 +34,7 @@ from pydantic.alias_generators import to_camel
 
 from api.attachments import BASE64_PATTERN, MAX_ATTACHMENTS
 from api.errors import STATUS, ApiError
-from core.domain.attachments import TurnInput
+from core.domain.attachments import MessageInput
 from core.domain.clarifying import Answer, ClarifyingRound
 from core.domain.consultation import Consultation, Message, ModelOptions, Status
 from core.domain.errors import AttachmentProblem, FollowUpReason
@@ -389,13 +389,13 @@ class ChatResponse(BaseModel):
     )
 
     @classmethod
-    def from_reply(cls, reply: Reply, turn: TurnInput | None = None) -> ChatResponse:
-        """The reply; `turn` (the request's message as read) adds what was heard and cut."""
+    def from_reply(cls, reply: Reply, read: MessageInput | None = None) -> ChatResponse:
+        """The reply; `read` (the request's message as read) adds what was heard and cut."""
         return cls(
-            transcript=turn.transcript if turn is not None else None,
-            attachments_cut=turn.omitted_chars if turn is not None else 0,
-            attachments_incomplete=turn is not None
-            and not all(document.complete for document in turn.documents),
+            transcript=read.transcript if read is not None else None,
+            attachments_cut=read.omitted_chars if read is not None else 0,
+            attachments_incomplete=read is not None
+            and not all(document.complete for document in read.documents),
             images_not_seen=Notice.IMAGES_NOT_SEEN in reply.notices,
             content=reply.text,
             model=reply.model,

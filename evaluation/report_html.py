@@ -26,7 +26,7 @@ from evaluation.report_table import (
     score_text,
     winner_text,
 )
-from evaluation.results import Judgement, Pairwise, Report, RunResult, Turn
+from evaluation.results import Judgement, Pairwise, Report, RunResult, SeenMessage
 from evaluation.summary import Summary, summarise
 
 CSS = """
@@ -219,9 +219,9 @@ def _run_block(r: RunResult) -> str:
     if r.clarifying_rounds:
         head += f" · questions {questions_text(r)}"
     final = _final_index(r)
-    parts = [_turn(t, final=i == final) for i, t in enumerate(r.transcript)]
+    parts = [_seen_html(t, final=i == final) for i, t in enumerate(r.transcript)]
     if final is None and r.final_answer:
-        parts.append(_turn(Turn(speaker="bot", text=r.final_answer), final=True))
+        parts.append(_seen_html(SeenMessage(speaker="bot", text=r.final_answer), final=True))
     if r.error is not None:
         parts.append(f'<p class="failed">Consultation error: {_e(r.error)}</p>')
     if r.judgement is not None:
@@ -230,37 +230,37 @@ def _run_block(r: RunResult) -> str:
 
 
 def _final_index(r: RunResult) -> int | None:
-    """The transcript's last bot turn when it is the final answer, else None."""
+    """The transcript's last bot message when it is the final answer, else None."""
     for i in range(len(r.transcript) - 1, -1, -1):
         if r.transcript[i].speaker == "bot":
             return i if r.final_answer and r.transcript[i].text == r.final_answer else None
     return None
 
 
-def _turn(turn: Turn, *, final: bool = False) -> str:
-    if turn.speaker == "bot":
-        who = "Bot" + (f" · round {turn.round}" if turn.round is not None else "")
+def _seen_html(seen: SeenMessage, *, final: bool = False) -> str:
+    if seen.speaker == "bot":
+        who = "Bot" + (f" · round {seen.round}" if seen.round is not None else "")
         who += " · final answer" if final else ""
-    elif turn.speaker == "user":
+    elif seen.speaker == "user":
         who = "User"
     else:
-        who = turn.speaker
-    if turn.final_now:
+        who = seen.speaker
+    if seen.final_now:
         who += " · pressed “final answer now”"
-    if turn.model_ready:
+    if seen.model_ready:
         who += " · the model knew enough"
-    kind = "turn bot" if turn.speaker == "bot" else "turn"
+    kind = "turn bot" if seen.speaker == "bot" else "turn"
     options = [
         f"<li>{_e(option_label(n, k))}) {_e(option)}</li>"
-        for n, question in enumerate(turn.questions, 1)
+        for n, question in enumerate(seen.questions, 1)
         for k, option in enumerate(question.options, 1)
     ]
     listed = f'<ul class="options">{"".join(options)}</ul>' if options else ""
-    picks = "".join(f"<li>{_e(pick.line)}</li>" for pick in turn.picks)
+    picks = "".join(f"<li>{_e(pick.line)}</li>" for pick in seen.picks)
     chosen = f'<div class="who">Chosen by option:</div><ul>{picks}</ul>' if picks else ""
     return (
         f'<div class="{kind}"><div class="who">{_e(who)}</div>'
-        f'<div class="text">{_e(turn.text)}</div>{listed}{chosen}</div>'
+        f'<div class="text">{_e(seen.text)}</div>{listed}{chosen}</div>'
     )
 
 

@@ -30,7 +30,7 @@ class Pick:
 
 
 @dataclass(slots=True)
-class Turn:
+class SeenMessage:
     """One message of a consultation as the evaluator saw it."""
 
     speaker: str  # "bot", "user", or a group member's name
@@ -63,7 +63,7 @@ class RunResult:
     scenario_id: str
     variant: str
     repeat: int  # 0-based index of the repetition
-    transcript: list[Turn] = field(default_factory=list)
+    transcript: list[SeenMessage] = field(default_factory=list)
     final_answer: str = ""
     rounds_used: int = 0
     max_rounds: int = 0

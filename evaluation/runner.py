@@ -26,7 +26,7 @@ from core.prompting.final_now import request_text
 from core.prompting.prompts import PromptLibrary
 from core.turns.engine import Engine
 from evaluation.choices import read_choices
-from evaluation.results import AskedQuestion, Pick, RunResult, Turn
+from evaluation.results import AskedQuestion, Pick, RunResult, SeenMessage
 from evaluation.scenarios import Scenario
 from evaluation.simulated_user import BOT, USER, UserModel, next_message, speaker_for
 
@@ -70,7 +70,7 @@ async def _consult(
     await engine.settings.set_role(key, scenario.role)
     await engine.settings.set_max_rounds(key, result.max_rounds)
     name = _name(scenario, 0)
-    result.transcript.append(Turn(name, scenario.first_message))
+    result.transcript.append(SeenMessage(name, scenario.first_message))
     author, author_id = _author(scenario, name)
     reply = await engine.turns.ask(
         UserMessage(key, scenario.first_message, author=author, author_id=author_id, is_group=group)
@@ -85,7 +85,7 @@ async def _consult(
         if scenario.behaviour.press_final_now_after_round == reply.round:
             name = _name(scenario, reply.round)
             text = request_text(bot.prompts, scenario.language)
-            result.transcript.append(Turn(name, text, final_now=True))
+            result.transcript.append(SeenMessage(name, text, final_now=True))
             result.final_now_pressed = True
             reply = await engine.turns.answer_now(
                 key, author=_author(scenario, name)[0], is_group=group, language=scenario.language
@@ -115,14 +115,14 @@ async def _answer(
     group = scenario.is_group
     found = asked.questions
     if found is None or not found.has_options:
-        result.transcript.append(Turn(name, text))
+        result.transcript.append(SeenMessage(name, text))
         return await engine.turns.ask(
             UserMessage(key, text, author=author, author_id=author_id, is_group=group)
         )
     result.questions_with_options += sum(1 for q in found.questions if q.options)
     choices = read_choices(text, found)
     picks = [_pick(found, a.question, a.option) for a in choices.answers if a.option is not None]
-    result.transcript.append(Turn(name, text, picks=picks))
+    result.transcript.append(SeenMessage(name, text, picks=picks))
     result.answered_by_option += len(picks)
     return await engine.turns.ask(
         UserMessage(
@@ -144,17 +144,17 @@ def _pick(found: ClarifyingRound, question: int, option: int) -> Pick:
 
 
 def _record(result: RunResult, reply: Reply) -> None:
-    turn = Turn(BOT, reply.text, round=reply.round, model_ready=reply.model_ready)
+    seen = SeenMessage(BOT, reply.text, round=reply.round, model_ready=reply.model_ready)
     if not reply.is_final:
         found = reply.questions
-        turn.questions = (
+        seen.questions = (
             [AskedQuestion(q.text, list(q.options)) for q in found.questions] if found else []
         )
-        turn.asked = len(found.questions) if found else asked_in_text(reply.text)
+        seen.asked = len(found.questions) if found else asked_in_text(reply.text)
         result.clarifying_rounds += 1
         result.structured_rounds += int(found is not None)
-        result.questions_asked += turn.asked
-    result.transcript.append(turn)
+        result.questions_asked += seen.asked
+    result.transcript.append(seen)
     result.tokens_in += reply.usage.prompt_tokens
     result.tokens_out += reply.usage.completion_tokens
 
@@ -168,8 +168,8 @@ def asked_in_text(text: str) -> int:
 _QUESTION_MARKS = re.compile(r"[?？]+")
 
 
-def _name(scenario: Scenario, turn: int) -> str:
-    speaker = speaker_for(scenario, turn)
+def _name(scenario: Scenario, message_index: int) -> str:
+    speaker = speaker_for(scenario, message_index)
     return speaker.name if speaker is not None else USER
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from core.domain.clarifying import option_lines
 from core.domain.ports import Completer, CompletionRequest
 from core.prompting.language import LANGUAGE_NAMES
-from evaluation.results import Turn
+from evaluation.results import SeenMessage
 from evaluation.scenarios import PERSONA_TYPES, Scenario, Speaker
 from evaluation.templates import render
 
@@ -37,11 +37,11 @@ class UserModel:
     max_tokens: int
 
 
-def speaker_for(scenario: Scenario, turn: int) -> Speaker | None:
-    """Who writes the user's `turn`-th message (0: the first): group members take turns."""
+def speaker_for(scenario: Scenario, message_index: int) -> Speaker | None:
+    """Who writes the user's `message_index`-th message (0: the first): group members take turns."""
     if not scenario.speakers:
         return None
-    return scenario.speakers[turn % len(scenario.speakers)]
+    return scenario.speakers[message_index % len(scenario.speakers)]
 
 
 def user_prompt(
@@ -75,7 +75,7 @@ def user_prompt(
     )
 
 
-def user_messages(system: str, transcript: list[Turn], me: str) -> list[dict[str, str]]:
+def user_messages(system: str, transcript: list[SeenMessage], me: str) -> list[dict[str, str]]:
     """The chat as the person `me` sees it: their own messages are the assistant's.
 
     The person's own opening message is left out (the system prompt quotes it), so the
@@ -84,12 +84,12 @@ def user_messages(system: str, transcript: list[Turn], me: str) -> list[dict[str
     """
     messages = [{"role": "system", "content": system}]
     skip = 1 if transcript and transcript[0].speaker == me else 0
-    for turn in transcript[skip:]:
-        own = turn.speaker == me
+    for seen in transcript[skip:]:
+        own = seen.speaker == me
         text = (
-            shown(turn)
-            if own or turn.speaker == BOT or me == USER
-            else (f"{turn.speaker}: {turn.text}")
+            shown(seen)
+            if own or seen.speaker == BOT or me == USER
+            else (f"{seen.speaker}: {seen.text}")
         )
         role = "assistant" if own else "user"
         if messages[-1]["role"] == role and len(messages) > 1:
@@ -99,19 +99,19 @@ def user_messages(system: str, transcript: list[Turn], me: str) -> list[dict[str
     return messages
 
 
-def shown(turn: Turn) -> str:
+def shown(seen: SeenMessage) -> str:
     """A message as its reader sees it: a round's text with its options labelled below."""
-    lines = "\n".join(option_lines([q.options for q in turn.questions]))
-    return f"{turn.text}\n\n{lines}" if lines else turn.text
+    lines = "\n".join(option_lines([q.options for q in seen.questions]))
+    return f"{seen.text}\n\n{lines}" if lines else seen.text
 
 
-def offers_options(transcript: list[Turn]) -> bool:
+def offers_options(transcript: list[SeenMessage]) -> bool:
     """Whether the conversation's last message is a round offering options."""
     return bool(transcript) and any(q.options for q in transcript[-1].questions)
 
 
 async def next_message(
-    user: UserModel, scenario: Scenario, transcript: list[Turn], after_round: int
+    user: UserModel, scenario: Scenario, transcript: list[SeenMessage], after_round: int
 ) -> tuple[str, str]:
     """(speaker, text) of the user's next message; `UserGaveUp` when the model wrote nothing."""
     speaker = speaker_for(scenario, after_round)

@@ -4,7 +4,7 @@ Invariants: the document holds the transcript's parts in the order `core.turns.t
 gives them, under the transcript's labels; every text is read as Markdown by pyromark
 (the parser the bot renders with), so headings, paragraphs with bold and italic, bullet
 and numbered lists, tables and code blocks (monospace) come out as Word's own structures,
-never as Markdown signs. The person's turns (the request, answers, follow-up questions) are
+never as Markdown signs. The person's messages (the request, answers, follow-up questions) are
 quotes, and a heading inside a quote is a quoted paragraph, so none can pass for a section
 of the document. Characters XML cannot hold are dropped, so any stored text gives
 a document. python-docx is imported on the first document made, never at start-up, and a

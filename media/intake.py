@@ -1,11 +1,11 @@
-"""One turn's attachments read into a `TurnInput`: transcript, document texts, images.
+"""One user message's attachments read into a `MessageInput`: transcript, document texts, images.
 
 Invariants: every attachment is classified and size-checked before any is read, and the
-voice note (the one read that costs money) is transcribed last, so a turn refused for
+voice note (the one read that costs money) is transcribed last, so a message refused for
 one file never pays for another's transcription; documents are read by the reader pool
 (`media.reader_pool`: PDF and DOCX in processes of their own, within a deadline and a
 memory limit), so a large or hostile file never stalls the event loop nor grows this
-process; all documents of a turn share `config.max_document_chars` (see
+process; all documents of a message share `config.max_document_chars` (see
 `media.text.share_budget`), each cut one reporting how much was left out or that it was
 not read to its end. A refusal is an `AttachmentRefused` naming the file.
 """
@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import PurePath
 
-from core.domain.attachments import Attachment, DocumentText, Image, Transcription, TurnInput
+from core.domain.attachments import Attachment, DocumentText, Image, MessageInput, Transcription
 from core.domain.errors import AttachmentProblem, AttachmentRefused
 from core.domain.ports import Transcriber
 from media import kinds
@@ -92,8 +92,8 @@ class Intake:
         *,
         language: str | None = None,
         owner: str | None = None,
-    ) -> TurnInput:
-        """The turn `words` and `attachments` make; raises `AttachmentRefused`. `owner`
+    ) -> MessageInput:
+        """The message `words` and `attachments` make; raises `AttachmentRefused`. `owner`
         (who sent them) bounds how many document readers they take at once (None: no
         per-owner bound; see `media.reader_shares`)."""
         sorted_out: dict[str, list[Attachment]] = {kind: [] for kind in kinds.KINDS}
@@ -111,7 +111,7 @@ class Intake:
         images = tuple(_image(photo) for photo in sorted_out[kinds.PHOTO])
         documents = await self._documents(sorted_out[kinds.DOCUMENT], owner)
         heard = await self._transcribe(voices[0], language) if voices else None
-        return TurnInput(
+        return MessageInput(
             words=words,
             transcript=None if heard is None else heard.text,
             documents=documents,
@@ -154,7 +154,7 @@ class Intake:
 
     async def _transcribe(self, voice: Attachment, language: str | None) -> Transcription:
         """The voice note heard, its text stripped. An empty transcript is refused
-        (NO_TEXT) though it was billed: the turn it refuses is never charged, so silence
+        (NO_TEXT) though it was billed: the message it refuses is never charged, so silence
         costs its sender nothing."""
         assert self.transcriber is not None  # check_size refused voice without one
         filename = voice_filename(voice.name, voice.data)

@@ -155,7 +155,7 @@ class DocumentReaders:
             "size": len(data),
             "cpu_seconds": self.config.timeout_seconds,
         }
-        async with self._shares.turn(owner):
+        async with self._shares.reader(owner):
             reply = await self._ask(request, data, reply_limit=12 * max_chars + MAX_HEADER_BYTES)
         if "problem" in reply:
             problem = AttachmentProblem(reply["problem"])

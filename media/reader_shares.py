@@ -49,7 +49,7 @@ class ReaderShares:
         return sum(self._running.values())
 
     @contextlib.asynccontextmanager
-    async def turn(self, owner: str | None) -> AsyncIterator[None]:
+    async def reader(self, owner: str | None) -> AsyncIterator[None]:
         """Wait for a reader for `owner`; it is held until the block ends."""
         waiting = _Waiting(owner)
         self._waiting.append(waiting)

@@ -5,7 +5,7 @@
 The real engine (the same `Engine`, prompts, context window and answer
 collection as the bot) runs on a throwaway SQLite file. Between it and the model sits a
 small recording proxy on 127.0.0.1, so the script can print, for every round, what the
-model was sent (the system prompt's last lines, the user turns, `max_tokens`) and what
+model was sent (the system prompt's last lines, the user messages, `max_tokens`) and what
 came back (the reply, its finish, the usage as reported or estimated). The user's
 answers are scripted (`--message`, repeatable; the first is the request), so a trial is
 one command and can be repeated after a change.

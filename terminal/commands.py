@@ -150,20 +150,20 @@ async def _send_with_files(
     """Read the queued files with the message, echo what was heard, then ask."""
     queued = tuple(files.queued)
     files.queued.clear()  # sent or refused, they are not sent twice
-    turn = await files.intake.read(typed.text, queued, owner="terminal")
-    if turn.transcription is not None:
-        await engine.figures.charge_transcription(key, turn.transcription)
-    if turn.transcript is not None:
-        print(f'[heard: "{turn.transcript}"]')
-    if not all(document.complete for document in turn.documents):
+    message_input = await files.intake.read(typed.text, queued, owner="terminal")
+    if message_input.transcription is not None:
+        await engine.figures.charge_transcription(key, message_input.transcription)
+    if message_input.transcript is not None:
+        print(f'[heard: "{message_input.transcript}"]')
+    if not all(document.complete for document in message_input.documents):
         print("[the documents were cut: only their beginning was read]")
-    elif turn.omitted_chars:
-        print(f"[the documents were cut: {turn.omitted_chars} characters left out]")
+    elif message_input.omitted_chars:
+        print(f"[the documents were cut: {message_input.omitted_chars} characters left out]")
     reply = await engine.turns.ask(
         UserMessage(
             key,
-            turn.stored_text,
-            images=turn.images,
+            message_input.stored_text,
+            images=message_input.images,
             answers=typed.answers,
             on_text=printer.feed,
             memory=terminal_scope(key),

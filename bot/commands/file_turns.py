@@ -2,7 +2,7 @@
 
 Order, and why: the size is checked before anything is fetched (a 25 MB voice note is
 refused without a download, and so is a document whose name or type already says it is an
-archive, a program or a video), then the file is downloaded and read into a `TurnInput`
+archive, a program or a video), then the file is downloaded and read into a `MessageInput`
 (transcribed, its text extracted, or an image), and only then does the turn reach the
 engine. A refusal or a failed download is answered in the user's language (in a group at
 most once per person a minute, `bot.commands.refusals`) and nothing is stored, so no round is used
@@ -38,7 +38,7 @@ from bot.transport.progress import Progress
 from bot.transport.say import Say
 from bot.transport.target import AnyBot, Target
 from core.domain.asking import UserMessage
-from core.domain.attachments import Attachment, Transcription, TurnInput
+from core.domain.attachments import Attachment, MessageInput, Transcription
 from core.domain.blank import is_blank
 from core.domain.errors import AttachmentProblem, AttachmentRefused, EmptyMessage, StoreUnavailable
 from core.domain.outcomes import Reply
@@ -103,7 +103,7 @@ class FileTurns:
             await self.say(incoming, refused_text(exc.hit, language))
             return
         try:
-            turn = await self._read(incoming, file, context)
+            message_input = await self._read(incoming, file, context)
         except AttachmentRefused as refused:
             log.info("file %r in chat %s refused: %s", file.name, incoming.chat_id, refused)
             if refused.problem is AttachmentProblem.VISION_OFF and not is_blank(incoming.text):
@@ -115,14 +115,14 @@ class FileTurns:
             log.warning("file %r in chat %s not downloaded: %s", file.name, incoming.chat_id, exc)
             await self.refuse(incoming, t(language, "download_failed"))
             return
-        if turn.transcription is not None:
-            await self._charge(incoming, turn.transcription)
-        turn = await self._within_input_limit(incoming, turn)
-        if turn.transcript is not None:
-            await self.say(incoming, t(language, "heard", text=excerpt(turn.transcript)))
-        if turn.documents_cut:
+        if message_input.transcription is not None:
+            await self._charge(incoming, message_input.transcription)
+        message_input = await self._within_input_limit(incoming, message_input)
+        if message_input.transcript is not None:
+            await self.say(incoming, t(language, "heard", text=excerpt(message_input.transcript)))
+        if message_input.documents_cut:
             limit = self.intake.config.max_document_chars
-            whole = all(document.complete for document in turn.documents)
+            whole = all(document.complete for document in message_input.documents)
             notice = "document_cut" if whole else "document_not_read_whole"
             await self.say(incoming, t(language, notice, limit=limit))
 
@@ -130,8 +130,8 @@ class FileTurns:
             return await self.engine.turns.ask(
                 UserMessage(
                     incoming.key,
-                    turn.stored_text,
-                    images=turn.images,
+                    message_input.stored_text,
+                    images=message_input.images,
                     author=incoming.author,
                     author_id=incoming.user_id,
                     is_group=incoming.is_group,
@@ -145,14 +145,14 @@ class FileTurns:
         try:
             if aim is not None:
                 await self.follow_ups.run(
-                    incoming, context, turn.stored_text, aim, images=turn.images
+                    incoming, context, message_input.stored_text, aim, images=message_input.images
                 )
             else:
                 await self.turns.run(context.bot, incoming.target, language, ask)
         except EmptyMessage:
             await self.refuse(incoming, t(language, "empty"))
 
-    async def _read(self, incoming: Incoming, file: TelegramFile, context: Context) -> TurnInput:
+    async def _read(self, incoming: Incoming, file: TelegramFile, context: Context) -> MessageInput:
         """The file checked, fetched and read; raises AttachmentRefused or DownloadFailed."""
         kind = file.kind
         if kind == "document" and self.intake.declared_kind(file.name, file.mime) == "unsupported":
@@ -180,16 +180,18 @@ class FileTurns:
         except StoreUnavailable as exc:
             log.warning("transcription in chat %s not counted: %s", incoming.chat_id, exc)
 
-    async def _within_input_limit(self, incoming: Incoming, turn: TurnInput) -> TurnInput:
+    async def _within_input_limit(
+        self, incoming: Incoming, message_input: MessageInput
+    ) -> MessageInput:
         """The typed words and the transcript cut to the input limit (the user is told)."""
         limit = self.config.max_input_chars
-        transcript = turn.transcript
-        if len(turn.words) <= limit and (transcript is None or len(transcript) <= limit):
-            return turn
+        transcript = message_input.transcript
+        if len(message_input.words) <= limit and (transcript is None or len(transcript) <= limit):
+            return message_input
         await self.say(incoming, t(incoming.language, "truncated", limit=limit))
         return dataclasses.replace(
-            turn,
-            words=turn.words[:limit],
+            message_input,
+            words=message_input.words[:limit],
             transcript=None if transcript is None else transcript[:limit],
         )
 

@@ -181,8 +181,8 @@ class FollowUpTurns:
 def _sent_after_completion(replied: Message, latest: Consultation) -> bool:
     """The replied message was sent for `latest`'s final answer or after it: the
     consultation is COMPLETE (so no newer one started) and the message is no older than
-    the user's turn the final answer answered. Every part of the answer was sent after
-    that turn was stored, its first one maybe as the progress message, whose date is
+    the user's message the final answer answered. Every part of the answer was sent after
+    that message was stored, its first one maybe as the progress message, whose date is
     when the model began writing (Telegram's dates are whole seconds)."""
     index = final_index(latest)
     if index is None:

@@ -38,10 +38,10 @@ class RoundRef:
 class UserMessage:
     """A message that advances a chat's consultation (starting one if needed).
 
-    `text` is the message as stored (`TurnInput.stored_text`); `images` reach the model
+    `text` is the message as stored (`MessageInput.stored_text`); `images` reach the model
     in this round's request only. `turn_id` names the update the message came from:
     handled again, that update makes no second turn. `answers` and `ref` answer a
-    structured round (`core.turns.round_answers.turn_text`; `text` may then be empty).
+    structured round (`core.turns.round_answers.user_message_text`; `text` may then be empty).
     `memory` names whose client memory a consultation this message starts uses (None:
     none); the reply's usage is charged to the chat and `payer`.
     """

@@ -1,9 +1,9 @@
 """What a user brings besides typed words: a voice note, a document, a photo.
 
 Every edge (Telegram, HTTP API, terminal) reduces its attachments to these values with
-`media.intake`; the engine only ever sees a `TurnInput`. Invariants:
+`media.intake`; the engine only ever sees a `MessageInput`. Invariants:
 
-- A turn is stored as text alone (`TurnInput.stored_text`), so every later round, the
+- A user message is stored as text alone (`MessageInput.stored_text`), so every later round, the
   context budget and both stores stay text-only and bounded. A transcript becomes the
   user's words with a `[voice]` marker; a document's text sits in a delimited block
   carrying its file name; a photo leaves a `[photo]` placeholder.
@@ -28,7 +28,7 @@ PHOTO_MARKER = "[photo]"
 _DOCUMENT_OPEN = '<document name="{name}">'
 _DOCUMENT_CLOSE = "</document>"
 DOCUMENT_BLOCK = re.compile(r'<document name="([^"\n]*)">\n.*?\n</document>', re.DOTALL)
-"""One document block of a stored turn (group 1: the file's name)."""
+"""One document block of a stored user message (group 1: the file's name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +82,9 @@ class DocumentText:
 
 
 @dataclass(frozen=True, slots=True)
-class TurnInput:
-    """One user turn: typed words (a caption counts as words), a transcript, documents,
-    images. At least one of them is non-empty for a turn worth storing."""
+class MessageInput:
+    """One user message: typed words (a caption counts as words), a transcript, documents,
+    images. At least one of them is non-empty for a message worth storing."""
 
     words: str = ""
     transcript: str | None = None
@@ -94,7 +94,7 @@ class TurnInput:
 
     @property
     def stored_text(self) -> str:
-        """The turn as the store keeps it and later rounds show it to the model."""
+        """The message as the store keeps it and later rounds show it to the model."""
         parts: list[str] = []
         if self.transcript is not None:
             parts.append(f"{VOICE_MARKER} {self.transcript.strip()}")
@@ -144,5 +144,5 @@ def without_document_bodies(text: str) -> str:
 
 
 def document_names(text: str) -> list[str]:
-    """The names of the documents attached in a stored turn, in order."""
+    """The names of the documents attached in a stored user message, in order."""
     return [match.group(1) for match in DOCUMENT_BLOCK.finditer(text)]

@@ -15,7 +15,7 @@ Invariants:
 - the text of a round (`ClarifyingRound.text`) is what the history, the context window
   and clients without the structured fields see: the preamble, then the questions
   (numbered when there are several), never any JSON;
-- an answered round is stored as the user's turn in question–answer pairs
+- an answered round is stored as the user's message in question–answer pairs
   (`answers_text`), so every later round, the final one included, sees which question
   each answer answers;
 - a reply is JSON when it holds a JSON object (`holds_json`), else prose; a streamed
@@ -251,7 +251,7 @@ def parse_reply(text: str, *, cut_off: bool = False) -> ClarifyingRound | None:
 def answers_text(
     round_: ClarifyingRound, answers: Sequence[Answer], typed: str = "", *, author: str | None
 ) -> str:
-    """The user's turn: one `n. <question> — <answer>` line per answered question (the
+    """The user's message: one `n. <question> — <answer>` line per answered question (the
     number only when the round asked several), in the questions' order (the last answer
     to a question wins), then what was typed.
 

@@ -12,7 +12,7 @@ addresses guessing at once cannot grow the log without limit."""
 
 
 class Reserved(NamedTuple):
-    """A sign-in attempt's turn: `at`, the time it was counted at (give it back with
+    """A sign-in attempt's reservation: `at`, the time it was counted at (give it back with
     `release`), or None when refused; `wait`, the seconds until a refused address may try
     again."""
 
@@ -29,7 +29,7 @@ class SignInLimits(Protocol):
         """Uncount the attempt counted at `at` (it compared no wrong token)."""
         ...
 
-    async def audit_turn(self) -> int | None:
+    async def take_audit_slot(self) -> int | None:
         """Take one of the window's audit entries for failed sign-ins (`MAX_AUDITED`, all
         addresses together): how many remain after it, or None when none was left."""
         ...

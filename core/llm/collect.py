@@ -81,7 +81,7 @@ async def collect_answer(
     closed, the repetitions are cut (the first occurrence stays), finish_reason `LOOPED`,
     `complete=False`, and it is not continued.
 
-    `continuation_prompt` is the user turn asking to continue, or a function of the text
+    `continuation_prompt` is the user message asking to continue, or a function of the text
     so far giving it. Continuations are requested without `json_mode` (a provider
     enforcing a JSON object could not emit the rest of one; the whole text is parsed at
     the end) and with `follow_up_max_tokens` when given. Provider extras (sources) are

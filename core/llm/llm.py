@@ -59,7 +59,7 @@ from core.llm.llm_errors import (
 from core.llm.llm_stream import StreamState, decoded
 
 YIELD_EVERY = 32
-"""Chunks handled between two turns of the event loop: a provider streaming faster than
+"""Chunks handled between two passes of the event loop: a provider streaming faster than
 the bot parses (or a buffer full of small chunks) must not starve other chats."""
 
 CHECK_SECONDS = 3.0

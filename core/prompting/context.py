@@ -23,11 +23,11 @@ huge message), every kept message is cut to a common share, never below
 `MIN_KEPT_CHARS`: the size of a request is bounded whatever one message holds.
 
 Documents of the original request (`documents_budget_chars`). A document is read into
-the stored turn whole up to MAX_DOCUMENT_CHARS, which is more than the whole history
+the stored message whole up to MAX_DOCUMENT_CHARS, which is more than the whole history
 budget; counted against it, a document sent with the request would squeeze out every
 answer the user gave, and would itself be cut ever shorter as the consultation grows.
 Yet it is the request: the answer is about it, in every round. So the document blocks
-of the first user turn have an allowance of their own on top of the history budget:
+of the first user message have an allowance of their own on top of the history budget:
 they stay in the context in every round, cut to their beginning and end only when
 together they exceed it, while the rest of the conversation (the request's typed words
 with a reference in place of each document) is fitted to the history budget as above.
@@ -77,7 +77,7 @@ class Omissions:
 
 
 @dataclass(slots=True)
-class _Turn:
+class _MergedMessages:
     """Consecutive messages of one role merged into one chat message."""
 
     role: Role
@@ -89,12 +89,12 @@ class _Turn:
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    """Which turns are kept, and which kept ones may be shortened to a common share."""
+    """Which merged messages are kept, and which kept ones may be shortened to a common share."""
 
     kept: tuple[int, ...]
     shortenable: frozenset[int]
     min_share: int = MIN_KEPT_CHARS  # the plan fails rather than cut below this
-    named: frozenset[int] = frozenset()  # turns whose document bodies are references
+    named: frozenset[int] = frozenset()  # merged messages whose document bodies are references
 
 
 def build_model_messages(
@@ -114,23 +114,23 @@ def build_model_messages(
     otherwise the first plan of `_plans` that fits is used (the last one when none
     does), its note (`omission_note`) appended to the system message. Assistant messages
     before the first user message have no request to answer and are not sent. With
-    `documents_budget_chars`, the first user turn's documents have that allowance of
+    `documents_budget_chars`, the first user message's documents have that allowance of
     their own (see the module's docstring).
     """
-    turns = _merge(history, is_group=is_group)
+    merged = _merge(history, is_group=is_group)
     system = {"role": "system", "content": system_prompt}
-    if not turns:
+    if not merged:
         return [system]
-    documents = _RequestDocuments.take(turns[0], documents_budget_chars, excerpt_note)
-    size = len(system_prompt) + sum(len(turn.content) for turn in turns)
+    documents = _RequestDocuments.take(merged[0], documents_budget_chars, excerpt_note)
+    size = len(system_prompt) + sum(len(entry.content) for entry in merged)
     if size <= budget_chars and not documents.cut:
-        turns[0].content = documents.put_back(turns[0].content)
-        return [system, *({"role": t.role.value, "content": t.content} for t in turns)]
+        merged[0].content = documents.put_back(merged[0].content)
+        return [system, *({"role": t.role.value, "content": t.content} for t in merged)]
 
     note_size = _NoteSizes(omission_note)
     room = budget_chars - len(system_prompt)
-    for plan in _plans(turns):
-        share, omissions = _fit(turns, plan, room, note_size, documents.cut)
+    for plan in _plans(merged):
+        share, omissions = _fit(merged, plan, room, note_size, documents.cut)
         if share is not None:
             break
     else:
@@ -140,23 +140,23 @@ def build_model_messages(
         {"role": "system", "content": system_prompt + SEPARATOR + note if note else system_prompt}
     ]
     for index in plan.kept:
-        turn = turns[index]
-        content = _content(turn, index, plan)
+        entry = merged[index]
+        content = _content(entry, index, plan)
         if index in plan.shortenable and share and len(content) > share:
             content = excerpt(content, share, excerpt_note)
         if index == 0:
-            content = documents.put_back(content, shortened=content != turn.content)
-        if messages[-1]["role"] == turn.role.value:
+            content = documents.put_back(content, shortened=content != entry.content)
+        if messages[-1]["role"] == entry.role.value:
             messages[-1]["content"] += SEPARATOR + content
         else:
-            messages.append({"role": turn.role.value, "content": content})
+            messages.append({"role": entry.role.value, "content": content})
     return messages
 
 
 @dataclass(frozen=True, slots=True)
 class _RequestDocuments:
-    """The document blocks of the first user turn, fitted to their own allowance, and the
-    references standing for them in the turn while the rest is fitted."""
+    """The document blocks of the first user message, fitted to their own allowance, and the
+    references standing for them in that message while the rest is fitted."""
 
     blocks: tuple[str, ...] = ()
     references: tuple[str, ...] = ()
@@ -164,13 +164,13 @@ class _RequestDocuments:
 
     @classmethod
     def take(
-        cls, turn: _Turn, budget: int | None, excerpt_note: Callable[[int], str]
+        cls, entry: _MergedMessages, budget: int | None, excerpt_note: Callable[[int], str]
     ) -> _RequestDocuments:
-        """Take the blocks out of `turn` (leaving references); none without a budget."""
-        found = [match.group(0) for match in DOCUMENT_BLOCK.finditer(turn.content)]
+        """Take the blocks out of `entry` (leaving references); none without a budget."""
+        found = [match.group(0) for match in DOCUMENT_BLOCK.finditer(entry.content)]
         if budget is None or not found:
             return cls()
-        turn.content = without_document_bodies(turn.content)
+        entry.content = without_document_bodies(entry.content)
         framing = sum(len(b) - len(b.split("\n", 1)[1].rsplit("\n", 1)[0]) for b in found)
         room = budget + framing + CUT_NOTE_CHARS * len(found)
         share = _common_share([len(block) for block in found], room)
@@ -184,7 +184,7 @@ class _RequestDocuments:
         return cls(blocks, tuple(without_document_bodies(block) for block in found), cut)
 
     def put_back(self, content: str, *, shortened: bool = False) -> str:
-        """`content` with each reference replaced by its block, in order; when the turn was
+        """`content` with each reference replaced by its block, in order; when the message was
         shortened (a reference may be cut), the blocks follow it instead."""
         if not self.blocks:
             return content
@@ -211,38 +211,38 @@ def approx_tokens(text: str) -> int:
     return -(-len(text) // CHARS_PER_TOKEN)
 
 
-def _merge(history: Sequence[Message], *, is_group: bool) -> list[_Turn]:
-    """Fold the stored messages into alternating turns that start with a user turn."""
-    turns: list[_Turn] = []
+def _merge(history: Sequence[Message], *, is_group: bool) -> list[_MergedMessages]:
+    """Fold the stored messages into alternating `_MergedMessages` that start with the user's."""
+    merged: list[_MergedMessages] = []
     for message in history:
-        if not turns and message.role is not Role.USER:
+        if not merged and message.role is not Role.USER:
             continue
         text = message.text
         if is_group and message.role is Role.USER and message.author:
             text = f"{message.author}: {text}"
-        if turns and turns[-1].role is message.role:
-            turns[-1].content += SEPARATOR + text
-            turns[-1].sources += 1
+        if merged and merged[-1].role is message.role:
+            merged[-1].content += SEPARATOR + text
+            merged[-1].sources += 1
         else:
-            turns.append(_Turn(message.role, text, 1))
-    users = [i for i, turn in enumerate(turns) if turn.role is Role.USER]
+            merged.append(_MergedMessages(message.role, text, 1))
+    users = [i for i, entry in enumerate(merged) if entry.role is Role.USER]
     for index in users[1:-1]:  # neither the original request nor the latest message
-        if count := len(document_names(turns[index].content)):
-            turns[index].named = without_document_bodies(turns[index].content)
-            turns[index].documents = count
-    return turns
+        if count := len(document_names(merged[index].content)):
+            merged[index].named = without_document_bodies(merged[index].content)
+            merged[index].documents = count
+    return merged
 
 
-def _content(turn: _Turn, index: int, plan: _Plan) -> str:
-    """The turn's text under `plan`: with its documents by name, if the plan says so."""
-    return turn.named if index in plan.named and turn.named is not None else turn.content
+def _content(entry: _MergedMessages, index: int, plan: _Plan) -> str:
+    """The entry's text under `plan`: with its documents by name, if the plan says so."""
+    return entry.named if index in plan.named and entry.named is not None else entry.content
 
 
-def _plans(turns: list[_Turn]) -> Iterator[_Plan]:
+def _plans(merged: list[_MergedMessages]) -> Iterator[_Plan]:
     """Ever more aggressive plans, in the order of the module's docstring."""
-    every = tuple(range(len(turns)))
-    users = [i for i in every if turns[i].role is Role.USER]
-    replies = [i for i in every if turns[i].role is Role.ASSISTANT]
+    every = tuple(range(len(merged)))
+    users = [i for i in every if merged[i].role is Role.USER]
+    replies = [i for i in every if merged[i].role is Role.ASSISTANT]
     last_user = users[-1]
     recent = replies[-1] if replies else None  # the most recent exchange's reply
     older_replies = [i for i in replies if i != recent]
@@ -251,7 +251,7 @@ def _plans(turns: list[_Turn]) -> Iterator[_Plan]:
     yield _Plan(every, frozenset(older_replies))
     yield _Plan(every, frozenset(replies))
     named: frozenset[int] = frozenset()
-    for index in (i for i in users if turns[i].named is not None):
+    for index in (i for i in users if merged[i].named is not None):
         named |= {index}
         yield _Plan(every, frozenset(replies), named=named)
     yield _Plan(every, frozenset(every), min_share=ORDINARY_MESSAGE_CHARS, named=named)
@@ -266,23 +266,25 @@ def _plans(turns: list[_Turn]) -> Iterator[_Plan]:
 
 
 def _fit(
-    turns: list[_Turn],
+    merged: list[_MergedMessages],
     plan: _Plan,
     room: int,
     note_size: Callable[[Omissions], int],
     cut_documents: int = 0,
 ) -> tuple[int | None, Omissions]:
-    """The common share the plan's shortenable turns are cut to (0: none is cut), or None
+    """The common share the plan's shortenable entries are cut to (0: none is cut), or None
     when the plan does not fit `room` even with them at `MIN_KEPT_CHARS`; and what the
     plan gives up (`cut_documents`: the request's documents cut to their allowance)."""
     kept = set(plan.kept)
-    sizes = [len(_content(turn, i, plan)) for i, turn in enumerate(turns)]
-    left_out = [i for i in range(len(turns)) if i not in kept]
-    replies = sum(turns[i].sources for i in left_out if turns[i].role is Role.ASSISTANT)
-    messages = sum(turns[i].sources for i in left_out if turns[i].role is Role.USER)
-    named = sum(turns[i].documents for i in plan.named & kept)
+    sizes = [len(_content(entry, i, plan)) for i, entry in enumerate(merged)]
+    left_out = [i for i in range(len(merged)) if i not in kept]
+    replies = sum(merged[i].sources for i in left_out if merged[i].role is Role.ASSISTANT)
+    messages = sum(merged[i].sources for i in left_out if merged[i].role is Role.USER)
+    named = sum(merged[i].documents for i in plan.named & kept)
     merges = sum(
-        1 for a, b in zip(plan.kept, plan.kept[1:], strict=False) if turns[a].role is turns[b].role
+        1
+        for a, b in zip(plan.kept, plan.kept[1:], strict=False)
+        if merged[a].role is merged[b].role
     )
     fixed = merges * len(SEPARATOR) + sum(sizes[i] for i in kept - plan.shortenable)
     cuttable = [sizes[i] for i in plan.kept if i in plan.shortenable]

@@ -1,6 +1,6 @@
 """The "final answer now" request, in the user's language, and the language to answer in.
 
-The request is stored as the user's turn when someone asks for the final answer without
+The request is stored as the user's message when someone asks for the final answer without
 typing anything (/answer, the button, the terminal). Its text comes from the template
 `final_now_request`, or `final_now_request.<code>` where one exists for the user's
 language (each is declared in `core.prompting.prompts.TEMPLATE_VARIABLES`, so `check()` renders it

@@ -1,4 +1,4 @@
-"""What one turn sends to the model: a pure function of the consultation and its turn.
+"""What one round sends to the model: a pure function of the consultation and its `NextRound`.
 
 The round context or final-round instruction goes into the system message; the
 history is the bounded window of `core.prompting.context`; per-session options (model,
@@ -33,7 +33,7 @@ from core.prompting.context import SEPARATOR, build_model_messages
 from core.prompting.final_now import user_language
 from core.prompting.language import language_name
 from core.prompting.prompts import PromptContext, PromptLibrary, build_system_prompt
-from core.prompting.rounds import Turn
+from core.prompting.rounds import NextRound
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +112,7 @@ def extra_body_of(options: ModelOptions) -> dict[str, Any]:
 
 def build_completion_request(
     consultation: Consultation,
-    turn: Turn,
+    next_round: NextRound,
     *,
     is_group: bool,
     prompts: PromptLibrary,
@@ -121,19 +121,19 @@ def build_completion_request(
     images_not_seen: bool = False,
     structured: bool = False,
 ) -> CompletionRequest:
-    """The request for `turn`; `images` go with its last user message, and
+    """The request for `next_round`; `images` go with its last user message, and
     `images_not_seen` tells the model that the user sent images it could not take.
     `structured` asks a question round for a `core.domain.clarifying` round (JSON, its schema
     required); a final answer is always asked in text (or the session's JSON)."""
     options = consultation.options
-    structured = structured and not turn.is_final
+    structured = structured and not next_round.is_final
     # A session's JSON output is for the answer, never for its questions.
-    json_mode = options.output_format == "json" and turn.is_final
+    json_mode = options.output_format == "json" and next_round.is_final
     context = PromptContext(
-        round=turn.round,
-        max_rounds=turn.max_rounds,
-        is_final=turn.is_final,
-        final_requested=turn.final_requested,
+        round=next_round.round,
+        max_rounds=next_round.max_rounds,
+        is_final=next_round.is_final,
+        final_requested=next_round.final_requested,
         initial_request=consultation.initial_request,
         role=consultation.role or config.default_role,
         custom_system_prompt=consultation.system_prompt,
@@ -142,10 +142,10 @@ def build_completion_request(
         json_schema=options.output_schema,
         request_budget_chars=config.initial_request_budget_chars,
         language=language_name(user_language(consultation, prompts))
-        if turn.final_requested
+        if next_round.final_requested
         else None,
         structured=structured,
-        model_ready=turn.model_ready,
+        model_ready=next_round.model_ready,
         brief=config.final_brief,
     )
     system_prompt = build_system_prompt(prompts, context)
@@ -175,7 +175,7 @@ def build_completion_request(
         messages=messages,
         model=model_of(options.model, config),
         max_tokens=answer_max_tokens(consultation, config)
-        if turn.is_final
+        if next_round.is_final
         else question_max_tokens(consultation, config),
         json_mode=json_mode,
         extra_body=extra_body,

@@ -1,7 +1,7 @@
 """Round arithmetic of a consultation, as pure functions.
 
-Invariants: `current_round` counts *answered* rounds; the turn being answered is
-round `current_round + 1`; it is final when it reaches `max_rounds` (which may
+Invariants: `current_round` counts *answered* rounds; the round being answered
+(a `NextRound`) is round `current_round + 1`; it is final when it reaches `max_rounds` (which may
 have been lowered below the rounds already used) or when the user asked for the
 final answer. A failed model call changes nothing here: the round is consumed
 only by `after_reply`.
@@ -15,7 +15,7 @@ from core.domain.consultation import Consultation, Message, Role, Status
 
 
 @dataclass(frozen=True, slots=True)
-class Turn:
+class NextRound:
     """The round about to be answered."""
 
     round: int
@@ -29,11 +29,11 @@ class Turn:
         return max(self.max_rounds - self.round, 0)
 
 
-def plan_turn(consultation: Consultation, *, final_requested: bool = False) -> Turn:
-    """Which round the open turn is, and whether its reply must be the final answer."""
+def plan_round(consultation: Consultation, *, final_requested: bool = False) -> NextRound:
+    """Which round answers the open turn, and whether its reply must be the final answer."""
     round_number = consultation.current_round + 1
     reached_limit = round_number >= consultation.max_rounds
-    return Turn(
+    return NextRound(
         round=round_number,
         max_rounds=consultation.max_rounds,
         is_final=reached_limit or final_requested,
@@ -41,9 +41,15 @@ def plan_turn(consultation: Consultation, *, final_requested: bool = False) -> T
     )
 
 
-def ready_turn(turn: Turn) -> Turn:
-    """`turn` answered with the final answer because the model said it knew enough."""
-    return Turn(turn.round, turn.max_rounds, is_final=True, final_requested=False, model_ready=True)
+def ready_round(next_round: NextRound) -> NextRound:
+    """`next_round` answered with the final answer because the model said it knew enough."""
+    return NextRound(
+        next_round.round,
+        next_round.max_rounds,
+        is_final=True,
+        final_requested=False,
+        model_ready=True,
+    )
 
 
 def is_expired(consultation: Consultation, *, now: float, ttl_seconds: float) -> bool:
@@ -58,10 +64,10 @@ def is_duplicate_of_open_turn(consultation: Consultation, text: str, author: str
 
     That is a resend after a failure (or a double tap): it must not be stored twice.
     """
-    turn = consultation.open_turn
-    if not turn:
+    waiting = consultation.open_turn
+    if not waiting:
         return False
-    last = turn[-1]
+    last = waiting[-1]
     return last.text == text and last.author == author
 
 
@@ -72,13 +78,13 @@ def append_user_message(consultation: Consultation, message: Message) -> None:
 
 
 def after_reply(
-    consultation: Consultation, turn: Turn, reply: Message, *, early_finish: bool
+    consultation: Consultation, next_round: NextRound, reply: Message, *, early_finish: bool
 ) -> None:
     """Consume the round: record the reply, advance, and complete when it was the answer."""
     consultation.messages.append(reply)
-    consultation.current_round = turn.round
+    consultation.current_round = next_round.round
     consultation.last_activity_at = reply.created_at
-    if turn.is_final or early_finish:
+    if next_round.is_final or early_finish:
         consultation.status = Status.COMPLETE
 
 

@@ -48,7 +48,7 @@ from core.prompting.requests import (
     build_completion_request,
     model_of,
 )
-from core.prompting.rounds import Turn, after_reply, is_expired, plan_turn, ready_turn
+from core.prompting.rounds import NextRound, after_reply, is_expired, plan_round, ready_round
 
 
 class Answerer:
@@ -94,14 +94,14 @@ class Answerer:
         if over_quota is not None:
             final_requested = True
             notices.add(Notice.QUOTA_FINAL)
-        planned = plan_turn(consultation, final_requested=final_requested)
-        turn, request, answer, asked = await self._model_answer(
+        planned = plan_round(consultation, final_requested=final_requested)
+        next_round, request, answer, asked = await self._model_answer(
             consultation, planned, is_group, on_text, images, notices
         )
         text, marked = (asked.text, False) if asked is not None else strip_marker(answer.text)
         if not text.strip():
             raise ModelError(ModelErrorKind.UNAVAILABLE, "the model returned an empty reply")
-        early_finish = marked and not turn.is_final
+        early_finish = marked and not next_round.is_final
         if not answer.complete and asked is None:  # a round's questions read are whole
             notices.add(Notice.ANSWER_INCOMPLETE)
         reply = Message(
@@ -110,13 +110,13 @@ class Answerer:
             self._clock(),
             usage=answer.usage,
             questions=asked,
-            ready_for_final=turn.model_ready,
+            ready_for_final=next_round.model_ready,
         )
         planned_from = consultation.current_round
-        after_reply(consultation, turn, reply, early_finish=early_finish)
+        after_reply(consultation, next_round, reply, early_finish=early_finish)
         complete = consultation.status is Status.COMPLETE
         model = answer.model or request.model
-        kind = CallKind.FINAL if turn.is_final or early_finish else CallKind.ROUND
+        kind = CallKind.FINAL if next_round.is_final or early_finish else CallKind.ROUND
         charge = self._accounting.charge(
             answer.usage,
             model=model,
@@ -140,9 +140,9 @@ class Answerer:
         return Reply(
             text=text,
             consultation_id=consultation.id,
-            round=turn.round,
+            round=next_round.round,
             max_rounds=consultation.max_rounds,
-            is_final=turn.is_final or early_finish,
+            is_final=next_round.is_final or early_finish,
             is_complete=complete,
             model=model,
             usage=answer.usage,
@@ -151,7 +151,7 @@ class Answerer:
             json_valid=answer.json_valid,
             schema_valid=None if asked is not None else _schema_valid(answer, request.json_schema),
             questions=asked,
-            model_ready=turn.model_ready,
+            model_ready=next_round.model_ready,
             follow_ups_left=self._config.followup_limit if complete else 0,
             quota=over_quota,
         )
@@ -207,7 +207,7 @@ class Answerer:
     async def _model_answer(
         self,
         consultation: Consultation,
-        turn: Turn,
+        next_round: NextRound,
         is_group: bool,
         on_text: OnText | None,
         images: Sequence[Image],
@@ -215,13 +215,13 @@ class Answerer:
     ) -> _Answered:
         """The model's answer, asked again without the images when it refuses them."""
         try:
-            return await self._reply(consultation, turn, is_group, on_text, images)
+            return await self._reply(consultation, next_round, is_group, on_text, images)
         except ModelError as exc:
             if exc.kind is not ModelErrorKind.IMAGES_REJECTED:
                 raise
         # The model reads text only: the same round without the images, told so.
         answered = await self._reply(
-            consultation, turn, is_group, on_text, (), images_not_seen=True
+            consultation, next_round, is_group, on_text, (), images_not_seen=True
         )
         notices.add(Notice.IMAGES_NOT_SEEN)
         return answered
@@ -229,44 +229,44 @@ class Answerer:
     async def _reply(
         self,
         consultation: Consultation,
-        turn: Turn,
+        next_round: NextRound,
         is_group: bool,
         on_text: OnText | None,
         images: Sequence[Image],
         *,
         images_not_seen: bool = False,
     ) -> _Answered:
-        """The reply to `turn`: a question round asked as a structured reply while the
+        """The reply to `next_round`: a question round asked as a structured reply while the
         endpoint gives one (`core.prompting.clarifying_call`), else in text; a round whose model
         said it knew enough goes on to the final answer in the same turn."""
 
-        async def in_text(planned: Turn) -> tuple[CompletionRequest, CollectedAnswer]:
+        async def in_text(planned: NextRound) -> tuple[CompletionRequest, CollectedAnswer]:
             return await self._collect(
                 consultation, planned, is_group, on_text, images, images_not_seen
             )
 
-        if turn.is_final or self._formats.mode is QuestionMode.OFF:
-            return (turn, *await in_text(turn), None)
-        request = self._request(consultation, turn, is_group, images, images_not_seen, True)
+        if next_round.is_final or self._formats.mode is QuestionMode.OFF:
+            return (next_round, *await in_text(next_round), None)
+        request = self._request(consultation, next_round, is_group, images, images_not_seen, True)
         refusals: list[Refusal] = []
         asked = await self._ask_round(request, on_text, refusals)
         if asked is None or asked.answer is None:  # the model is asked in text
-            answered = (turn, *await in_text(turn), None)
+            answered = (next_round, *await in_text(next_round), None)
             self._formats.refused(request.model, refusals)
             return answered
         if asked.round is not None:
             if asked.round.questions and not asked.round.ready_for_final:
-                return turn, request, asked.answer, asked.round
-            ready = ready_turn(turn)
+                return next_round, request, asked.answer, asked.round
+            ready = ready_round(next_round)
             final_request, final = await in_text(ready)
             final.usage = asked.answer.usage + final.usage
             return ready, final_request, final, None
         if asked.outcome is Outcome.PROSE:  # the round written in text: the reply
             self._formats.writes_prose(request.model)
-            return turn, request, asked.answer, None
-        text_request, answer = await in_text(turn)  # JSON that is no round: once more
+            return next_round, request, asked.answer, None
+        text_request, answer = await in_text(next_round)  # JSON that is no round: once more
         answer.usage = asked.answer.usage + answer.usage
-        return turn, text_request, answer, None
+        return next_round, text_request, answer, None
 
     async def _ask_round(
         self, request: CompletionRequest, on_text: OnText | None, refusals: list[Refusal]
@@ -296,7 +296,7 @@ class Answerer:
     def _request(
         self,
         consultation: Consultation,
-        turn: Turn,
+        next_round: NextRound,
         is_group: bool,
         images: Sequence[Image],
         images_not_seen: bool,
@@ -304,7 +304,7 @@ class Answerer:
     ) -> CompletionRequest:
         return build_completion_request(
             consultation,
-            turn,
+            next_round,
             is_group=is_group,
             prompts=self._prompts,
             config=self._config,
@@ -316,14 +316,14 @@ class Answerer:
     async def _collect(
         self,
         consultation: Consultation,
-        turn: Turn,
+        next_round: NextRound,
         is_group: bool,
         on_text: OnText | None,
         images: Sequence[Image],
         images_not_seen: bool = False,
     ) -> tuple[CompletionRequest, CollectedAnswer]:
-        """One text answer to `turn` (continued when cut off), and the request it was."""
-        request = self._request(consultation, turn, is_group, images, images_not_seen)
+        """One text answer to `next_round` (continued when cut off), and the request it was."""
+        request = self._request(consultation, next_round, is_group, images, images_not_seen)
         shown = MarkerFilter(on_text) if on_text is not None else None
         answer = await collect_answer(
             self._completer,
@@ -333,15 +333,15 @@ class Answerer:
             on_text=shown.feed if shown is not None else None,
             max_chars=self._config.max_answer_chars,
             # Only a final answer is continued; in a question round, an early final one.
-            continue_if=None if turn.is_final else lambda text: strip_marker(text)[1],
+            continue_if=None if next_round.is_final else lambda text: strip_marker(text)[1],
             # Continued, it is the final answer (an early one too): the answer's budget.
             follow_up_max_tokens=answer_max_tokens(consultation, self._config),
         )
         return request, answer
 
 
-_Answered = tuple[Turn, CompletionRequest, CollectedAnswer, ClarifyingRound | None]
-"""The turn as answered (a ready round's is final), its request, the answer collected, and
+_Answered = tuple[NextRound, CompletionRequest, CollectedAnswer, ClarifyingRound | None]
+"""The round as answered (a ready round's is final), its request, the answer collected, and
 the round read when the reply asked structured questions."""
 
 

@@ -1,5 +1,5 @@
 """Answers to a consultation's structured round: which round they answer, and the user's
-turn they make.
+message they make.
 
 Invariants:
 - an answer refers to the round its consultation asked last (the questions of its last
@@ -7,7 +7,7 @@ Invariants:
   that asked no structured questions is `AnswerStale` and stores nothing;
 - picks (options chosen one press at a time) count only for the round they were made
   in (`live_picks`): once the consultation moved on they are never used;
-- the turn they make is `core.domain.clarifying.answers_text`: the picks, then the answers
+- the message they make is `core.domain.clarifying.answers_text`: the picks, then the answers
   given with the message (a later answer to the same question wins), then the typed text.
 Pure: no I/O.
 """
@@ -69,7 +69,7 @@ def picked(
     return found, picks.toggled(question, option, by)
 
 
-def turn_text(
+def user_message_text(
     consultation: Consultation | None,
     typed: str,
     answers: Sequence[Answer],
@@ -77,8 +77,8 @@ def turn_text(
     author: str | None,
     ref: RoundRef | None = None,
 ) -> tuple[str, bool]:
-    """The user's turn made of the picks, `answers` and `typed`, and whether picks were
-    used (the caller clears them once the turn is stored); `EmptyMessage` when that makes
+    """The user's message made of the picks, `answers` and `typed`, and whether picks were
+    used (the caller clears them once the message is stored); `EmptyMessage` when that makes
     nothing. Without picks, answers or a `ref` it is `typed` as it is (the caller has
     refused a blank one before waiting for the chat)."""
     picks = live_picks(consultation) if consultation is not None else None

@@ -44,7 +44,7 @@ from core.turns.follow_ups import FollowUps, is_follow_up
 from core.turns.memories import opening
 from core.turns.quota_checks import Admission, Quotas
 from core.turns.quota_holds import holding, turn_tokens
-from core.turns.round_answers import picked, turn_text
+from core.turns.round_answers import picked, user_message_text
 from core.turns.running import TurnGate
 from core.turns.user_turns import UserTurns, asker_of, require_text
 
@@ -97,8 +97,9 @@ class ConsultationService:
         `message.text` is the turn as stored; handled again, the update `message.turn_id`
         names does not make a second turn (see `Answerer.answer_again`).
 
-        After a structured round the turn is the answers (`core.turns.round_answers.turn_text`):
-        the options picked so far, `answers`, then `text` (which may then be empty). `ref`
+        After a structured round the user's message is the answers
+        (`core.turns.round_answers.user_message_text`): the options picked so far, `answers`,
+        then `text` (which may then be empty). `ref`
         names the round a press answers: another one is `AnswerStale`, nothing stored.
         """
         m = message
@@ -121,7 +122,7 @@ class ConsultationService:
             admission = await self._quotas.admit(payer, stage, self._turn_tokens(text))
             async with holding(admission.held):
                 consultation, notices = await self._user_turns.vetted(chat_key, active, now)
-                text, picks_used = turn_text(
+                text, picks_used = user_message_text(
                     consultation, text, m.answers, author=author, ref=m.ref
                 )
                 if consultation is None:
@@ -158,7 +159,7 @@ class ConsultationService:
     ) -> Reply:
         """Give the final answer now, from whatever the consultation holds.
 
-        The request stored as the user's turn is in `language` (a code such as "ru": the
+        The request stored as the user's message is in `language` (a code such as "ru": the
         user's interface language); without one, in the language the user has been writing
         in when that can be told, else in English. It is stored with `turn_id`, so the
         same update handled again does not ask twice (`Answerer.answer_again`). When the open
@@ -184,7 +185,7 @@ class ConsultationService:
                 language = language or user_language(consultation, self._prompts)
                 request = request_text(self._prompts, language)
                 # Options already picked go with the request: the answer must see them.
-                request, picks_used = turn_text(consultation, request, (), author=author)
+                request, picks_used = user_message_text(consultation, request, (), author=author)
                 await self._user_turns.add_message(consultation, request, author, now, turn_id)
                 if picks_used:
                     await self._user_turns.clear_picks(consultation)

@@ -34,7 +34,7 @@ from core.turns.answering import Answerer
 from core.turns.memories import opening
 from core.turns.quota_checks import Admission, Quotas
 from core.turns.quota_holds import holding, turn_tokens
-from core.turns.round_answers import turn_text
+from core.turns.round_answers import user_message_text
 from core.turns.user_turns import UserTurns, asker_of, require_text
 
 API_KEY_PREFIX = "api:"
@@ -110,8 +110,8 @@ class ApiSessions:
         its usage charged to the session and `payer`.
 
         `answers` answer the session's last structured round, before `text`, as the
-        turn's question–answer pairs (`core.turns.round_answers.turn_text`; `text` may then
-        be empty). A message already stored with `turn_id` is not stored again: its stored
+        message's question–answer pairs (`core.turns.round_answers.user_message_text`; `text`
+        may then be empty). A message already stored with `turn_id` is not stored again: its stored
         reply is replayed, or its open turn answered (`Answerer.answer_again`)."""
         if not answers:
             text = require_text(text)
@@ -122,7 +122,7 @@ class ApiSessions:
                     found, is_group=False, on_text=on_text, images=images, payer=payer
                 )
             consultation = await self._usable_session(session_id)
-            text, _ = turn_text(consultation, text, answers, author=None)
+            text, _ = user_message_text(consultation, text, answers, author=None)
             # A session under way is finished, never cut: over a limit, this is its answer.
             # Its first round is answered under the hold taken when it was opened.
             admission = self._opened.pop(session_id, None) or await self._quotas.admit(

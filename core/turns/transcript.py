@@ -2,7 +2,7 @@
 
 Invariants: `transcript_of` is pure and total — any consultation gives a transcript,
 never an error; its parts follow the stored messages in order: the request (the first
-user turn), then each clarifying round (what the bot asked, then the user's answer, None
+user message), then each clarifying round (what the bot asked, then the user's answer, None
 while unanswered), then the final answer, which only a COMPLETE consultation has (the
 reply to its last round), then the follow-ups asked after it (each question, then its
 answer, None while unanswered). Sources are part of a reply's text when the model
@@ -102,16 +102,16 @@ def transcript_of(consultation: Consultation, labels: TranscriptLabels = ENGLISH
     """The consultation's transcript, labelled with `labels`."""
     index = final_index(consultation)
     messages = consultation.messages if index is None else consultation.messages[: index + 1]
-    turns = _turns(messages)
-    request = turns[0][1] if turns and turns[0][0] is Role.USER else consultation.initial_request
-    replies = [(i, text, q) for i, (role, text, q) in enumerate(turns) if role is Role.ASSISTANT]
+    joined = _joined_messages(messages)
+    request = joined[0][1] if joined and joined[0][0] is Role.USER else consultation.initial_request
+    replies = [(i, text, q) for i, (role, text, q) in enumerate(joined) if role is Role.ASSISTANT]
     final: str | None = None
-    if index is not None and turns and turns[-1][0] is Role.ASSISTANT:
-        final = turns[-1][1]
+    if index is not None and joined and joined[-1][0] is Role.ASSISTANT:
+        final = joined[-1][1]
         replies = replies[:-1]
     rounds = []
     for at, asked, questions in replies:
-        following = turns[at + 1] if at + 1 < len(turns) else None
+        following = joined[at + 1] if at + 1 < len(joined) else None
         answer = following[1] if following is not None and following[0] is Role.USER else None
         rounds.append(RoundPart(asked, questions, answer))
     follow_ups = tuple(
@@ -144,7 +144,7 @@ def title_of(request: str) -> str:
 
 def render_markdown(transcript: Transcript) -> str:
     """The transcript as one Markdown document: title, date, request, rounds, final answer,
-    follow-ups. The person's turns (the request, each answer, each follow-up question) are
+    follow-ups. The person's messages (the request, each answer, each follow-up question) are
     block quotes (`quoted`), so none can forge a section of the document."""
     t, labels = transcript, transcript.labels
     parts = [
@@ -197,16 +197,16 @@ def round_markdown(part: RoundPart) -> str:
     return "\n".join(lines)
 
 
-def _turns(messages: list[Message]) -> list[tuple[Role, str, ClarifyingRound | None]]:
-    """Consecutive user messages joined into one turn; each assistant message its own."""
-    turns: list[tuple[Role, str, ClarifyingRound | None]] = []
+def _joined_messages(messages: list[Message]) -> list[tuple[Role, str, ClarifyingRound | None]]:
+    """Consecutive user messages joined into one message; each assistant message its own."""
+    joined: list[tuple[Role, str, ClarifyingRound | None]] = []
     for message in messages:
         text = _cut(message.text)
-        if message.role is Role.USER and turns and turns[-1][0] is Role.USER:
-            turns[-1] = (Role.USER, _cut(turns[-1][1] + "\n\n" + text), None)
+        if message.role is Role.USER and joined and joined[-1][0] is Role.USER:
+            joined[-1] = (Role.USER, _cut(joined[-1][1] + "\n\n" + text), None)
         else:
-            turns.append((message.role, text, message.questions))
-    return turns
+            joined.append((message.role, text, message.questions))
+    return joined
 
 
 def _cut(text: str) -> str:

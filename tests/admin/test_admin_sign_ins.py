@@ -143,9 +143,9 @@ async def test_the_memory_throttle_gives_back_and_forgets() -> None:
 async def test_the_memory_throttle_bounds_the_failures_logged_per_window() -> None:
     now = [0.0]
     throttle = SignInThrottle(5, 60.0, clock=lambda: now[0], max_audited=3)
-    assert [await throttle.audit_turn() for _ in range(5)] == [2, 1, 0, None, None]
+    assert [await throttle.take_audit_slot() for _ in range(5)] == [2, 1, 0, None, None]
     now[0] = 60.0
-    assert await throttle.audit_turn() == 2
+    assert await throttle.take_audit_slot() == 2
 
 
 async def test_the_shared_count_gives_back_one_attempt_and_forgets_idle_addresses(
@@ -176,10 +176,10 @@ async def test_the_shared_count_gives_back_one_attempt_and_forgets_idle_addresse
             other = PostgresSignIns(
                 runtime.shared_pool, 2, 60.0, clock=lambda: now[0], max_audited=3
             )
-            turns = [await (one, other)[n % 2].audit_turn() for n in range(5)]
-            assert turns == [2, 1, 0, None, None]
+            left = [await (one, other)[n % 2].take_audit_slot() for n in range(5)]
+            assert left == [2, 1, 0, None, None]
             now[0] = 1_131.0
-            assert await other.audit_turn() == 2
+            assert await other.take_audit_slot() == 2
     finally:
         await POSTGRES.drop_database(address)
 

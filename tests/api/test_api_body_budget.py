@@ -200,7 +200,7 @@ async def test_a_client_that_hangs_up_mid_body_gives_its_share_back(api: Running
     assert statuses == [200, 200]
 
 
-async def test_a_turn_gives_its_share_back_once_its_files_are_read(
+async def test_a_request_gives_its_share_back_once_its_files_are_read(
     api: RunningApi, model_server: FakeModelServer
 ) -> None:
     """A document read into text no longer holds the budget: while its round waits for the

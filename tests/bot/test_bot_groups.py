@@ -78,9 +78,9 @@ async def test_only_addressed_messages_are_answered_and_members_are_named(
     await post_in_group(bot, "@Consult_Bot, one more thing: in May", addressed="@Consult_Bot")
     await group_answer(bot, 3)
     assert len(bot.model.requests) == 3
-    system, *turns = bot.model.requests[-1]["messages"]
+    system, *sent = bot.model.requests[-1]["messages"]
     assert "group chat" in system["content"]
-    assert [m["content"] for m in turns] == [
+    assert [m["content"] for m in sent] == [
         "Alice: plan a trip to Rome",
         "How many people?",
         "Bob: Four of us",
@@ -186,9 +186,9 @@ async def test_answer_now_button_in_a_topic(bot: RunningBot) -> None:
     final = await group_answer(bot, 2)
     assert final.params["message_thread_id"] == 70
     assert "Final answer" in final.params["text"]
-    system, *turns = bot.model.requests[-1]["messages"]
+    system, *sent = bot.model.requests[-1]["messages"]
     assert "last round" in system["content"] and "\n> plan a trip\n" in system["content"]
-    assert turns[-1]["content"].endswith(": Please give me your final answer now.")
+    assert sent[-1]["content"].endswith(": Please give me your final answer now.")
 
 
 async def test_reply_threads_outside_forums_are_not_topics(bot: RunningBot) -> None:

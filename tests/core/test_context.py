@@ -153,7 +153,7 @@ def test_user_messages_are_left_out_last_oldest_first() -> None:
     assert_alternates(messages)
 
 
-def test_far_over_budget_keeps_request_latest_exchange_and_last_turn() -> None:
+def test_far_over_budget_keeps_request_latest_exchange_and_last_message() -> None:
     """With a tiny budget only the original request, the latest reply and the current user
     message remain."""
     history = conversation(6)
@@ -167,7 +167,7 @@ def test_far_over_budget_keeps_request_latest_exchange_and_last_turn() -> None:
     assert messages[0]["content"] == system_with(Omissions(replies=5, messages=5))
 
 
-def test_last_turn_kept_even_when_alone_over_budget() -> None:
+def test_last_message_kept_even_when_alone_over_budget() -> None:
     """A current message larger than the budget is still sent, as its beginning and end;
     the rest of the conversation, small, is all there."""
     message = "START " + "x" * 900_000 + " END"
@@ -203,7 +203,7 @@ def test_original_request_never_dropped_even_when_huge() -> None:
     assert all(m.text in texts(messages) for m in history[1:])  # nothing else given up
 
 
-def test_every_kept_turn_shares_the_budget() -> None:
+def test_every_kept_message_shares_the_budget() -> None:
     """Several huge turns are shortened to one common size, so the request stays bounded."""
     history = [user("a" * 300_000), assistant("b" * 30_000), user("c" * 5_000)]
     messages = build(history, budget=24_000)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.domain.attachments import DocumentText, TurnInput, document_block
+from core.domain.attachments import DocumentText, MessageInput, document_block
 from core.domain.consultation import Message
 from core.prompting.context import MIN_KEPT_CHARS, build_model_messages
 from core.prompting.prompts import PromptLibrary
@@ -39,10 +39,12 @@ def contract(chars: int) -> DocumentText:
     return DocumentText("lease.pdf", "\n".join(lines)[:chars])
 
 
-REQUEST = TurnInput(words="Is this lease fair to me?", documents=(contract(8000),))
+REQUEST = MessageInput(words="Is this lease fair to me?", documents=(contract(8000),))
 
 
-def rounds_after(request: TurnInput, answers: list[str], reply_chars: int = 1500) -> list[Message]:
+def rounds_after(
+    request: MessageInput, answers: list[str], reply_chars: int = 1500
+) -> list[Message]:
     """The request, then one long reply and one user answer per entry of `answers`."""
     history = [user(request.stored_text)]
     for n, answer in enumerate(answers):
@@ -91,7 +93,7 @@ def test_documents_over_their_allowance_keep_their_beginning_and_end() -> None:
     name, beginning and end; the note counts them as shortened."""
     big = DocumentText("lease.pdf", contract(9000).text)
     annex = DocumentText("annex.txt", "Annex: " + "the deposit is three months. " * 300)
-    request = TurnInput(words="Is this fair?", documents=(big, annex))
+    request = MessageInput(words="Is this fair?", documents=(big, annex))
 
     messages = build([user(request.stored_text)], allowance=ALLOWANCE)
 
@@ -111,8 +113,8 @@ def test_later_documents_give_way_to_their_names_before_any_typed_text() -> None
     before any of the user's typed answers is shortened or left out; the latest message
     keeps its own document."""
     letter = DocumentText("letter.txt", contract(3000).text)
-    later = TurnInput(words="Here is the landlord's letter.", documents=(letter,))
-    latest = TurnInput(
+    later = MessageInput(words="Here is the landlord's letter.", documents=(letter,))
+    latest = MessageInput(
         words="And the new offer:", documents=(DocumentText("offer.txt", "Rent +5%."),)
     )
     history = rounds_after(
@@ -138,7 +140,7 @@ def test_later_documents_give_way_to_their_names_before_any_typed_text() -> None
 def test_a_later_document_is_kept_while_shortening_replies_is_enough() -> None:
     """Naming a document is not the first resort: if shortening the model's older replies
     makes room, the later document stays whole."""
-    letter = TurnInput(
+    letter = MessageInput(
         words="The letter:", documents=(DocumentText("letter.txt", "Dear tenant, " * 60),)
     )
     history = rounds_after(REQUEST, [letter.stored_text, "Fine."], reply_chars=2400)
@@ -164,7 +166,7 @@ def test_a_requests_document_exactly_at_its_allowance_is_sent_whole(
     though its reader noted a cut of its own."""
     text = contract(ALLOWANCE).text
     assert len(text) == ALLOWANCE
-    request = TurnInput(
+    request = MessageInput(
         words="Is this lease fair to me?",
         documents=(DocumentText(name, text, omitted_chars),),
     )

@@ -11,7 +11,7 @@ from core.prompting.rounds import (
     has_open_turn,
     is_duplicate_of_open_turn,
     is_expired,
-    plan_turn,
+    plan_round,
     validate_max_rounds,
 )
 
@@ -27,9 +27,9 @@ def make(max_rounds: int, *, answered: int = 0, now: float = 1000.0) -> Consulta
         messages=[Message(Role.USER, "question", now)],
     )
     for index in range(answered):
-        turn = plan_turn(consultation)
+        next_round = plan_round(consultation)
         after_reply(
-            consultation, turn, Message(Role.ASSISTANT, f"a{index}", now), early_finish=False
+            consultation, next_round, Message(Role.ASSISTANT, f"a{index}", now), early_finish=False
         )
         append_user_message(consultation, Message(Role.USER, f"u{index}", now))
     return consultation
@@ -40,9 +40,9 @@ def play(max_rounds: int) -> list[tuple[int, bool]]:
     consultation = make(max_rounds)
     seen = []
     while consultation.status is Status.ACTIVE:
-        turn = plan_turn(consultation)
-        seen.append((turn.round, turn.is_final))
-        after_reply(consultation, turn, Message(Role.ASSISTANT, "r", 0), early_finish=False)
+        next_round = plan_round(consultation)
+        seen.append((next_round.round, next_round.is_final))
+        after_reply(consultation, next_round, Message(Role.ASSISTANT, "r", 0), early_finish=False)
         if consultation.status is Status.ACTIVE:
             append_user_message(consultation, Message(Role.USER, "more", 0))
     return seen
@@ -58,55 +58,57 @@ def test_consultation_runs_exactly_n_rounds_and_only_the_last_is_final(max_round
 
 def test_single_round_mode_first_reply_is_final() -> None:
     """With N = 1 the first reply is already the final answer."""
-    turn = plan_turn(make(1))
-    assert (turn.round, turn.is_final, turn.final_requested) == (1, True, False)
+    next_round = plan_round(make(1))
+    assert (next_round.round, next_round.is_final, next_round.final_requested) == (1, True, False)
 
 
 def test_final_requested_early_is_final_and_flagged() -> None:
-    """Asking for the answer in round 1 of 3 makes that turn final and marks it as requested."""
-    turn = plan_turn(make(3), final_requested=True)
-    assert turn.is_final and turn.final_requested and turn.round == 1
+    """Asking for the answer in round 1 of 3 makes that round final and marks it as requested."""
+    next_round = plan_round(make(3), final_requested=True)
+    assert next_round.is_final and next_round.final_requested and next_round.round == 1
 
 
 def test_final_requested_on_last_round_is_just_the_last_round() -> None:
     """A request for the answer in the last round is the ordinary final round."""
-    turn = plan_turn(make(3, answered=2), final_requested=True)
-    assert turn.is_final and not turn.final_requested
+    next_round = plan_round(make(3, answered=2), final_requested=True)
+    assert next_round.is_final and not next_round.final_requested
 
 
 @pytest.mark.parametrize(("answered", "new_limit"), [(2, 2), (3, 2), (2, 1), (5, 3)])
-def test_lowering_the_limit_to_rounds_already_used_makes_the_next_turn_final(
+def test_lowering_the_limit_to_rounds_already_used_makes_the_next_round_final(
     answered: int, new_limit: int
 ) -> None:
     """If N or more rounds are used when the limit drops to N, the next message gets the answer."""
     consultation = make(10, answered=answered)
     consultation.max_rounds = new_limit
-    assert plan_turn(consultation).is_final
+    assert plan_round(consultation).is_final
 
 
 def test_raising_the_limit_mid_way_gives_more_rounds() -> None:
     """Raising N in round 2 of 3 to 5 makes round 3 non-final."""
     consultation = make(3, answered=2)
     consultation.max_rounds = 5
-    turn = plan_turn(consultation)
-    assert turn.round == 3 and not turn.is_final and turn.rounds_left == 2
+    next_round = plan_round(consultation)
+    assert next_round.round == 3 and not next_round.is_final and next_round.rounds_left == 2
 
 
 def test_early_finish_completes_before_the_limit() -> None:
     """A reply marked as the final answer in round 1 of 3 completes the consultation."""
     consultation = make(3)
-    turn = plan_turn(consultation)
-    after_reply(consultation, turn, Message(Role.ASSISTANT, "full answer", 5), early_finish=True)
+    next_round = plan_round(consultation)
+    after_reply(
+        consultation, next_round, Message(Role.ASSISTANT, "full answer", 5), early_finish=True
+    )
     assert consultation.status is Status.COMPLETE and consultation.current_round == 1
 
 
 def test_failure_does_not_consume_the_round() -> None:
-    """Planning a turn consumes nothing: until a reply is recorded (a failed model call
+    """Planning a round consumes nothing: until a reply is recorded (a failed model call
     records none), the same round is planned again and the turn stays open."""
     consultation = make(3, answered=1)
-    assert plan_turn(consultation).round == 2
+    assert plan_round(consultation).round == 2
     assert has_open_turn(consultation)
-    assert plan_turn(consultation).round == 2
+    assert plan_round(consultation).round == 2
 
 
 def test_identical_resend_is_recognised_and_a_new_message_joins_the_turn() -> None:
@@ -117,14 +119,14 @@ def test_identical_resend_is_recognised_and_a_new_message_joins_the_turn() -> No
     append_user_message(consultation, Message(Role.USER, "and also this", 2000))
     assert [m.text for m in consultation.open_turn] == ["question", "and also this"]
     assert consultation.last_activity_at == 2000
-    assert plan_turn(consultation).round == 1
+    assert plan_round(consultation).round == 1
 
 
 def test_no_duplicate_without_an_open_turn() -> None:
     """After a reply nothing is open, so no message counts as a resend."""
     consultation = make(3)
     after_reply(
-        consultation, plan_turn(consultation), Message(Role.ASSISTANT, "q?", 1), early_finish=False
+        consultation, plan_round(consultation), Message(Role.ASSISTANT, "q?", 1), early_finish=False
     )
     assert not is_duplicate_of_open_turn(consultation, "question", None)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from core.domain.asking import UserMessage
-from core.domain.attachments import DocumentText, Image, TurnInput, document_block
+from core.domain.attachments import DocumentText, Image, MessageInput, document_block
 from core.domain.consultation import Role, Status
 from core.domain.errors import ModelError
 from core.domain.outcomes import Notice
@@ -19,7 +19,7 @@ from storage.sqlite.store import SqliteStore
 from tests.core.test_service import KEY, messages_of, stored, system_of
 
 PHOTO = Image("image/jpeg", b"\xff\xd8\xff-a-leaf-with-brown-spots")
-LEAF = TurnInput(words="What is wrong with my ficus?", images=(PHOTO,))
+LEAF = MessageInput(words="What is wrong with my ficus?", images=(PHOTO,))
 
 
 def user_images(model: FakeModelServer, index: int) -> list[list[dict[str, object]]]:
@@ -114,7 +114,7 @@ async def test_the_final_round_names_the_document_which_stays_in_the_context(
     repeating it; the document is whole in the first user message of every round, though
     it is longer than the whole history budget."""
     document = lease(26_000)
-    request = TurnInput(words="Is this lease fair to me?", documents=(document,))
+    request = MessageInput(words="Is this lease fair to me?", documents=(document,))
     await service.settings.set_max_rounds(KEY, 3)
 
     await service.turns.ask(UserMessage(KEY, request.stored_text))
@@ -142,8 +142,8 @@ async def test_in_a_long_consultation_typed_answers_outlast_later_documents(
     the later document is shown by name while every answer the user typed is sent, and
     the request's own document is still whole."""
     await service.settings.set_max_rounds(KEY, 5)
-    request = TurnInput(words="Is this lease fair to me?", documents=(lease(12_000),))
-    letter = TurnInput(
+    request = MessageInput(words="Is this lease fair to me?", documents=(lease(12_000),))
+    letter = MessageInput(
         words="The landlord's letter:",
         documents=(DocumentText("letter.txt", "Dear tenant, the rent rises. " * 700),),
     )

@@ -13,7 +13,7 @@ import pytest
 
 from core.domain.clarifying import SCHEMA_NAME
 from evaluation.evaluate import Plan, evaluate
-from evaluation.results import AskedQuestion, Pick, Report, Turn
+from evaluation.results import AskedQuestion, Pick, Report, SeenMessage
 from evaluation.scenarios import PERSONA_TYPES, Expect, Scenario, load_scenarios
 from evaluation.simulated_user import user_prompt
 from evaluation.summary import summarise
@@ -97,7 +97,7 @@ async def test_a_chosen_option_reaches_the_model_as_a_question_answer_line(
     assert last_user_text(servers.bot.requests[1]) == (
         f"1. {EQUIPMENT} — Dumbbells 2 and 5 kg\n2. {INJURIES} — Elbow\nIt aches after long typing."
     )
-    assert result.transcript[1] == Turn(
+    assert result.transcript[1] == SeenMessage(
         "bot",
         f"Two things first.\n\n1. {EQUIPMENT}\n2. {INJURIES}",
         round=1,
@@ -111,7 +111,7 @@ async def test_a_chosen_option_reaches_the_model_as_a_question_answer_line(
         Pick(1, 1, f"{EQUIPMENT} — Dumbbells 2 and 5 kg"),
         Pick(2, 2, f"{INJURIES} — Elbow"),
     ]
-    assert result.transcript[-1] == Turn("bot", FINAL, round=2, model_ready=True)
+    assert result.transcript[-1] == SeenMessage("bot", FINAL, round=2, model_ready=True)
     assert result.final_answer == FINAL
     assert (result.early_finish, result.model_ready, result.rounds_used) == (True, True, 2)
     assert (result.clarifying_rounds, result.structured_rounds, result.questions_asked) == (

@@ -16,7 +16,15 @@ from rich.console import Console
 from evaluation.report_html import write_html
 from evaluation.report_json import read_json, write_json
 from evaluation.report_table import print_table
-from evaluation.results import AskedQuestion, Judgement, Pairwise, Pick, Report, RunResult, Turn
+from evaluation.results import (
+    AskedQuestion,
+    Judgement,
+    Pairwise,
+    Pick,
+    Report,
+    RunResult,
+    SeenMessage,
+)
 from evaluation.summary import bootstrap_interval, summarise
 
 MULTI = "3 rounds"
@@ -53,10 +61,10 @@ def _run(
         variant=variant,
         repeat=repeat,
         transcript=[
-            Turn(speaker="user", text="How do I do hammer curls?"),
-            Turn(speaker="bot", text="Which dumbbells do you have?", round=1),
-            Turn(speaker="user", text="2 kg and 5 kg"),
-            Turn(speaker="bot", text=answer, round=rounds),
+            SeenMessage(speaker="user", text="How do I do hammer curls?"),
+            SeenMessage(speaker="bot", text="Which dumbbells do you have?", round=1),
+            SeenMessage(speaker="user", text="2 kg and 5 kg"),
+            SeenMessage(speaker="bot", text=answer, round=rounds),
         ],
         final_answer=answer,
         rounds_used=rounds,
@@ -179,7 +187,9 @@ def test_summary_interval_depends_on_the_report_seed_only() -> None:
 
 def test_json_round_trip_keeps_every_field(tmp_path: Path) -> None:
     report = _report()
-    report.results[0].transcript.append(Turn(speaker="user", text="«Итог сейчас»", final_now=True))
+    report.results[0].transcript.append(
+        SeenMessage(speaker="user", text="«Итог сейчас»", final_now=True)
+    )
     path = tmp_path / "report.json"
     write_json(report, path)
     assert read_json(path) == report
@@ -187,7 +197,7 @@ def test_json_round_trip_keeps_every_field(tmp_path: Path) -> None:
 
 def test_json_is_indented_utf8_with_every_transcript(tmp_path: Path) -> None:
     report = _report()
-    report.results[1].transcript.append(Turn(speaker="Анна", text="Где залог?"))
+    report.results[1].transcript.append(SeenMessage(speaker="Анна", text="Где залог?"))
     path = tmp_path / "report.json"
     write_json(report, path)
     text = path.read_text(encoding="utf-8")
@@ -287,13 +297,13 @@ def _html(report: Report, tmp_path: Path) -> tuple[str, _Page]:
 def test_html_has_every_transcript_readable(tmp_path: Path) -> None:
     report = _report()
     report.results[2].transcript.append(
-        Turn(speaker="Анна", text="Залог 50 000 ₽, договор\nна год")
+        SeenMessage(speaker="Анна", text="Залог 50 000 ₽, договор\nна год")
     )
     _, page = _html(report, tmp_path)
     text = "".join(page.text)
     for result in report.results:
-        for turn in result.transcript:
-            assert turn.text in text
+        for seen in result.transcript:
+            assert seen.text in text
     assert "Анна" in text
     assert "Covers the elbow." in text and "elbow history" in text and "rest times" in text
     assert "Tailored." in text  # the pairwise justification
@@ -303,7 +313,7 @@ def test_html_has_every_transcript_readable(tmp_path: Path) -> None:
 def test_html_escapes_model_output(tmp_path: Path) -> None:
     report = _report()
     evil = '<script>alert("x")</script><img src="https://evil.example/x.png">'
-    report.results[0].transcript.append(Turn(speaker="bot", text=evil, round=2))
+    report.results[0].transcript.append(SeenMessage(speaker="bot", text=evil, round=2))
     report.results[0].judgement = Judgement(score=0.5, justification="<b>bold</b> & co")
     html, page = _html(report, tmp_path)
     assert "<script" not in html.lower() and "<img" not in html.lower()
@@ -469,16 +479,16 @@ def test_html_shows_the_options_offered_and_the_ones_chosen(tmp_path: Path) -> N
     """A structured round lists its options labelled; the user's turn lists its choices."""
     report = _report()
     report.results[0].transcript = [
-        Turn("user", "How do I do hammer curls?"),
-        Turn(
+        SeenMessage("user", "How do I do hammer curls?"),
+        SeenMessage(
             "bot",
             "1. Dumbbells?\n2. Injuries?",
             round=1,
             questions=[AskedQuestion("Dumbbells?", ["2 kg", "5 kg"]), AskedQuestion("Injuries?")],
             asked=2,
         ),
-        Turn("user", "1a\nelbow <tendinitis>", picks=[Pick(1, 1, "Dumbbells? — 2 kg")]),
-        Turn("bot", "Do 3 sets of 10.", round=2, model_ready=True),
+        SeenMessage("user", "1a\nelbow <tendinitis>", picks=[Pick(1, 1, "Dumbbells? — 2 kg")]),
+        SeenMessage("bot", "Do 3 sets of 10.", round=2, model_ready=True),
     ]
     html, page = _html(report, tmp_path)
     text = "".join(page.text)

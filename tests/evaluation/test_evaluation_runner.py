@@ -12,7 +12,7 @@ import pytest
 
 from core.prompting.prompts import PromptLibrary
 from evaluation.evaluate import Plan, evaluate
-from evaluation.results import Report, RunResult, Turn
+from evaluation.results import Report, RunResult, SeenMessage
 from evaluation.scenarios import Behaviour, Expect, Scenario, load_scenarios
 from evaluation.variants import build_variants
 from tests.routed_model import (
@@ -97,12 +97,12 @@ async def test_a_full_scenario_loop_through_the_three_models(
     [result] = report.results
     assert result.error is None
     assert result.transcript == [
-        Turn("user", CURL.first_message),
-        Turn("bot", Q1, round=1, asked=2),
-        Turn("user", A1),
-        Turn("bot", Q2, round=2, asked=1),
-        Turn("user", A2),
-        Turn("bot", FINAL, round=3),
+        SeenMessage("user", CURL.first_message),
+        SeenMessage("bot", Q1, round=1, asked=2),
+        SeenMessage("user", A1),
+        SeenMessage("bot", Q2, round=2, asked=1),
+        SeenMessage("user", A2),
+        SeenMessage("bot", FINAL, round=3),
     ]
     assert result.final_answer == FINAL
     assert (result.rounds_used, result.max_rounds, result.early_finish) == (3, 3, False)
@@ -234,8 +234,8 @@ async def test_the_one_shot_baseline_answers_the_first_message_at_once(
     )
     assert one_shot.variant == "one-shot" and one_shot.max_rounds == 1
     assert one_shot.transcript == [
-        Turn("user", CURL.first_message),
-        Turn("bot", "Do 3×10 hammer curls with any dumbbell.", round=1),
+        SeenMessage("user", CURL.first_message),
+        SeenMessage("bot", "Do 3×10 hammer curls with any dumbbell.", round=1),
     ]
     assert one_shot.early_finish is False and one_shot.judgement is not None
     assert one_shot.judgement.score == 0.3
@@ -262,10 +262,10 @@ async def test_final_answer_now_in_a_russian_group(servers: RoleServers, tmp_pat
 
     russian = PromptLibrary().render("final_now_request.ru")
     assert result.transcript == [
-        Turn("Анна", TRIP.first_message),
-        Turn("bot", "Какой у вас бюджет и как вы поедете?", round=1, asked=1),
-        Turn("Борис", russian, final_now=True),
-        Turn("bot", "Итог: Суздаль, гостиница без животных.", round=2),
+        SeenMessage("Анна", TRIP.first_message),
+        SeenMessage("bot", "Какой у вас бюджет и как вы поедете?", round=1, asked=1),
+        SeenMessage("Борис", russian, final_now=True),
+        SeenMessage("bot", "Итог: Суздаль, гостиница без животных.", round=2),
     ]
     assert result.final_now_pressed and not result.early_finish
     assert (result.rounds_used, result.max_rounds) == (2, 3)

@@ -218,11 +218,13 @@ async def test_a_docx_keeps_the_text_around_an_external_entity_it_does_not_resol
 async def test_a_cut_document_tells_the_model_the_rest_was_not_read() -> None:
     async with DocumentReaders(ReaderConfig()) as readers:
         intake = Intake(IntakeConfig(max_document_chars=1000), None, readers)
-        turn = await intake.read("", [Attachment("flood.docx", None, paragraph_flood_docx())])
+        message_input = await intake.read(
+            "", [Attachment("flood.docx", None, paragraph_flood_docx())]
+        )
 
-    [document] = turn.documents
-    assert (document.complete, turn.documents_cut) == (False, True)
-    assert turn.stored_text.endswith(
+    [document] = message_input.documents
+    assert (document.complete, message_input.documents_cut) == (False, True)
+    assert message_input.stored_text.endswith(
         "\n[… the rest of this document was cut: it is longer than could be read]\n</document>"
     )
 
@@ -230,9 +232,11 @@ async def test_a_cut_document_tells_the_model_the_rest_was_not_read() -> None:
 async def test_control_characters_in_a_file_name_stay_out_of_the_document_block() -> None:
     name = "re\x00port\r\n\x1b[31mred\u202e.txt"
     async with DocumentReaders(ReaderConfig()) as readers:
-        turn = await Intake(IntakeConfig(), None, readers).read("", [Attachment(name, None, b"hi")])
+        message_input = await Intake(IntakeConfig(), None, readers).read(
+            "", [Attachment(name, None, b"hi")]
+        )
 
-    assert turn.stored_text == '<document name="report[31mred.txt">\nhi\n</document>'
+    assert message_input.stored_text == '<document name="report[31mred.txt">\nhi\n</document>'
 
 
 async def test_an_archive_of_very_many_entries_is_not_taken_for_a_docx() -> None:

@@ -202,18 +202,18 @@ def test_an_unsupported_kind_is_refused_naming_what_is_supported() -> None:
 # -- voice ----------------------------------------------------------------------------------
 
 
-async def test_a_voice_note_becomes_the_transcript_of_the_turn(
+async def test_a_voice_note_becomes_the_transcript_of_the_message(
     transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
     transcriber: OpenAITranscriber,
 ) -> None:
     transcription_server.script("  Как перенести базу на новый сервер?  ")
 
-    turn = await intake(transcriber).read(
+    message_input = await intake(transcriber).read(
         "", [Attachment("voice.ogg", "audio/ogg", OGG, kind_hint="voice")], language="ru"
     )
 
-    assert turn.transcript == "Как перенести базу на новый сервер?"
-    assert turn.stored_text == "[voice] Как перенести базу на новый сервер?"
+    assert message_input.transcript == "Как перенести базу на новый сервер?"
+    assert message_input.stored_text == "[voice] Как перенести базу на новый сервер?"
     [call] = transcription_server.calls
     assert (call.filename, call.model, call.language, call.data) == (
         "voice.ogg",
@@ -251,11 +251,11 @@ async def test_a_caption_stays_beside_the_transcript(
 ) -> None:
     transcription_server.script("the spoken part")
 
-    turn = await intake(transcriber).read(
+    message_input = await intake(transcriber).read(
         "the typed part", [Attachment("voice.ogg", None, OGG, kind_hint="voice")]
     )
 
-    assert turn.stored_text == "[voice] the spoken part\n\nthe typed part"
+    assert message_input.stored_text == "[voice] the spoken part\n\nthe typed part"
 
 
 async def test_a_failing_service_refuses_the_voice_note(
@@ -289,7 +289,7 @@ async def test_voice_without_a_transcriber_is_off() -> None:
     assert refused.value.problem is AttachmentProblem.VOICE_OFF
 
 
-async def test_one_voice_note_per_turn(
+async def test_one_voice_note_per_message(
     transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
     transcriber: OpenAITranscriber,
 ) -> None:
@@ -311,7 +311,7 @@ async def test_one_voice_note_per_turn(
     ],
     ids=["unsupported", "unreadable", "too-large"],
 )
-async def test_a_turn_refused_for_another_file_pays_for_no_transcription(
+async def test_a_message_refused_for_another_file_pays_for_no_transcription(
     transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
     transcriber: OpenAITranscriber,
     bad: Attachment,
@@ -333,18 +333,18 @@ async def test_a_turn_refused_for_another_file_pays_for_no_transcription(
 )
 async def test_a_photo_becomes_an_image_typed_by_its_bytes(data: bytes, mime: str) -> None:
     # The name and MIME type claim JPEG; the bytes decide.
-    turn = await intake(vision=True).read(
+    message_input = await intake(vision=True).read(
         "What is this?", [Attachment("x.jpg", "image/jpeg", data)]
     )
 
-    assert turn.images == (Image(mime, data),)
-    assert turn.stored_text == "[photo]\n\nWhat is this?"
+    assert message_input.images == (Image(mime, data),)
+    assert message_input.stored_text == "[photo]\n\nWhat is this?"
 
 
 async def test_an_image_sent_as_a_file_is_a_photo() -> None:
-    turn = await intake(vision=True).read("", [Attachment("diagram.png", None, png())])
+    message_input = await intake(vision=True).read("", [Attachment("diagram.png", None, png())])
 
-    assert turn.images == (Image("image/png", png()),)
+    assert message_input.images == (Image("image/png", png()),)
 
 
 async def test_a_photo_the_model_cannot_see_is_refused() -> None:
@@ -379,17 +379,17 @@ async def test_photos_and_documents_together() -> None:
         Attachment("letter.docx", None, docx_file()),
     ]
 
-    turn = await intake(vision=True).read("Compare these", files)
+    message_input = await intake(vision=True).read("Compare these", files)
 
-    assert [image.mime for image in turn.images] == ["image/png", "image/jpeg"]
-    assert turn.stored_text == (
+    assert [image.mime for image in message_input.images] == ["image/png", "image/jpeg"]
+    assert message_input.stored_text == (
         "[photo] ×2\n\nCompare these\n\n"
         '<document name="notes.md">\n# Notes\nall good\n</document>\n\n'
         '<document name="letter.docx">\nHello from Word\n</document>'
     )
 
 
-async def test_voice_and_a_document_in_one_turn(
+async def test_voice_and_a_document_in_one_message(
     transcription_server: FakeTranscriptionServer,  # noqa: F811 - the fixture imported above
     transcriber: OpenAITranscriber,
 ) -> None:
@@ -399,19 +399,23 @@ async def test_voice_and_a_document_in_one_turn(
         Attachment("voice.ogg", None, OGG, kind_hint="voice"),
     ]
 
-    turn = await intake(transcriber).read("", files)
+    message_input = await intake(transcriber).read("", files)
 
-    assert turn.stored_text == (
+    assert message_input.stored_text == (
         "[voice] please check the attached config\n\n"
         '<document name="nginx.conf">\nserver { listen 80; }\n</document>'
     )
 
 
-async def test_words_alone_are_the_turn() -> None:
-    turn = await intake().read("just text", [])
+async def test_words_alone_are_the_message() -> None:
+    message_input = await intake().read("just text", [])
 
-    assert turn.stored_text == "just text"
-    assert (turn.transcript, turn.documents, turn.images) == (None, (), ())
+    assert message_input.stored_text == "just text"
+    assert (message_input.transcript, message_input.documents, message_input.images) == (
+        None,
+        (),
+        (),
+    )
 
 
 # -- the runtime ----------------------------------------------------------------------------
@@ -443,9 +447,9 @@ async def test_the_runtime_reads_voice_through_the_configured_transcription_mode
     voice = Attachment("voice.ogg", None, OGG, kind_hint="voice")
 
     async with open_runtime(settings, background=False) as runtime:
-        turn = await runtime.intake.read("", [voice])
+        message_input = await runtime.intake.read("", [voice])
 
-    assert turn.transcript == transcription_server.default_text
+    assert message_input.transcript == transcription_server.default_text
     assert transcription_server.calls[0].model == "whisper-runtime"
     assert (runtime.intake.config.vision, runtime.intake.config.max_document_chars) == (True, 5000)
 

@@ -25,7 +25,7 @@ class Reads:
         self.tasks[name] = asyncio.create_task(self._read(name, owner))
 
     async def _read(self, name: str, owner: str | None) -> None:
-        async with self.shares.turn(owner):
+        async with self.shares.reader(owner):
             self.log.append(name)
             await self._release[name].wait()
 
@@ -98,7 +98,7 @@ async def test_a_read_that_ends_however_it_ends_hands_its_reader_on(ending: str)
     go = asyncio.Event()
 
     async def earlier_read() -> None:
-        async with shares.turn("a"):
+        async with shares.reader("a"):
             await go.wait()
             raise ValueError("refused")
 
@@ -128,7 +128,7 @@ async def test_a_read_cancelled_just_as_it_is_given_a_reader_hands_it_on() -> No
     """The reader came free and was given to a waiting read in the same moment that read
     was cancelled: the reader goes to the next one, not lost."""
     shares = ReaderShares(readers=1)
-    first = shares.turn("a")
+    first = shares.reader("a")
     await first.__aenter__()
     reads = Reads(shares)
     reads.start("given", "b")

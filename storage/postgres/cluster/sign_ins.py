@@ -88,7 +88,7 @@ class PostgresSignIns(SignInLimits):
             return Reserved(now)
         return Reserved(None, max(oldest + self._window - now, 0.001))
 
-    async def audit_turn(self) -> int | None:
+    async def take_audit_slot(self) -> int | None:
         taken, _ = await self._take(AUDITED, self._max_audited, self._clock())
         return None if taken is None else self._max_audited - taken
 

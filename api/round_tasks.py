@@ -3,7 +3,7 @@
 Invariants:
 - a round runs in a task of its own and requests only await its outcome through a
   shield, so a client that hangs up never aborts the round (nor a retry joined to it);
-- a turn's `session` resolves (or fails with the refusal) before its `result`, so a
+- a round task's `session` resolves (or fails with the refusal) before its `result`, so a
   stream opens only once the session is vetted;
 - an outcome nobody awaits any more is still retrieved: a client that left leaves no
   "exception was never retrieved" behind;
@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from api.errors import ApiError
 from api.sse import EventStream
-from core.domain.attachments import Image, TurnInput
+from core.domain.attachments import Image, MessageInput
 from core.domain.clarifying import Answer
 
 T = TypeVar("T")
@@ -63,7 +63,7 @@ class Relay:
             await self._events.send(kind, {"content": piece})
 
 
-class Turn:
+class RoundTask:
     """One request's round, run by a task of its own and awaited by the request (and,
     with an idempotency key, by every retry that arrives while it runs).
 
@@ -100,7 +100,7 @@ class Message:
     answers to the session's last questions that go before the text."""
 
     text: str
-    read: TurnInput | None = None
+    read: MessageInput | None = None
     answers: tuple[Answer, ...] = ()
 
     @property
@@ -109,7 +109,7 @@ class Message:
 
 
 async def shielded(future: Awaitable[T]) -> T:
-    """Await a turn's outcome; a request cancelled meanwhile leaves the turn running."""
+    """Await a round task's outcome; a request cancelled meanwhile leaves the task running."""
     return await asyncio.shield(future)
 
 
