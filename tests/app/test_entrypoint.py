@@ -289,9 +289,15 @@ def run_module(tmp_path: Path, module: str, **values: str) -> subprocess.Complet
 
 
 def assert_one_line(done: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    """Exit code 2 and exactly one line on stderr, containing every fragment."""
+    """Exit code 2 and exactly one line on stderr, containing every fragment. The loop
+    watcher's warnings are not counted: on a loaded machine start-up itself can stall the
+    event loop past its threshold, and saying so is the watcher's job."""
     assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
+    lines = [
+        line
+        for line in done.stderr.strip().splitlines()
+        if "event loop was blocked for" not in line
+    ]
     assert len(lines) == 1, done.stderr
     assert all(fragment in lines[0] for fragment in fragments), done.stderr
 
