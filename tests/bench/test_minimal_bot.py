@@ -78,9 +78,7 @@ async def test_each_message_is_answered_from_its_chats_history(
         assert await say(bot_api, 41, "we sell in the EU", 3) == "Reply to: we sell in the EU"
 
     first, other, second = model_server.requests
-    assert first["messages"] == [
-        {"role": "user", "content": "our shop needs a payment provider"}
-    ]
+    assert first["messages"] == [{"role": "user", "content": "our shop needs a payment provider"}]
     assert other["messages"] == [{"role": "user", "content": "how do I back up a laptop?"}]
     assert second["messages"] == [
         {"role": "user", "content": "our shop needs a payment provider"},
