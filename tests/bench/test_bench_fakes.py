@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 
 from bench.fakes import SLOW_WORDS, BenchModel
 from core.domain.clarifying import ROUND_SCHEMA, SCHEMA_NAME
@@ -44,7 +45,9 @@ async def test_a_clarifying_round_asked_as_json_is_answered_as_one(
 ) -> None:
     """The product's structured rounds get a round's JSON, streamed or whole; a call with no
     response format gets the echo in text."""
-    asked = [{"role": "user", "content": "which payment provider?"}]
+    asked: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "which payment provider?"}
+    ]
     whole = await client.chat.completions.create(
         model="m", messages=asked, response_format=ROUND_FORMAT
     )
@@ -69,7 +72,7 @@ async def test_in_slow_mode_a_call_that_does_not_stream_gets_the_reply_whole(
     """The slow reply's twenty words arrive in one completion, and the moment its first word
     was written is recorded for the user's message, as for a streamed call."""
     model.stream_seconds = 0.1
-    asked = [{"role": "user", "content": "slow one"}]
+    asked: list[ChatCompletionMessageParam] = [{"role": "user", "content": "slow one"}]
     whole = await client.chat.completions.create(model="m", messages=asked)
     as_round = await client.chat.completions.create(
         model="m", messages=asked, response_format=ROUND_FORMAT
@@ -88,7 +91,7 @@ async def test_requests_are_counted_by_the_format_they_asked_for(
     model: BenchModel, client: AsyncOpenAI
 ) -> None:
     """`GET /_bench/formats?since=I` counts the requests from index I on."""
-    asked = [{"role": "user", "content": "hello"}]
+    asked: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello"}]
     await client.chat.completions.create(model="m", messages=asked)
     await client.chat.completions.create(model="m", messages=asked, response_format=ROUND_FORMAT)
     await client.chat.completions.create(model="m", messages=asked, response_format=ROUND_FORMAT)
