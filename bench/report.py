@@ -192,7 +192,7 @@ def verdicts(contenders: dict[str, Runs], floors: Runs) -> list[Verdict]:
 def verdict_lines(found: list[Verdict]) -> str:
     lines = ["\ntargets (medians):"]
     for v in found:
-        against = f" vs the {TITLES[v.yardstick]}" if v.yardstick else ""
+        against = f" ({TITLES[v.yardstick]})" if v.yardstick else ""
         met = {True: "met", False: "NOT met", None: "not measured"}[v.met]
         lines.append(f"  {v.target}{against}: {v.figure} — {met}")
     return "\n".join(lines)
