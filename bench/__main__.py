@@ -107,11 +107,13 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         contenders[YARDSTICKS[name]] = []
     floors: list[dict[str, Any]] = []
     for n in range(1, args.pairs + 1):
+        began = time.monotonic()
         for contender, runs in contenders.items():
             runs.append(await bench.run(contender))
         floors.append(await bench.floor())
         last = {contender: runs[-1] for contender, runs in contenders.items()}
-        print(pair_line(n, last, floors[-1]), flush=True)
+        took = time.monotonic() - began
+        print(f"{pair_line(n, last, floors[-1])}; the round took {took:.0f} s", flush=True)
     context = await bench.context_growth()
     long = None
     if args.long_chars:

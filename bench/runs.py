@@ -108,6 +108,7 @@ class Bench:
     async def run(self, contender: str) -> dict[str, Any]:
         """All scenarios against one fresh process of `contender` (a key of CONTENDERS)."""
         self.runs += 1
+        began = time.monotonic()
         db = self.scratch / f"run{self.runs}-{contender}.sqlite3"
         tg, tg_port, model, model_port = self._start_fakes()
         bot: Child | None = None
@@ -132,6 +133,7 @@ class Bench:
                     self.procs.stop(child)
         if contender == "bot":
             result["db"] = db_size(db)
+        result["seconds"] = time.monotonic() - began
         return result
 
     async def _scenarios(
