@@ -1,4 +1,4 @@
-"""`python -m bench` (`make bench`): the product bot against a bare PTB relay bot, A B A B.
+"""`python -m bench` (`make bench`): the product bot against two PTB relays, A B C A B C.
 
 Everything runs on 127.0.0.1 against the fakes; every process started is stopped
 at the end, also on Ctrl-C or an error. Results: a table on stdout and a JSON
@@ -24,71 +24,19 @@ from bench.large_bodies import large_bodies, large_bodies_line
 from bench.pg_report import pg_table
 from bench.pg_runs import KINDS, PostgresBench
 from bench.procs import ROOT, Processes
+from bench.report import (
+    TITLES,
+    YARDSTICKS,
+    median_of,
+    pair_line,
+    ratios,
+    table,
+    verdict_lines,
+    verdicts,
+)
 from bench.runs import Bench
 
 RESULTS = ROOT / "bench" / "results"
-
-
-def median_of(runs: list[dict[str, Any]], *path: str) -> float:
-    values = []
-    for run in runs:
-        value: Any = run
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-        if isinstance(value, int | float):
-            values.append(float(value))
-    return statistics.median(values) if values else float("nan")
-
-
-ROWS: list[tuple[str, tuple[str, ...], str]] = [
-    ("throughput, rounds/s (100 chats)", ("throughput",), "{:.1f}"),
-    ("bot CPU per round, ms", ("cpu_ms_per_round",), "{:.2f}"),
-    ("fakes' CPU per round, ms", ("fakes_cpu_ms_per_round",), "{:.2f}"),
-    ("idle: first text p50, ms", ("idle", "first", "p50"), "{:.1f}"),
-    ("idle: first text p99, ms", ("idle", "first", "p99"), "{:.1f}"),
-    ("idle: complete p50, ms", ("idle", "done", "p50"), "{:.1f}"),
-    ("idle: complete p99, ms", ("idle", "done", "p99"), "{:.1f}"),
-    ("load: first text p50, ms", ("load", "first", "p50"), "{:.1f}"),
-    ("load: first text p95, ms", ("load", "first", "p95"), "{:.1f}"),
-    ("load: first text p99, ms", ("load", "first", "p99"), "{:.1f}"),
-    ("load: complete p50, ms", ("load", "done", "p50"), "{:.1f}"),
-    ("load: complete p95, ms", ("load", "done", "p95"), "{:.1f}"),
-    ("load: complete p99, ms", ("load", "done", "p99"), "{:.1f}"),
-    ("500 chats at once, 1 s model: all answered, s", ("burst_all_answered_s",), "{:.2f}"),
-    (
-        "slow stream: first text after 1st token, ms",
-        ("stream_first_text_after_first_token_ms", "median"),
-        "{:.0f}",
-    ),
-    ("peak RSS, MB", ("rss_peak_mb",), "{:.1f}"),
-]
-
-
-def pair_line(n: int, bot: dict[str, Any], ref: dict[str, Any], floor: dict[str, Any]) -> str:
-    return (
-        f"pair {n}: throughput bot {bot['throughput']:.1f} / ref {ref['throughput']:.1f} rounds/s "
-        f"(ratio {bot['throughput'] / ref['throughput']:.2f}); idle complete p50 "
-        f"{bot['idle']['done']['p50']:.1f} / {ref['idle']['done']['p50']:.1f} ms "
-        f"(floor {floor['idle']['done']['p50']:.1f}); "
-        f"500-burst {fmt(bot['burst_all_answered_s'])} / {fmt(ref['burst_all_answered_s'])} s; "
-        f"CPU/round {bot['cpu_ms_per_round']:.2f} / {ref['cpu_ms_per_round']:.2f} ms"
-    )
-
-
-def floor_lines(
-    bots: list[dict[str, Any]], refs: list[dict[str, Any]], floors: list[dict[str, Any]]
-) -> str:
-    """Idle latency minus the floor (bench/floor_bot.py): what each bot adds to a round."""
-    lines = ["\nidle latency over the floor (raw aiohttp relay on the same fakes), ms:"]
-    for stat in ("p50", "p99"):
-        floor = median_of(floors, "idle", "done", stat)
-        bot = median_of(bots, "idle", "first", stat) - floor
-        ref = median_of(refs, "idle", "first", stat) - floor
-        lines.append(
-            f"  {stat}: floor {floor:.1f}; bot adds {bot:.1f} (to first text); "
-            f"reference adds {ref:.1f}"
-        )
-    return "\n".join(lines)
 
 
 def long_answer_line(long: dict[str, Any]) -> str:
@@ -108,19 +56,6 @@ def long_answer_line(long: dict[str, Any]) -> str:
         f"{long['healthz']['n']} probes); other chats meanwhile: {others.get('n', 0)} rounds, "
         f"p50 {others.get('p50', float('nan')):.1f} ms, worst {long['other_chats_max_ms']:.1f} ms"
     )
-
-
-def fmt(value: float | None) -> str:
-    return "timeout" if value is None else f"{value:.2f}"
-
-
-def table(bots: list[dict[str, Any]], refs: list[dict[str, Any]]) -> str:
-    lines = [f"{'metric (median of runs)':<48}{'bot':>10}{'reference':>11}{'bot/ref':>9}"]
-    for label, path, form in ROWS:
-        a, b = median_of(bots, *path), median_of(refs, *path)
-        ratio = f"{a / b:.2f}" if b and b == b and a == a else "-"
-        lines.append(f"{label:<48}{form.format(a):>10}{form.format(b):>11}{ratio:>9}")
-    return "\n".join(lines)
 
 
 def machine() -> dict[str, Any]:
@@ -165,16 +100,20 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         burst=args.burst,
         idle_rounds=args.idle_rounds,
         bot_root=args.bot_root.resolve(),
-        questions=args.questions,
+        questions=args.structured,
     )
-    bots: list[dict[str, Any]] = []
-    refs: list[dict[str, Any]] = []
+    contenders: dict[str, list[dict[str, Any]]] = {"bot": []}
+    for name in args.yardsticks:
+        contenders[YARDSTICKS[name]] = []
     floors: list[dict[str, Any]] = []
     for n in range(1, args.pairs + 1):
-        bots.append(await bench.run("bot"))
-        refs.append(await bench.run("reference"))
+        began = time.monotonic()
+        for contender, runs in contenders.items():
+            runs.append(await bench.run(contender))
         floors.append(await bench.floor())
-        print(pair_line(n, bots[-1], refs[-1], floors[-1]), flush=True)
+        last = {contender: runs[-1] for contender, runs in contenders.items()}
+        took = time.monotonic() - began
+        print(f"{pair_line(n, last, floors[-1])}; the round took {took:.0f} s", flush=True)
     context = await bench.context_growth()
     long = None
     if args.long_chars:
@@ -182,16 +121,26 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
     hostile = await hostile_documents(bench) if args.hostile else None
     bodies = await large_bodies(bench) if args.large_bodies else None
     mb = float("nan")
+    bots = contenders["bot"]
     if bots:
         print()
-        print(table(bots, refs))
-        print(floor_lines(bots, refs, floors))
-        for name, runs in (("bot", bots), ("reference", refs)):
+        print(table(contenders, floors))
+        print(
+            "floor (raw aiohttp relay on the same fakes): idle complete p50 "
+            f"{median_of(floors, 'idle', 'done', 'p50'):.1f} / p99 "
+            f"{median_of(floors, 'idle', 'done', 'p99'):.1f} ms"
+        )
+        if len(contenders) > 1:
+            print(verdict_lines(verdicts(contenders, floors)))
+        print()
+        for name, runs in contenders.items():
             last = runs[-1]["requests_per_round"]
             print(
-                f"Bot API requests per round, {name} (last run): "
+                f"Bot API requests per round, {TITLES[name]} (last run): "
                 f"100-chat load {last['load']}; 500 at once {last['burst']}"
             )
+        asked = ", ".join(f"{k} {v}" for k, v in sorted(bots[-1]["model_formats_load"].items()))
+        print(f"model requests in the product's 100-chat load, by response format: {asked}")
         db = [b["db"] for b in bots]
         mb = statistics.median(d["mb_per_1000_consultations"] for d in db)
         print(
@@ -214,9 +163,13 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
     return {
         "machine": machine(),
         "args": vars(args),
+        "structured_questions": bench.questions,
+        "yardsticks": args.yardsticks,
         "bot": bots,
-        "reference": refs,
+        "reference": contenders.get("reference", []),
+        "minimal": contenders.get("minimal", []),
         "floor": floors,
+        "ratios": ratios(contenders, floors) if bots else {},
         "context_tokens": context,
         "long_answer": long,
         "hostile_documents": hostile,
@@ -225,9 +178,40 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
     }
 
 
+SOURCES = {"streaming": "reference_bot.py", "minimal": "minimal_bot.py"}
+"""Each yardstick's program."""
+
+
+def yardsticks_of(text: str) -> list[str]:
+    """`--yardsticks`: names of YARDSTICKS, comma-separated, each once, in YARDSTICKS' order."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in YARDSTICKS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give one or more of {', '.join(YARDSTICKS)}, comma-separated"
+        )
+    return [name for name in YARDSTICKS if name in names]
+
+
+def structured_setting(structured: str | None, questions: str | None) -> str:
+    """The product's LLM_STRUCTURED_QUESTIONS from `--structured` and `--questions`:
+    whichever was given, "on" when neither; two different values are an error."""
+    if structured is not None and questions is not None and structured != questions:
+        raise ValueError(
+            f"--structured {structured} and --questions {questions} set LLM_STRUCTURED_QUESTIONS "
+            "to two values; give one"
+        )
+    return questions or structured or "on"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=3, help="0 runs only the single phases")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=3,
+        help="rounds of runs, the product then each yardstick (0 runs only the single phases)",
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="throughput run length")
     parser.add_argument("--chats", type=int, default=100, help="chats in the throughput run")
     parser.add_argument("--burst", type=int, default=500, help="chats writing at once")
@@ -264,11 +248,24 @@ def main() -> int:
         help="checkout whose `python -m bot` is measured (e.g. an export of an older commit)",
     )
     parser.add_argument(
+        "--structured",
+        choices=("on", "off"),
+        default=None,
+        help="the product's LLM_STRUCTURED_QUESTIONS (default on): on asks clarifying rounds "
+        "as JSON (longer model replies to stream and read), off in text as the relays do",
+    )
+    parser.add_argument(
         "--questions",
         choices=("auto", "on", "off"),
-        default="auto",
-        help="the bot's LLM_STRUCTURED_QUESTIONS: auto and on ask clarifying rounds as JSON "
-        "(longer model replies to stream and read), off in text as the reference does",
+        default=None,
+        help="the same setting with auto among its values; not with a different --structured",
+    )
+    parser.add_argument(
+        "--yardsticks",
+        type=yardsticks_of,
+        default=list(YARDSTICKS),
+        help="the relays the product is measured against, run after it in each round, "
+        f"comma-separated, of {','.join(YARDSTICKS)} (default both)",
     )
     parser.add_argument(
         "--postgres",
@@ -282,12 +279,17 @@ def main() -> int:
         help=f"with --postgres: the runs in each set, of {', '.join(KINDS)}",
     )
     args = parser.parse_args()
+    try:
+        args.structured = structured_setting(args.structured, args.questions)
+    except ValueError as exc:
+        parser.error(str(exc))
     started = time.time()
     m = machine()
     print(
         f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; "
-        f"{args.pairs} pairs, bot = python -m bot (from {args.bot_root}), "
-        "reference = bench/reference_bot.py",
+        f"{args.pairs} rounds, product = python -m bot (from {args.bot_root}, "
+        f"LLM_STRUCTURED_QUESTIONS={args.structured}, MEMORY_ENABLED=false), "
+        + ", ".join(f"{TITLES[YARDSTICKS[y]]} = bench/{SOURCES[y]}" for y in args.yardsticks),
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:

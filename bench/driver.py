@@ -156,6 +156,15 @@ class Driver:
             found: dict[str, Any] = await response.json()
         return found
 
+    async def model_formats(self, since: int = 0) -> dict[str, Any]:
+        """The model requests past index `since` by the response format they asked for,
+        and the index the next request will have (`next`)."""
+        async with self._http.get(
+            f"{self._model}/_bench/formats", params={"since": since}
+        ) as response:
+            found: dict[str, Any] = await response.json()
+        return found
+
     # -- scenarios -----------------------------------------------------------------------------
 
     async def one_round(self, chat_id: int, text: str, timeout: float = 30.0) -> Round:  # noqa: ASYNC109

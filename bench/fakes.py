@@ -5,7 +5,10 @@
 past index I is recorded (so the load driver reacts within a millisecond without
 spinning), and `POST /_bench/document?name=N` to store a file a message can carry.
 `python -m bench.fakes model` serves `fakes.model_server.FakeModelServer`
-plus `POST /_bench/mode` (latency, slow streaming, long answers) and `GET /_bench/requests`.
+plus `POST /_bench/mode` (latency, slow streaming, long answers), `GET /_bench/requests`
+and `GET /_bench/formats?since=I` (the requests past index I counted by the response
+format they asked for). In slow mode a request that does not ask to stream gets the same
+words whole, once they would have finished streaming.
 
 Invariant: the first line a fake prints is `PORT <n>`, after it is listening on
 127.0.0.1; every timestamp it reports is `time.monotonic()`, which on Linux is
@@ -20,6 +23,7 @@ import contextlib
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -31,11 +35,16 @@ from fakes.model_server import (
     FakeModelServer,
     ScriptedReply,
     _last_user_content,
+    _usage,
     response_format_of,
+    round_json,
 )
 
 LONG_ANSWER_REQUEST = "LONG-ANSWER"
 """A user message containing this gets the long answer when `long_chars` is set."""
+
+SLOW_WORDS = [f"word{i} " for i in range(20)]
+"""The slow stream's reply, a word per piece."""
 
 
 class BenchBotApi(FakeBotApi):
@@ -87,6 +96,7 @@ class BenchModel(FakeModelServer):
         app.router.add_post("/v1/chat/completions", self._completions)
         app.router.add_post("/_bench/mode", self._mode)
         app.router.add_get("/_bench/requests", self._requests)
+        app.router.add_get("/_bench/formats", self._formats)
         return app
 
     async def _mode(self, request: web.Request) -> web.Response:
@@ -107,6 +117,11 @@ class BenchModel(FakeModelServer):
             }
         )
 
+    async def _formats(self, request: web.Request) -> web.Response:
+        since = int(request.query.get("since", 0))
+        asked = Counter(response_format_of(body) or "none" for body in self.requests[since:])
+        return web.json_response({"next": len(self.requests), "formats": dict(asked)})
+
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         self.arrivals.append(time.monotonic())
         if self.stream_seconds <= 0 and self.long_chars <= 0:
@@ -118,6 +133,8 @@ class BenchModel(FakeModelServer):
         if self.stream_seconds <= 0:
             return await self._chat_completions(request)
         self.requests.append(body)
+        if not body.get("stream"):
+            return await self._slow_whole(body)
         return await self._slow_stream(request, body)
 
     async def _long_stream(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
@@ -135,12 +152,32 @@ class BenchModel(FakeModelServer):
         model = str(body.get("model", "fake"))
         return await self._stream(request, reply, model, None)
 
+    async def _slow_whole(self, body: dict[str, Any]) -> web.Response:
+        """The slow stream's twenty words for a client that did not ask to stream: the
+        first word is written when it arrives, the whole reply sent `stream_seconds` later."""
+        self.first_tokens.append({"user": _last_user_content(body), "monotonic": time.monotonic()})
+        await asyncio.sleep(self.stream_seconds)
+        text = "".join(SLOW_WORDS)
+        if response_format_of(body) == SCHEMA_NAME:
+            text = round_json(text, [("Which one?", [])])
+        message = {"role": "assistant", "content": text}
+        return web.json_response(
+            {
+                "id": "chatcmpl-slow",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": str(body.get("model", "fake")),
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": _usage(body, text),
+            }
+        )
+
     async def _slow_stream(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         """Twenty words spread over `stream_seconds`, as a slow provider streams them."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         user = _last_user_content(body)
-        words = [f"word{i} " for i in range(20)]
+        words = SLOW_WORDS
         base = {
             "id": "chatcmpl-slow",
             "object": "chat.completion.chunk",

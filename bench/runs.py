@@ -26,8 +26,10 @@ TOKEN = "123456:BENCH-TOKEN"
 CONTENDERS = {
     "bot": ["-m", "bot"],
     "reference": ["-m", "bench.reference_bot"],
+    "minimal": ["-m", "bench.minimal_bot"],
     "floor": ["-m", "bench.floor_bot"],
 }
+"""What each contender runs: the product, the streaming relay, the minimal relay, the floor."""
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -60,7 +62,7 @@ class Bench:
         burst: int,
         idle_rounds: int,
         bot_root: Path = ROOT,
-        questions: str = "auto",
+        questions: str = "on",
     ) -> None:
         self.procs = procs
         self.bot_root = bot_root  # the checkout whose `python -m bot` is measured
@@ -89,6 +91,9 @@ class Bench:
             "DEFAULT_MAX_ROUNDS": "10",
             "MAX_ROUNDS_LIMIT": "20",
             "LLM_STRUCTURED_QUESTIONS": self.questions,
+            # One model call per round, as the relays make: no fact-noting call after a
+            # consultation, no memory in the system prompt.
+            "MEMORY_ENABLED": "false",
         }
 
     def _api_env(self, tg_port: int, model_port: int, db: Path, api_port: int) -> dict[str, str]:
@@ -101,8 +106,9 @@ class Bench:
         }
 
     async def run(self, contender: str) -> dict[str, Any]:
-        """All scenarios against one fresh process of `contender` ("bot" or "reference")."""
+        """All scenarios against one fresh process of `contender` (a key of CONTENDERS)."""
         self.runs += 1
+        began = time.monotonic()
         db = self.scratch / f"run{self.runs}-{contender}.sqlite3"
         tg, tg_port, model, model_port = self._start_fakes()
         bot: Child | None = None
@@ -127,6 +133,7 @@ class Bench:
                     self.procs.stop(child)
         if contender == "bot":
             result["db"] = db_size(db)
+        result["seconds"] = time.monotonic() - began
         return result
 
     async def _scenarios(
@@ -136,11 +143,13 @@ class Bench:
         await driver.closed_loop(20, 1.0)
         idle = await driver.sequential(self.idle_rounds)
         watched = (bot, *fakes)
+        asked0 = (await driver.model_formats())["next"]
         cpu0 = [child.cpu_seconds() for child in watched]
         calls0 = driver.method_counts.copy()
         loop = await driver.closed_loop(self.chats, self.seconds)
         loop_calls = driver.method_counts - calls0
         cpu, *fake_cpu = (child.cpu_seconds() - c0 for child, c0 in zip(watched, cpu0, strict=True))
+        asked = (await driver.model_formats(since=asked0))["formats"]
         streamed = await self._streaming(driver)
         await driver.model_mode(latency=1.0)
         calls0 = driver.method_counts.copy()
@@ -164,6 +173,7 @@ class Bench:
                 "load": per_round(loop_calls, loop.completed_total),
                 "burst": per_round(burst_calls, len(done)),
             },
+            "model_formats_load": asked,
         }
 
     async def floor(self) -> dict[str, Any]:

@@ -1,0 +1,233 @@
+"""The main phase's report: medians per contender, the product's ratios to each yardstick,
+the targets.
+
+Invariant: every figure is a median over the contender's runs of one invocation (runs
+alternated product / yardsticks, so each sees the same machine); a ratio is the product's
+median over a yardstick's, shown only for the rows the targets speak of, and "-" where a
+median is missing or zero. "Bot adds" is a contender's idle latency to first text minus
+the floor's idle latency (`bench/floor_bot.py`), medians of each.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+Runs = list[dict[str, Any]]
+
+YARDSTICKS = {"streaming": "reference", "minimal": "minimal"}
+"""`--yardsticks` names → the contender (`bench.runs.CONTENDERS`) each one runs."""
+
+TITLES = {"bot": "product", "reference": "streaming relay", "minimal": "minimal relay"}
+"""Each contender's name in the report."""
+
+SHORT = {"reference": "streaming", "minimal": "minimal"}
+"""A yardstick's name in a ratio column's heading."""
+
+
+def median_of(runs: Runs, *path: str) -> float:
+    """The median of the numbers at `path` in `runs`; NaN when no run has one."""
+    values = []
+    for run in runs:
+        value: Any = run
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, int | float):
+            values.append(float(value))
+    return statistics.median(values) if values else math.nan
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a figure at `path` in each run, shown with `form`."""
+
+    label: str
+    path: tuple[str, ...]
+    form: str
+    compared: bool = False  # the ratio columns are filled: a target speaks of it
+    over_floor: bool = False  # minus the floor's idle complete time at the same percentile
+
+    def value(self, runs: Runs, floors: Runs) -> float:
+        value = median_of(runs, *self.path)
+        if self.over_floor:
+            value -= median_of(floors, "idle", "done", self.path[-1])
+        return value
+
+
+ROWS: list[Row] = [
+    Row("throughput, rounds/s (100 chats)", ("throughput",), "{:.1f}", compared=True),
+    Row("bot CPU per round, ms", ("cpu_ms_per_round",), "{:.2f}", compared=True),
+    Row("fakes' CPU per round, ms", ("fakes_cpu_ms_per_round",), "{:.2f}"),
+    Row("idle: first text p50, ms", ("idle", "first", "p50"), "{:.1f}"),
+    Row("idle: first text p99, ms", ("idle", "first", "p99"), "{:.1f}"),
+    Row("idle: complete p50, ms", ("idle", "done", "p50"), "{:.1f}"),
+    Row("idle: complete p99, ms", ("idle", "done", "p99"), "{:.1f}"),
+    Row(
+        "idle: bot adds p50 (over the floor), ms",
+        ("idle", "first", "p50"),
+        "{:.1f}",
+        compared=True,
+        over_floor=True,
+    ),
+    Row(
+        "idle: bot adds p99 (over the floor), ms",
+        ("idle", "first", "p99"),
+        "{:.1f}",
+        compared=True,
+        over_floor=True,
+    ),
+    Row("load: first text p50, ms", ("load", "first", "p50"), "{:.1f}"),
+    Row("load: first text p95, ms", ("load", "first", "p95"), "{:.1f}"),
+    Row("load: first text p99, ms", ("load", "first", "p99"), "{:.1f}"),
+    Row("load: complete p50, ms", ("load", "done", "p50"), "{:.1f}"),
+    Row("load: complete p95, ms", ("load", "done", "p95"), "{:.1f}"),
+    Row("load: complete p99, ms", ("load", "done", "p99"), "{:.1f}"),
+    Row(
+        "500 chats at once, 1 s model: all answered, s",
+        ("burst_all_answered_s",),
+        "{:.2f}",
+        compared=True,
+    ),
+    Row(
+        "slow stream: first text after 1st token, ms",
+        ("stream_first_text_after_first_token_ms", "median"),
+        "{:.0f}",
+    ),
+    Row("peak RSS, MB", ("rss_peak_mb",), "{:.1f}", compared=True),
+]
+
+
+def ratio(product: float, yardstick: float) -> float:
+    """`product / yardstick`; NaN when either is missing or the yardstick is zero."""
+    if math.isnan(product) or math.isnan(yardstick) or yardstick == 0:
+        return math.nan
+    return product / yardstick
+
+
+def shown_ratio(value: float) -> str:
+    return "-" if math.isnan(value) else f"×{value:.2f}"
+
+
+def table(contenders: dict[str, Runs], floors: Runs) -> str:
+    """One column of medians per contender ("bot" first), then one ratio column per
+    yardstick: the product's median over the yardstick's, for the compared rows."""
+    names = list(contenders)
+    yardsticks = [name for name in names if name != "bot"]
+    widths = [max(len(TITLES[name]), 9) + 2 for name in names]
+    heads = [f"vs {SHORT[name]}" for name in yardsticks]
+    ratio_widths = [len(head) + 2 for head in heads]
+    lines = [
+        f"{'metric (median of runs)':<48}"
+        + "".join(f"{TITLES[n]:>{w}}" for n, w in zip(names, widths, strict=True))
+        + "".join(f"{h:>{w}}" for h, w in zip(heads, ratio_widths, strict=True))
+    ]
+    for row in ROWS:
+        values = {name: row.value(runs, floors) for name, runs in contenders.items()}
+        line = f"{row.label:<48}" + "".join(
+            f"{shown(row.form, values[n]):>{w}}" for n, w in zip(names, widths, strict=True)
+        )
+        for name, width in zip(yardsticks, ratio_widths, strict=True):
+            cell = shown_ratio(ratio(values["bot"], values[name])) if row.compared else ""
+            line += f"{cell:>{width}}"
+        lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def shown(form: str, value: float) -> str:
+    return "-" if math.isnan(value) else form.format(value)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One target against one yardstick: the figure compared and whether it is met."""
+
+    target: str
+    yardstick: str
+    figure: str
+    met: bool | None  # None: a figure is missing
+
+
+def verdicts(contenders: dict[str, Runs], floors: Runs) -> list[Verdict]:
+    """The targets against each yardstick run: throughput ≥ ×2.5, CPU per round ≤ ×0.4,
+    the 500-chat burst ≤ ×0.5, idle p99 over the floor ≤ the yardstick's; peak RSS ≤
+    125 MB once, whatever the yardstick."""
+    bot = contenders["bot"]
+    found: list[Verdict] = []
+    for name, runs in contenders.items():
+        if name == "bot":
+            continue
+        for label, path, bound, at_most in (
+            ("throughput ≥ ×2.5", ("throughput",), 2.5, False),
+            ("CPU per round ≤ ×0.4", ("cpu_ms_per_round",), 0.4, True),
+            ("500-chat burst ≤ ×0.5", ("burst_all_answered_s",), 0.5, True),
+        ):
+            value = ratio(median_of(bot, *path), median_of(runs, *path))
+            met = None if math.isnan(value) else value <= bound if at_most else value >= bound
+            found.append(Verdict(label, name, shown_ratio(value), met))
+        p99 = next(row for row in ROWS if row.label.startswith("idle: bot adds p99"))
+        ours, theirs = p99.value(bot, floors), p99.value(runs, floors)
+        met = None if math.isnan(ours) or math.isnan(theirs) else ours <= theirs
+        found.append(
+            Verdict(
+                "idle p99 over the floor ≤ the relay's",
+                name,
+                f"adds {shown('{:.1f}', ours)} vs {shown('{:.1f}', theirs)} ms",
+                met,
+            )
+        )
+    rss = median_of(bot, "rss_peak_mb")
+    found.append(
+        Verdict(
+            "peak RSS ≤ 125 MB",
+            "",
+            f"{shown('{:.1f}', rss)} MB",
+            None if math.isnan(rss) else rss <= 125,
+        )
+    )
+    return found
+
+
+def verdict_lines(found: list[Verdict]) -> str:
+    lines = ["\ntargets (medians):"]
+    for v in found:
+        against = f" ({TITLES[v.yardstick]})" if v.yardstick else ""
+        met = {True: "met", False: "NOT met", None: "not measured"}[v.met]
+        lines.append(f"  {v.target}{against}: {v.figure} — {met}")
+    return "\n".join(lines)
+
+
+def fmt(value: float | None) -> str:
+    return "timeout" if value is None else f"{value:.2f}"
+
+
+def pair_line(n: int, runs: dict[str, dict[str, Any]], floor: dict[str, Any]) -> str:
+    """One round of runs: each contender's throughput, idle complete p50, burst and CPU."""
+    names = list(runs)
+
+    def each(*path: str, form: str = "{:.1f}") -> str:
+        return " / ".join(shown(form, median_of([runs[name]], *path)) for name in names)
+
+    bursts = " / ".join(fmt(runs[name]["burst_all_answered_s"]) for name in names)
+    return (
+        f"round {n} ({' / '.join(TITLES[name] for name in names)}): "
+        f"throughput {each('throughput')} rounds/s; idle complete p50 "
+        f"{each('idle', 'done', 'p50')} ms (floor "
+        f"{shown('{:.1f}', median_of([floor], 'idle', 'done', 'p50'))}); "
+        f"500-burst {bursts} s; CPU/round {each('cpu_ms_per_round', form='{:.2f}')} ms"
+    )
+
+
+def ratios(contenders: dict[str, Runs], floors: Runs) -> dict[str, dict[str, float | None]]:
+    """The ratio columns as data, for the JSON result: yardstick → row label → ratio."""
+    found: dict[str, dict[str, float | None]] = {}
+    for name, runs in contenders.items():
+        if name == "bot":
+            continue
+        found[name] = {}
+        for row in ROWS:
+            if row.compared:
+                value = ratio(row.value(contenders["bot"], floors), row.value(runs, floors))
+                found[name][row.label] = None if math.isnan(value) else round(value, 3)
+    return found
