@@ -183,13 +183,16 @@ async def postgres_tables(connection: asyncpg.Connection) -> Schema:
 
 
 async def postgres_search_indexes(connection: asyncpg.Connection) -> SearchIndexes:
-    """The GIN indexes."""
+    """The GIN indexes, each with the columns it reads (its key's or its expression's), in
+    the table's order."""
     rows = await connection.fetch(
         """
         SELECT i.relname AS index_name, t.relname AS table_name,
-               ARRAY(SELECT a.attname FROM unnest(x.indkey) WITH ORDINALITY k(attnum, place)
-                     JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
-                     ORDER BY k.place) AS columns
+               ARRAY(SELECT a.attname FROM pg_depend d
+                     JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid
+                     WHERE d.classid = 'pg_class'::regclass AND d.objid = x.indexrelid
+                       AND d.refobjid = t.oid AND d.refobjsubid > 0
+                     ORDER BY a.attnum) AS columns
         FROM pg_index x
         JOIN pg_class t ON t.oid = x.indrelid
         JOIN pg_class i ON i.oid = x.indexrelid
@@ -246,7 +249,7 @@ async def test_both_backends_create_the_same_store_schema(
     assert differences(sqlite_schema_tables, store_tables) == []
 
 
-async def test_both_backends_index_the_requests_for_text_search(
+async def test_both_backends_index_the_requests_and_the_knowledge_for_text_search(
     tmp_path: Path,
     postgres_url: str,  # noqa: F811
 ) -> None:
@@ -258,7 +261,10 @@ async def test_both_backends_index_the_requests_for_text_search(
         postgres = await postgres_search_indexes(connection)
     finally:
         await connection.close()
-    expected = {("consultations_search", "consultations", ("initial_request",))}
+    expected = {
+        ("consultations_search", "consultations", ("initial_request",)),
+        ("knowledge_search", "knowledge_chunks", ("section", "text")),
+    }
     assert sqlite_search_indexes(tmp_path / "bot.db") == expected
     assert postgres == expected
 
