@@ -91,10 +91,11 @@ class KnowledgeBase(KnowledgeSearch, Protocol):
     """The knowledge base as its operator changes it: documents stored whole or not at all."""
 
     async def put(
-        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float
+        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False
     ) -> tuple[KnowledgeDocument, Stored]:
         """Store `document` with `chunks` in one transaction, replacing every chunk of the
-        document stored under the same source; nothing when it is unchanged."""
+        document stored under the same source; nothing when it is unchanged, unless
+        `again` (its chunks cut anew: REPLACED)."""
         ...
 
     async def document(self, source: str) -> KnowledgeDocument | None:

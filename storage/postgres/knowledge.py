@@ -111,7 +111,7 @@ class PostgresKnowledge:
         return found
 
     async def put(
-        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float
+        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False
     ) -> tuple[KnowledgeDocument, Stored]:
         self.memo.forget()
 
@@ -122,7 +122,7 @@ class PostgresKnowledge:
             )
             row = await connection.fetchrow(SELECT_DOCUMENT, document.source)
             stored = None if row is None else document_from_row(tuple(row))
-            if stored is not None and unchanged(stored, document):
+            if stored is not None and not again and unchanged(stored, document):
                 return stored, Stored.UNCHANGED
             title = storable(document.title)
             values = (title, document.role, document.content_hash, at)

@@ -82,11 +82,11 @@ class SqliteKnowledge:
         return found
 
     async def put(
-        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float
+        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False
     ) -> tuple[KnowledgeDocument, Stored]:
         self.memo.forget()
         return await self._writer.run(
-            functools.partial(_put, document=document, chunks=chunks, at=at)
+            functools.partial(_put, document=document, chunks=chunks, at=at, again=again)
         )
 
     async def document(self, source: str) -> KnowledgeDocument | None:
@@ -132,10 +132,15 @@ def _count(db: sqlite3.Connection) -> int:
 
 
 def _put(
-    db: sqlite3.Connection, *, document: NewDocument, chunks: Sequence[Chunk], at: float
+    db: sqlite3.Connection,
+    *,
+    document: NewDocument,
+    chunks: Sequence[Chunk],
+    at: float,
+    again: bool,
 ) -> tuple[KnowledgeDocument, Stored]:
     stored = _document(db, source=document.source)
-    if stored is not None and unchanged(stored, document):
+    if stored is not None and not again and unchanged(stored, document):
         return stored, Stored.UNCHANGED
     title = storable(document.title)
     if stored is None:

@@ -137,6 +137,16 @@ async def test_an_unchanged_source_writes_nothing(store: Store, rows: Rows) -> N
     ]
 
 
+async def test_a_document_stored_again_on_purpose_is_replaced(store: Store) -> None:
+    """`again` (a reindex) cuts an unchanged document anew."""
+    first, _ = await store.knowledge.put(document("/a.md"), chunks("old cut"), at=1.0)
+    again, outcome = await store.knowledge.put(
+        document("/a.md"), chunks("new", "cut"), at=2.0, again=True
+    )
+    assert (outcome, again.id, again.chunks) == (Stored.REPLACED, first.id, 2)
+    assert [p.text for p in await store.knowledge.search("cut", role=None, limit=3)] == ["cut"]
+
+
 async def test_removed_documents_take_their_chunks_and_passages_along(
     store: Store, rows: Rows
 ) -> None:
