@@ -3,10 +3,14 @@
 Invariants:
 - a document and its chunks are written in one transaction: a reader sees the old
   version or the new one, never a mix, and a failed write leaves the old one whole;
-- search reads the GIN index over `storage.postgres.schema.KNOWLEDGE_VECTOR` (the
-  `simple` configuration, a chunk's heading path weighted A) and ranks by the rarity of
-  the query words a chunk holds, then by ts_rank_cd (a heading path counting twice its
-  text, divided by 1 + the log of the chunk's length; `_SEARCH`);
+- search reads the GIN index over `knowledge_chunks.search` (generated from
+  `storage.postgres.schema.KNOWLEDGE_VECTOR`: the `simple` configuration, a chunk's
+  heading path weighted A); it leaves out words more than half of the chunks hold when
+  the query has others, and ranks by the rarity of the query words a chunk holds, then
+  by ts_rank_cd (a heading path counting twice its text, divided by 1 + the log of the
+  chunk's length). How many chunks hold a word comes from the statistics ANALYZE keeps
+  (`_WORDS`, `word_weights`), so a search reads no chunk but those it returns candidates
+  of, however common its words;
 - a query reaches PostgreSQL only as terms (`core.domain.search_terms`) joined by `or`
   through `websearch_to_tsquery`, which never fails on its input: whatever the user
   typed is searched for as words, never read as query syntax.
@@ -14,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
 
@@ -22,9 +27,7 @@ import asyncpg
 from core.domain.knowledge import Chunk, KnowledgeDocument, NewDocument, Passage, Stored
 from core.domain.search_terms import search_terms
 from storage.knowledge import EmptyMemo, document_from_row, storable, unchanged
-from storage.postgres.schema import KNOWLEDGE_VECTOR
 from storage.statements.knowledge import (
-    ANY_CHUNK,
     COUNT_CHUNKS,
     DELETE_CHUNKS,
     DELETE_DOCUMENT,
@@ -40,28 +43,47 @@ T = TypeVar("T")
 SECTION_WEIGHT = 1.0  # weight A
 TEXT_WEIGHT = 0.5  # weight D, the unweighted words'
 _WEIGHTS = f"'{{{TEXT_WEIGHT}, {TEXT_WEIGHT}, {TEXT_WEIGHT}, {SECTION_WEIGHT}}}'::real[]"
-_SEARCH = (
-    "WITH total AS (SELECT COUNT(*) AS n FROM knowledge_chunks),"
-    " terms AS (SELECT plainto_tsquery('simple', t) AS q,"
-    " GREATEST(ln((total.n - m.df + 0.5) / (m.df + 0.5)), 1e-6)::float8 AS idf"
-    " FROM unnest($1::text[]) AS t, total, LATERAL (SELECT COUNT(*) AS df FROM"
-    f" (SELECT 1 FROM knowledge_chunks WHERE {KNOWLEDGE_VECTOR} @@ plainto_tsquery('simple', t)"
-    " LIMIT total.n / 2 + 1) AS found) AS m),"
-    " whole AS (SELECT websearch_to_tsquery('simple', $2) AS q)"
-    " SELECT c.id, c.document_id, d.title, c.section, c.page, c.text,"
-    " (SELECT COALESCE(SUM(terms.idf), 0) FROM terms WHERE x.v @@ terms.q)"
-    f" + ts_rank_cd({_WEIGHTS}, x.v, whole.q, 1) AS score"
-    " FROM whole, knowledge_chunks c JOIN knowledge_documents d ON d.id = c.document_id"
-    f" CROSS JOIN LATERAL (SELECT {KNOWLEDGE_VECTOR} AS v) AS x"
-    f" WHERE {KNOWLEDGE_VECTOR} @@ whole.q AND (d.role IS NULL OR d.role = $3)"
-    " ORDER BY score DESC, c.id LIMIT $4"
+_WORDS = (
+    "SELECT EXISTS (SELECT 1 FROM knowledge_chunks),"
+    " (SELECT reltuples FROM pg_class WHERE oid = 'knowledge_chunks'::regclass),"
+    " (SELECT most_common_elems::text::text[] FROM pg_stats WHERE schemaname = current_schema()"
+    " AND tablename = 'knowledge_chunks' AND attname = 'search'),"
+    " (SELECT most_common_elem_freqs FROM pg_stats WHERE schemaname = current_schema()"
+    " AND tablename = 'knowledge_chunks' AND attname = 'search')"
 )
-"""Every chunk holding a query word, ranked by how rare the words it holds are (the sum
-of their inverse document frequencies as SQLite's bm25 computes them, next to nothing for
-a word in half of the chunks or more: ts_rank_cd alone weighs each word alike, and "is"
-and "the" would outrank the one word that matters), then by ts_rank_cd over all of
-them. A word's chunks are counted through the index, only up to one more than half of
-the chunks: past that, its weight is next to nothing anyway."""
+"""Whether any chunk is stored, about how many, and the share of chunks holding each of
+the commonest words: the statistics ANALYZE keeps (each `put` runs it), read without
+touching a chunk."""
+_SEARCH = (
+    "WITH terms AS MATERIALIZED (SELECT plainto_tsquery('simple', t) AS q, w"
+    " FROM unnest($2::text[], $3::float8[]) AS u(t, w))"
+    " SELECT c.id, c.document_id, d.title, c.section, c.page, c.text,"
+    " (SELECT COALESCE(SUM(terms.w), 0) FROM terms WHERE c.search @@ terms.q)"
+    f" + ts_rank_cd({_WEIGHTS}, c.search, websearch_to_tsquery('simple', $1), 1) AS score"
+    " FROM knowledge_chunks c JOIN knowledge_documents d ON d.id = c.document_id"
+    " WHERE c.search @@ websearch_to_tsquery('simple', $1)"
+    " AND (d.role IS NULL OR d.role = $4)"
+    " ORDER BY score DESC, c.id LIMIT $5"
+)
+"""The chunks holding one of the words $1 names (through the index), ranked by the sum
+of the weights $3 of the words $2 they hold, then by ts_rank_cd."""
+
+
+def word_weights(
+    terms: Sequence[str], chunks: float, common: Sequence[str], shares: Sequence[float]
+) -> tuple[list[str], list[float]]:
+    """The words to match (those at most half of the chunks hold, or all when every one
+    is that common) and each term's weight: its inverse document frequency as SQLite's
+    bm25 computes it, next to nothing for a word half of the chunks hold (ts_rank_cd
+    alone weighs each word alike, and "is" and "the" would outrank the one word that
+    matters). A word the statistics do not list is rarer than those they do: it counts
+    as held by one chunk."""
+    total = max(chunks, 1.0)
+    share = dict(zip(common, shares, strict=False))
+    held = [share.get(term, 0.0) * total or 1.0 for term in terms]
+    weights = [max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6) for n in held]
+    matched = [t for t, n in zip(terms, held, strict=True) if n <= total / 2] or list(terms)
+    return matched, weights
 
 
 class Run(Protocol):
@@ -101,9 +123,16 @@ class PostgresKnowledge:
         changes = self.memo.changes
 
         async def work(connection: asyncpg.Connection) -> tuple[list[Passage], bool]:
-            rows = await connection.fetch(_SEARCH, terms, tsquery_text(terms), role, limit)
-            found = [_passage(row) for row in rows]
-            return found, not found and await connection.fetchval(ANY_CHUNK) is None
+            any_chunk, chunks, common, shares = await connection.fetchrow(_WORDS)
+            if not any_chunk:
+                return [], True
+            if chunks is None or chunks < 1:  # never analyzed: every word counts alike
+                common, shares, chunks = [], [], 1.0
+            matched, weights = word_weights(terms, chunks, common or [], shares or [])
+            rows = await connection.fetch(
+                _SEARCH, tsquery_text(matched), terms, weights, role, limit
+            )
+            return [_passage(row) for row in rows], False
 
         found, empty = await self._call(work)
         if empty:
@@ -142,6 +171,9 @@ class PostgresKnowledge:
                     for c in chunks
                 ],
             )
+            # Statistics now: the planner reads words through the index only when it knows
+            # the table holds more than a few rows.
+            await connection.execute("ANALYZE knowledge_chunks")
             written = KnowledgeDocument(
                 int(document_id), title, document.source, document.role,
                 document.content_hash, len(chunks), at,
@@ -167,6 +199,7 @@ class PostgresKnowledge:
                 await connection.execute(DELETE_CHUNKS, document_id)
                 if await connection.fetchval(DELETE_DOCUMENT, document_id) is not None:
                     removed.append(document_id)
+            await connection.execute("ANALYZE knowledge_chunks")
             return removed
 
         return await self._write(work)

@@ -42,8 +42,7 @@ KNOWLEDGE_VECTOR = (
     "setweight(to_tsvector('simple'::regconfig, section), 'A')"
     " || to_tsvector('simple'::regconfig, text)"
 )
-"""A chunk's words as the knowledge search index holds them, its heading path weighted A;
-a query must spell the expression exactly so for the index to serve it."""
+"""A chunk's words as `knowledge_chunks.search` holds them, its heading path weighted A."""
 
 
 async def index_request_search(connection: asyncpg.Connection) -> bool:
@@ -508,9 +507,9 @@ MIGRATIONS: list[Migration] = [
     (
         # The operator's knowledge base: documents by source (title, role, the hash of
         # their bytes, when added) and their chunks in order (heading path, page, text),
-        # with a GIN index of the chunks' words (`KNOWLEDGE_VECTOR`, the `simple`
-        # configuration: no language's stemming or stop words) that search ranks with
-        # ts_rank_cd.
+        # with their words (`search`, generated from `KNOWLEDGE_VECTOR`: the `simple`
+        # configuration, no language's stemming or stop words; stored, so neither a
+        # search nor its ranking parses a chunk again) in a GIN index.
         "m026_knowledge",
         (
             "CREATE TABLE knowledge_documents ("
@@ -521,8 +520,9 @@ MIGRATIONS: list[Migration] = [
             " id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
             " document_id BIGINT NOT NULL REFERENCES knowledge_documents (id) ON DELETE CASCADE,"
             " position INTEGER NOT NULL, section TEXT NOT NULL, page INTEGER, text TEXT NOT NULL,"
+            f" search tsvector GENERATED ALWAYS AS ({KNOWLEDGE_VECTOR}) STORED,"
             " UNIQUE (document_id, position))",
-            f"CREATE INDEX knowledge_search ON knowledge_chunks USING gin (({KNOWLEDGE_VECTOR}))",
+            "CREATE INDEX knowledge_search ON knowledge_chunks USING gin (search)",
         ),
     ),
 ]

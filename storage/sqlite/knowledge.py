@@ -10,8 +10,10 @@ Invariants:
   delete of a chunk, so it never lists a chunk that is gone;
 - a query reaches FTS5 only as quoted terms joined by OR (`core.domain.search_terms`):
   whatever the user typed is searched for as words, never read as query syntax;
-- ranking is bm25 with a heading path counting twice its text; scores are its negation,
-  so higher is better.
+- words held by more than half of the chunks are left out of a query that has others
+  (`knowledge_words`): bm25 weighs them next to nothing, and matching every chunk by
+  "the" would make a search read them all; ranking is bm25 with a heading path counting
+  twice its text; scores are its negation, so higher is better.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from storage.knowledge import EmptyMemo, document_from_row, storable, unchanged
 from storage.sqlite.batch import BatchedConnection
 from storage.sqlite.placeholders import sqlite_sql
 from storage.statements.knowledge import (
-    ANY_CHUNK,
     COUNT_CHUNKS,
     DELETE_CHUNKS,
     DELETE_DOCUMENT,
@@ -75,7 +76,7 @@ class SqliteKnowledge:
             return []
         changes = self.memo.changes
         found, empty = await self._reader.run(
-            functools.partial(_search, match=fts_query(terms), role=role, limit=limit)
+            functools.partial(_search, terms=terms, role=role, limit=limit)
         )
         if empty:
             self.memo.saw_empty(changes)
@@ -104,18 +105,27 @@ class SqliteKnowledge:
 
 
 def _search(
-    db: sqlite3.Connection, *, match: str, role: str | None, limit: int
+    db: sqlite3.Connection, *, terms: list[str], role: str | None, limit: int
 ) -> tuple[list[Passage], bool]:
-    """The passages found, and whether the knowledge base is empty (asked only when
-    nothing was found)."""
-    rows = db.execute(_SEARCH, (match, role, limit)).fetchall()
+    """The passages found, and whether the knowledge base is empty."""
+    total = int(db.execute(sqlite_sql(COUNT_CHUNKS)).fetchone()[0])
+    if not total:
+        return [], True
+    marks = ", ".join("?" * len(terms))
+    common = {
+        term
+        for term, chunks in db.execute(
+            f"SELECT term, doc FROM knowledge_words WHERE term IN ({marks})", terms
+        )
+        if chunks > total / 2
+    }
+    rare = [term for term in terms if term not in common] or terms
+    rows = db.execute(_SEARCH, (fts_query(rare), role, limit)).fetchall()
     found = [
         Passage(int(c), int(d), str(t), str(s), p, str(x), float(score))
         for c, d, t, s, p, x, score in rows
     ]
-    if found:
-        return found, False
-    return found, db.execute(sqlite_sql(ANY_CHUNK)).fetchone() is None
+    return found, False
 
 
 def _document(db: sqlite3.Connection, *, source: str) -> KnowledgeDocument | None:

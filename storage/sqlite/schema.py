@@ -549,6 +549,8 @@ KNOWLEDGE_MIGRATION = (
     "CREATE VIRTUAL TABLE knowledge_search USING fts5(section, text,"
     " content='knowledge_chunks', content_rowid='id',"
     " tokenize=\"unicode61 remove_diacritics 2 categories 'L* M* N* Co'\")",
+    # How many chunks hold each word: search leaves out words most chunks hold.
+    "CREATE VIRTUAL TABLE knowledge_words USING fts5vocab(knowledge_search, 'row')",
     "CREATE TRIGGER knowledge_search_insert AFTER INSERT ON knowledge_chunks BEGIN"
     " INSERT INTO knowledge_search (rowid, section, text)"
     " VALUES (new.id, new.section, new.text); END",
@@ -568,7 +570,8 @@ async def m026_knowledge(db: aiosqlite.Connection) -> None:
     """The operator's knowledge base: documents by source (`knowledge_documents`: title,
     role, the hash of their bytes, when added) and their chunks in order
     (`knowledge_chunks`: heading path, page, text), with a full-text index of the chunks'
-    words (`knowledge_search`, FTS5, bm25) kept by triggers on every change of a chunk.
+    words (`knowledge_search`, FTS5, bm25) kept by triggers on every change of a chunk, and
+    its vocabulary (`knowledge_words`: how many chunks hold each word).
     Ids are never reused (AUTOINCREMENT): a passage's id names one text for good."""
     for statement in KNOWLEDGE_MIGRATION:
         await db.execute(statement)

@@ -185,6 +185,16 @@ async def test_search_ranks_the_passage_holding_the_fact_first(store: Store) -> 
     assert len(await store.knowledge.search("shop staff", role=None, limit=3)) == 3
 
 
+async def test_words_most_passages_hold_are_left_out_unless_all_are(store: Store) -> None:
+    """The word "the" in every passage neither ranks nor brings in a passage when the query has a
+    rarer word; a query of such words alone still finds passages."""
+    texts = [f"The note number {n} on the shelf." for n in range(9)] + ["The kettles boil."]
+    await store.knowledge.put(document("/notes.md"), chunks(*texts), at=1.0)
+    found = await store.knowledge.search("the kettles", role=None, limit=5)
+    assert [p.text for p in found] == ["The kettles boil."]
+    assert len(await store.knowledge.search("the on", role=None, limit=5)) == 5
+
+
 async def test_a_role_reads_its_own_documents_and_the_untagged_ones(store: Store) -> None:
     await put_text(store.knowledge, "/all.md", "Refund rules for everyone.")
     await put_text(store.knowledge, "/sales.md", "Refund rules for sales.", role="sales")
