@@ -1,4 +1,5 @@
-"""`consultation-bot run|api|console|dead-letters`: the one entry point family of the product.
+"""`consultation-bot run|api|console|dead-letters|knowledge`: the one entry point family of
+the product.
 
 `python -m bot` is `run`, `python -m bot console` is `console`, `python -m api` is
 `api`. Every command reads the settings, checks what it needs, sets up logging the
@@ -21,7 +22,7 @@ from core.domain.errors import ConfigError
 
 EXIT_CONFIG = 2
 COMMANDS = ("run", "api", "console")
-USAGE = """usage: consultation-bot [run|api|console|dead-letters]
+USAGE = """usage: consultation-bot [run|api|console|dead-letters|knowledge]
 
   run       the Telegram bot (long polling, or webhook when WEBHOOK_URL is set),
             with the HTTP API in the same process when API_ENABLED=true
@@ -29,6 +30,8 @@ USAGE = """usage: consultation-bot [run|api|console|dead-letters]
   console   a consultation in this terminal
   dead-letters [list [N] | replay ID | drop ID]
             the updates the workers gave up (with DATABASE_URL)
+  knowledge [add PATH... | list | remove ID... | search QUERY | reindex]
+            the knowledge base the expert reads (`knowledge --help`)
 
 Also `python -m bot` (run), `python -m bot console` and `python -m api`.
 Settings come from the environment and .env (see .env.example)."""
@@ -42,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if command == "dead-letters":
         return dead_letters(args[1:])
+    if command == "knowledge":
+        return knowledge(args[1:])
     if command not in COMMANDS or len(args) > 1:
         print(f"unknown command {' '.join(args)!r}\n\n{USAGE}", file=sys.stderr)
         return EXIT_CONFIG
@@ -92,6 +97,28 @@ def dead_letters(args: list[str]) -> int:
         return EXIT_CONFIG
     except (DatabaseUnusable, StartupError) as exc:
         print(f"Cannot reach the dead letters: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def knowledge(args: list[str]) -> int:
+    """Add, list, remove, search or reindex the knowledge base's documents
+    (`app.knowledge_cli`); the readers and the splitter load only here."""
+    from app.knowledge_cli import parser, run_knowledge
+    from app.startup import StartupError
+
+    try:
+        arguments = parser().parse_args(args)
+    except SystemExit as exit:  # --help, or a wrong command (argparse said why)
+        return int(exit.code or 0)
+    try:
+        settings = load_settings()
+        configure_logging(settings.log_level, secrets_of(settings), floor="WARNING")
+        return run(run_knowledge(settings, arguments))
+    except ConfigError as exc:
+        print(f"Configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except StartupError as exc:
+        print(f"Cannot open the knowledge base: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
 

@@ -134,6 +134,8 @@ class Settings(BaseSettings):
     document_read_timeout_seconds: float = Field(default=15.0, gt=0, le=600)
     document_read_memory_mb: int = Field(default=512, ge=128)
     telegram_file_base_url: str | None = None  # default: TELEGRAM_API_BASE_URL's …/file/bot
+    # The knowledge base (`consultation-bot knowledge add`): the largest document loaded
+    knowledge_max_document_bytes: int = Field(default=20_000_000, ge=1000)
 
     # Consultations
     db_path: Path = Path("consultations.sqlite3")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from app.settings import Settings
 from app.startup import StartupError
+from core.domain.knowledge import KnowledgeBase
 from core.domain.ports import ConsultationStore
 from storage.errors import DatabaseUnusable
 from storage.sqlite.store import SqliteStore
@@ -24,7 +25,12 @@ if TYPE_CHECKING:  # a type only: a bot without the HTTP server never loads it
         """The store as a whole process uses it: the engine's port, what the HTTP side
         needs (health, idempotency keys, seen Telegram updates), what the operator's
         console needs (its list, sessions and audit log), which message carries each
-        Telegram conversation's round keyboard, and closing it."""
+        Telegram conversation's round keyboard, the knowledge base kept in the same
+        database (`knowledge`: its search for the engine, its documents for the
+        operator), and closing it."""
+
+        @property
+        def knowledge(self) -> KnowledgeBase: ...
 
         async def close(self) -> None: ...
 

@@ -23,12 +23,28 @@ SUPPORTED_DOCUMENTS = "text, Markdown, CSV, JSON, source code, PDF, DOCX"
 """The document kinds read, in words an edge can quote to the user."""
 
 
+HTML_SUFFIXES = (".html", ".htm")
+HTML_MIME = "text/html"
+
+
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """A document's text; `complete` is False when reading stopped at a cap first."""
+    """A document's text; `complete` is False when reading stopped at a cap first.
+
+    Read with its outline (for the knowledge base), headings are Markdown heading lines
+    (HTML's h1–h6, DOCX's heading styles), `pages` the (offset in `text`, 1-based page)
+    where each page with text starts (PDF), and `title` the one the document declares
+    (HTML's <title>, a PDF's metadata; empty when none)."""
 
     text: str
     complete: bool = True
+    pages: tuple[tuple[int, int], ...] = ()
+    title: str = ""
+
+
+def is_html(name: str, mime: str | None) -> bool:
+    """Named or declared HTML (its bytes are text: `document_format` says "text")."""
+    return PurePath(name).suffix.lower() in HTML_SUFFIXES or mime_type(mime) == HTML_MIME
 
 
 def read_text(data: bytes, *, name: str) -> Extracted:

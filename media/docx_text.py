@@ -12,12 +12,18 @@ kept. Text in a paragraph nested inside another (a text box) is not read.
 
 from __future__ import annotations
 
+import re
 from typing import IO
 
 from lxml import etree
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _P, _R, _T, _TBL, _TR, _TC = (f"{W}{tag}" for tag in ("p", "r", "t", "tbl", "tr", "tc"))
+_PSTYLE, _OUTLINE, _VAL = f"{W}pStyle", f"{W}outlineLvl", f"{W}val"
+_STYLE, _NAME, _STYLE_ID = f"{W}style", f"{W}name", f"{W}styleId"
+DOCX_STYLES_PART = "word/styles.xml"
+_HEADING_NAME = re.compile(r"heading ([1-9])")
+MAX_STYLES = 10_000
 _RUN_MARKS = {f"{W}tab": "\t", f"{W}br": "\n", f"{W}cr": "\n", f"{W}noBreakHyphen": "-"}
 
 MAX_PARAGRAPHS = 50_000
@@ -31,8 +37,10 @@ class _Cut(Exception):
 class _Body:
     """What the paragraphs read so far add up to; tables as a stack of (rows, cells)."""
 
-    def __init__(self, max_chars: int) -> None:
+    def __init__(self, max_chars: int, headings: dict[str, int] | None = None) -> None:
         self.max_chars = max_chars
+        self.headings = headings  # None: headings are not marked
+        self.level = 0  # the open paragraph's heading level (0: none)
         self.lines: list[str] = []
         self.chars = 0
         self.paragraphs = 0
@@ -60,7 +68,9 @@ class _Body:
 
     def end(self, element: etree._Element) -> None:
         tag = element.tag
-        if self.depth == 1 and tag == _T:
+        if self.headings is not None and self.depth == 1 and tag in (_PSTYLE, _OUTLINE):
+            self.level = _level_of(element, self.headings) or self.level
+        elif self.depth == 1 and tag == _T:
             # An entity left unresolved is a child node; the text after it is its tail.
             self._words((element.text or "") + "".join(c.tail or "" for c in element))
         elif self.depth == 1 and tag in _RUN_MARKS and _parent_tag(element) == _R:
@@ -68,9 +78,13 @@ class _Body:
         elif tag == _P:
             self.depth -= 1
             if self.depth == 0:
-                self._paragraph("".join(self.run_text))
+                text = "".join(self.run_text)
+                if self.level and not self.tables and text.strip():
+                    text = "#" * min(self.level, 6) + " " + " ".join(text.split())
+                self._paragraph(text)
                 self.run_text = []
                 self.run_chars = 0
+                self.level = 0
         elif tag == _TC and self.tables:
             cell = self.tables[-1].pop() if self.tables[-1] else []
             self.rows[-1].append(" ".join(" ".join(cell).split()))
@@ -112,10 +126,55 @@ class _Body:
             raise _Cut
 
 
-def docx_body_text(stream: IO[bytes], *, max_chars: int) -> tuple[str, bool]:
+def _level_of(element: etree._Element, headings: dict[str, int]) -> int:
+    """The heading level a paragraph's style or outline level gives it (0: none)."""
+    value = element.get(_VAL) or ""
+    if element.tag == _PSTYLE:
+        return headings.get(value, 0)
+    return int(value) + 1 if value.isdigit() and int(value) < 9 else 0
+
+
+def heading_styles(stream: IO[bytes]) -> dict[str, int]:
+    """The paragraph styles of the styles part `stream` that are headings, by style id:
+    Word's built-in "heading N" and "Title" (their names are English whatever the
+    language of the document, where their ids are not), and any with an outline level.
+    At most `MAX_STYLES` styles are looked at, read as a stream."""
+    found: dict[str, int] = {}
+    seen = 0
+    style_id, level = "", 0
+    for event, element in etree.iterparse(
+        stream, events=("start", "end"), resolve_entities=False, load_dtd=False,
+        no_network=True, huge_tree=False, remove_comments=True, remove_pis=True,
+    ):  # fmt: skip
+        if event == "start":
+            if element.tag == _STYLE:
+                style_id, level = element.get(_STYLE_ID) or "", 0
+            continue
+        if element.tag == _NAME:
+            name = (element.get(_VAL) or "").lower()
+            heading = _HEADING_NAME.fullmatch(name)
+            level = 1 if name == "title" else int(heading.group(1)) if heading else level
+        elif element.tag == _OUTLINE:
+            value = element.get(_VAL) or ""
+            level = level or (int(value) + 1 if value.isdigit() and int(value) < 9 else 0)
+        elif element.tag == _STYLE:
+            if style_id and level:
+                found[style_id] = level
+            seen += 1
+            _drop(element)
+            if seen == MAX_STYLES:
+                break
+    return found
+
+
+def docx_body_text(
+    stream: IO[bytes], *, max_chars: int, headings: dict[str, int] | None = None
+) -> tuple[str, bool]:
     """(the text of the main document part `stream`, whether all of it was read);
-    raises `etree.XMLSyntaxError` for a part that is not well-formed XML."""
-    body = _Body(max_chars)
+    raises `etree.XMLSyntaxError` for a part that is not well-formed XML. With `headings`
+    (style id: level), a paragraph of a heading style, or with an outline level of its
+    own, is a Markdown heading line."""
+    body = _Body(max_chars, headings)
     events = etree.iterparse(
         stream,
         events=("start", "end"),

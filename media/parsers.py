@@ -19,9 +19,11 @@ import pypdf
 from lxml import etree
 
 from core.domain.errors import AttachmentProblem, AttachmentRefused
-from media.documents import Extracted, document_format, read_text, with_text
-from media.docx_text import docx_body_text
+from media.documents import Extracted, document_format, is_html, read_text, with_text
+from media.docx_text import DOCX_STYLES_PART, docx_body_text, heading_styles
+from media.html_text import html_text
 from media.sniff import DOCX_MAIN_PART
+from media.text import decode_text
 
 log = logging.getLogger(__name__)
 
@@ -38,35 +40,47 @@ MAX_PDF_PAGES = 500
 
 
 def read_document(
-    data: bytes, *, name: str, mime: str | None, max_bytes: int, max_chars: int
+    data: bytes,
+    *,
+    name: str,
+    mime: str | None,
+    max_bytes: int,
+    max_chars: int,
+    outline: bool = False,
 ) -> Extracted:
     """The text of the document `data`, which is at most `max_bytes` long (the document
-    byte limit, which also bounds a DOCX's unpacked size); a PDF or DOCX is read until
-    more than `max_chars` characters are read. Raises `AttachmentRefused` (UNSUPPORTED,
-    UNREADABLE, NO_TEXT)."""
+    byte limit, which also bounds a DOCX's unpacked size); a PDF, DOCX or HTML page is
+    read until more than `max_chars` characters are read. With `outline`, its headings,
+    pages and title too (`media.documents.Extracted`), and an HTML page as text without
+    its markup. Raises `AttachmentRefused` (UNSUPPORTED, UNREADABLE, NO_TEXT)."""
     label = name or None
     kind = document_format(data, name=name, mime=mime)
     if kind == "pdf":
-        found = _pdf_text(data, label, max_chars)
+        found = _pdf_text(data, label, max_chars, outline=outline)
     elif kind == "docx":
-        found = _docx_text(data, label, unpacked_limit(max_bytes), max_chars)
+        found = _docx_text(data, label, unpacked_limit(max_bytes), max_chars, outline=outline)
+    elif outline and is_html(name, mime):
+        kind = "HTML page"
+        found = html_text(decode_text(data), max_chars=max_chars)
     else:
         return read_text(data, name=name)
     return with_text(found, kind, name=name)
 
 
-def _pdf_text(data: bytes, name: str | None, max_chars: int) -> Extracted:
-    """The text layer of the pages, pages apart by a blank line."""
+def _pdf_text(data: bytes, name: str | None, max_chars: int, *, outline: bool) -> Extracted:
+    """The text layer of the pages, pages apart by a blank line; with `outline`, where
+    each page starts and the title of the document's metadata."""
     pages: list[str] = []
     chars = 0
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise AttachmentRefused(AttachmentProblem.UNREADABLE, "encrypted PDF", name=name)
+        title = _pdf_title(reader) if outline else ""
         count = len(reader.pages)
         for index in range(count):
             if index == MAX_PDF_PAGES or chars > max_chars:
-                return Extracted(_join_pages(pages), complete=False)
+                return _pages(pages, outline, title, complete=False)
             page = (reader.pages[index].extract_text() or "").strip("\n")
             pages.append(page)
             chars += len(page) + 2
@@ -77,15 +91,35 @@ def _pdf_text(data: bytes, name: str | None, max_chars: int) -> Extracted:
         raise AttachmentRefused(
             AttachmentProblem.UNREADABLE, f"PDF: {type(exc).__name__}: {exc}", name=name
         ) from None
-    return Extracted(_join_pages(pages))
+    return _pages(pages, outline, title, complete=True)
 
 
-def _join_pages(pages: list[str]) -> str:
-    return "\n\n".join(page for page in pages if page.strip())
+def _pages(pages: list[str], outline: bool, title: str, *, complete: bool) -> Extracted:
+    """The pages with text joined by blank lines; with `outline`, where each starts."""
+    kept = [(number, page) for number, page in enumerate(pages, start=1) if page.strip()]
+    starts: list[tuple[int, int]] = []
+    offset = 0
+    for number, page in kept:
+        starts.append((offset, number))
+        offset += len(page) + 2
+    text = "\n\n".join(page for _, page in kept)
+    return Extracted(text, complete, tuple(starts) if outline else (), title)
 
 
-def _docx_text(data: bytes, name: str | None, limit: int, max_chars: int) -> Extracted:
-    """Paragraphs and table rows in document order; a row's cells apart by " | "."""
+def _pdf_title(reader: pypdf.PdfReader) -> str:
+    """The title the metadata names, if it is readable text."""
+    try:
+        title = reader.metadata.title if reader.metadata is not None else None
+    except Exception:  # a damaged information dictionary names no title
+        return ""
+    return " ".join(str(title).split())[:300] if title else ""
+
+
+def _docx_text(
+    data: bytes, name: str | None, limit: int, max_chars: int, *, outline: bool
+) -> Extracted:
+    """Paragraphs and table rows in document order; a row's cells apart by " | "; with
+    `outline`, paragraphs of a heading style as Markdown heading lines."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             unpacked = sum(member.file_size for member in archive.infolist())
@@ -95,8 +129,14 @@ def _docx_text(data: bytes, name: str | None, limit: int, max_chars: int) -> Ext
                     f"DOCX unpacks to {unpacked} bytes, over {limit}",
                     name=name,
                 )
+            headings: dict[str, int] = {}
+            if outline and DOCX_STYLES_PART in archive.namelist():
+                with archive.open(DOCX_STYLES_PART) as part:
+                    headings = heading_styles(part)
             with archive.open(DOCX_MAIN_PART) as part:
-                text, complete = docx_body_text(part, max_chars=max_chars)
+                text, complete = docx_body_text(
+                    part, max_chars=max_chars, headings=headings if outline else None
+                )
     except (AttachmentRefused, MemoryError):
         raise
     except (zipfile.BadZipFile, KeyError, OSError, ValueError, etree.LxmlError) as exc:

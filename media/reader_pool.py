@@ -33,7 +33,7 @@ from typing import Any
 
 from core.domain.errors import AttachmentProblem, AttachmentRefused
 from media.config import ReaderConfig
-from media.documents import Extracted, document_format, read_text
+from media.documents import Extracted, document_format, is_html, read_text
 from media.frames import LENGTH, MAX_HEADER_BYTES, frame
 from media.reader_shares import ReaderShares
 
@@ -139,13 +139,17 @@ class DocumentReaders:
         max_bytes: int,
         max_chars: int,
         owner: str | None = None,
+        outline: bool = False,
     ) -> Extracted:
         """The text of the document `data` (see `media.parsers.read_document`); raises
         `AttachmentRefused`, TOO_COSTLY when reading it went past a reader's limits.
         `owner` (who asked) holds at most its share of the readers while another owner
-        waits (`media.reader_shares`); None: no per-owner bound."""
+        waits (`media.reader_shares`); None: no per-owner bound. With `outline`, its
+        headings, pages and title too, and an HTML page read as text without its markup
+        (in a reader as well)."""
         read = functools.partial(read_text, data, name=name)
-        if document_format(data, name=name, mime=mime) == "text":
+        kind = document_format(data, name=name, mime=mime)
+        if kind == "text" and not (outline and is_html(name, mime)):
             return await asyncio.get_running_loop().run_in_executor(self._text_threads, read)
         request = {
             "name": name,
@@ -154,13 +158,17 @@ class DocumentReaders:
             "max_chars": max_chars,
             "size": len(data),
             "cpu_seconds": self.config.timeout_seconds,
+            "outline": outline,
         }
         async with self._shares.reader(owner):
             reply = await self._ask(request, data, reply_limit=12 * max_chars + MAX_HEADER_BYTES)
         if "problem" in reply:
             problem = AttachmentProblem(reply["problem"])
             raise AttachmentRefused(problem, str(reply.get("detail", "")), name=name or None)
-        return Extracted(str(reply["text"]), bool(reply["complete"]))
+        pages = tuple((int(offset), int(page)) for offset, page in reply.get("pages", ()))
+        return Extracted(
+            str(reply["text"]), bool(reply["complete"]), pages, str(reply.get("title", ""))
+        )
 
     async def _ask(self, request: dict[str, Any], data: bytes, reply_limit: int) -> dict[str, Any]:
         if self._closed:

@@ -7,7 +7,8 @@ exits at once if that is no longer its parent), limits its own address space to 
 answers requests on stdin/stdout until stdin closes. Each request may use `cpu_seconds`
 more CPU time (`RLIMIT_CPU`; past it the kernel ends the process). A request is two
 frames (a JSON header, then the document's bytes); the answer is one JSON frame:
-{"text", "complete"} or {"problem", "detail"}. A frame is an 8-byte big-endian length
+{"text", "complete"} (with "pages" and "title" when the request asks for the "outline")
+or {"problem", "detail"}. A frame is an 8-byte big-endian length
 and that many bytes. Output of the libraries goes to stderr: stdout carries frames only.
 After running out of memory the process answers once and exits, so the next document
 meets a fresh one.
@@ -39,13 +40,17 @@ def answer(request: dict[str, Any], data: bytes) -> dict[str, Any]:
             mime=request["mime"],
             max_bytes=request["max_bytes"],
             max_chars=request["max_chars"],
+            outline=bool(request.get("outline")),
         )
     except AttachmentRefused as refused:
         return {"problem": refused.problem.value, "detail": refused.detail}
     # What the bot can use of it: one more character than the budget says it was cut.
     limit = request["max_chars"] + 1
     complete = found.complete and len(found.text) < limit
-    return {"text": found.text[:limit], "complete": complete}
+    reply: dict[str, Any] = {"text": found.text[:limit], "complete": complete}
+    if request.get("outline"):
+        reply |= {"pages": [list(start) for start in found.pages], "title": found.title}
+    return reply
 
 
 def _limit_cpu(seconds: float) -> None:

@@ -16,7 +16,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 SECTION_SEPARATOR = " › "
@@ -63,4 +65,51 @@ class KnowledgeSearch(Protocol):
     async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage]:
         """The passages that best match `query` among the documents serving `role`
         (untagged documents serve every role; `None` is a consultation with no role)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocument:
+    """A document about to be stored with its chunks: what identifies it (its source)
+    and what tells a changed one (the hash of its bytes, its title, its role)."""
+
+    title: str
+    source: str
+    role: str | None
+    content_hash: str
+
+
+class Stored(Enum):
+    """What storing a document did."""
+
+    ADDED = "added"
+    REPLACED = "replaced"  # its source was stored before, with other content, title or role
+    UNCHANGED = "unchanged"  # the same source, content, title and role: nothing written
+
+
+class KnowledgeBase(KnowledgeSearch, Protocol):
+    """The knowledge base as its operator changes it: documents stored whole or not at all."""
+
+    async def put(
+        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False
+    ) -> tuple[KnowledgeDocument, Stored]:
+        """Store `document` with `chunks` in one transaction, replacing every chunk of the
+        document stored under the same source; nothing when it is unchanged, unless
+        `again` (its chunks cut anew: REPLACED)."""
+        ...
+
+    async def document(self, source: str) -> KnowledgeDocument | None:
+        """The document stored under `source`, if any."""
+        ...
+
+    async def documents(self) -> list[KnowledgeDocument]:
+        """Every document, oldest first."""
+        ...
+
+    async def remove(self, ids: Sequence[int]) -> list[int]:
+        """Delete these documents with their chunks; the ids that were there."""
+        ...
+
+    async def count(self) -> int:
+        """How many chunks are stored, across documents."""
         ...

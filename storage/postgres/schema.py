@@ -38,6 +38,11 @@ Migration = tuple[str, tuple[Step, ...]]
 REQUEST_SEARCH_INDEX = "consultations_search"
 REQUEST_SEARCH_MIGRATION = "m021_request_search"
 PERSON_ACTIVITY_MIGRATION = "m022_person_activity"
+KNOWLEDGE_VECTOR = (
+    "setweight(to_tsvector('simple'::regconfig, section), 'A')"
+    " || to_tsvector('simple'::regconfig, text)"
+)
+"""A chunk's words as `knowledge_chunks.search` holds them, its heading path weighted A."""
 
 
 async def index_request_search(connection: asyncpg.Connection) -> bool:
@@ -497,6 +502,27 @@ MIGRATIONS: list[Migration] = [
             " WHERE memory_owner IS NOT NULL OR started_by IS NOT NULL",
             # After the rows are filled: the index is built once, not row by row.
             "CREATE INDEX consultations_person ON consultations (person, created_at, id)",
+        ),
+    ),
+    (
+        # The operator's knowledge base: documents by source (title, role, the hash of
+        # their bytes, when added) and their chunks in order (heading path, page, text),
+        # with their words (`search`, generated from `KNOWLEDGE_VECTOR`: the `simple`
+        # configuration, no language's stemming or stop words; stored, so neither a
+        # search nor its ranking parses a chunk again) in a GIN index.
+        "m026_knowledge",
+        (
+            "CREATE TABLE knowledge_documents ("
+            " id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+            " title TEXT NOT NULL, source TEXT NOT NULL UNIQUE, role TEXT,"
+            " content_hash TEXT NOT NULL, added_at DOUBLE PRECISION NOT NULL)",
+            "CREATE TABLE knowledge_chunks ("
+            " id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+            " document_id BIGINT NOT NULL REFERENCES knowledge_documents (id) ON DELETE CASCADE,"
+            " position INTEGER NOT NULL, section TEXT NOT NULL, page INTEGER, text TEXT NOT NULL,"
+            f" search tsvector GENERATED ALWAYS AS ({KNOWLEDGE_VECTOR}) STORED,"
+            " UNIQUE (document_id, position))",
+            "CREATE INDEX knowledge_search ON knowledge_chunks USING gin (search)",
         ),
     ),
 ]

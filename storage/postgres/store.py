@@ -70,6 +70,7 @@ from storage.postgres import (
 from storage.postgres.batch import BatchedStatement
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
+from storage.postgres.knowledge import PostgresKnowledge
 from storage.postgres.pool import open_pool
 from storage.postgres.schema import migrate
 from storage.postgres.sql import (
@@ -123,6 +124,8 @@ class PostgresStore(StoreCalls, IdempotencyKeys, ConsultationStore):
         self._appends = BatchedStatement(
             lambda batch: self._call(lambda c: append_messages(c, batch))
         )
+        self.knowledge = PostgresKnowledge(self._call, self._write)
+        """The operator's knowledge base, in this database, through this pool."""
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 10) -> PostgresStore:

@@ -535,3 +535,43 @@ async def m025_consultation_person(db: aiosqlite.Connection) -> None:
     of one person's consultations by its index, newest first."""
     for statement in CONSULTATION_PERSON_MIGRATION:
         await db.execute(statement)
+
+
+KNOWLEDGE_MIGRATION = (
+    "CREATE TABLE knowledge_documents (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " title TEXT NOT NULL, source TEXT NOT NULL UNIQUE, role TEXT,"
+    " content_hash TEXT NOT NULL, added_at REAL NOT NULL)",
+    "CREATE TABLE knowledge_chunks (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " document_id INTEGER NOT NULL REFERENCES knowledge_documents (id) ON DELETE CASCADE,"
+    " position INTEGER NOT NULL, section TEXT NOT NULL, page INTEGER, text TEXT NOT NULL,"
+    " UNIQUE (document_id, position))",
+    # External content: the text stays in `knowledge_chunks` alone; the index keeps words.
+    "CREATE VIRTUAL TABLE knowledge_search USING fts5(section, text,"
+    " content='knowledge_chunks', content_rowid='id',"
+    " tokenize=\"unicode61 remove_diacritics 2 categories 'L* M* N* Co'\")",
+    # How many chunks hold each word: search leaves out words most chunks hold.
+    "CREATE VIRTUAL TABLE knowledge_words USING fts5vocab(knowledge_search, 'row')",
+    "CREATE TRIGGER knowledge_search_insert AFTER INSERT ON knowledge_chunks BEGIN"
+    " INSERT INTO knowledge_search (rowid, section, text)"
+    " VALUES (new.id, new.section, new.text); END",
+    "CREATE TRIGGER knowledge_search_delete AFTER DELETE ON knowledge_chunks BEGIN"
+    " INSERT INTO knowledge_search (knowledge_search, rowid, section, text)"
+    " VALUES ('delete', old.id, old.section, old.text); END",
+    "CREATE TRIGGER knowledge_search_update AFTER UPDATE ON knowledge_chunks BEGIN"
+    " INSERT INTO knowledge_search (knowledge_search, rowid, section, text)"
+    " VALUES ('delete', old.id, old.section, old.text);"
+    " INSERT INTO knowledge_search (rowid, section, text)"
+    " VALUES (new.id, new.section, new.text); END",
+)
+
+
+@migration
+async def m026_knowledge(db: aiosqlite.Connection) -> None:
+    """The operator's knowledge base: documents by source (`knowledge_documents`: title,
+    role, the hash of their bytes, when added) and their chunks in order
+    (`knowledge_chunks`: heading path, page, text), with a full-text index of the chunks'
+    words (`knowledge_search`, FTS5, bm25) kept by triggers on every change of a chunk, and
+    its vocabulary (`knowledge_words`: how many chunks hold each word).
+    Ids are never reused (AUTOINCREMENT): a passage's id names one text for good."""
+    for statement in KNOWLEDGE_MIGRATION:
+        await db.execute(statement)

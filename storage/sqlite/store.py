@@ -76,6 +76,7 @@ from storage.sqlite import (
 from storage.sqlite.batch import BatchedConnection, run_reads, run_writes
 from storage.sqlite.erasure import Erasing, merge_step, nothing, secure_search_index
 from storage.sqlite.health import FileIdentity, StoreHealth
+from storage.sqlite.knowledge import SqliteKnowledge
 from storage.sqlite.schema import migrate
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,8 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
         self._writer = BatchedConnection(writer, run_writes, guard=identity.check)
         self._reader = BatchedConnection(reader, run_reads)
         self._health = StoreHealth(self._writer, identity, interval=probe_interval, clock=clock)
+        self.knowledge = SqliteKnowledge(self._reader, self._writer)
+        """The operator's knowledge base, in this file, on these connections."""
 
     @classmethod
     async def open(

@@ -4,7 +4,8 @@ A real `consultation-bot run` on SQLite answers a text message and a PDF, stops 
 SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml)
 load in the reader processes only, PostgreSQL's modules and asyncpg only with
 DATABASE_URL, jsonschema with the first output schema, json_repair with the first broken
-JSON reply, and the evaluator with its libraries (rich, PyYAML), the tests' document
+JSON reply, and the evaluator with its libraries (rich, PyYAML), the knowledge base's
+splitter (semantic-text-splitter, loaded by `consultation-bot knowledge add`), the tests' document
 builders (python-docx, fpdf2) and Babel (the `.po` reader of `make messages`) never, nor
 the HTTP server without the API or the webhook: each would cost the process memory for as
 long as it runs.
@@ -40,6 +41,8 @@ NOT_LOADED = (
     "aiohttp.web",
     "babel",
     "json_repair",
+    "semantic_text_splitter",
+    "core.domain.chunking",
 )
 """Packages and modules the SQLite bot must not import, whatever it answered."""
 

@@ -4,8 +4,8 @@ family and nullability), primary key, unique constraints, indexes and foreign ke
 migration added to one backend only fails here. PostgreSQL has the workers'
 cluster tables besides (`storage.postgres.cluster.schema.TABLES`), and nothing
 else. Text-search indexes take a different form on each backend (an FTS5 table and its
-shadow tables on SQLite, a GIN index on PostgreSQL) and are compared apart: by name, the
-table they index and its columns."""
+shadow tables on SQLite, a GIN index on PostgreSQL, over a stored tsvector column there)
+and are compared apart: by name, the table they index and the columns they read."""
 
 from __future__ import annotations
 
@@ -73,12 +73,14 @@ def sqlite_tables(path: Path) -> Schema:
 
 
 def sqlite_search_indexes(path: Path) -> SearchIndexes:
-    """The FTS5 tables, each over the table named by its `content` option."""
+    """The FTS5 tables, each over the table named by its `content` option (not their
+    vocabularies: PostgreSQL reads a word's rows from its index)."""
     db = sqlite3.connect(path)
     try:
         found: SearchIndexes = set()
         for name, sql in db.execute(
             "SELECT name, sql FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%'"
+            " AND sql LIKE '%USING fts5(%'"
         ):
             content = re.search(r"content='(\w+)'", sql)
             columns = tuple(row[1] for row in db.execute(f"PRAGMA table_info({name})"))
@@ -124,7 +126,8 @@ async def postgres_tables(connection: asyncpg.Connection) -> Schema:
     }
     for row in await connection.fetch(
         "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns"
-        " WHERE table_schema = current_schema()"
+        # A stored tsvector is a text-search index's (SQLite keeps it in an FTS5 table).
+        " WHERE table_schema = current_schema() AND data_type <> 'tsvector'"
     ):
         family = POSTGRES_TYPES.get(row["data_type"], row["data_type"])
         tables[row["table_name"]].columns[row["column_name"]] = (
@@ -183,13 +186,19 @@ async def postgres_tables(connection: asyncpg.Connection) -> Schema:
 
 
 async def postgres_search_indexes(connection: asyncpg.Connection) -> SearchIndexes:
-    """The GIN indexes."""
+    """The GIN indexes, each with the columns it reads in the table's order: its key's,
+    or those a generated key column (a stored tsvector) is computed from."""
     rows = await connection.fetch(
         """
         SELECT i.relname AS index_name, t.relname AS table_name,
-               ARRAY(SELECT a.attname FROM unnest(x.indkey) WITH ORDINALITY k(attnum, place)
-                     JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
-                     ORDER BY k.place) AS columns
+               ARRAY(SELECT a.attname FROM pg_attribute a
+                     WHERE a.attrelid = t.oid AND a.attgenerated = ''
+                       AND (a.attnum = ANY (x.indkey) OR a.attnum IN (
+                           SELECT d.refobjsubid FROM pg_attrdef ad
+                           JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass
+                                AND d.objid = ad.oid AND d.refobjid = t.oid
+                           WHERE ad.adrelid = t.oid AND ad.adnum = ANY (x.indkey)))
+                     ORDER BY a.attnum) AS columns
         FROM pg_index x
         JOIN pg_class t ON t.oid = x.indrelid
         JOIN pg_class i ON i.oid = x.indexrelid
@@ -246,7 +255,7 @@ async def test_both_backends_create_the_same_store_schema(
     assert differences(sqlite_schema_tables, store_tables) == []
 
 
-async def test_both_backends_index_the_requests_for_text_search(
+async def test_both_backends_index_the_requests_and_the_knowledge_for_text_search(
     tmp_path: Path,
     postgres_url: str,  # noqa: F811
 ) -> None:
@@ -258,7 +267,10 @@ async def test_both_backends_index_the_requests_for_text_search(
         postgres = await postgres_search_indexes(connection)
     finally:
         await connection.close()
-    expected = {("consultations_search", "consultations", ("initial_request",))}
+    expected = {
+        ("consultations_search", "consultations", ("initial_request",)),
+        ("knowledge_search", "knowledge_chunks", ("section", "text")),
+    }
     assert sqlite_search_indexes(tmp_path / "bot.db") == expected
     assert postgres == expected
 

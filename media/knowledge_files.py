@@ -1,0 +1,155 @@
+"""The operator's files loaded into the knowledge base: found in folders, read by the
+document readers, cut into chunks and stored whole.
+
+Invariants:
+- a file is read only when its size is within `max_bytes` and its bytes changed since it
+  was stored (the SHA-256 of its bytes, its title and role): an unchanged file costs a
+  hash and one read of its row, and says so;
+- PDF, DOCX and HTML are parsed by the reader processes (`media.reader_pool`, their
+  deadline and memory limit), plain text and Markdown on their threads;
+- each file ends in one `Loaded`: stored (added, replaced or unchanged, with a note when
+  only part of it was read) or refused with the reason, naming the file; a file that
+  fails changes nothing stored, and the files after it are still loaded;
+- the text is material, never an instruction: it is stored as read, whatever it says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.domain.chunking import chunk_text
+from core.domain.errors import AttachmentRefused
+from core.domain.knowledge import KnowledgeBase, KnowledgeDocument, NewDocument, Stored
+from media.reader_pool import DocumentReaders, ReadersClosed
+
+SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx")
+"""The files a folder is searched for, and the only ones loaded."""
+_OUTLINED = (".md", ".markdown", ".html", ".htm", ".docx")
+"""Files whose headings are read: Markdown, and what the readers write as Markdown."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What loading one file did: `stored` and `document`, or the `problem` that kept it
+    out; `note` says when only part of its text was read."""
+
+    path: Path
+    document: KnowledgeDocument | None = None
+    stored: Stored | None = None
+    problem: str = ""
+    note: str = ""
+
+
+def files_in(paths: Iterable[Path]) -> tuple[list[Path], list[Loaded]]:
+    """The files named and those under the folders named (recursively, hidden ones and
+    other kinds passed over), each once, in order; and a `Loaded` problem for each path
+    that is neither, or a named file of a kind not loaded."""
+    found: dict[Path, None] = {}
+    problems: list[Loaded] = []
+    for path in paths:
+        if path.is_dir():
+            for root, folders, names in os.walk(path):
+                folders[:] = sorted(f for f in folders if not f.startswith("."))
+                for name in sorted(names):
+                    if not name.startswith(".") and name.lower().endswith(SUFFIXES):
+                        found.setdefault(Path(root, name).absolute(), None)
+        elif path.is_file():
+            if path.suffix.lower() in SUFFIXES:
+                found.setdefault(path.absolute(), None)
+            else:
+                kinds = ", ".join(SUFFIXES)
+                problems.append(Loaded(path, problem=f"not a kind loaded ({kinds})"))
+        else:
+            problems.append(Loaded(path, problem="no such file or folder"))
+    return list(found), problems
+
+
+class KnowledgeLoader:
+    """Loads files into one knowledge base through one pool of document readers."""
+
+    def __init__(
+        self, knowledge: KnowledgeBase, readers: DocumentReaders, *, max_bytes: int
+    ) -> None:
+        self._knowledge = knowledge
+        self._readers = readers
+        self._max_bytes = max_bytes
+
+    async def load(
+        self, path: Path, *, title: str = "", role: str | None = None, again: bool = False
+    ) -> Loaded:
+        """Store the file at `path` (an absolute path: its source) as one document titled
+        `title` (else the title it declares, else its file name), for `role`'s
+        consultations (None: every one's); `again` cuts an unchanged one anew."""
+        try:
+            data = await asyncio.to_thread(_bytes_of, path, self._max_bytes)
+        except OSError as error:
+            return Loaded(path, problem=f"cannot be read: {error.strerror or error}")
+        except _TooLarge as large:
+            return Loaded(path, problem=_too_large(large.size, self._max_bytes))
+        digest = hashlib.sha256(data).hexdigest()
+        stored = await self._knowledge.document(str(path))
+        if (
+            not again
+            and stored is not None
+            and stored.content_hash == digest
+            and stored.role == role
+            and (not title or stored.title == title)
+        ):
+            return Loaded(path, stored, Stored.UNCHANGED)
+        try:
+            read = await self._readers.read(
+                data,
+                name=path.name,
+                mime=None,
+                max_bytes=self._max_bytes,
+                max_chars=self._max_bytes,
+                outline=True,
+            )
+        except AttachmentRefused as refused:
+            return Loaded(path, problem=refused.detail or refused.problem.value)
+        except ReadersClosed:
+            raise
+        chunks = await asyncio.to_thread(
+            chunk_text,
+            read.text,
+            outline=path.suffix.lower() in _OUTLINED,
+            pages=read.pages,
+        )
+        if not chunks:
+            return Loaded(path, problem="no text")
+        named = title or (stored.title if stored and again else "") or read.title or path.stem
+        document = NewDocument(named, str(path), role, digest)
+        written, outcome = await self._knowledge.put(document, chunks, at=time.time(), again=again)
+        note = "" if read.complete else f"only the first {len(read.text):,} characters were read"
+        return Loaded(path, written, outcome, note=note)
+
+
+class _TooLarge(Exception):
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _bytes_of(path: Path, limit: int) -> bytes:
+    """The file's bytes; `_TooLarge` past `limit`, never reading more than one byte over
+    it (a file may grow after its size was looked at)."""
+    size = path.stat().st_size
+    if size > limit:
+        raise _TooLarge(size)
+    with path.open("rb") as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise _TooLarge(len(data))
+    return data
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (
+        f"{size / 1e6:.1f} MB, over KNOWLEDGE_MAX_DOCUMENT_BYTES ({limit / 1e6:g} MB);"
+        " split it or raise the limit"
+    )

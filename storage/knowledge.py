@@ -1,0 +1,70 @@
+"""What both stores' knowledge bases share: rows read as documents, text made storable,
+what "unchanged" means, and the memory of an empty knowledge base.
+
+Invariants:
+- text is stored without NUL characters on both stores (PostgreSQL cannot hold them);
+- a document is unchanged when its source, content hash, title and role are all the
+  stored ones: storing it again writes nothing;
+- `EmptyMemo` answers "empty" without asking the database for at most `ttl` seconds
+  after the database said so, and never after this process changed the knowledge base:
+  every model call of every consultation searches, so an empty knowledge base must cost
+  no query, and another process's change is seen within `ttl`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from core.domain.knowledge import KnowledgeDocument, NewDocument
+
+EMPTY_TTL_SECONDS = 1.5
+
+
+def document_from_row(row: Sequence[Any]) -> KnowledgeDocument:
+    """A row of `storage.statements.knowledge.SELECT_DOCUMENT(S)`."""
+    id_, title, source, role, content_hash, added_at, chunks = row
+    return KnowledgeDocument(
+        int(id_), str(title), str(source), role, str(content_hash), int(chunks), float(added_at)
+    )
+
+
+def storable(text: str) -> str:
+    return text.replace("\x00", "")
+
+
+def unchanged(stored: KnowledgeDocument | None, document: NewDocument) -> bool:
+    return (
+        stored is not None
+        and stored.content_hash == document.content_hash
+        and stored.title == storable(document.title)
+        and stored.role == document.role
+    )
+
+
+class EmptyMemo:
+    """Whether the knowledge base was seen empty less than `ttl` seconds ago."""
+
+    def __init__(
+        self, ttl: float = EMPTY_TTL_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._ttl = ttl
+        self._clock = clock
+        self._empty_until = float("-inf")
+        self.changes = 0
+        """How many times this process changed the knowledge base."""
+
+    def known_empty(self) -> bool:
+        return self._clock() < self._empty_until
+
+    def saw_empty(self, changes: int) -> None:
+        """The database said "empty" to a read started when `changes` was current: a
+        change made meanwhile by this process wins."""
+        if changes == self.changes:
+            self._empty_until = self._clock() + self._ttl
+
+    def forget(self) -> None:
+        """This process changed the knowledge base: the next search asks the database."""
+        self.changes += 1
+        self._empty_until = float("-inf")

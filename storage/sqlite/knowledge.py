@@ -1,0 +1,185 @@
+"""The knowledge base on SQLite: documents, their chunks, and FTS5 search over them.
+
+Invariants:
+- a document and its chunks are written in one transaction on the store's writer
+  (`storage.sqlite.batch`): a reader sees the old version or the new one, never a mix,
+  and a failed write leaves the old one whole;
+- the search index (`knowledge_search`, FTS5 over `knowledge_chunks.section` and `text`
+  by rowid, tokenizer `unicode61 remove_diacritics 2` with letters, marks, digits and
+  private-use characters as word characters) is kept by triggers on every insert and
+  delete of a chunk, so it never lists a chunk that is gone;
+- a query reaches FTS5 only as quoted terms joined by OR (`core.domain.search_terms`):
+  whatever the user typed is searched for as words, never read as query syntax;
+- words held by more than half of the chunks are left out of a query that has others
+  (`knowledge_words`): bm25 weighs them next to nothing, and matching every chunk by
+  "the" would make a search read them all; ranking is bm25 with a heading path counting
+  twice its text; scores are its negation, so higher is better.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Sequence
+
+from core.domain.knowledge import Chunk, KnowledgeDocument, NewDocument, Passage, Stored
+from core.domain.search_terms import search_terms
+from storage.knowledge import EmptyMemo, document_from_row, storable, unchanged
+from storage.sqlite.batch import BatchedConnection
+from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.knowledge import (
+    COUNT_CHUNKS,
+    DELETE_CHUNKS,
+    DELETE_DOCUMENT,
+    INSERT_CHUNK,
+    INSERT_DOCUMENT,
+    SELECT_DOCUMENT,
+    SELECT_DOCUMENTS,
+    UPDATE_DOCUMENT,
+)
+
+SECTION_WEIGHT = 2.0
+TEXT_WEIGHT = 1.0
+_RANK = f"bm25(knowledge_search, {SECTION_WEIGHT}, {TEXT_WEIGHT})"
+_SEARCH = (
+    f"SELECT c.id, c.document_id, d.title, c.section, c.page, c.text, -{_RANK}"
+    " FROM knowledge_search"
+    " JOIN knowledge_chunks c ON c.id = knowledge_search.rowid"
+    " JOIN knowledge_documents d ON d.id = c.document_id"
+    " WHERE knowledge_search MATCH ?1 AND (d.role IS NULL OR d.role = ?2)"
+    f" ORDER BY {_RANK}, c.id LIMIT ?3"
+)
+
+
+def fts_query(terms: Sequence[str]) -> str:
+    """FTS5 query text matching any of `terms`, each a quoted string (a phrase when the
+    tokenizer reads more than one word in it). Terms hold no quote (`search_terms`)."""
+    return " OR ".join(f'"{term}"' for term in terms)
+
+
+class SqliteKnowledge:
+    """`core.domain.knowledge.KnowledgeBase` on the store's reader and writer connections."""
+
+    def __init__(
+        self, reader: BatchedConnection, writer: BatchedConnection, memo: EmptyMemo | None = None
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.memo = memo or EmptyMemo()
+        """When the knowledge base was last seen empty (a test gives it a clock of its own)."""
+
+    async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage]:
+        if limit <= 0 or self.memo.known_empty():
+            return []
+        terms = search_terms(query)
+        if not terms:
+            return []
+        changes = self.memo.changes
+        found, empty = await self._reader.run(
+            functools.partial(_search, terms=terms, role=role, limit=limit)
+        )
+        if empty:
+            self.memo.saw_empty(changes)
+        return found
+
+    async def put(
+        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False
+    ) -> tuple[KnowledgeDocument, Stored]:
+        self.memo.forget()
+        return await self._writer.run(
+            functools.partial(_put, document=document, chunks=chunks, at=at, again=again)
+        )
+
+    async def document(self, source: str) -> KnowledgeDocument | None:
+        return await self._reader.run(functools.partial(_document, source=source))
+
+    async def documents(self) -> list[KnowledgeDocument]:
+        return await self._reader.run(_documents)
+
+    async def remove(self, ids: Sequence[int]) -> list[int]:
+        self.memo.forget()
+        return await self._writer.run(functools.partial(_remove, ids=list(ids)))
+
+    async def count(self) -> int:
+        return await self._reader.run(_count)
+
+
+def _search(
+    db: sqlite3.Connection, *, terms: list[str], role: str | None, limit: int
+) -> tuple[list[Passage], bool]:
+    """The passages found, and whether the knowledge base is empty."""
+    total = int(db.execute(sqlite_sql(COUNT_CHUNKS)).fetchone()[0])
+    if not total:
+        return [], True
+    marks = ", ".join("?" * len(terms))
+    common = {
+        term
+        for term, chunks in db.execute(
+            f"SELECT term, doc FROM knowledge_words WHERE term IN ({marks})", terms
+        )
+        if chunks > total / 2
+    }
+    rare = [term for term in terms if term not in common] or terms
+    rows = db.execute(_SEARCH, (fts_query(rare), role, limit)).fetchall()
+    found = [
+        Passage(int(c), int(d), str(t), str(s), p, str(x), float(score))
+        for c, d, t, s, p, x, score in rows
+    ]
+    return found, False
+
+
+def _document(db: sqlite3.Connection, *, source: str) -> KnowledgeDocument | None:
+    row = db.execute(sqlite_sql(SELECT_DOCUMENT), (source,)).fetchone()
+    return None if row is None else document_from_row(row)
+
+
+def _documents(db: sqlite3.Connection) -> list[KnowledgeDocument]:
+    return [document_from_row(row) for row in db.execute(sqlite_sql(SELECT_DOCUMENTS))]
+
+
+def _count(db: sqlite3.Connection) -> int:
+    return int(db.execute(sqlite_sql(COUNT_CHUNKS)).fetchone()[0])
+
+
+def _put(
+    db: sqlite3.Connection,
+    *,
+    document: NewDocument,
+    chunks: Sequence[Chunk],
+    at: float,
+    again: bool,
+) -> tuple[KnowledgeDocument, Stored]:
+    stored = _document(db, source=document.source)
+    if stored is not None and not again and unchanged(stored, document):
+        return stored, Stored.UNCHANGED
+    title = storable(document.title)
+    if stored is None:
+        (document_id,) = db.execute(
+            sqlite_sql(INSERT_DOCUMENT),
+            (title, document.source, document.role, document.content_hash, at),
+        ).fetchone()
+    else:
+        document_id = stored.id
+        db.execute(sqlite_sql(DELETE_CHUNKS), (document_id,))
+        db.execute(
+            sqlite_sql(UPDATE_DOCUMENT),
+            (document_id, title, document.role, document.content_hash, at),
+        )
+    db.executemany(
+        sqlite_sql(INSERT_CHUNK),
+        ((document_id, c.position, storable(c.section), c.page, storable(c.text)) for c in chunks),
+    )
+    written = KnowledgeDocument(
+        int(document_id), title, document.source, document.role, document.content_hash,
+        len(chunks), at,
+    )  # fmt: skip
+    return written, Stored.ADDED if stored is None else Stored.REPLACED
+
+
+def _remove(db: sqlite3.Connection, *, ids: list[int]) -> list[int]:
+    removed = []
+    for document_id in ids:
+        db.execute(sqlite_sql(DELETE_CHUNKS), (document_id,))
+        if db.execute(sqlite_sql(DELETE_DOCUMENT), (document_id,)).fetchone() is not None:
+            removed.append(document_id)
+    return removed
