@@ -499,6 +499,13 @@ MIGRATIONS: list[Migration] = [
             "CREATE INDEX consultations_person ON consultations (person, created_at, id)",
         ),
     ),
+    (
+        # The knowledge-base passages a final answer or a follow-up's answer cited (their
+        # JSON; NULL for none and in rows written before), so history, exports and a
+        # session's messages list them after a restart.
+        "m027_knowledge_sources",
+        ("ALTER TABLE messages ADD COLUMN knowledge_sources TEXT",),
+    ),
 ]
 
 

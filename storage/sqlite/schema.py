@@ -535,3 +535,11 @@ async def m025_consultation_person(db: aiosqlite.Connection) -> None:
     of one person's consultations by its index, newest first."""
     for statement in CONSULTATION_PERSON_MIGRATION:
         await db.execute(statement)
+
+
+@migration
+async def m027_knowledge_sources(db: aiosqlite.Connection) -> None:
+    """The knowledge-base passages a final answer or a follow-up's answer cited
+    (`messages.knowledge_sources`, their JSON; NULL for none and in rows written before),
+    so history, exports and a session's messages list them after a restart."""
+    await db.execute("ALTER TABLE messages ADD COLUMN knowledge_sources TEXT")
