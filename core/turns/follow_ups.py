@@ -39,7 +39,7 @@ from core.domain.errors import (
     TurnAlreadyHandled,
 )
 from core.domain.knowledge import Passage
-from core.domain.knowledge_sources import cited_sources
+from core.domain.knowledge_sources import KnowledgeSource, cited_sources
 from core.domain.outcomes import Notice, Reply
 from core.domain.ports import Completer, CompletionRequest, ConsultationStore, OnText
 from core.domain.usage import Accounting, CallKind, Payer
@@ -60,10 +60,12 @@ from core.turns.user_turns import UserTurns
 
 @dataclass(frozen=True, slots=True)
 class FollowUpPart:
-    """One follow-up: the user's question, and the answer (None while unanswered)."""
+    """One follow-up: the user's question, and the answer (None while unanswered) with
+    the knowledge-base passages it cites."""
 
     question: str
     answer: str | None
+    sources: tuple[KnowledgeSource, ...] = ()
 
 
 def final_index(consultation: Consultation) -> int | None:
@@ -92,7 +94,8 @@ def follow_up_parts(consultation: Consultation) -> list[FollowUpPart]:
         if message.role is Role.USER:
             question.append(message.text)
         elif question:
-            parts.append(FollowUpPart("\n\n".join(question), message.text))
+            joined = "\n\n".join(question)
+            parts.append(FollowUpPart(joined, message.text, message.knowledge_sources))
             question = []
     if question:
         parts.append(FollowUpPart("\n\n".join(question), None))
