@@ -178,17 +178,21 @@ def build_model_messages(
 
 
 class _SystemPrompts:
-    """The system message with the first `n` reference items, each size measured once."""
+    """The system message with the first `n` reference items, each rendered once."""
+
+    __slots__ = ("_parts", "_prompt", "_reference", "count")
 
     def __init__(self, system_prompt: str, reference: Reference | None) -> None:
         self._prompt = system_prompt
         self._reference = reference
         self.count = reference.count if reference is not None else 0
-        self._parts: dict[int, str] = {}
+        self._parts: dict[int, str] | None = None
 
     def text(self, n: int) -> str:
         if n <= 0 or self._reference is None:
             return self._prompt
+        if self._parts is None:
+            self._parts = {}
         if n not in self._parts:
             self._parts[n] = self._prompt + SEPARATOR + self._reference.render(n)
         return self._parts[n]
