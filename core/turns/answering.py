@@ -109,7 +109,9 @@ class Answerer:
             final_requested = True
             notices.add(Notice.QUOTA_FINAL)
         planned = plan_round(consultation, final_requested=final_requested)
-        knowledge = await self._knowledge.read(consultation) if self._knowledge else None
+        knowledge = (
+            await self._knowledge.read(consultation) if self._knowledge is not None else None
+        )
         next_round, request, answer, asked = await self._model_answer(
             consultation, planned, is_group, on_text, images, notices, knowledge
         )

@@ -264,7 +264,9 @@ class FollowUps:
     ) -> Reply:
         """Answer the open follow-up and record it (compare-and-set on the count), its
         usage charged with it."""
-        knowledge = await self._knowledge.read(consultation) if self._knowledge else None
+        knowledge = (
+            await self._knowledge.read(consultation) if self._knowledge is not None else None
+        )
         request = follow_up_request(
             consultation,
             is_group=is_group,
