@@ -31,6 +31,7 @@ from api.schemas import (
     Citation,
     ErrorResponse,
     HealthResponse,
+    KnowledgeSourceOut,
     MemoryView,
     QuestionOut,
     SessionView,
@@ -106,6 +107,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     Citation,
     ErrorResponse,
     HealthResponse,
+    KnowledgeSourceOut,
     MemoryView,
     QuestionOut,
     SessionView,
@@ -401,7 +403,7 @@ def build_openapi(
         "openapi": "3.1.0",
         "info": {
             "title": "Consultation bot API",
-            "version": "1.5.0",
+            "version": "1.6.0",
             "description": "Bounded multi-round expert consultations: a few clarifying "
             "rounds, then one complete answer. Error codes: "
             + ", ".join(f"{code} ({status})" for code, status in STATUS.items()),

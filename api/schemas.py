@@ -39,6 +39,7 @@ from core.domain.clarifying import Answer, ClarifyingRound
 from core.domain.consultation import Consultation, Message, ModelOptions, Status
 from core.domain.errors import AttachmentProblem, FollowUpReason
 from core.domain.facts import Fact
+from core.domain.knowledge_sources import KnowledgeSource
 from core.domain.outcomes import Notice, Reply
 from core.domain.quotas import Limit
 
@@ -277,6 +278,38 @@ class Citation(BaseModel):
     title: str | None = Field(None, exclude_if=_absent, description="One line, when known.")
 
 
+class KnowledgeSourceOut(BaseModel):
+    """A passage of the deployment's knowledge base the answer cites as `[ref]`."""
+
+    model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")
+
+    ref: str = Field(
+        pattern="^K[0-9]+$", description='The label the answer cites it by: `[K1]` is "K1".'
+    )
+    document_id: int = Field(description="The knowledge base's document it is a passage of.")
+    title: str = Field(description="The document's title, one line.")
+    section: str = Field(
+        description="The headings above the passage, joined by ` › ` "
+        '("Warranty terms › Kettles"); empty when the document has none.'
+    )
+    page: int | None = Field(description="Its page in a PDF, from 1; null otherwise.")
+    snippet: str = Field(description="The passage's beginning, one line of at most 200 characters.")
+
+
+def knowledge_sources_of(sources: Sequence[KnowledgeSource]) -> list[KnowledgeSourceOut]:
+    return [
+        KnowledgeSourceOut(
+            ref=s.ref,
+            document_id=s.document_id,
+            title=s.title,
+            section=s.section,
+            page=s.page,
+            snippet=s.snippet,
+        )
+        for s in sources
+    ]
+
+
 class QuestionOut(BaseModel):
     """One clarifying question and the answers it suggests (answer by number or in words)."""
 
@@ -330,6 +363,14 @@ class ChatResponse(BaseModel):
         exclude_if=_absent,
         description="Present only when the provider named sources (e.g. Perplexity): the "
         "ones the answer's `[n]` markers refer to, by number, each URL once (at most 20).",
+    )
+    knowledge_sources: list[KnowledgeSourceOut] = Field(
+        default_factory=list,
+        exclude_if=_absent,
+        description="Present only when a final answer or a follow-up's answer cites passages "
+        "of the deployment's knowledge base: each passage it cites as `[K1]`, `[K2]`…, in "
+        "label order. A passage it was given but does not cite is not listed, nor a label "
+        "that names no passage it was given.",
     )
     schema_valid: bool | None = Field(
         default=None,
@@ -407,6 +448,7 @@ class ChatResponse(BaseModel):
             ready_for_final=reply.model_ready,
             truncated=reply.truncated,
             citations=[Citation(index=s.index, url=s.url, title=s.title) for s in reply.sources],
+            knowledge_sources=knowledge_sources_of(reply.knowledge_sources),
             schema_valid=reply.schema_valid,
             follow_up=reply.follow_up,
             follow_ups_left=(reply.follow_ups_left or 0) if reply.follow_up else 0,
@@ -453,7 +495,8 @@ class ErrorResponse(BaseModel):
 
 class SessionMessage(BaseModel):
     """One message of a session: who wrote it, its text, when (ISO 8601, UTC), and for an
-    assistant reply what the chat reply said of it (`questions`, `readyForFinal`)."""
+    assistant reply what the chat reply said of it (`questions`, `readyForFinal`,
+    `knowledgeSources`)."""
 
     model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")
 
@@ -469,6 +512,12 @@ class SessionMessage(BaseModel):
         description="True on a final answer the model gave because it found it knew "
         "enough, as its chat reply said in `readyForFinal`; false on every other message."
     )
+    knowledge_sources: list[KnowledgeSourceOut] = Field(
+        default_factory=list,
+        exclude_if=_absent,
+        description="Present only on an answer that cites passages of the knowledge base: "
+        "the ones its chat reply listed in `knowledgeSources`.",
+    )
 
     @classmethod
     def of(cls, message: Message) -> SessionMessage:
@@ -478,6 +527,7 @@ class SessionMessage(BaseModel):
             time=datetime.fromtimestamp(message.created_at, UTC),
             questions=questions_of(message.questions),
             ready_for_final=message.ready_for_final,
+            knowledge_sources=knowledge_sources_of(message.knowledge_sources),
         )
 
 

@@ -41,6 +41,7 @@ from app.model_clients import ModelClients
 from app.settings import Settings
 from app.startup import StartupError
 from app.stores import open_store
+from core.domain.knowledge import KnowledgeSearch
 from core.domain.ports import ChatLocks
 from core.domain.usage import Accounting
 from core.llm.llm import ModelEndpoint, OpenAICompleter
@@ -99,13 +100,15 @@ async def open_runtime(
     background: bool = True,
     inbox: bool = False,
     clock: Callable[[], float] = time.time,
+    knowledge: KnowledgeSearch | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open everything, yield the runtime, close everything in reverse order.
 
     `extra_models` adds named model clients beside the bot's; `background=False`
     leaves out the periodic jobs (a short-lived process such as the evaluator);
     `inbox=True` opens the shared inbox when DATABASE_URL is set (the bot process);
-    `clock` is the engine's (Unix time; a test moves it across a UTC day).
+    `clock` is the engine's (Unix time; a test moves it across a UTC day);
+    `knowledge` is the knowledge base every consultation reads (None: none).
     """
     prompts = PromptLibrary(settings.prompts_dir)
     prompts.check()
@@ -151,6 +154,7 @@ async def open_runtime(
             quotas=settings.quota_config(),
             on_quota=metrics.record_quota_refusal,
             clock=clock,
+            knowledge=knowledge,
         )
         transcriber = None
         if transcription is not None:

@@ -120,6 +120,9 @@ class Settings(BaseSettings):
     # Client memory: durable facts a person stated, offered to their later consultations.
     memory_enabled: bool = True
     memory_max_tokens: int = Field(default=300, ge=20, le=4000)  # the facts' prompt budget
+    # Knowledge base: the passages every model call of a consultation is given.
+    knowledge_top_k: int = Field(default=6, ge=1, le=50)  # passages a turn reads
+    knowledge_max_chars: int = Field(default=6000, ge=200, le=100_000)  # their text in all
 
     # Voice, documents and photos
     transcription_model: str = ""  # e.g. whisper-1, gpt-4o-mini-transcribe; empty: voice off
@@ -314,6 +317,8 @@ class Settings(BaseSettings):
             memory_enabled=self.memory_enabled,
             memory_max_tokens=self.memory_max_tokens,
             followup_limit=self.followup_limit,
+            knowledge_top_k=self.knowledge_top_k,
+            knowledge_max_chars=self.knowledge_max_chars,
         )
 
     def quota_config(self) -> QuotaConfig:

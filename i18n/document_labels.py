@@ -1,6 +1,7 @@
 """The exported document's labels in a person's interface language, from the catalogs.
 
-Invariant: each label is the catalog's message (`i18n.messages` `document_*`), so a
+Invariant: each label is the catalog's message (`i18n.messages` `document_*`, and the
+knowledge-base sources' heading and page as the bot's messages word them), so a
 document reads in the same language, and with the same words, as the bot's messages; a
 right-to-left language's placeholders come isolated (`i18n.translate`), so the date and the
 numbers core puts in them keep their direction. Imports nothing of Telegram: the HTTP
@@ -28,6 +29,8 @@ def document_labels(language: str) -> TranscriptLabels:
         untitled=t(language, "document_untitled"),
         follow_ups=t(language, "document_follow_ups"),
         follow_up=t(language, "document_follow_up", number="{number}"),
+        knowledge_sources=t(language, "knowledge_sources"),
+        page=t(language, "knowledge_page", page="{page}"),
     )
 
 

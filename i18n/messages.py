@@ -262,6 +262,11 @@ MESSAGES: dict[str, str | Plural] = {
     ),
     "incomplete": N_("(This reply may be incomplete: it was cut off before its end.)"),
     "sources": N_("Sources"),
+    # Listed under an answer (and in the exported document): the passages of the
+    # operator's knowledge base the answer cites.
+    "knowledge_sources": N_("Sources from the knowledge base"),
+    # Translators: where a cited passage is in its document, after its title: "page 3".
+    "knowledge_page": N_("page {page}"),
     "unknown_command": N_("I don't know that command. See /help."),
     "empty": N_("Your message is empty. Please write your question in words."),
     "role_show": N_("Expert: {role}. Choose another one (applies to the next consultation):"),

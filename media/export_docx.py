@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyromark
 
-from core.turns.transcript import Transcript, quoted, round_markdown
+from core.turns.transcript import Transcript, knowledge_markdown, quoted, round_markdown
 
 if TYPE_CHECKING:
     from docx.document import Document
@@ -79,6 +79,8 @@ def docx_bytes(transcript: Transcript) -> bytes:
     if t.final_answer is not None:
         document.add_heading(labels.final, level=1)
         add_markdown(document, t.final_answer)
+        if t.final_sources:
+            add_markdown(document, knowledge_markdown(t.final_sources, labels))
     if t.follow_ups:
         document.add_heading(labels.follow_ups, level=1)
     for number, follow_up in enumerate(t.follow_ups, 1):
@@ -87,6 +89,8 @@ def docx_bytes(transcript: Transcript) -> bytes:
         document.add_heading(labels.answer, level=3)
         answer = follow_up.answer if follow_up.answer is not None else labels.not_answered
         add_markdown(document, answer)
+        if follow_up.sources:
+            add_markdown(document, knowledge_markdown(follow_up.sources, labels))
     set_directions(document)
     out = io.BytesIO()
     document.save(out)

@@ -6,8 +6,10 @@ Text is written without NUL characters on every store: PostgreSQL cannot hold th
 and SQLite can, so dropping them here makes a text read back the same anywhere. A message's
 `ready_for_final` is a boolean on PostgreSQL and 0 or 1 on SQLite. A message's clarifying
 round (`questions`) and a consultation's unsent picks (`picks`) are kept as the JSON their
-`to_json` writes; a value that does not read back as one (damaged, or written by a version
-that stored another shape) loads as None, never failing the read.
+`to_json` writes, a reply's knowledge-base sources as the JSON of
+`core.domain.knowledge_sources.sources_to_json` (NULL: none); a value that does not read
+back as one (damaged, or written by a version that stored another shape) loads as None
+(no sources), never failing the read.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from core.domain.consultation import (
     Usage,
 )
 from core.domain.facts import facts_from_value, facts_value
+from core.domain.knowledge_sources import sources_from_json, sources_to_json
 from core.domain.listing import ListedConsultation
 
 CONSULTATION_COLUMNS = (
@@ -37,11 +40,12 @@ CONSULTATION_COLUMNS = (
 )
 MESSAGE_INSERT_COLUMNS = (
     "consultation_id, seq, role, author, text, created_at,"
-    " prompt_tokens, completion_tokens, tokens_estimated, turn_id, questions, ready_for_final"
+    " prompt_tokens, completion_tokens, tokens_estimated, turn_id, questions, ready_for_final,"
+    " knowledge_sources"
 )
 MESSAGE_READ_COLUMNS = (
     "role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated,"
-    " turn_id, questions, ready_for_final"
+    " turn_id, questions, ready_for_final, knowledge_sources"
 )
 
 
@@ -87,6 +91,7 @@ def message_values(m: Message) -> tuple[Any, ...]:
         m.turn_id,
         None if m.questions is None else m.questions.to_json(),
         m.ready_for_final,
+        sources_to_json(m.knowledge_sources),
     )
 
 
@@ -96,7 +101,19 @@ def _text(value: str | None) -> str | None:
 
 def message_from_row(row: Sequence[Any]) -> Message:
     """A message from the values of `MESSAGE_READ_COLUMNS`."""
-    role, text, created_at, author, prompt, completion, estimated, turn_id, questions, ready = row
+    (
+        role,
+        text,
+        created_at,
+        author,
+        prompt,
+        completion,
+        estimated,
+        turn_id,
+        questions,
+        ready,
+        cited,
+    ) = row
     return Message(
         role=Role(role),
         text=text,
@@ -106,6 +123,7 @@ def message_from_row(row: Sequence[Any]) -> Message:
         turn_id=turn_id,
         questions=ClarifyingRound.from_json(questions),
         ready_for_final=bool(ready),
+        knowledge_sources=sources_from_json(cited),
     )
 
 

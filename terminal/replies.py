@@ -7,6 +7,8 @@ prefix of what it showed only when it cut a loop's repetitions (`core.llm.collec
 text is not printed again, and one line says the repeated part above was dropped. Any
 other revision is printed whole on a new line. A structured round is shown with each
 question's options under it, as `1a) …`, as it streams (`terminal.answers.round_text`).
+Under a reply, a provider's sources and then the knowledge-base passages it cites are
+listed, one a line, before its state line.
 A model error names the setting or the server to check, never an operator to wait for.
 
 While no text has come `WAITING_AFTER` seconds into a turn, a line says the terminal is
@@ -111,6 +113,13 @@ class StreamPrinter:
             for source in reply.sources:
                 shown = f"{source.title} — {source.url}" if source.title else source.url
                 print(f"\n[{source.index}] {shown}", end="")
+        if reply.knowledge_sources:
+            print(f"\n{t('en', 'knowledge_sources')}:", end="")
+            for cited in reply.knowledge_sources:
+                where = cited.title + (f" › {cited.section}" if cited.section else "")
+                if cited.page is not None:
+                    where += ", " + t("en", "knowledge_page", page=cited.page)
+                print(f"\n[{cited.ref}] {where}", end="")
         if reply.follow_up:
             limit = reply.follow_up + (reply.follow_ups_left or 0)
             state = f"follow-up {reply.follow_up} of {limit}"

@@ -24,6 +24,7 @@ from api.server import ApiRunner, ReadTimeouts, read_timeouts
 from api.webhook import TelegramApp
 from app.runtime import BOT_MODEL, open_runtime
 from app.settings import Settings, load_settings
+from core.domain.knowledge import KnowledgeSearch
 from core.llm.deadline import DeadlineCompleter
 from core.turns.engine import Engine
 from i18n.document_labels import DOCUMENT_LANGUAGES
@@ -129,15 +130,19 @@ TelegramFactory = Callable[[Settings, Engine], TelegramApp]
 
 @contextlib.asynccontextmanager
 async def running_api(
-    settings: Settings, *, telegram: TelegramFactory | None = None
+    settings: Settings,
+    *,
+    telegram: TelegramFactory | None = None,
+    knowledge: KnowledgeSearch | None = None,
 ) -> AsyncIterator[RunningApi]:
     """The production runtime (`app.runtime.open_runtime`, without its periodic jobs) and
     an HTTP server over it, with a client bound to it.
 
     `telegram` builds the PTB application over the service (for the webhook route);
-    starting and stopping it is the caller's business.
+    starting and stopping it is the caller's business. `knowledge` is the knowledge base
+    the consultations read (`tests.knowledge_search.ListedKnowledge`).
     """
-    async with open_runtime(settings, background=False) as runtime:
+    async with open_runtime(settings, background=False, knowledge=knowledge) as runtime:
         application = telegram(settings, runtime.engine) if telegram is not None else None
         app = build_web_app(
             settings.api_config(),

@@ -29,6 +29,7 @@ from app.settings import Settings, load_settings
 from bot.app import build_application
 from bot.transport.config import BotConfig
 from bot.updates.cluster_state import IN_MEMORY, SharedState
+from core.domain.knowledge import KnowledgeSearch
 from fakes.bot_api import TOKEN, Call, FakeBotApi
 from fakes.model_server import FakeModelServer
 
@@ -96,11 +97,12 @@ async def running_bot(
     config: BotConfig | None = None,
     shared: SharedState = IN_MEMORY,
     clock: Callable[[], float] = time.time,
+    knowledge: KnowledgeSearch | None = None,
 ) -> AsyncIterator[RunningBot]:
     """A bot polling the fake; `config` replaces the one `settings` gives (tunables),
     `shared` the state kept in memory (limits shared on PostgreSQL, say), `clock` the
-    engine's."""
-    async with open_runtime(settings, clock=clock) as runtime:
+    engine's, `knowledge` the knowledge base its consultations read."""
+    async with open_runtime(settings, clock=clock, knowledge=knowledge) as runtime:
         if shared.round_keyboards is None:  # kept in the store, as `app.serve_bot` keeps them
             shared = dataclasses.replace(shared, round_keyboards=runtime.store)
         application = build_application(

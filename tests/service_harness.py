@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from core.domain.knowledge import KnowledgeSearch
 from core.domain.ports import Completer, ConsultationStore
 from core.domain.quotas import Limit, QuotaConfig
 from core.domain.usage import Accounting
@@ -41,9 +42,11 @@ def make_service(
     accounting: Accounting | None = None,
     quotas: QuotaConfig | None = None,
     on_quota: Callable[[Limit], None] | None = None,
+    knowledge: KnowledgeSearch | None = None,
     **config: object,
 ) -> Engine:
-    """An engine with its own `KeyedLock`; `config` overrides `EngineConfig` fields.
+    """An engine with its own `KeyedLock`; `config` overrides `EngineConfig` fields;
+    `knowledge` is its knowledge base (`tests.knowledge_search.ListedKnowledge`).
 
     Rounds are asked in text unless a test asks for `structured_questions` ("auto",
     "on"): most tests script text replies; structured rounds have tests of their own.
@@ -60,6 +63,7 @@ def make_service(
         accounting=accounting,
         quotas=quotas,
         on_quota=on_quota,
+        knowledge=knowledge,
     )
 
 

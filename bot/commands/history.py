@@ -6,8 +6,8 @@ as /export N reads them, each with its start date, the start of its request, its
 and the rounds it used; each has a "Document N" button (`ex:<id>`) and, when it ended
 with a final answer, an "Answer N" button (`hs:<id>`); a button's data names only the
 consultation, within Telegram's 64 bytes. "Answer N" sends the final answer again
-rendered like the original, with the final answer's buttons, and only for the chat's own
-consultation.
+rendered like the original, with the knowledge-base sources it cited and the final
+answer's buttons, and only for the chat's own consultation.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from bot.commands.exports import consultation_pressed
-from bot.commands.turns import footer_for
+from bot.commands.turns import appendix_for, footer_for
 from bot.transport.chat import Context, Incoming
 from bot.transport.delivery import Sender
 from bot.transport.keyboards import EXPORT, bare_id, reply_keyboard
@@ -60,7 +60,8 @@ class HistoryView:
         consultation = await consultation_pressed(self._history, incoming, value, press)
         if consultation is None:
             return
-        final = transcript_of(consultation).final_answer
+        transcript = transcript_of(consultation)
+        final = transcript.final_answer
         if final is None:  # not complete: its history entry offers no such button
             await press.answer(t(incoming.language, "export_gone"))
             return
@@ -73,10 +74,14 @@ class HistoryView:
             is_final=True,
             is_complete=True,
             model="",
+            knowledge_sources=transcript.final_sources,
         )
         language = incoming.language
         await Sender(context.bot, incoming.target).send_markdown(
-            final, footer=footer_for(reply, language), keyboard=reply_keyboard(reply, language)
+            final,
+            footer=footer_for(reply, language),
+            keyboard=reply_keyboard(reply, language),
+            appendix=appendix_for(reply, language),
         )
 
 

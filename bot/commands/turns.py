@@ -24,7 +24,7 @@ from bot.transport.delivery import Sender
 from bot.transport.keyboards import reply_keyboard
 from bot.transport.outage import OutageNotices, store_failed
 from bot.transport.progress import Progress
-from bot.transport.render import sources_parts
+from bot.transport.render import Part, knowledge_parts, sources_parts
 from bot.transport.round_keyboards import KeyboardMessages, RoundKeyboards
 from bot.transport.target import AnyBot, ChatUnavailable, Target
 from bot.transport.undelivered import MemoryUndelivered, UndeliveredReplies
@@ -80,6 +80,19 @@ def footer_for(reply: Reply, language: str) -> str:
     if reply.is_final and reply.is_complete:
         lines.append(t(language, _closing(reply), left=reply.follow_ups_left))
     return "\n".join(lines)
+
+
+def appendix_for(reply: Reply, language: str) -> list[Part]:
+    """What follows a reply's text: the provider's sources, then the knowledge-base
+    passages it cites (each list only when it has any)."""
+    return [
+        *sources_parts(t(language, "sources"), reply.sources),
+        *knowledge_parts(
+            t(language, "knowledge_sources"),
+            reply.knowledge_sources,
+            lambda page: t(language, "knowledge_page", page=page),
+        ),
+    ]
 
 
 def _closing(reply: Reply) -> str:
@@ -242,7 +255,7 @@ class TurnRunner:
             footer=footer_for(reply, language),
             keyboard=reply_keyboard(reply, language, follow_up=reply.follow_ups_left != 0),
             edit=progress.message if progress is not None else None,
-            appendix=sources_parts(t(language, "sources"), reply.sources),
+            appendix=appendix_for(reply, language),
         )
         await self._keyboards.delivered(sender.bot, sender.target, reply, sent)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -25,6 +25,7 @@ import telegramify_markdown
 from telegram import MessageEntity
 from telegramify_markdown import utf16_len
 
+from core.domain.knowledge_sources import KnowledgeSource
 from core.domain.sources import Source
 
 try:  # LaTeX must become `$…$` math before escaping, so `<` inside it is not escaped twice
@@ -271,22 +272,59 @@ def sources_parts(
     into as few parts as fit `limit` UTF-16 units and `MAX_ENTITIES` entities; the heading
     opens the first. A caller joins the first part to the answer when both fit.
     """
-    if not sources:
+    lines = []
+    for source in sources:
+        label = source.title or _short_url(source.url)
+        lines.append(_Line(f"[{source.index}] ", label, source.url if source.is_web_link else None))
+    return _listed_parts(heading, lines, limit)
+
+
+def knowledge_parts(
+    heading: str,
+    sources: Sequence[KnowledgeSource],
+    page: Callable[[int], str],
+    *,
+    limit: int = TELEGRAM_LIMIT,
+) -> list[Part]:
+    """The knowledge-base passages an answer cites under a bold `heading`, one a line:
+    "[K1] title › heading path, page 3" (`page` words the page number), packed as
+    `sources_parts` packs its lines. Every text is plain text, never Markdown."""
+    lines = []
+    for source in sources:
+        where = source.title + (f" › {source.section}" if source.section else "")
+        if source.page is not None:
+            where += ", " + page(source.page)
+        lines.append(_Line(f"[{source.ref}] ", where, None))
+    return _listed_parts(heading, lines, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    """A line of a list under a heading: its prefix, then its label (a link to `url`)."""
+
+    prefix: str
+    label: str
+    url: str | None
+
+
+def _listed_parts(heading: str, lines: Sequence[_Line], limit: int) -> list[Part]:
+    """`lines` under a bold `heading`, packed into as few parts as fit."""
+    if not lines:
         return []
     parts: list[Part] = []
     text, entities = heading, [MessageEntity(MessageEntity.BOLD, 0, utf16_len(heading))]
-    for source in sources:
-        label = source.title or _short_url(source.url)
-        prefix = f"[{source.index}] "
-        line = prefix + label
+    for entry in lines:
+        line = entry.prefix + entry.label
         if utf16_len(text) + 1 + utf16_len(line) > limit or len(entities) >= MAX_ENTITIES:
             parts.append(Part(text, tuple(entities)))
             text, entities = "", []
         if text:
             text += "\n"
-        if source.is_web_link:
-            offset = utf16_len(text + prefix)
-            link = MessageEntity(MessageEntity.TEXT_LINK, offset, utf16_len(label), url=source.url)
+        if entry.url is not None:
+            offset = utf16_len(text + entry.prefix)
+            link = MessageEntity(
+                MessageEntity.TEXT_LINK, offset, utf16_len(entry.label), url=entry.url
+            )
             entities.append(link)
         text += line
     parts.append(Part(text, tuple(entities)))

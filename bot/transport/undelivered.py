@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from core.domain.clarifying import ClarifyingRound
 from core.domain.consultation import Usage
+from core.domain.knowledge_sources import sources_from_json, sources_to_json
 from core.domain.outcomes import Notice, Reply
 from core.primitives.expiring import ExpiringDict
 
@@ -103,7 +104,8 @@ def reply_to_dict(reply: Reply) -> dict[str, Any]:
     """A JSON-ready dict of the reply; `reply_from_dict` gives back an equal `Reply`.
 
     `extras` (the provider's raw fields, where the sources come from) is JSON already; a
-    structured round is kept in its stored form, so a reply sent later has its buttons.
+    structured round is kept in its stored form, so a reply sent later has its buttons,
+    and so are the knowledge-base sources it cites, so it lists them.
     """
     usage = reply.usage
     return {
@@ -123,6 +125,7 @@ def reply_to_dict(reply: Reply) -> dict[str, Any]:
         "model_ready": reply.model_ready,
         "follow_up": reply.follow_up,
         "follow_ups_left": reply.follow_ups_left,
+        "knowledge_sources": sources_to_json(reply.knowledge_sources),
     }
 
 
@@ -147,6 +150,7 @@ def reply_from_dict(data: dict[str, Any]) -> Reply:
         model_ready=bool(data.get("model_ready")),
         follow_up=int(data.get("follow_up") or 0),
         follow_ups_left=_count(data.get("follow_ups_left")),
+        knowledge_sources=sources_from_json(data.get("knowledge_sources")),
     )
 
 

@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass, field
 
 from core.domain.clarifying import ClarifyingRound, Picks
+from core.domain.knowledge_sources import KnowledgeSource
 
 
 class Status(enum.StrEnum):
@@ -63,6 +64,9 @@ class Message:
     # A final answer the model gave because its round said it knew enough (`ready_for_final`),
     # kept so a replay and a session's history say so as the reply did.
     ready_for_final: bool = False
+    # A final answer's or a follow-up's: the knowledge-base passages it cited, kept so
+    # history, exports and a session's messages list them as the reply did.
+    knowledge_sources: tuple[KnowledgeSource, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 from core.domain.clarifying import ClarifyingRound
 from core.domain.consultation import Status, TurnRecord, Usage
+from core.domain.knowledge_sources import KnowledgeSource
 from core.domain.quotas import QuotaHit
 from core.domain.sources import Source, extract_sources
 
@@ -60,6 +61,9 @@ class Reply:
     # The limit the person reached while the consultation was under way, which made this
     # reply its final answer (`Notice.QUOTA_FINAL`); None otherwise.
     quota: QuotaHit | None = None
+    # A final answer's or a follow-up's: the knowledge-base passages it cites
+    # (`core.domain.knowledge_sources`), in label order; empty for a round.
+    knowledge_sources: tuple[KnowledgeSource, ...] = ()
 
     @property
     def completed_now(self) -> bool:
@@ -91,10 +95,10 @@ def replay_of(record: TurnRecord, *, model: str) -> Reply:
     consultation, while a reply the consultation went on from was a question round. A
     reply past the last round answered a follow-up (`follow_up` is its number; it shows
     the final round). `max_rounds` is the consultation's limit now (never below the
-    round). Its questions and whether the model found it knew enough come back as
-    stored. What the store does not keep comes back empty: notices, provider extras
-    (sources), JSON validity, how many follow-ups remain; `model` is the one the
-    consultation asks for.
+    round). Its questions, whether the model found it knew enough and the knowledge-base
+    sources it cited come back as stored. What the store does not keep comes back empty:
+    notices, provider extras (sources), JSON validity, how many follow-ups remain;
+    `model` is the one the consultation asks for.
     """
     reply, consultation = record.reply, record.consultation
     if reply is None or record.round is None:
@@ -116,6 +120,7 @@ def replay_of(record: TurnRecord, *, model: str) -> Reply:
         questions=reply.questions,
         model_ready=reply.ready_for_final,
         follow_up=follow_up,
+        knowledge_sources=reply.knowledge_sources,
     )
 
 

@@ -27,6 +27,7 @@ from core.domain.consultation import (
     Usage,
 )
 from core.domain.facts import Fact, MemoryPreferences, MemoryState
+from core.domain.knowledge import Passage
 from core.domain.llm_format import SchemaForm
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
@@ -58,6 +59,9 @@ class CompletionRequest:
     # How a required schema is sent: `json_schema`, or `json_object` with the schema
     # (llama-cpp-python's form); `core.domain.llm_format` learns which one the server takes.
     schema_form: SchemaForm = SchemaForm.JSON_SCHEMA
+    # The knowledge-base passages its system message holds, labelled `K1`… in this order
+    # (`core.prompting.excerpts`): what the reply's citations name. Not sent as such.
+    knowledge: tuple[Passage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

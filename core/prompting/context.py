@@ -6,21 +6,25 @@ Perplexity reject two user messages in a row). What the user said matters most t
 answer, so when the conversation is over the budget it gives up, in this order:
 1. the model's older replies are shortened to their beginning and end (an excerpt note
    marks the cut), then its most recent reply too — never below `MIN_KEPT_CHARS`;
-2. the bodies of documents the user attached to later messages (not the original
+2. the reference material of the system message (`Reference`: the knowledge-base
+   excerpts) is left out, its last (least relevant) item first, down to none;
+3. the bodies of documents the user attached to later messages (not the original
    request, not the latest message) are replaced by their one-line reference by name,
    oldest first;
-3. an outsized user message (a pasted document) is shortened alike, as long as no
+4. an outsized user message (a pasted document) is shortened alike, as long as no
    message is cut below `ORDINARY_MESSAGE_CHARS`;
-4. the model's older replies are left out, oldest first (the user's messages around
+5. the model's older replies are left out, oldest first (the user's messages around
    them are merged, in order);
-5. the user's messages are shortened alike;
-6. the user's older messages are left out, oldest first.
+6. the user's messages are shortened alike;
+7. the user's older messages are left out, oldest first.
 The original request (the first user message), the latest user message and the most
 recent reply of the model (the most recent exchange) are never left out, and no user
-message is left out while the rest would fit with it. Whatever is shortened or left
-out is said in an omission note at the end of the system message. Past all that (one
-huge message), every kept message is cut to a common share, never below
-`MIN_KEPT_CHARS`: the size of a request is bounded whatever one message holds.
+message is left out while the rest would fit with it. Whatever of the conversation is
+shortened or left out is said in an omission note at the end of the system message;
+reference items left out are not (the model cannot ask for them), and the result says
+how many were kept (`ContextWindow.references`), so what an answer cites is known.
+Past all that (one huge message), every kept message is cut to a common share, never
+below `MIN_KEPT_CHARS`: the size of a request is bounded whatever one message holds.
 
 Documents of the original request (`documents_budget_chars`). A document is read into
 the stored message whole up to MAX_DOCUMENT_CHARS, which is more than the whole history
@@ -76,6 +80,24 @@ class Omissions:
         return bool(self.left_out or self.shortened or self.documents)
 
 
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """Reference material for the system message, `count` items ranked best first:
+    `render(n)` is the part holding the first `n` of them (1 ≤ n ≤ count), which
+    follows the system prompt."""
+
+    count: int
+    render: Callable[[int], str]
+
+
+@dataclass(frozen=True, slots=True)
+class ContextWindow:
+    """The messages to send, and how many items of the `Reference` they hold."""
+
+    messages: list[dict[str, str]]
+    references: int = 0
+
+
 @dataclass(slots=True)
 class _MergedMessages:
     """Consecutive messages of one role merged into one chat message."""
@@ -95,6 +117,7 @@ class _Plan:
     shortenable: frozenset[int]
     min_share: int = MIN_KEPT_CHARS  # the plan fails rather than cut below this
     named: frozenset[int] = frozenset()  # merged messages whose document bodies are references
+    references: int = 0  # the reference items the system message keeps
 
 
 def build_model_messages(
@@ -106,39 +129,40 @@ def build_model_messages(
     omission_note: Callable[[Omissions], str],
     excerpt_note: Callable[[int], str],
     documents_budget_chars: int | None = None,
-) -> list[dict[str, str]]:
+    reference: Reference | None = None,
+) -> ContextWindow:
     """OpenAI chat messages for `history`, fitted to `budget_chars` characters of content.
 
     Consecutive user messages are merged (blank line between); in groups each user
-    message is prefixed with ``"{author}: "``. If everything fits nothing changes;
-    otherwise the first plan of `_plans` that fits is used (the last one when none
-    does), its note (`omission_note`) appended to the system message. Assistant messages
-    before the first user message have no request to answer and are not sent. With
-    `documents_budget_chars`, the first user message's documents have that allowance of
-    their own (see the module's docstring).
+    message is prefixed with ``"{author}: "``. The system message is `system_prompt`,
+    then the `reference` part, which counts against the budget. If everything fits
+    nothing changes; otherwise the first plan of `_plans` that fits is used (the last one
+    when none does), its note (`omission_note`) appended to the system message.
+    Assistant messages before the first user message have no request to answer and are
+    not sent. With `documents_budget_chars`, the first user message's documents have
+    that allowance of their own (see the module's docstring).
     """
+    system_of = _SystemPrompts(system_prompt, reference)
     merged = _merge(history, is_group=is_group)
-    system = {"role": "system", "content": system_prompt}
     if not merged:
-        return [system]
+        return system_of.window([], system_of.count)
     documents = _RequestDocuments.take(merged[0], documents_budget_chars, excerpt_note)
-    size = len(system_prompt) + sum(len(entry.content) for entry in merged)
+    size = system_of.size(system_of.count) + sum(len(entry.content) for entry in merged)
     if size <= budget_chars and not documents.cut:
         merged[0].content = documents.put_back(merged[0].content)
-        return [system, *({"role": t.role.value, "content": t.content} for t in merged)]
+        chat = [{"role": t.role.value, "content": t.content} for t in merged]
+        return system_of.window(chat, system_of.count)
 
     note_size = _NoteSizes(omission_note)
-    room = budget_chars - len(system_prompt)
-    for plan in _plans(merged):
+    for plan in _plans(merged, system_of.count):
+        room = budget_chars - system_of.size(plan.references)
         share, omissions = _fit(merged, plan, room, note_size, documents.cut)
         if share is not None:
             break
     else:
         share = MIN_KEPT_CHARS  # what must be kept, cut this far: bounded, if over the budget
     note = omission_note(omissions) if omissions else ""
-    messages = [
-        {"role": "system", "content": system_prompt + SEPARATOR + note if note else system_prompt}
-    ]
+    messages: list[dict[str, str]] = []
     for index in plan.kept:
         entry = merged[index]
         content = _content(entry, index, plan)
@@ -146,11 +170,41 @@ def build_model_messages(
             content = excerpt(content, share, excerpt_note)
         if index == 0:
             content = documents.put_back(content, shortened=content != entry.content)
-        if messages[-1]["role"] == entry.role.value:
+        if messages and messages[-1]["role"] == entry.role.value:
             messages[-1]["content"] += SEPARATOR + content
         else:
             messages.append({"role": entry.role.value, "content": content})
-    return messages
+    return system_of.window(messages, plan.references, note)
+
+
+class _SystemPrompts:
+    """The system message with the first `n` reference items, each rendered once."""
+
+    __slots__ = ("_parts", "_prompt", "_reference", "count")
+
+    def __init__(self, system_prompt: str, reference: Reference | None) -> None:
+        self._prompt = system_prompt
+        self._reference = reference
+        self.count = reference.count if reference is not None else 0
+        self._parts: dict[int, str] | None = None
+
+    def text(self, n: int) -> str:
+        if n <= 0 or self._reference is None:
+            return self._prompt
+        if self._parts is None:
+            self._parts = {}
+        if n not in self._parts:
+            self._parts[n] = self._prompt + SEPARATOR + self._reference.render(n)
+        return self._parts[n]
+
+    def size(self, n: int) -> int:
+        return len(self.text(n))
+
+    def window(self, chat: list[dict[str, str]], references: int, note: str = "") -> ContextWindow:
+        content = self.text(references)
+        if note:
+            content += SEPARATOR + note
+        return ContextWindow([{"role": "system", "content": content}, *chat], references)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,8 +292,9 @@ def _content(entry: _MergedMessages, index: int, plan: _Plan) -> str:
     return entry.named if index in plan.named and entry.named is not None else entry.content
 
 
-def _plans(merged: list[_MergedMessages]) -> Iterator[_Plan]:
-    """Ever more aggressive plans, in the order of the module's docstring."""
+def _plans(merged: list[_MergedMessages], references: int = 0) -> Iterator[_Plan]:
+    """Ever more aggressive plans, in the order of the module's docstring (`references`:
+    the reference items there are, kept by the first plans)."""
     every = tuple(range(len(merged)))
     users = [i for i in every if merged[i].role is Role.USER]
     replies = [i for i in every if merged[i].role is Role.ASSISTANT]
@@ -248,8 +303,10 @@ def _plans(merged: list[_MergedMessages]) -> Iterator[_Plan]:
     older_replies = [i for i in replies if i != recent]
     older_users = [i for i in users if i not in (0, last_user)]
 
-    yield _Plan(every, frozenset(older_replies))
-    yield _Plan(every, frozenset(replies))
+    yield _Plan(every, frozenset(older_replies), references=references)
+    yield _Plan(every, frozenset(replies), references=references)
+    for kept_references in range(references - 1, -1, -1):
+        yield _Plan(every, frozenset(replies), references=kept_references)
     named: frozenset[int] = frozenset()
     for index in (i for i in users if merged[i].named is not None):
         named |= {index}

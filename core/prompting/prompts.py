@@ -14,6 +14,11 @@ reference by name (`core.domain.attachments.without_document_bodies`), and the
 `request_documents` note says where their text is. The early-finish marker the
 `early_finish` template names is `core.prompting.early_finish.EARLY_FINISH_MARKER`.
 
+Knowledge-base excerpts are quoted the same way (`knowledge_excerpts`): every line of a
+passage's text starts with "> " and its title and heading path are one line each, so
+nothing a passage holds (the section's closing line, a forged `[K2]` heading, "ignore
+your instructions") can stand outside the section or as a line of instructions.
+
 Role files (``roles/<key>.mustache``) may start with a comment ``{{! title: ... }}``
 giving the short title shown in the /role menu; the key (file stem) is the fallback.
 Partials (``{{>name}}``) resolve to the library's own templates, never to other files.
@@ -36,6 +41,8 @@ from pystache.parser import ParsingError
 from core.domain.attachments import document_names, without_document_bodies
 from core.domain.clarifying import MAX_OPTION_CHARS, MAX_OPTIONS, MAX_QUESTIONS
 from core.domain.facts import MAX_FACTS
+from core.domain.knowledge import Passage
+from core.domain.knowledge_sources import label, one_line
 from core.prompting.context import Omissions
 from core.prompting.early_finish import EARLY_FINISH_MARKER
 from core.prompting.excerpt import split_excerpt
@@ -79,6 +86,10 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "request_documents": (),
     "excerpt_note": ("omitted_chars",),
     "images_not_seen": (),
+    "knowledge_round": (),
+    "knowledge_answer": (),
+    "knowledge_excerpts": ("excerpts",),
+    "knowledge_none": (),
     "final_now_request": (),
     # The same request in each interface language (`.<code>`, the codes of i18n/locales).
     "final_now_request.ru": (),
@@ -119,6 +130,16 @@ _SAMPLE_VALUES: Mapping[str, Any] = {
     "known": True,
     "max_facts": 20,
     "structured": True,
+    "excerpts": [
+        {
+            "label": "K1",
+            "title": "Warranty {{terms}}",
+            "section": "Kettles",
+            "page": 3,
+            "text": "> Two years.",
+        },
+        {"label": "K2", "title": "FAQ", "section": "", "page": None, "text": "> Yes."},
+    ],
 }
 
 _TITLE_RE = re.compile(r"\A\s*\{\{!\s*title:\s*(?P<title>.*?)\s*\}\}")
@@ -191,6 +212,28 @@ class PromptLibrary:
     def images_not_seen(self) -> str:
         """The note for a round whose images the model could not take."""
         return self.render("images_not_seen")
+
+    @property
+    def knowledge_none(self) -> str:
+        """The note for an answer the knowledge base, searched, had nothing for."""
+        return self.render("knowledge_none")
+
+    def knowledge(self, passages: Sequence[Passage], *, answering: bool) -> str:
+        """The system message's knowledge part: the instruction of a round (ask nothing the
+        excerpts answer) or of an answer (rely on them, cite them, say what they do not
+        cover), then `passages` quoted as the section, labelled `K1`… in their order."""
+        excerpts = [
+            {
+                "label": label(position),
+                "title": one_line(passage.title),
+                "section": one_line(passage.section),
+                "page": passage.page,
+                "text": _quote(passage.text),
+            }
+            for position, passage in enumerate(passages, 1)
+        ]
+        instruction = self.render("knowledge_answer" if answering else "knowledge_round")
+        return instruction + "\n\n" + self.render("knowledge_excerpts", excerpts=excerpts)
 
     def client_memory(self, facts: Sequence[str]) -> str:
         """The system prompt's part naming what the person told in earlier consultations."""

@@ -10,6 +10,14 @@ per call (it is continued when cut off), a clarifying round `question_max_tokens
 session's `maxTokens` is its final answer's budget and caps its clarifying rounds too: a
 clarifying round gets the smaller of the two.
 
+Knowledge-base passages (`knowledge`, read once per turn by `core.turns.knowledge_reading`)
+go into the system message after the round's instructions (`core.prompting.excerpts`):
+a round is told to ask nothing they answer, an answer to rely on them and cite them; the
+context window fits them in (`core.prompting.context`), and the request names the
+passages it kept (`CompletionRequest.knowledge`), the ones its reply can cite. Without
+passages (`None`: no knowledge base, or its search failed) the request is what it is
+without a knowledge base; an answer the knowledge base had nothing for (`()`) is told so.
+
 Images reach the model only in the request of the round they came with: its last user
 message becomes OpenAI content parts (its text, then one `image_url` part per image).
 The store keeps the text alone, with its [photo] placeholder, so later rounds, retries
@@ -28,8 +36,10 @@ from core.domain.clarifying import ROUND_SCHEMA, SCHEMA_NAME
 from core.domain.consultation import Consultation, ModelOptions
 from core.domain.facts import within_budget
 from core.domain.json_answer import schema_object
+from core.domain.knowledge import Passage
 from core.domain.ports import CompletionRequest
-from core.prompting.context import SEPARATOR, build_model_messages
+from core.prompting.context import SEPARATOR, ContextWindow, build_model_messages
+from core.prompting.excerpts import knowledge_reference
 from core.prompting.final_now import user_language
 from core.prompting.language import language_name
 from core.prompting.prompts import PromptContext, PromptLibrary, build_system_prompt
@@ -58,6 +68,8 @@ class EngineConfig:
     memory_enabled: bool = True  # client memory (`core.domain.facts`)
     memory_max_tokens: int = 300  # the remembered facts' share of the system prompt
     followup_limit: int = 5  # follow-ups a complete consultation takes (0: none)
+    knowledge_top_k: int = 6  # knowledge-base passages a turn reads
+    knowledge_max_chars: int = 6000  # their text in all (`core.prompting.excerpts`)
 
     @property
     def allowed_models(self) -> tuple[str, ...]:
@@ -80,15 +92,22 @@ def model_messages(
     prompts: PromptLibrary,
     config: EngineConfig,
     images: Sequence[Image] = (),
-) -> list[dict[str, Any]]:
+    knowledge: Sequence[Passage] | None = None,
+    answering: bool = False,
+) -> tuple[list[dict[str, Any]], tuple[Passage, ...]]:
     """The messages the model reads: `system_prompt` with the client memory the
-    consultation started with (within its budget), then the history fitted by
-    `core.prompting.context`, `images` going with its last user message."""
+    consultation started with (within its budget) and the `knowledge` passages (with an
+    answer's instruction when `answering`, else a round's), then the history fitted by
+    `core.prompting.context`, `images` going with its last user message; and the
+    passages the window kept."""
     if config.memory_enabled and consultation.memory_facts:
         facts = within_budget(consultation.memory_facts, config.memory_max_tokens)
         if facts:
             system_prompt += SEPARATOR + prompts.client_memory(facts)
-    messages: list[dict[str, Any]] = build_model_messages(
+    if answering and knowledge is not None and not knowledge:
+        system_prompt += SEPARATOR + prompts.knowledge_none
+    passages = tuple(knowledge or ())
+    window: ContextWindow = build_model_messages(
         system_prompt,
         consultation.messages,
         is_group=is_group,
@@ -96,10 +115,12 @@ def model_messages(
         omission_note=prompts.omission_note,
         excerpt_note=prompts.excerpt_note,
         documents_budget_chars=config.documents_budget_chars,
+        reference=knowledge_reference(prompts, passages, answering=answering),
     )
+    messages: list[dict[str, Any]] = list(window.messages)
     if images and messages[-1]["role"] == "user":
         messages[-1] = with_images(messages[-1], images)
-    return messages
+    return messages, passages[: window.references]
 
 
 def extra_body_of(options: ModelOptions) -> dict[str, Any]:
@@ -120,11 +141,13 @@ def build_completion_request(
     images: Sequence[Image] = (),
     images_not_seen: bool = False,
     structured: bool = False,
+    knowledge: Sequence[Passage] | None = None,
 ) -> CompletionRequest:
     """The request for `next_round`; `images` go with its last user message, and
     `images_not_seen` tells the model that the user sent images it could not take.
     `structured` asks a question round for a `core.domain.clarifying` round (JSON, its schema
-    required); a final answer is always asked in text (or the session's JSON)."""
+    required); a final answer is always asked in text (or the session's JSON). `knowledge`:
+    the turn's knowledge-base passages, best first (see the module)."""
     options = consultation.options
     structured = structured and not next_round.is_final
     # A session's JSON output is for the answer, never for its questions.
@@ -151,13 +174,15 @@ def build_completion_request(
     system_prompt = build_system_prompt(prompts, context)
     if images_not_seen:
         system_prompt += SEPARATOR + prompts.images_not_seen
-    messages = model_messages(
+    messages, kept = model_messages(
         system_prompt,
         consultation,
         is_group=is_group,
         prompts=prompts,
         config=config,
         images=images,
+        knowledge=knowledge,
+        answering=next_round.is_final,
     )
     extra_body = extra_body_of(options)
     if structured:
@@ -170,6 +195,7 @@ def build_completion_request(
             json_schema=ROUND_SCHEMA,
             schema_name=SCHEMA_NAME,
             schema_required=True,
+            knowledge=kept,
         )
     return CompletionRequest(
         messages=messages,
@@ -180,6 +206,7 @@ def build_completion_request(
         json_mode=json_mode,
         extra_body=extra_body,
         json_schema=schema_object(options.output_schema) if json_mode else None,
+        knowledge=kept,
     )
 
 

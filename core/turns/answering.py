@@ -16,6 +16,10 @@ Invariants it keeps:
   whose model said it knew enough is answered, in the same turn and as the same round, by
   the final answer (the round's call is counted in its usage; nothing of the round is
   stored);
+- with a knowledge base, the turn reads its passages once (`core.turns.knowledge_reading`)
+  and every model call of the turn is given them; a final answer's reply keeps the
+  passages it cites (`core.domain.knowledge_sources.cited_sources`, named by the labels
+  of the request it answered), a question round's none;
 - a turn handled again (found by its turn id) is answered at most once: answered, its
   stored reply comes back (`Reply.replayed`, no model call, nothing stored); unanswered
   in the open turn, it is answered without storing the message again; one its
@@ -33,6 +37,8 @@ from core.domain.clarifying import ClarifyingRound
 from core.domain.consultation import Consultation, Message, Role, Status, TurnRecord
 from core.domain.errors import ModelError, ModelErrorKind, TurnAlreadyHandled
 from core.domain.json_answer import follows_schema
+from core.domain.knowledge import Passage
+from core.domain.knowledge_sources import cited_sources
 from core.domain.llm_format import QuestionMode, Refusal, StructuredFormats
 from core.domain.outcomes import Notice, Reply, replay_of
 from core.domain.ports import Completer, CompletionRequest, ConsultationStore, OnText
@@ -49,6 +55,11 @@ from core.prompting.requests import (
     model_of,
 )
 from core.prompting.rounds import NextRound, after_reply, is_expired, plan_round, ready_round
+from core.turns.knowledge_reading import KnowledgeReader
+
+Knowledge = tuple[Passage, ...] | None
+"""A turn's knowledge-base passages: None without a knowledge base (or when its search
+failed), empty when it had none."""
 
 
 class Answerer:
@@ -64,9 +75,12 @@ class Answerer:
         clock: Callable[[], float],
         accounting: Accounting,
         formats: StructuredFormats,
+        knowledge: KnowledgeReader | None = None,
     ) -> None:
         """`formats`: what the process learned of the endpoint's structured replies,
-        shared with the client-memory call."""
+        shared with the client-memory call; `knowledge`: the knowledge base's passages
+        (None: the deployment has none)."""
+        self._knowledge = knowledge
         self._store = store
         self._accounting = accounting
         self._completer = completer
@@ -95,8 +109,11 @@ class Answerer:
             final_requested = True
             notices.add(Notice.QUOTA_FINAL)
         planned = plan_round(consultation, final_requested=final_requested)
+        knowledge = (
+            await self._knowledge.read(consultation) if self._knowledge is not None else None
+        )
         next_round, request, answer, asked = await self._model_answer(
-            consultation, planned, is_group, on_text, images, notices
+            consultation, planned, is_group, on_text, images, notices, knowledge
         )
         text, marked = (asked.text, False) if asked is not None else strip_marker(answer.text)
         if not text.strip():
@@ -104,6 +121,7 @@ class Answerer:
         early_finish = marked and not next_round.is_final
         if not answer.complete and asked is None:  # a round's questions read are whole
             notices.add(Notice.ANSWER_INCOMPLETE)
+        final = next_round.is_final or early_finish
         reply = Message(
             Role.ASSISTANT,
             text,
@@ -111,12 +129,13 @@ class Answerer:
             usage=answer.usage,
             questions=asked,
             ready_for_final=next_round.model_ready,
+            knowledge_sources=cited_sources(text, request.knowledge) if final else (),
         )
         planned_from = consultation.current_round
         after_reply(consultation, next_round, reply, early_finish=early_finish)
         complete = consultation.status is Status.COMPLETE
         model = answer.model or request.model
-        kind = CallKind.FINAL if next_round.is_final or early_finish else CallKind.ROUND
+        kind = CallKind.FINAL if final else CallKind.ROUND
         charge = self._accounting.charge(
             answer.usage,
             model=model,
@@ -142,7 +161,7 @@ class Answerer:
             consultation_id=consultation.id,
             round=next_round.round,
             max_rounds=consultation.max_rounds,
-            is_final=next_round.is_final or early_finish,
+            is_final=final,
             is_complete=complete,
             model=model,
             usage=answer.usage,
@@ -154,6 +173,7 @@ class Answerer:
             model_ready=next_round.model_ready,
             follow_ups_left=self._config.followup_limit if complete else 0,
             quota=over_quota,
+            knowledge_sources=reply.knowledge_sources,
         )
 
     async def answer_again(
@@ -212,16 +232,17 @@ class Answerer:
         on_text: OnText | None,
         images: Sequence[Image],
         notices: set[Notice],
+        knowledge: Knowledge,
     ) -> _Answered:
         """The model's answer, asked again without the images when it refuses them."""
         try:
-            return await self._reply(consultation, next_round, is_group, on_text, images)
+            return await self._reply(consultation, next_round, is_group, on_text, images, knowledge)
         except ModelError as exc:
             if exc.kind is not ModelErrorKind.IMAGES_REJECTED:
                 raise
         # The model reads text only: the same round without the images, told so.
         answered = await self._reply(
-            consultation, next_round, is_group, on_text, (), images_not_seen=True
+            consultation, next_round, is_group, on_text, (), knowledge, images_not_seen=True
         )
         notices.add(Notice.IMAGES_NOT_SEEN)
         return answered
@@ -233,6 +254,7 @@ class Answerer:
         is_group: bool,
         on_text: OnText | None,
         images: Sequence[Image],
+        knowledge: Knowledge,
         *,
         images_not_seen: bool = False,
     ) -> _Answered:
@@ -242,12 +264,14 @@ class Answerer:
 
         async def in_text(planned: NextRound) -> tuple[CompletionRequest, CollectedAnswer]:
             return await self._collect(
-                consultation, planned, is_group, on_text, images, images_not_seen
+                consultation, planned, is_group, on_text, images, knowledge, images_not_seen
             )
 
         if next_round.is_final or self._formats.mode is QuestionMode.OFF:
             return (next_round, *await in_text(next_round), None)
-        request = self._request(consultation, next_round, is_group, images, images_not_seen, True)
+        request = self._request(
+            consultation, next_round, is_group, images, knowledge, images_not_seen, True
+        )
         refusals: list[Refusal] = []
         asked = await self._ask_round(request, on_text, refusals)
         if asked is None or asked.answer is None:  # the model is asked in text
@@ -299,6 +323,7 @@ class Answerer:
         next_round: NextRound,
         is_group: bool,
         images: Sequence[Image],
+        knowledge: Knowledge,
         images_not_seen: bool,
         structured: bool = False,
     ) -> CompletionRequest:
@@ -311,6 +336,7 @@ class Answerer:
             images=images,
             images_not_seen=images_not_seen,
             structured=structured,
+            knowledge=knowledge,
         )
 
     async def _collect(
@@ -320,10 +346,13 @@ class Answerer:
         is_group: bool,
         on_text: OnText | None,
         images: Sequence[Image],
+        knowledge: Knowledge,
         images_not_seen: bool = False,
     ) -> tuple[CompletionRequest, CollectedAnswer]:
         """One text answer to `next_round` (continued when cut off), and the request it was."""
-        request = self._request(consultation, next_round, is_group, images, images_not_seen)
+        request = self._request(
+            consultation, next_round, is_group, images, knowledge, images_not_seen
+        )
         shown = MarkerFilter(on_text) if on_text is not None else None
         answer = await collect_answer(
             self._completer,

@@ -5,6 +5,8 @@ Invariants it keeps:
 - one of each collaborator per engine, sharing one chat lock, one `RunningTurns` and one
   quota keeper: a reset (`lifecycle`) stops the turn `turns` runs, and a change of
   settings waits for it;
+- with a knowledge base (`knowledge`), one `KnowledgeReader` serves the turns' answers
+  and the follow-ups; without one nothing is searched;
 - every model call reserves its tokens in its turn's hold (`core.turns.quota_holds`) and
   a turn's call can be stopped (`core.turns.running`); client memory's calls are held but
   not stopped by a reset, as the memory belongs to a person, not to the chat.
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from core.domain.knowledge import KnowledgeSearch
 from core.domain.llm_format import QuestionMode, StructuredFormats
 from core.domain.ports import ChatLocks, Completer, ConsultationStore
 from core.domain.quotas import Limit, QuotaConfig
@@ -29,6 +32,7 @@ from core.turns.chosen_languages import ChosenLanguages
 from core.turns.figures import Figures
 from core.turns.follow_ups import FollowUps
 from core.turns.history import History
+from core.turns.knowledge_reading import KnowledgeReader
 from core.turns.lifecycle import Lifecycle
 from core.turns.memories import Memories
 from core.turns.quota_checks import Quotas
@@ -67,12 +71,14 @@ def build_engine(
     accounting: Accounting | None = None,
     quotas: QuotaConfig | None = None,
     on_quota: Callable[[Limit], None] | None = None,
+    knowledge: KnowledgeSearch | None = None,
 ) -> Engine:
     """`locks` orders the calls for one chat key (`core.primitives.keyed_lock.KeyedLock`
     within one process); a key's lock is held for each whole turn. `accounting` prices
     each reply's usage (None: no prices, charged at 0). `quotas` are the limits checked
     before each turn's model call (None: none, but admins' overrides still apply);
-    `on_quota` hears the limit of each turn refused."""
+    `on_quota` hears the limit of each turn refused. `knowledge` is the knowledge base
+    every model call of a consultation reads (None: the deployment has none)."""
     accounting = accounting or Accounting()
     quota_keeper = Quotas(store, quotas or QuotaConfig(), clock, on_quota)
     languages = ChosenLanguages(store)
@@ -83,8 +89,13 @@ def build_engine(
     stoppable = StoppableCompleter(held)
     # What the endpoint showed of structured replies, for rounds and memory alike.
     formats = StructuredFormats(QuestionMode(config.structured_questions))
-    answerer = Answerer(store, stoppable, prompts, config, clock, accounting, formats)
-    follow_ups = FollowUps(store, stoppable, prompts, config, clock, user_turns, accounting)
+    reader = KnowledgeReader(knowledge, config) if knowledge is not None else None
+    answerer = Answerer(
+        store, stoppable, prompts, config, clock, accounting, formats, knowledge=reader
+    )
+    follow_ups = FollowUps(
+        store, stoppable, prompts, config, clock, user_turns, accounting, knowledge=reader
+    )
     sessions = ApiSessions(
         store,
         config,

@@ -14,7 +14,9 @@ Invariants it keeps:
   past `current_round` exactly for a follow-up's answer;
 - the model is sent the consultation (request, rounds, final answer, earlier follow-ups)
   through the context window's rules, then the follow-up, with the follow-up instruction
-  instead of a round's: it answers and asks nothing;
+  instead of a round's: it answers and asks nothing; with a knowledge base, the passages
+  read for the follow-up (`core.turns.knowledge_reading`), and its answer keeps the ones
+  it cites;
 - a follow-up handled again (its turn id found) is answered at most once: replayed when
   answered, answered without storing it again while it is still the open turn and the
   consultation still takes one, else `TurnAlreadyHandled`.
@@ -36,6 +38,8 @@ from core.domain.errors import (
     ModelErrorKind,
     TurnAlreadyHandled,
 )
+from core.domain.knowledge import Passage
+from core.domain.knowledge_sources import KnowledgeSource, cited_sources
 from core.domain.outcomes import Notice, Reply
 from core.domain.ports import Completer, CompletionRequest, ConsultationStore, OnText
 from core.domain.usage import Accounting, CallKind, Payer
@@ -50,15 +54,18 @@ from core.prompting.requests import (
     model_messages,
     model_of,
 )
+from core.turns.knowledge_reading import KnowledgeReader
 from core.turns.user_turns import UserTurns
 
 
 @dataclass(frozen=True, slots=True)
 class FollowUpPart:
-    """One follow-up: the user's question, and the answer (None while unanswered)."""
+    """One follow-up: the user's question, and the answer (None while unanswered) with
+    the knowledge-base passages it cites."""
 
     question: str
     answer: str | None
+    sources: tuple[KnowledgeSource, ...] = ()
 
 
 def final_index(consultation: Consultation) -> int | None:
@@ -87,7 +94,8 @@ def follow_up_parts(consultation: Consultation) -> list[FollowUpPart]:
         if message.role is Role.USER:
             question.append(message.text)
         elif question:
-            parts.append(FollowUpPart("\n\n".join(question), message.text))
+            joined = "\n\n".join(question)
+            parts.append(FollowUpPart(joined, message.text, message.knowledge_sources))
             question = []
     if question:
         parts.append(FollowUpPart("\n\n".join(question), None))
@@ -118,10 +126,12 @@ def follow_up_request(
     prompts: PromptLibrary,
     config: EngineConfig,
     images: Sequence[Image] = (),
+    knowledge: Sequence[Passage] | None = None,
 ) -> CompletionRequest:
     """What the model is sent for the consultation's open follow-up: the system prompt
-    with the follow-up instruction and the consultation's client memory, the history
-    fitted by `core.prompting.context` (the open follow-up is its latest user message), `images`
+    with the follow-up instruction, the consultation's client memory and the turn's
+    `knowledge` passages (an answer's: cite them), the history fitted by
+    `core.prompting.context` (the open follow-up is its latest user message), `images`
     with it; answered in text with the final answer's budget."""
     context = PromptContext(
         round=consultation.current_round,
@@ -136,19 +146,22 @@ def follow_up_request(
         language=language_name(user_language(consultation, prompts)),
         follow_up=True,
     )
-    messages = model_messages(
+    messages, kept = model_messages(
         build_system_prompt(prompts, context),
         consultation,
         is_group=is_group,
         prompts=prompts,
         config=config,
         images=images,
+        knowledge=knowledge,
+        answering=True,
     )
     return CompletionRequest(
         messages=messages,
         model=model_of(consultation.options.model, config),
         max_tokens=answer_max_tokens(consultation, config),
         extra_body=extra_body_of(consultation.options),
+        knowledge=kept,
     )
 
 
@@ -165,7 +178,10 @@ class FollowUps:
         clock: Callable[[], float],
         user_turns: UserTurns,
         accounting: Accounting,
+        knowledge: KnowledgeReader | None = None,
     ) -> None:
+        """`knowledge`: the knowledge base's passages (None: the deployment has none)."""
+        self._knowledge = knowledge
         self._store = store
         self._accounting = accounting
         self._completer = completer
@@ -248,12 +264,16 @@ class FollowUps:
     ) -> Reply:
         """Answer the open follow-up and record it (compare-and-set on the count), its
         usage charged with it."""
+        knowledge = (
+            await self._knowledge.read(consultation) if self._knowledge is not None else None
+        )
         request = follow_up_request(
             consultation,
             is_group=is_group,
             prompts=self._prompts,
             config=self._config,
             images=images,
+            knowledge=knowledge,
         )
         answer = await collect_answer(
             self._completer,
@@ -267,7 +287,13 @@ class FollowUps:
         if not answer.text.strip():
             raise ModelError(ModelErrorKind.UNAVAILABLE, "the model returned an empty reply")
         now = self._clock()
-        reply = Message(Role.ASSISTANT, answer.text, now, usage=answer.usage)
+        reply = Message(
+            Role.ASSISTANT,
+            answer.text,
+            now,
+            usage=answer.usage,
+            knowledge_sources=cited_sources(answer.text, request.knowledge),
+        )
         expected = consultation.follow_ups
         model = answer.model or request.model
         charge = self._accounting.charge(
@@ -303,6 +329,7 @@ class FollowUps:
             extras=answer.extras,
             follow_up=consultation.follow_ups,
             follow_ups_left=max(self._config.followup_limit - consultation.follow_ups, 0),
+            knowledge_sources=reply.knowledge_sources,
         )
 
 

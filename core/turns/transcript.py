@@ -5,8 +5,10 @@ never an error; its parts follow the stored messages in order: the request (the 
 user message), then each clarifying round (what the bot asked, then the user's answer, None
 while unanswered), then the final answer, which only a COMPLETE consultation has (the
 reply to its last round), then the follow-ups asked after it (each question, then its
-answer, None while unanswered). Sources are part of a reply's text when the model
-wrote them there: the store keeps no provider citations, so nothing is added. Labels
+answer, None while unanswered). A provider's sources are part of a reply's text when
+the model wrote them there: the store keeps no provider citations, so nothing is added;
+the knowledge-base passages the final answer and each follow-up's answer cite are kept
+with them and listed under them (`knowledge_markdown`). Labels
 are the caller's `TranscriptLabels` (English unless an edge gives them in the reader's
 language from its catalogs); the one date is ISO 8601 in UTC, the one kind of number a
 round's or follow-up's ordinal, the same in every language. Each text is cut at
@@ -17,12 +19,13 @@ a lone surrogate becomes U+FFFD, so every text encodes as UTF-8. Pure: no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from core.domain.clarifying import ClarifyingRound, option_lines
 from core.domain.consultation import Consultation, Message, Role
+from core.domain.knowledge_sources import KnowledgeSource
 from core.turns.follow_ups import FollowUpPart, final_index, follow_up_parts
 
 MAX_TITLE_CHARS = 80
@@ -47,6 +50,8 @@ class TranscriptLabels:
     untitled: str = "Consultation"
     follow_ups: str = "Follow-up questions"
     follow_up: str = "Follow-up {number}"
+    knowledge_sources: str = "Sources from the knowledge base"
+    page: str = "page {page}"
 
     def dated(self, at: datetime) -> str:
         return self.date.format(date=f"{at:%Y-%m-%d %H:%M} UTC")
@@ -56,6 +61,9 @@ class TranscriptLabels:
 
     def follow_up_of(self, number: int) -> str:
         return self.follow_up.format(number=number)
+
+    def page_of(self, page: int) -> str:
+        return self.page.format(page=page)
 
 
 ENGLISH = TranscriptLabels()
@@ -73,6 +81,7 @@ class TranscriptLanguages:
 _SPACE = re.compile(r"\s+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE_END = re.compile(r"\r\n|\r|\n")
+_MARKDOWN_SIGN = re.compile(r"[\\`*_{}\[\]<>()#!|~&$]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +105,7 @@ class Transcript:
     rounds: tuple[RoundPart, ...]
     final_answer: str | None
     follow_ups: tuple[FollowUpPart, ...] = ()
+    final_sources: tuple[KnowledgeSource, ...] = ()  # the knowledge base's, the answer cites
 
 
 def transcript_of(consultation: Consultation, labels: TranscriptLabels = ENGLISH) -> Transcript:
@@ -115,7 +125,9 @@ def transcript_of(consultation: Consultation, labels: TranscriptLabels = ENGLISH
         answer = following[1] if following is not None and following[0] is Role.USER else None
         rounds.append(RoundPart(asked, questions, answer))
     follow_ups = tuple(
-        FollowUpPart(_cut(part.question), None if part.answer is None else _cut(part.answer))
+        FollowUpPart(
+            _cut(part.question), None if part.answer is None else _cut(part.answer), part.sources
+        )
         for part in follow_up_parts(consultation)
     )
     return Transcript(
@@ -126,6 +138,9 @@ def transcript_of(consultation: Consultation, labels: TranscriptLabels = ENGLISH
         rounds=tuple(rounds),
         final_answer=final,
         follow_ups=follow_ups,
+        final_sources=()
+        if final is None or index is None
+        else consultation.messages[index].knowledge_sources,
     )
 
 
@@ -162,6 +177,8 @@ def render_markdown(transcript: Transcript) -> str:
     if t.final_answer is not None:
         parts.append(f"## {labels.final}")
         parts.append(t.final_answer)
+        if t.final_sources:
+            parts.append(knowledge_markdown(t.final_sources, labels))
     if t.follow_ups:
         parts.append(f"## {labels.follow_ups}")
     for number, follow_up in enumerate(t.follow_ups, 1):
@@ -171,7 +188,28 @@ def render_markdown(transcript: Transcript) -> str:
         parts.append(
             follow_up.answer if follow_up.answer is not None else f"*{labels.not_answered}*"
         )
+        if follow_up.sources:
+            parts.append(knowledge_markdown(follow_up.sources, labels))
     return _SURROGATE.sub("\ufffd", "\n\n".join(p.strip("\n") for p in parts) + "\n")
+
+
+def knowledge_markdown(sources: Sequence[KnowledgeSource], labels: TranscriptLabels) -> str:
+    """The knowledge-base passages an answer cites, under its bold heading, one list item
+    each: "[K1] title › heading path, page 3". Titles and headings are the documents'
+    text, escaped, so nothing in them reads as Markdown."""
+    lines = [f"**{_escaped(labels.knowledge_sources)}**", ""]
+    for source in sources:
+        where = source.title + (f" › {source.section}" if source.section else "")
+        if source.page is not None:
+            where += ", " + labels.page_of(source.page)
+        lines.append(f"- {_escaped(f'[{source.ref}] {where}')}")
+    return "\n".join(lines)
+
+
+def _escaped(text: str) -> str:
+    """`text` on one line with every character inline Markdown reads as a sign
+    backslash-escaped, so it shows as it is (the line opens with "[", never a marker)."""
+    return _MARKDOWN_SIGN.sub(lambda found: "\\" + found.group(0), _one_line(text))
 
 
 def quoted(text: str) -> str:

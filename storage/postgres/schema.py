@@ -525,6 +525,13 @@ MIGRATIONS: list[Migration] = [
             "CREATE INDEX knowledge_search ON knowledge_chunks USING gin (search)",
         ),
     ),
+    (
+        # The knowledge-base passages a final answer or a follow-up's answer cited (their
+        # JSON; NULL for none and in rows written before), so history, exports and a
+        # session's messages list them after a restart.
+        "m027_knowledge_sources",
+        ("ALTER TABLE messages ADD COLUMN knowledge_sources TEXT",),
+    ),
 ]
 
 

@@ -575,3 +575,11 @@ async def m026_knowledge(db: aiosqlite.Connection) -> None:
     Ids are never reused (AUTOINCREMENT): a passage's id names one text for good."""
     for statement in KNOWLEDGE_MIGRATION:
         await db.execute(statement)
+
+
+@migration
+async def m027_knowledge_sources(db: aiosqlite.Connection) -> None:
+    """The knowledge-base passages a final answer or a follow-up's answer cited
+    (`messages.knowledge_sources`, their JSON; NULL for none and in rows written before),
+    so history, exports and a session's messages list them after a restart."""
+    await db.execute("ALTER TABLE messages ADD COLUMN knowledge_sources TEXT")

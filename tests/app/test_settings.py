@@ -28,6 +28,9 @@ def test_defaults_match_the_spec() -> None:
     assert settings.max_rounds_limit == 10
     assert settings.followup_limit == 5
     assert settings.engine_config().followup_limit == 5
+    assert (settings.knowledge_top_k, settings.knowledge_max_chars) == (6, 6000)
+    assert settings.engine_config().knowledge_top_k == 6
+    assert settings.engine_config().knowledge_max_chars == 6000
     assert settings.telegram_bot_token is None
 
 
@@ -45,6 +48,8 @@ def test_defaults_match_the_spec() -> None:
         ("DATABASE_POOL_SIZE", "0"),
         ("FOLLOWUP_LIMIT", "-1"),
         ("FOLLOWUP_LIMIT", "51"),
+        ("KNOWLEDGE_TOP_K", "0"),
+        ("KNOWLEDGE_MAX_CHARS", "50"),
         ("QUOTA_EXEMPT_USER_IDS", "12,bob"),
         ("QUOTA_EXEMPT_USER_IDS", "api:"),
         ("QUOTA_EXEMPT_USER_IDS", "api:two words"),

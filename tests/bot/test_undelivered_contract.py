@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from core.domain.consultation import Usage
+from core.domain.knowledge_sources import KnowledgeSource
 from core.domain.outcomes import Notice, Reply
 from tests.port_contract import BACKENDS, Backend, Clock, port_fixture
 
@@ -33,12 +34,13 @@ def reply(text: str = "Answer [1]") -> Reply:
         extras={"citations": ["https://example.org/a"]},
         json_valid=True,
         schema_valid=False,
+        knowledge_sources=(KnowledgeSource("K2", 7, "Warranty", "Kettles", 3, "Two years."),),
     )
 
 
 async def test_a_kept_reply_comes_back_equal_once(port: Backend) -> None:
-    """Everything delivery shows comes back: text, round, notices, usage, sources; and the
-    language; a second look finds nothing."""
+    """Everything delivery shows comes back: text, round, notices, usage, sources (the
+    provider's and the knowledge base's); and the language; a second look finds nothing."""
     undelivered = port.undelivered(Clock())
     kept = reply()
     await undelivered.put(5, None, kept, "ru")
@@ -47,6 +49,7 @@ async def test_a_kept_reply_comes_back_equal_once(port: Backend) -> None:
     again, language = found
     assert again == kept and language == "ru"
     assert again.sources == kept.sources and again.sources
+    assert again.knowledge_sources == kept.knowledge_sources
     assert await undelivered.pop(5, None) is None
 
 

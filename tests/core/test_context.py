@@ -50,7 +50,7 @@ def build(history: list[Message], budget: int, *, is_group: bool = False) -> lis
         budget_chars=budget,
         omission_note=note,
         excerpt_note=cut,
-    )
+    ).messages
 
 
 def total_chars(messages: list[dict[str, str]]) -> int:
@@ -307,7 +307,7 @@ def test_note_from_the_prompt_library() -> None:
         budget_chars=1,
         omission_note=library.omission_note,
         excerpt_note=lambda n: library.render("excerpt_note", omitted_chars=n),
-    )
+    ).messages
     assert (
         "8 earlier messages are left out (4 of your replies, 4 of the user's)"
         in (messages[0]["content"])

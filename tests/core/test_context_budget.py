@@ -34,7 +34,7 @@ def build_real(history: list[Message], budget: int) -> list[dict[str, str]]:
         budget_chars=budget,
         omission_note=LIBRARY.omission_note,
         excerpt_note=lambda n: LIBRARY.render("excerpt_note", omitted_chars=n),
-    )
+    ).messages
 
 
 def test_a_plan_that_fits_to_the_character_with_its_note_is_taken() -> None:

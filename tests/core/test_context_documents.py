@@ -26,7 +26,7 @@ def build(history: list[Message], *, allowance: int | None = ALLOWANCE) -> list[
         omission_note=LIBRARY.omission_note,
         excerpt_note=LIBRARY.excerpt_note,
         documents_budget_chars=allowance,
-    )
+    ).messages
 
 
 def contract(chars: int) -> DocumentText:

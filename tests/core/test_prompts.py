@@ -78,6 +78,7 @@ def test_every_template_mentions_nothing_unrendered(library: PromptLibrary) -> N
             known=True,
             max_facts=20,
             structured=True,
+            excerpts=[{"label": "K1", "title": "T", "section": "", "page": None, "text": "> x"}],
         )
         assert "{{" not in text
         assert text

@@ -11,6 +11,7 @@ from docx.text.paragraph import Paragraph
 
 from core.domain.clarifying import ClarifyingRound, Question
 from core.domain.consultation import Consultation, Message, Role, Status
+from core.domain.knowledge_sources import KnowledgeSource
 from core.turns.transcript import (
     MAX_TITLE_CHARS,
     TranscriptLabels,
@@ -331,3 +332,51 @@ def test_the_direction_is_the_first_strong_letters_outside_isolates() -> None:
     assert right_to_left("שלום world") and right_to_left("123 مرحبا")
     assert not right_to_left("Hello مرحبا") and not right_to_left("123 !?")
     assert not right_to_left(f"{FSI}مرحبا{PDI} hello") and right_to_left(f"{FSI}hi{PDI} سلام")
+
+
+TECHNIQUE = KnowledgeSource("K1", 4, "Техника *упражнений*", "Руки › Хаммер", 12, "Локти…")
+SAFETY = KnowledgeSource("K2", 5, "Безопасность", "", None, "При боли…")
+
+
+def with_knowledge_sources() -> Consultation:
+    """The consultation with follow-ups, its final answer citing two knowledge-base
+    passages and the first follow-up's answer one."""
+    done = with_follow_ups()
+    done.messages[5].knowledge_sources = (TECHNIQUE, SAFETY)
+    done.messages[7].knowledge_sources = (SAFETY,)
+    return done
+
+
+def test_the_markdown_lists_the_passages_each_answer_cites_under_it() -> None:
+    """Under the final answer and under the follow-up's answer, in the reader's language,
+    titles escaped so they read as written; a round's reply lists nothing."""
+    transcript = transcript_of(with_knowledge_sources(), RUSSIAN)
+    assert transcript.final_sources == (TECHNIQUE, SAFETY)
+    assert [p.sources for p in transcript.follow_ups] == [(SAFETY,), ()]
+    markdown = render_markdown(transcript)
+    listed = (
+        "**Источники из базы знаний**\n\n"
+        "- \\[K1\\] Техника \\*упражнений\\* › Руки › Хаммер, стр. 12\n"
+        "- \\[K2\\] Безопасность"
+    )
+    assert FINAL.rstrip() + "\n\n" + listed + "\n\n## Дополнительные вопросы" in markdown
+    assert (
+        "Уменьшите вес **вдвое**.\n\n**Источники из базы знаний**\n\n- \\[K2\\] Безопасность\n\n"
+        "### Дополнительный вопрос 2"
+    ) in markdown
+    rendered = pyromark.html(markdown)
+    assert "[K1] Техника *упражнений* › Руки › Хаммер, стр. 12" in rendered
+
+
+def test_the_docx_lists_the_passages_each_answer_cites_under_it() -> None:
+    """The heading in bold and one list item per passage, as written (no Markdown signs)."""
+    built = docx_bytes(transcript_of(with_knowledge_sources(), RUSSIAN))
+    document = docx.Document(io.BytesIO(built))
+    texts = [p.text for p in document.paragraphs]
+    at = texts.index("Источники из базы знаний")
+    assert texts[at + 1 : at + 3] == [
+        "[K1] Техника *упражнений* › Руки › Хаммер, стр. 12",
+        "[K2] Безопасность",
+    ]
+    assert texts.count("[K2] Безопасность") == 2
+    assert all(run.bold for run in document.paragraphs[at].runs)
