@@ -122,7 +122,10 @@ def list_documents(documents: Sequence[KnowledgeDocument]) -> int:
     return 0
 
 
-def show_passages(passages: Sequence[Passage]) -> int:
+def show_passages(passages: Sequence[Passage] | None) -> int:
+    if passages is None:
+        print("The knowledge base is empty: add documents with `consultation-bot knowledge add`.")
+        return 0
     if not passages:
         print("No passage matches.")
         return 0

@@ -108,7 +108,8 @@ async def open_runtime(
     leaves out the periodic jobs (a short-lived process such as the evaluator);
     `inbox=True` opens the shared inbox when DATABASE_URL is set (the bot process);
     `clock` is the engine's (Unix time; a test moves it across a UTC day);
-    `knowledge` is the knowledge base every consultation reads (None: none).
+    `knowledge` is the knowledge base every consultation reads (None: the one kept in
+    the store, which an empty knowledge base leaves out of every call).
     """
     prompts = PromptLibrary(settings.prompts_dir)
     prompts.check()
@@ -154,7 +155,7 @@ async def open_runtime(
             quotas=settings.quota_config(),
             on_quota=metrics.record_quota_refusal,
             clock=clock,
-            knowledge=knowledge,
+            knowledge=knowledge if knowledge is not None else store.knowledge,
         )
         transcriber = None
         if transcription is not None:

@@ -33,10 +33,12 @@ class ListedKnowledge:
     failure: Exception | None = None
     searches: list[Search] = field(default_factory=list)
 
-    async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage]:
+    async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage] | None:
         self.searches.append(Search(query, role, limit))
         if self.failure is not None:
             raise self.failure
+        if not self.passages:
+            return None  # an empty knowledge base, as the stores answer
         words = {w.lower() for w in _WORD.findall(query)}
         found = [
             passage

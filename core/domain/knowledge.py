@@ -10,7 +10,8 @@ Invariants:
 - a document tagged with a role serves only that role's consultations; an untagged one
   serves every role;
 - `KnowledgeSearch.search` returns at most `limit` passages, best first, each with a
-  score where higher is better (comparable only within one answer).
+  score where higher is better (comparable only within one answer), and None (not an
+  empty list) only when the knowledge base is empty.
 Pure: no I/O.
 """
 
@@ -62,9 +63,11 @@ class Passage:
 
 
 class KnowledgeSearch(Protocol):
-    async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage]:
+    async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage] | None:
         """The passages that best match `query` among the documents serving `role`
-        (untagged documents serve every role; `None` is a consultation with no role)."""
+        (untagged documents serve every role; `None` is a consultation with no role);
+        None when the knowledge base holds no document at all, so a deployment that never
+        loaded one is asked exactly what it was asked before it had a knowledge base."""
         ...
 
 

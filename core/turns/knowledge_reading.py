@@ -5,6 +5,8 @@ Invariants:
   consultation's role (its own, else the deployment's default), by the query of
   `core.prompting.excerpts.knowledge_query`, and keeps those that fit
   `knowledge_max_chars` (`core.prompting.excerpts.fit_passages`);
+- an empty knowledge base is no knowledge base: the turn's calls are sent what they are
+  sent without one (no reference section, no "the knowledge base has nothing on it");
 - a search that fails (the store's error, or anything else but a cancellation) fails
   nothing: the turn's calls go on without excerpts (`None`, as with no knowledge base)
   and the failure is logged, one line per failed search.
@@ -31,7 +33,7 @@ class KnowledgeReader:
 
     async def read(self, consultation: Consultation) -> tuple[Passage, ...] | None:
         """The passages for the consultation's open turn, best first; None when the
-        search failed (see the module)."""
+        search failed or the knowledge base is empty (see the module)."""
         query = knowledge_query(consultation)
         try:
             found = await self._search.search(
@@ -46,5 +48,7 @@ class KnowledgeReader:
                 type(exc).__name__,
                 exc,
             )
+            return None
+        if found is None:  # an empty knowledge base: the calls are as without one
             return None
         return fit_passages(found[: self._config.knowledge_top_k], self._config.knowledge_max_chars)

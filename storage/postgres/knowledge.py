@@ -114,12 +114,12 @@ class PostgresKnowledge:
         self.memo = memo or EmptyMemo()
         """When the knowledge base was last seen empty (a test gives it a clock of its own)."""
 
-    async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage]:
-        if limit <= 0 or self.memo.known_empty():
-            return []
+    async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage] | None:
+        if self.memo.known_empty():
+            return None
         terms = [term for term in search_terms(query) if term != "or"]
-        if not terms:
-            return []
+        if limit <= 0 or not terms:
+            return await self._nothing_searched()
         changes = self.memo.changes
 
         async def work(connection: asyncpg.Connection) -> tuple[list[Passage], bool]:
@@ -137,7 +137,17 @@ class PostgresKnowledge:
         found, empty = await self._call(work)
         if empty:
             self.memo.saw_empty(changes)
+            return None
         return found
+
+    async def _nothing_searched(self) -> list[Passage] | None:
+        """A query with no word to look for (or no room for a passage) finds nothing, and
+        None when the knowledge base is empty (see `KnowledgeSearch.search`)."""
+        changes = self.memo.changes
+        if await self.count() == 0:
+            self.memo.saw_empty(changes)
+            return None
+        return []
 
     async def put(
         self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False

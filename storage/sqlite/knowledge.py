@@ -68,19 +68,29 @@ class SqliteKnowledge:
         self.memo = memo or EmptyMemo()
         """When the knowledge base was last seen empty (a test gives it a clock of its own)."""
 
-    async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage]:
-        if limit <= 0 or self.memo.known_empty():
-            return []
+    async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage] | None:
+        if self.memo.known_empty():
+            return None
         terms = search_terms(query)
-        if not terms:
-            return []
+        if limit <= 0 or not terms:
+            return await self._nothing_searched()
         changes = self.memo.changes
         found, empty = await self._reader.run(
             functools.partial(_search, terms=terms, role=role, limit=limit)
         )
         if empty:
             self.memo.saw_empty(changes)
+            return None
         return found
+
+    async def _nothing_searched(self) -> list[Passage] | None:
+        """A query with no word to look for (or no room for a passage) finds nothing, and
+        None when the knowledge base is empty (see `KnowledgeSearch.search`)."""
+        changes = self.memo.changes
+        if await self.count() == 0:
+            self.memo.saw_empty(changes)
+            return None
+        return []
 
     async def put(
         self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False

@@ -227,6 +227,19 @@ async def test_any_query_text_is_words_never_syntax(store: Store, query: str) ->
         assert found
 
 
+@pytest.mark.parametrize(("query", "limit"), [("kettles", 3), ("?!", 3), ("kettles", 0)])
+async def test_an_empty_knowledge_base_answers_none_not_an_empty_list(
+    store: Store, query: str, limit: int
+) -> None:
+    """None tells the engine there is no knowledge base to read (its calls are sent what
+    they are sent without one); an empty list is a search that found nothing."""
+    assert await store.knowledge.search(query, role=None, limit=limit) is None
+    await put_text(store.knowledge, "/k.md", KETTLES)
+    assert await store.knowledge.search("?!", role=None, limit=limit) == []
+    await store.knowledge.remove([d.id for d in await store.knowledge.documents()])
+    assert await store.knowledge.search(query, role=None, limit=limit) is None
+
+
 @pytest.mark.parametrize("query", ["", "   ", '"', "*", "-", "(", "?!.,;:", "—«»"])
 async def test_a_query_of_punctuation_alone_finds_nothing(store: Store, query: str) -> None:
     await put_text(store.knowledge, "/k.md", KETTLES)
@@ -258,14 +271,14 @@ async def test_an_empty_knowledge_base_is_remembered_for_a_moment(
     store.knowledge.memo = EmptyMemo(clock=lambda: now[0])  # type: ignore[attr-defined]
     other = await kind.open(database)
     try:
-        assert await store.knowledge.search("kettles", role=None, limit=3) == []
+        assert await store.knowledge.search("kettles", role=None, limit=3) is None
         await put_text(other.knowledge, "/k.md", KETTLES)
         now[0] += EMPTY_TTL_SECONDS * 0.9
-        assert await store.knowledge.search("kettles", role=None, limit=3) == []
+        assert await store.knowledge.search("kettles", role=None, limit=3) is None
         now[0] += EMPTY_TTL_SECONDS * 0.2
         assert await store.knowledge.search("kettles", role=None, limit=3)
         await other.knowledge.remove([d.id for d in await other.knowledge.documents()])
-        assert await store.knowledge.search("kettles", role=None, limit=3) == []
+        assert await store.knowledge.search("kettles", role=None, limit=3) is None
         await put_text(store.knowledge, "/k2.md", KETTLES)
         assert await store.knowledge.search("kettles", role=None, limit=3)
     finally:

@@ -186,6 +186,22 @@ async def test_without_a_knowledge_base_nothing_is_searched_or_added(
     assert "knowledge base" not in system(model, 1)
 
 
+async def test_an_empty_knowledge_base_is_sent_as_no_knowledge_base(
+    store: SqliteStore, completer: OpenAICompleter, model: FakeModelServer
+) -> None:
+    """A deployment that never loaded a document (its store's search answers None) sends
+    what a deployment without a knowledge base sends: no excerpts, and no final answer
+    told that the knowledge base has nothing on the question."""
+    await two_rounds(engine_with(store, completer, None), model, "Two years.", key="tg:plain")
+    empty = ListedKnowledge([])
+    await two_rounds(engine_with(store, completer, empty), model, "Two years.", key="tg:empty")
+
+    without, with_empty = model.requests[:2], model.requests[2:]
+    assert [r["messages"] for r in without] == [r["messages"] for r in with_empty]
+    assert len(empty.searches) == 2
+    assert "knowledge base" not in system(model, 3)
+
+
 async def test_a_search_that_fails_fails_no_turn_and_is_logged_once_each_time(
     store: SqliteStore,
     completer: OpenAICompleter,
