@@ -88,6 +88,11 @@ class Progress:
         self._in_flight: asyncio.Future[None] | None = None
         self._closed = False
 
+    @property
+    def message_id(self) -> int | None:
+        """The progress message's id (edits mode), once one reached the chat."""
+        return None if self.message is None else self.message.message_id
+
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._keep_typing()))
 
