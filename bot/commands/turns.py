@@ -254,7 +254,7 @@ class TurnRunner:
             reply.text,
             footer=footer_for(reply, language),
             keyboard=reply_keyboard(reply, language, follow_up=reply.follow_ups_left != 0),
-            edit=progress.message if progress is not None else None,
+            edit=progress.message_id if progress is not None else None,
             appendix=appendix_for(reply, language),
         )
         await self._keyboards.delivered(sender.bot, sender.target, reply, sent)

@@ -24,6 +24,7 @@ from telegram import InlineKeyboardMarkup, Message, MessageEntity, ReplyParamete
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TimedOut
 from telegramify_markdown import utf16_len
 
+from bot.transport import message_calls
 from bot.transport.flood import retry_seconds
 from bot.transport.render import MAX_ENTITIES, TELEGRAM_LIMIT, Part, plain_parts, render
 from bot.transport.target import AnyBot, ChatUnavailable, Target
@@ -123,20 +124,21 @@ class Sender:
         *,
         footer: str | None = None,
         keyboard: InlineKeyboardMarkup | None = None,
-        edit: Message | None = None,
+        edit: int | None = None,
         appendix: Sequence[Part] = (),
-    ) -> list[Message]:
-        """Deliver `markdown` whole: formatted where Telegram accepts it, plain where not.
+    ) -> list[int]:
+        """Deliver `markdown` whole: formatted where Telegram accepts it, plain where not;
+        the ids of the messages it is now, in order.
 
         `appendix` (ready parts, e.g. the list of sources) follows the text, joined to its
-        last part where it fits; the footer comes last. With `edit`, the first part
-        replaces that (progress) message's text.
+        last part where it fits; the footer comes last. With `edit` (the id of a progress
+        message in the chat), the first part replaces that message's text.
         """
         parts = await render_parts(markdown)
         for block in appendix:
             parts = attach(parts, block)
         parts = with_footer(parts, footer)
-        sent: list[Message] = []
+        sent: list[int] = []
         for index, part in enumerate(parts):
             last = index == len(parts) - 1
             markup = keyboard if last else None
@@ -150,10 +152,10 @@ class Sender:
 
     async def send_text(
         self, text: str, *, keyboard: InlineKeyboardMarkup | None = None
-    ) -> list[Message]:
-        """Deliver a UI string (no Markdown)."""
+    ) -> list[int]:
+        """Deliver a UI string (no Markdown); the ids of its messages."""
         chunks = plain_parts(text, limit=TELEGRAM_LIMIT)
-        sent: list[Message] = []
+        sent: list[int] = []
         for index, chunk in enumerate(chunks):
             markup = keyboard if index == len(chunks) - 1 else None
             sent.append(await self._with_retries(self._send_raw, chunk, (), markup, index == 0))
@@ -178,7 +180,7 @@ class Sender:
 
     async def _send_part(
         self, part: Part, markup: InlineKeyboardMarkup | None, *, reply: bool
-    ) -> list[Message]:
+    ) -> list[int]:
         try:
             return [
                 await self._with_retries(self._send_raw, part.text, part.entities, markup, reply)
@@ -195,24 +197,26 @@ class Sender:
         return sent
 
     async def _edit_part(
-        self, message: Message, part: Part, markup: InlineKeyboardMarkup | None
-    ) -> Message | None:
-        """Turn the progress message into the first final part; None if it cannot be edited."""
+        self, message_id: int, part: Part, markup: InlineKeyboardMarkup | None
+    ) -> int | None:
+        """Turn the progress message into the first final part (its id); None if it cannot
+        be edited."""
         for entities in (part.entities, ()):
             try:
-                result = await self._with_retries(
-                    self._bot.edit_message_text,
+                await self._with_retries(
+                    message_calls.edit_message_text,
+                    self._bot,
+                    self._target.chat_id,
+                    message_id,
                     part.text,
-                    chat_id=message.chat_id,
-                    message_id=message.message_id,
-                    entities=entities or None,
-                    reply_markup=markup,
+                    entities=entities,
+                    markup=markup,
                 )
-                return result if isinstance(result, Message) else message
+                return message_id
             except BadRequest as exc:
                 text = str(exc).lower()
                 if "not modified" in text:
-                    return message
+                    return message_id
                 if "entit" in text and entities:
                     continue  # retry the edit as plain text
                 log.info("could not edit progress message: %s", exc)
@@ -225,19 +229,19 @@ class Sender:
         entities: Sequence[MessageEntity],
         markup: InlineKeyboardMarkup | None,
         reply: bool,
-    ) -> Message:
+    ) -> int:
         target = self._target
         reply_parameters = None
         if reply and target.reply_to is not None:
             reply_parameters = ReplyParameters(target.reply_to, allow_sending_without_reply=True)
-        return await self._bot.send_message(
+        return await message_calls.send_message(
+            self._bot,
             target.chat_id,
             text,
-            entities=list(entities) or None,
-            message_thread_id=target.thread_id,
+            entities=entities,
+            thread_id=target.thread_id,
             reply_parameters=reply_parameters,
-            reply_markup=markup,
-            link_preview_options=None,
+            markup=markup,
         )
 
     async def _with_retries(

@@ -16,6 +16,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from telegram import Message, ReplyParameters
 from telegram.constants import ChatAction
@@ -62,7 +64,8 @@ class Progress:
 
     The first update waits `first_delay` so a reply that completes at once costs no
     extra request; later ones are at least `interval` apart. The typing action is
-    sent after `typing_delay` and renewed every 4 s until `close()`.
+    sent after `typing_delay` and renewed every 4 s until `close()`. Until then each is a
+    timer, not a task: a reply that completes at once starts neither.
     """
 
     def __init__(
@@ -85,18 +88,35 @@ class Progress:
         self._draft_id = next(_draft_ids)
         self.message: Message | None = None  # the progress message (edits mode)
         self._tasks: list[asyncio.Task[None]] = []
+        self._timers: list[asyncio.TimerHandle] = []
+        self._pumping = False  # the first update's timer is set (or its pump runs)
         self._in_flight: asyncio.Future[None] | None = None
         self._closed = False
 
+    @property
+    def message_id(self) -> int | None:
+        """The progress message's id (edits mode), once one reached the chat."""
+        return None if self.message is None else self.message.message_id
+
     def start(self) -> None:
-        self._tasks.append(asyncio.create_task(self._keep_typing()))
+        self._after(self._typing_delay, self._keep_typing)
 
     async def update(self, text: str) -> None:
         """Called with the whole reply so far; returns at once."""
         self._latest = text
         self._changed.set()
-        if len(self._tasks) < 2 and not self._closed:
-            self._tasks.append(asyncio.create_task(self._pump()))
+        if not self._pumping and not self._closed:
+            self._pumping = True
+            self._after(self._first_delay, self._pump)
+
+    def _after(self, delay: float, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run `work` as a task of this progress `delay` seconds from now, unless closed."""
+
+        def begin() -> None:
+            if not self._closed:
+                self._tasks.append(asyncio.create_task(work()))
+
+        self._timers.append(asyncio.get_running_loop().call_later(delay, begin))
 
     async def close(self) -> None:
         """Stop typing and progress updates (the final delivery follows).
@@ -106,6 +126,8 @@ class Progress:
         of leaving a stray partial copy behind.
         """
         self._closed = True
+        for timer in self._timers:
+            timer.cancel()
         if self._in_flight is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._in_flight), timeout=10)
@@ -116,7 +138,6 @@ class Progress:
                 await task
 
     async def _keep_typing(self) -> None:
-        await asyncio.sleep(self._typing_delay)
         while True:
             with contextlib.suppress(Exception):
                 await self._bot.send_chat_action(
@@ -128,7 +149,6 @@ class Progress:
             await asyncio.sleep(4.0)
 
     async def _pump(self) -> None:
-        await asyncio.sleep(self._first_delay)
         while True:
             await self._changed.wait()
             self._changed.clear()

@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from telegram import Message
 from telegram.error import TelegramError
 
+from bot.transport.message_calls import edit_reply_markup
 from bot.transport.target import AnyBot, Target
 from core.domain.errors import StoreUnavailable
 from core.domain.outcomes import Reply
@@ -78,11 +78,12 @@ class RoundKeyboards:
         self._messages = MemoryKeyboardMessages() if messages is None else messages
 
     async def delivered(
-        self, bot: AnyBot, target: Target, reply: Reply, sent: Sequence[Message]
+        self, bot: AnyBot, target: Target, reply: Reply, sent: Sequence[int]
     ) -> None:
-        """`reply` went out as `sent` (its keyboard under the last one): keep which message
-        carries the conversation's round keyboard now, and take the previous one away."""
-        current = sent[-1].message_id if sent and not reply.is_final else None
+        """`reply` went out as the messages `sent` (ids; its keyboard under the last one):
+        keep which message carries the conversation's round keyboard now, and take the
+        previous one away."""
+        current = sent[-1] if sent and not reply.is_final else None
         try:
             before = await self._messages.swap_round_keyboard(
                 target.chat_id, target.thread_id, current
@@ -96,7 +97,7 @@ class RoundKeyboards:
         if before is None or before == current:
             return
         try:
-            await bot.edit_message_reply_markup(target.chat_id, before, reply_markup=None)
+            await edit_reply_markup(bot, target.chat_id, before)
         except TelegramError as exc:  # deleted, too old, already bare: the reply went out
             log.info("old round keyboard in chat %s not taken away: %s", target.chat_id, exc)
 

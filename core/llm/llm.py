@@ -24,19 +24,21 @@ Reading a fast stream yields to the event loop every
 `YIELD_EVERY` chunks. One `AsyncOpenAI` client (one connection pool) is shared by
 all calls; they leave out the SDK's X-Stainless-* telemetry headers.
 
-Two parts that need no SDK live next to it: `core.llm.llm_stream` decodes the chunks
-of one stream (malformed streams, extras, usage), and `core.llm.llm_errors` holds what
-a refusal's status and words mean (context overflow, IMAGES_REJECTED wordings,
-which setting to check, hang-ups and refused connections); this module maps the
-SDK's exception types onto those rules.
+Two parts that need no SDK live next to it: `core.llm.llm_stream` splits a stream's
+events and decodes its chunks (malformed streams, extras, usage), and
+`core.llm.llm_errors` holds what a refusal's status and words mean (context overflow,
+IMAGES_REJECTED wordings, which setting to check, hang-ups and refused connections);
+this module maps the SDK's exception types onto those rules.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 import openai
@@ -56,7 +58,7 @@ from core.llm.llm_errors import (
     refused,
     status_error,
 )
-from core.llm.llm_stream import StreamState, decoded
+from core.llm.llm_stream import EventData, StreamState, decoded
 
 YIELD_EVERY = 32
 """Chunks handled between two passes of the event loop: a provider streaming faster than
@@ -90,7 +92,71 @@ per retry after backoffs; another error gets the call again with them."""
 
 _JSON_FORMAT = {"type": "json_object"}
 _STREAM_OPTIONS = {"include_usage": True}
-_CHUNKS = AsyncStream[object]  # the SDK's stream, its chunks left as decoded JSON
+DRAIN_SECONDS = 0.1
+"""How long the rest of a body after `[DONE]` is read, at most (as the SDK does)."""
+
+
+class _EventData:
+    """The SDK's decoder interface (`aiter_bytes`) over `EventData`: the data of each event."""
+
+    async def aiter_bytes(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+        events = EventData()
+        async for chunk in chunks:
+            for data in events.feed(chunk):
+                yield data
+        events.finish()
+
+
+class _Chunks(AsyncStream[object]):
+    """The SDK's stream of one call, each chunk left as decoded JSON (no model built per
+    chunk), its events split by `EventData`.
+
+    The SDK reads the bytes and turns transport failures into its errors
+    (`_iter_events`); what it does with each event is done here with less work per
+    chunk (its generic `Mapping` checks, the event objects, a cancel scope to drain
+    the body, and three generators left suspended for the loop to close, each call):
+    `[DONE]` ends the chunks, and what follows is read to the end (for at most
+    `DRAIN_SECONDS`) so the connection can be used again; an event carrying an `error`
+    object raises `openai.APIError` with its message; an event that is not JSON raises
+    ValueError, as the SDK's `json()` does.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._decoder = cast(Any, _EventData())  # yields each event's data, not an event
+
+    def __aiter__(self) -> AsyncIterator[object]:
+        return self._iterator
+
+    async def __stream__(self) -> AsyncIterator[object]:
+        events = cast(AsyncIterator[str], self._iter_events())
+        try:
+            async for data in events:
+                if data.startswith("[DONE]"):
+                    await _read_out(events)
+                    return
+                chunk = json.loads(data)
+                if isinstance(chunk, dict) and chunk.get("error"):
+                    raise _stream_error(chunk["error"], self.response.request)
+                yield chunk
+        finally:
+            await self.response.aclose()
+
+
+async def _read_out(events: AsyncIterator[str]) -> None:
+    """Read what follows `[DONE]` to the body's end; a failure there changes nothing."""
+    with contextlib.suppress(TimeoutError, ValueError, openai.APIError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in events:
+                pass
+
+
+def _stream_error(error: object, request: Any) -> openai.APIError:
+    """An error event as the SDK raises it: its message, or a generic one."""
+    message = error.get("message") if isinstance(error, dict) else None
+    if not message or not isinstance(message, str):
+        message = "An error occurred during streaming"
+    return openai.APIError(message, request, body=error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +338,7 @@ class OpenAICompleter:
                 body=self._body(request, schema=schema),
                 cast_to=object,
                 stream=True,
-                stream_cls=_CHUNKS,
+                stream_cls=_Chunks,
                 options=options,
             )
             async with stream:

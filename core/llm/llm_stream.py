@@ -1,4 +1,5 @@
-"""Decoding one OpenAI-style chat stream: its chunks into text pieces and a `Completion`.
+"""Decoding one OpenAI-style chat stream: its events' data, its chunks into text pieces and
+a `Completion`.
 
 Invariant: anything not shaped like OpenAI's `chat.completion.chunk` — an event that is
 not JSON, a chunk that is not an object, a field of the wrong type — is a
@@ -6,11 +7,13 @@ not JSON, a chunk that is not an object, a field of the wrong type — is a
 `TypeError` later and far from here. Fields OpenAI does not define (citations,
 search_results, …) are kept as the completion's extras. The usage is the one a chunk
 reported, or one estimated by `core.domain.tokens` (and marked so) when none did. Knows nothing
-of the openai SDK: it reads the decoded JSON the SDK's stream yields.
+of the openai SDK: `EventData` splits the server-sent events of the bytes the SDK reads
+(each event as the SDK's own decoder would yield it), and the rest reads the JSON chunks.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
@@ -33,6 +36,81 @@ _CHUNK_FIELDS = frozenset(
         "obfuscation",
     }
 )
+
+
+class EventData:
+    """The data of each server-sent event in a byte stream, fed as it arrives.
+
+    The same events as the openai SDK's decoder (the WHATWG event-stream rules): lines end
+    at CR, LF or CRLF, also across chunks; a blank line ends an event, which counts when
+    it had data, a non-empty event name, a retry, or when a non-empty id was given (ids
+    outlive their event); `:` starts a comment; one space after a field's colon is
+    dropped; data lines join with LF. A line that is not UTF-8 raises
+    `UnicodeDecodeError`. Each chunk costs time in its own length: an unfinished line is
+    kept in a growing buffer, never copied whole per chunk.
+    """
+
+    __slots__ = ("_data", "_event", "_id", "_rest", "_retry", "_skip_lf")
+
+    def __init__(self) -> None:
+        self._rest = bytearray()  # the unfinished line
+        self._skip_lf = False  # the last chunk ended in CR: a LF opening the next ends nothing
+        self._data: list[str] = []
+        self._event = ""
+        self._id = ""
+        self._retry: int | None = None
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The data of each event `chunk` ends."""
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk.startswith(b"\n"):
+                chunk = chunk[1:]
+        if b"\r" in chunk:
+            self._skip_lf = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        end = chunk.rfind(b"\n")
+        if end == -1:
+            self._rest += chunk
+            return []
+        lines = chunk[:end]
+        if self._rest:
+            self._rest += lines
+            lines = bytes(self._rest)
+        self._rest = bytearray(chunk[end + 1 :])
+        ended: list[str] = []
+        for line in lines.split(b"\n"):
+            self._line(line, ended)
+        return ended
+
+    def finish(self) -> None:
+        """The stream ended: an unfinished line is read (it ends no event)."""
+        if self._rest:
+            self._line(bytes(self._rest), [])
+            self._rest.clear()
+
+    def _line(self, raw: bytes, ended: list[str]) -> None:
+        if not raw:
+            if self._data or self._event or self._id or self._retry is not None:
+                ended.append("\n".join(self._data))
+            self._data, self._event, self._retry = [], "", None
+            return
+        line = raw.decode()
+        if line.startswith(":"):
+            return
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\0" not in value:
+                self._id = value
+        elif name == "retry":
+            with contextlib.suppress(ValueError):
+                self._retry = int(value)
 
 
 async def decoded(stream: AsyncIterable[object]) -> AsyncIterator[Any]:

@@ -231,12 +231,14 @@ async def test_timed_out_send_is_retried(bot_api: FakeBotApi) -> None:
     request = HTTPXRequest(read_timeout=1.0, write_timeout=1.0, connect_timeout=1.0)
     async with Bot(TOKEN, base_url=bot_api.base_url, request=request) as bot:
         bot_api.latency = FirstCallOnly(sendMessage=3600)  # the first send stalls for good
-        [message] = await asyncio.wait_for(Sender(bot, Target(USER)).send_text("Your answer"), 30)
-    assert message.text == "Your answer"
+        [message_id] = await asyncio.wait_for(
+            Sender(bot, Target(USER)).send_text("Your answer"), 30
+        )
     # A loaded machine may time out a retry too; the Sender's next attempt then sends it.
     stalled, *retried = bot_api.calls_of("sendMessage")
     assert stalled.result is None  # still stalled when the client gave up on it
     assert retried[-1].result is not None
+    assert retried[-1].result["message_id"] == message_id
     assert {call.params["text"] for call in retried} == {"Your answer"}
 
 
@@ -271,24 +273,27 @@ async def test_refused_part_is_resent_plain_with_its_reply_and_button(
     """A part Telegram refuses for its formatting or length is sent again as plain text,
     still quoting the question and still carrying the button."""
     bot_api.fail_next("sendMessage", status=400, description=refusal)
-    [message] = await in_group(telegram).send_markdown("**Which** dates?", keyboard=KEYBOARD)
+    [message_id] = await in_group(telegram).send_markdown("**Which** dates?", keyboard=KEYBOARD)
     refused, plain = bot_api.calls_of("sendMessage")
     assert refused.status == 400 and plain.status == 200
     assert plain.params["text"] == "Which dates?" and not plain.params.get("entities")
     assert plain.params["reply_parameters"]["message_id"] == QUESTION_ID
     assert plain.params["reply_markup"] == KEYBOARD.to_dict()
-    assert message.text == "Which dates?" and message.message_id == plain.result["message_id"]
+    assert plain.result["text"] == "Which dates?" and message_id == plain.result["message_id"]
 
 
 async def test_final_edit_keeps_the_button(telegram: Bot, bot_api: FakeBotApi) -> None:
     """A one-part reply that replaces the progress message carries the button there."""
     progress = await telegram.send_message(GROUP_CHAT, "Which da")
-    [message] = await in_group(telegram).send_markdown(
-        "Which **dates**?", keyboard=KEYBOARD, edit=progress
+    [message_id] = await in_group(telegram).send_markdown(
+        "Which **dates**?", keyboard=KEYBOARD, edit=progress.message_id
     )
     [edit] = bot_api.calls_of("editMessageText")
     assert edit.params["reply_markup"] == KEYBOARD.to_dict()
-    assert message.text == "Which dates?" and message.reply_markup == KEYBOARD
+    assert (
+        edit.result["text"] == "Which dates?" and edit.result["reply_markup"] == KEYBOARD.to_dict()
+    )
+    assert message_id == progress.message_id
     assert len(bot_api.calls_of("sendMessage")) == 1  # only the progress message
 
 
@@ -299,14 +304,14 @@ async def test_final_edit_is_followed_by_every_other_part(
     the button goes under the last part only. Every message is returned, in order."""
     markdown = long_markdown(9000)
     progress = await telegram.send_message(GROUP_CHAT, "Paragraph")
-    messages = await in_group(telegram).send_markdown(markdown, keyboard=KEYBOARD, edit=progress)
+    messages = await in_group(telegram).send_markdown(
+        markdown, keyboard=KEYBOARD, edit=progress.message_id
+    )
     [edit] = bot_api.calls_of("editMessageText")
     sends = bot_api.calls_of("sendMessage")[1:]
     assert len(sends) >= 2
-    assert [m.message_id for m in messages] == [progress.message_id] + [
-        c.result["message_id"] for c in sends
-    ]
-    shown = "\n".join(m.text for m in messages)
+    assert messages == [progress.message_id] + [c.result["message_id"] for c in sends]
+    shown = "\n".join(c.result["text"] for c in [edit, *sends])
     assert WORD.findall(shown) == WORD.findall(markdown)
     assert "reply_markup" not in edit.params
     assert [bool(c.params.get("reply_markup")) for c in sends] == [False] * (len(sends) - 1) + [
@@ -321,8 +326,8 @@ async def test_final_edit_refused_as_not_modified_sends_nothing_more(
     that message is the reply: no copy is sent."""
     progress = await telegram.send_message(GROUP_CHAT, "Done.")
     bot_api.fail_next("editMessageText", status=400, description=NOT_MODIFIED)
-    [message] = await in_group(telegram).send_markdown("Done.", edit=progress)
-    assert message.message_id == progress.message_id
+    [message_id] = await in_group(telegram).send_markdown("Done.", edit=progress.message_id)
+    assert message_id == progress.message_id
     assert len(bot_api.calls_of("sendMessage")) == 1  # only the progress message
 
 
@@ -335,7 +340,8 @@ async def test_long_ui_text_quotes_once_and_keeps_the_button_last(
     text = words_of_length(6001)
     messages = await sender.send_text(text, keyboard=KEYBOARD)
     first, last = bot_api.calls_of("sendMessage")
-    assert " ".join(m.text for m in messages).split() == text.split()
+    assert messages == [first.result["message_id"], last.result["message_id"]]
+    assert " ".join(c.result["text"] for c in (first, last)).split() == text.split()
     assert first.params["reply_parameters"] == {
         "message_id": QUESTION_ID,
         "allow_sending_without_reply": True,
@@ -359,8 +365,10 @@ async def test_a_failing_send_is_tried_exactly_the_given_number_of_times(
     """A 502 is retried: with two attempts one failure is survived, two are not."""
     sender = Sender(telegram, Target(USER), attempts=2)
     bot_api.fail_next("sendMessage", status=502, description="Bad Gateway")
-    [message] = await sender.send_text("Your answer")
-    assert message.text == "Your answer" and len(bot_api.calls_of("sendMessage")) == 2
+    [message_id] = await sender.send_text("Your answer")
+    failed, delivered_once = bot_api.calls_of("sendMessage")
+    assert failed.status == 502 and delivered_once.result["text"] == "Your answer"
+    assert message_id == delivered_once.result["message_id"]
     bot_api.fail_next("sendMessage", status=502, description="Bad Gateway", times=2)
     with pytest.raises(NetworkError):
         await sender.send_text("Lost")
