@@ -2,14 +2,15 @@
 
 A real `consultation-bot run` on SQLite answers a text message and a PDF, stops on
 SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml)
-load in the reader processes only, PostgreSQL's modules and asyncpg only with
-DATABASE_URL, jsonschema with the first output schema, json_repair with the first broken
-JSON reply, and the evaluator with its libraries (rich, PyYAML), the tests' document
-builders (python-docx, fpdf2) and Babel (the `.po` reader of `make messages`) never, nor
-the HTTP server without the API or the webhook: each would cost the process memory for as
-long as it runs. Of the interface catalogs it keeps only those of the languages its people
-use: none, when everyone writes in English, though it set the command menus of every
-offered language.
+load in the reader processes only, PostgreSQL's modules, asyncpg and the shared inbox's
+worker and polling leader only with DATABASE_URL, the transcription client with
+TRANSCRIPTION_MODEL, the DOCX builder with the first export, jsonschema with the first
+output schema, json_repair with the first broken JSON reply, and the evaluator with its
+libraries (rich, PyYAML), the tests' document builders (python-docx, fpdf2) and Babel (the
+`.po` reader of `make messages`) never, nor the HTTP server without the API or the
+webhook: each would cost the process memory for as long as it runs. Of the interface
+catalogs it keeps only those of the languages its people use: none, when everyone writes
+in English, though it set the command menus of every offered language.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ NOT_LOADED = (
     "media.parsers",
     "asyncpg",
     "storage.postgres",
+    "bot.updates.inbox",
+    "bot.updates.polling",
+    "media.transcription",
+    "media.export_docx",
     "jsonschema",
     "fpdf",
     "evaluation",
