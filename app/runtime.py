@@ -50,7 +50,6 @@ from core.prompting.prompts import PromptLibrary
 from core.turns.engine import Engine, build_engine
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
-from media.transcription import OpenAITranscriber
 from telemetry.loopwatch import watch_event_loop
 from telemetry.metrics import Metrics
 from telemetry.supervision import LoopRegistry, Pace, supervise
@@ -158,7 +157,9 @@ async def open_runtime(
             knowledge=knowledge if knowledge is not None else store.knowledge,
         )
         transcriber = None
-        if transcription is not None:
+        if transcription is not None:  # voice notes: only with TRANSCRIPTION_MODEL
+            from media.transcription import OpenAITranscriber
+
             transcriber = OpenAITranscriber(transcription)
             closing.push_async_callback(transcriber.close)
         readers = DocumentReaders(settings.reader_config())

@@ -33,15 +33,14 @@ from bot.transport.config import BotConfig
 from bot.transport.menus import set_command_menus
 from bot.transport.undelivered import StoredUndelivered
 from bot.updates.cluster_state import IN_MEMORY, SharedState
-from bot.updates.inbox import InboxWorker
-from bot.updates.polling import PollingLeader
 from i18n.document_labels import DOCUMENT_LANGUAGES
 
-if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on, PostgreSQL's
-    # modules and asyncpg only with DATABASE_URL
+if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on; PostgreSQL's
+    # modules, asyncpg and the shared inbox's worker and polling leader only with DATABASE_URL
     from aiohttp import web
 
     from api.webhook import UpdateSink
+    from bot.updates.inbox import InboxWorker
     from storage.postgres.cluster.locks import PostgresLeadership
 
 log = logging.getLogger(__name__)
@@ -93,6 +92,8 @@ async def run_bot(settings: Settings) -> int:
             if worker is not None:
                 background.append(asyncio.create_task(worker.run()))
             if not webhook and worker is not None:
+                from bot.updates.polling import PollingLeader
+
                 leadership = polling_leadership(settings, config.token)
                 leader = PollingLeader(
                     application.bot, worker.accept, leadership, loops=runtime.loops
@@ -158,6 +159,7 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
     """The worker feeding PTB from the shared inbox (None without DATABASE_URL)."""
     if runtime.inbox is None or runtime.inbox_claims is None:
         return None
+    from bot.updates.inbox import InboxWorker
 
     async def process(payload: str, parsed: Update | None) -> None:
         update = parsed or Update.de_json(json.loads(payload), application.bot)

@@ -7,9 +7,12 @@ marks fuzzy reads in English, so a partial catalog never shows a blank.
 
 Translators edit `.po` files; `make messages` compiles each to the `.mo` beside it
 (`i18n.catalogs`), and the bot reads the `.mo` with the standard library's
-`gettext.GNUTranslations` the first time its language is used. Both ship as package data
-and are committed, so a clone, the wheel and the container image read the same
-catalogs, and the running process needs neither Babel nor a `.po` parser.
+`gettext.GNUTranslations` the first time its language is used, and keeps it. Text wanted
+once in every language (the command menus set at start-up, the follow-up prompt a reply
+is recognised by) is read from catalogs not otherwise in use and not kept, so the process
+holds only the catalogs of the languages its people use (about 75 KB each). Both ship as
+package data and are committed, so a clone, the wheel and the container image read the
+same catalogs, and the running process needs neither Babel nor a `.po` parser.
 
 In right-to-left languages every placeholder, @mention and /command (with the Latin
 arguments that follow it, as in `/rounds N` or `/memory off`) is wrapped in Unicode
@@ -20,9 +23,9 @@ in the order it is typed.
 
 from __future__ import annotations
 
-import functools
 import gettext
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +55,20 @@ the bidi algorithm would show it as `N /rounds`). The lookbehinds are ASCII-only
 
 def t(language: str, key: str, /, **values: Any) -> str:
     """The message `key` in `language` (English when it has no translation), formatted."""
+    return _formatted(translations_of(language), language, key, values)
+
+
+def texts_once(language: str, keys: Iterable[str]) -> list[str]:
+    """The messages `keys`, which take no values, in `language` as `t` gives them, read
+    from the language's catalog without keeping it when `t` has not loaded it."""
+    translations = _passing(language)
+    return [_formatted(translations, language, key, {}) for key in keys]
+
+
+def _formatted(
+    translations: gettext.NullTranslations, language: str, key: str, values: dict[str, Any]
+) -> str:
     message = MESSAGES[key]
-    translations = translations_of(language)
     if isinstance(message, Plural):
         text = translations.ngettext(message.singular, message.plural, _count(values, message))
     else:
@@ -79,7 +94,7 @@ def every_translation(key: str) -> frozenset[str]:
     """The unformatted message `key` in every catalog's language (English included)."""
     message = MESSAGES[key]
     assert isinstance(message, str), key
-    return frozenset(translations_of(language).gettext(message) for language in CATALOGS)
+    return frozenset(_passing(language).gettext(message) for language in CATALOGS)
 
 
 def mo_path(language: str) -> Path:
@@ -87,11 +102,30 @@ def mo_path(language: str) -> Path:
     return LOCALES / language / "LC_MESSAGES" / f"{DOMAIN}.mo"
 
 
-@functools.cache
+_ENGLISH = gettext.NullTranslations()
+_kept: dict[str, gettext.NullTranslations] = {}
+"""The catalogs `t` loaded: the languages in use, each read once."""
+
+
 def translations_of(language: str) -> gettext.NullTranslations:
-    """The language's compiled catalog; plain English for the source or an unknown code."""
+    """The language's compiled catalog, read once and kept; plain English for the source
+    or an unknown code."""
+    kept = _kept.get(language)
+    if kept is None:
+        kept = _read(language)
+        if language in CATALOGS:
+            kept = _kept.setdefault(language, kept)
+    return kept
+
+
+def _passing(language: str) -> gettext.NullTranslations:
+    """The language's catalog for one use: the kept one, or one read now and not kept."""
+    return _kept.get(language) or _read(language)
+
+
+def _read(language: str) -> gettext.NullTranslations:
     if language == SOURCE or language not in CATALOGS:
-        return gettext.NullTranslations()
+        return _ENGLISH
     with mo_path(language).open("rb") as file:
         return gettext.GNUTranslations(file)
 

@@ -33,7 +33,6 @@ from core.turns.history import History, numbered
 from core.turns.transcript import render_markdown, transcript_of
 from i18n.document_labels import document_labels
 from i18n.translate import t
-from media.export_docx import built_docx
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +87,8 @@ class Exports:
     ) -> None:
         """Both files, labelled in the person's interface `language`, as replies; a chat
         that cannot take them is logged, not retried."""
+        from media.export_docx import built_docx  # the DOCX builder, on the first export
+
         await _uploading(bot, target)
         transcript = transcript_of(consultation, document_labels(language))
         markdown = render_markdown(transcript).encode()

@@ -28,14 +28,16 @@ from telegram.error import TelegramError
 
 from bot.transport.target import NO_RETRIES, AnyBot
 from i18n.languages import LANGUAGES, SOURCE, menu_code
-from i18n.translate import COMMANDS, t
+from i18n.translate import COMMANDS, texts_once
 
 log = logging.getLogger(__name__)
 
 
 def commands_in(language: str) -> list[BotCommand]:
-    """The command menu, described in `language`."""
-    return [BotCommand(name, t(language, f"command_{name}")) for name in COMMANDS]
+    """The command menu, described in `language` (its catalog is not kept for the menu:
+    every offered language's menu is made at start-up, most of them for no one here)."""
+    descriptions = texts_once(language, (f"command_{name}" for name in COMMANDS))
+    return [BotCommand(name, text) for name, text in zip(COMMANDS, descriptions, strict=True)]
 
 
 async def set_command_menus(bot: AnyBot) -> None:

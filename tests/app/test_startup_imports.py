@@ -2,18 +2,22 @@
 
 A real `consultation-bot run` on SQLite answers a text message and a PDF, stops on
 SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml)
-load in the reader processes only, PostgreSQL's modules and asyncpg only with
-DATABASE_URL, jsonschema with the first output schema, json_repair with the first broken
-JSON reply, and the evaluator with its libraries (rich, PyYAML), the knowledge base's
-splitter (semantic-text-splitter, loaded by `consultation-bot knowledge add`), the tests' document
-builders (python-docx, fpdf2) and Babel (the `.po` reader of `make messages`) never, nor
-the HTTP server without the API or the webhook: each would cost the process memory for as
-long as it runs.
+load in the reader processes only, PostgreSQL's modules, asyncpg and the shared inbox's
+worker and polling leader only with DATABASE_URL, the transcription client with
+TRANSCRIPTION_MODEL, the DOCX builder with the first export, jsonschema with the first
+output schema, json_repair with the first broken JSON reply, and the evaluator with its
+libraries (rich, PyYAML), the knowledge base's splitter (semantic-text-splitter, loaded by
+`consultation-bot knowledge add`), the tests' document builders (python-docx, fpdf2) and
+Babel (the `.po` reader of `make messages`) never, nor the HTTP server without the API or
+the webhook: each would cost the process memory for as long as it runs. Of the interface
+catalogs it keeps only those of the languages its people use: none, when everyone writes
+in English, though it set the command menus of every offered language.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -31,6 +35,10 @@ NOT_LOADED = (
     "media.parsers",
     "asyncpg",
     "storage.postgres",
+    "bot.updates.inbox",
+    "bot.updates.polling",
+    "media.transcription",
+    "media.export_docx",
     "jsonschema",
     "fpdf",
     "evaluation",
@@ -46,11 +54,16 @@ NOT_LOADED = (
 )
 """Packages and modules the SQLite bot must not import, whatever it answered."""
 
-# `python -c` runs the bot's entry point and writes sys.modules once it has stopped.
+# `python -c` runs the bot's entry point and, once it has stopped, writes sys.modules and
+# how many gettext catalogs are still alive.
 RUN_AND_LIST = """
-import atexit, sys
-listing = sys.argv[1]
-atexit.register(lambda: open(listing, "w").write("\\n".join(sorted(sys.modules))))
+import atexit, gc, gettext, json, sys
+def listing():
+    gc.unfreeze()  # what start-up made was frozen out of get_objects
+    catalogs = sum(isinstance(o, gettext.GNUTranslations) for o in gc.get_objects())
+    state = {"modules": sorted(sys.modules), "catalogs": catalogs}
+    open(sys.argv[1], "w").write(json.dumps(state))
+atexit.register(listing)
 from app.cli import main
 sys.exit(main(["run"]))
 """
@@ -93,7 +106,8 @@ async def test_the_sqlite_bot_never_loads_parsers_drivers_or_the_evaluator(
         if process.returncode is None:
             process.kill()
             await process.wait()
-    modules = set(listing.read_text().split())
+    state = json.loads(listing.read_text())
+    modules = set(state["modules"])
     # The listing is the running bot's: its engine, edge and store were loaded.
     assert {
         "telegram",
@@ -103,3 +117,4 @@ async def test_the_sqlite_bot_never_loads_parsers_drivers_or_the_evaluator(
         "storage.sqlite.store",
     } <= modules
     assert [name for name in NOT_LOADED if loaded(modules, name)] == []
+    assert state["catalogs"] == 0  # the menus' and the follow-up prompt's were not kept
