@@ -44,9 +44,10 @@ class Trickler:
     address: str = ATTACKER
     holding: set[int] = field(default_factory=set)  # connections open past their first turn
     opened: int = 0
+    stopped: bool = False  # Python 3.11's wait_for can swallow a cancellation: also a flag
 
     async def one(self, n: int) -> None:
-        while True:
+        while not self.stopped:
             try:
                 reader, writer = await open_from(self.api, self.address)
             except OSError:
@@ -55,7 +56,7 @@ class Trickler:
             self.opened += 1
             try:
                 writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-                while True:
+                while not self.stopped:
                     try:
                         if await asyncio.wait_for(reader.read(1), 1) == b"":
                             break  # cut by the server
@@ -86,9 +87,10 @@ async def trickling(api: RunningApi) -> AsyncIterator[Trickler]:
         await asyncio.sleep(1.5)  # every held connection has passed its first turn
         yield trickler
     finally:
+        trickler.stopped = True
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.wait(tasks, timeout=5)
 
 
 async def probe(api: RunningApi, address: str, request: bytes) -> bytes:
