@@ -24,6 +24,10 @@ Invariants:
 - Deleted words are unreadable in the file and the WAL once a deletion returned
   (`storage.sqlite.erasure`): zeroed pages, a search index without their trigrams,
   and the WAL truncated.
+- Each connection caches at most `CACHE_KIB` of pages (SQLite's default is 2,000 KiB),
+  so the process does not keep a copy of a growing database: the writer's cache would
+  fill with every page it touches, and pages it no longer holds are read from the
+  operating system's cache in microseconds.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
+CACHE_KIB = 512
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 HEALTH_PROBE_INTERVAL = 5.0
 _AUTO_VACUUM_INCREMENTAL = 2
@@ -149,6 +154,7 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
             await _shrinkable(writer, path)
             reader = await aiosqlite.connect(path, isolation_level=None)
             await reader.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            await reader.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             await reader.execute("PRAGMA query_only = ON")
         except BaseException as error:
             if reader is not None:
@@ -614,6 +620,7 @@ async def _configure(db: aiosqlite.Connection) -> None:
         "foreign_keys = ON",
         f"busy_timeout = {BUSY_TIMEOUT_MS}",
         f"journal_size_limit = {JOURNAL_SIZE_LIMIT}",
+        f"cache_size = -{CACHE_KIB}",
     ):
         await db.execute(f"PRAGMA {pragma}")
 

@@ -1,12 +1,15 @@
-"""What only the SQLite store has: its file (created, migrated, WAL), its migrations, and
-durability of the WAL across a killed process. Behaviour every store shares is in the
-contract suite, tests/contract/test_storage.py."""
+"""What only the SQLite store has: its file (created, migrated, WAL), its migrations,
+durability of the WAL across a killed process, and its page caches' bound. Behaviour every
+store shares is in the contract suite, tests/contract/test_storage.py."""
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import os
 import signal
+import sqlite3
 import sys
 import textwrap
 from pathlib import Path
@@ -14,6 +17,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
+from core.domain.consultation import Message, Role
 from core.domain.ports import ConsultationStore
 from storage.sqlite.schema import MIGRATIONS, applied_migrations, migrate
 from storage.sqlite.store import SqliteStore
@@ -165,3 +169,34 @@ async def test_idempotency_keys_survive_the_claims_migration(tmp_path: Path) -> 
         assert held is not None and held.session_id is None
     finally:
         await store.close()
+
+
+async def test_the_page_caches_stay_small_however_large_the_file(db_path: Path) -> None:
+    """Writing and reading back a 7 MB database leaves SQLite holding under 2.5 MB of its
+    own memory (both connections' page caches, schema and statements): with SQLite's
+    default caches of 2,000 KiB each it held 4.7 MB, and kept more as the file grew."""
+    library = ctypes.CDLL(ctypes.util.find_library("sqlite3"))
+    library.sqlite3_libversion.restype = ctypes.c_char_p
+    library.sqlite3_memory_used.restype = ctypes.c_int64
+    if library.sqlite3_libversion().decode() != sqlite3.sqlite_version:
+        pytest.skip("Python's sqlite3 does not use the system's libsqlite3")
+    before = library.sqlite3_memory_used()
+    store = await SqliteStore.open(db_path)
+    try:
+        ids = []
+        for batch in range(30):
+            texts = [f"request {batch}.{n}: " + "x" * 2000 for n in range(50)]
+            made = [
+                make(f"chat:{batch}:{n}", messages=[Message(Role.USER, text, 1000.0)])
+                for n, text in enumerate(texts)
+            ]
+            await asyncio.gather(*(store.create(consultation) for consultation in made))
+            ids += [consultation.id for consultation in made]
+        for start in range(0, len(ids), 50):
+            read = await asyncio.gather(*(store.get(i) for i in ids[start : start + 50]))
+            assert all(consultation is not None for consultation in read)
+        held = library.sqlite3_memory_used() - before
+    finally:
+        await store.close()
+    assert db_path.stat().st_size > 7_000_000  # noqa: ASYNC240 (a stat of a local file)
+    assert held < 2_500_000, f"SQLite holds {held / 1e6:.1f} MB"
