@@ -14,10 +14,10 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from core.domain.knowledge import KnowledgeDocument, NewDocument
+from core.domain.knowledge import KnowledgeDocument, NewDocument, Passage
 
 EMPTY_TTL_SECONDS = 1.5
 
@@ -68,3 +68,13 @@ class EmptyMemo:
         """This process changed the knowledge base: the next search asks the database."""
         self.changes += 1
         self._empty_until = float("-inf")
+
+    async def nothing_searched(self, count: Callable[[], Awaitable[int]]) -> list[Passage] | None:
+        """What a query with no word to look for (or no room for a passage) finds: nothing,
+        and None when the knowledge base is empty (`count` of its chunks is 0; see
+        `core.domain.knowledge.KnowledgeSearch.search`)."""
+        changes = self.changes
+        if await count() == 0:
+            self.saw_empty(changes)
+            return None
+        return []

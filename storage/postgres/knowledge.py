@@ -119,7 +119,7 @@ class PostgresKnowledge:
             return None
         terms = [term for term in search_terms(query) if term != "or"]
         if limit <= 0 or not terms:
-            return await self._nothing_searched()
+            return await self.memo.nothing_searched(self.count)
         changes = self.memo.changes
 
         async def work(connection: asyncpg.Connection) -> tuple[list[Passage], bool]:
@@ -139,15 +139,6 @@ class PostgresKnowledge:
             self.memo.saw_empty(changes)
             return None
         return found
-
-    async def _nothing_searched(self) -> list[Passage] | None:
-        """A query with no word to look for (or no room for a passage) finds nothing, and
-        None when the knowledge base is empty (see `KnowledgeSearch.search`)."""
-        changes = self.memo.changes
-        if await self.count() == 0:
-            self.memo.saw_empty(changes)
-            return None
-        return []
 
     async def put(
         self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False

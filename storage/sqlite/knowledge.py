@@ -73,7 +73,7 @@ class SqliteKnowledge:
             return None
         terms = search_terms(query)
         if limit <= 0 or not terms:
-            return await self._nothing_searched()
+            return await self.memo.nothing_searched(self.count)
         changes = self.memo.changes
         found, empty = await self._reader.run(
             functools.partial(_search, terms=terms, role=role, limit=limit)
@@ -82,15 +82,6 @@ class SqliteKnowledge:
             self.memo.saw_empty(changes)
             return None
         return found
-
-    async def _nothing_searched(self) -> list[Passage] | None:
-        """A query with no word to look for (or no room for a passage) finds nothing, and
-        None when the knowledge base is empty (see `KnowledgeSearch.search`)."""
-        changes = self.memo.changes
-        if await self.count() == 0:
-            self.memo.saw_empty(changes)
-            return None
-        return []
 
     async def put(
         self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False
