@@ -21,7 +21,7 @@ from pathlib import Path
 from app.settings import Settings
 from app.stores import open_store
 from core.domain.knowledge import KnowledgeBase, KnowledgeDocument, Passage, Stored
-from media.knowledge_files import KnowledgeLoader, Loaded, files_in
+from media.knowledge_files import KnowledgeLoader, Loaded, files_in, is_upload
 from media.reader_pool import DocumentReaders
 
 EXIT_FAILED = 1
@@ -91,6 +91,11 @@ async def add(loader: KnowledgeLoader, paths: Sequence[Path], title: str, role: 
 async def reindex(knowledge: KnowledgeBase, loader: KnowledgeLoader) -> int:
     outcomes = []
     for document in await knowledge.documents():
+        if is_upload(document.source):
+            loaded = Loaded(document.source, problem="uploaded, not a file: upload it again")
+            print(line_of(loaded))
+            outcomes.append(loaded)
+            continue
         loaded = await loader.load(
             Path(document.source), title=document.title, role=document.role, again=True
         )
@@ -143,12 +148,12 @@ def show_passages(passages: Sequence[Passage] | None) -> int:
 def line_of(loaded: Loaded) -> str:
     """One file's outcome, naming it."""
     if loaded.problem:
-        return f"failed     {loaded.path}: {loaded.problem}"
+        return f"failed     {loaded.source}: {loaded.problem}"
     assert loaded.document is not None and loaded.stored is not None
     document = loaded.document
     note = f"; {loaded.note}" if loaded.note else ""
     return (
-        f"{loaded.stored.value:<10} #{document.id} {document.title}  {loaded.path}"
+        f"{loaded.stored.value:<10} #{document.id} {document.title}  {loaded.source}"
         f"  ({document.chunks} {'passage' if document.chunks == 1 else 'passages'}{note})"
     )
 

@@ -49,7 +49,7 @@ def is_html(name: str, mime: str | None) -> bool:
 
 def read_text(data: bytes, *, name: str) -> Extracted:
     """The text of the plain-text document `data`; raises `AttachmentRefused` (NO_TEXT)."""
-    return with_text(Extracted(decode_text(data)), "text", name=name)
+    return with_text(Extracted(decode_text(data)), "file", name=name)
 
 
 def with_text(found: Extracted, kind: str, *, name: str) -> Extracted:

@@ -10,6 +10,9 @@ Invariants:
 - each file ends in one `Loaded`: stored (added, replaced or unchanged, with a note when
   only part of it was read) or refused with the reason, naming the file; a file that
   fails changes nothing stored, and the files after it are still loaded;
+- an upload (the web console's, an operator's Telegram document) is loaded the same way
+  from its bytes, under a source of its own (`upload_source`) that no path can take, so
+  uploading a file again replaces it and an unchanged one costs nothing;
 - the text is material, never an instruction: it is stored as read, whatever it says.
 """
 
@@ -34,12 +37,31 @@ _OUTLINED = (".md", ".markdown", ".html", ".htm", ".docx")
 """Files whose headings are read: Markdown, and what the readers write as Markdown."""
 
 
+MAX_NAME_CHARS = 200
+UPLOAD_SCHEME = "upload:"
+"""Begins the source of an uploaded document: `upload:price-list.pdf`."""
+
+
+def upload_source(name: str) -> str:
+    """The source an uploaded file named `name` is stored under: its base name alone
+    (a name may arrive with a client's folders or with separators of another system)."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    printable = "".join(c for c in base if c.isprintable()).strip(" .")[:MAX_NAME_CHARS]
+    return UPLOAD_SCHEME + (printable or "document")
+
+
+def is_upload(source: str) -> bool:
+    """Whether a stored document came from an upload (it has no file to read again)."""
+    return source.startswith(UPLOAD_SCHEME)
+
+
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """What loading one file did: `stored` and `document`, or the `problem` that kept it
-    out; `note` says when only part of its text was read."""
+    out; `note` says when only part of its text was read. `source` names the file: its
+    path, or the upload's source."""
 
-    path: Path
+    source: str
     document: KnowledgeDocument | None = None
     stored: Stored | None = None
     problem: str = ""
@@ -64,9 +86,9 @@ def files_in(paths: Iterable[Path]) -> tuple[list[Path], list[Loaded]]:
                 found.setdefault(path.absolute(), None)
             else:
                 kinds = ", ".join(SUFFIXES)
-                problems.append(Loaded(path, problem=f"not a kind loaded ({kinds})"))
+                problems.append(Loaded(str(path), problem=f"not a kind loaded ({kinds})"))
         else:
-            problems.append(Loaded(path, problem="no such file or folder"))
+            problems.append(Loaded(str(path), problem="no such file or folder"))
     return list(found), problems
 
 
@@ -89,11 +111,39 @@ class KnowledgeLoader:
         try:
             data = await asyncio.to_thread(_bytes_of, path, self._max_bytes)
         except OSError as error:
-            return Loaded(path, problem=f"cannot be read: {error.strerror or error}")
+            return Loaded(str(path), problem=f"cannot be read: {error.strerror or error}")
         except _TooLarge as large:
-            return Loaded(path, problem=_too_large(large.size, self._max_bytes))
+            return Loaded(str(path), problem=_too_large(large.size, self._max_bytes))
+        return await self.load_bytes(
+            data, name=path.name, source=str(path), title=title, role=role, again=again
+        )
+
+    async def load_upload(
+        self, data: bytes, *, name: str, title: str = "", role: str | None = None
+    ) -> Loaded:
+        """Store an uploaded file named `name` (`upload_source`), as `load` stores a
+        file; a name of a kind not loaded is refused before anything is read."""
+        source = upload_source(name)
+        if not source.lower().endswith(SUFFIXES):
+            return Loaded(source, problem=f"not a kind loaded ({', '.join(SUFFIXES)})")
+        if len(data) > self._max_bytes:
+            return Loaded(source, problem=_too_large(len(data), self._max_bytes))
+        base = source.removeprefix(UPLOAD_SCHEME)
+        return await self.load_bytes(data, name=base, source=source, title=title, role=role)
+
+    async def load_bytes(
+        self,
+        data: bytes,
+        *,
+        name: str,
+        source: str,
+        title: str = "",
+        role: str | None = None,
+        again: bool = False,
+    ) -> Loaded:
+        """Store `data`, a file named `name`, as the document of `source`."""
         digest = hashlib.sha256(data).hexdigest()
-        stored = await self._knowledge.document(str(path))
+        stored = await self._knowledge.document(source)
         if (
             not again
             and stored is not None
@@ -101,33 +151,31 @@ class KnowledgeLoader:
             and stored.role == role
             and (not title or stored.title == title)
         ):
-            return Loaded(path, stored, Stored.UNCHANGED)
+            return Loaded(source, stored, Stored.UNCHANGED)
         try:
             read = await self._readers.read(
                 data,
-                name=path.name,
+                name=name,
                 mime=None,
                 max_bytes=self._max_bytes,
                 max_chars=self._max_bytes,
                 outline=True,
             )
         except AttachmentRefused as refused:
-            return Loaded(path, problem=refused.detail or refused.problem.value)
+            return Loaded(source, problem=refused.detail or refused.problem.value)
         except ReadersClosed:
             raise
+        suffix = Path(name).suffix.lower()
         chunks = await asyncio.to_thread(
-            chunk_text,
-            read.text,
-            outline=path.suffix.lower() in _OUTLINED,
-            pages=read.pages,
+            chunk_text, read.text, outline=suffix in _OUTLINED, pages=read.pages
         )
         if not chunks:
-            return Loaded(path, problem="no text")
-        named = title or (stored.title if stored and again else "") or read.title or path.stem
-        document = NewDocument(named, str(path), role, digest)
+            return Loaded(source, problem="no text")
+        named = title or (stored.title if stored and again else "") or read.title or Path(name).stem
+        document = NewDocument(named, source, role, digest)
         written, outcome = await self._knowledge.put(document, chunks, at=time.time(), again=again)
         note = "" if read.complete else f"only the first {len(read.text):,} characters were read"
-        return Loaded(path, written, outcome, note=note)
+        return Loaded(source, written, outcome, note=note)
 
 
 class _TooLarge(Exception):

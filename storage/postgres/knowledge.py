@@ -73,7 +73,8 @@ def word_weights(
     terms: Sequence[str], chunks: float, common: Sequence[str], shares: Sequence[float]
 ) -> tuple[list[str], list[float]]:
     """The words to match (those at most half of the chunks hold, or all when every one
-    is that common) and each term's weight: its inverse document frequency as SQLite's
+    is that common; the search matches all of them again when the rarer ones find
+    nothing) and each term's weight: its inverse document frequency as SQLite's
     bm25 computes it, next to nothing for a word half of the chunks hold (ts_rank_cd
     alone weighs each word alike, and "is" and "the" would outrank the one word that
     matters). A word the statistics do not list is rarer than those they do: it counts
@@ -132,6 +133,10 @@ class PostgresKnowledge:
             rows = await connection.fetch(
                 _SEARCH, tsquery_text(matched), terms, weights, role, limit
             )
+            if not rows and len(matched) < len(terms):  # the rarer words are in no chunk
+                rows = await connection.fetch(
+                    _SEARCH, tsquery_text(terms), terms, weights, role, limit
+                )
             return [_passage(row) for row in rows], False
 
         found, empty = await self._call(work)

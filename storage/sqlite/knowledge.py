@@ -10,10 +10,11 @@ Invariants:
   delete of a chunk, so it never lists a chunk that is gone;
 - a query reaches FTS5 only as quoted terms joined by OR (`core.domain.search_terms`):
   whatever the user typed is searched for as words, never read as query syntax;
-- words held by more than half of the chunks are left out of a query that has others
-  (`knowledge_words`): bm25 weighs them next to nothing, and matching every chunk by
-  "the" would make a search read them all; ranking is bm25 with a heading path counting
-  twice its text; scores are its negation, so higher is better.
+- words held by more than half of the chunks are left out of a query that has others,
+  unless those others are in no chunk (`knowledge_words`): bm25 weighs them next to
+  nothing, and matching every chunk by "the" would make a search read them all;
+  ranking is bm25 with a heading path counting twice its text; scores are its
+  negation, so higher is better.
 """
 
 from __future__ import annotations
@@ -113,15 +114,11 @@ def _search(
     if not total:
         return [], True
     marks = ", ".join("?" * len(terms))
-    common = {
-        term
-        for term, chunks in db.execute(
-            f"SELECT term, doc FROM knowledge_words WHERE term IN ({marks})", terms
-        )
-        if chunks > total / 2
-    }
-    rare = [term for term in terms if term not in common] or terms
+    held = dict(db.execute(f"SELECT term, doc FROM knowledge_words WHERE term IN ({marks})", terms))
+    rare = [term for term in terms if held.get(term, 0) <= total / 2] or terms
     rows = db.execute(_SEARCH, (fts_query(rare), role, limit)).fetchall()
+    if not rows and len(rare) < len(terms):  # the rarer words are in no chunk
+        rows = db.execute(_SEARCH, (fts_query(terms), role, limit)).fetchall()
     found = [
         Passage(int(c), int(d), str(t), str(s), p, str(x), float(score))
         for c, d, t, s, p, x, score in rows

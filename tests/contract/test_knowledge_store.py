@@ -195,6 +195,19 @@ async def test_words_most_passages_hold_are_left_out_unless_all_are(store: Store
     assert len(await store.knowledge.search("the on", role=None, limit=5)) == 5
 
 
+async def test_common_words_still_find_when_the_rarer_ones_are_in_no_passage(
+    store: Store,
+) -> None:
+    """A small knowledge base where every passage holds "kettle": asked about a kettle's
+    price, a word no passage holds, the search falls back on every word of the query
+    instead of finding nothing."""
+    await store.knowledge.put(
+        document("/prices.md"), chunks("The Aqua kettle costs 49 euros."), at=1.0
+    )
+    found = await store.knowledge.search("kettle price", role=None, limit=3)
+    assert [p.text for p in found] == ["The Aqua kettle costs 49 euros."]
+
+
 async def test_a_role_reads_its_own_documents_and_the_untagged_ones(store: Store) -> None:
     await put_text(store.knowledge, "/all.md", "Refund rules for everyone.")
     await put_text(store.knowledge, "/sales.md", "Refund rules for sales.", role="sales")
