@@ -7,7 +7,12 @@ Invariants:
 - each update renders a bounded window of the reply (`PROGRESS_WINDOW` characters),
   so its cost does not grow with the reply;
 - `close()` lets a progress request already on its way finish, so the final delivery
-  edits a progress message that reached the chat instead of leaving a stray copy.
+  edits a progress message that reached the chat instead of leaving a stray copy;
+- progress is shed first when the bot is overloaded: an update whose turn came more
+  than `SHED_AFTER` seconds late (the event loop was that far behind) is not sent, and
+  the next one is tried an interval later. Every chat's answer waits for the loop, so
+  under a burst the loop's time goes to answers, not to drafts of them; the typing
+  action, one cheap request that says the bot is on it, is still sent.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from bot.transport.target import NO_RETRIES, AnyBot, Target
 log = logging.getLogger(__name__)
 
 PROGRESS_LIMIT = 4000  # room for the " …" that marks a cut progress message
+SHED_AFTER = 0.1
+"""How late (seconds) a progress update's turn may come before it is skipped: the event
+loop's lag when it is that far behind every chat."""
 PROGRESS_WINDOW = 2 * PROGRESS_LIMIT
 """Characters of a long reply that a progress update renders: enough for one message."""
 _draft_ids = itertools.count(1)
@@ -76,12 +84,15 @@ class Progress:
         interval: float = 1.0,
         first_delay: float = 0.25,
         typing_delay: float = 0.3,
+        shed_after: float = SHED_AFTER,
     ) -> None:
         self._bot = bot
         self._target = target
         self._interval = interval
         self._first_delay = first_delay
         self._typing_delay = typing_delay
+        self._shed_after = shed_after
+        self.shed = 0  # updates skipped because the loop was late
         self._latest = ""
         self._shown = ""
         self._changed = asyncio.Event()
@@ -109,14 +120,17 @@ class Progress:
             self._pumping = True
             self._after(self._first_delay, self._pump)
 
-    def _after(self, delay: float, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run `work` as a task of this progress `delay` seconds from now, unless closed."""
+    def _after(self, delay: float, work: Callable[[float], Coroutine[Any, Any, None]]) -> None:
+        """Run `work` as a task of this progress `delay` seconds from now, unless closed;
+        it is given how late (seconds) its timer fired."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
 
         def begin() -> None:
             if not self._closed:
-                self._tasks.append(asyncio.create_task(work()))
+                self._tasks.append(asyncio.create_task(work(loop.time() - due)))
 
-        self._timers.append(asyncio.get_running_loop().call_later(delay, begin))
+        self._timers.append(loop.call_later(delay, begin))
 
     async def close(self) -> None:
         """Stop typing and progress updates (the final delivery follows).
@@ -137,7 +151,7 @@ class Progress:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def _keep_typing(self) -> None:
+    async def _keep_typing(self, late: float) -> None:
         while True:
             with contextlib.suppress(Exception):
                 await self._bot.send_chat_action(
@@ -148,25 +162,40 @@ class Progress:
                 )
             await asyncio.sleep(4.0)
 
-    async def _pump(self) -> None:
+    async def _pump(self, late: float) -> None:
+        """Show the reply as it grows, an update at least `interval` apart, each skipped
+        when its turn came more than `shed_after` late; stops at a `Forbidden`."""
+        loop = asyncio.get_running_loop()
         while True:
             await self._changed.wait()
-            self._changed.clear()
-            text = self._latest
-            if text.strip() and text != self._shown and not self._closed:
-                try:
-                    self._in_flight = asyncio.ensure_future(self._show(text))
-                    await asyncio.shield(self._in_flight)
-                    self._shown = text
-                except RetryAfter as exc:
-                    await asyncio.sleep(retry_seconds(exc))
-                except Forbidden:
-                    return
-                except Exception as exc:  # progress is cosmetic; the final delivery decides
-                    log.debug("progress update failed: %s", exc)
-                finally:
-                    self._in_flight = None
+            if late > self._shed_after:  # the loop is behind every chat: answers first
+                self.shed += 1
+            elif not await self._update_once():
+                return
+            due = loop.time() + self._interval
             await asyncio.sleep(self._interval)
+            late = loop.time() - due
+
+    async def _update_once(self) -> bool:
+        """Show the reply so far unless it is shown already or progress is closed; False
+        when the chat forbids the bot to write (no further update is worth trying)."""
+        self._changed.clear()
+        text = self._latest
+        if not text.strip() or text == self._shown or self._closed:
+            return True
+        try:
+            self._in_flight = asyncio.ensure_future(self._show(text))
+            await asyncio.shield(self._in_flight)
+            self._shown = text
+        except RetryAfter as exc:
+            await asyncio.sleep(retry_seconds(exc))
+        except Forbidden:
+            return False
+        except Exception as exc:  # progress is cosmetic; the final delivery decides
+            log.debug("progress update failed: %s", exc)
+        finally:
+            self._in_flight = None
+        return True
 
     async def _show(self, text: str) -> None:
         """Show `text` formatted; if Telegram refuses the formatting, show it plain."""

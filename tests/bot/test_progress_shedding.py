@@ -1,0 +1,70 @@
+"""Progress is shed first under overload: a draft whose turn comes more than `shed_after`
+late (the event loop was that far behind every chat) is not sent, and the next interval
+tries again; on time, the draft goes out. A real PTB ExtBot, with the bot's request and
+flood control, talks to the fake Bot API."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from telegram.ext import ExtBot
+
+from bot.transport.flood import ChatFloodControl
+from bot.transport.progress import Progress
+from bot.transport.target import Target
+from bot.transport.telegram_http import AiohttpRequest
+from fakes.bot_api import TOKEN, FakeBotApi
+
+USER = 4242
+
+
+@pytest.fixture
+async def telegram(bot_api: FakeBotApi) -> AsyncIterator[ExtBot]:
+    async with ExtBot(
+        TOKEN, base_url=bot_api.base_url, request=AiohttpRequest(), rate_limiter=ChatFloodControl()
+    ) as bot:
+        yield bot
+
+
+def drafts(api: FakeBotApi) -> list[str]:
+    return [c.params["text"] for c in api.calls_of("sendMessageDraft") if c.status == 200]
+
+
+async def test_a_draft_on_time_is_sent(telegram: ExtBot, bot_api: FakeBotApi) -> None:
+    progress = Progress(telegram, Target(USER), first_delay=0.01, typing_delay=3600)
+    await progress.update("The first words")
+    await bot_api.wait_for(lambda c: c.method == "sendMessageDraft")
+    await progress.close()
+    assert drafts(bot_api) == ["The first words"] and progress.shed == 0
+
+
+async def test_a_draft_whose_turn_comes_late_is_skipped_then_tried_again(
+    telegram: ExtBot, bot_api: FakeBotApi
+) -> None:
+    """The loop is held 0.4 s past the draft's time: that draft is not sent; an interval
+    later, with the loop free again, the text so far is."""
+    progress = Progress(
+        telegram, Target(USER), first_delay=0.01, interval=0.2, typing_delay=3600, shed_after=0.1
+    )
+    await progress.update("The first words")
+    time.sleep(0.4)  # noqa: ASYNC251 - the overload: nothing else runs meanwhile
+    await asyncio.sleep(0.05)  # the late timer fires and its turn is skipped
+    assert progress.shed == 1 and drafts(bot_api) == []
+    await progress.update("The first words and more")
+    await bot_api.wait_for(lambda c: c.method == "sendMessageDraft")
+    await progress.close()
+    assert drafts(bot_api) == ["The first words and more"]
+
+
+async def test_the_typing_action_is_sent_however_late(
+    telegram: ExtBot, bot_api: FakeBotApi
+) -> None:
+    progress = Progress(telegram, Target(USER), first_delay=3600, typing_delay=0.01)
+    progress.start()
+    time.sleep(0.3)  # noqa: ASYNC251 - the loop is behind
+    await bot_api.wait_for(lambda c: c.method == "sendChatAction")
+    await progress.close()
+    assert [c.params["action"] for c in bot_api.calls_of("sendChatAction")] == ["typing"]
