@@ -35,7 +35,7 @@ from bot.transport.target import NO_RETRIES, AnyBot, Target
 log = logging.getLogger(__name__)
 
 PROGRESS_LIMIT = 4000  # room for the " …" that marks a cut progress message
-SHED_AFTER = 0.1
+SHED_AFTER = 0.025
 """How late (seconds) a progress update's turn may come before it is skipped: the event
 loop's lag when it is that far behind every chat."""
 PROGRESS_WINDOW = 2 * PROGRESS_LIMIT
