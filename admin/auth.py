@@ -30,13 +30,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from admin.config import LOGIN_COOKIE, PREFIX, SESSION_COOKIE, AdminConfig
 from admin.ports import AdminStore
 from admin.render import CSRF_KEY, page
 from admin.security import MAX_TOKEN_CHARS, csrf_token, same, token_hash
 from admin.throttle import SignInThrottle
+from admin.uploads import BROKEN_BODY, PendingFiles
 from core.domain.audit import AuditEntry
 from core.domain.errors import StoreUnavailable
 from core.domain.sign_in_limits import SignInLimits
@@ -47,6 +48,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OPEN_PATHS = (f"{PREFIX}/login",)
 OPEN_PREFIXES = (f"{PREFIX}/static/",)
 MAX_FORM_FIELDS = 20
+MAX_PART_FIELD_BYTES = 4096
+"""The longest text field of a multipart form (its CSRF token, a title, a role)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,10 @@ class ConsoleSession:
 
 
 SESSION_KEY = web.RequestKey("admin_session", ConsoleSession)
+FILES_KEY = web.RequestKey("admin_files", PendingFiles)
+"""A multipart form's files, unread, once its leading fields were (`read_form`)."""
+MALFORMED_KEY = web.RequestKey("admin_malformed", bool)
+"""Set when a multipart form broke off or was malformed before its first file."""
 _FORM_KEY = web.RequestKey("admin_form", dict)
 
 
@@ -214,17 +221,56 @@ class Auth:
 
 
 async def read_form(request: web.Request) -> dict[str, str]:
-    """The request's form fields (text only, the first of each name); read once a request."""
+    """The request's form fields (text only, the first of each name); read once a request.
+
+    A multipart form is read only up to its first file: its fields must come first (a
+    browser sends them in the form's order), and its files are left unread for the
+    handler (`FILES_KEY`), so none is read before the CSRF token was checked."""
     cached = request.get(_FORM_KEY)
     if cached is not None:
         return cached
     fields: dict[str, str] = {}
-    if request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+    if request.content_type == "application/x-www-form-urlencoded":
         for name, value in (await request.post()).items():
             if isinstance(value, str) and name not in fields and len(fields) < MAX_FORM_FIELDS:
                 fields[name] = value
+    elif request.content_type == "multipart/form-data":
+        fields = await _leading_fields(request)
     request[_FORM_KEY] = fields
     return fields
+
+
+async def _leading_fields(request: web.Request) -> dict[str, str]:
+    """A multipart form's text fields before its first file: at most `MAX_FORM_FIELDS`
+    parts of at most `MAX_PART_FIELD_BYTES` each (a longer one is 413); a malformed body
+    gives the fields read before it broke."""
+    fields: dict[str, str] = {}
+    try:
+        reader = await request.multipart()
+        for _ in range(MAX_FORM_FIELDS):
+            part = await reader.next()
+            if not isinstance(part, BodyPartReader):
+                break  # the end, or a nested multipart: no form's
+            if part.filename is not None:
+                request[FILES_KEY] = PendingFiles(reader, part)
+                break
+            value = await _field_value(part)
+            if part.name and part.name not in fields:
+                fields[part.name] = value
+    except BROKEN_BODY as broken:
+        if isinstance(broken, web.HTTPRequestEntityTooLarge):
+            raise
+        request[MALFORMED_KEY] = True
+    return fields
+
+
+async def _field_value(part: BodyPartReader) -> str:
+    data = bytearray()
+    while chunk := await part.read_chunk(MAX_PART_FIELD_BYTES + 1):
+        data += chunk
+        if len(data) > MAX_PART_FIELD_BYTES:
+            raise web.HTTPRequestEntityTooLarge(MAX_PART_FIELD_BYTES, len(data))
+    return data.decode("utf-8", "replace")
 
 
 def counted_as(address: str) -> str:

@@ -1,5 +1,7 @@
-"""What the console needs of the store: the consultation list, one consultation, a chat's
-usage, console sessions and the audit log. Both stores provide it."""
+"""What the console needs of the store — the consultation list, one consultation, a chat's
+usage, console sessions, the audit log and the knowledge base (both stores provide it) —
+and of the knowledge loader: an uploaded file read and stored as the CLI stores a file
+(`media.knowledge_files`, through the runtime's document readers; `app.admin_mount`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Protocol
 from core.domain.audit import AuditEntry
 from core.domain.consultation import Consultation
 from core.domain.facts import Fact
+from core.domain.knowledge import KnowledgeBase, KnowledgeDocument, Stored
 from core.domain.listing import ConsultationQuery, ListedConsultation
 from core.domain.people import PeopleQuery, PersonRow
 from core.domain.quotas import QuotaOverride
@@ -15,6 +18,11 @@ from core.domain.usage import ScopeKind, UsageTotal
 
 
 class AdminStore(Protocol):
+    @property
+    def knowledge(self) -> KnowledgeBase:
+        """The knowledge base kept in the same database."""
+        ...
+
     async def list_consultations(self, query: ConsultationQuery) -> list[ListedConsultation]: ...
 
     async def get(self, consultation_id: str) -> Consultation | None: ...
@@ -68,3 +76,50 @@ class AdminStore(Protocol):
         ...
 
     async def audit_log(self, *, before_id: int | None, limit: int) -> list[AuditEntry]: ...
+
+
+class LoadedUpload(Protocol):
+    """What loading one uploaded file did: `stored` and `document`, or the `problem` that
+    kept it out; `source` names it (`upload:` and its base name); `note` says when only
+    part of its text was read."""
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def document(self) -> KnowledgeDocument | None: ...
+
+    @property
+    def stored(self) -> Stored | None: ...
+
+    @property
+    def problem(self) -> str: ...
+
+    @property
+    def note(self) -> str: ...
+
+
+class UploadLoader(Protocol):
+    """Stores uploaded files in the knowledge base as `consultation-bot knowledge add`
+    stores files: the same kinds, the same limit, the same readers."""
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest file loaded (KNOWLEDGE_MAX_DOCUMENT_BYTES)."""
+        ...
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        """The kinds of file loaded, by name: `.md`, `.pdf`…"""
+        ...
+
+    def source_of(self, name: str) -> str:
+        """The source a file uploaded as `name` is stored under (and named by)."""
+        ...
+
+    async def load_upload(
+        self, data: bytes, *, name: str, title: str = "", role: str | None = None
+    ) -> LoadedUpload:
+        """Store the file `name` holding `data`, titled `title` (else its own title),
+        for `role`'s consultations (None: every one's); a file that fails stores nothing."""
+        ...

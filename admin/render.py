@@ -46,6 +46,7 @@ ENVIRONMENT.filters["when"] = _when
 NAV = [
     ("consultations", "Consultations"),
     ("people", "People"),
+    ("knowledge", "Knowledge"),
     ("audit", "Audit log"),
     ("evaluations", "Evaluations"),
 ]

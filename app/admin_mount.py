@@ -6,6 +6,10 @@ the shared-state pool) the dashboard also shows the workers seen and the shared 
 (`app.admin_figures`), and the sign-in attempts per address are counted in a table
 every worker shares; on SQLite, one process, it has no such section and counts them in
 memory.
+
+Its Knowledge page stores uploads through `app.console_uploads.ConsoleUploads`: the CLI's
+loader (`media.knowledge_files.KnowledgeLoader`) on the runtime's own document readers
+(the intake's pool: no second pool of reader processes) and the store's knowledge base.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ def console_mounts(
     config = settings.admin_config()
     if config is None:
         return []
-    # Jinja2 and markdown-it load only when the console is on.
+    # Jinja2, markdown-it and the text splitter load only when the console is on.
     from admin.app import build_admin_app
+    from app.console_uploads import ConsoleUploads
 
     figures = throttle = None
     if runtime.shared_pool is not None:
@@ -46,7 +51,18 @@ def console_mounts(
             config.failure_window_seconds,
             clock=clock,
         )
+    uploads = ConsoleUploads(
+        runtime.store.knowledge,
+        runtime.intake.readers,  # the runtime's one pool of reader processes
+        max_bytes=settings.knowledge_max_document_bytes,
+    )
     console, _ = build_admin_app(
-        config, runtime.store, runtime.engine, clock=clock, figures=figures, throttle=throttle
+        config,
+        runtime.store,
+        runtime.engine,
+        loader=uploads,
+        clock=clock,
+        figures=figures,
+        throttle=throttle,
     )
     return [(PREFIX, console)]

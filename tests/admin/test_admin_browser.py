@@ -1,7 +1,8 @@
 """The console in a real browser: Debian's Chromium driven by Playwright against the
 real server on 127.0.0.1 — sign in, open the list, filter it, open a transcript, sign
 out; read the dashboard, set a person's quota and see the bot (on the same store) refuse
-their next message — with no error in the browser's console (a Content-Security-Policy
+their next message; upload a document to the knowledge base, search it and delete it —
+with no error in the browser's console (a Content-Security-Policy
 violation would be one).
 
 Chromium is `/usr/bin/chromium` (`apt-get install chromium`; Playwright's own browser
@@ -264,3 +265,60 @@ async def test_the_consultations_list_fits_a_phone(console: Console, page: Page)
     await expect(page.locator("h2", has_text="Final answer")).to_be_visible()
     assert await page.evaluate(WIDER_THAN_THE_SCREEN) == []
     assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+KETTLE_GUIDE = b"""# Kettle care
+
+Descale the kettle every month with citric acid; never use vinegar on the steel model.
+
+## Warranty
+
+The kettle is covered for two years from the day of purchase.
+"""
+
+
+async def test_a_document_uploaded_searched_and_deleted_in_the_browser(
+    console: Console, page: Page
+) -> None:
+    """Sign in, open the Knowledge page, upload a Markdown file through the form, see its
+    outcome and its row, search a word from it and see the passage, delete it with the
+    confirmation ticked, and see the knowledge base empty again."""
+    base = str(console.client.make_url("/admin/")).rstrip("/")
+    await page.goto(f"{base}/knowledge")
+    await expect(page).to_have_url(f"{base}/login")
+    await page.fill("#token", TOKEN)
+    await page.click("button[type=submit]")
+    await expect(page.locator("h1")).to_have_text("Dashboard")
+
+    await page.click("nav >> text=Knowledge")
+    await expect(page.locator("h1")).to_have_text("Knowledge base")
+    await expect(page.locator("text=The knowledge base is empty.")).to_be_visible()
+    await page.set_input_files(
+        "input[name=files]",
+        files=[{"name": "kettle-guide.md", "mimeType": "text/markdown", "buffer": KETTLE_GUIDE}],
+    )
+    await page.click("form.upload button[type=submit]")
+    outcome = page.locator("table.outcomes tbody tr")
+    await expect(outcome).to_have_count(1)
+    await expect(outcome).to_contain_text("upload:kettle-guide.md")
+    await expect(outcome.locator(".status")).to_have_text("added")
+    rows = page.locator("table.documents tbody tr")
+    await expect(rows).to_have_count(1)
+    await expect(rows).to_contain_text("kettle-guide")
+    (document,) = await console.store.knowledge.documents()
+    assert document.source == "upload:kettle-guide.md" and document.chunks == 2
+
+    await page.fill("form.search textarea[name=q]", "citric")
+    await page.click("form.search button[type=submit]")
+    found = page.locator("ol.passages li")
+    await expect(found).to_have_count(1)
+    await expect(found.locator(".where")).to_contain_text("[K1] kettle-guide › Kettle care")
+    await expect(found.locator("blockquote")).to_contain_text("Descale the kettle every month")
+
+    await page.check("form.delete input[name=confirm]")
+    await page.click("form.delete button[type=submit]")
+    await expect(page).to_have_url(f"{base}/knowledge")
+    await expect(page.locator("text=The knowledge base is empty.")).to_be_visible()
+    assert await console.store.knowledge.documents() == []
+    entries = await console.store.audit_log(before_id=None, limit=10)
+    assert [e.action for e in entries][:2] == ["knowledge_delete", "knowledge_upload"]

@@ -37,6 +37,7 @@ PAGES = [
     "/admin/consultations",
     "/admin/people",
     "/admin/people/tg:1",
+    "/admin/knowledge",
     "/admin/audit",
     "/admin/evaluations",
 ]

@@ -1,0 +1,38 @@
+"""The console's uploads loaded into the knowledge base exactly as the CLI loads files.
+
+`ConsoleUploads` is the console's `admin.ports.UploadLoader`: `media.knowledge_files`'
+loader (its kinds, its size limit, its `upload:` sources) on the reader pool it is given,
+which `app.admin_mount` makes the runtime's own.
+"""
+
+from __future__ import annotations
+
+from core.domain.knowledge import KnowledgeBase
+from media.knowledge_files import SUFFIXES, KnowledgeLoader, Loaded, upload_source
+from media.reader_pool import DocumentReaders
+
+
+class ConsoleUploads:
+    """The console's `admin.ports.UploadLoader`: uploads loaded as the CLI loads files."""
+
+    def __init__(
+        self, knowledge: KnowledgeBase, readers: DocumentReaders, *, max_bytes: int
+    ) -> None:
+        self._loader = KnowledgeLoader(knowledge, readers, max_bytes=max_bytes)
+        self._max_bytes = max_bytes
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes
+
+    @property
+    def suffixes(self) -> tuple[str, ...]:
+        return SUFFIXES
+
+    def source_of(self, name: str) -> str:
+        return upload_source(name)
+
+    async def load_upload(
+        self, data: bytes, *, name: str, title: str = "", role: str | None = None
+    ) -> Loaded:
+        return await self._loader.load_upload(data, name=name, title=title, role=role)
