@@ -333,3 +333,23 @@ async def test_upload_list_search_remove_on_postgresql(
         assert "[K1] warranty › Warranty terms › Kettles (document #1, score " in found
         assert await say(bot, "/knowledge remove 1 2") == "Removed: #1.\nNo such document: #2."
         assert await documents(bot) == []
+
+
+@pytest.mark.bot_settings(admin_user_ids=str(OPERATOR), knowledge_max_document_bytes=50_000_000)
+async def test_a_document_telegram_will_not_hand_out_is_refused_with_its_limit(
+    bot: RunningBot,
+) -> None:
+    """Within the knowledge base's limit but over the cloud Bot API's 20 MB: getFile says
+    "file is too big", and the reply names Telegram's limit; nothing is downloaded."""
+    reply = await upload(bot, b"x", "manual.pdf", size=30_000_000)
+    assert reply == "manual.pdf was not added: it is larger than 20 MB."
+    assert fetched(bot) == ["getFile"] and await documents(bot) == []
+
+
+async def test_a_document_that_cannot_be_fetched_is_said_so(bot: RunningBot) -> None:
+    gone = {"document": {"file_id": "gone", "file_unique_id": "g1", "file_name": "terms.md"}}
+    [reply] = await ask_private(bot, OPERATOR, None, media=gone, caption="/knowledge")
+    assert reply == (
+        "terms.md was not added: it could not be downloaded from Telegram. Please send it again."
+    )
+    assert await documents(bot) == []
