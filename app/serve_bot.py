@@ -29,11 +29,13 @@ from app.settings import Settings
 from app.startup import StartupError, cannot_listen, stop_on_signals
 from bot.app import INTERRUPTING_COMMANDS, UNORDERED_COMMANDS, build_application
 from bot.commands.given_up import give_up
+from bot.commands.knowledge import OperatorKnowledge
 from bot.transport.config import BotConfig
 from bot.transport.menus import set_command_menus
 from bot.transport.undelivered import StoredUndelivered
 from bot.updates.cluster_state import IN_MEMORY, SharedState
 from i18n.document_labels import DOCUMENT_LANGUAGES
+from media.knowledge_files import KnowledgeLoader
 
 if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on; PostgreSQL's
     # modules, asyncpg and the shared inbox's worker and polling leader only with DATABASE_URL
@@ -62,6 +64,7 @@ async def run_bot(settings: Settings) -> int:
             shared=shared_state(runtime, config),
             intake=runtime.intake,
             on_given_up=runtime.metrics.record_given_up,
+            knowledge=operator_knowledge(runtime),
         )
         try:
             await initialize_with_retries(application)
@@ -132,6 +135,15 @@ async def run_bot(settings: Settings) -> int:
             await application.shutdown()
     log.info("stopped")
     return 0
+
+
+def operator_knowledge(runtime: Runtime) -> OperatorKnowledge:
+    """What the operators' /knowledge manages: the knowledge base in the store, loaded
+    through the runtime's one pool of document readers, within KNOWLEDGE_MAX_DOCUMENT_BYTES."""
+    limit = runtime.settings.knowledge_max_document_bytes
+    knowledge = runtime.store.knowledge
+    loader = KnowledgeLoader(knowledge, runtime.intake.readers, max_bytes=limit)
+    return OperatorKnowledge(knowledge, loader, limit)
 
 
 def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:

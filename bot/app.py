@@ -26,6 +26,12 @@ from bot.commands.exports import Exports
 from bot.commands.forget import FORGET, Forgetting
 from bot.commands.given_up import give_up
 from bot.commands.history import SHOW, HistoryView
+from bot.commands.knowledge import (
+    KNOWLEDGE_COMMAND,
+    KnowledgeCaption,
+    KnowledgeCommand,
+    OperatorKnowledge,
+)
 from bot.commands.language_choice import CHOOSE_LANGUAGE, LanguageChoice
 from bot.commands.memory import DELETE_FACT, MemoryCommands
 from bot.commands.model_choice import CHOOSE_MODEL, ModelChoice
@@ -67,11 +73,13 @@ def build_application(
     shared: SharedState = IN_MEMORY,
     intake: Intake | None = None,
     on_given_up: Callable[[str], object] | None = None,
+    knowledge: OperatorKnowledge | None = None,
 ) -> Application:
     """The Application; `on_reply` sees every reply produced (metrics); `shared` is the
     state kept between updates (this process's memory unless given); `intake` reads the
     files users send (without it they get the "text only" answer); `on_given_up` hears the
-    reason of each update stopped past `config.handling_deadline` (metrics)."""
+    reason of each update stopped past `config.handling_deadline` (metrics); `knowledge` is
+    what the operators' /knowledge manages (without it the bot has no such command)."""
 
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
@@ -110,7 +118,15 @@ def build_application(
     if not config.webhook:
         builder = builder.get_updates_request(AiohttpRequest(pool_size=1, read_timeout=40.0))
     application = builder.build()
-    register(application, config, engine, on_reply=on_reply, shared=shared, intake=intake)
+    register(
+        application,
+        config,
+        engine,
+        on_reply=on_reply,
+        shared=shared,
+        intake=intake,
+        knowledge=knowledge,
+    )
     return application
 
 
@@ -122,6 +138,7 @@ def register(
     on_reply: Callable[[Reply], None] | None = None,
     shared: SharedState = IN_MEMORY,
     intake: Intake | None = None,
+    knowledge: OperatorKnowledge | None = None,
 ) -> None:
     """Wire the handlers: one turn runner and one `say` shared by all."""
     bot = application.bot
@@ -211,6 +228,26 @@ def register(
         ("quota", quota.command),
     ):
         application.add_handler(CommandHandler(name, handlers.command(callback), filters=only_new))
+    if knowledge is not None:  # before the unknown commands and the files it takes from them
+        operators = KnowledgeCommand(
+            knowledge,
+            config,
+            engine.config,
+            roles=engine.settings.roles,
+            say=say,
+            unknown=commands.unknown,
+        )
+        # As an unknown command is: in a group only when it names this bot.
+        application.add_handler(
+            CommandHandler(
+                KNOWLEDGE_COMMAND,
+                handlers.command(operators.command, addressed_only=True),
+                filters=only_new,
+            )
+        )
+        application.add_handler(
+            MessageHandler(only_new & KnowledgeCaption(), handlers.command(operators.caption))
+        )
     application.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, handlers.on_migrate))
     application.add_handler(
         MessageHandler(

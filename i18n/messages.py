@@ -415,6 +415,58 @@ MESSAGES: dict[str, str | Plural] = {
     "stats_seconds": N_("{s} s"),
     "stats_minutes": N_("{m} min {s} s"),
     "stats_hours": N_("{h} h {m} min"),
+    # /knowledge: the operators' knowledge base (bot/commands/knowledge.py).
+    "knowledge_usage": N_(
+        "/knowledge — the documents of the knowledge base\n"
+        "/knowledge remove N [M …] — remove documents by number\n"
+        "/knowledge search [role=NAME] QUERY — the passages a consultation would receive\n\n"
+        "To add a document, send it as a file with the caption /knowledge (or /knowledge "
+        "role=NAME: only for consultations with that expert); a file of the same name "
+        "replaces it. Files: {kinds}, up to {limit}."
+    ),
+    "knowledge_empty": N_(
+        "The knowledge base is empty. To add a document, send it as a file with the caption "
+        "/knowledge."
+    ),
+    "knowledge_listed": N_("Documents in the knowledge base: {count}"),
+    "knowledge_line": N_("#{id} {title} · passages: {passages} · added {added} UTC"),
+    "knowledge_line_role": N_(
+        "#{id} {title} · role {role} · passages: {passages} · added {added} UTC"
+    ),
+    "knowledge_more": N_("…and {count} more"),
+    "knowledge_removed": N_("Removed: {ids}."),
+    "knowledge_not_found": N_("No such document: {ids}."),
+    "knowledge_found": N_("What a consultation would receive, best first:"),
+    "knowledge_no_match": N_("No passage of the knowledge base matches."),
+    "knowledge_passage": N_("[{label}] {place} (document #{id}, score {score})"),
+    "knowledge_passage_page": N_("[{label}] {place}, page {page} (document #{id}, score {score})"),
+    "knowledge_unknown_role": N_("There is no role {role}. Roles: {roles}."),
+    "knowledge_added": N_("Added #{id} {title} ({name}), passages: {passages}."),
+    "knowledge_replaced": N_("Replaced #{id} {title} ({name}), passages: {passages}."),
+    "knowledge_unchanged": N_(
+        "Unchanged: #{id} {title} ({name}) is already in the knowledge base."
+    ),
+    "knowledge_for_role": N_("Only for consultations of the role {role}."),
+    "knowledge_partial": N_(
+        "Only the beginning of the document was read: it is longer than the knowledge base takes."
+    ),
+    "knowledge_failed": N_("{name} was not added: {reason}"),
+    "knowledge_failed_too_large": N_("{name} was not added: it is larger than {limit}."),
+    "knowledge_failed_unsupported": N_(
+        "{name} was not added: the knowledge base reads these files: {kinds}."
+    ),
+    "knowledge_failed_unreadable": N_(
+        "{name} was not added: it could not be opened (damaged or password-protected)."
+    ),
+    "knowledge_failed_no_text": N_(
+        "{name} was not added: there is no text in it (a scan without a text layer?)."
+    ),
+    "knowledge_failed_too_costly": N_(
+        "{name} was not added: reading it took longer or more memory than a document may."
+    ),
+    "knowledge_failed_download": N_(
+        "{name} was not added: it could not be downloaded from Telegram. Please send it again."
+    ),
     "language_show": N_("Interface language: {language}. Choose another one:"),
     "language_set": N_("Interface language: {language}."),
     "language_client_button": N_("As in my Telegram app"),

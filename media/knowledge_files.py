@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.domain.chunking import chunk_text
-from core.domain.errors import AttachmentRefused
+from core.domain.errors import AttachmentProblem, AttachmentRefused
 from core.domain.knowledge import KnowledgeBase, KnowledgeDocument, NewDocument, Stored
 from media.reader_pool import DocumentReaders, ReadersClosed
 
@@ -58,14 +58,16 @@ def is_upload(source: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class Loaded:
     """What loading one file did: `stored` and `document`, or the `problem` that kept it
-    out; `note` says when only part of its text was read. `source` names the file: its
-    path, or the upload's source."""
+    out (and its kind, `refusal`, where it is one an edge words for its reader: too large,
+    of another kind, unreadable, too costly, no text); `note` says when only part of its
+    text was read. `source` names the file: its path, or the upload's source."""
 
     source: str
     document: KnowledgeDocument | None = None
     stored: Stored | None = None
     problem: str = ""
     note: str = ""
+    refusal: AttachmentProblem | None = None
 
 
 def files_in(paths: Iterable[Path]) -> tuple[list[Path], list[Loaded]]:
@@ -113,7 +115,11 @@ class KnowledgeLoader:
         except OSError as error:
             return Loaded(str(path), problem=f"cannot be read: {error.strerror or error}")
         except _TooLarge as large:
-            return Loaded(str(path), problem=_too_large(large.size, self._max_bytes))
+            return Loaded(
+                str(path),
+                problem=_too_large(large.size, self._max_bytes),
+                refusal=AttachmentProblem.TOO_LARGE,
+            )
         return await self.load_bytes(
             data, name=path.name, source=str(path), title=title, role=role, again=again
         )
@@ -125,9 +131,17 @@ class KnowledgeLoader:
         file; a name of a kind not loaded is refused before anything is read."""
         source = upload_source(name)
         if not source.lower().endswith(SUFFIXES):
-            return Loaded(source, problem=f"not a kind loaded ({', '.join(SUFFIXES)})")
+            return Loaded(
+                source,
+                problem=f"not a kind loaded ({', '.join(SUFFIXES)})",
+                refusal=AttachmentProblem.UNSUPPORTED,
+            )
         if len(data) > self._max_bytes:
-            return Loaded(source, problem=_too_large(len(data), self._max_bytes))
+            return Loaded(
+                source,
+                problem=_too_large(len(data), self._max_bytes),
+                refusal=AttachmentProblem.TOO_LARGE,
+            )
         base = source.removeprefix(UPLOAD_SCHEME)
         return await self.load_bytes(data, name=base, source=source, title=title, role=role)
 
@@ -162,7 +176,9 @@ class KnowledgeLoader:
                 outline=True,
             )
         except AttachmentRefused as refused:
-            return Loaded(source, problem=refused.detail or refused.problem.value)
+            return Loaded(
+                source, problem=refused.detail or refused.problem.value, refusal=refused.problem
+            )
         except ReadersClosed:
             raise
         suffix = Path(name).suffix.lower()
@@ -170,7 +186,7 @@ class KnowledgeLoader:
             chunk_text, read.text, outline=suffix in _OUTLINED, pages=read.pages
         )
         if not chunks:
-            return Loaded(source, problem="no text")
+            return Loaded(source, problem="no text", refusal=AttachmentProblem.NO_TEXT)
         named = title or (stored.title if stored and again else "") or read.title or Path(name).stem
         document = NewDocument(named, source, role, digest)
         written, outcome = await self._knowledge.put(document, chunks, at=time.time(), again=again)

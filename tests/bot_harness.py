@@ -25,6 +25,7 @@ from typing import Any
 from telegram.ext import Application
 
 from app.runtime import Runtime, open_runtime
+from app.serve_bot import operator_knowledge
 from app.settings import Settings, load_settings
 from bot.app import build_application
 from bot.transport.config import BotConfig
@@ -106,7 +107,11 @@ async def running_bot(
         if shared.round_keyboards is None:  # kept in the store, as `app.serve_bot` keeps them
             shared = dataclasses.replace(shared, round_keyboards=runtime.store)
         application = build_application(
-            config or settings.bot_config(), runtime.engine, intake=runtime.intake, shared=shared
+            config or settings.bot_config(),
+            runtime.engine,
+            intake=runtime.intake,
+            shared=shared,
+            knowledge=operator_knowledge(runtime),
         )
         async with application:
             await application.start()

@@ -213,3 +213,13 @@ def command_of(message: Message) -> str | None:
         if entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
             return text[: entity.length]
     return None
+
+
+def caption_command_of(message: Message) -> str | None:
+    """The leading `/command[@bot]` of a file's caption, as Telegram marks it (PTB's
+    command handlers read a text's command only)."""
+    caption = message.caption or ""
+    for entity in message.caption_entities:
+        if entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
+            return caption[: entity.length]
+    return None

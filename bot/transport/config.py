@@ -18,7 +18,7 @@ class BotConfig:
     max_rate: float = 0  # overall Bot API requests per second; 0: no cap
     allowed_user_ids: frozenset[int] = frozenset()
     allowed_chat_ids: frozenset[int] = frozenset()
-    admin_user_ids: frozenset[int] = frozenset()  # operators: /stats, /quota
+    admin_user_ids: frozenset[int] = frozenset()  # operators: /stats, /quota, /knowledge
     user_rate_limit_per_minute: int = 20  # 0: no limit
     button_presses_per_minute: int = 10  # per user, apart from messages; 0: no limit
     group_config_admins_only: bool = True

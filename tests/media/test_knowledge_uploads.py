@@ -5,9 +5,11 @@ a reason when it is of another kind, too large or empty, leaving nothing stored.
 
 from __future__ import annotations
 
+from core.domain.errors import AttachmentProblem
 from core.domain.knowledge import Stored
+from media.config import ReaderConfig
 from media.knowledge_files import KnowledgeLoader, is_upload, upload_source
-from media.reader_pool import DocumentReaders, ReaderConfig
+from media.reader_pool import DocumentReaders
 from storage.sqlite.store import SqliteStore
 
 PRICES = b"# Prices\n\n## Kettles\n\nThe Aqua kettle costs 49 euros.\n"
@@ -54,4 +56,10 @@ async def test_a_refused_upload_stores_nothing(store: SqliteStore) -> None:
     assert "over KNOWLEDGE_MAX_DOCUMENT_BYTES" in too_large.problem
     assert empty.problem == "no text in the file"
     assert broken.problem and broken.document is None
+    assert (other_kind.refusal, too_large.refusal, empty.refusal, broken.refusal) == (
+        AttachmentProblem.UNSUPPORTED,
+        AttachmentProblem.TOO_LARGE,
+        AttachmentProblem.NO_TEXT,
+        AttachmentProblem.UNREADABLE,
+    )
     assert await store.knowledge.documents() == []
