@@ -33,7 +33,7 @@ from evaluation.results import Report
 from evaluation.scenarios import DEFAULT_SCENARIOS_DIR, Scenario, ScenarioError, load_scenarios
 from evaluation.settings import ModelRoles, load_eval_settings, model_roles
 from evaluation.summary import summarise
-from evaluation.variants import QUESTION_MODES, build_variants
+from evaluation.variants import KNOWLEDGE_MODES, QUESTION_MODES, build_variants
 
 PIPED_WIDTH = 160
 
@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--questions", action="append", choices=sorted(QUESTION_MODES), default=[],
         help="ask clarifying questions as structured replies with options "
         "(LLM_STRUCTURED_QUESTIONS=on) or in text (off); twice to compare both",
+    )  # fmt: skip
+    parser.add_argument(
+        "--knowledge", action="append", choices=KNOWLEDGE_MODES, default=[],
+        help="knowledge scenarios with their documents loaded (on) or an empty knowledge "
+        "base (off); twice to compare both",
     )  # fmt: skip
     parser.add_argument("--repeat", type=_positive, default=1, metavar="K", help="runs each")
     parser.add_argument(
@@ -110,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.bot_model,
             baseline=not args.no_baseline,
             questions=args.questions,
+            knowledge=args.knowledge,
         ),
         repeats=args.repeat,
         seed=args.seed,
@@ -122,6 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = asyncio.run(_evaluate(settings, roles, plan))
     except KeyboardInterrupt:
         return 130
+    except ConfigError as exc:  # a knowledge base that does not load, before any model call
+        print(f"Configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     summary = summarise(report)
     out.mkdir(parents=True, exist_ok=True)
     write_json(report, out / "report.json", summary=summary)
