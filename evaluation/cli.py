@@ -121,6 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         concurrency=args.concurrency,
     )
+    missing = _missing_knowledge(plan)
+    if missing is not None:
+        print(
+            f"Configuration error: knowledge documents: {missing} is not a folder", file=sys.stderr
+        )
+        return EXIT_CONFIG
     out = args.out or settings.eval_reports_dir / datetime.datetime.now(datetime.UTC).strftime(
         "%Y%m%d-%H%M%S"
     )
@@ -171,6 +177,14 @@ def _selected(scenarios: list[Scenario], ids: list[str]) -> list[Scenario]:
     if unknown:
         raise ConfigError(f"--scenario: no scenario {unknown[0]!r} (--list shows them)")
     return [s for s in scenarios if not ids or s.id in ids]
+
+
+def _missing_knowledge(plan: Plan) -> Path | None:
+    """The first knowledge folder the plan loads that is not a folder, if any."""
+    for _, folder in plan.stores():
+        if folder is not None and not folder.is_dir():
+            return folder
+    return None
 
 
 def _check_prompts(settings: Settings, folders: list[Path]) -> None:
