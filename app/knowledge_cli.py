@@ -73,6 +73,22 @@ async def run_knowledge(settings: Settings, arguments: argparse.Namespace) -> in
         await store.close()
 
 
+async def load_files(
+    settings: Settings, knowledge: KnowledgeBase, paths: Sequence[Path]
+) -> list[Loaded]:
+    """Load files and folders into `knowledge` as `add` does — the same walk of the
+    folders, document readers and loader — printing nothing: each path's outcome, in
+    order, a failure as a `Loaded` with its problem."""
+    files, outcomes = files_in(paths)
+    async with DocumentReaders(settings.reader_config()) as readers:
+        loader = KnowledgeLoader(
+            knowledge, readers, max_bytes=settings.knowledge_max_document_bytes
+        )
+        for path in files:
+            outcomes.append(await loader.load(path))
+    return outcomes
+
+
 async def add(loader: KnowledgeLoader, paths: Sequence[Path], title: str, role: str | None) -> int:
     files, outcomes = files_in(paths)
     for problem in outcomes:

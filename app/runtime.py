@@ -42,7 +42,7 @@ from app.settings import Settings
 from app.startup import StartupError
 from app.stores import open_store
 from core.domain.knowledge import KnowledgeSearch
-from core.domain.ports import ChatLocks
+from core.domain.ports import ChatLocks, Completer
 from core.domain.usage import Accounting
 from core.llm.llm import ModelEndpoint, OpenAICompleter
 from core.primitives.keyed_lock import KeyedLock
@@ -100,6 +100,7 @@ async def open_runtime(
     inbox: bool = False,
     clock: Callable[[], float] = time.time,
     knowledge: KnowledgeSearch | None = None,
+    wrap_bot_model: Callable[[Completer], Completer] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open everything, yield the runtime, close everything in reverse order.
 
@@ -108,7 +109,9 @@ async def open_runtime(
     `inbox=True` opens the shared inbox when DATABASE_URL is set (the bot process);
     `clock` is the engine's (Unix time; a test moves it across a UTC day);
     `knowledge` is the knowledge base every consultation reads (None: the one kept in
-    the store, which an empty knowledge base leaves out of every call).
+    the store, which an empty knowledge base leaves out of every call);
+    `wrap_bot_model` wraps the bot model's client the engine calls (the evaluator records
+    each request a consultation sends, with the passages it was given).
     """
     prompts = PromptLibrary(settings.prompts_dir)
     prompts.check()
@@ -144,9 +147,10 @@ async def open_runtime(
         closing.push_async_callback(models.close)
         # Within the process: across processes a chat is the inbox claim's, a session its lock's.
         accounting = Accounting(settings.prices(), observe=metrics.record_charge)
+        bot_completer = models[BOT_MODEL]
         engine = build_engine(
             store,
-            models[BOT_MODEL],
+            bot_completer if wrap_bot_model is None else wrap_bot_model(bot_completer),
             prompts,
             engine_config,
             locks=KeyedLock(),

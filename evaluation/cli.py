@@ -33,7 +33,7 @@ from evaluation.results import Report
 from evaluation.scenarios import DEFAULT_SCENARIOS_DIR, Scenario, ScenarioError, load_scenarios
 from evaluation.settings import ModelRoles, load_eval_settings, model_roles
 from evaluation.summary import summarise
-from evaluation.variants import QUESTION_MODES, build_variants
+from evaluation.variants import KNOWLEDGE_MODES, QUESTION_MODES, build_variants
 
 PIPED_WIDTH = 160
 
@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--questions", action="append", choices=sorted(QUESTION_MODES), default=[],
         help="ask clarifying questions as structured replies with options "
         "(LLM_STRUCTURED_QUESTIONS=on) or in text (off); twice to compare both",
+    )  # fmt: skip
+    parser.add_argument(
+        "--knowledge", action="append", choices=KNOWLEDGE_MODES, default=[],
+        help="knowledge scenarios with their documents loaded (on) or an empty knowledge "
+        "base (off); twice to compare both",
     )  # fmt: skip
     parser.add_argument("--repeat", type=_positive, default=1, metavar="K", help="runs each")
     parser.add_argument(
@@ -110,11 +115,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.bot_model,
             baseline=not args.no_baseline,
             questions=args.questions,
+            knowledge=args.knowledge,
         ),
         repeats=args.repeat,
         seed=args.seed,
         concurrency=args.concurrency,
     )
+    missing = _missing_knowledge(plan)
+    if missing is not None:
+        print(
+            f"Configuration error: knowledge documents: {missing} is not a folder", file=sys.stderr
+        )
+        return EXIT_CONFIG
     out = args.out or settings.eval_reports_dir / datetime.datetime.now(datetime.UTC).strftime(
         "%Y%m%d-%H%M%S"
     )
@@ -122,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = asyncio.run(_evaluate(settings, roles, plan))
     except KeyboardInterrupt:
         return 130
+    except ConfigError as exc:  # a knowledge base that does not load, before any model call
+        print(f"Configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     summary = summarise(report)
     out.mkdir(parents=True, exist_ok=True)
     write_json(report, out / "report.json", summary=summary)
@@ -162,6 +177,14 @@ def _selected(scenarios: list[Scenario], ids: list[str]) -> list[Scenario]:
     if unknown:
         raise ConfigError(f"--scenario: no scenario {unknown[0]!r} (--list shows them)")
     return [s for s in scenarios if not ids or s.id in ids]
+
+
+def _missing_knowledge(plan: Plan) -> Path | None:
+    """The first knowledge folder the plan loads that is not a folder, if any."""
+    for _, folder in plan.stores():
+        if folder is not None and not folder.is_dir():
+            return folder
+    return None
 
 
 def _check_prompts(settings: Settings, folders: list[Path]) -> None:

@@ -1,8 +1,14 @@
 """A whole evaluation: every scenario under every variant, `repeats` times, judged.
 
 Each variant gets its own runtime (`app.runtime.open_runtime`, no background jobs) on
-a throwaway SQLite file in `workdir`, with the simulated user and the judge as extra
-named model clients; each run uses its own chat key. At most `concurrency` runs or
+a throwaway SQLite file in `workdir` (never the deployment's DATABASE_URL), with the
+simulated user and the judge as extra named model clients; each run uses its own chat
+key. A variant that loads knowledge gets one more runtime per knowledge folder its
+scenarios name, whose store holds that folder's documents alone
+(`evaluation.knowledge_loading`), so no scenario reads another's knowledge base; the
+bot model's client records each request (`evaluation.recording`), and a knowledge
+scenario's run is measured from them (`evaluation.knowledge_metrics`) and judged with
+the excerpts its final answer was given. At most `concurrency` runs or
 pairwise judgements are in flight at once. Results come back in a fixed order —
 scenario, variant, repeat — whatever order they finish in, and the pairwise order
 comes from the seed, so two evaluations with the same seed ask the same questions.
@@ -21,13 +27,20 @@ from app.runtime import open_runtime
 from app.settings import Settings
 from core.llm.llm import ModelEndpoint
 from evaluation.judge import JudgeModel, judge_answer
+from evaluation.knowledge_loading import load_documents
+from evaluation.knowledge_metrics import check_knowledge, final_passages
 from evaluation.pairwise import judge_pair, order_rng
+from evaluation.recording import RecordingCompleter
 from evaluation.results import Pairwise, Report, RunResult
 from evaluation.runner import Bot, play
 from evaluation.scenarios import Scenario
 from evaluation.settings import ModelRoles
 from evaluation.simulated_user import UserModel
 from evaluation.variants import QUESTION_MODES, Variant, variant_pairs
+
+Store = tuple[int, Path | None]
+"""A runtime's key: the variant's index and the knowledge folder its store holds (None:
+an empty knowledge base)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +55,16 @@ class Plan:
         """Runs plus pairwise judgements: what a progress bar counts."""
         per_repeat = len(self.variants) + len(variant_pairs(self.variants))
         return len(self.scenarios) * self.repeats * per_repeat
+
+    def store_for(self, index: int, scenario: Scenario) -> Store:
+        """The runtime a scenario runs on under the variant at `index`."""
+        loads = scenario.knowledge is not None and self.variants[index].loads_knowledge
+        return (index, scenario.knowledge.documents if loads and scenario.knowledge else None)
+
+    def stores(self) -> list[Store]:
+        """Every runtime the plan needs, each variant's in scenario order, once."""
+        keys = (self.store_for(i, s) for i in range(len(self.variants)) for s in self.scenarios)
+        return list(dict.fromkeys(keys))
 
 
 async def evaluate(
@@ -60,29 +83,48 @@ async def evaluate(
         scenarios=[s.id for s in plan.scenarios],
         repeats=plan.repeats,
     )
-    configured = [
-        _variant_settings(settings, roles, variant, workdir / f"variant-{i}.sqlite3")
-        for i, variant in enumerate(plan.variants)
-    ]
+    stores = plan.stores()
+    configured = {
+        key: _variant_settings(
+            settings, roles, plan.variants[key[0]], workdir / f"store-{n}.sqlite3"
+        )
+        for n, key in enumerate(stores)
+    }
     report.variant_settings = {
-        v.name: describe_variant(v, s) for v, s in zip(plan.variants, configured, strict=True)
+        v.name: describe_variant(v, _variant_settings(settings, roles, v, workdir))
+        for v in plan.variants
     }
     gate = asyncio.Semaphore(plan.concurrency)
     async with contextlib.AsyncExitStack() as stack:
-        runtimes = [
-            await stack.enter_async_context(
-                open_runtime(each, extra_models=[roles.user, roles.judge], background=False)
+        runtimes = {}
+        bots = {}
+        for key in stores:
+            runtime = await stack.enter_async_context(
+                open_runtime(
+                    configured[key],
+                    extra_models=[roles.user, roles.judge],
+                    background=False,
+                    wrap_bot_model=RecordingCompleter,
+                )
             )
-            for each in configured
-        ]
-        judge = JudgeModel(runtimes[0].models["judge"], roles.judge.model, roles.judge_max_tokens)
+            folder = key[1]
+            documents = (
+                {}
+                if folder is None
+                else await load_documents(configured[key], runtime.store.knowledge, folder)
+            )
+            runtimes[key] = runtime
+            bots[key] = Bot(runtime.engine, runtime.prompts, documents)
+        first = runtimes[stores[0]]
+        judge = JudgeModel(first.models["judge"], roles.judge.model, roles.judge_max_tokens)
 
         async def run(scenario: Scenario, index: int, repeat: int) -> RunResult:
-            variant, runtime = plan.variants[index], runtimes[index]
+            variant, key = plan.variants[index], plan.store_for(index, scenario)
+            runtime = runtimes[key]
             user = UserModel(runtime.models["user"], roles.user.model, roles.user_max_tokens)
             async with gate:
                 result = await play(
-                    Bot(runtime.engine, runtime.prompts),
+                    bots[key],
                     user,
                     scenario,
                     variant=variant.name,
@@ -91,8 +133,12 @@ async def evaluate(
                     chat_key=f"eval:{scenario.id}:{repeat}",
                 )
                 result.expected_early_finish = scenario.expect.early_finish
+                if scenario.knowledge is not None:
+                    result.knowledge = check_knowledge(scenario.knowledge, result)
                 if result.error is None:
-                    result.judgement = await judge_answer(judge, scenario, result.final_answer)
+                    result.judgement = await judge_answer(
+                        judge, scenario, result.final_answer, excerpts=final_passages(result)
+                    )
             on_step()
             return result
 
@@ -137,9 +183,10 @@ def _variant_settings(
     settings: Settings, roles: ModelRoles, variant: Variant, db_path: Path
 ) -> Settings:
     """The deployment's settings with the variant's prompts, model, round limit and way of
-    asking clarifying questions."""
+    asking clarifying questions, on the throwaway SQLite file `db_path`."""
     update: dict[str, object] = {
         "db_path": db_path,
+        "database_url": None,  # the evaluator's stores are its own, never the deployment's
         "max_rounds_limit": max(settings.max_rounds_limit, variant.max_rounds or 0, 10),
     }
     if variant.prompts_dir is not None:
@@ -164,9 +211,11 @@ def describe_variant(variant: Variant, settings: Settings) -> str:
     prompts = settings.prompts_dir if settings.prompts_dir is not None else "built-in"
     mode = settings.llm_structured_questions
     asked = {"on": "structured", "off": "text"}.get(mode, "structured while the model gives them")
+    knowledge = f"on (top {settings.knowledge_top_k})" if variant.loads_knowledge else "off (empty)"
     return (
         f"{rounds}; prompts: {prompts}; model: {settings.llm_model}; "
-        f"questions: {asked} (LLM_STRUCTURED_QUESTIONS={mode})"
+        f"questions: {asked} (LLM_STRUCTURED_QUESTIONS={mode}); "
+        f"knowledge scenarios: {knowledge}"
     )
 
 

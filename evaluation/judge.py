@@ -1,6 +1,7 @@
 """The judge: scores one final answer against the scenario's needs and rubric.
 
-Invariant: a failure is never a score. A reply that holds no usable verdict (or a
+Invariant: a failure is never a score (nor a groundedness a knowledge scenario's verdict
+lacks). A reply that holds no usable verdict (or a
 model error) is asked for once more — the second time with the reason the first
 could not be used — and if that fails too the result is a `Judgement` with
 `score=None` and the failure, counted as a judge failure by the reports.
@@ -8,15 +9,16 @@ could not be used — and if that fails too the result is a `Judgement` with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from core.domain.errors import ModelError
+from core.domain.knowledge import SECTION_SEPARATOR
 from core.domain.ports import Completer, CompletionRequest
 from core.prompting.language import LANGUAGE_NAMES
 from evaluation.judge_json import parse_judgement
-from evaluation.results import Judgement
+from evaluation.results import GivenPassage, Judgement
 from evaluation.scenarios import Scenario
 from evaluation.templates import render
 
@@ -55,9 +57,36 @@ def scenario_values(scenario: Scenario) -> dict[str, Any]:
     }
 
 
-async def judge_answer(judge: JudgeModel, scenario: Scenario, answer: str) -> Judgement:
-    prompt = render("judge", **scenario_values(scenario), answer=answer)
-    asked = await ask_for_json(judge, prompt, parse_judgement)
+def knowledge_values(scenario: Scenario, excerpts: Sequence[GivenPassage]) -> dict[str, Any]:
+    """What the judge's prompt says of a knowledge scenario: the excerpts the final answer
+    was given, quoted as the bot's prompt quotes them, and what they do not cover."""
+    assert scenario.knowledge is not None
+    return {
+        "passages": [
+            {
+                "label": p.label,
+                "place": SECTION_SEPARATOR.join(part for part in (p.title, p.section) if part),
+                "quoted": "\n".join(f"> {line}" for line in p.text.splitlines()),
+            }
+            for p in excerpts
+        ],
+        "not_covered": scenario.knowledge.not_covered,
+    }
+
+
+async def judge_answer(
+    judge: JudgeModel,
+    scenario: Scenario,
+    answer: str,
+    *,
+    excerpts: Sequence[GivenPassage] = (),
+) -> Judgement:
+    """The judge's verdict; a knowledge scenario's (one with `knowledge`) also rates the
+    answer's groundedness in `excerpts`, the passages its final answer was given."""
+    grounded = scenario.knowledge is not None
+    knowledge = knowledge_values(scenario, excerpts) if grounded else None
+    prompt = render("judge", **scenario_values(scenario), answer=answer, knowledge=knowledge)
+    asked = await ask_for_json(judge, prompt, lambda text: parse_judgement(text, grounded=grounded))
     if asked.value is None:
         return Judgement(score=None, failure=asked.failure, raw=asked.raw)
     return asked.value

@@ -36,23 +36,32 @@ def extract_object(text: str) -> dict[str, Any]:
     return value
 
 
-def parse_judgement(text: str) -> Judgement:
-    """A scored `Judgement` from the judge's reply; ValueError when it holds none."""
+def parse_judgement(text: str, *, grounded: bool = False) -> Judgement:
+    """A scored `Judgement` from the judge's reply; ValueError when it holds none. With
+    `grounded` (a knowledge scenario) the reply must rate groundedness too."""
     data = extract_object(text)
-    if "score" not in data or data["score"] is None:
-        raise ValueError('the JSON has no "score"')
-    score = _number(data["score"])
-    if score is None:
-        raise ValueError(f'"score" is not a number: {data["score"]!r}')
-    if not 0 <= score <= 1:
-        raise ValueError(f'"score" {score:g} is outside 0..1')
+    score = _fraction(data, "score")
     return Judgement(
         score=score,
         justification=_text(data.get("justification")),
         covered=_texts(data.get("covered")),
         missed=_texts(data.get("missed")),
         raw=text,
+        groundedness=_fraction(data, "groundedness") if grounded else None,
+        unsupported=_texts(data.get("unsupported")) if grounded else [],
     )
+
+
+def _fraction(data: dict[str, Any], key: str) -> float:
+    """The number under `key`, from 0 to 1; ValueError naming the key otherwise."""
+    if key not in data or data[key] is None:
+        raise ValueError(f'the JSON has no "{key}"')
+    number = _number(data[key])
+    if number is None:
+        raise ValueError(f'"{key}" is not a number: {data[key]!r}')
+    if not 0 <= number <= 1:
+        raise ValueError(f'"{key}" {number:g} is outside 0..1')
+    return number
 
 
 def parse_winner(text: str) -> tuple[str, str]:

@@ -14,10 +14,13 @@ from pathlib import Path
 from core.domain.clarifying import option_label
 from evaluation.report_chart import score_chart
 from evaluation.report_table import (
+    KNOWLEDGE_HEADERS,
     NONE,
     OVERALL_HEADERS,
     QUESTION_HEADERS,
     early_text,
+    knowledge_cells,
+    knowledge_text,
     overall_cells,
     percent,
     question_cells,
@@ -72,6 +75,7 @@ def render_html(report: Report, *, summary: Summary | None = None) -> str:
         "questions with options the user answered by choosing one, early stops (of which the "
         "model said it knew enough), and early stops as the scenarios expect.</p>",
         _table(list(QUESTION_HEADERS), [question_cells(v) for v in summary.variants]),
+        _knowledge(summary),
         _pairs(summary),
         "<h2>Per scenario</h2>",
         _per_scenario(report, summary),
@@ -123,6 +127,20 @@ def _overall(summary: Summary) -> str:
     return _table(list(OVERALL_HEADERS), [overall_cells(v) for v in summary.variants])
 
 
+def _knowledge(summary: Summary) -> str:
+    if all(v.knowledge is None for v in summary.variants):
+        return ""
+    return (
+        "<h3>Knowledge</h3><p>Over the knowledge scenarios' finished runs: the needed facts "
+        "whose passage the final answer was given (hit rate at KNOWLEDGE_TOP_K) and the ones "
+        "it states; the cited labels whose passage holds a needed fact; the clarifying "
+        "questions asking for a fact a passage given to that round held; the judge's mean "
+        "groundedness (claims about the operator supported by the excerpts or said to be "
+        "not covered).</p>"
+        + _table(list(KNOWLEDGE_HEADERS), [knowledge_cells(v) for v in summary.variants])
+    )
+
+
 def _pairs(summary: Summary) -> str:
     if not summary.pairs:
         return ""
@@ -149,7 +167,9 @@ def _per_scenario(report: Report, summary: Summary) -> str:
     variants = [v.variant for v in summary.variants]
     headers = ["Scenario", "Rep"] + [f"Score {v}" for v in variants]
     headers += [f"Better: {p.variant_a} vs {p.variant_b}" for p in summary.pairs]
-    headers += [f"Rounds ({' · '.join(variants)})", "Questions", "Tokens in/out", "Time"]
+    knowledge = any(r.knowledge is not None for r in report.results)
+    headers += [f"Rounds ({' · '.join(variants)})", "Questions"]
+    headers += ["Knowledge"] * knowledge + ["Tokens in/out", "Time"]
     results = _results(report)
     pairwise = _pairwise(report)
     rows = []
@@ -163,6 +183,10 @@ def _per_scenario(report: Report, summary: Summary) -> str:
         row += [
             " · ".join(_rounds(r) for r in runs),
             " · ".join(NONE if r is None else questions_text(r) for r in runs),
+        ]
+        if knowledge:
+            row.append(" · ".join(NONE if r is None else knowledge_text(r) for r in runs))
+        row += [
             " · ".join(NONE if r is None else f"{r.tokens_in}/{r.tokens_out}" for r in runs),
             " · ".join(NONE if r is None else f"{r.seconds:.1f} s" for r in runs),
         ]
@@ -218,6 +242,8 @@ def _run_block(r: RunResult) -> str:
         head += " · final answer pressed"
     if r.clarifying_rounds:
         head += f" · questions {questions_text(r)}"
+    if r.knowledge is not None and r.error is None:
+        head += f" · knowledge {knowledge_text(r)}"
     final = _final_index(r)
     parts = [_seen_html(t, final=i == final) for i, t in enumerate(r.transcript)]
     if final is None and r.final_answer:
@@ -256,12 +282,29 @@ def _seen_html(seen: SeenMessage, *, final: bool = False) -> str:
         for k, option in enumerate(question.options, 1)
     ]
     listed = f'<ul class="options">{"".join(options)}</ul>' if options else ""
+    given = "".join(
+        f"<li><b>[{_e(p.label)}]</b> {_e(_place(p.title, p.section, p.document))}"
+        f'<div class="text">{_e(p.text)}</div></li>'
+        for p in seen.knowledge
+    )
+    passages = (
+        f'<details class="given"><summary>Knowledge-base passages given '
+        f"({len(seen.knowledge)})</summary><ul>{given}</ul></details>"
+        if given
+        else ""
+    )
     picks = "".join(f"<li>{_e(pick.line)}</li>" for pick in seen.picks)
     chosen = f'<div class="who">Chosen by option:</div><ul>{picks}</ul>' if picks else ""
     return (
         f'<div class="{kind}"><div class="who">{_e(who)}</div>'
-        f'<div class="text">{_e(seen.text)}</div>{listed}{chosen}</div>'
+        f'<div class="text">{_e(seen.text)}</div>{listed}{chosen}{passages}</div>'
     )
+
+
+def _place(title: str, section: str, document: str) -> str:
+    """Where a passage comes from: title › section (file)."""
+    place = " › ".join(part for part in (title, section) if part)
+    return f"{place} ({document})" if document else place
 
 
 def _judgement(j: Judgement) -> str:
@@ -272,7 +315,13 @@ def _judgement(j: Judgement) -> str:
     parts = [f'<div class="who">Judge: {j.score:.2f}</div>']
     if j.justification:
         parts.append(f'<div class="text">{_e(j.justification)}</div>')
-    for label, items in (("Covered", j.covered), ("Missed", j.missed)):
+    if j.groundedness is not None:
+        parts.append(f'<div class="who">Groundedness: {j.groundedness:.2f}</div>')
+    for label, items in (
+        ("Covered", j.covered),
+        ("Missed", j.missed),
+        ("Not grounded", j.unsupported),
+    ):
         if items:
             listed = "".join(f"<li>{_e(item)}</li>" for item in items)
             parts.append(f"<div>{label}:</div><ul>{listed}</ul>")

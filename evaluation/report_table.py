@@ -4,7 +4,8 @@ A score the judge could not give shows as "judge failed" and a consultation that
 finish as "error": neither is ever printed as a number, so a broken judge cannot pass for
 a bad answer. The variants' settings head the report, so every column named after a
 variant says what that variant ran with; the question metrics (questions per round,
-answers by option, early stops against the scenario's expectation) sit beside the scores.
+answers by option, early stops against the scenario's expectation) sit beside the scores,
+and the knowledge metrics get a table of their own when knowledge scenarios ran.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def print_table(report: Report, console: Console, *, summary: Summary | None = N
     console.print(scenario_table(report, summary))
     console.print(overall_table(summary))
     console.print(questions_table(summary))
+    if any(v.knowledge is not None for v in summary.variants):
+        console.print(knowledge_table(summary))
     if summary.pairs:
         console.print(pairwise_table(summary.pairs))
 
@@ -70,6 +73,18 @@ def questions_text(result: RunResult) -> str:
     return text
 
 
+def knowledge_text(result: RunResult) -> str:
+    """A knowledge scenario's run in short: facts retrieved and stated, labels citing a
+    fact, redundant questions and groundedness ("hit 2/2, stated 1/2, cites 1/1, …")."""
+    k = result.knowledge
+    if k is None or result.error is not None:
+        return NONE
+    text = f"hit {k.retrieved}/{k.facts}, stated {k.stated}/{k.facts}"
+    text += f", cites {k.cited_with_fact}/{k.cited}, redundant {k.redundant}/{k.questions}q"
+    grounded = result.judgement.groundedness if result.judgement is not None else None
+    return text + ("" if grounded is None else f", grounded {grounded:.2f}")
+
+
 def variants_table(report: Report) -> Table:
     table = Table(title="Variants", title_justify="left")
     table.add_column("Variant", no_wrap=True)
@@ -104,6 +119,9 @@ def scenario_table(report: Report, summary: Summary) -> Table:
     table.add_column(f"Rounds ({joined})", overflow="fold")
     table.add_column("Questions")
     table.add_column("Early")
+    knowledge = any(r.knowledge is not None for r in report.results)
+    if knowledge:
+        table.add_column("Knowledge")
     table.add_column("Tokens in/out")
     table.add_column("Time")
 
@@ -122,6 +140,7 @@ def scenario_table(report: Report, summary: Summary) -> Table:
             _per_variant(runs, lambda r: f"{r.rounds_used}/{r.max_rounds}"),
             _per_variant(runs, questions_text),
             _per_variant(runs, early_text),
+            *([_per_variant(runs, knowledge_text)] if knowledge else []),
             _per_variant(runs, lambda r: f"{r.tokens_in}/{r.tokens_out}"),
             _per_variant(runs, lambda r: f"{r.seconds:.1f} s"),
         )
@@ -183,6 +202,50 @@ def question_cells(v: VariantSummary) -> list[str]:
         f"{v.early_finishes} ({v.model_ready})",
         f"{v.early_as_expected}/{v.early_checked}" if v.early_checked else NONE,
     ]
+
+
+KNOWLEDGE_HEADERS = (
+    "Variant",
+    "Runs",
+    "Hit rate@k",
+    "Facts stated",
+    "Citation precision",
+    "Redundant questions",
+    "Groundedness",
+)
+
+
+def knowledge_cells(v: VariantSummary) -> list[str]:
+    """One variant's knowledge measures, as text (the terminal and the HTML report show
+    the same); "–" for a variant that ran no knowledge scenario to the end."""
+    k = v.knowledge
+    if k is None:
+        return [v.variant, "0", *[NONE] * (len(KNOWLEDGE_HEADERS) - 2)]
+    grounded = NONE
+    if k.mean_groundedness is not None:
+        grounded = f"{k.mean_groundedness:.2f} of {k.grounded_runs}"
+    return [
+        v.variant,
+        str(k.runs),
+        _share(k.hit_rate, k.facts),
+        _share(k.stated_share, k.facts),
+        _share(k.citation_precision, k.cited),
+        f"{k.redundant} of {k.questions}",
+        grounded,
+    ]
+
+
+def _share(rate: float | None, whole: int) -> str:
+    return NONE if rate is None else f"{rate:.0%} of {whole}"
+
+
+def knowledge_table(summary: Summary) -> Table:
+    table = Table(title="Knowledge", title_justify="left")
+    for header in KNOWLEDGE_HEADERS:
+        table.add_column(header, justify="left" if header == "Variant" else "right")
+    for v in summary.variants:
+        table.add_row(*knowledge_cells(v))
+    return table
 
 
 def questions_table(summary: Summary) -> Table:

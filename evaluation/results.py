@@ -30,6 +30,17 @@ class Pick:
 
 
 @dataclass(slots=True)
+class GivenPassage:
+    """A knowledge-base passage a bot's model call was given, under the label it had."""
+
+    label: str  # "K1"…, in the call's order
+    document: str  # its file, relative to the knowledge folder ("" when not one of them)
+    title: str
+    section: str
+    text: str
+
+
+@dataclass(slots=True)
 class SeenMessage:
     """One message of a consultation as the evaluator saw it."""
 
@@ -42,6 +53,8 @@ class SeenMessage:
     asked: int = 0  # questions a clarifying round asked (a text round's are counted by "?")
     model_ready: bool = False  # a final answer the model gave because it knew enough
     picks: list[Pick] = field(default_factory=list)  # a user's answers by option
+    # A bot's reply: the knowledge-base passages its model call was given (the request's).
+    knowledge: list[GivenPassage] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -54,6 +67,25 @@ class Judgement:
     missed: list[str] = field(default_factory=list)
     failure: str | None = None  # why no score: unparseable reply, model error
     raw: str = ""  # the judge's last reply as received
+    # A knowledge scenario's: the share of the answer's claims about the operator that the
+    # excerpts support or that it says the knowledge base does not cover (0..1).
+    groundedness: float | None = None
+    unsupported: list[str] = field(default_factory=list)  # the claims that are neither
+
+
+@dataclass(slots=True)
+class KnowledgeCheck:
+    """The exact knowledge measures of one knowledge scenario's run
+    (`evaluation.knowledge_metrics` says how each is counted)."""
+
+    facts: int  # the facts the scenario needs
+    retrieved: int  # of those, the ones whose passage the final answer's call was given
+    stated: int  # of those, the ones the final answer states
+    given: int  # passages the final answer's call was given
+    cited: int  # labels the final answer cites ([K1, K3]: two)
+    cited_with_fact: int  # of those, labels naming a given passage that holds a needed fact
+    questions: int  # questions the clarifying rounds asked
+    redundant: int  # of those, questions asking for a fact a passage given to that round held
 
 
 @dataclass(slots=True)
@@ -84,6 +116,7 @@ class RunResult:
     seconds: float = 0.0
     error: str | None = None  # the consultation could not finish (model error, …)
     judgement: Judgement | None = None
+    knowledge: KnowledgeCheck | None = None  # a knowledge scenario's exact measures
 
 
 @dataclass(slots=True)

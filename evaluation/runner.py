@@ -9,7 +9,9 @@ sent as answers to that round (`Answer(question, option=…)` with its `RoundRef
 rest of the message as typed text. A failure is recorded on the result (`error`), never
 raised: one broken run does not stop an evaluation. Tokens are the bot model's own,
 summed over every reply; the round counts are the ones the reports' question metrics
-are made of.
+are made of. The bot model's requests are recorded (`evaluation.recording`), and each
+reply keeps the knowledge-base passages of the last request its turn sent — the call
+that wrote it — with the file each came from.
 """
 
 from __future__ import annotations
@@ -17,16 +19,20 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from core.domain.asking import RoundRef, UserMessage
 from core.domain.clarifying import ClarifyingRound
+from core.domain.knowledge_sources import label
 from core.domain.outcomes import Reply
+from core.domain.ports import CompletionRequest
 from core.prompting.final_now import request_text
 from core.prompting.prompts import PromptLibrary
 from core.turns.engine import Engine
 from evaluation.choices import read_choices
-from evaluation.results import AskedQuestion, Pick, RunResult, SeenMessage
+from evaluation.recording import recording
+from evaluation.results import AskedQuestion, GivenPassage, Pick, RunResult, SeenMessage
 from evaluation.scenarios import Scenario
 from evaluation.simulated_user import BOT, USER, UserModel, next_message, speaker_for
 
@@ -39,6 +45,9 @@ class Bot:
 
     engine: Engine
     prompts: PromptLibrary
+    # The knowledge base's documents by id: the file each was loaded from, relative to
+    # its folder (empty without a knowledge base).
+    documents: Mapping[int, str] = field(default_factory=dict)
 
 
 async def play(
@@ -54,7 +63,8 @@ async def play(
     result = RunResult(scenario.id, variant, repeat, max_rounds=max_rounds)
     started = time.perf_counter()
     try:
-        await _consult(bot, user, scenario, result, chat_key)
+        with recording() as calls:
+            await _consult(bot, user, scenario, result, chat_key, calls)
     except Exception as exc:  # any failure ends this run only, and says why
         log.debug("run %s/%s/%d failed", scenario.id, variant, repeat, exc_info=True)
         result.error = f"{type(exc).__name__}: {exc}"
@@ -63,7 +73,12 @@ async def play(
 
 
 async def _consult(
-    bot: Bot, user: UserModel, scenario: Scenario, result: RunResult, key: str
+    bot: Bot,
+    user: UserModel,
+    scenario: Scenario,
+    result: RunResult,
+    key: str,
+    calls: list[CompletionRequest],
 ) -> None:
     engine = bot.engine
     group = scenario.is_group
@@ -76,8 +91,10 @@ async def _consult(
         UserMessage(key, scenario.first_message, author=author, author_id=author_id, is_group=group)
     )
     replies = 1
+    sent = 0  # the calls before the reply's turn
     while True:
-        _record(result, reply)
+        _record(result, reply, _given(calls[sent:], bot.documents))
+        sent = len(calls)
         if reply.is_final:
             break
         if replies > result.max_rounds:  # the service's last round is final: never here
@@ -143,8 +160,26 @@ def _pick(found: ClarifyingRound, question: int, option: int) -> Pick:
     return Pick(question, option, f"{asked.text} — {asked.options[option - 1]}")
 
 
-def _record(result: RunResult, reply: Reply) -> None:
-    seen = SeenMessage(BOT, reply.text, round=reply.round, model_ready=reply.model_ready)
+def _given(turn: Sequence[CompletionRequest], documents: Mapping[int, str]) -> list[GivenPassage]:
+    """The passages the turn's last call was given (the one whose reply the turn kept)."""
+    if not turn:
+        return []
+    return [
+        GivenPassage(
+            label(position),
+            documents.get(passage.document_id, ""),
+            passage.title,
+            passage.section,
+            passage.text,
+        )
+        for position, passage in enumerate(turn[-1].knowledge, 1)
+    ]
+
+
+def _record(result: RunResult, reply: Reply, given: list[GivenPassage]) -> None:
+    seen = SeenMessage(
+        BOT, reply.text, round=reply.round, model_ready=reply.model_ready, knowledge=given
+    )
     if not reply.is_final:
         found = reply.questions
         seen.questions = (

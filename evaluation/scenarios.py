@@ -4,6 +4,8 @@ Invariant: a scenario that loads is complete and consistent — every required f
 present and well typed, no unknown key anywhere (a typo never silently drops a
 behaviour), the id equal to the file name. Any problem raises one `ScenarioError`
 naming the file and the field path (``behaviour.answers``, ``speakers[1].name``).
+A knowledge scenario's folder of documents is named relative to its file and is not
+read here: a run that loads it says when it is missing.
 """
 
 from __future__ import annotations
@@ -66,6 +68,31 @@ class Expect:
 
 
 @dataclass(frozen=True, slots=True)
+class Fact:
+    """A fact a knowledge scenario's answer needs from the knowledge base.
+
+    `passage` is a literal that one passage of `document` holds (the shipped knowledge
+    base has each in exactly one passage); `answer` are literals of which the final
+    answer states at least one (by default `passage`); `asked_as` are phrases of a
+    clarifying question that asks the person for this fact, which the material answers.
+    """
+
+    document: str  # the file, relative to the knowledge folder ("warranty.md")
+    passage: str
+    answer: tuple[str, ...]
+    asked_as: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeNeeds:
+    """A scenario answered from a knowledge base: the folder loaded, the facts needed."""
+
+    documents: Path  # the folder, resolved against the scenario file's folder
+    facts: tuple[Fact, ...] = ()
+    not_covered: str | None = None  # what the knowledge base does not say (the answer should)
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     id: str
     title: str
@@ -81,6 +108,7 @@ class Scenario:
     behaviour: Behaviour = field(default_factory=Behaviour)
     expect: Expect = field(default_factory=Expect)
     speakers: tuple[Speaker, ...] = ()
+    knowledge: KnowledgeNeeds | None = None
 
     @property
     def is_group(self) -> bool:
@@ -120,6 +148,7 @@ def load_scenario(path: Path) -> Scenario:
         behaviour=fields.nested("behaviour", _behaviour, Behaviour()),
         expect=fields.nested("expect", _expect, Expect()),
         speakers=fields.speakers("speakers"),
+        knowledge=fields.nested("knowledge", _knowledge, None),
     )
     fields.no_other_keys()
     if not _ID.fullmatch(scenario.id):
@@ -150,6 +179,34 @@ def _expect(fields: _Fields) -> Expect:
     return Expect(early_finish=fields.flag("early_finish", None))
 
 
+def _knowledge(fields: _Fields) -> KnowledgeNeeds:
+    folder = fields.text("documents")
+    facts = fields.items("facts", _fact)
+    not_covered = fields.optional_text("not_covered")
+    if not facts and not_covered is None:
+        raise fields.error(
+            "facts", "is required (or not_covered, for a question it does not answer)"
+        )
+    return KnowledgeNeeds(
+        documents=(fields.path.parent / folder).resolve(),
+        facts=facts,
+        not_covered=not_covered,
+    )
+
+
+def _fact(fields: _Fields) -> Fact:
+    document = fields.text("document")
+    parts = Path(document).parts
+    if Path(document).is_absolute() or ".." in parts:
+        raise fields.error("document", "must be a path inside the knowledge folder")
+    passage = fields.text("passage")
+    answer = fields.texts("answer", minimum=1) if fields.has("answer") else (passage,)
+    asked_as = fields.texts("asked_as", minimum=1) if fields.has("asked_as") else ()
+    return Fact(
+        document=Path(document).as_posix(), passage=passage, answer=answer, asked_as=asked_as
+    )
+
+
 def _speaker(fields: _Fields) -> Speaker:
     return Speaker(
         name=fields.text("name"),
@@ -173,6 +230,31 @@ class _Fields:
             raise ScenarioError(f"{path}: {where}must be a mapping of fields")
         self._data = data
         self._read: set[str] = set()
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def has(self, key: str) -> bool:
+        """Whether the key is given (a null value counts as not given)."""
+        return self._data.get(key) is not None
+
+    def optional_text(self, key: str) -> str | None:
+        return None if self._get(key) is None else self.text(key)
+
+    def items(self, key: str, read: Callable[[_Fields], T]) -> tuple[T, ...]:
+        """A list of mappings, each read by `read` (none when the key is not given)."""
+        value = self._get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.error(key, "must be a list")
+        found: list[T] = []
+        for index, item in enumerate(value):
+            fields = _Fields(self._path, f"{self._prefix}{key}[{index}].", item)
+            found.append(read(fields))
+            fields.no_other_keys()
+        return tuple(found)
 
     def error(self, key: str, problem: str) -> ScenarioError:
         return ScenarioError(f"{self._path}: {self._prefix}{key}: {problem}")

@@ -6,7 +6,10 @@ averaged as a score. The bootstrap is seeded from the report's seed and the vari
 name, so the same report always gives the same interval. The question metrics are over
 the consultations that finished; an early stop is checked against the scenario's
 `expect.early_finish` only where one was possible (more than one round, and the user did
-not press "final answer now").
+not press "final answer now"). The knowledge metrics are over the knowledge scenarios'
+finished runs, pooled (hit rate: facts retrieved / facts needed over every such run;
+citation precision: labels citing a fact / labels cited), and the mean groundedness
+over those the judge rated.
 """
 
 from __future__ import annotations
@@ -44,6 +47,27 @@ class VariantSummary:
     model_ready: int = 0  # early finishes because the model said it knew enough
     early_checked: int = 0  # runs whose scenario states whether to stop early
     early_as_expected: int = 0  # of those, the runs that did as stated
+    knowledge: KnowledgeSummary | None = None  # None: no knowledge scenario finished
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeSummary:
+    """One variant's knowledge measures, pooled over its knowledge scenarios' finished runs
+    (`evaluation.knowledge_metrics` defines each count)."""
+
+    runs: int
+    facts: int
+    retrieved: int
+    stated: int
+    cited: int
+    cited_with_fact: int
+    questions: int
+    redundant: int
+    grounded_runs: int  # runs the judge rated for groundedness
+    mean_groundedness: float | None
+    hit_rate: float | None  # retrieved / facts
+    stated_share: float | None  # stated / facts
+    citation_precision: float | None  # cited_with_fact / cited; None: nothing cited
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +199,39 @@ def _variant(
         model_ready=sum(1 for r in results if r.early_finish and r.model_ready),
         early_checked=len(checked),
         early_as_expected=sum(1 for r in checked if r.early_finish == r.expected_early_finish),
+        knowledge=knowledge_summary(finished),
+    )
+
+
+def knowledge_summary(finished: Sequence[RunResult]) -> KnowledgeSummary | None:
+    """The knowledge measures pooled over the finished runs that have them."""
+    checks = [(r, r.knowledge) for r in finished if r.knowledge is not None]
+    if not checks:
+        return None
+    rated = [
+        r.judgement.groundedness
+        for r, _ in checks
+        if r.judgement is not None and r.judgement.groundedness is not None
+    ]
+    facts = sum(k.facts for _, k in checks)
+    retrieved = sum(k.retrieved for _, k in checks)
+    stated = sum(k.stated for _, k in checks)
+    cited = sum(k.cited for _, k in checks)
+    cited_with_fact = sum(k.cited_with_fact for _, k in checks)
+    return KnowledgeSummary(
+        runs=len(checks),
+        facts=facts,
+        retrieved=retrieved,
+        stated=stated,
+        cited=cited,
+        cited_with_fact=cited_with_fact,
+        questions=sum(k.questions for _, k in checks),
+        redundant=sum(k.redundant for _, k in checks),
+        grounded_runs=len(rated),
+        mean_groundedness=_mean(rated),
+        hit_rate=_ratio(retrieved, facts),
+        stated_share=_ratio(stated, facts),
+        citation_precision=_ratio(cited_with_fact, cited),
     )
 
 

@@ -7,8 +7,11 @@ first variant's prompts and model). `--rounds`, `--prompts` and `--bot-model` gi
 more than once multiply into one variant per combination, named by what differs.
 `--questions structured|text` (once or twice) multiplies the same way and always names
 its variants (`questions:structured`): structured is LLM_STRUCTURED_QUESTIONS=on, text
-is off; without it the deployment's setting holds. Every variant is compared pairwise
-with the baseline, and the first variant with each other one.
+is off; without it the deployment's setting holds. `--knowledge on|off` multiplies and
+names them the same way (`knowledge:off`): on loads each knowledge scenario's documents
+into the variant's store before the runs, off runs them with an empty knowledge base;
+without it they are loaded, as with on. Every variant is compared pairwise with the
+baseline, and the first variant with each other one.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ BASELINE = "one-shot"
 DEFAULT = "N-round"
 QUESTION_MODES = {"structured": "on", "text": "off"}
 """`--questions` value -> the LLM_STRUCTURED_QUESTIONS it runs the bot with."""
+KNOWLEDGE_MODES = ("on", "off")
+"""`--knowledge`: a knowledge scenario's documents loaded, or an empty knowledge base."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +38,12 @@ class Variant:
     bot_model: str | None = None  # None: the deployment's LLM_MODEL
     baseline: bool = False
     questions: str | None = None  # a key of QUESTION_MODES; None: the deployment's setting
+    knowledge: str | None = None  # one of KNOWLEDGE_MODES; None: as on, unnamed
+
+    @property
+    def loads_knowledge(self) -> bool:
+        """Whether a knowledge scenario runs with its documents loaded."""
+        return self.knowledge != "off"
 
     def rounds_for(self, scenario: Scenario) -> int:
         if self.baseline:
@@ -47,6 +58,7 @@ def build_variants(
     *,
     baseline: bool = True,
     questions: list[str] | None = None,
+    knowledge: list[str] | None = None,
 ) -> list[Variant]:
     """The variants, in a fixed order: the combinations as given, then the baseline."""
     labels = _labels(prompts)
@@ -54,8 +66,11 @@ def build_variants(
     folders: list[Path | None] = [*prompts] or [None]
     models: list[str | None] = [*bot_models] or [None]
     modes: list[str | None] = [*dict.fromkeys(questions or [])] or [None]
+    bases: list[str | None] = [*dict.fromkeys(knowledge or [])] or [None]
     limits: list[int | None] = [*rounds] or [None]
-    for folder, model, mode, limit in itertools.product(folders, models, modes, limits):
+    for folder, model, mode, base, limit in itertools.product(
+        folders, models, modes, bases, limits
+    ):
         parts = []
         if len(prompts) > 1 and folder is not None:
             parts.append(f"prompts:{labels[folder]}")
@@ -63,9 +78,15 @@ def build_variants(
             parts.append(f"model:{model}")
         if mode is not None:
             parts.append(f"questions:{mode}")
+        if base is not None:
+            parts.append(f"knowledge:{base}")
         if limit is not None and (len(rounds) > 1 or not parts):
             parts.append(f"{limit}-round")
-        variants.append(Variant(" ".join(parts) or DEFAULT, limit, folder, model, questions=mode))
+        variants.append(
+            Variant(
+                " ".join(parts) or DEFAULT, limit, folder, model, questions=mode, knowledge=base
+            )
+        )
     if baseline:
         first = variants[0]
         variants.append(
@@ -76,6 +97,7 @@ def build_variants(
                 first.bot_model,
                 baseline=True,
                 questions=first.questions,
+                knowledge=first.knowledge,
             )
         )
     return variants
