@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from app.knowledge_base import open_knowledge
 from app.model_clients import ModelClients
 from app.settings import Settings
 from app.startup import StartupError
@@ -119,6 +120,8 @@ async def open_runtime(
     async with contextlib.AsyncExitStack() as closing:
         store = await open_store(settings)
         closing.push_async_callback(store.close)
+        stored_knowledge = open_knowledge(settings, store)  # hybrid with EMBEDDING_MODEL
+        closing.push_async_callback(stored_knowledge.close)
         chat_locks: ChatLocks = KeyedLock()
         shared_inbox = claims = shared_pool = None
         if url:
@@ -154,7 +157,7 @@ async def open_runtime(
             quotas=settings.quota_config(),
             on_quota=metrics.record_quota_refusal,
             clock=clock,
-            knowledge=knowledge if knowledge is not None else store.knowledge,
+            knowledge=knowledge if knowledge is not None else stored_knowledge.knowledge,
         )
         transcriber = None
         if transcription is not None:  # voice notes: only with TRANSCRIPTION_MODEL
