@@ -8,8 +8,8 @@ Invariants:
 - a chunk without a vector of the configured model (loaded before embeddings were on,
   or by another model) is ranked by its words alone: it is in the text ranking only;
 - an embeddings failure or a query embedding slower than `query_seconds` fails no search:
-  it is answered by full text, and one warning line says so; an empty knowledge base is
-  answered (None) without an embedding call;
+  it is answered by full text, and one warning line says so; an empty knowledge base
+  (the text search's None) and a blank query are answered without an embeddings request;
 - the index (`storage.vector_index`) is loaded on the first search, again at once after
   this process changed the knowledge base (the store's `EmptyMemo.changes`), and again
   within `check_seconds` after another process did (one cheap version query per
@@ -82,16 +82,11 @@ class HybridKnowledge:
         if self._store.memo.known_empty() or limit <= 0:
             return await self._store.search(query, role=role, limit=limit)
         wanted = limit * CANDIDATES
-        embedding = asyncio.ensure_future(self._embed_query(query))
-        try:
-            text = await self._store.search(query, role=role, limit=wanted)
-        except BaseException:
-            embedding.cancel()
-            raise
-        if text is None:  # empty: nothing to rank by meaning either
-            embedding.cancel()
+        # Words first (milliseconds): an empty knowledge base costs no embeddings request.
+        text = await self._store.search(query, role=role, limit=wanted)
+        if text is None:
             return None
-        vector = await embedding
+        vector = await self._embed_query(query) if query.strip() else None
         if vector is None:
             return text[:limit]
         index = await self._current_index(len(vector) // VECTOR_ITEM_BYTES)
