@@ -26,6 +26,7 @@ from admin.people import PeoplePages
 from admin.ports import AdminStore, UploadLoader
 from admin.render import not_found
 from admin.security import protect
+from core.domain.knowledge import KnowledgeBase
 from core.domain.sign_in_limits import SignInLimits
 from core.turns.engine import Engine
 
@@ -42,16 +43,19 @@ def build_admin_app(
     clock: Callable[[], float] = time.time,
     figures: FigureSource | None = None,
     throttle: SignInLimits | None = None,
+    knowledge: KnowledgeBase | None = None,
 ) -> tuple[web.Application, Auth]:
     """The console's routes behind its gate; `loader` stores uploaded files in the store's
     knowledge base; `clock` is wall time (sessions expire by it); `throttle` counts
-    sign-in attempts (this process's own by default)."""
+    sign-in attempts (this process's own by default); `knowledge` is the knowledge base as
+    consultations search it (hybrid with EMBEDDING_MODEL; the store's by default)."""
     auth = Auth(config, store, clock=clock, throttle=throttle)
     app = web.Application(middlewares=[_headers, auth.gate])
     consultations = ConsultationPages(store, engine.lifecycle, clock)
     evaluations = EvaluationPages(config.reports_dir)
     people = PeoplePages(store, engine, clock)
-    knowledge = KnowledgePages(store, loader, engine, clock)
+    searched = store.knowledge if knowledge is None else knowledge
+    knowledge_pages = KnowledgePages(store, loader, engine, clock, knowledge=searched)
     add = app.router
     add.add_get("/", Dashboard(engine.figures, figures).show)
     add.add_get("/login", auth.login_form)
@@ -65,10 +69,10 @@ def build_admin_app(
     add.add_post("/people/{person}/quota", people.set_quota)
     add.add_post("/people/{person}/block", people.block)
     add.add_post("/people/{person}/forget-memory", people.forget_memory)
-    add.add_get("/knowledge", knowledge.show)
-    add.add_post("/knowledge/upload", knowledge.upload)
-    add.add_post("/knowledge/search", knowledge.search)
-    add.add_post("/knowledge/{document_id}/delete", knowledge.delete)
+    add.add_get("/knowledge", knowledge_pages.show)
+    add.add_post("/knowledge/upload", knowledge_pages.upload)
+    add.add_post("/knowledge/search", knowledge_pages.search)
+    add.add_post("/knowledge/{document_id}/delete", knowledge_pages.delete)
     add.add_get("/audit", AuditPage(store).show)
     add.add_get("/evaluations", evaluations.list)
     add.add_get("/evaluations/{name}", evaluations.show)

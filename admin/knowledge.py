@@ -32,7 +32,7 @@ from admin.ports import AdminStore, LoadedUpload, UploadLoader
 from admin.render import bad_request, not_found, page
 from admin.uploads import Refusal, UploadedFile, read_upload
 from core.domain.audit import AuditEntry
-from core.domain.knowledge import SECTION_SEPARATOR, KnowledgeDocument, Passage
+from core.domain.knowledge import SECTION_SEPARATOR, KnowledgeBase, KnowledgeDocument, Passage
 from core.turns.engine import Engine
 
 MAX_FILES = 20
@@ -92,9 +92,11 @@ class KnowledgePages:
         loader: UploadLoader,
         engine: Engine,
         clock: Callable[[], float],
+        *,
+        knowledge: KnowledgeBase,
     ) -> None:
         self._store = store
-        self._knowledge = store.knowledge
+        self._knowledge = knowledge  # as consultations search it
         self._loader = loader
         self._engine = engine
         self._clock = clock

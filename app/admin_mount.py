@@ -52,8 +52,7 @@ def console_mounts(
             clock=clock,
         )
     uploads = ConsoleUploads(
-        runtime.store.knowledge,
-        runtime.intake.readers,  # the runtime's one pool of reader processes
+        runtime.knowledge_loader(),  # the runtime's one pool of readers, its embedder
         max_bytes=settings.knowledge_max_document_bytes,
     )
     console, _ = build_admin_app(
@@ -64,5 +63,6 @@ def console_mounts(
         clock=clock,
         figures=figures,
         throttle=throttle,
+        knowledge=runtime.knowledge.knowledge,
     )
     return [(PREFIX, console)]

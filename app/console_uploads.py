@@ -1,24 +1,20 @@
 """The console's uploads loaded into the knowledge base exactly as the CLI loads files.
 
 `ConsoleUploads` is the console's `admin.ports.UploadLoader`: `media.knowledge_files`'
-loader (its kinds, its size limit, its `upload:` sources) on the reader pool it is given,
-which `app.admin_mount` makes the runtime's own.
+loader (its kinds, its size limit, its `upload:` sources) as the runtime makes it
+(`app.runtime.Runtime.knowledge_loader`: its one reader pool, its embedder).
 """
 
 from __future__ import annotations
 
-from core.domain.knowledge import KnowledgeBase
 from media.knowledge_files import SUFFIXES, KnowledgeLoader, Loaded, upload_source
-from media.reader_pool import DocumentReaders
 
 
 class ConsoleUploads:
     """The console's `admin.ports.UploadLoader`: uploads loaded as the CLI loads files."""
 
-    def __init__(
-        self, knowledge: KnowledgeBase, readers: DocumentReaders, *, max_bytes: int
-    ) -> None:
-        self._loader = KnowledgeLoader(knowledge, readers, max_bytes=max_bytes)
+    def __init__(self, loader: KnowledgeLoader, *, max_bytes: int) -> None:
+        self._loader = loader
         self._max_bytes = max_bytes
 
     @property

@@ -14,10 +14,12 @@ failed (the others are done), 2 for a wrong command or setting.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.knowledge_base import open_knowledge
 from app.settings import Settings
 from app.stores import open_store
 from core.domain.knowledge import KnowledgeBase, KnowledgeDocument, Passage, Stored
@@ -51,26 +53,31 @@ def parser() -> argparse.ArgumentParser:
 
 async def run_knowledge(settings: Settings, arguments: argparse.Namespace) -> int:
     """Run one parsed command on the configured store; its exit code."""
-    store = await open_store(settings)
-    try:
+    async with contextlib.AsyncExitStack() as closing:
+        store = await open_store(settings)
+        closing.push_async_callback(store.close)
+        opened = open_knowledge(settings, store)  # hybrid with EMBEDDING_MODEL
+        closing.push_async_callback(opened.close)
+        knowledge = opened.knowledge
         if arguments.command == "list":
-            return list_documents(await store.knowledge.documents())
+            return list_documents(await knowledge.documents())
         if arguments.command == "remove":
-            return await remove(store.knowledge, arguments.ids)
+            return await remove(knowledge, arguments.ids)
         if arguments.command == "search":
-            found = await store.knowledge.search(
+            found = await knowledge.search(
                 arguments.query, role=arguments.role, limit=arguments.limit
             )
             return show_passages(found)
-        async with DocumentReaders(settings.reader_config()) as readers:
-            loader = KnowledgeLoader(
-                store.knowledge, readers, max_bytes=settings.knowledge_max_document_bytes
-            )
-            if arguments.command == "add":
-                return await add(loader, arguments.paths, arguments.title, arguments.role)
-            return await reindex(store.knowledge, loader)
-    finally:
-        await store.close()
+        readers = await closing.enter_async_context(DocumentReaders(settings.reader_config()))
+        loader = KnowledgeLoader(
+            knowledge,
+            readers,
+            max_bytes=settings.knowledge_max_document_bytes,
+            embedder=opened.embedder,
+        )
+        if arguments.command == "add":
+            return await add(loader, arguments.paths, arguments.title, arguments.role)
+        return await reindex(knowledge, loader)
 
 
 async def load_files(

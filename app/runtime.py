@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from app.knowledge_base import OpenedKnowledge, open_knowledge
 from app.model_clients import ModelClients
 from app.settings import Settings
 from app.startup import StartupError
@@ -54,10 +55,11 @@ from telemetry.loopwatch import watch_event_loop
 from telemetry.metrics import Metrics
 from telemetry.supervision import LoopRegistry, Pace, supervise
 
-if TYPE_CHECKING:  # PostgreSQL's modules and asyncpg load only with DATABASE_URL
+if TYPE_CHECKING:  # PostgreSQL's modules and asyncpg load only with DATABASE_URL, the loader on use
     import asyncpg
 
     from app.stores import Store
+    from media.knowledge_files import KnowledgeLoader
     from storage.postgres.cluster.inbox import PostgresInbox
     from storage.postgres.cluster.locks import PostgresChatLocks
 
@@ -80,10 +82,24 @@ class Runtime:
     metrics: Metrics
     chat_locks: ChatLocks  # API sessions' locks: across processes with DATABASE_URL
     intake: Intake  # reads voice notes, documents and photos into a turn
+    knowledge: OpenedKnowledge  # what operators load into (hybrid with EMBEDDING_MODEL)
     inbox: PostgresInbox | None = None  # the shared inbox (a bot process with DATABASE_URL)
     inbox_claims: PostgresChatLocks | None = None  # which worker works which inbox chat
     shared_pool: asyncpg.Pool | None = None  # state every worker shares (DATABASE_URL)
     loops: LoopRegistry = field(default_factory=LoopRegistry)  # what `/healthz` watches
+
+    def knowledge_loader(self) -> KnowledgeLoader:
+        """Loads the operators' documents (the console's uploads, `/knowledge` in Telegram)
+        into the knowledge base as `consultation-bot knowledge add` does: the runtime's one
+        pool of readers, KNOWLEDGE_MAX_DOCUMENT_BYTES, and the embedder when there is one."""
+        from media.knowledge_files import KnowledgeLoader
+
+        return KnowledgeLoader(
+            self.knowledge.knowledge,
+            self.intake.readers,
+            max_bytes=self.settings.knowledge_max_document_bytes,
+            embedder=self.knowledge.embedder,
+        )
 
     @property
     def completer(self) -> OpenAICompleter:
@@ -122,6 +138,8 @@ async def open_runtime(
     async with contextlib.AsyncExitStack() as closing:
         store = await open_store(settings)
         closing.push_async_callback(store.close)
+        stored_knowledge = open_knowledge(settings, store)  # hybrid with EMBEDDING_MODEL
+        closing.push_async_callback(stored_knowledge.close)
         chat_locks: ChatLocks = KeyedLock()
         shared_inbox = claims = shared_pool = None
         if url:
@@ -158,7 +176,7 @@ async def open_runtime(
             quotas=settings.quota_config(),
             on_quota=metrics.record_quota_refusal,
             clock=clock,
-            knowledge=knowledge if knowledge is not None else store.knowledge,
+            knowledge=knowledge if knowledge is not None else stored_knowledge.knowledge,
         )
         transcriber = None
         if transcription is not None:  # voice notes: only with TRANSCRIPTION_MODEL
@@ -193,6 +211,7 @@ async def open_runtime(
                 metrics,
                 chat_locks,
                 intake,
+                stored_knowledge,
                 inbox=shared_inbox,
                 inbox_claims=claims,
                 shared_pool=shared_pool,

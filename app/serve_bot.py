@@ -35,7 +35,6 @@ from bot.transport.menus import set_command_menus
 from bot.transport.undelivered import StoredUndelivered
 from bot.updates.cluster_state import IN_MEMORY, SharedState
 from i18n.document_labels import DOCUMENT_LANGUAGES
-from media.knowledge_files import KnowledgeLoader
 
 if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on; PostgreSQL's
     # modules, asyncpg and the shared inbox's worker and polling leader only with DATABASE_URL
@@ -141,9 +140,7 @@ def operator_knowledge(runtime: Runtime) -> OperatorKnowledge:
     """What the operators' /knowledge manages: the knowledge base in the store, loaded
     through the runtime's one pool of document readers, within KNOWLEDGE_MAX_DOCUMENT_BYTES."""
     limit = runtime.settings.knowledge_max_document_bytes
-    knowledge = runtime.store.knowledge
-    loader = KnowledgeLoader(knowledge, runtime.intake.readers, max_bytes=limit)
-    return OperatorKnowledge(knowledge, loader, limit)
+    return OperatorKnowledge(runtime.knowledge.knowledge, runtime.knowledge_loader(), limit)
 
 
 def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:

@@ -29,7 +29,7 @@ from core.domain.quotas import QuotaConfig
 from core.domain.usage import Prices, parse_prices
 from core.llm.llm import ModelEndpoint
 from core.prompting.requests import EngineConfig
-from media.config import IntakeConfig, ReaderConfig, TranscriptionEndpoint
+from media.config import EmbeddingEndpoint, IntakeConfig, ReaderConfig, TranscriptionEndpoint
 
 MAX_MODELS = 20
 """LLM_MODELS names at most this many (a button each under /model)."""
@@ -123,6 +123,15 @@ class Settings(BaseSettings):
     # Knowledge base: the passages every model call of a consultation is given.
     knowledge_top_k: int = Field(default=6, ge=1, le=50)  # passages a turn reads
     knowledge_max_chars: int = Field(default=6000, ge=200, le=100_000)  # their text in all
+    # Hybrid retrieval: each passage's vector from the provider's /v1/embeddings, searched
+    # beside its words. Empty: full text only (numpy is never loaded).
+    embedding_model: str = ""  # e.g. text-embedding-3-small, nomic-embed-text
+    embedding_base_url: str | None = None  # default: OPENAI_BASE_URL
+    embedding_api_key: SecretStr | None = None  # default: OPENAI_API_KEY
+    embedding_dimensions: int | None = Field(default=None, ge=1, le=8192)  # text-embedding-3
+    embedding_batch_size: int = Field(default=64, ge=1, le=2048)  # texts per request
+    embedding_timeout_seconds: float = Field(default=30.0, gt=0)  # one request, each try
+    embedding_query_timeout_seconds: float = Field(default=5.0, gt=0)  # a search's wait
 
     # Voice, documents and photos
     transcription_model: str = ""  # e.g. whisper-1, gpt-4o-mini-transcribe; empty: voice off
@@ -389,6 +398,25 @@ class Settings(BaseSettings):
             base_url=self.transcription_base_url or self.openai_base_url,
             timeout_seconds=self.llm_timeout_seconds,
             max_retries=self.llm_max_retries,
+        )
+
+    def embedding_endpoint(self) -> EmbeddingEndpoint | None:
+        """The embeddings service (None: retrieval by full text only); its URL and key
+        default to the model provider's."""
+        if not self.embedding_model:
+            return None
+        api_key = self.secret("embedding_api_key") or self.secret("openai_api_key")
+        if not api_key:
+            raise ConfigError("EMBEDDING_API_KEY (or OPENAI_API_KEY): required for embeddings")
+        return EmbeddingEndpoint(
+            model=self.embedding_model,
+            api_key=api_key,
+            base_url=self.embedding_base_url or self.openai_base_url,
+            dimensions=self.embedding_dimensions,
+            batch=self.embedding_batch_size,
+            timeout_seconds=self.embedding_timeout_seconds,
+            max_retries=self.llm_max_retries,
+            query_seconds=self.embedding_query_timeout_seconds,
         )
 
     def bot_config(self) -> BotConfig:

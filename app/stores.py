@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from app.settings import Settings
 from app.startup import StartupError
-from core.domain.knowledge import KnowledgeBase
 from core.domain.ports import ConsultationStore
 from storage.errors import DatabaseUnusable
+from storage.knowledge import VectorStore
 from storage.sqlite.store import SqliteStore
 
 if TYPE_CHECKING:  # a type only: a bot without the HTTP server never loads it
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # a type only: a bot without the HTTP server never loads it
         operator), and closing it."""
 
         @property
-        def knowledge(self) -> KnowledgeBase: ...
+        def knowledge(self) -> VectorStore: ...
 
         async def close(self) -> None: ...
 

@@ -25,6 +25,9 @@ llama-cpp-python's server, which takes the schema in `json_object` instead.
 ignores `response_format`).
 Scripted replies are sent as scripted (`enqueue_round` writes a round's JSON).
 
+Embeddings (`POST /v1/embeddings`) are `fakes.embeddings`' vectors, recorded in
+`embedding_requests`; `embedding_fault` breaks them as a faulty provider would.
+
 Standalone, for the benchmark: ``python -m fakes.model_server --port N --latency S``.
 """
 
@@ -49,6 +52,7 @@ from core.domain.clarifying import ROUND_SCHEMA, SCHEMA_NAME
 from core.domain.facts import FACTS_SCHEMA
 from core.domain.facts import SCHEMA_NAME as FACTS_SCHEMA_NAME
 from core.prompting.prompts import PromptLibrary
+from fakes import embeddings
 from fakes.serving import LOOPBACK, LocalServer, until_stopped
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error"}
@@ -284,6 +288,10 @@ class FakeModelServer:
         self.refuse_format: str | None = None
         # Answer as if no response format was asked for: the default reply is prose.
         self.ignore_format = False
+        # `POST /v1/embeddings` bodies, apart from the chat requests above.
+        self.embedding_requests: list[dict[str, Any]] = []
+        # A key of `fakes.embeddings.FAULTS`: every embeddings answer broken that way.
+        self.embedding_fault: str | None = None
         self._queue: deque[ScriptedReply] = deque()
         self._ids = itertools.count(1)
         self._server: LocalServer | None = None
@@ -392,6 +400,7 @@ class FakeModelServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat_completions)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         return app
 
     async def start(self) -> None:
@@ -427,6 +436,39 @@ class FakeModelServer:
             raise web.HTTPNotFound()
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
         return web.json_response({"object": "list", "data": data})
+
+    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
+        """`fakes.embeddings`: OpenAI's answer, or the fault `embedding_fault` names."""
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return _error(400, "body is not JSON", {})
+        self.embedding_requests.append(body)
+        fault = self.embedding_fault
+        if fault not in (None, *embeddings.FAULTS):
+            raise KeyError(f"no such embeddings fault: {fault}")
+        if fault == "outage":
+            return _error(500, "The server had an error while processing your request.", {})
+        refusal = embeddings.refusal(body)
+        if refusal is not None:
+            return _error(400, refusal, {}, param="input")
+        if fault == "slow":
+            await self._until_set(asyncio.Event())
+            return web.Response(status=503)
+        if fault == "huge":
+            return await self._endless_body(request)
+        return web.json_response(embeddings.answer(body, fault))
+
+    async def _endless_body(self, request: web.Request) -> web.StreamResponse:
+        """A JSON body that starts well and never ends, until the client hangs up."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b'{"object": "list", "data": [{"embedding": [')
+        block = b"0.125, " * 8192
+        with contextlib.suppress(ConnectionError):
+            while not self._closing.is_set():
+                await response.write(block)
+        return response
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         try:

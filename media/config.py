@@ -41,3 +41,19 @@ class ReaderConfig:
     processes: int = 2
     timeout_seconds: float = 15.0
     memory_mb: int = 512
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingEndpoint:
+    """An OpenAI-compatible `embeddings` service: `dimensions` is asked of models that
+    take it (OpenAI's text-embedding-3), None for the model's own; `batch` texts go in
+    one request; `query_seconds` bounds a search's wait for its query's vector."""
+
+    model: str
+    api_key: str
+    base_url: str | None = None
+    dimensions: int | None = None
+    batch: int = 64
+    timeout_seconds: float = 30.0
+    max_retries: int = 2
+    query_seconds: float = 5.0

@@ -13,6 +13,9 @@ Invariants:
 - an upload (the web console's, an operator's Telegram document) is loaded the same way
   from its bytes, under a source of its own (`upload_source`) that no path can take, so
   uploading a file again replaces it and an unchanged one costs nothing;
+- with an embedder, every chunk is embedded before anything is stored, and its vector is
+  stored with it in the same transaction; a document the embedder fails is refused
+  whole (its old version stays), and the files after it are still loaded;
 - the text is material, never an instruction: it is stored as read, whatever it says.
 """
 
@@ -26,9 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.domain.chunking import chunk_text
+from core.domain.embeddings import Embedded, Embedder, EmbeddingFailed
 from core.domain.errors import AttachmentProblem, AttachmentRefused
-from core.domain.knowledge import KnowledgeBase, KnowledgeDocument, NewDocument, Stored
+from core.domain.knowledge import Chunk, KnowledgeBase, KnowledgeDocument, NewDocument, Stored
 from media.reader_pool import DocumentReaders, ReadersClosed
 
 SUFFIXES = (".md", ".markdown", ".txt", ".html", ".htm", ".pdf", ".docx")
@@ -98,11 +101,17 @@ class KnowledgeLoader:
     """Loads files into one knowledge base through one pool of document readers."""
 
     def __init__(
-        self, knowledge: KnowledgeBase, readers: DocumentReaders, *, max_bytes: int
+        self,
+        knowledge: KnowledgeBase,
+        readers: DocumentReaders,
+        *,
+        max_bytes: int,
+        embedder: Embedder | None = None,
     ) -> None:
         self._knowledge = knowledge
         self._readers = readers
         self._max_bytes = max_bytes
+        self._embedder = embedder
 
     async def load(
         self, path: Path, *, title: str = "", role: str | None = None, again: bool = False
@@ -182,16 +191,33 @@ class KnowledgeLoader:
         except ReadersClosed:
             raise
         suffix = Path(name).suffix.lower()
+        from core.domain.chunking import chunk_text  # the splitter: with the first document
+
         chunks = await asyncio.to_thread(
             chunk_text, read.text, outline=suffix in _OUTLINED, pages=read.pages
         )
         if not chunks:
             return Loaded(source, problem="no text", refusal=AttachmentProblem.NO_TEXT)
+        vectors = None
+        if self._embedder is not None:
+            try:
+                embedded = await self._embedder.embed([embedding_text(c) for c in chunks])
+            except EmbeddingFailed as failed:
+                return Loaded(source, problem=f"not embedded ({failed.reason}); nothing stored")
+            vectors = Embedded(self._embedder.model, embedded)
         named = title or (stored.title if stored and again else "") or read.title or Path(name).stem
         document = NewDocument(named, source, role, digest)
-        written, outcome = await self._knowledge.put(document, chunks, at=time.time(), again=again)
+        written, outcome = await self._knowledge.put(
+            document, chunks, at=time.time(), again=again, vectors=vectors
+        )
         note = "" if read.complete else f"only the first {len(read.text):,} characters were read"
         return Loaded(source, written, outcome, note=note)
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """What a chunk's vector is made of: its heading path, then its text (a passage under
+    "Kettles" is about kettles even when its text does not say so)."""
+    return f"{chunk.section}\n\n{chunk.text}" if chunk.section else chunk.text
 
 
 class _TooLarge(Exception):

@@ -3,6 +3,8 @@ what "unchanged" means, and the memory of an empty knowledge base.
 
 Invariants:
 - text is stored without NUL characters on both stores (PostgreSQL cannot hold them);
+- a chunk's vector is stored only with its chunk, one per chunk or none
+  (`vector_rows`);
 - a document is unchanged when its source, content hash, title and role are all the
   stored ones: storing it again writes nothing;
 - `EmptyMemo` answers "empty" without asking the database for at most `ttl` seconds
@@ -15,11 +17,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from core.domain.knowledge import KnowledgeDocument, NewDocument, Passage
+from core.domain.embeddings import Embedded
+from core.domain.knowledge import Chunk, KnowledgeBase, KnowledgeDocument, NewDocument, Passage
 
 EMPTY_TTL_SECONDS = 1.5
+
+VectorRow = tuple[int, str | None, bytes]
+"""A stored vector as hybrid retrieval loads it: its chunk's id, its document's role (None:
+every role) and the vector's bytes."""
 
 
 def document_from_row(row: Sequence[Any]) -> KnowledgeDocument:
@@ -28,6 +35,17 @@ def document_from_row(row: Sequence[Any]) -> KnowledgeDocument:
     return KnowledgeDocument(
         int(id_), str(title), str(source), role, str(content_hash), int(chunks), float(added_at)
     )
+
+
+def vector_rows(chunks: Sequence[Chunk], vectors: Embedded | None) -> list[tuple[int, str, bytes]]:
+    """Each chunk's (position, model, vector) to store; none without `vectors`. A count
+    that is not the chunks' is a caller's error, refused before anything is written."""
+    if vectors is None:
+        return []
+    if len(vectors.vectors) != len(chunks):
+        raise ValueError(f"{len(vectors.vectors)} vectors for {len(chunks)} chunks")
+    pairs = zip(chunks, vectors.vectors, strict=True)
+    return [(chunk.position, vectors.model, bytes(vector)) for chunk, vector in pairs]
 
 
 def storable(text: str) -> str:
@@ -78,3 +96,21 @@ class EmptyMemo:
             self.saw_empty(changes)
             return None
         return []
+
+
+class VectorStore(KnowledgeBase, Protocol):
+    """A store's knowledge base with what hybrid retrieval reads of it (both stores')."""
+
+    memo: EmptyMemo
+
+    async def vector_version(self, model: str) -> tuple[int, int]:
+        """How many vectors `model` made, and the highest chunk id among them."""
+        ...
+
+    async def vectors(self, model: str, *, after: int, limit: int) -> list[VectorRow]:
+        """Up to `limit` of `model`'s vectors of chunks after chunk id `after`, in id order."""
+        ...
+
+    async def passages(self, ids: Sequence[int]) -> list[Passage]:
+        """The passages of these chunk ids that are still stored, score 0, in any order."""
+        ...

@@ -9,6 +9,8 @@ Invariants:
   1-based page;
 - a document tagged with a role serves only that role's consultations; an untagged one
   serves every role;
+- a chunk's vector (`core.domain.embeddings`), when it has one, is stored, replaced and
+  removed with it;
 - `KnowledgeSearch.search` returns at most `limit` passages, best first, each with a
   score where higher is better (comparable only within one answer), and None (not an
   empty list) only when the knowledge base is empty.
@@ -21,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
+
+from core.domain.embeddings import Embedded
 
 SECTION_SEPARATOR = " › "
 """Joins a passage's heading path: `Warranty terms › Kettles`."""
@@ -94,10 +98,17 @@ class KnowledgeBase(KnowledgeSearch, Protocol):
     """The knowledge base as its operator changes it: documents stored whole or not at all."""
 
     async def put(
-        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False
+        self,
+        document: NewDocument,
+        chunks: Sequence[Chunk],
+        *,
+        at: float,
+        again: bool = False,
+        vectors: Embedded | None = None,
     ) -> tuple[KnowledgeDocument, Stored]:
-        """Store `document` with `chunks` in one transaction, replacing every chunk of the
-        document stored under the same source; nothing when it is unchanged, unless
+        """Store `document` with `chunks` (and each chunk's vector of `vectors`, one per
+        chunk in order) in one transaction, replacing every chunk of the document stored
+        under the same source, and their vectors; nothing when it is unchanged, unless
         `again` (its chunks cut anew: REPLACED)."""
         ...
 

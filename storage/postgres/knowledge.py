@@ -13,7 +13,9 @@ Invariants:
   of, however common its words;
 - a query reaches PostgreSQL only as terms (`core.domain.search_terms`) joined by `or`
   through `websearch_to_tsquery`, which never fails on its input: whatever the user
-  typed is searched for as words, never read as query syntax.
+  typed is searched for as words, never read as query syntax;
+- a chunk's vector (`knowledge_vectors`) is written in its chunk's transaction and
+  deleted with it (ON DELETE CASCADE): a search never finds a vector without its text.
 """
 
 from __future__ import annotations
@@ -24,18 +26,30 @@ from typing import Protocol, TypeVar
 
 import asyncpg
 
+from core.domain.embeddings import Embedded
 from core.domain.knowledge import Chunk, KnowledgeDocument, NewDocument, Passage, Stored
 from core.domain.search_terms import search_terms
-from storage.knowledge import EmptyMemo, document_from_row, storable, unchanged
+from storage.knowledge import (
+    EmptyMemo,
+    VectorRow,
+    document_from_row,
+    storable,
+    unchanged,
+    vector_rows,
+)
 from storage.statements.knowledge import (
     COUNT_CHUNKS,
     DELETE_CHUNKS,
     DELETE_DOCUMENT,
     INSERT_CHUNK,
     INSERT_DOCUMENT,
+    INSERT_VECTOR,
+    PASSAGE_COLUMNS,
     SELECT_DOCUMENT,
     SELECT_DOCUMENTS,
     UPDATE_DOCUMENT,
+    VECTOR_ROWS,
+    VECTOR_VERSION,
 )
 
 T = TypeVar("T")
@@ -99,10 +113,10 @@ def tsquery_text(terms: Sequence[str]) -> str:
     return " or ".join(term for term in terms if term != "or")
 
 
-def _passage(row: asyncpg.Record) -> Passage:
+def _passage(row: asyncpg.Record, score: float | None = None) -> Passage:
     return Passage(
         int(row["id"]), int(row["document_id"]), row["title"], row["section"], row["page"],
-        row["text"], float(row["score"]),
+        row["text"], float(row["score"]) if score is None else score,
     )  # fmt: skip
 
 
@@ -146,8 +160,15 @@ class PostgresKnowledge:
         return found
 
     async def put(
-        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False
+        self,
+        document: NewDocument,
+        chunks: Sequence[Chunk],
+        *,
+        at: float,
+        again: bool = False,
+        vectors: Embedded | None = None,
     ) -> tuple[KnowledgeDocument, Stored]:
+        rows = vector_rows(chunks, vectors)
         self.memo.forget()
 
         async def work(connection: asyncpg.Connection) -> tuple[KnowledgeDocument, Stored]:
@@ -177,6 +198,8 @@ class PostgresKnowledge:
                     for c in chunks
                 ],
             )
+            if rows:
+                await connection.executemany(INSERT_VECTOR, [(document_id, *row) for row in rows])
             # Statistics now: the planner reads words through the index only when it knows
             # the table holds more than a few rows.
             await connection.execute("ANALYZE knowledge_chunks")
@@ -212,3 +235,21 @@ class PostgresKnowledge:
 
     async def count(self) -> int:
         return int(await self._call(lambda c: c.fetchval(COUNT_CHUNKS)))
+
+    async def vector_version(self, model: str) -> tuple[int, int]:
+        """How many vectors `model` made, and the highest chunk id among them."""
+        row = await self._call(lambda c: c.fetchrow(VECTOR_VERSION, model))
+        return int(row[0]), int(row[1])
+
+    async def vectors(self, model: str, *, after: int, limit: int) -> list[VectorRow]:
+        """Up to `limit` of `model`'s vectors of chunks after chunk id `after`, in id order."""
+        rows = await self._call(lambda c: c.fetch(VECTOR_ROWS, model, after, limit))
+        return [(int(row[0]), row[1], bytes(row[2])) for row in rows]
+
+    async def passages(self, ids: Sequence[int]) -> list[Passage]:
+        """The passages of these chunk ids that are still stored, score 0, in any order."""
+        wanted = list(ids)
+        rows = await self._call(
+            lambda c: c.fetch(f"{PASSAGE_COLUMNS} WHERE c.id = ANY($1::bigint[])", wanted)
+        )
+        return [_passage(row, 0.0) for row in rows]

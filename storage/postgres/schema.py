@@ -532,6 +532,17 @@ MIGRATIONS: list[Migration] = [
         "m027_knowledge_sources",
         ("ALTER TABLE messages ADD COLUMN knowledge_sources TEXT",),
     ),
+    (
+        # Each knowledge-base chunk's vector, when an embeddings model is configured
+        # (float16 bytes of unit length, and the model that made them), written and
+        # deleted with its chunk: hybrid retrieval searches them in memory.
+        "m028_knowledge_vectors",
+        (
+            "CREATE TABLE knowledge_vectors (chunk_id BIGINT PRIMARY KEY"
+            " REFERENCES knowledge_chunks (id) ON DELETE CASCADE,"
+            " model TEXT NOT NULL, vector BYTEA NOT NULL)",
+        ),
+    ),
 ]
 
 

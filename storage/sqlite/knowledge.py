@@ -14,18 +14,29 @@ Invariants:
   unless those others are in no chunk (`knowledge_words`): bm25 weighs them next to
   nothing, and matching every chunk by "the" would make a search read them all;
   ranking is bm25 with a heading path counting twice its text; scores are its
-  negation, so higher is better.
+  negation, so higher is better;
+- a chunk's vector (`knowledge_vectors`) is written in its chunk's transaction and
+  deleted with it (ON DELETE CASCADE): a search never finds a vector without its text.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 from collections.abc import Sequence
 
+from core.domain.embeddings import Embedded
 from core.domain.knowledge import Chunk, KnowledgeDocument, NewDocument, Passage, Stored
 from core.domain.search_terms import search_terms
-from storage.knowledge import EmptyMemo, document_from_row, storable, unchanged
+from storage.knowledge import (
+    EmptyMemo,
+    VectorRow,
+    document_from_row,
+    storable,
+    unchanged,
+    vector_rows,
+)
 from storage.sqlite.batch import BatchedConnection
 from storage.sqlite.placeholders import sqlite_sql
 from storage.statements.knowledge import (
@@ -34,9 +45,13 @@ from storage.statements.knowledge import (
     DELETE_DOCUMENT,
     INSERT_CHUNK,
     INSERT_DOCUMENT,
+    INSERT_VECTOR,
+    PASSAGE_COLUMNS,
     SELECT_DOCUMENT,
     SELECT_DOCUMENTS,
     UPDATE_DOCUMENT,
+    VECTOR_ROWS,
+    VECTOR_VERSION,
 )
 
 SECTION_WEIGHT = 2.0
@@ -85,11 +100,20 @@ class SqliteKnowledge:
         return found
 
     async def put(
-        self, document: NewDocument, chunks: Sequence[Chunk], *, at: float, again: bool = False
+        self,
+        document: NewDocument,
+        chunks: Sequence[Chunk],
+        *,
+        at: float,
+        again: bool = False,
+        vectors: Embedded | None = None,
     ) -> tuple[KnowledgeDocument, Stored]:
+        rows = vector_rows(chunks, vectors)
         self.memo.forget()
         return await self._writer.run(
-            functools.partial(_put, document=document, chunks=chunks, at=at, again=again)
+            functools.partial(
+                _put, document=document, chunks=chunks, at=at, again=again, vectors=rows
+            )
         )
 
     async def document(self, source: str) -> KnowledgeDocument | None:
@@ -104,6 +128,20 @@ class SqliteKnowledge:
 
     async def count(self) -> int:
         return await self._reader.run(_count)
+
+    async def vector_version(self, model: str) -> tuple[int, int]:
+        """How many vectors `model` made, and the highest chunk id among them."""
+        return await self._reader.run(functools.partial(_vector_version, model=model))
+
+    async def vectors(self, model: str, *, after: int, limit: int) -> list[VectorRow]:
+        """Up to `limit` of `model`'s vectors of chunks after chunk id `after`, in id order."""
+        return await self._reader.run(
+            functools.partial(_vectors, model=model, after=after, limit=limit)
+        )
+
+    async def passages(self, ids: Sequence[int]) -> list[Passage]:
+        """The passages of these chunk ids that are still stored, score 0, in any order."""
+        return await self._reader.run(functools.partial(_passages, ids=list(ids)))
 
 
 def _search(
@@ -139,6 +177,23 @@ def _count(db: sqlite3.Connection) -> int:
     return int(db.execute(sqlite_sql(COUNT_CHUNKS)).fetchone()[0])
 
 
+def _vector_version(db: sqlite3.Connection, *, model: str) -> tuple[int, int]:
+    count, highest = db.execute(sqlite_sql(VECTOR_VERSION), (model,)).fetchone()
+    return int(count), int(highest)
+
+
+def _vectors(db: sqlite3.Connection, *, model: str, after: int, limit: int) -> list[VectorRow]:
+    rows = db.execute(sqlite_sql(VECTOR_ROWS), (model, after, limit)).fetchall()
+    return [(int(chunk_id), role, bytes(vector)) for chunk_id, role, vector in rows]
+
+
+def _passages(db: sqlite3.Connection, *, ids: list[int]) -> list[Passage]:
+    rows = db.execute(
+        f"{PASSAGE_COLUMNS} WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+    ).fetchall()
+    return [Passage(int(c), int(d), str(t), str(s), p, str(x), 0.0) for c, d, t, s, p, x in rows]
+
+
 def _put(
     db: sqlite3.Connection,
     *,
@@ -146,6 +201,7 @@ def _put(
     chunks: Sequence[Chunk],
     at: float,
     again: bool,
+    vectors: list[tuple[int, str, bytes]],
 ) -> tuple[KnowledgeDocument, Stored]:
     stored = _document(db, source=document.source)
     if stored is not None and not again and unchanged(stored, document):
@@ -167,6 +223,7 @@ def _put(
         sqlite_sql(INSERT_CHUNK),
         ((document_id, c.position, storable(c.section), c.page, storable(c.text)) for c in chunks),
     )
+    db.executemany(sqlite_sql(INSERT_VECTOR), ((document_id, *row) for row in vectors))
     written = KnowledgeDocument(
         int(document_id), title, document.source, document.role, document.content_hash,
         len(chunks), at,

@@ -583,3 +583,15 @@ async def m027_knowledge_sources(db: aiosqlite.Connection) -> None:
     (`messages.knowledge_sources`, their JSON; NULL for none and in rows written before),
     so history, exports and a session's messages list them after a restart."""
     await db.execute("ALTER TABLE messages ADD COLUMN knowledge_sources TEXT")
+
+
+@migration
+async def m028_knowledge_vectors(db: aiosqlite.Connection) -> None:
+    """Each knowledge-base chunk's vector, when an embeddings model is configured
+    (`knowledge_vectors`: float16 bytes of unit length, and the model that made them),
+    written and deleted with its chunk: hybrid retrieval searches them in memory."""
+    await db.execute(
+        "CREATE TABLE knowledge_vectors (chunk_id INTEGER PRIMARY KEY"
+        " REFERENCES knowledge_chunks (id) ON DELETE CASCADE,"
+        " model TEXT NOT NULL, vector BLOB NOT NULL)"
+    )

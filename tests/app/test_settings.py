@@ -138,3 +138,35 @@ def test_the_console_token_is_among_the_secrets() -> None:
 
     settings = load_settings(admin_token="console-secret-0123456789", _env_file=None)
     assert "console-secret-0123456789" in secrets_of(settings)
+
+
+def test_embeddings_are_off_until_a_model_is_named_and_default_to_the_models_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """EMBEDDING_MODEL unset: no endpoint (full text only). Set: the URL and key are the
+    chat model's unless EMBEDDING_BASE_URL / EMBEDDING_API_KEY say otherwise."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-chat")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://models.local/v1")
+    assert load_settings().embedding_endpoint() is None
+    monkeypatch.setenv("EMBEDDING_MODEL", "text-embedding-3-small")
+    monkeypatch.setenv("EMBEDDING_DIMENSIONS", "512")
+    endpoint = load_settings().embedding_endpoint()
+    assert endpoint is not None
+    assert (endpoint.model, endpoint.api_key, endpoint.base_url) == (
+        "text-embedding-3-small", "sk-chat", "http://models.local/v1",
+    )  # fmt: skip
+    assert (endpoint.dimensions, endpoint.batch, endpoint.query_seconds) == (512, 64, 5.0)
+    monkeypatch.setenv("EMBEDDING_API_KEY", "sk-embed")
+    monkeypatch.setenv("EMBEDDING_BASE_URL", "http://vectors.local/v1")
+    endpoint = load_settings().embedding_endpoint()
+    assert endpoint is not None
+    assert (endpoint.api_key, endpoint.base_url) == ("sk-embed", "http://vectors.local/v1")
+
+
+def test_embeddings_without_any_key_fail_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDDING_MODEL", "text-embedding-3-small")
+    with pytest.raises(ConfigError, match="EMBEDDING_API_KEY"):
+        load_settings().embedding_endpoint()
+    monkeypatch.setenv("EMBEDDING_DIMENSIONS", "0")
+    with pytest.raises(ConfigError, match="EMBEDDING_DIMENSIONS"):
+        load_settings()

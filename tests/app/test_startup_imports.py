@@ -4,8 +4,9 @@ A real `consultation-bot run` on SQLite answers a text message and a PDF, stops 
 SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml)
 load in the reader processes only, PostgreSQL's modules, asyncpg and the shared inbox's
 worker and polling leader only with DATABASE_URL, the transcription client with
-TRANSCRIPTION_MODEL, the DOCX builder with the first export, jsonschema with the first
-output schema, json_repair with the first broken JSON reply, and the evaluator with its
+TRANSCRIPTION_MODEL, numpy and hybrid retrieval's parts with EMBEDDING_MODEL, the DOCX
+builder with the first export, jsonschema with the first output schema, json_repair with
+the first broken JSON reply, and the evaluator with its
 libraries (rich, PyYAML), the knowledge base's splitter (semantic-text-splitter, loaded by
 `consultation-bot knowledge add`), the tests' document builders (python-docx, fpdf2) and
 Babel (the `.po` reader of `make messages`) never, nor the HTTP server without the API or
@@ -51,6 +52,10 @@ NOT_LOADED = (
     "json_repair",
     "semantic_text_splitter",
     "core.domain.chunking",
+    "numpy",
+    "media.embeddings",
+    "storage.hybrid",
+    "storage.vector_index",
 )
 """Packages and modules the SQLite bot must not import, whatever it answered."""
 

@@ -27,7 +27,7 @@ from tests.postgres import postgres_url  # noqa: F401  (fixture)
 FIRST_SHARED_MIGRATION = "m009"
 """From this migration on, both histories hold the same migrations under the same names."""
 
-SQLITE_TYPES = {"TEXT": "text", "INTEGER": "integer", "REAL": "real"}
+SQLITE_TYPES = {"TEXT": "text", "INTEGER": "integer", "REAL": "real", "BLOB": "bytes"}
 POSTGRES_TYPES = {
     "text": "text",
     "smallint": "integer",
@@ -36,6 +36,7 @@ POSTGRES_TYPES = {
     "boolean": "integer",  # SQLite has no boolean type: it keeps 0 and 1 as integers
     "real": "real",
     "double precision": "real",
+    "bytea": "bytes",
 }
 ON_DELETE = {"a": "NO ACTION", "r": "RESTRICT", "c": "CASCADE", "n": "SET NULL", "d": "SET DEFAULT"}
 
