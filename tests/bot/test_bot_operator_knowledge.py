@@ -353,3 +353,18 @@ async def test_a_document_that_cannot_be_fetched_is_said_so(bot: RunningBot) -> 
         "terms.md was not added: it could not be downloaded from Telegram. Please send it again."
     )
     assert await documents(bot) == []
+
+
+@pytest.mark.bot_settings(admin_user_ids=str(OPERATOR), embedding_model="fake-embedding")
+async def test_with_embeddings_an_upload_is_embedded_and_found_by_meaning(
+    bot: RunningBot,
+) -> None:
+    """With EMBEDDING_MODEL the operator's upload goes through the runtime's loader and its
+    embedder: a question sharing no word with the document ("teapot", "guarantee") is
+    sent the kettle passage, which only its vector can find."""
+    assert (await upload(bot, WARRANTY, "warranty.md")).startswith("Added #1 warranty")
+    assert await bot.runtime.store.knowledge.search("teapot guarantee", role=None, limit=3) == []
+    bot.model.enqueue("When did you buy it?")
+    await ask_private(bot, USER, "My teapot: guarantee?")
+    system = system_prompt(bot.model.requests[-1])
+    assert "> Electric kettles are covered for 24 months." in system
