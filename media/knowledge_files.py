@@ -194,7 +194,7 @@ class KnowledgeLoader:
         suffix = Path(name).suffix.lower()
         from core.domain.chunking import (  # the splitter: with the first document
             chunk_text,
-            titled_by_heading,
+            top_heading,
         )
 
         chunks = await asyncio.to_thread(
@@ -210,9 +210,9 @@ class KnowledgeLoader:
                 return Loaded(source, problem=f"not embedded ({failed.reason}); nothing stored")
             vectors = Embedded(self._embedder.model, embedded)
         named = title or (stored.title if stored and again else "") or read.title
-        heading, under = titled_by_heading(chunks)
-        if heading and named in ("", heading):  # titled by the heading over all its text
-            named, chunks = heading, under
+        heading = top_heading(chunks)
+        if heading and not named:  # titled by the heading over all its text
+            named = heading
         named = named or Path(name).stem
         document = NewDocument(named, source, role, digest)
         written, outcome = await self._knowledge.put(

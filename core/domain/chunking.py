@@ -178,18 +178,14 @@ def _windows(text: str, start: int, end: int, page_starts: list[int]) -> Iterato
             start = cut
 
 
-def titled_by_heading(chunks: Sequence[Chunk]) -> tuple[str, list[Chunk]]:
-    """The heading every chunk sits under, when the document has one over all its text
-    (a Markdown file opening with its `# Title`), and the chunks with it taken off the
-    front of their heading paths: it titles the document instead, so a citation reads
-    `Warranty terms › Kettles`, not the file's name before the same heading again. ("",
-    the chunks as they are) when some text lies outside any such heading."""
+def top_heading(chunks: Sequence[Chunk]) -> str:
+    """The heading every chunk sits under, when the document has one over all its text (a
+    Markdown file opening with its `# Title`): it titles the document. "" when some text
+    lies outside any such heading. The chunks keep it in their heading paths, which search
+    reads; `core.domain.knowledge.Passage.place` shows it once, as the title."""
     first = chunks[0].section.split(SECTION_SEPARATOR, 1)[0] if chunks else ""
     if not first or any(
         c.section != first and not c.section.startswith(first + SECTION_SEPARATOR) for c in chunks
     ):
-        return "", list(chunks)
-    return first, [
-        Chunk(c.position, c.section[len(first) + len(SECTION_SEPARATOR) :], c.page, c.text)
-        for c in chunks
-    ]
+        return ""
+    return first

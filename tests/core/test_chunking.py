@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.domain.chunking import CHUNK_CHARS, MAX_HEADING_CHARS, chunk_text, titled_by_heading
+from core.domain.chunking import CHUNK_CHARS, MAX_HEADING_CHARS, chunk_text, top_heading
 from core.domain.knowledge import Chunk
 
 GUIDE = """Read this first.
@@ -131,23 +131,18 @@ def test_one_heading_over_all_the_text_titles_it_and_leaves_the_paths() -> None:
         "Warranty terms › Kettles",
         "Warranty terms › Kettles › Lids",
     ]
-    title, under = titled_by_heading(chunks)
-    assert title == "Warranty terms"
-    assert sections(under) == ["", "Kettles", "Kettles › Lids"]  # nested headings kept
-    assert [(c.position, c.page, c.text) for c in under] == [
-        (c.position, c.page, c.text) for c in chunks
-    ]
+    assert top_heading(chunks) == "Warranty terms"
 
 
 def test_no_title_when_some_text_lies_outside_one_top_heading() -> None:
     before = chunk_text(GUIDE, outline=True)  # "Read this first." before its first heading
     assert before[0].section == ""
-    assert titled_by_heading(before) == ("", before)
+    assert top_heading(before) == ""
     two = chunk_text("# Kettles\n\n24 months.\n\n# Toasters\n\n12 months.", outline=True)
-    assert titled_by_heading(two) == ("", two)
+    assert top_heading(two) == ""
     # A top heading that merely begins another's name is not over it.
     prefix = [Chunk(0, "Kettle", None, "a"), Chunk(1, "Kettles › Lids", None, "b")]
-    assert titled_by_heading(prefix) == ("", prefix)
+    assert top_heading(prefix) == ""
     plain = chunk_text("Just text.", outline=False)
-    assert titled_by_heading(plain) == ("", plain)
-    assert titled_by_heading([]) == ("", [])
+    assert top_heading(plain) == ""
+    assert top_heading([]) == ""
