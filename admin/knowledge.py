@@ -32,7 +32,7 @@ from admin.ports import AdminStore, LoadedUpload, UploadLoader
 from admin.render import bad_request, not_found, page
 from admin.uploads import Refusal, UploadedFile, read_upload
 from core.domain.audit import AuditEntry
-from core.domain.knowledge import SECTION_SEPARATOR, KnowledgeBase, KnowledgeDocument, Passage
+from core.domain.knowledge import KnowledgeBase, KnowledgeDocument, Passage
 from core.turns.engine import Engine
 
 MAX_FILES = 20
@@ -254,7 +254,7 @@ def _audited(outcome: FileOutcome, role: str | None) -> tuple[str, str]:
 
 
 def _found(number: int, passage: Passage) -> Found:
-    place = SECTION_SEPARATOR.join(part for part in (passage.title, passage.section) if part)
+    place = passage.place
     return Found(
         f"K{number}",
         place,

@@ -158,7 +158,7 @@ def show_passages(passages: Sequence[Passage] | None) -> int:
         print("No passage matches.")
         return 0
     for number, passage in enumerate(passages, start=1):
-        place = " › ".join(part for part in (passage.title, passage.section) if part)
+        place = passage.place
         page = f", page {passage.page}" if passage.page is not None else ""
         print(
             f"[K{number}] {place}{page}"

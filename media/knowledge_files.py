@@ -117,7 +117,8 @@ class KnowledgeLoader:
         self, path: Path, *, title: str = "", role: str | None = None, again: bool = False
     ) -> Loaded:
         """Store the file at `path` (an absolute path: its source) as one document titled
-        `title` (else the title it declares, else its file name), for `role`'s
+        `title` (else the title it declares, else the heading over all its text, else its
+        file name), for `role`'s
         consultations (None: every one's); `again` cuts an unchanged one anew."""
         try:
             data = await asyncio.to_thread(_bytes_of, path, self._max_bytes)
@@ -191,7 +192,10 @@ class KnowledgeLoader:
         except ReadersClosed:
             raise
         suffix = Path(name).suffix.lower()
-        from core.domain.chunking import chunk_text  # the splitter: with the first document
+        from core.domain.chunking import (  # the splitter: with the first document
+            chunk_text,
+            top_heading,
+        )
 
         chunks = await asyncio.to_thread(
             chunk_text, read.text, outline=suffix in _OUTLINED, pages=read.pages
@@ -205,7 +209,11 @@ class KnowledgeLoader:
             except EmbeddingFailed as failed:
                 return Loaded(source, problem=f"not embedded ({failed.reason}); nothing stored")
             vectors = Embedded(self._embedder.model, embedded)
-        named = title or (stored.title if stored and again else "") or read.title or Path(name).stem
+        named = title or (stored.title if stored and again else "") or read.title
+        heading = top_heading(chunks)
+        if heading and not named:  # titled by the heading over all its text
+            named = heading
+        named = named or Path(name).stem
         document = NewDocument(named, source, role, digest)
         written, outcome = await self._knowledge.put(
             document, chunks, at=time.time(), again=again, vectors=vectors

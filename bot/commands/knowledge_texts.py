@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from bot.commands.file_turns import excerpt, size_text
 from bot.transport.render import TELEGRAM_LIMIT
 from core.domain.errors import AttachmentProblem
-from core.domain.knowledge import SECTION_SEPARATOR, KnowledgeDocument, Passage, Stored
+from core.domain.knowledge import KnowledgeDocument, Passage, Stored
 from i18n.translate import t
 from media.knowledge_files import SUFFIXES, UPLOAD_SCHEME, Loaded, upload_source
 
@@ -88,7 +88,7 @@ def passages_text(language: str, passages: Sequence[Passage]) -> str:
     with its place, page, document and score, and the start of its text."""
     blocks = []
     for number, passage in enumerate(passages, start=1):
-        place = SECTION_SEPARATOR.join(part for part in (passage.title, passage.section) if part)
+        place = passage.place
         values = {
             "label": f"K{number}",
             "place": one_line(place, TITLE_CHARS),

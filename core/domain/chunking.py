@@ -176,3 +176,16 @@ def _windows(text: str, start: int, end: int, page_starts: list[int]) -> Iterato
                     cut = limit
             yield start, cut
             start = cut
+
+
+def top_heading(chunks: Sequence[Chunk]) -> str:
+    """The heading every chunk sits under, when the document has one over all its text (a
+    Markdown file opening with its `# Title`): it titles the document. "" when some text
+    lies outside any such heading. The chunks keep it in their heading paths, which search
+    reads; `core.domain.knowledge.Passage.place` shows it once, as the title."""
+    first = chunks[0].section.split(SECTION_SEPARATOR, 1)[0] if chunks else ""
+    if not first or any(
+        c.section != first and not c.section.startswith(first + SECTION_SEPARATOR) for c in chunks
+    ):
+        return ""
+    return first

@@ -6,7 +6,7 @@ Invariants:
   adding an unchanged source again changes nothing, a changed one replaces every passage;
 - a passage keeps where it came from: its document's title, the heading path above it
   (`Warranty terms › Kettles`, empty when the text has no headings) and, for a PDF, its
-  1-based page;
+  1-based page; shown, a heading path's first heading is left out when it is the title;
 - a document tagged with a role serves only that role's consultations; an untagged one
   serves every role;
 - a chunk's vector (`core.domain.embeddings`), when it has one, is stored, replaced and
@@ -64,6 +64,24 @@ class Passage:
     page: int | None
     text: str
     score: float
+
+    @property
+    def heading_path(self) -> str:
+        """`section` as shown under the title: without its first heading when that heading
+        is the document's title (a document titled by its one top heading keeps it in
+        every passage's path, where search reads it)."""
+        return shown_section(self.title, self.section)
+
+    @property
+    def place(self) -> str:
+        """Where the passage is, on one line: `Warranty terms › Kettles`."""
+        return SECTION_SEPARATOR.join(part for part in (self.title, self.heading_path) if part)
+
+
+def shown_section(title: str, section: str) -> str:
+    """`section` without a first heading that repeats `title` (see `Passage.heading_path`)."""
+    first, _, rest = section.partition(SECTION_SEPARATOR)
+    return rest if title and first == title else section
 
 
 class KnowledgeSearch(Protocol):

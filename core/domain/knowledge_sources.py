@@ -69,7 +69,7 @@ def source_of(passage: Passage, position: int) -> KnowledgeSource:
         ref=label(position),
         document_id=passage.document_id,
         title=one_line(passage.title),
-        section=one_line(passage.section),
+        section=one_line(passage.heading_path),
         page=passage.page,
         snippet=snippet_of(passage.text),
     )

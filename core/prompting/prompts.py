@@ -226,7 +226,7 @@ class PromptLibrary:
             {
                 "label": label(position),
                 "title": one_line(passage.title),
-                "section": one_line(passage.section),
+                "section": one_line(passage.heading_path),
                 "page": passage.page,
                 "text": _quote(passage.text),
             }

@@ -96,23 +96,23 @@ async def test_a_folder_is_loaded_with_headings_pages_and_titles(
     assert code == 0, out
     added = re.findall(r"^added +#\d+ (.+?)  (\S+)  \((\d+) passages?\)$", out, re.M)
     assert sorted((title, Path(path).name) for title, path, _ in added) == [
-        ("Delivery times", "delivery.html"),
-        ("Toaster manual", "manual.pdf"),
-        ("notes", "notes.txt"),
-        ("returns", "returns.docx"),
-        ("warranty", "warranty.md"),
+        ("Delivery times", "delivery.html"),  # its <title>; its H1 stays in the paths
+        ("Returns", "returns.docx"),  # the heading over all its text
+        ("Toaster manual", "manual.pdf"),  # its metadata's title
+        ("Warranty terms", "warranty.md"),  # the heading over all its text
+        ("notes", "notes.txt"),  # its file name: plain text has no headings
     ]
     assert out.splitlines()[-1] == "5 added, 0 replaced, 0 unchanged, 0 failed"
 
-    code, out = await knowledge(tmp_path, kind, database, "search", "kettle warranty months")
+    code, out = await knowledge(tmp_path, kind, database, "search", "electric kettles months")
     assert code == 0
-    assert out.splitlines()[0].startswith("[K1] warranty › Warranty terms › Kettles  (document #")
+    assert out.splitlines()[0].startswith("[K1] Warranty terms › Kettles  (document #")
     assert "    Electric kettles are covered for 24 months." in out
 
     _, out = await knowledge(tmp_path, kind, database, "search", "setting 2 browns bread")
     assert out.splitlines()[0].startswith("[K1] Toaster manual, page 2  (")
     _, out = await knowledge(tmp_path, kind, database, "search", "refunds card")
-    assert out.splitlines()[0].startswith("[K1] returns › Returns › Refunds  (")
+    assert out.splitlines()[0].startswith("[K1] Returns › Refunds  (")
     _, out = await knowledge(tmp_path, kind, database, "search", "parcels abroad")
     assert out.splitlines()[0].startswith("[K1] Delivery times › Delivery › Abroad  (")
     _, out = await knowledge(tmp_path, kind, database, "search", "hidden words var")
@@ -123,7 +123,9 @@ async def test_a_folder_is_loaded_with_headings_pages_and_titles(
     code, out = await knowledge(tmp_path, kind, database, "list")
     assert code == 0
     assert len(out.splitlines()) == 5
-    assert re.search(r"^#\d+  warranty  \S+warranty\.md  2 passages  added \S+ \S+ UTC$", out, re.M)
+    assert re.search(
+        r"^#\d+  Warranty terms  \S+warranty\.md  2 passages  added \S+ \S+ UTC$", out, re.M
+    )
 
 
 async def test_a_source_added_again_is_replaced_only_when_it_changed(
@@ -134,7 +136,7 @@ async def test_a_source_added_again_is_replaced_only_when_it_changed(
     await knowledge(tmp_path, kind, database, "add", str(path), "--role", "support")
     code, out = await knowledge(tmp_path, kind, database, "add", str(path), "--role", "support")
     assert code == 0
-    assert out.startswith("unchanged  #1 warranty")
+    assert out.startswith("unchanged  #1 Warranty terms  ")
     path.write_text(WARRANTY.replace("24 months", "36 months"))
     code, out = await knowledge(tmp_path, kind, database, "add", str(path), "--role", "support")
     assert (code, out.split()[:2]) == (0, ["replaced", "#1"])
@@ -198,12 +200,12 @@ async def test_remove_and_reindex(tmp_path: Path, kind: StoreKind, database: str
     gone.unlink()
     code, out = await knowledge(tmp_path, kind, database, "reindex")
     assert code == 1
-    assert out.splitlines()[0].startswith("replaced   #1 kept")
+    assert out.splitlines()[0].startswith("replaced   #1 Warranty terms  ")
     assert out.splitlines()[1].startswith(f"failed     {gone}: cannot be read")
     _, out = await knowledge(tmp_path, kind, database, "search", "jugs")
-    assert out.startswith("[K1] kept › Warranty terms › Jugs")
+    assert out.startswith("[K1] Warranty terms › Jugs  (")
     _, out = await knowledge(tmp_path, kind, database, "search", "deleted words")
-    assert out.startswith("[K1] gone › Gone")
+    assert out.startswith("[K1] Gone  (")
 
 
 async def test_wrong_commands_say_so(tmp_path: Path, kind: StoreKind, database: str) -> None:

@@ -40,7 +40,7 @@ async def test_add_stores_vectors_and_search_finds_by_meaning(
     assert out == "No passage matches.\n"  # full text alone: no passage holds the word
     code, out = await knowledge(tmp_path, kind, database, "search", "guarantee", **env)
     assert code == 0
-    assert out.startswith("[K1] warranty › Warranty terms")
+    assert out.startswith("[K1] Warranty terms  (document #1")
 
 
 async def test_an_embeddings_outage_refuses_the_document_whole(
@@ -70,7 +70,7 @@ async def test_reindex_embeds_documents_added_without_embeddings(
     assert await kind.count(database, "knowledge_vectors") == 0
     code, out = await knowledge(tmp_path, kind, database, "reindex", **embeddings(model_server))
     assert code == 0, out
-    assert out.startswith("replaced   #1 warranty")
+    assert out.startswith("replaced   #1 Warranty terms  ")
     assert await kind.count(database, "knowledge_vectors", model=MODEL) == 2
     code, out = await knowledge(
         tmp_path, kind, database, "reindex", **{**embeddings(model_server), "EMBEDDING_MODEL": "v2"}

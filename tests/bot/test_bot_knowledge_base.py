@@ -53,10 +53,10 @@ async def test_a_document_added_from_the_command_line_is_read_and_cited(
     for index in (0, 1):
         system = system_of(model_server, index)
         assert "BEGIN KNOWLEDGE BASE EXCERPTS" in system
-        assert "[K1] warranty › Warranty terms › Kettles" in system  # the file's name, headings
+        assert "[K1] Warranty terms › Kettles" in system  # its title (its top heading), heading
         assert "> Electric kettles are covered for 24 months." in system
     assert final.startswith(
-        "Yes [K1].\n\nSources from the knowledge base\n[K1] warranty › Warranty terms › Kettles"
+        "Yes [K1].\n\nSources from the knowledge base\n[K1] Warranty terms › Kettles"
     )
 
 

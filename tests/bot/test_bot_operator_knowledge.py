@@ -46,6 +46,8 @@ Every appliance carries a warranty from the day of purchase.
 
 Electric kettles are covered for 24 months. Limescale is not a defect.
 """
+# Text before its first heading: titled by its file's name, not by a heading.
+UNHEADED = WARRANTY.removeprefix(b"# Warranty terms\n\n")
 
 pytestmark = pytest.mark.bot_settings(
     admin_user_ids=str(OPERATOR), knowledge_max_document_bytes=LIMIT, default_max_rounds=2
@@ -88,7 +90,7 @@ async def test_an_uploaded_document_is_stored_and_read_by_a_later_consultation(
     """The upload's reply names the new document; no model call and no consultation come
     of it; a person's consultation afterwards is sent the kettle passage and cites it."""
     reply = await upload(bot, WARRANTY, "warranty.md")
-    assert reply == "Added #1 warranty (warranty.md), passages: 2."
+    assert reply == "Added #1 Warranty terms (warranty.md), passages: 2."
     [document] = await documents(bot)
     assert (document.source, document.role, document.chunks) == ("upload:warranty.md", None, 2)
     assert bot.model.requests == []
@@ -97,7 +99,7 @@ async def test_an_uploaded_document_is_stored_and_read_by_a_later_consultation(
     bot.model.enqueue("When did you buy it?")
     await ask_private(bot, USER, "Is my kettle still covered?")
     system = system_prompt(bot.model.requests[0])
-    assert "[K1] warranty › Warranty terms › Kettles" in system
+    assert "[K1] Warranty terms › Kettles" in system
     assert "> Electric kettles are covered for 24 months." in system
     assert conversation(bot.model.requests[0]) == ["Is my kettle still covered?"]
 
@@ -107,11 +109,11 @@ async def test_the_same_file_again_is_unchanged_and_a_changed_one_replaces_it(
 ) -> None:
     await upload(bot, WARRANTY, "warranty.md")
     assert await upload(bot, WARRANTY, "warranty.md") == (
-        "Unchanged: #1 warranty (warranty.md) is already in the knowledge base."
+        "Unchanged: #1 Warranty terms (warranty.md) is already in the knowledge base."
     )
     changed = WARRANTY.replace(b"24 months", b"36 months")
     assert await upload(bot, changed, "warranty.md") == (
-        "Replaced #1 warranty (warranty.md), passages: 2."
+        "Replaced #1 Warranty terms (warranty.md), passages: 2."
     )
     found = await bot.runtime.store.knowledge.search("kettles", role=None, limit=1)
     assert found is not None and "36 months" in found[0].text
@@ -125,7 +127,7 @@ async def test_a_role_in_the_caption_tags_the_document_and_an_unknown_role_is_re
     the roles it has, before anything is fetched."""
     reply = await upload(bot, WARRANTY, "terms.md", caption="/knowledge role=lawyer")
     assert reply.splitlines() == [
-        "Added #1 terms (terms.md), passages: 2.",
+        "Added #1 Warranty terms (terms.md), passages: 2.",
         "Only for consultations of the role lawyer.",
     ]
     assert [d.role for d in await documents(bot)] == ["lawyer"]
@@ -134,7 +136,7 @@ async def test_a_role_in_the_caption_tags_the_document_and_an_unknown_role_is_re
     assert "lawyer" in refused and len(await documents(bot)) == 1
 
     as_lawyer = await say(bot, "/knowledge search role=lawyer kettles")
-    assert "[K1] terms › Warranty terms › Kettles (document #1, score " in as_lawyer
+    assert "[K1] Warranty terms › Kettles (document #1, score " in as_lawyer
     as_expert = await say(bot, "/knowledge search kettles")
     assert as_expert == "No passage of the knowledge base matches."
 
@@ -150,14 +152,14 @@ async def test_list_search_and_remove(bot: RunningBot) -> None:
     await upload(bot, b"Refunds take 14 days.", "refunds.txt", caption="/knowledge role=lawyer")
     listed = (await say(bot, "/knowledge list")).splitlines()
     assert listed[0] == "Documents in the knowledge base: 2"
-    assert listed[1].startswith("#1 warranty · passages: 2 · added ")
+    assert listed[1].startswith("#1 Warranty terms · passages: 2 · added ")
     assert listed[2].startswith("#2 refunds · role lawyer · passages: 1 · added ")
     assert all(line.endswith(" UTC") for line in listed[1:])
 
     found = (await say(bot, "/knowledge search How long are kettles covered?")).split("\n\n")
     assert found[0] == "What a consultation would receive, best first:"
     label, text = found[1].split("\n")
-    assert label.startswith("[K1] warranty › Warranty terms › Kettles (document #1, score ")
+    assert label.startswith("[K1] Warranty terms › Kettles (document #1, score ")
     assert text == "Electric kettles are covered for 24 months. Limescale is not a defect."
 
     assert await say(bot, "/knowledge remove 1 9 1") == "Removed: #1.\nNo such document: #9."
@@ -247,9 +249,9 @@ async def test_a_document_of_unannounced_size_is_cut_off_at_the_limit(bot: Runni
 
 
 async def test_a_forged_file_name_is_reduced_to_its_base_name(bot: RunningBot) -> None:
-    reply = await upload(bot, WARRANTY, "../../etc/cron.d/warranty.md")
-    assert reply == "Added #1 warranty (warranty.md), passages: 2."
-    again = await upload(bot, WARRANTY, "C:\\Users\\op\\warranty.md")
+    reply = await upload(bot, UNHEADED, "../../etc/cron.d/warranty.md")
+    assert reply == "Added #1 warranty (warranty.md), passages: 2."  # titled by the base name
+    again = await upload(bot, UNHEADED, "C:\\Users\\op\\warranty.md")
     assert again.startswith("Unchanged: #1 warranty (warranty.md)")
     assert [d.source for d in await documents(bot)] == ["upload:warranty.md"]
     odd = await upload(bot, b"Refunds take 14 days.", "re\u202efunds\x00.txt")
@@ -299,9 +301,9 @@ async def test_replies_follow_the_operators_language(bot: RunningBot) -> None:
     media = bot.api.document(WARRANTY, "warranty.md")
     await bot.send(OPERATOR, None, media=media, caption="/knowledge", language_code="ru")
     [reply] = (await wait_sent(bot, OPERATOR, before + 1))[before:]
-    assert reply == "Добавлен #1 warranty (warranty.md), фрагментов: 2."
+    assert reply == "Добавлен #1 Warranty terms (warranty.md), фрагментов: 2."
     [listed] = await ask_private(bot, OPERATOR, "/knowledge", language_code="ru")
-    assert listed.startswith("Документов в базе знаний: 1\n#1 warranty · фрагментов: 2")
+    assert listed.startswith("Документов в базе знаний: 1\n#1 Warranty terms · фрагментов: 2")
 
 
 async def test_upload_list_search_remove_on_postgresql(
@@ -322,15 +324,17 @@ async def test_upload_list_search_remove_on_postgresql(
     )
     async with running_bot(settings, bot_api, model_server) as bot:
         assert await upload(bot, WARRANTY, "warranty.md") == (
-            "Added #1 warranty (warranty.md), passages: 2."
+            "Added #1 Warranty terms (warranty.md), passages: 2."
         )
         assert await upload(bot, b"%PDF-1.7 broken", "broken.pdf") == (
             "broken.pdf was not added: it could not be opened (damaged or password-protected)."
         )
         listed = await say(bot, "/knowledge")
-        assert listed.startswith("Documents in the knowledge base: 1\n#1 warranty · passages: 2")
+        assert listed.startswith(
+            "Documents in the knowledge base: 1\n#1 Warranty terms · passages: 2"
+        )
         found = await say(bot, "/knowledge search kettles")
-        assert "[K1] warranty › Warranty terms › Kettles (document #1, score " in found
+        assert "[K1] Warranty terms › Kettles (document #1, score " in found
         assert await say(bot, "/knowledge remove 1 2") == "Removed: #1.\nNo such document: #2."
         assert await documents(bot) == []
 
@@ -362,7 +366,9 @@ async def test_with_embeddings_an_upload_is_embedded_and_found_by_meaning(
     """With EMBEDDING_MODEL the operator's upload goes through the runtime's loader and its
     embedder: a question sharing no word with the document ("teapot", "guarantee") is
     sent the kettle passage, which only its vector can find."""
-    assert (await upload(bot, WARRANTY, "warranty.md")).startswith("Added #1 warranty")
+    assert (await upload(bot, WARRANTY, "warranty.md")).startswith(
+        "Added #1 Warranty terms (warranty.md)"
+    )
     assert await bot.runtime.store.knowledge.search("teapot guarantee", role=None, limit=3) == []
     bot.model.enqueue("When did you buy it?")
     await ask_private(bot, USER, "My teapot: guarantee?")

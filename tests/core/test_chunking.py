@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.domain.chunking import CHUNK_CHARS, MAX_HEADING_CHARS, chunk_text
+from core.domain.chunking import CHUNK_CHARS, MAX_HEADING_CHARS, chunk_text, top_heading
+from core.domain.knowledge import Chunk
 
 GUIDE = """Read this first.
 
@@ -114,3 +115,34 @@ def test_hostile_text_is_cut_in_bounded_time(hostile: str) -> None:
     chunks = chunk_text(hostile, outline=True)
     assert chunks
     assert all(len(c.text) <= CHUNK_CHARS for c in chunks)
+
+
+def sections(chunks: list[Chunk]) -> list[str]:
+    return [c.section for c in chunks]
+
+
+def test_one_heading_over_all_the_text_titles_it_and_leaves_the_paths() -> None:
+    chunks = chunk_text(
+        "# Warranty terms\n\nEvery appliance.\n\n## Kettles\n\n24 months.\n\n### Lids\n\nNone.",
+        outline=True,
+    )
+    assert sections(chunks) == [
+        "Warranty terms",
+        "Warranty terms › Kettles",
+        "Warranty terms › Kettles › Lids",
+    ]
+    assert top_heading(chunks) == "Warranty terms"
+
+
+def test_no_title_when_some_text_lies_outside_one_top_heading() -> None:
+    before = chunk_text(GUIDE, outline=True)  # "Read this first." before its first heading
+    assert before[0].section == ""
+    assert top_heading(before) == ""
+    two = chunk_text("# Kettles\n\n24 months.\n\n# Toasters\n\n12 months.", outline=True)
+    assert top_heading(two) == ""
+    # A top heading that merely begins another's name is not over it.
+    prefix = [Chunk(0, "Kettle", None, "a"), Chunk(1, "Kettles › Lids", None, "b")]
+    assert top_heading(prefix) == ""
+    plain = chunk_text("Just text.", outline=False)
+    assert top_heading(plain) == ""
+    assert top_heading([]) == ""

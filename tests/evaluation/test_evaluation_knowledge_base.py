@@ -72,12 +72,10 @@ async def test_the_html_and_docx_documents_are_cut_by_their_headings(tmp_path: P
     try:
         await load_documents(settings, store.knowledge, EXAMPLES / "en")
         [brampton] = await store.knowledge.search("Station Road Brampton", role=None, limit=1)
-        assert (brampton.title, brampton.section) == (
-            "Service centres",
-            "Service centres › Brampton",
-        )
+        # Its <title> is its H1, the heading over all its text: shown once, as the title.
+        assert (brampton.title, brampton.heading_path) == ("Service centres", "Brampton")
         [terms] = await store.knowledge.search("laundrette", role=None, limit=1)
-        assert terms.title == "warranty-terms"  # a DOCX's title is its file name
-        assert terms.section == "Warranty terms and conditions › What the warranty does not cover"
+        assert terms.title == "Warranty terms and conditions"  # the DOCX's one top heading
+        assert terms.heading_path == "What the warranty does not cover"
     finally:
         await store.close()

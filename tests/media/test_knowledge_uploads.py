@@ -42,7 +42,8 @@ async def test_an_upload_is_added_replaced_and_unchanged(store: SqliteStore) -> 
     assert changed.document is not None and changed.document.id == added.document.id
     found = await store.knowledge.search("kettle price", role="shop", limit=3)
     assert found is not None and "55 euros" in found[0].text
-    assert found[0].section == "Prices › Kettles"
+    assert (found[0].title, found[0].section) == ("Prices", "Prices › Kettles")
+    assert found[0].place == "Prices › Kettles"  # the title's heading shown once
 
 
 async def test_a_refused_upload_stores_nothing(store: SqliteStore) -> None:
@@ -63,3 +64,40 @@ async def test_a_refused_upload_stores_nothing(store: SqliteStore) -> None:
         AttachmentProblem.UNREADABLE,
     )
     assert await store.knowledge.documents() == []
+
+
+async def test_a_title_given_or_declared_shows_the_top_heading_in_the_place(
+    store: SqliteStore,
+) -> None:
+    """The heading over all the text titles a document only when no other title is given
+    or declared: under an explicit title, or an HTML <title> other than its H1, a passage's
+    place shows the heading; reading a document again keeps its stored title."""
+    page = (
+        b"<html><head><title>Price list</title></head><body><h1>Prices</h1>"
+        b"<h2>Kettles</h2><p>The Aqua kettle costs 49 euros.</p></body></html>"
+    )
+    async with DocumentReaders(ReaderConfig(processes=1)) as readers:
+        loader = KnowledgeLoader(store.knowledge, readers, max_bytes=1000)
+        given = await loader.load_upload(PRICES, name="given.md", title="Shop prices")
+        declared = await loader.load_upload(page, name="prices.html")
+        headed = await loader.load_upload(PRICES, name="headed.md")
+        again = await loader.load_bytes(
+            PRICES, name="headed.md", source="upload:headed.md", again=True
+        )
+        kept = await loader.load_bytes(
+            PRICES, name="given.md", source="upload:given.md", again=True
+        )
+    assert (again.stored, kept.stored) == (Stored.REPLACED, Stored.REPLACED)
+    found = await store.knowledge.search("kettle euros", role=None, limit=5)
+    assert found is not None
+    assert sorted(p.place for p in found) == [
+        "Price list › Prices › Kettles",  # its <title> is not its H1
+        "Prices › Kettles",  # read again: the heading titles it still, shown once
+        "Shop prices › Prices › Kettles",  # the given title, kept on reading again
+    ]
+    titled = [loaded.document for loaded in (given, declared, headed)]
+    assert [d.title if d else None for d in titled] == [
+        "Shop prices",
+        "Price list",
+        "Prices",
+    ]
