@@ -1,0 +1,331 @@
+"""The retrieval phase (`python -m bench --retrieval`): how long the knowledge base's search
+takes at 1,000, 10,000 and 100,000 passages, on SQLite and on PostgreSQL.
+
+For each store and size the phase builds a knowledge base of made-up documents
+(`bench.knowledge_text`, documents of `PER_DOCUMENT` passages written through the store's
+`KnowledgeBase.put`, as `consultation-bot knowledge add` writes them), then starts a process
+of its own (`python -m bench.retrieval`) that opens the store as the bot does, runs a few
+warm-up searches and times a few hundred more through `KnowledgeSearch.search` — what a
+turn calls, with `limit` 6 (`KNOWLEDGE_TOP_K`) — rare words, common words and
+consultation-like queries in turn. It reports p50/p99 per query kind and in all, the
+searching process's RSS before its first search and at its peak, and the database's size.
+
+A mode is how the knowledge base is searched (`MODES`): "full-text" is the stores' own
+search. Another mode (hybrid search over embeddings) is one more entry of `MODES`: its
+searcher, and what its build and its processes need (an embeddings endpoint, the setting
+naming the model); the report lists the modes that ran, nothing else.
+
+Invariants: every database the phase makes is removed — the SQLite file with the scratch
+folder, each PostgreSQL schema (made in the database at TEST_DATABASE_URL, as
+`bench.pg_runs` does) in a `finally`, also on failure — and every process it starts is
+stopped in a `finally`; timings are taken in the searching process around each `search`
+call (`time.perf_counter`), nothing else in that process running meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.knowledge_text import QUERY_KINDS, Corpus, documents, queries
+from bench.procs import Processes
+from bench.report import retrieval_line
+from core.domain.knowledge import KnowledgeSearch
+
+STORES = ("sqlite", "postgres")
+SIZES = (1_000, 10_000, 100_000)
+PER_DOCUMENT = 50
+"""Passages per made-up document (about 35 KB of text) ..."""
+MAX_PUTS = 200
+"""... or more, so that a build is at most this many puts: PostgreSQL's `put` runs ANALYZE
+over the whole table, which 2,000 puts at 100,000 passages would take many minutes over."""
+
+
+def per_document(chunks: int) -> int:
+    """Passages per document for a knowledge base of `chunks`: 50 up to 10,000, then
+    `chunks / MAX_PUTS` (500 at 100,000, a 350 KB manual)."""
+    return max(PER_DOCUMENT, -(-chunks // MAX_PUTS))
+
+
+LIMIT = 6
+"""Passages a search asks for: the product's KNOWLEDGE_TOP_K."""
+WARM_UP = 12
+SEED = 20261128
+
+
+def percentiles_ms(seconds: list[float]) -> dict[str, float]:
+    """p50/p99 (nearest rank) in milliseconds, and how many values; NaN of none."""
+    if not seconds:
+        return {"p50": float("nan"), "p99": float("nan"), "n": 0}
+    ordered = sorted(seconds)
+
+    def rank(p: float) -> float:
+        return 1000 * ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+    return {"p50": rank(50), "p99": rank(99), "n": len(ordered)}
+
+
+def sizes_of(text: str) -> list[int]:
+    """`--knowledge-chunks`: positive sizes, comma-separated (`10k` and `1_000` read too)."""
+    sizes = []
+    for part in text.split(","):
+        word = part.strip().lower().replace("_", "")
+        if not word:
+            continue
+        factor = 1000 if word.endswith("k") else 1
+        try:
+            size = int(word.removesuffix("k")) * factor
+        except ValueError:
+            size = 0
+        if size <= 0:
+            raise argparse.ArgumentTypeError(f"{part.strip()!r} is no number of passages")
+        sizes.append(size)
+    if not sizes:
+        raise argparse.ArgumentTypeError("give one or more numbers of passages")
+    return sizes
+
+
+def names_of(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """A reader of comma-separated names of `allowed`, each once, in `allowed`'s order."""
+
+    def read(text: str) -> list[str]:
+        names = {name.strip() for name in text.split(",") if name.strip()}
+        unknown = sorted(names - set(allowed))
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"{text!r}: give one or more of {', '.join(allowed)}")
+        return [name for name in allowed if name in names]
+
+    return read
+
+
+# -- the modes ------------------------------------------------------------------------------
+
+
+def full_text(store: Any) -> KnowledgeSearch:
+    """The store's own search: FTS5 on SQLite, the GIN index on PostgreSQL."""
+    searcher: KnowledgeSearch = store.knowledge
+    return searcher
+
+
+MODES: dict[str, Callable[[Any], KnowledgeSearch]] = {"full-text": full_text}
+"""Mode name → the search a turn would call, given the opened store."""
+
+
+# -- the stores -----------------------------------------------------------------------------
+
+
+async def open_store(kind: str, address: str) -> Any:
+    """The store as the bot opens it (`app/stores.py`), migrated; imports on first use."""
+    if kind == "sqlite":
+        from storage.sqlite.store import SqliteStore
+
+        return await SqliteStore.open(address)
+    from storage.postgres.store import PostgresStore
+
+    return await PostgresStore.open(address, pool_size=4)
+
+
+async def build(
+    kind: str, address: str, chunks: int, *, seed: int = SEED, topic: Sequence[str] = ()
+) -> dict[str, float]:
+    """Write `chunks` passages through the store's `put` (`topic`: see `Corpus`); how long
+    it took."""
+    store = await open_store(kind, address)
+    began = time.perf_counter()
+    written = 0
+    try:
+        for document, cut in documents(Corpus(seed, topic), chunks, per_document(chunks)):
+            await store.knowledge.put(document, cut, at=time.time())
+            written += len(cut)
+        stored = await store.knowledge.count()
+    finally:
+        await store.close()
+    if stored != written:
+        raise RuntimeError(f"{written} passages written, {stored} stored")
+    return {"build_s": time.perf_counter() - began, "chunks": stored}
+
+
+async def search_timed(kind: str, address: str, mode: str, count: int, seed: int) -> dict[str, Any]:
+    """In the searching process: open the store, warm up, time `count` searches."""
+    store = await open_store(kind, address)
+    try:
+        searcher = MODES[mode](store)
+        rss_before = rss_mb("VmRSS")
+        for query in queries(Corpus(seed, stream=2), WARM_UP):
+            await searcher.search(query.text, role=None, limit=LIMIT)
+        timed: dict[str, list[float]] = {k: [] for k in QUERY_KINDS}
+        found: dict[str, list[int]] = {k: [] for k in QUERY_KINDS}
+        for query in queries(Corpus(seed, stream=1), count):
+            began = time.perf_counter()
+            passages = await searcher.search(query.text, role=None, limit=LIMIT)
+            timed[query.kind].append(time.perf_counter() - began)
+            found[query.kind].append(len(passages or []))
+    finally:
+        await store.close()
+    everything = [s for kind in QUERY_KINDS for s in timed[kind]]
+    return {
+        "all": percentiles_ms(everything),
+        "kinds": {
+            kind: {
+                **percentiles_ms(timed[kind]),
+                "found_mean": sum(found[kind]) / max(len(found[kind]), 1),
+            }
+            for kind in QUERY_KINDS
+        },
+        "rss_before_mb": rss_before,
+        "rss_peak_mb": rss_mb("VmHWM"),
+    }
+
+
+def rss_mb(field: str) -> float:
+    """This process's `VmRSS` or `VmHWM` (its peak), in MB."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def sqlite_bytes(path: Path) -> int:
+    """The file's size with its WAL folded in (after a checkpoint)."""
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+@dataclass(frozen=True)
+class Case:
+    store: str
+    chunks: int
+    mode: str
+
+
+class RetrievalBench:
+    """Builds each knowledge base once and times each mode's searches on it."""
+
+    def __init__(self, procs: Processes, scratch: Path, *, queries: int, seed: int = SEED) -> None:
+        self.procs = procs
+        self.scratch = scratch
+        self.queries = queries
+        self.seed = seed
+
+    async def run(self, store: str, chunks: int, modes: list[str]) -> list[dict[str, Any]]:
+        """Every mode's figures on one knowledge base of `chunks` passages on `store`."""
+        if store == "sqlite":
+            path = self.scratch / f"knowledge-{chunks}.sqlite3"
+            try:
+                built = await build(store, str(path), chunks, seed=self.seed)
+                size = sqlite_bytes(path)
+                return [
+                    await self._timed(Case(store, chunks, mode), str(path), built, size)
+                    for mode in modes
+                ]
+            finally:
+                for leftover in path.parent.glob(path.name + "*"):
+                    leftover.unlink()
+        return await self._postgres(chunks, modes)
+
+    async def _postgres(self, chunks: int, modes: list[str]) -> list[dict[str, Any]]:
+        import asyncpg
+
+        from bench.pg_runs import test_database_url, with_settings
+
+        admin_url = test_database_url()
+        tag = f"bench_kb_{uuid.uuid4().hex[:10]}"
+        admin = await asyncpg.connect(admin_url, timeout=5)
+        try:
+            await admin.execute(f'CREATE SCHEMA "{tag}"')
+            url = with_settings(admin_url, search_path=tag)
+            built = await build("postgres", url, chunks, seed=self.seed)
+            await admin.execute(f'VACUUM ANALYZE "{tag}".knowledge_chunks')
+            size = await admin.fetchval(
+                "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = $1 AND c.relkind = 'r'",
+                tag,
+            )
+            return [
+                await self._timed(Case("postgres", chunks, mode), url, built, int(size))
+                for mode in modes
+            ]
+        finally:
+            await admin.execute(f'DROP SCHEMA IF EXISTS "{tag}" CASCADE')
+            await admin.close()
+
+    async def _timed(
+        self, case: Case, address: str, built: dict[str, float], size: int
+    ) -> dict[str, Any]:
+        out = self.scratch / f"retrieval-{case.store}-{case.chunks}-{case.mode}.json"
+        child = self.procs.start(
+            f"retrieval-{case.store}-{case.chunks}-{case.mode}",
+            [
+                "-m", "bench.retrieval", "--store", case.store, "--address", address,
+                "--mode", case.mode, "--queries", str(self.queries), "--seed", str(self.seed),
+                "--out", str(out),
+            ],
+        )  # fmt: skip
+        try:
+            code = await asyncio.to_thread(child.popen.wait, 1800)
+        finally:
+            self.procs.stop(child)
+        if code != 0 or not out.exists():
+            raise RuntimeError(f"the searching process failed ({code}):\n{child.tail()}")
+        timed = json.loads(out.read_text())
+        out.unlink()
+        return {
+            "store": case.store,
+            "chunks": case.chunks,
+            "mode": case.mode,
+            **built,
+            "db_bytes": size,
+            **timed,
+        }
+
+
+async def retrieval_phase(
+    procs: Processes,
+    scratch: Path,
+    *,
+    sizes: list[int],
+    stores: list[str],
+    modes: list[str],
+    count: int,
+) -> list[dict[str, Any]]:
+    """Each store at each size, smallest first; a line printed as each is done."""
+    bench = RetrievalBench(procs, scratch, queries=count)
+    results: list[dict[str, Any]] = []
+    for chunks in sizes:
+        for store in stores:
+            for result in await bench.run(store, chunks, modes):
+                results.append(result)
+                print(retrieval_line(result), flush=True)
+    return results
+
+
+def main() -> int:
+    """The searching process: time the searches, write the figures as JSON to `--out`."""
+    parser = argparse.ArgumentParser(description="time knowledge-base searches")
+    parser.add_argument("--store", choices=STORES, required=True)
+    parser.add_argument("--address", required=True, help="the SQLite file or PostgreSQL URL")
+    parser.add_argument("--mode", choices=list(MODES), default="full-text")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    timed = asyncio.run(search_timed(args.store, args.address, args.mode, args.queries, args.seed))
+    args.out.write_text(json.dumps(timed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
