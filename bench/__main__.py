@@ -390,13 +390,22 @@ def main() -> int:
         parser.error(str(exc))
     started = time.time()
     m = machine()
-    print(
-        f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; "
-        f"{args.pairs} rounds, product = python -m bot (from {args.bot_root}, "
-        f"LLM_STRUCTURED_QUESTIONS={args.structured}, MEMORY_ENABLED=false), "
-        + ", ".join(f"{TITLES[YARDSTICKS[y]]} = bench/{SOURCES[y]}" for y in args.yardsticks),
-        flush=True,
-    )
+    if args.retrieval:
+        print(
+            f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; retrieval phase only: "
+            f"{', '.join(f'{n:,}' for n in args.knowledge_chunks)} passages on "
+            f"{', '.join(args.knowledge_stores)}, {', '.join(args.knowledge_modes)}, "
+            f"{args.knowledge_queries} searches each",
+            flush=True,
+        )
+    else:
+        print(
+            f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; "
+            f"{args.pairs} rounds, product = python -m bot (from {args.bot_root}, "
+            f"LLM_STRUCTURED_QUESTIONS={args.structured}, MEMORY_ENABLED=false), "
+            + ", ".join(f"{TITLES[YARDSTICKS[y]]} = bench/{SOURCES[y]}" for y in args.yardsticks),
+            flush=True,
+        )
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         procs = Processes(Path(tmp))
         try:

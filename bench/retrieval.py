@@ -1,19 +1,19 @@
 """The retrieval phase (`python -m bench --retrieval`): how long the knowledge base's search
 takes at 1,000, 10,000 and 100,000 passages, on SQLite and on PostgreSQL.
 
-For each store and size the phase builds a knowledge base of made-up documents
-(`bench.knowledge_text`, documents of `PER_DOCUMENT` passages written through the store's
-`KnowledgeBase.put`, as `consultation-bot knowledge add` writes them), then starts a process
-of its own (`python -m bench.retrieval`) that opens the store as the bot does, runs a few
-warm-up searches and times a few hundred more through `KnowledgeSearch.search` — what a
-turn calls, with `limit` 6 (`KNOWLEDGE_TOP_K`) — rare words, common words and
-consultation-like queries in turn. It reports p50/p99 per query kind and in all, the
-searching process's RSS before its first search and at its peak, and the database's size.
+For each store, size and mode the phase builds a knowledge base of made-up documents
+(`bench.knowledge_text`, documents of `PER_DOCUMENT` passages or more, written through the
+mode's `KnowledgeBase.put`, as `consultation-bot knowledge add` writes them), then starts a
+process of its own (`python -m bench.retrieval`) that opens the store as the bot does, runs
+a few warm-up searches and times a few hundred more through `KnowledgeSearch.search` —
+what a turn calls, with `limit` 6 (`KNOWLEDGE_TOP_K`) — rare words, common words and
+consultation-like queries in turn, each kind within a time budget. It reports p50/p99 per
+query kind and in all, the searching process's RSS before its first search and at its
+peak, the database's size and how long the build took.
 
-A mode is how the knowledge base is searched (`MODES`): "full-text" is the stores' own
-search. Another mode (hybrid search over embeddings) is one more entry of `MODES`: its
-searcher, and what its build and its processes need (an embeddings endpoint, the setting
-naming the model); the report lists the modes that ran, nothing else.
+A mode is how the knowledge base is loaded and searched (`MODES`): "full-text" is the
+stores' own search. Hybrid search over embeddings is one more entry of `MODES` (see
+there); the report lists the modes that ran, nothing else.
 
 Invariants: every database the phase makes is removed — the SQLite file with the scratch
 folder, each PostgreSQL schema (made in the database at TEST_DATABASE_URL, as
@@ -39,7 +39,7 @@ from typing import Any
 from bench.knowledge_text import QUERY_KINDS, Corpus, documents, queries
 from bench.procs import Processes
 from bench.report import retrieval_line
-from core.domain.knowledge import KnowledgeSearch
+from core.domain.knowledge import KnowledgeBase
 
 STORES = ("sqlite", "postgres")
 SIZES = (1_000, 10_000, 100_000)
@@ -59,6 +59,11 @@ def per_document(chunks: int) -> int:
 LIMIT = 6
 """Passages a search asks for: the product's KNOWLEDGE_TOP_K."""
 WARM_UP = 12
+MIN_PER_KIND = 10
+SECONDS_PER_KIND = 40.0
+"""How long the searches of one kind may take in all, per store, size and mode (at least
+`MIN_PER_KIND` of them are timed): at 100,000 passages one search can take seconds on
+PostgreSQL, and 80 of them would take the phase past many minutes."""
 SEED = 20261128
 
 
@@ -110,14 +115,17 @@ def names_of(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
 # -- the modes ------------------------------------------------------------------------------
 
 
-def full_text(store: Any) -> KnowledgeSearch:
-    """The store's own search: FTS5 on SQLite, the GIN index on PostgreSQL."""
-    searcher: KnowledgeSearch = store.knowledge
-    return searcher
+def full_text(store: Any) -> KnowledgeBase:
+    """The store's own knowledge base: FTS5 on SQLite, the GIN index on PostgreSQL."""
+    knowledge: KnowledgeBase = store.knowledge
+    return knowledge
 
 
-MODES: dict[str, Callable[[Any], KnowledgeSearch]] = {"full-text": full_text}
-"""Mode name → the search a turn would call, given the opened store."""
+MODES: dict[str, Callable[[Any], KnowledgeBase]] = {"full-text": full_text}
+"""Mode name → the knowledge base a process of that mode loads and searches, given the
+opened store: the build writes through it and the searching process searches it. Hybrid
+search is one more entry, opening the knowledge base as the product does with
+EMBEDDING_MODEL set (against an embeddings endpoint the phase starts: the fake model's)."""
 
 
 # -- the stores -----------------------------------------------------------------------------
@@ -135,18 +143,25 @@ async def open_store(kind: str, address: str) -> Any:
 
 
 async def build(
-    kind: str, address: str, chunks: int, *, seed: int = SEED, topic: Sequence[str] = ()
+    kind: str,
+    address: str,
+    chunks: int,
+    *,
+    mode: str = "full-text",
+    seed: int = SEED,
+    topic: Sequence[str] = (),
 ) -> dict[str, float]:
-    """Write `chunks` passages through the store's `put` (`topic`: see `Corpus`); how long
+    """Write `chunks` passages through the mode's `put` (`topic`: see `Corpus`); how long
     it took."""
     store = await open_store(kind, address)
     began = time.perf_counter()
     written = 0
     try:
+        knowledge = MODES[mode](store)
         for document, cut in documents(Corpus(seed, topic), chunks, per_document(chunks)):
-            await store.knowledge.put(document, cut, at=time.time())
+            await knowledge.put(document, cut, at=time.time())
             written += len(cut)
-        stored = await store.knowledge.count()
+        stored = await knowledge.count()
     finally:
         await store.close()
     if stored != written:
@@ -154,8 +169,12 @@ async def build(
     return {"build_s": time.perf_counter() - began, "chunks": stored}
 
 
-async def search_timed(kind: str, address: str, mode: str, count: int, seed: int) -> dict[str, Any]:
-    """In the searching process: open the store, warm up, time `count` searches."""
+async def search_timed(
+    kind: str, address: str, mode: str, count: int, seed: int, seconds_per_kind: float
+) -> dict[str, Any]:
+    """In the searching process: open the store, warm up, time `count` searches, the kinds
+    in turn; a kind whose searches took `seconds_per_kind` in all (once at least
+    `MIN_PER_KIND` of them ran) is not timed further, so a slow kind bounds the phase."""
     store = await open_store(kind, address)
     try:
         searcher = MODES[mode](store)
@@ -165,9 +184,12 @@ async def search_timed(kind: str, address: str, mode: str, count: int, seed: int
         timed: dict[str, list[float]] = {k: [] for k in QUERY_KINDS}
         found: dict[str, list[int]] = {k: [] for k in QUERY_KINDS}
         for query in queries(Corpus(seed, stream=1), count):
+            done = timed[query.kind]
+            if len(done) >= MIN_PER_KIND and sum(done) >= seconds_per_kind:
+                continue
             began = time.perf_counter()
             passages = await searcher.search(query.text, role=None, limit=LIMIT)
-            timed[query.kind].append(time.perf_counter() - began)
+            done.append(time.perf_counter() - began)
             found[query.kind].append(len(passages or []))
     finally:
         await store.close()
@@ -211,31 +233,38 @@ class Case:
 
 
 class RetrievalBench:
-    """Builds each knowledge base once and times each mode's searches on it."""
+    """Builds a knowledge base per store, size and mode and times its searches."""
 
-    def __init__(self, procs: Processes, scratch: Path, *, queries: int, seed: int = SEED) -> None:
+    def __init__(
+        self,
+        procs: Processes,
+        scratch: Path,
+        *,
+        queries: int,
+        seconds_per_kind: float = SECONDS_PER_KIND,
+        seed: int = SEED,
+    ) -> None:
         self.procs = procs
         self.scratch = scratch
         self.queries = queries
+        self.seconds_per_kind = seconds_per_kind
         self.seed = seed
 
-    async def run(self, store: str, chunks: int, modes: list[str]) -> list[dict[str, Any]]:
-        """Every mode's figures on one knowledge base of `chunks` passages on `store`."""
-        if store == "sqlite":
-            path = self.scratch / f"knowledge-{chunks}.sqlite3"
+    async def run(self, case: Case) -> dict[str, Any]:
+        """The figures of one knowledge base, built for `case` and removed afterwards."""
+        if case.store == "sqlite":
+            path = self.scratch / f"knowledge-{case.chunks}-{case.mode}.sqlite3"
             try:
-                built = await build(store, str(path), chunks, seed=self.seed)
-                size = sqlite_bytes(path)
-                return [
-                    await self._timed(Case(store, chunks, mode), str(path), built, size)
-                    for mode in modes
-                ]
+                built = await build(
+                    "sqlite", str(path), case.chunks, mode=case.mode, seed=self.seed
+                )
+                return await self._timed(case, str(path), built, sqlite_bytes(path))
             finally:
                 for leftover in path.parent.glob(path.name + "*"):
                     leftover.unlink()
-        return await self._postgres(chunks, modes)
+        return await self._postgres(case)
 
-    async def _postgres(self, chunks: int, modes: list[str]) -> list[dict[str, Any]]:
+    async def _postgres(self, case: Case) -> dict[str, Any]:
         import asyncpg
 
         from bench.pg_runs import test_database_url, with_settings
@@ -246,7 +275,7 @@ class RetrievalBench:
         try:
             await admin.execute(f'CREATE SCHEMA "{tag}"')
             url = with_settings(admin_url, search_path=tag)
-            built = await build("postgres", url, chunks, seed=self.seed)
+            built = await build("postgres", url, case.chunks, mode=case.mode, seed=self.seed)
             await admin.execute(f'VACUUM ANALYZE "{tag}".knowledge_chunks')
             size = await admin.fetchval(
                 "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c"
@@ -254,10 +283,7 @@ class RetrievalBench:
                 " WHERE n.nspname = $1 AND c.relkind = 'r'",
                 tag,
             )
-            return [
-                await self._timed(Case("postgres", chunks, mode), url, built, int(size))
-                for mode in modes
-            ]
+            return await self._timed(case, url, built, int(size))
         finally:
             await admin.execute(f'DROP SCHEMA IF EXISTS "{tag}" CASCADE')
             await admin.close()
@@ -271,11 +297,15 @@ class RetrievalBench:
             [
                 "-m", "bench.retrieval", "--store", case.store, "--address", address,
                 "--mode", case.mode, "--queries", str(self.queries), "--seed", str(self.seed),
-                "--out", str(out),
+                "--seconds-per-kind", str(self.seconds_per_kind), "--out", str(out),
             ],
         )  # fmt: skip
         try:
-            code = await asyncio.to_thread(child.popen.wait, 1800)
+            # Polled, not waited on in a thread, so that Ctrl-C stops the bench meanwhile; the
+            # deadline leaves room for the budgets and a slow search past each.
+            deadline = time.monotonic() + 120 + 6 * self.seconds_per_kind
+            while (code := child.popen.poll()) is None and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.2)
         finally:
             self.procs.stop(child)
         if code != 0 or not out.exists():
@@ -300,15 +330,16 @@ async def retrieval_phase(
     stores: list[str],
     modes: list[str],
     count: int,
+    seconds_per_kind: float = SECONDS_PER_KIND,
 ) -> list[dict[str, Any]]:
-    """Each store at each size, smallest first; a line printed as each is done."""
-    bench = RetrievalBench(procs, scratch, queries=count)
+    """Each store at each size, smallest first, in each mode; a line printed as each is done."""
+    bench = RetrievalBench(procs, scratch, queries=count, seconds_per_kind=seconds_per_kind)
     results: list[dict[str, Any]] = []
     for chunks in sizes:
         for store in stores:
-            for result in await bench.run(store, chunks, modes):
-                results.append(result)
-                print(retrieval_line(result), flush=True)
+            for mode in modes:
+                results.append(await bench.run(Case(store, chunks, mode)))
+                print(retrieval_line(results[-1]), flush=True)
     return results
 
 
@@ -318,11 +349,16 @@ def main() -> int:
     parser.add_argument("--store", choices=STORES, required=True)
     parser.add_argument("--address", required=True, help="the SQLite file or PostgreSQL URL")
     parser.add_argument("--mode", choices=list(MODES), default="full-text")
-    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--queries", type=int, default=240)
     parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--seconds-per-kind", type=float, default=SECONDS_PER_KIND)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    timed = asyncio.run(search_timed(args.store, args.address, args.mode, args.queries, args.seed))
+    timed = asyncio.run(
+        search_timed(
+            args.store, args.address, args.mode, args.queries, args.seed, args.seconds_per_kind
+        )
+    )
     args.out.write_text(json.dumps(timed))
     return 0
 

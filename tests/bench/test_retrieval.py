@@ -33,8 +33,10 @@ from bench.knowledge_text import (
 from bench.procs import Processes
 from bench.report import excerpts_line, imports_line, retrieval_line, retrieval_table
 from bench.retrieval import (
+    MIN_PER_KIND,
     MODES,
     STORES,
+    Case,
     RetrievalBench,
     names_of,
     per_document,
@@ -270,26 +272,27 @@ async def test_the_fake_model_counts_the_excerpts_a_request_carried() -> None:
 async def test_a_small_real_run_times_every_kind_and_leaves_nothing(
     store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """200 passages, 12 searches in a process of its own: every kind timed and answered
-    with passages; the SQLite file and the PostgreSQL schema are gone afterwards."""
+    """200 passages, 36 searches asked in a process of its own with no time to spend: each
+    kind timed its minimum of 10 times and answered with passages; the SQLite file and the
+    PostgreSQL schema are gone afterwards."""
     if store == "postgres":
         url = database_url_for_tests()
         admin = await connect_or_skip(url)
         await admin.close()
         monkeypatch.setenv("TEST_DATABASE_URL", url)
     procs = Processes(tmp_path)
-    bench = RetrievalBench(procs, tmp_path, queries=12)
+    bench = RetrievalBench(procs, tmp_path, queries=36, seconds_per_kind=0.0)
     try:
         async with asyncio.timeout(120):
-            (found,) = await bench.run(store, 200, ["full-text"])
+            found = await bench.run(Case(store, 200, "full-text"))
     finally:
         procs.stop_all()
 
     assert (found["store"], found["chunks"], found["mode"]) == (store, 200, "full-text")
-    assert found["all"]["n"] == 12
+    assert found["all"]["n"] == 3 * MIN_PER_KIND
     for kind in QUERY_KINDS:
         timed = found["kinds"][kind]
-        assert timed["n"] == 4
+        assert timed["n"] == MIN_PER_KIND
         assert 0 < timed["p50"] <= timed["p99"] < 10_000
     assert found["kinds"]["common"]["found_mean"] == 6
     assert found["kinds"]["consultation"]["found_mean"] == 6
