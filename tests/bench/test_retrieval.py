@@ -38,6 +38,7 @@ from bench.retrieval import (
     STORES,
     Case,
     RetrievalBench,
+    even_mix,
     names_of,
     per_document,
     percentiles_ms,
@@ -122,6 +123,15 @@ def test_percentiles_are_nearest_rank_in_milliseconds() -> None:
     assert percentiles_ms([0.002]) == {"p50": 2.0, "p99": 2.0, "n": 1}
     empty = percentiles_ms([])
     assert math.isnan(empty["p50"]) and math.isnan(empty["p99"]) and empty["n"] == 0
+
+
+def test_all_kinds_count_alike_when_a_budget_cut_some_short() -> None:
+    """80 fast rare searches and 10 slow common ones: "all" is 10 of each, not 80 to 10."""
+    timed = {"rare": [0.001] * 80, "common": [1.0] * 10, "consultation": [0.5] * 12}
+    mixed = even_mix(timed)
+    assert sorted(mixed) == [0.001] * 10 + [0.5] * 10 + [1.0] * 10
+    assert percentiles_ms(mixed)["p50"] == 500.0
+    assert even_mix({}) == []
 
 
 def test_a_build_is_at_most_two_hundred_puts() -> None:
