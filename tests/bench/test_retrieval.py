@@ -13,6 +13,7 @@ import asyncio
 import math
 import os
 import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from bench.retrieval import (
     names_of,
     per_document,
     percentiles_ms,
+    retrieval_phase,
     sizes_of,
 )
 from bench.startup_imports import NOT_AT_START, parse_importtime, retrieval_at_start
@@ -320,3 +322,25 @@ async def test_a_small_real_run_times_every_kind_and_leaves_nothing(
         finally:
             await admin.close()
         assert left == 0
+
+
+async def test_an_unreachable_postgresql_leaves_the_phase_to_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full run ends with the phase: a server that is not there costs PostgreSQL's rows,
+    not the run."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("TEST_DATABASE_URL", f"postgresql://postgres@127.0.0.1:{port}/none")
+    procs = Processes(tmp_path)
+    try:
+        async with asyncio.timeout(120):
+            found = await retrieval_phase(
+                procs, tmp_path, sizes=[100], stores=["sqlite", "postgres"],
+                modes=["full-text"], count=6, seconds_per_kind=0.0,
+            )  # fmt: skip
+    finally:
+        procs.stop_all()
+    assert [(r["store"], r["chunks"]) for r in found] == [("sqlite", 100)]
+    assert "PostgreSQL at TEST_DATABASE_URL not reachable; SQLite only" in capsys.readouterr().out
