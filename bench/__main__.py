@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.driver import message_text
 from bench.hostile import hostile_documents, hostile_line
 from bench.large_bodies import large_bodies, large_bodies_line
 from bench.pg_report import pg_table
@@ -27,14 +28,21 @@ from bench.procs import ROOT, Processes
 from bench.report import (
     TITLES,
     YARDSTICKS,
+    excerpts_line,
+    imports_line,
     median_of,
     pair_line,
     ratios,
+    retrieval_table,
     table,
     verdict_lines,
     verdicts,
 )
-from bench.runs import Bench
+from bench.retrieval import MODES, SIZES, STORES, build, names_of, retrieval_phase, sizes_of
+from bench.retrieval import sqlite_bytes as checkpointed
+from bench.runs import KNOWLEDGE_TOP_K, Bench
+from bench.startup_imports import NOT_AT_START
+from core.domain.search_terms import search_terms
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -91,6 +99,48 @@ async def postgres_async(
     return {"machine": machine(), "args": vars(args), "postgres": runs}
 
 
+EXCERPT_PASSAGES = 1_000
+"""The knowledge base of the run with excerpts: passages, some holding the words the
+bench's messages are made of (so that each turn finds `KNOWLEDGE_TOP_K` of them)."""
+
+
+async def with_excerpts(bench: Bench, scratch: Path) -> dict[str, Any]:
+    """The product's run once more, from a database holding a knowledge base whose
+    passages the bench's messages find: each model request carries six excerpts."""
+    path = scratch / "excerpts-knowledge.sqlite3"
+    topic = [word for word in search_terms(message_text(0, 0)) if len(word) > 4]
+    await build("sqlite", str(path), EXCERPT_PASSAGES, topic=topic)
+    checkpointed(path)  # the copy each run starts from is the file alone
+    return await bench.run("bot", knowledge=path)
+
+
+async def retrieval_async(
+    args: argparse.Namespace, procs: Processes, scratch: Path
+) -> dict[str, Any]:
+    """Only the retrieval phase (`--retrieval`)."""
+    return {
+        "machine": machine(),
+        "args": vars(args),
+        "retrieval": await retrieval(args, procs, scratch),
+    }
+
+
+async def retrieval(
+    args: argparse.Namespace, procs: Processes, scratch: Path
+) -> list[dict[str, Any]]:
+    results = await retrieval_phase(
+        procs,
+        scratch,
+        sizes=args.knowledge_chunks,
+        stores=args.knowledge_stores,
+        modes=args.knowledge_modes,
+        count=args.knowledge_queries,
+    )
+    print()
+    print(retrieval_table(results))
+    return results
+
+
 async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) -> dict[str, Any]:
     bench = Bench(
         procs,
@@ -114,6 +164,10 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         last = {contender: runs[-1] for contender, runs in contenders.items()}
         took = time.monotonic() - began
         print(f"{pair_line(n, last, floors[-1])}; the round took {took:.0f} s", flush=True)
+    excerpts = None
+    if args.excerpts and contenders["bot"]:
+        excerpts = await with_excerpts(bench, scratch)
+    imports = await bench.startup_imports()
     context = await bench.context_growth()
     long = None
     if args.long_chars:
@@ -154,12 +208,16 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         + "; the user's messages in that request: "
         + ", ".join(f"round {k}: {v}" for k, v in context["user_messages_kept"].items())
     )
+    if excerpts is not None:
+        print(excerpts_line(bots, excerpts, passages=EXCERPT_PASSAGES, top_k=KNOWLEDGE_TOP_K))
+    print(imports_line(imports, NOT_AT_START))
     if long is not None:
         print(long_answer_line(long))
     if hostile is not None:
         print(hostile_line(hostile))
     if bodies is not None:
         print(large_bodies_line(bodies))
+    found = await retrieval(args, procs, scratch) if args.retrieval_phase else None
     return {
         "machine": machine(),
         "args": vars(args),
@@ -175,6 +233,9 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         "hostile_documents": hostile,
         "large_bodies": bodies,
         "sqlite_mb_per_1000": mb,
+        "knowledge_excerpts": excerpts,
+        "startup_imports": imports,
+        "retrieval": found,
     }
 
 
@@ -278,6 +339,50 @@ def main() -> int:
         default=",".join(KINDS),
         help=f"with --postgres: the runs in each set, of {', '.join(KINDS)}",
     )
+    parser.add_argument(
+        "--no-excerpts",
+        dest="excerpts",
+        action="store_false",
+        help="skip the product's run with six knowledge-base excerpts a round (after the rounds)",
+    )
+    parser.add_argument(
+        "--retrieval",
+        action="store_true",
+        help="only the retrieval phase: knowledge-base search times per store and size",
+    )
+    parser.add_argument(
+        "--no-retrieval",
+        dest="retrieval_phase",
+        action="store_false",
+        help="skip the retrieval phase (minutes at 100,000 passages)",
+    )
+    parser.add_argument(
+        "--knowledge-chunks",
+        type=sizes_of,
+        default=list(SIZES),
+        help="the retrieval phase's knowledge-base sizes in passages, comma-separated "
+        f"(default {','.join(map(str, SIZES))}; 10k reads as 10000)",
+    )
+    parser.add_argument(
+        "--knowledge-stores",
+        type=names_of(STORES),
+        default=list(STORES),
+        help=f"the stores it searches, of {','.join(STORES)} (default both; PostgreSQL at "
+        "TEST_DATABASE_URL, a schema of its own, dropped afterwards)",
+    )
+    parser.add_argument(
+        "--knowledge-modes",
+        type=names_of(tuple(MODES)),
+        default=list(MODES),
+        help=f"how it searches, of {','.join(MODES)} (default all)",
+    )
+    parser.add_argument(
+        "--knowledge-queries",
+        type=int,
+        default=240,
+        help="searches timed per store and size, rare words, common words and "
+        "consultation-like queries in turn",
+    )
     args = parser.parse_args()
     try:
         args.structured = structured_setting(args.structured, args.questions)
@@ -285,17 +390,32 @@ def main() -> int:
         parser.error(str(exc))
     started = time.time()
     m = machine()
-    print(
-        f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; "
-        f"{args.pairs} rounds, product = python -m bot (from {args.bot_root}, "
-        f"LLM_STRUCTURED_QUESTIONS={args.structured}, MEMORY_ENABLED=false), "
-        + ", ".join(f"{TITLES[YARDSTICKS[y]]} = bench/{SOURCES[y]}" for y in args.yardsticks),
-        flush=True,
-    )
+    if args.retrieval:
+        print(
+            f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; retrieval phase only: "
+            f"{', '.join(f'{n:,}' for n in args.knowledge_chunks)} passages on "
+            f"{', '.join(args.knowledge_stores)}, {', '.join(args.knowledge_modes)}, "
+            f"{args.knowledge_queries} searches each",
+            flush=True,
+        )
+    else:
+        print(
+            f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; "
+            f"{args.pairs} rounds, product = python -m bot (from {args.bot_root}, "
+            f"LLM_STRUCTURED_QUESTIONS={args.structured}, MEMORY_ENABLED=false), "
+            + ", ".join(f"{TITLES[YARDSTICKS[y]]} = bench/{SOURCES[y]}" for y in args.yardsticks),
+            flush=True,
+        )
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         procs = Processes(Path(tmp))
         try:
-            run = postgres_async if args.postgres else main_async
+            run = (
+                postgres_async
+                if args.postgres
+                else retrieval_async
+                if args.retrieval
+                else main_async
+            )
             result = asyncio.run(run(args, procs, Path(tmp)))
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
@@ -304,7 +424,8 @@ def main() -> int:
             procs.stop_all()
     result["seconds_total"] = time.time() - started
     RESULTS.mkdir(exist_ok=True)
-    name = "bench-pg-%Y%m%d-%H%M%S.json" if args.postgres else "bench-%Y%m%d-%H%M%S.json"
+    kind = "-pg" if args.postgres else "-retrieval" if args.retrieval else ""
+    name = f"bench{kind}-%Y%m%d-%H%M%S.json"
     path = RESULTS / time.strftime(name)
     path.write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwhole bench: {result['seconds_total']:.0f} s; results in {path.relative_to(ROOT)}")

@@ -165,6 +165,15 @@ class Driver:
             found: dict[str, Any] = await response.json()
         return found
 
+    async def model_excerpts(self, since: int = 0) -> dict[str, int]:
+        """The model requests past index `since` by how many knowledge-base excerpts they
+        carried (as text: "0", "6")."""
+        async with self._http.get(
+            f"{self._model}/_bench/excerpts", params={"since": since}
+        ) as response:
+            found: dict[str, int] = (await response.json())["excerpts"]
+        return found
+
     # -- scenarios -----------------------------------------------------------------------------
 
     async def one_round(self, chat_id: int, text: str, timeout: float = 30.0) -> Round:  # noqa: ASYNC109

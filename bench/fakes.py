@@ -6,9 +6,10 @@ past index I is recorded (so the load driver reacts within a millisecond without
 spinning), and `POST /_bench/document?name=N` to store a file a message can carry.
 `python -m bench.fakes model` serves `fakes.model_server.FakeModelServer`
 plus `POST /_bench/mode` (latency, slow streaming, long answers), `GET /_bench/requests`
-and `GET /_bench/formats?since=I` (the requests past index I counted by the response
-format they asked for). In slow mode a request that does not ask to stream gets the same
-words whole, once they would have finished streaming.
+`GET /_bench/formats?since=I` (the requests past index I counted by the response
+format they asked for) and `GET /_bench/excerpts?since=I` (the same requests counted by
+how many knowledge-base excerpts their system messages carry). In slow mode a request that
+does not ask to stream gets the same words whole, once they would have finished streaming.
 
 Invariant: the first line a fake prints is `PORT <n>`, after it is listening on
 127.0.0.1; every timestamp it reports is `time.monotonic()`, which on Linux is
@@ -21,6 +22,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import sys
 import time
 from collections import Counter
@@ -45,6 +47,20 @@ LONG_ANSWER_REQUEST = "LONG-ANSWER"
 
 SLOW_WORDS = [f"word{i} " for i in range(20)]
 """The slow stream's reply, a word per piece."""
+
+
+EXCERPT_LABEL = re.compile(r"^\[K(\d+)\] ", re.MULTILINE)
+"""The line a knowledge-base excerpt starts with (`prompts/knowledge_excerpts.mustache`):
+quoted excerpt text starts every line with "> ", so no passage forges one."""
+
+
+def excerpts_in(body: dict[str, Any]) -> int:
+    """How many knowledge-base excerpts a chat-completions request's system messages carry."""
+    return sum(
+        len(EXCERPT_LABEL.findall(str(message.get("content", ""))))
+        for message in body.get("messages", [])
+        if isinstance(message, dict) and message.get("role") == "system"
+    )
 
 
 class BenchBotApi(FakeBotApi):
@@ -97,6 +113,7 @@ class BenchModel(FakeModelServer):
         app.router.add_post("/_bench/mode", self._mode)
         app.router.add_get("/_bench/requests", self._requests)
         app.router.add_get("/_bench/formats", self._formats)
+        app.router.add_get("/_bench/excerpts", self._excerpts)
         return app
 
     async def _mode(self, request: web.Request) -> web.Response:
@@ -121,6 +138,11 @@ class BenchModel(FakeModelServer):
         since = int(request.query.get("since", 0))
         asked = Counter(response_format_of(body) or "none" for body in self.requests[since:])
         return web.json_response({"next": len(self.requests), "formats": dict(asked)})
+
+    async def _excerpts(self, request: web.Request) -> web.Response:
+        since = int(request.query.get("since", 0))
+        carried = Counter(str(excerpts_in(body)) for body in self.requests[since:])
+        return web.json_response({"next": len(self.requests), "excerpts": dict(carried)})
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         self.arrivals.append(time.monotonic())

@@ -231,3 +231,94 @@ def ratios(contenders: dict[str, Runs], floors: Runs) -> dict[str, dict[str, flo
                 value = ratio(row.value(contenders["bot"], floors), row.value(runs, floors))
                 found[name][row.label] = None if math.isnan(value) else round(value, 3)
     return found
+
+
+def retrieval_line(result: dict[str, Any]) -> str:
+    """One knowledge base's figures as the retrieval phase finishes it."""
+    kinds = result["kinds"]
+    each = "; ".join(
+        f"{kind} p50 {kinds[kind]['p50']:.1f} / p99 {kinds[kind]['p99']:.1f} ms" for kind in kinds
+    )
+    return (
+        f"retrieval {result['store']} {result['chunks']:,} passages ({result['mode']}): "
+        f"all p50 {result['all']['p50']:.1f} / p99 {result['all']['p99']:.1f} ms ({each}); "
+        f"built in {result['build_s']:.0f} s, {result['db_bytes'] / 1e6:.1f} MB; "
+        f"searching process RSS {result['rss_before_mb']:.1f} → peak {result['rss_peak_mb']:.1f} MB"
+    )
+
+
+RETRIEVAL_COLUMNS: list[tuple[str, tuple[str, ...], str]] = [
+    ("p50", ("all", "p50"), "{:.1f}"),
+    ("p99", ("all", "p99"), "{:.1f}"),
+    ("rare p50", ("kinds", "rare", "p50"), "{:.1f}"),
+    ("rare p99", ("kinds", "rare", "p99"), "{:.1f}"),
+    ("common p50", ("kinds", "common", "p50"), "{:.1f}"),
+    ("common p99", ("kinds", "common", "p99"), "{:.1f}"),
+    ("consult p50", ("kinds", "consultation", "p50"), "{:.1f}"),
+    ("consult p99", ("kinds", "consultation", "p99"), "{:.1f}"),
+    ("RSS MB", ("rss_peak_mb",), "{:.1f}"),
+    ("DB MB", ("db_bytes",), "{:.1f}"),
+    ("build s", ("build_s",), "{:.0f}"),
+]
+"""The retrieval table's columns after store, mode and size: search times in ms (all
+queries, then each kind), the searching process's peak RSS, the database's size, the build."""
+
+
+def retrieval_table(results: Runs) -> str:
+    """One row per store, mode and size, in the order run; only what ran is listed."""
+    heads = [head for head, _, _ in RETRIEVAL_COLUMNS]
+    widths = [max(len(head), 7) + 2 for head in heads]
+    lines = [
+        "retrieval, search times in ms"
+        f"\n{'store':<10}{'mode':<11}{'passages':>9}"
+        + "".join(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True))
+    ]
+    for result in results:
+        cells = []
+        for (_, path, form), width in zip(RETRIEVAL_COLUMNS, widths, strict=True):
+            value = median_of([result], *path)
+            if path == ("db_bytes",):
+                value /= 1e6
+            cells.append(f"{shown(form, value):>{width}}")
+        lines.append(
+            f"{result['store']:<10}{result['mode']:<11}{result['chunks']:>9,}" + "".join(cells)
+        )
+    return "\n".join(lines)
+
+
+def excerpts_line(plain: Runs, excerpts: dict[str, Any], *, passages: int, top_k: int) -> str:
+    """The product's run with a knowledge base beside its runs without one (medians), and
+    how many excerpts its load's model requests carried, as the fake model counted them."""
+
+    def pair(path: tuple[str, ...], form: str) -> str:
+        ours, theirs = median_of([excerpts], *path), median_of(plain, *path)
+        return f"{shown(form, ours)} against {shown(form, theirs)}"
+
+    carried = excerpts.get("model_excerpts_load", {})
+    counted = ", ".join(
+        f"{count} with {n}" for n, count in sorted(carried.items(), key=lambda i: -i[1])
+    )
+    return (
+        f"with a knowledge base ({passages:,} passages, KNOWLEDGE_TOP_K={top_k}), against "
+        f"the runs without one (median of {len(plain)}): bot CPU per round "
+        f"{pair(('cpu_ms_per_round',), '{:.2f}')} ms, throughput "
+        f"{pair(('throughput',), '{:.1f}')} rounds/s, load complete p50 "
+        f"{pair(('load', 'done', 'p50'), '{:.1f}')} ms, peak RSS "
+        f"{pair(('rss_peak_mb',), '{:.1f}')} MB; its load's model requests by excerpts "
+        f"carried: {counted or 'none seen'}"
+    )
+
+
+def imports_line(imports: dict[str, Any], not_at_start: tuple[str, ...]) -> str:
+    """The retrieval modules the bot imported by its third answer (empty knowledge base)."""
+    loaded = ", ".join(f"{name} {us / 1000:.1f} ms" for name, us in imports["loaded_us"].items())
+    unwanted = imports["unwanted"]
+    verdict = (
+        f"imported though not needed: {', '.join(unwanted)}"
+        if unwanted
+        else f"none of {', '.join(not_at_start)}"
+    )
+    return (
+        f"retrieval at bot start, empty knowledge base (-X importtime, {imports['modules']} "
+        f"modules by the third answer): {loaded or 'no retrieval module'} (cumulative); {verdict}"
+    )

@@ -7,6 +7,7 @@ Invariant: a run leaves no process behind — fakes and bot are stopped in a
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
 import sqlite3
 import statistics
@@ -20,6 +21,7 @@ import aiohttp
 from bench.driver import Driver, Round, message_text
 from bench.fakes import LONG_ANSWER_REQUEST
 from bench.procs import ROOT, Child, Processes
+from bench.startup_imports import parse_importtime, retrieval_at_start
 from core.prompting.context import approx_tokens
 
 TOKEN = "123456:BENCH-TOKEN"
@@ -30,6 +32,8 @@ CONTENDERS = {
     "floor": ["-m", "bench.floor_bot"],
 }
 """What each contender runs: the product, the streaming relay, the minimal relay, the floor."""
+KNOWLEDGE_TOP_K = 6
+"""Passages a turn reads in the run with a knowledge base: the product's default, set."""
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -105,18 +109,24 @@ class Bench:
             "API_PORT": str(api_port),
         }
 
-    async def run(self, contender: str) -> dict[str, Any]:
-        """All scenarios against one fresh process of `contender` (a key of CONTENDERS)."""
+    async def run(self, contender: str, knowledge: Path | None = None) -> dict[str, Any]:
+        """All scenarios against one fresh process of `contender` (a key of CONTENDERS);
+        `knowledge`: a SQLite file holding a knowledge base (and nothing else), which the
+        product's run starts from (a copy), reading `KNOWLEDGE_TOP_K` passages a turn."""
         self.runs += 1
         began = time.monotonic()
         db = self.scratch / f"run{self.runs}-{contender}.sqlite3"
+        env: dict[str, str] = {}
+        if knowledge is not None:
+            shutil.copyfile(knowledge, db)
+            env["KNOWLEDGE_TOP_K"] = str(KNOWLEDGE_TOP_K)
         tg, tg_port, model, model_port = self._start_fakes()
         bot: Child | None = None
         try:
             bot = self.procs.start(
                 f"{contender}{self.runs}",
                 CONTENDERS[contender],
-                self._env(tg_port, model_port, db),
+                {**self._env(tg_port, model_port, db), **env},
                 root=self.bot_root if contender == "bot" else ROOT,
             )
             async with (
@@ -150,6 +160,7 @@ class Bench:
         loop_calls = driver.method_counts - calls0
         cpu, *fake_cpu = (child.cpu_seconds() - c0 for child, c0 in zip(watched, cpu0, strict=True))
         asked = (await driver.model_formats(since=asked0))["formats"]
+        excerpts = await driver.model_excerpts(since=asked0)
         streamed = await self._streaming(driver)
         await driver.model_mode(latency=1.0)
         calls0 = driver.method_counts.copy()
@@ -174,6 +185,7 @@ class Bench:
                 "burst": per_round(burst_calls, len(done)),
             },
             "model_formats_load": asked,
+            "model_excerpts_load": excerpts,
         }
 
     async def floor(self) -> dict[str, Any]:
@@ -205,6 +217,25 @@ class Bench:
             if token is not None and r.first_at is not None:
                 gaps.append(r.first_at - token)
         return {"max": 1000 * max(gaps), "median": 1000 * statistics.median(gaps)} if gaps else {}
+
+    async def startup_imports(self) -> dict[str, Any]:
+        """`python -X importtime -m bot` with an empty knowledge base, until it polls and
+        has answered three messages: the retrieval modules it imported
+        (`bench.startup_imports`)."""
+        tg, tg_port, model, model_port = self._start_fakes()
+        env = self._env(tg_port, model_port, self.scratch / "imports.sqlite3")
+        bot = self.procs.start(
+            "bot-imports", ["-X", "importtime", *CONTENDERS["bot"]], env, root=self.bot_root
+        )
+        try:
+            async with aiohttp.ClientSession() as http, Driver(http, tg_port, model_port) as driver:
+                if not await driver.wait_ready():
+                    raise RuntimeError(f"bot did not start polling:\n{bot.tail()}")
+                await driver.sequential(3)  # a turn searches the (empty) knowledge base
+        finally:
+            for child in (bot, tg, model):
+                self.procs.stop(child)
+        return retrieval_at_start(parse_importtime(bot.log_path.read_text(errors="replace")))
 
     async def context_growth(self, rounds: int = 20) -> dict[str, dict[int, Any]]:
         """Tokens sent to the model at rounds 1, 5, 10, 20 of one long consultation, and
