@@ -7,7 +7,8 @@ query syntax; a query is user input and never becomes query syntax. Terms are di
 at most `MAX_TERMS` of them (the longest when a query has more, in the query's order) and
 each at most `MAX_TERM_CHARS` long; only the first `MAX_QUERY_CHARS` characters are read,
 so a search costs the same for a long text as for a paragraph. A query of punctuation
-alone has no terms. Pure.
+alone has no terms. A search finds its candidates by a query's rarest words only
+(`candidate_terms`). Pure.
 """
 
 from __future__ import annotations
@@ -51,3 +52,43 @@ def _words(text: str) -> list[str]:
                 found.append(text[start:index])
             start = -1
     return found
+
+
+CANDIDATE_BUDGET = 5_000
+"""About how many passages a search's candidate words may hold in all: its rarest words
+are taken until the next would pass it (the rarest `FEWEST_CANDIDATES` always)."""
+FEWEST_CANDIDATES = 3
+"""The rarest words a search always takes; a query whose every word most passages hold is
+searched by these alone."""
+
+
+def candidate_terms(terms: list[str], held: list[float], total: float) -> list[str]:
+    """The words of `terms` that find a search's candidates (`held[i]` passages of the
+    `total` hold `terms[i]`: a count or an estimate; 0 is none): those at most half of
+    the passages hold (or one: in a knowledge base of one passage every word is rare
+    enough), rarest first, for as long as the passages they hold stay within
+    `CANDIDATE_BUDGET` and at least the `FEWEST_CANDIDATES` rarest; when every word held
+    is more common, the `FEWEST_CANDIDATES` rarest; [] when no passage holds any. Ties go
+    to the longer word, then to the query's order.
+
+    Why: a consultation's query is a request and a reply, 30 words and more, most of
+    them words many passages hold. Matching passages by every word reads thousands of
+    them to rank a handful; the rarest words carry the ranking (bm25, or the weights of
+    `storage.postgres.knowledge.word_weight`, give common words next to nothing) and
+    find the same passages from far fewer candidates. A small knowledge base stays
+    within the budget with every rare word."""
+    ranked = sorted(
+        (index for index, count in enumerate(held) if count > 0),
+        key=lambda index: (held[index], -len(terms[index]), index),
+    )
+    rare = [index for index in ranked if held[index] <= max(total / 2, 1)]
+    if not rare:
+        return [terms[index] for index in ranked[:FEWEST_CANDIDATES]]
+    chosen: list[str] = []
+    candidates = 0.0
+    for index in rare:
+        candidates += held[index]
+        if candidates > CANDIDATE_BUDGET and len(chosen) >= FEWEST_CANDIDATES:
+            break
+        chosen.append(terms[index])
+    return chosen

@@ -5,12 +5,13 @@ Invariants:
   version or the new one, never a mix, and a failed write leaves the old one whole;
 - search reads the GIN index over `knowledge_chunks.search` (generated from
   `storage.postgres.schema.KNOWLEDGE_VECTOR`: the `simple` configuration, a chunk's
-  heading path weighted A); it leaves out words more than half of the chunks hold when
-  the query has others, and ranks by the rarity of the query words a chunk holds, then
-  by ts_rank_cd (a heading path counting twice its text, divided by 1 + the log of the
-  chunk's length). How many chunks hold a word comes from the statistics ANALYZE keeps
-  (`_WORDS`, `word_weights`), so a search reads no chunk but those it returns candidates
-  of, however common its words;
+  heading path weighted A); its candidates are the chunks holding one of the query's
+  rarest words (`core.domain.search_terms.candidate_terms`), ranked by the rarity of
+  those words a chunk holds, then by ts_rank_cd (a heading path counting twice its
+  text, divided by 1 + the log of the chunk's length). How many chunks hold a word
+  comes from the statistics ANALYZE keeps (`_WORDS`, `word_counts`), so a search reads
+  no chunk but its candidates, however common its words; when the rarest words find
+  nothing the role reads, every word is searched;
 - a query reaches PostgreSQL only as terms (`core.domain.search_terms`) joined by `or`
   through `websearch_to_tsquery`, which never fails on its input: whatever the user
   typed is searched for as words, never read as query syntax;
@@ -28,7 +29,7 @@ import asyncpg
 
 from core.domain.embeddings import Embedded
 from core.domain.knowledge import Chunk, KnowledgeDocument, NewDocument, Passage, Stored
-from core.domain.search_terms import search_terms
+from core.domain.search_terms import candidate_terms, search_terms
 from storage.knowledge import (
     EmptyMemo,
     VectorRow,
@@ -83,22 +84,20 @@ _SEARCH = (
 of the weights $3 of the words $2 they hold, then by ts_rank_cd."""
 
 
-def word_weights(
+def word_counts(
     terms: Sequence[str], chunks: float, common: Sequence[str], shares: Sequence[float]
-) -> tuple[list[str], list[float]]:
-    """The words to match (those at most half of the chunks hold, or all when every one
-    is that common; the search matches all of them again when the rarer ones find
-    nothing) and each term's weight: its inverse document frequency as SQLite's
-    bm25 computes it, next to nothing for a word half of the chunks hold (ts_rank_cd
-    alone weighs each word alike, and "is" and "the" would outrank the one word that
-    matters). A word the statistics do not list is rarer than those they do: it counts
-    as held by one chunk."""
-    total = max(chunks, 1.0)
+) -> list[float]:
+    """About how many of the `chunks` hold each of `terms`, by the statistics: a word they
+    do not list is rarer than those they do, and counts as held by one chunk."""
     share = dict(zip(common, shares, strict=False))
-    held = [share.get(term, 0.0) * total or 1.0 for term in terms]
-    weights = [max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6) for n in held]
-    matched = [t for t, n in zip(terms, held, strict=True) if n <= total / 2] or list(terms)
-    return matched, weights
+    return [share.get(term, 0.0) * chunks or 1.0 for term in terms]
+
+
+def word_weight(held: float, chunks: float) -> float:
+    """A word's weight: its inverse document frequency as SQLite's bm25 computes it, next
+    to nothing for a word half of the chunks hold (ts_rank_cd alone weighs each word
+    alike, and "is" and "the" would outrank the one word that matters)."""
+    return max(math.log((chunks - held + 0.5) / (held + 0.5)), 1e-6)
 
 
 class Run(Protocol):
@@ -143,14 +142,16 @@ class PostgresKnowledge:
                 return [], True
             if chunks is None or chunks < 1:  # never analyzed: every word counts alike
                 common, shares, chunks = [], [], 1.0
-            matched, weights = word_weights(terms, chunks, common or [], shares or [])
-            rows = await connection.fetch(
-                _SEARCH, tsquery_text(matched), terms, weights, role, limit
-            )
-            if not rows and len(matched) < len(terms):  # the rarer words are in no chunk
+            total = max(chunks, 1.0)
+            held = word_counts(terms, total, common or [], shares or [])
+            count = dict(zip(terms, held, strict=True))
+            for words in (candidate_terms(terms, held, total), terms):
+                weights = [word_weight(count[word], total) for word in words]
                 rows = await connection.fetch(
-                    _SEARCH, tsquery_text(terms), terms, weights, role, limit
+                    _SEARCH, tsquery_text(words), words, weights, role, limit
                 )
+                if rows:  # else the rarest words are in no chunk the role reads: all words
+                    break
             return [_passage(row) for row in rows], False
 
         found, empty = await self._call(work)

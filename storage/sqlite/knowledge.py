@@ -10,9 +10,11 @@ Invariants:
   delete of a chunk, so it never lists a chunk that is gone;
 - a query reaches FTS5 only as quoted terms joined by OR (`core.domain.search_terms`):
   whatever the user typed is searched for as words, never read as query syntax;
-- words held by more than half of the chunks are left out of a query that has others,
-  unless those others are in no chunk (`knowledge_words`): bm25 weighs them next to
-  nothing, and matching every chunk by "the" would make a search read them all;
+- a search's candidates are the chunks holding one of the query's rarest words
+  (`core.domain.search_terms.candidate_terms`, by how many chunks hold each word:
+  `knowledge_words`): bm25 weighs common words next to nothing, and matching every
+  chunk by "the" would make a search read them all; a query none of whose words any
+  chunk holds reads no chunk;
   ranking is bm25 with a heading path counting twice its text; scores are its
   negation, so higher is better;
 - a chunk's vector (`knowledge_vectors`) is written in its chunk's transaction and
@@ -24,11 +26,12 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
+import unicodedata
 from collections.abc import Sequence
 
 from core.domain.embeddings import Embedded
 from core.domain.knowledge import Chunk, KnowledgeDocument, NewDocument, Passage, Stored
-from core.domain.search_terms import search_terms
+from core.domain.search_terms import candidate_terms, search_terms
 from storage.knowledge import (
     EmptyMemo,
     VectorRow,
@@ -65,6 +68,15 @@ _SEARCH = (
     " WHERE knowledge_search MATCH ?1 AND (d.role IS NULL OR d.role = ?2)"
     f" ORDER BY {_RANK}, c.id LIMIT ?3"
 )
+
+
+def without_marks(term: str) -> str:
+    """`term` without its combining marks (`café` → `cafe`), as the index's tokenizer
+    (`remove_diacritics 2`) keeps Latin words: the vocabulary lists them so."""
+    decomposed = unicodedata.normalize("NFD", term)
+    return unicodedata.normalize(
+        "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
+    )
 
 
 def fts_query(terms: Sequence[str]) -> str:
@@ -151,12 +163,20 @@ def _search(
     total = int(db.execute(sqlite_sql(COUNT_CHUNKS)).fetchone()[0])
     if not total:
         return [], True
-    marks = ", ".join("?" * len(terms))
-    held = dict(db.execute(f"SELECT term, doc FROM knowledge_words WHERE term IN ({marks})", terms))
-    rare = [term for term in terms if held.get(term, 0) <= total / 2] or terms
-    rows = db.execute(_SEARCH, (fts_query(rare), role, limit)).fetchall()
-    if not rows and len(rare) < len(terms):  # the rarer words are in no chunk
-        rows = db.execute(_SEARCH, (fts_query(terms), role, limit)).fetchall()
+    plain = [without_marks(term) for term in terms]  # the index's form of accented words
+    asked = sorted(set(terms) | set(plain))
+    marks = ", ".join("?" * len(asked))
+    vocabulary = dict(
+        db.execute(f"SELECT term, doc FROM knowledge_words WHERE term IN ({marks})", asked)
+    )
+    held = [vocabulary.get(t) or vocabulary.get(p) or 0 for t, p in zip(terms, plain, strict=True)]
+    chosen = candidate_terms(terms, held, total)
+    if not chosen:  # no chunk holds any of the words
+        return [], False
+    rows = db.execute(_SEARCH, (fts_query(chosen), role, limit)).fetchall()
+    present = [term for term, count in zip(terms, held, strict=True) if count]
+    if not rows and len(chosen) < len(present):  # not in the role's documents: all words
+        rows = db.execute(_SEARCH, (fts_query(present), role, limit)).fetchall()
     found = [
         Passage(int(c), int(d), str(t), str(s), p, str(x), float(score))
         for c, d, t, s, p, x, score in rows
