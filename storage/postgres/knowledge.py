@@ -11,7 +11,7 @@ Invariants:
   text, divided by 1 + the log of the chunk's length). How many chunks hold a word
   comes from the statistics ANALYZE keeps (`_WORDS`, `word_counts`), so a search reads
   no chunk but its candidates, however common its words; when the rarest words find
-  nothing the role reads, every word is searched;
+  nothing the role reads, the next rarest are searched, once;
 - a query reaches PostgreSQL only as terms (`core.domain.search_terms`) joined by `or`
   through `websearch_to_tsquery`, which never fails on its input: whatever the user
   typed is searched for as words, never read as query syntax;
@@ -87,10 +87,15 @@ of the weights $3 of the words $2 they hold, then by ts_rank_cd."""
 def word_counts(
     terms: Sequence[str], chunks: float, common: Sequence[str], shares: Sequence[float]
 ) -> list[float]:
-    """About how many of the `chunks` hold each of `terms`, by the statistics: a word they
-    do not list is rarer than those they do, and counts as held by one chunk."""
+    """About how many of the `chunks` hold each of `terms`, by the statistics: the share
+    they list for a common word; for a word they do not list, the least share they list
+    (every unlisted word is rarer than that), else one chunk. `shares` is
+    `most_common_elem_freqs`: one share per listed word, then the least and the largest
+    share and the share of empty vectors."""
     share = dict(zip(common, shares, strict=False))
-    return [share.get(term, 0.0) * chunks or 1.0 for term in terms]
+    least = shares[len(common)] if len(shares) > len(common) else 0.0
+    unlisted = max(least * chunks, 1.0)
+    return [share.get(term, 0.0) * chunks or unlisted for term in terms]
 
 
 def word_weight(held: float, chunks: float) -> float:
@@ -145,12 +150,15 @@ class PostgresKnowledge:
             total = max(chunks, 1.0)
             held = word_counts(terms, total, common or [], shares or [])
             count = dict(zip(terms, held, strict=True))
-            for words in (candidate_terms(terms, held, total), terms):
+            first = candidate_terms(terms, held, total)
+            rest = [term for term in terms if term not in first]
+            # The rarest words may be in no chunk the role reads: the next rarest, once.
+            for words in (first, candidate_terms(rest, [count[t] for t in rest], total)):
                 weights = [word_weight(count[word], total) for word in words]
                 rows = await connection.fetch(
                     _SEARCH, tsquery_text(words), words, weights, role, limit
                 )
-                if rows:  # else the rarest words are in no chunk the role reads: all words
+                if rows or not words:
                     break
             return [_passage(row) for row in rows], False
 

@@ -174,9 +174,10 @@ def _search(
     if not chosen:  # no chunk holds any of the words
         return [], False
     rows = db.execute(_SEARCH, (fts_query(chosen), role, limit)).fetchall()
-    present = [term for term, count in zip(terms, held, strict=True) if count]
-    if not rows and len(chosen) < len(present):  # not in the role's documents: all words
-        rows = db.execute(_SEARCH, (fts_query(present), role, limit)).fetchall()
+    rest = [(t, n) for t, n in zip(terms, held, strict=True) if n and t not in chosen]
+    if not rows and rest:  # not in the role's documents: the next rarest words, once
+        more = candidate_terms([t for t, _ in rest], [n for _, n in rest], total)
+        rows = db.execute(_SEARCH, (fts_query(more), role, limit)).fetchall()
     found = [
         Passage(int(c), int(d), str(t), str(s), p, str(x), float(score))
         for c, d, t, s, p, x, score in rows
