@@ -58,8 +58,10 @@ CANDIDATE_BUDGET = 5_000
 """About how many passages a search's candidate words may hold in all: its rarest words
 are taken until the next would pass it (the rarest `FEWEST_CANDIDATES` always)."""
 FEWEST_CANDIDATES = 3
-"""The rarest words a search always takes; a query whose every word most passages hold is
-searched by these alone."""
+"""The rarest words a search always takes."""
+COMMON_CANDIDATES = 1
+"""A query whose every word most passages hold is searched by its rarest word alone: the
+others tell passages apart no better, and each would read most of them again."""
 
 
 def candidate_terms(terms: list[str], held: list[float], total: float) -> list[str]:
@@ -68,7 +70,7 @@ def candidate_terms(terms: list[str], held: list[float], total: float) -> list[s
     the passages hold (or one: in a knowledge base of one passage every word is rare
     enough), rarest first, for as long as the passages they hold stay within
     `CANDIDATE_BUDGET` and at least the `FEWEST_CANDIDATES` rarest; when every word held
-    is more common, the `FEWEST_CANDIDATES` rarest; [] when no passage holds any. Ties go
+    is more common, the rarest alone (`COMMON_CANDIDATES`); [] when no passage holds any. Ties go
     to the longer word, then to the query's order.
 
     Why: a consultation's query is a request and a reply, 30 words and more, most of
@@ -83,7 +85,7 @@ def candidate_terms(terms: list[str], held: list[float], total: float) -> list[s
     )
     rare = [index for index in ranked if held[index] <= max(total / 2, 1)]
     if not rare:
-        return [terms[index] for index in ranked[:FEWEST_CANDIDATES]]
+        return [terms[index] for index in ranked[:COMMON_CANDIDATES]]
     chosen: list[str] = []
     candidates = 0.0
     for index in rare:
