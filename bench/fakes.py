@@ -5,7 +5,8 @@
 past index I is recorded (so the load driver reacts within a millisecond without
 spinning), and `POST /_bench/document?name=N` to store a file a message can carry.
 `python -m bench.fakes model` serves `fakes.model_server.FakeModelServer`
-plus `POST /_bench/mode` (latency, slow streaming, long answers), `GET /_bench/requests`
+plus `POST /_bench/mode` (latency, slow streaming, long answers), `GET /_bench/requests`,
+`GET /_bench/embeddings` (how many `POST /v1/embeddings` it answered, and their texts),
 `GET /_bench/formats?since=I` (the requests past index I counted by the response
 format they asked for) and `GET /_bench/excerpts?since=I` (the same requests counted by
 how many knowledge-base excerpts their system messages carry). In slow mode a request that
@@ -105,6 +106,8 @@ class BenchModel(FakeModelServer):
         self.long_piece = 4  # ... streamed in pieces of this many characters, unpaced
         self.first_tokens: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request, in order
+        self.embeddings_answered = 0  # `POST /v1/embeddings` requests ...
+        self.embedding_texts = 0  # ... and the texts they carried
 
     def build_app(self) -> web.Application:
         """Completions through the bench modes, the mode switch and the request log."""
@@ -114,7 +117,27 @@ class BenchModel(FakeModelServer):
         app.router.add_get("/_bench/requests", self._requests)
         app.router.add_get("/_bench/formats", self._formats)
         app.router.add_get("/_bench/excerpts", self._excerpts)
+        app.router.add_post("/v1/embeddings", self._bench_embeddings)
+        app.router.add_get("/_bench/embeddings", self._embedding_counts)
         return app
+
+    async def _bench_embeddings(self, request: web.Request) -> web.StreamResponse:
+        """`fakes.embeddings`' answer, counted; the bodies are not kept (a build of 100,000
+        passages would keep 100 MB of them)."""
+        response = await self._embeddings(request)
+        self.embedding_texts += sum(
+            len(body["input"]) if isinstance(body.get("input"), list) else 1
+            for body in self.embedding_requests
+            if isinstance(body, dict)
+        )
+        self.embeddings_answered += len(self.embedding_requests)
+        self.embedding_requests.clear()
+        return response
+
+    async def _embedding_counts(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"requests": self.embeddings_answered, "texts": self.embedding_texts}
+        )
 
     async def _mode(self, request: web.Request) -> web.Response:
         body = await request.json()

@@ -239,11 +239,24 @@ def retrieval_line(result: dict[str, Any]) -> str:
     each = "; ".join(
         f"{kind} p50 {kinds[kind]['p50']:.1f} / p99 {kinds[kind]['p99']:.1f} ms" for kind in kinds
     )
+    embedded = f" ({result['embed_s']:.0f} s of it embedding)" if result.get("embed_s") else ""
+    first = (
+        f"; first search {result['first_ms']:.1f} ms, RSS after it {result['rss_first_mb']:.1f} MB"
+        if "first_ms" in result
+        else ""
+    )
+    queried = (
+        f"; {result['query_embeddings']} query embeddings asked of the fake (its time "
+        f"included), {result['fallbacks']} searches by full text alone"
+        if "query_embeddings" in result
+        else ""
+    )
     return (
         f"retrieval {result['store']} {result['chunks']:,} passages ({result['mode']}): "
         f"all p50 {result['all']['p50']:.1f} / p99 {result['all']['p99']:.1f} ms ({each}); "
-        f"built in {result['build_s']:.0f} s, {result['db_bytes'] / 1e6:.1f} MB; "
+        f"built in {result['build_s']:.0f} s{embedded}, {result['db_bytes'] / 1e6:.1f} MB; "
         f"searching process RSS {result['rss_before_mb']:.1f} → peak {result['rss_peak_mb']:.1f} MB"
+        f"{first}{queried}"
     )
 
 
@@ -256,12 +269,16 @@ RETRIEVAL_COLUMNS: list[tuple[str, tuple[str, ...], str]] = [
     ("common p99", ("kinds", "common", "p99"), "{:.1f}"),
     ("consult p50", ("kinds", "consultation", "p50"), "{:.1f}"),
     ("consult p99", ("kinds", "consultation", "p99"), "{:.1f}"),
+    ("first ms", ("first_ms",), "{:.1f}"),
+    ("RSS 1st", ("rss_first_mb",), "{:.1f}"),
     ("RSS MB", ("rss_peak_mb",), "{:.1f}"),
     ("DB MB", ("db_bytes",), "{:.1f}"),
     ("build s", ("build_s",), "{:.0f}"),
 ]
 """The retrieval table's columns after store, mode and size: search times in ms (all
-queries, then each kind), the searching process's peak RSS, the database's size, the build."""
+queries, then each kind, the steady searches), the first search's time (a hybrid index
+loads in it) and the RSS after it, the searching process's peak RSS, the database's size,
+the build (with its embeddings)."""
 
 
 def retrieval_table(results: Runs) -> str:

@@ -12,8 +12,13 @@ query kind and in all, the searching process's RSS before its first search and a
 peak, the database's size and how long the build took.
 
 A mode is how the knowledge base is loaded and searched (`MODES`): "full-text" is the
-stores' own search. Hybrid search over embeddings is one more entry of `MODES` (see
-there); the report lists the modes that ran, nothing else.
+stores' own search; "hybrid" is the product's with EMBEDDING_MODEL set
+(`app.knowledge_base.open_knowledge`: `storage.hybrid.HybridKnowledge`), its vectors from
+the fake model's `/v1/embeddings` (`bench.fakes`, a process the phase starts on 127.0.0.1,
+`EMBEDDING_DIMENSIONS` vectors), written with the passages through the same `put`. A hybrid
+search embeds its query through the fake, as a turn's does: the fake's own time is in every
+timed search. The first search (the hybrid index's load) is timed and its RSS taken apart
+from the steady ones. The report lists the modes that ran, nothing else.
 
 Invariants: every database the phase makes is removed — the SQLite file with the scratch
 folder, each PostgreSQL schema (made in the database at TEST_DATABASE_URL, as
@@ -27,19 +32,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sqlite3
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.knowledge_text import QUERY_KINDS, Corpus, documents, queries
-from bench.procs import Processes
+from bench.procs import Child, Processes
 from bench.report import retrieval_line
-from core.domain.knowledge import KnowledgeBase
+from core.domain.embeddings import Embedded, Embedder
+from core.domain.knowledge import Chunk, KnowledgeBase
+
+if TYPE_CHECKING:  # imported with the hybrid mode only (pydantic, numpy, the SDK: ~50 MB)
+    from app.settings import Settings
 
 STORES = ("sqlite", "postgres")
 SIZES = (1_000, 10_000, 100_000)
@@ -114,18 +124,71 @@ def names_of(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
 
 # -- the modes ------------------------------------------------------------------------------
 
+EMBEDDING_MODEL = "fake-embeddings"
+EMBEDDING_DIMENSIONS = 1536
+"""What real providers give (text-embedding-3-small, ada-002): the fake answers the
+`dimensions` asked (EMBEDDING_DIMENSIONS), so the index is the size it is in production."""
 
-def full_text(store: Any) -> KnowledgeBase:
+
+async def _nothing_to_close() -> None:
+    """The store's own knowledge base is closed with the store."""
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A mode's knowledge base, the embedder its build embeds through (None: no vectors)
+    and what closes that embedder."""
+
+    knowledge: KnowledgeBase
+    embedder: Embedder | None = None
+    close: Callable[[], Awaitable[None]] = _nothing_to_close
+
+
+def full_text(store: Any, embeddings_url: str | None) -> Opened:
     """The store's own knowledge base: FTS5 on SQLite, the GIN index on PostgreSQL."""
     knowledge: KnowledgeBase = store.knowledge
-    return knowledge
+    return Opened(knowledge)
 
 
-MODES: dict[str, Callable[[Any], KnowledgeBase]] = {"full-text": full_text}
+def embedding_settings(embeddings_url: str) -> Settings:
+    """The settings of a bot with hybrid retrieval against the fake at `embeddings_url`
+    (no `.env`; EMBEDDING_* of the environment are overridden)."""
+    from pydantic import SecretStr
+
+    from app.settings import Settings
+
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]  # pydantic-settings' own keyword
+        openai_api_key=SecretStr("bench"),
+        embedding_model=EMBEDDING_MODEL,
+        embedding_base_url=embeddings_url,
+        embedding_dimensions=EMBEDDING_DIMENSIONS,
+    )
+
+
+def hybrid(store: Any, embeddings_url: str | None) -> Opened:
+    """The knowledge base the product opens with EMBEDDING_MODEL set (`HybridKnowledge`
+    over the store's), its embedder the product's (`media.embeddings.OpenAIEmbedder`)."""
+    if embeddings_url is None:
+        raise ValueError("the hybrid mode needs the fake embeddings' URL")
+    from app.knowledge_base import open_knowledge
+
+    opened = open_knowledge(embedding_settings(embeddings_url), store)
+    return Opened(opened.knowledge, opened.embedder, opened.close)
+
+
+MODES: dict[str, Callable[[Any, str | None], Opened]] = {"full-text": full_text, "hybrid": hybrid}
 """Mode name → the knowledge base a process of that mode loads and searches, given the
-opened store: the build writes through it and the searching process searches it. Hybrid
-search is one more entry, opening the knowledge base as the product does with
-EMBEDDING_MODEL set (against an embeddings endpoint the phase starts: the fake model's)."""
+opened store and the fake embeddings' base URL: the build writes through it and the
+searching process searches it."""
+EMBEDDED = frozenset({"hybrid"})
+"""The modes whose build and searches need the fake embeddings server."""
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """What the product embeds of a chunk (`media.knowledge_files.embedding_text`, which the
+    bench may not import; a test holds the two equal): heading path, then text."""
+    return f"{chunk.section}\n\n{chunk.text}" if chunk.section else chunk.text
 
 
 # -- the stores -----------------------------------------------------------------------------
@@ -150,50 +213,107 @@ async def build(
     mode: str = "full-text",
     seed: int = SEED,
     topic: Sequence[str] = (),
+    embeddings_url: str | None = None,
 ) -> dict[str, float]:
-    """Write `chunks` passages through the mode's `put` (`topic`: see `Corpus`); how long
-    it took."""
+    """Write `chunks` passages through the mode's `put` (`topic`: see `Corpus`), each
+    document's vectors asked of the embeddings first when the mode has an embedder (in
+    batches of EMBEDDING_BATCH_SIZE, as `knowledge add` asks them); how long it took in
+    all and how much of it the embeddings took."""
     store = await open_store(kind, address)
     began = time.perf_counter()
     written = 0
+    embedding = 0.0
     try:
-        knowledge = MODES[mode](store)
-        for document, cut in documents(Corpus(seed, topic), chunks, per_document(chunks)):
-            await knowledge.put(document, cut, at=time.time())
-            written += len(cut)
-        stored = await knowledge.count()
+        opened = MODES[mode](store, embeddings_url)
+        try:
+            embedder = opened.embedder
+            for document, cut in documents(Corpus(seed, topic), chunks, per_document(chunks)):
+                vectors = None
+                if embedder is not None:
+                    asked = time.perf_counter()
+                    embedded = await embedder.embed([embedding_text(c) for c in cut])
+                    embedding += time.perf_counter() - asked
+                    vectors = Embedded(embedder.model, embedded)
+                await opened.knowledge.put(document, cut, at=time.time(), vectors=vectors)
+                written += len(cut)
+            stored = await opened.knowledge.count()
+            embedded_count = (
+                (await store.knowledge.vector_version(embedder.model))[0] if embedder else 0
+            )
+        finally:
+            await opened.close()
     finally:
         await store.close()
     if stored != written:
         raise RuntimeError(f"{written} passages written, {stored} stored")
-    return {"build_s": time.perf_counter() - began, "chunks": stored}
+    if embedder is not None and embedded_count != written:
+        raise RuntimeError(f"{written} passages written, {embedded_count} with vectors")
+    return {"build_s": time.perf_counter() - began, "embed_s": embedding, "chunks": stored}
+
+
+class Warnings(logging.Handler):
+    """Counts the warnings a logger gives: a hybrid search answered by full text alone
+    (no query embedding in time, the provider failed) says so in one."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
 
 
 async def search_timed(
-    kind: str, address: str, mode: str, count: int, seed: int, seconds_per_kind: float
+    kind: str,
+    address: str,
+    mode: str,
+    count: int,
+    seed: int,
+    seconds_per_kind: float,
+    embeddings_url: str | None = None,
 ) -> dict[str, Any]:
-    """In the searching process: open the store, warm up, time `count` searches, the kinds
-    in turn; a kind whose searches took `seconds_per_kind` in all (once at least
-    `MIN_PER_KIND` of them ran) is not timed further, so a slow kind bounds the phase."""
+    """In the searching process: open the store, time the first search (a hybrid index
+    loads in it) and the RSS after it, warm up, time `count` searches, the kinds in turn;
+    a kind whose searches took `seconds_per_kind` in all (once at least `MIN_PER_KIND` of
+    them ran) is not timed further, so a slow kind bounds the phase."""
+    warned = Warnings()
+    logging.getLogger("storage.hybrid").addHandler(warned)
     store = await open_store(kind, address)
+    searches = 0
     try:
-        searcher = MODES[mode](store)
-        rss_before = rss_mb("VmRSS")
-        for query in queries(Corpus(seed, stream=2), WARM_UP):
-            await searcher.search(query.text, role=None, limit=LIMIT)
-        timed: dict[str, list[float]] = {k: [] for k in QUERY_KINDS}
-        found: dict[str, list[int]] = {k: [] for k in QUERY_KINDS}
-        for query in queries(Corpus(seed, stream=1), count):
-            done = timed[query.kind]
-            if len(done) >= MIN_PER_KIND and sum(done) >= seconds_per_kind:
-                continue
+        opened = MODES[mode](store, embeddings_url)
+        try:
+            searcher = opened.knowledge
+            rss_before = rss_mb("VmRSS")
+            warm_up = queries(Corpus(seed, stream=2), WARM_UP)
             began = time.perf_counter()
-            passages = await searcher.search(query.text, role=None, limit=LIMIT)
-            done.append(time.perf_counter() - began)
-            found[query.kind].append(len(passages or []))
+            await searcher.search(warm_up[0].text, role=None, limit=LIMIT)
+            first = time.perf_counter() - began
+            rss_first = rss_mb("VmRSS")
+            for query in warm_up[1:]:
+                await searcher.search(query.text, role=None, limit=LIMIT)
+            searches = len(warm_up)
+            timed: dict[str, list[float]] = {k: [] for k in QUERY_KINDS}
+            found: dict[str, list[int]] = {k: [] for k in QUERY_KINDS}
+            for query in queries(Corpus(seed, stream=1), count):
+                done = timed[query.kind]
+                if len(done) >= MIN_PER_KIND and sum(done) >= seconds_per_kind:
+                    continue
+                began = time.perf_counter()
+                passages = await searcher.search(query.text, role=None, limit=LIMIT)
+                done.append(time.perf_counter() - began)
+                found[query.kind].append(len(passages or []))
+                searches += 1
+        finally:
+            await opened.close()
     finally:
         await store.close()
     return {
+        "first_ms": 1000 * first,
+        "rss_first_mb": rss_first,
+        "searches": searches,
+        "fallbacks": warned.count,
+        "index_loads": getattr(searcher, "loads", 0),
         "all": percentiles_ms(even_mix(timed)),
         "kinds": {
             kind: {
@@ -241,7 +361,9 @@ class Case:
 
 
 class RetrievalBench:
-    """Builds a knowledge base per store, size and mode and times its searches."""
+    """Builds a knowledge base per store, size and mode and times its searches; the fake
+    embeddings server, started with the first case of a mode that needs it, runs until
+    `close`."""
 
     def __init__(
         self,
@@ -257,22 +379,50 @@ class RetrievalBench:
         self.queries = queries
         self.seconds_per_kind = seconds_per_kind
         self.seed = seed
+        self._embeddings: tuple[Child, int] | None = None
+
+    def embeddings_url(self, mode: str) -> str | None:
+        """The fake embeddings' base URL for a mode that needs it (started on first use)."""
+        if mode not in EMBEDDED:
+            return None
+        if self._embeddings is None:
+            child = self.procs.start("fake-model-embeddings", ["-m", "bench.fakes", "model"])
+            self._embeddings = (child, self.procs.port_of(child))
+        return f"http://127.0.0.1:{self._embeddings[1]}/v1"
+
+    async def embedding_requests(self) -> int:
+        """How many embeddings requests the fake has answered so far."""
+        import aiohttp
+
+        assert self._embeddings is not None
+        url = f"http://127.0.0.1:{self._embeddings[1]}/_bench/embeddings"
+        async with aiohttp.ClientSession() as http, http.get(url) as response:
+            counted: dict[str, int] = await response.json()
+        return counted["requests"]
+
+    def close(self) -> None:
+        """Stop the fake embeddings server, if one was started."""
+        if self._embeddings is not None:
+            self.procs.stop(self._embeddings[0])
+            self._embeddings = None
 
     async def run(self, case: Case) -> dict[str, Any]:
         """The figures of one knowledge base, built for `case` and removed afterwards."""
+        url = self.embeddings_url(case.mode)
         if case.store == "sqlite":
             path = self.scratch / f"knowledge-{case.chunks}-{case.mode}.sqlite3"
             try:
                 built = await build(
-                    "sqlite", str(path), case.chunks, mode=case.mode, seed=self.seed
-                )
+                    "sqlite", str(path), case.chunks, mode=case.mode, seed=self.seed,
+                    embeddings_url=url,
+                )  # fmt: skip
                 return await self._timed(case, str(path), built, sqlite_bytes(path))
             finally:
                 for leftover in path.parent.glob(path.name + "*"):
                     leftover.unlink()
-        return await self._postgres(case)
+        return await self._postgres(case, url)
 
-    async def _postgres(self, case: Case) -> dict[str, Any]:
+    async def _postgres(self, case: Case, embeddings_url: str | None) -> dict[str, Any]:
         import asyncpg
 
         from bench.pg_runs import test_database_url, with_settings
@@ -283,7 +433,10 @@ class RetrievalBench:
         try:
             await admin.execute(f'CREATE SCHEMA "{tag}"')
             url = with_settings(admin_url, search_path=tag)
-            built = await build("postgres", url, case.chunks, mode=case.mode, seed=self.seed)
+            built = await build(
+                "postgres", url, case.chunks, mode=case.mode, seed=self.seed,
+                embeddings_url=embeddings_url,
+            )  # fmt: skip
             await admin.execute(f'VACUUM ANALYZE "{tag}".knowledge_chunks')
             size = await admin.fetchval(
                 "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c"
@@ -300,12 +453,15 @@ class RetrievalBench:
         self, case: Case, address: str, built: dict[str, float], size: int
     ) -> dict[str, Any]:
         out = self.scratch / f"retrieval-{case.store}-{case.chunks}-{case.mode}.json"
+        url = self.embeddings_url(case.mode)
+        asked = await self.embedding_requests() if url else 0
         child = self.procs.start(
             f"retrieval-{case.store}-{case.chunks}-{case.mode}",
             [
                 "-m", "bench.retrieval", "--store", case.store, "--address", address,
                 "--mode", case.mode, "--queries", str(self.queries), "--seed", str(self.seed),
                 "--seconds-per-kind", str(self.seconds_per_kind), "--out", str(out),
+                *(["--embeddings-url", url] if url else []),
             ],
         )  # fmt: skip
         try:
@@ -320,6 +476,8 @@ class RetrievalBench:
             raise RuntimeError(f"the searching process failed ({code}):\n{child.tail()}")
         timed = json.loads(out.read_text())
         out.unlink()
+        if url:
+            timed["query_embeddings"] = await self.embedding_requests() - asked
         return {
             "store": case.store,
             "chunks": case.chunks,
@@ -348,11 +506,14 @@ async def retrieval_phase(
         stores = [store for store in stores if store != "postgres"]
     bench = RetrievalBench(procs, scratch, queries=count, seconds_per_kind=seconds_per_kind)
     results: list[dict[str, Any]] = []
-    for chunks in sizes:
-        for store in stores:
-            for mode in modes:
-                results.append(await bench.run(Case(store, chunks, mode)))
-                print(retrieval_line(results[-1]), flush=True)
+    try:
+        for chunks in sizes:
+            for store in stores:
+                for mode in modes:
+                    results.append(await bench.run(Case(store, chunks, mode)))
+                    print(retrieval_line(results[-1]), flush=True)
+    finally:
+        bench.close()
     return results
 
 
@@ -378,11 +539,18 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=240)
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--seconds-per-kind", type=float, default=SECONDS_PER_KIND)
+    parser.add_argument("--embeddings-url", help="the fake embeddings' base URL (hybrid)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     timed = asyncio.run(
         search_timed(
-            args.store, args.address, args.mode, args.queries, args.seed, args.seconds_per_kind
+            args.store,
+            args.address,
+            args.mode,
+            args.queries,
+            args.seed,
+            args.seconds_per_kind,
+            args.embeddings_url,
         )
     )
     args.out.write_text(json.dumps(timed))

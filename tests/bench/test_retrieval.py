@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import os
 import re
@@ -34,6 +35,7 @@ from bench.knowledge_text import (
 from bench.procs import Processes
 from bench.report import excerpts_line, imports_line, retrieval_line, retrieval_table
 from bench.retrieval import (
+    EMBEDDING_DIMENSIONS,
     MIN_PER_KIND,
     MODES,
     STORES,
@@ -46,9 +48,11 @@ from bench.retrieval import (
     retrieval_phase,
     sizes_of,
 )
+from bench.retrieval import embedding_text as bench_embedding_text
 from bench.startup_imports import NOT_AT_START, parse_importtime, retrieval_at_start
 from core.domain.knowledge import Passage
 from core.prompting.prompts import PromptLibrary
+from media.knowledge_files import embedding_text as product_embedding_text
 from tests.postgres import connect_or_skip, database_url_for_tests
 
 
@@ -152,9 +156,9 @@ def test_sizes_and_names_are_read_strictly() -> None:
     assert stores("postgres,sqlite") == ["sqlite", "postgres"]
     with pytest.raises(argparse.ArgumentTypeError):
         stores("sqlite,mysql")
-    assert names_of(tuple(MODES))("full-text") == ["full-text"]
+    assert names_of(tuple(MODES))("hybrid,full-text") == ["full-text", "hybrid"]
     with pytest.raises(argparse.ArgumentTypeError):
-        names_of(tuple(MODES))("hybrid")
+        names_of(tuple(MODES))("vector")
 
 
 def result(store: str, chunks: int, p50: float, p99: float) -> dict[str, Any]:
@@ -168,6 +172,8 @@ def result(store: str, chunks: int, p50: float, p99: float) -> dict[str, Any]:
         "all": {"p50": p50, "p99": p99, "n": 240},
         "kinds": {"rare": kind, "common": {**kind, "p99": 2 * p99}, "consultation": kind},
         "rss_before_mb": 28.7,
+        "first_ms": 4.25,
+        "rss_first_mb": 30.1,
         "rss_peak_mb": 36.6,
     }
 
@@ -179,7 +185,7 @@ def test_the_retrieval_table_has_a_row_per_store_and_size_run() -> None:
     assert len(lines) == 4
     assert lines[2].split() == [
         "sqlite", "full-text", "1,000", "1.2", "3.5", "1.2", "3.5", "1.2", "7.0", "1.2", "3.5",
-        "36.6", "13.9", "12",
+        "4.2", "30.1", "36.6", "13.9", "12",
     ]  # fmt: skip
     assert lines[3].split()[:5] == ["postgres", "full-text", "1,000", "4.0", "9.0"]
     assert "hybrid" not in shown
@@ -188,7 +194,7 @@ def test_the_retrieval_table_has_a_row_per_store_and_size_run() -> None:
 def test_a_missing_figure_shows_as_a_dash() -> None:
     partial = result("sqlite", 10_000, 1.0, 2.0)
     del partial["rss_peak_mb"]
-    assert retrieval_table([partial]).splitlines()[2].split()[11] == "-"
+    assert retrieval_table([partial]).splitlines()[2].split()[13] == "-"
 
 
 def test_the_line_of_one_knowledge_base() -> None:
@@ -196,6 +202,33 @@ def test_the_line_of_one_knowledge_base() -> None:
     assert line.startswith("retrieval postgres 100,000 passages (full-text): all p50 20.0 / p99")
     assert "common p50 20.0 / p99 160.0 ms" in line
     assert "13.9 MB" in line and "28.7 → peak 36.6 MB" in line
+    assert "first search 4.2 ms, RSS after it 30.1 MB" in line
+    assert "embedding" not in line and "query embeddings" not in line
+
+
+def test_the_line_of_a_hybrid_knowledge_base_tells_what_the_fake_answered() -> None:
+    hybrid = {
+        **result("sqlite", 10_000, 50.0, 90.0),
+        "mode": "hybrid",
+        "embed_s": 7.6,
+        "query_embeddings": 252,
+        "fallbacks": 0,
+    }
+    line = retrieval_line(hybrid)
+    assert line.startswith("retrieval sqlite 10,000 passages (hybrid): all p50 50.0")
+    assert "built in 12 s (8 s of it embedding)" in line
+    assert line.endswith(
+        "252 query embeddings asked of the fake (its time included), 0 searches by full text alone"
+    )
+
+
+def test_the_bench_embeds_a_chunk_as_the_product_does() -> None:
+    """`bench.retrieval.embedding_text` stands in for the loader's, which the bench may not
+    import: the two give the same text, headed or not."""
+    headed = next(iter(documents(Corpus(2), 3, 3)))[1]
+    plain = [dataclasses.replace(chunk, section="") for chunk in headed]
+    for chunk in [*headed, *plain]:
+        assert bench_embedding_text(chunk) == product_embedding_text(chunk)
 
 
 def test_the_excerpts_line_sets_the_run_beside_the_runs_without() -> None:
@@ -280,13 +313,17 @@ async def test_the_fake_model_counts_the_excerpts_a_request_carried() -> None:
     assert last == {"next": 3, "excerpts": {"3": 1}}
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("store", STORES)
 async def test_a_small_real_run_times_every_kind_and_leaves_nothing(
-    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: str, mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """200 passages, 36 searches asked in a process of its own with no time to spend: each
     kind timed its minimum of 10 times and answered with passages; the SQLite file and the
-    PostgreSQL schema are gone afterwards."""
+    PostgreSQL schema are gone afterwards, and so is the fake embeddings server. Hybrid:
+    every passage stored with a vector of the fake's, the index loaded once (in the first
+    search), one query embedding asked of the fake per search, none failed over to full
+    text."""
     if store == "postgres":
         url = database_url_for_tests()
         admin = await connect_or_skip(url)
@@ -296,11 +333,13 @@ async def test_a_small_real_run_times_every_kind_and_leaves_nothing(
     bench = RetrievalBench(procs, tmp_path, queries=36, seconds_per_kind=0.0)
     try:
         async with asyncio.timeout(120):
-            found = await bench.run(Case(store, 200, "full-text"))
+            found = await bench.run(Case(store, 200, mode))
+        bench.close()
+        assert procs.children == []
     finally:
         procs.stop_all()
 
-    assert (found["store"], found["chunks"], found["mode"]) == (store, 200, "full-text")
+    assert (found["store"], found["chunks"], found["mode"]) == (store, 200, mode)
     assert found["all"]["n"] == 3 * MIN_PER_KIND
     for kind in QUERY_KINDS:
         timed = found["kinds"][kind]
@@ -309,8 +348,18 @@ async def test_a_small_real_run_times_every_kind_and_leaves_nothing(
     assert found["kinds"]["common"]["found_mean"] == 6
     assert found["kinds"]["consultation"]["found_mean"] == 6
     assert found["db_bytes"] > 200 * 500  # the passages' text at least
-    assert 10 < found["rss_before_mb"] <= found["rss_peak_mb"] < 500
-    assert procs.children == []
+    assert 10 < found["rss_before_mb"] <= found["rss_first_mb"] <= found["rss_peak_mb"] < 500
+    assert 0 < found["first_ms"] < 60_000
+    assert found["searches"] == 12 + 3 * MIN_PER_KIND  # the warm-up's and the timed ones
+    assert found["fallbacks"] == 0
+    if mode == "hybrid":
+        assert found["index_loads"] == 1
+        assert found["query_embeddings"] == found["searches"]
+        assert 0 < found["embed_s"] < found["build_s"]
+        assert found["db_bytes"] > 200 * (500 + 2 * EMBEDDING_DIMENSIONS)  # text and vectors
+    else:
+        assert found["index_loads"] == 0
+        assert "query_embeddings" not in found and found["embed_s"] == 0
     if store == "sqlite":
         assert not [name for name in os.listdir(tmp_path) if name.startswith("knowledge-")]
     else:
