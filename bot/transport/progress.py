@@ -11,8 +11,9 @@ Invariants:
 - progress is shed first when the bot is overloaded: an update whose turn came more
   than `SHED_AFTER` seconds late (the event loop was that far behind) is not sent, and
   the next one is tried an interval later. Every chat's answer waits for the loop, so
-  under a burst the loop's time goes to answers, not to drafts of them; the typing
-  action, one cheap request that says the bot is on it, is still sent.
+  under a burst the loop's time goes to answers, not to drafts of them; a typing action
+  whose turn came that late waits `TYPING_DEFERRAL` once and is then sent, unless the
+  reply came meanwhile.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from bot.transport.target import NO_RETRIES, AnyBot, Target
 log = logging.getLogger(__name__)
 
 PROGRESS_LIMIT = 4000  # room for the " …" that marks a cut progress message
+TYPING_DEFERRAL = 1.0
+"""How long a typing action whose turn came late waits for a second turn (then it is
+sent, however late): a reply that comes meanwhile needs none."""
 SHED_AFTER = 0.025
 """How late (seconds) a progress update's turn may come before it is skipped: the event
 loop's lag when it is that far behind every chat."""
@@ -72,7 +76,8 @@ class Progress:
 
     The first update waits `first_delay` so a reply that completes at once costs no
     extra request; later ones are at least `interval` apart. The typing action is
-    sent after `typing_delay` and renewed every 4 s until `close()`. Until then each is a
+    sent after `typing_delay` (after `TYPING_DEFERRAL` more when its turn came late) and
+    renewed every 4 s until `close()`. Until then each is a
     timer, not a task: a reply that completes at once starts neither.
     """
 
@@ -152,6 +157,14 @@ class Progress:
                 await task
 
     async def _keep_typing(self, late: float) -> None:
+        if late > self._shed_after:  # the loop is behind every chat: answers first
+            self.shed += 1
+            self._after(TYPING_DEFERRAL, self._type_on)
+            return
+        await self._type_on(late)
+
+    async def _type_on(self, late: float) -> None:
+        """The typing action, renewed every 4 s until `close()`."""
         while True:
             with contextlib.suppress(Exception):
                 await self._bot.send_chat_action(
