@@ -92,7 +92,7 @@ def _cosines(
 class IndexBuilder:
     """Builds a `VectorIndex` of `dimensions` from pages of stored rows, the matrix
     allocated once for `capacity` rows (grown by half when more come): loading never holds
-    the rows' bytes and a second matrix at once."""
+    the rows' bytes and a second matrix at once, nor a page converted whole."""
 
     def __init__(self, dimensions: int, capacity: int) -> None:
         self._dimensions = dimensions
@@ -104,12 +104,17 @@ class IndexBuilder:
 
     def add(self, rows: Sequence[VectorRow]) -> None:
         """Add a page of rows (chunk id, role, vector bytes); rows of other dimensions,
-        not finite or zero are skipped."""
+        not finite or zero are skipped. The page is converted `_BLOCK_ROWS` rows at a
+        time, so what loading holds besides the matrix and the page's own bytes stays a
+        few megabytes however large the page (a whole page in float32, joined, masked and
+        scaled, was four copies of it: 100 MB for 4,096 rows of 1,536 dimensions)."""
         size = self._dimensions * VECTOR_ITEM_BYTES
         fitting = [row for row in rows if len(row[2]) == size]
         self._skipped += len(rows) - len(fitting)
-        if not fitting:
-            return
+        for begin in range(0, len(fitting), _BLOCK_ROWS):
+            self._add_block(fitting[begin : begin + _BLOCK_ROWS])
+
+    def _add_block(self, fitting: Sequence[VectorRow]) -> None:
         page = np.frombuffer(b"".join(row[2] for row in fitting), dtype=VECTOR_DTYPE)
         block = page.reshape(len(fitting), self._dimensions).astype(np.float32)
         norms = np.linalg.norm(block, axis=1)
