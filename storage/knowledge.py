@@ -87,6 +87,29 @@ class EmptyMemo:
         self.changes += 1
         self._empty_until = float("-inf")
 
+    async def search(
+        self,
+        words: Callable[[], list[str]],
+        limit: int,
+        count: Callable[[], Awaitable[int]],
+        run: Callable[[list[str]], Awaitable[tuple[list[Passage], bool]]],
+    ) -> list[Passage] | None:
+        """A store's search through this memory: None at once while the knowledge base is
+        known empty; for a query with no `words` (or no room), what `nothing_searched`
+        says; else what `run(words)` finds — remembered as empty when it says so and
+        nothing in this process changed the knowledge base meanwhile."""
+        if self.known_empty():
+            return None
+        terms = words()
+        if limit <= 0 or not terms:
+            return await self.nothing_searched(count)
+        changes = self.changes
+        found, empty = await run(terms)
+        if empty:
+            self.saw_empty(changes)
+            return None
+        return found
+
     async def nothing_searched(self, count: Callable[[], Awaitable[int]]) -> list[Passage] | None:
         """What a query with no word to look for (or no room for a passage) finds: nothing,
         and None when the knowledge base is empty (`count` of its chunks is 0; see

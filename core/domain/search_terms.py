@@ -94,3 +94,15 @@ def candidate_terms(terms: list[str], held: list[float], total: float) -> list[s
             break
         chosen.append(terms[index])
     return chosen
+
+
+def candidate_rounds(terms: list[str], held: list[float], total: float) -> list[list[str]]:
+    """The word lists a search tries in turn until one finds a passage the role reads:
+    the `candidate_terms`, then once the next rarest of the words some passage holds (the
+    rarest may be only in other roles' documents); none when no passage holds any."""
+    first = candidate_terms(terms, held, total)
+    if not first:
+        return []
+    rest = [(t, n) for t, n in zip(terms, held, strict=True) if n > 0 and t not in first]
+    more = candidate_terms([t for t, _ in rest], [n for _, n in rest], total)
+    return [first, more] if more else [first]

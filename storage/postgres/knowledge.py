@@ -21,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, TypeVar
@@ -29,7 +30,7 @@ import asyncpg
 
 from core.domain.embeddings import Embedded
 from core.domain.knowledge import Chunk, KnowledgeDocument, NewDocument, Passage, Stored
-from core.domain.search_terms import candidate_terms, search_terms
+from core.domain.search_terms import candidate_rounds, search_terms
 from storage.knowledge import (
     EmptyMemo,
     VectorRow,
@@ -124,6 +125,27 @@ def _passage(row: asyncpg.Record, score: float | None = None) -> Passage:
     )  # fmt: skip
 
 
+async def _search(
+    connection: asyncpg.Connection, *, terms: list[str], role: str | None, limit: int
+) -> tuple[list[Passage], bool]:
+    """The passages found, and whether the knowledge base is empty."""
+    any_chunk, chunks, common, shares = await connection.fetchrow(_WORDS)
+    if not any_chunk:
+        return [], True
+    if chunks is None or chunks < 1:  # never analyzed: every word counts alike
+        common, shares, chunks = [], [], 1.0
+    total = max(chunks, 1.0)
+    held = word_counts(terms, total, common or [], shares or [])
+    count = dict(zip(terms, held, strict=True))
+    rows: list[asyncpg.Record] = []
+    for words in candidate_rounds(terms, held, total):
+        weights = [word_weight(count[word], total) for word in words]
+        rows = await connection.fetch(_SEARCH, tsquery_text(words), words, weights, role, limit)
+        if rows:
+            break
+    return [_passage(row) for row in rows], False
+
+
 class PostgresKnowledge:
     """`core.domain.knowledge.KnowledgeBase` through the store's calls on its pool."""
 
@@ -134,39 +156,13 @@ class PostgresKnowledge:
         """When the knowledge base was last seen empty (a test gives it a clock of its own)."""
 
     async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage] | None:
-        if self.memo.known_empty():
-            return None
-        terms = [term for term in search_terms(query) if term != "or"]
-        if limit <= 0 or not terms:
-            return await self.memo.nothing_searched(self.count)
-        changes = self.memo.changes
+        def words_of() -> list[str]:
+            return [term for term in search_terms(query) if term != "or"]
 
-        async def work(connection: asyncpg.Connection) -> tuple[list[Passage], bool]:
-            any_chunk, chunks, common, shares = await connection.fetchrow(_WORDS)
-            if not any_chunk:
-                return [], True
-            if chunks is None or chunks < 1:  # never analyzed: every word counts alike
-                common, shares, chunks = [], [], 1.0
-            total = max(chunks, 1.0)
-            held = word_counts(terms, total, common or [], shares or [])
-            count = dict(zip(terms, held, strict=True))
-            first = candidate_terms(terms, held, total)
-            rest = [term for term in terms if term not in first]
-            # The rarest words may be in no chunk the role reads: the next rarest, once.
-            for words in (first, candidate_terms(rest, [count[t] for t in rest], total)):
-                weights = [word_weight(count[word], total) for word in words]
-                rows = await connection.fetch(
-                    _SEARCH, tsquery_text(words), words, weights, role, limit
-                )
-                if rows or not words:
-                    break
-            return [_passage(row) for row in rows], False
+        async def run(terms: list[str]) -> tuple[list[Passage], bool]:
+            return await self._call(functools.partial(_search, terms=terms, role=role, limit=limit))
 
-        found, empty = await self._call(work)
-        if empty:
-            self.memo.saw_empty(changes)
-            return None
-        return found
+        return await self.memo.search(words_of, limit, self.count, run)
 
     async def put(
         self,

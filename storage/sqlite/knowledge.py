@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from core.domain.embeddings import Embedded
 from core.domain.knowledge import Chunk, KnowledgeDocument, NewDocument, Passage, Stored
-from core.domain.search_terms import candidate_terms, search_terms
+from core.domain.search_terms import candidate_rounds, search_terms
 from storage.knowledge import (
     EmptyMemo,
     VectorRow,
@@ -97,19 +97,12 @@ class SqliteKnowledge:
         """When the knowledge base was last seen empty (a test gives it a clock of its own)."""
 
     async def search(self, query: str, *, role: str | None, limit: int) -> list[Passage] | None:
-        if self.memo.known_empty():
-            return None
-        terms = search_terms(query)
-        if limit <= 0 or not terms:
-            return await self.memo.nothing_searched(self.count)
-        changes = self.memo.changes
-        found, empty = await self._reader.run(
-            functools.partial(_search, terms=terms, role=role, limit=limit)
-        )
-        if empty:
-            self.memo.saw_empty(changes)
-            return None
-        return found
+        async def run(terms: list[str]) -> tuple[list[Passage], bool]:
+            return await self._reader.run(
+                functools.partial(_search, terms=terms, role=role, limit=limit)
+            )
+
+        return await self.memo.search(lambda: search_terms(query), limit, self.count, run)
 
     async def put(
         self,
@@ -170,14 +163,11 @@ def _search(
         db.execute(f"SELECT term, doc FROM knowledge_words WHERE term IN ({marks})", asked)
     )
     held = [vocabulary.get(t) or vocabulary.get(p) or 0 for t, p in zip(terms, plain, strict=True)]
-    chosen = candidate_terms(terms, held, total)
-    if not chosen:  # no chunk holds any of the words
-        return [], False
-    rows = db.execute(_SEARCH, (fts_query(chosen), role, limit)).fetchall()
-    rest = [(t, n) for t, n in zip(terms, held, strict=True) if n and t not in chosen]
-    if not rows and rest:  # not in the role's documents: the next rarest words, once
-        more = candidate_terms([t for t, _ in rest], [n for _, n in rest], total)
-        rows = db.execute(_SEARCH, (fts_query(more), role, limit)).fetchall()
+    rows: list[sqlite3.Row] = []
+    for words in candidate_rounds(terms, held, total):
+        rows = db.execute(_SEARCH, (fts_query(words), role, limit)).fetchall()
+        if rows:
+            break
     found = [
         Passage(int(c), int(d), str(t), str(s), p, str(x), float(score))
         for c, d, t, s, p, x, score in rows

@@ -11,6 +11,7 @@ from core.domain.search_terms import (
     FEWEST_CANDIDATES,
     MAX_TERM_CHARS,
     MAX_TERMS,
+    candidate_rounds,
     candidate_terms,
     search_terms,
 )
@@ -86,3 +87,11 @@ def test_no_candidate_when_no_passage_holds_a_word() -> None:
 
 def test_in_a_knowledge_base_of_one_passage_every_word_it_holds_is_a_candidate() -> None:
     assert candidate_terms(["kettle", "price"], [1, 1], 1) == ["kettle", "price"]
+
+
+def test_a_search_tries_the_rarest_words_then_the_next_rarest_once() -> None:
+    terms = ["alpha", "beta", "gamma", "delta", "zzz"]
+    held = [CANDIDATE_BUDGET, CANDIDATE_BUDGET, CANDIDATE_BUDGET, CANDIDATE_BUDGET, 0]
+    assert candidate_rounds(terms, held, 1e9) == [["alpha", "gamma", "delta"], ["beta"]]
+    assert candidate_rounds(["kettle"], [3], 10) == [["kettle"]]
+    assert candidate_rounds(["zzz"], [0], 10) == []
