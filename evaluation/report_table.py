@@ -10,7 +10,7 @@ and the knowledge metrics get a table of their own when knowledge scenarios ran.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -239,31 +239,31 @@ def _share(rate: float | None, whole: int) -> str:
     return NONE if rate is None else f"{rate:.0%} of {whole}"
 
 
-def knowledge_table(summary: Summary) -> Table:
-    table = Table(title="Knowledge", title_justify="left")
-    for header in KNOWLEDGE_HEADERS:
+def _variants_table(
+    title: str,
+    headers: Sequence[str],
+    cells: Callable[[VariantSummary], Sequence[str]],
+    summary: Summary,
+) -> Table:
+    """A table of one row a variant (`cells` of it): its name left, its figures right."""
+    table = Table(title=title, title_justify="left")
+    for header in headers:
         table.add_column(header, justify="left" if header == "Variant" else "right")
-    for v in summary.variants:
-        table.add_row(*knowledge_cells(v))
+    for variant in summary.variants:
+        table.add_row(*cells(variant))
     return table
+
+
+def knowledge_table(summary: Summary) -> Table:
+    return _variants_table("Knowledge", KNOWLEDGE_HEADERS, knowledge_cells, summary)
 
 
 def questions_table(summary: Summary) -> Table:
-    table = Table(title="Questions", title_justify="left")
-    for header in QUESTION_HEADERS:
-        table.add_column(header, justify="left" if header == "Variant" else "right")
-    for v in summary.variants:
-        table.add_row(*question_cells(v))
-    return table
+    return _variants_table("Questions", QUESTION_HEADERS, question_cells, summary)
 
 
 def overall_table(summary: Summary) -> Table:
-    table = Table(title="Overall", title_justify="left")
-    for header in OVERALL_HEADERS:
-        table.add_column(header, justify="left" if header == "Variant" else "right")
-    for v in summary.variants:
-        table.add_row(*overall_cells(v))
-    return table
+    return _variants_table("Overall", OVERALL_HEADERS, overall_cells, summary)
 
 
 def pairwise_table(pairs: list[PairSummary]) -> Table:
