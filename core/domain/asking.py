@@ -15,6 +15,7 @@ from core.domain.clarifying import Answer
 from core.domain.consultation import Consultation
 from core.domain.facts import MemoryScope
 from core.domain.ports import OnText
+from core.domain.tools import OnToolStart
 from core.domain.usage import Payer
 
 
@@ -52,6 +53,8 @@ class UserMessage:
     author_id: int | None = None
     is_group: bool = False
     on_text: OnText | None = None
+    # Called when a tool the model asked for starts (`core.domain.tools`): the edge shows it.
+    on_tool: OnToolStart | None = None
     turn_id: str | None = None
     images: Sequence[Image] = ()
     answers: Sequence[Answer] = ()

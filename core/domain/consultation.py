@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from core.domain.clarifying import ClarifyingRound, Picks
 from core.domain.knowledge_sources import KnowledgeSource
+from core.domain.tools import ToolUse
 
 
 class Status(enum.StrEnum):
@@ -67,6 +68,9 @@ class Message:
     # A final answer's or a follow-up's: the knowledge-base passages it cited, kept so
     # history, exports and a session's messages list them as the reply did.
     knowledge_sources: tuple[KnowledgeSource, ...] = ()
+    # An assistant reply's: the tools it called before it was written (`core.domain.tools`),
+    # kept so the context, history, exports and a session's messages show them.
+    tool_uses: tuple[ToolUse, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,9 @@ class ModelErrorKind(enum.StrEnum):
     # The service asks in the next form, or in text (`core.domain.llm_format`), so it never
     # reaches an edge.
     FORMAT_REFUSED = "format_refused"
+    # A request offering `tools` refused for them (a 400/422 naming them). The engine asks
+    # again without tools and remembers the endpoint lacks them, so it never reaches an edge.
+    TOOLS_REFUSED = "tools_refused"
 
 
 NOT_RETRYABLE = frozenset(

@@ -11,6 +11,7 @@ from core.domain.consultation import Status, TurnRecord, Usage
 from core.domain.knowledge_sources import KnowledgeSource
 from core.domain.quotas import QuotaHit
 from core.domain.sources import Source, extract_sources
+from core.domain.tools import ToolUse
 
 
 class Notice(enum.StrEnum):
@@ -64,6 +65,8 @@ class Reply:
     # A final answer's or a follow-up's: the knowledge-base passages it cites
     # (`core.domain.knowledge_sources`), in label order; empty for a round.
     knowledge_sources: tuple[KnowledgeSource, ...] = ()
+    # The tools the model called for this reply, in the order they ran (`core.domain.tools`).
+    tool_uses: tuple[ToolUse, ...] = ()
 
     @property
     def completed_now(self) -> bool:

@@ -31,6 +31,7 @@ from core.domain.knowledge import Passage
 from core.domain.llm_format import SchemaForm
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
+from core.domain.tools import ToolCall, ToolSpec
 from core.domain.usage import Charge, ScopeKind, UsageTotal
 
 OnDelta = Callable[[str], Awaitable[None]]
@@ -62,6 +63,8 @@ class CompletionRequest:
     # The knowledge-base passages its system message holds, labelled `K1`… in this order
     # (`core.prompting.excerpts`): what the reply's citations name. Not sent as such.
     knowledge: tuple[Passage, ...] = ()
+    # The tools offered with this call (`tools` of the request); empty: none.
+    tools: tuple[ToolSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,9 @@ class Completion:
     model: str
     usage: Usage = field(default_factory=Usage)
     extras: dict[str, Any] = field(default_factory=dict)  # provider extras, e.g. citations
+    # The calls the model asked for instead of (or before) its text; finish_reason
+    # "tool_calls" when it stopped for them.
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 class Completer(Protocol):
