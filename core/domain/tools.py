@@ -101,3 +101,14 @@ class Toolbox(Protocol):
         """Run one call, bounded in time and in the size of its result; never raises for a
         tool's own failure (timeout, invalid arguments, server gone): the `ToolUse` says it."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServerStatus:
+    """Where one configured tool server stands, for `/healthz` and the console's dashboard."""
+
+    name: str
+    # "starting", "ready", "restarting" (it died; started again after a back-off), "failed"
+    state: str
+    tools: int = 0  # the tools it offers the model (after MCP_TOOLS_ALLOW)
+    error: str | None = None  # the last failure, one line
