@@ -30,6 +30,7 @@ from core.domain.usage import Prices, parse_prices
 from core.llm.llm import ModelEndpoint
 from core.prompting.requests import EngineConfig
 from media.config import EmbeddingEndpoint, IntakeConfig, ReaderConfig, TranscriptionEndpoint
+from tools.config import ToolsConfig, tools_config
 
 MAX_MODELS = 20
 """LLM_MODELS names at most this many (a button each under /model)."""
@@ -148,6 +149,15 @@ class Settings(BaseSettings):
     telegram_file_base_url: str | None = None  # default: TELEGRAM_API_BASE_URL's …/file/bot
     # The knowledge base (`consultation-bot knowledge add`): the largest document loaded
     knowledge_max_document_bytes: int = Field(default=20_000_000, ge=1000)
+
+    # Tools: MCP servers the expert may call (docs/tools.md). MCP_SERVERS is a JSON object
+    # of server names to {"command", "args", "env", "cwd"} (stdio) or {"url", "headers"}
+    # (streamable HTTP); empty: no tools, and the MCP SDK is never loaded.
+    tools_enabled: bool = True
+    mcp_servers: str = ""
+    mcp_tools_allow: str = ""  # server.tool patterns (fnmatch), comma-separated; empty: all
+    tool_timeout_seconds: float = Field(default=20.0, gt=0, le=600)  # one call
+    tool_result_max_chars: int = Field(default=8000, ge=200, le=200_000)  # one result
 
     # Consultations
     db_path: Path = Path("consultations.sqlite3")
@@ -297,6 +307,17 @@ class Settings(BaseSettings):
         ):
             raise ValueError("must start with postgresql:// (or be empty for SQLite)")
         return value
+
+    def tools_config(self) -> ToolsConfig:
+        """The tool servers and the bounds of a call; no servers with TOOLS_ENABLED=false
+        (a bad MCP_SERVERS still stops the start: it is read when the settings are)."""
+        return tools_config(
+            self.mcp_servers,
+            self.mcp_tools_allow,
+            enabled=self.tools_enabled,
+            timeout_seconds=self.tool_timeout_seconds,
+            result_max_chars=self.tool_result_max_chars,
+        )
 
     def handling_deadline(self) -> float:
         """INBOX_HANDLING_DEADLINE_SECONDS, else the longest turn the model's timeouts allow
@@ -521,6 +542,7 @@ def load_settings(**overrides: Any) -> Settings:
             f"LLM_MODELS: it must name LLM_MODEL ({settings.llm_model!r}), the model chats "
             f"use until they choose another; got {', '.join(settings.llm_models)}"
         )
+    settings.tools_config()  # MCP_SERVERS and MCP_TOOLS_ALLOW: a ConfigError naming the field
     if settings.default_max_rounds > settings.max_rounds_limit:
         raise ConfigError(
             f"DEFAULT_MAX_ROUNDS ({settings.default_max_rounds}) is above "

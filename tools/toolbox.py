@@ -308,7 +308,9 @@ def _describe(block: Any) -> str:
         return block.text
     if isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
         kind = "image" if isinstance(block, mcp_types.ImageContent) else "audio"
-        return f"[{kind}: {block.mime_type}, about {len(block.data) * 3 // 4} bytes, not shown]"
+        data = block.data  # base64: 4 characters for 3 bytes, `=` padding the last
+        size = len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+        return f"[{kind}: {block.mime_type}, {size} bytes, not shown]"
     if isinstance(block, mcp_types.ResourceLink):
         return f"[link: {block.uri}]"
     if isinstance(block, mcp_types.EmbeddedResource):
