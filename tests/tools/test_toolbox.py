@@ -154,7 +154,7 @@ async def test_a_tool_error_is_a_failure_carrying_the_tools_text(toolbox: McpToo
 async def test_non_text_content_is_described_not_sent(toolbox: McpToolbox) -> None:
     use = await toolbox.call(call("fake__picture"))
     assert use.result.splitlines() == [
-        "[image: image/png, about 70 bytes, not shown]",
+        f"[image: image/png, {len(PIXEL)} bytes, not shown]",
         "a one-pixel picture",
     ]
 
