@@ -43,6 +43,9 @@ FIRST_RETRY_SECONDS = 1.0
 LONGEST_RETRY_SECONDS = 60.0
 START_SECONDS = 30.0
 """`initialize` and `tools/list` together, each start."""
+STOP_SECONDS = 8.0
+"""The SDK's stop of a stdio child: 0.5 s to flush, 2 s after closing its stdin, 2 s after
+SIGTERM, 2 s after SIGKILL."""
 PING_EVERY_SECONDS = 30.0
 """A ready server is pinged this often, so its state stays true while nobody calls it."""
 PING_SECONDS = 5.0
@@ -52,6 +55,7 @@ MAX_LIST_PAGES = 10
 MAX_EVENT_BYTES = 8 * 1024 * 1024
 """One message from an HTTP server (a larger one fails that call): a 1 MB text result is
 sent twice (as text and as structured content) by servers built on the SDK."""
+CLOSED = "the server closed the connection"
 CLIENT_INFO = mcp_types.Implementation(name="consultation-bot", version="1")
 
 
@@ -154,10 +158,11 @@ class McpServer:
         if self._task is None:
             self._task = asyncio.create_task(self._supervise(), name=f"mcp server {self.name}")
 
-    async def wait_started(self, seconds: float) -> None:
-        """Wait (at most `seconds`) until the first start is ready or failed."""
+    async def wait_started(self) -> None:
+        """Wait until the first start is ready or failed: at most the start's bound and
+        the time to stop a child that did not answer in it."""
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
+            async with asyncio.timeout(self._start_seconds + STOP_SECONDS):
                 await self._settled.wait()
 
     async def close(self) -> None:
@@ -196,6 +201,7 @@ class McpServer:
             if down.is_set():
                 if self._session is session:  # down now, before the supervisor sees it
                     self._session, self.state = None, "restarting"
+                    self.error = self._why or CLOSED
                 raise ServerGone(exc.error.message) from None
             raise
 
@@ -211,7 +217,7 @@ class McpServer:
             self._up, self._why = False, None
             try:
                 await self._connect_once()
-                reason = self._why or "the server closed the connection"
+                reason = self._why or CLOSED
             except Exception as exc:
                 reason = _reason(exc, self._start_seconds)
             was_ready = self._up

@@ -98,12 +98,11 @@ class McpToolbox:
 
     async def start(self) -> None:
         """Start every server and wait for each one's first start, ready or failed (at
-        most `start_seconds`): the bot then runs with the tools of those that are up."""
+        most `start_seconds` and the time to stop a child that did not answer): the bot
+        then runs with the tools of those that are up."""
         for server in self._servers.values():
             server.start()
-        await asyncio.gather(
-            *(server.wait_started(self._start_seconds) for server in self._servers.values())
-        )
+        await asyncio.gather(*(server.wait_started() for server in self._servers.values()))
 
     async def close(self) -> None:
         """Stop every server (stdio children included); nothing is left running."""
@@ -217,7 +216,7 @@ class McpToolbox:
                 self._tell(server, tool.name, "left out: its input schema is invalid or too large")
                 continue
             if name != f"{server}{SEPARATOR}{tool.name}":
-                self._tell(server, tool.name, f"offered to the model as {name}")
+                self._tell(server, tool.name, f"offered to the model as {name}", logging.INFO)
             taken.add(name)
             spec = ToolSpec(
                 name=name,
@@ -228,10 +227,11 @@ class McpToolbox:
             )
             yield name, _Offered(spec, validator)
 
-    def _tell(self, server: str, tool: str, what: str) -> None:
+    def _tell(self, server: str, tool: str, what: str, level: int = logging.WARNING) -> None:
+        """Say once per tool what became of its name or schema (a restart lists it again)."""
         if (server, tool) not in self._told:
             self._told.add((server, tool))
-            log.warning("tool server %s: tool %r %s", server, tool[:80], what)
+            log.log(level, "tool server %s: tool %r %s", server, tool[:80], what)
 
 
 def model_name(server: str, tool: str) -> str | None:
