@@ -4,7 +4,8 @@ A real `consultation-bot run` on SQLite answers a text message and a PDF, stops 
 SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml)
 load in the reader processes only, PostgreSQL's modules, asyncpg and the shared inbox's
 worker and polling leader only with DATABASE_URL, the transcription client with
-TRANSCRIPTION_MODEL, numpy and hybrid retrieval's parts with EMBEDDING_MODEL, the DOCX
+TRANSCRIPTION_MODEL, numpy and hybrid retrieval's parts with EMBEDDING_MODEL, the MCP SDK
+and the tool servers' toolbox with MCP_SERVERS, the DOCX
 builder with the first export, jsonschema with the first output schema, json_repair with
 the first broken JSON reply, and the evaluator with its
 libraries (rich, PyYAML), the knowledge base's splitter (semantic-text-splitter, loaded by
@@ -56,6 +57,10 @@ NOT_LOADED = (
     "media.embeddings",
     "storage.hybrid",
     "storage.vector_index",
+    "mcp",
+    "mcp_types",
+    "tools.servers",
+    "tools.toolbox",
 )
 """Packages and modules the SQLite bot must not import, whatever it answered."""
 
