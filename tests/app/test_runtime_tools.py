@@ -1,0 +1,65 @@
+"""The runtime opens the tool servers' toolbox only with MCP_SERVERS (and TOOLS_ENABLED),
+offers it to whoever builds on the runtime, and stops its servers when it closes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.runtime import open_runtime
+from app.settings import Settings, load_settings
+from core.domain.tools import ToolCall, ToolServerStatus
+from tests.mcp_harness import fake_stdio
+
+
+def runtime_settings(tmp_path: Path, **overrides: Any) -> Settings:
+    return load_settings(
+        openai_api_key="test-key",
+        openai_base_url="http://127.0.0.1:9/v1",  # never called here
+        llm_model="test-model",
+        db_path=tmp_path / "runtime.sqlite3",
+        llm_max_retries=0,
+        _env_file=None,
+        **overrides,
+    )
+
+
+async def test_without_tool_servers_the_runtime_has_no_toolbox(tmp_path: Path) -> None:
+    async with open_runtime(runtime_settings(tmp_path), background=False) as runtime:
+        assert runtime.toolbox() is None
+        assert runtime.tool_statuses() == ()
+
+
+async def test_tools_enabled_false_keeps_the_configured_servers_off(tmp_path: Path) -> None:
+    servers = json.dumps({"fake": fake_stdio(tmp_path / "calls.log")})
+    settings = runtime_settings(tmp_path, mcp_servers=servers, tools_enabled=False)
+    async with open_runtime(settings, background=False) as runtime:
+        assert runtime.toolbox() is None
+    assert not (tmp_path / "calls.log").exists()
+
+
+@pytest.mark.timeout(40)
+async def test_the_runtime_starts_the_tool_servers_and_stops_them_when_it_closes(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "calls.log"
+    servers = json.dumps({"fake": fake_stdio(log), "gone": {"command": str(tmp_path / "nope")}})
+    settings = runtime_settings(
+        tmp_path, mcp_servers=servers, mcp_tools_allow="fake.echo", tool_timeout_seconds=5
+    )
+    async with open_runtime(settings, background=False) as runtime:
+        toolbox = runtime.toolbox()
+        assert toolbox is not None
+        assert [spec.name for spec in toolbox.specs()] == ["fake__echo"]
+        fake, gone = runtime.tool_statuses()
+        assert fake == ToolServerStatus(name="fake", state="ready", tools=1)
+        assert (gone.name, gone.state, gone.tools) == ("gone", "failed", 0)
+        use = await toolbox.call(ToolCall(id="c1", name="fake__echo", arguments='{"text": "hi"}'))
+        assert use.result == "hi"
+    pid = int(log.read_text().split()[0])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
