@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 from app.runtime import open_runtime
 from app.settings import Settings, load_settings
 from core.domain.tools import ToolCall, ToolServerStatus
-from tests.mcp_harness import fake_stdio
+from tests.mcp_harness import ROOT, fake_stdio
 
 
 def runtime_settings(tmp_path: Path, **overrides: Any) -> Settings:
@@ -63,3 +65,30 @@ async def test_the_runtime_starts_the_tool_servers_and_stops_them_when_it_closes
     pid = int(log.read_text().split()[0])
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("tools", [True, False])
+def test_a_process_leaves_out_cryptography_only_without_tool_servers(tools: bool) -> None:
+    """The MCP SDK imports `cryptography`; python-telegram-bot would import it for nothing
+    (`app.lean_imports`). httpx's command line is left out either way."""
+    program = (
+        "import sys\n"
+        "from app.lean_imports import leave_out_unused\n"
+        f"leave_out_unused(tools={tools})\n"
+        "import telegram.ext\n"
+        "if sys.argv[1] == 'True':\n"
+        "    import tools.toolbox\n"
+        "loaded = {n for n, m in sys.modules.items() if m is not None}\n"
+        "print(sorted(loaded & {'cryptography', 'click', 'httpx._main', 'tools.toolbox'}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(tools)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    # With tools the SDK loads click itself (its server side imports uvicorn).
+    expected = "['click', 'cryptography', 'tools.toolbox']" if tools else "[]"
+    assert done.stdout.strip() == expected
