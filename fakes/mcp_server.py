@@ -14,8 +14,13 @@ Its tools, one per way a real tool behaves:
 - `picture()` returns an image and a line of text; `look.up` has a name no model may call
   (the dot), so the toolbox sanitises it.
 
-Invariant: a call never outlives the process; `calls.log`, when `FAKE_MCP_LOG` names a
-file, gets one line per call started (the tests read which calls reached the server).
+With `FAKE_MCP_HOSTILE=1` it also lists tools no client should offer as they are (a broken
+schema, a huge one, two names that collide once sanitised, a 5000-character description);
+their schemas are set on the SDK's tool records (`_tool_manager`), the one way to list a
+schema the SDK would never derive from a function.
+
+Invariant: a call never outlives the process; when `FAKE_MCP_LOG` names a file, it gets
+one line per call started, `<pid> <tool>` (the tests read which process took which call).
 """
 
 from __future__ import annotations
@@ -98,6 +103,33 @@ def picture() -> list[Image | str]:
 def look_up(query: str) -> str:
     _noted("look.up")
     return f"looked up {query}"
+
+
+def _hostile_tools() -> None:
+    """Tools whose listing a client must not trust (FAKE_MCP_HOSTILE=1): a schema that is
+    no JSON Schema, one too large to send with every call, two names that become one when
+    sanitised, and a description of 5000 characters."""
+
+    def noop() -> str:
+        return "ok"
+
+    for name, description in [
+        ("bad_schema", "A broken schema."),
+        ("huge_schema", "A huge schema."),
+        ("a.b", "One name."),
+        ("a_b", "The same name, sanitised."),
+        ("wordy", "word " * 1000),
+    ]:
+        tool = server._tool_manager.add_tool(noop, name=name, description=description)
+        if name == "bad_schema":
+            tool.parameters = {"type": "object", "properties": {"x": {"type": 12}}}
+        elif name == "huge_schema":
+            properties = {f"p{i}": {"type": "string", "description": "x" * 40} for i in range(400)}
+            tool.parameters = {"type": "object", "properties": properties}
+
+
+if os.environ.get("FAKE_MCP_HOSTILE"):
+    _hostile_tools()
 
 
 async def serve_http(port: int) -> None:
