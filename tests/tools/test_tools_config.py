@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from app.logs import secrets_of
 from app.settings import Settings, load_settings
 from core.domain.errors import ConfigError
 from tools.config import McpServerConfig, parse_allow, parse_servers, tools_config
@@ -174,3 +175,16 @@ def test_the_settings_build_the_tools_config(monkeypatch: pytest.MonkeyPatch) ->
     assert (config.timeout_seconds, config.result_max_chars) == (5, 1000)
     monkeypatch.setenv("TOOLS_ENABLED", "false")
     assert load_settings().tools_config().servers == ()
+
+
+def test_an_http_servers_headers_are_secrets_no_log_line_shows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "MCP_SERVERS",
+        json.dumps(
+            {"docs": {"url": "http://h/mcp", "headers": {"Authorization": "Bearer s3cr3t-tok"}}}
+        ),
+    )
+    secrets = secrets_of(load_settings())
+    assert "Bearer s3cr3t-tok" in secrets and "s3cr3t-tok" in secrets
