@@ -84,13 +84,18 @@ async def running_toolbox(
     max_chars: int = 8000,
     first_retry: float = 0.1,
     start_seconds: float = 20.0,
+    ping_every: float = 30.0,
 ) -> AsyncIterator[McpToolbox]:
     """A started toolbox over `servers` (MCP_SERVERS as a dict), closed at the end."""
     config = tools_config(
         json.dumps(servers), allow, timeout_seconds=call_seconds, result_max_chars=max_chars
     )
     toolbox = McpToolbox(
-        config, first_retry=first_retry, longest_retry=2.0, start_seconds=start_seconds
+        config,
+        first_retry=first_retry,
+        longest_retry=2.0,
+        start_seconds=start_seconds,
+        ping_every=ping_every,
     )
     try:
         await toolbox.start()

@@ -47,7 +47,8 @@ STOP_SECONDS = 8.0
 """The SDK's stop of a stdio child: 0.5 s to flush, 2 s after closing its stdin, 2 s after
 SIGTERM, 2 s after SIGKILL."""
 PING_EVERY_SECONDS = 30.0
-"""A ready server is pinged this often, so its state stays true while nobody calls it."""
+"""A ready server is pinged this often while no call runs, so its state stays true while
+nobody calls it."""
 PING_SECONDS = 5.0
 MAX_TOOLS = 128
 """Tools taken from one server (OpenAI takes 128 in one request)."""
@@ -141,6 +142,7 @@ class McpServer:
         self._down: asyncio.Event | None = None  # set when the session's connection is down
         self._why: str | None = None  # why it is down, when not because its stream ended
         self._up = False  # the current connection got ready
+        self._calls = 0  # calls in flight: a server busy with one is not pinged
         self._task: asyncio.Task[None] | None = None
         self._settled = asyncio.Event()  # the first start ended, ready or failed
         self._told = False  # a failure was logged since it was last ready
@@ -185,6 +187,7 @@ class McpServer:
         session, down = self._session, self._down
         if session is None or down is None:
             raise ServerGone(self.error or self.state)
+        self._calls += 1
         try:
             with anyio.fail_after(seconds):
                 return await session.call_tool(tool, arguments)
@@ -204,6 +207,8 @@ class McpServer:
                     self.error = self._why or CLOSED
                 raise ServerGone(exc.error.message) from None
             raise
+        finally:
+            self._calls -= 1
 
     def _lose(self, down: asyncio.Event, why: str) -> None:
         if not down.is_set():
@@ -251,7 +256,8 @@ class McpServer:
             while not down.is_set():
                 with anyio.move_on_after(self._ping_every):
                     await down.wait()
-                if not down.is_set() and not await _alive(session):
+                # A server may answer nothing while a tool of its blocks it: not pinged then.
+                if not down.is_set() and not self._calls and not await _alive(session):
                     self._lose(down, "no answer to a ping")
 
     @contextlib.asynccontextmanager

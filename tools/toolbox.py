@@ -45,6 +45,7 @@ from tools.config import ToolsConfig
 from tools.servers import (
     FIRST_RETRY_SECONDS,
     LONGEST_RETRY_SECONDS,
+    PING_EVERY_SECONDS,
     ListedTool,
     McpServer,
     ServerGone,
@@ -80,6 +81,7 @@ class McpToolbox:
         first_retry: float = FIRST_RETRY_SECONDS,
         longest_retry: float = LONGEST_RETRY_SECONDS,
         start_seconds: float = START_WAIT_SECONDS,
+        ping_every: float = PING_EVERY_SECONDS,
     ) -> None:
         self._config = config
         self._start_seconds = start_seconds
@@ -89,6 +91,7 @@ class McpToolbox:
                 first_retry=first_retry,
                 longest_retry=longest_retry,
                 start_seconds=start_seconds,
+                ping_every=ping_every,
             )
             for server in config.servers
         }

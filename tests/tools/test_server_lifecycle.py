@@ -87,6 +87,19 @@ async def test_an_http_server_that_dies_mid_call_is_gone_until_it_answers_again(
 
 
 @pytest.mark.timeout(30)
+async def test_an_http_server_gone_while_nobody_calls_is_found_by_its_ping() -> None:
+    async with (
+        fake_http() as (url, process),
+        running_toolbox({"docs": {"url": url}}, ping_every=0.2) as toolbox,
+    ):
+        assert state(toolbox, "docs") == "ready"
+        process.kill()
+        await process.wait()
+        await until(lambda: state(toolbox, "docs") != "ready", "the ping found it gone")
+        assert toolbox.specs() == []
+
+
+@pytest.mark.timeout(30)
 async def test_a_server_that_cannot_start_is_logged_once_and_the_others_run(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
