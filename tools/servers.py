@@ -174,9 +174,18 @@ class McpServer:
         self._session = None
         if task is None:
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        # Cancelled once, the task stops its child (the SDK shields that, each wait
+        # bounded) and ends its HTTP session; a second cancel cuts a DELETE to an endpoint
+        # that no longer answers.
+        for _ in range(2):
+            task.cancel()
+            await asyncio.wait({task}, timeout=STOP_SECONDS)
+            if task.done():
+                break
+        if not task.done():
+            log.warning("tool server %s: still stopping after %g s", self.name, 2 * STOP_SECONDS)
+        elif not task.cancelled() and task.exception() is not None:
+            log.warning("tool server %s: stopped with %r", self.name, task.exception())
 
     async def call(
         self, tool: str, arguments: dict[str, Any], seconds: float

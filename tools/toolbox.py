@@ -84,7 +84,6 @@ class McpToolbox:
         ping_every: float = PING_EVERY_SECONDS,
     ) -> None:
         self._config = config
-        self._start_seconds = start_seconds
         self._servers = {
             server.name: McpServer(
                 server,
