@@ -109,6 +109,7 @@ class Progress:
         self.message: Message | None = None  # the progress message (edits mode)
         self._tasks: list[asyncio.Task[None]] = []
         self._timers: list[asyncio.TimerHandle] = []
+        self._typing_timer: asyncio.TimerHandle | None = None
         self._pumping = False  # the first update's timer is set (or its pump runs)
         self._in_flight: asyncio.Future[None] | None = None
         self._closed = False
@@ -119,7 +120,7 @@ class Progress:
         return None if self.message is None else self.message.message_id
 
     def start(self) -> None:
-        self._after(self._typing_delay, self._keep_typing)
+        self._typing_after(self._typing_delay)
 
     async def update(self, text: str) -> None:
         """Called with the whole reply so far; returns at once."""
@@ -151,6 +152,8 @@ class Progress:
         self._closed = True
         for timer in self._timers:
             timer.cancel()
+        if self._typing_timer is not None:
+            self._typing_timer.cancel()
         if self._in_flight is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._in_flight), timeout=10)
@@ -167,14 +170,28 @@ class Progress:
             self._budget = progress_budget()
         return self._budget.take()
 
-    async def _keep_typing(self, late: float) -> None:
-        """The typing action, put off by `TYPING_DEFERRAL` while the loop is behind every
-        chat or the budget is spent, then renewed every 4 s (a renewal the budget cannot
-        pay is skipped) until `close()`."""
-        if late > self._shed_after or not self._spend():
-            self.shed += 1
-            self._after(TYPING_DEFERRAL, self._keep_typing)
-            return
+    def _typing_after(self, delay: float) -> None:
+        """The typing action `delay` seconds from now; put off by `TYPING_DEFERRAL` again
+        while the loop is behind every chat or the budget is spent (a timer, not a task,
+        until it goes), then renewed by `_keep_typing`."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
+
+        def begin() -> None:
+            if self._closed:
+                return
+            if loop.time() - due > self._shed_after or not self._spend():
+                self.shed += 1
+                self._typing_after(TYPING_DEFERRAL)
+                return
+            self._typing_timer = None
+            self._tasks.append(asyncio.create_task(self._keep_typing()))
+
+        self._typing_timer = loop.call_later(delay, begin)
+
+    async def _keep_typing(self) -> None:
+        """The typing action (its budget paid), renewed every 4 s until `close()`; a
+        renewal the budget cannot pay waits `TYPING_DEFERRAL` for it."""
         while True:
             with contextlib.suppress(Exception):
                 await self._bot.send_chat_action(
