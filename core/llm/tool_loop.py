@@ -120,6 +120,7 @@ class ToolLoop:
         self._calls = 0  # tool calls run (or refused as over the limit) this turn
         self._base: list[dict[str, Any]] = []  # the messages the exchange answers
         self._exchange: list[dict[str, Any]] = []  # assistant tool_calls + tool messages
+        self._settled = False  # the model asked for no more calls on this question
         self.uses: list[ToolUse] = []
 
     async def complete(
@@ -133,7 +134,7 @@ class ToolLoop:
         if self._support.lacks(request.model):
             return await self._inner.complete(_plain(request), on_delta)
         if messages is request.messages:  # a new question: a new exchange
-            self._base, self._exchange = list(request.messages), []
+            self._base, self._exchange, self._settled = list(request.messages), [], False
         return await self._loop(request, [*tail], on_delta)
 
     async def _loop(
@@ -143,7 +144,8 @@ class ToolLoop:
         spent = Usage()
         formatted = request.json_mode
         asked = _unformatted(request) if formatted else request
-        while self._calls < self._limits.max_calls:
+        # A format asked again (its form refused) after the model settled: no tool phase.
+        while self._calls < self._limits.max_calls and not (formatted and self._settled):
             sent = dataclasses.replace(asked, messages=[*self._base, *self._exchange, *tail])
             shown = _Shown(on_delta, texts) if on_delta is not None and not formatted else None
             try:
@@ -156,6 +158,7 @@ class ToolLoop:
                 return _summed(plain, (), spent)
             calls = completion.tool_calls or written_calls(completion.text, request.tools)
             if not calls:
+                self._settled = True
                 if shown is not None:
                     await shown.release()
                 if not formatted or _json_object(completion):

@@ -110,6 +110,8 @@ class Tooling:
                 labelled=passages,
             )
             toolboxes.append(knowledge)
+        if not toolboxes:
+            return TurnTools(completer)
         joined = JoinedToolbox(toolboxes)
         specs = joined.specs()
         if not specs:

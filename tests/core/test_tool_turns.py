@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from core.domain.asking import UserMessage
+from core.domain.errors import TurnCancelled
 from core.domain.tools import ToolFailure, ToolSpec, ToolUse
 from core.domain.usage import ScopeKind, day_of
 from core.llm.llm import OpenAICompleter
@@ -384,3 +385,52 @@ async def test_every_call_of_a_tool_turn_is_charged_on_both_stores(
     assert reply.usage.total_tokens == 202
     assert sum(t.prompt_tokens + t.completion_tokens for t in totals) == 202
     assert json.dumps([u.name for u in reply.tool_uses]) == '["clock__now", "clock__now"]'
+
+
+async def test_a_reset_while_a_tool_runs_stops_the_turn_before_its_next_call(
+    tooled: Any, model: FakeModelServer, tools: Tools
+) -> None:
+    """The tool is not cut (its toolbox bounds it); once it ends, the stopped turn makes
+    no further model call and stores no reply."""
+    engine: Engine = tooled()
+    model.enqueue_calls(ScriptedCall(SLOW.name, "{}", "w"))
+    turn = asyncio.create_task(engine.turns.ask(UserMessage("chat:1", QUESTION)))
+    await until(lambda: tools.running == 1, "the tool running")
+    reset = asyncio.create_task(engine.lifecycle.reset("chat:1"))
+    await asyncio.sleep(0)  # the reset stops the turn before it waits for the chat
+    tools.release()
+    with pytest.raises(TurnCancelled):
+        await turn
+    assert await reset
+    assert len(model.requests) == 1
+
+
+async def test_an_api_session_hears_each_tool_start(tooled: Any, model: FakeModelServer) -> None:
+    engine: Engine = tooled()
+    started: list[str] = []
+
+    async def on_tool(spec: ToolSpec) -> None:
+        started.append(spec.name)
+
+    model.enqueue_calls(ScriptedCall(CLOCK.name, "{}", "a"), ScriptedCall(SAYS.name, "{}", "b"))
+    reply = await engine.sessions.start_session(QUESTION, max_rounds=1, on_tool=on_tool)
+    assert sorted(started) == [CLOCK.name, SAYS.name]
+    assert reply.is_final and [u.name for u in reply.tool_uses] == [CLOCK.name, SAYS.name]
+
+
+async def test_a_round_whose_schema_is_refused_is_asked_in_the_next_form_without_tools_again(
+    tooled: Any, model: FakeModelServer, tools: Tools
+) -> None:
+    """The tool runs once; the model's prose after it sends the round to its schema, which
+    the server refuses (json_schema); the next form is asked at once, with the results,
+    and no tool phase again."""
+    engine: Engine = tooled(structured_questions="auto")
+    model.refuse_format = "openai"
+    model.enqueue_calls(ScriptedCall(CLOCK.name, "{}", "t"))
+    model.enqueue("Let me think.")
+    reply = await engine.turns.ask(UserMessage("chat:1", QUESTION))
+    formats = [body.get("response_format", {}).get("type") for body in model.requests]
+    assert formats == [None, None, "json_schema", "json_object"]
+    assert ["tools" in body for body in model.requests] == [True, True, False, False]
+    assert model.requests[3]["messages"][-1] == answered("t", f"{NOW} in UTC")
+    assert len(tools.calls) == 1 and reply.questions is not None
