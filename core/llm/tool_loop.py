@@ -249,11 +249,15 @@ class ToolLoop:
 
 class _Shown:
     """A call's text passed on as it streams, after the texts of the calls before it;
-    held back while it may still be a call written as text (`_OPENINGS`)."""
+    held back while it may still be a call written as text (`_OPENINGS`), and no longer
+    than a written call may be (`MAX_ARGUMENT_CHARS`): past that it is text, and goes on
+    (to the caller's own bound)."""
 
     def __init__(self, on_delta: OnDelta, before: Sequence[str]) -> None:
         self._on_delta = on_delta
         self._held: list[str] | None = []  # None once passing through
+        self._size = 0
+        self._opened = False  # it starts as a written call would: held to the end
         self._before = bool(before)
 
     async def feed(self, piece: str) -> None:
@@ -261,9 +265,18 @@ class _Shown:
             await self._on_delta(piece)
             return
         self._held.append(piece)
+        self._size += len(piece)
+        if self._size > MAX_ARGUMENT_CHARS:
+            await self.release()
+            return
+        if self._opened:
+            return
         start = "".join(self._held).lstrip()
-        if not start or any(o.startswith(start) or start.startswith(o) for o in _OPENINGS):
-            return  # may be a written call: known at the end
+        if start.startswith(_OPENINGS):
+            self._opened = True
+            return
+        if not start or any(opening.startswith(start) for opening in _OPENINGS):
+            return  # may still open a written call
         await self.release()
 
     async def release(self) -> None:

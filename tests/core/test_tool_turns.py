@@ -434,3 +434,20 @@ async def test_a_round_whose_schema_is_refused_is_asked_in_the_next_form_without
     assert ["tools" in body for body in model.requests] == [True, True, False, False]
     assert model.requests[3]["messages"][-1] == answered("t", f"{NOW} in UTC")
     assert len(tools.calls) == 1 and reply.questions is not None
+
+
+async def test_a_reply_that_only_looks_like_a_written_call_is_held_no_longer_than_one(
+    tooled: Any, model: FakeModelServer, tools: Tools
+) -> None:
+    """Text opening as a written call would, streamed on and on: held back only while it
+    may still be a call, then cut at the answer's bound as any text is."""
+    engine: Engine = tooled(max_answer_chars=2000)
+    shown: list[str] = []
+
+    async def on_text(text: str) -> None:
+        shown.append(text)
+
+    model.enqueue("{" + "a" * 100, endless=True, chunk_size=4096)
+    reply = await engine.turns.ask(UserMessage("chat:1", QUESTION, on_text=on_text))
+    assert len(reply.text) == 2000 and reply.text.startswith("{aaa")
+    assert shown[-1] == reply.text and tools.calls == []
