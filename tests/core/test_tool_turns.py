@@ -14,8 +14,9 @@ import pytest
 
 from core.domain.asking import UserMessage
 from core.domain.errors import TurnCancelled
+from core.domain.quotas import QuotaConfig, QuotaExceeded
 from core.domain.tools import ToolFailure, ToolSpec, ToolUse
-from core.domain.usage import ScopeKind, day_of
+from core.domain.usage import Payer, ScopeKind, day_of
 from core.llm.llm import OpenAICompleter
 from core.prompting.prompts import PromptLibrary
 from core.turns.engine import Engine
@@ -451,3 +452,23 @@ async def test_a_reply_that_only_looks_like_a_written_call_is_held_no_longer_tha
     reply = await engine.turns.ask(UserMessage("chat:1", QUESTION, on_text=on_text))
     assert len(reply.text) == 2000 and reply.text.startswith("{aaa")
     assert shown[-1] == reply.text and tools.calls == []
+
+
+async def test_a_tool_turns_calls_count_against_the_persons_quota(
+    store: Any, completer: OpenAICompleter, model: FakeModelServer, tools: Tools
+) -> None:
+    """The two calls of a tool turn (60 + 40 tokens) reach a 100-token daily limit: the
+    person's next consultation is refused before the model is called."""
+    person = Payer(person="tg:501")
+    engine = make_service(
+        store, completer, Clock(), toolbox=tools, quotas=QuotaConfig(user_daily_tokens=100)
+    )
+    model.enqueue_calls(ScriptedCall(CLOCK.name, "{}", "t"), usage=usage(58, 2))
+    model.enqueue("Noon.", usage=usage(38, 2))
+    reply = await engine.turns.ask(UserMessage("tg:501", QUESTION, payer=person))
+    assert reply.usage.total_tokens == 100
+    await engine.lifecycle.reset("tg:501")
+    calls = len(model.requests)
+    with pytest.raises(QuotaExceeded) as refused:
+        await engine.turns.ask(UserMessage("tg:501", "One more", payer=person))
+    assert refused.value.hit.used == 100 and len(model.requests) == calls
