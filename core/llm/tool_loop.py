@@ -28,7 +28,7 @@ by a reset, as any). A request offering tools (`CompletionRequest.tools`) is ans
   continued) is sent it, so no tool runs twice for one question;
 - a TOOLS_REFUSED answer is asked again without tools, and the model is remembered as
   lacking them for the process's life (`ToolSupport`, logged once): later requests go
-  without tools and without the tool messages of earlier replies.
+  without tools.
 A request without tools (and no exchange to carry) goes straight through: a deployment
 without tools pays nothing per call.
 """
@@ -357,15 +357,9 @@ def _unformatted(request: CompletionRequest) -> CompletionRequest:
 
 
 def _plain(request: CompletionRequest) -> CompletionRequest:
-    """`request` without tools, for an endpoint without them: no `tools`, and the tool
-    messages of earlier replies left out (a server without tools may refuse them)."""
-    messages = [m for m in request.messages if m.get("role") != "tool"]
-    messages = [
-        {k: v for k, v in m.items() if k != "tool_calls"} if "tool_calls" in m else m
-        for m in messages
-        if not ("tool_calls" in m and not m.get("content"))
-    ]
-    return dataclasses.replace(request, messages=messages, tools=())
+    """`request` without tools, for an endpoint without them (its messages are the
+    conversation's: earlier replies' tools are text in them, `core.prompting.context`)."""
+    return dataclasses.replace(request, tools=())
 
 
 def _noted(messages: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
