@@ -472,3 +472,30 @@ async def test_a_tool_turns_calls_count_against_the_persons_quota(
     with pytest.raises(QuotaExceeded) as refused:
         await engine.turns.ask(UserMessage("tg:501", "One more", payer=person))
     assert refused.value.hit.used == 100 and len(model.requests) == calls
+
+
+async def test_the_reply_stored_keeps_the_tools_it_called(
+    store: Any, completer: OpenAICompleter, model: FakeModelServer, tools: Tools
+) -> None:
+    """The assistant message handed to the store (`record_reply`, `record_follow_up`)
+    holds the turn's tool uses, as the reply does."""
+    stored: list[Any] = []
+    record_reply, record_follow_up = store.record_reply, store.record_follow_up
+
+    async def keep_reply(consultation_id: str, reply: Any, **kw: Any) -> Any:
+        stored.append(reply)
+        return await record_reply(consultation_id, reply, **kw)
+
+    async def keep_follow_up(consultation_id: str, reply: Any, **kw: Any) -> Any:
+        stored.append(reply)
+        return await record_follow_up(consultation_id, reply, **kw)
+
+    store.record_reply, store.record_follow_up = keep_reply, keep_follow_up
+    engine = make_service(store, completer, Clock(), toolbox=tools)
+    model.enqueue_calls(ScriptedCall(CLOCK.name, "{}", "a"))
+    first = await engine.turns.ask(UserMessage("chat:1", QUESTION))
+    await engine.turns.answer_now("chat:1")
+    model.enqueue_calls(ScriptedCall(SAYS.name, "{}", "b"))
+    follow_up = await engine.turns.follow_up("chat:1", "And then?")
+    assert [m.tool_uses for m in stored] == [first.tool_uses, (), follow_up.tool_uses]
+    assert [u.name for u in first.tool_uses + follow_up.tool_uses] == [CLOCK.name, SAYS.name]
