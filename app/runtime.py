@@ -205,6 +205,7 @@ async def open_runtime(
             on_quota=metrics.record_quota_refusal,
             clock=clock,
             knowledge=knowledge if knowledge is not None else stored_knowledge.knowledge,
+            toolbox=toolbox,
         )
         transcriber = None
         if transcription is not None:  # voice notes: only with TRANSCRIPTION_MODEL

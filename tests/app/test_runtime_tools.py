@@ -15,7 +15,9 @@ import pytest
 from app.runtime import open_runtime
 from app.settings import Settings, load_settings
 from core.domain.tools import ToolCall, ToolServerStatus
-from tests.mcp_harness import ROOT, fake_stdio
+from fakes.model_server import FakeModelServer, ScriptedCall
+from tests.api_harness import api_settings, running_api
+from tests.mcp_harness import ROOT, fake_stdio, time_server
 
 
 def runtime_settings(tmp_path: Path, **overrides: Any) -> Settings:
@@ -92,3 +94,30 @@ def test_a_process_leaves_out_cryptography_only_without_tool_servers(tools: bool
     # With tools the SDK loads click itself (its server side imports uvicorn).
     expected = "['click', 'cryptography', 'tools.toolbox']" if tools else "[]"
     assert done.stdout.strip() == expected
+
+
+@pytest.mark.timeout(60)
+async def test_a_consultation_looks_the_time_up_through_mcp_server_time(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """The runtime's engine offers the time server's tools, runs the call the model asks
+    for through the real server, and sends the model its result."""
+    settings = api_settings(
+        tmp_path / "api.sqlite3",
+        model_server.base_url,
+        mcp_servers=json.dumps({"time": time_server()}),
+        mcp_tools_allow="time.get_current_time",
+    )
+    model_server.enqueue_calls(
+        ScriptedCall("time__get_current_time", '{"timezone": "UTC"}', id="call_time")
+    )
+    async with running_api(settings) as api:
+        response = await api.client.post("/api/chat", json={"message": "What time is it?"})
+        assert response.status == 200, await response.text()
+        reply = await response.json()
+    first, second = model_server.requests[-2:]
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["time__get_current_time"]
+    result = json.loads(second["messages"][-1]["content"])
+    assert second["messages"][-1]["tool_call_id"] == "call_time"
+    assert result["timezone"] == "UTC" and result["datetime"].endswith("+00:00")
+    assert '"timezone": "UTC"' in str(reply)
