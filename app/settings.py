@@ -327,11 +327,17 @@ class Settings(BaseSettings):
 
     def handling_deadline(self) -> float:
         """INBOX_HANDLING_DEADLINE_SECONDS, else the longest turn the model's timeouts allow
-        (the first call and every continuation, each up to LLM_TOTAL_TIMEOUT_SECONDS) plus
-        five minutes for reading a file and delivering the reply."""
+        (the first call and every continuation, each up to LLM_TOTAL_TIMEOUT_SECONDS; with
+        tools, a model call and a tool call, up to TOOL_TIMEOUT_SECONDS, for each of
+        TOOLS_MAX_CALLS) plus five minutes for reading a file and delivering the reply."""
         if self.inbox_handling_deadline_seconds is not None:
             return self.inbox_handling_deadline_seconds
-        return (self.max_continuations + 1) * self.llm_total_timeout_seconds + 300.0
+        calls = self.max_continuations + 1
+        tools = 0.0
+        if self.tools_enabled and (self.mcp_servers.strip() or self.knowledge_tool):
+            calls += self.tools_max_calls
+            tools = self.tools_max_calls * self.tool_timeout_seconds
+        return calls * self.llm_total_timeout_seconds + tools + 300.0
 
     def engine_config(self) -> EngineConfig:
         return EngineConfig(
@@ -358,7 +364,7 @@ class Settings(BaseSettings):
             tools_in_rounds=self.tools_in_rounds,
             tools_max_calls=self.tools_max_calls,
             tool_parallel=self.tool_parallel,
-            knowledge_tool=self.knowledge_tool,
+            knowledge_tool=self.knowledge_tool and self.tools_enabled,
         )
 
     def quota_config(self) -> QuotaConfig:
