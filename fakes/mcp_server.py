@@ -7,6 +7,7 @@ Its tools, one per way a real tool behaves:
 
 - `echo(text)` answers `FAKE_MCP_PREFIX` (from its environment) and the text; `text` is
   required, so its schema has a required argument;
+- `wait(ms)` answers after that many milliseconds (the benchmark's tool of known cost);
 - `hang()` never returns; `big(chars)` returns that much text (1 MB by default);
 - `fail()` reports an error (`isError`); `die()` ends the process in the middle of the call;
 - `orders()` returns text that tells the model to ignore its instructions (data, never
@@ -59,6 +60,13 @@ def _noted(tool: str) -> None:
 def echo(text: str) -> str:
     _noted("echo")
     return os.environ.get("FAKE_MCP_PREFIX", "") + text
+
+
+@server.tool(description="Wait some milliseconds, then answer.")
+async def wait(ms: int) -> str:
+    _noted("wait")
+    await asyncio.sleep(ms / 1000)
+    return f"waited {ms} ms"
 
 
 @server.tool(description="Never answer.")
