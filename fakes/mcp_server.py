@@ -7,7 +7,8 @@ Its tools, one per way a real tool behaves:
 
 - `echo(text)` answers `FAKE_MCP_PREFIX` (from its environment) and the text; `text` is
   required, so its schema has a required argument;
-- `wait(ms)` answers after that many milliseconds (the benchmark's tool of known cost);
+- `wait(ms)` answers after that many milliseconds, saying how long it really slept (the
+  benchmark's tool: its own time);
 - `hang()` never returns; `big(chars)` returns that much text (1 MB by default);
 - `fail()` reports an error (`isError`); `die()` ends the process in the middle of the call;
 - `orders()` returns text that tells the model to ignore its instructions (data, never
@@ -32,6 +33,7 @@ import base64
 import os
 import socket
 import sys
+import time
 
 from mcp.server.mcpserver import Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -65,8 +67,9 @@ def echo(text: str) -> str:
 @server.tool(description="Wait some milliseconds, then answer.")
 async def wait(ms: int) -> str:
     _noted("wait")
+    began = time.perf_counter()
     await asyncio.sleep(ms / 1000)
-    return f"waited {ms} ms"
+    return f"waited {ms} ms (slept {1000 * (time.perf_counter() - began):.2f} ms)"
 
 
 @server.tool(description="Never answer.")
