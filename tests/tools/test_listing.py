@@ -23,7 +23,7 @@ async def test_tools_that_cannot_be_offered_are_left_out_once_each(
         assert "fake__bad_schema" not in specs and "fake__huge_schema" not in specs
         assert specs["fake__a_b"].tool == "a.b"  # the first to claim the name keeps it
         assert len(specs["fake__wordy"].description) == 1024
-        assert toolbox.statuses()[0].tools == len(specs) == 10
+        assert toolbox.statuses()[0].tools == len(specs) == 11
         refused = await toolbox.call(ToolCall(id="c", name="fake__bad_schema", arguments="{}"))
         assert refused.failure is ToolFailure.UNKNOWN_TOOL
 

@@ -55,7 +55,7 @@ async def test_a_stdio_server_that_dies_mid_call_is_gone_then_started_again(
         assert again.ok and again.result == "after"
         first, second = pids(log)
         assert not alive(first) and alive(second)
-        assert len(toolbox.specs()) == 8
+        assert len(toolbox.specs()) == 9  # the fake's tools
 
 
 @pytest.mark.timeout(30)
@@ -109,7 +109,7 @@ async def test_a_server_that_cannot_start_is_logged_once_and_the_others_run(
         gone, fake = toolbox.statuses()
         assert (gone.name, gone.state, gone.tools) == ("gone", "failed", 0)
         assert gone.error is not None and "no-such-server" in gone.error
-        assert (fake.state, fake.tools) == ("ready", 8)
+        assert (fake.state, fake.tools) == ("ready", 9)  # the fake's tools
         assert {spec.server for spec in toolbox.specs()} == {"fake"}
         retries = lambda: [r for r in caplog.records if "still down" in r.getMessage()]  # noqa: E731
         await until(lambda: len(retries()) >= 3, "three retries")

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 CALL_SECONDS = 3.0  # long enough for an echo on a loaded machine, short for a test
 MAX_CHARS = 500
-FAKE_TOOLS = ["echo", "hang", "big", "fail", "die", "orders", "picture", "look_up"]
+FAKE_TOOLS = ["echo", "wait", "hang", "big", "fail", "die", "orders", "picture", "look_up"]
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module", params=["stdio", "http"])
@@ -65,7 +65,12 @@ async def test_every_tool_is_offered_under_a_name_the_model_may_call(
     assert echo.as_openai()["function"]["parameters"]["properties"]["text"]["type"] == "string"
     assert specs["fake__look_up"].tool == "look.up"  # sanitised for the model, not the server
     [status] = toolbox.statuses()
-    assert (status.name, status.state, status.tools, status.error) == ("fake", "ready", 8, None)
+    assert (status.name, status.state, status.tools, status.error) == (
+        "fake",
+        "ready",
+        len(FAKE_TOOLS),
+        None,
+    )
 
 
 async def test_a_call_answers_with_the_tools_text(toolbox: McpToolbox) -> None:
