@@ -98,10 +98,10 @@ def replay_of(record: TurnRecord, *, model: str) -> Reply:
     consultation, while a reply the consultation went on from was a question round. A
     reply past the last round answered a follow-up (`follow_up` is its number; it shows
     the final round). `max_rounds` is the consultation's limit now (never below the
-    round). Its questions, whether the model found it knew enough and the knowledge-base
-    sources it cited come back as stored. What the store does not keep comes back empty:
-    notices, provider extras (sources), JSON validity, how many follow-ups remain;
-    `model` is the one the consultation asks for.
+    round). Its questions, whether the model found it knew enough, the knowledge-base
+    sources it cited and the tools it used come back as stored. What the store does not
+    keep comes back empty: notices, provider extras (sources), JSON validity, how many
+    follow-ups remain; `model` is the one the consultation asks for.
     """
     reply, consultation = record.reply, record.consultation
     if reply is None or record.round is None:
@@ -124,6 +124,7 @@ def replay_of(record: TurnRecord, *, model: str) -> Reply:
         model_ready=reply.ready_for_final,
         follow_up=follow_up,
         knowledge_sources=reply.knowledge_sources,
+        tool_uses=reply.tool_uses,
     )
 
 
