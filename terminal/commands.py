@@ -133,6 +133,7 @@ async def _command_or_turn(
                     typed.text,
                     answers=typed.answers,
                     on_text=printer.feed,
+                    on_tool=printer.tool_started,
                     memory=terminal_scope(key),
                 )
             )
@@ -166,6 +167,7 @@ async def _send_with_files(
             images=message_input.images,
             answers=typed.answers,
             on_text=printer.feed,
+            on_tool=printer.tool_started,
             memory=terminal_scope(key),
         )
     )
