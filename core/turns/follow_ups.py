@@ -42,6 +42,7 @@ from core.domain.knowledge import Passage
 from core.domain.knowledge_sources import KnowledgeSource, cited_sources
 from core.domain.outcomes import Notice, Reply
 from core.domain.ports import Completer, CompletionRequest, ConsultationStore, OnText
+from core.domain.tools import ToolUse
 from core.domain.usage import Accounting, CallKind, Payer
 from core.llm.collect import collect_answer
 from core.prompting.final_now import user_language
@@ -61,11 +62,12 @@ from core.turns.user_turns import UserTurns
 @dataclass(frozen=True, slots=True)
 class FollowUpPart:
     """One follow-up: the user's question, and the answer (None while unanswered) with
-    the knowledge-base passages it cites."""
+    the knowledge-base passages it cites and the tools it used."""
 
     question: str
     answer: str | None
     sources: tuple[KnowledgeSource, ...] = ()
+    tools: tuple[ToolUse, ...] = ()
 
 
 def final_index(consultation: Consultation) -> int | None:
@@ -95,7 +97,9 @@ def follow_up_parts(consultation: Consultation) -> list[FollowUpPart]:
             question.append(message.text)
         elif question:
             joined = "\n\n".join(question)
-            parts.append(FollowUpPart(joined, message.text, message.knowledge_sources))
+            parts.append(
+                FollowUpPart(joined, message.text, message.knowledge_sources, message.tool_uses)
+            )
             question = []
     if question:
         parts.append(FollowUpPart("\n\n".join(question), None))

@@ -203,7 +203,7 @@ async def test_the_stream_and_session_endpoints_are_documented_and_match(
     stream_ok = document["paths"]["/api/chat/stream"]["post"]["responses"]["200"]
     media = stream_ok["content"]["text/event-stream"]
     events = media["x-sse-events"]
-    assert set(events) == {"session", "delta", "snapshot", "done", "error"}
+    assert set(events) == {"session", "delta", "snapshot", "tool", "done", "error"}
     for path in ("/api/chat", "/api/chat/stream"):
         operation = document["paths"][path]["post"]
         assert [(p["name"], p["in"]) for p in operation["parameters"]] == [

@@ -1,0 +1,169 @@
+"""`toolCalls`: the tools the model called before it wrote a reply, in the HTTP API. The
+reply's body carries them as the OpenAPI document describes (absent when none); a
+session's messages list them after a restart and the export shows them; the stream sends
+a `tool` event where a tool starts, between the text before it and the text after it.
+Over a real server, real SQLite and aiohttp's real test server for the stream."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from jsonschema import Draft202012Validator
+
+from api.responses import response
+from api.round_tasks import Relay
+from api.sse import EventStream
+from core.domain.consultation import Consultation, Message, Role, Status
+from core.domain.outcomes import Reply
+from core.domain.tools import ToolFailure, ToolSpec, ToolUse
+from core.turns.sessions import API_KEY_PREFIX
+from fakes.model_server import FakeModelServer
+from tests.api_harness import RunningApi, api_settings, running_api
+
+CLOCK = ToolUse(
+    "time__get_current_time",
+    "time",
+    "get_current_time",
+    '{"timezone": "Europe/Paris"}',
+    result='{"datetime": "2026-11-29T03:00:00+01:00"}',
+    failure=None,
+    ms=9,
+)
+GONE = ToolUse(
+    "docs__search",
+    "docs",
+    "search",
+    '{"query": "hours"}',
+    error="the tool did not answer within 20 s",
+    failure=ToolFailure.TIMEOUT,
+    ms=20_000,
+)
+CLOCK_OUT = {
+    "name": "time__get_current_time",
+    "arguments": '{"timezone": "Europe/Paris"}',
+    "result": '{"datetime": "2026-11-29T03:00:00+01:00"}',
+    "error": None,
+    "ms": 9,
+}
+GONE_OUT = {
+    "name": "docs__search",
+    "arguments": '{"query": "hours"}',
+    "result": "",
+    "error": "the tool did not answer within 20 s",
+    "ms": 20_000,
+}
+
+
+def validator(document: dict[str, Any], name: str) -> Draft202012Validator:
+    schema = {"$ref": f"#/components/schemas/{name}", "components": document["components"]}
+    return Draft202012Validator(schema)
+
+
+async def test_a_replys_body_carries_its_tool_calls_as_the_document_describes(
+    api: RunningApi,
+) -> None:
+    """Every call in order with the five fields; a failed one has its error and no
+    result; a reply without tools has no `toolCalls` at all; both bodies are valid."""
+    document = await (await api.client.get("/api/openapi.json")).json()
+    used = Reply("It is 3 a.m.", str(uuid.uuid4()), 1, 1, True, True, "m", tool_uses=(CLOCK, GONE))
+    plain = Reply("It is late.", str(uuid.uuid4()), 1, 1, True, True, "m")
+    with_tools, without = response(used), response(plain)
+    for body in (with_tools, without):
+        validator(document, "ChatResponse").validate(body)
+    assert with_tools["toolCalls"] == [CLOCK_OUT, GONE_OUT]
+    assert "toolCalls" not in without
+    schemas = document["components"]["schemas"]
+    for owner in ("ChatResponse", "SessionMessage"):
+        assert "toolCalls" in schemas[owner]["properties"]
+        assert "toolCalls" not in schemas[owner]["required"]
+    fields = {"name", "arguments", "result", "error", "ms"}
+    assert (
+        set(schemas["ToolCallOut"]["properties"])
+        == fields
+        == set(schemas["ToolCallOut"]["required"])
+    )
+    events = document["paths"]["/api/chat/stream"]["post"]["responses"]["200"]["content"]
+    tool_event = events["text/event-stream"]["x-sse-events"]["tool"]
+    assert tool_event == {"$ref": "#/components/schemas/StreamTool"}
+    assert set(schemas["StreamTool"]["required"]) == {"name", "server", "tool"}
+
+
+async def test_a_sessions_messages_and_export_list_them_after_a_restart(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """A session stored with a round that looked the time up and an answer whose search
+    failed: a new runtime on the same file lists each reply's calls, the user's messages
+    none, and the Markdown export shows them under their replies."""
+    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url)
+    session = str(uuid.uuid4())
+    async with running_api(settings) as api:
+        await api.store.create(
+            Consultation(
+                id=session,
+                chat_key=API_KEY_PREFIX + session,
+                max_rounds=2,
+                current_round=2,
+                status=Status.COMPLETE,
+                initial_request="What time is it in Paris?",
+                created_at=1_000.0,
+                last_activity_at=4_000.0,
+                messages=[
+                    Message(Role.USER, "What time is it in Paris?", 1_000.0),
+                    Message(Role.ASSISTANT, "Winter time?", 2_000.0, tool_uses=(CLOCK,)),
+                    Message(Role.USER, "Yes", 3_000.0),
+                    Message(Role.ASSISTANT, "3 a.m.", 4_000.0, tool_uses=(GONE,)),
+                ],
+            )
+        )
+    async with running_api(settings) as restarted:
+        document = await (await restarted.client.get("/api/openapi.json")).json()
+        view = await (await restarted.client.get(f"/api/sessions/{session}")).json()
+        export = await restarted.client.get(f"/api/sessions/{session}/export?format=md")
+        markdown = await export.text()
+    validator(document, "SessionView").validate(view)
+    assert [m.get("toolCalls") for m in view["messages"]] == [None, [CLOCK_OUT], None, [GONE_OUT]]
+    assert (
+        "Winter time?\n\n**Looked up**\n\n"
+        "time · get\\_current\\_time \\(timezone=Europe/Paris\\)\n\n"
+        '```\n{"datetime": "2026-11-29T03:00:00+01:00"}\n```\n'
+    ) in markdown
+    assert (
+        "3 a.m.\n\n**Looked up**\n\n"
+        "docs · search \\(query=hours\\) — failed: the tool did not answer within 20 s\n"
+    ) in markdown
+
+
+async def test_the_stream_sends_a_tool_event_where_the_tool_started() -> None:
+    """The text before the tool is sent first, then `tool` with its name, server and tool,
+    then the text after it as a delta: appending the deltas still rebuilds the text."""
+    spec = ToolSpec("time__get_current_time", "time", "get_current_time", "The time now.")
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        events = EventStream(request)
+        await events.open()
+        relay = Relay()
+        await relay.on_text("Let me check.")
+        await relay.attach(events)
+        await relay.on_tool(spec)
+        await relay.on_text("Let me check. It is 3 a.m.")
+        await events.close()
+        return events.response
+
+    app = web.Application()
+    app.router.add_get("/stream", stream)
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        text = await (await client.get("/stream")).text()
+    events = [
+        (block.split("\n")[0].removeprefix("event: "), json.loads(block.split("\n")[1][6:]))
+        for block in text.strip().split("\n\n")
+    ]
+    assert events == [
+        ("delta", {"content": "Let me check."}),
+        ("tool", {"name": "time__get_current_time", "server": "time", "tool": "get_current_time"}),
+        ("delta", {"content": " It is 3 a.m."}),
+    ]
