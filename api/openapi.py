@@ -40,6 +40,7 @@ from api.schemas import (
     StreamText,
     StreamTool,
     ToolCallOut,
+    ToolServerOut,
 )
 from api.stats import StatsResponse
 from core.domain.stats import MAX_DAYS
@@ -119,6 +120,7 @@ _MODELS: tuple[type[BaseModel], ...] = (
     StreamTool,
     StreamError,
     StatsResponse,
+    ToolServerOut,
 )
 
 

@@ -669,6 +669,23 @@ class StreamError(ErrorResponse):
     status: int = Field(description="The HTTP status `/api/chat` would have answered with.")
 
 
+class ToolServerOut(BaseModel):
+    """One tool server of MCP_SERVERS, as `/healthz` reports it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Its name in MCP_SERVERS.")
+    state: Literal["starting", "ready", "restarting", "failed"] = Field(
+        description="`ready`: its tools are offered; `starting`: not yet; `restarting`: it "
+        "died and is started again after a back-off; `failed`: it could not start or list "
+        "its tools (consultations go on without them)."
+    )
+    tools: int = Field(
+        ge=0, description="How many tools it offers the model (after MCP_TOOLS_ALLOW)."
+    )
+    error: str | None = Field(description="Its last failure, one line; null when none.")
+
+
 class HealthResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -678,6 +695,11 @@ class HealthResponse(BaseModel):
     loops: dict[str, str] = Field(
         description='Each long-lived loop of the process: "ok", or why it is not doing its job'
         " (ended, stuck, or no progress for longer than it allows)."
+    )
+    tools: list[ToolServerOut] = Field(
+        description="Each configured tool server (MCP_SERVERS), empty without any. A server "
+        "that is down does not make `status` unavailable: consultations go on without its "
+        "tools."
     )
 
 

@@ -49,6 +49,7 @@ async def test_health_and_metrics_stay_open(api: RunningApi) -> None:
         "store": True,
         "model": "test-model",
         "loops": {},
+        "tools": [],
     }
     assert (await api.client.get("/metrics")).status == 200
 
@@ -63,6 +64,7 @@ async def test_health_is_503_when_the_store_is_gone(api: RunningApi) -> None:
         "store": False,
         "model": "test-model",
         "loops": {},
+        "tools": [],
     }
 
 

@@ -20,7 +20,7 @@ from api.round_tasks import Relay
 from api.sse import EventStream
 from core.domain.consultation import Consultation, Message, Role, Status
 from core.domain.outcomes import Reply
-from core.domain.tools import ToolFailure, ToolSpec, ToolUse
+from core.domain.tools import ToolFailure, ToolServerStatus, ToolSpec, ToolUse
 from core.turns.sessions import API_KEY_PREFIX
 from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi, api_settings, running_api
@@ -167,3 +167,31 @@ async def test_the_stream_sends_a_tool_event_where_the_tool_started() -> None:
         ("tool", {"name": "time__get_current_time", "server": "time", "tool": "get_current_time"}),
         ("delta", {"content": " It is 3 a.m."}),
     ]
+
+
+async def test_healthz_names_each_tool_server_with_its_state_and_tools(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """Read at each probe from the callable it is given; a failed server is reported with
+    its error and leaves the status "ok" (consultations go on without its tools); the
+    body is valid against the document's HealthResponse."""
+    statuses = [ToolServerStatus("time", "ready", 2)]
+    settings = api_settings(tmp_path / "api.sqlite3", model_server.base_url)
+    async with running_api(settings, tool_statuses=lambda: tuple(statuses)) as api:
+        document = await (await api.client.get("/api/openapi.json")).json()
+        first = await api.client.get("/healthz")
+        first_body = await first.json()
+        statuses.append(ToolServerStatus("docs", "failed", 0, "connection refused"))
+        second = await api.client.get("/healthz")
+        second_body = await second.json()
+    assert first.status == second.status == 200
+    assert first_body["tools"] == [{"name": "time", "state": "ready", "tools": 2, "error": None}]
+    assert second_body["status"] == "ok"
+    assert second_body["tools"][1] == {
+        "name": "docs",
+        "state": "failed",
+        "tools": 0,
+        "error": "connection refused",
+    }
+    for body in (first_body, second_body):
+        validator(document, "HealthResponse").validate(body)
