@@ -99,9 +99,10 @@ def replay_of(record: TurnRecord, *, model: str) -> Reply:
     reply past the last round answered a follow-up (`follow_up` is its number; it shows
     the final round). `max_rounds` is the consultation's limit now (never below the
     round). Its questions, whether the model found it knew enough, the knowledge-base
-    sources it cited and the tools it used come back as stored. What the store does not
-    keep comes back empty: notices, provider extras (sources), JSON validity, how many
-    follow-ups remain; `model` is the one the consultation asks for.
+    sources it cited and the tools it called come back as stored. What the store does
+    not keep comes back empty: notices, provider extras (sources), JSON validity, how
+    many follow-ups remain;
+    `model` is the one the consultation asks for.
     """
     reply, consultation = record.reply, record.consultation
     if reply is None or record.round is None:
