@@ -51,6 +51,7 @@ class StreamPrinter:
         self.reply: Reply | None = None  # the reply once it is done
         self._waiting: asyncio.Task[None] | None = None
         self._counting = False  # a terminal shows the waiting line, to be wiped
+        self._after_tool = False  # a tool's line ends the screen: no blank lines after it
 
     def start_waiting(self, *, terminal: bool | None = None) -> None:
         """Say the terminal waits for the model if no text comes within `WAITING_AFTER`."""
@@ -91,7 +92,11 @@ class StreamPrinter:
             self._kept = text  # a loop's repetitions cut: the kept text is on the screen
             return
         if text.startswith(self._printed):
-            sys.stdout.write(text[len(self._printed) :])
+            piece = text[len(self._printed) :]
+            if self._after_tool:  # the line breaks before the text after the tool: dropped
+                piece = piece.lstrip("\n")
+                self._after_tool = not piece
+            sys.stdout.write(piece)
         else:  # the text was revised (e.g. an overlap removed): print it again
             sys.stdout.write("\n" + text)
         sys.stdout.flush()
@@ -105,6 +110,7 @@ class StreamPrinter:
         lead = "\n" if self._printed and not self._printed.endswith("\n") else ""
         sys.stdout.write(f"{lead}[{t('en', 'tool_running', tool=name)}]\n")
         sys.stdout.flush()
+        self._after_tool = True
 
     def done(self, reply: Reply) -> None:
         self.reply = reply

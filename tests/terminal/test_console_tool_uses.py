@@ -31,17 +31,19 @@ def final(text: str, *uses: ToolUse) -> Reply:
 async def test_a_running_tool_has_its_line_and_the_answer_lists_what_it_looked_up(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The line comes where the tool started, the text goes on below it; the list names
-    each tool with its short arguments, the failed one marked."""
+    """The line comes where the tool started, the text goes on right below it (the blank
+    lines the engine puts between the text before and after a tool are not printed); the
+    list names each tool with its short arguments, the failed one marked."""
     printer = StreamPrinter()
     await printer.feed("Let me check.")
     await printer.tool_started(TIME)
-    await printer.feed("Let me check. It is 3 a.m.")
-    printer.done(final("Let me check. It is 3 a.m.", PARIS, GONE))
+    await printer.feed("Let me check.\n\n")
+    await printer.feed("Let me check.\n\nIt is 3 a.m.")
+    printer.done(final("Let me check.\n\nIt is 3 a.m.", PARIS, GONE))
     assert capsys.readouterr().out == (
         "Let me check.\n"
         "[Looking up: time · get_current_time…]\n"
-        " It is 3 a.m.\n"
+        "It is 3 a.m.\n"
         "Looked up:\n"
         "time · get_current_time (timezone=Europe/Paris)\n"
         "docs · search (query=hours) — failed\n"
