@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from telegram.error import TelegramError
@@ -105,9 +105,11 @@ def tool_line(use: ToolUse, language: str) -> str:
     return line if use.ok else t(language, "tool_failed", call=line)
 
 
-def tool_running_text(spec: ToolSpec, language: str) -> str:
-    """The progress line while `spec` runs: "Looking up: time · get_current_time…"."""
-    return t(language, "tool_running", tool=f"{spec.server}{SERVER_TOOL}{spec.tool}")
+def tool_running_text(specs: Sequence[ToolSpec], language: str) -> str:
+    """The progress line while `specs` run: "Looking up: time · get_current_time…"
+    (several: "Looking up: time · get_current_time, docs · search…")."""
+    names = ", ".join(f"{spec.server}{SERVER_TOOL}{spec.tool}" for spec in specs)
+    return t(language, "tool_running", tool=names)
 
 
 def _closing(reply: Reply) -> str:
@@ -191,7 +193,7 @@ class TurnRunner:
             bot,
             target,
             interval=interval,
-            tool_text=lambda spec: tool_running_text(spec, language),
+            tool_text=lambda specs: tool_running_text(specs, language),
         )
         progress.start()
         try:

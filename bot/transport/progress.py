@@ -6,8 +6,8 @@ Invariants:
   delivery (`bot.transport.delivery.Sender`) decides what the chat keeps;
 - each update renders a bounded window of the reply (`PROGRESS_WINDOW` characters),
   so its cost does not grow with the reply;
-- while a tool the model called runs, the progress shows one line saying so under the
-  reply so far ("Looking up: time · get_current_time…", `tool_started`), its names as
+- while tools the model called run, the progress shows one line naming them under the
+  reply so far ("Looking up: time · get_current_time…", `tool_started`), their names as
   text, never Markdown; the reply's next text replaces it;
 - `close()` lets a progress request already on its way finish, so the final delivery
   edits a progress message that reached the chat instead of leaving a stray copy;
@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,9 +51,12 @@ loop's lag when it is that far behind every chat."""
 PROGRESS_WINDOW = 2 * PROGRESS_LIMIT
 """Characters of a long reply that a progress update renders: enough for one message."""
 _draft_ids = itertools.count(1)
+MAX_TOOLS_SHOWN = 6
+"""Tools named in one progress line at most (a turn runs few: TOOLS_MAX_CALLS)."""
 
-ToolText = Callable[[ToolSpec], str]
-"""The line shown while a tool runs, in the reader's language."""
+ToolText = Callable[[Sequence[ToolSpec]], str]
+"""The line shown while tools run (those started since the text last moved, in the order
+they started), in the reader's language."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +68,8 @@ class Live:
     on_tool: OnToolStart
 
 
-def _no_tool_text(spec: ToolSpec) -> str:
-    return f"{spec.server} · {spec.tool}…"
+def _no_tool_text(specs: Sequence[ToolSpec]) -> str:
+    return ", ".join(f"{spec.server} · {spec.tool}" for spec in specs) + "…"
 
 
 def progress_window(text: str, *, from_end: bool) -> tuple[str, bool]:
@@ -116,7 +119,7 @@ class Progress:
     ) -> None:
         self._bot = bot
         self._tool_text = tool_text
-        self._tool: str | None = None  # the running tool's line, until the text goes on
+        self._tools: list[ToolSpec] = []  # started since the text last moved
         self._target = target
         self._interval = interval
         self._first_delay = first_delay
@@ -150,14 +153,16 @@ class Progress:
     async def update(self, text: str) -> None:
         """Called with the whole reply so far; returns at once."""
         self._latest = text
-        self._tool = None
+        self._tools.clear()
         self._changed.set()
         self._begin()
 
     async def tool_started(self, spec: ToolSpec) -> None:
         """Called when a tool the model asked for starts: its line shows under the reply
-        so far until the reply's text goes on; returns at once."""
-        self._tool = f"_{markdown_text(self._tool_text(spec))}_"
+        so far until the reply's text goes on, naming every tool started since (several
+        run at once); returns at once."""
+        if len(self._tools) < MAX_TOOLS_SHOWN and spec not in self._tools:
+            self._tools.append(spec)
         self._changed.set()
         self._begin()
 
@@ -168,11 +173,12 @@ class Progress:
 
     def _showing(self) -> str:
         """The reply so far, with the running tool's line under it."""
-        if self._tool is None:
+        if not self._tools:
             return self._latest
+        line = f"_{markdown_text(self._tool_text(self._tools))}_"
         if not self._latest.strip():
-            return self._tool
-        return f"{self._latest.rstrip()}\n\n{self._tool}"
+            return line
+        return f"{self._latest.rstrip()}\n\n{line}"
 
     def _after(self, delay: float, work: Callable[[float], Coroutine[Any, Any, None]]) -> None:
         """Run `work` as a task of this progress `delay` seconds from now, unless closed;

@@ -171,3 +171,25 @@ async def test_hostile_arguments_and_names_stay_one_short_line_of_plain_text(
     bold, footer = sent.params["entities"]  # the heading's, and the status line's italics
     assert (bold["type"], bold["offset"], bold["length"]) == ("bold", 7, 9)
     assert footer["type"] == "italic" and footer["offset"] > len("\n".join(lines[: start + 3]))
+
+
+async def test_tools_running_at_once_are_named_together(
+    ext_bot: ExtBot[Any], bot_api: FakeBotApi
+) -> None:
+    """Two tools started one after the other (running at once) are both named, each
+    once, until the text goes on; the next tool after that text is named alone."""
+    search = ToolSpec("docs__search", "docs", "search", "Search the docs.")
+
+    async def action(live: Live) -> Reply:
+        await live.on_tool(TIME)
+        await live.on_tool(search)
+        await live.on_tool(TIME)
+        await bot_api.wait_for(shows("Looking up: time · get_current_time, docs · search…"))
+        await live.on_text("Found it.")
+        await live.on_tool(search)
+        await bot_api.wait_for(shows("Found it.\n\nLooking up: docs · search…"))
+        return final("Found it.", PARIS)
+
+    await TurnRunner(ttl_minutes=60).run(ext_bot, Target(USER), "en", action)
+    [sent] = bot_api.calls_of("sendMessage")
+    assert sent.params["text"].startswith("Found it.\n\nLooked up\ntime · get_current_time")
