@@ -1,9 +1,10 @@
-"""The tool servers on the console's dashboard, on a real server and store (SQLite and
-PostgreSQL): each configured server with its state, its tools and its last error, read
+"""Tools in the console, on a real server and store (SQLite and PostgreSQL). The
+dashboard: each configured tool server with its state, its tools and its last error, read
 anew for each view; markup in an error is inert; a failing source leaves the section
-saying so and the rest of the page shown; without tool servers there is no section. In
-a real browser too (Debian's Chromium, skipped without it as tests/admin/test_admin_browser.py
-is)."""
+saying so and the rest of the page shown; without tool servers there is no section; in a
+real browser too (Debian's Chromium, skipped without it as
+tests/admin/test_admin_browser.py is). A consultation's page: the tools each reply called,
+with arguments, result or error and time, markup inert."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from core.domain.tools import ToolServerStatus
-from tests.admin_harness import TOKEN, console_settings, running_console
+from core.domain.consultation import Role, Status
+from core.domain.tools import ToolFailure, ToolServerStatus, ToolUse
+from tests.admin_harness import TOKEN, console_settings, consultation, running_console
 from tests.store_contract import STORE_KINDS, StoreKind
 
 HOSTILE = "<script>alert(1)</script> refused"
@@ -101,3 +103,41 @@ async def test_the_tool_servers_in_a_real_browser(tmp_path: Path) -> None:
         await expect(page.locator("td", has_text="gone")).to_be_visible()
         await browser.close()
     assert errors == [], errors
+
+
+async def test_a_consultations_page_shows_the_tools_each_reply_called(
+    kind: StoreKind, database: str
+) -> None:
+    """Under the round that called it and under the final answer: the tool, the
+    arguments as written, the result (markup as text) or the failure and its error."""
+    found = consultation()
+    asked = next(m for m in found.messages if m.role is Role.ASSISTANT)
+    asked.tool_uses = (
+        ToolUse("time__now", "time", "now", '{"tz": "<b>UTC</b>"}', "<i>03:00</i>", ms=12),
+    )
+    final = found.messages[-1]
+    assert final.role is Role.ASSISTANT and found.status is Status.COMPLETE
+    final.tool_uses = (
+        ToolUse(
+            "docs__search",
+            "docs",
+            "search",
+            "{}",
+            error="<script>x</script> gone",
+            failure=ToolFailure.UNAVAILABLE,
+            ms=20_000,
+        ),
+    )
+    async with running_console(console_settings(kind, database)) as console:
+        await console.store.create(found)
+        await console.sign_in()
+        status, html = await console.page(f"/admin/consultations/{found.id}")
+    assert status == 200
+    assert html.count("<h3>Looked up</h3>") == 2
+    round_part, final_part = html.split("<h2>Final answer</h2>")
+    assert "<strong>time · now</strong>" in round_part
+    assert "<code>{&#34;tz&#34;: &#34;&lt;b&gt;UTC&lt;/b&gt;&#34;}</code>" in round_part
+    assert "&lt;i&gt;03:00&lt;/i&gt;" in round_part and "12 ms" in round_part
+    assert "<strong>docs · search</strong>" in final_part
+    assert "Failed (unavailable): &lt;script&gt;x&lt;/script&gt; gone" in final_part
+    assert "<script>x" not in html and "<i>03:00" not in html
