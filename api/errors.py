@@ -82,6 +82,7 @@ _MODEL_CODES = {
     ModelErrorKind.REJECTED: ("MODEL_ERROR", "the model rejected the request"),
     ModelErrorKind.IMAGES_REJECTED: ("MODEL_ERROR", "the model does not accept images"),
     ModelErrorKind.FORMAT_REFUSED: ("MODEL_ERROR", "the model refused the reply format"),
+    ModelErrorKind.TOOLS_REFUSED: ("MODEL_ERROR", "the model refused the tools"),
     ModelErrorKind.UNAVAILABLE: ("MODEL_UNAVAILABLE", "the model is unavailable, try again"),
     ModelErrorKind.RATE_LIMITED: ("MODEL_UNAVAILABLE", "the model is rate limited, try again"),
     ModelErrorKind.TIMEOUT: ("MODEL_TIMEOUT", "the model did not answer in time, try again"),

@@ -123,6 +123,12 @@ class Settings(BaseSettings):
     # Knowledge base: the passages every model call of a consultation is given.
     knowledge_top_k: int = Field(default=6, ge=1, le=50)  # passages a turn reads
     knowledge_max_chars: int = Field(default=6000, ge=200, le=100_000)  # their text in all
+    # The tool loop (core.llm.tool_loop), when the consultation has tools (MCP servers, or
+    # the knowledge base's search as a tool):
+    tools_in_rounds: bool = True  # clarifying rounds may call tools, not only answers
+    tools_max_calls: int = Field(default=6, ge=0, le=50)  # tool calls per turn; 0: none
+    tool_parallel: int = Field(default=3, ge=1, le=16)  # of one turn at once
+    knowledge_tool: bool = True  # the knowledge base's search offered as knowledge__search
     # Hybrid retrieval: each passage's vector from the provider's /v1/embeddings, searched
     # beside its words. Empty: full text only (numpy is never loaded).
     embedding_model: str = ""  # e.g. text-embedding-3-small, nomic-embed-text
@@ -328,6 +334,10 @@ class Settings(BaseSettings):
             followup_limit=self.followup_limit,
             knowledge_top_k=self.knowledge_top_k,
             knowledge_max_chars=self.knowledge_max_chars,
+            tools_in_rounds=self.tools_in_rounds,
+            tools_max_calls=self.tools_max_calls,
+            tool_parallel=self.tool_parallel,
+            knowledge_tool=self.knowledge_tool,
         )
 
     def quota_config(self) -> QuotaConfig:

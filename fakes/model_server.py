@@ -25,6 +25,15 @@ llama-cpp-python's server, which takes the schema in `json_object` instead.
 ignores `response_format`).
 Scripted replies are sent as scripted (`enqueue_round` writes a round's JSON).
 
+Tool calls: `enqueue_calls` scripts a reply asking for tool calls, streamed as real servers
+do (`TOOL_STYLES`: OpenAI's index, id and name first and the arguments in pieces;
+llama.cpp's server's whole call in one delta; a server leaving out `index`), ended by
+finish_reason "tool_calls". A request after tool results (its last messages are `tool`
+ones) gets, by default, the echo reply followed by each result (`echo_reply`).
+`refuse_tools` makes the server refuse every request offering `tools` the way a server
+without function calling does (`TOOL_ERRORS`); a server that ignores `tools` is the
+default: it answers what is scripted.
+
 Embeddings (`POST /v1/embeddings`) are `fakes.embeddings`' vectors, recorded in
 `embedding_requests`; `embedding_fault` breaks them as a faulty provider would.
 
@@ -145,6 +154,35 @@ FORMAT_ERRORS: dict[str, tuple[int | None, str, str | None]] = {
 """Set `FakeModelServer.refuse_format` to one of these keys, or script one refusal with
 `enqueue(format_error=key)`."""
 
+TOOL_ERRORS: dict[str, tuple[int, str]] = {
+    # What servers without function calling answer to a request offering `tools`.
+    "openai": (400, "'tools' is not supported with this model."),
+    "vllm": (
+        400,
+        '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+    ),
+    "llama.cpp": (400, "tools param requires --jinja flag"),
+    "ollama": (400, "registry.ollama.ai/library/gemma:2b does not support tools"),
+    # A FastAPI server whose request model lacks tools (pydantic's 422, FastAPI's body).
+    "fastapi": (422, "Extra inputs are not permitted"),
+}
+"""Set `FakeModelServer.refuse_tools` to one of these keys."""
+
+TOOL_STYLES = ("openai", "whole", "no_index")
+"""How `enqueue_calls` streams its calls: OpenAI's (`index`, `id`, `type` and the name in
+a call's first delta, its arguments in `chunk_size` pieces after, each with its index);
+llama.cpp's server's (each call whole in one delta); or OpenAI's without `index`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedCall:
+    """One tool call a scripted reply asks for: `arguments` as the model writes them
+    (JSON text, or anything else to play a model writing invalid arguments)."""
+
+    name: str
+    arguments: str = "{}"
+    id: str | None = None
+
 
 @dataclass(slots=True)
 class ScriptedReply:
@@ -174,6 +212,8 @@ class ScriptedReply:
     # (`enqueue_round`); JSON cut off by the token limit is a prefix of it with
     # finish_reason "length" (`enqueue_round(..., cut_at=n)`).
     format_error: str | None = None
+    tool_calls: tuple[ScriptedCall, ...] = ()  # streamed after the text (`enqueue_calls`)
+    tool_style: str = "openai"  # one of TOOL_STYLES
 
 
 def text_of(content: Any) -> str:
@@ -203,8 +243,22 @@ def _last_user_content(body: dict[str, Any]) -> str:
 
 
 def echo_reply(body: dict[str, Any]) -> str:
-    """The default answer: deterministic, so tests can predict it."""
-    return f"Reply to: {_last_user_content(body)}"
+    """The default answer: deterministic, so tests can predict it; after tool results,
+    followed by each (" | tool: <result>")."""
+    reply = f"Reply to: {_last_user_content(body)}"
+    results = tool_results(body)
+    return reply + "".join(f" | tool: {result}" for result in results)
+
+
+def tool_results(body: dict[str, Any]) -> list[str]:
+    """The contents of the `tool` messages that end a request (none when the last message
+    is another's)."""
+    found: list[str] = []
+    for message in reversed(body.get("messages") or []):
+        if not isinstance(message, dict) or message.get("role") != "tool":
+            break
+        found.append(text_of(message.get("content")))
+    return found[::-1]
 
 
 RoundQuestion = tuple[str, Sequence[str]] | dict[str, Any]
@@ -288,6 +342,9 @@ class FakeModelServer:
         self.refuse_format: str | None = None
         # Answer as if no response format was asked for: the default reply is prose.
         self.ignore_format = False
+        # A key of TOOL_ERRORS: every request offering tools gets that server's refusal
+        # (no scripted reply consumed).
+        self.refuse_tools: str | None = None
         # `POST /v1/embeddings` bodies, apart from the chat requests above.
         self.embedding_requests: list[dict[str, Any]] = []
         # A key of `fakes.embeddings.FAULTS`: every embeddings answer broken that way.
@@ -360,6 +417,17 @@ class FakeModelServer:
                 format_error,
             )
         )
+
+    def enqueue_calls(
+        self, *calls: ScriptedCall, text: str = "", style: str = "openai", **kw: Any
+    ) -> None:
+        """Script a reply asking for `calls` (after `text`, usually none), streamed in
+        `style` (one of TOOL_STYLES); other keywords are `enqueue`'s."""
+        if style not in TOOL_STYLES:
+            raise KeyError(f"no such tool style: {style}")
+        self.enqueue(text, kw.pop("finish_reason", "tool_calls"), **kw)
+        scripted = self._queue[-1]
+        scripted.tool_calls, scripted.tool_style = tuple(calls), style
 
     def enqueue_round(
         self,
@@ -486,6 +554,8 @@ class FakeModelServer:
             return _error(status, refusal, {}, code)
         if self.refuse_format is not None and _asks_json_schema(body):
             return _format_error(request, self.refuse_format)
+        if self.refuse_tools is not None and body.get("tools"):
+            return _tools_error(self.refuse_tools)
         if self._queue:
             reply = self._queue.popleft()
         else:
@@ -572,6 +642,8 @@ class FakeModelServer:
             if reply.error_after is not None and n == reply.error_after:
                 break
             parts.append(event(choice({"content": piece})))
+        for delta in _call_deltas(reply):
+            parts.append(event(choice({"tool_calls": [delta]})))
         if reply.error_after is not None:
             error = {"message": "scripted mid-stream failure", "type": "server_error"}
             parts.append(b"data: " + json.dumps({"error": error}).encode() + b"\n\n")
@@ -617,6 +689,23 @@ class FakeModelServer:
                     await asyncio.sleep(0)  # let the server notice a hang-up
 
 
+def _call_deltas(reply: ScriptedReply) -> list[dict[str, Any]]:
+    """The `tool_calls` entries streaming the reply's calls, one a delta (`TOOL_STYLES`)."""
+    deltas: list[dict[str, Any]] = []
+    for index, call in enumerate(reply.tool_calls):
+        call_id = call.id or f"call_{index + 1}"
+        head = {"id": call_id, "type": "function"}
+        if reply.tool_style == "whole":
+            function = {"name": call.name, "arguments": call.arguments}
+            deltas.append({"index": index, **head, "function": function})
+            continue
+        where = {"index": index} if reply.tool_style == "openai" else {}
+        deltas.append({**where, **head, "function": {"name": call.name, "arguments": ""}})
+        for piece in _chunks(call.arguments, reply.chunk_size):
+            deltas.append({**where, "function": {"arguments": piece}})
+    return deltas
+
+
 def _chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
@@ -643,6 +732,15 @@ def _error(
     headers = {"retry-after-ms": "1", **headers}
     error = {"message": message, "type": kind, "param": param, "code": code or str(status)}
     return web.json_response({"error": error}, status=status, headers=headers)
+
+
+def _tools_error(server: str) -> web.Response:
+    """Server `server`'s refusal of `tools` (a key of TOOL_ERRORS)."""
+    status, message = TOOL_ERRORS[server]
+    if status == 422:
+        detail = {"type": "extra_forbidden", "loc": ["body", "tools"], "msg": message}
+        return web.json_response({"detail": [detail]}, status=status)
+    return _error(status, message, {}, None, "tools")
 
 
 def _format_error(request: web.Request, server: str) -> web.Response:

@@ -186,6 +186,7 @@ MESSAGES: dict[str, str | Plural] = {
     "reason_unavailable": N_("the service is unavailable"),
     "reason_rejected": N_("the request was refused"),
     "reason_format_refused": N_("the model refused the reply format"),
+    "reason_tools_refused": N_("the model refused the tools"),
     "model_images_rejected": N_(
         "The model cannot look at images. Describe the photo in words, or send the text in it."
     ),

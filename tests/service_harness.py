@@ -15,6 +15,7 @@ from collections.abc import Callable
 from core.domain.knowledge import KnowledgeSearch
 from core.domain.ports import Completer, ConsultationStore
 from core.domain.quotas import Limit, QuotaConfig
+from core.domain.tools import Toolbox
 from core.domain.usage import Accounting
 from core.primitives.keyed_lock import KeyedLock
 from core.prompting.prompts import PromptLibrary
@@ -43,10 +44,12 @@ def make_service(
     quotas: QuotaConfig | None = None,
     on_quota: Callable[[Limit], None] | None = None,
     knowledge: KnowledgeSearch | None = None,
+    toolbox: Toolbox | None = None,
     **config: object,
 ) -> Engine:
     """An engine with its own `KeyedLock`; `config` overrides `EngineConfig` fields;
-    `knowledge` is its knowledge base (`tests.knowledge_search.ListedKnowledge`).
+    `knowledge` is its knowledge base (`tests.knowledge_search.ListedKnowledge`), `toolbox`
+    the tools its consultations are offered (`tests.toolboxes.Tools`).
 
     Rounds are asked in text unless a test asks for `structured_questions` ("auto",
     "on"): most tests script text replies; structured rounds have tests of their own.
@@ -64,6 +67,7 @@ def make_service(
         quotas=quotas,
         on_quota=on_quota,
         knowledge=knowledge,
+        toolbox=toolbox,
     )
 
 

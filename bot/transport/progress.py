@@ -12,11 +12,12 @@ Invariants:
 - `close()` lets a progress request already on its way finish, so the final delivery
   edits a progress message that reached the chat instead of leaving a stray copy;
 - progress is shed first when the bot is overloaded: an update whose turn came more
-  than `SHED_AFTER` seconds late (the event loop was that far behind) is not sent, and
-  the next one is tried an interval later. Every chat's answer waits for the loop, so
-  under a burst the loop's time goes to answers, not to drafts of them; a typing action
-  whose turn came that late waits `TYPING_DEFERRAL` once and is then sent, unless the
-  reply came meanwhile.
+  than `SHED_AFTER` seconds late (the event loop was that far behind), or that finds
+  the bot's progress budget spent (`bot.transport.progress_budget`: typing actions and
+  drafts of all chats together, about 30 a second), is not sent, and the next one is
+  tried an interval later. Every chat's answer waits for the loop, so under a burst
+  the loop's time goes to answers, not to drafts of them; a typing action so put off
+  is tried again every `TYPING_DEFERRAL` until it goes or the reply comes.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from telegram.constants import ChatAction
 from telegram.error import BadRequest, Forbidden, RetryAfter
 
 from bot.transport.flood import retry_seconds
+from bot.transport.progress_budget import ProgressBudget, progress_budget
 from bot.transport.render import Part, markdown_text, plain_parts, render
 from bot.transport.target import NO_RETRIES, AnyBot, Target
 from core.domain.ports import OnText
@@ -43,8 +45,8 @@ log = logging.getLogger(__name__)
 
 PROGRESS_LIMIT = 4000  # room for the " …" that marks a cut progress message
 TYPING_DEFERRAL = 1.0
-"""How long a typing action whose turn came late waits for a second turn (then it is
-sent, however late): a reply that comes meanwhile needs none."""
+"""How long a typing action put off (its turn came late, or the budget was spent) waits
+before it is tried again: a reply that comes meanwhile needs none."""
 SHED_AFTER = 0.025
 """How late (seconds) a progress update's turn may come before it is skipped: the event
 loop's lag when it is that far behind every chat."""
@@ -115,6 +117,7 @@ class Progress:
         first_delay: float = 0.25,
         typing_delay: float = 0.3,
         shed_after: float = SHED_AFTER,
+        budget: ProgressBudget | None = None,
         tool_text: ToolText = _no_tool_text,
     ) -> None:
         self._bot = bot
@@ -125,6 +128,7 @@ class Progress:
         self._first_delay = first_delay
         self._typing_delay = typing_delay
         self._shed_after = shed_after
+        self._budget = budget
         self.shed = 0  # updates skipped because the loop was late
         self._latest = ""
         self._shown = ""
@@ -133,6 +137,7 @@ class Progress:
         self.message: Message | None = None  # the progress message (edits mode)
         self._tasks: list[asyncio.Task[None]] = []
         self._timers: list[asyncio.TimerHandle] = []
+        self._typing_timer: asyncio.TimerHandle | None = None
         self._pumping = False  # the first update's timer is set (or its pump runs)
         self._in_flight: asyncio.Future[None] | None = None
         self._closed = False
@@ -143,7 +148,7 @@ class Progress:
         return None if self.message is None else self.message.message_id
 
     def start(self) -> None:
-        self._after(self._typing_delay, self._keep_typing)
+        self._typing_after(self._typing_delay)
 
     @property
     def live(self) -> Live:
@@ -202,6 +207,8 @@ class Progress:
         self._closed = True
         for timer in self._timers:
             timer.cancel()
+        if self._typing_timer is not None:
+            self._typing_timer.cancel()
         if self._in_flight is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._in_flight), timeout=10)
@@ -211,15 +218,35 @@ class Progress:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def _keep_typing(self, late: float) -> None:
-        if late > self._shed_after:  # the loop is behind every chat: answers first
-            self.shed += 1
-            self._after(TYPING_DEFERRAL, self._type_on)
-            return
-        await self._type_on(late)
+    def _spend(self) -> bool:
+        """Take one request of the bot's progress budget (`bot.transport.progress_budget`);
+        False when it is spent for now: answers go first."""
+        if self._budget is None:
+            self._budget = progress_budget()
+        return self._budget.take()
 
-    async def _type_on(self, late: float) -> None:
-        """The typing action, renewed every 4 s until `close()`."""
+    def _typing_after(self, delay: float) -> None:
+        """The typing action `delay` seconds from now; put off by `TYPING_DEFERRAL` again
+        while the loop is behind every chat or the budget is spent (a timer, not a task,
+        until it goes), then renewed by `_keep_typing`."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
+
+        def begin() -> None:
+            if self._closed:
+                return
+            if loop.time() - due > self._shed_after or not self._spend():
+                self.shed += 1
+                self._typing_after(TYPING_DEFERRAL)
+                return
+            self._typing_timer = None
+            self._tasks.append(asyncio.create_task(self._keep_typing()))
+
+        self._typing_timer = loop.call_later(delay, begin)
+
+    async def _keep_typing(self) -> None:
+        """The typing action (its budget paid), renewed every 4 s until `close()`; a
+        renewal the budget cannot pay waits `TYPING_DEFERRAL` for it."""
         while True:
             with contextlib.suppress(Exception):
                 await self._bot.send_chat_action(
@@ -229,6 +256,9 @@ class Progress:
                     rate_limit_args=NO_RETRIES,
                 )
             await asyncio.sleep(4.0)
+            while not self._spend():
+                self.shed += 1
+                await asyncio.sleep(TYPING_DEFERRAL)
 
     async def _pump(self, late: float) -> None:
         """Show the reply as it grows, an update at least `interval` apart, each skipped
@@ -247,10 +277,14 @@ class Progress:
     async def _update_once(self) -> bool:
         """Show the reply so far unless it is shown already or progress is closed; False
         when the chat forbids the bot to write (no further update is worth trying)."""
-        self._changed.clear()
         text = self._showing()
         if not text.strip() or text == self._shown or self._closed:
+            self._changed.clear()
             return True
+        if not self._spend():  # left changed: tried again an interval later
+            self.shed += 1
+            return True
+        self._changed.clear()
         try:
             self._in_flight = asyncio.ensure_future(self._show(text))
             await asyncio.shield(self._in_flight)

@@ -84,7 +84,8 @@ async def collect_answer(
     `continuation_prompt` is the user message asking to continue, or a function of the text
     so far giving it. Continuations are requested without `json_mode` (a provider
     enforcing a JSON object could not emit the rest of one; the whole text is parsed at
-    the end) and with `follow_up_max_tokens` when given. Provider extras (sources) are
+    the end), without tools (a continuation writes the rest, it looks nothing up) and
+    with `follow_up_max_tokens` when given. Provider extras (sources) are
     the first call's: its text's [n] markers refer to them; a continuation only adds what
     the first call did not have.
     """
@@ -104,7 +105,7 @@ async def collect_answer(
         extras=dict(first.extras),
     )
     if answer.finish_reason in _CUT_OFF and (continue_if is None or continue_if(text)):
-        follow_up = dataclasses.replace(request, json_mode=False)
+        follow_up = dataclasses.replace(request, json_mode=False, tools=())
         if follow_up_max_tokens is not None:
             follow_up = dataclasses.replace(follow_up, max_tokens=follow_up_max_tokens)
         await _continue(

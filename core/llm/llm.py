@@ -10,7 +10,11 @@ that ends without a finish_reason after some text reports `finish_reason=None`
 how llama.cpp's server answers a prompt over its context, and is reported as
 CONTEXT_TOO_LONG like the providers' own 400s for it. A request with images that
 the server refuses for them is IMAGES_REJECTED, so the caller can ask again without
-them; a request without images never is.
+them; a request without images never is. A request offering tools (`CompletionRequest.tools`)
+carries them with `tool_choice: "auto"`, its stream's `tool_calls` are collected
+(`core.llm.llm_stream.ToolCallParts`), and a server refusing them (a 400, 404 or 422 that
+names tools or function calling) is TOOLS_REFUSED, for `core.llm.tool_loop` to ask again
+without; a request without tools never is.
 
 Every completion has a usage: reported by the provider, or estimated (and marked
 so) when the stream carried none. A JSON request with a schema asks for
@@ -59,6 +63,7 @@ from core.llm.llm_errors import (
     images_rejected,
     refused,
     status_error,
+    tools_refused,
 )
 from core.llm.llm_stream import EventData, StreamState, decoded
 
@@ -280,6 +285,9 @@ class OpenAICompleter:
         }
         if request.max_tokens is not None:
             body["max_tokens"] = request.max_tokens
+        if request.tools:
+            body["tools"] = [spec.as_openai() for spec in request.tools]
+            body["tool_choice"] = "auto"
         if request.json_mode:
             body["response_format"] = _JSON_FORMAT
             if schema and request.json_schema is not None and _in_json_object(request):
@@ -317,12 +325,12 @@ class OpenAICompleter:
             return await self._complete_required(request, on_delta)
         if not schema or self._schema_refused:
             return await self._complete(request, on_delta, schema=False)
-        state = StreamState(request.model)  # its pieces tell whether text was streamed
+        state = StreamState(request.model, tools=bool(request.tools))  # pieces: text streamed?
         try:
             return await self._complete(request, on_delta, schema=True, state=state)
         except openai.APIError as exc:
             if state.pieces or not _schema_refused(exc):
-                raise _model_error(exc, images=has_images(request)) from exc
+                raise _model_error(exc, request) from exc
         completion = await self._complete(request, on_delta, schema=False)
         self._schema_refused = True
         return completion
@@ -337,7 +345,7 @@ class OpenAICompleter:
             raise ModelError(ModelErrorKind.FORMAT_REFUSED, "the server lacks json_schema")
         form = (request.model, request.schema_form)
         probe = form not in self._answered
-        state = StreamState(request.model)  # its pieces tell whether text was streamed
+        state = StreamState(request.model, tools=bool(request.tools))  # pieces: text streamed?
         options = _PROBE_OPTIONS if probe else _CALL_OPTIONS
         try:
             completion = await self._complete(
@@ -348,7 +356,7 @@ class OpenAICompleter:
                 said = exc.message if exc.message.strip() else "the connection ended"
                 raise ModelError(ModelErrorKind.FORMAT_REFUSED, said) from exc
             if not (probe and not state.pieces and _retried(exc)):
-                raise _model_error(exc, images=has_images(request)) from exc
+                raise _model_error(exc, request) from exc
             completion = await self._complete(request, on_delta, schema=True)
         self._answered.add(form)
         return completion
@@ -365,7 +373,8 @@ class OpenAICompleter:
         """One streamed call; SDK errors leave as `ModelError`, or as they are when the
         caller gives the `state` to read after them."""
         raw_errors = state is not None
-        state = state if state is not None else StreamState(request.model)
+        if state is None:
+            state = StreamState(request.model, tools=bool(request.tools))
         try:
             # The SDK's generic `post` keeps its retries, timeouts, SSE decoding and
             # error events, but leaves chunks as decoded JSON: building a pydantic model
@@ -390,8 +399,8 @@ class OpenAICompleter:
         except openai.APIError as exc:
             if raw_errors:
                 raise
-            raise _model_error(exc, images=has_images(request)) from exc
-        if state.finish_reason is None and not state.pieces:
+            raise _model_error(exc, request) from exc
+        if state.finish_reason is None and not state.pieces and not state.called:
             raise ended_before_text()
         return state.completion(request)
 
@@ -436,13 +445,17 @@ class OpenAICompleter:
         ]
 
 
-def _model_error(exc: openai.APIError, *, images: bool = False) -> ModelError:
-    """Classify what is left after the SDK's retries into the engine's error kinds
-    (`images`: the request carried image parts)."""
+def _model_error(exc: openai.APIError, request: CompletionRequest) -> ModelError:
+    """Classify what is left after the SDK's retries into the engine's error kinds (images
+    and tools refused only when `request` carried them)."""
     detail = exc.message
     status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
-    if images and status is not None and images_refused(status, detail):
+    if status is not None and has_images(request) and images_refused(status, detail):
         return images_rejected(detail)
+    if status is not None and request.tools and isinstance(exc, openai.APIStatusError):
+        said = detail if tools_refused(status, detail) else _body_text(exc.body)
+        if tools_refused(status, said):
+            return ModelError(ModelErrorKind.TOOLS_REFUSED, f"HTTP {status}: {said}")
     if (overflow := context_overflow(exc.code, detail)) is not None:
         return overflow
     if isinstance(exc, openai.APITimeoutError):

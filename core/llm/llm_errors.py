@@ -7,7 +7,9 @@ server chose for it, and never when the words are about the context; a context o
 is CONTEXT_TOO_LONG whatever the provider's wording, with the context size when the
 message gives one. Errors no retry can fix say which setting to look at:
 HISTORY_BUDGET_CHARS for a context overflow, OPENAI_API_KEY for 401/403, OPENAI_BASE_URL
-and LLM_MODEL for 404. Knows nothing of the openai SDK: `core.llm.llm` maps its exceptions
+and LLM_MODEL for 404. A request offering tools that the server refuses for them (a server or
+model without function calling) is told by `tools_refused`, and never when the words are
+about the context. Knows nothing of the openai SDK: `core.llm.llm` maps its exceptions
 onto these rules.
 """
 
@@ -47,6 +49,18 @@ _IMAGES_REFUSED = re.compile(
     re.IGNORECASE,
 )
 _IMAGES_REFUSED_STATUS = frozenset({400, 404, 415, 422, 500})
+# How servers refuse `tools` for a model or server without function calling. OpenAI:
+# "'tools' is not supported with this model."; vLLM without a tool parser: '"auto" tool
+# choice requires --enable-auto-tool-choice and --tool-call-parser to be set'; llama.cpp
+# without --jinja: "tools param requires --jinja flag"; Ollama: "<model> does not support
+# tools"; OpenRouter (404): "No endpoints found that support tool use"; a FastAPI server
+# whose request model lacks them: pydantic's 422 naming the `tools` or `tool_choice` field.
+_TOOLS_REFUSED = re.compile(
+    r"\btools?\b|tool_choice|tool[ _-]?(?:use|call(?:ing|s)?)|function[ _-]?call(?:ing|s)?|"
+    r"\bfunctions\b",
+    re.IGNORECASE,
+)
+_TOOLS_REFUSED_STATUS = frozenset({400, 404, 422})
 
 
 def has_images(request: CompletionRequest) -> bool:
@@ -64,6 +78,15 @@ def images_refused(status: int, message: str) -> bool:
     return (
         status in _IMAGES_REFUSED_STATUS
         and bool(_IMAGES_REFUSED.search(message))
+        and not _CONTEXT_ERROR.search(message)
+    )
+
+
+def tools_refused(status: int, message: str) -> bool:
+    """Whether a request offering tools failed for them (see `_TOOLS_REFUSED`)."""
+    return (
+        status in _TOOLS_REFUSED_STATUS
+        and bool(_TOOLS_REFUSED.search(message))
         and not _CONTEXT_ERROR.search(message)
     )
 

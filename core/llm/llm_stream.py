@@ -5,7 +5,10 @@ Invariant: anything not shaped like OpenAI's `chat.completion.chunk` — an even
 not JSON, a chunk that is not an object, a field of the wrong type — is a
 `core.domain.errors.ModelError` ("malformed stream") at the chunk that carries it, never a
 `TypeError` later and far from here. Fields OpenAI does not define (citations,
-search_results, …) are kept as the completion's extras. The usage is the one a chunk
+search_results, …) are kept as the completion's extras. A stream of a request offering
+tools collects its `tool_calls` deltas (`ToolCallParts`): joined by their `index`, within
+`MAX_TOOL_CALLS` calls and `MAX_ARGUMENT_CHARS` of arguments (more is left out, never
+kept growing); a stream without tools never looks for them. The usage is the one a chunk
 reported, or one estimated by `core.domain.tokens` (and marked so) when none did. Knows nothing
 of the openai SDK: `EventData` splits the server-sent events of the bytes the SDK reads
 (each event as the SDK's own decoder would yield it), and the rest reads the JSON chunks.
@@ -14,6 +17,7 @@ of the openai SDK: `EventData` splits the server-sent events of the bytes the SD
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
@@ -21,6 +25,13 @@ from core.domain.consultation import Usage
 from core.domain.errors import ModelError, ModelErrorKind
 from core.domain.ports import Completion, CompletionRequest
 from core.domain.tokens import estimate_prompt_tokens, estimate_tokens
+from core.domain.tools import ToolCall
+
+MAX_TOOL_CALLS = 16
+"""Tool calls kept of one reply; a model asking for more gets the first ones."""
+MAX_ARGUMENT_CHARS = 64_000
+"""Characters of arguments kept of one reply's calls in all: a call whose arguments go
+past it keeps what fitted, which is no JSON object, and its tool is not run."""
 
 # Fields of an OpenAI chat.completion.chunk; anything else is a provider extra.
 _CHUNK_FIELDS = frozenset(
@@ -133,15 +144,17 @@ def malformed(problem: object) -> ModelError:
 class StreamState:
     """What the chunks of one stream have said so far."""
 
-    __slots__ = ("extras", "finish_reason", "model", "pieces", "reported", "usage")
+    __slots__ = ("calls", "extras", "finish_reason", "model", "pieces", "reported", "usage")
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, *, tools: bool = False) -> None:
+        """`tools`: the request offered tools, so `tool_calls` deltas are collected."""
         self.pieces: list[str] = []
         self.finish_reason: str | None = None
         self.model = model
         self.usage = Usage()
         self.reported = False  # a chunk carried usage
         self.extras: dict[str, Any] = {}
+        self.calls = ToolCallParts() if tools else None
 
     def feed(self, chunk: Any) -> str | None:
         """Take one decoded chunk; return its text piece, if any.
@@ -168,6 +181,8 @@ class StreamState:
             self.finish_reason = reason
         delta = _typed(choice.get("delta"), dict, "delta") or {}
         piece = _typed(delta.get("content"), str, "content")
+        if self.calls is not None and (parts := delta.get("tool_calls")) is not None:
+            self.calls.feed(parts)
         if piece:
             self.pieces.append(piece)
         return piece or None
@@ -186,7 +201,92 @@ class StreamState:
             model=self.model,
             usage=usage,
             extras=self.extras,
+            tool_calls=self.calls.joined() if self.calls is not None else (),
         )
+
+    @property
+    def called(self) -> bool:
+        """Whether the stream asked for any tool call."""
+        return self.calls is not None and bool(self.calls.parts)
+
+
+class ToolCallParts:
+    """The `tool_calls` deltas of one stream, joined per call.
+
+    OpenAI sends a call's `index`, `id`, `type` and `function.name` in its first delta
+    and its `function.arguments` in pieces after; llama.cpp's server and others may send
+    a whole call in one delta, repeat the name, leave out `index` (a delta with a new id
+    is then a new call, one without continues the last) or the id (one is made up). A
+    delta of another shape is a malformed stream; arguments sent as a JSON object are
+    kept as its text.
+    """
+
+    __slots__ = ("_size", "parts")
+
+    def __init__(self) -> None:
+        self.parts: dict[int, _CallParts] = {}
+        self._size = 0  # characters of arguments kept
+
+    def feed(self, deltas: Any) -> None:
+        for delta in _typed(deltas, list, "tool_calls"):
+            if not isinstance(delta, dict):
+                raise malformed(f"a tool_calls entry is {type(delta).__name__}, not an object")
+            call_id = _typed(delta.get("id"), str, "tool call id")
+            index = _typed(delta.get("index"), int, "tool call index")
+            if index is None or isinstance(index, bool):
+                index = self._index_of(call_id)
+            function = _typed(delta.get("function"), dict, "function") or {}
+            name = _typed(function.get("name"), str, "function name")
+            arguments = function.get("arguments")
+            if isinstance(arguments, dict):  # a server that sends the object itself
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            arguments = _typed(arguments, str, "function arguments")
+            parts = self.parts.get(index)
+            if parts is None:
+                if len(self.parts) >= MAX_TOOL_CALLS:
+                    continue  # past the limit: left out
+                parts = self.parts[index] = _CallParts()
+            if call_id and not parts.id:
+                parts.id = call_id
+            if name and name != parts.name:
+                parts.name = (name if not parts.name else parts.name + name)[:_MAX_NAME]
+            if arguments:
+                kept = arguments[: max(MAX_ARGUMENT_CHARS - self._size, 0)]
+                parts.arguments.append(kept)
+                self._size += len(kept)
+
+    def _index_of(self, call_id: str | None) -> int:
+        """Where a delta without `index` goes: a new id opens a call, else the last one."""
+        if not self.parts:
+            return 0
+        last = max(self.parts)
+        if call_id and self.parts[last].id and self.parts[last].id != call_id:
+            return last + 1
+        return last
+
+    def joined(self) -> tuple[ToolCall, ...]:
+        """The calls in their index order; a call without a name is a malformed stream."""
+        calls = []
+        for index in sorted(self.parts):
+            parts = self.parts[index]
+            if not parts.name:
+                raise malformed(f"tool call {index} has no function name")
+            arguments = "".join(parts.arguments)
+            calls.append(ToolCall(parts.id or f"call_{index}", parts.name, arguments))
+        return tuple(calls)
+
+
+_MAX_NAME = 128
+"""A function name kept at most (a valid one has 64 characters)."""
+
+
+class _CallParts:
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
 
 
 def _typed(value: Any, kind: type, name: str) -> Any:

@@ -37,8 +37,13 @@ together they exceed it, while the rest of the conversation (the request's typed
 with a reference in place of each document) is fitted to the history budget as above.
 They are put back where they were unless the typed words had to be shortened, when
 they follow them. Documents sent later have no such allowance: they are part of the
-history, and give way (step 2) before anything the user typed does. Pure functions:
-no I/O.
+history, and give way (step 2) before anything the user typed does.
+
+Tools an earlier reply called (`Message.tool_uses`) are put before that reply, in its
+message, as the `tool_uses_note` writes them (each result shortened to a line): part of
+the reply, they count against the budget and give way with it. As text, not as `tool`
+messages, so the roles still alternate and a server without tools reads them too.
+Pure functions: no I/O.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from dataclasses import dataclass
 
 from core.domain.attachments import DOCUMENT_BLOCK, document_names, without_document_bodies
 from core.domain.consultation import Message, Role
+from core.domain.tools import ToolUse
 from core.prompting.excerpt import excerpt
 
 SEPARATOR = "\n\n"
@@ -130,6 +136,7 @@ def build_model_messages(
     excerpt_note: Callable[[int], str],
     documents_budget_chars: int | None = None,
     reference: Reference | None = None,
+    tool_uses_note: Callable[[Sequence[ToolUse]], str] | None = None,
 ) -> ContextWindow:
     """OpenAI chat messages for `history`, fitted to `budget_chars` characters of content.
 
@@ -140,10 +147,11 @@ def build_model_messages(
     when none does), its note (`omission_note`) appended to the system message.
     Assistant messages before the first user message have no request to answer and are
     not sent. With `documents_budget_chars`, the first user message's documents have
-    that allowance of their own (see the module's docstring).
+    that allowance of their own (see the module's docstring). With `tool_uses_note`, a
+    reply's tool calls go before it, as that note writes them.
     """
     system_of = _SystemPrompts(system_prompt, reference)
-    merged = _merge(history, is_group=is_group)
+    merged = _merge(history, is_group=is_group, tool_uses_note=tool_uses_note)
     if not merged:
         return system_of.window([], system_of.count)
     documents = _RequestDocuments.take(merged[0], documents_budget_chars, excerpt_note)
@@ -265,7 +273,12 @@ def approx_tokens(text: str) -> int:
     return -(-len(text) // CHARS_PER_TOKEN)
 
 
-def _merge(history: Sequence[Message], *, is_group: bool) -> list[_MergedMessages]:
+def _merge(
+    history: Sequence[Message],
+    *,
+    is_group: bool,
+    tool_uses_note: Callable[[Sequence[ToolUse]], str] | None = None,
+) -> list[_MergedMessages]:
     """Fold the stored messages into alternating `_MergedMessages` that start with the user's."""
     merged: list[_MergedMessages] = []
     for message in history:
@@ -274,6 +287,8 @@ def _merge(history: Sequence[Message], *, is_group: bool) -> list[_MergedMessage
         text = message.text
         if is_group and message.role is Role.USER and message.author:
             text = f"{message.author}: {text}"
+        if message.tool_uses and tool_uses_note is not None:
+            text = tool_uses_note(message.tool_uses) + SEPARATOR + text
         if merged and merged[-1].role is message.role:
             merged[-1].content += SEPARATOR + text
             merged[-1].sources += 1

@@ -43,6 +43,7 @@ from core.domain.clarifying import MAX_OPTION_CHARS, MAX_OPTIONS, MAX_QUESTIONS
 from core.domain.facts import MAX_FACTS
 from core.domain.knowledge import Passage
 from core.domain.knowledge_sources import label, one_line
+from core.domain.tools import ToolUse
 from core.prompting.context import Omissions
 from core.prompting.early_finish import EARLY_FINISH_MARKER
 from core.prompting.excerpt import split_excerpt
@@ -50,6 +51,10 @@ from prompts import DEFAULT_PROMPTS_DIR
 
 CONTINUATION_TAIL_CHARS = 300
 """How much of a cut-off answer's end the continuation request quotes."""
+TOOL_HISTORY_RESULT_CHARS = 600
+"""How much of an earlier reply's tool result later calls are sent (one line)."""
+TOOL_HISTORY_ARGUMENT_CHARS = 200
+"""How much of its arguments."""
 DEFAULT_ROLE = "expert"
 SUFFIX = ".mustache"
 ROLES_SUBDIR = "roles"
@@ -90,6 +95,10 @@ TEMPLATE_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "knowledge_answer": (),
     "knowledge_excerpts": ("excerpts",),
     "knowledge_none": (),
+    "tools_data": (),
+    "knowledge_tool": (),
+    "tools_answer_now": (),
+    "tool_uses": ("uses",),
     "final_now_request": (),
     # The same request in each interface language (`.<code>`, the codes of i18n/locales).
     "final_now_request.ru": (),
@@ -130,6 +139,10 @@ _SAMPLE_VALUES: Mapping[str, Any] = {
     "known": True,
     "max_facts": 20,
     "structured": True,
+    "uses": [
+        {"name": "time__now", "arguments": '{"tz": "{{UTC}}"}', "result": "12:00", "error": ""},
+        {"name": "docs__read", "arguments": "{}", "result": "", "error": "timed out"},
+    ],
     "excerpts": [
         {
             "label": "K1",
@@ -218,10 +231,49 @@ class PromptLibrary:
         """The note for an answer the knowledge base, searched, had nothing for."""
         return self.render("knowledge_none")
 
+    @property
+    def tools_data(self) -> str:
+        """The system prompt's line for a call offering tools: their results are data."""
+        return self.render("tools_data")
+
+    @property
+    def knowledge_tool(self) -> str:
+        """The description of the knowledge base's search offered as a tool."""
+        return self.render("knowledge_tool")
+
+    @property
+    def tools_answer_now(self) -> str:
+        """The note for the call made without tools once a turn's tool calls are spent."""
+        return self.render("tools_answer_now")
+
+    def tool_uses(self, uses: Sequence[ToolUse]) -> str:
+        """What an earlier reply's tool calls gave, put before it in the conversation:
+        each one line, its arguments and result shortened (`TOOL_HISTORY_*_CHARS`)."""
+        return self.render(
+            "tool_uses",
+            uses=[
+                {
+                    "name": use.name,
+                    "arguments": _line(use.arguments, TOOL_HISTORY_ARGUMENT_CHARS),
+                    "result": _line(use.result, TOOL_HISTORY_RESULT_CHARS),
+                    "error": one_line(use.error or ""),
+                }
+                for use in uses
+            ],
+        )
+
     def knowledge(self, passages: Sequence[Passage], *, answering: bool) -> str:
         """The system message's knowledge part: the instruction of a round (ask nothing the
         excerpts answer) or of an answer (rely on them, cite them, say what they do not
         cover), then `passages` quoted as the section, labelled `K1`… in their order."""
+        instruction = self.render("knowledge_answer" if answering else "knowledge_round")
+        return instruction + "\n\n" + self.knowledge_excerpts(passages)
+
+    def knowledge_excerpts(
+        self, passages: Sequence[Passage], positions: Sequence[int] | None = None
+    ) -> str:
+        """`passages` quoted as the knowledge base's section, labelled `K1`… in their order,
+        or by their `positions` (a search the model made labels after the turn's own)."""
         excerpts = [
             {
                 "label": label(position),
@@ -230,10 +282,11 @@ class PromptLibrary:
                 "page": passage.page,
                 "text": _quote(passage.text),
             }
-            for position, passage in enumerate(passages, 1)
+            for position, passage in zip(
+                positions or range(1, len(passages) + 1), passages, strict=True
+            )
         ]
-        instruction = self.render("knowledge_answer" if answering else "knowledge_round")
-        return instruction + "\n\n" + self.render("knowledge_excerpts", excerpts=excerpts)
+        return self.render("knowledge_excerpts", excerpts=excerpts)
 
     def client_memory(self, facts: Sequence[str]) -> str:
         """The system prompt's part naming what the person told in earlier consultations."""
@@ -383,6 +436,12 @@ def quote_request(library: PromptLibrary, text: str, budget_chars: int) -> str:
         return _quote(text)
     note = library.excerpt_note(cut.omitted)
     return "\n".join((_quote(cut.head), note, _quote(cut.tail)))
+
+
+def _line(text: str, chars: int) -> str:
+    """`text` on one line, at most `chars` long (with an ellipsis when cut)."""
+    line = one_line(text[: chars * 2])
+    return line if len(line) <= chars else line[: chars - 1] + "…"
 
 
 def _quote(text: str) -> str:

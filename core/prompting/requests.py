@@ -38,6 +38,7 @@ from core.domain.facts import within_budget
 from core.domain.json_answer import schema_object
 from core.domain.knowledge import Passage
 from core.domain.ports import CompletionRequest
+from core.domain.tools import ToolSpec
 from core.prompting.context import SEPARATOR, ContextWindow, build_model_messages
 from core.prompting.excerpts import knowledge_reference
 from core.prompting.final_now import user_language
@@ -70,6 +71,13 @@ class EngineConfig:
     followup_limit: int = 5  # follow-ups a complete consultation takes (0: none)
     knowledge_top_k: int = 6  # knowledge-base passages a turn reads
     knowledge_max_chars: int = 6000  # their text in all (`core.prompting.excerpts`)
+    # Tools (`core.llm.tool_loop`), when the engine is given a toolbox:
+    tools_in_rounds: bool = True  # clarifying rounds are offered them too, not only answers
+    tools_max_calls: int = 6  # tool calls run per turn, in all
+    tool_parallel: int = 3  # tool calls of one turn running at once
+    # The knowledge base's search offered as a tool (`core.turns.knowledge_tool`) when it
+    # has documents; off unless the deployment turns it on (KNOWLEDGE_TOOL).
+    knowledge_tool: bool = False
 
     @property
     def allowed_models(self) -> tuple[str, ...]:
@@ -116,6 +124,7 @@ def model_messages(
         excerpt_note=prompts.excerpt_note,
         documents_budget_chars=config.documents_budget_chars,
         reference=knowledge_reference(prompts, passages, answering=answering),
+        tool_uses_note=prompts.tool_uses,
     )
     messages: list[dict[str, Any]] = list(window.messages)
     if images and messages[-1]["role"] == "user":
@@ -142,12 +151,14 @@ def build_completion_request(
     images_not_seen: bool = False,
     structured: bool = False,
     knowledge: Sequence[Passage] | None = None,
+    tools: Sequence[ToolSpec] = (),
 ) -> CompletionRequest:
     """The request for `next_round`; `images` go with its last user message, and
     `images_not_seen` tells the model that the user sent images it could not take.
     `structured` asks a question round for a `core.domain.clarifying` round (JSON, its schema
     required); a final answer is always asked in text (or the session's JSON). `knowledge`:
-    the turn's knowledge-base passages, best first (see the module)."""
+    the turn's knowledge-base passages, best first (see the module). `tools` are offered
+    with it, and its system message then says that their results are data."""
     options = consultation.options
     structured = structured and not next_round.is_final
     # A session's JSON output is for the answer, never for its questions.
@@ -174,6 +185,8 @@ def build_completion_request(
     system_prompt = build_system_prompt(prompts, context)
     if images_not_seen:
         system_prompt += SEPARATOR + prompts.images_not_seen
+    if tools:
+        system_prompt += SEPARATOR + prompts.tools_data
     messages, kept = model_messages(
         system_prompt,
         consultation,
@@ -196,6 +209,7 @@ def build_completion_request(
             schema_name=SCHEMA_NAME,
             schema_required=True,
             knowledge=kept,
+            tools=tuple(tools),
         )
     return CompletionRequest(
         messages=messages,
@@ -207,6 +221,7 @@ def build_completion_request(
         extra_body=extra_body,
         json_schema=schema_object(options.output_schema) if json_mode else None,
         knowledge=kept,
+        tools=tuple(tools),
     )
 
 

@@ -23,7 +23,12 @@ Invariants it keeps:
 - a turn handled again (found by its turn id) is answered at most once: answered, its
   stored reply comes back (`Reply.replayed`, no model call, nothing stored); unanswered
   in the open turn, it is answered without storing the message again; one its
-  consultation moved on from raises `TurnAlreadyHandled`.
+  consultation moved on from raises `TurnAlreadyHandled`;
+- with tools (`core.turns.tooling`), the turn's model calls go through one tool loop
+  (`core.llm.tool_loop`): the final answer and, with `tools_in_rounds`, a round are
+  offered them (a structured round asks its JSON after the calls, so it stays one); the
+  reply's usage is every call's, and the tools that ran are kept with the reply
+  (`Message.tool_uses`, `Reply.tool_uses`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from core.domain.llm_format import QuestionMode, Refusal, StructuredFormats
 from core.domain.outcomes import Notice, Reply, replay_of
 from core.domain.ports import Completer, CompletionRequest, ConsultationStore, OnText
 from core.domain.quotas import QuotaHit
+from core.domain.tools import OnToolStart
 from core.domain.usage import Accounting, CallKind, Payer
 from core.llm.collect import CollectedAnswer, collect_answer
 from core.prompting.clarifying_call import AskedRound, Outcome, ask_round
@@ -56,6 +62,7 @@ from core.prompting.requests import (
 )
 from core.prompting.rounds import NextRound, after_reply, is_expired, plan_round, ready_round
 from core.turns.knowledge_reading import KnowledgeReader
+from core.turns.tooling import Tooling, TurnTools
 
 Knowledge = tuple[Passage, ...] | None
 """A turn's knowledge-base passages: None without a knowledge base (or when its search
@@ -76,11 +83,14 @@ class Answerer:
         accounting: Accounting,
         formats: StructuredFormats,
         knowledge: KnowledgeReader | None = None,
+        tooling: Tooling | None = None,
     ) -> None:
         """`formats`: what the process learned of the endpoint's structured replies,
         shared with the client-memory call; `knowledge`: the knowledge base's passages
-        (None: the deployment has none)."""
+        (None: the deployment has none); `tooling`: the tools turns are offered (None:
+        none)."""
         self._knowledge = knowledge
+        self._tooling = tooling
         self._store = store
         self._accounting = accounting
         self._completer = completer
@@ -100,11 +110,12 @@ class Answerer:
         images: Sequence[Image] = (),
         payer: Payer | None = None,
         over_quota: QuotaHit | None = None,
+        on_tool: OnToolStart | None = None,
     ) -> Reply:
         """Answer the consultation's open turn, store the reply and advance the round;
         its usage is charged to the chat and `payer` with the reply. `over_quota`: the
         payer reached that limit, so this turn is the consultation's final answer
-        (`Notice.QUOTA_FINAL`)."""
+        (`Notice.QUOTA_FINAL`). `on_tool` hears each tool call as it starts."""
         if over_quota is not None:
             final_requested = True
             notices.add(Notice.QUOTA_FINAL)
@@ -112,8 +123,13 @@ class Answerer:
         knowledge = (
             await self._knowledge.read(consultation) if self._knowledge is not None else None
         )
+        tools = (
+            self._tooling.turn(self._completer, consultation, knowledge, on_tool)
+            if self._tooling is not None
+            else TurnTools(self._completer)
+        )
         next_round, request, answer, asked = await self._model_answer(
-            consultation, planned, is_group, on_text, images, notices, knowledge
+            consultation, planned, is_group, on_text, images, notices, knowledge, tools
         )
         text, marked = (asked.text, False) if asked is not None else strip_marker(answer.text)
         if not text.strip():
@@ -129,7 +145,10 @@ class Answerer:
             usage=answer.usage,
             questions=asked,
             ready_for_final=next_round.model_ready,
-            knowledge_sources=cited_sources(text, request.knowledge) if final else (),
+            knowledge_sources=cited_sources(text, tools.citable(request.knowledge))
+            if final
+            else (),
+            tool_uses=tools.uses,
         )
         planned_from = consultation.current_round
         after_reply(consultation, next_round, reply, early_finish=early_finish)
@@ -174,6 +193,7 @@ class Answerer:
             follow_ups_left=self._config.followup_limit if complete else 0,
             quota=over_quota,
             knowledge_sources=reply.knowledge_sources,
+            tool_uses=reply.tool_uses,
         )
 
     async def answer_again(
@@ -185,6 +205,7 @@ class Answerer:
         final_requested: bool = False,
         images: Sequence[Image] = (),
         payer: Payer | None = None,
+        on_tool: OnToolStart | None = None,
     ) -> Reply:
         """A turn whose update was handled before (the caller holds the chat's lock).
 
@@ -210,6 +231,7 @@ class Answerer:
             final_requested=final_requested,
             images=images,
             payer=payer,
+            on_tool=on_tool,
         )
 
     def replay(self, found: TurnRecord) -> Reply:
@@ -233,16 +255,19 @@ class Answerer:
         images: Sequence[Image],
         notices: set[Notice],
         knowledge: Knowledge,
+        tools: TurnTools,
     ) -> _Answered:
         """The model's answer, asked again without the images when it refuses them."""
         try:
-            return await self._reply(consultation, next_round, is_group, on_text, images, knowledge)
+            return await self._reply(
+                consultation, next_round, is_group, on_text, images, knowledge, tools
+            )
         except ModelError as exc:
             if exc.kind is not ModelErrorKind.IMAGES_REJECTED:
                 raise
         # The model reads text only: the same round without the images, told so.
         answered = await self._reply(
-            consultation, next_round, is_group, on_text, (), knowledge, images_not_seen=True
+            consultation, next_round, is_group, on_text, (), knowledge, tools, images_not_seen=True
         )
         notices.add(Notice.IMAGES_NOT_SEEN)
         return answered
@@ -255,6 +280,7 @@ class Answerer:
         on_text: OnText | None,
         images: Sequence[Image],
         knowledge: Knowledge,
+        tools: TurnTools,
         *,
         images_not_seen: bool = False,
     ) -> _Answered:
@@ -264,16 +290,16 @@ class Answerer:
 
         async def in_text(planned: NextRound) -> tuple[CompletionRequest, CollectedAnswer]:
             return await self._collect(
-                consultation, planned, is_group, on_text, images, knowledge, images_not_seen
+                consultation, planned, is_group, on_text, images, knowledge, tools, images_not_seen
             )
 
         if next_round.is_final or self._formats.mode is QuestionMode.OFF:
             return (next_round, *await in_text(next_round), None)
         request = self._request(
-            consultation, next_round, is_group, images, knowledge, images_not_seen, True
+            consultation, next_round, is_group, images, knowledge, tools, images_not_seen, True
         )
         refusals: list[Refusal] = []
-        asked = await self._ask_round(request, on_text, refusals)
+        asked = await self._ask_round(tools.completer, request, on_text, refusals)
         if asked is None or asked.answer is None:  # the model is asked in text
             answered = (next_round, *await in_text(next_round), None)
             self._formats.refused(request.model, refusals)
@@ -293,7 +319,11 @@ class Answerer:
         return next_round, text_request, answer, None
 
     async def _ask_round(
-        self, request: CompletionRequest, on_text: OnText | None, refusals: list[Refusal]
+        self,
+        completer: Completer,
+        request: CompletionRequest,
+        on_text: OnText | None,
+        refusals: list[Refusal],
     ) -> AskedRound | None:
         """The round asked in each form the model may take until one is not refused (the
         refused ones added to `refusals`, and learned once a form answered); None when
@@ -301,7 +331,7 @@ class Answerer:
         model = request.model
         while (form := self._formats.form(model, [r.form for r in refusals])) is not None:
             asked = await ask_round(
-                self._completer, dataclasses.replace(request, schema_form=form), on_text=on_text
+                completer, dataclasses.replace(request, schema_form=form), on_text=on_text
             )
             if asked.outcome is not Outcome.REFUSED:
                 self._formats.refused(model, refusals)
@@ -324,9 +354,11 @@ class Answerer:
         is_group: bool,
         images: Sequence[Image],
         knowledge: Knowledge,
+        tools: TurnTools,
         images_not_seen: bool,
         structured: bool = False,
     ) -> CompletionRequest:
+        model = model_of(consultation.options.model, self._config)
         return build_completion_request(
             consultation,
             next_round,
@@ -337,6 +369,7 @@ class Answerer:
             images_not_seen=images_not_seen,
             structured=structured,
             knowledge=knowledge,
+            tools=tools.offered(model, answering=next_round.is_final),
         )
 
     async def _collect(
@@ -347,15 +380,16 @@ class Answerer:
         on_text: OnText | None,
         images: Sequence[Image],
         knowledge: Knowledge,
+        tools: TurnTools,
         images_not_seen: bool = False,
     ) -> tuple[CompletionRequest, CollectedAnswer]:
         """One text answer to `next_round` (continued when cut off), and the request it was."""
         request = self._request(
-            consultation, next_round, is_group, images, knowledge, images_not_seen
+            consultation, next_round, is_group, images, knowledge, tools, images_not_seen
         )
         shown = MarkerFilter(on_text) if on_text is not None else None
         answer = await collect_answer(
-            self._completer,
+            tools.completer,
             request,
             continuation_prompt=self._prompts.continuation,
             max_continuations=self._config.max_continuations,

@@ -7,6 +7,9 @@ Invariants it keeps:
   settings waits for it;
 - with a knowledge base (`knowledge`), one `KnowledgeReader` serves the turns' answers
   and the follow-ups; without one nothing is searched;
+- with tools (`toolbox`, and the knowledge base's search when it has documents), one
+  `Tooling` offers them to the turns' answers, rounds and follow-ups, learning once per
+  process which endpoints lack them; client memory's calls are never offered tools;
 - every model call reserves its tokens in its turn's hold (`core.turns.quota_holds`) and
   a turn's call can be stopped (`core.turns.running`); client memory's calls are held but
   not stopped by a reset, as the memory belongs to a person, not to the chat.
@@ -22,6 +25,7 @@ from core.domain.knowledge import KnowledgeSearch
 from core.domain.llm_format import QuestionMode, StructuredFormats
 from core.domain.ports import ChatLocks, Completer, ConsultationStore
 from core.domain.quotas import Limit, QuotaConfig
+from core.domain.tools import Toolbox
 from core.domain.usage import Accounting
 from core.prompting.prompts import PromptLibrary
 from core.prompting.requests import EngineConfig
@@ -40,6 +44,7 @@ from core.turns.quota_holds import HoldingCompleter
 from core.turns.running import RunningTurns, StoppableCompleter, TurnGate
 from core.turns.service import ConsultationService
 from core.turns.sessions import ApiSessions
+from core.turns.tooling import Tooling
 from core.turns.user_turns import UserTurns
 
 
@@ -72,13 +77,15 @@ def build_engine(
     quotas: QuotaConfig | None = None,
     on_quota: Callable[[Limit], None] | None = None,
     knowledge: KnowledgeSearch | None = None,
+    toolbox: Toolbox | None = None,
 ) -> Engine:
     """`locks` orders the calls for one chat key (`core.primitives.keyed_lock.KeyedLock`
     within one process); a key's lock is held for each whole turn. `accounting` prices
     each reply's usage (None: no prices, charged at 0). `quotas` are the limits checked
     before each turn's model call (None: none, but admins' overrides still apply);
     `on_quota` hears the limit of each turn refused. `knowledge` is the knowledge base
-    every model call of a consultation reads (None: the deployment has none)."""
+    every model call of a consultation reads (None: the deployment has none). `toolbox`:
+    the tools the deployment offers its consultations (the MCP servers'; None: none)."""
     accounting = accounting or Accounting()
     quota_keeper = Quotas(store, quotas or QuotaConfig(), clock, on_quota)
     languages = ChosenLanguages(store)
@@ -90,11 +97,28 @@ def build_engine(
     # What the endpoint showed of structured replies, for rounds and memory alike.
     formats = StructuredFormats(QuestionMode(config.structured_questions))
     reader = KnowledgeReader(knowledge, config) if knowledge is not None else None
+    tooling = Tooling(toolbox, config, prompts, knowledge)
     answerer = Answerer(
-        store, stoppable, prompts, config, clock, accounting, formats, knowledge=reader
+        store,
+        stoppable,
+        prompts,
+        config,
+        clock,
+        accounting,
+        formats,
+        knowledge=reader,
+        tooling=tooling,
     )
     follow_ups = FollowUps(
-        store, stoppable, prompts, config, clock, user_turns, accounting, knowledge=reader
+        store,
+        stoppable,
+        prompts,
+        config,
+        clock,
+        user_turns,
+        accounting,
+        knowledge=reader,
+        tooling=tooling,
     )
     sessions = ApiSessions(
         store,

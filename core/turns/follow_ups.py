@@ -16,7 +16,8 @@ Invariants it keeps:
   through the context window's rules, then the follow-up, with the follow-up instruction
   instead of a round's: it answers and asks nothing; with a knowledge base, the passages
   read for the follow-up (`core.turns.knowledge_reading`), and its answer keeps the ones
-  it cites;
+  it cites; with tools (`core.turns.tooling`), it is offered them, and its answer keeps
+  the tools that ran and is charged for every call;
 - a follow-up handled again (its turn id found) is answered at most once: replayed when
   answered, answered without storing it again while it is still the open turn and the
   consultation still takes one, else `TurnAlreadyHandled`.
@@ -42,9 +43,10 @@ from core.domain.knowledge import Passage
 from core.domain.knowledge_sources import KnowledgeSource, cited_sources
 from core.domain.outcomes import Notice, Reply
 from core.domain.ports import Completer, CompletionRequest, ConsultationStore, OnText
-from core.domain.tools import ToolUse
+from core.domain.tools import OnToolStart, ToolSpec, ToolUse
 from core.domain.usage import Accounting, CallKind, Payer
 from core.llm.collect import collect_answer
+from core.prompting.context import SEPARATOR
 from core.prompting.final_now import user_language
 from core.prompting.language import language_name
 from core.prompting.prompts import PromptContext, PromptLibrary, build_system_prompt
@@ -56,6 +58,7 @@ from core.prompting.requests import (
     model_of,
 )
 from core.turns.knowledge_reading import KnowledgeReader
+from core.turns.tooling import Tooling, TurnTools
 from core.turns.user_turns import UserTurns
 
 
@@ -131,12 +134,14 @@ def follow_up_request(
     config: EngineConfig,
     images: Sequence[Image] = (),
     knowledge: Sequence[Passage] | None = None,
+    tools: Sequence[ToolSpec] = (),
 ) -> CompletionRequest:
     """What the model is sent for the consultation's open follow-up: the system prompt
     with the follow-up instruction, the consultation's client memory and the turn's
     `knowledge` passages (an answer's: cite them), the history fitted by
     `core.prompting.context` (the open follow-up is its latest user message), `images`
-    with it; answered in text with the final answer's budget."""
+    with it; answered in text with the final answer's budget, `tools` offered (and their
+    results called data)."""
     context = PromptContext(
         round=consultation.current_round,
         max_rounds=consultation.max_rounds,
@@ -150,8 +155,11 @@ def follow_up_request(
         language=language_name(user_language(consultation, prompts)),
         follow_up=True,
     )
+    system_prompt = build_system_prompt(prompts, context)
+    if tools:
+        system_prompt += SEPARATOR + prompts.tools_data
     messages, kept = model_messages(
-        build_system_prompt(prompts, context),
+        system_prompt,
         consultation,
         is_group=is_group,
         prompts=prompts,
@@ -166,6 +174,7 @@ def follow_up_request(
         max_tokens=answer_max_tokens(consultation, config),
         extra_body=extra_body_of(consultation.options),
         knowledge=kept,
+        tools=tuple(tools),
     )
 
 
@@ -183,9 +192,12 @@ class FollowUps:
         user_turns: UserTurns,
         accounting: Accounting,
         knowledge: KnowledgeReader | None = None,
+        tooling: Tooling | None = None,
     ) -> None:
-        """`knowledge`: the knowledge base's passages (None: the deployment has none)."""
+        """`knowledge`: the knowledge base's passages (None: the deployment has none);
+        `tooling`: the tools offered (None: none)."""
         self._knowledge = knowledge
+        self._tooling = tooling
         self._store = store
         self._accounting = accounting
         self._completer = completer
@@ -223,13 +235,19 @@ class FollowUps:
         turn_id: str | None,
         images: Sequence[Image] = (),
         payer: Payer | None = None,
+        on_tool: OnToolStart | None = None,
     ) -> Reply:
         """Store the follow-up (committed before the model is called), answer it and
         store the answer."""
         now = self._clock()
         await self._user_turns.add_message(consultation, text, author, now, turn_id)
         return await self.answer(
-            consultation, is_group=is_group, on_text=on_text, images=images, payer=payer
+            consultation,
+            is_group=is_group,
+            on_text=on_text,
+            images=images,
+            payer=payer,
+            on_tool=on_tool,
         )
 
     async def again(
@@ -241,6 +259,7 @@ class FollowUps:
         replay: Callable[[TurnRecord], Reply],
         images: Sequence[Image] = (),
         payer: Payer | None = None,
+        on_tool: OnToolStart | None = None,
     ) -> Reply:
         """A follow-up whose update was handled before: its answer replayed when stored;
         answered when it is still the open follow-up of a consultation that takes one;
@@ -254,7 +273,12 @@ class FollowUps:
                 f"consultation {consultation.id} moved on without answering this follow-up"
             )
         return await self.answer(
-            consultation, is_group=is_group, on_text=on_text, images=images, payer=payer
+            consultation,
+            is_group=is_group,
+            on_text=on_text,
+            images=images,
+            payer=payer,
+            on_tool=on_tool,
         )
 
     async def answer(
@@ -265,12 +289,19 @@ class FollowUps:
         on_text: OnText | None,
         images: Sequence[Image] = (),
         payer: Payer | None = None,
+        on_tool: OnToolStart | None = None,
     ) -> Reply:
         """Answer the open follow-up and record it (compare-and-set on the count), its
-        usage charged with it."""
+        usage charged with it; `on_tool` hears each tool call as it starts."""
         knowledge = (
             await self._knowledge.read(consultation) if self._knowledge is not None else None
         )
+        tools = (
+            self._tooling.turn(self._completer, consultation, knowledge, on_tool)
+            if self._tooling is not None
+            else TurnTools(self._completer)
+        )
+        model = model_of(consultation.options.model, self._config)
         request = follow_up_request(
             consultation,
             is_group=is_group,
@@ -278,9 +309,10 @@ class FollowUps:
             config=self._config,
             images=images,
             knowledge=knowledge,
+            tools=tools.offered(model, answering=True),
         )
         answer = await collect_answer(
-            self._completer,
+            tools.completer,
             request,
             continuation_prompt=self._prompts.continuation,
             max_continuations=self._config.max_continuations,
@@ -296,7 +328,8 @@ class FollowUps:
             answer.text,
             now,
             usage=answer.usage,
-            knowledge_sources=cited_sources(answer.text, request.knowledge),
+            knowledge_sources=cited_sources(answer.text, tools.citable(request.knowledge)),
+            tool_uses=tools.uses,
         )
         expected = consultation.follow_ups
         model = answer.model or request.model
@@ -334,6 +367,7 @@ class FollowUps:
             follow_up=consultation.follow_ups,
             follow_ups_left=max(self._config.followup_limit - consultation.follow_ups, 0),
             knowledge_sources=reply.knowledge_sources,
+            tool_uses=reply.tool_uses,
         )
 
 

@@ -34,6 +34,7 @@ from core.domain.facts import MemoryScope
 from core.domain.outcomes import Notice, Reply, StatusInfo
 from core.domain.ports import ConsultationStore, OnText
 from core.domain.quotas import Stage, StartRefused
+from core.domain.tools import OnToolStart
 from core.domain.usage import Payer
 from core.prompting.final_now import request_text, user_language
 from core.prompting.prompts import PromptLibrary
@@ -111,7 +112,12 @@ class ConsultationService:
             found, active = await self._store.load_turn(chat_key, m.turn_id)
             if found is not None:
                 return await self._answerer.answer_again(
-                    found, is_group=is_group, on_text=on_text, images=images, payer=payer
+                    found,
+                    is_group=is_group,
+                    on_text=on_text,
+                    images=images,
+                    payer=payer,
+                    on_tool=m.on_tool,
                 )
             now = self._clock()
             live = active is not None and not is_expired(
@@ -143,6 +149,7 @@ class ConsultationService:
                     images=images,
                     payer=payer,
                     over_quota=verdict.hit if verdict.finish else None,
+                    on_tool=m.on_tool,
                 )
 
     async def answer_now(
@@ -156,6 +163,7 @@ class ConsultationService:
         turn_id: str | None = None,
         payer: Payer | None = None,
         ref: RoundRef | None = None,
+        on_tool: OnToolStart | None = None,
     ) -> Reply:
         """Give the final answer now, from whatever the consultation holds.
 
@@ -173,7 +181,12 @@ class ConsultationService:
             found, active = await self._store.load_turn(chat_key, turn_id)
             if found is not None:
                 return await self._answerer.answer_again(
-                    found, is_group=is_group, on_text=on_text, final_requested=True, payer=payer
+                    found,
+                    is_group=is_group,
+                    on_text=on_text,
+                    final_requested=True,
+                    payer=payer,
+                    on_tool=on_tool,
                 )
             now = self._clock()
             consultation, notices = await self._user_turns.vetted(chat_key, active, now)
@@ -199,6 +212,7 @@ class ConsultationService:
                     notices=notices,
                     final_requested=True,
                     payer=payer,
+                    on_tool=on_tool,
                 )
 
     async def follow_up(
@@ -213,6 +227,7 @@ class ConsultationService:
         turn_id: str | None = None,
         images: Sequence[Image] = (),
         payer: Payer | None = None,
+        on_tool: OnToolStart | None = None,
     ) -> Reply:
         """Ask a follow-up about a finished consultation: `consultation_id` (the chat's
         own; its hyphens may be left out), else the chat's newest. Answered directly
@@ -236,9 +251,15 @@ class ConsultationService:
                         replay=self._answerer.replay,
                         images=images,
                         payer=payer,
+                        on_tool=on_tool,
                     )
                 return await self._answerer.answer_again(
-                    found, is_group=is_group, on_text=on_text, images=images, payer=payer
+                    found,
+                    is_group=is_group,
+                    on_text=on_text,
+                    images=images,
+                    payer=payer,
+                    on_tool=on_tool,
                 )
             consultation = await self._follow_ups.target(chat_key, consultation_id)
             admission = await self._quotas.admit(payer, Stage.FOLLOW_UP, self._turn_tokens(text))
@@ -252,6 +273,7 @@ class ConsultationService:
                     turn_id=turn_id,
                     images=images,
                     payer=payer,
+                    on_tool=on_tool,
                 )
 
     async def admits(self, chat_key: str, payer: Payer | None, *, follow_up: bool = False) -> None:
@@ -287,6 +309,7 @@ class ConsultationService:
         is_group: bool = False,
         on_text: OnText | None = None,
         payer: Payer | None = None,
+        on_tool: OnToolStart | None = None,
     ) -> Reply:
         """Answer the open turn again (after a model failure)."""
         async with self._gate.hold(chat_key):
@@ -303,6 +326,7 @@ class ConsultationService:
                     notices=notices,
                     payer=payer,
                     over_quota=verdict.hit if verdict.finish else None,
+                    on_tool=on_tool,
                 )
 
     async def status(self, chat_key: str) -> StatusInfo:

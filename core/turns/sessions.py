@@ -27,6 +27,7 @@ from core.domain.facts import MemoryScope
 from core.domain.outcomes import Reply
 from core.domain.ports import ChatLocks, ConsultationStore, OnText
 from core.domain.quotas import Stage, StartRefused
+from core.domain.tools import OnToolStart
 from core.domain.usage import Payer
 from core.prompting.requests import EngineConfig
 from core.prompting.rounds import is_expired
@@ -81,6 +82,7 @@ class ApiSessions:
         images: Sequence[Image] = (),
         memory: MemoryScope | None = None,
         payer: Payer | None = None,
+        on_tool: OnToolStart | None = None,
     ) -> Reply:
         """Open an API session (one consultation per session id) and answer round 1."""
         session_id = await self.open_session(
@@ -92,7 +94,7 @@ class ApiSessions:
             payer=payer,
         )
         return await self.continue_session(
-            session_id, text, on_text=on_text, images=images, payer=payer
+            session_id, text, on_text=on_text, images=images, payer=payer, on_tool=on_tool
         )
 
     async def continue_session(
@@ -105,9 +107,10 @@ class ApiSessions:
         turn_id: str | None = None,
         answers: Sequence[Answer] = (),
         payer: Payer | None = None,
+        on_tool: OnToolStart | None = None,
     ) -> Reply:
         """Answer the next round of an API session (`images`: this round's, as in `ask`),
-        its usage charged to the session and `payer`.
+        its usage charged to the session and `payer`; `on_tool` hears each tool call start.
 
         `answers` answer the session's last structured round, before `text`, as the
         message's question–answer pairs (`core.turns.round_answers.user_message_text`; `text`
@@ -119,7 +122,12 @@ class ApiSessions:
             found = await self._find_turn(session_id, turn_id)
             if found is not None:
                 return await self._answerer.answer_again(
-                    found, is_group=False, on_text=on_text, images=images, payer=payer
+                    found,
+                    is_group=False,
+                    on_text=on_text,
+                    images=images,
+                    payer=payer,
+                    on_tool=on_tool,
                 )
             consultation = await self._usable_session(session_id)
             text, _ = user_message_text(consultation, text, answers, author=None)
@@ -139,6 +147,7 @@ class ApiSessions:
                     images=images,
                     payer=payer,
                     over_quota=verdict.hit if verdict.finish else None,
+                    on_tool=on_tool,
                 )
 
     async def open_session(

@@ -79,6 +79,7 @@ def test_every_template_mentions_nothing_unrendered(library: PromptLibrary) -> N
             max_facts=20,
             structured=True,
             excerpts=[{"label": "K1", "title": "T", "section": "", "page": None, "text": "> x"}],
+            uses=[{"name": "time__now", "arguments": "{}", "result": "12:00", "error": ""}],
         )
         assert "{{" not in text
         assert text
