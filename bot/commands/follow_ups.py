@@ -131,6 +131,7 @@ class FollowUpTurns:
                 author=incoming.author,
                 is_group=incoming.is_group,
                 on_text=live.on_text,
+                on_tool=live.on_tool,
                 turn_id=incoming.turn_id,
                 images=images,
                 payer=payer_of(incoming),

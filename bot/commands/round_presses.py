@@ -85,6 +85,7 @@ class RoundPresses:
                 author=incoming.author,
                 is_group=incoming.is_group,
                 on_text=live.on_text,
+                on_tool=live.on_tool,
                 language=incoming.language,
                 turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
                 payer=payer_of(incoming),

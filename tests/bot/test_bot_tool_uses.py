@@ -2,14 +2,15 @@
 tool runs the draft (private chat) or the progress message (group) shows "Looking up:
 server · tool…" in the person's language, under the text so far, until the reply's text
 goes on; the delivered reply lists its tools under "Looked up", failed ones marked, and
-nothing when it used none. Hostile tool arguments stay one bounded line of plain text."""
+nothing when it used none. Hostile tool arguments stay one bounded line of plain text.
+Replies made here, then the real engine's."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from telegram.ext import ExtBot
@@ -19,9 +20,17 @@ from bot.transport.flood import ChatFloodControl
 from bot.transport.progress import Live
 from bot.transport.target import Target
 from bot.transport.telegram_http import AiohttpRequest
+from core.domain.asking import UserMessage
 from core.domain.outcomes import Reply
 from core.domain.tools import ToolFailure, ToolSpec, ToolUse
 from fakes.bot_api import TOKEN, Call, FakeBotApi
+from fakes.model_server import FakeModelServer, ScriptedCall
+from tests.service_harness import Clock, make_service
+from tests.toolboxes import Tools
+
+if TYPE_CHECKING:
+    from core.llm.llm import OpenAICompleter
+    from storage.sqlite.store import SqliteStore
 
 USER = 3501
 GROUP = -1003501
@@ -193,3 +202,41 @@ async def test_tools_running_at_once_are_named_together(
     await TurnRunner(ttl_minutes=60).run(ext_bot, Target(USER), "en", action)
     [sent] = bot_api.calls_of("sendMessage")
     assert sent.params["text"].startswith("Found it.\n\nLooked up\ntime · get_current_time")
+
+
+async def test_the_engines_tools_show_while_they_run_and_under_the_answer(
+    ext_bot: ExtBot[Any],
+    bot_api: FakeBotApi,
+    store: SqliteStore,
+    completer: OpenAICompleter,
+    model_server: FakeModelServer,
+) -> None:
+    """The real engine (real SQLite, the real openai SDK against the fake model server
+    streaming two tool calls at once, the test toolbox, whose waiting tool is let go once
+    the draft names it): the draft names both running tools under the text before them;
+    the answer lists both, the failed one marked."""
+    tools = Tools()
+    engine = make_service(store, completer, Clock(), toolbox=tools, default_max_rounds=1)
+    model_server.enqueue_calls(
+        ScriptedCall("slow__wait"), ScriptedCall("bad__fail"), text="Let me check."
+    )
+    model_server.enqueue("Done waiting.")
+    during = "Let me check.\n\nLooking up: slow · wait, bad · fail…"
+
+    async def release_when_shown() -> None:
+        await bot_api.wait_for(shows(during), timeout=20)
+        tools.release()
+
+    async def action(live: Live) -> Reply:
+        release = asyncio.create_task(release_when_shown())
+        message = UserMessage("tg:1", "Wait", on_text=live.on_text, on_tool=live.on_tool)
+        reply = await engine.turns.ask(message)
+        await release
+        return reply
+
+    async with asyncio.timeout(30):
+        await TurnRunner(ttl_minutes=60).run(ext_bot, Target(USER), "en", action)
+    [sent] = bot_api.calls_of("sendMessage")
+    assert sent.params["text"].startswith(
+        "Let me check.\n\nDone waiting.\n\nLooked up\nslow · wait\nbad · fail — failed\n\n"
+    )

@@ -1,14 +1,25 @@
 """The terminal shows the tools a reply used: a line while one runs, with the reply's text
 going on below it, and the "Looked up" list under the reply, failed ones marked, before
-its state line; a reply that used none lists nothing."""
+its state line; a reply that used none lists nothing. Printed replies, then the real
+engine's."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
+from core.domain.asking import UserMessage
 from core.domain.outcomes import Reply
 from core.domain.tools import ToolFailure, ToolSpec, ToolUse
+from fakes.model_server import FakeModelServer, ScriptedCall
 from terminal.replies import StreamPrinter
+from tests.service_harness import Clock, make_service
+from tests.toolboxes import Tools
+
+if TYPE_CHECKING:
+    from core.llm.llm import OpenAICompleter
+    from storage.sqlite.store import SqliteStore
 
 TIME = ToolSpec("time__get_current_time", "time", "get_current_time", "The time now.")
 PARIS = ToolUse(
@@ -59,3 +70,55 @@ async def test_a_reply_without_tools_lists_none(capsys: pytest.CaptureFixture[st
     assert capsys.readouterr().out == (
         "[Looking up: time · get_current_time…]\nThree.\n[final answer, consultation complete]\n"
     )
+
+
+async def test_the_engines_tool_calls_reach_the_terminal_and_the_store(
+    store: SqliteStore,
+    completer: OpenAICompleter,
+    model_server: FakeModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The real engine (real SQLite, the real openai SDK against the fake model server
+    streaming tool_calls, the test toolbox): the line while the clock runs, the text
+    after it, the list under the answer; the answer is stored with its call; /answer's
+    path hears its tools too."""
+    engine = make_service(store, completer, Clock(), toolbox=Tools(), default_max_rounds=2)
+    model_server.enqueue_calls(ScriptedCall("clock__now", '{"tz": "Europe/Paris"}'))
+    model_server.enqueue("Which city exactly?")
+    printer = StreamPrinter()
+    printer.done(
+        await engine.turns.ask(
+            UserMessage(
+                "console:local",
+                "What time is it?",
+                on_text=printer.feed,
+                on_tool=printer.tool_started,
+            )
+        )
+    )
+    model_server.enqueue_calls(ScriptedCall("bad__fail"), text="Checking.")
+    model_server.enqueue("It is noon.")
+    printer = StreamPrinter()
+    reply = await engine.turns.answer_now(
+        "console:local", on_text=printer.feed, on_tool=printer.tool_started
+    )
+    printer.done(reply)
+    out = capsys.readouterr().out
+    assert out == (
+        "[Looking up: clock · now…]\n"
+        "Which city exactly?\n"
+        "Looked up:\n"
+        "clock · now (tz=Europe/Paris)\n"
+        "[round 1 of 2]\n"
+        "Checking.\n"
+        "[Looking up: bad · fail…]\n"
+        "It is noon.\n"
+        "Looked up:\n"
+        "bad · fail — failed\n"
+        "[final answer, consultation complete; ask about it with > TEXT or /followup TEXT]\n"
+    )
+    stored = await store.load_latest("console:local")
+    assert stored is not None
+    replies = [m.tool_uses for m in stored.messages if m.tool_uses]
+    assert [[u.name for u in uses] for uses in replies] == [["clock__now"], ["bad__fail"]]
+    assert replies[1][0].failure is ToolFailure.UNAVAILABLE
