@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from core.domain.consultation import Usage
 from core.domain.ports import Completer, Completion, CompletionRequest, OnText
+from core.domain.tokens import estimate_prompt_tokens, estimate_tokens
 from core.llm.overlap import OVERLAP_WINDOW, merge_with_overlap
 from core.llm.repetition import RepetitionGuard
 from core.llm.seams import drop_opener
@@ -37,15 +39,26 @@ OPENER_LOOKAHEAD = 80
 phrase (`core.llm.seams`) is recognised before any of it reaches the screen."""
 
 
-class _TooLong(Exception):
+class StreamStopped(Exception):
+    """Raised from a delta callback to close the stream being read. `spent` is the usage
+    of the calls made before that one for the same answer (a turn's tool calls): each
+    completer it passes through that made some adds theirs, so a stopped answer is
+    charged for every call it took."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spent = Usage()
+
+
+class _TooLong(StreamStopped):
     """Raised from a delta callback past `max_chars`: the completer closes its stream."""
 
 
-class _Looping(Exception):
+class _Looping(StreamStopped):
     """Raised from a delta callback when the text fell into a loop: the stream is closed."""
 
     def __init__(self, cut: int) -> None:
-        super().__init__(cut)
+        super().__init__()
         self.cut = cut  # characters to remove from the end of the text
 
 
@@ -174,7 +187,14 @@ async def stream_call(
 
     try:
         return await completer.complete(request, on_delta), 0
-    except _TooLong:
-        return Completion(text=sink.received(), finish_reason=CAPPED, model=""), 0
+    except _TooLong as stop:
+        return _stopped(request, sink.received(), CAPPED, stop), 0
     except _Looping as loop:
-        return Completion(text=sink.received(), finish_reason=LOOPED, model=""), loop.cut
+        return _stopped(request, sink.received(), LOOPED, loop), loop.cut
+
+
+def _stopped(request: CompletionRequest, text: str, reason: str, stop: StreamStopped) -> Completion:
+    """What a stream closed by the engine gave: its text, and its usage estimated (the
+    closed stream never reached its usage chunk) on top of the calls before it."""
+    usage = Usage(estimate_prompt_tokens(request.messages), estimate_tokens(text), estimated=True)
+    return Completion(text=text, finish_reason=reason, model="", usage=stop.spent + usage)

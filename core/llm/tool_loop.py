@@ -50,6 +50,7 @@ from core.domain.errors import ModelError, ModelErrorKind
 from core.domain.json_answer import strip_fences
 from core.domain.ports import Completer, Completion, CompletionRequest, OnDelta
 from core.domain.tools import OnToolStart, Toolbox, ToolCall, ToolFailure, ToolSpec, ToolUse
+from core.llm.collect_stream import StreamStopped
 from core.llm.llm_stream import MAX_ARGUMENT_CHARS
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,21 @@ class ToolLoop:
     async def _loop(
         self, request: CompletionRequest, tail: list[dict[str, Any]], on_delta: OnDelta | None
     ) -> Completion:
+        spent: list[Usage] = []  # the calls made so far
+        try:
+            return await self._calls_for(request, tail, on_delta, spent)
+        except StreamStopped as stop:  # the answer was closed: charged for every call
+            stop.spent = sum(spent, stop.spent)
+            raise
+
+    async def _calls_for(
+        self,
+        request: CompletionRequest,
+        tail: list[dict[str, Any]],
+        on_delta: OnDelta | None,
+        made: list[Usage],
+    ) -> Completion:
+        """The loop of `_loop`; the usage of each call made is appended to `made`."""
         texts: list[str] = []
         spent = Usage()
         formatted = request.json_mode
@@ -156,6 +172,7 @@ class ToolLoop:
                 self._support.refused(request.model, exc.detail)
                 plain = await self._inner.complete(_plain(request), on_delta)
                 return _summed(plain, (), spent)
+            made.append(completion.usage)
             calls = completion.tool_calls or written_calls(completion.text, request.tools)
             if not calls:
                 self._settled = True

@@ -16,7 +16,9 @@ from core.llm.collect import CollectedAnswer, collect_answer
 from core.llm.collect_stream import CAPPED, OPENER_LOOKAHEAD
 from core.llm.llm import OpenAICompleter
 from core.llm.overlap import merge_with_overlap
-from fakes.model_server import FakeModelServer
+from core.llm.tool_loop import ToolLimits, ToolLoop, ToolSupport
+from fakes.model_server import FakeModelServer, ScriptedCall
+from tests.toolboxes import CLOCK, Tools
 
 CONTINUE = "Continue exactly where you stopped; do not repeat anything."
 HISTORY = [
@@ -890,3 +892,43 @@ async def test_an_empty_reply_shows_nothing(
     answer = await collect(completer, on_text=on_text)
 
     assert (answer.text, shown) == ("", [])
+
+
+async def test_a_capped_answer_is_charged_what_it_cost(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """A stream closed at the cap never reached its usage chunk: the tokens it took are
+    estimated (and marked so), never counted as none."""
+    text = "".join(f"Water bed {i} at dawn. " for i in range(200))
+    model_server.enqueue(text, chunk_size=10)
+
+    answer = await collect(completer, max_chars=2000)
+
+    assert answer.finish_reason == CAPPED
+    assert answer.usage.estimated and answer.usage.prompt_tokens > 0
+    assert answer.usage.completion_tokens >= 2000 // 4
+
+
+async def test_a_capped_answer_after_tool_calls_is_charged_for_them_too(
+    model_server: FakeModelServer, completer: OpenAICompleter
+) -> None:
+    """The tool-calling call before a capped answer is charged with it."""
+    model_server.enqueue_calls(
+        ScriptedCall(CLOCK.name, '{"tz": "UTC"}'),
+        usage={"prompt_tokens": 700, "completion_tokens": 30},
+    )
+    model_server.enqueue("".join(f"Water bed {i} at dawn. " for i in range(200)), chunk_size=10)
+    loop = ToolLoop(
+        completer, Tools(), limits=ToolLimits(), support=ToolSupport(), answer_now="Answer now."
+    )
+
+    answer = await collect_answer(
+        loop,
+        CompletionRequest(HISTORY, "m", tools=(CLOCK,)),
+        continuation_prompt=CONTINUE,
+        max_continuations=0,
+        max_chars=2000,
+    )
+
+    assert answer.finish_reason == CAPPED
+    assert answer.usage.prompt_tokens > 700 and answer.usage.completion_tokens >= 30 + 2000 // 4
