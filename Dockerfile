@@ -31,6 +31,7 @@ COPY prompts/ prompts/
 COPY storage/ storage/
 COPY telemetry/ telemetry/
 COPY terminal/ terminal/
+COPY tools/ tools/
 RUN --mount=type=secret,id=pip_cert \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi \
     && python3 -m venv /opt/venv \

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Coroutine
 from typing import Any
 
+from app.lean_imports import leave_out_unused
 from app.logs import configure_logging, secrets_of
 from app.settings import Settings, load_settings
 from core.domain.errors import ConfigError
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     try:
         settings = load_settings(api_enabled=True) if command == "api" else load_settings()
+        leave_out_unused(tools=bool(settings.tools_config().servers))  # before any edge loads
         check_required(settings, command)
         # The terminal is the conversation: only warnings go to its stderr.
         floor = "WARNING" if command == "console" else "DEBUG"

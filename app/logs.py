@@ -2,7 +2,8 @@
 
 Invariants:
 - Every record that reaches a root handler has the configured secrets (bot
-  token, webhook secret, API token, model API key — as written and URL-encoded)
+  token, webhook secret, API token, model API key, the headers of MCP_SERVERS' HTTP
+  servers and the token after their scheme — as written and URL-encoded)
   replaced by `REDACTED`, in its message, arguments, exception text and stack.
   Libraries log them at DEBUG: python-telegram-bot the bot URL with the token
   and `setWebhook` with `secret_token`.
@@ -11,7 +12,8 @@ Invariants:
   and tells an operator nothing the store's own logs do not.
 - Third-party chatter stays out unless LOG_LEVEL=DEBUG: the openai SDK's "Retrying
   request" lines, one "HTTP Request" line per model call from httpx (httpx2 under
-  the SDK's aiohttp transport) and aiohttp's own access log are WARNING and above;
+  the SDK's aiohttp transport), aiohttp's own access log and the MCP SDK's session lines
+  are WARNING and above;
   the API's access log is `api.access` (one line per request, API_ACCESS_LOG).
 - `floor` raises the level for a process whose terminal is its user interface (the
   terminal): its stderr shows warnings, never INFO lines between the turns.
@@ -43,6 +45,7 @@ _QUIET = {
     "httpcore": logging.WARNING,
     "aiohttp.access": logging.WARNING,
     "telegram.ext.Updater": logging.WARNING,
+    "mcp": logging.WARNING,  # the MCP SDK: a line per HTTP session and stream reconnect
 }
 _NEVER_BELOW = {"aiosqlite": logging.INFO}  # whatever LOG_LEVEL says (see above)
 
@@ -98,6 +101,9 @@ def secrets_of(settings: Settings) -> list[str | None]:
     database_url = settings.secret("database_url")
     if database_url:  # its password, wherever a library prints it
         secrets.append(urlsplit(database_url).password)
+    for server in settings.tools_config().servers:  # an HTTP tool server's credentials
+        for value in server.headers.values():
+            secrets += [value, value.split()[-1] if value.split() else None]  # "Bearer <t>"
     return secrets
 
 

@@ -15,6 +15,13 @@ open.
 PDF and DOCX documents are parsed in the intake's reader processes
 (`media.reader_pool`), which closing the runtime kills at once.
 
+With MCP_SERVERS (and TOOLS_ENABLED, the default) the runtime starts the tool servers'
+toolbox (`tools.toolbox.McpToolbox`) before the engine and waits for each server's first
+start, ready or failed (at most 30 s; a server that cannot start is logged once and tried
+again in the background), and closing the runtime stops them, stdio children included.
+`Runtime.toolbox()` is what consultations may call, `Runtime.tool_statuses()` where each
+server stands. Without tool servers the `mcp` SDK is never imported.
+
 With DATABASE_URL (several worker processes on one PostgreSQL database) an API session
 is held across workers by an advisory lock every worker respects (`PostgresChatLocks`,
 `Runtime.chat_locks`) and a Telegram chat by its inbox claim, so the engine itself only
@@ -44,6 +51,7 @@ from app.startup import StartupError
 from app.stores import open_store
 from core.domain.knowledge import KnowledgeSearch
 from core.domain.ports import ChatLocks, Completer
+from core.domain.tools import Toolbox, ToolServerStatus
 from core.domain.usage import Accounting
 from core.llm.llm import ModelEndpoint, OpenAICompleter
 from core.primitives.keyed_lock import KeyedLock
@@ -55,13 +63,15 @@ from telemetry.loopwatch import watch_event_loop
 from telemetry.metrics import Metrics
 from telemetry.supervision import LoopRegistry, Pace, supervise
 
-if TYPE_CHECKING:  # PostgreSQL's modules and asyncpg load only with DATABASE_URL, the loader on use
+if TYPE_CHECKING:  # PostgreSQL's modules and asyncpg load only with DATABASE_URL, the loader on
+    # use, the MCP SDK (tools.toolbox) only with MCP_SERVERS
     import asyncpg
 
     from app.stores import Store
     from media.knowledge_files import KnowledgeLoader
     from storage.postgres.cluster.inbox import PostgresInbox
     from storage.postgres.cluster.locks import PostgresChatLocks
+    from tools.toolbox import McpToolbox
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +97,16 @@ class Runtime:
     inbox_claims: PostgresChatLocks | None = None  # which worker works which inbox chat
     shared_pool: asyncpg.Pool | None = None  # state every worker shares (DATABASE_URL)
     loops: LoopRegistry = field(default_factory=LoopRegistry)  # what `/healthz` watches
+    tools: McpToolbox | None = None  # the MCP servers' tools (MCP_SERVERS, TOOLS_ENABLED)
+
+    def toolbox(self) -> Toolbox | None:
+        """The tools consultations may call; None without tool servers."""
+        return self.tools
+
+    def tool_statuses(self) -> tuple[ToolServerStatus, ...]:
+        """Where each configured tool server stands (for `/healthz` and the dashboard);
+        empty without tool servers."""
+        return self.tools.statuses() if self.tools is not None else ()
 
     def knowledge_loader(self) -> KnowledgeLoader:
         """Loads the operators' documents (the console's uploads, `/knowledge` in Telegram)
@@ -132,6 +152,7 @@ async def open_runtime(
     prompts = PromptLibrary(settings.prompts_dir)
     prompts.check()
     bot_model = settings.model_endpoint()
+    tools_config = settings.tools_config()
     engine_config = settings.engine_config()
     transcription = settings.transcription_endpoint()
     url = settings.secret("database_url")
@@ -163,6 +184,13 @@ async def open_runtime(
             metrics.read_inbox_depth_from(shared_inbox.depth)
         models = ModelClients([bot_model, *extra_models], metrics)
         closing.push_async_callback(models.close)
+        toolbox = None
+        if tools_config.servers:  # the MCP SDK loads only with tool servers configured
+            from tools.toolbox import McpToolbox
+
+            toolbox = McpToolbox(tools_config)
+            closing.push_async_callback(toolbox.close)  # stops the stdio servers' processes
+            await toolbox.start()  # each server ready or failed (logged once); never fatal
         # Within the process: across processes a chat is the inbox claim's, a session its lock's.
         accounting = Accounting(settings.prices(), observe=metrics.record_charge)
         bot_completer = models[BOT_MODEL]
@@ -177,6 +205,7 @@ async def open_runtime(
             on_quota=metrics.record_quota_refusal,
             clock=clock,
             knowledge=knowledge if knowledge is not None else stored_knowledge.knowledge,
+            toolbox=toolbox,
         )
         transcriber = None
         if transcription is not None:  # voice notes: only with TRANSCRIPTION_MODEL
@@ -216,6 +245,7 @@ async def open_runtime(
                 inbox_claims=claims,
                 shared_pool=shared_pool,
                 loops=loops,
+                tools=toolbox,
             )
         finally:
             for task in tasks:

@@ -30,6 +30,7 @@ from core.domain.usage import Prices, parse_prices
 from core.llm.llm import ModelEndpoint
 from core.prompting.requests import EngineConfig
 from media.config import EmbeddingEndpoint, IntakeConfig, ReaderConfig, TranscriptionEndpoint
+from tools.config import ToolsConfig, tools_config
 
 MAX_MODELS = 20
 """LLM_MODELS names at most this many (a button each under /model)."""
@@ -154,6 +155,15 @@ class Settings(BaseSettings):
     telegram_file_base_url: str | None = None  # default: TELEGRAM_API_BASE_URL's …/file/bot
     # The knowledge base (`consultation-bot knowledge add`): the largest document loaded
     knowledge_max_document_bytes: int = Field(default=20_000_000, ge=1000)
+
+    # Tools: MCP servers the expert may call (docs/tools.md). MCP_SERVERS is a JSON object
+    # of server names to {"command", "args", "env", "cwd"} (stdio) or {"url", "headers"}
+    # (streamable HTTP); empty: no tools, and the MCP SDK is never loaded.
+    tools_enabled: bool = True
+    mcp_servers: str = ""
+    mcp_tools_allow: str = ""  # server.tool patterns (fnmatch), comma-separated; empty: all
+    tool_timeout_seconds: float = Field(default=20.0, gt=0, le=600)  # one call
+    tool_result_max_chars: int = Field(default=8000, ge=200, le=200_000)  # one result
 
     # Consultations
     db_path: Path = Path("consultations.sqlite3")
@@ -304,13 +314,30 @@ class Settings(BaseSettings):
             raise ValueError("must start with postgresql:// (or be empty for SQLite)")
         return value
 
+    def tools_config(self) -> ToolsConfig:
+        """The tool servers and the bounds of a call; no servers with TOOLS_ENABLED=false
+        (a bad MCP_SERVERS still stops the start: it is read when the settings are)."""
+        return tools_config(
+            self.mcp_servers,
+            self.mcp_tools_allow,
+            enabled=self.tools_enabled,
+            timeout_seconds=self.tool_timeout_seconds,
+            result_max_chars=self.tool_result_max_chars,
+        )
+
     def handling_deadline(self) -> float:
         """INBOX_HANDLING_DEADLINE_SECONDS, else the longest turn the model's timeouts allow
-        (the first call and every continuation, each up to LLM_TOTAL_TIMEOUT_SECONDS) plus
-        five minutes for reading a file and delivering the reply."""
+        (the first call and every continuation, each up to LLM_TOTAL_TIMEOUT_SECONDS; with
+        tools, a model call and a tool call, up to TOOL_TIMEOUT_SECONDS, for each of
+        TOOLS_MAX_CALLS) plus five minutes for reading a file and delivering the reply."""
         if self.inbox_handling_deadline_seconds is not None:
             return self.inbox_handling_deadline_seconds
-        return (self.max_continuations + 1) * self.llm_total_timeout_seconds + 300.0
+        calls = self.max_continuations + 1
+        tools = 0.0
+        if self.tools_enabled and (self.mcp_servers.strip() or self.knowledge_tool):
+            calls += self.tools_max_calls
+            tools = self.tools_max_calls * self.tool_timeout_seconds
+        return calls * self.llm_total_timeout_seconds + tools + 300.0
 
     def engine_config(self) -> EngineConfig:
         return EngineConfig(
@@ -337,7 +364,7 @@ class Settings(BaseSettings):
             tools_in_rounds=self.tools_in_rounds,
             tools_max_calls=self.tools_max_calls,
             tool_parallel=self.tool_parallel,
-            knowledge_tool=self.knowledge_tool,
+            knowledge_tool=self.knowledge_tool and self.tools_enabled,
         )
 
     def quota_config(self) -> QuotaConfig:
@@ -531,6 +558,7 @@ def load_settings(**overrides: Any) -> Settings:
             f"LLM_MODELS: it must name LLM_MODEL ({settings.llm_model!r}), the model chats "
             f"use until they choose another; got {', '.join(settings.llm_models)}"
         )
+    settings.tools_config()  # MCP_SERVERS and MCP_TOOLS_ALLOW: a ConfigError naming the field
     if settings.default_max_rounds > settings.max_rounds_limit:
         raise ConfigError(
             f"DEFAULT_MAX_ROUNDS ({settings.default_max_rounds}) is above "

@@ -42,6 +42,7 @@ from bench.retrieval import MODES, SIZES, STORES, build, names_of, retrieval_pha
 from bench.retrieval import sqlite_bytes as checkpointed
 from bench.runs import KNOWLEDGE_TOP_K, Bench
 from bench.startup_imports import NOT_AT_START
+from bench.tools import tool_line, tool_overhead
 from core.domain.search_terms import search_terms
 
 RESULTS = ROOT / "bench" / "results"
@@ -174,6 +175,7 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         long = await bench.long_answer(args.long_chars, args.long_piece, args.long_cap)
     hostile = await hostile_documents(bench) if args.hostile else None
     bodies = await large_bodies(bench) if args.large_bodies else None
+    tools = await tool_overhead(bench) if args.tools else None
     mb = float("nan")
     bots = contenders["bot"]
     if bots:
@@ -217,6 +219,8 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         print(hostile_line(hostile))
     if bodies is not None:
         print(large_bodies_line(bodies))
+    if tools is not None:
+        print(tool_line(tools))
     found = await retrieval(args, procs, scratch) if args.retrieval_phase else None
     return {
         "machine": machine(),
@@ -232,6 +236,7 @@ async def main_async(args: argparse.Namespace, procs: Processes, scratch: Path) 
         "long_answer": long,
         "hostile_documents": hostile,
         "large_bodies": bodies,
+        "tool_call": tools,
         "sqlite_mb_per_1000": mb,
         "knowledge_excerpts": excerpts,
         "startup_imports": imports,
@@ -301,6 +306,12 @@ def main() -> int:
         dest="large_bodies",
         action="store_false",
         help="skip the large-bodies phase (ten /api/chat requests at once, a 9.9 MB file each)",
+    )
+    parser.add_argument(
+        "--no-tools",
+        dest="tools",
+        action="store_false",
+        help="skip the tool-call phase (what one MCP tool call adds to a turn)",
     )
     parser.add_argument(
         "--bot-root",

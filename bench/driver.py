@@ -145,7 +145,7 @@ class Driver:
         """The bot is polling once it has asked for updates."""
         return await self.wait_until(lambda: "getUpdates" in self.method_counts, timeout)
 
-    async def model_mode(self, **mode: float) -> None:
+    async def model_mode(self, **mode: float | str) -> None:
         async with self._http.post(f"{self._model}/_bench/mode", json=mode) as response:
             await response.read()
 

@@ -11,6 +11,8 @@ plus `POST /_bench/mode` (latency, slow streaming, long answers), `GET /_bench/r
 format they asked for) and `GET /_bench/excerpts?since=I` (the same requests counted by
 how many knowledge-base excerpts their system messages carry). In slow mode a request that
 does not ask to stream gets the same words whole, once they would have finished streaming.
+With the mode's `tool_call` set, a request offering that tool whose last message is not a
+tool's result gets a streamed call of it, with the mode's `tool_arguments`.
 
 Invariant: the first line a fake prints is `PORT <n>`, after it is listening on
 127.0.0.1; every timestamp it reports is `time.monotonic()`, which on Linux is
@@ -36,6 +38,7 @@ from core.domain.clarifying import SCHEMA_NAME
 from fakes.bot_api import FakeBotApi
 from fakes.model_server import (
     FakeModelServer,
+    ScriptedCall,
     ScriptedReply,
     _last_user_content,
     _usage,
@@ -106,6 +109,8 @@ class BenchModel(FakeModelServer):
         self.long_piece = 4  # ... streamed in pieces of this many characters, unpaced
         self.first_tokens: list[dict[str, Any]] = []
         self.arrivals: list[float] = []  # time.monotonic() of each request, in order
+        self.tool_call = ""  # a tool the model calls once a question when offered it ...
+        self.tool_arguments = "{}"  # ... with these arguments (JSON)
         self.embeddings_answered = 0  # `POST /v1/embeddings` requests ...
         self.embedding_texts = 0  # ... and the texts they carried
 
@@ -145,6 +150,8 @@ class BenchModel(FakeModelServer):
         self.stream_seconds = float(body.get("stream_seconds", self.stream_seconds))
         self.long_chars = int(body.get("long_chars", self.long_chars))
         self.long_piece = int(body.get("long_piece", self.long_piece))
+        self.tool_call = str(body.get("tool_call", self.tool_call))
+        self.tool_arguments = str(body.get("tool_arguments", self.tool_arguments))
         return web.json_response({"ok": True})
 
     async def _requests(self, request: web.Request) -> web.Response:
@@ -169,6 +176,14 @@ class BenchModel(FakeModelServer):
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         self.arrivals.append(time.monotonic())
+        if self.tool_call:
+            body = await request.json()
+            if _calls_for(body, self.tool_call):
+                self.requests.append(body)
+                call = ScriptedCall(self.tool_call, self.tool_arguments)
+                reply = ScriptedReply("", "tool_calls", tool_calls=(call,))
+                await asyncio.sleep(self.latency)
+                return await self._stream(request, reply, str(body.get("model", "fake")), None)
         if self.stream_seconds <= 0 and self.long_chars <= 0:
             return await self._chat_completions(request)
         body = await request.json()  # aiohttp keeps the body: the ordinary path reads it again
@@ -253,6 +268,17 @@ class BenchModel(FakeModelServer):
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def _calls_for(body: dict[str, Any], tool: str) -> bool:
+    """The request offers `tool` and its last message is not a tool's result."""
+    offered = {
+        (entry.get("function") or {}).get("name")
+        for entry in body.get("tools") or []
+        if isinstance(entry, dict)
+    }
+    messages = body.get("messages") or [{}]
+    return tool in offered and messages[-1].get("role") != "tool"
 
 
 async def _serve(kind: str, latency: float) -> None:

@@ -31,7 +31,10 @@ llama.cpp's server's whole call in one delta; a server leaving out `index`), end
 finish_reason "tool_calls". A request after tool results (its last messages are `tool`
 ones) gets, by default, the echo reply followed by each result (`echo_reply`).
 `refuse_tools` makes the server refuse every request offering `tools` the way a server
-without function calling does (`TOOL_ERRORS`); a server that ignores `tools` is the
+without function calling does (`TOOL_ERRORS`); `empty_stream_with_tools` answers a streamed
+request offering them with 200 and an empty body, as llama-cpp-python's server does with
+`--chat_format chatml-function-calling` (its handler raises "Automatic streaming tool
+choice is not supported" after the status went out); a server that ignores `tools` is the
 default: it answers what is scripted.
 
 Embeddings (`POST /v1/embeddings`) are `fakes.embeddings`' vectors, recorded in
@@ -345,6 +348,8 @@ class FakeModelServer:
         # A key of TOOL_ERRORS: every request offering tools gets that server's refusal
         # (no scripted reply consumed).
         self.refuse_tools: str | None = None
+        # True: every streamed request offering tools gets 200 and an empty body.
+        self.empty_stream_with_tools = False
         # `POST /v1/embeddings` bodies, apart from the chat requests above.
         self.embedding_requests: list[dict[str, Any]] = []
         # A key of `fakes.embeddings.FAULTS`: every embeddings answer broken that way.
@@ -556,6 +561,11 @@ class FakeModelServer:
             return _format_error(request, self.refuse_format)
         if self.refuse_tools is not None and body.get("tools"):
             return _tools_error(self.refuse_tools)
+        if self.empty_stream_with_tools and body.get("tools") and body.get("stream"):
+            empty = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await empty.prepare(request)
+            await empty.write_eof()
+            return empty
         if self._queue:
             reply = self._queue.popleft()
         else:

@@ -401,7 +401,7 @@ class OpenAICompleter:
                 raise
             raise _model_error(exc, request) from exc
         if state.finish_reason is None and not state.pieces and not state.called:
-            raise ended_before_text()
+            raise ended_before_text(tools=bool(request.tools))
         return state.completion(request)
 
     async def check_endpoint(self, model: str) -> list[str]:

@@ -113,9 +113,18 @@ def context_overflow(code: str | None, detail: str) -> ModelError | None:
     )
 
 
-def ended_before_text() -> ModelError:
+def ended_before_text(*, tools: bool = False) -> ModelError:
     """A stream that ended before any text and without a finish_reason: how llama.cpp's
-    server answers a prompt over its context."""
+    server answers a prompt over its context. With `tools` offered it is TOOLS_REFUSED:
+    llama-cpp-python's server so answers a streamed request with tools it cannot stream
+    (chatml-function-calling); asked again without them, a prompt over the context ends
+    so again and is CONTEXT_TOO_LONG then."""
+    if tools:
+        return ModelError(
+            ModelErrorKind.TOOLS_REFUSED,
+            "the stream ended before any answer while tools were offered (a server that "
+            "cannot stream tool calls, such as llama-cpp-python's)",
+        )
     return ModelError(
         ModelErrorKind.CONTEXT_TOO_LONG,
         "the stream ended before any text and without a finish_reason, as servers "

@@ -26,9 +26,11 @@ by a reset, as any). A request offering tools (`CompletionRequest.tools`) is ans
 - the exchange (the assistant and tool messages) is kept for the turn: a later call of
   the same turn on the same messages (the round asked in another form, in text, or
   continued) is sent it, so no tool runs twice for one question;
-- a TOOLS_REFUSED answer is asked again without tools, and the model is remembered as
-  lacking them for the process's life (`ToolSupport`, logged once): later requests go
-  without tools.
+- a TOOLS_REFUSED answer (a refusal naming them, or a stream that ended before anything:
+  llama-cpp-python's server cannot stream tool calls) is asked again without tools, and
+  once that is answered the model is remembered as lacking them for the process's life
+  (`ToolSupport`, logged once): later requests go without tools. A retry that fails too
+  (a prompt over the context) remembers nothing.
 A request without tools (and no exchange to carry) goes straight through: a deployment
 without tools pays nothing per call.
 """
@@ -169,8 +171,8 @@ class ToolLoop:
             except ModelError as exc:
                 if exc.kind is not ModelErrorKind.TOOLS_REFUSED:
                     raise
-                self._support.refused(request.model, exc.detail)
                 plain = await self._inner.complete(_plain(request), on_delta)
+                self._support.refused(request.model, exc.detail)  # answered without: it lacks them
                 return _summed(plain, (), spent)
             made.append(completion.usage)
             calls = completion.tool_calls or written_calls(completion.text, request.tools)

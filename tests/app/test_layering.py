@@ -49,6 +49,7 @@ PRODUCT = (
     "media",
     "terminal",
     "i18n",
+    "tools",
 )
 TOOLING = ("fakes", "bench", "scripts", "container")
 """Code beside the product: the fake servers, the benchmark, the scripts and the image's
@@ -75,7 +76,7 @@ ALLOWED: dict[str, set[str]] = {
     "app": {
         *("admin", "api", "bot", "bot.commands", "bot.updates", "bot.transport", "terminal"),
         *("core.turns", "core.prompting", "core.llm", "core.domain", "core.primitives"),
-        *("storage", "telemetry", "media", "i18n"),
+        *("storage", "telemetry", "media", "i18n", "tools"),
     },
     "evaluation": {"app", "core.turns", "core.prompting", "core.llm", "core.domain"},
     "admin": {"core.turns", "core.domain"},
@@ -89,6 +90,7 @@ ALLOWED: dict[str, set[str]] = {
     "bot.updates": {"bot.transport", "core.domain", "core.primitives", "telemetry", "i18n"},
     "bot.transport": {"core.domain", "core.primitives", "i18n"},
     "media": {"core.turns", "core.domain"},
+    "tools": {"core.domain"},
     "i18n": {"core.turns"},
     "storage": {"core.domain", "core.primitives"},
     "telemetry": {"core.domain"},

@@ -170,3 +170,14 @@ def test_embeddings_without_any_key_fail_at_start(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("EMBEDDING_DIMENSIONS", "0")
     with pytest.raises(ConfigError, match="EMBEDDING_DIMENSIONS"):
         load_settings()
+
+
+def test_the_handling_deadline_makes_room_for_the_turns_tool_calls() -> None:
+    """A turn may call the model and a tool TOOLS_MAX_CALLS times before its answer: the
+    default deadline allows for them when tools are on, and not when they are off."""
+    plain = load_settings(tools_enabled=False)
+    tooled = load_settings(
+        mcp_servers='{"time": {"command": "mcp-server-time"}}', knowledge_tool=False
+    )
+    assert plain.handling_deadline() == 4 * 600.0 + 300.0
+    assert tooled.handling_deadline() == (4 + 6) * 600.0 + 6 * 20.0 + 300.0

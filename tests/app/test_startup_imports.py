@@ -4,7 +4,9 @@ A real `consultation-bot run` on SQLite answers a text message and a PDF, stops 
 SIGTERM, and then lists the modules it had loaded. The document parsers (pypdf, lxml)
 load in the reader processes only, PostgreSQL's modules, asyncpg and the shared inbox's
 worker and polling leader only with DATABASE_URL, the transcription client with
-TRANSCRIPTION_MODEL, numpy and hybrid retrieval's parts with EMBEDDING_MODEL, the DOCX
+TRANSCRIPTION_MODEL, numpy and hybrid retrieval's parts with EMBEDDING_MODEL, the MCP SDK
+and the tool servers' toolbox with MCP_SERVERS (nor the `click` and `cryptography` that
+the SDK installs and httpx and python-telegram-bot would import: `app.lean_imports`), the DOCX
 builder with the first export, jsonschema with the first output schema, json_repair with
 the first broken JSON reply, and the evaluator with its
 libraries (rich, PyYAML), the knowledge base's splitter (semantic-text-splitter, loaded by
@@ -56,17 +58,24 @@ NOT_LOADED = (
     "media.embeddings",
     "storage.hybrid",
     "storage.vector_index",
+    "mcp",
+    "mcp_types",
+    "tools.servers",
+    "tools.toolbox",
+    "click",
+    "cryptography",
 )
 """Packages and modules the SQLite bot must not import, whatever it answered."""
 
-# `python -c` runs the bot's entry point and, once it has stopped, writes sys.modules and
-# how many gettext catalogs are still alive.
+# `python -c` runs the bot's entry point and, once it has stopped, writes the modules loaded
+# (a `None` entry marks one absent) and how many gettext catalogs are still alive.
 RUN_AND_LIST = """
 import atexit, gc, gettext, json, sys
 def listing():
     gc.unfreeze()  # what start-up made was frozen out of get_objects
     catalogs = sum(isinstance(o, gettext.GNUTranslations) for o in gc.get_objects())
-    state = {"modules": sorted(sys.modules), "catalogs": catalogs}
+    loaded = sorted(name for name, module in sys.modules.items() if module is not None)
+    state = {"modules": loaded, "catalogs": catalogs}
     open(sys.argv[1], "w").write(json.dumps(state))
 atexit.register(listing)
 from app.cli import main

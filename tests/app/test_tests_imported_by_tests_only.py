@@ -24,6 +24,7 @@ OUTSIDE_TESTS = (
     "storage",
     "telemetry",
     "terminal",
+    "tools",
     "bench",
     "scripts",
     "container",

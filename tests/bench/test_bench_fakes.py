@@ -103,3 +103,40 @@ async def test_requests_are_counted_by_the_format_they_asked_for(
             later = await response.json()
     assert every == {"next": 3, "formats": {"none": 1, SCHEMA_NAME: 2}}
     assert later == {"next": 3, "formats": {SCHEMA_NAME: 2}}
+
+
+async def test_in_tool_mode_the_model_calls_the_offered_tool_once_a_question(
+    model: BenchModel, client: AsyncOpenAI
+) -> None:
+    """With `tool_call` set, a request offering that tool gets a call of it with the mode's
+    arguments; once the result is in the messages, the answer; a request not offering it
+    is answered at once."""
+    model.tool_call, model.tool_arguments = "tools__wait", '{"ms": 20}'
+    tool: Any = {"type": "function", "function": {"name": "tools__wait", "parameters": {}}}
+    asked: list[ChatCompletionMessageParam] = [{"role": "user", "content": "what time?"}]
+    stream = await client.chat.completions.create(
+        model="m", messages=asked, tools=[tool], stream=True
+    )
+    calls = [c.choices[0].delta.tool_calls async for c in stream if c.choices]
+    called = [call.function for delta in calls if delta for call in delta if call.function]
+    name = "".join(f.name or "" for f in called)
+    arguments = "".join(f.arguments or "" for f in called)  # streamed in pieces, as OpenAI does
+    assert (name, arguments) == ("tools__wait", '{"ms": 20}')
+    answered: list[ChatCompletionMessageParam] = [
+        *asked,
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "tools__wait", "arguments": "{}"},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "waited 20 ms"},
+    ]
+    after = await client.chat.completions.create(model="m", messages=answered, tools=[tool])
+    without = await client.chat.completions.create(model="m", messages=asked)
+    assert not after.choices[0].message.tool_calls and after.choices[0].message.content
+    assert without.choices[0].message.content == "Reply to: what time?"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from core.domain.asking import UserMessage
-from core.domain.errors import TurnCancelled
+from core.domain.errors import ModelError, ModelErrorKind, TurnCancelled
 from core.domain.quotas import QuotaConfig, QuotaExceeded
 from core.domain.tools import ToolFailure, ToolSpec, ToolUse
 from core.domain.usage import Payer, ScopeKind, day_of
@@ -499,3 +499,35 @@ async def test_the_reply_stored_keeps_the_tools_it_called(
     follow_up = await engine.turns.follow_up("chat:1", "And then?")
     assert [m.tool_uses for m in stored] == [first.tool_uses, (), follow_up.tool_uses]
     assert [u.name for u in first.tool_uses + follow_up.tool_uses] == [CLOCK.name, SAYS.name]
+
+
+async def test_a_server_that_cannot_stream_tool_calls_is_answered_without_them(
+    tooled: Any, model: FakeModelServer, tools: Tools
+) -> None:
+    """llama-cpp-python's server (chatml-function-calling) answers a streamed request
+    offering tools with 200 and nothing: the same call goes again without tools, and once
+    that is answered the next turn is sent none."""
+    engine: Engine = tooled()
+    model.empty_stream_with_tools = True
+    first = await engine.turns.ask(UserMessage("chat:1", QUESTION))
+    second = await engine.turns.ask(UserMessage("chat:1", "Tomorrow morning."))
+    empty, again, later = model.requests
+    assert "tools" in empty and "tools" not in again and "tools" not in later
+    assert first.text == f"Reply to: {QUESTION}" and second.text == "Reply to: Tomorrow morning."
+    assert tools.calls == [] and first.tool_uses == ()
+
+
+async def test_a_prompt_over_the_context_with_tools_is_not_taken_for_a_refusal_of_them(
+    tooled: Any, model: FakeModelServer
+) -> None:
+    """A stream that ends before anything with tools offered, asked again without them,
+    ends so again: the prompt is over the model's context (CONTEXT_TOO_LONG, as before
+    tools), and the endpoint is not taken to lack tools: the next turn offers them."""
+    engine: Engine = tooled()
+    model.enqueue("", stop_early=True)
+    model.enqueue("", stop_early=True)
+    with pytest.raises(ModelError) as failed:
+        await engine.turns.ask(UserMessage("chat:1", QUESTION))
+    assert failed.value.kind is ModelErrorKind.CONTEXT_TOO_LONG
+    await engine.turns.ask(UserMessage("chat:1", QUESTION))
+    assert ["tools" in body for body in model.requests] == [True, False, True]
