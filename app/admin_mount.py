@@ -37,7 +37,7 @@ def console_mounts(
 ) -> list[tuple[str, web.Application]]:
     """`[("/admin", the console)]` when ADMIN_TOKEN is set, else nothing; `clock` is the
     wall time its sessions expire by; `tool_statuses` where each tool server stands, for
-    the dashboard (none without it)."""
+    the dashboard (the runtime's servers unless given)."""
     config = settings.admin_config()
     if config is None:
         return []
@@ -70,6 +70,6 @@ def console_mounts(
         figures=figures,
         throttle=throttle,
         knowledge=runtime.knowledge.knowledge,
-        **({} if tool_statuses is None else {"tool_statuses": tool_statuses}),
+        tool_statuses=runtime.tool_statuses if tool_statuses is None else tool_statuses,
     )
     return [(PREFIX, console)]

@@ -1,8 +1,9 @@
 """`toolCalls`: the tools the model called before it wrote a reply, in the HTTP API. The
 reply's body carries them as the OpenAPI document describes (absent when none); a
 session's messages list them after a restart and the export shows them; the stream sends
-a `tool` event where a tool starts, between the text before it and the text after it.
-Over a real server, real SQLite and aiohttp's real test server for the stream."""
+a `tool` event where a tool starts, between the text before it and the text after it;
+`/healthz` names each tool server. Over a real server, real SQLite and aiohttp's real test
+server for the stream, and end to end through `mcp-server-time`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from jsonschema import Draft202012Validator
@@ -22,8 +24,9 @@ from core.domain.consultation import Consultation, Message, Role, Status
 from core.domain.outcomes import Reply
 from core.domain.tools import ToolFailure, ToolServerStatus, ToolSpec, ToolUse
 from core.turns.sessions import API_KEY_PREFIX
-from fakes.model_server import FakeModelServer
+from fakes.model_server import FakeModelServer, ScriptedCall
 from tests.api_harness import RunningApi, api_settings, running_api
+from tests.mcp_harness import time_server
 
 CLOCK = ToolUse(
     "time__get_current_time",
@@ -195,3 +198,50 @@ async def test_healthz_names_each_tool_server_with_its_state_and_tools(
     }
     for body in (first_body, second_body):
         validator(document, "HealthResponse").validate(body)
+
+
+@pytest.mark.timeout(90)
+async def test_a_streamed_consultation_looks_the_time_up_through_mcp_server_time(
+    tmp_path: Path, model_server: FakeModelServer
+) -> None:
+    """End to end over the production runtime and a tool server no one here wrote: the
+    stream sends the `tool` event between the text before the call and after it, `done`
+    carries the call with the server's real result; `/healthz` shows the server ready with
+    its one allowed tool; `/metrics` counts the call under the tool's name."""
+    settings = api_settings(
+        tmp_path / "api.sqlite3",
+        model_server.base_url,
+        mcp_servers=json.dumps({"time": time_server()}),
+        mcp_tools_allow="time.get_current_time",
+    )
+    model_server.enqueue_calls(
+        ScriptedCall("time__get_current_time", '{"timezone": "UTC"}'), text="Let me look."
+    )
+    model_server.enqueue("It is night in UTC.")
+    async with running_api(settings) as api:
+        stream = await api.client.post("/api/chat/stream", json={"message": "What time is it?"})
+        assert stream.status == 200, await stream.text()
+        text = await stream.text()
+        health = await (await api.client.get("/healthz")).json()
+        metrics = await (await api.client.get("/metrics")).text()
+    events = [
+        (block.split("\n")[0].removeprefix("event: "), block.split("\n", 1)[1])
+        for block in text.strip().split("\n\n")
+        if block.startswith("event: ")
+    ]
+    names = [name for name, _ in events]
+    assert names[0] == "session" and names[-1] == "done"
+    tool_at = names.index("tool")
+    before = "".join(json.loads(d[6:])["content"] for n, d in events[:tool_at] if n == "delta")
+    assert before == "Let me look."
+    assert json.loads(events[tool_at][1][6:]) == {
+        "name": "time__get_current_time",
+        "server": "time",
+        "tool": "get_current_time",
+    }
+    [call] = json.loads(events[-1][1][6:])["toolCalls"]
+    assert call["name"] == "time__get_current_time" and call["error"] is None
+    assert call["arguments"] == '{"timezone": "UTC"}'
+    assert json.loads(call["result"])["timezone"] == "UTC"
+    assert health["tools"] == [{"name": "time", "state": "ready", "tools": 1, "error": None}]
+    assert 'consult_tool_calls_total{outcome="ok",tool="time__get_current_time"} 1.0' in metrics

@@ -3,18 +3,21 @@ tool runs the draft (private chat) or the progress message (group) shows "Lookin
 server · tool…" in the person's language, under the text so far, until the reply's text
 goes on; the delivered reply lists its tools under "Looked up", failed ones marked, and
 nothing when it used none. Hostile tool arguments stay one bounded line of plain text.
-Replies made here, then the real engine's."""
+Replies made here, then the real engine's, then end to end through the production runtime
+and the fake MCP server."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from telegram.ext import ExtBot
 
+from bot.commands.history import SHOW
 from bot.commands.turns import TurnRunner
 from bot.transport.flood import ChatFloodControl
 from bot.transport.progress import Live
@@ -25,6 +28,9 @@ from core.domain.outcomes import Reply
 from core.domain.tools import ToolFailure, ToolSpec, ToolUse
 from fakes.bot_api import TOKEN, Call, FakeBotApi
 from fakes.model_server import FakeModelServer, ScriptedCall
+from tests.bot_harness import ask_private, bot_settings, buttons, running_bot, sent, wait_sent
+from tests.history_harness import pressed
+from tests.mcp_harness import fake_stdio
 from tests.service_harness import Clock, make_service
 from tests.toolboxes import Tools
 
@@ -240,3 +246,39 @@ async def test_the_engines_tools_show_while_they_run_and_under_the_answer(
     assert sent.params["text"].startswith(
         "Let me check.\n\nDone waiting.\n\nLooked up\nslow · wait\nbad · fail — failed\n\n"
     )
+
+
+@pytest.mark.timeout(90)
+async def test_the_bot_lists_what_its_tool_servers_answered_and_keeps_it(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """End to end: the real PTB Application on the fake Bot API, the production runtime
+    with the fake MCP server over stdio (`fakes.mcp_server`), a final answer for which the
+    model called `echo` and `fail`: the answer lists both in the person's language, the
+    failed one marked, and "Answer N" in /history after a restart lists them again."""
+    settings = bot_settings(
+        tmp_path / "bot.sqlite3",
+        bot_api,
+        model_server,
+        default_max_rounds=1,
+        mcp_servers=json.dumps({"fake": fake_stdio()}),
+        mcp_tools_allow="fake.echo,fake.fail",
+    )
+    model_server.enqueue_calls(
+        ScriptedCall("fake__echo", '{"text": "hello"}'), ScriptedCall("fake__fail")
+    )
+    model_server.enqueue("Done.")
+    listed = "Проверено\nfake · echo (text=hello)\nfake · fail — не удалось"
+    async with running_bot(settings, bot_api, model_server) as bot:
+        [answer] = await ask_private(bot, USER, "Echo please", language_code="ru")
+        assert answer.startswith("Done.\n\n" + listed + "\n\n")
+        sent_tools = model_server.requests[-1]["tools"]
+        assert [t["function"]["name"] for t in sent_tools] == ["fake__echo", "fake__fail"]
+    async with running_bot(settings, bot_api, model_server) as again:
+        await ask_private(again, USER, "/history", language_code="ru")
+        listing = sent(again, USER)[-1]
+        [show] = [d for d in buttons(listing) if d.startswith(f"{SHOW}:")]
+        count = len(sent(again, USER))
+        await pressed(again, USER, show, int(listing.result["message_id"]), language_code="ru")
+        shown = (await wait_sent(again, USER, count + 1))[-1]
+    assert listed in shown
