@@ -19,7 +19,7 @@ from admin.audit_log import AuditPage
 from admin.auth import Auth
 from admin.config import PREFIX, AdminConfig
 from admin.consultations import ConsultationPages
-from admin.dashboard import Dashboard, FigureSource
+from admin.dashboard import Dashboard, FigureSource, ToolStatuses, no_tool_servers
 from admin.evaluations import EvaluationPages
 from admin.knowledge import KnowledgePages
 from admin.people import PeoplePages
@@ -44,11 +44,13 @@ def build_admin_app(
     figures: FigureSource | None = None,
     throttle: SignInLimits | None = None,
     knowledge: KnowledgeBase | None = None,
+    tool_statuses: ToolStatuses = no_tool_servers,
 ) -> tuple[web.Application, Auth]:
     """The console's routes behind its gate; `loader` stores uploaded files in the store's
     knowledge base; `clock` is wall time (sessions expire by it); `throttle` counts
     sign-in attempts (this process's own by default); `knowledge` is the knowledge base as
-    consultations search it (hybrid with EMBEDDING_MODEL; the store's by default)."""
+    consultations search it (hybrid with EMBEDDING_MODEL; the store's by default);
+    `tool_statuses` where each tool server stands, for the dashboard (none by default)."""
     auth = Auth(config, store, clock=clock, throttle=throttle)
     app = web.Application(middlewares=[_headers, auth.gate])
     consultations = ConsultationPages(store, engine.lifecycle, clock)
@@ -57,7 +59,7 @@ def build_admin_app(
     searched = store.knowledge if knowledge is None else knowledge
     knowledge_pages = KnowledgePages(store, loader, engine, clock, knowledge=searched)
     add = app.router
-    add.add_get("/", Dashboard(engine.figures, figures).show)
+    add.add_get("/", Dashboard(engine.figures, figures, tool_statuses).show)
     add.add_get("/login", auth.login_form)
     add.add_post("/login", auth.sign_in)
     add.add_post("/logout", auth.sign_out)

@@ -1,8 +1,9 @@
 """`/admin/`: the console's front page: the operator's figures for today, the last 7 and
 the last 30 UTC days (`core.turns.figures.Figures.stats`), how many rounds the completed
 consultations used, the last 30 days one by one as charts drawn on the server
-(`admin.charts`), and whatever further figures the deployment plugs in (`FigureSource`:
-on PostgreSQL, the inbox and the workers seen).
+(`admin.charts`), each configured tool server (MCP_SERVERS) with its state and how many
+tools it offers (`tool_statuses`, read anew for each view), and whatever further figures
+the deployment plugs in (`FigureSource`: on PostgreSQL, the inbox and the workers seen).
 
 Invariants: a handful of aggregate reads per view, whatever the store holds (three
 periods' figures and one day-by-day read, plus the source's own few), none of them
@@ -13,7 +14,7 @@ of the page is still shown.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,6 +23,7 @@ from aiohttp import web
 from admin.charts import Chart, chart
 from admin.render import page
 from core.domain.stats import ROUNDS_TAIL, DayFigures, Stats
+from core.domain.tools import ToolServerStatus
 from core.turns.figures import Figures
 
 log = logging.getLogger(__name__)
@@ -78,10 +80,45 @@ class Share:
     percent: float
 
 
+ToolStatuses = Callable[[], Sequence[ToolServerStatus]]
+"""Where each configured tool server stands now (the composition root's toolbox)."""
+
+
+def no_tool_servers() -> Sequence[ToolServerStatus]:
+    return ()
+
+
+def tools_section(statuses: Sequence[ToolServerStatus]) -> FigureSection:
+    """The tool servers as the dashboard shows them: one row each."""
+    ready = sum(1 for s in statuses if s.state == "ready")
+    return FigureSection(
+        "Tool servers",
+        figures=(
+            Figure("servers ready", f"{ready:,} of {len(statuses):,}"),
+            Figure("tools offered", f"{sum(s.tools for s in statuses if s.state == 'ready'):,}"),
+        ),
+        tables=(
+            FigureTable(
+                "Servers",
+                ("Server", "State", "Tools", "Last error"),
+                tuple((s.name, s.state, f"{s.tools:,}", s.error or "—") for s in statuses),
+            ),
+        ),
+        note="MCP_SERVERS. A server that is not ready leaves consultations without its "
+        "tools; the bot goes on answering.",
+    )
+
+
 class Dashboard:
-    def __init__(self, figures: Figures, source: FigureSource | None = None) -> None:
+    def __init__(
+        self,
+        figures: Figures,
+        source: FigureSource | None = None,
+        tool_statuses: ToolStatuses = no_tool_servers,
+    ) -> None:
         self._figures = figures
         self._source = source
+        self._tool_statuses = tool_statuses
 
     async def show(self, request: web.Request) -> web.StreamResponse:
         periods = [await self._figures.stats(days) for days, _ in PERIODS]
@@ -101,6 +138,18 @@ class Dashboard:
         )
 
     async def _sections(self) -> Sequence[FigureSection]:
+        return (*self._tools(), *(await self._plugged()))
+
+    def _tools(self) -> Sequence[FigureSection]:
+        """The tool servers' section; none without tool servers."""
+        try:
+            statuses = self._tool_statuses()
+        except Exception as exc:  # extra figures: the page still shows
+            log.warning("dashboard: the tool servers could not be read: %s", exc)
+            return (FigureSection("Tool servers", note=f"Could not be read: {exc}"),)
+        return (tools_section(statuses),) if statuses else ()
+
+    async def _plugged(self) -> Sequence[FigureSection]:
         if self._source is None:
             return ()
         try:

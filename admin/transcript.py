@@ -1,10 +1,11 @@
 """A consultation as its transcript page shows it: the request with what was attached,
 each round's questions with their options and the answers chosen, the final answer,
-follow-ups, and the tokens stored with the replies.
+follow-ups, the tools each reply called (arguments, result or error, time), and the
+tokens stored with the replies.
 
 Pure: built from a stored `Consultation` (`core.turns.transcript` gives the parts in order).
 Document bodies are not shown, only their names; every text is bounded by
-`core.turns.transcript.MAX_PART_CHARS`.
+`core.turns.transcript.MAX_PART_CHARS`, a tool's result by `core.domain.tool_uses.RESULT_CHARS`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from core.domain.attachments import document_names, without_document_bodies
 from core.domain.clarifying import ClarifyingRound, answers_read, chosen_option, option_label
 from core.domain.consultation import Consultation, Role, Usage
-from core.turns.follow_ups import FollowUpPart
+from core.domain.tool_uses import result_text, shown_name
+from core.domain.tools import ToolUse
 from core.turns.transcript import RoundPart, Transcript, transcript_of
 
 
@@ -33,12 +35,49 @@ class QuestionView:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolView:
+    """One tool call as the operator reads it: which tool, the arguments the model wrote,
+    what it gave (`result`, or `error` and why: `failure`) and how long it ran."""
+
+    name: str  # "server · tool"
+    called: str  # as the model called it
+    arguments: str
+    result: str
+    error: str | None
+    failure: str
+    ms: int
+
+
+def tools_of(uses: tuple[ToolUse, ...]) -> tuple[ToolView, ...]:
+    return tuple(
+        ToolView(
+            shown_name(u),
+            u.name,
+            u.arguments,
+            "" if u.error is not None else result_text(u),
+            u.error,
+            "" if u.failure is None else u.failure.value,
+            u.ms,
+        )
+        for u in uses
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FollowUpView:
+    question: str
+    answer: str | None
+    tools: tuple[ToolView, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RoundView:
     number: int
     preamble: str  # a structured round's preamble, or the whole text of a round in text
     questions: tuple[QuestionView, ...]
     answer: str | None  # the user's messages after it, joined (None: unanswered)
     attachments: tuple[str, ...]
+    tools: tuple[ToolView, ...] = ()  # the tools the round's reply called
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +86,8 @@ class TranscriptView:
     request: str
     attachments: tuple[str, ...]
     rounds: tuple[RoundView, ...]
-    follow_ups: tuple[FollowUpPart, ...]
+    follow_ups: tuple[FollowUpView, ...]
+    final_tools: tuple[ToolView, ...]
     usage: Usage
     replies_counted: int
     replies: int
@@ -64,8 +104,10 @@ def view_of(consultation: Consultation) -> TranscriptView:
         attachments=tuple(document_names(t.request)),
         rounds=tuple(_round(n, part) for n, part in enumerate(t.rounds, 1)),
         follow_ups=tuple(
-            FollowUpPart(without_document_bodies(f.question), f.answer) for f in t.follow_ups
+            FollowUpView(without_document_bodies(f.question), f.answer, tools_of(f.tools))
+            for f in t.follow_ups
         ),
+        final_tools=tools_of(t.final_tools),
         usage=usage,
         replies_counted=len(counted),
         replies=replies,
@@ -98,4 +140,5 @@ def _round(number: int, part: RoundPart) -> RoundView:
         questions,
         None if answer is None else without_document_bodies(answer),
         tuple(document_names(answer or "")),
+        tools_of(part.tools),
     )

@@ -16,7 +16,7 @@ import hashlib
 import hmac
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -37,6 +37,7 @@ from api.stats import StatsEndpoint
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
 from core.domain.errors import StoreUnavailable
 from core.domain.ports import ChatLocks
+from core.domain.tools import ToolServerStatus
 from core.turns.engine import Engine
 from core.turns.transcript import TranscriptLanguages
 from media.intake import Intake
@@ -61,6 +62,24 @@ class ApiStore(Pingable, KeyStore, UpdateLog, Protocol):
     """The store as the HTTP side uses it: health, and idempotency keys."""
 
 
+ToolStatuses = Callable[[], Sequence[ToolServerStatus]]
+"""Where each configured tool server stands now (the composition root's toolbox)."""
+
+
+def no_tool_servers() -> Sequence[ToolServerStatus]:
+    return ()
+
+
+def tool_server_body(status: ToolServerStatus) -> dict[str, object]:
+    """One tool server as `/healthz` shows it (`api.schemas.ToolServerOut`)."""
+    return {
+        "name": status.name,
+        "state": status.state,
+        "tools": status.tools,
+        "error": status.error,
+    }
+
+
 def build_web_app(
     config: ApiConfig,
     engine: Engine,
@@ -74,6 +93,7 @@ def build_web_app(
     intake: Intake | None = None,
     loops: LoopRegistry | None = None,
     mounts: Sequence[tuple[str, web.Application]] = (),
+    tool_statuses: ToolStatuses = no_tool_servers,
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always,
@@ -84,7 +104,9 @@ def build_web_app(
 
     `/healthz` is 200 only while the store answers, a model is configured and each of the
     process's long-lived `loops` is doing its job (not ended, not stuck, making progress);
-    its body names every loop with "ok" or why not.
+    its body names every loop with "ok" or why not, and each configured tool server
+    (`tool_statuses`) with its state and how many tools it offers: a tool server that is
+    down leaves the status "ok", since consultations go on without its tools.
 
     Without a `store` to ping, `/healthz` reports 503: healthy only when proven; without
     one, `Idempotency-Key` is refused. Without an `intake`, requests with attachments are
@@ -149,6 +171,7 @@ def build_web_app(
             "store": store_ok,
             "model": model,
             "loops": {name: problems.get(name, "ok") for name in names},
+            "tools": [tool_server_body(status) for status in tool_statuses()],
         }
         return json_response(body, status=200 if ok else 503)
 
@@ -176,6 +199,7 @@ async def start_web_server(
     intake: Intake | None = None,
     loops: LoopRegistry | None = None,
     mounts: Sequence[tuple[str, web.Application]] = (),
+    tool_statuses: ToolStatuses = no_tool_servers,
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -194,6 +218,7 @@ async def start_web_server(
         intake=intake,
         loops=loops,
         mounts=mounts,
+        tool_statuses=tool_statuses,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config))

@@ -390,7 +390,9 @@ class ChatEndpoints:
         follow_up: bool = False,
     ) -> None:
         """Answer the round (or follow-up), its usage charged to the session and `payer`."""
-        on_text = round_task.relay.on_text if round_task.relay is not None else None
+        relay = round_task.relay
+        on_text = relay.on_text if relay is not None else None
+        on_tool = relay.on_tool if relay is not None else None
         turn_id = hold.turn_id if hold is not None else None
         try:
             if follow_up:
@@ -400,6 +402,7 @@ class ChatEndpoints:
                     consultation_id=session_id,
                     images=message.images,
                     on_text=on_text,
+                    on_tool=on_tool,
                     turn_id=turn_id,
                     payer=payer,
                 )
@@ -409,6 +412,7 @@ class ChatEndpoints:
                     message.text,
                     images=message.images,
                     on_text=on_text,
+                    on_tool=on_tool,
                     turn_id=turn_id,
                     answers=message.answers,
                     payer=payer,

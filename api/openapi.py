@@ -38,6 +38,9 @@ from api.schemas import (
     StreamError,
     StreamSession,
     StreamText,
+    StreamTool,
+    ToolCallOut,
+    ToolServerOut,
 )
 from api.stats import StatsResponse
 from core.domain.stats import MAX_DAYS
@@ -111,10 +114,13 @@ _MODELS: tuple[type[BaseModel], ...] = (
     MemoryView,
     QuestionOut,
     SessionView,
+    ToolCallOut,
     StreamSession,
     StreamText,
+    StreamTool,
     StreamError,
     StatsResponse,
+    ToolServerOut,
 )
 
 
@@ -261,6 +267,7 @@ def build_openapi(
         "session": _ref("StreamSession"),
         "delta": _ref("StreamText"),
         "snapshot": _ref("StreamText"),
+        "tool": _ref("StreamTool"),
         "done": _ref("ChatResponse"),
         "error": _ref("StreamError"),
     }
@@ -403,7 +410,7 @@ def build_openapi(
         "openapi": "3.1.0",
         "info": {
             "title": "Consultation bot API",
-            "version": "1.6.0",
+            "version": "1.7.0",
             "description": "Bounded multi-round expert consultations: a few clarifying "
             "rounds, then one complete answer. Error codes: "
             + ", ".join(f"{code} ({status})" for code, status in STATUS.items()),

@@ -9,7 +9,7 @@ Invariants:
   "exception was never retrieved" behind;
 - appending every `delta` a relay sent rebuilds exactly the text so far; when the text
   so far is not a continuation of what was sent, a `snapshot` with the whole text
-  replaces it.
+  replaces it; a `tool` event comes where a tool started, after the text sent before it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from api.errors import ApiError
 from api.sse import EventStream
 from core.domain.attachments import Image, MessageInput
 from core.domain.clarifying import Answer
+from core.domain.tools import ToolSpec
 
 T = TypeVar("T")
 Body = dict[str, Any]
@@ -45,6 +46,16 @@ class Relay:
     async def on_text(self, text: str) -> None:
         self._latest = text
         await self._flush()
+
+    async def on_tool(self, spec: ToolSpec) -> None:
+        """Send a `tool` event for a tool that starts; one that starts before the stream
+        is open is not sent (the `done` reply lists it in `toolCalls`)."""
+        if self._events is None:
+            return
+        await self._flush()
+        await self._events.send(
+            "tool", {"name": spec.name, "server": spec.server, "tool": spec.tool}
+        )
 
     async def attach(self, events: EventStream) -> None:
         self._events = events

@@ -42,6 +42,7 @@ from core.domain.facts import Fact
 from core.domain.knowledge_sources import KnowledgeSource
 from core.domain.outcomes import Notice, Reply
 from core.domain.quotas import Limit
+from core.domain.tools import ToolUse
 
 _CAMEL = ConfigDict(alias_generator=to_camel, validate_by_alias=True, serialize_by_alias=True)
 
@@ -310,6 +311,33 @@ def knowledge_sources_of(sources: Sequence[KnowledgeSource]) -> list[KnowledgeSo
     ]
 
 
+class ToolCallOut(BaseModel):
+    """One tool the model called before it wrote the reply, and what running it gave."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        description="The tool as the model called it: `<server>__<tool>` "
+        '("time__get_current_time"), a server of the deployment\'s MCP_SERVERS.'
+    )
+    arguments: str = Field(description="The JSON text of the arguments the model wrote.")
+    result: str = Field(
+        description="What the tool answered, cut at TOOL_RESULT_MAX_CHARS; empty when it failed."
+    )
+    error: str | None = Field(
+        description="Why it gave no result (a timeout, invalid arguments, the server gone, "
+        "the tool's own error), in the words the model was sent; null when it answered."
+    )
+    ms: int = Field(ge=0, description="How long it ran, in milliseconds.")
+
+
+def tool_calls_of(uses: Sequence[ToolUse]) -> list[ToolCallOut]:
+    return [
+        ToolCallOut(name=u.name, arguments=u.arguments, result=u.result, error=u.error, ms=u.ms)
+        for u in uses
+    ]
+
+
 class QuestionOut(BaseModel):
     """One clarifying question and the answers it suggests (answer by number or in words)."""
 
@@ -371,6 +399,13 @@ class ChatResponse(BaseModel):
         "of the deployment's knowledge base: each passage it cites as `[K1]`, `[K2]`…, in "
         "label order. A passage it was given but does not cite is not listed, nor a label "
         "that names no passage it was given.",
+    )
+    tool_calls: list[ToolCallOut] = Field(
+        default_factory=list,
+        exclude_if=_absent,
+        description="Present only when the model called tools (MCP_SERVERS) before it wrote "
+        "this reply: each call in the order it ran, with its result or error. A failed "
+        "call is listed too: the model was told why and wrote the reply without it.",
     )
     schema_valid: bool | None = Field(
         default=None,
@@ -449,6 +484,7 @@ class ChatResponse(BaseModel):
             truncated=reply.truncated,
             citations=[Citation(index=s.index, url=s.url, title=s.title) for s in reply.sources],
             knowledge_sources=knowledge_sources_of(reply.knowledge_sources),
+            tool_calls=tool_calls_of(reply.tool_uses),
             schema_valid=reply.schema_valid,
             follow_up=reply.follow_up,
             follow_ups_left=(reply.follow_ups_left or 0) if reply.follow_up else 0,
@@ -496,7 +532,7 @@ class ErrorResponse(BaseModel):
 class SessionMessage(BaseModel):
     """One message of a session: who wrote it, its text, when (ISO 8601, UTC), and for an
     assistant reply what the chat reply said of it (`questions`, `readyForFinal`,
-    `knowledgeSources`)."""
+    `knowledgeSources`, `toolCalls`)."""
 
     model_config = ConfigDict(**_CAMEL, validate_by_name=True, extra="forbid")
 
@@ -518,6 +554,12 @@ class SessionMessage(BaseModel):
         description="Present only on an answer that cites passages of the knowledge base: "
         "the ones its chat reply listed in `knowledgeSources`.",
     )
+    tool_calls: list[ToolCallOut] = Field(
+        default_factory=list,
+        exclude_if=_absent,
+        description="Present only on a reply written after calling tools: the calls its chat "
+        "reply listed in `toolCalls`.",
+    )
 
     @classmethod
     def of(cls, message: Message) -> SessionMessage:
@@ -528,6 +570,7 @@ class SessionMessage(BaseModel):
             questions=questions_of(message.questions),
             ready_for_final=message.ready_for_final,
             knowledge_sources=knowledge_sources_of(message.knowledge_sources),
+            tool_calls=tool_calls_of(message.tool_uses),
         )
 
 
@@ -606,10 +649,41 @@ class StreamText(BaseModel):
     content: str
 
 
+class StreamTool(BaseModel):
+    """`tool`: a tool the model called starts running (the reply's text goes on after it;
+    the `done` reply lists every call in `toolCalls`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="The tool as the model called it: `<server>__<tool>`.")
+    server: str = Field(
+        description="Its server's name in MCP_SERVERS (`knowledge` for the "
+        "knowledge base's search)."
+    )
+    tool: str = Field(description="The tool's own name at its server.")
+
+
 class StreamError(ErrorResponse):
     """The stream's last event when the round failed after it opened."""
 
     status: int = Field(description="The HTTP status `/api/chat` would have answered with.")
+
+
+class ToolServerOut(BaseModel):
+    """One tool server of MCP_SERVERS, as `/healthz` reports it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Its name in MCP_SERVERS.")
+    state: Literal["starting", "ready", "restarting", "failed"] = Field(
+        description="`ready`: its tools are offered; `starting`: not yet; `restarting`: it "
+        "died and is started again after a back-off; `failed`: it could not start or list "
+        "its tools (consultations go on without them)."
+    )
+    tools: int = Field(
+        ge=0, description="How many tools it offers the model (after MCP_TOOLS_ALLOW)."
+    )
+    error: str | None = Field(description="Its last failure, one line; null when none.")
 
 
 class HealthResponse(BaseModel):
@@ -621,6 +695,11 @@ class HealthResponse(BaseModel):
     loops: dict[str, str] = Field(
         description='Each long-lived loop of the process: "ok", or why it is not doing its job'
         " (ended, stuck, or no progress for longer than it allows)."
+    )
+    tools: list[ToolServerOut] = Field(
+        description="Each configured tool server (MCP_SERVERS), empty without any. A server "
+        "that is down does not make `status` unavailable: consultations go on without its "
+        "tools."
     )
 
 

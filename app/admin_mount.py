@@ -15,11 +15,12 @@ loader (`media.knowledge_files.KnowledgeLoader`) on the runtime's own document r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from admin.config import PREFIX
 from app.settings import Settings
+from core.domain.tools import ToolServerStatus
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -28,10 +29,15 @@ if TYPE_CHECKING:
 
 
 def console_mounts(
-    settings: Settings, runtime: Runtime, *, clock: Callable[[], float] = time.time
+    settings: Settings,
+    runtime: Runtime,
+    *,
+    clock: Callable[[], float] = time.time,
+    tool_statuses: Callable[[], Sequence[ToolServerStatus]] | None = None,
 ) -> list[tuple[str, web.Application]]:
     """`[("/admin", the console)]` when ADMIN_TOKEN is set, else nothing; `clock` is the
-    wall time its sessions expire by."""
+    wall time its sessions expire by; `tool_statuses` where each tool server stands, for
+    the dashboard (the runtime's servers unless given)."""
     config = settings.admin_config()
     if config is None:
         return []
@@ -64,5 +70,6 @@ def console_mounts(
         figures=figures,
         throttle=throttle,
         knowledge=runtime.knowledge.knowledge,
+        tool_statuses=runtime.tool_statuses if tool_statuses is None else tool_statuses,
     )
     return [(PREFIX, console)]

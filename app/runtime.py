@@ -57,6 +57,7 @@ from core.llm.llm import ModelEndpoint, OpenAICompleter
 from core.primitives.keyed_lock import KeyedLock
 from core.prompting.prompts import PromptLibrary
 from core.turns.engine import Engine, build_engine
+from core.turns.knowledge_tool import NAME as KNOWLEDGE_TOOL
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
 from telemetry.loopwatch import watch_event_loop
@@ -191,6 +192,7 @@ async def open_runtime(
             toolbox = McpToolbox(tools_config)
             closing.push_async_callback(toolbox.close)  # stops the stdio servers' processes
             await toolbox.start()  # each server ready or failed (logged once); never fatal
+        metrics.name_tools_from(tool_names(toolbox))
         # Within the process: across processes a chat is the inbox claim's, a session its lock's.
         accounting = Accounting(settings.prices(), observe=metrics.record_charge)
         bot_completer = models[BOT_MODEL]
@@ -257,6 +259,21 @@ async def open_runtime(
                 from app.heartbeat import leave
 
                 await leave(shared_pool, worker)
+
+
+def tool_names(toolbox: Toolbox | None) -> Callable[[], frozenset[str]]:
+    """The names `/metrics` counts tool calls under: every tool the servers have offered
+    since the start (a server restarting offers none for a while, and its calls still
+    count under their names) and the knowledge base's search; the servers' listings are
+    bounded, so the names are."""
+    known = {KNOWLEDGE_TOOL}
+
+    def names() -> frozenset[str]:
+        if toolbox is not None:
+            known.update(spec.name for spec in toolbox.specs())
+        return frozenset(known)
+
+    return names
 
 
 async def _database_part(name: str, opening: Awaitable[T]) -> T:

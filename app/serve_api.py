@@ -34,6 +34,7 @@ async def serve_api(settings: Settings) -> int:
                 intake=runtime.intake,
                 loops=runtime.loops,
                 mounts=console_mounts(settings, runtime),
+                tool_statuses=runtime.tool_statuses,
             )
         except OSError as exc:
             raise cannot_listen(config.host, config.port, exc) from None

@@ -261,6 +261,7 @@ async def start_web(
             intake=runtime.intake,
             loops=runtime.loops,
             mounts=console_mounts(settings, runtime),
+            tool_statuses=runtime.tool_statuses,
         )
     except OSError as exc:
         raise cannot_listen(config.host, config.port, exc) from None

@@ -28,6 +28,7 @@ from bot.transport.chat import Context, Incoming, chat_key, incoming_of
 from bot.transport.config import BotConfig
 from bot.transport.delivery import Sender
 from bot.transport.outage import OutageNotices, store_failed
+from bot.transport.progress import Live
 from bot.transport.say import Say
 from bot.updates.access import RateLimiter, UserRateLimits, is_allowed
 from core.domain.asking import UserMessage
@@ -35,7 +36,6 @@ from core.domain.blank import is_blank
 from core.domain.errors import EmptyMessage, StoreUnavailable
 from core.domain.facts import telegram_person
 from core.domain.outcomes import Reply
-from core.domain.ports import OnText
 from core.turns.engine import Engine
 from i18n.translate import t
 from media.intake import Intake
@@ -184,7 +184,7 @@ class Handlers:
             text = text[: self.config.max_input_chars]
             await self.say(incoming, t(language, "truncated", limit=self.config.max_input_chars))
 
-        async def ask(on_text: OnText) -> Reply:
+        async def ask(live: Live) -> Reply:
             return await self.engine.turns.ask(
                 UserMessage(
                     incoming.key,
@@ -192,7 +192,8 @@ class Handlers:
                     author=incoming.author,
                     author_id=incoming.user_id,
                     is_group=incoming.is_group,
-                    on_text=on_text,
+                    on_text=live.on_text,
+                    on_tool=live.on_tool,
                     turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
                     memory=scope_of(incoming),
                     payer=payer_of(incoming),

@@ -1,8 +1,9 @@
 """The exported document's labels in a person's interface language, from the catalogs.
 
 Invariant: each label is the catalog's message (`i18n.messages` `document_*`, and the
-knowledge-base sources' heading and page as the bot's messages word them), so a
-document reads in the same language, and with the same words, as the bot's messages; a
+knowledge-base sources' heading and page, and the tools' heading and failure mark, as the
+bot's messages word them), so a document reads in the same language, and with the same
+words, as the bot's messages; a
 right-to-left language's placeholders come isolated (`i18n.translate`), so the date and the
 numbers core puts in them keep their direction. Imports nothing of Telegram: the HTTP
 API and the terminal are given these labels too.
@@ -31,6 +32,8 @@ def document_labels(language: str) -> TranscriptLabels:
         follow_up=t(language, "document_follow_up", number="{number}"),
         knowledge_sources=t(language, "knowledge_sources"),
         page=t(language, "knowledge_page", page="{page}"),
+        tools_used=t(language, "tools_used"),
+        tool_failed=t(language, "tool_failed", call="{call}"),
     )
 
 

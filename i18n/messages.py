@@ -268,6 +268,13 @@ MESSAGES: dict[str, str | Plural] = {
     "knowledge_sources": N_("Sources from the knowledge base"),
     # Translators: where a cited passage is in its document, after its title: "page 3".
     "knowledge_page": N_("page {page}"),
+    # Shown while a tool the expert called runs (replaced by the reply's text when the
+    # model writes): {tool} is the tool's server and name, "time · get_current_time".
+    "tool_running": N_("Looking up: {tool}…"),
+    # Translators: the heading of the list of tools an answer used (and of a document's).
+    "tools_used": N_("Looked up"),
+    # One tool of that list that gave no result: {call} is "server · tool (arguments)".
+    "tool_failed": N_("{call} — failed"),
     "unknown_command": N_("I don't know that command. See /help."),
     "empty": N_("Your message is empty. Please write your question in words."),
     "role_show": N_("Expert: {role}. Choose another one (applies to the next consultation):"),

@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyromark
 
-from core.turns.transcript import Transcript, knowledge_markdown, quoted, round_markdown
+from core.turns.transcript import (
+    Transcript,
+    knowledge_markdown,
+    quoted,
+    round_markdown,
+    tools_markdown,
+)
 
 if TYPE_CHECKING:
     from docx.document import Document
@@ -72,6 +78,8 @@ def docx_bytes(transcript: Transcript) -> bytes:
         document.add_heading(labels.round_of(number), level=1)
         document.add_heading(labels.questions, level=2)
         add_markdown(document, round_markdown(part))
+        if part.tools:
+            add_markdown(document, tools_markdown(part.tools, labels))
         document.add_heading(labels.answer, level=2)
         add_markdown(
             document, quoted(part.answer) if part.answer is not None else labels.not_answered
@@ -81,6 +89,8 @@ def docx_bytes(transcript: Transcript) -> bytes:
         add_markdown(document, t.final_answer)
         if t.final_sources:
             add_markdown(document, knowledge_markdown(t.final_sources, labels))
+        if t.final_tools:
+            add_markdown(document, tools_markdown(t.final_tools, labels))
     if t.follow_ups:
         document.add_heading(labels.follow_ups, level=1)
     for number, follow_up in enumerate(t.follow_ups, 1):
@@ -91,6 +101,8 @@ def docx_bytes(transcript: Transcript) -> bytes:
         add_markdown(document, answer)
         if follow_up.sources:
             add_markdown(document, knowledge_markdown(follow_up.sources, labels))
+        if follow_up.tools:
+            add_markdown(document, tools_markdown(follow_up.tools, labels))
     set_directions(document)
     out = io.BytesIO()
     document.save(out)

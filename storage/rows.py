@@ -7,9 +7,10 @@ and SQLite can, so dropping them here makes a text read back the same anywhere. 
 `ready_for_final` is a boolean on PostgreSQL and 0 or 1 on SQLite. A message's clarifying
 round (`questions`) and a consultation's unsent picks (`picks`) are kept as the JSON their
 `to_json` writes, a reply's knowledge-base sources as the JSON of
-`core.domain.knowledge_sources.sources_to_json` (NULL: none); a value that does not read
-back as one (damaged, or written by a version that stored another shape) loads as None
-(no sources), never failing the read.
+`core.domain.knowledge_sources.sources_to_json` (NULL: none) and the tools it used as the
+JSON of `core.domain.tool_uses.uses_to_json` (NULL: none); a value that does not read back
+as one (damaged, or written by a version that stored another shape) loads as None (no
+sources, no tool uses), never failing the read.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from core.domain.consultation import (
 from core.domain.facts import facts_from_value, facts_value
 from core.domain.knowledge_sources import sources_from_json, sources_to_json
 from core.domain.listing import ListedConsultation
+from core.domain.tool_uses import uses_from_json, uses_to_json
 
 CONSULTATION_COLUMNS = (
     "id, chat_key, status, max_rounds, current_round, initial_request, role,"
@@ -41,11 +43,11 @@ CONSULTATION_COLUMNS = (
 MESSAGE_INSERT_COLUMNS = (
     "consultation_id, seq, role, author, text, created_at,"
     " prompt_tokens, completion_tokens, tokens_estimated, turn_id, questions, ready_for_final,"
-    " knowledge_sources"
+    " knowledge_sources, tool_uses"
 )
 MESSAGE_READ_COLUMNS = (
     "role, text, created_at, author, prompt_tokens, completion_tokens, tokens_estimated,"
-    " turn_id, questions, ready_for_final, knowledge_sources"
+    " turn_id, questions, ready_for_final, knowledge_sources, tool_uses"
 )
 
 
@@ -92,6 +94,7 @@ def message_values(m: Message) -> tuple[Any, ...]:
         None if m.questions is None else m.questions.to_json(),
         m.ready_for_final,
         sources_to_json(m.knowledge_sources),
+        uses_to_json(m.tool_uses),
     )
 
 
@@ -113,6 +116,7 @@ def message_from_row(row: Sequence[Any]) -> Message:
         questions,
         ready,
         cited,
+        used,
     ) = row
     return Message(
         role=Role(role),
@@ -124,6 +128,7 @@ def message_from_row(row: Sequence[Any]) -> Message:
         questions=ClarifyingRound.from_json(questions),
         ready_for_final=bool(ready),
         knowledge_sources=sources_from_json(cited),
+        tool_uses=uses_from_json(used),
     )
 
 

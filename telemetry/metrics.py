@@ -5,6 +5,12 @@ Invariant: every metric lives in the `CollectorRegistry` of one `Metrics` object
 benchmark in one process — never clash. Label values come from fixed sets (route
 templates, error kinds), never from user input, so the series count stays bounded.
 
+Tool calls are counted by tool and outcome from each reply's `tool_uses`: the tool label
+is a name the deployment's tools have (`name_tools_from`, the names of the configured
+servers' tools), else "unknown" — a name the model invented, or a tool whose server went
+away, never becomes a series of its own; the outcome is "ok" or a `ToolFailure`'s value.
+A replayed reply ran no tool and counts none.
+
 The inbox depth (updates accepted but not handled yet, across all workers) is read from
 its source when scraped (`scrape`), so it is never older than the scrape; without a
 source it stays 0, and a source that fails or is slow reports NaN for that scrape.
@@ -17,7 +23,7 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -27,6 +33,7 @@ from core.domain.errors import ModelError
 from core.domain.outcomes import Reply
 from core.domain.ports import Completer, Completion, CompletionRequest, OnDelta
 from core.domain.quotas import Limit
+from core.domain.tools import TOOL_NAME, ToolFailure, ToolUse
 from core.domain.usage import Charge
 from telemetry.loopwatch import LAG_BUCKETS
 
@@ -38,6 +45,11 @@ CLAIM_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
 DEPTH_TIMEOUT = 2.0
 DepthSource = Callable[[], Awaitable[int] | int]
 """The inbox depth: a count query (async) or any callable giving an int."""
+TOOL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60)
+UNKNOWN_TOOL = "unknown"
+"""The tool label of a call to a name the deployment's tools do not have."""
+ToolNames = Callable[[], Collection[str]]
+"""The names (`<server>__<tool>`) of the tools the deployment offers now."""
 
 
 class Metrics:
@@ -111,6 +123,17 @@ class Metrics:
             "DATABASE_URL each is kept in the dead_letters table.",
             ["reason"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
+        self.tool_calls = Counter(
+            "tool_calls", "Tool calls run for replies, by tool (\"unknown\": a name the "
+            "deployment's tools do not have) and outcome (ok, timeout, invalid_arguments, "
+            "unknown_tool, unavailable, failed).",
+            ["tool", "outcome"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+        self.tool_duration = Histogram(
+            "tool_call_duration_seconds", "Duration of one tool call, by tool.",
+            ["tool"], namespace=NAMESPACE, registry=r, buckets=TOOL_BUCKETS,
+        )  # fmt: skip
+        self._tool_names: ToolNames = frozenset
         self._depth_source: DepthSource | None = None
         self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
 
@@ -133,6 +156,32 @@ class Metrics:
         self.labelled(self.rounds, source, "true" if reply.is_final else "false").inc()
         if reply.is_complete:
             self.labelled(self.completed, source).inc()
+
+        if not reply.replayed:
+            for use in reply.tool_uses:
+                self.record_tool_use(use)
+
+    def name_tools_from(self, names: ToolNames) -> None:
+        """Label tool calls by the names `names()` gives (the configured tools); until it
+        is set every call is labelled "unknown"."""
+        self._tool_names = names
+
+    def record_tool_use(self, use: ToolUse) -> None:
+        """Count one tool call and its duration (see the module for the labels)."""
+        tool = self._tool_label(use)
+        outcome = "ok" if use.ok else (use.failure or ToolFailure.FAILED).value
+        self.labelled(self.tool_calls, tool, outcome).inc()
+        self.labelled(self.tool_duration, tool).observe(max(use.ms, 0) / 1000)
+
+    def _tool_label(self, use: ToolUse) -> str:
+        if use.failure is ToolFailure.UNKNOWN_TOOL or not TOOL_NAME.fullmatch(use.name):
+            return UNKNOWN_TOOL
+        try:
+            known = use.name in self._tool_names()
+        except Exception:  # the names are a label's guard; a failing source names none
+            log.warning("tool names not read for metrics", exc_info=True)
+            known = False
+        return use.name if known else UNKNOWN_TOOL
 
     def record_charge(self, charge: Charge) -> None:
         """Count a stored charge's tokens and cost. A model without a price is labelled

@@ -112,10 +112,16 @@ async def _command_or_turn(
     elif command == "/model":
         print(await model_command(engine, key, argument))
     elif command == "/answer":
-        printer.done(reply := await engine.turns.answer_now(key, on_text=printer.feed))
+        printer.done(
+            reply := await engine.turns.answer_now(
+                key, on_text=printer.feed, on_tool=printer.tool_started
+            )
+        )
         await remember_after(engine, reply)
     elif command == "/retry":
-        printer.done(await engine.turns.retry(key, on_text=printer.feed))
+        printer.done(
+            await engine.turns.retry(key, on_text=printer.feed, on_tool=printer.tool_started)
+        )
     elif command == "/followup":
         await ask_follow_up(engine, key, argument, printer)
     elif COMMAND.fullmatch(command):  # a typo'd command is not a question for the model
@@ -133,6 +139,7 @@ async def _command_or_turn(
                     typed.text,
                     answers=typed.answers,
                     on_text=printer.feed,
+                    on_tool=printer.tool_started,
                     memory=terminal_scope(key),
                 )
             )
@@ -166,6 +173,7 @@ async def _send_with_files(
             images=message_input.images,
             answers=typed.answers,
             on_text=printer.feed,
+            on_tool=printer.tool_started,
             memory=terminal_scope(key),
         )
     )

@@ -42,7 +42,9 @@ async def ask_follow_up(engine: Engine, key: str, text: str, printer: StreamPrin
         print(USAGE)
         return
     try:
-        reply = await engine.turns.follow_up(key, text, on_text=printer.feed)
+        reply = await engine.turns.follow_up(
+            key, text, on_text=printer.feed, on_tool=printer.tool_started
+        )
     except FollowUpUnavailable as exc:
         print(f"[{REFUSALS[exc.reason]}; nothing was sent]")
         return

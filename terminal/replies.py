@@ -7,8 +7,10 @@ prefix of what it showed only when it cut a loop's repetitions (`core.llm.collec
 text is not printed again, and one line says the repeated part above was dropped. Any
 other revision is printed whole on a new line. A structured round is shown with each
 question's options under it, as `1a) …`, as it streams (`terminal.answers.round_text`).
-Under a reply, a provider's sources and then the knowledge-base passages it cites are
-listed, one a line, before its state line.
+Under a reply, a provider's sources, the knowledge-base passages it cites and the tools it
+used ("Looked up", failed ones marked) are listed, one a line, before its state line. While
+a tool runs, a line says so ("[Looking up: time · get_current_time…]"); the reply's text
+goes on below it.
 A model error names the setting or the server to check, never an operator to wait for.
 
 While no text has come `WAITING_AFTER` seconds into a turn, a line says the terminal is
@@ -25,6 +27,8 @@ from typing import Protocol
 
 from core.domain.errors import ModelError, ModelErrorKind
 from core.domain.outcomes import Notice, Reply
+from core.domain.tool_uses import SERVER_TOOL, used_line
+from core.domain.tools import ToolSpec
 from core.prompting.clarifying_stream import RoundText
 from i18n.translate import t
 from terminal.answers import round_text
@@ -47,6 +51,7 @@ class StreamPrinter:
         self.reply: Reply | None = None  # the reply once it is done
         self._waiting: asyncio.Task[None] | None = None
         self._counting = False  # a terminal shows the waiting line, to be wiped
+        self._after_tool = False  # a tool's line ends the screen: no blank lines after it
 
     def start_waiting(self, *, terminal: bool | None = None) -> None:
         """Say the terminal waits for the model if no text comes within `WAITING_AFTER`."""
@@ -87,11 +92,25 @@ class StreamPrinter:
             self._kept = text  # a loop's repetitions cut: the kept text is on the screen
             return
         if text.startswith(self._printed):
-            sys.stdout.write(text[len(self._printed) :])
+            piece = text[len(self._printed) :]
+            if self._after_tool:  # the line breaks before the text after the tool: dropped
+                piece = piece.lstrip("\n")
+                self._after_tool = not piece
+            sys.stdout.write(piece)
         else:  # the text was revised (e.g. an overlap removed): print it again
             sys.stdout.write("\n" + text)
         sys.stdout.flush()
         self._printed = self._kept = text
+
+    async def tool_started(self, spec: ToolSpec) -> None:
+        """Say on a line of its own that a tool the model called runs."""
+        if self._waiting is not None:
+            await self.stop_waiting()
+        name = f"{spec.server}{SERVER_TOOL}{spec.tool}"
+        lead = "\n" if self._printed and not self._printed.endswith("\n") else ""
+        sys.stdout.write(f"{lead}[{t('en', 'tool_running', tool=name)}]\n")
+        sys.stdout.flush()
+        self._after_tool = True
 
     def done(self, reply: Reply) -> None:
         self.reply = reply
@@ -120,6 +139,11 @@ class StreamPrinter:
                 if cited.page is not None:
                     where += ", " + t("en", "knowledge_page", page=cited.page)
                 print(f"\n[{cited.ref}] {where}", end="")
+        if reply.tool_uses:
+            print(f"\n{t('en', 'tools_used')}:", end="")
+            for use in reply.tool_uses:
+                line = used_line(use)
+                print("\n" + (line if use.ok else t("en", "tool_failed", call=line)), end="")
         if reply.follow_up:
             limit = reply.follow_up + (reply.follow_ups_left or 0)
             state = f"follow-up {reply.follow_up} of {limit}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from app.runtime import open_runtime
 from app.settings import Settings, load_settings
 from core.domain.clarifying import ClarifyingRound, Question
 from core.domain.consultation import Consultation, Message, Role, Status, Usage
+from core.domain.tools import ToolServerStatus
 from core.turns.engine import Engine
 from i18n.document_labels import DOCUMENT_LANGUAGES
 from tests.api_harness import ApiTestServer
@@ -100,7 +101,9 @@ def console_settings(kind: StoreKind, address: str, **overrides: Any) -> Setting
 
 
 @contextlib.asynccontextmanager
-async def running_console(settings: Settings) -> AsyncIterator[Console]:
+async def running_console(
+    settings: Settings, *, tool_statuses: Callable[[], Sequence[ToolServerStatus]] | None = None
+) -> AsyncIterator[Console]:
     clock = Clock()
     async with open_runtime(settings, background=False) as runtime:
         config = settings.api_config()
@@ -110,7 +113,7 @@ async def running_console(settings: Settings) -> AsyncIterator[Console]:
             document_languages=DOCUMENT_LANGUAGES,
             store=runtime.store,
             metrics=runtime.metrics,
-            mounts=console_mounts(settings, runtime, clock=clock),
+            mounts=console_mounts(settings, runtime, clock=clock, tool_statuses=tool_statuses),
         )
         # The deployment's read deadlines and connection limits, as `start_web_server` runs.
         server = ApiTestServer(app, host="127.0.0.1", read_timeouts=read_timeouts(config))

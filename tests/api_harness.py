@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web_runner import BaseRunner
 
-from api.app import build_web_app
+from api.app import ToolStatuses, build_web_app
 from api.server import ApiRunner, ReadTimeouts, read_timeouts
 from api.webhook import TelegramApp
 from app.runtime import BOT_MODEL, open_runtime
@@ -134,13 +134,16 @@ async def running_api(
     *,
     telegram: TelegramFactory | None = None,
     knowledge: KnowledgeSearch | None = None,
+    tool_statuses: ToolStatuses | None = None,
 ) -> AsyncIterator[RunningApi]:
     """The production runtime (`app.runtime.open_runtime`, without its periodic jobs) and
     an HTTP server over it, with a client bound to it.
 
     `telegram` builds the PTB application over the service (for the webhook route);
     starting and stopping it is the caller's business. `knowledge` is the knowledge base
-    the consultations read (`tests.knowledge_search.ListedKnowledge`).
+    the consultations read (`tests.knowledge_search.ListedKnowledge`); `tool_statuses`
+    what `/healthz` reports of the tool servers (the runtime's, as in production, unless
+    given).
     """
     async with open_runtime(settings, background=False, knowledge=knowledge) as runtime:
         application = telegram(settings, runtime.engine) if telegram is not None else None
@@ -153,6 +156,7 @@ async def running_api(
             metrics=runtime.metrics,
             intake=runtime.intake,
             loops=runtime.loops,
+            tool_statuses=runtime.tool_statuses if tool_statuses is None else tool_statuses,
         )
         arrivals = Arrivals()
         app.middlewares.insert(0, arrivals.middleware)

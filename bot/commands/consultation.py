@@ -21,13 +21,13 @@ from bot.commands.turns import TurnRunner
 from bot.commands.usage import payer_of
 from bot.transport.chat import Context, Incoming
 from bot.transport.config import BotConfig
+from bot.transport.progress import Live
 from bot.transport.say import Say
 from bot.transport.target import AnyBot
 from bot.updates.buttons import Press, ignored
 from bot.updates.in_flight import stop_earlier
 from core.domain.errors import InvalidMaxRounds
 from core.domain.outcomes import Reply
-from core.domain.ports import OnText
 from core.prompting.role_choice import role_choice
 from core.turns.engine import Engine
 from i18n.translate import t
@@ -171,11 +171,12 @@ class Commands:
     async def retry(self, incoming: Incoming, context: Context) -> None:
         """Answer the waiting message again after a model error."""
 
-        async def retry(on_text: OnText) -> Reply:
+        async def retry(live: Live) -> Reply:
             return await self.engine.turns.retry(
                 incoming.key,
                 is_group=incoming.is_group,
-                on_text=on_text,
+                on_text=live.on_text,
+                on_tool=live.on_tool,
                 payer=payer_of(incoming),
             )
 
@@ -226,12 +227,13 @@ class Commands:
         """Close the consultation with its final answer, in the asker's language: one path
         for /answer and the button, so the command and the button always behave the same."""
 
-        async def answer(on_text: OnText) -> Reply:
+        async def answer(live: Live) -> Reply:
             return await self.engine.turns.answer_now(
                 incoming.key,
                 author=incoming.author,
                 is_group=incoming.is_group,
-                on_text=on_text,
+                on_text=live.on_text,
+                on_tool=live.on_tool,
                 language=incoming.language,
                 turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
                 payer=payer_of(incoming),

@@ -34,7 +34,7 @@ from bot.commands.usage import payer_of
 from bot.transport.chat import Context, Incoming
 from bot.transport.config import BotConfig
 from bot.transport.files import DownloadFailed, TelegramFile, download
-from bot.transport.progress import Progress
+from bot.transport.progress import Live, Progress
 from bot.transport.say import Say
 from bot.transport.target import AnyBot, Target
 from core.domain.asking import UserMessage
@@ -42,7 +42,6 @@ from core.domain.attachments import Attachment, MessageInput, Transcription
 from core.domain.blank import is_blank
 from core.domain.errors import AttachmentProblem, AttachmentRefused, EmptyMessage, StoreUnavailable
 from core.domain.outcomes import Reply
-from core.domain.ports import OnText
 from core.domain.quotas import QuotaExceeded
 from core.turns.engine import Engine
 from i18n.translate import t
@@ -126,7 +125,7 @@ class FileTurns:
             notice = "document_cut" if whole else "document_not_read_whole"
             await self.say(incoming, t(language, notice, limit=limit))
 
-        async def ask(on_text: OnText) -> Reply:
+        async def ask(live: Live) -> Reply:
             return await self.engine.turns.ask(
                 UserMessage(
                     incoming.key,
@@ -135,7 +134,8 @@ class FileTurns:
                     author=incoming.author,
                     author_id=incoming.user_id,
                     is_group=incoming.is_group,
-                    on_text=on_text,
+                    on_text=live.on_text,
+                    on_tool=live.on_tool,
                     turn_id=incoming.turn_id,
                     memory=scope_of(incoming),
                     payer=payer_of(incoming),

@@ -39,13 +39,13 @@ from bot.commands.turns import TurnRunner
 from bot.commands.usage import payer_of
 from bot.transport.chat import Context, Incoming
 from bot.transport.keyboards import EXPORT, FOLLOW_UP, bare_id, consultation_of
+from bot.transport.progress import Live
 from bot.transport.say import Say
 from bot.updates.buttons import Press, ignored
 from core.domain.attachments import Image
 from core.domain.consultation import Consultation, Role
 from core.domain.errors import FollowUpReason, FollowUpUnavailable
 from core.domain.outcomes import Reply
-from core.domain.ports import OnText
 from core.turns.engine import Engine
 from core.turns.follow_ups import final_index, unavailable_reason
 from i18n.translate import every_translation, t
@@ -123,14 +123,15 @@ class FollowUpTurns:
         stored with its `images`) and deliver the answer; a consultation that takes none
         is told why."""
 
-        async def ask(on_text: OnText) -> Reply:
+        async def ask(live: Live) -> Reply:
             return await self.engine.turns.follow_up(
                 incoming.key,
                 text,
                 consultation_id=aim.consultation_id,
                 author=incoming.author,
                 is_group=incoming.is_group,
-                on_text=on_text,
+                on_text=live.on_text,
+                on_tool=live.on_tool,
                 turn_id=incoming.turn_id,
                 images=images,
                 payer=payer_of(incoming),

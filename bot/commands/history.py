@@ -6,8 +6,8 @@ as /export N reads them, each with its start date, the start of its request, its
 and the rounds it used; each has a "Document N" button (`ex:<id>`) and, when it ended
 with a final answer, an "Answer N" button (`hs:<id>`); a button's data names only the
 consultation, within Telegram's 64 bytes. "Answer N" sends the final answer again
-rendered like the original, with the knowledge-base sources it cited and the final
-answer's buttons, and only for the chat's own consultation.
+rendered like the original, with the knowledge-base sources it cited, the tools it used
+and the final answer's buttons, and only for the chat's own consultation.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class HistoryView:
             is_complete=True,
             model="",
             knowledge_sources=transcript.final_sources,
+            tool_uses=transcript.final_tools,
         )
         language = incoming.language
         await Sender(context.bot, incoming.target).send_markdown(

@@ -33,12 +33,13 @@ from bot.commands.turns import TurnRunner
 from bot.commands.usage import payer_of
 from bot.transport.chat import Context, Incoming
 from bot.transport.keyboards import choice_of, round_keyboard, round_of, with_picks
+from bot.transport.progress import Live
 from bot.updates.buttons import Press, ignored
 from core.domain.asking import RoundRef, UserMessage
 from core.domain.clarifying import Answer, ClarifyingRound, Picks
 from core.domain.errors import AnswerInvalid, AnswerStale, EmptyMessage
 from core.domain.outcomes import Reply
-from core.domain.ports import OnText
+from core.domain.tools import ToolSpec
 from core.turns.service import ConsultationService
 from i18n.translate import t
 
@@ -78,12 +79,13 @@ class RoundPresses:
             ignored(press.query.data, "not a round")
             return
 
-        async def finish(on_text: OnText) -> Reply:
+        async def finish(live: Live) -> Reply:
             return await self.service.answer_now(
                 incoming.key,
                 author=incoming.author,
                 is_group=incoming.is_group,
-                on_text=on_text,
+                on_text=live.on_text,
+                on_tool=live.on_tool,
                 language=incoming.language,
                 turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
                 payer=payer_of(incoming),
@@ -120,7 +122,7 @@ class RoundPresses:
         ref: RoundRef,
         answers: Sequence[Answer],
     ) -> None:
-        async def ask(on_text: OnText) -> Reply:
+        async def ask(live: Live) -> Reply:
             return await self.service.ask(
                 UserMessage(
                     incoming.key,
@@ -128,7 +130,8 @@ class RoundPresses:
                     author=incoming.author,
                     author_id=incoming.user_id,
                     is_group=incoming.is_group,
-                    on_text=on_text,
+                    on_text=live.on_text,
+                    on_tool=live.on_tool,
                     turn_id=incoming.turn_id,  # handled twice, one turn (see Incoming.turn_id)
                     answers=answers,
                     ref=ref,
@@ -143,17 +146,21 @@ class RoundPresses:
         incoming: Incoming,
         context: Context,
         press: Press,
-        call: Callable[[OnText], Awaitable[Reply]],
+        call: Callable[[Live], Awaitable[Reply]],
     ) -> None:
-        """Run the turn `call` makes; the press is answered once its text shows, or with
-        the popup saying why nothing happened."""
+        """Run the turn `call` makes; the press is answered once its text (or a tool it
+        runs) shows, or with the popup saying why nothing happened."""
 
-        async def action(on_text: OnText) -> Reply:
+        async def action(live: Live) -> Reply:
             async def shown(text: str) -> None:
                 await press.answer()  # the turn is under way: the client stops waiting
-                await on_text(text)
+                await live.on_text(text)
 
-            return await call(shown)
+            async def tool(spec: ToolSpec) -> None:
+                await press.answer()
+                await live.on_tool(spec)
+
+            return await call(Live(shown, tool))
 
         try:
             await self.turns.run(context.bot, incoming.target, incoming.language, action)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from telegram.error import TelegramError
@@ -23,8 +23,8 @@ from bot.commands.quota import final_text, refused_text
 from bot.transport.delivery import Sender
 from bot.transport.keyboards import reply_keyboard
 from bot.transport.outage import OutageNotices, store_failed
-from bot.transport.progress import Progress
-from bot.transport.render import Part, knowledge_parts, sources_parts
+from bot.transport.progress import Live, Progress
+from bot.transport.render import Part, knowledge_parts, sources_parts, tools_parts
 from bot.transport.round_keyboards import KeyboardMessages, RoundKeyboards
 from bot.transport.target import AnyBot, ChatUnavailable, Target
 from bot.transport.undelivered import MemoryUndelivered, UndeliveredReplies
@@ -41,8 +41,9 @@ from core.domain.errors import (
 )
 from core.domain.facts import MemoryUpdate
 from core.domain.outcomes import Notice, Reply
-from core.domain.ports import OnText
 from core.domain.quotas import QuotaExceeded
+from core.domain.tool_uses import SERVER_TOOL, used_line
+from core.domain.tools import ToolSpec, ToolUse
 from core.primitives.expiring import ExpiringDict
 from i18n.translate import t
 
@@ -53,7 +54,8 @@ FORGET_AFTER = 24 * 3600.0
 """A chat that refused the bot is forgotten after a day without news of it: memory holds
 only the last day's chats."""
 
-Action = Callable[[OnText], Awaitable[Reply]]
+Action = Callable[[Live], Awaitable[Reply]]
+"""A service call, given the callbacks that show its reply while it is written."""
 Remember = Callable[[str], Awaitable[MemoryUpdate]]
 """`core.turns.memories.Memories.remember`: a completed consultation's facts kept."""
 Spawn = Callable[[Coroutine[Any, Any, None]], object]
@@ -83,8 +85,8 @@ def footer_for(reply: Reply, language: str) -> str:
 
 
 def appendix_for(reply: Reply, language: str) -> list[Part]:
-    """What follows a reply's text: the provider's sources, then the knowledge-base
-    passages it cites (each list only when it has any)."""
+    """What follows a reply's text: the provider's sources, the knowledge-base passages it
+    cites, then the tools it used (each list only when it has any)."""
     return [
         *sources_parts(t(language, "sources"), reply.sources),
         *knowledge_parts(
@@ -92,7 +94,22 @@ def appendix_for(reply: Reply, language: str) -> list[Part]:
             reply.knowledge_sources,
             lambda page: t(language, "knowledge_page", page=page),
         ),
+        *tools_parts(t(language, "tools_used"), [tool_line(u, language) for u in reply.tool_uses]),
     ]
+
+
+def tool_line(use: ToolUse, language: str) -> str:
+    """One tool a reply used, as listed under it: `time · get_current_time (timezone=UTC)`,
+    marked when it gave no result."""
+    line = used_line(use)
+    return line if use.ok else t(language, "tool_failed", call=line)
+
+
+def tool_running_text(specs: Sequence[ToolSpec], language: str) -> str:
+    """The progress line while `specs` run: "Looking up: time · get_current_time…"
+    (several: "Looking up: time · get_current_time, docs · search…")."""
+    names = ", ".join(f"{spec.server}{SERVER_TOOL}{spec.tool}" for spec in specs)
+    return t(language, "tool_running", tool=names)
 
 
 def _closing(reply: Reply) -> str:
@@ -167,15 +184,21 @@ class TurnRunner:
         self._keyboards = RoundKeyboards(keyboards)
 
     async def run(self, bot: AnyBot, target: Target, language: str, action: Action) -> Reply | None:
-        """Run `action` (a service call taking an on_text callback) and deliver its outcome."""
+        """Run `action` (a service call showing its reply through `Live`) and deliver its
+        outcome."""
         sender = Sender(bot, target)
         await self._redeliver(sender, target)
         interval = self._private_interval if target.private else self._group_interval
-        progress = Progress(bot, target, interval=interval)
+        progress = Progress(
+            bot,
+            target,
+            interval=interval,
+            tool_text=lambda specs: tool_running_text(specs, language),
+        )
         progress.start()
         try:
             try:
-                reply = await action(progress.update)
+                reply = await action(progress.live)
             finally:
                 await progress.close()
             if self._on_reply is not None:

@@ -6,6 +6,9 @@ Invariants:
   delivery (`bot.transport.delivery.Sender`) decides what the chat keeps;
 - each update renders a bounded window of the reply (`PROGRESS_WINDOW` characters),
   so its cost does not grow with the reply;
+- while tools the model called run, the progress shows one line naming them under the
+  reply so far ("Looking up: time · get_current_time…", `tool_started`), their names as
+  text, never Markdown; the reply's next text replaces it;
 - `close()` lets a progress request already on its way finish, so the final delivery
   edits a progress message that reached the chat instead of leaving a stray copy;
 - progress is shed first when the bot is overloaded: an update whose turn came more
@@ -23,7 +26,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from telegram import Message, ReplyParameters
@@ -32,8 +36,10 @@ from telegram.error import BadRequest, Forbidden, RetryAfter
 
 from bot.transport.flood import retry_seconds
 from bot.transport.progress_budget import ProgressBudget, progress_budget
-from bot.transport.render import Part, plain_parts, render
+from bot.transport.render import Part, markdown_text, plain_parts, render
 from bot.transport.target import NO_RETRIES, AnyBot, Target
+from core.domain.ports import OnText
+from core.domain.tools import OnToolStart, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +53,25 @@ loop's lag when it is that far behind every chat."""
 PROGRESS_WINDOW = 2 * PROGRESS_LIMIT
 """Characters of a long reply that a progress update renders: enough for one message."""
 _draft_ids = itertools.count(1)
+MAX_TOOLS_SHOWN = 6
+"""Tools named in one progress line at most (a turn runs few: TOOLS_MAX_CALLS)."""
+
+ToolText = Callable[[Sequence[ToolSpec]], str]
+"""The line shown while tools run (those started since the text last moved, in the order
+they started), in the reader's language."""
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """What an engine call is given to show its reply while it is written: the reply's
+    text so far (`on_text`) and each tool the model called as it starts (`on_tool`)."""
+
+    on_text: OnText
+    on_tool: OnToolStart
+
+
+def _no_tool_text(specs: Sequence[ToolSpec]) -> str:
+    return ", ".join(f"{spec.server} · {spec.tool}" for spec in specs) + "…"
 
 
 def progress_window(text: str, *, from_end: bool) -> tuple[str, bool]:
@@ -93,8 +118,11 @@ class Progress:
         typing_delay: float = 0.3,
         shed_after: float = SHED_AFTER,
         budget: ProgressBudget | None = None,
+        tool_text: ToolText = _no_tool_text,
     ) -> None:
         self._bot = bot
+        self._tool_text = tool_text
+        self._tools: list[ToolSpec] = []  # started since the text last moved
         self._target = target
         self._interval = interval
         self._first_delay = first_delay
@@ -122,13 +150,40 @@ class Progress:
     def start(self) -> None:
         self._typing_after(self._typing_delay)
 
+    @property
+    def live(self) -> Live:
+        """The callbacks an engine call is given (`update`, `tool_started`)."""
+        return Live(self.update, self.tool_started)
+
     async def update(self, text: str) -> None:
         """Called with the whole reply so far; returns at once."""
         self._latest = text
+        self._tools.clear()
         self._changed.set()
+        self._begin()
+
+    async def tool_started(self, spec: ToolSpec) -> None:
+        """Called when a tool the model asked for starts: its line shows under the reply
+        so far until the reply's text goes on, naming every tool started since (several
+        run at once); returns at once."""
+        if len(self._tools) < MAX_TOOLS_SHOWN and spec not in self._tools:
+            self._tools.append(spec)
+        self._changed.set()
+        self._begin()
+
+    def _begin(self) -> None:
         if not self._pumping and not self._closed:
             self._pumping = True
             self._after(self._first_delay, self._pump)
+
+    def _showing(self) -> str:
+        """The reply so far, with the running tool's line under it."""
+        if not self._tools:
+            return self._latest
+        line = f"_{markdown_text(self._tool_text(self._tools))}_"
+        if not self._latest.strip():
+            return line
+        return f"{self._latest.rstrip()}\n\n{line}"
 
     def _after(self, delay: float, work: Callable[[float], Coroutine[Any, Any, None]]) -> None:
         """Run `work` as a task of this progress `delay` seconds from now, unless closed;
@@ -222,7 +277,7 @@ class Progress:
     async def _update_once(self) -> bool:
         """Show the reply so far unless it is shown already or progress is closed; False
         when the chat forbids the bot to write (no further update is worth trying)."""
-        text = self._latest
+        text = self._showing()
         if not text.strip() or text == self._shown or self._closed:
             self._changed.clear()
             return True

@@ -58,6 +58,7 @@ _LANGUAGE = re.compile(r"[\w+#.\-]{1,32}")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 _MATH_EVENTS = ("InlineMath", "DisplayMath")
 _LINE_LEAD = re.compile(rb"[ \t>]*")  # what may precede an HTML block's `<` on its line
+_MARKDOWN_SIGN = re.compile(r"[\\`*_{}\[\]<>()#!|~&$.+-]")
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,13 @@ def _surface_hidden(
             elif e.offset + e.length > at:
                 e.length += grow
     return text, keep
+
+
+def markdown_text(text: str) -> str:
+    """`text` on one line with every sign Markdown reads backslash-escaped, so `render`
+    shows it as it is (a name such as `get_current_time` stays one word)."""
+    line = " ".join(text.split())
+    return _MARKDOWN_SIGN.sub(lambda found: "\\" + found.group(0), line)
 
 
 def plain_parts(text: str, *, limit: int = TELEGRAM_LIMIT) -> list[str]:
@@ -296,6 +304,13 @@ def knowledge_parts(
             where += ", " + page(source.page)
         lines.append(_Line(f"[{source.ref}] ", where, None))
     return _listed_parts(heading, lines, limit)
+
+
+def tools_parts(heading: str, lines: Sequence[str], *, limit: int = TELEGRAM_LIMIT) -> list[Part]:
+    """The tools a reply used under a bold `heading`, one a line ("time · get_current_time
+    (timezone=UTC)", worded by the caller), packed as `sources_parts` packs its lines.
+    Every line is plain text, never Markdown."""
+    return _listed_parts(heading, [_Line("", line, None) for line in lines], limit)
 
 
 @dataclass(frozen=True, slots=True)

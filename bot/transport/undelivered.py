@@ -21,6 +21,7 @@ from core.domain.clarifying import ClarifyingRound
 from core.domain.consultation import Usage
 from core.domain.knowledge_sources import sources_from_json, sources_to_json
 from core.domain.outcomes import Notice, Reply
+from core.domain.tool_uses import uses_from_json, uses_to_json
 from core.primitives.expiring import ExpiringDict
 
 FORGET_AFTER = 24 * 3600.0
@@ -105,7 +106,7 @@ def reply_to_dict(reply: Reply) -> dict[str, Any]:
 
     `extras` (the provider's raw fields, where the sources come from) is JSON already; a
     structured round is kept in its stored form, so a reply sent later has its buttons,
-    and so are the knowledge-base sources it cites, so it lists them.
+    and so are the knowledge-base sources it cites and the tools it used, so it lists them.
     """
     usage = reply.usage
     return {
@@ -126,6 +127,7 @@ def reply_to_dict(reply: Reply) -> dict[str, Any]:
         "follow_up": reply.follow_up,
         "follow_ups_left": reply.follow_ups_left,
         "knowledge_sources": sources_to_json(reply.knowledge_sources),
+        "tool_uses": uses_to_json(reply.tool_uses),
     }
 
 
@@ -151,6 +153,7 @@ def reply_from_dict(data: dict[str, Any]) -> Reply:
         follow_up=int(data.get("follow_up") or 0),
         follow_ups_left=_count(data.get("follow_ups_left")),
         knowledge_sources=sources_from_json(data.get("knowledge_sources")),
+        tool_uses=uses_from_json(data.get("tool_uses")),
     )
 
 

@@ -43,7 +43,7 @@ from core.domain.knowledge import Passage
 from core.domain.knowledge_sources import KnowledgeSource, cited_sources
 from core.domain.outcomes import Notice, Reply
 from core.domain.ports import Completer, CompletionRequest, ConsultationStore, OnText
-from core.domain.tools import OnToolStart, ToolSpec
+from core.domain.tools import OnToolStart, ToolSpec, ToolUse
 from core.domain.usage import Accounting, CallKind, Payer
 from core.llm.collect import collect_answer
 from core.prompting.context import SEPARATOR
@@ -65,11 +65,12 @@ from core.turns.user_turns import UserTurns
 @dataclass(frozen=True, slots=True)
 class FollowUpPart:
     """One follow-up: the user's question, and the answer (None while unanswered) with
-    the knowledge-base passages it cites."""
+    the knowledge-base passages it cites and the tools it used."""
 
     question: str
     answer: str | None
     sources: tuple[KnowledgeSource, ...] = ()
+    tools: tuple[ToolUse, ...] = ()
 
 
 def final_index(consultation: Consultation) -> int | None:
@@ -99,7 +100,9 @@ def follow_up_parts(consultation: Consultation) -> list[FollowUpPart]:
             question.append(message.text)
         elif question:
             joined = "\n\n".join(question)
-            parts.append(FollowUpPart(joined, message.text, message.knowledge_sources))
+            parts.append(
+                FollowUpPart(joined, message.text, message.knowledge_sources, message.tool_uses)
+            )
             question = []
     if question:
         parts.append(FollowUpPart("\n\n".join(question), None))

@@ -8,7 +8,9 @@ reply to its last round), then the follow-ups asked after it (each question, the
 answer, None while unanswered). A provider's sources are part of a reply's text when
 the model wrote them there: the store keeps no provider citations, so nothing is added;
 the knowledge-base passages the final answer and each follow-up's answer cite are kept
-with them and listed under them (`knowledge_markdown`). Labels
+with them and listed under them (`knowledge_markdown`), and so are the tools each reply
+used, each with its short arguments and its result (cut at
+`core.domain.tool_uses.RESULT_CHARS`) or its error (`tools_markdown`). Labels
 are the caller's `TranscriptLabels` (English unless an edge gives them in the reader's
 language from its catalogs); the one date is ISO 8601 in UTC, the one kind of number a
 round's or follow-up's ordinal, the same in every language. Each text is cut at
@@ -26,6 +28,8 @@ from datetime import UTC, datetime
 from core.domain.clarifying import ClarifyingRound, option_lines
 from core.domain.consultation import Consultation, Message, Role
 from core.domain.knowledge_sources import KnowledgeSource
+from core.domain.tool_uses import result_text, used_line
+from core.domain.tools import ToolUse
 from core.turns.follow_ups import FollowUpPart, final_index, follow_up_parts
 
 MAX_TITLE_CHARS = 80
@@ -38,7 +42,7 @@ class TranscriptLabels:
     """The words a document is labelled with, in one language; English by default. Core
     loads no catalog: an edge that has them builds these in the reader's language.
     `date` holds `{date}` (the start as `2025-06-15 14:26 UTC`, locale-neutral ISO 8601),
-    `round` and `follow_up` hold `{number}`."""
+    `round` and `follow_up` hold `{number}`, `tool_failed` `{call}`."""
 
     date: str = "Date: {date}"
     request: str = "Request"
@@ -52,6 +56,8 @@ class TranscriptLabels:
     follow_up: str = "Follow-up {number}"
     knowledge_sources: str = "Sources from the knowledge base"
     page: str = "page {page}"
+    tools_used: str = "Looked up"
+    tool_failed: str = "{call} — failed"
 
     def dated(self, at: datetime) -> str:
         return self.date.format(date=f"{at:%Y-%m-%d %H:%M} UTC")
@@ -64,6 +70,9 @@ class TranscriptLabels:
 
     def page_of(self, page: int) -> str:
         return self.page.format(page=page)
+
+    def failed(self, call: str) -> str:
+        return self.tool_failed.format(call=call)
 
 
 ENGLISH = TranscriptLabels()
@@ -82,16 +91,18 @@ _SPACE = re.compile(r"\s+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _MARKDOWN_SIGN = re.compile(r"[\\`*_{}\[\]<>()#!|~&$]")
+_BACKTICKS = re.compile("`+")
 
 
 @dataclass(frozen=True, slots=True)
 class RoundPart:
     """One clarifying round: what the bot asked (`questions` for a structured round),
-    and the user's answer (None while unanswered)."""
+    and the user's answer (None while unanswered); the tools it used before it asked."""
 
     asked: str
     questions: ClarifyingRound | None
     answer: str | None
+    tools: tuple[ToolUse, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +117,7 @@ class Transcript:
     final_answer: str | None
     follow_ups: tuple[FollowUpPart, ...] = ()
     final_sources: tuple[KnowledgeSource, ...] = ()  # the knowledge base's, the answer cites
+    final_tools: tuple[ToolUse, ...] = ()  # the tools the final answer used
 
 
 def transcript_of(consultation: Consultation, labels: TranscriptLabels = ENGLISH) -> Transcript:
@@ -114,19 +126,27 @@ def transcript_of(consultation: Consultation, labels: TranscriptLabels = ENGLISH
     messages = consultation.messages if index is None else consultation.messages[: index + 1]
     joined = _joined_messages(messages)
     request = joined[0][1] if joined and joined[0][0] is Role.USER else consultation.initial_request
-    replies = [(i, text, q) for i, (role, text, q) in enumerate(joined) if role is Role.ASSISTANT]
+    replies = [
+        (i, text, q, used)
+        for i, (role, text, q, used) in enumerate(joined)
+        if role is Role.ASSISTANT
+    ]
     final: str | None = None
+    final_tools: tuple[ToolUse, ...] = ()
     if index is not None and joined and joined[-1][0] is Role.ASSISTANT:
-        final = joined[-1][1]
+        final, final_tools = joined[-1][1], joined[-1][3]
         replies = replies[:-1]
     rounds = []
-    for at, asked, questions in replies:
+    for at, asked, questions, used in replies:
         following = joined[at + 1] if at + 1 < len(joined) else None
         answer = following[1] if following is not None and following[0] is Role.USER else None
-        rounds.append(RoundPart(asked, questions, answer))
+        rounds.append(RoundPart(asked, questions, answer, used))
     follow_ups = tuple(
         FollowUpPart(
-            _cut(part.question), None if part.answer is None else _cut(part.answer), part.sources
+            _cut(part.question),
+            None if part.answer is None else _cut(part.answer),
+            part.sources,
+            part.tools,
         )
         for part in follow_up_parts(consultation)
     )
@@ -141,6 +161,7 @@ def transcript_of(consultation: Consultation, labels: TranscriptLabels = ENGLISH
         final_sources=()
         if final is None or index is None
         else consultation.messages[index].knowledge_sources,
+        final_tools=final_tools,
     )
 
 
@@ -172,6 +193,8 @@ def render_markdown(transcript: Transcript) -> str:
         parts.append(f"## {labels.round_of(number)}")
         parts.append(f"### {labels.questions}")
         parts.append(round_markdown(part))
+        if part.tools:
+            parts.append(tools_markdown(part.tools, labels))
         parts.append(f"### {labels.answer}")
         parts.append(quoted(part.answer) if part.answer is not None else f"*{labels.not_answered}*")
     if t.final_answer is not None:
@@ -179,6 +202,8 @@ def render_markdown(transcript: Transcript) -> str:
         parts.append(t.final_answer)
         if t.final_sources:
             parts.append(knowledge_markdown(t.final_sources, labels))
+        if t.final_tools:
+            parts.append(tools_markdown(t.final_tools, labels))
     if t.follow_ups:
         parts.append(f"## {labels.follow_ups}")
     for number, follow_up in enumerate(t.follow_ups, 1):
@@ -190,6 +215,8 @@ def render_markdown(transcript: Transcript) -> str:
         )
         if follow_up.sources:
             parts.append(knowledge_markdown(follow_up.sources, labels))
+        if follow_up.tools:
+            parts.append(tools_markdown(follow_up.tools, labels))
     return _SURROGATE.sub("\ufffd", "\n\n".join(p.strip("\n") for p in parts) + "\n")
 
 
@@ -204,6 +231,29 @@ def knowledge_markdown(sources: Sequence[KnowledgeSource], labels: TranscriptLab
             where += ", " + labels.page_of(source.page)
         lines.append(f"- {_escaped(f'[{source.ref}] {where}')}")
     return "\n".join(lines)
+
+
+def tools_markdown(uses: Sequence[ToolUse], labels: TranscriptLabels) -> str:
+    """The tools a reply used, under their bold heading: each call on a line of its own
+    ("time · get_current_time (timezone=UTC)", escaped, so nothing in it reads as
+    Markdown), then its result as a code block (a fence longer than any run of backticks
+    in it, so no result can close it), or, for a failed call, its mark and its error."""
+    lines = [f"**{_escaped(labels.tools_used)}**"]
+    for use in uses:
+        call = used_line(use)
+        if use.ok:
+            lines += ["", _escaped(call)]
+            result = _SURROGATE.sub("\ufffd", result_text(use))
+            if result.strip():
+                fence = "`" * max(3, _longest_backticks(result) + 1)
+                lines += ["", fence, result, fence]
+        else:
+            lines += ["", _escaped(f"{labels.failed(call)}: {result_text(use)}")]
+    return "\n".join(lines)
+
+
+def _longest_backticks(text: str) -> int:
+    return max((len(run) for run in _BACKTICKS.findall(text)), default=0)
 
 
 def _escaped(text: str) -> str:
@@ -235,15 +285,19 @@ def round_markdown(part: RoundPart) -> str:
     return "\n".join(lines)
 
 
-def _joined_messages(messages: list[Message]) -> list[tuple[Role, str, ClarifyingRound | None]]:
-    """Consecutive user messages joined into one message; each assistant message its own."""
-    joined: list[tuple[Role, str, ClarifyingRound | None]] = []
+_Joined = tuple[Role, str, ClarifyingRound | None, tuple[ToolUse, ...]]
+
+
+def _joined_messages(messages: list[Message]) -> list[_Joined]:
+    """Consecutive user messages joined into one message; each assistant message its own,
+    with its questions and the tools it used."""
+    joined: list[_Joined] = []
     for message in messages:
         text = _cut(message.text)
         if message.role is Role.USER and joined and joined[-1][0] is Role.USER:
-            joined[-1] = (Role.USER, _cut(joined[-1][1] + "\n\n" + text), None)
+            joined[-1] = (Role.USER, _cut(joined[-1][1] + "\n\n" + text), None, ())
         else:
-            joined.append((message.role, text, message.questions))
+            joined.append((message.role, text, message.questions, message.tool_uses))
     return joined
 
 

@@ -543,6 +543,13 @@ MIGRATIONS: list[Migration] = [
             " model TEXT NOT NULL, vector BYTEA NOT NULL)",
         ),
     ),
+    (
+        # The tools a reply called before it was written (their JSON; NULL for none and in
+        # rows written before), so the context, history, exports and a session's messages
+        # show them after a restart.
+        "m029_tool_uses",
+        ("ALTER TABLE messages ADD COLUMN tool_uses TEXT",),
+    ),
 ]
 
 

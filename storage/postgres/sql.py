@@ -126,7 +126,7 @@ async def _append_run(connection: asyncpg.Connection, appends: list[Append]) -> 
 
 
 def _values(append: Append) -> tuple[object, ...]:
-    """One append as the statement's parameters $1-$27, in order."""
+    """One append as the statement's parameters $1-$28, in order."""
     guard = append.guard
     return (
         append.consultation_id,
@@ -146,9 +146,9 @@ MESSAGES_OF_FOUND = (
     f"ARRAY(SELECT ROW({MESSAGE_READ_COLUMNS}) FROM messages m"
     " WHERE m.consultation_id = found.id ORDER BY m.seq) AS messages"
 )
-_CHARGE_ARRAYS_18 = ", ".join(f"${18 + n}::{t}[]" for n, t in enumerate(CHARGE_TYPES))
-_CHARGE_PARAMETERS_15 = ", ".join(
-    f"${15 + n}::{t} AS {c.strip()}"
+_CHARGE_ARRAYS_19 = ", ".join(f"${19 + n}::{t}[]" for n, t in enumerate(CHARGE_TYPES))
+_CHARGE_PARAMETERS_16 = ", ".join(
+    f"${16 + n}::{t} AS {c.strip()}"
     for n, (t, c) in enumerate(zip(CHARGE_TYPES, CHARGE_COLUMNS.split(","), strict=True))
 )
 _LOAD_TURNS = (
@@ -168,11 +168,11 @@ _LOAD_TURNS = (
 _APPEND_MESSAGES = (
     "WITH input AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],"
     " $5::double precision[], $6::integer[], $7::integer[], $8::boolean[], $9::text[],"
-    " $10::text[], $11::boolean[], $12::text[], $13::double precision[], $14::boolean[],"
-    f" $15::integer[], $16::text[], $17::integer[], {_CHARGE_ARRAYS_18})"
+    " $10::text[], $11::boolean[], $12::text[], $13::text[], $14::double precision[],"
+    f" $15::boolean[], $16::integer[], $17::text[], $18::integer[], {_CHARGE_ARRAYS_19})"
     " WITH ORDINALITY AS i (id, role, author, text, created_at, prompt_tokens,"
     " completion_tokens, tokens_estimated, turn_id, questions, ready_for_final,"
-    " knowledge_sources, activity,"
+    " knowledge_sources, tool_uses, activity,"
     f" guarded, new_round, new_status, expected_round, {CHARGE_COLUMNS}, n)),"
     # Lock the rows in id order first: two batches never wait for each other in a circle.
     " locked AS (SELECT c.id FROM consultations c WHERE c.id IN (SELECT id FROM input)"
@@ -193,7 +193,7 @@ _APPEND_MESSAGES = (
     f" appended AS (INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
     " SELECT t.id, t.last_seq, i.role, i.author, i.text, i.created_at, i.prompt_tokens,"
     " i.completion_tokens, i.tokens_estimated, i.turn_id, i.questions, i.ready_for_final,"
-    " i.knowledge_sources FROM touched t"
+    " i.knowledge_sources, i.tool_uses FROM touched t"
     " JOIN input i ON i.id = t.id RETURNING consultation_id),"
     # The charges of the replies stored: counted in the same transaction.
     f" {charge_items('SELECT i.* FROM input i JOIN touched t ON t.id = i.id')}"
@@ -201,8 +201,8 @@ _APPEND_MESSAGES = (
     " EXISTS (SELECT 1 FROM consultations c WHERE c.id = i.id) AS known FROM input i"
 )
 RECORD_FOLLOW_UP = (
-    # $1 consultation id, $2 last activity, $3 follow-ups expected, $4-$14 the message's
-    # values (`message_values`): counted and appended only while COMPLETE at $3; $15-$24
+    # $1 consultation id, $2 last activity, $3 follow-ups expected, $4-$15 the message's
+    # values (`message_values`): counted and appended only while COMPLETE at $3; $16-$25
     # its charge (`charge_values`), added with it.
     "WITH touched AS (UPDATE consultations c SET follow_ups = c.follow_ups + 1,"
     " last_activity_at = $2, last_seq = GREATEST(c.last_seq, COALESCE((SELECT MAX(seq)"
@@ -212,9 +212,9 @@ RECORD_FOLLOW_UP = (
     f" appended AS (INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
     " SELECT t.id, t.last_seq, $4::text, $5::text, $6::text, $7::double precision,"
     " $8::integer, $9::integer, $10::boolean, $11::text, $12::text, $13::boolean,"
-    " $14::text FROM touched t"
+    " $14::text, $15::text FROM touched t"
     " RETURNING consultation_id),"
-    f" {charge_items(f'SELECT {_CHARGE_PARAMETERS_15} FROM touched')}"
+    f" {charge_items(f'SELECT {_CHARGE_PARAMETERS_16} FROM touched')}"
     " SELECT EXISTS (SELECT 1 FROM appended) AS stored,"
     " EXISTS (SELECT 1 FROM consultations WHERE id = $1) AS known"
 )

@@ -595,3 +595,11 @@ async def m028_knowledge_vectors(db: aiosqlite.Connection) -> None:
         " REFERENCES knowledge_chunks (id) ON DELETE CASCADE,"
         " model TEXT NOT NULL, vector BLOB NOT NULL)"
     )
+
+
+@migration
+async def m029_tool_uses(db: aiosqlite.Connection) -> None:
+    """The tools a reply called before it was written (`messages.tool_uses`, their JSON;
+    NULL for none and in rows written before), so the context, history, exports and a
+    session's messages show them after a restart."""
+    await db.execute("ALTER TABLE messages ADD COLUMN tool_uses TEXT")

@@ -82,8 +82,8 @@ _WITHDRAW_FIRST = sqlite_sql(WITHDRAW_FIRST)
 _NEXT_POSITION = "last_seq = last_seq + 1"
 """Advances the consultation's `last_seq` to the position of the message appended next."""
 _APPEND_MESSAGE = (
-    f"{INSERT_MESSAGE} SELECT ?, last_seq, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM consultations"
-    " WHERE id = ?"
+    f"{INSERT_MESSAGE} SELECT ?, last_seq, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+    " FROM consultations WHERE id = ?"
 )
 
 

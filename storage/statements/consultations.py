@@ -31,7 +31,7 @@ INSERT_CONSULTATION = (
 """A consultation: `consultation_values`, then its last position (its messages' count)."""
 INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_INSERT_COLUMNS})"
 INSERT_MESSAGE_VALUES = (
-    f"{INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+    f"{INSERT_MESSAGE} VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
 )
 """A message at a given position: consultation id, seq, then `message_values`."""
 

@@ -49,6 +49,7 @@ async def test_health_and_metrics_stay_open(api: RunningApi) -> None:
         "store": True,
         "model": "test-model",
         "loops": {},
+        "tools": [],
     }
     assert (await api.client.get("/metrics")).status == 200
 
@@ -63,6 +64,7 @@ async def test_health_is_503_when_the_store_is_gone(api: RunningApi) -> None:
         "store": False,
         "model": "test-model",
         "loops": {},
+        "tools": [],
     }
 
 
@@ -203,7 +205,7 @@ async def test_the_stream_and_session_endpoints_are_documented_and_match(
     stream_ok = document["paths"]["/api/chat/stream"]["post"]["responses"]["200"]
     media = stream_ok["content"]["text/event-stream"]
     events = media["x-sse-events"]
-    assert set(events) == {"session", "delta", "snapshot", "done", "error"}
+    assert set(events) == {"session", "delta", "snapshot", "tool", "done", "error"}
     for path in ("/api/chat", "/api/chat/stream"):
         operation = document["paths"][path]["post"]
         assert [(p["name"], p["in"]) for p in operation["parameters"]] == [

@@ -18,10 +18,10 @@ from telegram.request import HTTPXRequest
 
 from bot.commands.turns import TurnRunner
 from bot.transport.delivery import Sender, with_footer
+from bot.transport.progress import Live
 from bot.transport.target import ChatUnavailable, Target
 from bot.transport.undelivered import StoredUndelivered
 from core.domain.outcomes import Reply
-from core.domain.ports import OnText
 from fakes.bot_api import NOT_MODIFIED, TOKEN, FakeBotApi
 from fakes.bot_api_checks import utf16_len
 from fakes.model_server import FakeModelServer
@@ -425,8 +425,8 @@ async def test_a_reply_one_worker_could_not_deliver_is_sent_first_by_another(
     runs on worker B, which sends A's reply before its own."""
     a, b = two_workers
 
-    def answering(text: str, round_: int) -> Callable[[OnText], Awaitable[Reply]]:
-        async def action(on_text: OnText) -> Reply:
+    def answering(text: str, round_: int) -> Callable[[Live], Awaitable[Reply]]:
+        async def action(live: Live) -> Reply:
             return Reply(text, "c1", round_, 3, is_final=False, is_complete=False, model="m")
 
         return action
@@ -452,8 +452,8 @@ async def test_a_final_answer_cut_short_is_sent_by_another_worker_as_a_final_ans
     for one and without claiming the consultation is complete."""
     a, b = two_workers
 
-    def answering(reply: Reply) -> Callable[[OnText], Awaitable[Reply]]:
-        async def action(on_text: OnText) -> Reply:
+    def answering(reply: Reply) -> Callable[[Live], Awaitable[Reply]]:
+        async def action(live: Live) -> Reply:
             return reply
 
         return action

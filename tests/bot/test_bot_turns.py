@@ -10,10 +10,10 @@ import pytest
 from telegram.ext import ExtBot
 
 from bot.commands.turns import TurnRunner
+from bot.transport.progress import Live
 from bot.transport.target import Target
 from core.domain.errors import TurnSuperseded
 from core.domain.outcomes import Reply
-from core.domain.ports import OnText
 from fakes.bot_api import TOKEN, FakeBotApi
 
 CHAT = 1201
@@ -33,7 +33,7 @@ async def test_a_superseded_turn_says_nothing_more(
     seen: list[Reply] = []
     runner = TurnRunner(ttl_minutes=60, on_reply=seen.append)
 
-    async def superseded(on_text: OnText) -> Reply:
+    async def superseded(live: Live) -> Reply:
         raise TurnSuperseded("another worker answered round 1")
 
     with caplog.at_level(logging.INFO, logger="bot.commands.turns"):

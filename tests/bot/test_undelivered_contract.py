@@ -12,6 +12,7 @@ import asyncio
 from core.domain.consultation import Usage
 from core.domain.knowledge_sources import KnowledgeSource
 from core.domain.outcomes import Notice, Reply
+from core.domain.tools import ToolFailure, ToolUse
 from tests.port_contract import BACKENDS, Backend, Clock, port_fixture
 
 port = port_fixture(BACKENDS)
@@ -35,12 +36,19 @@ def reply(text: str = "Answer [1]") -> Reply:
         json_valid=True,
         schema_valid=False,
         knowledge_sources=(KnowledgeSource("K2", 7, "Warranty", "Kettles", 3, "Two years."),),
+        tool_uses=(
+            ToolUse("time__now", "time", "now", '{"tz": "UTC"}', "03:00", ms=4),
+            ToolUse(
+                "docs__get", "docs", "get", "{}", error="gone", failure=ToolFailure.UNAVAILABLE
+            ),
+        ),
     )
 
 
 async def test_a_kept_reply_comes_back_equal_once(port: Backend) -> None:
     """Everything delivery shows comes back: text, round, notices, usage, sources (the
-    provider's and the knowledge base's); and the language; a second look finds nothing."""
+    provider's and the knowledge base's), the tools it used; and the language; a second
+    look finds nothing."""
     undelivered = port.undelivered(Clock())
     kept = reply()
     await undelivered.put(5, None, kept, "ru")
@@ -50,6 +58,7 @@ async def test_a_kept_reply_comes_back_equal_once(port: Backend) -> None:
     assert again == kept and language == "ru"
     assert again.sources == kept.sources and again.sources
     assert again.knowledge_sources == kept.knowledge_sources
+    assert again.tool_uses == kept.tool_uses and again.tool_uses
     assert await undelivered.pop(5, None) is None
 
 
