@@ -86,6 +86,10 @@ def _pdf_text(data: bytes, name: str | None, max_chars: int, *, outline: bool) -
             chars += len(page) + 2
     except (AttachmentRefused, MemoryError):
         raise
+    except pypdf.errors.DependencyError:  # AES, which the reader process does not decrypt
+        raise AttachmentRefused(
+            AttachmentProblem.UNREADABLE, "encrypted PDF (AES)", name=name
+        ) from None
     except Exception as exc:  # pypdf raises many kinds on a broken or hostile file
         log.info("PDF %r unreadable: %r", name, exc)
         raise AttachmentRefused(

@@ -25,10 +25,16 @@ import signal
 import sys
 from typing import Any
 
-from core.domain.errors import AttachmentProblem, AttachmentRefused
-from media.frames import MAX_HEADER_BYTES, frame, read_frame
-from media.parent_death import die_with_parent
-from media.parsers import read_document
+# pypdf imports `cryptography` when it is installed (the MCP SDK brings it) to decrypt AES
+# PDFs; its Rust library adds about 12 MB of address space, counted against this process's
+# RLIMIT_AS before any document is read. Marked absent, pypdf takes its own fallback: an
+# AES-encrypted PDF is refused as encrypted, as before that package was installed.
+sys.modules.setdefault("cryptography", None)  # type: ignore[arg-type]
+
+from core.domain.errors import AttachmentProblem, AttachmentRefused  # noqa: E402
+from media.frames import MAX_HEADER_BYTES, frame, read_frame  # noqa: E402
+from media.parent_death import die_with_parent  # noqa: E402
+from media.parsers import read_document  # noqa: E402
 
 
 def answer(request: dict[str, Any], data: bytes) -> dict[str, Any]:
