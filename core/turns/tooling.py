@@ -7,7 +7,10 @@ Invariants:
   (`core.turns.joined_tools`); with none of them, or `tools_max_calls` 0, the turn's
   completer is the engine's own and nothing changes;
 - the final answer, a follow-up and (with `tools_in_rounds`) a clarifying round are
-  offered the tools, never while the model's endpoint is known to lack them
+  offered the tools, the knowledge base's search only the answers (a round is given the
+  turn's excerpts already, and a structured round that called no tool but wrote prose is
+  asked again in its format: the search offered to every round would cost that second
+  call whenever the model does not use it), never while the model's endpoint is known to lack them
   (`core.llm.tool_loop.ToolSupport`, learned once per process); client memory's calls
   never are (they do not go through here);
 - one `ToolLoop` per turn: the turn's tool calls are counted across all its model calls,
@@ -26,6 +29,7 @@ from core.llm.tool_loop import ToolLimits, ToolLoop, ToolSupport
 from core.prompting.prompts import PromptLibrary
 from core.prompting.requests import EngineConfig
 from core.turns.joined_tools import JoinedToolbox
+from core.turns.knowledge_tool import SERVER as KNOWLEDGE_SERVER
 from core.turns.knowledge_tool import KnowledgeTool
 
 
@@ -37,12 +41,14 @@ class TurnTools:
         completer: Completer,
         *,
         specs: Sequence[ToolSpec] = (),
+        round_specs: Sequence[ToolSpec] = (),
         in_rounds: bool = False,
         support: ToolSupport | None = None,
         knowledge: KnowledgeTool | None = None,
     ) -> None:
         self.completer = completer
         self._specs = tuple(specs)
+        self._round_specs = tuple(round_specs)
         self._in_rounds = in_rounds
         self._support = support
         self._knowledge = knowledge
@@ -50,11 +56,12 @@ class TurnTools:
     def offered(self, model: str, *, answering: bool) -> tuple[ToolSpec, ...]:
         """The tools a call of `model` is offered: an answer's (final, follow-up), or a
         round's (`answering` False) when rounds take them."""
-        if not self._specs or not (answering or self._in_rounds):
+        offered = self._specs if answering else self._round_specs if self._in_rounds else ()
+        if not offered:
             return ()
         if self._support is not None and self._support.lacks(model):
             return ()
-        return self._specs
+        return offered
 
     @property
     def uses(self) -> tuple[ToolUse, ...]:
@@ -127,6 +134,7 @@ class Tooling:
         return TurnTools(
             loop,
             specs=specs,
+            round_specs=[spec for spec in specs if spec.server != KNOWLEDGE_SERVER],
             in_rounds=self._config.tools_in_rounds,
             support=self.support,
             knowledge=knowledge,

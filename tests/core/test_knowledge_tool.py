@@ -55,19 +55,36 @@ async def test_a_passage_the_turn_was_given_keeps_its_label(
     store: Any, completer: OpenAICompleter, model: FakeModelServer
 ) -> None:
     engine, _ = knowledge_engine(store, completer, knowledge_tool=True)
-    model.enqueue_calls(ScriptedCall(NAME, '{"query": "warranty"}', "k"))
     await engine.turns.ask(UserMessage("chat:1", "Warranty length?"))
-    content = model.requests[1]["messages"][-1]["content"]
+    model.enqueue_calls(ScriptedCall(NAME, '{"query": "warranty"}', "k"))
+    await engine.turns.answer_now("chat:1")
+    content = model.requests[2]["messages"][-1]["content"]
     assert "[K1] Warranty terms" in content and "K2" not in content
+
+
+async def test_a_round_is_not_offered_the_search_and_the_answer_is(
+    store: Any, completer: OpenAICompleter, model: FakeModelServer
+) -> None:
+    """A clarifying round has the turn's excerpts already; the search is offered to the
+    answers (the final one, follow-ups), where a second look pays."""
+    engine, _ = knowledge_engine(store, completer, knowledge_tool=True)
+    await engine.turns.ask(UserMessage("chat:1", "Warranty length?"))
+    await engine.turns.answer_now("chat:1")
+    await engine.turns.follow_up("chat:1", "And descaling?")
+    round_, answer, follow_up = model.requests
+    assert "tools" not in round_
+    for body in (answer, follow_up):
+        assert [tool["function"]["name"] for tool in body["tools"]] == [NAME]
 
 
 async def test_a_bad_query_and_a_failed_search_are_errors_the_model_reads(
     store: Any, completer: OpenAICompleter, model: FakeModelServer
 ) -> None:
     engine, kb = knowledge_engine(store, completer, knowledge_tool=True)
+    await engine.turns.ask(UserMessage("chat:1", "Warranty length?"))
     model.enqueue_calls(ScriptedCall(NAME, '{"query": "  "}', "a"))
-    reply = await engine.turns.ask(UserMessage("chat:1", "Warranty length?"))
-    assert model.requests[1]["messages"][-1]["content"].startswith("error: invalid arguments")
+    reply = await engine.turns.answer_now("chat:1")
+    assert model.requests[2]["messages"][-1]["content"].startswith("error: invalid arguments")
     assert reply.tool_uses[0].failure is ToolFailure.INVALID_ARGUMENTS
     model.enqueue_calls(ScriptedCall(NAME, '{"query": "warranty"}', "b"))
     searches = len(kb.searches)
@@ -79,7 +96,7 @@ async def test_a_bad_query_and_a_failed_search_are_errors_the_model_reads(
         return await original(query, role=role, limit=limit)
 
     kb.search = failing  # type: ignore[method-assign]
-    reply = await engine.turns.ask(UserMessage("chat:1", "And the warranty?"))
+    reply = await engine.turns.follow_up("chat:1", "And the warranty?")
     assert model.requests[-1]["messages"][-1]["content"] == "error: the search failed"
     assert reply.tool_uses[0].failure is ToolFailure.FAILED
 
