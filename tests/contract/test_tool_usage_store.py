@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from app.stores import Store
 
 DAY = "2026-11-26"
-AT = 1_764_158_400.0  # 2026-11-26 12:00 UTC
+AT = 1_795_694_400.0  # 2026-11-26 12:00 UTC
 TIME = ToolUse("time__get_current_time", "time", "get_current_time", "{}", "03:00")
 SEARCH = ToolUse("docs__search", "docs", "search", '{"q": "hours"}', "open at 9")
 HUNG = ToolUse(
@@ -173,7 +173,7 @@ async def test_the_figures_count_every_chats_tool_calls_once(store: Store) -> No
     """The operator's figures sum the chats' rows over the period: each call once, however
     many scopes it counted for."""
     await answer(store, "chat:1", charge(TIME, HUNG, client="key-a"))
-    await answer(store, "chat:2", charge(TIME, person="tg:8"))
+    await answer(store, "chat:2", charge(TIME, chat="chat:2", person="tg:8"))
     await store.add_usage([charge(FETCH, chat="chat:3", day="2026-11-20")])
     period = period_of(AT, 1)
     stats = await store.stats(period)
@@ -189,7 +189,7 @@ async def test_forgetting_deletes_the_persons_or_the_chats_tool_calls_only(
     else's, nor the chat's; forgetting a chat deletes the chat's; re-keying a chat moves
     its counts, added to the new key's of the same day and tool."""
     await answer(store, "chat:1", charge(TIME, SEARCH))
-    await answer(store, "chat:2", charge(TIME, person="tg:8"))
+    await answer(store, "chat:2", charge(TIME, chat="chat:2", person="tg:8"))
     await store.forget_memory("tg:7")
     assert await store.tool_calls_of(ScopeKind.PERSON, "tg:7", day=DAY) == ToolCalls()
     assert (await store.tool_calls_of(ScopeKind.PERSON, "tg:8", day=DAY)).today
