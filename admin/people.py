@@ -27,6 +27,7 @@ from core.domain.audit import AuditEntry
 from core.domain.facts import MAX_FACTS
 from core.domain.people import MAX_SEARCH_CHARS, PeopleQuery
 from core.domain.quotas import MAX_OVERRIDE_TOKENS, PersonLimits, QuotaOverride, limits_for
+from core.domain.tool_usage import UNKNOWN, ToolCalls, ToolCount, shown_tool
 from core.domain.usage import ScopeKind, day_of, month_start
 from core.turns.engine import Engine
 
@@ -90,6 +91,7 @@ class PeoplePages:
             quota=quota,
             usage=usage,
             by_model=by_model,
+            tools=tool_rows(usage.tools),
             facts=facts,
             blocked=blocked,
             max_tokens=MAX_OVERRIDE_TOKENS,
@@ -152,6 +154,20 @@ class PeoplePages:
         finally:  # their chosen language went too (even a failed write may have committed)
             self._engine.languages.refresh(person)
         raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
+
+
+def tool_rows(tools: ToolCalls) -> list[tuple[str, ToolCount, ToolCount]]:
+    """This month's tools (each with today's count, zero when none), as the person page
+    lists them: the tool as a person reads it, today, this month."""
+    today = {count.tool: count for count in tools.today}
+    return [
+        (
+            "tools no toolbox offered" if count.tool == UNKNOWN else shown_tool(count.tool),
+            today.get(count.tool, ToolCount(count.tool, 0)),
+            count,
+        )
+        for count in tools.month
+    ]
 
 
 def person_link(person: str) -> str | None:

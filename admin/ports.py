@@ -71,8 +71,8 @@ class AdminStore(Protocol):
         ...
 
     async def forget_person_memory(self, person: str, audit: AuditEntry) -> int:
-        """Delete the person's facts and preferences (as /forget does) and log it, in one
-        transaction; how many facts went."""
+        """Delete the person's facts, preferences and tool calls by day (as /forget does)
+        and log it, in one transaction; how many facts went."""
         ...
 
     async def audit_log(self, *, before_id: int | None, limit: int) -> list[AuditEntry]: ...

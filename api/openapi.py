@@ -410,7 +410,7 @@ def build_openapi(
         "openapi": "3.1.0",
         "info": {
             "title": "Consultation bot API",
-            "version": "1.7.0",
+            "version": "1.8.0",
             "description": "Bounded multi-round expert consultations: a few clarifying "
             "rounds, then one complete answer. Error codes: "
             + ", ".join(f"{code} ({status})" for code, status in STATUS.items()),

@@ -1,5 +1,6 @@
 """`GET /api/stats`: the operator's figures (`core.domain.stats`) as JSON — today and the last 7
-UTC days, and with `?days=N` the last N days too.
+UTC days, and with `?days=N` the last N days too (`days=30`: about a month), each with its
+tool calls by tool (`toolCalls`).
 
 Invariants: `days` is read strictly (an integer 1–`MAX_DAYS` in plain digits, given at
 most once; anything else is VALIDATION_ERROR and nothing is read); the figures are the
@@ -35,6 +36,19 @@ class ModelUsageOut(BaseModel):
     estimated_calls: int = Field(description="Calls whose tokens were estimated")
     cost: float = Field(description="In the unit of MODEL_PRICES")
     priced: bool = Field(description="False: MODEL_PRICES has no price for it (counted as 0)")
+
+
+class ToolCallsOut(BaseModel):
+    """One tool's calls over the period, every chat's (`core.domain.tool_usage`)."""
+
+    model_config = _CAMEL
+
+    tool: str = Field(
+        description="The name the model called (`time__get_current_time`); `unknown` for "
+        "names no configured tool had"
+    )
+    calls: int = Field(ge=0)
+    failed: int = Field(ge=0, description="Calls that gave no result (timeout, error, …)")
 
 
 class RoundsUsedOut(BaseModel):
@@ -75,6 +89,9 @@ class PeriodStats(BaseModel):
     output_tokens: int
     cost: float
     models: list[ModelUsageOut] = Field(description="By model, the costliest first")
+    tool_calls: list[ToolCallsOut] = Field(
+        description="Tool calls by tool, ordered by tool; empty when none was made"
+    )
     answer_seconds_median: float | None = Field(
         description="Seconds from start to final answer, of the completed; null when none was"
     )
@@ -112,6 +129,9 @@ class PeriodStats(BaseModel):
                     priced=u.model not in stats.unpriced,
                 )
                 for u in stats.usage
+            ],
+            tool_calls=[
+                ToolCallsOut(tool=c.tool, calls=c.calls, failed=c.failed) for c in stats.tools
             ],
             answer_seconds_median=stats.answer_seconds_median,
             answer_seconds_p95=stats.answer_seconds_p95,

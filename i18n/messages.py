@@ -361,6 +361,14 @@ MESSAGES: dict[str, str | Plural] = {
     "usage_estimated": N_(" (estimated)"),
     "usage_unpriced": N_("; no price for model {models}"),
     "usage_unknown": N_("I cannot tell who sent this, so I have no usage to show."),
+    # The tools the person's consultations called, by tool: {tools} is a list such as
+    # "time · get_current_time 3, docs · search 1 (1 failed)".
+    "usage_tools_today": N_("Tool calls today: {tools}"),
+    "usage_tools_month": N_("Tool calls this month: {tools}"),
+    # One tool of that list with calls that gave no result: {tool} is "server · tool".
+    "usage_tool_failed": N_("{tool} {calls} ({failed} failed)"),
+    # Stands for the tools the model asked for that this bot does not offer.
+    "usage_tool_unknown": N_("unknown tools"),
     # Quotas (`core.domain.quotas`, `bot.commands.quota`). A limit's name fills {limit} of the
     # two after it.
     "quota_user_daily_tokens": N_("your daily token limit ({allowed})"),

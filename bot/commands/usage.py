@@ -6,16 +6,20 @@ Invariants:
   (`tg:<user id>`); a message written as the group itself (an anonymous admin) or with no
   sender is charged to its chat only, and /usage tells such a sender nothing;
 - /usage takes no arguments (any given are ignored): it shows only the sender's own
-  totals, whatever chat it is sent in, and what is left of each limit that applies to
-  them (`bot.commands.quota.left_lines`).
+  totals, whatever chat it is sent in, their tool calls by tool (today and this month,
+  when they made any), and what is left of each limit that applies to them
+  (`bot.commands.quota.left_lines`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from bot.commands.quota import left_lines
 from bot.transport.chat import Context, Incoming
 from bot.transport.say import Say
 from core.domain.facts import telegram_person
+from core.domain.tool_usage import UNKNOWN, ToolCalls, ToolCount, shown_tool
 from core.domain.usage import Payer, ScopeKind, UsageSummary
 from core.turns.engine import Engine
 from i18n.translate import t
@@ -48,6 +52,29 @@ def summary_text(language: str, summary: UsageSummary) -> str:
     return line
 
 
+def tool_count_text(language: str, count: ToolCount) -> str:
+    """`time · get_current_time 3 (1 failed)`; calls to tools no toolbox offered under one
+    translated name."""
+    name = t(language, "usage_tool_unknown") if count.tool == UNKNOWN else shown_tool(count.tool)
+    if count.failed:
+        return t(language, "usage_tool_failed", tool=name, calls=count.calls, failed=count.failed)
+    return f"{name} {count.calls}"
+
+
+def tools_lines(language: str, tools: ToolCalls) -> list[str]:
+    """The lines "Tool calls today: …" and "Tool calls this month: …", each only when
+    there were any."""
+    lines = []
+    for key, counts in (("usage_tools_today", tools.today), ("usage_tools_month", tools.month)):
+        if counts:
+            lines.append(t(language, key, tools=_joined(language, counts)))
+    return lines
+
+
+def _joined(language: str, counts: Sequence[ToolCount]) -> str:
+    return ", ".join(tool_count_text(language, count) for count in counts)
+
+
 class UsageCommand:
     """/usage."""
 
@@ -56,7 +83,7 @@ class UsageCommand:
         self.say = say
 
     async def usage(self, incoming: Incoming, context: Context) -> None:
-        """Show the sender's tokens and cost today and this month."""
+        """Show the sender's tokens, cost and tool calls today and this month."""
         language = incoming.language
         person = payer_of(incoming).person
         if person is None:
@@ -69,5 +96,6 @@ class UsageCommand:
             today=summary_text(language, report.today),
             month=summary_text(language, report.month),
         )
+        tools = tools_lines(language, report.tools)
         left = left_lines(await self.engine.quotas.of_person(person), language)
-        await self.say(incoming, "\n".join([text, *left]))
+        await self.say(incoming, "\n".join([text, *tools, *left]))

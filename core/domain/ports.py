@@ -31,6 +31,7 @@ from core.domain.knowledge import Passage
 from core.domain.llm_format import SchemaForm
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
+from core.domain.tool_usage import ToolCalls
 from core.domain.tools import ToolCall, ToolSpec
 from core.domain.usage import Charge, ScopeKind, UsageTotal
 
@@ -207,6 +208,12 @@ class ConsultationStore(Protocol):
         was charged."""
         ...
 
+    async def tool_calls_of(self, scope: ScopeKind, key: str, *, day: str) -> ToolCalls:
+        """The scope's tool calls by tool (`Charge.tools`, as each reply's charge added
+        them) on the UTC `day` and over its month up to it, one indexed read; empty when
+        none was made."""
+        ...
+
     async def consultations_started(self, person: str, day: str) -> int:
         """How many consultations `person` started on the UTC `day` (`create`'s `starter`);
         kept apart from the consultations, so deleting them (/forget, purge) does not
@@ -293,7 +300,8 @@ class ConsultationStore(Protocol):
     async def save_chat_settings(self, chat_key: str, settings: ChatSettings) -> None: ...
 
     async def move_chat(self, old_key: str, new_key: str) -> int:
-        """Give a chat's consultations and settings a new key (a group that changed id).
+        """Give a chat's consultations and settings a new key (a group that changed id);
+        its usage and tool calls are added to the new key's.
 
         An active consultation already under the new key wins; the old one is reset.
         Returns how many consultations moved.
@@ -310,8 +318,9 @@ class ConsultationStore(Protocol):
 
     async def forget_chat(self, chat_key: str) -> int:
         """Delete everything kept under `chat_key`, in one transaction: its consultations of
-        any status, their messages and idempotency keys, and the chat's settings. Returns
-        how many consultations went; 0 (and nothing else changed) for an unknown key."""
+        any status, their messages and idempotency keys, the chat's settings and its tool
+        calls by day (`tool_calls_of`; its token usage stays). Returns how many
+        consultations went; 0 (and nothing else changed) for an unknown key."""
         ...
 
     async def delete_consultation(self, consultation_id: str, audit: AuditEntry) -> bool:
@@ -345,9 +354,10 @@ class ConsultationStore(Protocol):
         ...
 
     async def forget_memory(self, person: str) -> int:
-        """Delete every fact `person` has in any scope (private and each group) and their
-        preferences (memory and interface language), in one transaction; the number of
-        facts deleted."""
+        """Delete every fact `person` has in any scope (private and each group), their
+        preferences (memory and interface language) and their tool calls by day
+        (`tool_calls_of`; their token usage stays), in one transaction; the number of facts
+        deleted."""
         ...
 
     async def load_language(self, person: str) -> str | None:

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from core.domain.tool_usage import ToolCount
 from core.domain.usage import UsageTotal
 
 DAY_SECONDS = 86_400
@@ -121,7 +122,8 @@ class Stats:
     for the answer, or the model found it knew enough). `follow_ups`: follow-up questions
     answered. `usage`: tokens and cost by model (the costliest `MAX_MODELS`); the totals
     count every model. Answer times: seconds from a consultation's start to its final
-    answer, of those completed; None when none was.
+    answer, of those completed; None when none was. `tools`: every chat's tool calls by
+    tool (`core.domain.tool_usage`), ordered by tool.
     """
 
     since_day: str
@@ -142,6 +144,7 @@ class Stats:
     answer_seconds_p95: float | None = None
     unpriced: tuple[str, ...] = ()  # models used that have no price
     rounds: tuple[RoundsBucket, ...] = ()
+    tools: tuple[ToolCount, ...] = ()
 
     @property
     def ended(self) -> int:

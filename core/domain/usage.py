@@ -14,6 +14,8 @@ Invariants:
   a crash cannot separate a delivered reply from its count. A call with nothing stored
   after it (a memory note) is counted as soon as it returns, before its result is kept: a
   crash in between errs towards counting, as the tokens were spent either way.
+- A reply's tool calls ride in its charge (`Charge.tools`, `core.domain.tool_usage`): the
+  store counts them per tool with its tokens, in the same transaction.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from datetime import UTC, datetime
 from core.domain.attachments import Transcription
 from core.domain.consultation import Usage
 from core.domain.tokens import estimate_tokens
+from core.domain.tool_usage import ToolCalls, ToolCount, tool_counts
+from core.domain.tools import ToolUse
 
 _DATED = re.compile(r"(.+?)-(?:\d{4}-\d{2}-\d{2}|\d{4})")
 PER_TOKENS = 1_000_000
@@ -166,7 +170,8 @@ class Payer:
 
 @dataclass(frozen=True, slots=True)
 class Charge:
-    """One reply's (or one call's) usage, priced, with where it counts."""
+    """One reply's (or one call's) usage, priced, with where it counts; `tools`: the
+    reply's tool calls by tool (`core.domain.tool_usage.tool_counts`)."""
 
     day: str
     chat: str
@@ -177,6 +182,7 @@ class Charge:
     priced: bool
     person: str | None = None
     client: str | None = None
+    tools: tuple[ToolCount, ...] = ()
 
     def scopes(self) -> list[tuple[ScopeKind, str]]:
         """The scopes this charge adds to, each at most once."""
@@ -197,11 +203,24 @@ def charge_of(
     payer: Payer | None,
     prices: Prices,
     at: float,
+    tool_uses: Sequence[ToolUse] = (),
 ) -> Charge:
-    """Price `usage` and name where it counts (the UTC day of `at`)."""
+    """Price `usage` and name where it counts (the UTC day of `at`), with the tool calls
+    of `tool_uses` counted by tool."""
     cost, priced = cost_of(usage, model, prices)
     payer = payer or Payer()
-    return Charge(day_of(at), chat, model, kind, usage, cost, priced, payer.person, payer.client)
+    return Charge(
+        day_of(at),
+        chat,
+        model,
+        kind,
+        usage,
+        cost,
+        priced,
+        payer.person,
+        payer.client,
+        tool_counts(tool_uses),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,9 +256,19 @@ class Accounting:
         chat: str,
         payer: Payer | None,
         at: float,
+        tool_uses: Sequence[ToolUse] = (),
     ) -> Charge:
+        """`usage` priced and charged to `chat` and `payer`, with the tool calls that
+        `tool_uses` made (those of the reply it is stored with)."""
         return charge_of(
-            usage, model=model, kind=kind, chat=chat, payer=payer, prices=self.prices, at=at
+            usage,
+            model=model,
+            kind=kind,
+            chat=chat,
+            payer=payer,
+            prices=self.prices,
+            at=at,
+            tool_uses=tool_uses,
         )
 
     def charge_transcription(
@@ -278,8 +307,10 @@ def summarize(totals: Sequence[UsageTotal], prices: Prices) -> UsageSummary:
 
 @dataclass(frozen=True, slots=True)
 class UsageReport:
-    """A person's usage today and this month (UTC), as /usage shows it."""
+    """A person's usage today and this month (UTC), as /usage shows it, with their tool
+    calls by tool over the same days."""
 
     day: str
     today: UsageSummary
     month: UsageSummary
+    tools: ToolCalls = field(default_factory=ToolCalls)

@@ -28,7 +28,8 @@ Invariants it keeps:
   (`core.llm.tool_loop`): the final answer and, with `tools_in_rounds`, a round are
   offered them (a structured round asks its JSON after the calls, so it stays one); the
   reply's usage is every call's, and the tools that ran are kept with the reply
-  (`Message.tool_uses`, `Reply.tool_uses`).
+  (`Message.tool_uses`, `Reply.tool_uses`) and counted per tool in its charge
+  (`core.domain.tool_usage`), stored with it.
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ class Answerer:
             chat=consultation.chat_key,
             payer=payer,
             at=reply.created_at,
+            tool_uses=reply.tool_uses,
         )
         # Compare-and-set: if another writer answered this round meanwhile, the store
         # keeps nothing of this turn and raises TurnSuperseded, which the caller gets.

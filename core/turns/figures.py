@@ -42,13 +42,14 @@ class Figures:
         self._clock = clock
 
     async def usage(self, scope: ScopeKind, key: str) -> UsageReport:
-        """The usage of a person, chat or API client today and this month: two indexed
-        reads."""
+        """The usage of a person, chat or API client today and this month, with its tool
+        calls by tool: three indexed reads."""
         today = day_of(self._clock())
         store, prices = self._store, self._accounting.prices
         day = await store.usage_of(scope, key, since_day=today, until_day=today)
         month = await store.usage_of(scope, key, since_day=month_start(today), until_day=today)
-        return UsageReport(today, summarize(day, prices), summarize(month, prices))
+        tools = await store.tool_calls_of(scope, key, day=today)
+        return UsageReport(today, summarize(day, prices), summarize(month, prices), tools)
 
     async def stats(self, days: int) -> Stats:
         """The operator's figures over the last `days` UTC days, today included

@@ -340,6 +340,7 @@ class FollowUps:
             chat=consultation.chat_key,
             payer=payer,
             at=now,
+            tool_uses=reply.tool_uses,
         )
         await self._store.record_follow_up(
             consultation.id,

@@ -26,6 +26,7 @@ from storage.statements.memory import (
     UPSERT_LANGUAGE,
     UPSERT_PREFERENCES,
 )
+from storage.statements.tool_usage import DELETE_PERSON_TOOL_CALLS
 
 
 async def load_memory(connection: asyncpg.Connection, owner: str, person: str) -> MemoryState:
@@ -82,8 +83,8 @@ async def save_preferences(
 
 
 async def forget_memory(connection: asyncpg.Connection, person: str) -> int:
-    """Delete the person's facts, preferences and language, and the facts their
-    consultations still kept (`FORGET_IN_CONSULTATIONS`); how many facts went."""
+    """Delete the person's facts, preferences, language and tool calls by day, and the
+    facts their consultations still kept (`FORGET_IN_CONSULTATIONS`); how many facts went."""
     deleted = await connection.fetchval(
         "WITH gone AS (DELETE FROM memory_facts WHERE person = $1 RETURNING 1)"
         " SELECT count(*) FROM gone",
@@ -92,6 +93,7 @@ async def forget_memory(connection: asyncpg.Connection, person: str) -> int:
     await connection.execute(FORGET_IN_CONSULTATIONS, person)
     await connection.execute(DELETE_PREFERENCES, person)
     await connection.execute(DELETE_LANGUAGE, person)
+    await connection.execute(DELETE_PERSON_TOOL_CALLS, person)
     return int(deleted)
 
 

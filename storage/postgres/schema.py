@@ -550,6 +550,18 @@ MIGRATIONS: list[Migration] = [
         "m029_tool_uses",
         ("ALTER TABLE messages ADD COLUMN tool_uses TEXT",),
     ),
+    (
+        # Tool calls by UTC day: one row per scope (person, chat or API client key), day
+        # and tool (the name the model called, or "unknown"), added to with each reply's
+        # charge; a scope's days are one key range, a period's chats one range of the index.
+        "m030_tool_usage",
+        (
+            "CREATE TABLE tool_usage_daily (scope_kind TEXT NOT NULL, scope_key TEXT NOT NULL,"
+            " day TEXT NOT NULL, tool TEXT NOT NULL, calls BIGINT NOT NULL,"
+            " failed BIGINT NOT NULL, PRIMARY KEY (scope_kind, scope_key, day, tool))",
+            "CREATE INDEX tool_usage_daily_kind_day ON tool_usage_daily (scope_kind, day)",
+        ),
+    ),
 ]
 
 

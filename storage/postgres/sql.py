@@ -126,7 +126,7 @@ async def _append_run(connection: asyncpg.Connection, appends: list[Append]) -> 
 
 
 def _values(append: Append) -> tuple[object, ...]:
-    """One append as the statement's parameters $1-$28, in order."""
+    """One append as the statement's parameters $1-$29, in order."""
     guard = append.guard
     return (
         append.consultation_id,
@@ -202,7 +202,7 @@ _APPEND_MESSAGES = (
 )
 RECORD_FOLLOW_UP = (
     # $1 consultation id, $2 last activity, $3 follow-ups expected, $4-$15 the message's
-    # values (`message_values`): counted and appended only while COMPLETE at $3; $16-$25
+    # values (`message_values`): counted and appended only while COMPLETE at $3; $16-$26
     # its charge (`charge_values`), added with it.
     "WITH touched AS (UPDATE consultations c SET follow_ups = c.follow_ups + 1,"
     " last_activity_at = $2, last_seq = GREATEST(c.last_seq, COALESCE((SELECT MAX(seq)"

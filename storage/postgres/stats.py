@@ -1,7 +1,8 @@
 """The operator's figures (`core.domain.stats`) from one snapshot of the PostgreSQL database.
 
 Invariants: a handful of aggregate queries per period, each bounded by an index on the
-period (`consultations_created`, `consultations_ended`, `usage_daily_kind_day`), never a
+period (`consultations_created`, `consultations_ended`, `usage_daily_kind_day`,
+`tool_usage_daily_kind_day`), never a
 row per consultation to the client; run in one read-only REPEATABLE READ transaction, so
 all figures of a period come from one snapshot. The percentiles are `percentile_cont`:
 linear interpolation between the closest ranks, as `core.domain.stats` defines them.
@@ -20,7 +21,9 @@ from core.domain.stats import (
     Stats,
     rounds_distribution,
 )
+from core.domain.tool_usage import ToolCount, listed
 from core.domain.usage import UsageTotal
+from storage.statements.tool_usage import CHATS_TOOL_CALLS
 from storage.statements.usage import CHATS_BY_MODEL
 
 _STARTED = "SELECT COUNT(*) FROM consultations WHERE created_at >= $1 AND created_at < $2"
@@ -63,6 +66,7 @@ async def stats_of(connection: asyncpg.Connection, period: Period) -> Stats:
         people = await connection.fetchval(_PEOPLE, *days, *times)
         totals = await connection.fetchrow(_TOTALS, *days)
         rows = await connection.fetch(CHATS_BY_MODEL, *days, MAX_MODELS)
+        tools = await connection.fetch(CHATS_TOOL_CALLS, *days)
     complete = ended.get("complete")
 
     def count(status: str) -> int:
@@ -90,4 +94,9 @@ async def stats_of(connection: asyncpg.Connection, period: Period) -> Stats:
         answer_seconds_median=None if complete is None else float(complete["median"]),
         answer_seconds_p95=None if complete is None else float(complete["p95"]),
         rounds=rounds_distribution((int(r["rounds"]), int(r["n"])) for r in rounds),
+        tools=listed(map(_tool_count, tools)),
     )
+
+
+def _tool_count(row: asyncpg.Record) -> ToolCount:
+    return ToolCount(str(row[0]), int(row[1]), int(row[2]))

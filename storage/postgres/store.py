@@ -54,6 +54,7 @@ from core.domain.people import PeopleQuery, PersonRow
 from core.domain.ports import ConsultationStore
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
+from core.domain.tool_usage import ToolCalls
 from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.idempotency import IdempotencyKeys, Statement
 from storage.postgres import (
@@ -397,6 +398,9 @@ class PostgresStore(StoreCalls, IdempotencyKeys, ConsultationStore):
         self, scope: ScopeKind, key: str, *, since_day: str, until_day: str
     ) -> list[UsageTotal]:
         return await self._call(lambda c: usage.usage_of(c, scope, key, since_day, until_day))
+
+    async def tool_calls_of(self, scope: ScopeKind, key: str, *, day: str) -> ToolCalls:
+        return await self._call(lambda c: usage.tool_calls_of(c, scope, key, day))
 
     # -- quotas (`core.domain.quotas`) -----------------------------------------------------------
 

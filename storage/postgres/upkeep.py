@@ -26,6 +26,7 @@ import asyncpg
 
 from storage.statements.idempotency import PURGE_UNOPENED
 from storage.statements.telegram_updates import DROP_FAR, DROP_OLD, KEEP_IDS, KEEP_SECONDS
+from storage.statements.tool_usage import DELETE_CHAT_TOOL_CALLS, MOVE_CHAT_TOOL_CALLS
 from storage.statements.upkeep import (
     ACTIVE_IN_CHAT,
     DELETE_CHAT_CONSULTATIONS,
@@ -38,8 +39,9 @@ from storage.statements.usage import MOVE_CHAT_USAGE, MOVE_CHAT_USAGE_DELETE
 
 
 async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) -> int:
-    """Re-key a chat's consultations, settings and usage (added to the new key's usage of
-    the same day, model and kind); the number of consultations moved."""
+    """Re-key a chat's consultations, settings, usage and tool calls (added to the new
+    key's of the same day, model and kind, or day and tool); the number of consultations
+    moved."""
     if await connection.fetchval(ACTIVE_IN_CHAT, new_key):
         await connection.execute(RESET_ACTIVE_IN_CHAT, old_key)
     moved = await connection.fetchval(
@@ -57,6 +59,8 @@ async def move_chat(connection: asyncpg.Connection, old_key: str, new_key: str) 
     await connection.execute(DELETE_CHAT_SETTINGS, old_key)
     await connection.execute(MOVE_CHAT_USAGE, old_key, new_key)
     await connection.execute(MOVE_CHAT_USAGE_DELETE, old_key)
+    await connection.execute(MOVE_CHAT_TOOL_CALLS, old_key, new_key)
+    await connection.execute(DELETE_CHAT_TOOL_CALLS, old_key)
     return int(moved)
 
 
@@ -75,9 +79,10 @@ async def purge(connection: asyncpg.Connection, older_than: float) -> int:
 
 async def forget_chat(connection: asyncpg.Connection, chat_key: str) -> int:
     """Delete the chat's consultations (messages and idempotency keys go by ON DELETE
-    CASCADE) and its settings; how many consultations went."""
+    CASCADE), its settings and its tool calls by day; how many consultations went."""
     gone = await _count(connection, DELETE_CHAT_CONSULTATIONS, chat_key)
     await connection.execute(DELETE_CHAT_SETTINGS, chat_key)
+    await connection.execute(DELETE_CHAT_TOOL_CALLS, chat_key)
     return gone
 
 

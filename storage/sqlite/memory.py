@@ -25,6 +25,7 @@ from storage.statements.memory import (
     UPSERT_LANGUAGE,
     UPSERT_PREFERENCES,
 )
+from storage.statements.tool_usage import DELETE_PERSON_TOOL_CALLS
 
 _FACTS_OF = sqlite_sql(FACTS_OF)
 _TRIM_FACTS = sqlite_sql(TRIM_FACTS)
@@ -35,6 +36,7 @@ _DELETE_PREFERENCES = sqlite_sql(DELETE_PREFERENCES)
 _SELECT_LANGUAGE = sqlite_sql(SELECT_LANGUAGE)
 _UPSERT_LANGUAGE = sqlite_sql(UPSERT_LANGUAGE)
 _DELETE_LANGUAGE = sqlite_sql(DELETE_LANGUAGE)
+_DELETE_TOOL_CALLS = sqlite_sql(DELETE_PERSON_TOOL_CALLS)
 
 
 # -- reads ---------------------------------------------------------------------------------
@@ -81,12 +83,13 @@ def save_preferences(db: sqlite3.Connection, person: str, p: MemoryPreferences) 
 
 
 def forget_memory(db: sqlite3.Connection, person: str) -> int:
-    """Delete the person's facts, preferences and language, and the facts their
-    consultations still kept (`FORGET_IN_CONSULTATIONS`); how many facts went."""
+    """Delete the person's facts, preferences, language and tool calls by day, and the
+    facts their consultations still kept (`FORGET_IN_CONSULTATIONS`); how many facts went."""
     deleted = db.execute("DELETE FROM memory_facts WHERE person = ?", (person,)).rowcount
     db.execute(_FORGET_IN_CONSULTATIONS, (person,))
     db.execute(_DELETE_PREFERENCES, (person,))
     db.execute(_DELETE_LANGUAGE, (person,))
+    db.execute(_DELETE_TOOL_CALLS, (person,))
     return int(deleted)
 
 

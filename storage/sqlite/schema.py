@@ -603,3 +603,16 @@ async def m029_tool_uses(db: aiosqlite.Connection) -> None:
     NULL for none and in rows written before), so the context, history, exports and a
     session's messages show them after a restart."""
     await db.execute("ALTER TABLE messages ADD COLUMN tool_uses TEXT")
+
+
+@migration
+async def m030_tool_usage(db: aiosqlite.Connection) -> None:
+    """Tool calls by UTC day: one row per scope (person, chat or API client key), day and
+    tool (the name the model called, or "unknown"), added to with each reply's charge; a
+    scope's days are one key range, a period's chats one range of the second index."""
+    await db.execute(
+        "CREATE TABLE tool_usage_daily (scope_kind TEXT NOT NULL, scope_key TEXT NOT NULL,"
+        " day TEXT NOT NULL, tool TEXT NOT NULL, calls INTEGER NOT NULL,"
+        " failed INTEGER NOT NULL, PRIMARY KEY (scope_kind, scope_key, day, tool)) WITHOUT ROWID"
+    )
+    await db.execute("CREATE INDEX tool_usage_daily_kind_day ON tool_usage_daily (scope_kind, day)")

@@ -1,7 +1,8 @@
 """The operator's figures (`core.domain.stats`) from one read snapshot of the SQLite file.
 
 Invariants: a handful of aggregate queries per period, each bounded by an index on the
-period (`consultations_created`, `consultations_ended`, `usage_daily_kind_day`; named with
+period (`consultations_created`, `consultations_ended`, `usage_daily_kind_day`,
+`tool_usage_daily_kind_day`; named with
 INDEXED BY, so the planner never scans the table instead), never a row per consultation
 into Python. SQLite has no `percentile_cont`: the number of answer
 times is counted first, then each percentile reads only the two rows it lies between
@@ -24,6 +25,7 @@ from core.domain.stats import (
     percentile_rank,
     rounds_distribution,
 )
+from core.domain.tool_usage import ToolCount, listed
 from core.domain.usage import UsageTotal
 from storage.sqlite.placeholders import sqlite_sql
 from storage.statements.usage import CHATS_BY_MODEL
@@ -57,6 +59,12 @@ _TOTALS = (
     " WHERE scope_kind = 'chat' AND day BETWEEN ? AND ?"
 )
 _BY_MODEL = sqlite_sql(CHATS_BY_MODEL)
+_TOOL_CALLS = (
+    "SELECT tool, SUM(calls), SUM(failed) FROM tool_usage_daily"
+    " INDEXED BY tool_usage_daily_kind_day"
+    " WHERE scope_kind = 'chat' AND day BETWEEN ? AND ? GROUP BY tool"
+)
+"""`storage.statements.tool_usage.CHATS_TOOL_CALLS`, the planner told its index."""
 _ANSWER_SECONDS = (
     "SELECT ended_at - created_at FROM consultations INDEXED BY consultations_ended"
     " WHERE ended_at >= ? AND ended_at < ? AND status = 'complete'"
@@ -78,6 +86,7 @@ def stats_of(db: sqlite3.Connection, period: Period) -> Stats:
         UsageTotal(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5]))
         for r in db.execute(_BY_MODEL, (*days, MAX_MODELS))
     ]
+    tools = [ToolCount(str(r[0]), int(r[1]), int(r[2])) for r in db.execute(_TOOL_CALLS, days)]
     return Stats(
         since_day=period.since_day,
         until_day=period.until_day,
@@ -96,6 +105,7 @@ def stats_of(db: sqlite3.Connection, period: Period) -> Stats:
         answer_seconds_median=_percentile(db, times, int(completed), MEDIAN),
         answer_seconds_p95=_percentile(db, times, int(completed), P95),
         rounds=rounds_distribution((int(r), int(n)) for r, n in rounds_rows),
+        tools=listed(tools),
     )
 
 

@@ -61,6 +61,7 @@ from core.domain.people import PeopleQuery, PersonRow
 from core.domain.ports import ConsultationStore
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
+from core.domain.tool_usage import ToolCalls
 from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.errors import DatabaseUnusable
 from storage.idempotency import IdempotencyKeys, Statement
@@ -306,6 +307,11 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
             functools.partial(
                 usage.usage_of, scope=scope, key=key, since_day=since_day, until_day=until_day
             )
+        )
+
+    async def tool_calls_of(self, scope: ScopeKind, key: str, *, day: str) -> ToolCalls:
+        return await self._reader.run(
+            functools.partial(usage.tool_calls_of, scope=scope, key=key, day=day)
         )
 
     async def load_latest(self, chat_key: str) -> Consultation | None:

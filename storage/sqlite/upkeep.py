@@ -14,6 +14,7 @@ from storage.sqlite.erasure import scrub_search_index
 from storage.sqlite.placeholders import sqlite_sql
 from storage.statements.idempotency import PURGE_UNOPENED
 from storage.statements.telegram_updates import DROP_FAR, DROP_OLD, KEEP_IDS, KEEP_SECONDS
+from storage.statements.tool_usage import DELETE_CHAT_TOOL_CALLS, MOVE_CHAT_TOOL_CALLS
 from storage.statements.upkeep import (
     ACTIVE_IN_CHAT,
     DELETE_CHAT_CONSULTATIONS,
@@ -33,6 +34,8 @@ _PURGE_ENDED = sqlite_sql(PURGE_ENDED)
 _PURGE_UNOPENED = sqlite_sql(PURGE_UNOPENED)
 _MOVE_CHAT_USAGE = sqlite_sql(MOVE_CHAT_USAGE)
 _MOVE_CHAT_USAGE_DELETE = sqlite_sql(MOVE_CHAT_USAGE_DELETE)
+_MOVE_CHAT_TOOL_CALLS = sqlite_sql(MOVE_CHAT_TOOL_CALLS)
+_DELETE_CHAT_TOOL_CALLS = sqlite_sql(DELETE_CHAT_TOOL_CALLS)
 _DROP_OLD_UPDATES = sqlite_sql(DROP_OLD)
 _DROP_FAR_UPDATES = sqlite_sql(DROP_FAR)
 
@@ -41,9 +44,10 @@ VACUUM_PAGES_PER_PURGE = 5000
 
 
 def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
-    """Re-key a chat's consultations, settings and usage; the new key's own data wins on
-    conflict (the old key's active consultation is reset, ended at its last activity), and
-    usage of the same day, model and kind is added together."""
+    """Re-key a chat's consultations, settings, usage and tool calls; the new key's own data
+    wins on conflict (the old key's active consultation is reset, ended at its last
+    activity), and usage of the same day, model and kind (tool calls of the same day and
+    tool) is added together."""
     if db.execute(_ACTIVE_IN_CHAT, (new_key,)).fetchone():
         db.execute(_RESET_ACTIVE_IN_CHAT, (old_key,))
     moved = db.execute(
@@ -55,6 +59,8 @@ def move_chat(db: sqlite3.Connection, old_key: str, new_key: str) -> int:
     db.execute(_DELETE_CHAT_SETTINGS, (old_key,))
     db.execute(_MOVE_CHAT_USAGE, (old_key, new_key))
     db.execute(_MOVE_CHAT_USAGE_DELETE, (old_key,))
+    db.execute(_MOVE_CHAT_TOOL_CALLS, (old_key, new_key))
+    db.execute(_DELETE_CHAT_TOOL_CALLS, (old_key,))
     return moved
 
 
@@ -78,10 +84,11 @@ def purge(db: sqlite3.Connection, older_than: float) -> int:
 
 def forget_chat(db: sqlite3.Connection, chat_key: str) -> int:
     """Delete the chat's consultations (messages and idempotency keys go by ON DELETE
-    CASCADE) and its settings; how many consultations went. Their pages are given back
-    like a purge's."""
+    CASCADE), its settings and its tool calls by day; how many consultations went. Their
+    pages are given back like a purge's."""
     gone = db.execute(_DELETE_CHAT_CONSULTATIONS, (chat_key,)).rowcount
     db.execute(_DELETE_CHAT_SETTINGS, (chat_key,))
+    db.execute(_DELETE_CHAT_TOOL_CALLS, (chat_key,))
     if gone:
         scrub_search_index(db)
     free_pages(db, VACUUM_PAGES_PER_PURGE)

@@ -1,7 +1,8 @@
 """Model usage by UTC day (`core.domain.usage`): charges added to each of their scopes' rows.
 
 Invariants: a charge is added by one UPSERT per scope inside the caller's transaction, so
-it is counted exactly when the write it goes with (a reply) commits; in the same
+it is counted exactly when the write it goes with (a reply) commits; so are its tool calls
+(`Charge.tools`, one UPSERT per scope and tool into `tool_usage_daily`); in the same
 transaction its person's last day charged (`person_activity`) moves forward to the
 charge's day, so that row is always the greatest day of the person's usage rows.
 """
@@ -11,8 +12,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from core.domain.usage import Charge, ScopeKind, UsageTotal
+from core.domain.tool_usage import ToolCalls, ToolCount, listed
+from core.domain.usage import Charge, ScopeKind, UsageTotal, month_start
 from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.tool_usage import ADD_TOOL_CALLS, TOOL_CALLS_OF
 from storage.statements.usage import TOTALS_BY_MODEL
 
 _ADD = (
@@ -30,6 +33,8 @@ _SEEN = (
     " WHERE excluded.last_day > last_day"
 )
 _TOTALS = sqlite_sql(TOTALS_BY_MODEL)
+_ADD_TOOL_CALLS = sqlite_sql(ADD_TOOL_CALLS)
+_TOOL_CALLS_OF = sqlite_sql(TOOL_CALLS_OF)
 
 
 def add_usage(db: sqlite3.Connection, charges: Sequence[Charge]) -> None:
@@ -52,6 +57,15 @@ def add_usage(db: sqlite3.Connection, charges: Sequence[Charge]) -> None:
             for scope, key in charge.scopes()
         ],
     )
+    db.executemany(
+        _ADD_TOOL_CALLS,
+        [
+            (scope.value, key, charge.day, count.tool, count.calls, count.failed)
+            for charge in charges
+            for scope, key in charge.scopes()
+            for count in charge.tools
+        ],
+    )
     db.executemany(_SEEN, [(charge.person, charge.day) for charge in charges if charge.person])
 
 
@@ -62,3 +76,11 @@ def usage_of(
     return [
         UsageTotal(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5])) for r in rows
     ]
+
+
+def tool_calls_of(db: sqlite3.Connection, scope: ScopeKind, key: str, day: str) -> ToolCalls:
+    rows = db.execute(_TOOL_CALLS_OF, (scope.value, key, month_start(day), day)).fetchall()
+    return ToolCalls(
+        today=listed(ToolCount(str(r[0]), int(r[1]), int(r[2])) for r in rows if r[1]),
+        month=listed(ToolCount(str(r[0]), int(r[3]), int(r[4])) for r in rows),
+    )

@@ -17,7 +17,9 @@ from core.domain.consultation import Usage
 from core.domain.facts import telegram_person
 from core.domain.people import PeopleQuery
 from core.domain.quotas import MAX_OVERRIDE_TOKENS, QuotaOverride
-from core.domain.usage import CallKind, Charge, day_of, month_start
+from core.domain.tool_usage import ToolCalls
+from core.domain.tools import ToolFailure, ToolUse
+from core.domain.usage import Accounting, CallKind, Charge, Payer, ScopeKind, day_of, month_start
 from fakes.model_server import FakeModelServer
 from tests.admin_harness import Console, console_settings, consultation, running_console
 from tests.store_contract import STORE_KINDS, StoreKind
@@ -165,6 +167,44 @@ async def test_deleting_memory_is_confirmed_audited_and_shown_inert(console: Con
     assert await console.store.load_language(person) is None
     assert await console.engine.languages.of(person) is None  # this process's cache dropped
     assert await audit_actions(console) == [("forget_memory", person, "")]
+
+
+async def test_a_person_page_lists_their_tool_calls_and_deleting_memory_deletes_them(
+    console: Console,
+) -> None:
+    """The page lists this month's tool calls by tool (today's beside them, failures
+    said), a name no toolbox offered under one row; with no facts the delete form is
+    still there, and deleting removes the tool calls (as /forget does)."""
+    person = telegram_person(8)
+    now = time.time()
+    uses = [
+        ToolUse("time__get_current_time", "time", "get_current_time", "{}", "03:00"),
+        ToolUse("docs__search", "docs", "search", "{}", error="late", failure=ToolFailure.TIMEOUT),
+        ToolUse("<b>made</b>", "", "", "{}", error="no", failure=ToolFailure.UNKNOWN_TOOL),
+    ]
+    charged = Accounting().charge(
+        Usage(1, 1), model="model-a", kind=CallKind.ROUND, chat="tg:8",
+        payer=Payer(person=person), at=now, tool_uses=uses,
+    )  # fmt: skip
+    await console.store.add_usage([charged])
+    assert await console.sign_in() == 303
+    status, html = await console.page(f"/admin/people/{person}")
+    assert status == 200
+    assert (
+        '<td data-label="Tool">docs · search</td><td data-label="Today">1 (1 failed)</td>' in html
+    )
+    assert '<td data-label="Tool">time · get_current_time</td>' in html
+    assert "tools no toolbox offered" in html and "&lt;b&gt;made" not in html
+    csrf = await console.csrf(f"/admin/people/{person}")
+    answer = await console.client.post(
+        f"/admin/people/{person}/forget-memory",
+        data={"csrf": csrf, "confirm": "yes"},
+        allow_redirects=False,
+    )
+    assert answer.status == 303
+    assert (await console.engine.figures.usage(ScopeKind.PERSON, person)).tools == ToolCalls()
+    status, html = await console.page(f"/admin/people/{person}")
+    assert "No tool calls this month." in html and "Delete all memory" not in html
 
 
 async def test_forged_and_oversized_person_keys_are_404(console: Console) -> None:

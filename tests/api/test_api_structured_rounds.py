@@ -248,7 +248,7 @@ async def test_the_openapi_document_describes_questions_answers_and_their_errors
     document = await (await api.client.get("/api/openapi.json")).json()
     for schema in document["components"]["schemas"].values():
         Draft202012Validator.check_schema(schema)
-    assert document["info"]["version"] == "1.7.0"
+    assert document["info"]["version"] == "1.8.0"
     components = document["components"]
     operation = document["paths"]["/api/chat"]["post"]
 

@@ -8,6 +8,7 @@ server for the stream, and end to end through `mcp-server-time`."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,13 @@ from jsonschema import Draft202012Validator
 from api.responses import response
 from api.round_tasks import Relay
 from api.sse import EventStream
-from core.domain.consultation import Consultation, Message, Role, Status
+from core.domain.consultation import Consultation, Message, Role, Status, Usage
 from core.domain.outcomes import Reply
 from core.domain.tools import ToolFailure, ToolServerStatus, ToolSpec, ToolUse
+from core.domain.usage import Accounting, CallKind, Payer
 from core.turns.sessions import API_KEY_PREFIX
 from fakes.model_server import FakeModelServer, ScriptedCall
+from tests.api.test_api_ops import check
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.mcp_harness import time_server
 
@@ -94,6 +97,37 @@ async def test_a_replys_body_carries_its_tool_calls_as_the_document_describes(
     tool_event = events["text/event-stream"]["x-sse-events"]["tool"]
     assert tool_event == {"$ref": "#/components/schemas/StreamTool"}
     assert set(schemas["StreamTool"]["required"]) == {"name", "server", "tool"}
+
+
+async def test_api_stats_count_every_chats_tool_calls_per_tool(api: RunningApi) -> None:
+    """Each period of `GET /api/stats` lists the tool calls by tool with the failed ones,
+    a name no toolbox offered as `unknown` (last), valid against the document; the calls
+    of a reply count once, however many scopes it was charged to."""
+    invented = ToolUse("made_up", "", "", "{}", error="no", failure=ToolFailure.UNKNOWN_TOOL)
+    charged = Accounting().charge(
+        Usage(1, 1),
+        model="m",
+        kind=CallKind.FINAL,
+        chat=API_KEY_PREFIX + str(uuid.uuid4()),
+        payer=Payer(person="api:u-1", client="key-a"),
+        at=time.time(),
+        tool_uses=[CLOCK, GONE, CLOCK, invented],
+    )
+    document = await (await api.client.get("/api/openapi.json")).json()
+    empty = await (await api.client.get("/api/stats")).json()
+    assert empty["today"]["toolCalls"] == []
+    await api.store.add_usage([charged])
+    response = await api.client.get("/api/stats?days=30")
+    body = await response.json()
+    assert response.status == 200, body
+    check(document, "/api/stats", "get", 200, body)
+    counted = [
+        {"tool": "docs__search", "calls": 1, "failed": 1},
+        {"tool": "time__get_current_time", "calls": 2, "failed": 0},
+        {"tool": "unknown", "calls": 1, "failed": 1},
+    ]
+    for period in ("today", "last7Days", "lastDays"):
+        assert body[period]["toolCalls"] == counted
 
 
 async def test_a_sessions_messages_and_export_list_them_after_a_restart(

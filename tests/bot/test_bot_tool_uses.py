@@ -255,7 +255,8 @@ async def test_the_bot_lists_what_its_tool_servers_answered_and_keeps_it(
     """End to end: the real PTB Application on the fake Bot API, the production runtime
     with the fake MCP server over stdio (`fakes.mcp_server`), a final answer for which the
     model called `echo` and `fail`: the answer lists both in the person's language, the
-    failed one marked, and "Answer N" in /history after a restart lists them again."""
+    failed one marked; /usage counts them per tool; and "Answer N" in /history after a
+    restart lists them again."""
     settings = bot_settings(
         tmp_path / "bot.sqlite3",
         bot_api,
@@ -274,6 +275,9 @@ async def test_the_bot_lists_what_its_tool_servers_answered_and_keeps_it(
         assert answer.startswith("Done.\n\n" + listed + "\n\n")
         sent_tools = model_server.requests[-1]["tools"]
         assert [t["function"]["name"] for t in sent_tools] == ["fake__echo", "fake__fail"]
+        [usage] = await ask_private(bot, USER, "/usage", language_code="ru")
+        calls = "fake · echo 1, fake · fail 1 (не удалось: 1)"
+        assert f"Вызовы инструментов сегодня: {calls}\n" in usage
     async with running_bot(settings, bot_api, model_server) as again:
         await ask_private(again, USER, "/history", language_code="ru")
         listing = sent(again, USER)[-1]

@@ -31,6 +31,7 @@ from storage.sqlite import daily as sqlite_daily
 from storage.sqlite import schema as sqlite_schema
 from storage.sqlite import stats as sqlite_stats
 from storage.sqlite.store import SqliteStore
+from storage.statements.tool_usage import CHATS_TOOL_CALLS
 from storage.statements.usage import CHATS_BY_MODEL
 from tests.store_contract import STORE_KINDS, StoreKind, make
 
@@ -330,7 +331,7 @@ async def test_every_sqlite_figure_is_read_through_an_index_on_the_period(tmp_pa
     store = await SqliteStore.open(tmp_path / "plan.sqlite3")
     await store.close()
     queries = [v for k, v in vars(sqlite_stats).items() if k.isupper() and k.startswith("_")]
-    assert len(queries) == 7
+    assert len(queries) == 8
     queries += [sqlite_daily._EVENTS, sqlite_daily._USAGE]
     async with aiosqlite.connect(tmp_path / "plan.sqlite3") as db:
         for query in queries:
@@ -362,6 +363,7 @@ async def test_every_postgres_figure_can_be_read_through_an_index(tmp_path: Path
                 postgres_stats._PEOPLE: (*days, *times),
                 postgres_stats._TOTALS: days,
                 CHATS_BY_MODEL: (*days, 50),
+                CHATS_TOOL_CALLS: days,
                 postgres_daily._EVENTS: times,
                 postgres_daily._USAGE: days,
             }

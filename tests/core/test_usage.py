@@ -7,6 +7,7 @@ clock is injected so a UTC day change is a moved number, not a wait."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -19,6 +20,7 @@ from core.domain.asking import UserMessage
 from core.domain.attachments import Transcription
 from core.domain.consultation import Usage
 from core.domain.errors import ConfigError, ModelError
+from core.domain.tools import ToolFailure, ToolUse
 from core.domain.usage import (
     Accounting,
     CallKind,
@@ -316,6 +318,44 @@ async def test_usage_is_in_russian_for_a_russian_user(bot: RunningBot) -> None:
     await bot.send(USER, "/usage", user_id=USER, language_code="ru")
     text = (await wait_sent(bot, USER, before + 1))[-1]
     assert "Сегодня" in text and "За месяц" in text
+
+
+async def test_usage_lists_the_senders_tool_calls_by_tool(bot: RunningBot) -> None:
+    """Tool calls are listed under the totals only when there were any: each tool as
+    "server · tool" with its calls, the failed ones said, names no toolbox offered as
+    "unknown tools" (last), today and this month; in Russian too. Another person's calls
+    are not theirs."""
+    assert "Tool calls" not in await usage_text(bot)
+    today = day_of(time.time())
+    uses = [
+        ToolUse("time__get_current_time", "time", "get_current_time", "{}", "03:00"),
+        ToolUse("docs__search", "docs", "search", "{}", error="late", failure=ToolFailure.TIMEOUT),
+        ToolUse("made_up", "", "made_up", "{}", error="no", failure=ToolFailure.UNKNOWN_TOOL),
+        ToolUse("time__get_current_time", "time", "get_current_time", "{}", "03:01"),
+        ToolUse("docs__search", "docs", "search", "{}", "open at 9"),
+    ]
+    charged = Accounting().charge(
+        Usage(1, 1),
+        model="test-model",
+        kind=CallKind.FINAL,
+        chat=f"tg:{USER}",
+        payer=Payer(person=f"tg:{USER}"),
+        at=time.time(),
+        tool_uses=uses,
+    )
+    other = dataclasses.replace(charged, person="tg:9", chat="tg:9")
+    await bot.runtime.store.add_usage([charged, other])
+    assert charged.day == today
+    listed = "docs · search 2 (1 failed), time · get_current_time 2, unknown tools 1 (1 failed)"
+    text = await usage_text(bot)
+    assert f"\nTool calls today: {listed}\nTool calls this month: {listed}" in text
+    before = len(sent(bot, USER))
+    await bot.send(USER, "/usage", user_id=USER, language_code="ru")
+    russian = (await wait_sent(bot, USER, before + 1))[-1]
+    assert (
+        "Вызовы инструментов сегодня: docs · search 2 (не удалось: 1), "
+        "time · get_current_time 2, неизвестные инструменты 1 (не удалось: 1)"
+    ) in russian
 
 
 def test_unpriced_models_are_one_metrics_series() -> None:

@@ -14,6 +14,7 @@ from core.domain.outcomes import Reply
 from core.domain.tools import ToolFailure, ToolSpec, ToolUse
 from fakes.model_server import FakeModelServer, ScriptedCall
 from terminal.replies import StreamPrinter
+from terminal.usage import usage_command
 from tests.service_harness import Clock, make_service
 from tests.toolboxes import Tools
 
@@ -81,7 +82,7 @@ async def test_the_engines_tool_calls_reach_the_terminal_and_the_store(
     """The real engine (real SQLite, the real openai SDK against the fake model server
     streaming tool_calls, the test toolbox): the line while the clock runs, the text
     after it, the list under the answer; the answer is stored with its call; /answer's
-    path hears its tools too."""
+    path hears its tools too; /usage counts the chat's calls per tool."""
     engine = make_service(store, completer, Clock(), toolbox=Tools(), default_max_rounds=2)
     model_server.enqueue_calls(ScriptedCall("clock__now", '{"tz": "Europe/Paris"}'))
     model_server.enqueue("Which city exactly?")
@@ -122,3 +123,7 @@ async def test_the_engines_tool_calls_reach_the_terminal_and_the_store(
     replies = [m.tool_uses for m in stored.messages if m.tool_uses]
     assert [[u.name for u in uses] for uses in replies] == [["clock__now"], ["bad__fail"]]
     assert replies[1][0].failure is ToolFailure.UNAVAILABLE
+    await usage_command(engine, "console:local")
+    usage = capsys.readouterr().out
+    assert "[tool calls today: bad · fail 1 (1 failed), clock · now 1]\n" in usage
+    assert usage.endswith("[tool calls this month: bad · fail 1 (1 failed), clock · now 1]\n")
