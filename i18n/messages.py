@@ -427,6 +427,8 @@ MESSAGES: dict[str, str | Plural] = {
     "stats_model": N_("• {model}: {prompt} in, {completion} out, {cost}"),
     "stats_total": N_("Total: {prompt} in, {completion} out, {cost}"),
     "stats_no_calls": N_("No model calls."),
+    # Every chat's tool calls in the period, by tool: {tools} is a list as /usage shows it.
+    "stats_tools": N_("Tool calls: {tools}"),
     "stats_unpriced": N_(" (no price)"),
     "stats_seconds": N_("{s} s"),
     "stats_minutes": N_("{m} min {s} s"),

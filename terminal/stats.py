@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from core.domain.stats import MAX_DAYS, Stats
 from core.turns.engine import Engine
+from terminal.usage import tools_line
 
 WEEK = 7
 
@@ -51,6 +52,8 @@ def stats_lines(title: str, stats: Stats) -> list[str]:
         f"  total: {stats.prompt_tokens} tokens in, {stats.completion_tokens} out,"
         f" ${stats.cost:.4f}"
     )
+    if stats.tools:
+        lines.append(f"  tool calls: {tools_line(stats.tools)}")
     return lines
 
 

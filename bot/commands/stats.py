@@ -9,7 +9,7 @@ Invariants:
 
 from __future__ import annotations
 
-from bot.commands.usage import money
+from bot.commands.usage import money, tool_counts_text
 from bot.transport.chat import Context, Incoming
 from bot.transport.config import BotConfig
 from bot.transport.say import Say
@@ -106,6 +106,8 @@ def stats_text(language: str, stats: Stats, title: str) -> str:
             cost=money(stats.cost),
         )
     )
+    if stats.tools:
+        lines.append(t(language, "stats_tools", tools=tool_counts_text(language, stats.tools)))
     return "\n".join(lines)
 
 

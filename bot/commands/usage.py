@@ -67,11 +67,12 @@ def tools_lines(language: str, tools: ToolCalls) -> list[str]:
     lines = []
     for key, counts in (("usage_tools_today", tools.today), ("usage_tools_month", tools.month)):
         if counts:
-            lines.append(t(language, key, tools=_joined(language, counts)))
+            lines.append(t(language, key, tools=tool_counts_text(language, counts)))
     return lines
 
 
-def _joined(language: str, counts: Sequence[ToolCount]) -> str:
+def tool_counts_text(language: str, counts: Sequence[ToolCount]) -> str:
+    """`time · get_current_time 3, docs · search 1 (1 failed)` in the reader's language."""
     return ", ".join(tool_count_text(language, count) for count in counts)
 
 

@@ -18,6 +18,8 @@ import pytest
 
 from bot.commands.stats import rounds_used, stats_text
 from core.domain.stats import Stats, daily_figures, period_of, rounds_distribution
+from core.domain.tool_usage import UNKNOWN, ToolCount
+from core.domain.usage import UsageTotal
 from fakes.bot_api import Call, FakeBotApi
 from fakes.model_server import FakeModelServer
 from terminal.stats import stats_lines
@@ -411,3 +413,22 @@ def test_days_are_assembled_with_zeros_and_nothing_outside_the_period() -> None:
         (0, 1, 1, 0),
     ]
     assert (days[1].tokens, days[1].cost, days[2].ended) == (120, 0.5, 2)
+
+
+def test_the_operators_stats_list_the_tool_calls_by_tool() -> None:
+    """Telegram's and the terminal's /stats name every chat's tool calls in the period,
+    failures and names no toolbox offered included; a period without any says nothing of
+    tools."""
+    tools = (ToolCount("time__get_current_time", 3, 1), ToolCount(UNKNOWN, 1))
+    used = (UsageTotal("gpt-4o-mini", 400, 16, calls=2),)
+    stats = Stats("2025-11-27", "2025-11-27", usage=used, tools=tools)
+    assert stats_text("en", stats, "Today").endswith(
+        "\nTool calls: time · get_current_time 3 (1 failed), unknown tools 1"
+    )
+    assert "Вызовы инструментов: time · get_current_time 3" in stats_text("ru", stats, "Сегодня")
+    assert stats_lines("t", stats)[-1] == (
+        "  tool calls: time · get_current_time 3 (1 failed), unknown tools 1"
+    )
+    quiet = Stats("2025-11-27", "2025-11-27", usage=used)
+    assert "Tool calls" not in stats_text("en", quiet, "Today")
+    assert not [line for line in stats_lines("t", quiet) if "tool calls" in line]
