@@ -27,7 +27,7 @@ from typing import Protocol
 
 from core.domain.errors import ModelError, ModelErrorKind
 from core.domain.outcomes import Notice, Reply
-from core.domain.tool_uses import SERVER_TOOL, used_line
+from core.domain.tool_uses import server_tool, used_line
 from core.domain.tools import ToolSpec
 from core.prompting.clarifying_stream import RoundText
 from i18n.translate import t
@@ -106,7 +106,7 @@ class StreamPrinter:
         """Say on a line of its own that a tool the model called runs."""
         if self._waiting is not None:
             await self.stop_waiting()
-        name = f"{spec.server}{SERVER_TOOL}{spec.tool}"
+        name = server_tool(spec.server, spec.tool)
         lead = "\n" if self._printed and not self._printed.endswith("\n") else ""
         sys.stdout.write(f"{lead}[{t('en', 'tool_running', tool=name)}]\n")
         sys.stdout.flush()

@@ -42,7 +42,7 @@ from core.domain.errors import (
 from core.domain.facts import MemoryUpdate
 from core.domain.outcomes import Notice, Reply
 from core.domain.quotas import QuotaExceeded
-from core.domain.tool_uses import SERVER_TOOL, used_line
+from core.domain.tool_uses import server_tool, used_line
 from core.domain.tools import ToolSpec, ToolUse
 from core.primitives.expiring import ExpiringDict
 from i18n.translate import t
@@ -108,7 +108,7 @@ def tool_line(use: ToolUse, language: str) -> str:
 def tool_running_text(specs: Sequence[ToolSpec], language: str) -> str:
     """The progress line while `specs` run: "Looking up: time · get_current_time…"
     (several: "Looking up: time · get_current_time, docs · search…")."""
-    names = ", ".join(f"{spec.server}{SERVER_TOOL}{spec.tool}" for spec in specs)
+    names = ", ".join(server_tool(spec.server, spec.tool) for spec in specs)
     return t(language, "tool_running", tool=names)
 
 

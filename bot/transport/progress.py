@@ -39,6 +39,7 @@ from bot.transport.progress_budget import ProgressBudget, progress_budget
 from bot.transport.render import Part, markdown_text, plain_parts, render
 from bot.transport.target import NO_RETRIES, AnyBot, Target
 from core.domain.ports import OnText
+from core.domain.tool_uses import server_tool
 from core.domain.tools import OnToolStart, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class Live:
 
 
 def _no_tool_text(specs: Sequence[ToolSpec]) -> str:
-    return ", ".join(f"{spec.server} · {spec.tool}" for spec in specs) + "…"
+    return ", ".join(server_tool(spec.server, spec.tool) for spec in specs) + "…"
 
 
 def progress_window(text: str, *, from_end: bool) -> tuple[str, bool]:
@@ -103,9 +104,9 @@ class Progress:
 
     The first update waits `first_delay` so a reply that completes at once costs no
     extra request; later ones are at least `interval` apart. The typing action is
-    sent after `typing_delay` (after `TYPING_DEFERRAL` more when its turn came late) and
-    renewed every 4 s until `close()`. Until then each is a
-    timer, not a task: a reply that completes at once starts neither.
+    sent after `typing_delay` (put off by `TYPING_DEFERRAL` while its turn comes late or
+    the progress budget is spent) and renewed every 4 s until `close()`. Until then each
+    is a timer, not a task: a reply that completes at once starts neither.
     """
 
     def __init__(

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from core.domain.tool_uses import SERVER_TOOL
+from core.domain.tool_uses import server_tool
 from core.domain.tools import SEPARATOR, TOOL_NAME, ToolFailure, ToolUse
 
 UNKNOWN = "unknown"
@@ -73,4 +73,4 @@ def shown_tool(name: str) -> str:
     """A counted name as a person reads it: `time · get_current_time` (a server's name
     never holds the separator); `UNKNOWN` and other names as they are."""
     server, separator, tool = name.partition(SEPARATOR)
-    return f"{server}{SERVER_TOOL}{tool}" if separator and server and tool else name
+    return server_tool(server, tool) if separator and server and tool else name

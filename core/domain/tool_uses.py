@@ -31,10 +31,15 @@ SERVER_TOOL = " · "
 _SPACE = re.compile(r"\s+")
 
 
+def server_tool(server: str, tool: str) -> str:
+    """A tool as a person reads it: `time · get_current_time`."""
+    return f"{server}{SERVER_TOOL}{tool}"
+
+
 def shown_name(use: ToolUse) -> str:
     """`server · tool`, as a person reads which tool ran (`time · get_current_time`)."""
     if use.server and use.tool:
-        return f"{use.server}{SERVER_TOOL}{use.tool}"
+        return server_tool(use.server, use.tool)
     return use.name
 
 

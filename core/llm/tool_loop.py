@@ -143,11 +143,11 @@ class ToolLoop:
     async def _loop(
         self, request: CompletionRequest, tail: list[dict[str, Any]], on_delta: OnDelta | None
     ) -> Completion:
-        spent: list[Usage] = []  # the calls made so far
+        made: list[Usage] = []  # each call's usage, in the order they were made
         try:
-            return await self._calls_for(request, tail, on_delta, spent)
+            return await self._calls_for(request, tail, on_delta, made)
         except StreamStopped as stop:  # the answer was closed: charged for every call
-            stop.spent = sum(spent, stop.spent)
+            stop.spent = sum(made, stop.spent)
             raise
 
     async def _calls_for(
@@ -157,9 +157,9 @@ class ToolLoop:
         on_delta: OnDelta | None,
         made: list[Usage],
     ) -> Completion:
-        """The loop of `_loop`; the usage of each call made is appended to `made`."""
+        """The loop of `_loop`; the usage of each call made is appended to `made`, and
+        the completion returned carries the sum of them all."""
         texts: list[str] = []
-        spent = Usage()
         formatted = request.json_mode
         asked = _unformatted(request) if formatted else request
         # A format asked again (its form refused) after the model settled: no tool phase.
@@ -173,7 +173,7 @@ class ToolLoop:
                     raise
                 plain = await self._inner.complete(_plain(request), on_delta)
                 self._support.refused(request.model, exc.detail)  # answered without: it lacks them
-                return _summed(plain, (), spent)
+                return _summed(plain, (), made)
             made.append(completion.usage)
             calls = completion.tool_calls or written_calls(completion.text, request.tools)
             if not calls:
@@ -183,10 +183,8 @@ class ToolLoop:
                 if not formatted or _json_object(completion):
                     if formatted and on_delta is not None:
                         await on_delta(completion.text)
-                    return _summed(completion, texts, spent)
-                spent = spent + completion.usage
+                    return _summed(completion, texts, made[:-1])
                 break  # asked in its format below, with the results
-            spent = spent + completion.usage
             said = completion.text if completion.tool_calls else ""  # a written call: none
             if said.strip() and not formatted:  # words before the calls: part of the answer
                 if shown is not None:
@@ -200,7 +198,7 @@ class ToolLoop:
         if texts and on_delta is not None and not formatted:
             await on_delta(PARTS_SEPARATOR)
         final = await self._inner.complete(last, on_delta)
-        return _summed(final, [] if formatted else texts, spent)
+        return _summed(final, [] if formatted else texts, made)
 
     def _carried(
         self, messages: list[dict[str, Any]]
@@ -399,8 +397,8 @@ def _json_object(completion: Completion) -> bool:
         return False
 
 
-def _summed(completion: Completion, texts: Sequence[str], spent: Usage) -> Completion:
+def _summed(completion: Completion, texts: Sequence[str], earlier: Sequence[Usage]) -> Completion:
     """The last call's completion with the earlier calls' texts before its own and
-    their usage added to its."""
+    their usage (`earlier`) added to its."""
     text = PARTS_SEPARATOR.join([*texts, completion.text]) if texts else completion.text
-    return dataclasses.replace(completion, text=text, usage=spent + completion.usage)
+    return dataclasses.replace(completion, text=text, usage=sum(earlier, completion.usage))
