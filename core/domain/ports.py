@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from core.domain.attachments import Transcription
 from core.domain.audit import AuditEntry
+from core.domain.bots import BotProfile, NewBot, StoredBot
 from core.domain.clarifying import Picks
 from core.domain.consultation import (
     ChatSettings,
@@ -390,4 +391,42 @@ class Transcriber(Protocol):
         Raises `core.domain.errors.AttachmentRefused` (TRANSCRIPTION_FAILED) when the service
         fails after its own retries.
         """
+        ...
+
+
+class BotRegistry(Protocol):
+    """The bots an operator added (`core.domain.bots`), as both stores keep them in the
+    bots table. A bot's id is its scope and is never reused: a removed bot keeps its row
+    (`removed_at`), and adding the same Telegram bot again brings that row back."""
+
+    async def add_bot(self, bot: NewBot, *, at: float) -> StoredBot:
+        """Store `bot` and return it with its id, in one transaction. A Telegram bot
+        already stored and not removed raises `core.domain.bots.BotExists` and changes
+        nothing; a removed one gets its row (and id) back with the new token and settings."""
+        ...
+
+    async def bots(self, *, removed: bool = False) -> list[StoredBot]:
+        """The bots stored, by id; with `removed` the removed ones too."""
+        ...
+
+    async def count_bots(self) -> int:
+        """How many bots are stored and not removed: one indexed count."""
+        ...
+
+    async def update_bot(
+        self,
+        bot_id: int,
+        *,
+        at: float,
+        enabled: bool | None = None,
+        profile: BotProfile | None = None,
+        label: str | None = None,
+    ) -> StoredBot | None:
+        """Change what is given (None: kept) of a bot not removed; the bot as stored now,
+        None when there is no such bot."""
+        ...
+
+    async def remove_bot(self, bot_id: int, *, at: float) -> bool:
+        """Mark the bot removed (disabled, its row and scope kept); False when there was
+        no such bot or it was removed already."""
         ...

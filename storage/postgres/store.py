@@ -69,6 +69,7 @@ from storage.postgres import (
     usage,
 )
 from storage.postgres.batch import BatchedStatement
+from storage.postgres.bots import PostgresBots
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
 from storage.postgres.knowledge import PostgresKnowledge
@@ -127,6 +128,8 @@ class PostgresStore(StoreCalls, IdempotencyKeys, ConsultationStore):
         )
         self.knowledge = PostgresKnowledge(self._call, self._write)
         """The operator's knowledge base, in this database, through this pool."""
+        self.bots = PostgresBots(self._call, self._write)
+        """The bots the operator added (`core.domain.ports.BotRegistry`), in this database."""
 
     @classmethod
     async def open(cls, url: str, *, pool_size: int = 10) -> PostgresStore:

@@ -616,3 +616,19 @@ async def m030_tool_usage(db: aiosqlite.Connection) -> None:
         " failed INTEGER NOT NULL, PRIMARY KEY (scope_kind, scope_key, day, tool)) WITHOUT ROWID"
     )
     await db.execute("CREATE INDEX tool_usage_daily_kind_day ON tool_usage_daily (scope_kind, day)")
+
+
+@migration
+async def m031_bots(db: aiosqlite.Connection) -> None:
+    """The bots an operator added besides TELEGRAM_BOT_TOKEN's (`core.domain.bots`): one row
+    per Telegram bot, its token encrypted (`token_cipher`) with its last four characters
+    (`token_tail`), its settings as JSON; ids are never reused (AUTOINCREMENT), since a
+    bot's id is the scope of everything it keeps, and a removed bot keeps its row."""
+    await db.execute(
+        "CREATE TABLE bots (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " telegram_id INTEGER NOT NULL UNIQUE, username TEXT NOT NULL,"
+        " label TEXT NOT NULL DEFAULT '', token_cipher TEXT NOT NULL,"
+        " token_tail TEXT NOT NULL, enabled INTEGER NOT NULL DEFAULT 1,"
+        " settings TEXT NOT NULL DEFAULT '{}', created_at REAL NOT NULL,"
+        " updated_at REAL NOT NULL, removed_at REAL)"
+    )

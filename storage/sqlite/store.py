@@ -79,6 +79,7 @@ from storage.sqlite import (
     usage,
 )
 from storage.sqlite.batch import BatchedConnection, run_reads, run_writes
+from storage.sqlite.bots import SqliteBots
 from storage.sqlite.erasure import Erasing, merge_step, nothing, secure_search_index
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.knowledge import SqliteKnowledge
@@ -115,6 +116,8 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
         self._health = StoreHealth(self._writer, identity, interval=probe_interval, clock=clock)
         self.knowledge = SqliteKnowledge(self._reader, self._writer)
         """The operator's knowledge base, in this file, on these connections."""
+        self.bots = SqliteBots(self._reader, self._writer)
+        """The bots the operator added (`core.domain.ports.BotRegistry`), in this file."""
 
     @classmethod
     async def open(

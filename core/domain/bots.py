@@ -1,0 +1,189 @@
+"""Bots as data: the bots an operator added besides the deployment's own (TELEGRAM_BOT_TOKEN),
+each with the settings that replace the deployment's defaults for it (`BotProfile`).
+
+Invariants:
+- a bot's scope is its id in the bots table (1, 2, …); scope 0 is the deployment's own
+  bot, which has no row here;
+- a profile is parsed strictly (`parse_profile`): an unknown key, a value of the wrong
+  type or out of range is refused with one line naming the key, so what is stored always
+  reads back as the same profile; what a profile does not set falls back to the
+  deployment's settings;
+- a stored bot carries its token only encrypted (`token_cipher`) and its last four
+  characters (`token_tail`, all that lists and pages ever show): these types never hold a
+  plain token.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_PROFILE_ROUNDS = 20
+"""The most rounds a bot's profile may set (MAX_ROUNDS_LIMIT still bounds a chat's)."""
+MAX_NAME_CHARS = 100
+"""Longest role, model or label."""
+MAX_INSTRUCTION_CHARS = 20_000
+MAX_MODELS = 20
+MAX_SETTINGS_CHARS = 64_000
+"""The longest settings JSON a bot row may hold (an instruction and twenty models fit)."""
+TAIL_CHARS = 4
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@+-]*")
+_LANGUAGE = re.compile(r"[a-z]{2,3}(_[A-Za-z]{2,4})?")
+_LABEL_OK = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]*")
+
+PROFILE_KEYS = ("role", "instruction", "rounds", "model", "models", "language")
+"""The settings a bot may set, in the order lists show them."""
+
+
+class ProfileInvalid(ValueError):
+    """A bot's settings refused: the message names the key and says what is allowed."""
+
+
+@dataclass(frozen=True, slots=True)
+class BotProfile:
+    """What a bot sets in place of the deployment's defaults; None (or no models): falls
+    back. `role` names a prompt of the library; `instruction` is a system prompt of its
+    own (one or the other); `models` is the allow-list its chats choose from."""
+
+    role: str | None = None
+    instruction: str | None = None
+    rounds: int | None = None
+    model: str | None = None
+    models: tuple[str, ...] = ()
+    language: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The keys it sets, as stored and as `parse_profile` reads them back."""
+        data: dict[str, Any] = {}
+        for key in PROFILE_KEYS:
+            value = getattr(self, key)
+            if value is None or value == ():
+                continue
+            data[key] = list(value) if key == "models" else value
+        return data
+
+    def shown(self) -> str:
+        """One line for a list: `key=value` for each key it sets, `defaults` for none."""
+        parts = []
+        for key, value in self.to_json().items():
+            if key == "instruction":
+                value = f"{len(value)} chars"
+            elif key == "models":
+                value = ",".join(value)
+            parts.append(f"{key}={value}")
+        return " ".join(parts) or "defaults"
+
+
+def parse_profile(data: Mapping[str, Any]) -> BotProfile:
+    """The profile `data` describes; `ProfileInvalid` naming the first bad key."""
+    if not isinstance(data, Mapping):
+        raise ProfileInvalid("settings: a JSON object of role, instruction, rounds, ...")
+    unknown = sorted(str(key)[:40] for key in data if key not in PROFILE_KEYS)
+    if unknown:
+        raise ProfileInvalid(
+            f"unknown setting {unknown[0]!r}; a bot sets {', '.join(PROFILE_KEYS)}"
+        )
+    role = _name(data, "role")
+    instruction = data.get("instruction")
+    if instruction is not None:
+        if not isinstance(instruction, str) or not instruction.strip():
+            raise ProfileInvalid("instruction: a non-empty text")
+        if len(instruction) > MAX_INSTRUCTION_CHARS:
+            raise ProfileInvalid(f"instruction: at most {MAX_INSTRUCTION_CHARS} characters")
+        if "\x00" in instruction:
+            raise ProfileInvalid("instruction: no NUL character")
+    if role is not None and instruction is not None:
+        raise ProfileInvalid("role and instruction: set one or the other")
+    rounds = data.get("rounds")
+    whole = isinstance(rounds, int) and not isinstance(rounds, bool)
+    if rounds is not None and (not whole or not 1 <= rounds <= MAX_PROFILE_ROUNDS):
+        raise ProfileInvalid(f"rounds: a whole number from 1 to {MAX_PROFILE_ROUNDS}")
+    models = data.get("models", ())
+    if not isinstance(models, list | tuple) or len(models) > MAX_MODELS:
+        raise ProfileInvalid(f"models: a list of up to {MAX_MODELS} model names")
+    names = tuple(_model(m) for m in models)
+    if len(set(names)) != len(names):
+        raise ProfileInvalid("models: each model once")
+    model = _name(data, "model")
+    if model is not None and names and model not in names:
+        raise ProfileInvalid(f"model: {model!r} is not among models ({', '.join(names)})")
+    language = data.get("language")
+    if language is not None and (
+        not isinstance(language, str) or not _LANGUAGE.fullmatch(language)
+    ):
+        raise ProfileInvalid("language: a language code such as en, de or pt_BR")
+    return BotProfile(role, instruction, rounds, model, names, language)
+
+
+def _name(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > MAX_NAME_CHARS or not _NAME.fullmatch(value):
+        raise ProfileInvalid(
+            f"{key}: a name of up to {MAX_NAME_CHARS} letters, digits and _ . : / @ + -"
+        )
+    return value
+
+
+def _model(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > MAX_NAME_CHARS or not _NAME.fullmatch(value):
+        raise ProfileInvalid(
+            f"models: names of up to {MAX_NAME_CHARS} letters, digits and _ . : / @ + -"
+        )
+    return value
+
+
+def check_label(label: str) -> str:
+    """`label` if it is a printable one-line name of up to `MAX_NAME_CHARS`; else
+    `ProfileInvalid`."""
+    if len(label) > MAX_NAME_CHARS or not _LABEL_OK.fullmatch(label) or not label.isprintable():
+        raise ProfileInvalid(f"label: up to {MAX_NAME_CHARS} printable characters on one line")
+    return label
+
+
+@dataclass(frozen=True, slots=True)
+class NewBot:
+    """A bot to store: who Telegram says it is, its token sealed, its settings."""
+
+    telegram_id: int
+    username: str
+    token_cipher: str
+    token_tail: str
+    label: str = ""
+    profile: BotProfile = field(default_factory=BotProfile)
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBot:
+    """A bot of the bots table; `id` is its scope. `removed_at` set: removed (its row
+    stays so a bot added again gets its scope back)."""
+
+    id: int
+    telegram_id: int
+    username: str
+    label: str
+    token_cipher: str
+    token_tail: str
+    enabled: bool
+    profile: BotProfile
+    created_at: float
+    updated_at: float
+    removed_at: float | None = None
+
+    @property
+    def handle(self) -> str:
+        """`@username`: how lists and messages name it."""
+        return f"@{self.username}"
+
+
+class BotExists(Exception):
+    """Adding a bot whose Telegram bot is already stored (and not removed)."""
+
+    def __init__(self, existing: StoredBot) -> None:
+        super().__init__(f"{existing.handle} is already bot #{existing.id}")
+        self.existing = existing

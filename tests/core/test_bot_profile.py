@@ -1,0 +1,77 @@
+"""A bot's settings (`core.domain.bots.BotProfile`) are parsed strictly: what is stored reads
+back the same, and anything unknown, mistyped or out of range is refused naming the key."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.domain.bots import (
+    MAX_INSTRUCTION_CHARS,
+    MAX_PROFILE_ROUNDS,
+    BotProfile,
+    ProfileInvalid,
+    check_label,
+    parse_profile,
+)
+
+
+def test_a_profile_round_trips_through_its_json() -> None:
+    """Every key a profile sets reads back from its JSON as the same profile."""
+    profile = BotProfile(rounds=4, model="b", models=("a", "b"), language="pt_BR", role="lawyer")
+    assert parse_profile(json.loads(json.dumps(profile.to_json()))) == profile
+    assert parse_profile({}) == BotProfile()
+    assert BotProfile().to_json() == {}
+
+
+def test_a_profile_is_shown_on_one_line_without_its_instruction() -> None:
+    """A list shows each key set, an instruction by its length, `defaults` for none."""
+    assert BotProfile().shown() == "defaults"
+    shown = BotProfile(instruction="Be brief.\nAlways.", rounds=2, models=("a", "b")).shown()
+    assert shown == "instruction=17 chars rounds=2 models=a,b"
+
+
+@pytest.mark.parametrize(
+    ("data", "names"),
+    [
+        ({"colour": "red"}, "unknown setting 'colour'"),
+        ({"rounds": "3"}, "rounds"),
+        ({"rounds": True}, "rounds"),
+        ({"rounds": 0}, "rounds"),
+        ({"rounds": MAX_PROFILE_ROUNDS + 1}, "rounds"),
+        ({"rounds": 2.5}, "rounds"),
+        ({"role": "a b"}, "role"),
+        ({"role": "x" * 101}, "role"),
+        ({"role": 3}, "role"),
+        ({"role": "lawyer", "instruction": "Be a lawyer."}, "one or the other"),
+        ({"instruction": "  "}, "instruction"),
+        ({"instruction": "x" * (MAX_INSTRUCTION_CHARS + 1)}, "instruction"),
+        ({"instruction": "a\x00b"}, "instruction"),
+        ({"models": "a,b"}, "models"),
+        ({"models": ["a", "a"]}, "models"),
+        ({"models": ["ok", "bad name"]}, "models"),
+        ({"models": [f"m{i}" for i in range(21)]}, "models"),
+        ({"model": "c", "models": ["a", "b"]}, "model"),
+        ({"language": "english"}, "language"),
+        ({"language": 7}, "language"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_key(data: dict[str, object], names: str) -> None:
+    """A bad key or value raises ProfileInvalid whose message names it."""
+    with pytest.raises(ProfileInvalid, match=names):
+        parse_profile(data)
+
+
+def test_settings_that_are_no_object_are_refused() -> None:
+    """A JSON list or string as settings is refused, not read as empty."""
+    with pytest.raises(ProfileInvalid, match="JSON object"):
+        parse_profile(["rounds", 3])  # type: ignore[arg-type]
+
+
+def test_a_label_is_one_printable_line() -> None:
+    """Labels with control characters, line breaks or over 100 characters are refused."""
+    assert check_label("Shop — 24/7") == "Shop — 24/7"
+    for bad in ("a\nb", "a\x1b[31m", "a\u2028b", "x" * 101, "a\x00"):
+        with pytest.raises(ProfileInvalid, match="label"):
+            check_label(bad)
