@@ -1,4 +1,4 @@
-"""`consultation-bot run|api|console|dead-letters|knowledge`: the one entry point family of
+"""`consultation-bot run|api|console|dead-letters|knowledge|bots`: the one entry point family of
 the product.
 
 `python -m bot` is `run`, `python -m bot console` is `console`, `python -m api` is
@@ -23,7 +23,7 @@ from core.domain.errors import ConfigError
 
 EXIT_CONFIG = 2
 COMMANDS = ("run", "api", "console")
-USAGE = """usage: consultation-bot [run|api|console|dead-letters|knowledge]
+USAGE = """usage: consultation-bot [run|api|console|dead-letters|knowledge|bots]
 
   run       the Telegram bot (long polling, or webhook when WEBHOOK_URL is set),
             with the HTTP API in the same process when API_ENABLED=true
@@ -33,6 +33,8 @@ USAGE = """usage: consultation-bot [run|api|console|dead-letters|knowledge]
             the updates the workers gave up (with DATABASE_URL)
   knowledge [add PATH... | list | remove ID... | search QUERY | reindex]
             the knowledge base the expert reads (`knowledge --help`)
+  bots [add --token T | list | set BOT key=value... | enable BOT | disable BOT | remove BOT]
+            the bots served besides TELEGRAM_BOT_TOKEN's (`bots --help`)
 
 Also `python -m bot` (run), `python -m bot console` and `python -m api`.
 Settings come from the environment and .env (see .env.example)."""
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         return dead_letters(args[1:])
     if command == "knowledge":
         return knowledge(args[1:])
+    if command == "bots":
+        return bots(args[1:])
     if command not in COMMANDS or len(args) > 1:
         print(f"unknown command {' '.join(args)!r}\n\n{USAGE}", file=sys.stderr)
         return EXIT_CONFIG
@@ -121,6 +125,28 @@ def knowledge(args: list[str]) -> int:
         return EXIT_CONFIG
     except StartupError as exc:
         print(f"Cannot open the knowledge base: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def bots(args: list[str]) -> int:
+    """Add, list, change, disable, enable or remove the bots served besides
+    TELEGRAM_BOT_TOKEN's (`app.bots_cli`)."""
+    from app.bots_cli import parser, run_bots
+    from app.startup import StartupError
+
+    try:
+        arguments = parser().parse_args(args)
+    except SystemExit as exit:  # --help, or a wrong command (argparse said why)
+        return int(exit.code or 0)
+    try:
+        settings = load_settings()
+        configure_logging(settings.log_level, secrets_of(settings), floor="WARNING")
+        return run(run_bots(settings, arguments))
+    except ConfigError as exc:
+        print(f"Configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except StartupError as exc:
+        print(f"Cannot open the bots: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
 

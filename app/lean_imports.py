@@ -9,11 +9,14 @@ python-telegram-bot imports `cryptography` for Telegram Passport data. Together 
 14 MB and 100 ms for every process, tool servers or not. This product runs no httpx
 command line and reads no Passport data, so a `None` entry in `sys.modules` makes those
 imports fail as they did before the SDK was installed, and each library takes its own
-fallback. `cryptography` stays importable in a process with tool servers: the SDK imports it.
+fallback. `cryptography` stays importable in a process with tool servers: the SDK imports it,
+and in any process once a stored bot's token is sealed or opened (`admit`, by
+`app.bot_secrets`): a deployment without added bots never loads it.
 
 Invariant: called before the first import of `telegram` or `httpx` (the entry points call
 it once the settings are read, and import the edges only after), and never removes a
-module that is already loaded.
+module that is already loaded; `admit` takes away only its own marker, so a library that
+already looked keeps the fallback it took.
 """
 
 from __future__ import annotations
@@ -29,3 +32,10 @@ def leave_out_unused(*, tools: bool) -> None:
     names = ALWAYS_UNUSED if tools else ALWAYS_UNUSED + UNUSED_WITHOUT_TOOLS
     for name in names:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
+def admit(name: str) -> None:
+    """Let `name` be imported after all (a stored bot's token is read or written): the
+    marker `leave_out_unused` left goes; a loaded module stays as it is."""
+    if name in sys.modules and sys.modules[name] is None:
+        del sys.modules[name]

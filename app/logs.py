@@ -55,15 +55,21 @@ class Redactor(logging.Filter):
 
     def __init__(self, secrets: Iterable[str | None]) -> None:
         super().__init__()
-        variants = {
+        self._variants: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str | None]) -> None:
+        """Redact `secrets` too from now on (a stored bot's token, once it is read)."""
+        self._variants |= {
             form
             for secret in secrets
             if secret and len(secret) >= MIN_SECRET_LENGTH
             for form in (secret, quote(secret, safe=""), quote(secret))
         }
         # Longest first, so a secret containing another is replaced whole.
-        alternatives = sorted(variants, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, alternatives))) if variants else None
+        alternatives = sorted(self._variants, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, alternatives))) if alternatives else None
 
     def redact(self, text: str) -> str:
         return text if self._pattern is None else self._pattern.sub(REDACTED, text)
@@ -129,3 +135,14 @@ def configure_logging(
         logging.getLogger(logger).setLevel(chosen if name == "DEBUG" else max(quiet, chosen))
     for logger, least in _NEVER_BELOW.items():
         logging.getLogger(logger).setLevel(max(least, chosen))
+
+
+def redact_also(*secrets: str) -> None:
+    """Keep `secrets` out of every log line from now on, as the configured ones: each root
+    handler's `Redactor` learns them (a handler without one gets one)."""
+    for handler in logging.getLogger().handlers:
+        redactor = next((f for f in handler.filters if isinstance(f, Redactor)), None)
+        if redactor is None:
+            handler.addFilter(Redactor(secrets))
+        else:
+            redactor.add(secrets)

@@ -44,6 +44,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from app.bots import check_stored_bots
 from app.knowledge_base import OpenedKnowledge, open_knowledge
 from app.model_clients import ModelClients
 from app.settings import Settings
@@ -160,6 +161,7 @@ async def open_runtime(
     async with contextlib.AsyncExitStack() as closing:
         store = await open_store(settings)
         closing.push_async_callback(store.close)
+        await check_stored_bots(store.bots, settings.secret("secret_key"))
         stored_knowledge = open_knowledge(settings, store)  # hybrid with EMBEDDING_MODEL
         closing.push_async_callback(stored_knowledge.close)
         chat_locks: ChatLocks = KeyedLock()

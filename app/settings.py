@@ -35,6 +35,8 @@ from tools.config import ToolsConfig, tools_config
 MAX_MODELS = 20
 """LLM_MODELS names at most this many (a button each under /model)."""
 MAX_MODEL_NAME_CHARS = 100
+MIN_SECRET_KEY_CHARS = 16
+"""SECRET_KEY is at least this long: the added bots' tokens are only as safe as it is."""
 
 
 def _split_ids(value: Any) -> Any:
@@ -232,6 +234,10 @@ class Settings(BaseSettings):
     # Where the evaluator writes its reports (one folder per run), which /admin/ lists
     eval_reports_dir: Path = Path("evaluation-report")
 
+    # Encrypts the tokens of the bots added with `bots add` (app.bot_secrets); needed once
+    # a bot is stored, and the same key must be kept for as long as they are.
+    secret_key: SecretStr | None = None
+
     log_level: str = "INFO"
 
     _split = field_validator(
@@ -304,6 +310,16 @@ class Settings(BaseSettings):
         """The plain value of a SecretStr setting, or None."""
         value = getattr(self, name)
         return value.get_secret_value() if value is not None else None
+
+    @field_validator("secret_key", mode="after")
+    @classmethod
+    def _long_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().strip()) < MIN_SECRET_KEY_CHARS:
+            raise ValueError(
+                f"at least {MIN_SECRET_KEY_CHARS} characters (it encrypts the added bots' "
+                "tokens); e.g. `openssl rand -hex 32`"
+            )
+        return value
 
     @field_validator("database_url", mode="after")
     @classmethod

@@ -5,6 +5,10 @@ is answered, and it is answered the way Telegram would: HTTP 200 `{"ok": true, .
 a real HTTP error status with `{"ok": false, ...}` otherwise (PTB needs the status). Messages are
 validated like Telegram does (empty, too long, entities outside the text, "not modified").
 
+Several bots: `tokens` maps each token the server knows to its bot's (id, username); getMe
+answers for the token asked with, and any other token gets 401 Unauthorized as from Telegram.
+Without `tokens` every token is the one bot (`bot_id`, `username`).
+
 Standalone, for the benchmark: ``python -m fakes.bot_api --port N``; push updates with
 ``POST /_control/updates`` (a JSON list of Update objects or of `text_message` keyword dicts)
 and read what the bot sent with ``GET /_control/calls?since=I&method=sendMessage``.
@@ -17,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +87,7 @@ class Call:
     monotonic: float = field(default_factory=time.monotonic)
     status: int = 200
     result: Any = None
+    token: str = ""  # the token in the request's path: which bot made it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +139,7 @@ class FakeBotApi(UpdateBuilder, BotFiles):
         username: str = "consult_bot",
         can_read_all_group_messages: bool = False,
         poll_cap: float = 0.5,
+        tokens: Mapping[str, tuple[int, str]] | None = None,
     ) -> None:
         UpdateBuilder.__init__(self)
         BotFiles.__init__(self)
@@ -142,6 +148,8 @@ class FakeBotApi(UpdateBuilder, BotFiles):
         self.can_read_all_group_messages = can_read_all_group_messages
         self.poll_cap = poll_cap  # longest getUpdates wait, whatever `timeout` the bot asks for
         self.bot_id = 123456
+        self.tokens = None if tokens is None else dict(tokens)
+        """Token → (bot id, username) of every bot served; None: any token is the one bot."""
         self.calls: list[Call] = []
         self.latency: dict[str, float] = {}
         self.member_status: dict[int, str] = {}  # user id → "creator"/"administrator"/"member"
@@ -268,14 +276,20 @@ class FakeBotApi(UpdateBuilder, BotFiles):
 
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
+        token = request.match_info["token"]
         form = await request.post() if request.can_read_body else {}
         params = {k: _decode(k, v) for k, v in form.items()}
-        call = Call(method, params)
+        call = Call(method, params, token=token)
         self.calls.append(call)
+        if self.tokens is not None and token not in self.tokens:
+            call.status = 401
+            self._notify()
+            status, body = _error(401, "Unauthorized")
+            return web.json_response(body, status=status)
         if delay := self.latency.get(method, 0.0):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), delay)
-        status, body = self._injected(method) or await self._answer(method, params)
+        status, body = self._injected(method) or await self._answer(method, params, token)
         call.status, call.result = status, body.get("result")
         self._notify()
         return web.json_response(body, status=status)
@@ -328,14 +342,17 @@ class FakeBotApi(UpdateBuilder, BotFiles):
         extra = {"parameters": {"retry_after": failure.retry_after}} if failure.retry_after else {}
         return _error(failure.status, failure.description, **extra)
 
-    async def _answer(self, method: str, p: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async def _answer(
+        self, method: str, p: dict[str, Any], token: str = ""
+    ) -> tuple[int, dict[str, Any]]:
         if method == "getMe":
+            bot_id, username = (self.tokens or {}).get(token, (self.bot_id, self.username))
             return _ok(
                 {
-                    "id": self.bot_id,
+                    "id": bot_id,
                     "is_bot": True,
                     "first_name": "Consultant",
-                    "username": self.username,
+                    "username": username,
                     "can_join_groups": True,
                     "can_read_all_group_messages": self.can_read_all_group_messages,
                     "supports_inline_queries": False,

@@ -187,3 +187,8 @@ class BotExists(Exception):
     def __init__(self, existing: StoredBot) -> None:
         super().__init__(f"{existing.handle} is already bot #{existing.id}")
         self.existing = existing
+
+
+class BotRefused(Exception):
+    """What an operator asked of the bots cannot be done; the message says why, in one line,
+    and nothing was changed."""

@@ -1,0 +1,312 @@
+"""The operator's bots: added after Telegram confirms the token, listed, changed, disabled and
+removed — one service for `consultation-bot bots` (`app.bots_cli`) and the console's Bots
+page (`admin.bots`).
+
+Invariants:
+- a token is checked before anything is stored: its shape (`TOKEN_SHAPE`, at most
+  `MAX_TOKEN_CHARS`), then `getMe` at TELEGRAM_API_BASE_URL; a token Telegram refuses, the
+  deployment's own bot (TELEGRAM_BOT_TOKEN's) or a bot already added is `BotRefused` and
+  stores nothing;
+- a token is stored only sealed under SECRET_KEY (`app.bot_secrets`); no message, list or
+  error here holds it, nor the URL that carries it — only its last four characters;
+- settings are parsed strictly (`core.domain.bots.parse_profile`); a role must be one of
+  the prompt library's, a language one of the complete interface languages;
+- BOT names a bot by its id or `@username`, among the bots not removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+import aiohttp
+
+from app.bot_secrets import TokenBox, TokenUnreadable, no_secret_key, tail_of
+from app.logs import redact_also
+from app.settings import Settings
+from core.domain.bots import (
+    PROFILE_KEYS,
+    BotExists,
+    BotProfile,
+    BotRefused,
+    NewBot,
+    ProfileInvalid,
+    StoredBot,
+    check_label,
+    parse_profile,
+)
+from core.domain.ports import BotRegistry
+from core.prompting.prompts import PromptLibrary
+
+MAX_TOKEN_CHARS = 200
+TOKEN_SHAPE = re.compile(r"([0-9]{1,20}):[A-Za-z0-9_-]{1,150}")
+"""A Bot API token as @BotFather gives it: the bot's id, a colon, the secret."""
+GETME_TIMEOUT_SECONDS = 15.0
+MAX_GETME_BYTES = 64 * 1024
+USERNAME = re.compile(r"[A-Za-z0-9_]{1,64}")
+SETTABLE = (*PROFILE_KEYS, "label")
+"""What `bots set` changes: a profile's settings and the label."""
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramBot:
+    """Who a token belongs to, as getMe answered."""
+
+    id: int
+    username: str
+
+
+async def get_me(token: str, api_base_url: str) -> TelegramBot:
+    """The bot `token` belongs to, by the Bot API's getMe; `BotRefused` when its shape is
+    wrong, Telegram refuses it or cannot be reached (the message never holds the token)."""
+    if len(token) > MAX_TOKEN_CHARS or not TOKEN_SHAPE.fullmatch(token):
+        raise BotRefused(
+            "that is not a bot token: @BotFather gives one like 123456789:AAE…, "
+            "digits, a colon and up to 150 letters, digits, _ or -"
+        )
+    timeout = aiohttp.ClientTimeout(total=GETME_TIMEOUT_SECONDS)
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(f"{api_base_url}{token}/getMe") as response,
+        ):
+            body = await response.content.read(MAX_GETME_BYTES)
+            status = response.status
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        raise BotRefused(
+            "Telegram could not be reached to check the token (TELEGRAM_API_BASE_URL); "
+            "nothing was added, try again"
+        ) from None
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = {}
+    if not isinstance(answer, dict):
+        answer = {}
+    if status == 401 or answer.get("error_code") == 401:
+        raise BotRefused(
+            "Telegram refused the token (401 Unauthorized): copy it again from @BotFather "
+            "(/mybots → API Token); nothing was added"
+        )
+    result = answer.get("result")
+    if status != 200 or not answer.get("ok") or not isinstance(result, dict):
+        described = str(answer.get("description", ""))[:200].replace(token, "…")
+        raise BotRefused(f"Telegram did not confirm the token (HTTP {status} {described})".strip())
+    bot_id, username = result.get("id"), result.get("username")
+    if (
+        not isinstance(bot_id, int)
+        or not isinstance(username, str)
+        or not USERNAME.fullmatch(username)
+    ):
+        raise BotRefused("Telegram's answer to getMe names no bot; nothing was added")
+    return TelegramBot(bot_id, username)
+
+
+def profile_options(
+    *,
+    role: str | None = None,
+    instruction: str | None = None,
+    rounds: int | None = None,
+    model: str | None = None,
+    models: str | None = None,
+    language: str | None = None,
+) -> BotProfile:
+    """The profile `bots add`'s options describe (`models`: comma-separated)."""
+    data: dict[str, object] = {
+        "role": role,
+        "instruction": instruction,
+        "rounds": rounds,
+        "model": model,
+        "language": language,
+    }
+    if models is not None:
+        data["models"] = [m.strip() for m in models.split(",") if m.strip()]
+    return parse_profile({k: v for k, v in data.items() if v is not None})
+
+
+def changed_profile(profile: BotProfile, changes: Mapping[str, str]) -> BotProfile:
+    """`profile` with `changes` (`key=value` as typed: an empty value unsets the key; a
+    role replaces an instruction and the other way round)."""
+    data = profile.to_json()
+    for key, value in changes.items():
+        if key not in PROFILE_KEYS:
+            raise ProfileInvalid(f"unknown setting {key[:40]!r}; a bot sets {', '.join(SETTABLE)}")
+        if value == "":
+            data.pop(key, None)
+            continue
+        if key == "rounds":
+            if not value.isdigit() or len(value) > 3:
+                raise ProfileInvalid("rounds: a whole number")
+            data[key] = int(value)
+        elif key == "models":
+            data[key] = [m.strip() for m in value.split(",") if m.strip()]
+        else:
+            data[key] = value
+        if key in ("role", "instruction"):
+            data.pop("instruction" if key == "role" else "role", None)
+    models = data.get("models")
+    if "model" not in changes and models and data.get("model") not in (None, *models):
+        data.pop("model")  # the models changed without it: the bot's default goes
+    return parse_profile(data)
+
+
+class BotKeeper:
+    """Adds, lists, changes and removes the operator's bots in `registry`."""
+
+    def __init__(
+        self,
+        registry: BotRegistry,
+        *,
+        secret_key: str | None,
+        api_base_url: str,
+        main_token: str | None,
+        roles: Collection[str],
+        languages: Collection[str],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._registry = registry
+        self._secret_key = secret_key
+        self._api_base_url = api_base_url
+        self._main_id = _bot_id_of(main_token)
+        self._roles = roles
+        self._languages = languages
+        self._clock = clock
+
+    async def add(self, token: str, profile: BotProfile, *, label: str = "") -> StoredBot:
+        """Check `token` with Telegram and store the bot; `BotRefused` storing nothing."""
+        self._check(profile)
+        label = self._label(label)
+        if not self._secret_key:
+            raise BotRefused(
+                "SECRET_KEY is not set: it encrypts the added bots' tokens. Set one "
+                "(e.g. `openssl rand -hex 32`) and keep it; nothing was added"
+            )
+        token = token.strip()
+        redact_also(token)
+        me = await get_me(token, self._api_base_url)
+        if me.id == self._main_id:
+            raise BotRefused(
+                f"@{me.username} is this deployment's own bot (TELEGRAM_BOT_TOKEN); "
+                "nothing was added"
+            )
+        sealed = await asyncio.to_thread(TokenBox(self._secret_key).seal, token)
+        new = NewBot(me.id, me.username, sealed, tail_of(token), label, profile)
+        try:
+            return await self._registry.add_bot(new, at=self._clock())
+        except BotExists as exists:
+            raise BotRefused(f"{exists}; nothing was added") from None
+
+    async def bots(self) -> list[StoredBot]:
+        return await self._registry.bots()
+
+    async def find(self, ref: str) -> StoredBot:
+        """The bot `ref` (an id or `@username`) names; `BotRefused` when none does."""
+        ref = ref.strip()
+        for bot in await self._registry.bots():
+            if ref.isdigit() and int(ref) == bot.id:
+                return bot
+            if ref.startswith("@") and ref[1:].lower() == bot.username.lower():
+                return bot
+        shown = ref[:70].encode("unicode_escape").decode("ascii")
+        raise BotRefused(f"no bot {shown!r}: name one by its id or @username (`bots list`)")
+
+    async def change(self, ref: str, changes: Mapping[str, str]) -> StoredBot:
+        """Apply `key=value` changes (`SETTABLE`) to the bot `ref` names."""
+        bot = await self.find(ref)
+        label = changes.get("label")
+        profile = changed_profile(bot.profile, {k: v for k, v in changes.items() if k != "label"})
+        self._check(profile)
+        return await self._update(
+            bot, profile=profile, label=None if label is None else self._label(label)
+        )
+
+    async def enable(self, ref: str, enabled: bool) -> StoredBot:
+        return await self._update(await self.find(ref), enabled=enabled)
+
+    async def remove(self, ref: str) -> StoredBot:
+        """Mark the bot removed (its polling or webhook stops; its data stays)."""
+        bot = await self.find(ref)
+        if not await self._registry.remove_bot(bot.id, at=self._clock()):
+            raise BotRefused(f"bot #{bot.id} {bot.handle} was removed meanwhile")
+        return bot
+
+    async def _update(
+        self,
+        bot: StoredBot,
+        *,
+        enabled: bool | None = None,
+        profile: BotProfile | None = None,
+        label: str | None = None,
+    ) -> StoredBot:
+        updated = await self._registry.update_bot(
+            bot.id, at=self._clock(), enabled=enabled, profile=profile, label=label
+        )
+        if updated is None:
+            raise BotRefused(f"bot #{bot.id} {bot.handle} was removed meanwhile")
+        return updated
+
+    def _check(self, profile: BotProfile) -> None:
+        try:
+            if profile.role is not None and profile.role not in self._roles:
+                raise ProfileInvalid(
+                    f"role: {profile.role!r} is none of the prompt library's "
+                    f"({', '.join(sorted(self._roles))})"
+                )
+            if profile.language is not None and profile.language not in self._languages:
+                raise ProfileInvalid(
+                    f"language: {profile.language!r} is none of {', '.join(self._languages)}"
+                )
+        except ProfileInvalid as invalid:
+            raise BotRefused(str(invalid)) from None
+
+    @staticmethod
+    def _label(label: str) -> str:
+        try:
+            return check_label(label.strip())
+        except ProfileInvalid as invalid:
+            raise BotRefused(str(invalid)) from None
+
+
+def _bot_id_of(token: str | None) -> int | None:
+    """The bot id a token starts with (TELEGRAM_BOT_TOKEN's), None without one."""
+    match = TOKEN_SHAPE.fullmatch(token or "")
+    return int(match.group(1)) if match else None
+
+
+async def check_stored_bots(registry: BotRegistry, secret_key: str | None) -> int:
+    """How many bots are stored, once each one's token opens under `secret_key`; a
+    `StartupError` in one line when one does not or SECRET_KEY is missing. Without stored
+    bots it reads one count and imports nothing more (`app.lean_imports`)."""
+    from app.startup import StartupError
+
+    stored = await registry.count_bots()
+    if not stored:
+        return 0
+    if not secret_key:
+        raise StartupError(str(no_secret_key(stored)))
+    box = TokenBox(secret_key)
+    for bot in await registry.bots():
+        try:
+            await asyncio.to_thread(box.open, bot)
+        except TokenUnreadable as unreadable:
+            raise StartupError(f"SECRET_KEY: {unreadable}") from None
+    return stored
+
+
+def keeper_for(settings: Settings, registry: BotRegistry) -> BotKeeper:
+    """The deployment's `BotKeeper`: its SECRET_KEY, Bot API address, own bot, roles and
+    interface languages."""
+    from i18n.languages import LANGUAGES
+
+    return BotKeeper(
+        registry,
+        secret_key=settings.secret("secret_key"),
+        api_base_url=settings.telegram_api_base_url,
+        main_token=settings.secret("telegram_bot_token"),
+        roles=frozenset(PromptLibrary(settings.prompts_dir).roles()),
+        languages=LANGUAGES,
+    )
