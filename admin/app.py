@@ -17,13 +17,14 @@ from aiohttp import web
 
 from admin.audit_log import AuditPage
 from admin.auth import Auth
+from admin.bots import BotPages
 from admin.config import PREFIX, AdminConfig
 from admin.consultations import ConsultationPages
 from admin.dashboard import Dashboard, FigureSource, ToolStatuses, no_tool_servers
 from admin.evaluations import EvaluationPages
 from admin.knowledge import KnowledgePages
 from admin.people import PeoplePages
-from admin.ports import AdminStore, UploadLoader
+from admin.ports import AdminStore, BotKeeping, UploadLoader
 from admin.render import not_found
 from admin.security import protect
 from core.domain.knowledge import KnowledgeBase
@@ -40,6 +41,7 @@ def build_admin_app(
     engine: Engine,
     *,
     loader: UploadLoader,
+    bots: BotKeeping,
     clock: Callable[[], float] = time.time,
     figures: FigureSource | None = None,
     throttle: SignInLimits | None = None,
@@ -47,8 +49,9 @@ def build_admin_app(
     tool_statuses: ToolStatuses = no_tool_servers,
 ) -> tuple[web.Application, Auth]:
     """The console's routes behind its gate; `loader` stores uploaded files in the store's
-    knowledge base; `clock` is wall time (sessions expire by it); `throttle` counts
-    sign-in attempts (this process's own by default); `knowledge` is the knowledge base as
+    knowledge base; `bots` keeps the bots served besides the deployment's own; `clock` is
+    wall time (sessions expire by it); `throttle` counts sign-in attempts (this process's
+    own by default); `knowledge` is the knowledge base as
     consultations search it (hybrid with EMBEDDING_MODEL; the store's by default);
     `tool_statuses` where each tool server stands, for the dashboard (none by default)."""
     auth = Auth(config, store, clock=clock, throttle=throttle)
@@ -75,6 +78,13 @@ def build_admin_app(
     add.add_post("/knowledge/upload", knowledge_pages.upload)
     add.add_post("/knowledge/search", knowledge_pages.search)
     add.add_post("/knowledge/{document_id}/delete", knowledge_pages.delete)
+    bot_pages = BotPages(store, bots, clock)
+    add.add_get("/bots", bot_pages.show)
+    add.add_post("/bots/add", bot_pages.add)
+    add.add_post("/bots/{bot_id}/set", bot_pages.change)
+    add.add_post("/bots/{bot_id}/enable", bot_pages.enable)
+    add.add_post("/bots/{bot_id}/disable", bot_pages.disable)
+    add.add_post("/bots/{bot_id}/remove", bot_pages.remove)
     add.add_get("/audit", AuditPage(store).show)
     add.add_get("/evaluations", evaluations.list)
     add.add_get("/evaluations/{name}", evaluations.show)

@@ -1,13 +1,16 @@
 """What the console needs of the store — the consultation list, one consultation, a chat's
 usage, console sessions, the audit log and the knowledge base (both stores provide it) —
 and of the knowledge loader: an uploaded file read and stored as the CLI stores a file
-(`media.knowledge_files`, through the runtime's document readers; `app.admin_mount`)."""
+(`media.knowledge_files`, through the runtime's document readers; `app.admin_mount`) — and
+of the bots the deployment serves besides its own (`app.bots.BotKeeper`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from core.domain.audit import AuditEntry
+from core.domain.bots import BotProfile, StoredBot
 from core.domain.consultation import Consultation
 from core.domain.facts import Fact
 from core.domain.knowledge import KnowledgeBase, KnowledgeDocument, Stored
@@ -123,3 +126,21 @@ class UploadLoader(Protocol):
         """Store the file `name` holding `data`, titled `title` (else its own title),
         for `role`'s consultations (None: every one's); a file that fails stores nothing."""
         ...
+
+
+class BotKeeping(Protocol):
+    """The operator's bots as the CLI keeps them (`app.bots.BotKeeper`): each change is
+    checked (a token with Telegram's getMe) and refused with `core.domain.bots.BotRefused`
+    changing nothing; BOT is an id or `@username`."""
+
+    async def add(self, token: str, profile: BotProfile, *, label: str = "") -> StoredBot: ...
+
+    async def bots(self) -> list[StoredBot]: ...
+
+    async def find(self, ref: str) -> StoredBot: ...
+
+    async def change(self, ref: str, changes: Mapping[str, str]) -> StoredBot: ...
+
+    async def enable(self, ref: str, enabled: bool) -> StoredBot: ...
+
+    async def remove(self, ref: str) -> StoredBot: ...

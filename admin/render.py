@@ -47,6 +47,7 @@ NAV = [
     ("consultations", "Consultations"),
     ("people", "People"),
     ("knowledge", "Knowledge"),
+    ("bots", "Bots"),
     ("audit", "Audit log"),
     ("evaluations", "Evaluations"),
 ]

@@ -9,7 +9,8 @@ memory.
 
 Its Knowledge page stores uploads through `app.console_uploads.ConsoleUploads`: the CLI's
 loader (`media.knowledge_files.KnowledgeLoader`) on the runtime's own document readers
-(the intake's pool: no second pool of reader processes) and the store's knowledge base.
+(the intake's pool: no second pool of reader processes) and the store's knowledge base;
+its Bots page keeps the bots through the CLI's service (`app.bots.BotKeeper`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def console_mounts(
         return []
     # Jinja2, markdown-it and the text splitter load only when the console is on.
     from admin.app import build_admin_app
+    from app.bots import keeper_for
     from app.console_uploads import ConsoleUploads
 
     figures = throttle = None
@@ -66,6 +68,7 @@ def console_mounts(
         runtime.store,
         runtime.engine,
         loader=uploads,
+        bots=keeper_for(settings, runtime.store.bots),
         clock=clock,
         figures=figures,
         throttle=throttle,

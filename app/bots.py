@@ -29,15 +29,14 @@ from app.bot_secrets import TokenBox, TokenUnreadable, no_secret_key, tail_of
 from app.logs import redact_also
 from app.settings import Settings
 from core.domain.bots import (
-    PROFILE_KEYS,
     BotExists,
     BotProfile,
     BotRefused,
     NewBot,
     ProfileInvalid,
     StoredBot,
+    changed_profile,
     check_label,
-    parse_profile,
 )
 from core.domain.ports import BotRegistry
 from core.prompting.prompts import PromptLibrary
@@ -48,8 +47,6 @@ TOKEN_SHAPE = re.compile(r"([0-9]{1,20}):[A-Za-z0-9_-]{1,150}")
 GETME_TIMEOUT_SECONDS = 15.0
 MAX_GETME_BYTES = 64 * 1024
 USERNAME = re.compile(r"[A-Za-z0-9_]{1,64}")
-SETTABLE = (*PROFILE_KEYS, "label")
-"""What `bots set` changes: a profile's settings and the label."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,54 +101,6 @@ async def get_me(token: str, api_base_url: str) -> TelegramBot:
     ):
         raise BotRefused("Telegram's answer to getMe names no bot; nothing was added")
     return TelegramBot(bot_id, username)
-
-
-def profile_options(
-    *,
-    role: str | None = None,
-    instruction: str | None = None,
-    rounds: int | None = None,
-    model: str | None = None,
-    models: str | None = None,
-    language: str | None = None,
-) -> BotProfile:
-    """The profile `bots add`'s options describe (`models`: comma-separated)."""
-    data: dict[str, object] = {
-        "role": role,
-        "instruction": instruction,
-        "rounds": rounds,
-        "model": model,
-        "language": language,
-    }
-    if models is not None:
-        data["models"] = [m.strip() for m in models.split(",") if m.strip()]
-    return parse_profile({k: v for k, v in data.items() if v is not None})
-
-
-def changed_profile(profile: BotProfile, changes: Mapping[str, str]) -> BotProfile:
-    """`profile` with `changes` (`key=value` as typed: an empty value unsets the key; a
-    role replaces an instruction and the other way round)."""
-    data = profile.to_json()
-    for key, value in changes.items():
-        if key not in PROFILE_KEYS:
-            raise ProfileInvalid(f"unknown setting {key[:40]!r}; a bot sets {', '.join(SETTABLE)}")
-        if value == "":
-            data.pop(key, None)
-            continue
-        if key == "rounds":
-            if not value.isdigit() or len(value) > 3:
-                raise ProfileInvalid("rounds: a whole number")
-            data[key] = int(value)
-        elif key == "models":
-            data[key] = [m.strip() for m in value.split(",") if m.strip()]
-        else:
-            data[key] = value
-        if key in ("role", "instruction"):
-            data.pop("instruction" if key == "role" else "role", None)
-    models = data.get("models")
-    if "model" not in changes and models and data.get("model") not in (None, *models):
-        data.pop("model")  # the models changed without it: the bot's default goes
-    return parse_profile(data)
 
 
 class BotKeeper:

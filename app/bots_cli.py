@@ -21,10 +21,10 @@ import sys
 import time
 
 from app.bot_secrets import shown_tail
-from app.bots import SETTABLE, keeper_for, profile_options
+from app.bots import keeper_for
 from app.settings import Settings
 from app.stores import open_store
-from core.domain.bots import BotRefused, ProfileInvalid, StoredBot
+from core.domain.bots import SETTABLE, BotRefused, ProfileInvalid, StoredBot, profile_options
 
 EXIT_FAILED = 1
 

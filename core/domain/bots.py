@@ -36,6 +36,8 @@ _LABEL_OK = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]*")
 
 PROFILE_KEYS = ("role", "instruction", "rounds", "model", "models", "language")
 """The settings a bot may set, in the order lists show them."""
+SETTABLE = (*PROFILE_KEYS, "label")
+"""What `bots set` and the console change: a profile's settings and the label."""
 
 
 class ProfileInvalid(ValueError):
@@ -116,6 +118,56 @@ def parse_profile(data: Mapping[str, Any]) -> BotProfile:
     ):
         raise ProfileInvalid("language: a language code such as en, de or pt_BR")
     return BotProfile(role, instruction, rounds, model, names, language)
+
+
+def profile_options(
+    *,
+    role: str | None = None,
+    instruction: str | None = None,
+    rounds: int | None = None,
+    model: str | None = None,
+    models: str | None = None,
+    language: str | None = None,
+) -> BotProfile:
+    """The profile `bots add`'s options describe (`models`: comma-separated)."""
+    data: dict[str, object] = {
+        "role": role,
+        "instruction": instruction,
+        "rounds": rounds,
+        "model": model,
+        "language": language,
+    }
+    if models is not None:
+        data["models"] = [m.strip() for m in models.split(",") if m.strip()]
+    return parse_profile({k: v for k, v in data.items() if v is not None})
+
+
+def changed_profile(profile: BotProfile, changes: Mapping[str, str]) -> BotProfile:
+    """`profile` with `changes` (`key=value` as typed: an empty value unsets the key; a
+    role replaces an instruction and the other way round)."""
+    if changes.get("role") and changes.get("instruction"):
+        raise ProfileInvalid("role and instruction: set one or the other")
+    data = profile.to_json()
+    for key, value in changes.items():
+        if key not in PROFILE_KEYS:
+            raise ProfileInvalid(f"unknown setting {key[:40]!r}; a bot sets {', '.join(SETTABLE)}")
+        if value == "":
+            data.pop(key, None)
+            continue
+        if key == "rounds":
+            if not value.isdigit() or len(value) > 3:
+                raise ProfileInvalid("rounds: a whole number")
+            data[key] = int(value)
+        elif key == "models":
+            data[key] = [m.strip() for m in value.split(",") if m.strip()]
+        else:
+            data[key] = value
+        if key in ("role", "instruction"):
+            data.pop("instruction" if key == "role" else "role", None)
+    models = data.get("models")
+    if "model" not in changes and models and data.get("model") not in (None, *models):
+        data.pop("model")  # the models changed without it: the bot's default goes
+    return parse_profile(data)
 
 
 def _name(data: Mapping[str, Any], key: str) -> str | None:

@@ -194,3 +194,33 @@ async def test_control_endpoints_for_benchmarks(bot_api: FakeBotApi, app: Applic
     assert sent["params"]["text"] == "echo: load"
     assert sent["monotonic"] > pushed[0]["monotonic"]
     assert 0 < calls["next"] <= len(bot_api.calls)
+
+
+async def test_several_tokens_each_get_their_own_bot_and_others_are_unauthorized() -> None:
+    """With a token map, real PTB Bots learn each token's own id and username from getMe,
+    and an unknown token gets Telegram's 401 (PTB's InvalidToken); each call names its token."""
+    from telegram.error import InvalidToken
+
+    shop, news = "11:shop-token", "22:news-token"
+    server = FakeBotApi(tokens={shop: (11, "shop_bot"), news: (22, "news_bot")})
+    await server.start()
+    try:
+        for token, expected in ((shop, (11, "shop_bot")), (news, (22, "news_bot"))):
+            async with Bot(token, base_url=server.base_url) as bot:
+                assert (bot.id, bot.username) == expected
+        with pytest.raises(InvalidToken):
+            async with Bot("33:unknown", base_url=server.base_url):
+                pass
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{server.base_url}33:unknown/getMe") as response,
+        ):
+            assert response.status == 401
+            assert await response.json() == {
+                "ok": False, "error_code": 401, "description": "Unauthorized",
+            }  # fmt: skip
+        calls = server.calls_of("getMe")
+        assert [c.token for c in calls] == [shop, news, "33:unknown", "33:unknown"]
+        assert [c.status for c in calls] == [200, 200, 401, 401]
+    finally:
+        await server.stop()

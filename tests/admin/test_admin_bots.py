@@ -1,0 +1,161 @@
+"""The console's Bots page on a real server and store (SQLite and PostgreSQL), tokens checked
+with the fake Bot API: add → listed → changed → disabled → enabled → removed, each change
+audited; and hostile forms: forged or missing CSRF tokens, a token Telegram refuses, a
+10 KB token, a label with control characters, unknown settings, unknown bot ids — each
+refused changing nothing. No page, answer or audit entry ever shows a token."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from fakes.bot_api import FakeBotApi
+from tests.admin_harness import HTML, Console, console_settings, running_console
+from tests.store_contract import StoreKind
+
+SHOP = "111222:AAF-shop-secret-token_WXYZ"
+MAIN = "999000:AAH-main-secret-token_MAIN"
+UNKNOWN = "555666:AAJ-nobody-knows-this-token"
+SECRETS = [t.split(":")[1][:-4] for t in (SHOP, MAIN, UNKNOWN)]
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeBotApi]:
+    server = FakeBotApi(tokens={SHOP: (111222, "shop_bot"), MAIN: (999000, "main_bot")})
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def console(kind: StoreKind, database: str, telegram: FakeBotApi) -> AsyncIterator[Console]:
+    settings = console_settings(
+        kind,
+        database,
+        telegram_api_base_url=telegram.base_url,
+        telegram_bot_token=MAIN,
+        secret_key="k" * 32,
+    )
+    async with running_console(settings) as c:
+        yield c
+
+
+async def post(console: Console, path: str, data: dict[str, str]) -> tuple[int, str]:
+    response = await console.client.post(path, data=data, headers=HTML, allow_redirects=False)
+    text = await response.text()
+    for secret in SECRETS:
+        assert secret not in text
+    return response.status, text
+
+
+async def signed_in(console: Console) -> str:
+    assert await console.sign_in() == 303
+    return await console.csrf("/admin/bots")
+
+
+async def bots_audit(console: Console) -> list[tuple[str, str, str]]:
+    entries = await console.store.audit_log(before_id=None, limit=100)
+    found = [
+        (e.action, e.target, e.detail) for e in reversed(entries) if e.action.startswith("bot")
+    ]
+    for entry in found:
+        assert not any(secret in part for secret in SECRETS for part in entry)
+    return found
+
+
+async def test_a_bot_is_added_changed_switched_and_removed_and_each_step_audited(
+    console: Console, telegram: FakeBotApi
+) -> None:
+    """The page adds a bot Telegram confirms, lists it with …WXYZ only, changes its
+    settings, disables, enables and removes it; the audit log names each step."""
+    csrf = await signed_in(console)
+    status, _ = await post(
+        console,
+        "/admin/bots/add",
+        {"csrf": csrf, "token": SHOP, "label": "Shop", "rounds": "4", "language": "de"},
+    )
+    assert status == 303
+    status, html = await console.page("/admin/bots")
+    assert status == 200
+    assert "@shop_bot" in html and "…WXYZ" in html and "rounds=4 language=de" in html
+    assert all(secret not in html for secret in SECRETS)
+    bot = (await console.store.bots.bots())[0]
+    changes = {"csrf": csrf, "label": "Shop 2", "instruction": "Sell kettles.", "rounds": ""}
+    assert (await post(console, f"/admin/bots/{bot.id}/set", changes))[0] == 303
+    assert (await post(console, f"/admin/bots/{bot.id}/disable", {"csrf": csrf}))[0] == 303
+    assert not (await console.store.bots.bots())[0].enabled
+    assert (await post(console, f"/admin/bots/{bot.id}/enable", {"csrf": csrf}))[0] == 303
+    status, html = await post(console, f"/admin/bots/{bot.id}/remove", {"csrf": csrf})
+    assert status == 400 and "confirmation box" in html
+    remove = {"csrf": csrf, "confirm": "yes"}
+    assert (await post(console, f"/admin/bots/{bot.id}/remove", remove))[0] == 303
+    assert await console.store.bots.bots() == []
+    target = f"bot {bot.id} @shop_bot"
+    assert await bots_audit(console) == [
+        ("bot_add", target, "added @shop_bot Shop: rounds=4 language=de"),
+        ("bot_set", target, "settings @shop_bot Shop 2: instruction=13 chars"),
+        ("bot_disable", target, "disabled"),
+        ("bot_enable", target, "enabled"),
+        ("bot_remove", target, "removed; what it stored is kept"),
+    ]
+    status, html = await console.page("/admin/audit")
+    assert status == 200 and "bot_add" in html
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"token": UNKNOWN}, "Telegram refused the token (401 Unauthorized)"),
+        ({"token": "1:" + "A" * 10_000}, "that is not a bot token"),
+        ({"token": SHOP, "label": "evil\x1b[2J\nlabel"}, "label: up to 100 printable"),
+        ({"token": SHOP, "rounds": "lots"}, "rounds: a whole number"),
+        ({"token": SHOP, "role": "no_such_role"}, "is none of the prompt library"),
+        ({"token": SHOP, "role": "expert", "instruction": "Be nice."}, "set one or the other"),
+        ({"token": MAIN}, "this deployment&#39;s own bot"),
+    ],
+)
+async def test_a_refused_add_says_why_stores_nothing_and_never_echoes_the_token(
+    console: Console, fields: dict[str, str], says: str
+) -> None:
+    """A token Telegram refuses, a 10 KB token, a label with control characters, bad
+    settings or the deployment's own bot: 400 saying why, nothing stored, no audit entry,
+    and the token's field comes back empty."""
+    csrf = await signed_in(console)
+    status, html = await post(console, "/admin/bots/add", {"csrf": csrf, **fields})
+    assert status == 400
+    assert says in html
+    assert 'name="token" required' in html and 'name="token" value' not in html
+    assert await console.store.bots.count_bots() == 0
+    assert await bots_audit(console) == []
+
+
+async def test_forged_csrf_or_no_session_changes_nothing(
+    console: Console, telegram: FakeBotApi
+) -> None:
+    """A post without the session's CSRF token is 403, without a session 401: no getMe
+    call, nothing stored."""
+    csrf = await signed_in(console)
+    for data in ({"token": SHOP}, {"token": SHOP, "csrf": "forged" + csrf[6:]}):
+        assert (await post(console, "/admin/bots/add", data))[0] == 403
+    console.client.session.cookie_jar.clear()
+    response = await console.client.post("/admin/bots/add", data={"csrf": csrf, "token": SHOP})
+    assert response.status == 401
+    assert telegram.calls_of("getMe") == []
+    assert await console.store.bots.count_bots() == 0
+
+
+async def test_unknown_bots_and_bad_changes_are_refused(console: Console) -> None:
+    """Paths naming no bot are 404; a change with a bad value is 400 and changes nothing."""
+    csrf = await signed_in(console)
+    assert (await post(console, "/admin/bots/add", {"csrf": csrf, "token": SHOP}))[0] == 303
+    bot = (await console.store.bots.bots())[0]
+    for path in ("/admin/bots/999/disable", "/admin/bots/abc/enable", "/admin/bots/9" * 3):
+        assert (await post(console, path, {"csrf": csrf, "confirm": "yes"}))[0] == 404
+    status, html = await post(
+        console, f"/admin/bots/{bot.id}/set", {"csrf": csrf, "rounds": "0", "label": "x"}
+    )
+    assert status == 400 and "rounds: a whole number from 1 to 20" in html
+    assert await console.store.bots.bots() == [bot]
