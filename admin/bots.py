@@ -24,7 +24,6 @@ from admin.ports import AdminStore, BotKeeping
 from admin.render import bad_request, not_found, page
 from core.domain.audit import AuditEntry
 from core.domain.bots import (
-    PROFILE_KEYS,
     SETTABLE,
     BotProfile,
     BotRefused,
@@ -34,6 +33,13 @@ from core.domain.bots import (
 )
 
 MAX_ID_DIGITS = 18
+LIMITS = (
+    ("daily_tokens", "Tokens a day per person"),
+    ("monthly_tokens", "Tokens a month per person"),
+    ("daily_consultations", "Consultations a day per person"),
+    ("messages_per_minute", "Messages a minute per person"),
+)
+"""The limits the forms offer (`core.domain.bots.LIMIT_KEYS`), with their labels."""
 NO_SUCH_BOT = "No such bot."
 
 
@@ -48,14 +54,13 @@ class BotPages:
 
     async def add(self, request: web.Request) -> web.StreamResponse:
         form = await read_form(request)
-        changes = {key: form.get(key, "").strip() for key in PROFILE_KEYS}
+        entered = {key: form.get(key, "").strip() for key in SETTABLE}  # the token: never
+        settings = {key: value for key, value in entered.items() if key != "label"}
         try:
-            profile = changed_profile(BotProfile(), changes)
-            bot = await self._keeper.add(
-                form.get("token", ""), profile, label=form.get("label", "")
-            )
+            profile = changed_profile(BotProfile(), settings)
+            bot = await self._keeper.add(form.get("token", ""), profile, label=entered["label"])
         except (BotRefused, ProfileInvalid) as refused:
-            return await self._page(request, status=400, error=str(refused), entered=changes)
+            return await self._page(request, status=400, error=str(refused), entered=entered)
         await self._audit(request, "bot_add", bot, f"added {_summary(bot)}")
         raise web.HTTPSeeOther(f"{PREFIX}/bots")
 
@@ -119,6 +124,7 @@ class BotPages:
             "bots.html",
             status=status,
             bots=await self._keeper.bots(),
+            limits=LIMITS,
             error=error,
             entered=entered or {},
         )

@@ -34,14 +34,31 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@+-]*")
 _LANGUAGE = re.compile(r"[a-z]{2,3}(_[A-Za-z]{2,4})?")
 _LABEL_OK = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]*")
 
-PROFILE_KEYS = ("role", "instruction", "rounds", "model", "models", "language")
+PROFILE_KEYS = ("role", "instruction", "rounds", "model", "models", "language", "limits")
 """The settings a bot may set, in the order lists show them."""
-SETTABLE = (*PROFILE_KEYS, "label")
-"""What `bots set` and the console change: a profile's settings and the label."""
+LIMIT_KEYS = ("daily_tokens", "monthly_tokens", "daily_consultations", "messages_per_minute")
+"""The limits a bot may set in place of the deployment's (USER_DAILY_TOKEN_LIMIT,
+USER_MONTHLY_TOKEN_LIMIT, USER_DAILY_CONSULTATION_LIMIT, USER_RATE_LIMIT_PER_MINUTE)."""
+MAX_LIMIT = 10**12
+SETTABLE = (*PROFILE_KEYS[:-1], *(f"limits.{key}" for key in LIMIT_KEYS), "label")
+"""What `bots set` and the console change: a profile's settings, each limit, the label."""
 
 
 class ProfileInvalid(ValueError):
     """A bot's settings refused: the message names the key and says what is allowed."""
+
+
+@dataclass(frozen=True, slots=True)
+class BotLimits:
+    """A bot's limits per person (0: none), each None when the deployment's applies."""
+
+    daily_tokens: int | None = None
+    monthly_tokens: int | None = None
+    daily_consultations: int | None = None
+    messages_per_minute: int | None = None
+
+    def to_json(self) -> dict[str, int]:
+        return {key: getattr(self, key) for key in LIMIT_KEYS if getattr(self, key) is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +73,16 @@ class BotProfile:
     model: str | None = None
     models: tuple[str, ...] = ()
     language: str | None = None
+    limits: BotLimits = field(default_factory=BotLimits)
 
     def to_json(self) -> dict[str, Any]:
         """The keys it sets, as stored and as `parse_profile` reads them back."""
         data: dict[str, Any] = {}
         for key in PROFILE_KEYS:
             value = getattr(self, key)
-            if value is None or value == ():
+            if isinstance(value, BotLimits):
+                value = value.to_json()
+            if value is None or value in ((), {}):
                 continue
             data[key] = list(value) if key == "models" else value
         return data
@@ -75,6 +95,9 @@ class BotProfile:
                 value = f"{len(value)} chars"
             elif key == "models":
                 value = ",".join(value)
+            elif key == "limits":
+                parts += [f"limits.{name}={number}" for name, number in value.items()]
+                continue
             parts.append(f"{key}={value}")
         return " ".join(parts) or "defaults"
 
@@ -117,7 +140,22 @@ def parse_profile(data: Mapping[str, Any]) -> BotProfile:
         not isinstance(language, str) or not _LANGUAGE.fullmatch(language)
     ):
         raise ProfileInvalid("language: a language code such as en, de or pt_BR")
-    return BotProfile(role, instruction, rounds, model, names, language)
+    return BotProfile(role, instruction, rounds, model, names, language, _limits(data))
+
+
+def _limits(data: Mapping[str, Any]) -> BotLimits:
+    limits = data.get("limits", {})
+    if not isinstance(limits, Mapping):
+        raise ProfileInvalid(f"limits: an object of {', '.join(LIMIT_KEYS)}")
+    for key, value in limits.items():
+        if key not in LIMIT_KEYS:
+            raise ProfileInvalid(
+                f"unknown limit {str(key)[:40]!r}; a bot sets {', '.join(LIMIT_KEYS)}"
+            )
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if not whole or not 0 <= value <= MAX_LIMIT:
+            raise ProfileInvalid(f"limits.{key}: a whole number from 0 (none) to {MAX_LIMIT}")
+    return BotLimits(**limits)
 
 
 def profile_options(
@@ -148,9 +186,19 @@ def changed_profile(profile: BotProfile, changes: Mapping[str, str]) -> BotProfi
     if changes.get("role") and changes.get("instruction"):
         raise ProfileInvalid("role and instruction: set one or the other")
     data = profile.to_json()
+    limits = data.setdefault("limits", {})
     for key, value in changes.items():
-        if key not in PROFILE_KEYS:
+        if key not in SETTABLE or key == "label":
             raise ProfileInvalid(f"unknown setting {key[:40]!r}; a bot sets {', '.join(SETTABLE)}")
+        if key.startswith("limits."):
+            name = key.removeprefix("limits.")
+            if value == "":
+                limits.pop(name, None)
+            elif not value.isdigit() or len(value) > 13:
+                raise ProfileInvalid(f"{key}: a whole number from 0 (none) to {MAX_LIMIT}")
+            else:
+                limits[name] = int(value)
+            continue
         if value == "":
             data.pop(key, None)
             continue

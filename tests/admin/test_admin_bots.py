@@ -83,8 +83,17 @@ async def test_a_bot_is_added_changed_switched_and_removed_and_each_step_audited
     assert "@shop_bot" in html and "…WXYZ" in html and "rounds=4 language=de" in html
     assert all(secret not in html for secret in SECRETS)
     bot = (await console.store.bots.bots())[0]
-    changes = {"csrf": csrf, "label": "Shop 2", "instruction": "Sell kettles.", "rounds": ""}
+    changes = {
+        "csrf": csrf,
+        "label": "Shop 2",
+        "instruction": "Sell kettles.",
+        "rounds": "",
+        "language": "de",
+        "limits.daily_consultations": "3",
+    }
     assert (await post(console, f"/admin/bots/{bot.id}/set", changes))[0] == 303
+    status, html = await console.page("/admin/bots")
+    assert 'name="limits.daily_consultations" min="0" value="3"' in html
     assert (await post(console, f"/admin/bots/{bot.id}/disable", {"csrf": csrf}))[0] == 303
     assert not (await console.store.bots.bots())[0].enabled
     assert (await post(console, f"/admin/bots/{bot.id}/enable", {"csrf": csrf}))[0] == 303
@@ -96,7 +105,12 @@ async def test_a_bot_is_added_changed_switched_and_removed_and_each_step_audited
     target = f"bot {bot.id} @shop_bot"
     assert await bots_audit(console) == [
         ("bot_add", target, "added @shop_bot Shop: rounds=4 language=de"),
-        ("bot_set", target, "settings @shop_bot Shop 2: instruction=13 chars"),
+        (
+            "bot_set",
+            target,
+            "settings @shop_bot Shop 2: instruction=13 chars language=de"
+            " limits.daily_consultations=3",
+        ),
         ("bot_disable", target, "disabled"),
         ("bot_enable", target, "enabled"),
         ("bot_remove", target, "removed; what it stored is kept"),

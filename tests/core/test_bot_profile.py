@@ -10,8 +10,10 @@ import pytest
 from core.domain.bots import (
     MAX_INSTRUCTION_CHARS,
     MAX_PROFILE_ROUNDS,
+    BotLimits,
     BotProfile,
     ProfileInvalid,
+    changed_profile,
     check_label,
     parse_profile,
 )
@@ -19,7 +21,14 @@ from core.domain.bots import (
 
 def test_a_profile_round_trips_through_its_json() -> None:
     """Every key a profile sets reads back from its JSON as the same profile."""
-    profile = BotProfile(rounds=4, model="b", models=("a", "b"), language="pt_BR", role="lawyer")
+    profile = BotProfile(
+        rounds=4,
+        model="b",
+        models=("a", "b"),
+        language="pt_BR",
+        role="lawyer",
+        limits=BotLimits(daily_tokens=0, messages_per_minute=5),
+    )
     assert parse_profile(json.loads(json.dumps(profile.to_json()))) == profile
     assert parse_profile({}) == BotProfile()
     assert BotProfile().to_json() == {}
@@ -55,6 +64,11 @@ def test_a_profile_is_shown_on_one_line_without_its_instruction() -> None:
         ({"model": "c", "models": ["a", "b"]}, "model"),
         ({"language": "english"}, "language"),
         ({"language": 7}, "language"),
+        ({"limits": [1]}, "limits: an object"),
+        ({"limits": {"per_hour": 3}}, "unknown limit 'per_hour'"),
+        ({"limits": {"daily_tokens": -1}}, "limits.daily_tokens"),
+        ({"limits": {"daily_tokens": 10**13}}, "limits.daily_tokens"),
+        ({"limits": {"daily_tokens": "5"}}, "limits.daily_tokens"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_key(data: dict[str, object], names: str) -> None:
@@ -75,3 +89,30 @@ def test_a_label_is_one_printable_line() -> None:
     for bad in ("a\nb", "a\x1b[31m", "a\u2028b", "x" * 101, "a\x00"):
         with pytest.raises(ProfileInvalid, match="label"):
             check_label(bad)
+
+
+def test_changes_as_typed_set_and_unset_keys_and_limits() -> None:
+    """`key=value` changes set what they name, an empty value falls back, a role replaces
+    an instruction, and a limit is set or unset alone."""
+    profile = BotProfile(instruction="Be brief.", rounds=3, limits=BotLimits(daily_tokens=9))
+    changed = changed_profile(
+        profile,
+        {"role": "lawyer", "rounds": "", "limits.monthly_tokens": "100", "models": "a, b"},
+    )
+    assert changed == BotProfile(
+        role="lawyer", models=("a", "b"), limits=BotLimits(daily_tokens=9, monthly_tokens=100)
+    )
+    assert changed.shown() == (
+        "role=lawyer models=a,b limits.daily_tokens=9 limits.monthly_tokens=100"
+    )
+    assert changed_profile(changed, {"limits.daily_tokens": ""}).limits == BotLimits(
+        monthly_tokens=100
+    )
+    for bad, says in (
+        ({"label": "x"}, "unknown setting 'label'"),
+        ({"limits.per_hour": "1"}, "unknown setting"),
+        ({"limits.daily_tokens": "-1"}, "limits.daily_tokens"),
+        ({"role": "a", "instruction": "b"}, "one or the other"),
+    ):
+        with pytest.raises(ProfileInvalid, match=says):
+            changed_profile(profile, bad)
