@@ -1,7 +1,8 @@
 """The console in a real browser: Debian's Chromium driven by Playwright against the
 real server on 127.0.0.1 — sign in, open the list, filter it, open a transcript, sign
 out; read the dashboard, set a person's quota and see the bot (on the same store) refuse
-their next message; upload a document to the knowledge base, search it and delete it —
+their next message; upload a document to the knowledge base, search it and delete it; add a
+bot whose token the fake Bot API confirms, disable and remove it —
 with no error in the browser's console (a Content-Security-Policy
 violation would be one).
 
@@ -13,6 +14,7 @@ transcript in docs/images/.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator
@@ -79,8 +81,9 @@ async def console(tmp_path: Path) -> AsyncIterator[Console]:
         yield c
 
 
-@pytest.fixture
-async def page(console: Console) -> AsyncIterator[Page]:
+@contextlib.asynccontextmanager
+async def browser_page() -> AsyncIterator[Page]:
+    """A page of a fresh headless Chromium; any error in its console fails the test."""
     async with async_playwright() as p:
         browser = await p.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"]
@@ -93,6 +96,12 @@ async def page(console: Console) -> AsyncIterator[Page]:
         yield page
         await browser.close()
         assert errors == [], errors
+
+
+@pytest.fixture
+async def page(console: Console) -> AsyncIterator[Page]:
+    async with browser_page() as opened:
+        yield opened
 
 
 def _shoot() -> bool:
@@ -322,3 +331,47 @@ async def test_a_document_uploaded_searched_and_deleted_in_the_browser(
     assert await console.store.knowledge.documents() == []
     entries = await console.store.audit_log(before_id=None, limit=10)
     assert [e.action for e in entries][:2] == ["knowledge_delete", "knowledge_upload"]
+
+
+BOT_TOKEN = "424242:AAF-browser-bot-token_WXYZ"
+
+
+async def test_a_bot_added_disabled_and_removed_in_the_browser(tmp_path: Path) -> None:
+    """Sign in, open the Bots page, add a bot by its token (checked with the fake Bot API),
+    see it listed as @username with only …WXYZ of its token, disable it, remove it with the
+    confirmation ticked; the token is never in the page."""
+    telegram = FakeBotApi(tokens={BOT_TOKEN: (424242, "kettle_bot")})
+    await telegram.start()
+    address = await SQLITE.new_database(tmp_path)
+    settings = console_settings(
+        SQLITE, address, telegram_api_base_url=telegram.base_url, secret_key="k" * 32
+    )
+    try:
+        async with running_console(settings) as console, browser_page() as page:
+            base = str(console.client.make_url("/admin/")).rstrip("/")
+            await page.goto(f"{base}/bots")
+            await page.fill("#token", TOKEN)
+            await page.click("button[type=submit]")
+            await page.click("nav >> text=Bots")
+            await expect(page.locator("h1")).to_have_text("Bots")
+            await expect(page.locator("text=No bot added")).to_be_visible()
+            await page.fill("form.add-bot input[name=token]", BOT_TOKEN)
+            await page.fill("form.add-bot input[name=label]", "Kettles")
+            await page.fill("form.add-bot input[name=rounds]", "2")
+            await page.click("form.add-bot button[type=submit]")
+            rows = page.locator("table.bots tbody tr")
+            await expect(rows).to_have_count(1)
+            await expect(rows).to_contain_text("@kettle_bot")
+            await expect(rows).to_contain_text("…WXYZ")
+            await expect(rows.locator(".status")).to_have_text("enabled")
+            assert "browser-bot-token" not in await page.content()
+            await page.click("form.switch button[type=submit]")
+            await expect(rows.locator(".status")).to_have_text("disabled")
+            await page.check("form.delete input[name=confirm]")
+            await page.click("form.delete button[type=submit]")
+            await expect(page.locator("text=No bot added")).to_be_visible()
+            assert await console.store.bots.bots() == []
+            entries = await console.store.audit_log(before_id=None, limit=10)
+            assert [e.action for e in entries][:3] == ["bot_remove", "bot_disable", "bot_add"]
+    finally:
+        await telegram.stop()
