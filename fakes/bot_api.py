@@ -9,6 +9,9 @@ Several bots: `tokens` maps each token the server knows to its bot's (id, userna
 answers for the token asked with, and any other token gets 401 Unauthorized as from Telegram.
 Without `tokens` every token is the one bot (`bot_id`, `username`).
 
+Each bot has its own queue of updates (`push_update(..., token=)`,
+`POST /_control/updates?token=`) and each call records its token (`Call.token`).
+
 Standalone, for the benchmark: ``python -m fakes.bot_api --port N``; push updates with
 ``POST /_control/updates`` (a JSON list of Update objects or of `text_message` keyword dicts)
 and read what the bot sent with ``GET /_control/calls?since=I&method=sendMessage``.
@@ -155,7 +158,8 @@ class FakeBotApi(UpdateBuilder, BotFiles):
         self.member_status: dict[int, str] = {}  # user id → "creator"/"administrator"/"member"
         self.commands: dict[str, Any] = {}
         self.pushed_at: dict[int, float] = {}  # update_id → time.monotonic() when queued
-        self._updates: list[dict[str, Any]] = []
+        self._queues: dict[str, list[dict[str, Any]]] = {}
+        """Updates waiting for getUpdates, per token ("": the one bot without `tokens`)."""
         self._failures: dict[str, list[_Failure]] = {}
         self._changed = asyncio.Event()  # replaced by a fresh one after each change
         self._closing = asyncio.Event()
@@ -259,15 +263,17 @@ class FakeBotApi(UpdateBuilder, BotFiles):
 
     # -- updates -----------------------------------------------------------------------------
 
-    def push_update(self, update: dict[str, Any]) -> dict[str, Any]:
-        """Queue an update for getUpdates (an `update_id` is assigned when missing)."""
+    def push_update(self, update: dict[str, Any], *, token: str | None = None) -> dict[str, Any]:
+        """Queue an update for getUpdates (an `update_id` is assigned when missing): for the
+        bot of `token` when the server serves several (`tokens`; then a token is needed)."""
+        queue = self._queue(token or "")
         if "update_id" not in update:
             update["update_id"] = self.next_update_id()
         for key in ("message", "edited_message"):
             if key in update:
                 msg = update[key]
                 self.messages[(msg["chat"]["id"], msg["message_id"])] = msg
-        self._updates.append(update)
+        queue.append(update)
         self.pushed_at[update["update_id"]] = time.monotonic()
         self._notify()
         return update
@@ -359,7 +365,7 @@ class FakeBotApi(UpdateBuilder, BotFiles):
                 }
             )
         if method == "getUpdates":
-            return _ok(await self._get_updates(p))
+            return _ok(await self._get_updates(p, token))
         if method == "getFile":
             status, file = self.get_file(str(p.get("file_id")))
             return _ok(file) if status == 200 else _error(status, str(file))
@@ -427,13 +433,22 @@ class FakeBotApi(UpdateBuilder, BotFiles):
             return _ok(True)
         return _error(404, "Not Found: method not found")
 
-    async def _get_updates(self, p: dict[str, Any]) -> list[dict[str, Any]]:
+    def _queue(self, token: str) -> list[dict[str, Any]]:
+        """The updates waiting for the bot of `token` (any token: the one bot's)."""
+        if self.tokens is None:
+            token = ""
+        elif token not in self.tokens:
+            raise ValueError("with several bots (`tokens`), name the bot's token")
+        return self._queues.setdefault(token, [])
+
+    async def _get_updates(self, p: dict[str, Any], token: str) -> list[dict[str, Any]]:
+        queue = self._queue(token)
         offset = int(p.get("offset") or 0)
         if offset > 0:  # confirms every earlier update
-            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+            queue[:] = [u for u in queue if u["update_id"] >= offset]
         wait = min(float(p.get("timeout") or 0), self.poll_cap)
-        await self._until(lambda: bool(self._updates), wait)
-        return self._updates[: int(p.get("limit") or 100)]
+        await self._until(lambda: bool(queue), wait)
+        return queue[: int(p.get("limit") or 100)]
 
     def _send(self, p: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         chat_id = p.get("chat_id")
@@ -540,11 +555,14 @@ class FakeBotApi(UpdateBuilder, BotFiles):
 
     async def _control_updates(self, request: web.Request) -> web.Response:
         items = await request.json()
+        token = request.query.get("token")
+        if self.tokens is not None and token not in self.tokens:
+            return web.json_response({"error": "name a bot: ?token=…"}, status=400)
         pushed = []
         for item in items if isinstance(items, list) else [items]:
             if "update_id" not in item and "chat_id" in item:
                 item = self.text_message(item.pop("chat_id"), item.pop("text"), **item)
-            update = self.push_update(item)
+            update = self.push_update(item, token=token)
             pushed.append(
                 {"update_id": update["update_id"], "monotonic": self.pushed_at[update["update_id"]]}
             )

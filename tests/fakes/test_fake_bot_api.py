@@ -224,3 +224,41 @@ async def test_several_tokens_each_get_their_own_bot_and_others_are_unauthorized
         assert [c.status for c in calls] == [200, 200, 401, 401]
     finally:
         await server.stop()
+
+
+async def test_each_bot_polls_its_own_updates() -> None:
+    """Real PTB Applications of two tokens each get only the updates pushed for their token,
+    and pushing without naming a bot is refused when the server serves several."""
+    shop, news = "11:shop-token", "22:news-token"
+    server = FakeBotApi(tokens={shop: (11, "shop_bot"), news: (22, "news_bot")})
+    await server.start()
+    try:
+        applications = []
+        for token in (shop, news):
+            application = ApplicationBuilder().token(token).base_url(server.base_url).build()
+            application.add_handler(MessageHandler(filters.TEXT, _echo))
+            applications.append(application)
+        server.push_update(server.text_message(42, "for the shop", user_id=42), token=shop)
+        server.push_update(server.text_message(42, "for the news", user_id=42), token=news)
+        with pytest.raises(ValueError, match="name the bot"):
+            server.push_update(server.text_message(42, "for whom?", user_id=42))
+        for application in applications:
+            await application.initialize()
+            await application.start()
+            assert application.updater is not None
+            await application.updater.start_polling(poll_interval=0, timeout=1)
+        await server.wait_for("sendMessage", count=2)
+        sent = {c.token: c.params["text"] for c in server.calls_of("sendMessage")}
+        assert sent == {shop: "echo: for the shop", news: "echo: for the news"}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"http://{server.host}:{server.port}/_control/updates", json=[]) as answer,
+        ):
+            assert answer.status == 400
+        for application in applications:
+            assert application.updater is not None
+            await application.updater.stop()
+            await application.stop()
+            await application.shutdown()
+    finally:
+        await server.stop()
