@@ -71,7 +71,11 @@ async def get_me(token: str, api_base_url: str) -> TelegramBot:
             aiohttp.ClientSession(timeout=timeout) as session,
             session.get(f"{api_base_url}{token}/getMe") as response,
         ):
-            body = await response.content.read(MAX_GETME_BYTES)
+            body = b""  # at most MAX_GETME_BYTES + 1: enough to tell an answer too long
+            while len(body) <= MAX_GETME_BYTES and (
+                chunk := await response.content.read(MAX_GETME_BYTES + 1 - len(body))
+            ):
+                body += chunk
             status = response.status
     except (aiohttp.ClientError, TimeoutError, ValueError):
         raise BotRefused(
@@ -79,7 +83,7 @@ async def get_me(token: str, api_base_url: str) -> TelegramBot:
             "nothing was added, try again"
         ) from None
     try:
-        answer = json.loads(body)
+        answer = json.loads(body) if len(body) <= MAX_GETME_BYTES else {}
     except ValueError:
         answer = {}
     if not isinstance(answer, dict):

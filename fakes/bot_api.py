@@ -10,7 +10,8 @@ answers for the token asked with, and any other token gets 401 Unauthorized as f
 Without `tokens` every token is the one bot (`bot_id`, `username`).
 
 Each bot has its own queue of updates (`push_update(..., token=)`,
-`POST /_control/updates?token=`) and each call records its token (`Call.token`).
+`POST /_control/updates?token=`) and each call records its token (`Call.token`; `GET
+/_control/calls?token=` lists one bot's).
 
 Standalone, for the benchmark: ``python -m fakes.bot_api --port N``; push updates with
 ``POST /_control/updates`` (a JSON list of Update objects or of `text_message` keyword dicts)
@@ -101,6 +102,7 @@ class Call:
             "at": self.at,
             "monotonic": self.monotonic,
             "status": self.status,
+            "token": self.token,
         }
 
 
@@ -571,7 +573,12 @@ class FakeBotApi(UpdateBuilder, BotFiles):
     async def _control_calls(self, request: web.Request) -> web.Response:
         since = int(request.query.get("since", 0))
         method = request.query.get("method")
-        rows = [c.to_dict() for c in self.calls[since:] if method in (None, c.method)]
+        token = request.query.get("token")
+        rows = [
+            c.to_dict()
+            for c in self.calls[since:]
+            if method in (None, c.method) and token in (None, c.token)
+        ]
         return web.json_response({"next": len(self.calls), "calls": rows})
 
     async def _control_fail(self, request: web.Request) -> web.Response:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from core.domain.bots import BotProfile, ProfileInvalid, StoredBot, parse_profile
+from core.domain.bots import BotProfile, StoredBot, parse_profile
 
 
 def settings_value(profile: BotProfile) -> str:
@@ -22,7 +22,7 @@ def settings_value(profile: BotProfile) -> str:
 def profile_of(text: str | None) -> BotProfile:
     try:
         return parse_profile(json.loads(text or "{}"))
-    except (ValueError, ProfileInvalid):
+    except ValueError:  # not JSON, or `ProfileInvalid`
         return BotProfile()
 
 

@@ -255,6 +255,17 @@ async def test_each_bot_polls_its_own_updates() -> None:
             session.post(f"http://{server.host}:{server.port}/_control/updates", json=[]) as answer,
         ):
             assert answer.status == 400
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                f"http://{server.host}:{server.port}/_control/calls",
+                params={"method": "sendMessage", "token": news},
+            ) as answer,
+        ):
+            calls = (await answer.json())["calls"]
+            assert [(c["token"], c["params"]["text"]) for c in calls] == [
+                (news, "echo: for the news")
+            ]
         for application in applications:
             assert application.updater is not None
             await application.updater.stop()
