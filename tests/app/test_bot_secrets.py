@@ -62,14 +62,19 @@ def test_a_token_sealed_or_opened_is_redacted_from_the_logs(
         logging.getLogger().removeHandler(handler)
 
 
-@pytest.mark.parametrize("answer", ["unknown", "unreachable"])
+@pytest.mark.parametrize("answer", ["unknown", "unreachable", "failing"])
 async def test_a_refused_token_check_logs_and_says_nothing_of_the_token(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, answer: str
 ) -> None:
-    """getMe refused (401) or Telegram unreachable: BotRefused in one line, nothing stored,
-    and no log record at any level holds the token."""
+    """getMe refused (401), Telegram unreachable or failing with the token in its answer:
+    BotRefused in one line without the token, nothing stored, and no log record at any
+    level holds the token."""
     caplog.set_level(logging.DEBUG)
-    telegram = FakeBotApi(tokens={"1:other-token": (1, "other_bot")})
+    known = {"1:other-token": (1, "other_bot")}
+    if answer == "failing":
+        known[TOKEN] = (424242, "shop_bot")
+    telegram = FakeBotApi(tokens=known)
+    telegram.fail_next("getMe", status=502, description=f"Bad Gateway for {TOKEN}")
     await telegram.start()
     base_url = telegram.base_url
     if answer == "unreachable":
@@ -88,11 +93,13 @@ async def test_a_refused_token_check_logs_and_says_nothing_of_the_token(
             await keeper.add(TOKEN, BotProfile())
         said = str(refused.value)
         assert ("401 Unauthorized" in said) == (answer == "unknown")
+        assert ("HTTP 502 Bad Gateway for …" in said) == (answer == "failing")
+        assert "\n" not in said
         assert TOKEN not in said and TOKEN.split(":")[1] not in caplog.text
         assert await store.bots.count_bots() == 0
     finally:
         await store.close()
-        if answer == "unknown":
+        if answer != "unreachable":
             await telegram.stop()
 
 
