@@ -95,7 +95,7 @@ async def get_me(token: str, api_base_url: str) -> TelegramBot:
         )
     result = answer.get("result")
     if status != 200 or not answer.get("ok") or not isinstance(result, dict):
-        described = str(answer.get("description", "")).replace(token, "…")[:200]
+        described = " ".join(str(answer.get("description", "")).replace(token, "…").split())[:200]
         raise BotRefused(f"Telegram did not confirm the token (HTTP {status} {described})".strip())
     bot_id, username = result.get("id"), result.get("username")
     if (
