@@ -28,6 +28,7 @@ COPY evaluation/ evaluation/
 COPY i18n/ i18n/
 COPY media/ media/
 COPY prompts/ prompts/
+COPY providers/ providers/
 COPY storage/ storage/
 COPY telemetry/ telemetry/
 COPY terminal/ terminal/

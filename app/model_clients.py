@@ -2,7 +2,9 @@
 
 The bot needs one ("bot"); the quality evaluator adds a simulated user and a judge,
 each possibly another server. Every client is wrapped the same way: the whole-call
-deadlines of `core.llm.deadline`, then the metrics of `telemetry.metrics`.
+deadlines of `core.llm.deadline`, then the metrics of `telemetry.metrics`. An endpoint
+whose transport is "aiohttp" (the default) sends its chat completions over
+`providers.chat_http`; "httpx" sends them through the SDK.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterable
 from core.domain.ports import Completer
 from core.llm.deadline import DeadlineCompleter
 from core.llm.llm import ModelEndpoint, OpenAICompleter
+from providers.chat_http import AiohttpChatWire
 from telemetry.metrics import MeteredCompleter, Metrics
 
 
@@ -25,7 +28,7 @@ class ModelClients:
         for endpoint in endpoints:
             if endpoint.name in self._endpoints:
                 raise ValueError(f"two model endpoints are named {endpoint.name!r}")
-            raw = OpenAICompleter.from_endpoint(endpoint)
+            raw = OpenAICompleter.from_endpoint(endpoint, wire_of(endpoint))
             deadline = DeadlineCompleter(
                 raw,
                 first_token_seconds=endpoint.first_token_timeout_seconds,
@@ -52,3 +55,10 @@ class ModelClients:
     async def close(self) -> None:
         for raw in self._raw.values():
             await raw.close()
+
+
+def wire_of(endpoint: ModelEndpoint) -> AiohttpChatWire | None:
+    """The wire `endpoint`'s chat completions travel over; None: through the SDK."""
+    if endpoint.transport != "aiohttp":
+        return None
+    return AiohttpChatWire(timeout=endpoint.timeout_seconds)

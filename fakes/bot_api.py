@@ -285,8 +285,7 @@ class FakeBotApi(UpdateBuilder, BotFiles):
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         token = request.match_info["token"]
-        form = await request.post() if request.can_read_body else {}
-        params = {k: _decode(k, v) for k, v in form.items()}
+        params = {k: _decode(k, v) for k, v in (await _fields(request)).items()}
         call = Call(method, params, token=token)
         self.calls.append(call)
         if self.tokens is not None and token not in self.tokens:
@@ -638,3 +637,19 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+async def _fields(request: web.Request) -> dict[str, Any]:
+    """A call's parameters as the Bot API reads them: a form, multipart, or a JSON object
+    (a JSON value that is not a string stands for its JSON text, as in a form)."""
+    if not request.can_read_body:
+        return {}
+    if request.content_type == "application/json":
+        try:
+            body = await request.json()
+        except ValueError:
+            raise web.HTTPBadRequest(text="the body is not JSON") from None
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text="a JSON body must be an object")
+        return {k: v if isinstance(v, str) else json.dumps(v) for k, v in body.items()}
+    return dict(await request.post())

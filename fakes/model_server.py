@@ -217,6 +217,9 @@ class ScriptedReply:
     format_error: str | None = None
     tool_calls: tuple[ScriptedCall, ...] = ()  # streamed after the text (`enqueue_calls`)
     tool_style: str = "openai"  # one of TOOL_STYLES
+    # After `raw_events`, the connection is cut mid-body instead of ended: a server or a
+    # proxy that dies halfway through an answer.
+    break_off: bool = False
 
 
 def text_of(content: Any) -> str:
@@ -386,6 +389,7 @@ class FakeModelServer:
         error_code: str | None = None,
         drop: bool = False,
         format_error: str | None = None,
+        break_off: bool = False,
     ) -> None:
         """Script the next reply; `status` (e.g. 500, 429) makes it an OpenAI-style error.
 
@@ -420,6 +424,7 @@ class FakeModelServer:
                 error_code,
                 drop,
                 format_error,
+                break_off=break_off,
             )
         )
 
@@ -646,7 +651,9 @@ class FakeModelServer:
         parts = [event(choice({"role": "assistant", "content": ""}))]
         if reply.keepalive_only is not None or reply.endless or reply.raw_events is not None:
             await response.write(parts[0])
-            await self._misbehave(response, reply, lambda piece: event(choice({"content": piece})))
+            await self._misbehave(
+                request, response, reply, lambda piece: event(choice({"content": piece}))
+            )
             return response
         for n, piece in enumerate(_chunks(reply.text, reply.chunk_size)):
             if reply.error_after is not None and n == reply.error_after:
@@ -675,6 +682,7 @@ class FakeModelServer:
 
     async def _misbehave(
         self,
+        request: web.Request,
         response: web.StreamResponse,
         reply: ScriptedReply,
         content_event: Callable[[str], bytes],
@@ -685,6 +693,9 @@ class FakeModelServer:
                 for raw in reply.raw_events:
                     await self._sleep(reply.chunk_delay)
                     await response.write(raw)
+                if reply.break_off and request.transport is not None:
+                    request.transport.abort()  # the chunked body never ends
+                    return
                 await response.write_eof()
                 return
             pieces = _chunks(reply.text or "x", reply.chunk_size)

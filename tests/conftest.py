@@ -121,12 +121,17 @@ async def store(db_path: Path) -> AsyncIterator[SqliteStore]:
 
 @pytest.fixture
 async def completer(model_server: FakeModelServer) -> AsyncIterator[OpenAICompleter]:
-    """The production model client on the fake model server; no SDK retries, so one
-    scripted error is one failure."""
+    """The production model client on the fake model server (chat completions over the
+    aiohttp wire); no retries, so one scripted error is one failure."""
     from core.llm.llm import OpenAICompleter
+    from tests.wires import wire_for
 
     client = OpenAICompleter(
-        api_key="test-key", base_url=model_server.base_url, timeout=30, max_retries=0
+        api_key="test-key",
+        base_url=model_server.base_url,
+        timeout=30,
+        max_retries=0,
+        wire=wire_for("aiohttp", 30),
     )
     yield client
     await client.close()

@@ -53,19 +53,11 @@ from openai import AsyncOpenAI, AsyncStream
 from core.domain.errors import ModelError, ModelErrorKind
 from core.domain.llm_format import SchemaForm
 from core.domain.ports import Completion, CompletionRequest, OnDelta
-from core.llm.llm_errors import (
-    context_overflow,
-    ended_before_text,
-    format_refused,
-    has_images,
-    hung_up,
-    images_refused,
-    images_rejected,
-    refused,
-    status_error,
-    tools_refused,
-)
+from core.llm.call_failure import CallFailed, model_error, retried, schema_refused
+from core.llm.chat_wire import ChatWire
+from core.llm.llm_errors import ended_before_text, refused
 from core.llm.llm_stream import EventData, StreamState, decoded
+from core.llm.wire_calls import WireCalls
 
 YIELD_EVERY = 32
 """Chunks handled between two passes of the event loop: a provider streaming faster than
@@ -234,23 +226,30 @@ class OpenAICompleter:
         max_retries: int,
         default_extra_body: dict[str, Any] | None = None,
         client: AsyncOpenAI | None = None,
-        transport: Literal["httpx", "aiohttp"] = "httpx",
+        wire: ChatWire | None = None,
         temperature: float | None = None,
     ) -> None:
-        """`transport="aiohttp"` (the SDK's own aiohttp transport) roughly halves the
-        client CPU per call at hundreds of concurrent streams, where the httpx pool's
-        bookkeeping dominates; httpx stays the default as the SDK's reference path."""
+        """With a `wire` (the deployment's default, `providers.chat_http`) chat completions
+        are POSTed over it with the SDK's retry rule (`core.llm.wire_calls`), at a quarter
+        of the client CPU the SDK's own layers cost per call; without one they go through
+        the SDK (over httpx), the reference path. The SDK client serves everything else
+        (the start-up check's model list). The completer closes the wire."""
         self._owns_client = client is None
         if client is None:
-            http_client = openai.DefaultAioHttpClient() if transport == "aiohttp" else None
             client = LeanAsyncOpenAI(
-                api_key=api_key,
-                base_url=base_url,
-                timeout=timeout,
-                max_retries=max_retries,
-                http_client=http_client,
+                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
             )
         self._client = client
+        self._wire = (
+            None
+            if wire is None
+            else WireCalls(
+                wire,
+                base_url=str(client.base_url),
+                headers=_wire_headers(client),
+                max_retries=max_retries,
+            )
+        )
         self._default_extra_body = dict(default_extra_body or {})
         if temperature is not None:
             self._default_extra_body.setdefault("temperature", temperature)
@@ -258,19 +257,25 @@ class OpenAICompleter:
         self._answered: set[tuple[str, SchemaForm]] = set()  # required forms it answered
 
     @classmethod
-    def from_endpoint(cls, endpoint: ModelEndpoint) -> OpenAICompleter:
+    def from_endpoint(
+        cls, endpoint: ModelEndpoint, wire: ChatWire | None = None
+    ) -> OpenAICompleter:
+        """The completer of `endpoint`; `wire` for its chat completions when its transport
+        is "aiohttp" (the caller makes it: the engine knows no HTTP library)."""
         return cls(
             api_key=endpoint.api_key,
             base_url=endpoint.base_url,
             timeout=endpoint.timeout_seconds,
             max_retries=endpoint.max_retries,
             default_extra_body=endpoint.extra_body,
-            transport=endpoint.transport,
+            wire=wire,
             temperature=endpoint.temperature,
         )
 
     async def close(self) -> None:
-        """Close the connection pool if this completer created it."""
+        """Close the connection pools: the wire's, and the SDK's if this completer made it."""
+        if self._wire is not None:
+            await self._wire.close()
         if self._owns_client:
             await self._client.close()
 
@@ -328,9 +333,9 @@ class OpenAICompleter:
         state = StreamState(request.model, tools=bool(request.tools))  # pieces: text streamed?
         try:
             return await self._complete(request, on_delta, schema=True, state=state)
-        except openai.APIError as exc:
-            if state.pieces or not _schema_refused(exc):
-                raise _model_error(exc, request) from exc
+        except CallFailed as exc:
+            if state.pieces or not schema_refused(exc):
+                raise model_error(exc, request) from exc
         completion = await self._complete(request, on_delta, schema=False)
         self._schema_refused = True
         return completion
@@ -346,17 +351,16 @@ class OpenAICompleter:
         form = (request.model, request.schema_form)
         probe = form not in self._answered
         state = StreamState(request.model, tools=bool(request.tools))  # pieces: text streamed?
-        options = _PROBE_OPTIONS if probe else _CALL_OPTIONS
         try:
             completion = await self._complete(
-                request, on_delta, schema=True, state=state, options=options
+                request, on_delta, schema=True, state=state, probe=probe
             )
-        except openai.APIError as exc:
-            if not state.pieces and _schema_refused(exc):
+        except CallFailed as exc:
+            if not state.pieces and schema_refused(exc):
                 said = exc.message if exc.message.strip() else "the connection ended"
                 raise ModelError(ModelErrorKind.FORMAT_REFUSED, said) from exc
-            if not (probe and not state.pieces and _retried(exc)):
-                raise _model_error(exc, request) from exc
+            if not (probe and not state.pieces and retried(exc)):
+                raise model_error(exc, request) from exc
             completion = await self._complete(request, on_delta, schema=True)
         self._answered.add(form)
         return completion
@@ -368,41 +372,59 @@ class OpenAICompleter:
         *,
         schema: bool,
         state: StreamState | None = None,
-        options: openai.RequestOptions = _CALL_OPTIONS,
+        probe: bool = False,
     ) -> Completion:
-        """One streamed call; SDK errors leave as `ModelError`, or as they are when the
-        caller gives the `state` to read after them."""
+        """One streamed call (without retries when `probe`); a failure leaves as
+        `ModelError`, or as `CallFailed` when the caller gives the `state` to read after it."""
         raw_errors = state is not None
         if state is None:
             state = StreamState(request.model, tools=bool(request.tools))
+        body = self._body(request, schema=schema)
         try:
-            # The SDK's generic `post` keeps its retries, timeouts, SSE decoding and
-            # error events, but leaves chunks as decoded JSON: building a pydantic model
-            # per chunk (what `chat.completions.create` does) cost more than all the rest.
-            stream = await self._client.post(
-                "/chat/completions",
-                body=self._body(request, schema=schema),
-                cast_to=object,
-                stream=True,
-                stream_cls=_Chunks,
-                options=options,
-            )
-            async with stream:
+            async with self._stream(body, probe=probe) as chunks:
                 count = 0
-                async for chunk in decoded(stream):
+                async for chunk in decoded(chunks):
                     piece = state.feed(chunk)
                     if piece and on_delta is not None:
                         await on_delta(piece)  # may raise to stop reading: the stream closes
                     count += 1
                     if count % YIELD_EVERY == 0:
                         await asyncio.sleep(0)
-        except openai.APIError as exc:
+        except CallFailed as exc:
             if raw_errors:
                 raise
-            raise _model_error(exc, request) from exc
+            raise model_error(exc, request) from exc
         if state.finish_reason is None and not state.pieces and not state.called:
             raise ended_before_text(tools=bool(request.tools))
         return state.completion(request)
+
+    @contextlib.asynccontextmanager
+    async def _stream(
+        self, body: dict[str, Any], *, probe: bool
+    ) -> AsyncIterator[AsyncIterator[Any]]:
+        """The answer's chunks as decoded JSON, over the wire or through the SDK; every
+        failure of either is a `CallFailed`."""
+        if self._wire is not None:
+            retries = 0 if probe else self._wire.max_retries
+            async with self._wire.stream(body, retries=retries) as chunks:
+                yield chunks
+            return
+        try:
+            # The SDK's generic `post` keeps its retries, timeouts, SSE decoding and
+            # error events, but leaves chunks as decoded JSON: building a pydantic model
+            # per chunk (what `chat.completions.create` does) cost more than all the rest.
+            stream = await self._client.post(
+                "/chat/completions",
+                body=body,
+                cast_to=object,
+                stream=True,
+                stream_cls=_Chunks,
+                options=_PROBE_OPTIONS if probe else _CALL_OPTIONS,
+            )
+            async with stream:
+                yield cast(AsyncIterator[Any], stream)
+        except openai.APIError as exc:
+            raise _failure(exc) from exc
 
     async def check_endpoint(self, model: str) -> list[str]:
         """Problems with OPENAI_BASE_URL, OPENAI_API_KEY or LLM_MODEL that `GET /models`
@@ -445,59 +467,32 @@ class OpenAICompleter:
         ]
 
 
-def _model_error(exc: openai.APIError, request: CompletionRequest) -> ModelError:
-    """Classify what is left after the SDK's retries into the engine's error kinds (images
-    and tools refused only when `request` carried them)."""
-    detail = exc.message
-    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
-    if status is not None and has_images(request) and images_refused(status, detail):
-        return images_rejected(detail)
-    if status is not None and request.tools and isinstance(exc, openai.APIStatusError):
-        said = detail if tools_refused(status, detail) else _body_text(exc.body)
-        if tools_refused(status, said):
-            return ModelError(ModelErrorKind.TOOLS_REFUSED, f"HTTP {status}: {said}")
-    if (overflow := context_overflow(exc.code, detail)) is not None:
-        return overflow
-    if isinstance(exc, openai.APITimeoutError):
-        if refused(exc):  # the aiohttp transport reports a refused connect as a timeout
-            return ModelError(ModelErrorKind.UNAVAILABLE, "connection failed")
-        return ModelError(ModelErrorKind.TIMEOUT, detail)
-    if isinstance(exc, openai.RateLimitError):  # always 429: never one of status_error's
-        return ModelError(ModelErrorKind.RATE_LIMITED, detail)
-    if isinstance(exc, openai.APIStatusError):
-        return status_error(exc.status_code, detail, exc.request.url)
-    # Connection refused/reset, an error event mid-stream, an unparsable response.
-    return ModelError(ModelErrorKind.UNAVAILABLE, detail)
-
-
-def _retried(exc: openai.APIError) -> bool:
-    """Whether the SDK would have retried `exc`: a connection error or timeout, or 408,
-    409, 429 or a 5xx."""
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return isinstance(exc, openai.APIConnectionError)
-
-
 def _in_json_object(request: CompletionRequest) -> bool:
     """Whether a required schema goes as `json_object` with its schema (see `SchemaForm`)."""
     return request.schema_required and request.schema_form is SchemaForm.JSON_OBJECT
 
 
-def _schema_refused(exc: openai.APIError) -> bool:
-    """Whether a call with json_schema may have failed for the schema: an error status whose
-    message names the response format (400 or 422; llama-cpp-python's server answers 500 with
-    its validation error), or a hang-up without an answer (not a refused connect, not a
-    timeout)."""
+def _failure(exc: openai.APIError) -> CallFailed:
+    """The SDK's exception in the shape every path's failures take (raise it from `exc`)."""
     if isinstance(exc, openai.APIStatusError):
-        # FastAPI's own 422 keeps its words in `detail`, which the SDK leaves out of
-        # `message` ("Error code: 422"): the body tells.
-        return format_refused(exc.message) or format_refused(_body_text(exc.body))
-    return isinstance(exc, openai.APIConnectionError) and hung_up(exc)
+        code = exc.code if isinstance(exc.code, str) else None
+        return CallFailed(
+            exc.message, status=exc.status_code, code=code, body=exc.body, url=str(exc.request.url)
+        )
+    if isinstance(exc, openai.APITimeoutError):
+        return CallFailed(exc.message, timed_out=True)
+    code = exc.code if isinstance(exc.code, str) else None
+    return CallFailed(
+        exc.message, code=code, body=exc.body, connection=isinstance(exc, openai.APIConnectionError)
+    )
 
 
-def _body_text(body: object) -> str:
-    """An error body's words, whatever its shape (bounded: a body is a server's)."""
-    try:
-        return json.dumps(body, ensure_ascii=False)[:4096]
-    except (TypeError, ValueError):
-        return ""
+def _wire_headers(client: AsyncOpenAI) -> dict[str, str]:
+    """What the SDK sends with every request (its key, organization and project, its user
+    agent, JSON), without its X-Stainless-* telemetry."""
+    sent = {**client.default_headers, **client.auth_headers}
+    return {
+        name: value
+        for name, value in sent.items()
+        if isinstance(value, str) and not name.lower().startswith("x-stainless")
+    }

@@ -47,6 +47,7 @@ from core.domain.tools import ToolUse
 from core.prompting.context import Omissions
 from core.prompting.early_finish import EARLY_FINISH_MARKER
 from core.prompting.excerpt import split_excerpt
+from core.prompting.render_cache import RenderCache, template_names
 from prompts import DEFAULT_PROMPTS_DIR
 
 CONTINUATION_TAIL_CHARS = 300
@@ -196,13 +197,28 @@ class PromptLibrary:
             missing_tags="strict", escape=lambda s: s, partials=partials
         )
         self._role_info: dict[str, RoleInfo] | None = None
+        self._rendered = RenderCache()
+        self._names = {
+            name: template_names(t.parsed, self._parsed_partial)
+            for name, t in self._templates.items()
+        }
+
+    def _parsed_partial(self, name: str) -> ParsedTemplate | None:
+        template = self._templates.get(name)
+        return None if template is None else template.parsed
 
     def render(self, name: str, **values: Any) -> str:
-        """Render template `name`; a tag with no value raises PromptError naming it."""
+        """Render template `name`; a tag with no value raises PromptError naming it. A
+        render is kept by the values the template reads (`core.prompting.render_cache`)."""
         template = self._templates.get(name)
         if template is None:
             raise PromptError(name, "no such template")
-        return self._render(template, values)
+        key = self._rendered.key(name, self._names[name], values)
+        text = self._rendered.get(key)
+        if text is None:
+            text = self._render(template, values)
+            self._rendered.keep(key, text)
+        return text
 
     def excerpt_note(self, omitted_chars: int) -> str:
         """The note standing for `omitted_chars` characters left out of a long text."""

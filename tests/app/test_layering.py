@@ -50,6 +50,7 @@ PRODUCT = (
     "terminal",
     "i18n",
     "tools",
+    "providers",
 )
 TOOLING = ("fakes", "bench", "scripts", "container")
 """Code beside the product: the fake servers, the benchmark, the scripts and the image's
@@ -76,7 +77,7 @@ ALLOWED: dict[str, set[str]] = {
     "app": {
         *("admin", "api", "bot", "bot.commands", "bot.updates", "bot.transport", "terminal"),
         *("core.turns", "core.prompting", "core.llm", "core.domain", "core.primitives"),
-        *("storage", "telemetry", "media", "i18n", "tools"),
+        *("storage", "telemetry", "media", "i18n", "tools", "providers"),
     },
     "evaluation": {"app", "core.turns", "core.prompting", "core.llm", "core.domain"},
     "admin": {"core.turns", "core.domain"},
@@ -91,6 +92,7 @@ ALLOWED: dict[str, set[str]] = {
     "bot.transport": {"core.domain", "core.primitives", "i18n"},
     "media": {"core.turns", "core.domain"},
     "tools": {"core.domain"},
+    "providers": {"core.llm"},
     "i18n": {"core.turns"},
     "storage": {"core.domain", "core.primitives"},
     "telemetry": {"core.domain"},

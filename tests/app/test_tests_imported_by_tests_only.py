@@ -25,6 +25,7 @@ OUTSIDE_TESTS = (
     "telemetry",
     "terminal",
     "tools",
+    "providers",
     "bench",
     "scripts",
     "container",

@@ -27,11 +27,13 @@ class _Echo:
         self.delay = 0.0
 
     async def handle(self, request: web.Request) -> web.Response:
-        form = await request.post()
-        fields = {
-            k: (v.filename, v.file.read()) if isinstance(v, web.FileField) else v
-            for k, v in form.items()
-        }
+        if request.content_type == "application/json":
+            fields = await request.json()
+        else:
+            fields = {
+                k: (v.filename, v.file.read()) if isinstance(v, web.FileField) else v
+                for k, v in (await request.post()).items()
+            }
         self.received.append({"type": request.content_type, "fields": fields})
         await asyncio.sleep(self.delay)
         return web.json_response({"ok": True, "result": True}, status=200)
@@ -58,8 +60,9 @@ def _data(**params: Any) -> RequestData:
     return RequestData([RequestParameter.from_input(k, v) for k, v in params.items()])
 
 
-async def test_parameters_are_form_encoded_like_httpx(echo: tuple[_Echo, str]) -> None:
-    """Strings go raw and other values JSON-encoded, as a urlencoded form."""
+async def test_parameters_go_as_a_json_object_of_ptbs_values(echo: tuple[_Echo, str]) -> None:
+    """Strings go raw and other values JSON-encoded (as PTB encodes a form's), in one JSON
+    object: what `RequestData.json_payload` sends, and the Bot API reads."""
     server, url = echo
     async with AiohttpRequest() as request:
         status, body = await request.do_request(
@@ -67,7 +70,7 @@ async def test_parameters_are_form_encoded_like_httpx(echo: tuple[_Echo, str]) -
         )
     assert status == 200 and b'"ok": true' in body
     [got] = server.received
-    assert got["type"] == "application/x-www-form-urlencoded"
+    assert got["type"] == "application/json"
     assert got["fields"] == {
         "chat_id": "5",
         "text": "héllo & bye",

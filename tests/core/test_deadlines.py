@@ -22,6 +22,7 @@ from fakes.model_server import FakeModelServer
 from telemetry.metrics import MeteredCompleter, Metrics
 from tests.api_harness import api_settings, running_api
 from tests.bot_harness import ask_private, conversation, started_bot
+from tests.wires import wire_for
 
 USER = 951
 REQUEST = CompletionRequest(messages=[{"role": "user", "content": "Hi"}], model="test-model")
@@ -57,13 +58,14 @@ def deadlines(completer: DeadlineCompleter, first: float, total: float) -> Itera
 async def sdk(
     request: pytest.FixtureRequest, model_server: FakeModelServer
 ) -> AsyncIterator[OpenAICompleter]:
-    """The real SDK on both transports, with a read timeout the misbehaving streams never hit."""
+    """The completer on both paths (the wire, the SDK), with a read timeout the misbehaving
+    streams never hit."""
     completer = OpenAICompleter(
         api_key="test-key",
         base_url=model_server.base_url,
         timeout=10,
         max_retries=0,
-        transport=request.param,
+        wire=wire_for(request.param, 10),
     )
     yield completer
     await completer.close()

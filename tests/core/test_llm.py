@@ -6,7 +6,7 @@ import ast
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
@@ -16,8 +16,8 @@ from core.domain.errors import ConfigError, ModelError, ModelErrorKind
 from core.domain.ports import CompletionRequest
 from core.llm.llm import OpenAICompleter
 from fakes.model_server import CONTEXT_ERRORS, FakeModelServer
+from tests.wires import Transport, wire_for
 
-Transport = Literal["httpx", "aiohttp"]
 USER = [{"role": "user", "content": "How do I brew tea?"}]
 
 
@@ -34,14 +34,14 @@ def make_completer(
         base_url=server.base_url,
         timeout=timeout,
         max_retries=max_retries,
-        transport=transport,
+        wire=wire_for(transport, timeout),
         **kwargs,  # type: ignore[arg-type]
     )
 
 
 @pytest.fixture(params=["httpx", "aiohttp"])
 def transport(request: pytest.FixtureRequest) -> Transport:
-    """Every behaviour holds on both of the SDK's transports."""
+    """Every behaviour holds on both paths: the wire (production's) and the SDK."""
     return request.param  # type: ignore[no-any-return]
 
 
@@ -478,7 +478,7 @@ async def test_a_wrong_base_path_is_misconfigured(
         base_url=model_server.base_url.removesuffix("/v1"),
         timeout=5,
         max_retries=0,
-        transport=transport,
+        wire=wire_for(transport, 5),
     )
     try:
         error = await failure(completer)
@@ -606,7 +606,7 @@ async def test_another_400_is_not_taken_for_a_schema_refusal(
 
 async def _check(base_url: str, transport: Transport, model: str = "m") -> list[str]:
     completer = OpenAICompleter(
-        api_key="k", base_url=base_url, timeout=5, max_retries=2, transport=transport
+        api_key="k", base_url=base_url, timeout=5, max_retries=2, wire=wire_for(transport, 5)
     )
     try:
         return await completer.check_endpoint(model)

@@ -39,8 +39,9 @@ def test_idempotency_keys_are_unique_within_and_across_clients() -> None:
 
 
 async def test_a_completer_calls_the_server_through_it(model_server: FakeModelServer) -> None:
+    """Without a wire, the SDK's path, through the lean client."""
     completer = OpenAICompleter(
-        api_key="x", base_url=model_server.base_url, timeout=5, max_retries=0, transport="aiohttp"
+        api_key="x", base_url=model_server.base_url, timeout=5, max_retries=0, wire=None
     )
     assert isinstance(completer._client, LeanAsyncOpenAI)
     model_server.enqueue("First answer")

@@ -15,6 +15,7 @@ from openai._streaming import SSEDecoder
 from core.domain.ports import CompletionRequest
 from core.llm.llm import DRAIN_SECONDS, OpenAICompleter
 from core.llm.llm_stream import EventData
+from tests.wires import wire_for
 
 STREAMS = {
     "one event": b'data: {"a": 1}\n\n',
@@ -108,7 +109,7 @@ async def test_a_server_holding_the_stream_open_after_done_is_left() -> None:
                 base_url=str(server.make_url("/v1")),
                 timeout=30.0,
                 max_retries=0,
-                transport=transport,
+                wire=wire_for(transport, 30.0),
             )
             try:
                 request = CompletionRequest([{"role": "user", "content": "Tea?"}], "m")

@@ -1,0 +1,1 @@
+"""The model providers' HTTP edge: OpenAI-compatible endpoints called over aiohttp."""
