@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from app.lean_imports import admit
 from app.logs import redact_also
 from core.domain.bots import TAIL_CHARS, StoredBot
-from core.domain.errors import ConfigError
 
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet
@@ -37,11 +36,10 @@ class TokenUnreadable(Exception):
     """A stored bot's token does not open under this SECRET_KEY; the message names the bot."""
 
 
-def no_secret_key(bots: int) -> ConfigError:
-    """The one line that stops a start (or a command) without SECRET_KEY while `bots` are
-    stored."""
+def no_secret_key(bots: int) -> str:
+    """The one line that stops a start without SECRET_KEY while `bots` are stored."""
     stored = "1 bot is" if bots == 1 else f"{bots} bots are"
-    return ConfigError(
+    return (
         f"SECRET_KEY is not set, and {stored} stored (`consultation-bot bots list`) whose "
         "tokens it encrypts: set the SECRET_KEY they were added with."
     )

@@ -240,7 +240,7 @@ async def check_stored_bots(registry: BotRegistry, secret_key: str | None) -> in
     if not stored:
         return 0
     if not secret_key:
-        raise StartupError(str(no_secret_key(stored)))
+        raise StartupError(no_secret_key(stored))
     box = TokenBox(secret_key)
     for bot in await registry.bots():
         try:
