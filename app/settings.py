@@ -25,11 +25,13 @@ from api.exposure import is_loopback
 from bot.transport.config import BotConfig
 from core.domain.errors import ConfigError
 from core.domain.facts import telegram_person
+from core.domain.plans import Plan, parse_plans
 from core.domain.quotas import QuotaConfig
 from core.domain.usage import Prices, parse_prices
 from core.llm.llm import ModelEndpoint
 from core.prompting.requests import EngineConfig
 from media.config import EmbeddingEndpoint, IntakeConfig, ReaderConfig, TranscriptionEndpoint
+from i18n.languages import LANGUAGES
 from tools.config import ToolsConfig, tools_config
 
 MAX_MODELS = 20
@@ -207,6 +209,12 @@ class Settings(BaseSettings):
     quota_exempt_user_ids: PersonList = frozenset()
     api_daily_token_limit: int = Field(default=0, ge=0)
 
+    # Plans sold in Telegram Stars (core.domain.plans): a JSON list; empty: nothing is sold
+    plans: str = ""
+    # What /paysupport and /terms answer (Telegram asks bots that take payments for both)
+    payment_support_text: str = Field(default="", max_length=4000)
+    payment_terms_text: str = Field(default="", max_length=4000)
+
     # HTTP API
     api_enabled: bool = False
     api_host: str = "127.0.0.1"
@@ -320,6 +328,16 @@ class Settings(BaseSettings):
                 "tokens); e.g. `openssl rand -hex 32`"
             )
         return value
+
+    @field_validator("plans", mode="after")
+    @classmethod
+    def _check_plans(cls, value: str) -> str:
+        parse_plans(value, LANGUAGES)  # a ValueError: reported as this setting's
+        return value
+
+    def plan_list(self) -> tuple[Plan, ...]:
+        """PLANS, parsed (checked when the settings were read)."""
+        return parse_plans(self.plans, LANGUAGES)
 
     @field_validator("database_url", mode="after")
     @classmethod

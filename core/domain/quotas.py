@@ -9,8 +9,10 @@ Invariants:
   or more is over it. "Used" counts the tokens charged and those held by turns under way.
 - A person exempt by the deployment (`QuotaConfig.exempt`: QUOTA_EXEMPT_USER_IDS and
   ADMIN_USER_IDS) or by an admin's override has no person limits at all; an override with
-  a number replaces only the daily token limit. The API token's limit is the client's,
-  never lifted by a person's exemption.
+  a number replaces only the daily token limit. A person with an active plan
+  (`core.domain.plans`) gets the plan's limits instead of the deployment's (each limit the
+  plan names; an override's daily tokens still win). The API token's limit is the
+  client's, never lifted by a person's exemption.
 - `decide` is pure: the same standing gives the same verdict. Starting a consultation or
   asking a follow-up over a limit is refused (`QuotaExceeded`, nothing stored, no round
   used); a consultation already under way is never cut mid-way: its next turn is answered
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from core.domain.errors import ConsultationError
+from core.domain.plans import PlanLimits
 
 MAX_OVERRIDE_TOKENS = 1_000_000_000
 """The largest daily token limit an override may set (`/quota`)."""
@@ -90,26 +93,46 @@ class PersonLimits:
     daily_consultations: int = 0
     exempt: bool = False
     overridden: bool = False
+    plan: str = ""
+    """The id of the active plan whose limits these are ("" for none)."""
 
     @property
     def any(self) -> bool:
         return bool(self.daily_tokens or self.monthly_tokens or self.daily_consultations)
 
 
-def limits_for(config: QuotaConfig, person: str, override: QuotaOverride | None) -> PersonLimits:
-    """The deployment's limits, unless the person is exempt or an override says otherwise."""
+def limits_for(
+    config: QuotaConfig,
+    person: str,
+    override: QuotaOverride | None,
+    plan: tuple[str, PlanLimits] | None = None,
+) -> PersonLimits:
+    """The deployment's limits, unless the person is exempt, an override says otherwise, or
+    an active `plan` (its id and limits) replaces those it names."""
     if person in config.exempt:
         return PersonLimits(exempt=True)
     if override is not None and override.exempt:
         return PersonLimits(exempt=True, overridden=True)
     daily = config.user_daily_tokens
+    monthly = config.user_monthly_tokens
+    consultations = config.user_daily_consultations
+    plan_id = ""
+    if plan is not None:
+        plan_id, given = plan
+        if given.daily_tokens is not None:
+            daily = given.daily_tokens
+        if given.monthly_tokens is not None:
+            monthly = given.monthly_tokens
+        if given.daily_consultations is not None:
+            consultations = given.daily_consultations
     if override is not None and override.daily_tokens is not None:
         daily = override.daily_tokens
     return PersonLimits(
         daily_tokens=daily,
-        monthly_tokens=config.user_monthly_tokens,
-        daily_consultations=config.user_daily_consultations,
+        monthly_tokens=monthly,
+        daily_consultations=consultations,
         overridden=override is not None,
+        plan=plan_id,
     )
 
 

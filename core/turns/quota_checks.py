@@ -4,7 +4,8 @@ their turns by the rules of `core.domain.quotas`.
 Invariants:
 - An admin's override applies to this worker's next turn at once, and to other workers'
   within `OVERRIDE_CACHE_SECONDS` (each keeps what it read that long, so a turn usually
-  costs no read for it).
+  costs no read for it). So does a person's plan (`plan_limits`, the per-person limits
+  source: a plan granted or revoked here is read afresh at once, via `refresh`).
 - Concurrency (any number of turns, workers and stores): a turn is admitted by
   `admit`, which reads the standing and takes the turn's token hold in one step under
   the person's and the client key's lock (`ConsultationStore.hold_tokens`), so a check
@@ -23,7 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,12 +49,17 @@ from core.domain.quotas import (
     limits_for,
     resets_at,
 )
+from core.domain.plans import PlanLimits
 from core.domain.usage import Payer, ScopeKind, UsageTotal, day_of, month_start
 from core.primitives.expiring import ReadThrough
 from core.turns.quota_holds import Held
 
 if TYPE_CHECKING:
     from core.domain.ports import ConsultationStore
+
+
+PlanLimitsOf = Callable[[str], Awaitable[tuple[str, PlanLimits] | None]]
+"""A person's active plan's id and limits, None without one (`core.turns.plan_limits`)."""
 
 
 def tokens(totals: list[UsageTotal]) -> int:
@@ -93,8 +99,10 @@ class Quotas:
         config: QuotaConfig,
         clock: Callable[[], float],
         on_refused: Callable[[Limit], None] | None = None,
+        plan_limits: PlanLimitsOf | None = None,
     ) -> None:
-        """`on_refused` hears the limit of each turn refused (the metrics)."""
+        """`on_refused` hears the limit of each turn refused (the metrics); `plan_limits`
+        reads a person's active plan (without it no one has a plan)."""
         self._store = store
         self._config = config
         self._clock = clock
@@ -102,6 +110,21 @@ class Quotas:
         self._overrides = ReadThrough(
             store.load_quota_override, OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
         )
+        self._plan_limits = plan_limits
+        self._plans = ReadThrough(
+            self._read_plan, OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
+        )
+
+    def use_plans(self, plan_limits: PlanLimitsOf) -> None:
+        """Read people's plans with `plan_limits` from now on (the composition root wires it
+        after the store's payment book exists)."""
+        self._plan_limits = plan_limits
+        self._plans = ReadThrough(
+            self._read_plan, OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
+        )
+
+    async def _read_plan(self, person: str) -> tuple[str, PlanLimits] | None:
+        return None if self._plan_limits is None else await self._plan_limits(person)
 
     @property
     def config(self) -> QuotaConfig:
@@ -198,13 +221,14 @@ class Quotas:
         limits = PersonLimits()
         if payer.person is not None and payer.person not in self._config.exempt:
             override = await self._override(payer.person)
-            limits = limits_for(self._config, payer.person, override)
+            plan = None if self._plan_limits is None else await self._plans.get(payer.person)
+            limits = limits_for(self._config, payer.person, override, plan)
         return limits, client_limit
 
     async def of_person(self, person: str) -> PersonQuota:
         """The person's limits and standing, whatever applies (for /usage and /quota)."""
         override = await self._store.load_quota_override(person)
-        limits = limits_for(self._config, person, override)
+        limits = limits_for(self._config, person, override, await self._read_plan(person))
         every = _Reads(today=True, month=True, starts=True, client=False)
         standing = await self._standing(Payer(person=person), every, self._clock())
         return PersonQuota(person, limits, standing, override)
@@ -222,8 +246,9 @@ class Quotas:
 
     def refresh(self, person: str) -> None:
         """Read the person's override afresh on their next turn (it was changed through
-        the store directly, with its audit entry)."""
+        the store directly, with its audit entry; or their plan was granted or revoked)."""
         self._overrides.discard(person)
+        self._plans.discard(person)
 
     async def _override(self, person: str) -> QuotaOverride | None:
         """The person's override as the store had it at most `OVERRIDE_CACHE_SECONDS` ago."""

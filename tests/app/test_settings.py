@@ -55,6 +55,9 @@ def test_defaults_match_the_spec() -> None:
         ("QUOTA_EXEMPT_USER_IDS", "api:two words"),
         ("QUOTA_EXEMPT_USER_IDS", "api:" + "u" * 65),
         ("QUOTA_EXEMPT_USER_IDS", "tg:12"),
+        ("PLANS", "{not json"),
+        ("PLANS", '[{"id": "Pro!", "title": "Pro", "stars": 5}]'),
+        ("PLANS", '[{"id": "pro", "title": "Pro", "stars": 0}]'),
     ],
 )
 def test_invalid_value_names_the_variable(
