@@ -30,8 +30,8 @@ from core.domain.quotas import QuotaConfig
 from core.domain.usage import Prices, parse_prices
 from core.llm.llm import ModelEndpoint
 from core.prompting.requests import EngineConfig
-from media.config import EmbeddingEndpoint, IntakeConfig, ReaderConfig, TranscriptionEndpoint
 from i18n.languages import LANGUAGES
+from media.config import EmbeddingEndpoint, IntakeConfig, ReaderConfig, TranscriptionEndpoint
 from tools.config import ToolsConfig, tools_config
 
 MAX_MODELS = 20

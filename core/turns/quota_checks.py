@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.domain.plans import PlanLimits
 from core.domain.quotas import (
     ALLOW,
     HOLD_SECONDS,
@@ -49,7 +50,6 @@ from core.domain.quotas import (
     limits_for,
     resets_at,
 )
-from core.domain.plans import PlanLimits
 from core.domain.usage import Payer, ScopeKind, UsageTotal, day_of, month_start
 from core.primitives.expiring import ReadThrough
 from core.turns.quota_holds import Held

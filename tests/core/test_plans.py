@@ -75,7 +75,7 @@ def test_a_bad_plan_is_refused_naming_what_is_wrong(change: dict, says: str) -> 
 def test_malformed_lists_are_refused() -> None:
     """Not JSON, not a list, a non-object entry, a duplicate id, too many plans: refused."""
     for text in ("{", '{"id": "pro"}', "[1]", json.dumps([PRO, PRO])):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"JSON|plan"):
             parse_plans(text, LANGUAGES)
     many = [{**PRO, "id": f"p{n}"} for n in range(21)]
     with pytest.raises(ValueError, match="at most"):
