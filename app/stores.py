@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from app.settings import Settings
 from app.startup import StartupError
-from core.domain.ports import BotRegistry, ConsultationStore
+from core.domain.ports import BotRegistry, ConsultationStore, PaymentBook
 from storage.errors import DatabaseUnusable
 from storage.knowledge import VectorStore
 from storage.sqlite.store import SqliteStore
@@ -27,13 +27,17 @@ if TYPE_CHECKING:  # a type only: a bot without the HTTP server never loads it
         console needs (its list, sessions and audit log), which message carries each
         Telegram conversation's round keyboard, the knowledge base kept in the same
         database (`knowledge`: its search for the engine, its documents for the
-        operator), the bots the operator added (`bots`), and closing it."""
+        operator), the bots the operator added (`bots`), the payments in Stars and people's plans
+        (`payments`), and closing it."""
 
         @property
         def knowledge(self) -> VectorStore: ...
 
         @property
         def bots(self) -> BotRegistry: ...
+
+        @property
+        def payments(self) -> PaymentBook: ...
 
         async def close(self) -> None: ...
 

@@ -30,6 +30,8 @@ from core.domain.consultation import (
 from core.domain.facts import Fact, MemoryPreferences, MemoryState
 from core.domain.knowledge import Passage
 from core.domain.llm_format import SchemaForm
+from core.domain.payments import Grant, Payment
+from core.domain.plans import ActivePlan
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
 from core.domain.tool_usage import ToolCalls
@@ -429,4 +431,38 @@ class BotRegistry(Protocol):
     async def remove_bot(self, bot_id: int, *, at: float) -> bool:
         """Mark the bot removed (disabled, its row and scope kept); False when there was
         no such bot or it was removed already."""
+        ...
+
+
+class PaymentBook(Protocol):
+    """The payments in Stars and the plans they give (`core.domain.payments`), as both stores
+    keep them (`payments`, `person_plans`), by person key."""
+
+    async def record_payment(self, payment: Payment, grant: Grant | None) -> ActivePlan | None:
+        """Store `payment` and, in the same transaction, apply `grant` to its person's plan
+        (None: store only). Exactly once per charge id: a payment already stored changes
+        nothing and returns None, however many callers (workers) record it at once; else
+        the person's plan as it is now (None when nothing was granted)."""
+        ...
+
+    async def grant(self, person: str, grant: Grant, *, at: float) -> ActivePlan:
+        """Give the person `grant`'s plan, extended from the later of `at` and its current
+        end (`core.domain.payments.extended_end`), in one statement."""
+        ...
+
+    async def active_plan(self, person: str, now: float) -> ActivePlan | None:
+        """The person's plan if it ends after `now`."""
+        ...
+
+    async def payment(self, charge_id: str) -> Payment | None: ...
+
+    async def refund(self, charge_id: str, *, at: float) -> Payment | None:
+        """Mark the payment refunded and revoke its person's plan, in one transaction; the
+        payment as it was, None when there is no such payment or it was refunded already."""
+        ...
+
+    async def payments(
+        self, *, person: str | None = None, plan_id: str | None = None, limit: int = 50
+    ) -> list[Payment]:
+        """The latest payments first, of one person and/or plan when given."""
         ...

@@ -577,6 +577,26 @@ MIGRATIONS: list[Migration] = [
             " updated_at DOUBLE PRECISION NOT NULL, removed_at DOUBLE PRECISION)",
         ),
     ),
+    (
+        # Payments in Telegram Stars and the plans they give (`core.domain.payments`): one
+        # row per `telegram_payment_charge_id` (its primary key: a payment delivered twice,
+        # or seen by two workers, is stored once), kept apart from any consultation;
+        # `person_plans` holds each person's (person key's) current plan and its end.
+        "m033_payments",
+        (
+            "CREATE TABLE payments (charge_id TEXT PRIMARY KEY,"
+            " provider_charge_id TEXT NOT NULL DEFAULT '', person TEXT NOT NULL,"
+            " plan_id TEXT NOT NULL, stars BIGINT NOT NULL, currency TEXT NOT NULL,"
+            " payload TEXT NOT NULL, is_recurring BOOLEAN NOT NULL DEFAULT FALSE,"
+            " subscription_expires_at DOUBLE PRECISION, refunded_at DOUBLE PRECISION,"
+            " created_at DOUBLE PRECISION NOT NULL)",
+            "CREATE INDEX payments_person ON payments (person, created_at)",
+            "CREATE INDEX payments_created ON payments (created_at)",
+            "CREATE TABLE person_plans (person TEXT PRIMARY KEY, plan_id TEXT NOT NULL,"
+            " ends_at DOUBLE PRECISION NOT NULL, charge_id TEXT NOT NULL DEFAULT '',"
+            " updated_at DOUBLE PRECISION NOT NULL)",
+        ),
+    ),
 ]
 
 

@@ -73,6 +73,7 @@ from storage.postgres.bots import PostgresBots
 from storage.postgres.calls import StoreCalls
 from storage.postgres.faults import is_unavailable
 from storage.postgres.knowledge import PostgresKnowledge
+from storage.postgres.payments import PostgresPayments
 from storage.postgres.pool import open_pool
 from storage.postgres.schema import migrate
 from storage.postgres.sql import (
@@ -129,6 +130,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys, ConsultationStore):
         self.knowledge = PostgresKnowledge(self._call, self._write)
         """The operator's knowledge base, in this database, through this pool."""
         self.bots = PostgresBots(self._call, self._write)
+        self.payments = PostgresPayments(self._call, self._write)
         """The bots the operator added (`core.domain.ports.BotRegistry`), in this database."""
 
     @classmethod

@@ -632,3 +632,25 @@ async def m031_bots(db: aiosqlite.Connection) -> None:
         " settings TEXT NOT NULL DEFAULT '{}', created_at REAL NOT NULL,"
         " updated_at REAL NOT NULL, removed_at REAL)"
     )
+
+
+@migration
+async def m033_payments(db: aiosqlite.Connection) -> None:
+    """Payments in Telegram Stars and the plans they give (`core.domain.payments`): one
+    row per `telegram_payment_charge_id` (its primary key: a payment delivered twice is
+    stored once), kept apart from any consultation; `person_plans` holds each person's
+    (person key's) current plan and when it ends."""
+    await db.execute(
+        "CREATE TABLE payments (charge_id TEXT PRIMARY KEY,"
+        " provider_charge_id TEXT NOT NULL DEFAULT '', person TEXT NOT NULL,"
+        " plan_id TEXT NOT NULL, stars INTEGER NOT NULL, currency TEXT NOT NULL,"
+        " payload TEXT NOT NULL, is_recurring INTEGER NOT NULL DEFAULT 0,"
+        " subscription_expires_at REAL, refunded_at REAL, created_at REAL NOT NULL)"
+    )
+    await db.execute("CREATE INDEX payments_person ON payments (person, created_at)")
+    await db.execute("CREATE INDEX payments_created ON payments (created_at)")
+    await db.execute(
+        "CREATE TABLE person_plans (person TEXT PRIMARY KEY, plan_id TEXT NOT NULL,"
+        " ends_at REAL NOT NULL, charge_id TEXT NOT NULL DEFAULT '',"
+        " updated_at REAL NOT NULL) WITHOUT ROWID"
+    )

@@ -83,6 +83,7 @@ from storage.sqlite.bots import SqliteBots
 from storage.sqlite.erasure import Erasing, merge_step, nothing, secure_search_index
 from storage.sqlite.health import FileIdentity, StoreHealth
 from storage.sqlite.knowledge import SqliteKnowledge
+from storage.sqlite.payments import SqlitePayments
 from storage.sqlite.schema import migrate
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
         self.knowledge = SqliteKnowledge(self._reader, self._writer)
         """The operator's knowledge base, in this file, on these connections."""
         self.bots = SqliteBots(self._reader, self._writer)
+        self.payments = SqlitePayments(self._reader, self._writer)
         """The bots the operator added (`core.domain.ports.BotRegistry`), in this file."""
 
     @classmethod
