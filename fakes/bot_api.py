@@ -9,6 +9,10 @@ Several bots: `tokens` maps each token the server knows to its bot's (id, userna
 answers for the token asked with, and any other token gets 401 Unauthorized as from Telegram.
 Without `tokens` every token is the one bot (`bot_id`, `username`).
 
+Payments in Stars (`fakes.bot_payments`): sendInvoice, createInvoiceLink,
+answerPreCheckoutQuery, refundStarPayment and editUserStarSubscription, with the
+`pre_checkout_query` and `successful_payment` update builders (`fakes.bot_updates`).
+
 Each bot has its own queue of updates (`push_update(..., token=)`,
 `POST /_control/updates?token=`) and each call records its token (`Call.token`; `GET
 /_control/calls?token=` lists one bot's).
@@ -34,6 +38,7 @@ from aiohttp import web
 
 from fakes.bot_api_checks import check_text
 from fakes.bot_files import BotFiles, StoredFile
+from fakes.bot_payments import PAYMENT_METHODS, BotPayments
 from fakes.bot_updates import UpdateBuilder
 from fakes.serving import LOOPBACK, LocalServer, until_stopped
 
@@ -57,6 +62,14 @@ STRING_PARAMS = frozenset(
         "emoji",
         "query",
         "chat_id",
+        # payments (`fakes.bot_payments`): texts that may look like JSON numbers
+        "title",
+        "payload",
+        "currency",
+        "provider_token",
+        "error_message",
+        "pre_checkout_query_id",
+        "telegram_payment_charge_id",
     }
 )
 NOT_MODIFIED = (
@@ -131,7 +144,7 @@ def _decode(key: str, value: Any) -> Any:
         return value
 
 
-class FakeBotApi(UpdateBuilder, BotFiles):
+class FakeBotApi(UpdateBuilder, BotFiles, BotPayments):
     """Records every Bot API call and answers like Telegram; `push_update` feeds getUpdates.
 
     File downloads are recorded as calls of the method "download" (`file_path` param).
@@ -148,6 +161,7 @@ class FakeBotApi(UpdateBuilder, BotFiles):
     ) -> None:
         UpdateBuilder.__init__(self)
         BotFiles.__init__(self)
+        BotPayments.__init__(self)
         self.host, self.port = LOOPBACK, port
         self.username = username
         self.can_read_all_group_messages = can_read_all_group_messages
@@ -379,6 +393,8 @@ class FakeBotApi(UpdateBuilder, BotFiles):
             return self._send(p) if method == "sendMessage" else self._edit(p)
         if method == "sendDocument":
             return self._send_document(p)
+        if method in PAYMENT_METHODS:
+            return self.payment_call(method, p)
         if method == "editMessageReplyMarkup":
             msg = self.messages.get(_message_key(p))
             if msg is None:
@@ -479,6 +495,17 @@ class FakeBotApi(UpdateBuilder, BotFiles):
             msg["reply_to_message"] = _strip(self.messages[(chat_id, reply["message_id"])])
         self.messages[(chat_id, msg["message_id"])] = msg
         return _ok(msg)
+
+    def _send_invoice_message(
+        self, p: dict[str, Any], invoice: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """sendInvoice: a message carrying the invoice (and its Pay button, if given)."""
+        status, sent = self._send({**p, "text": ""})
+        message = sent["result"]
+        del message["text"]
+        self.messages[(p.get("chat_id"), message["message_id"])].pop("text", None)
+        message["invoice"] = invoice
+        return status, sent
 
     def _send_document(self, p: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """A document uploaded as multipart: its bytes stay in the call (`Upload`)."""

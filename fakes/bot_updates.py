@@ -26,6 +26,10 @@ class UpdateBuilder:
         self.chats: dict[Any, JSON] = {}
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
+        self.checkout_ids: dict[str, int] = {}
+        """Each pre-checkout query built: its id → the payer's user id."""
+        self.charges: dict[str, int] = {}
+        """Each successful payment built: its `telegram_payment_charge_id` → the payer."""
 
     def next_update_id(self) -> int:
         return next(self._update_ids)
@@ -160,3 +164,61 @@ class UpdateBuilder:
                 "message": {k: v for k, v in message.items() if v is not None},
             },
         }
+
+    def pre_checkout_query(
+        self,
+        user_id: int,
+        payload: str,
+        total_amount: int,
+        *,
+        currency: str = "XTR",
+        language_code: str = "en",
+    ) -> JSON:
+        """An Update asking the bot to confirm a payment (answered with answerPreCheckoutQuery)."""
+        query_id = f"pcq{self.next_message_id()}"
+        self.checkout_ids[query_id] = user_id
+        return {
+            "update_id": self.next_update_id(),
+            "pre_checkout_query": {
+                "id": query_id,
+                "from": self.user(user_id, language_code=language_code),
+                "currency": currency,
+                "total_amount": total_amount,
+                "invoice_payload": payload,
+            },
+        }
+
+    def successful_payment(
+        self,
+        user_id: int,
+        payload: str,
+        total_amount: int,
+        *,
+        charge_id: str | None = None,
+        currency: str = "XTR",
+        is_recurring: bool = False,
+        is_first_recurring: bool = False,
+        subscription_expiration_date: int | None = None,
+        language_code: str = "en",
+    ) -> JSON:
+        """An Update with the service message of a completed payment in the payer's private
+        chat; the charge is then known to refundStarPayment (an update delivered again is
+        the same dict pushed twice)."""
+        charge = charge_id or f"stxCharge{self.next_message_id()}"
+        self.charges[charge] = user_id
+        paid: JSON = {
+            "currency": currency,
+            "total_amount": total_amount,
+            "invoice_payload": payload,
+            "telegram_payment_charge_id": charge,
+            "provider_payment_charge_id": "",
+        }
+        if subscription_expiration_date is not None:
+            paid["subscription_expiration_date"] = subscription_expiration_date
+        if is_recurring:
+            paid["is_recurring"] = True
+        if is_first_recurring:
+            paid["is_first_recurring"] = True
+        msg = self.message(user_id, None, user_id=user_id, language_code=language_code)
+        msg["successful_payment"] = paid
+        return {"update_id": self.next_update_id(), "message": msg}
