@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from core.domain.plans import Plan, find_plan
+from core.domain.plans import ActivePlan, Plan, find_plan
 
 STARS = "XTR"
 """The currency of Telegram Stars."""
@@ -117,6 +117,15 @@ class Grant:
     plan_id: str
     seconds: float
     until: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What recording a payment did: `stored` False when its charge id was kept already
+    (then nothing changed); `plan` the person's plan after its grant (None: no grant)."""
+
+    stored: bool
+    plan: ActivePlan | None = None
 
 
 def grant_of(plan: Plan, payment: Payment) -> Grant:

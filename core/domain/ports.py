@@ -30,7 +30,7 @@ from core.domain.consultation import (
 from core.domain.facts import Fact, MemoryPreferences, MemoryState
 from core.domain.knowledge import Passage
 from core.domain.llm_format import SchemaForm
-from core.domain.payments import Grant, Payment
+from core.domain.payments import Grant, Payment, Recorded
 from core.domain.plans import ActivePlan
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
@@ -438,11 +438,10 @@ class PaymentBook(Protocol):
     """The payments in Stars and the plans they give (`core.domain.payments`), as both stores
     keep them (`payments`, `person_plans`), by person key."""
 
-    async def record_payment(self, payment: Payment, grant: Grant | None) -> ActivePlan | None:
+    async def record_payment(self, payment: Payment, grant: Grant | None) -> Recorded:
         """Store `payment` and, in the same transaction, apply `grant` to its person's plan
         (None: store only). Exactly once per charge id: a payment already stored changes
-        nothing and returns None, however many callers (workers) record it at once; else
-        the person's plan as it is now (None when nothing was granted)."""
+        nothing (`stored` False), however many callers (workers) record it at once."""
         ...
 
     async def grant(self, person: str, grant: Grant, *, at: float) -> ActivePlan:

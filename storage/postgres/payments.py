@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from core.domain.payments import Grant, Payment
+from core.domain.payments import Grant, Payment, Recorded
 from core.domain.plans import ActivePlan
 from storage.payments import payment_from_row, payment_values, plan_from_row
 from storage.postgres.bots import Run
@@ -34,14 +34,13 @@ class PostgresPayments:
         self._call = call
         self._write = write
 
-    async def record_payment(self, payment: Payment, grant: Grant | None) -> ActivePlan | None:
-        async def work(connection: asyncpg.Connection) -> ActivePlan | None:
+    async def record_payment(self, payment: Payment, grant: Grant | None) -> Recorded:
+        async def work(connection: asyncpg.Connection) -> Recorded:
             stored = await connection.fetchrow(INSERT_PAYMENT, *payment_values(payment))
             if stored is None or grant is None:
-                return None
-            return await _grant(
-                connection, payment.person, grant, payment.created_at, payment.charge_id
-            )
+                return Recorded(stored=stored is not None)
+            at, charge = payment.created_at, payment.charge_id
+            return Recorded(True, await _grant(connection, payment.person, grant, at, charge))
 
         return await self._write(work)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from core.domain.payments import Grant, Payment
+from core.domain.payments import Grant, Payment, Recorded
 from core.domain.plans import ActivePlan
 from storage.payments import payment_from_row, payment_values, plan_from_row
 from storage.sqlite.batch import BatchedConnection
@@ -38,13 +38,14 @@ class SqlitePayments:
         self._reader = reader
         self._writer = writer
 
-    async def record_payment(self, payment: Payment, grant: Grant | None) -> ActivePlan | None:
-        def work(db: sqlite3.Connection) -> ActivePlan | None:
+    async def record_payment(self, payment: Payment, grant: Grant | None) -> Recorded:
+        def work(db: sqlite3.Connection) -> Recorded:
             if db.execute(_INSERT_PAYMENT, payment_values(payment)).fetchone() is None:
-                return None
+                return Recorded(stored=False)
             if grant is None:
-                return None
-            return _grant(db, payment.person, grant, payment.created_at, payment.charge_id)
+                return Recorded(stored=True)
+            at, charge = payment.created_at, payment.charge_id
+            return Recorded(True, _grant(db, payment.person, grant, at, charge))
 
         return await self._writer.run(work)
 

@@ -38,8 +38,9 @@ MONTH = Grant("pro", 30 * DAY)
 
 async def test_a_payment_reads_back_and_grants_its_plan(store: Store) -> None:
     """A recorded payment is kept as given and the person's plan runs `days` from now."""
-    plan = await store.payments.record_payment(paid(is_recurring=True), MONTH)
-    assert plan is not None
+    recorded = await store.payments.record_payment(paid(is_recurring=True), MONTH)
+    plan = recorded.plan
+    assert recorded.stored and plan is not None
     assert (plan.person, plan.plan_id, plan.ends_at, plan.charge_id) == (
         "tg:42",
         "pro",
@@ -57,7 +58,8 @@ async def test_the_same_charge_recorded_twice_is_kept_and_granted_once(
 ) -> None:
     """A redelivered payment stores nothing and extends nothing."""
     await store.payments.record_payment(paid(), MONTH)
-    assert await store.payments.record_payment(paid(created_at=NOW + 5), MONTH) is None
+    again = await store.payments.record_payment(paid(created_at=NOW + 5), MONTH)
+    assert not again.stored and again.plan is None
     assert await rows("payments") == 1
     plan = await store.payments.active_plan("tg:42", NOW)
     assert plan is not None and plan.ends_at == NOW + 30 * DAY
@@ -68,7 +70,8 @@ async def test_concurrent_records_of_one_charge_grant_once(store: Store, rows: R
     outcomes = await asyncio.gather(
         *(store.payments.record_payment(paid(), MONTH) for _ in range(20))
     )
-    assert sum(outcome is not None for outcome in outcomes) == 1
+    assert sum(outcome.stored for outcome in outcomes) == 1
+    assert sum(outcome.plan is not None for outcome in outcomes) == 1
     assert await rows("payments") == 1
     plan = await store.payments.active_plan("tg:42", NOW)
     assert plan is not None and plan.ends_at == NOW + 30 * DAY
@@ -87,7 +90,7 @@ async def test_two_workers_recording_one_charge_grant_once(
                 for worker in (first, second)
             )
         )
-        assert sum(outcome is not None for outcome in outcomes) == 1
+        assert sum(outcome.stored for outcome in outcomes) == 1
         assert await rows("payments") == 1
         plan = await first.payments.active_plan("tg:42", NOW)
         assert plan is not None and plan.ends_at == NOW + 30 * DAY

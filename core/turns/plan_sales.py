@@ -1,0 +1,163 @@
+"""Selling plans for Telegram Stars: the checks and the books behind /plans, the invoice, the
+pre-checkout query, the payment and the refund (`core.domain.payments`).
+
+Invariants:
+- A pre-checkout is accepted only by `core.domain.payments.check_checkout` (the plan exists,
+  Stars, the plan's price today, the payer is the buyer the payload names, not blocked).
+- A successful payment is kept once per charge id whatever it says (Telegram took the Stars:
+  an operator must be able to see and refund it), and grants its plan only when it names an
+  existing plan bought by its payer, in the same transaction as it is kept
+  (`PaymentBook.record_payment`): a payment delivered twice, or seen by two workers, grants
+  once. People are their person keys (a bot's person: `tg:42`, `tg2:42`), so a plan belongs
+  to the bot it was bought in.
+- A plan granted or revoked here applies to the person's next turn on this worker at once
+  (`refresh`, the quota keeper's cache), on other workers within
+  `core.domain.quotas.OVERRIDE_CACHE_SECONDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.domain.payments import (
+    MAX_CHARGE_ID_CHARS,
+    CheckoutRefusal,
+    Payment,
+    check_checkout,
+    grant_of,
+    invoice_payload,
+    read_payload,
+)
+from core.domain.plans import ActivePlan, Plan, PlanLimits, find_plan
+
+if TYPE_CHECKING:
+    from core.domain.ports import PaymentBook
+
+
+@dataclass(frozen=True, slots=True)
+class Paid:
+    """A `successful_payment` as Telegram sent it, and who sent it (`payer`, a person key)."""
+
+    payer: str
+    charge_id: str
+    payload: str
+    currency: str
+    amount: int
+    at: float
+    provider_charge_id: str = ""
+    is_recurring: bool = False
+    subscription_expires_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What a payment did: `stored` False for one kept already (nothing changed); `plan`
+    and `active` the plan granted and the person's plan now (None: nothing granted)."""
+
+    stored: bool
+    plan: Plan | None = None
+    active: ActivePlan | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """A person's current plan (`plan` None when PLANS no longer lists it)."""
+
+    active: ActivePlan
+    plan: Plan | None
+
+
+class PlanSales:
+    """The plans on sale and the books of their payments."""
+
+    def __init__(
+        self,
+        book: PaymentBook,
+        plans: tuple[Plan, ...],
+        clock: Callable[[], float],
+        *,
+        blocked: Callable[[str], Awaitable[bool]],
+        refresh: Callable[[str], None],
+    ) -> None:
+        """`blocked` says whether an operator blocked a person; `refresh` tells the quota
+        keeper a person's plan changed."""
+        self._book = book
+        self.plans = plans
+        self._clock = clock
+        self._blocked = blocked
+        self._refresh = refresh
+
+    def plan(self, plan_id: str) -> Plan | None:
+        return find_plan(self.plans, plan_id)
+
+    def payload(self, plan: Plan, buyer: str) -> str:
+        return invoice_payload(plan.id, buyer)
+
+    async def checkout(
+        self, *, payer: str, payload: str, currency: str, amount: int
+    ) -> CheckoutRefusal | None:
+        """None when the payment may go ahead, else why not (a forged or unknown payload
+        costs no read of the store)."""
+        first = check_checkout(
+            self.plans,
+            payload=payload,
+            currency=currency,
+            amount=amount,
+            payer=payer,
+            blocked=False,
+        )
+        if first is not None:
+            return first
+        return CheckoutRefusal.BLOCKED if await self._blocked(payer) else None
+
+    async def paid(self, paid: Paid) -> Receipt:
+        """Keep the payment once and grant what it bought (see the module's invariants)."""
+        named = read_payload(paid.payload)
+        plan = None if named is None else self.plan(named.plan_id)
+        if named is not None and named.buyer != paid.payer:
+            plan = None  # paid by another than the buyer: kept, not granted
+        payment = Payment(
+            charge_id=paid.charge_id[:MAX_CHARGE_ID_CHARS],
+            person=paid.payer,
+            plan_id="" if named is None else named.plan_id,
+            stars=paid.amount,
+            currency=paid.currency,
+            payload=paid.payload,
+            created_at=paid.at,
+            provider_charge_id=paid.provider_charge_id[:MAX_CHARGE_ID_CHARS],
+            is_recurring=paid.is_recurring,
+            subscription_expires_at=paid.subscription_expires_at,
+        )
+        grant = None if plan is None else grant_of(plan, payment)
+        recorded = await self._book.record_payment(payment, grant)
+        if recorded.plan is not None:
+            self._refresh(paid.payer)
+        return Receipt(recorded.stored, plan if recorded.stored else None, recorded.plan)
+
+    async def refund(self, charge_id: str) -> Payment | None:
+        """Mark the payment refunded and revoke its person's plan; None when there is no such
+        payment or it was refunded already. (Telegram is asked first, by the caller.)"""
+        refunded = await self._book.refund(charge_id, at=self._clock())
+        if refunded is not None:
+            self._refresh(refunded.person)
+        return refunded
+
+    async def payment(self, charge_id: str) -> Payment | None:
+        return await self._book.payment(charge_id)
+
+    async def holding(self, person: str) -> Holding | None:
+        """The person's plan now, if any."""
+        active = await self._book.active_plan(person, self._clock())
+        return None if active is None else Holding(active, self.plan(active.plan_id))
+
+    async def limits_of(self, person: str) -> tuple[str, PlanLimits] | None:
+        """The person's active plan's id and limits (the quota keeper's per-person source);
+        None without one, or when PLANS no longer lists it."""
+        if not self.plans:
+            return None
+        held = await self.holding(person)
+        if held is None or held.plan is None:
+            return None
+        return held.plan.id, held.plan.limits
