@@ -505,4 +505,37 @@ MESSAGES: dict[str, str | Plural] = {
     "command_history": N_("Your recent consultations"),
     "command_export": N_("The consultation as DOCX and Markdown files"),
     "command_language": N_("Choose the interface language"),
+    # Plans and payments in Telegram Stars (bot.commands.plans).
+    "plans_none": N_("No plans are on sale here."),
+    "plans_header": N_("Plans, paid in Telegram Stars:"),
+    "plan_line": N_("{title} — {stars} ⭐ for {days} days"),
+    "plan_line_subscription": N_("{title} — {stars} ⭐ every 30 days (a subscription)"),
+    "plans_current": N_("Your plan: {title}, until {ends} UTC."),
+    "plans_no_current": N_("You have no plan: the usual limits apply."),
+    "plan_buy_button": N_("Buy {title} — {stars} ⭐"),
+    "plans_private_only": N_("Plans are bought in a private chat with me."),
+    "plan_subscribe": N_("{title}: {stars} ⭐ every 30 days until you cancel it."),
+    "plan_subscribe_button": N_("Subscribe — {stars} ⭐"),
+    "plan_gone": N_("This plan is no longer on sale: see /plans."),
+    "checkout_forged": N_("This invoice was not made for you by this bot: open /plans."),
+    "checkout_unknown_plan": N_("This plan is no longer on sale: open /plans."),
+    "checkout_currency": N_("Plans are paid in Telegram Stars only."),
+    "checkout_amount": N_("The price of this plan has changed: open /plans for a new invoice."),
+    "checkout_payer": N_("This invoice was made for someone else: open /plans for your own."),
+    "checkout_blocked": N_("Sorry, you cannot buy plans here."),
+    "paid_receipt": N_(
+        "Thank you! {title} is yours until {ends} UTC. Keep this payment id for support: "
+        "{charge}"
+    ),
+    "paid_not_granted": N_(
+        "Your payment was received but matches no plan on sale, so nothing changed. "
+        "Ask for a refund with /paysupport, giving this payment id: {charge}"
+    ),
+    "quota_offer_plans": N_("For more, see /plans."),
+    "refund_usage": N_("Usage: /refund <payment id>"),
+    "refund_done": N_("Refunded {stars} ⭐ to {person}; their plan is revoked."),
+    "refund_unknown": N_("No such payment, or it was refunded already."),
+    "refund_failed": N_("Telegram refused the refund: {reason}"),
+    "paysupport_none": N_("For help with a payment, write to the operator of this bot."),
+    "terms_none": N_("No terms are set for payments here."),
 }
