@@ -512,6 +512,8 @@ class Settings(BaseSettings):
             session_ttl_seconds=self.session_ttl_seconds,
             file_api_url=self.telegram_file_base_url,
             handling_deadline=self.handling_deadline(),
+            payment_support_text=self.payment_support_text.strip(),
+            payment_terms_text=self.payment_terms_text.strip(),
         )
 
     def api_config(self) -> ApiConfig:

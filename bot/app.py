@@ -18,6 +18,7 @@ from telegram.ext import (
     CallbackQueryHandler,
     CommandHandler,
     MessageHandler,
+    PreCheckoutQueryHandler,
     filters,
 )
 
@@ -35,6 +36,7 @@ from bot.commands.knowledge import (
 from bot.commands.language_choice import CHOOSE_LANGUAGE, LanguageChoice
 from bot.commands.memory import DELETE_FACT, MemoryCommands
 from bot.commands.model_choice import CHOOSE_MODEL, ModelChoice
+from bot.commands.plans import BUY, PlanCommands
 from bot.commands.quota import QuotaCommand
 from bot.commands.round_presses import RoundPresses
 from bot.commands.stats import StatsCommand
@@ -54,6 +56,7 @@ from bot.updates.cluster_state import IN_MEMORY, SharedState
 from bot.updates.ordering import PerChatUpdateProcessor
 from core.domain.outcomes import Reply
 from core.turns.engine import Engine
+from core.turns.plan_sales import PlanSales
 from media.intake import Intake
 
 POOL_SIZE = 1024
@@ -74,12 +77,15 @@ def build_application(
     intake: Intake | None = None,
     on_given_up: Callable[[str], object] | None = None,
     knowledge: OperatorKnowledge | None = None,
+    sales: PlanSales | None = None,
 ) -> Application:
     """The Application; `on_reply` sees every reply produced (metrics); `shared` is the
     state kept between updates (this process's memory unless given); `intake` reads the
     files users send (without it they get the "text only" answer); `on_given_up` hears the
     reason of each update stopped past `config.handling_deadline` (metrics); `knowledge` is
-    what the operators' /knowledge manages (without it the bot has no such command)."""
+    what the operators' /knowledge manages (without it the bot has no such command);
+    `sales` the plans sold in Stars (without it: /plans, /refund, /paysupport, /terms and
+    payments are not handled)."""
 
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
@@ -126,6 +132,7 @@ def build_application(
         shared=shared,
         intake=intake,
         knowledge=knowledge,
+        sales=sales,
     )
     return application
 
@@ -139,6 +146,7 @@ def register(
     shared: SharedState = IN_MEMORY,
     intake: Intake | None = None,
     knowledge: OperatorKnowledge | None = None,
+    sales: PlanSales | None = None,
 ) -> None:
     """Wire the handlers: one turn runner and one `say` shared by all."""
     bot = application.bot
@@ -153,6 +161,7 @@ def register(
         remember=lambda consultation_id: engine.memories.remember(consultation_id),
         spawn=application.create_task,
         keyboards=shared.round_keyboards,
+        offer_plans=sales is not None and bool(sales.plans),
     )
     say = Say(bot)
     menus = PersonalMenus(bot)
@@ -182,8 +191,23 @@ def register(
         engine.quotas, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
     )
     stats = StatsCommand(engine.figures, config, say=say)
+    plans = (
+        None
+        if sales is None
+        else PlanCommands(
+            sales,
+            say=say,
+            refuse=handlers.refuse,
+            admin_user_ids=config.admin_user_ids,
+            allowed_user_ids=config.allowed_user_ids,
+            support_text=config.payment_support_text,
+            terms_text=config.payment_terms_text,
+        )
+    )
+    buy = {} if plans is None else {BUY: plans.buy}
     buttons = Buttons(
         {
+            **buy,
             ANSWER_NOW: commands.answer_button,
             DELETE_FACT: memory.delete_button,
             ANSWER: rounds.answer,
@@ -228,6 +252,17 @@ def register(
         ("quota", quota.command),
     ):
         application.add_handler(CommandHandler(name, handlers.command(callback), filters=only_new))
+    if plans is not None:
+        for name, callback in (
+            ("plans", plans.plans),
+            ("refund", plans.refund),
+            ("paysupport", plans.paysupport),
+            ("terms", plans.terms),
+        ):
+            command = handlers.command(callback)
+            application.add_handler(CommandHandler(name, command, filters=only_new))
+        application.add_handler(PreCheckoutQueryHandler(plans.on_checkout))
+        application.add_handler(MessageHandler(filters.SUCCESSFUL_PAYMENT, plans.on_paid))
     if knowledge is not None:  # before the unknown commands and the files it takes from them
         operators = KnowledgeCommand(
             knowledge,

@@ -524,8 +524,7 @@ MESSAGES: dict[str, str | Plural] = {
     "checkout_payer": N_("This invoice was made for someone else: open /plans for your own."),
     "checkout_blocked": N_("Sorry, you cannot buy plans here."),
     "paid_receipt": N_(
-        "Thank you! {title} is yours until {ends} UTC. Keep this payment id for support: "
-        "{charge}"
+        "Thank you! {title} is yours until {ends} UTC. Keep this payment id for support: {charge}"
     ),
     "paid_not_granted": N_(
         "Your payment was received but matches no plan on sale, so nothing changed. "

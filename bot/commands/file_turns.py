@@ -99,7 +99,8 @@ class FileTurns:
                 incoming.key, payer_of(incoming), follow_up=aim is not None
             )
         except QuotaExceeded as exc:
-            await self.say(incoming, refused_text(exc.hit, language))
+            offer = self.turns.offer_plans
+            await self.say(incoming, refused_text(exc.hit, language, offer_plans=offer))
             return
         try:
             message_input = await self._read(incoming, file, context)

@@ -20,7 +20,7 @@ from bot.commands.refusals import Refusals
 from bot.transport.chat import Context, Incoming
 from bot.transport.say import Say
 from core.domain.facts import telegram_person
-from core.domain.quotas import MAX_OVERRIDE_TOKENS, PersonQuota, QuotaHit
+from core.domain.quotas import MAX_OVERRIDE_TOKENS, Limit, PersonQuota, QuotaHit
 from core.turns.quota_checks import Quotas
 from i18n.translate import t
 
@@ -39,9 +39,13 @@ def limit_text(hit: QuotaHit, language: str) -> str:
     return t(language, f"quota_{hit.limit.value}", allowed=hit.allowed)
 
 
-def refused_text(hit: QuotaHit, language: str) -> str:
-    """What a person over a limit reads instead of an answer."""
-    return t(language, "quota_refused", limit=limit_text(hit, language), resets=when(hit.resets_at))
+def refused_text(hit: QuotaHit, language: str, *, offer_plans: bool = False) -> str:
+    """What a person over a limit reads instead of an answer; with `offer_plans` (plans
+    are on sale) a person's limit points to /plans."""
+    text = t(language, "quota_refused", limit=limit_text(hit, language), resets=when(hit.resets_at))
+    if offer_plans and hit.limit is not Limit.API_DAILY_TOKENS:
+        text += "\n" + t(language, "quota_offer_plans")
+    return text
 
 
 def final_text(hit: QuotaHit, language: str) -> str:

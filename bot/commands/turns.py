@@ -167,7 +167,10 @@ class TurnRunner:
         remember: Remember | None = None,
         spawn: Spawn | None = None,
         keyboards: KeyboardMessages | None = None,
+        offer_plans: bool = False,
     ) -> None:
+        """With `offer_plans` (plans are on sale) a quota refusal points to /plans."""
+        self.offer_plans = offer_plans
         self._on_reply = on_reply
         self._remember = remember
         self._spawn = spawn
@@ -220,7 +223,7 @@ class TurnRunner:
         except NoActiveConsultation:
             await self._say(sender, t(language, "answer_none"))
         except QuotaExceeded as exc:  # refused before anything was stored
-            await self._say(sender, refused_text(exc.hit, language))
+            await self._say(sender, refused_text(exc.hit, language, offer_plans=self.offer_plans))
         except ChatUnavailable as exc:
             self._note_blocked(target.chat_id, exc)
         return None

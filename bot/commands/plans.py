@@ -1,0 +1,279 @@
+"""Plans in Telegram: /plans with a Buy button each, the invoice a press sends, the answer to a
+pre-checkout query, the receipt of a payment, an operator's /refund, /paysupport and /terms.
+The rules are `core.turns.plan_sales`'; this module only speaks Telegram.
+
+Invariants:
+- Plans are bought in a private chat: the invoice's payload names the plan and the
+  presser (`core.domain.payments.invoice_payload`); a one-time plan is a `sendInvoice` in
+  Stars (XTR, one price, an empty provider token), a subscription a `createInvoiceLink`
+  with `subscription_period` 2592000 behind a URL button.
+- Every pre-checkout query is answered, at once (Telegram waits 10 seconds): ok only when
+  `PlanSales.checkout` finds nothing wrong, else ok False with the reason in the payer's
+  language. A query from someone not on the allow-lists is refused too.
+- A successful payment is passed on whoever sent it (Telegram took the Stars; it is kept
+  for an operator even when it grants nothing); its receipt is sent only the first time.
+- /refund answers only a user in ADMIN_USER_IDS in a private chat; Telegram refunds first
+  (`refundStarPayment`), then the books are changed: a refund Telegram refused changes
+  nothing here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import UTC, datetime
+
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, LabeledPrice, Update
+from telegram.error import TelegramError
+
+from bot.commands.refusals import Refusals
+from bot.commands.usage import payer_of
+from bot.transport.chat import Context, Incoming
+from bot.transport.say import Say
+from bot.updates.buttons import Press
+from core.domain.facts import telegram_person
+from core.domain.payments import MAX_CHARGE_ID_CHARS, PERSON_PATTERN, STARS, CheckoutRefusal
+from core.domain.plans import SUBSCRIPTION_PERIOD_SECONDS, Plan
+from core.turns.plan_sales import Holding, Paid, PlanSales
+from i18n.languages import language_for
+from i18n.translate import t
+
+log = logging.getLogger(__name__)
+
+BUY = "buy"
+"""The kind of a Buy button's callback data (`buy:<plan id>`)."""
+MAX_TITLE_CHARS = 32
+"""Telegram's limit on an invoice's title."""
+_CHARGE = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_CHARGE_ID_CHARS}}}")
+_PERSON = re.compile(PERSON_PATTERN)
+
+
+def when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def plan_line(plan: Plan, language: str) -> str:
+    title = plan.title(language)
+    if plan.subscription:
+        return t(language, "plan_line_subscription", title=title, stars=plan.stars)
+    return t(language, "plan_line", title=title, stars=plan.stars, days=plan.days)
+
+
+def plans_text(plans: tuple[Plan, ...], holding: Holding | None, language: str) -> str:
+    """The plans on sale, each with its description, and the person's current plan."""
+    lines = [t(language, "plans_header"), ""]
+    for plan in plans:
+        lines.append(plan_line(plan, language))
+        description = plan.description(language)
+        if description != plan.title(language):
+            lines.append(description)
+        lines.append("")
+    if holding is None:
+        lines.append(t(language, "plans_no_current"))
+    else:
+        title = holding.active.plan_id if holding.plan is None else holding.plan.title(language)
+        lines.append(t(language, "plans_current", title=title, ends=when(holding.active.ends_at)))
+    return "\n".join(lines)
+
+
+def plans_keyboard(plans: tuple[Plan, ...], language: str) -> InlineKeyboardMarkup:
+    return InlineKeyboardMarkup(
+        [
+            [
+                InlineKeyboardButton(
+                    t(language, "plan_buy_button", title=plan.title(language), stars=plan.stars),
+                    callback_data=f"{BUY}:{plan.id}",
+                )
+            ]
+            for plan in plans
+        ]
+    )
+
+
+def user_of(person: str) -> int | None:
+    """The Telegram user id of a Telegram person key (`tg:42`, `tg2:42`)."""
+    if not _PERSON.fullmatch(person):
+        return None
+    return int(person.rsplit(":", 1)[1])
+
+
+class PlanCommands:
+    """/plans, the Buy presses, /refund, /paysupport, /terms, and the payment updates."""
+
+    def __init__(
+        self,
+        sales: PlanSales,
+        *,
+        say: Say,
+        refuse: Refusals,
+        admin_user_ids: frozenset[int],
+        allowed_user_ids: frozenset[int] = frozenset(),
+        support_text: str = "",
+        terms_text: str = "",
+    ) -> None:
+        """`allowed_user_ids`: ALLOWED_USER_IDS (empty: anyone may pay)."""
+        self.sales = sales
+        self.allowed_users = allowed_user_ids
+        self.say = say
+        self.refuse = refuse
+        self.admins = admin_user_ids
+        self.support_text = support_text
+        self.terms_text = terms_text
+
+    async def plans(self, incoming: Incoming, context: Context) -> None:
+        """The plans with a Buy button each, and the person's current plan."""
+        language = incoming.language
+        if not self.sales.plans:
+            await self.say(incoming, t(language, "plans_none"))
+            return
+        if incoming.is_group:
+            await self.say(incoming, t(language, "plans_private_only"))
+            return
+        person = payer_of(incoming).person
+        holding = None if person is None else await self.sales.holding(person)
+        await self.say(
+            incoming,
+            plans_text(self.sales.plans, holding, language),
+            keyboard=plans_keyboard(self.sales.plans, language),
+        )
+
+    async def buy(self, incoming: Incoming, value: str, context: Context, press: Press) -> None:
+        """A Buy press: the invoice for that plan, made out to the presser."""
+        language = incoming.language
+        plan = self.sales.plan(value)
+        person = payer_of(incoming).person
+        if plan is None:
+            await press.answer(t(language, "plan_gone"))
+            return
+        if incoming.is_group or person is None:
+            await press.answer(t(language, "plans_private_only"))
+            return
+        await press.answer()
+        title = plan.title(language)[:MAX_TITLE_CHARS]
+        description = plan.description(language)
+        payload = self.sales.payload(plan, person)
+        prices = [LabeledPrice(title, plan.stars)]
+        if plan.subscription:
+            link = await context.bot.create_invoice_link(
+                title,
+                description,
+                payload,
+                STARS,
+                prices,
+                provider_token="",
+                subscription_period=SUBSCRIPTION_PERIOD_SECONDS,
+            )
+            button = InlineKeyboardButton(
+                t(language, "plan_subscribe_button", stars=plan.stars), url=link
+            )
+            await self.say(
+                incoming,
+                t(language, "plan_subscribe", title=title, stars=plan.stars),
+                keyboard=InlineKeyboardMarkup([[button]]),
+            )
+            return
+        await context.bot.send_invoice(
+            incoming.chat_id,
+            title,
+            description,
+            payload,
+            STARS,
+            prices,
+            provider_token="",
+        )
+
+    async def on_checkout(self, update: Update, context: Context) -> None:
+        """Answer a pre-checkout query: ok, or refused with the reason."""
+        query = update.pre_checkout_query
+        if query is None:
+            return
+        language = language_for(query.from_user.language_code)
+        refusal = await self.sales.checkout(
+            payer=telegram_person(query.from_user.id),
+            payload=query.invoice_payload,
+            currency=query.currency,
+            amount=query.total_amount,
+        )
+        if self.allowed_users and query.from_user.id not in self.allowed_users:
+            refusal = CheckoutRefusal.BLOCKED
+        if refusal is None:
+            await query.answer(ok=True)
+        else:
+            log.info("pre-checkout refused: %s", refusal.value)
+            await query.answer(ok=False, error_message=t(language, f"checkout_{refusal.value}"))
+
+    async def on_paid(self, update: Update, context: Context) -> None:
+        """Keep a successful payment, grant its plan, and send the receipt (once)."""
+        message = update.effective_message
+        if message is None or message.successful_payment is None or message.from_user is None:
+            return
+        payment = message.successful_payment
+        language = language_for(message.from_user.language_code)
+        expires = payment.subscription_expiration_date
+        receipt = await self.sales.paid(
+            Paid(
+                payer=telegram_person(message.from_user.id),
+                charge_id=payment.telegram_payment_charge_id,
+                payload=payment.invoice_payload,
+                currency=payment.currency,
+                amount=payment.total_amount,
+                at=message.date.timestamp(),
+                provider_charge_id=payment.provider_payment_charge_id or "",
+                is_recurring=bool(payment.is_recurring),
+                subscription_expires_at=None if expires is None else expires.timestamp(),
+            )
+        )
+        if not receipt.stored:
+            log.info(
+                "payment %s delivered again: nothing changed", payment.telegram_payment_charge_id
+            )
+            return
+        charge = payment.telegram_payment_charge_id
+        if receipt.plan is None or receipt.active is None:
+            text = t(language, "paid_not_granted", charge=charge)
+        else:
+            text = t(
+                language,
+                "paid_receipt",
+                title=receipt.plan.title(language),
+                ends=when(receipt.active.ends_at),
+                charge=charge,
+            )
+        await message.reply_text(text)
+
+    async def refund(self, incoming: Incoming, context: Context) -> None:
+        """/refund <charge id>: Telegram refunds the Stars, then the plan is revoked."""
+        language = incoming.language
+        if incoming.user_id not in self.admins or incoming.anonymous_admin:
+            await self.refuse(incoming, t(language, "not_allowed"))
+            return
+        if incoming.is_group:
+            await self.say(incoming, t(language, "quota_private_only"))
+            return
+        args = context.args or []
+        if len(args) != 1 or not _CHARGE.fullmatch(args[0]):
+            await self.say(incoming, t(language, "refund_usage"))
+            return
+        payment = await self.sales.payment(args[0])
+        user_id = None if payment is None else user_of(payment.person)
+        if payment is None or payment.refunded_at is not None or user_id is None:
+            await self.say(incoming, t(language, "refund_unknown"))
+            return
+        try:
+            await context.bot.refund_star_payment(user_id, payment.charge_id)
+        except TelegramError as exc:
+            await self.say(incoming, t(language, "refund_failed", reason=str(exc)[:200]))
+            return
+        refunded = await self.sales.refund(payment.charge_id)
+        if refunded is None:  # refunded meanwhile by another operator
+            await self.say(incoming, t(language, "refund_unknown"))
+            return
+        await self.say(
+            incoming, t(language, "refund_done", stars=refunded.stars, person=refunded.person)
+        )
+
+    async def paysupport(self, incoming: Incoming, context: Context) -> None:
+        await self.say(incoming, self.support_text or t(incoming.language, "paysupport_none"))
+
+    async def terms(self, incoming: Incoming, context: Context) -> None:
+        await self.say(incoming, self.terms_text or t(incoming.language, "terms_none"))

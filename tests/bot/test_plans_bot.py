@@ -1,0 +1,238 @@
+"""Plans in Telegram Stars, end to end: a person out of quota is offered /plans, buys a plan
+(invoice in XTR, pre-checkout accepted, payment kept once) and is answered again; forged,
+mispriced, wrong-currency, other-payer and unknown-plan checkouts are refused with a reason;
+a payment delivered twice grants once; an operator's /refund revokes the plan; a
+subscription's renewal extends it.
+
+The real bot (python-telegram-bot) runs against the fake Bot API and the fake model server,
+on a SQLite file (the books' concurrency on both stores: tests/contract/test_payments_store.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from fakes.bot_api import Call
+from tests.bot_harness import RunningBot, buttons, sent, wait_sent
+
+USER = 501
+OTHER = 502
+ADMIN = 900
+DAY = 86_400
+PLANS = [
+    {
+        "id": "pro",
+        "title": {"en": "Pro", "ru": "Про"},
+        "description": "Five consultations a day",
+        "stars": 250,
+        "days": 30,
+        "limits": {"daily_consultations": 5},
+    },
+    {
+        "id": "club",
+        "title": "Club",
+        "stars": 100,
+        "subscription": True,
+        "limits": {"daily_consultations": 9},
+    },
+]
+
+pytestmark = pytest.mark.bot_settings(
+    user_daily_consultation_limit=1,
+    admin_user_ids=str(ADMIN),
+    plans=json.dumps(PLANS),
+    payment_support_text="Write to support@example.com",
+)
+
+
+async def say(bot: RunningBot, chat: int, text: str, **kwargs: Any) -> Call:
+    """Send `text` and return the one message it gets back."""
+    before = len(sent(bot, chat))
+    await bot.send(chat, text, **kwargs)
+    await wait_sent(bot, chat, before + 1)
+    return sent(bot, chat)[before]
+
+
+async def out_of_quota(bot: RunningBot, chat: int = USER) -> None:
+    """Use the one consultation of the day, then end it."""
+    bot.model.enqueue("Which load?")
+    assert "Which load?" in (await say(bot, chat, "Pick a database")).params["text"]
+    await say(bot, chat, "/reset")
+
+
+async def checkout(
+    bot: RunningBot, user: int, payload: str, amount: int, **kwargs: Any
+) -> tuple[bool, str | None]:
+    """Push a pre-checkout query and return the bot's answer (ok, reason)."""
+    update = bot.api.push_update(bot.api.pre_checkout_query(user, payload, amount, **kwargs))
+    query_id = update["pre_checkout_query"]["id"]
+    await bot.api.wait_for(
+        lambda c: (
+            c.method == "answerPreCheckoutQuery"
+            and c.params.get("pre_checkout_query_id") == query_id
+        )
+    )
+    return bot.api.checkout_answers[query_id]
+
+
+async def pay(bot: RunningBot, user: int, payload: str, amount: int, **kwargs: Any) -> Call:
+    """Push a successful payment and return the bot's next message in the payer's chat."""
+    before = len(sent(bot, user))
+    bot.api.push_update(bot.api.successful_payment(user, payload, amount, **kwargs))
+    await wait_sent(bot, user, before + 1)
+    return sent(bot, user)[before]
+
+
+async def test_a_person_out_of_quota_buys_a_plan_and_is_answered_again(bot: RunningBot) -> None:
+    """Refused and offered /plans; /plans lists Buy buttons; the press sends an invoice in
+    Stars; the checkout is accepted; the receipt names the plan; the next question is
+    answered."""
+    await out_of_quota(bot)
+    refused = await say(bot, USER, "Another question")
+    assert "For more, see /plans." in refused.params["text"]
+    listing = await say(bot, USER, "/plans")
+    assert "Pro — 250 ⭐ for 30 days" in listing.params["text"]
+    assert "Club — 100 ⭐ every 30 days (a subscription)" in listing.params["text"]
+    assert "You have no plan" in listing.params["text"]
+    assert buttons(listing) == ["buy:pro", "buy:club"]
+    bot.api.push_update(bot.api.callback_query(USER, USER, "buy:pro", listing.result["message_id"]))
+    invoice = await bot.api.wait_for("sendInvoice")
+    params = invoice.params
+    assert (params["currency"], params["title"], params["payload"]) == (
+        "XTR",
+        "Pro",
+        f"plan:pro:tg:{USER}",
+    )
+    assert params["prices"] == [{"label": "Pro", "amount": 250}]
+    assert params.get("provider_token") in (None, "")
+    assert invoice.status == 200
+    assert await checkout(bot, USER, params["payload"], 250) == (True, None)
+    receipt = await pay(bot, USER, params["payload"], 250, charge_id="ch-pro-1")
+    assert receipt.params["text"].startswith("Thank you! Pro is yours until ")
+    assert "ch-pro-1" in receipt.params["text"]
+    bot.model.enqueue("Which size?")
+    assert "Which size?" in (await say(bot, USER, "Another question")).params["text"]
+    listing = await say(bot, USER, "/plans")
+    assert "Your plan: Pro, until " in listing.params["text"]
+
+
+@pytest.mark.parametrize(
+    ("payer", "payload", "amount", "currency", "reason"),
+    [
+        (USER, "plan:pro:tg:501:x", 250, "XTR", "This invoice was not made for you by this bot"),
+        (USER, '{"plan": "pro"}', 250, "XTR", "This invoice was not made for you by this bot"),
+        (USER, "plan:pro:tg:501", 1, "XTR", "The price of this plan has changed"),
+        (USER, "plan:pro:tg:501", 250, "USD", "Plans are paid in Telegram Stars only."),
+        (OTHER, "plan:pro:tg:501", 250, "XTR", "This invoice was made for someone else"),
+        (USER, "plan:gold:tg:501", 250, "XTR", "This plan is no longer on sale"),
+    ],
+)
+async def test_a_wrong_checkout_is_refused_with_its_reason(
+    bot: RunningBot, payer: int, payload: str, amount: int, currency: str, reason: str
+) -> None:
+    """Forged payload, wrong amount, wrong currency, another payer, unknown plan: ok False
+    with the reason, and nothing is kept."""
+    ok, text = await checkout(bot, payer, payload, amount, currency=currency)
+    assert not ok and text is not None and text.startswith(reason)
+    assert await bot.runtime.store.payments.payments() == []
+
+
+async def test_the_refusal_reason_is_in_the_payers_language(bot: RunningBot) -> None:
+    """A Russian payer reads why in Russian."""
+    ok, text = await checkout(bot, USER, "plan:pro:tg:501", 1, language_code="ru")
+    assert not ok and text is not None and text.startswith("Цена этого тарифа изменилась")
+
+
+async def test_a_payment_delivered_twice_grants_once(bot: RunningBot) -> None:
+    """The same charge seen again (another update) is kept once, extends nothing and sends
+    no second receipt."""
+    payload = f"plan:pro:tg:{USER}"
+    first = bot.api.successful_payment(USER, payload, 250, charge_id="ch-twice")
+    await pay(bot, USER, payload, 250, charge_id="ch-twice")
+    plan = await bot.runtime.store.payments.active_plan(f"tg:{USER}", time.time())
+    assert plan is not None
+    again = dict(first, update_id=bot.api.next_update_id())
+    bot.api.push_update(again)
+    listing = await say(bot, USER, "/plans")  # handled after the repeat: one chat, in order
+    assert "Your plan: Pro" in listing.params["text"]
+    receipts = [c for c in sent(bot, USER) if c.params["text"].startswith("Thank you!")]
+    assert len(receipts) == 1
+    assert len(await bot.runtime.store.payments.payments()) == 1
+    assert await bot.runtime.store.payments.active_plan(f"tg:{USER}", time.time()) == plan
+
+
+async def test_a_payment_for_another_buyer_is_kept_but_grants_nothing(bot: RunningBot) -> None:
+    """A payment whose payload names another buyer is kept (for a refund) and grants nothing."""
+    reply = await pay(bot, OTHER, f"plan:pro:tg:{USER}", 250, charge_id="ch-odd")
+    assert "matches no plan on sale" in reply.params["text"] and "ch-odd" in reply.params["text"]
+    (kept,) = await bot.runtime.store.payments.payments()
+    assert (kept.charge_id, kept.person) == ("ch-odd", f"tg:{OTHER}")
+    assert await bot.runtime.store.payments.active_plan(f"tg:{OTHER}", time.time()) is None
+
+
+async def test_an_operators_refund_revokes_the_plan(bot: RunningBot) -> None:
+    """/refund <charge> refunds through Telegram and revokes the plan; a second refund and
+    anyone else's /refund change nothing."""
+    await out_of_quota(bot)
+    await pay(bot, USER, f"plan:pro:tg:{USER}", 250, charge_id="ch-back")
+    denied = await say(bot, USER, "/refund ch-back")
+    assert denied.params["text"] == "Sorry, this bot is not available here."
+    done = await say(bot, ADMIN, "/refund ch-back")
+    assert done.params["text"] == f"Refunded 250 ⭐ to tg:{USER}; their plan is revoked."
+    assert bot.api.refunds == [(USER, "ch-back")]
+    assert await bot.runtime.store.payments.active_plan(f"tg:{USER}", time.time()) is None
+    refused = await say(bot, USER, "A question after the refund")
+    assert "For more, see /plans." in refused.params["text"]
+    again = await say(bot, ADMIN, "/refund ch-back")
+    assert again.params["text"] == "No such payment, or it was refunded already."
+    usage = await say(bot, ADMIN, "/refund")
+    assert usage.params["text"] == "Usage: /refund <payment id>"
+    assert bot.api.refunds == [(USER, "ch-back")]
+
+
+async def test_a_subscription_is_a_link_and_its_renewal_extends_it(bot: RunningBot) -> None:
+    """A subscription plan's press answers a 30-day invoice link; the first payment runs to
+    its expiration, a renewal (is_recurring) to the next one."""
+    listing = await say(bot, USER, "/plans")
+    before = len(sent(bot, USER))
+    bot.api.push_update(
+        bot.api.callback_query(USER, USER, "buy:club", listing.result["message_id"])
+    )
+    offer = (await wait_sent(bot, USER, before + 1))[-1]
+    assert offer == "Club: 100 ⭐ every 30 days until you cancel it."
+    (link,) = bot.api.calls_of("createInvoiceLink")
+    assert link.params["subscription_period"] == 2592000 and link.params["currency"] == "XTR"
+    (button,) = sent(bot, USER)[-1].params["reply_markup"]["inline_keyboard"][0]
+    assert button["url"] == bot.api.invoice_links[0]
+    payload = link.params["payload"]
+    now = int(time.time())
+    first = await pay(
+        bot,
+        USER,
+        payload,
+        100,
+        charge_id="sub-1",
+        is_first_recurring=True,
+        subscription_expiration_date=now + 30 * DAY,
+    )
+    assert first.params["text"].startswith("Thank you! Club is yours until ")
+    await pay(
+        bot,
+        USER,
+        payload,
+        100,
+        charge_id="sub-2",
+        is_recurring=True,
+        subscription_expiration_date=now + 60 * DAY,
+    )
+    plan = await bot.runtime.store.payments.active_plan(f"tg:{USER}", time.time())
+    assert plan is not None and (plan.plan_id, plan.ends_at) == ("club", now + 60 * DAY)
+
+
+async def test_support_and_terms_answer_what_the_operator_set(bot: RunningBot) -> None:
+    """/paysupport answers PAYMENT_SUPPORT_TEXT; /terms without PAYMENT_TERMS_TEXT says so."""
+    assert (await say(bot, USER, "/paysupport")).params["text"] == "Write to support@example.com"
+    assert (await say(bot, USER, "/terms")).params["text"] == "No terms are set for payments here."
