@@ -160,6 +160,7 @@ def plan_sales(runtime: Runtime, clock: Callable[[], float] = time.time) -> Plan
         clock,
         blocked=engine.blocks.blocked,
         refresh=engine.quotas.refresh,
+        events=runtime.metrics,
     )
     engine.quotas.use_plans(sales.limits_of)
     return sales

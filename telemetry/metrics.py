@@ -106,6 +106,23 @@ class Metrics:
             ["limit"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
 
+        self.payments = Counter(
+            "payments", "Payments in Telegram Stars kept (each charge once), by plan (\"none\": "
+            "one that matched no plan on sale).",
+            ["plan"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+        self.payment_stars = Counter(
+            "payment_stars", "Telegram Stars received with the payments kept, by plan.",
+            ["plan"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+        self.refunds = Counter(
+            "refunds", "Payments refunded by an operator.", namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+        self.checkouts_refused = Counter(
+            "checkouts_refused", "Pre-checkout queries refused, by reason.",
+            ["reason"], namespace=NAMESPACE, registry=r,
+        )  # fmt: skip
+
         self.loop_lag = Histogram(
             "event_loop_lag_seconds", "How late the event loop ran a timer (stalls every chat).",
             namespace=NAMESPACE, registry=r, buckets=LAG_BUCKETS,
@@ -196,6 +213,18 @@ class Metrics:
     def record_quota_refusal(self, limit: Limit) -> None:
         """Count a turn a quota refused (`core.domain.quotas.Limit`: a fixed set of labels)."""
         self.labelled(self.quota_refusals, limit.value).inc()
+
+    def record_payment(self, plan: str, stars: int) -> None:
+        """Count a payment kept once (`plan`: a plan of PLANS, or "none": a fixed set)."""
+        self.labelled(self.payments, plan).inc()
+        self.labelled(self.payment_stars, plan).inc(stars)
+
+    def record_refund(self) -> None:
+        self.refunds.inc()
+
+    def record_checkout_refusal(self, reason: str) -> None:
+        """Count a refused pre-checkout (`core.domain.payments.CheckoutRefusal`: fixed)."""
+        self.labelled(self.checkouts_refused, reason).inc()
 
     def record_given_up(self, reason: str) -> None:
         """Count an update given up ("attempts", "deadline" or "error")."""

@@ -194,8 +194,8 @@ class PlanCommands:
             currency=query.currency,
             amount=query.total_amount,
         )
-        if self.allowed_users and query.from_user.id not in self.allowed_users:
-            refusal = CheckoutRefusal.BLOCKED
+        if refusal is None and self.allowed_users and query.from_user.id not in self.allowed_users:
+            refusal = self.sales.refuse(CheckoutRefusal.BLOCKED)
         if refusal is None:
             await query.answer(ok=True)
         else:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from core.domain.payments import (
     MAX_CHARGE_ID_CHARS,
@@ -69,6 +69,16 @@ class Holding:
     plan: Plan | None
 
 
+class SalesEvents(Protocol):
+    """What the metrics hear of sales (`telemetry.metrics.Metrics` is one)."""
+
+    def record_payment(self, plan: str, stars: int) -> None: ...
+
+    def record_refund(self) -> None: ...
+
+    def record_checkout_refusal(self, reason: str) -> None: ...
+
+
 class PlanSales:
     """The plans on sale and the books of their payments."""
 
@@ -80,9 +90,12 @@ class PlanSales:
         *,
         blocked: Callable[[str], Awaitable[bool]],
         refresh: Callable[[str], None],
+        events: SalesEvents | None = None,
     ) -> None:
         """`blocked` says whether an operator blocked a person; `refresh` tells the quota
-        keeper a person's plan changed."""
+        keeper a person's plan changed; `events` hears each payment kept, refund and
+        refused checkout (the metrics)."""
+        self._events = events
         self._book = book
         self.plans = plans
         self._clock = clock
@@ -100,7 +113,7 @@ class PlanSales:
     ) -> CheckoutRefusal | None:
         """None when the payment may go ahead, else why not (a forged or unknown payload
         costs no read of the store)."""
-        first = check_checkout(
+        refusal = check_checkout(
             self.plans,
             payload=payload,
             currency=currency,
@@ -108,9 +121,15 @@ class PlanSales:
             payer=payer,
             blocked=False,
         )
-        if first is not None:
-            return first
-        return CheckoutRefusal.BLOCKED if await self._blocked(payer) else None
+        if refusal is None and await self._blocked(payer):
+            refusal = CheckoutRefusal.BLOCKED
+        return refusal if refusal is None else self.refuse(refusal)
+
+    def refuse(self, refusal: CheckoutRefusal) -> CheckoutRefusal:
+        """`refusal`, counted (also one decided at the edge: not on the allow-lists)."""
+        if self._events is not None:
+            self._events.record_checkout_refusal(refusal.value)
+        return refusal
 
     async def paid(self, paid: Paid) -> Receipt:
         """Keep the payment once and grant what it bought (see the module's invariants)."""
@@ -134,6 +153,8 @@ class PlanSales:
         recorded = await self._book.record_payment(payment, grant)
         if recorded.plan is not None:
             self._refresh(paid.payer)
+        if recorded.stored and self._events is not None:
+            self._events.record_payment("none" if plan is None else plan.id, payment.stars)
         return Receipt(recorded.stored, plan if recorded.stored else None, recorded.plan)
 
     async def refund(self, charge_id: str) -> Payment | None:
@@ -142,6 +163,8 @@ class PlanSales:
         refunded = await self._book.refund(charge_id, at=self._clock())
         if refunded is not None:
             self._refresh(refunded.person)
+            if self._events is not None:
+                self._events.record_refund()
         return refunded
 
     async def payment(self, charge_id: str) -> Payment | None:

@@ -117,6 +117,9 @@ async def test_a_person_out_of_quota_buys_a_plan_and_is_answered_again(bot: Runn
     assert "Which size?" in (await say(bot, USER, "Another question")).params["text"]
     listing = await say(bot, USER, "/plans")
     assert "Your plan: Pro, until " in listing.params["text"]
+    metrics = bot.runtime.metrics.render()[0].decode()
+    assert 'consult_payments_total{plan="pro"} 1.0' in metrics
+    assert 'consult_payment_stars_total{plan="pro"} 250.0' in metrics
 
 
 @pytest.mark.parametrize(
@@ -138,6 +141,8 @@ async def test_a_wrong_checkout_is_refused_with_its_reason(
     ok, text = await checkout(bot, payer, payload, amount, currency=currency)
     assert not ok and text is not None and text.startswith(reason)
     assert await bot.runtime.store.payments.payments() == []
+    metrics = bot.runtime.metrics.render()[0].decode()
+    assert "consult_checkouts_refused_total{reason=" in metrics
 
 
 async def test_the_refusal_reason_is_in_the_payers_language(bot: RunningBot) -> None:
@@ -184,6 +189,7 @@ async def test_an_operators_refund_revokes_the_plan(bot: RunningBot) -> None:
     assert done.params["text"] == f"Refunded 250 ⭐ to tg:{USER}; their plan is revoked."
     assert bot.api.refunds == [(USER, "ch-back")]
     assert await bot.runtime.store.payments.active_plan(f"tg:{USER}", time.time()) is None
+    assert "consult_refunds_total 1.0" in bot.runtime.metrics.render()[0].decode()
     refused = await say(bot, USER, "A question after the refund")
     assert "For more, see /plans." in refused.params["text"]
     again = await say(bot, ADMIN, "/refund ch-back")
