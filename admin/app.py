@@ -23,6 +23,7 @@ from admin.consultations import ConsultationPages
 from admin.dashboard import Dashboard, FigureSource, ToolStatuses, no_tool_servers
 from admin.evaluations import EvaluationPages
 from admin.knowledge import KnowledgePages
+from admin.payments import PaymentPages
 from admin.people import PeoplePages
 from admin.ports import AdminStore, BotKeeping, UploadLoader
 from admin.render import not_found
@@ -47,13 +48,15 @@ def build_admin_app(
     throttle: SignInLimits | None = None,
     knowledge: KnowledgeBase | None = None,
     tool_statuses: ToolStatuses = no_tool_servers,
+    payments: PaymentPages | None = None,
 ) -> tuple[web.Application, Auth]:
     """The console's routes behind its gate; `loader` stores uploaded files in the store's
     knowledge base; `bots` keeps the bots served besides the deployment's own; `clock` is
     wall time (sessions expire by it); `throttle` counts sign-in attempts (this process's
     own by default); `knowledge` is the knowledge base as
     consultations search it (hybrid with EMBEDDING_MODEL; the store's by default);
-    `tool_statuses` where each tool server stands, for the dashboard (none by default)."""
+    `tool_statuses` where each tool server stands, for the dashboard (none by default);
+    `payments` the Payments page (its list is empty without one)."""
     auth = Auth(config, store, clock=clock, throttle=throttle)
     app = web.Application(middlewares=[_headers, auth.gate])
     consultations = ConsultationPages(store, engine.lifecycle, clock)
@@ -74,6 +77,9 @@ def build_admin_app(
     add.add_post("/people/{person}/quota", people.set_quota)
     add.add_post("/people/{person}/block", people.block)
     add.add_post("/people/{person}/forget-memory", people.forget_memory)
+    if payments is not None:
+        add.add_get("/payments", payments.list)
+        add.add_post("/payments/{charge_id}/refund", payments.refund)
     add.add_get("/knowledge", knowledge_pages.show)
     add.add_post("/knowledge/upload", knowledge_pages.upload)
     add.add_post("/knowledge/search", knowledge_pages.search)

@@ -144,3 +144,11 @@ class BotKeeping(Protocol):
     async def enable(self, ref: str, enabled: bool) -> StoredBot: ...
 
     async def remove(self, ref: str) -> StoredBot: ...
+
+
+class StarRefunds(Protocol):
+    """Telegram's `refundStarPayment`, as the console asks it (`app.star_refunds`)."""
+
+    async def refund_stars(self, user_id: int, charge_id: str) -> str | None:
+        """Refund the charge to the user; None when Telegram did, else why not (its words)."""
+        ...

@@ -46,6 +46,7 @@ ENVIRONMENT.filters["when"] = _when
 NAV = [
     ("consultations", "Consultations"),
     ("people", "People"),
+    ("payments", "Payments"),
     ("knowledge", "Knowledge"),
     ("bots", "Bots"),
     ("audit", "Audit log"),

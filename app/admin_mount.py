@@ -10,7 +10,9 @@ memory.
 Its Knowledge page stores uploads through `app.console_uploads.ConsoleUploads`: the CLI's
 loader (`media.knowledge_files.KnowledgeLoader`) on the runtime's own document readers
 (the intake's pool: no second pool of reader processes) and the store's knowledge base;
-its Bots page keeps the bots through the CLI's service (`app.bots.BotKeeper`).
+its Bots page keeps the bots through the CLI's service (`app.bots.BotKeeper`); its Payments
+page refunds through the Bot API with TELEGRAM_BOT_TOKEN (`app.star_refunds`; no token: no
+refunds).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def console_mounts(
         return []
     # Jinja2, markdown-it and the text splitter load only when the console is on.
     from admin.app import build_admin_app
+    from admin.payments import PaymentPages
     from app.bots import keeper_for
     from app.console_uploads import ConsoleUploads
 
@@ -63,6 +66,19 @@ def console_mounts(
         runtime.knowledge_loader(),  # the runtime's one pool of readers, its embedder
         max_bytes=settings.knowledge_max_document_bytes,
     )
+    token = settings.secret("telegram_bot_token")
+    refunds = None
+    if token:
+        from app.star_refunds import TelegramStarRefunds
+
+        refunds = TelegramStarRefunds(token, settings.telegram_api_base_url)
+    payments = PaymentPages(
+        runtime.store.payments,
+        runtime.engine,
+        clock,
+        plans=settings.plan_list(),
+        refunds=refunds,
+    )
     console, _ = build_admin_app(
         config,
         runtime.store,
@@ -74,5 +90,6 @@ def console_mounts(
         throttle=throttle,
         knowledge=runtime.knowledge.knowledge,
         tool_statuses=runtime.tool_statuses if tool_statuses is None else tool_statuses,
+        payments=payments,
     )
     return [(PREFIX, console)]

@@ -32,7 +32,7 @@ from bot.transport.chat import Context, Incoming
 from bot.transport.say import Say
 from bot.updates.buttons import Press
 from core.domain.facts import telegram_person
-from core.domain.payments import MAX_CHARGE_ID_CHARS, PERSON_PATTERN, STARS, CheckoutRefusal
+from core.domain.payments import MAX_CHARGE_ID_CHARS, STARS, CheckoutRefusal, telegram_user_of
 from core.domain.plans import SUBSCRIPTION_PERIOD_SECONDS, Plan
 from core.turns.plan_sales import Holding, Paid, PlanSales
 from i18n.languages import language_for
@@ -45,7 +45,6 @@ BUY = "buy"
 MAX_TITLE_CHARS = 32
 """Telegram's limit on an invoice's title."""
 _CHARGE = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_CHARGE_ID_CHARS}}}")
-_PERSON = re.compile(PERSON_PATTERN)
 
 
 def when(timestamp: float) -> str:
@@ -88,13 +87,6 @@ def plans_keyboard(plans: tuple[Plan, ...], language: str) -> InlineKeyboardMark
             for plan in plans
         ]
     )
-
-
-def user_of(person: str) -> int | None:
-    """The Telegram user id of a Telegram person key (`tg:42`, `tg2:42`)."""
-    if not _PERSON.fullmatch(person):
-        return None
-    return int(person.rsplit(":", 1)[1])
 
 
 class PlanCommands:
@@ -255,7 +247,7 @@ class PlanCommands:
             await self.say(incoming, t(language, "refund_usage"))
             return
         payment = await self.sales.payment(args[0])
-        user_id = None if payment is None else user_of(payment.person)
+        user_id = None if payment is None else telegram_user_of(payment.person)
         if payment is None or payment.refunded_at is not None or user_id is None:
             await self.say(incoming, t(language, "refund_unknown"))
             return

@@ -40,6 +40,13 @@ def invoice_payload(plan_id: str, buyer: str) -> str:
     return f"plan:{plan_id}:{buyer}"
 
 
+def telegram_user_of(person: str) -> int | None:
+    """The Telegram user id of a Telegram person key (`tg:42`, `tg2:42`); None for others."""
+    if not re.fullmatch(PERSON_PATTERN, person):
+        return None
+    return int(person.rsplit(":", 1)[1])
+
+
 @dataclass(frozen=True, slots=True)
 class Payload:
     plan_id: str

@@ -455,9 +455,12 @@ class PaymentBook(Protocol):
 
     async def payment(self, charge_id: str) -> Payment | None: ...
 
-    async def refund(self, charge_id: str, *, at: float) -> Payment | None:
-        """Mark the payment refunded and revoke its person's plan, in one transaction; the
-        payment as it was, None when there is no such payment or it was refunded already."""
+    async def refund(
+        self, charge_id: str, *, at: float, audit: AuditEntry | None = None
+    ) -> Payment | None:
+        """Mark the payment refunded and revoke its person's plan, with `audit` (the
+        console's entry) when given, in one transaction; the payment as it is now, None
+        when there is no such payment or it was refunded already (then nothing is written)."""
         ...
 
     async def payments(

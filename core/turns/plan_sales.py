@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from core.domain.audit import AuditEntry
 from core.domain.payments import (
     MAX_CHARGE_ID_CHARS,
     CheckoutRefusal,
@@ -157,10 +158,11 @@ class PlanSales:
             self._events.record_payment("none" if plan is None else plan.id, payment.stars)
         return Receipt(recorded.stored, plan if recorded.stored else None, recorded.plan)
 
-    async def refund(self, charge_id: str) -> Payment | None:
-        """Mark the payment refunded and revoke its person's plan; None when there is no such
-        payment or it was refunded already. (Telegram is asked first, by the caller.)"""
-        refunded = await self._book.refund(charge_id, at=self._clock())
+    async def refund(self, charge_id: str, audit: AuditEntry | None = None) -> Payment | None:
+        """Mark the payment refunded and revoke its person's plan (with the console's
+        `audit` entry); None when there is no such payment or it was refunded already.
+        (Telegram is asked first, by the caller.)"""
+        refunded = await self._book.refund(charge_id, at=self._clock(), audit=audit)
         if refunded is not None:
             self._refresh(refunded.person)
             if self._events is not None:

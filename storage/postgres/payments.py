@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncpg
 
+from core.domain.audit import AuditEntry
 from core.domain.payments import Grant, Payment, Recorded
 from core.domain.plans import ActivePlan
 from storage.payments import payment_from_row, payment_values, plan_from_row
+from storage.postgres.admin import add_audit
 from storage.postgres.bots import Run
 from storage.statements.payments import (
     GRANT_PLAN,
@@ -55,13 +57,17 @@ class PostgresPayments:
         row = await self._call(lambda c: c.fetchrow(SELECT_PAYMENT, charge_id))
         return None if row is None else payment_from_row(tuple(row))
 
-    async def refund(self, charge_id: str, *, at: float) -> Payment | None:
+    async def refund(
+        self, charge_id: str, *, at: float, audit: AuditEntry | None = None
+    ) -> Payment | None:
         async def work(connection: asyncpg.Connection) -> Payment | None:
             row = await connection.fetchrow(MARK_REFUNDED, charge_id, at)
             if row is None:
                 return None
             refunded = payment_from_row(tuple(row))
             await connection.execute(REVOKE_PLAN, refunded.person)
+            if audit is not None:
+                await add_audit(connection, audit)
             return refunded
 
         return await self._write(work)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import sqlite3
 
+from core.domain.audit import AuditEntry
 from core.domain.payments import Grant, Payment, Recorded
 from core.domain.plans import ActivePlan
 from storage.payments import payment_from_row, payment_values, plan_from_row
+from storage.sqlite.admin import add_audit
 from storage.sqlite.batch import BatchedConnection
 from storage.sqlite.placeholders import sqlite_sql
 from storage.statements.payments import (
@@ -66,13 +68,17 @@ class SqlitePayments:
 
         return await self._reader.run(read)
 
-    async def refund(self, charge_id: str, *, at: float) -> Payment | None:
+    async def refund(
+        self, charge_id: str, *, at: float, audit: AuditEntry | None = None
+    ) -> Payment | None:
         def work(db: sqlite3.Connection) -> Payment | None:
             row = db.execute(_MARK_REFUNDED, (charge_id, at)).fetchone()
             if row is None:
                 return None
             refunded = payment_from_row(row)
             db.execute(_REVOKE_PLAN, (refunded.person,))
+            if audit is not None:
+                add_audit(db, audit)
             return refunded
 
         return await self._writer.run(work)

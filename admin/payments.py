@@ -1,0 +1,99 @@
+"""`/admin/payments`: the payments in Telegram Stars, newest first, filtered by person and
+plan, and an operator's refund.
+
+Invariants: the filters take only a person key as the console names people and a plan id
+as PLANS writes them; a charge id in a path is 1-256 of `A-Za-z0-9_.:-`; anything else is
+400 or 404 before the store is asked. A refund POST passes the gate's CSRF check, needs its
+confirmation box, asks Telegram first (`refundStarPayment`): a refund Telegram refused
+changes nothing; then the payment is marked refunded, the plan revoked and the audit entry
+written in one transaction (`PaymentBook.refund`). The plan's end applies to this process's
+next turn at once and to other workers' within `core.domain.quotas.OVERRIDE_CACHE_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from urllib.parse import quote
+
+from aiohttp import web
+
+from admin.auth import SESSION_KEY, read_form
+from admin.config import PREFIX
+from admin.people import PERSON, person_link
+from admin.ports import StarRefunds
+from admin.render import bad_request, not_found, page
+from core.domain.audit import AuditEntry
+from core.domain.payments import MAX_CHARGE_ID_CHARS, telegram_user_of
+from core.domain.plans import Plan
+from core.domain.ports import PaymentBook
+from core.turns.engine import Engine
+
+PAGE = 100
+CHARGE = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_CHARGE_ID_CHARS}}}")
+_PLAN = re.compile(r"[a-z0-9_-]{1,32}")
+
+
+class PaymentPages:
+    def __init__(
+        self,
+        book: PaymentBook,
+        engine: Engine,
+        clock: Callable[[], float],
+        *,
+        plans: tuple[Plan, ...] = (),
+        refunds: StarRefunds | None = None,
+    ) -> None:
+        """`refunds` reaches Telegram (None: no bot token here, so no refunds)."""
+        self._book = book
+        self._engine = engine
+        self._clock = clock
+        self._plans = plans
+        self._refunds = refunds
+
+    async def list(self, request: web.Request) -> web.StreamResponse:
+        person = request.query.get("person", "").strip()
+        plan = request.query.get("plan", "").strip()
+        if person and not PERSON.fullmatch(person):
+            return bad_request(request, "A person is tg:<user id> or api:<userId>.")
+        if plan and not _PLAN.fullmatch(plan):
+            return bad_request(request, "A plan is its id as PLANS names it.")
+        payments = await self._book.payments(
+            person=person or None, plan_id=plan or None, limit=PAGE
+        )
+        rows = [(p, person_link(p.person), quote(p.charge_id, safe="")) for p in payments]
+        return page(
+            request,
+            "payments.html",
+            rows=rows,
+            person=person,
+            plan=plan,
+            plans=self._plans,
+            refunds=self._refunds is not None,
+            total=sum(p.stars for p in payments if p.refunded_at is None),
+        )
+
+    async def refund(self, request: web.Request) -> web.StreamResponse:
+        charge = request.match_info["charge_id"]
+        if not CHARGE.fullmatch(charge):
+            return not_found(request, "No such payment.")
+        form = await read_form(request)
+        if form.get("confirm") != "yes":
+            return bad_request(request, "Refunding needs the confirmation box ticked.")
+        if self._refunds is None:
+            return bad_request(request, "Refunds need TELEGRAM_BOT_TOKEN in this process.")
+        payment = await self._book.payment(charge)
+        if payment is None:
+            return not_found(request, "No such payment.")
+        user_id = telegram_user_of(payment.person)
+        if payment.refunded_at is not None or user_id is None:
+            return bad_request(request, "This payment was refunded already.")
+        refused = await self._refunds.refund_stars(user_id, payment.charge_id)
+        if refused is not None:
+            return bad_request(request, f"Telegram refused the refund: {refused[:200]}")
+        now = self._clock()
+        detail = f"{payment.stars} stars, plan {payment.plan_id or 'none'}, {payment.person}"
+        audit = AuditEntry(now, request[SESSION_KEY].actor, "refund", payment.charge_id, detail)
+        await self._book.refund(payment.charge_id, at=now, audit=audit)
+        self._engine.quotas.refresh(payment.person)
+        raise web.HTTPSeeOther(f"{PREFIX}/payments")

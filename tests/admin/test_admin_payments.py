@@ -1,0 +1,127 @@
+"""The console's Payments page on a real server and store (SQLite and PostgreSQL), with
+refunds through the fake Bot API: the list newest first, filtered by person and plan; a
+refund through the form, CSRF-protected, confirmed, asked of Telegram first and audited,
+revoking the plan; a refund Telegram refuses, a second refund and forged filters and charge
+ids change nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from core.domain.payments import Grant, Payment
+from fakes.bot_api import TOKEN as BOT_TOKEN
+from fakes.bot_api import FakeBotApi
+from tests.admin_harness import Console, console_settings, running_console
+from tests.store_contract import StoreKind
+
+PLANS = [{"id": "pro", "title": "Pro", "stars": 250}, {"id": "max", "title": "Max", "stars": 900}]
+DAY = 86_400.0
+
+
+@pytest.fixture
+async def console(kind: StoreKind, database: str, bot_api: FakeBotApi) -> AsyncIterator[Console]:
+    settings = console_settings(
+        kind,
+        database,
+        plans=json.dumps(PLANS),
+        telegram_bot_token=BOT_TOKEN,
+        telegram_api_base_url=bot_api.base_url,
+    )
+    async with running_console(settings) as c:
+        yield c
+
+
+async def paid(
+    console: Console, bot_api: FakeBotApi, charge: str, user: int, plan: str, at: float
+) -> None:
+    """A payment of `user` for `plan` kept and granted, and known to Telegram."""
+    stars = 250 if plan == "pro" else 900
+    payment = Payment(charge, f"tg:{user}", plan, stars, "XTR", f"plan:{plan}:tg:{user}", at)
+    await console.store.payments.record_payment(payment, Grant(plan, 30 * DAY))
+    bot_api.charges[charge] = user
+
+
+async def test_the_list_is_newest_first_and_filtered(console: Console, bot_api: FakeBotApi) -> None:
+    """Payments are listed newest first, by person and by plan; bad filters are 400."""
+    now = time.time()
+    await paid(console, bot_api, "ch-a", 1, "pro", now - 20)
+    await paid(console, bot_api, "ch-b", 2, "max", now - 10)
+    await paid(console, bot_api, "ch-c", 1, "max", now)
+    assert await console.sign_in() == 303
+    status, html = await console.page("/admin/payments")
+    assert status == 200
+    assert html.index("ch-c") < html.index("ch-b") < html.index("ch-a")
+    assert "2,050 ⭐ kept" in html
+    status, html = await console.page("/admin/payments?person=tg:1")
+    assert status == 200 and "ch-a" in html and "ch-c" in html and "ch-b" not in html
+    status, html = await console.page("/admin/payments?plan=max")
+    assert status == 200 and "ch-b" in html and "ch-c" in html and "ch-a" not in html
+    for query in ("person=<b>x</b>", "plan=PRO!", "person=" + "9" * 200):
+        status, html = await console.page(f"/admin/payments?{query}")
+        assert status == 400 and "<b>x</b>" not in html
+
+
+async def test_a_refund_is_asked_of_telegram_audited_and_revokes_the_plan(
+    console: Console, bot_api: FakeBotApi
+) -> None:
+    """The confirmed form refunds through Telegram, marks the payment, revokes the plan and
+    writes the audit entry; without CSRF or confirmation nothing happens; a second is 400."""
+    await paid(console, bot_api, "ch-1", 42, "pro", time.time())
+    assert await console.sign_in() == 303
+    path = "/admin/payments/ch-1/refund"
+    csrf = await console.csrf("/admin/payments")
+    no_csrf = await console.client.post(path, data={"confirm": "yes"}, allow_redirects=False)
+    assert no_csrf.status == 403
+    unconfirmed = await console.client.post(path, data={"csrf": csrf}, allow_redirects=False)
+    assert unconfirmed.status == 400
+    assert bot_api.refunds == []
+    done = await console.client.post(
+        path, data={"csrf": csrf, "confirm": "yes"}, allow_redirects=False
+    )
+    assert done.status == 303
+    assert bot_api.refunds == [(42, "ch-1")]
+    payment = await console.store.payments.payment("ch-1")
+    assert payment is not None and payment.refunded_at is not None
+    assert await console.store.payments.active_plan("tg:42", time.time()) is None
+    entries = await console.store.audit_log(before_id=None, limit=10)
+    assert [(e.action, e.target) for e in entries if e.action == "refund"] == [("refund", "ch-1")]
+    status, html = await console.page("/admin/payments")
+    assert status == 200 and "refunded " in html
+    again = await console.client.post(
+        path, data={"csrf": csrf, "confirm": "yes"}, allow_redirects=False
+    )
+    assert again.status == 400 and bot_api.refunds == [(42, "ch-1")]
+
+
+async def test_a_refund_telegram_refuses_changes_nothing(
+    console: Console, bot_api: FakeBotApi
+) -> None:
+    """Telegram not knowing the charge: 400 with its words, the plan and payment kept."""
+    await paid(console, bot_api, "ch-2", 42, "pro", time.time())
+    del bot_api.charges["ch-2"]
+    assert await console.sign_in() == 303
+    csrf = await console.csrf("/admin/payments")
+    answer = await console.client.post(
+        "/admin/payments/ch-2/refund", data={"csrf": csrf, "confirm": "yes"}
+    )
+    assert answer.status == 400 and "CHARGE_NOT_FOUND" in await answer.text()
+    payment = await console.store.payments.payment("ch-2")
+    assert payment is not None and payment.refunded_at is None
+    assert await console.store.payments.active_plan("tg:42", time.time()) is not None
+    entries = await console.store.audit_log(before_id=None, limit=10)
+    assert all(e.action != "refund" for e in entries)
+
+
+async def test_forged_charge_ids_are_not_found(console: Console) -> None:
+    """A charge id the console does not take, or no such payment: 404, Telegram not asked."""
+    assert await console.sign_in() == 303
+    csrf = await console.csrf("/admin/payments")
+    for charge in ("no-such-charge", "a%20b", "x" * 300):
+        answer = await console.client.post(
+            f"/admin/payments/{charge}/refund", data={"csrf": csrf, "confirm": "yes"}
+        )
+        assert answer.status == 404
