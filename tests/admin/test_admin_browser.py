@@ -2,7 +2,8 @@
 real server on 127.0.0.1 — sign in, open the list, filter it, open a transcript, sign
 out; read the dashboard, set a person's quota and see the bot (on the same store) refuse
 their next message; upload a document to the knowledge base, search it and delete it; add a
-bot whose token the fake Bot API confirms, disable and remove it —
+bot whose token the fake Bot API confirms, disable and remove it; filter the payments and
+refund one through the fake Bot API —
 with no error in the browser's console (a Content-Security-Policy
 violation would be one).
 
@@ -373,5 +374,57 @@ async def test_a_bot_added_disabled_and_removed_in_the_browser(tmp_path: Path) -
             assert await console.store.bots.bots() == []
             entries = await console.store.audit_log(before_id=None, limit=10)
             assert [e.action for e in entries][:3] == ["bot_remove", "bot_disable", "bot_add"]
+    finally:
+        await telegram.stop()
+
+
+async def test_a_payment_filtered_and_refunded_in_the_browser(tmp_path: Path) -> None:
+    """Sign in, open Payments, filter by plan, refund one payment with the confirmation
+    ticked: Telegram (the fake Bot API) is asked, the row reads refunded, the audit log
+    names it."""
+    from core.domain.payments import Grant, Payment
+
+    telegram = FakeBotApi()
+    await telegram.start()
+    address = await SQLITE.new_database(tmp_path)
+    plans = (
+        '[{"id": "pro", "title": "Pro", "stars": 250}, {"id": "max", "title": "Max", "stars": 900}]'
+    )
+    settings = console_settings(
+        SQLITE,
+        address,
+        telegram_api_base_url=telegram.base_url,
+        telegram_bot_token="123456:browser-pay-token",
+        plans=plans,
+    )
+    try:
+        async with running_console(settings) as console, browser_page() as page:
+            now = time.time()
+            for charge, user, plan, stars in (
+                ("ch-pro", 41, "pro", 250),
+                ("ch-max", 42, "max", 900),
+            ):
+                payment = Payment(charge, f"tg:{user}", plan, stars, "XTR", "p", now)
+                await console.store.payments.record_payment(payment, Grant(plan, 86_400.0))
+                telegram.charges[charge] = user
+            base = str(console.client.make_url("/admin/")).rstrip("/")
+            await page.goto(f"{base}/payments")
+            await page.fill("#token", TOKEN)
+            await page.click("button[type=submit]")
+            await page.click("nav >> text=Payments")
+            await expect(page.locator("h1")).to_have_text("Payments")
+            rows = page.locator("table.list tbody tr")
+            await expect(rows).to_have_count(2)
+            await page.select_option("select[name=plan]", "max")
+            await page.click("form.filters button[type=submit]")
+            await expect(rows).to_have_count(1)
+            await expect(rows).to_contain_text("ch-max")
+            await page.check("form.refund input[name=confirm]")
+            await page.click("form.refund button[type=submit]")
+            await expect(rows.filter(has_text="ch-max")).to_contain_text("refunded")
+            assert telegram.refunds == [(42, "ch-max")]
+            assert await console.store.payments.active_plan("tg:42", time.time()) is None
+            entries = await console.store.audit_log(before_id=None, limit=10)
+            assert entries[0].action == "refund" and entries[0].target == "ch-max"
     finally:
         await telegram.stop()
