@@ -91,6 +91,8 @@ class PaymentPages:
         refused = await self._refunds.refund_stars(user_id, payment.charge_id)
         if refused is not None:
             return bad_request(request, f"Telegram refused the refund: {refused[:200]}")
+        if payment.subscription_expires_at is not None:  # refunded: no renewal after it
+            await self._refunds.cancel_subscription(user_id, payment.charge_id)
         now = self._clock()
         detail = f"{payment.stars} stars, plan {payment.plan_id or 'none'}, {payment.person}"
         audit = AuditEntry(now, request[SESSION_KEY].actor, "refund", payment.charge_id, detail)

@@ -152,3 +152,7 @@ class StarRefunds(Protocol):
     async def refund_stars(self, user_id: int, charge_id: str) -> str | None:
         """Refund the charge to the user; None when Telegram did, else why not (its words)."""
         ...
+
+    async def cancel_subscription(self, user_id: int, charge_id: str) -> str | None:
+        """Cancel the subscription the charge paid for; None when Telegram did, else why not."""
+        ...

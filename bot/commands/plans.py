@@ -14,7 +14,8 @@ Invariants:
   for an operator even when it grants nothing); its receipt is sent only the first time.
 - /refund answers only a user in ADMIN_USER_IDS in a private chat; Telegram refunds first
   (`refundStarPayment`), then the books are changed: a refund Telegram refused changes
-  nothing here.
+  nothing here. A subscription's payment refunded is also cancelled
+  (`editUserStarSubscription`), so Telegram does not renew it.
 """
 
 from __future__ import annotations
@@ -256,6 +257,13 @@ class PlanCommands:
         except TelegramError as exc:
             await self.say(incoming, t(language, "refund_failed", reason=str(exc)[:200]))
             return
+        if payment.subscription_expires_at is not None:  # and no renewal after it
+            try:
+                await context.bot.edit_user_star_subscription(
+                    user_id, payment.charge_id, is_canceled=True
+                )
+            except TelegramError as exc:  # refunded: the books follow; the renewal is logged
+                log.warning("subscription %s not cancelled: %s", payment.charge_id, exc)
         refunded = await self.sales.refund(payment.charge_id)
         if refunded is None:  # refunded meanwhile by another operator
             await self.say(incoming, t(language, "refund_unknown"))

@@ -40,7 +40,11 @@ async def paid(
 ) -> None:
     """A payment of `user` for `plan` kept and granted, and known to Telegram."""
     stars = 250 if plan == "pro" else 900
-    payment = Payment(charge, f"tg:{user}", plan, stars, "XTR", f"plan:{plan}:tg:{user}", at)
+    until = at + 30 * DAY if plan == "max" else None  # "max" is paid as a subscription here
+    payload = f"plan:{plan}:tg:{user}"
+    payment = Payment(
+        charge, f"tg:{user}", plan, stars, "XTR", payload, at, subscription_expires_at=until
+    )
     await console.store.payments.record_payment(payment, Grant(plan, 30 * DAY))
     bot_api.charges[charge] = user
 
@@ -95,6 +99,22 @@ async def test_a_refund_is_asked_of_telegram_audited_and_revokes_the_plan(
         path, data={"csrf": csrf, "confirm": "yes"}, allow_redirects=False
     )
     assert again.status == 400 and bot_api.refunds == [(42, "ch-1")]
+    assert bot_api.subscription_edits == []  # a one-time plan: nothing to cancel
+
+
+async def test_refunding_a_subscription_cancels_it(console: Console, bot_api: FakeBotApi) -> None:
+    """A subscription's payment refunded from the console is cancelled too."""
+    await paid(console, bot_api, "ch-sub", 42, "max", time.time())
+    assert await console.sign_in() == 303
+    csrf = await console.csrf("/admin/payments")
+    answer = await console.client.post(
+        "/admin/payments/ch-sub/refund",
+        data={"csrf": csrf, "confirm": "yes"},
+        allow_redirects=False,
+    )
+    assert answer.status == 303
+    assert bot_api.refunds == [(42, "ch-sub")]
+    assert bot_api.subscription_edits == [(42, "ch-sub", True)]
 
 
 async def test_a_refund_telegram_refuses_changes_nothing(

@@ -201,7 +201,7 @@ async def test_an_operators_refund_revokes_the_plan(bot: RunningBot) -> None:
 
 async def test_a_subscription_is_a_link_and_its_renewal_extends_it(bot: RunningBot) -> None:
     """A subscription plan's press answers a 30-day invoice link; the first payment runs to
-    its expiration, a renewal (is_recurring) to the next one."""
+    its expiration, a renewal (is_recurring) to the next one; refunding it cancels it."""
     listing = await say(bot, USER, "/plans")
     before = len(sent(bot, USER))
     bot.api.push_update(
@@ -236,6 +236,10 @@ async def test_a_subscription_is_a_link_and_its_renewal_extends_it(bot: RunningB
     )
     plan = await bot.runtime.store.payments.active_plan(f"tg:{USER}", time.time())
     assert plan is not None and (plan.plan_id, plan.ends_at) == ("club", now + 60 * DAY)
+    done = await say(bot, ADMIN, "/refund sub-2")
+    assert done.params["text"] == f"Refunded 100 ⭐ to tg:{USER}; their plan is revoked."
+    assert bot.api.refunds == [(USER, "sub-2")]
+    assert bot.api.subscription_edits == [(USER, "sub-2", True)]
 
 
 async def test_support_and_terms_answer_what_the_operator_set(bot: RunningBot) -> None:
