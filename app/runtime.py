@@ -59,6 +59,7 @@ from core.primitives.keyed_lock import KeyedLock
 from core.prompting.prompts import PromptLibrary
 from core.turns.engine import Engine, build_engine
 from core.turns.knowledge_tool import NAME as KNOWLEDGE_TOOL
+from core.turns.plan_sales import PlanSales
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
 from telemetry.loopwatch import watch_event_loop
@@ -100,6 +101,7 @@ class Runtime:
     shared_pool: asyncpg.Pool | None = None  # state every worker shares (DATABASE_URL)
     loops: LoopRegistry = field(default_factory=LoopRegistry)  # what `/healthz` watches
     tools: McpToolbox | None = None  # the MCP servers' tools (MCP_SERVERS, TOOLS_ENABLED)
+    sales: PlanSales | None = None  # the plans PLANS sells in Stars (None: nothing is sold)
 
     def toolbox(self) -> Toolbox | None:
         """The tools consultations may call; None without tool servers."""
@@ -211,6 +213,7 @@ async def open_runtime(
             knowledge=knowledge if knowledge is not None else stored_knowledge.knowledge,
             toolbox=toolbox,
         )
+        sales = plan_sales(settings, store, engine, clock, metrics)
         transcriber = None
         if transcription is not None:  # voice notes: only with TRANSCRIPTION_MODEL
             from media.transcription import OpenAITranscriber
@@ -250,6 +253,7 @@ async def open_runtime(
                 shared_pool=shared_pool,
                 loops=loops,
                 tools=toolbox,
+                sales=sales,
             )
         finally:
             for task in tasks:
@@ -261,6 +265,31 @@ async def open_runtime(
                 from app.heartbeat import leave
 
                 await leave(shared_pool, worker)
+
+
+def plan_sales(
+    settings: Settings,
+    store: Store,
+    engine: Engine,
+    clock: Callable[[], float],
+    metrics: Metrics,
+) -> PlanSales | None:
+    """The plans PLANS sells in Stars, their books in the store, and each buyer's plan as
+    the quota keeper's per-person limits, in every process (the console shows and the bot
+    applies them); None when nothing is sold."""
+    plans = settings.plan_list()
+    if not plans:
+        return None
+    sales = PlanSales(
+        store.payments,
+        plans,
+        clock,
+        blocked=engine.blocks.blocked,
+        refresh=engine.quotas.refresh,
+        events=metrics,
+    )
+    engine.quotas.use_plans(sales.limits_of)
+    return sales
 
 
 def tool_names(toolbox: Toolbox | None) -> Callable[[], frozenset[str]]:

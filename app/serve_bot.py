@@ -18,8 +18,6 @@ import dataclasses
 import json
 import logging
 import sys
-import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from telegram import Update
@@ -36,7 +34,6 @@ from bot.transport.config import BotConfig
 from bot.transport.menus import set_command_menus
 from bot.transport.undelivered import StoredUndelivered
 from bot.updates.cluster_state import IN_MEMORY, SharedState
-from core.turns.plan_sales import PlanSales
 from i18n.document_labels import DOCUMENT_LANGUAGES
 
 if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on; PostgreSQL's
@@ -67,7 +64,7 @@ async def run_bot(settings: Settings) -> int:
             intake=runtime.intake,
             on_given_up=runtime.metrics.record_given_up,
             knowledge=operator_knowledge(runtime),
-            sales=plan_sales(runtime),
+            sales=runtime.sales,
         )
         try:
             await initialize_with_retries(application)
@@ -145,25 +142,6 @@ def operator_knowledge(runtime: Runtime) -> OperatorKnowledge:
     through the runtime's one pool of document readers, within KNOWLEDGE_MAX_DOCUMENT_BYTES."""
     limit = runtime.settings.knowledge_max_document_bytes
     return OperatorKnowledge(runtime.knowledge.knowledge, runtime.knowledge_loader(), limit)
-
-
-def plan_sales(runtime: Runtime, clock: Callable[[], float] = time.time) -> PlanSales | None:
-    """The plans PLANS sells in Stars, their books in the store, and each buyer's plan as
-    the quota keeper's per-person limits (`clock`: the engine's); None when nothing is sold."""
-    plans = runtime.settings.plan_list()
-    if not plans:
-        return None
-    engine = runtime.engine
-    sales = PlanSales(
-        runtime.store.payments,
-        plans,
-        clock,
-        blocked=engine.blocks.blocked,
-        refresh=engine.quotas.refresh,
-        events=runtime.metrics,
-    )
-    engine.quotas.use_plans(sales.limits_of)
-    return sales
 
 
 def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:

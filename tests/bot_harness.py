@@ -25,7 +25,7 @@ from typing import Any
 from telegram.ext import Application
 
 from app.runtime import Runtime, open_runtime
-from app.serve_bot import operator_knowledge, plan_sales
+from app.serve_bot import operator_knowledge
 from app.settings import Settings, load_settings
 from bot.app import build_application
 from bot.transport.config import BotConfig
@@ -112,7 +112,7 @@ async def running_bot(
             intake=runtime.intake,
             shared=shared,
             knowledge=operator_knowledge(runtime),
-            sales=plan_sales(runtime, clock),
+            sales=runtime.sales,
         )
         async with application:
             await application.start()
