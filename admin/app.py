@@ -31,6 +31,7 @@ from admin.security import protect
 from core.domain.knowledge import KnowledgeBase
 from core.domain.sign_in_limits import SignInLimits
 from core.turns.engine import Engine
+from core.turns.plan_sales import PlanSales
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
@@ -49,6 +50,7 @@ def build_admin_app(
     knowledge: KnowledgeBase | None = None,
     tool_statuses: ToolStatuses = no_tool_servers,
     payments: PaymentPages | None = None,
+    sales: PlanSales | None = None,
 ) -> tuple[web.Application, Auth]:
     """The console's routes behind its gate; `loader` stores uploaded files in the store's
     knowledge base; `bots` keeps the bots served besides the deployment's own; `clock` is
@@ -56,12 +58,13 @@ def build_admin_app(
     own by default); `knowledge` is the knowledge base as
     consultations search it (hybrid with EMBEDDING_MODEL; the store's by default);
     `tool_statuses` where each tool server stands, for the dashboard (none by default);
-    `payments` the Payments page (its list is empty without one)."""
+    `payments` the Payments page (none without one); `sales` the plans sold (a person's
+    page shows their plan)."""
     auth = Auth(config, store, clock=clock, throttle=throttle)
     app = web.Application(middlewares=[_headers, auth.gate])
     consultations = ConsultationPages(store, engine.lifecycle, clock)
     evaluations = EvaluationPages(config.reports_dir)
-    people = PeoplePages(store, engine, clock)
+    people = PeoplePages(store, engine, clock, sales=sales)
     searched = store.knowledge if knowledge is None else knowledge
     knowledge_pages = KnowledgePages(store, loader, engine, clock, knowledge=searched)
     add = app.router

@@ -30,6 +30,7 @@ from core.domain.quotas import MAX_OVERRIDE_TOKENS, PersonLimits, QuotaOverride,
 from core.domain.tool_usage import UNKNOWN, ToolCalls, ToolCount, shown_tool
 from core.domain.usage import ScopeKind, day_of, month_start
 from core.turns.engine import Engine
+from core.turns.plan_sales import PlanSales
 
 PAGE = 50
 PERSON = re.compile(r"tg:[1-9][0-9]{0,18}|api:[A-Za-z0-9_.:@-]{1,128}")
@@ -42,10 +43,19 @@ NO_SUCH_PERSON = "No such person."
 
 
 class PeoplePages:
-    def __init__(self, store: AdminStore, engine: Engine, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        store: AdminStore,
+        engine: Engine,
+        clock: Callable[[], float],
+        *,
+        sales: PlanSales | None = None,
+    ) -> None:
+        """`sales`: the plans sold (a person's page shows their plan); None: none sold."""
         self._store = store
         self._engine = engine
         self._clock = clock
+        self._sales = sales
 
     async def list(self, request: web.Request) -> web.StreamResponse:
         search = request.query.get("q", "")
@@ -83,6 +93,7 @@ class PeoplePages:
         )
         facts = await self._store.person_facts(person, limit=MAX_FACTS)
         blocked = await self._store.is_blocked(person)
+        holding = None if self._sales is None else await self._sales.holding(person)
         return page(
             request,
             "person.html",
@@ -96,6 +107,7 @@ class PeoplePages:
             blocked=blocked,
             max_tokens=MAX_OVERRIDE_TOKENS,
             limits=limits_text(quota.limits),
+            holding=holding,
         )
 
     async def set_quota(self, request: web.Request) -> web.StreamResponse:

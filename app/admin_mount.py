@@ -91,5 +91,6 @@ def console_mounts(
         knowledge=runtime.knowledge.knowledge,
         tool_statuses=runtime.tool_statuses if tool_statuses is None else tool_statuses,
         payments=payments,
+        sales=runtime.sales,
     )
     return [(PREFIX, console)]

@@ -76,6 +76,8 @@ async def test_a_refund_is_asked_of_telegram_audited_and_revokes_the_plan(
     writes the audit entry; without CSRF or confirmation nothing happens; a second is 400."""
     await paid(console, bot_api, "ch-1", 42, "pro", time.time())
     assert await console.sign_in() == 303
+    status, html = await console.page("/admin/people/tg%3A42")
+    assert status == 200 and "<dt>Plan</dt><dd>pro, until " in html
     path = "/admin/payments/ch-1/refund"
     csrf = await console.csrf("/admin/payments")
     no_csrf = await console.client.post(path, data={"confirm": "yes"}, allow_redirects=False)
@@ -95,6 +97,8 @@ async def test_a_refund_is_asked_of_telegram_audited_and_revokes_the_plan(
     assert [(e.action, e.target) for e in entries if e.action == "refund"] == [("refund", "ch-1")]
     status, html = await console.page("/admin/payments")
     assert status == 200 and "refunded " in html
+    status, html = await console.page("/admin/people/tg%3A42")
+    assert status == 200 and "<dt>Plan</dt>" not in html
     again = await console.client.post(
         path, data={"csrf": csrf, "confirm": "yes"}, allow_redirects=False
     )
