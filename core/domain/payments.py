@@ -147,3 +147,32 @@ def extended_end(current_end: float | None, grant: Grant, now: float) -> float:
     """When a plan ends after `grant` (the rule the stores run in SQL, `GRANT_PLAN`)."""
     start = now if current_end is None else max(current_end, now)
     return max(start + grant.seconds, grant.until)
+
+
+@dataclass(frozen=True, slots=True)
+class StarsDay:
+    """The payments kept on one UTC day: how many, their Stars, and the Stars of those
+    refunded since (counted on the day they were paid)."""
+
+    day: str
+    payments: int
+    stars: int
+    refunded_stars: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SalesFigures:
+    """Stars by UTC day over a period (days without a payment left out), and the plans
+    active now."""
+
+    days: tuple[StarsDay, ...]
+    active_plans: int
+
+    @property
+    def stars(self) -> int:
+        """The Stars kept over the period (refunded ones not counted)."""
+        return sum(day.stars - day.refunded_stars for day in self.days)
+
+    @property
+    def payments(self) -> int:
+        return sum(day.payments for day in self.days)

@@ -30,7 +30,7 @@ from core.domain.consultation import (
 from core.domain.facts import Fact, MemoryPreferences, MemoryState
 from core.domain.knowledge import Passage
 from core.domain.llm_format import SchemaForm
-from core.domain.payments import Grant, Payment, Recorded
+from core.domain.payments import Grant, Payment, Recorded, StarsDay
 from core.domain.plans import ActivePlan
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
@@ -467,4 +467,13 @@ class PaymentBook(Protocol):
         self, *, person: str | None = None, plan_id: str | None = None, limit: int = 50
     ) -> list[Payment]:
         """The latest payments first, of one person and/or plan when given."""
+        ...
+
+    async def stars_by_day(self, since: float, until: float) -> list[StarsDay]:
+        """The payments kept in [since, until) by UTC day, oldest first (a range of the
+        index on their time)."""
+        ...
+
+    async def active_plans(self, now: float) -> int:
+        """How many people have a plan that ends after `now`."""
         ...

@@ -26,12 +26,14 @@ from core.domain.payments import (
     MAX_CHARGE_ID_CHARS,
     CheckoutRefusal,
     Payment,
+    SalesFigures,
     check_checkout,
     grant_of,
     invoice_payload,
     read_payload,
 )
 from core.domain.plans import ActivePlan, Plan, PlanLimits, find_plan
+from core.domain.stats import period_of
 
 if TYPE_CHECKING:
     from core.domain.ports import PaymentBook
@@ -176,6 +178,14 @@ class PlanSales:
         """The person's plan now, if any."""
         active = await self._book.active_plan(person, self._clock())
         return None if active is None else Holding(active, self.plan(active.plan_id))
+
+    async def figures(self, days: int) -> SalesFigures:
+        """Stars by UTC day over the last `days` days (today included), and the plans
+        active now: two indexed reads."""
+        now = self._clock()
+        period = period_of(now, days)
+        found = await self._book.stars_by_day(period.since, period.until)
+        return SalesFigures(tuple(found), await self._book.active_plans(now))
 
     async def limits_of(self, person: str) -> tuple[str, PlanLimits] | None:
         """The person's active plan's id and limits (the quota keeper's per-person source);

@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncpg
 
 from core.domain.audit import AuditEntry
-from core.domain.payments import Grant, Payment, Recorded
+from core.domain.payments import Grant, Payment, Recorded, StarsDay
 from core.domain.plans import ActivePlan
 from storage.payments import payment_from_row, payment_values, plan_from_row
 from storage.postgres.admin import add_audit
 from storage.postgres.bots import Run
 from storage.statements.payments import (
+    ACTIVE_PLANS,
     GRANT_PLAN,
     INSERT_PAYMENT,
     MARK_REFUNDED,
@@ -22,8 +23,12 @@ from storage.statements.payments import (
     SELECT_PAYMENT,
     SELECT_PAYMENTS,
     SELECT_PLAN,
+    STARS_BY_DAY,
 )
 
+_STARS_BY_DAY = STARS_BY_DAY.format(
+    day="to_char(to_timestamp(created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+).replace("$1 AND created_at < $2", "$1::double precision AND created_at < $2::double precision")
 _GRANT_PLAN = GRANT_PLAN.format(greatest="GREATEST").replace(
     "$3 + $4", "$3::double precision + $4::double precision"
 )
@@ -77,6 +82,13 @@ class PostgresPayments:
     ) -> list[Payment]:
         rows = await self._call(lambda c: c.fetch(SELECT_PAYMENTS, person, plan_id, limit))
         return [payment_from_row(tuple(row)) for row in rows]
+
+    async def stars_by_day(self, since: float, until: float) -> list[StarsDay]:
+        rows = await self._call(lambda c: c.fetch(_STARS_BY_DAY, since, until))
+        return [StarsDay(row[0], int(row[1]), int(row[2]), int(row[3])) for row in rows]
+
+    async def active_plans(self, now: float) -> int:
+        return int(await self._call(lambda c: c.fetchval(ACTIVE_PLANS, now)))
 
 
 async def _grant(

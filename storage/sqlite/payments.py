@@ -8,13 +8,14 @@ from __future__ import annotations
 import sqlite3
 
 from core.domain.audit import AuditEntry
-from core.domain.payments import Grant, Payment, Recorded
+from core.domain.payments import Grant, Payment, Recorded, StarsDay
 from core.domain.plans import ActivePlan
 from storage.payments import payment_from_row, payment_values, plan_from_row
 from storage.sqlite.admin import add_audit
 from storage.sqlite.batch import BatchedConnection
 from storage.sqlite.placeholders import sqlite_sql
 from storage.statements.payments import (
+    ACTIVE_PLANS,
     GRANT_PLAN,
     INSERT_PAYMENT,
     MARK_REFUNDED,
@@ -22,6 +23,7 @@ from storage.statements.payments import (
     SELECT_PAYMENT,
     SELECT_PAYMENTS,
     SELECT_PLAN,
+    STARS_BY_DAY,
 )
 
 _INSERT_PAYMENT = sqlite_sql(INSERT_PAYMENT)
@@ -31,6 +33,8 @@ _SELECT_PAYMENT = sqlite_sql(SELECT_PAYMENT)
 _MARK_REFUNDED = sqlite_sql(MARK_REFUNDED)
 _REVOKE_PLAN = sqlite_sql(REVOKE_PLAN)
 _SELECT_PAYMENTS = sqlite_sql(SELECT_PAYMENTS)
+_STARS_BY_DAY = sqlite_sql(STARS_BY_DAY.format(day="strftime('%Y-%m-%d', created_at, 'unixepoch')"))
+_ACTIVE_PLANS = sqlite_sql(ACTIVE_PLANS)
 
 
 class SqlitePayments:
@@ -91,6 +95,19 @@ class SqlitePayments:
                 payment_from_row(row)
                 for row in db.execute(_SELECT_PAYMENTS, (person, plan_id, limit))
             ]
+        )
+
+    async def stars_by_day(self, since: float, until: float) -> list[StarsDay]:
+        return await self._reader.run(
+            lambda db: [
+                StarsDay(row[0], int(row[1]), int(row[2]), int(row[3]))
+                for row in db.execute(_STARS_BY_DAY, (since, until))
+            ]
+        )
+
+    async def active_plans(self, now: float) -> int:
+        return await self._reader.run(
+            lambda db: int(db.execute(_ACTIVE_PLANS, (now,)).fetchone()[0])
         )
 
 

@@ -36,3 +36,10 @@ SELECT_PAYMENTS = (
     " AND (CAST($2 AS TEXT) IS NULL OR plan_id = $2)"
     " ORDER BY created_at DESC, charge_id DESC LIMIT $3"
 )
+STARS_BY_DAY = (
+    # {day}: the UTC day of `created_at`, in each store's words.
+    "SELECT {day} AS day, COUNT(*), SUM(stars),"
+    " SUM(CASE WHEN refunded_at IS NULL THEN 0 ELSE stars END) FROM payments"
+    " WHERE created_at >= $1 AND created_at < $2 GROUP BY 1 ORDER BY 1"
+)
+ACTIVE_PLANS = "SELECT COUNT(*) FROM person_plans WHERE ends_at > $1"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from core.domain.payments import Grant, Payment
+from core.domain.payments import Grant, Payment, StarsDay
 from tests.store_contract import Rows, StoreKind
 
 if TYPE_CHECKING:
@@ -149,3 +149,24 @@ async def test_payments_are_listed_latest_first_and_filtered(store: Store) -> No
     assert [p.charge_id for p in await store.payments.payments(plan_id="pro")] == ["b", "a"]
     assert [p.charge_id for p in await store.payments.payments(limit=1)] == ["c"]
     assert await store.payments.active_plan("tg:1", NOW) is None  # recorded without a grant
+
+
+async def test_stars_are_summed_by_utc_day_and_plans_counted(store: Store) -> None:
+    """Payments in a period by UTC day (refunds counted apart), and the plans active now."""
+    midnight = 1_795_651_200.0  # a UTC midnight
+    await store.payments.record_payment(paid("d1", created_at=midnight - 1), MONTH)
+    await store.payments.record_payment(paid("d2", "tg:2", created_at=midnight), MONTH)
+    await store.payments.record_payment(
+        paid("d3", "tg:3", created_at=midnight + 5, stars=100), MONTH
+    )
+    await store.payments.refund("d3", at=midnight + 10)
+    days = await store.payments.stars_by_day(midnight - DAY, midnight + DAY)
+    assert [(d.day, d.payments, d.stars, d.refunded_stars) for d in days] == [
+        ("2026-11-25", 1, 250, 0),
+        ("2026-11-26", 2, 350, 100),
+    ]
+    assert await store.payments.stars_by_day(midnight, midnight + 1) == [
+        StarsDay("2026-11-26", 1, 250, 0)
+    ]
+    assert await store.payments.active_plans(midnight + 20) == 2
+    assert await store.payments.active_plans(midnight + 40 * DAY) == 0
