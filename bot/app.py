@@ -190,7 +190,7 @@ def register(
     quota = QuotaCommand(
         engine.quotas, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
     )
-    stats = StatsCommand(engine.figures, config, say=say)
+    stats = StatsCommand(engine.figures, config, say=say, sales=sales)
     plans = (
         None
         if sales is None

@@ -537,4 +537,8 @@ MESSAGES: dict[str, str | Plural] = {
     "refund_failed": N_("Telegram refused the refund: {reason}"),
     "paysupport_none": N_("For help with a payment, write to the operator of this bot."),
     "terms_none": N_("No terms are set for payments here."),
+    "stats_stars": N_(
+        "Telegram Stars, last {days} days: {stars} ⭐ kept from {payments} payments; "
+        "plans active now: {plans}"
+    ),
 }

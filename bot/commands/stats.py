@@ -15,6 +15,7 @@ from bot.transport.config import BotConfig
 from bot.transport.say import Say
 from core.domain.stats import Stats
 from core.turns.figures import Figures
+from core.turns.plan_sales import PlanSales
 from i18n.translate import t
 
 WEEK = 7
@@ -114,10 +115,14 @@ def stats_text(language: str, stats: Stats, title: str) -> str:
 class StatsCommand:
     """/stats."""
 
-    def __init__(self, figures: Figures, config: BotConfig, *, say: Say) -> None:
+    def __init__(
+        self, figures: Figures, config: BotConfig, *, say: Say, sales: PlanSales | None = None
+    ) -> None:
+        """`sales`: the plans sold in Stars (their figures follow; None: none sold)."""
         self.figures = figures
         self.admins = config.admin_user_ids
         self.say = say
+        self.sales = sales
 
     async def stats(self, incoming: Incoming, context: Context) -> None:
         """Show an operator today's and the last 7 days' figures."""
@@ -137,6 +142,27 @@ class StatsCommand:
         await self.say(
             incoming,
             "\n\n".join(
-                [stats_text(language, today, titles[0]), stats_text(language, week, titles[1])]
+                [
+                    stats_text(language, today, titles[0]),
+                    stats_text(language, week, titles[1]),
+                    *([] if self.sales is None else [await self._sales_text(language)]),
+                ]
             ),
         )
+
+    async def _sales_text(self, language: str) -> str:
+        """The Stars kept over the week, day by day, and the plans active now."""
+        assert self.sales is not None
+        sold = await self.sales.figures(WEEK)
+        lines = [
+            t(
+                language,
+                "stats_stars",
+                days=WEEK,
+                stars=sold.stars,
+                payments=sold.payments,
+                plans=sold.active_plans,
+            )
+        ]
+        lines += [f"{day.day}: {day.stars - day.refunded_stars} ⭐" for day in sold.days]
+        return "\n".join(lines)

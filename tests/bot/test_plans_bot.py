@@ -246,3 +246,12 @@ async def test_support_and_terms_answer_what_the_operator_set(bot: RunningBot) -
     """/paysupport answers PAYMENT_SUPPORT_TEXT; /terms without PAYMENT_TERMS_TEXT says so."""
     assert (await say(bot, USER, "/paysupport")).params["text"] == "Write to support@example.com"
     assert (await say(bot, USER, "/terms")).params["text"] == "No terms are set for payments here."
+
+
+async def test_stats_show_the_stars_by_day_and_the_plans_active(bot: RunningBot) -> None:
+    """An operator's /stats ends with the week's Stars kept, day by day, and the plans active."""
+    await pay(bot, USER, f"plan:pro:tg:{USER}", 250, charge_id="ch-stats")
+    text = (await say(bot, ADMIN, "/stats")).params["text"]
+    assert "Telegram Stars, last 7 days: 250 ⭐ kept from 1 payments; plans active now: 1" in text
+    (kept,) = await bot.runtime.store.payments.payments()
+    assert f"{time.strftime('%Y-%m-%d', time.gmtime(kept.created_at))}: 250 ⭐" in text
