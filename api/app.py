@@ -39,6 +39,7 @@ from core.domain.errors import StoreUnavailable
 from core.domain.ports import ChatLocks
 from core.domain.tools import ToolServerStatus
 from core.turns.engine import Engine
+from core.turns.plan_sales import PlanSales
 from core.turns.transcript import TranscriptLanguages
 from media.intake import Intake
 from telemetry.metrics import Metrics
@@ -94,6 +95,7 @@ def build_web_app(
     loops: LoopRegistry | None = None,
     mounts: Sequence[tuple[str, web.Application]] = (),
     tool_statuses: ToolStatuses = no_tool_servers,
+    sales: PlanSales | None = None,
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always,
@@ -151,7 +153,7 @@ def build_web_app(
         app.router.add_get("/api/users/{user_id}/memory", memory.facts)
         app.router.add_delete("/api/users/{user_id}/memory", memory.forget)
         app.router.add_delete("/api/users/{user_id}/memory/{fact_id}", memory.delete)
-        app.router.add_get("/api/stats", StatsEndpoint(engine.figures).stats)
+        app.router.add_get("/api/stats", StatsEndpoint(engine.figures, sales).stats)
         app.router.add_get("/api/openapi.json", openapi)
     if telegram_application is not None and config.webhook is not None:
         webhook = TelegramWebhook(
@@ -200,6 +202,7 @@ async def start_web_server(
     loops: LoopRegistry | None = None,
     mounts: Sequence[tuple[str, web.Application]] = (),
     tool_statuses: ToolStatuses = no_tool_servers,
+    sales: PlanSales | None = None,
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -219,6 +222,7 @@ async def start_web_server(
         loops=loops,
         mounts=mounts,
         tool_statuses=tool_statuses,
+        sales=sales,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config))

@@ -1,6 +1,7 @@
 """`GET /api/stats`: the operator's figures (`core.domain.stats`) as JSON — today and the last 7
 UTC days, and with `?days=N` the last N days too (`days=30`: about a month), each with its
-tool calls by tool (`toolCalls`).
+tool calls by tool (`toolCalls`); when plans are sold in Stars, `sales`: the Stars per UTC day
+over the last 7 days (or `days`) and the plans active now.
 
 Invariants: `days` is read strictly (an integer 1–`MAX_DAYS` in plain digits, given at
 most once; anything else is VALIDATION_ERROR and nothing is read); the figures are the
@@ -17,6 +18,7 @@ from pydantic.alias_generators import to_camel
 from api.errors import ApiError, json_response
 from core.domain.stats import MAX_DAYS, ROUNDS_TAIL, Stats
 from core.turns.figures import Figures
+from core.turns.plan_sales import PlanSales
 
 WEEK = 7
 _CAMEL = ConfigDict(
@@ -138,6 +140,29 @@ class PeriodStats(BaseModel):
         )
 
 
+class StarsDayOut(BaseModel):
+    """The payments in Telegram Stars kept on one UTC day (`core.domain.payments`)."""
+
+    model_config = _CAMEL
+
+    day: str = Field(json_schema_extra={"format": "date"})
+    payments: int = Field(ge=0)
+    stars: int = Field(ge=0, description="Stars paid that day")
+    refunded_stars: int = Field(ge=0, description="Of those, refunded since")
+
+
+class SalesOut(BaseModel):
+    """Plans sold in Telegram Stars (PLANS): the Stars per day and the plans active now."""
+
+    model_config = _CAMEL
+
+    since: str = Field(json_schema_extra={"format": "date"})
+    until: str = Field(json_schema_extra={"format": "date"})
+    stars: int = Field(description="Stars kept over the days (refunds taken off)")
+    active_plans: int = Field(ge=0, description="People whose plan has not ended")
+    days: list[StarsDayOut] = Field(description="Days with a payment, oldest first")
+
+
 class StatsResponse(BaseModel):
     """`GET /api/stats`: today, the last 7 days, and the last `days` days when asked."""
 
@@ -146,27 +171,52 @@ class StatsResponse(BaseModel):
     today: PeriodStats
     last7_days: PeriodStats
     last_days: PeriodStats | None = Field(default=None, description="Only with `?days=N`")
+    sales: SalesOut | None = Field(
+        default=None,
+        description="Only when plans are sold: the last 7 days (or `days`) of Stars",
+    )
 
 
 class StatsEndpoint:
-    def __init__(self, figures: Figures) -> None:
+    def __init__(self, figures: Figures, sales: PlanSales | None = None) -> None:
+        """`sales`: the plans sold in Stars (None: none, and no `sales` in the answer)."""
         self._figures = figures
+        self._sales = sales
 
     async def stats(self, request: web.Request) -> web.Response:
         """The figures of today and the last 7 days (and `days`): 200, or VALIDATION_ERROR."""
         days = _days(request)
         today = await self._figures.stats(1)
         week = await self._figures.stats(WEEK)
+        sales = None
+        if self._sales is not None:
+            sold = await self._sales.figures(WEEK if days is None else days)
+            sales = SalesOut(
+                since=sold.since_day,
+                until=sold.until_day,
+                stars=sold.stars,
+                active_plans=sold.active_plans,
+                days=[
+                    StarsDayOut(
+                        day=d.day,
+                        payments=d.payments,
+                        stars=d.stars,
+                        refunded_stars=d.refunded_stars,
+                    )
+                    for d in sold.days
+                ],
+            )
         view = StatsResponse(
             today=PeriodStats.of(today, 1),
             last7_days=PeriodStats.of(week, WEEK),
             last_days=None
             if days is None
             else PeriodStats.of(await self._figures.stats(days), days),
+            sales=sales,
         )
-        return json_response(
-            view.model_dump(mode="json", exclude={"last_days"} if days is None else None)
-        )
+        absent = {"last_days": days is None, "sales": sales is None}
+        exclude = {name for name, missing in absent.items() if missing}
+        return json_response(view.model_dump(mode="json", exclude=exclude or None))
 
 
 def _days(request: web.Request) -> int | None:

@@ -35,6 +35,7 @@ async def serve_api(settings: Settings) -> int:
                 loops=runtime.loops,
                 mounts=console_mounts(settings, runtime),
                 tool_statuses=runtime.tool_statuses,
+                sales=runtime.sales,
             )
         except OSError as exc:
             raise cannot_listen(config.host, config.port, exc) from None

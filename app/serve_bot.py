@@ -263,6 +263,7 @@ async def start_web(
             loops=runtime.loops,
             mounts=console_mounts(settings, runtime),
             tool_statuses=runtime.tool_statuses,
+            sales=runtime.sales,
         )
     except OSError as exc:
         raise cannot_listen(config.host, config.port, exc) from None

@@ -167,6 +167,8 @@ class SalesFigures:
 
     days: tuple[StarsDay, ...]
     active_plans: int
+    since_day: str = ""
+    until_day: str = ""
 
     @property
     def stars(self) -> int:

@@ -185,7 +185,8 @@ class PlanSales:
         now = self._clock()
         period = period_of(now, days)
         found = await self._book.stars_by_day(period.since, period.until)
-        return SalesFigures(tuple(found), await self._book.active_plans(now))
+        active = await self._book.active_plans(now)
+        return SalesFigures(tuple(found), active, period.since_day, period.until_day)
 
     async def limits_of(self, person: str) -> tuple[str, PlanLimits] | None:
         """The person's active plan's id and limits (the quota keeper's per-person source);
