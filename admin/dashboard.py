@@ -22,9 +22,11 @@ from aiohttp import web
 
 from admin.charts import Chart, chart
 from admin.render import page
+from core.domain.payments import SalesFigures
 from core.domain.stats import ROUNDS_TAIL, DayFigures, Stats
 from core.domain.tools import ToolServerStatus
 from core.turns.figures import Figures
+from core.turns.plan_sales import PlanSales
 
 log = logging.getLogger(__name__)
 
@@ -109,16 +111,43 @@ def tools_section(statuses: Sequence[ToolServerStatus]) -> FigureSection:
     )
 
 
+def sales_section(sold: SalesFigures) -> FigureSection:
+    """The plans sold in Stars over the series' days: the Stars kept, the payments, the
+    plans active now, and each day with a payment."""
+    return FigureSection(
+        f"Telegram Stars, the last {SERIES_DAYS} days",
+        figures=(
+            Figure("Stars kept (refunds taken off)", f"{sold.stars:,}"),
+            Figure("payments", f"{sold.payments:,}"),
+            Figure("plans active now", f"{sold.active_plans:,}"),
+        ),
+        tables=(
+            FigureTable(
+                "By day",
+                ("Day", "Payments", "Stars", "Refunded"),
+                tuple(
+                    (d.day, f"{d.payments:,}", f"{d.stars:,}", f"{d.refunded_stars:,}")
+                    for d in reversed(sold.days)
+                ),
+            ),
+        ),
+        note="PLANS; see Payments for each one.",
+    )
+
+
 class Dashboard:
     def __init__(
         self,
         figures: Figures,
         source: FigureSource | None = None,
         tool_statuses: ToolStatuses = no_tool_servers,
+        sales: PlanSales | None = None,
     ) -> None:
+        """`sales`: the plans sold in Stars (a section of their own; None: none sold)."""
         self._figures = figures
         self._source = source
         self._tool_statuses = tool_statuses
+        self._sales = sales
 
     async def show(self, request: web.Request) -> web.StreamResponse:
         periods = [await self._figures.stats(days) for days, _ in PERIODS]
@@ -138,7 +167,10 @@ class Dashboard:
         )
 
     async def _sections(self) -> Sequence[FigureSection]:
-        return (*self._tools(), *(await self._plugged()))
+        sales = (
+            () if self._sales is None else (sales_section(await self._sales.figures(SERIES_DAYS)),)
+        )
+        return (*sales, *self._tools(), *(await self._plugged()))
 
     def _tools(self) -> Sequence[FigureSection]:
         """The tool servers' section; none without tool servers."""

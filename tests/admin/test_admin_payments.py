@@ -50,7 +50,8 @@ async def paid(
 
 
 async def test_the_list_is_newest_first_and_filtered(console: Console, bot_api: FakeBotApi) -> None:
-    """Payments are listed newest first, by person and by plan; bad filters are 400."""
+    """Payments are listed newest first, by person and by plan (and summed on the
+    dashboard); bad filters are 400."""
     now = time.time()
     await paid(console, bot_api, "ch-a", 1, "pro", now - 20)
     await paid(console, bot_api, "ch-b", 2, "max", now - 10)
@@ -64,6 +65,9 @@ async def test_the_list_is_newest_first_and_filtered(console: Console, bot_api: 
     assert status == 200 and "ch-a" in html and "ch-c" in html and "ch-b" not in html
     status, html = await console.page("/admin/payments?plan=max")
     assert status == 200 and "ch-b" in html and "ch-c" in html and "ch-a" not in html
+    status, html = await console.page("/admin/")
+    assert status == 200 and "Telegram Stars, the last 30 days" in html
+    assert "plans active now" in html and "2,050" in html
     for query in ("person=<b>x</b>", "plan=PRO!", "person=" + "9" * 200):
         status, html = await console.page(f"/admin/payments?{query}")
         assert status == 400 and "<b>x</b>" not in html
