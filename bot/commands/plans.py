@@ -28,7 +28,6 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup, LabeledPrice, U
 from telegram.error import TelegramError
 
 from bot.commands.refusals import Refusals
-from bot.commands.usage import payer_of
 from bot.transport.chat import Context, Incoming
 from bot.transport.say import Say
 from bot.updates.buttons import Press
@@ -90,6 +89,13 @@ def plans_keyboard(plans: tuple[Plan, ...], language: str) -> InlineKeyboardMark
     )
 
 
+def buyer_of(user_id: int | None) -> str | None:
+    """The person key a Telegram user buys, pays and holds plans as: the one place that
+    names it, so an invoice's buyer, the payer and the plan's holder are always the same
+    key (with bot scopes, this bot's person key of the user)."""
+    return None if user_id is None else telegram_person(user_id)
+
+
 class PlanCommands:
     """/plans, the Buy presses, /refund, /paysupport, /terms, and the payment updates."""
 
@@ -122,7 +128,7 @@ class PlanCommands:
         if incoming.is_group:
             await self.say(incoming, t(language, "plans_private_only"))
             return
-        person = payer_of(incoming).person
+        person = buyer_of(incoming.user_id)
         holding = None if person is None else await self.sales.holding(person)
         await self.say(
             incoming,
@@ -134,7 +140,7 @@ class PlanCommands:
         """A Buy press: the invoice for that plan, made out to the presser."""
         language = incoming.language
         plan = self.sales.plan(value)
-        person = payer_of(incoming).person
+        person = None if incoming.anonymous_admin else buyer_of(incoming.user_id)
         if plan is None:
             await press.answer(t(language, "plan_gone"))
             return
@@ -182,7 +188,7 @@ class PlanCommands:
             return
         language = language_for(query.from_user.language_code)
         refusal = await self.sales.checkout(
-            payer=telegram_person(query.from_user.id),
+            payer=buyer_of(query.from_user.id) or "",
             payload=query.invoice_payload,
             currency=query.currency,
             amount=query.total_amount,
@@ -205,7 +211,7 @@ class PlanCommands:
         expires = payment.subscription_expiration_date
         receipt = await self.sales.paid(
             Paid(
-                payer=telegram_person(message.from_user.id),
+                payer=buyer_of(message.from_user.id) or "",
                 charge_id=payment.telegram_payment_charge_id,
                 payload=payment.invoice_payload,
                 currency=payment.currency,
