@@ -255,3 +255,23 @@ async def test_stats_show_the_stars_by_day_and_the_plans_active(bot: RunningBot)
     assert "Telegram Stars, last 7 days: 250 ⭐ kept from 1 payments; plans active now: 1" in text
     (kept,) = await bot.runtime.store.payments.payments()
     assert f"{time.strftime('%Y-%m-%d', time.gmtime(kept.created_at))}: 250 ⭐" in text
+
+
+async def test_a_blocked_person_cannot_pay(bot: RunningBot) -> None:
+    """A person an operator blocked is refused at pre-checkout, whatever the invoice."""
+    from core.domain.audit import AuditEntry
+
+    person = f"tg:{USER}"
+    audit = AuditEntry(time.time(), "test", "block", person)
+    await bot.runtime.store.set_blocked(person, True, at=time.time(), audit=audit)
+    bot.runtime.engine.blocks.refresh(person)
+    ok, text = await checkout(bot, USER, f"plan:pro:{person}", 250)
+    assert not ok and text == "Sorry, you cannot buy plans here."
+
+
+@pytest.mark.bot_settings(plans=json.dumps(PLANS), allowed_user_ids=str(OTHER))
+async def test_someone_not_on_the_allow_list_cannot_pay(bot: RunningBot) -> None:
+    """With ALLOWED_USER_IDS, a stranger's checkout is refused; a listed user's goes ahead."""
+    ok, text = await checkout(bot, USER, f"plan:pro:tg:{USER}", 250)
+    assert not ok and text == "Sorry, you cannot buy plans here."
+    assert await checkout(bot, OTHER, f"plan:pro:tg:{OTHER}", 250) == (True, None)
