@@ -227,7 +227,7 @@ class PlanCommands:
                 "payment %s delivered again: nothing changed", payment.telegram_payment_charge_id
             )
             return
-        charge = payment.telegram_payment_charge_id
+        charge = payment.telegram_payment_charge_id[:MAX_CHARGE_ID_CHARS]  # as kept
         if receipt.plan is None or receipt.active is None:
             text = t(language, "paid_not_granted", charge=charge)
         else:

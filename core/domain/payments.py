@@ -29,6 +29,7 @@ STARS = "XTR"
 MAX_PAYLOAD_BYTES = 128
 """Telegram's limit on an invoice payload."""
 MAX_CHARGE_ID_CHARS = 256
+MAX_CURRENCY_CHARS = 8
 
 PERSON_PATTERN = r"tg(?:[1-9][0-9]{0,18})?:[1-9][0-9]{0,18}"
 """A Telegram person key of any bot (`tg:42`, and `tg2:42` for bot 2's person)."""

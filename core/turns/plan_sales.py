@@ -10,6 +10,8 @@ Invariants:
   (`PaymentBook.record_payment`): a payment delivered twice, or seen by two workers, grants
   once. People are their person keys (a bot's person: `tg:42`, `tg2:42`), so a plan belongs
   to the bot it was bought in.
+- What is kept of a payment is bounded (charge ids, currency and payload cut to their
+  Telegram sizes), whatever an update carries.
 - A plan granted or revoked here applies to the person's next turn on this worker at once
   (`refresh`, the quota keeper's cache), on other workers within
   `core.domain.quotas.OVERRIDE_CACHE_SECONDS`.
@@ -24,6 +26,8 @@ from typing import TYPE_CHECKING, Protocol
 from core.domain.audit import AuditEntry
 from core.domain.payments import (
     MAX_CHARGE_ID_CHARS,
+    MAX_CURRENCY_CHARS,
+    MAX_PAYLOAD_BYTES,
     CheckoutRefusal,
     Payment,
     SalesFigures,
@@ -145,8 +149,8 @@ class PlanSales:
             person=paid.payer,
             plan_id="" if named is None else named.plan_id,
             stars=paid.amount,
-            currency=paid.currency,
-            payload=paid.payload,
+            currency=paid.currency[:MAX_CURRENCY_CHARS],
+            payload=paid.payload[: 2 * MAX_PAYLOAD_BYTES],
             created_at=paid.at,
             provider_charge_id=paid.provider_charge_id[:MAX_CHARGE_ID_CHARS],
             is_recurring=paid.is_recurring,

@@ -275,3 +275,13 @@ async def test_someone_not_on_the_allow_list_cannot_pay(bot: RunningBot) -> None
     ok, text = await checkout(bot, USER, f"plan:pro:tg:{USER}", 250)
     assert not ok and text == "Sorry, you cannot buy plans here."
     assert await checkout(bot, OTHER, f"plan:pro:tg:{OTHER}", 250) == (True, None)
+
+
+async def test_an_oversized_payment_update_is_kept_bounded(bot: RunningBot) -> None:
+    """A payment with a huge payload, charge id and currency is kept cut to size and grants
+    nothing; the receipt says so."""
+    reply = await pay(bot, USER, "p" * 100_000, 250, charge_id="c" * 5000, currency="X" * 500)
+    assert "matches no plan on sale" in reply.params["text"]
+    (kept,) = await bot.runtime.store.payments.payments()
+    assert (len(kept.charge_id), len(kept.payload), len(kept.currency)) == (256, 256, 8)
+    assert await bot.runtime.store.payments.active_plan(f"tg:{USER}", time.time()) is None
