@@ -224,7 +224,7 @@ class PlanCommands:
         )
         if not receipt.stored:
             log.info(
-                "payment %s delivered again: nothing changed", payment.telegram_payment_charge_id
+                "payment %s delivered again: nothing changed", payment.telegram_payment_charge_id[:80]
             )
             return
         charge = payment.telegram_payment_charge_id[:MAX_CHARGE_ID_CHARS]  # as kept
