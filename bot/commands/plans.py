@@ -223,9 +223,8 @@ class PlanCommands:
             )
         )
         if not receipt.stored:
-            log.info(
-                "payment %s delivered again: nothing changed", payment.telegram_payment_charge_id[:80]
-            )
+            charge = payment.telegram_payment_charge_id[:80]
+            log.info("payment %s delivered again: nothing changed", charge)
             return
         charge = payment.telegram_payment_charge_id[:MAX_CHARGE_ID_CHARS]  # as kept
         if receipt.plan is None or receipt.active is None:
