@@ -43,8 +43,11 @@ class PaymentPages:
         *,
         plans: tuple[Plan, ...] = (),
         refunds: StarRefunds | None = None,
+        on_refund: Callable[[], None] | None = None,
     ) -> None:
-        """`refunds` reaches Telegram (None: no bot token here, so no refunds)."""
+        """`refunds` reaches Telegram (None: no bot token here, so no refunds); `on_refund`
+        hears each refund made (the metrics)."""
+        self._on_refund = on_refund
         self._book = book
         self._engine = engine
         self._clock = clock
@@ -96,6 +99,8 @@ class PaymentPages:
         now = self._clock()
         detail = f"{payment.stars} stars, plan {payment.plan_id or 'none'}, {payment.person}"
         audit = AuditEntry(now, request[SESSION_KEY].actor, "refund", payment.charge_id, detail)
-        await self._book.refund(payment.charge_id, at=now, audit=audit)
+        refunded = await self._book.refund(payment.charge_id, at=now, audit=audit)
         self._engine.quotas.refresh(payment.person)
+        if refunded is not None and self._on_refund is not None:
+            self._on_refund()
         raise web.HTTPSeeOther(f"{PREFIX}/payments")

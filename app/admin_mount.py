@@ -78,6 +78,7 @@ def console_mounts(
         clock,
         plans=settings.plan_list(),
         refunds=refunds,
+        on_refund=runtime.metrics.record_refund,
     )
     console, _ = build_admin_app(
         config,
