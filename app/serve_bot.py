@@ -79,7 +79,7 @@ async def run_bot(settings: Settings) -> int:
                 file=sys.stderr,
             )
             return 1
-        worker = inbox_worker(runtime, application)
+        worker = inbox_worker(runtime, application, config.scope)
         background: list[asyncio.Task[None]] = []
         leadership = None
         try:
@@ -164,8 +164,11 @@ def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
     )
 
 
-def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | None:
-    """The worker feeding PTB from the shared inbox (None without DATABASE_URL)."""
+def inbox_worker(
+    runtime: Runtime, application: Application, scope: int = 0
+) -> InboxWorker | None:
+    """The worker feeding PTB from the shared inbox (None without DATABASE_URL) for the
+    bot of `scope`."""
     if runtime.inbox is None or runtime.inbox_claims is None:
         return None
     from bot.updates.inbox import InboxWorker
@@ -177,7 +180,7 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
     async def given_up(payload: str, parsed: Update | None, reason: str) -> None:
         runtime.metrics.record_given_up(reason)
         update = parsed or Update.de_json(json.loads(payload), application.bot)
-        await give_up(application.bot, runtime.engine, update)
+        await give_up(application.bot, runtime.engine, update, scope)
 
     settings = runtime.settings
     return InboxWorker(
@@ -192,6 +195,7 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
         deadline=settings.handling_deadline(),
         on_dead=given_up,
         loops=runtime.loops,
+        scope=scope,
     )
 
 

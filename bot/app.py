@@ -84,7 +84,7 @@ def build_application(
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
             on_given_up("deadline")
-        await give_up(application.bot, engine, update)
+        await give_up(application.bot, engine, update, config.scope)
 
     processor = PerChatUpdateProcessor(
         unordered_commands=UNORDERED_COMMANDS,
@@ -206,6 +206,7 @@ def register(
             else shared.press_limits
         ),
         localize=languages.apply,
+        scope=config.scope,
     )
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (
