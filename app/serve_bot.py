@@ -153,20 +153,19 @@ def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
     from storage.postgres.cluster.rate_limits import PostgresRateLimits
     from storage.postgres.cluster.undelivered import PostgresUndelivered
 
+    scope = config.scope  # each bot's limits, replies and waits are its own
     return SharedState(
         rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute),
         press_limits=PostgresRateLimits(
             pool, config.button_presses_per_minute, table="press_limits"
         ),
-        undelivered=StoredUndelivered(PostgresUndelivered(pool)),
-        flood_waits=PostgresFloodWaits(pool),
+        undelivered=StoredUndelivered(PostgresUndelivered(pool, bot=scope)),
+        flood_waits=PostgresFloodWaits(pool, bot=scope),
         round_keyboards=runtime.store,
     )
 
 
-def inbox_worker(
-    runtime: Runtime, application: Application, scope: int = 0
-) -> InboxWorker | None:
+def inbox_worker(runtime: Runtime, application: Application, scope: int = 0) -> InboxWorker | None:
     """The worker feeding PTB from the shared inbox (None without DATABASE_URL) for the
     bot of `scope`."""
     if runtime.inbox is None or runtime.inbox_claims is None:

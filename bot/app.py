@@ -153,6 +153,7 @@ def register(
         remember=lambda consultation_id: engine.memories.remember(consultation_id),
         spawn=application.create_task,
         keyboards=shared.round_keyboards,
+        scope=config.scope,
     )
     say = Say(bot)
     menus = PersonalMenus(bot)

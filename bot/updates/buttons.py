@@ -95,9 +95,7 @@ class Buttons:
             await press.answer()
 
     async def _handle(self, update: Update, context: Context, press: Press) -> None:
-        incoming = incoming_of(
-            update, context.bot.username, context.bot.id, scope=self._scope
-        )
+        incoming = incoming_of(update, context.bot.username, context.bot.id, scope=self._scope)
         if incoming is None:  # a press under an inline-mode message: no chat to act in
             ignored(press.query.data, "no message")
             return

@@ -340,23 +340,25 @@ class PostgresStore(StoreCalls, IdempotencyKeys, ConsultationStore):
         its settings, in one transaction."""
         return await self._write(lambda c: upkeep.forget_chat(c, chat_key))
 
-    async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:
-        """Record a Telegram update id; True the first time, False for a redelivery."""
+    async def remember_update(
+        self, update_id: int, *, at: float | None = None, bot: int = 0
+    ) -> bool:
+        """Record the bot's Telegram update id; True the first time, False for a redelivery."""
         received = time.time() if at is None else at
-        return await self._write(lambda c: upkeep.remember_update(c, update_id, received))
+        return await self._write(lambda c: upkeep.remember_update(c, update_id, received, bot))
 
     # -- round keyboards (`bot.transport.round_keyboards`) --------------------------------
 
     async def swap_round_keyboard(
-        self, chat_id: int, thread_id: int | None, message_id: int | None
+        self, chat_id: int, thread_id: int | None, message_id: int | None, *, bot: int = 0
     ) -> int | None:
         """One statement, one round trip (see `storage.postgres.keyboards`)."""
         return await self._call(
-            lambda c: keyboards.swap_round_keyboard(c, chat_id, thread_id, message_id)
+            lambda c: keyboards.swap_round_keyboard(c, chat_id, thread_id, message_id, bot)
         )
 
-    async def forget_round_keyboards(self, chat_id: int) -> int:
-        return await self._write(lambda c: keyboards.forget_round_keyboards(c, chat_id))
+    async def forget_round_keyboards(self, chat_id: int, *, bot: int = 0) -> int:
+        return await self._write(lambda c: keyboards.forget_round_keyboards(c, chat_id, bot))
 
     # -- client memory (`core.domain.facts`) ---------------------------------------------------
 

@@ -86,16 +86,20 @@ async def forget_chat(connection: asyncpg.Connection, chat_key: str) -> int:
     return gone
 
 
-async def remember_update(connection: asyncpg.Connection, update_id: int, received: float) -> bool:
-    """Record `update_id`; True if it was not recorded yet. Drops ids out of both bounds."""
+async def remember_update(
+    connection: asyncpg.Connection, update_id: int, received: float, bot: int = 0
+) -> bool:
+    """Record the bot's `update_id`; True if it was not recorded yet. Drops ids out of
+    both bounds."""
     new = await connection.fetchval(
-        "INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
-        " ON CONFLICT (update_id) DO NOTHING RETURNING 1",
+        "INSERT INTO telegram_updates (bot, update_id, received_at) VALUES ($1, $2, $3)"
+        " ON CONFLICT (bot, update_id) DO NOTHING RETURNING 1",
+        bot,
         update_id,
         received,
     )
     await connection.execute(DROP_OLD, received - KEEP_SECONDS)
-    await connection.execute(DROP_FAR, update_id - KEEP_IDS)
+    await connection.execute(DROP_FAR, bot, update_id - KEEP_IDS)
     return new is not None
 
 

@@ -616,3 +616,33 @@ async def m030_tool_usage(db: aiosqlite.Connection) -> None:
         " failed INTEGER NOT NULL, PRIMARY KEY (scope_kind, scope_key, day, tool)) WITHOUT ROWID"
     )
     await db.execute("CREATE INDEX tool_usage_daily_kind_day ON tool_usage_daily (scope_kind, day)")
+
+
+BOT_SCOPE_MIGRATION = (
+    "CREATE TABLE telegram_updates_scoped (update_id INTEGER NOT NULL,"
+    " received_at REAL NOT NULL, bot INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (bot, update_id)) WITHOUT ROWID",
+    "INSERT INTO telegram_updates_scoped (update_id, received_at, bot)"
+    " SELECT update_id, received_at, 0 FROM telegram_updates",
+    "DROP TABLE telegram_updates",
+    "ALTER TABLE telegram_updates_scoped RENAME TO telegram_updates",
+    "CREATE INDEX telegram_updates_received ON telegram_updates (received_at)",
+    "CREATE TABLE round_keyboards_scoped (chat_id INTEGER NOT NULL, thread_id INTEGER NOT NULL,"
+    " message_id INTEGER NOT NULL, bot INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (bot, chat_id, thread_id)) WITHOUT ROWID",
+    "INSERT INTO round_keyboards_scoped (chat_id, thread_id, message_id, bot)"
+    " SELECT chat_id, thread_id, message_id, 0 FROM round_keyboards",
+    "DROP TABLE round_keyboards",
+    "ALTER TABLE round_keyboards_scoped RENAME TO round_keyboards",
+)
+
+
+@migration
+async def m032_bot_scope(db: aiosqlite.Connection) -> None:
+    """The bot (`bot`, its scope: 0 the deployment's own, `core.domain.telegram_keys`) each
+    row keyed by Telegram's own ids belongs to, part of its primary key: two bots' update
+    ids and chat ids collide. `telegram_updates` and `round_keyboards` are rebuilt (SQLite
+    cannot change a primary key), their rows kept as scope 0. Rows keyed by chat or person
+    keys need no column: their keys carry the scope (`tg2:`)."""
+    for statement in BOT_SCOPE_MIGRATION:
+        await db.execute(statement)

@@ -390,11 +390,13 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
             functools.partial(upkeep.expire_idle, inactive_since=inactive_since, at=at)
         )
 
-    async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:
-        """Record a Telegram update id; True the first time, False for a redelivery."""
+    async def remember_update(
+        self, update_id: int, *, at: float | None = None, bot: int = 0
+    ) -> bool:
+        """Record the bot's Telegram update id; True the first time, False for a redelivery."""
         received = time.time() if at is None else at
         return await self._writer.run(
-            functools.partial(upkeep.remember_update, update_id=update_id, at=received)
+            functools.partial(upkeep.remember_update, update_id=update_id, at=received, bot=bot)
         )
 
     async def purge(self, *, older_than: float) -> int:
@@ -420,7 +422,7 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
     # -- round keyboards (`bot.transport.round_keyboards`) --------------------------------
 
     async def swap_round_keyboard(
-        self, chat_id: int, thread_id: int | None, message_id: int | None
+        self, chat_id: int, thread_id: int | None, message_id: int | None, *, bot: int = 0
     ) -> int | None:
         return await self._writer.run(
             functools.partial(
@@ -428,12 +430,13 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
                 chat_id=chat_id,
                 thread_id=thread_id,
                 message_id=message_id,
+                bot=bot,
             )
         )
 
-    async def forget_round_keyboards(self, chat_id: int) -> int:
+    async def forget_round_keyboards(self, chat_id: int, *, bot: int = 0) -> int:
         return await self._writer.run(
-            functools.partial(keyboards.forget_round_keyboards, chat_id=chat_id)
+            functools.partial(keyboards.forget_round_keyboards, chat_id=chat_id, bot=bot)
         )
 
     # -- client memory (`core.domain.facts`) ---------------------------------------------------

@@ -108,12 +108,12 @@ def free_pages(db: sqlite3.Connection, limit: int) -> int:
     return pages
 
 
-def remember_update(db: sqlite3.Connection, update_id: int, at: float) -> bool:
-    """Record `update_id`; True if it was not recorded yet."""
+def remember_update(db: sqlite3.Connection, update_id: int, at: float, bot: int = 0) -> bool:
+    """Record the bot's `update_id`; True if it was not recorded yet."""
     new = db.execute(
-        "INSERT OR IGNORE INTO telegram_updates (update_id, received_at) VALUES (?, ?)",
-        (update_id, at),
+        "INSERT OR IGNORE INTO telegram_updates (bot, update_id, received_at) VALUES (?, ?, ?)",
+        (bot, update_id, at),
     ).rowcount
     db.execute(_DROP_OLD_UPDATES, (at - KEEP_SECONDS,))
-    db.execute(_DROP_FAR_UPDATES, (update_id - KEEP_IDS,))
+    db.execute(_DROP_FAR_UPDATES, (bot, update_id - KEEP_IDS))
     return new == 1
