@@ -619,19 +619,22 @@ async def m030_tool_usage(db: aiosqlite.Connection) -> None:
 
 
 BOT_SCOPE_MIGRATION = (
-    "CREATE TABLE telegram_updates_scoped (update_id INTEGER NOT NULL,"
-    " received_at REAL NOT NULL, bot INTEGER NOT NULL DEFAULT 0,"
+    # The key's columns first, in its order: SQLite 3.40's quick_check misreads a WITHOUT
+    # ROWID table whose primary key does not lead its columns (the start-up check would
+    # call the file corrupt).
+    "CREATE TABLE telegram_updates_scoped (bot INTEGER NOT NULL DEFAULT 0,"
+    " update_id INTEGER NOT NULL, received_at REAL NOT NULL,"
     " PRIMARY KEY (bot, update_id)) WITHOUT ROWID",
-    "INSERT INTO telegram_updates_scoped (update_id, received_at, bot)"
-    " SELECT update_id, received_at, 0 FROM telegram_updates",
+    "INSERT INTO telegram_updates_scoped (bot, update_id, received_at)"
+    " SELECT 0, update_id, received_at FROM telegram_updates",
     "DROP TABLE telegram_updates",
     "ALTER TABLE telegram_updates_scoped RENAME TO telegram_updates",
     "CREATE INDEX telegram_updates_received ON telegram_updates (received_at)",
-    "CREATE TABLE round_keyboards_scoped (chat_id INTEGER NOT NULL, thread_id INTEGER NOT NULL,"
-    " message_id INTEGER NOT NULL, bot INTEGER NOT NULL DEFAULT 0,"
+    "CREATE TABLE round_keyboards_scoped (bot INTEGER NOT NULL DEFAULT 0,"
+    " chat_id INTEGER NOT NULL, thread_id INTEGER NOT NULL, message_id INTEGER NOT NULL,"
     " PRIMARY KEY (bot, chat_id, thread_id)) WITHOUT ROWID",
-    "INSERT INTO round_keyboards_scoped (chat_id, thread_id, message_id, bot)"
-    " SELECT chat_id, thread_id, message_id, 0 FROM round_keyboards",
+    "INSERT INTO round_keyboards_scoped (bot, chat_id, thread_id, message_id)"
+    " SELECT 0, chat_id, thread_id, message_id FROM round_keyboards",
     "DROP TABLE round_keyboards",
     "ALTER TABLE round_keyboards_scoped RENAME TO round_keyboards",
 )
