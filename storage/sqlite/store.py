@@ -61,6 +61,7 @@ from core.domain.people import PeopleQuery, PersonRow
 from core.domain.ports import ConsultationStore
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
+from core.domain.telegram_keys import check_scope, key_range
 from core.domain.tool_usage import ToolCalls
 from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.errors import DatabaseUnusable
@@ -317,8 +318,12 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
     async def load_latest(self, chat_key: str) -> Consultation | None:
         return await self._reader.run(functools.partial(sql.load_latest, chat_key=chat_key))
 
-    async def stats(self, period: Period) -> Stats:
-        return await self._reader.run(functools.partial(stats.stats_of, period=period))
+    async def stats(self, period: Period, *, scope: int | None = None) -> Stats:
+        if scope is not None:
+            check_scope(scope)
+        return await self._reader.run(
+            functools.partial(stats.stats_of, period=period, scope=scope)
+        )
 
     async def daily_stats(self, period: Period) -> list[DayFigures]:
         return await self._reader.run(functools.partial(daily.daily_of, period=period))
@@ -408,6 +413,13 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
 
     async def forget_chat(self, chat_key: str) -> int:
         return await self._erase(functools.partial(upkeep.forget_chat, chat_key=chat_key))
+
+    async def forget_bot(self, scope: int) -> int:
+        return await self._erase(
+            functools.partial(
+                upkeep.forget_bot, scope=check_scope(scope), key_range=key_range(scope)
+            )
+        )
 
     async def _erase(self, delete: Callable[[sqlite3.Connection], T]) -> T:
         """Run `delete` (a deletion of consultations), finish the request index's merge it
