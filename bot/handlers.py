@@ -222,7 +222,11 @@ class Handlers:
         minute (`bot.commands.refusals`).
         """
         incoming = incoming_of(
-            update, context.bot.username, context.bot.id, max_image_bytes=self.max_image_bytes
+            update,
+            context.bot.username,
+            context.bot.id,
+            max_image_bytes=self.max_image_bytes,
+            scope=self.config.scope,
         )
         if incoming is None or not incoming.addressed:
             return None

@@ -321,9 +321,7 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
     async def stats(self, period: Period, *, scope: int | None = None) -> Stats:
         if scope is not None:
             check_scope(scope)
-        return await self._reader.run(
-            functools.partial(stats.stats_of, period=period, scope=scope)
-        )
+        return await self._reader.run(functools.partial(stats.stats_of, period=period, scope=scope))
 
     async def daily_stats(self, period: Period) -> list[DayFigures]:
         return await self._reader.run(functools.partial(daily.daily_of, period=period))
