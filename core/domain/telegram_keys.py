@@ -8,8 +8,8 @@ Invariants:
   another scope does (`tg2:` is not a prefix of `tg20:`): a scope's keys are one range,
   which is how a store finds and forgets everything one bot keeps;
 - `scope_of` reads back exactly the keys these functions build: `tg:` is 0, `tg<n>:` with n
-  written without leading zeros is n; anything else (an API or terminal key, `tg0:`,
-  `tg02:`) is no Telegram key.
+  written without leading zeros is n (up to `MAX_SCOPE`); anything else (an API or
+  terminal key, `tg0:`, `tg02:`) is no Telegram key.
 Pure: no I/O.
 """
 
@@ -79,7 +79,10 @@ def scope_of(key: str) -> int | None:
     if found is None:
         return None
     digits = found.group(1)
-    return DEFAULT_SCOPE if digits is None else int(digits)
+    if digits is None:
+        return DEFAULT_SCOPE
+    scope = int(digits)
+    return scope if scope <= MAX_SCOPE else None
 
 
 def is_telegram(key: str) -> bool:
