@@ -85,6 +85,15 @@ def scope_of(key: str) -> int | None:
     return scope if scope <= MAX_SCOPE else None
 
 
+def unscoped(key: str) -> str:
+    """A Telegram key of any scope as the deployment's bot writes it (`tg2:42` → `tg:42`):
+    a Telegram user's id is the same in every bot. Any other key is returned as it is."""
+    found = _SCOPED.match(key)
+    if found is None or scope_of(key) is None:
+        return key
+    return key_range(DEFAULT_SCOPE) + key[found.end() :]
+
+
 def is_telegram(key: str) -> bool:
     """A key one of these functions built (of any scope)."""
     return scope_of(key) is not None

@@ -10,6 +10,7 @@ import pytest
 
 from core.domain import telegram_keys as keys
 from core.domain.facts import memory_scope, person_of, telegram_person
+from core.domain.quotas import QuotaConfig, limits_for
 
 
 def test_scope_zero_keeps_todays_keys() -> None:
@@ -79,3 +80,21 @@ def test_the_person_pattern_matches_exactly_the_person_keys() -> None:
     assert all(pattern.fullmatch(k) for k in ("tg:42", "tg2:42", keys.person_key(9, 2**63 - 1)))
     for forged in ("tg0:42", "tg2:042", "tg2:-42", "tg:0", "tg2:", "tg22"):
         assert pattern.fullmatch(forged) is None
+
+
+def test_unscoped_is_the_deployment_bots_form_of_a_telegram_key() -> None:
+    """A Telegram user's key in any bot, as the deployment's bot writes it; others whole."""
+    assert keys.unscoped("tg2:42") == keys.unscoped("tg:42") == "tg:42"
+    assert keys.unscoped("tg20:-5:7") == "tg:-5:7"
+    for other in ("api:tg2:42", "tg02:42", "tg0:42", "terminal:1"):
+        assert keys.unscoped(other) == other
+
+
+def test_a_telegram_id_the_deployment_exempts_is_exempt_in_every_bot() -> None:
+    """QUOTA_EXEMPT_USER_IDS lists Telegram users: the same id in bot 2 is exempt too; an
+    API user is exempt only as listed."""
+    config = QuotaConfig(user_daily_tokens=10, exempt=frozenset({"tg:42", "api:ann"}))
+    for person in ("tg:42", "tg2:42", "tg20:42", "api:ann"):
+        assert limits_for(config, person, None).exempt, person
+    for person in ("tg2:43", "api:tg:42", "tg02:42"):
+        assert not limits_for(config, person, None).exempt, person
