@@ -182,8 +182,11 @@ def inbox_worker(runtime: Runtime, application: Application, scope: int = 0) -> 
         await give_up(application.bot, runtime.engine, update, scope)
 
     settings = runtime.settings
+    # The deployment's bot reads the runtime's inbox; another bot its view of the same pool
+    # (the process that runs it closes the view's listener: not yet wired, issue 36).
+    inbox = runtime.inbox if scope == 0 else runtime.inbox.for_bot(scope)
     return InboxWorker(
-        runtime.inbox,
+        inbox,
         runtime.inbox_claims,
         process,
         unordered_commands=UNORDERED_COMMANDS,
