@@ -132,3 +132,18 @@ async def test_forgetting_bot_two_leaves_the_deployments_bot_untouched(
         [going_on] = await ask_private(first, USER, "To Rome")
         assert going_on.endswith("Round 2 of 3")
         assert "Plan my trip" in str(model_server.requests[-1]["messages"])
+
+
+async def test_stats_in_bot_two_count_bot_twos_consultations_only(
+    kind: StoreKind, database: str, model_server: FakeModelServer
+) -> None:
+    """An operator's /stats in bot 2 counts bot 2's consultation; in the deployment's bot
+    every consultation, as before bots had scopes."""
+    async with two_bots(kind, database, model_server, admin_user_ids=str(USER)) as bots:
+        first, second = bots
+        await ask_private(first, 600, "Plan my trip")
+        await ask_private(second, 601, "Plan my garden")
+        [own] = await ask_private(second, USER, "/stats")
+        [everyone] = await ask_private(first, USER, "/stats")
+        assert own.split("\n\n")[0].count("Consultations: 1 started") == 1
+        assert everyone.split("\n\n")[0].count("Consultations: 2 started") == 1
