@@ -9,6 +9,8 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING
 
+import pytest
+
 from core.domain.audit import AuditEntry
 from core.domain.consultation import ChatSettings, Usage
 from core.domain.facts import MemoryPreferences
@@ -157,3 +159,17 @@ async def test_the_figures_of_one_bot_count_its_consultations_and_people_only(
     assert everyone.prompt_tokens == 50
     assert [t.calls for t in second.tools] == [1]
     assert (await store.stats(period, scope=4)).started == 0
+
+
+async def test_a_scope_that_names_no_bot_forgets_and_counts_nothing(
+    store: Store, rows: Rows
+) -> None:
+    """forget_bot and stats refuse a negative, oversized or non-integer scope before any
+    statement runs: nothing is deleted."""
+    await keep_everything(store, "tg:", 0)
+    for wrong in (-1, 2**63, True, "2"):
+        with pytest.raises(ValueError, match="scope"):
+            await store.forget_bot(wrong)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="scope"):
+            await store.stats(period_of(AT, 1), scope=wrong)  # type: ignore[arg-type]
+    assert await rows("consultations") == 1 and await rows("telegram_updates") == 1
