@@ -44,6 +44,7 @@ from api.schemas import (
 )
 from api.stats import StatsResponse
 from core.domain.stats import MAX_DAYS
+from core.domain.telegram_keys import MAX_SCOPE
 from media.intake import Intake
 
 _REF = "#/components/schemas/{model}"
@@ -385,6 +386,11 @@ def build_openapi(
             {"name": "days", "in": "query", "required": False,
              "description": "Also the figures of the last `days` UTC days (`lastDays`)",
              "schema": {"type": "integer", "minimum": 1, "maximum": MAX_DAYS}},
+            {"name": "bot", "in": "query", "required": False,
+             "description": "Only the figures of one bot: 0 the deployment's own "
+             "(TELEGRAM_BOT_TOKEN), N the bots table's bot N; without it every "
+             "consultation's, the API's and the terminal's included",
+             "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SCOPE}},
         ],
         "responses": {"200": _json("StatsResponse", "The figures"), **_errors(400, 401, 429)},
     }  # fmt: skip

@@ -1,11 +1,12 @@
 """`GET /api/stats`: the operator's figures (`core.domain.stats`) as JSON — today and the last 7
 UTC days, and with `?days=N` the last N days too (`days=30`: about a month), each with its
-tool calls by tool (`toolCalls`).
+tool calls by tool (`toolCalls`); with `?bot=N` only the figures of the bot of scope N
+(`core.domain.telegram_keys`).
 
-Invariants: `days` is read strictly (an integer 1–`MAX_DAYS` in plain digits, given at
-most once; anything else is VALIDATION_ERROR and nothing is read); the figures are the
-same the Telegram /stats shows (`core.turns.figures.Figures.stats`), a handful of indexed reads
-per period; reading never changes anything.
+Invariants: `days` and `bot` are read strictly (an integer 1–`MAX_DAYS`, 0–`MAX_SCOPE`, in
+plain digits, given at most once; anything else is VALIDATION_ERROR and nothing is read);
+the figures are the same the Telegram /stats shows (`core.turns.figures.Figures.stats`), a
+handful of indexed reads per period; reading never changes anything.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from api.errors import ApiError, json_response
 from core.domain.stats import MAX_DAYS, ROUNDS_TAIL, Stats
+from core.domain.telegram_keys import MAX_SCOPE
 from core.turns.figures import Figures
 
 WEEK = 7
@@ -155,14 +157,15 @@ class StatsEndpoint:
     async def stats(self, request: web.Request) -> web.Response:
         """The figures of today and the last 7 days (and `days`): 200, or VALIDATION_ERROR."""
         days = _days(request)
-        today = await self._figures.stats(1)
-        week = await self._figures.stats(WEEK)
+        bot = _bot(request)
+        today = await self._figures.stats(1, scope=bot)
+        week = await self._figures.stats(WEEK, scope=bot)
         view = StatsResponse(
             today=PeriodStats.of(today, 1),
             last7_days=PeriodStats.of(week, WEEK),
             last_days=None
             if days is None
-            else PeriodStats.of(await self._figures.stats(days), days),
+            else PeriodStats.of(await self._figures.stats(days, scope=bot), days),
         )
         return json_response(
             view.model_dump(mode="json", exclude={"last_days"} if days is None else None)
@@ -180,3 +183,17 @@ def _days(request: web.Request) -> int | None:
     if not 1 <= days <= MAX_DAYS:
         raise ApiError("VALIDATION_ERROR", f"days: an integer from 1 to {MAX_DAYS}, given once")
     return days
+
+
+def _bot(request: web.Request) -> int | None:
+    """`?bot=N`: only the figures of the bot of scope N (0: the deployment's own); None: all."""
+    given = request.query.getall("bot", [])
+    if not given:
+        return None
+    raw = given[0]
+    wrong = f"bot: an integer from 0 to {MAX_SCOPE}, given once"
+    if len(given) > 1 or not (raw.isascii() and raw.isdigit() and len(raw) <= 19):
+        raise ApiError("VALIDATION_ERROR", wrong)
+    if (raw.startswith("0") and raw != "0") or int(raw) > MAX_SCOPE:
+        raise ApiError("VALIDATION_ERROR", wrong)
+    return int(raw)

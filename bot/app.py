@@ -84,7 +84,7 @@ def build_application(
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
             on_given_up("deadline")
-        await give_up(application.bot, engine, update)
+        await give_up(application.bot, engine, update, config.scope)
 
     processor = PerChatUpdateProcessor(
         unordered_commands=UNORDERED_COMMANDS,
@@ -153,6 +153,7 @@ def register(
         remember=lambda consultation_id: engine.memories.remember(consultation_id),
         spawn=application.create_task,
         keyboards=shared.round_keyboards,
+        scope=config.scope,
     )
     say = Say(bot)
     menus = PersonalMenus(bot)
@@ -206,6 +207,7 @@ def register(
             else shared.press_limits
         ),
         localize=languages.apply,
+        scope=config.scope,
     )
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (

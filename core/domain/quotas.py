@@ -8,7 +8,8 @@ Invariants:
 - At the boundary: a person who has used `limit - 1` may go on; one who has used `limit`
   or more is over it. "Used" counts the tokens charged and those held by turns under way.
 - A person exempt by the deployment (`QuotaConfig.exempt`: QUOTA_EXEMPT_USER_IDS and
-  ADMIN_USER_IDS) or by an admin's override has no person limits at all; an override with
+  ADMIN_USER_IDS, Telegram ids exempt in every bot of the deployment: `QuotaConfig.exempts`)
+  or by an admin's override (one bot's person) has no person limits at all; an override with
   a number replaces only the daily token limit. The API token's limit is the client's,
   never lifted by a person's exemption.
 - `decide` is pure: the same standing gives the same verdict. Starting a consultation or
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from core.domain.errors import ConsultationError
+from core.domain.telegram_keys import unscoped
 
 MAX_OVERRIDE_TOKENS = 1_000_000_000
 """The largest daily token limit an override may set (`/quota`)."""
@@ -68,6 +70,11 @@ class QuotaConfig:
     api_daily_tokens: int = 0
     exempt: frozenset[str] = frozenset()
 
+    def exempts(self, person: str) -> bool:
+        """Whether the deployment exempts `person`: listed, or a Telegram user listed by
+        id, in whichever bot (`tg2:42` is exempt when `tg:42` is listed)."""
+        return person in self.exempt or unscoped(person) in self.exempt
+
 
 @dataclass(frozen=True, slots=True)
 class QuotaOverride:
@@ -98,7 +105,7 @@ class PersonLimits:
 
 def limits_for(config: QuotaConfig, person: str, override: QuotaOverride | None) -> PersonLimits:
     """The deployment's limits, unless the person is exempt or an override says otherwise."""
-    if person in config.exempt:
+    if config.exempts(person):
         return PersonLimits(exempt=True)
     if override is not None and override.exempt:
         return PersonLimits(exempt=True, overridden=True)
