@@ -1,0 +1,102 @@
+"""The OpenAI error object: `{"error": {"message", "type", "param", "code"}}`.
+
+Invariant: every refusal on a `/v1/` route is this object with the status the OpenAI API
+would use for it (400 a request it cannot take, 401 no or a wrong key, 404 an unknown model
+or route, 429 with `Retry-After` for rate limits and quotas, 5xx the server's or the
+model's failure); the API's own refusals (`api.errors.ApiError`) are translated here, their
+message kept, so a chat app shows the person the same reason the JSON API gives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from api.errors import ApiError, json_response
+
+_TYPES: dict[str, tuple[str, str | None]] = {
+    "UNAUTHORIZED": ("invalid_request_error", "invalid_api_key"),
+    "FORBIDDEN": ("permission_error", "user_blocked"),
+    "NOT_FOUND": ("invalid_request_error", "unknown_url"),
+    "METHOD_NOT_ALLOWED": ("invalid_request_error", "method_not_allowed"),
+    "RATE_LIMITED": ("requests", "rate_limit_exceeded"),
+    "QUOTA_EXCEEDED": ("insufficient_quota", "insufficient_quota"),
+    "PAYLOAD_TOO_LARGE": ("invalid_request_error", "request_too_large"),
+    "CONTEXT_TOO_LONG": ("invalid_request_error", "context_length_exceeded"),
+    "ATTACHMENT_REFUSED": ("invalid_request_error", "invalid_file"),
+    "ANSWER_INVALID": ("invalid_request_error", "invalid_value"),
+    "CONFLICT": ("invalid_request_error", "conflict"),
+}
+"""The API's error code → the OpenAI error's type and code (others by status)."""
+
+
+class OpenAIError(Exception):
+    """A refusal in the OpenAI shape (`kind` is its `type`); `headers` go with it
+    (`Retry-After`)."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+        self.param = param
+        self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.kind,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def response(self) -> web.Response:
+        return json_response(self.body(), status=self.status, headers=self.headers)
+
+
+def invalid(message: str, param: str | None = None, code: str = "invalid_value") -> OpenAIError:
+    """400: a request the endpoint cannot take, naming the field at fault (`param`)."""
+    return OpenAIError(400, message, param=param, code=code)
+
+
+def model_not_found(model: str) -> OpenAIError:
+    """404 for a model id this deployment does not offer (see `GET /v1/models`)."""
+    return OpenAIError(
+        404,
+        f"The model `{model}` does not exist; GET /v1/models lists the ones offered",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def from_api(error: ApiError) -> OpenAIError:
+    """The API's refusal as an OpenAI error: its status, message and headers kept."""
+    status = error.status
+    kind, code = _TYPES.get(error.code, (None, None))
+    if kind is None:
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        code = error.code.lower()
+    if status == 400 and code is None:
+        code = "invalid_value"
+    return OpenAIError(status, error.message, kind=kind, code=code, headers=dict(error.headers))
+
+
+def refusal_response(error: ApiError) -> web.Response:
+    """The response for the API's refusal on a `/v1/` route."""
+    response = from_api(error).response()
+    if error.close:
+        response.force_close()
+    return response

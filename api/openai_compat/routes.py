@@ -1,0 +1,287 @@
+"""`GET /v1/models`, `GET /v1/models/{model_id}` and `POST /v1/chat/completions`: the
+consultation as a model any chat app that speaks the OpenAI API can pick.
+
+Invariants:
+- every refusal that can be known before the model is called (the body, the model id, the
+  history, a blocked user, a quota) is a plain JSON error in the OpenAI shape with its own
+  status, on a streaming request too: the stream opens only once the reply's first text is
+  there (or the reply is done);
+- the conversation is rebuilt from the request alone (`core.domain.client_history`) and
+  answered by `core.turns.client_chats`, keyed by the API client, `user` and the
+  conversation's first message;
+- a reply runs in a task of its own, so a client that hangs up never aborts it: it is
+  stored like any other and the next request with the same history finds it;
+- the streamed chunks append to exactly the content a non-streaming request gets
+  (`api.openai_compat.shapes`): text is streamed as it comes only for a reply that is
+  sure to be final, whose content starts with the model's text; a round is sent whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Collection
+from dataclasses import replace
+
+from aiohttp import web
+
+from api.body_budget import BodyBudget, server_busy
+from api.chat import CLIENT_KEY
+from api.config import ApiConfig
+from api.errors import ApiError, from_engine, json_response, model_error, store_unavailable
+from api.limits import Limits, read_body, refuse_declared_over
+from api.memory import API_PERSON_PREFIX
+from api.openai_compat.errors import OpenAIError, from_api, invalid, model_not_found
+from api.openai_compat.models import choose, model_ids, model_object
+from api.openai_compat.requests import CompletionAsk, parse_completion
+from api.openai_compat.shapes import (
+    chunk,
+    completion,
+    consultation_of,
+    content_of,
+    finish_reason,
+    usage_of,
+)
+from api.sse import EventStream
+from core.domain.client_history import HistoryInvalid, Next, rebuild
+from core.domain.errors import ConsultationError, ModelError, StoreUnavailable, TurnSuperseded
+from core.domain.outcomes import Reply
+from core.domain.usage import Payer
+from core.turns.client_chats import ClientTurn
+from core.turns.engine import Engine
+from core.turns.sessions import API_KEY_PREFIX
+from media.intake import Intake
+from telemetry.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+CHAT_KEY_PREFIX = API_KEY_PREFIX + "oai-"
+"""A chat app's conversations are API sessions: the console, stats and exports see them."""
+DRAIN_SECONDS = 30.0
+
+
+def conversation_key(client: str, user: str | None, first_message: str) -> str:
+    """The chat key of a conversation: its API client, `user` and first user message."""
+    digest = hashlib.sha256()
+    for part in (client, user or "", first_message):
+        digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
+    return CHAT_KEY_PREFIX + digest.hexdigest()[:32]
+
+
+class LiveText:
+    """The reply's text so far, as the engine streams it, and a flag raised as it grows."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.changed = asyncio.Event()
+
+    async def on_text(self, text: str) -> None:
+        self.text = text
+        self.changed.set()
+
+
+class OpenAIEndpoints:
+    """The `/v1/` routes over the engine."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        metrics: Metrics,
+        config: ApiConfig,
+        *,
+        budget: BodyBudget,
+        intake: Intake | None = None,
+    ) -> None:
+        """`budget` is the chat endpoints' budget of body bytes in flight, shared."""
+        self._engine = engine
+        self._metrics = metrics
+        self._limits = Limits.of(config, intake)
+        self._budget = budget
+        self._created = int(time.time())
+        self._tasks: set[asyncio.Task[Reply]] = set()
+
+    def _roles(self) -> Collection[str]:
+        return self._engine.settings.roles().keys()
+
+    async def models(self, request: web.Request) -> web.Response:
+        """List `consultation` and one `consultation-<role>` per persona."""
+        data = [model_object(model, self._created) for model in model_ids(self._roles())]
+        return json_response({"object": "list", "data": data})
+
+    async def model(self, request: web.Request) -> web.Response:
+        """One model by its id (a round count suffix included); 404 for another id."""
+        model = request.match_info["model_id"]
+        if choose(model, self._roles(), self._limits.max_rounds) is None:
+            raise model_not_found(model)
+        return json_response(model_object(model, self._created))
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        """Answer the conversation's last user message: a round, the final answer or a
+        follow-up's answer, whole or streamed."""
+        ask = await self._ask(request)
+        choice = choose(ask.model, self._roles(), self._limits.max_rounds)
+        if choice is None:
+            raise model_not_found(ask.model)
+        config = self._engine.config
+        rounds = ask.rounds or choice.rounds or config.default_max_rounds
+        role = choice.role or config.default_role
+        try:
+            rebuilt = rebuild(
+                ask.messages,
+                max_rounds=rounds,
+                followup_limit=config.followup_limit,
+                seed=f"{role}\x00{rounds}",
+            )
+        except HistoryInvalid as exc:
+            raise invalid(str(exc), exc.param) from None
+        client = request.get(CLIENT_KEY) or f"addr:{request.remote}"
+        person = None if ask.user is None else API_PERSON_PREFIX + ask.user
+        if person is not None and await self._engine.blocks.blocked(person):
+            raise OpenAIError(403, "this user is blocked by the operator", kind="permission_error")
+        first = next(m.text for m in ask.messages if m.role == "user")
+        turn = ClientTurn(
+            conversation_key(client, ask.user, first),
+            rebuilt,
+            role,
+            payer=Payer(person=person, client=client),
+        )
+        completion_id = "chatcmpl-" + uuid.uuid4().hex
+        created = int(time.time())
+        if ask.stream:
+            return await self._stream(request, turn, ask, completion_id, created)
+        reply = await self._outcome(self._start(turn))
+        body = completion(reply, completion_id=completion_id, model=ask.model, created=created)
+        return json_response(body)
+
+    async def drain(self, app: web.Application | None = None) -> None:
+        """Let replies still being written finish (and be stored) before shutting down."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=DRAIN_SECONDS)
+
+    async def _ask(self, request: web.Request) -> CompletionAsk:
+        """The request's body read within the limits and the body budget, and checked."""
+        refuse_declared_over(request, self._limits.max_body_bytes)
+        held = self._budget.reserve(request.content_length)
+        if held is None:
+            raise server_busy()
+        try:
+            raw = await read_body(request, self._limits.max_body_bytes, held)
+            return parse_completion(
+                raw,
+                max_input_chars=self._limits.max_input_chars,
+                max_rounds=self._limits.max_rounds,
+            )
+        finally:
+            held.release()
+
+    def _start(self, turn: ClientTurn) -> asyncio.Task[Reply]:
+        """The reply in a task of its own (see the module)."""
+        task = asyncio.create_task(self._engine.client_chats.answer(turn))
+        self._tasks.add(task)
+
+        def done(finished: asyncio.Task[Reply]) -> None:
+            self._tasks.discard(finished)
+            if not finished.cancelled() and finished.exception() is None:
+                self._metrics.record_reply(finished.result(), source="api")
+
+        task.add_done_callback(done)
+        return task
+
+    async def _outcome(self, task: asyncio.Task[Reply]) -> Reply:
+        """The task's reply, or its failure as an OpenAI error."""
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise _failure(exc) from None
+
+    async def _stream(
+        self,
+        request: web.Request,
+        turn: ClientTurn,
+        ask: CompletionAsk,
+        completion_id: str,
+        created: int,
+    ) -> web.StreamResponse:
+        """The reply as `chat.completion.chunk` events, then `data: [DONE]`."""
+        rebuilt = turn.rebuilt
+        final = rebuilt.next is not Next.ROUND or rebuilt.rounds_done + 1 >= rebuilt.max_rounds
+        live = LiveText()
+        task = self._start(replace(turn, on_text=live.on_text if final else None))
+        events: EventStream | None = None
+        sent = ""
+
+        def shaped(**fields: object) -> str:
+            body = chunk(completion_id=completion_id, model=ask.model, created=created, **fields)  # type: ignore[arg-type]
+            return json.dumps(body, ensure_ascii=False)
+
+        async def opened() -> EventStream:
+            stream = EventStream(request)
+            await stream.open()
+            await stream.data(shaped(delta={"role": "assistant", "content": ""}))
+            return stream
+
+        while not task.done():
+            waiter = asyncio.ensure_future(live.changed.wait())
+            try:
+                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            live.changed.clear()
+            if task.done() or not live.text.startswith(sent) or live.text == sent:
+                continue
+            if events is None:
+                events = await opened()
+            piece, sent = live.text[len(sent) :], live.text
+            await events.data(shaped(delta={"content": piece}))
+        try:
+            reply = await self._outcome(task)
+        except OpenAIError as error:
+            if events is None:
+                raise
+            await events.data(json.dumps(error.body(), ensure_ascii=False))
+            await events.close()
+            return events.response
+        if events is None:
+            events = await opened()
+        content = content_of(reply)
+        if content.startswith(sent):
+            rest = content[len(sent) :]
+        else:  # a continuation rewrote text already sent: the rest cannot mend it
+            log.warning("streamed text of %s differs from its reply", reply.consultation_id)
+            rest = ""
+        if rest:
+            await events.data(shaped(delta={"content": rest}))
+        await events.data(
+            shaped(delta={}, finish=finish_reason(reply), consultation=consultation_of(reply))
+        )
+        if ask.include_usage:
+            await events.data(shaped(usage=usage_of(reply)))
+        await events.data("[DONE]")
+        await events.close()
+        return events.response
+
+
+def _failure(exc: Exception) -> OpenAIError:
+    """A reply that did not happen, as the client's error."""
+    if isinstance(exc, OpenAIError):
+        return exc
+    if isinstance(exc, ApiError):
+        return from_api(exc)
+    if isinstance(exc, ModelError):
+        log.warning("model error on /v1/chat/completions: %s", exc)
+        return from_api(model_error(exc))
+    if isinstance(exc, StoreUnavailable):
+        log.warning("/v1/chat/completions not answered: %s", exc)
+        return from_api(store_unavailable())
+    if isinstance(exc, TurnSuperseded):
+        return from_api(ApiError("CONFLICT", "this turn was answered by another request meanwhile"))
+    if isinstance(exc, ConsultationError):
+        return from_api(from_engine(exc))
+    log.error("/v1/chat/completions failed", exc_info=exc)
+    return OpenAIError(500, "internal error", kind="server_error", code="internal_error")
