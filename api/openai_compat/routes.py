@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Collection
 from dataclasses import replace
+from typing import Any
 
 from aiohttp import web
 
@@ -216,8 +217,21 @@ class OpenAIEndpoints:
         events: EventStream | None = None
         sent = ""
 
-        def shaped(**fields: object) -> str:
-            body = chunk(completion_id=completion_id, model=ask.model, created=created, **fields)  # type: ignore[arg-type]
+        def shaped(
+            delta: dict[str, Any] | None = None,
+            finish: str | None = None,
+            usage: dict[str, int] | None = None,
+            consultation: dict[str, Any] | None = None,
+        ) -> str:
+            body = chunk(
+                completion_id=completion_id,
+                model=ask.model,
+                created=created,
+                delta=delta,
+                finish=finish,
+                usage=usage,
+                consultation=consultation,
+            )
             return json.dumps(body, ensure_ascii=False)
 
         async def opened() -> EventStream:

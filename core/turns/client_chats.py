@@ -5,7 +5,9 @@ Invariants it keeps:
 - the client's history wins: the chat's latest stored consultation is continued only when
   it holds exactly what the client sent (its last user message stored with the key of the
   client's last user turn before this one, `Rebuilt.prior_key`, followed by the reply the
-  client shows, and the same round, status and follow-ups); otherwise — an edited, branched
+  client shows, and the same round, status and follow-ups; or all that followed by this
+  very turn, unanswered after a failure, which is then answered without being stored
+  twice); otherwise — an edited, branched
   or regenerated conversation, or one this server never saw — a consultation is stored
   anew from the client's history (an active one of the chat is reset first), so nothing
   the server kept contradicts what the client sent;
@@ -215,9 +217,8 @@ class ClientChats:
 def _holds(consultation: Consultation, rebuilt: Rebuilt) -> bool:
     """Whether the stored consultation is the client's history: the same state, its last
     user message stored with the key of the client's, then one reply that the client
-    shows (its text starts the client's copy)."""
-    if rebuilt.reply is None or rebuilt.prior_key is None:
-        return False  # a first message starts a consultation of its own
+    shows (its text starts the client's copy); or all that, then this very turn still
+    unanswered (a model failure the client retries)."""
     status = Status.COMPLETE if rebuilt.complete else Status.ACTIVE
     if (consultation.status, consultation.current_round, consultation.follow_ups) != (
         status,
@@ -226,15 +227,23 @@ def _holds(consultation: Consultation, rebuilt: Rebuilt) -> bool:
     ):
         return False
     messages = consultation.messages
+    if messages and messages[-1].role is Role.USER:  # an open turn: this one, unanswered?
+        if messages[-1].turn_id != rebuilt.key:
+            return False
+        messages = messages[:-1]
+        if rebuilt.prior_key is None:
+            return not messages
+    if rebuilt.reply is None or rebuilt.prior_key is None:
+        return False  # a first message starts a consultation of its own
     if len(messages) < 2 or messages[-1].role is not Role.ASSISTANT:
         return False
     asked = messages[-2]
     if asked.role is not Role.USER or asked.turn_id != rebuilt.prior_key:
         return False
     reply = messages[-1]
-    shown = (
-        round_body(round_markdown(reply.text, reply.questions)) if reply.questions else reply.text
-    )
+    shown = reply.text
+    if reply.questions is not None:
+        shown = round_body(round_markdown(reply.text, reply.questions))
     return _plain(round_body(rebuilt.reply)).startswith(_plain(shown))
 
 

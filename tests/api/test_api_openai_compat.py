@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from openai import (
+    APIStatusError,
     AsyncOpenAI,
     AuthenticationError,
     BadRequestError,
@@ -395,3 +396,73 @@ async def test_an_unknown_v1_route_is_404_in_the_openai_shape(api: RunningApi) -
     response = await api.client.post("/v1/embeddings", json={})
     assert response.status == 404
     assert (await response.json())["error"]["code"] == "unknown_url"
+
+
+async def test_the_clients_instructions_join_the_persona_the_model_names(
+    served: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A client's system message is added after the persona `consultation-lawyer` names,
+    never instead of it; `metadata.rounds` sets the rounds over the model id's count."""
+    api, model = served, model_server
+    model.enqueue("Which country?")
+    messages = [{"role": "system", "content": "Answer in haiku."}, user(REQUEST)]
+    _, state = await ask(
+        api, messages, model="consultation-lawyer-3", metadata={"rounds": "4"}, user="bob"
+    )
+    prompt = system_prompt(model.requests[-1])
+    assert "experienced lawyer" in prompt and "Answer in haiku." in prompt
+    assert prompt.index("experienced lawyer") < prompt.index("Answer in haiku.")
+    assert state["max_rounds"] == 4
+
+
+async def test_a_reply_that_failed_is_answered_when_the_client_retries(
+    served: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A model failure is 5xx in the OpenAI shape, streamed or not; the same history sent
+    again answers the same stored turn: one consultation, the request sent once."""
+    api, model = served, model_server
+    model.enqueue(status=500)
+    with pytest.raises(APIStatusError) as failed:
+        await ask(api, [user(REQUEST)])
+    assert failed.value.status_code >= 500 and isinstance(failed.value.body, dict)
+    model.enqueue(status=500)
+    async with client(api) as openai:
+        with pytest.raises(APIStatusError):
+            await openai.chat.completions.create(
+                model="consultation-3", messages=[user(REQUEST)], stream=True
+            )
+    model.enqueue("What is your budget?")
+    content, state = await ask(api, [user(REQUEST)])
+    assert content.startswith("What is your budget?") and state["round"] == 1
+    sent = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
+    assert sent == [REQUEST]
+    assert await stored(api, REQUEST) == 1
+
+
+@pytest.mark.api_settings(llm_structured_questions="auto", followup_limit=1)
+async def test_a_ready_model_answers_and_past_the_follow_ups_a_new_consultation_starts(
+    served: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A round saying it knows enough gives the final answer in round 1 of 3; the next
+    message is its follow-up; after the last follow-up the next message is a new
+    consultation's request, streamed rounds showing what plain ones do."""
+    api, model = served, model_server
+    model.enqueue_round("", [], True)
+    model.enqueue("Buy the ThinkPad X1.")
+    messages = [user(REQUEST)]
+    content, state = await ask(api, messages)
+    assert state["final"] and state["round"] == 1 and state["follow_ups_left"] == 1
+    model.enqueue("It is light.")
+    messages += [assistant(content), user("Why?")]
+    content, state = await ask(api, messages)
+    assert state["follow_up"] == 1 and state["follow_ups_left"] == 0
+    model.enqueue_round("About phones:", [("Which budget?", ["< 300", "300+"])], chunk_size=5)
+    messages += [assistant(content), user("Which phone should I buy?")]
+    async with client(api) as openai:
+        stream = await openai.chat.completions.create(
+            model="consultation-3", messages=messages, stream=True
+        )
+        streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert streamed.endswith(WITH_OPTIONS) and "   - 1b) 300+" in streamed
+    sent = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
+    assert sent == ["Which phone should I buy?"]
