@@ -31,6 +31,7 @@ from api.forget import ForgetEndpoint
 from api.idempotency import KeyStore
 from api.memory import MemoryEndpoints
 from api.openai_compat.errors import OpenAIError, refusal_response
+from api.openai_compat.models import model_ids
 from api.openai_compat.routes import OpenAIEndpoints
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
@@ -134,6 +135,7 @@ def build_web_app(
             with_token=token is not None,
             intake=intake,
             languages=document_languages.codes,
+            openai_models=model_ids(engine.settings.roles()),
         )
 
         async def openapi(request: web.Request) -> web.Response:

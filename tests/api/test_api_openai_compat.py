@@ -14,6 +14,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 from openai import (
     APIStatusError,
     AsyncOpenAI,
@@ -23,6 +24,7 @@ from openai import (
     OpenAI,
     RateLimitError,
 )
+from openai._streaming import SSEDecoder
 
 from api.openai_compat.routes import conversation_key
 from core.domain.round_markdown import IN_OWN_WORDS, WITH_OPTIONS
@@ -466,3 +468,43 @@ async def test_a_ready_model_answers_and_past_the_follow_ups_a_new_consultation_
     assert streamed.endswith(WITH_OPTIONS) and "   - 1b) 300+" in streamed
     sent = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
     assert sent == ["Which phone should I buy?"]
+
+
+def validator(document: dict[str, Any], name: str) -> Draft202012Validator:
+    return Draft202012Validator(
+        {"$ref": f"#/components/schemas/{name}", "components": document["components"]}
+    )
+
+
+async def test_the_openapi_document_describes_the_routes_and_real_replies_match(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """The `/v1/` routes are in the document; a real request, reply, chunk, model list and
+    error validate against their schemas."""
+    document = await (await api.client.get("/api/openapi.json")).json()
+    assert {"/v1/models", "/v1/models/{model_id}", "/v1/chat/completions"} <= set(document["paths"])
+    for name, schema in document["components"]["schemas"].items():
+        if name.startswith("OpenAI"):
+            Draft202012Validator.check_schema(schema)
+    body = {"model": "consultation-2", "messages": [user(REQUEST)], "user": "carol"}
+    validator(document, "OpenAIChatRequest").validate(body)
+    model_server.enqueue("What is your budget?")
+    response = await api.client.post("/v1/chat/completions", json=body)
+    validator(document, "OpenAIChatCompletion").validate(await response.json())
+    model_server.enqueue("What is your budget?")
+    response = await api.client.post(
+        "/v1/chat/completions",
+        json={**body, "user": "dave", "stream": True, "stream_options": {"include_usage": True}},
+    )
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    events = [e async for e in SSEDecoder().aiter_bytes(response.content.iter_any())]
+    assert events[-1].data == "[DONE]" and all(e.event is None for e in events)
+    for event in events[:-1]:
+        validator(document, "OpenAIChatCompletionChunk").validate(event.json())
+    listed = await (await api.client.get("/v1/models")).json()
+    validator(document, "OpenAIModelList").validate(listed)
+    assert document["components"]["schemas"]["OpenAIChatRequest"]["properties"]["model"][
+        "description"
+    ].startswith("One of `consultation`")
+    missing = await api.client.post("/v1/chat/completions", json={**body, "model": "gpt-4o"})
+    validator(document, "OpenAIError").validate(await missing.json())
