@@ -2,9 +2,10 @@
 
 Invariants: every response this server writes on its own behalf is JSON (errors
 included: unknown route, wrong method, body too large, a crash, a request the HTTP
-parser refuses — see `api.server`); `/api/*` needs `Authorization: Bearer <API_TOKEN>`
-when a token is configured, and is limited to API_RATE_LIMIT_PER_MINUTE requests per
-client (the token, or the address without one); `/healthz` and `/metrics` never are
+parser refuses — see `api.server`; under `/v1/` in the OpenAI error shape); `/api/*` and
+`/v1/*` need `Authorization: Bearer <API_TOKEN>` when a token is configured, and are
+limited to API_RATE_LIMIT_PER_MINUTE requests per client (the token, or the address
+without one); `/healthz` and `/metrics` never are
 (probes and scrapers carry no secrets; they reveal no data); each request is counted
 by route template and status code.
 """

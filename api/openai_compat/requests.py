@@ -6,7 +6,7 @@ a body the endpoint cannot take is a 400 naming the field (`param`, such as
 take (tool and function messages: this model calls no client tools), content that is not
 text, text with NUL characters or unpaired surrogates, a user or system message over
 MAX_INPUT_CHARS, a `user` over `MAX_USER_CHARS`, `metadata.rounds` that is not a round
-count within API_MAX_ROUNDS, `n` other than 1. Fields the endpoint has no use for
+count within MAX_ROUNDS_LIMIT, `n` other than 1. Fields the endpoint has no use for
 (`temperature`, `max_tokens`, …) are accepted and ignored, as chat apps send them.
 """
 
@@ -172,6 +172,6 @@ def _rounds(value: Any, max_rounds: int) -> int | None:
         raise invalid("metadata.rounds: a whole number of rounds", "metadata.rounds")
     if not 1 <= int(text) <= max_rounds:
         raise invalid(
-            f"metadata.rounds: between 1 and {max_rounds} (API_MAX_ROUNDS)", "metadata.rounds"
+            f"metadata.rounds: between 1 and {max_rounds} (MAX_ROUNDS_LIMIT)", "metadata.rounds"
         )
     return int(text)
