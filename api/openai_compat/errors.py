@@ -83,8 +83,9 @@ def model_not_found(model: str) -> OpenAIError:
 
 
 def from_api(error: ApiError) -> OpenAIError:
-    """The API's refusal as an OpenAI error: its status, message and headers kept."""
-    status = error.status
+    """The API's refusal as an OpenAI error: its message and headers kept, its status too
+    but 422 (which the OpenAI API does not use: a file or an answer it cannot take is 400)."""
+    status = 400 if error.status == 422 else error.status
     kind, code = _TYPES.get(error.code, (None, None))
     if kind is None:
         kind = "server_error" if status >= 500 else "invalid_request_error"

@@ -13,9 +13,11 @@ count within MAX_ROUNDS_LIMIT, `n` other than 1. Fields the endpoint has no use 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from api.attachments import MAX_ATTACHMENTS
 from api.openai_compat.errors import invalid
 from core.domain.client_history import Sent
 
@@ -24,6 +26,19 @@ MAX_MESSAGES = 500
 MAX_USER_CHARS = 64
 MAX_METADATA_KEYS = 16
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+_DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+=[\w.+-]+)*;base64,", re.ASCII)
+_AUDIO_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg"}
+_IMAGE_NAMES = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp", "image/gif": "gif"}
+
+
+@dataclass(frozen=True, slots=True)
+class SentFile:
+    """A file of the last user message, as `api.attachments` reads one: its name, MIME
+    type and base64 data (checked there)."""
+
+    name: str
+    mime_type: str | None
+    data: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +51,7 @@ class CompletionAsk:
     include_usage: bool = False
     user: str | None = None
     rounds: int | None = None  # metadata.rounds
+    files: tuple[SentFile, ...] = ()  # the last user message's
 
 
 def parse_completion(
@@ -58,9 +74,11 @@ def parse_completion(
         stream = False
     if not isinstance(stream, bool):
         raise invalid("stream: must be true or false", "stream")
+    messages, files = _messages(body.get("messages"), max_input_chars)
     return CompletionAsk(
         model=model,
-        messages=_messages(body.get("messages"), max_input_chars),
+        messages=messages,
+        files=files,
         stream=stream,
         include_usage=_include_usage(body.get("stream_options"), stream),
         user=_user(body.get("user")),
@@ -68,7 +86,8 @@ def parse_completion(
     )
 
 
-def _messages(value: Any, max_input_chars: int) -> tuple[Sent, ...]:
+def _messages(value: Any, max_input_chars: int) -> tuple[tuple[Sent, ...], tuple[SentFile, ...]]:
+    """The messages, and the files of the last one when it is the user's."""
     if not isinstance(value, list) or not value:
         raise invalid("messages: a non-empty list of messages is required", "messages")
     if len(value) > MAX_MESSAGES:
@@ -77,6 +96,7 @@ def _messages(value: Any, max_input_chars: int) -> tuple[Sent, ...]:
             "messages",
         )
     sent = []
+    files: list[SentFile] = []
     for index, message in enumerate(value):
         where = f"messages[{index}]"
         if not isinstance(message, dict):
@@ -97,7 +117,7 @@ def _messages(value: Any, max_input_chars: int) -> tuple[Sent, ...]:
                 f"{where}.role: must be one of system, developer, user, assistant",
                 f"{where}.role",
             )
-        text = _text(message.get("content"), f"{where}.content")
+        text, files = _content(message.get("content"), f"{where}.content", ROLES[role] == "user")
         if ROLES[role] != "assistant" and len(text) > max_input_chars:
             raise invalid(
                 f"{where}.content: over MAX_INPUT_CHARS ({max_input_chars} characters)",
@@ -105,37 +125,65 @@ def _messages(value: Any, max_input_chars: int) -> tuple[Sent, ...]:
                 code="string_above_max_length",
             )
         sent.append(Sent(ROLES[role], text))
-    return tuple(sent)
+    return tuple(sent), tuple(files)
 
 
-def _text(content: Any, where: str) -> str:
-    """A message's text: a string, or the text parts of a list of content parts."""
+def _content(content: Any, where: str, files_allowed: bool) -> tuple[str, list[SentFile]]:
+    """A message's text (a string, or the text parts of a list of content parts) and its
+    files (a user message's parts)."""
+    files: list[SentFile] = []
     if isinstance(content, str):
         text = content
     elif isinstance(content, list):
         pieces = []
         for index, part in enumerate(content):
+            at = f"{where}[{index}]"
             kind = part.get("type") if isinstance(part, dict) else None
             if kind == "text" and isinstance(part.get("text"), str):
                 pieces.append(part["text"])
-            elif kind in ("image_url", "input_audio", "file"):
-                raise invalid(
-                    f"{where}[{index}]: {kind} parts are not taken by this endpoint yet: "
-                    "send text (the JSON API, /api/chat, takes files)",
-                    f"{where}[{index}]",
-                )
+            elif kind in ("image_url", "file", "input_audio") and files_allowed:
+                files.append(_file(part, kind, at, len(files)))
+                if len(files) > MAX_ATTACHMENTS:
+                    raise invalid(f"{where}: at most {MAX_ATTACHMENTS} files a message", at)
             else:
-                raise invalid(f"{where}[{index}]: a content part must be text", f"{where}[{index}]")
+                raise invalid(f"{at}: a content part must be text or a user's file", at)
         text = "\n".join(pieces)
     else:
-        raise invalid(f"{where}: must be a string or a list of text parts", where)
+        raise invalid(f"{where}: must be a string or a list of content parts", where)
     if "\x00" in text:
         raise invalid(f"{where}: NUL characters are not taken", where)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise invalid(f"{where}: unpaired surrogates are not text", where) from None
-    return text
+    return text, files
+
+
+def _file(part: dict[str, Any], kind: str, at: str, number: int) -> SentFile:
+    """A file content part as an attachment (its base64 checked by `api.attachments`)."""
+    inner = part.get(kind)
+    if not isinstance(inner, dict):
+        raise invalid(f"{at}.{kind}: must be an object", f"{at}.{kind}")
+    if kind == "input_audio":
+        data, audio = inner.get("data"), inner.get("format")
+        if not isinstance(data, str) or audio not in _AUDIO_TYPES:
+            raise invalid(f"{at}.input_audio: base64 `data` and a `format` of wav or mp3", at)
+        return SentFile(f"voice.{audio}", _AUDIO_TYPES[audio], data)
+    url = inner.get("url") if kind == "image_url" else inner.get("file_data")
+    if not isinstance(url, str) or (found := _DATA_URL.match(url)) is None:
+        field = "image_url.url" if kind == "image_url" else "file.file_data"
+        raise invalid(
+            f"{at}.{field}: a data: URL with base64 data (the server fetches nothing)",
+            f"{at}.{field}",
+        )
+    mime = found[1]
+    if kind == "image_url":
+        name = f"image-{number + 1}.{_IMAGE_NAMES.get(mime or '', 'png')}"
+    else:
+        given = inner.get("filename")
+        name = given if isinstance(given, str) and 0 < len(given) <= 255 else f"file-{number + 1}"
+        name = "".join(c for c in name if c.isprintable())
+    return SentFile(name or f"file-{number + 1}", mime, url[found.end() :])
 
 
 def _include_usage(value: Any, stream: bool) -> bool:

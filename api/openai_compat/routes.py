@@ -30,10 +30,18 @@ from typing import Any
 
 from aiohttp import web
 
-from api.body_budget import BodyBudget, server_busy
+from api.attachments import read_attachments
+from api.body_budget import BodyBudget, Reservation, server_busy
 from api.chat import CLIENT_KEY
 from api.config import ApiConfig
-from api.errors import ApiError, from_engine, json_response, model_error, store_unavailable
+from api.errors import (
+    ApiError,
+    attachment_refused,
+    from_engine,
+    json_response,
+    model_error,
+    store_unavailable,
+)
 from api.limits import Limits, read_body, refuse_declared_over
 from api.memory import API_PERSON_PREFIX
 from api.openai_compat.errors import OpenAIError, from_api, invalid, model_not_found
@@ -48,9 +56,17 @@ from api.openai_compat.shapes import (
     usage_of,
 )
 from api.sse import EventStream
-from core.domain.client_history import HistoryInvalid, Next, rebuild
-from core.domain.errors import ConsultationError, ModelError, StoreUnavailable, TurnSuperseded
+from core.domain.attachments import Image, MessageInput
+from core.domain.client_history import HistoryInvalid, Next, Rebuilt, rebuild
+from core.domain.errors import (
+    AttachmentRefused,
+    ConsultationError,
+    ModelError,
+    StoreUnavailable,
+    TurnSuperseded,
+)
 from core.domain.outcomes import Reply
+from core.domain.quotas import Stage
 from core.domain.usage import Payer
 from core.turns.client_chats import ClientTurn
 from core.turns.engine import Engine
@@ -101,6 +117,7 @@ class OpenAIEndpoints:
         self._engine = engine
         self._metrics = metrics
         self._limits = Limits.of(config, intake)
+        self._intake = intake
         self._budget = budget
         self._created = int(time.time())
         self._tasks: set[asyncio.Task[Reply]] = set()
@@ -123,7 +140,15 @@ class OpenAIEndpoints:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         """Answer the conversation's last user message: a round, the final answer or a
         follow-up's answer, whole or streamed."""
-        ask = await self._ask(request)
+        ask, held = await self._ask(request)
+        try:
+            return await self._complete(request, ask, held)
+        finally:
+            held.release()
+
+    async def _complete(
+        self, request: web.Request, ask: CompletionAsk, held: Reservation
+    ) -> web.StreamResponse:
         choice = choose(ask.model, self._roles(), self._limits.max_rounds)
         if choice is None:
             raise model_not_found(ask.model)
@@ -143,13 +168,19 @@ class OpenAIEndpoints:
         person = None if ask.user is None else API_PERSON_PREFIX + ask.user
         if person is not None and await self._engine.blocks.blocked(person):
             raise OpenAIError(403, "this user is blocked by the operator", kind="permission_error")
+        payer = Payer(person=person, client=client)
         first = next(m.text for m in ask.messages if m.role == "user")
-        turn = ClientTurn(
-            conversation_key(client, ask.user, first),
-            rebuilt,
-            role,
-            payer=Payer(person=person, client=client),
-        )
+        chat_key = conversation_key(client, ask.user, first)
+        images: tuple[Image, ...] = ()
+        if ask.files and rebuilt.next is not Next.FINAL_NOW:
+            rebuilt, read = await self._with_files(rebuilt, ask, payer, person or client)
+            images = read.images
+            held.shrink_to(sum(len(image.data) for image in images))
+            if read.transcription is not None:
+                await self._engine.figures.charge_transcription(
+                    chat_key, read.transcription, payer=payer
+                )
+        turn = ClientTurn(chat_key, rebuilt, role, payer=payer, images=images)
         completion_id = "chatcmpl-" + uuid.uuid4().hex
         created = int(time.time())
         if ask.stream:
@@ -158,26 +189,52 @@ class OpenAIEndpoints:
         body = completion(reply, completion_id=completion_id, model=ask.model, created=created)
         return json_response(body)
 
+    async def _with_files(
+        self, rebuilt: Rebuilt, ask: CompletionAsk, payer: Payer, owner: str
+    ) -> tuple[Rebuilt, MessageInput]:
+        """The last user turn read with its files (documents' text, the transcript, photos),
+        as the JSON API reads attachments; a payer a quota refuses pays for no reading."""
+        follow_up = rebuilt.next is Next.FOLLOW_UP
+        if follow_up:
+            stage = Stage.FOLLOW_UP
+        else:
+            stage = Stage.START if rebuilt.rounds_done == 0 else Stage.CONTINUE
+        try:
+            await self._engine.quotas.require(payer, stage)
+            files = await read_attachments(ask.files, self._intake)
+            assert self._intake is not None  # files are decoded only with an intake
+            typed = rebuilt.message if follow_up else rebuilt.text
+            read = await self._intake.read(typed, files, owner=owner)
+        except ConsultationError as exc:
+            raise _failure(exc) from None
+        stored = read.stored_text
+        return replace(rebuilt, text=stored, message=stored if follow_up else rebuilt.message), read
+
     async def drain(self, app: web.Application | None = None) -> None:
         """Let replies still being written finish (and be stored) before shutting down."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=DRAIN_SECONDS)
 
-    async def _ask(self, request: web.Request) -> CompletionAsk:
-        """The request's body read within the limits and the body budget, and checked."""
+    async def _ask(self, request: web.Request) -> tuple[CompletionAsk, Reservation]:
+        """The request's body read within the limits and the body budget, and checked; its
+        share of the budget, held while its files are (the caller releases it)."""
         refuse_declared_over(request, self._limits.max_body_bytes)
         held = self._budget.reserve(request.content_length)
         if held is None:
             raise server_busy()
         try:
             raw = await read_body(request, self._limits.max_body_bytes, held)
-            return parse_completion(
+            ask = parse_completion(
                 raw,
                 max_input_chars=self._limits.max_input_chars,
                 max_rounds=self._limits.max_rounds,
             )
-        finally:
+        except BaseException:
             held.release()
+            raise
+        if not ask.files:
+            held.release()
+        return ask, held
 
     def _start(self, turn: ClientTurn) -> asyncio.Task[Reply]:
         """The reply in a task of its own (see the module)."""
@@ -295,6 +352,8 @@ def _failure(exc: Exception) -> OpenAIError:
         return from_api(store_unavailable())
     if isinstance(exc, TurnSuperseded):
         return from_api(ApiError("CONFLICT", "this turn was answered by another request meanwhile"))
+    if isinstance(exc, AttachmentRefused):
+        return from_api(attachment_refused(exc))
     if isinstance(exc, ConsultationError):
         return from_api(from_engine(exc))
     log.error("/v1/chat/completions failed", exc_info=exc)

@@ -6,6 +6,7 @@ edited history, the model list, and every refusal in the OpenAI error shape."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import sqlite3
@@ -25,10 +26,11 @@ from openai import (
     RateLimitError,
 )
 from openai._streaming import SSEDecoder
+from PIL import Image as PILImage
 
 from api.openai_compat.routes import conversation_key
 from core.domain.round_markdown import IN_OWN_WORDS, WITH_OPTIONS
-from fakes.model_server import FakeModelServer
+from fakes.model_server import FakeModelServer, image_parts, text_of
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.postgres import fresh_schema
 
@@ -508,3 +510,71 @@ async def test_the_openapi_document_describes_the_routes_and_real_replies_match(
     ].startswith("One of `consultation`")
     missing = await api.client.post("/v1/chat/completions", json={**body, "model": "gpt-4o"})
     validator(document, "OpenAIError").validate(await missing.json())
+
+
+def data_url(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+
+
+def png() -> bytes:
+    out = io.BytesIO()
+    PILImage.new("RGB", (4, 4), (200, 30, 30)).save(out, format="PNG")
+    return out.getvalue()
+
+
+@pytest.mark.api_settings(llm_vision=True)
+async def test_files_of_the_last_message_are_read_as_the_apis_attachments(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A document part's text reaches the model in its block and a photo as an image part;
+    in the next request the same files, sent again with the history, are not read again."""
+    notes = b"Budget: 1200 EUR\n"
+    parts = [
+        {"type": "text", "text": REQUEST},
+        {
+            "type": "file",
+            "file": {"filename": "notes.txt", "file_data": data_url(notes, "text/plain")},
+        },
+        {"type": "image_url", "image_url": {"url": data_url(png(), "image/png")}},
+    ]
+    model_server.enqueue("Which city?")
+    content, _ = await ask(api, [{"role": "user", "content": parts}])
+    sent = model_server.requests[-1]["messages"][-1]
+    assert '<document name="notes.txt">\nBudget: 1200 EUR\n</document>' in text_of(sent["content"])
+    assert len(image_parts(sent)) == 1
+    model_server.enqueue("Buy the ThinkPad.")
+    history = [{"role": "user", "content": parts}, assistant(content), user("Berlin")]
+    await ask(api, history)
+    last = model_server.requests[-1]["messages"]
+    assert sum(len(image_parts(m)) for m in last) == 0
+    assert text_of(last[-1]["content"]) == "Berlin"
+    assert await stored(api, REQUEST) == 1
+
+
+@pytest.mark.parametrize(
+    ("part", "why"),
+    [
+        ({"type": "image_url", "image_url": {"url": "https://example.org/x.png"}}, "data: URL"),
+        ({"type": "file", "file": {"file_data": "data:text/plain;base64,@@@@"}}, "base64"),
+        (
+            {
+                "type": "file",
+                "file": {
+                    "filename": "x.exe",
+                    "file_data": data_url(b"MZ\x90", "application/x-msdownload"),
+                },
+            },
+            "not taken",
+        ),
+    ],
+)
+async def test_a_file_the_endpoint_cannot_take_is_400_and_stores_nothing(
+    api: RunningApi, model_server: FakeModelServer, part: dict[str, Any], why: str
+) -> None:
+    """A remote image, data that is not base64 or a kind of file the deployment does not
+    take is refused before anything is stored or sent to the model."""
+    body = {"model": "consultation", "messages": [{"role": "user", "content": [part]}]}
+    response = await api.client.post("/v1/chat/completions", json=body)
+    error = (await response.json())["error"]
+    assert response.status == 400 and why in error["message"], error
+    assert model_server.requests == [] and consultations(api) == 0
