@@ -145,7 +145,8 @@ class ClientChats:
             id=str(uuid.uuid4()),
             chat_key=turn.chat_key,
             max_rounds=max(rebuilt.max_rounds, rebuilt.rounds_done),
-            initial_request=rebuilt.request,
+            # A first message is the request as it is stored (its documents read into it).
+            initial_request=rebuilt.request if rebuilt.history else rebuilt.text,
             created_at=now,
             last_activity_at=now,
             current_round=rebuilt.rounds_done,

@@ -527,7 +527,8 @@ async def test_files_of_the_last_message_are_read_as_the_apis_attachments(
     api: RunningApi, model_server: FakeModelServer
 ) -> None:
     """A document part's text reaches the model in its block and a photo as an image part;
-    in the next request the same files, sent again with the history, are not read again."""
+    in the next request the same files, sent again with the history, are not read again, and
+    the final round's request carries the document with the original request."""
     notes = b"Budget: 1200 EUR\n"
     parts = [
         {"type": "text", "text": REQUEST},
@@ -538,17 +539,18 @@ async def test_files_of_the_last_message_are_read_as_the_apis_attachments(
         {"type": "image_url", "image_url": {"url": data_url(png(), "image/png")}},
     ]
     model_server.enqueue("Which city?")
-    content, _ = await ask(api, [{"role": "user", "content": parts}])
+    content, _ = await ask(api, [{"role": "user", "content": parts}], model="consultation-2")
     sent = model_server.requests[-1]["messages"][-1]
     assert '<document name="notes.txt">\nBudget: 1200 EUR\n</document>' in text_of(sent["content"])
     assert len(image_parts(sent)) == 1
     model_server.enqueue("Buy the ThinkPad.")
     history = [{"role": "user", "content": parts}, assistant(content), user("Berlin")]
-    await ask(api, history)
+    await ask(api, history, model="consultation-2")
     last = model_server.requests[-1]["messages"]
     assert sum(len(image_parts(m)) for m in last) == 0
     assert text_of(last[-1]["content"]) == "Berlin"
     assert await stored(api, REQUEST) == 1
+    assert '[document "notes.txt" attached]' in system_prompt(model_server.requests[-1])
 
 
 @pytest.mark.parametrize(
