@@ -38,6 +38,8 @@ def choose(model: str, roles: Collection[str], max_rounds: int) -> ModelChoice |
     if not model.startswith(BASE + "-"):
         return None
     rest = model[len(BASE) + 1 :]
+    if not rest:
+        return None
     rounds: int | None = None
     found = _ROUNDS.search(rest)
     if found is not None:

@@ -28,6 +28,7 @@ from openai import (
 from openai._streaming import SSEDecoder
 from PIL import Image as PILImage
 
+from api.openai_compat.models import ModelChoice, choose, model_ids
 from api.openai_compat.routes import conversation_key
 from core.domain.round_markdown import IN_OWN_WORDS, WITH_OPTIONS
 from fakes.model_server import FakeModelServer, image_parts, text_of
@@ -580,3 +581,26 @@ async def test_a_file_the_endpoint_cannot_take_is_400_and_stores_nothing(
     error = (await response.json())["error"]
     assert response.status == 400 and why in error["message"], error
     assert model_server.requests == [] and consultations(api) == 0
+
+
+def test_a_model_id_names_a_persona_and_maybe_rounds() -> None:
+    """`consultation[-role][-N]` chooses a known persona and rounds within the limit;
+    anything else chooses nothing."""
+    roles = {"lawyer", "doctor", "tax-advisor"}
+    assert choose("consultation", roles, 10) == ModelChoice("consultation", None, None)
+    assert choose("consultation-3", roles, 10) == ModelChoice("consultation-3", None, 3)
+    assert choose("consultation-lawyer", roles, 10) == ModelChoice(
+        "consultation-lawyer", "lawyer", None
+    )
+    assert choose("consultation-tax-advisor-2", roles, 10) == ModelChoice(
+        "consultation-tax-advisor-2", "tax-advisor", 2
+    )
+    for wrong in ("consultation-0", "consultation-11", "consultation-", "consultation-x", "gpt"):
+        assert choose(wrong, roles, 10) is None, wrong
+    assert choose("consultation-lawyer-٣", roles, 10) is None  # only ASCII digits count
+    assert model_ids(roles) == [
+        "consultation",
+        "consultation-doctor",
+        "consultation-lawyer",
+        "consultation-tax-advisor",
+    ]
