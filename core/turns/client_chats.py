@@ -11,8 +11,10 @@ Invariants it keeps:
   or regenerated conversation, or one this server never saw — a consultation is stored
   anew from the client's history (an active one of the chat is reset first), so nothing
   the server kept contradicts what the client sent;
-- a consultation stored anew is a start (quotas: the payer's consultations of the day),
-  except one rebuilt only to take a follow-up;
+- a consultation stored anew from a history without replies is a start (quotas: the
+  payer's consultations of the day); one stored anew from a history that holds replies is
+  no new start, but the token limits refuse it as they refuse a follow-up (`_stage`), so a
+  made-up history never buys an answer past them;
 - the user's turn is committed with its key before the model is called; the reply is
   stored as any turn's (`core.turns.answering`, `core.turns.follow_ups`), so usage, quotas,
   the console's transcripts and the stats see these consultations like any other;
@@ -99,10 +101,7 @@ class ClientChats:
         async with self._gate.hold(turn.chat_key):
             now = self._clock()
             found = await self._matching(turn.chat_key, rebuilt, now)
-            if rebuilt.next is Next.FOLLOW_UP:
-                stage = Stage.FOLLOW_UP
-            else:
-                stage = Stage.CONTINUE if found is not None else Stage.START
+            stage = _stage(rebuilt, found is not None)
             tokens = turn_tokens(rebuilt.message, self._config.max_tokens)
             admission = await self._quotas.admit(turn.payer, stage, tokens)
             async with holding(admission.held):
@@ -213,6 +212,18 @@ class ClientChats:
             over_quota=verdict.hit if verdict.finish else None,
             on_tool=turn.on_tool,
         )
+
+
+def _stage(rebuilt: Rebuilt, stored: bool) -> Stage:
+    """The quota stage of the turn: a follow-up's; a stored consultation's next round; a
+    new consultation's start (counted); or, for one stored anew from a history that already
+    holds replies (edited, branched, regenerated), the follow-up's admission: the token
+    limits apply, but it is no new consultation of the day."""
+    if rebuilt.next is Next.FOLLOW_UP:
+        return Stage.FOLLOW_UP
+    if stored:
+        return Stage.CONTINUE
+    return Stage.START if rebuilt.rounds_done == 0 else Stage.FOLLOW_UP
 
 
 def _holds(consultation: Consultation, rebuilt: Rebuilt) -> bool:

@@ -304,7 +304,8 @@ async def test_a_quota_is_429_in_the_openai_shape_and_stores_nothing(
     served: RunningApi, model_server: FakeModelServer
 ) -> None:
     """A `user` past the consultations of the day is 429 `insufficient_quota` with
-    `Retry-After`; nothing of the refused conversation is stored or sent to the model."""
+    `Retry-After`; nothing of the refused conversation is stored or sent to the model; an
+    edited conversation that already holds replies is no new consultation."""
     api = served
     model_server.enqueue("What is your budget?")
     await ask(api, [user(REQUEST)], user="alice")
@@ -317,6 +318,10 @@ async def test_a_quota_is_429_in_the_openai_shape_and_stores_nothing(
     assert isinstance(error.body, dict) and error.body["type"] == "insufficient_quota"
     assert len(model_server.requests) == calls
     assert await stored(api, "Another question", "alice") == 0
+    model_server.enqueue("Buy the ThinkPad.")
+    branch = [user(REQUEST), assistant(f"Your budget?\n\n{IN_OWN_WORDS}"), user("1000 euros")]
+    _, state = await ask(api, branch, user="alice")
+    assert state["round"] == 2  # a history with replies stored anew is no new start
 
 
 @pytest.mark.api_settings(api_rate_limit_per_minute=1)
