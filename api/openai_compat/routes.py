@@ -43,7 +43,7 @@ from api.errors import (
     store_unavailable,
 )
 from api.limits import Limits, read_body, refuse_declared_over
-from api.memory import API_PERSON_PREFIX
+from api.memory import API_PERSON_PREFIX, api_scope
 from api.openai_compat.errors import OpenAIError, from_api, invalid, model_not_found
 from api.openai_compat.models import choose, model_ids, model_object
 from api.openai_compat.requests import CompletionAsk, parse_completion
@@ -121,6 +121,7 @@ class OpenAIEndpoints:
         self._budget = budget
         self._created = int(time.time())
         self._tasks: set[asyncio.Task[Reply]] = set()
+        self._memory_tasks: set[asyncio.Task[None]] = set()
 
     def _roles(self) -> Collection[str]:
         return self._engine.settings.roles().keys()
@@ -180,7 +181,8 @@ class OpenAIEndpoints:
                 await self._engine.figures.charge_transcription(
                     chat_key, read.transcription, payer=payer
                 )
-        turn = ClientTurn(chat_key, rebuilt, role, payer=payer, images=images)
+        memory = None if ask.user is None else api_scope(ask.user)
+        turn = ClientTurn(chat_key, rebuilt, role, payer=payer, memory=memory, images=images)
         completion_id = "chatcmpl-" + uuid.uuid4().hex
         created = int(time.time())
         if ask.stream:
@@ -214,6 +216,8 @@ class OpenAIEndpoints:
         """Let replies still being written finish (and be stored) before shutting down."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=DRAIN_SECONDS)
+        if self._memory_tasks:
+            await asyncio.wait(set(self._memory_tasks), timeout=DRAIN_SECONDS)
 
     async def _ask(self, request: web.Request) -> tuple[CompletionAsk, Reservation]:
         """The request's body read within the limits and the body budget, and checked; its
@@ -244,10 +248,29 @@ class OpenAIEndpoints:
         def done(finished: asyncio.Task[Reply]) -> None:
             self._tasks.discard(finished)
             if not finished.cancelled() and finished.exception() is None:
-                self._metrics.record_reply(finished.result(), source="api")
+                reply = finished.result()
+                self._metrics.record_reply(reply, source="api")
+                if reply.completed_now:
+                    self._remember(reply.consultation_id)
 
         task.add_done_callback(done)
         return task
+
+    def _remember(self, consultation_id: str) -> None:
+        """Keep a completed consultation's facts (client memory, with a `user`) in a task
+        of its own, as `/api/chat` does; its failure is logged, the reply stands."""
+        if not self._engine.memories.enabled:
+            return
+
+        async def remember() -> None:
+            try:
+                await self._engine.memories.remember(consultation_id)
+            except Exception as exc:
+                log.warning("consultation %s not remembered: %s", consultation_id, exc)
+
+        task = asyncio.create_task(remember())
+        self._memory_tasks.add(task)
+        task.add_done_callback(self._memory_tasks.discard)
 
     async def _outcome(self, task: asyncio.Task[Reply]) -> Reply:
         """The task's reply, or its failure as an OpenAI error."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from core.domain.attachments import Image
 from core.domain.client_history import Next, Rebuilt
 from core.domain.consultation import Consultation, Message, Role, Status
+from core.domain.facts import MemoryScope
 from core.domain.outcomes import Reply
 from core.domain.ports import ConsultationStore, OnText
 from core.domain.quotas import Stage, StartRefused
@@ -42,22 +43,25 @@ from core.prompting.requests import EngineConfig
 from core.prompting.rounds import is_expired
 from core.turns.answering import Answerer
 from core.turns.follow_ups import FollowUps, unavailable_reason
+from core.turns.memories import opening
 from core.turns.quota_checks import Admission, Quotas
 from core.turns.quota_holds import holding, turn_tokens
 from core.turns.round_answers import user_message_text
 from core.turns.running import TurnGate
-from core.turns.user_turns import UserTurns, require_text
+from core.turns.user_turns import UserTurns, asker_of, require_text
 
 
 @dataclass(frozen=True, slots=True)
 class ClientTurn:
-    """One request of a chat app: the conversation rebuilt, the persona it chose, and who
-    pays. `chat_key` names the conversation (its client, user and first message)."""
+    """One request of a chat app: the conversation rebuilt, the persona it chose, who pays
+    and whose client memory a consultation stored anew opens with. `chat_key` names the
+    conversation (its client, user and first message)."""
 
     chat_key: str
     rebuilt: Rebuilt
     role: str
     payer: Payer | None = None
+    memory: MemoryScope | None = None  # the person whose client memory it reaches
     images: Sequence[Image] = ()
     on_text: OnText | None = None
     on_tool: OnToolStart | None = None
@@ -140,6 +144,7 @@ class ClientChats:
             messages.append(
                 Message(sent.role, text, now, turn_id=sent.key or None, questions=sent.questions)
             )
+        owner, facts = await opening(self._store, self._config, turn.memory)
         consultation = Consultation(
             id=str(uuid.uuid4()),
             chat_key=turn.chat_key,
@@ -153,7 +158,9 @@ class ClientChats:
             role=turn.role,
             system_prompt=self._system_prompt(turn.role, rebuilt.instructions),
             follow_ups=rebuilt.follow_ups,
-            person=turn.payer.person if turn.payer is not None else None,
+            memory_owner=owner,
+            memory_facts=facts,
+            person=asker_of(turn.payer, turn.memory),
             messages=messages,
         )
         counted = stage is Stage.START and turn.payer is not None

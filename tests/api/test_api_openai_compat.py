@@ -34,6 +34,7 @@ from core.domain.round_markdown import IN_OWN_WORDS, WITH_OPTIONS
 from fakes.model_server import FakeModelServer, image_parts, text_of
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.postgres import fresh_schema
+from tests.waiting import until
 
 REQUEST = "Which laptop should I buy?"
 ADDRESS_CLIENT = "addr:127.0.0.1"
@@ -609,3 +610,28 @@ def test_a_model_id_names_a_persona_and_maybe_rounds() -> None:
         "consultation-lawyer",
         "consultation-tax-advisor",
     ]
+
+
+@pytest.mark.api_settings(memory_enabled=True)
+async def test_a_users_completed_consultation_is_remembered_for_their_next(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """With `user`, a completed consultation's facts are kept for that user, read back at
+    `/api/users/{user}/memory`, and sent in their next consultation."""
+    model_server.enqueue("Use drip irrigation.")
+    model_server.enqueue("Lives in Riga\nGrows tomatoes")
+    _, state = await ask(
+        api, [user("I live in Riga and grow tomatoes.")], model="consultation-1", user="u-1"
+    )
+    assert state["final"]
+
+    async def kept() -> bool:
+        body = await (await api.client.get("/api/users/u-1/memory")).json()
+        return len(body["facts"]) == 2
+
+    await until(kept, "u-1 has two facts")
+    model_server.enqueue("Next answer.")
+    model_server.enqueue("none")
+    await ask(api, [user("What now?")], model="consultation-1", user="u-1")
+    prompt = text_of(model_server.requests[2]["messages"][0]["content"])
+    assert "- Lives in Riga" in prompt
