@@ -143,13 +143,23 @@ class OpenAIEndpoints:
         follow-up's answer, whole or streamed."""
         ask, held = await self._ask(request)
         try:
-            return await self._complete(request, ask, held)
-        finally:
+            turn = await self._turn(request, ask, held)
+        except BaseException:
             held.release()
+            raise
+        completion_id = "chatcmpl-" + uuid.uuid4().hex
+        created = int(time.time())
+        if ask.stream:
+            return await self._stream(request, turn, held, ask, completion_id, created)
+        reply = await self._outcome(self._start(turn, held))
+        body = completion(reply, completion_id=completion_id, model=ask.model, created=created)
+        return json_response(body)
 
-    async def _complete(
+    async def _turn(
         self, request: web.Request, ask: CompletionAsk, held: Reservation
-    ) -> web.StreamResponse:
+    ) -> ClientTurn:
+        """The turn the request asks for: its model, the conversation rebuilt, who pays, and
+        the last message's files read (their photos' share of the budget kept in `held`)."""
         choice = choose(ask.model, self._roles(), self._limits.max_rounds)
         if choice is None:
             raise model_not_found(ask.model)
@@ -182,14 +192,7 @@ class OpenAIEndpoints:
                     chat_key, read.transcription, payer=payer
                 )
         memory = None if ask.user is None else api_scope(ask.user)
-        turn = ClientTurn(chat_key, rebuilt, role, payer=payer, memory=memory, images=images)
-        completion_id = "chatcmpl-" + uuid.uuid4().hex
-        created = int(time.time())
-        if ask.stream:
-            return await self._stream(request, turn, ask, completion_id, created)
-        reply = await self._outcome(self._start(turn))
-        body = completion(reply, completion_id=completion_id, model=ask.model, created=created)
-        return json_response(body)
+        return ClientTurn(chat_key, rebuilt, role, payer=payer, memory=memory, images=images)
 
     async def _with_files(
         self, rebuilt: Rebuilt, ask: CompletionAsk, payer: Payer, owner: str
@@ -240,13 +243,15 @@ class OpenAIEndpoints:
             held.release()
         return ask, held
 
-    def _start(self, turn: ClientTurn) -> asyncio.Task[Reply]:
-        """The reply in a task of its own (see the module)."""
+    def _start(self, turn: ClientTurn, held: Reservation) -> asyncio.Task[Reply]:
+        """The reply in a task of its own (see the module), which gives `held` back when
+        it ends."""
         task = asyncio.create_task(self._engine.client_chats.answer(turn))
         self._tasks.add(task)
 
         def done(finished: asyncio.Task[Reply]) -> None:
             self._tasks.discard(finished)
+            held.release()
             if not finished.cancelled() and finished.exception() is None:
                 reply = finished.result()
                 self._metrics.record_reply(reply, source="api")
@@ -285,6 +290,7 @@ class OpenAIEndpoints:
         self,
         request: web.Request,
         turn: ClientTurn,
+        held: Reservation,
         ask: CompletionAsk,
         completion_id: str,
         created: int,
@@ -293,7 +299,7 @@ class OpenAIEndpoints:
         rebuilt = turn.rebuilt
         final = rebuilt.next is not Next.ROUND or rebuilt.rounds_done + 1 >= rebuilt.max_rounds
         live = LiveText()
-        task = self._start(replace(turn, on_text=live.on_text if final else None))
+        task = self._start(replace(turn, on_text=live.on_text if final else None), held)
         events: EventStream | None = None
         sent = ""
 
