@@ -4,16 +4,34 @@ Invariant: every refusal on a `/v1/` route is this object with the status the Op
 would use for it (400 a request it cannot take, 401 no or a wrong key, 404 an unknown model
 or route, 429 with `Retry-After` for rate limits and quotas, 5xx the server's or the
 model's failure); the API's own refusals (`api.errors.ApiError`) are translated here, their
-message kept, so a chat app shows the person the same reason the JSON API gives.
+message kept, so a chat app shows the person the same reason the JSON API gives, and an
+engine failure is mapped once (`failure`), its detail logged, never sent.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from aiohttp import web
 
-from api.errors import ApiError, json_response
+from api.errors import (
+    ApiError,
+    attachment_refused,
+    from_engine,
+    json_response,
+    model_error,
+    store_unavailable,
+)
+from core.domain.errors import (
+    AttachmentRefused,
+    ConsultationError,
+    ModelError,
+    StoreUnavailable,
+    TurnSuperseded,
+)
+
+log = logging.getLogger(__name__)
 
 _TYPES: dict[str, tuple[str, str | None]] = {
     "UNAUTHORIZED": ("invalid_request_error", "invalid_api_key"),
@@ -101,3 +119,26 @@ def refusal_response(error: ApiError) -> web.Response:
     if error.close:
         response.force_close()
     return response
+
+
+def failure(exc: Exception) -> OpenAIError:
+    """A reply that did not happen, as the client's error (logged here: the detail of a
+    model's or the store's failure is the log's, never the client's)."""
+    if isinstance(exc, OpenAIError):
+        return exc
+    if isinstance(exc, ApiError):
+        return from_api(exc)
+    if isinstance(exc, ModelError):
+        log.warning("model error on /v1/chat/completions: %s", exc)
+        return from_api(model_error(exc))
+    if isinstance(exc, StoreUnavailable):
+        log.warning("/v1/chat/completions not answered: %s", exc)
+        return from_api(store_unavailable())
+    if isinstance(exc, TurnSuperseded):
+        return from_api(ApiError("CONFLICT", "this turn was answered by another request meanwhile"))
+    if isinstance(exc, AttachmentRefused):
+        return from_api(attachment_refused(exc))
+    if isinstance(exc, ConsultationError):
+        return from_api(from_engine(exc))
+    log.error("/v1/chat/completions failed", exc_info=exc)
+    return OpenAIError(500, "internal error", kind="server_error", code="internal_error")

@@ -10,23 +10,21 @@ Invariants:
   answered by `core.turns.client_chats`, keyed by the API client, `user` and the
   conversation's first message;
 - a reply runs in a task of its own, so a client that hangs up never aborts it: it is
-  stored like any other and the next request with the same history finds it;
-- the streamed chunks append to exactly the content a non-streaming request gets
-  (`api.openai_compat.shapes`): text is streamed as it comes only for a reply that is
-  sure to be final, whose content starts with the model's text; a round is sent whole.
+  stored like any other and the next request with the same history finds it; the
+  request's share of the body budget is given back when that task ends;
+- a streamed reply (`api.openai_compat.streaming`) has exactly the content of a plain one:
+  text streams as it comes only for a reply sure to be final; a round is sent whole.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import time
 import uuid
 from collections.abc import Collection
 from dataclasses import replace
-from typing import Any
 
 from aiohttp import web
 
@@ -34,37 +32,17 @@ from api.attachments import read_attachments
 from api.body_budget import BodyBudget, Reservation, server_busy
 from api.chat import CLIENT_KEY
 from api.config import ApiConfig
-from api.errors import (
-    ApiError,
-    attachment_refused,
-    from_engine,
-    json_response,
-    model_error,
-    store_unavailable,
-)
+from api.errors import json_response
 from api.limits import Limits, read_body, refuse_declared_over
 from api.memory import API_PERSON_PREFIX, api_scope
-from api.openai_compat.errors import OpenAIError, from_api, invalid, model_not_found
+from api.openai_compat.errors import OpenAIError, failure, invalid, model_not_found
 from api.openai_compat.models import choose, model_ids, model_object
 from api.openai_compat.requests import CompletionAsk, parse_completion
-from api.openai_compat.shapes import (
-    chunk,
-    completion,
-    consultation_of,
-    content_of,
-    finish_reason,
-    usage_of,
-)
-from api.sse import EventStream
+from api.openai_compat.shapes import completion
+from api.openai_compat.streaming import ChunkIds, LiveText, reply_of, stream_reply
 from core.domain.attachments import Image, MessageInput
 from core.domain.client_history import HistoryInvalid, Next, Rebuilt, rebuild
-from core.domain.errors import (
-    AttachmentRefused,
-    ConsultationError,
-    ModelError,
-    StoreUnavailable,
-    TurnSuperseded,
-)
+from core.domain.errors import ConsultationError
 from core.domain.outcomes import Reply
 from core.domain.quotas import Stage
 from core.domain.usage import Payer
@@ -87,18 +65,6 @@ def conversation_key(client: str, user: str | None, first_message: str) -> str:
     for part in (client, user or "", first_message):
         digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
     return CHAT_KEY_PREFIX + digest.hexdigest()[:32]
-
-
-class LiveText:
-    """The reply's text so far, as the engine streams it, and a flag raised as it grows."""
-
-    def __init__(self) -> None:
-        self.text = ""
-        self.changed = asyncio.Event()
-
-    async def on_text(self, text: str) -> None:
-        self.text = text
-        self.changed.set()
 
 
 class OpenAIEndpoints:
@@ -147,13 +113,19 @@ class OpenAIEndpoints:
         except BaseException:
             held.release()
             raise
-        completion_id = "chatcmpl-" + uuid.uuid4().hex
-        created = int(time.time())
-        if ask.stream:
-            return await self._stream(request, turn, held, ask, completion_id, created)
-        reply = await self._outcome(self._start(turn, held))
-        body = completion(reply, completion_id=completion_id, model=ask.model, created=created)
-        return json_response(body)
+        ids = ChunkIds("chatcmpl-" + uuid.uuid4().hex, ask.model, int(time.time()))
+        if not ask.stream:
+            reply = await reply_of(self._start(turn, held))
+            body = completion(
+                reply, completion_id=ids.completion_id, model=ask.model, created=ids.created
+            )
+            return json_response(body)
+        rebuilt = turn.rebuilt
+        # Text streams as it comes only for a reply sure to be final: a round is sent whole.
+        final = rebuilt.next is not Next.ROUND or rebuilt.rounds_done + 1 >= rebuilt.max_rounds
+        live = LiveText()
+        task = self._start(replace(turn, on_text=live.on_text if final else None), held)
+        return await stream_reply(request, task, live, ids, include_usage=ask.include_usage)
 
     async def _turn(
         self, request: web.Request, ask: CompletionAsk, held: Reservation
@@ -211,7 +183,7 @@ class OpenAIEndpoints:
             typed = rebuilt.message if follow_up else rebuilt.text
             read = await self._intake.read(typed, files, owner=owner)
         except ConsultationError as exc:
-            raise _failure(exc) from None
+            raise failure(exc) from None
         stored = read.stored_text
         return replace(rebuilt, text=stored, message=stored if follow_up else rebuilt.message), read
 
@@ -276,114 +248,3 @@ class OpenAIEndpoints:
         task = asyncio.create_task(remember())
         self._memory_tasks.add(task)
         task.add_done_callback(self._memory_tasks.discard)
-
-    async def _outcome(self, task: asyncio.Task[Reply]) -> Reply:
-        """The task's reply, or its failure as an OpenAI error."""
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            raise _failure(exc) from None
-
-    async def _stream(
-        self,
-        request: web.Request,
-        turn: ClientTurn,
-        held: Reservation,
-        ask: CompletionAsk,
-        completion_id: str,
-        created: int,
-    ) -> web.StreamResponse:
-        """The reply as `chat.completion.chunk` events, then `data: [DONE]`."""
-        rebuilt = turn.rebuilt
-        final = rebuilt.next is not Next.ROUND or rebuilt.rounds_done + 1 >= rebuilt.max_rounds
-        live = LiveText()
-        task = self._start(replace(turn, on_text=live.on_text if final else None), held)
-        events: EventStream | None = None
-        sent = ""
-
-        def shaped(
-            delta: dict[str, Any] | None = None,
-            finish: str | None = None,
-            usage: dict[str, int] | None = None,
-            consultation: dict[str, Any] | None = None,
-        ) -> str:
-            body = chunk(
-                completion_id=completion_id,
-                model=ask.model,
-                created=created,
-                delta=delta,
-                finish=finish,
-                usage=usage,
-                consultation=consultation,
-            )
-            return json.dumps(body, ensure_ascii=False)
-
-        async def opened() -> EventStream:
-            stream = EventStream(request)
-            await stream.open()
-            await stream.data(shaped(delta={"role": "assistant", "content": ""}))
-            return stream
-
-        while not task.done():
-            waiter = asyncio.ensure_future(live.changed.wait())
-            try:
-                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
-            live.changed.clear()
-            if task.done() or not live.text.startswith(sent) or live.text == sent:
-                continue
-            if events is None:
-                events = await opened()
-            piece, sent = live.text[len(sent) :], live.text
-            await events.data(shaped(delta={"content": piece}))
-        try:
-            reply = await self._outcome(task)
-        except OpenAIError as error:
-            if events is None:
-                raise
-            await events.data(json.dumps(error.body(), ensure_ascii=False))
-            await events.close()
-            return events.response
-        if events is None:
-            events = await opened()
-        content = content_of(reply)
-        if content.startswith(sent):
-            rest = content[len(sent) :]
-        else:  # a continuation rewrote text already sent: the rest cannot mend it
-            log.warning("streamed text of %s differs from its reply", reply.consultation_id)
-            rest = ""
-        if rest:
-            await events.data(shaped(delta={"content": rest}))
-        await events.data(
-            shaped(delta={}, finish=finish_reason(reply), consultation=consultation_of(reply))
-        )
-        if ask.include_usage:
-            await events.data(shaped(usage=usage_of(reply)))
-        await events.data("[DONE]")
-        await events.close()
-        return events.response
-
-
-def _failure(exc: Exception) -> OpenAIError:
-    """A reply that did not happen, as the client's error."""
-    if isinstance(exc, OpenAIError):
-        return exc
-    if isinstance(exc, ApiError):
-        return from_api(exc)
-    if isinstance(exc, ModelError):
-        log.warning("model error on /v1/chat/completions: %s", exc)
-        return from_api(model_error(exc))
-    if isinstance(exc, StoreUnavailable):
-        log.warning("/v1/chat/completions not answered: %s", exc)
-        return from_api(store_unavailable())
-    if isinstance(exc, TurnSuperseded):
-        return from_api(ApiError("CONFLICT", "this turn was answered by another request meanwhile"))
-    if isinstance(exc, AttachmentRefused):
-        return from_api(attachment_refused(exc))
-    if isinstance(exc, ConsultationError):
-        return from_api(from_engine(exc))
-    log.error("/v1/chat/completions failed", exc_info=exc)
-    return OpenAIError(500, "internal error", kind="server_error", code="internal_error")
