@@ -635,3 +635,23 @@ async def test_a_users_completed_consultation_is_remembered_for_their_next(
     await ask(api, [user("What now?")], model="consultation-1", user="u-1")
     prompt = text_of(model_server.requests[2]["messages"][0]["content"])
     assert "- Lives in Riga" in prompt
+
+
+async def test_a_regenerated_reply_is_a_new_answer_from_the_same_history(
+    served: RunningApi, model_server: FakeModelServer
+) -> None:
+    """The same conversation sent again after it was answered (a chat app's regenerate) is
+    answered anew from what it holds, never replayed, and stored beside the first."""
+    api, model = served, model_server
+    model.enqueue("What is your budget?")
+    content, _ = await ask(api, [user(REQUEST)], model="consultation-2")
+    history = [user(REQUEST), assistant(content), user("1000 euros")]
+    model.enqueue("Buy the ThinkPad.")
+    first, _ = await ask(api, history, model="consultation-2")
+    model.enqueue("Buy the Framework.")
+    again, state = await ask(api, history, model="consultation-2")
+    assert first.startswith("Buy the ThinkPad.") and again.startswith("Buy the Framework.")
+    assert state["final"] and state["round"] == 2
+    sent = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
+    assert sent == [REQUEST, "1000 euros"]
+    assert await stored(api, REQUEST) == 2
