@@ -655,3 +655,26 @@ async def test_a_regenerated_reply_is_a_new_answer_from_the_same_history(
     sent = [m["content"] for m in model.requests[-1]["messages"] if m["role"] == "user"]
     assert sent == [REQUEST, "1000 euros"]
     assert await stored(api, REQUEST) == 2
+
+
+async def test_a_configured_persona_is_a_model_of_its_own(
+    tmp_path: Any, model_server: FakeModelServer
+) -> None:
+    """A persona in PROMPTS_DIR/roles is listed as `consultation-<key>`, and choosing it
+    sends its text to the model."""
+    roles = tmp_path / "prompts" / "roles"
+    roles.mkdir(parents=True)
+    (roles / "gardener.mustache").write_text(
+        "{{! title: Gardener }}\nYour persona: a patient gardener.\n"
+    )
+    settings = api_settings(
+        tmp_path / "api.sqlite3", model_server.base_url, prompts_dir=tmp_path / "prompts"
+    )
+    async with running_api(settings) as api, client(api) as openai:
+        listed = [model.id async for model in openai.models.list()]
+        assert "consultation-gardener" in listed and "consultation-lawyer" in listed
+        model_server.enqueue("Which soil?")
+        await openai.chat.completions.create(
+            model="consultation-gardener", messages=[user("Tomatoes?")]
+        )
+    assert "a patient gardener" in system_prompt(model_server.requests[-1])
