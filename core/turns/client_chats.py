@@ -104,25 +104,23 @@ class ClientChats:
             require_text(rebuilt.text)
         async with self._gate.hold(turn.chat_key):
             now = self._clock()
-            found = await self._matching(turn.chat_key, rebuilt, now)
+            latest = await self._store.load_latest(turn.chat_key)
+            found = latest if self._continues(latest, rebuilt, now) else None
             stage = _stage(rebuilt, found is not None)
             tokens = turn_tokens(rebuilt.message, self._config.max_tokens)
+            # Before anything is stored or changed: a refusal leaves the chat as it was.
             admission = await self._quotas.admit(turn.payer, stage, tokens)
             async with holding(admission.held):
-                consultation = found or await self._stored_anew(turn, admission, stage, now)
-                return await self._reply(consultation, turn, admission)
+                if found is None:
+                    if latest is not None and latest.status is Status.ACTIVE:
+                        await self._store.set_status(latest.id, Status.RESET, at=now)
+                    found = await self._stored_anew(turn, admission, stage, now)
+                return await self._reply(found, turn, admission)
 
-    async def _matching(self, chat_key: str, rebuilt: Rebuilt, now: float) -> Consultation | None:
-        """The chat's latest consultation when it holds exactly the client's history (see
-        the module); else None, an active one being reset."""
-        latest = await self._store.load_latest(chat_key)
-        if latest is None:
-            return None
-        if _holds(latest, rebuilt) and self._usable(latest, rebuilt, now):
-            return latest
-        if latest.status is Status.ACTIVE:
-            await self._store.set_status(latest.id, Status.RESET, at=now)
-        return None
+    def _continues(self, latest: Consultation | None, rebuilt: Rebuilt, now: float) -> bool:
+        """Whether the chat's latest consultation holds exactly the client's history (see
+        the module) and can take the turn now."""
+        return latest is not None and _holds(latest, rebuilt) and self._usable(latest, rebuilt, now)
 
     def _usable(self, consultation: Consultation, rebuilt: Rebuilt, now: float) -> bool:
         """Whether the stored consultation can take the turn now (not expired; a follow-up

@@ -305,11 +305,12 @@ async def test_a_quota_is_429_in_the_openai_shape_and_stores_nothing(
     served: RunningApi, model_server: FakeModelServer
 ) -> None:
     """A `user` past the consultations of the day is 429 `insufficient_quota` with
-    `Retry-After`; nothing of the refused conversation is stored or sent to the model; an
-    edited conversation that already holds replies is no new consultation."""
+    `Retry-After`; nothing of the refused conversation is stored or sent to the model, and
+    a refused regeneration leaves the stored one as it was; an edited conversation that
+    already holds replies is no new consultation."""
     api = served
     model_server.enqueue("What is your budget?")
-    await ask(api, [user(REQUEST)], user="alice")
+    content, _ = await ask(api, [user(REQUEST)], user="alice")
     calls = len(model_server.requests)
     with pytest.raises(RateLimitError) as refused:
         await ask(api, [user("Another question")], user="alice")
@@ -317,9 +318,14 @@ async def test_a_quota_is_429_in_the_openai_shape_and_stores_nothing(
     assert error.status_code == 429 and error.code == "insufficient_quota"
     assert int(error.response.headers["Retry-After"]) >= 1
     assert isinstance(error.body, dict) and error.body["type"] == "insufficient_quota"
+    with pytest.raises(RateLimitError):  # its first reply regenerated: a new consultation
+        await ask(api, [user(REQUEST)], user="alice")
     assert len(model_server.requests) == calls
     assert await stored(api, "Another question", "alice") == 0
     model_server.enqueue("Buy the ThinkPad.")
+    _, state = await ask(api, [user(REQUEST), assistant(content), user("1000")], user="alice")
+    assert state["round"] == 2 and await stored(api, REQUEST, "alice") == 1  # left as it was
+    model_server.enqueue("Buy the Framework.")
     branch = [user(REQUEST), assistant(f"Your budget?\n\n{IN_OWN_WORDS}"), user("1000 euros")]
     _, state = await ask(api, branch, user="alice")
     assert state["round"] == 2  # a history with replies stored anew is no new start
