@@ -7,10 +7,10 @@ Invariants it keeps:
   client's last user turn before this one, `Rebuilt.prior_key`, followed by the reply the
   client shows, and the same round, status and follow-ups; or all that followed by this
   very turn, unanswered after a failure, which is then answered without being stored
-  twice); otherwise — an edited, branched
-  or regenerated conversation, or one this server never saw — a consultation is stored
-  anew from the client's history (an active one of the chat is reset first), so nothing
-  the server kept contradicts what the client sent;
+  twice); otherwise — an edited, branched or regenerated conversation, or one this server
+  never saw — a consultation is stored anew from the client's history (the chat's active
+  one reset first, once the turn was admitted: a refusal changes nothing), so nothing the
+  server kept contradicts what the client sent;
 - a consultation stored anew from a history without replies is a start (quotas: the
   payer's consultations of the day); one stored anew from a history that holds replies is
   no new start, but the token limits refuse it as they refuse a follow-up (`_stage`), so a
