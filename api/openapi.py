@@ -13,6 +13,7 @@ its JSON `data`).
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -21,6 +22,7 @@ from api.attachments import MAX_ATTACHMENTS, chat_body_limit, largest_file
 from api.config import ApiConfig
 from api.errors import STATUS
 from api.idempotency import HEADER, MAX_KEY_LENGTH
+from api.openai_compat.openapi import openai_paths, openai_schemas
 from api.schemas import (
     MAX_USER_ID_CHARS,
     USER_ID_PATTERN,
@@ -245,11 +247,14 @@ def build_openapi(
     with_token: bool,
     intake: Intake | None = None,
     languages: tuple[str, ...] = ("en",),
+    openai_models: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The document for this deployment (its limits, the files it takes, the languages an
-    export is labelled in and whether a token is needed)."""
+    export is labelled in, the model ids of the OpenAI-compatible endpoint and whether a
+    token is needed)."""
     schemas = copy.deepcopy(_schemas())
     _limit(schemas, config)
+    schemas.update(openai_schemas(openai_models, config.max_rounds_limit))
     body = {
         "required": True,
         "description": _files(schemas, config, intake),
@@ -444,6 +449,7 @@ def build_openapi(
                     "responses": {"200": spec, **_errors(401, 429)},
                 }
             },
+            **openai_paths(),
             "/healthz": {"get": {**health, "operationId": "health"}},
             "/metrics": {"get": {**metrics, "operationId": "metrics"}},
         },
