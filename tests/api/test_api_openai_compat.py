@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 from openai import (
+    APIError,
     APIStatusError,
     AsyncOpenAI,
     AuthenticationError,
@@ -684,3 +685,38 @@ async def test_a_configured_persona_is_a_model_of_its_own(
             model="consultation-gardener", messages=[user("Tomatoes?")]
         )
     assert "a patient gardener" in system_prompt(model_server.requests[-1])
+
+
+async def test_a_final_answer_failing_mid_stream_ends_in_an_error_and_can_be_asked_again(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """A final answer streamed as it comes breaks off after some text: the client reads that
+    text, then the stream's error object (the `openai` package raises it), and asking again
+    with the same history gets the whole answer, stored once."""
+    model_server.enqueue("What is your budget?")
+    round_, _ = await ask(api, [user(REQUEST)], model="consultation-2", user="mid")
+    history = [user(REQUEST), assistant(round_), user("1000 euros")]
+    answer = "Buy the ThinkPad X1, it is light and fast."
+    event = b'data: {"choices": [{"index": 0, "delta": {"content": "%s"}}]}\n\n'
+    broken = b'data: {"error": {"message": "scripted mid-stream failure"}}\n\n'
+    pieces_sent = [event % answer[i : i + 8].encode() for i in range(0, 24, 8)]
+    model_server.enqueue(raw_events=[*pieces_sent, broken], chunk_delay=0.05)
+    pieces: list[str] = []
+
+    async def read_all() -> None:
+        async with client(api) as openai:
+            stream = await openai.chat.completions.create(
+                model="consultation-2", messages=history, stream=True, user="mid"
+            )
+            async for chunk in stream:
+                if chunk.choices:
+                    pieces.append(chunk.choices[0].delta.content or "")
+
+    with pytest.raises(APIError):
+        await read_all()
+    assert "".join(pieces).startswith("Buy the ThinkPad X1")
+
+    model_server.enqueue(answer)
+    final, state = await ask(api, history, model="consultation-2", user="mid")
+    assert state["final"] and final.startswith(answer.strip())
+    assert await stored(api, REQUEST, "mid") == 1
