@@ -28,6 +28,7 @@ from core.domain.audit import AuditEntry
 from core.domain.consultation import Consultation, Status
 from core.domain.facts import ANONYMOUS_ADMIN_ID, person_of, telegram_person
 from core.domain.listing import MAX_SEARCH_CHARS, PAGE_SIZE, ConsultationQuery, Cursor
+from core.domain.telegram_keys import scope_of
 from core.domain.usage import ScopeKind, day_of
 from core.turns.lifecycle import Lifecycle
 
@@ -142,7 +143,7 @@ def asked_by(consultation: Consultation) -> str | None:
     if consultation.memory_owner is not None:
         return person_of(consultation.memory_owner)
     if consultation.started_by not in (None, ANONYMOUS_ADMIN_ID):
-        return telegram_person(consultation.started_by)
+        return telegram_person(consultation.started_by, scope_of(consultation.chat_key) or 0)
     return None
 
 

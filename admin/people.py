@@ -27,13 +27,14 @@ from core.domain.audit import AuditEntry
 from core.domain.facts import MAX_FACTS
 from core.domain.people import MAX_SEARCH_CHARS, PeopleQuery
 from core.domain.quotas import MAX_OVERRIDE_TOKENS, PersonLimits, QuotaOverride, limits_for
+from core.domain.telegram_keys import PERSON_PATTERN
 from core.domain.tool_usage import UNKNOWN, ToolCalls, ToolCount, shown_tool
 from core.domain.usage import ScopeKind, day_of, month_start
 from core.turns.engine import Engine
 from core.turns.plan_sales import PlanSales
 
 PAGE = 50
-PERSON = re.compile(r"tg:[1-9][0-9]{0,18}|api:[A-Za-z0-9_.:@-]{1,128}")
+PERSON = re.compile(PERSON_PATTERN + r"|api:[A-Za-z0-9_.:@-]{1,128}")
 _DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _TOKENS = re.compile(r"[0-9]{1,10}")
 _PRINTABLE = re.compile(r"[\x21-\x7e]*")

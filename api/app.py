@@ -2,9 +2,10 @@
 
 Invariants: every response this server writes on its own behalf is JSON (errors
 included: unknown route, wrong method, body too large, a crash, a request the HTTP
-parser refuses — see `api.server`); `/api/*` needs `Authorization: Bearer <API_TOKEN>`
-when a token is configured, and is limited to API_RATE_LIMIT_PER_MINUTE requests per
-client (the token, or the address without one); `/healthz` and `/metrics` never are
+parser refuses — see `api.server`; under `/v1/` in the OpenAI error shape); `/api/*` and
+`/v1/*` need `Authorization: Bearer <API_TOKEN>` when a token is configured, and are
+limited to API_RATE_LIMIT_PER_MINUTE requests per client (the token, or the address
+without one); `/healthz` and `/metrics` never are
 (probes and scrapers carry no secrets; they reveal no data); each request is counted
 by route template and status code.
 """
@@ -30,6 +31,9 @@ from api.exposure import check_exposure
 from api.forget import ForgetEndpoint
 from api.idempotency import KeyStore
 from api.memory import MemoryEndpoints
+from api.openai_compat.errors import OpenAIError, refusal_response
+from api.openai_compat.models import model_ids
+from api.openai_compat.routes import OpenAIEndpoints
 from api.openapi import build_openapi
 from api.ratelimit import RateLimiter
 from api.server import ApiRunner, close_unread, name_the_server, runner_options
@@ -134,6 +138,7 @@ def build_web_app(
             with_token=token is not None,
             intake=intake,
             languages=document_languages.codes,
+            openai_models=model_ids(engine.settings.roles()),
         )
 
         async def openapi(request: web.Request) -> web.Response:
@@ -155,6 +160,11 @@ def build_web_app(
         app.router.add_delete("/api/users/{user_id}/memory/{fact_id}", memory.delete)
         app.router.add_get("/api/stats", StatsEndpoint(engine.figures, sales).stats)
         app.router.add_get("/api/openapi.json", openapi)
+        compatible = OpenAIEndpoints(engine, metrics, config, budget=chat.budget, intake=intake)
+        app.on_shutdown.append(compatible.drain)
+        app.router.add_get("/v1/models", compatible.models)
+        app.router.add_get("/v1/models/{model_id}", compatible.model)
+        app.router.add_post("/v1/chat/completions", compatible.completions)
     if telegram_application is not None and config.webhook is not None:
         webhook = TelegramWebhook(
             telegram_application, config.webhook.secret, seen=store, sink=update_sink
@@ -258,54 +268,79 @@ def _gate(token: str | None, limiter: RateLimiter) -> Any:
 
     @web.middleware
     async def gate(request: web.Request, handler: Any) -> web.StreamResponse:
-        """Refuse `/api/*` without the configured bearer token, or over the rate limit."""
-        if not request.path.startswith("/api/"):
+        """Refuse `/api/*` and `/v1/*` without the configured bearer token, or over the
+        rate limit."""
+        if not request.path.startswith(_GATED):
             return await handler(request)
         if expected is not None:
             scheme, _, given = request.headers.get("Authorization", "").partition(" ")
             # Headers are decoded with surrogateescape: bytes that are not UTF-8 round-trip.
             presented = given.strip().encode("utf-8", "surrogateescape")
             if scheme.lower() != "bearer" or not hmac.compare_digest(presented, expected):
-                error = ApiError("UNAUTHORIZED", "a valid bearer token is required")
-                return error.response(headers={"WWW-Authenticate": "Bearer"})
+                error = ApiError(
+                    "UNAUTHORIZED",
+                    "a valid bearer token is required",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                return _refused(request, error)
         client = token_client or f"addr:{request.remote}"
         wait = limiter.retry_after(client)
         if wait:
-            error = ApiError("RATE_LIMITED", f"too many requests: try again in {wait} s")
-            return error.response(headers={"Retry-After": str(wait)})
+            error = ApiError(
+                "RATE_LIMITED",
+                f"too many requests: try again in {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
+            return _refused(request, error)
         request[CLIENT_KEY] = client
         return await handler(request)
 
     return gate
 
 
+_GATED = ("/api/", "/v1/")
+_OPENAI_PREFIX = "/v1/"
+
+
+def _refused(request: web.Request, error: ApiError) -> web.Response:
+    """The refusal's response: the OpenAI error object on `/v1/` routes, else the API's."""
+    if request.path.startswith(_OPENAI_PREFIX):
+        return refusal_response(error)
+    return error.response()
+
+
 @web.middleware
 async def _json_errors(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Turn every failure into the API's JSON error shape."""
+    """Turn every failure into the API's JSON error shape (the OpenAI one under `/v1/`)."""
     try:
         return await handler(request)
+    except OpenAIError as exc:
+        return exc.response()
     except ApiError as exc:
         if exc.close:  # refused before its body was read: the body stays unread
             close_unread(request)
-        return exc.response()
+        return _refused(request, exc)
     except RequestPayloadError as exc:  # a body that cannot be decoded: the client's fault
         log.info("unreadable body on %s %s (%s)", request.method, request.path, exc)
-        response = ApiError("VALIDATION_ERROR", "the request body could not be read").response()
+        error = ApiError("VALIDATION_ERROR", "the request body could not be read")
+        response = _refused(request, error)
         response.force_close()  # where the next request would start is unknown
         return response
     except StoreUnavailable as exc:
         log.warning("%s %s: %s", request.method, request.path, exc)
-        return store_unavailable().response()
+        return _refused(request, store_unavailable())
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-        return from_http(exc).response(headers=headers)
+        error = from_http(exc)
+        if "Allow" in exc.headers:
+            error.headers["Allow"] = exc.headers["Allow"]
+        return _refused(request, error)
     except asyncio.CancelledError:
         raise
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
-        return ApiError("INTERNAL_ERROR", "internal error").response()
+        return _refused(request, ApiError("INTERNAL_ERROR", "internal error"))
 
 
 def _metered(metrics: Metrics) -> Any:

@@ -37,11 +37,17 @@ BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=
 
 
 class AttachmentBody(Protocol):
-    """One `attachments` item as `api.schemas` parsed it."""
+    """One `attachments` item as `api.schemas` parsed it (or a file part of the
+    OpenAI-compatible endpoint, `api.openai_compat.requests.SentFile`), read only."""
 
-    name: str
-    mime_type: str | None
-    data: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def mime_type(self) -> str | None: ...
+
+    @property
+    def data(self) -> str: ...
 
 
 def base64_length(size: int) -> int:

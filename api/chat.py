@@ -199,6 +199,11 @@ class ChatEndpoints:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    @property
+    def budget(self) -> BodyBudget:
+        """The budget of body bytes in flight, which the OpenAI-compatible endpoint shares."""
+        return self._budget
+
     async def drain(self, app: web.Application | None = None) -> None:
         """Let rounds still being answered finish (and be stored) before shutting down."""
         if self._tasks:

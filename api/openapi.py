@@ -13,6 +13,7 @@ its JSON `data`).
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -21,6 +22,7 @@ from api.attachments import MAX_ATTACHMENTS, chat_body_limit, largest_file
 from api.config import ApiConfig
 from api.errors import STATUS
 from api.idempotency import HEADER, MAX_KEY_LENGTH
+from api.openai_compat.openapi import openai_paths, openai_schemas
 from api.schemas import (
     MAX_USER_ID_CHARS,
     USER_ID_PATTERN,
@@ -44,6 +46,7 @@ from api.schemas import (
 )
 from api.stats import StatsResponse
 from core.domain.stats import MAX_DAYS
+from core.domain.telegram_keys import MAX_SCOPE
 from media.intake import Intake
 
 _REF = "#/components/schemas/{model}"
@@ -244,11 +247,14 @@ def build_openapi(
     with_token: bool,
     intake: Intake | None = None,
     languages: tuple[str, ...] = ("en",),
+    openai_models: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The document for this deployment (its limits, the files it takes, the languages an
-    export is labelled in and whether a token is needed)."""
+    export is labelled in, the model ids of the OpenAI-compatible endpoint and whether a
+    token is needed)."""
     schemas = copy.deepcopy(_schemas())
     _limit(schemas, config)
+    schemas.update(openai_schemas(openai_models, config.max_rounds_limit))
     body = {
         "required": True,
         "description": _files(schemas, config, intake),
@@ -386,6 +392,11 @@ def build_openapi(
             {"name": "days", "in": "query", "required": False,
              "description": "Also the figures of the last `days` UTC days (`lastDays`)",
              "schema": {"type": "integer", "minimum": 1, "maximum": MAX_DAYS}},
+            {"name": "bot", "in": "query", "required": False,
+             "description": "Only the figures of one bot: 0 the deployment's own "
+             "(TELEGRAM_BOT_TOKEN), N the bots table's bot N; without it every "
+             "consultation's, the API's and the terminal's included",
+             "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SCOPE}},
         ],
         "responses": {"200": _json("StatsResponse", "The figures"), **_errors(400, 401, 429)},
     }  # fmt: skip
@@ -439,6 +450,7 @@ def build_openapi(
                     "responses": {"200": spec, **_errors(401, 429)},
                 }
             },
+            **openai_paths(),
             "/healthz": {"get": {**health, "operationId": "health"}},
             "/metrics": {"get": {**metrics, "operationId": "metrics"}},
         },

@@ -62,6 +62,10 @@ class EventStream:
     async def send(self, event: str, payload: Any) -> None:
         await self._write(format_event(event, json.dumps(payload, ensure_ascii=False)))
 
+    async def data(self, text: str) -> None:
+        """An event with no name: `data:` lines alone (the OpenAI streaming shape)."""
+        await self._write(format_event(None, text))
+
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()

@@ -1,12 +1,13 @@
 """`GET /api/stats`: the operator's figures (`core.domain.stats`) as JSON — today and the last 7
 UTC days, and with `?days=N` the last N days too (`days=30`: about a month), each with its
-tool calls by tool (`toolCalls`); when plans are sold in Stars, `sales`: the Stars per UTC day
-over the last 7 days (or `days`) and the plans active now.
+tool calls by tool (`toolCalls`); with `?bot=N` only the figures of the bot of scope N
+(`core.domain.telegram_keys`); when plans are sold in Stars, `sales`: the Stars per UTC day
+over the last 7 days (or `days`) and the plans active now (every bot's).
 
-Invariants: `days` is read strictly (an integer 1–`MAX_DAYS` in plain digits, given at
-most once; anything else is VALIDATION_ERROR and nothing is read); the figures are the
-same the Telegram /stats shows (`core.turns.figures.Figures.stats`), a handful of indexed reads
-per period; reading never changes anything.
+Invariants: `days` and `bot` are read strictly (an integer 1–`MAX_DAYS`, 0–`MAX_SCOPE`, in
+plain digits, given at most once; anything else is VALIDATION_ERROR and nothing is read);
+the figures are the same the Telegram /stats shows (`core.turns.figures.Figures.stats`), a
+handful of indexed reads per period; reading never changes anything.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic.alias_generators import to_camel
 
 from api.errors import ApiError, json_response
 from core.domain.stats import MAX_DAYS, ROUNDS_TAIL, Stats
+from core.domain.telegram_keys import MAX_SCOPE
 from core.turns.figures import Figures
 from core.turns.plan_sales import PlanSales
 
@@ -186,8 +188,9 @@ class StatsEndpoint:
     async def stats(self, request: web.Request) -> web.Response:
         """The figures of today and the last 7 days (and `days`): 200, or VALIDATION_ERROR."""
         days = _days(request)
-        today = await self._figures.stats(1)
-        week = await self._figures.stats(WEEK)
+        bot = _bot(request)
+        today = await self._figures.stats(1, scope=bot)
+        week = await self._figures.stats(WEEK, scope=bot)
         sales = None
         if self._sales is not None:
             sold = await self._sales.figures(WEEK if days is None else days)
@@ -211,7 +214,7 @@ class StatsEndpoint:
             last7_days=PeriodStats.of(week, WEEK),
             last_days=None
             if days is None
-            else PeriodStats.of(await self._figures.stats(days), days),
+            else PeriodStats.of(await self._figures.stats(days, scope=bot), days),
             sales=sales,
         )
         absent = {"last_days": days is None, "sales": sales is None}
@@ -230,3 +233,17 @@ def _days(request: web.Request) -> int | None:
     if not 1 <= days <= MAX_DAYS:
         raise ApiError("VALIDATION_ERROR", f"days: an integer from 1 to {MAX_DAYS}, given once")
     return days
+
+
+def _bot(request: web.Request) -> int | None:
+    """`?bot=N`: only the figures of the bot of scope N (0: the deployment's own); None: all."""
+    given = request.query.getall("bot", [])
+    if not given:
+        return None
+    raw = given[0]
+    wrong = f"bot: an integer from 0 to {MAX_SCOPE}, given once"
+    if len(given) > 1 or not (raw.isascii() and raw.isdigit() and len(raw) <= 19):
+        raise ApiError("VALIDATION_ERROR", wrong)
+    if (raw.startswith("0") and raw != "0") or int(raw) > MAX_SCOPE:
+        raise ApiError("VALIDATION_ERROR", wrong)
+    return int(raw)

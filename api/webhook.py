@@ -123,8 +123,8 @@ def _loads(raw: bytes) -> Any:
 class UpdateLog(Protocol):
     """Where accepted update ids are remembered (either store is one)."""
 
-    async def remember_update(self, update_id: int) -> bool:
-        """Record `update_id`; True the first time it is seen."""
+    async def remember_update(self, update_id: int, *, bot: int = 0) -> bool:
+        """Record the bot's `update_id`; True the first time it is seen."""
         ...
 
 
@@ -136,7 +136,10 @@ class TelegramWebhook:
         *,
         seen: UpdateLog | None = None,
         sink: UpdateSink | None = None,
+        scope: int = 0,
     ) -> None:
+        """`scope` is the bot the updates come to: its update ids are remembered under it."""
+        self._scope = scope
         if not secret:
             raise ValueError("a webhook needs a secret token (WEBHOOK_SECRET)")
         self._application = application
@@ -169,7 +172,7 @@ class TelegramWebhook:
             return await self._to_sink(self._sink, data, update)
         if self._seen is not None:
             try:
-                first = await self._seen.remember_update(update.update_id)
+                first = await self._seen.remember_update(update.update_id, bot=self._scope)
             except StoreUnavailable as exc:
                 log.warning("webhook: update %d refused for now: %s", update.update_id, exc)
                 raise store_unavailable() from None

@@ -80,7 +80,7 @@ async def run_bot(settings: Settings) -> int:
                 file=sys.stderr,
             )
             return 1
-        worker = inbox_worker(runtime, application)
+        worker = inbox_worker(runtime, application, config.scope)
         background: list[asyncio.Task[None]] = []
         leadership = None
         try:
@@ -154,19 +154,21 @@ def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
     from storage.postgres.cluster.rate_limits import PostgresRateLimits
     from storage.postgres.cluster.undelivered import PostgresUndelivered
 
+    scope = config.scope  # each bot's limits, replies and waits are its own
     return SharedState(
         rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute),
         press_limits=PostgresRateLimits(
             pool, config.button_presses_per_minute, table="press_limits"
         ),
-        undelivered=StoredUndelivered(PostgresUndelivered(pool)),
-        flood_waits=PostgresFloodWaits(pool),
+        undelivered=StoredUndelivered(PostgresUndelivered(pool, bot=scope)),
+        flood_waits=PostgresFloodWaits(pool, bot=scope),
         round_keyboards=runtime.store,
     )
 
 
-def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | None:
-    """The worker feeding PTB from the shared inbox (None without DATABASE_URL)."""
+def inbox_worker(runtime: Runtime, application: Application, scope: int = 0) -> InboxWorker | None:
+    """The worker feeding PTB from the shared inbox (None without DATABASE_URL) for the
+    bot of `scope`."""
     if runtime.inbox is None or runtime.inbox_claims is None:
         return None
     from bot.updates.inbox import InboxWorker
@@ -178,11 +180,14 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
     async def given_up(payload: str, parsed: Update | None, reason: str) -> None:
         runtime.metrics.record_given_up(reason)
         update = parsed or Update.de_json(json.loads(payload), application.bot)
-        await give_up(application.bot, runtime.engine, update)
+        await give_up(application.bot, runtime.engine, update, scope)
 
     settings = runtime.settings
+    # The deployment's bot reads the runtime's inbox; another bot its view of the same pool
+    # (the process that runs it closes the view's listener: not yet wired, issue 36).
+    inbox = runtime.inbox if scope == 0 else runtime.inbox.for_bot(scope)
     return InboxWorker(
-        runtime.inbox,
+        inbox,
         runtime.inbox_claims,
         process,
         unordered_commands=UNORDERED_COMMANDS,
@@ -193,6 +198,7 @@ def inbox_worker(runtime: Runtime, application: Application) -> InboxWorker | No
         deadline=settings.handling_deadline(),
         on_dead=given_up,
         loops=runtime.loops,
+        scope=scope,
     )
 
 

@@ -90,7 +90,7 @@ def build_application(
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
             on_given_up("deadline")
-        await give_up(application.bot, engine, update)
+        await give_up(application.bot, engine, update, config.scope)
 
     processor = PerChatUpdateProcessor(
         unordered_commands=UNORDERED_COMMANDS,
@@ -161,6 +161,7 @@ def register(
         remember=lambda consultation_id: engine.memories.remember(consultation_id),
         spawn=application.create_task,
         keyboards=shared.round_keyboards,
+        scope=config.scope,
         offer_plans=sales is not None and bool(sales.plans),
     )
     say = Say(bot)
@@ -202,6 +203,7 @@ def register(
             allowed_user_ids=config.allowed_user_ids,
             support_text=config.payment_support_text,
             terms_text=config.payment_terms_text,
+            scope=config.scope,
         )
     )
     buy = {} if plans is None else {BUY: plans.buy}
@@ -230,6 +232,7 @@ def register(
             else shared.press_limits
         ),
         localize=languages.apply,
+        scope=config.scope,
     )
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (

@@ -34,7 +34,6 @@ from bot.updates.access import RateLimiter, UserRateLimits, is_allowed
 from core.domain.asking import UserMessage
 from core.domain.blank import is_blank
 from core.domain.errors import EmptyMessage, StoreUnavailable
-from core.domain.facts import telegram_person
 from core.domain.outcomes import Reply
 from core.turns.engine import Engine
 from i18n.translate import t
@@ -117,7 +116,7 @@ class Handlers:
         )
         if not listed or incoming.user_id is None or self._blocked is None:
             return listed
-        return not await self._blocked(telegram_person(incoming.user_id))
+        return not await self._blocked(incoming.person(incoming.user_id))
 
     def command(self, callback: CommandCallback, *, addressed_only: bool = False) -> UpdateCallback:
         """`callback` for the users on the allow-lists only, within the sender's message
@@ -130,7 +129,9 @@ class Handlers:
         """
 
         async def handle(update: Update, context: Context) -> None:
-            incoming = incoming_of(update, context.bot.username, context.bot.id)
+            incoming = incoming_of(
+                update, context.bot.username, context.bot.id, scope=self.config.scope
+            )
             if incoming is None or (addressed_only and not incoming.addressed):
                 return
             if not await self.allowed(incoming):
@@ -221,7 +222,11 @@ class Handlers:
         minute (`bot.commands.refusals`).
         """
         incoming = incoming_of(
-            update, context.bot.username, context.bot.id, max_image_bytes=self.max_image_bytes
+            update,
+            context.bot.username,
+            context.bot.id,
+            max_image_bytes=self.max_image_bytes,
+            scope=self.config.scope,
         )
         if incoming is None or not incoming.addressed:
             return None
@@ -243,7 +248,9 @@ class Handlers:
         message = update.effective_message
         if message is None or message.migrate_to_chat_id is None:
             return
-        old, new = chat_key(message.chat_id), chat_key(message.migrate_to_chat_id)
+        scope = self.config.scope
+        old = chat_key(message.chat_id, scope=scope)
+        new = chat_key(message.migrate_to_chat_id, scope=scope)
         moved = await self.engine.lifecycle.move_chat(old, new)
         log.info("chat %s became %s; %d consultation(s) moved", old, new, moved)
 
@@ -259,7 +266,9 @@ class Handlers:
         if not isinstance(update, Update) or (unavailable and update.callback_query is not None):
             return
         notice = store_failed() if unavailable else "internal_error"
-        incoming = incoming_of(update, context.bot.username, context.bot.id)
+        incoming = incoming_of(
+            update, context.bot.username, context.bot.id, scope=self.config.scope
+        )
         if incoming is None:
             return
         if unavailable and not self.outage.may_tell(incoming.chat_id):

@@ -242,6 +242,22 @@ async def api_export(http: aiohttp.ClientSession, base: str, seen: dict[str, str
         check(response.status == 200 and "Compare two phones" in text, f"export as md: {text}")
 
 
+async def openai_completion(http: aiohttp.ClientSession, base: str) -> None:
+    """The OpenAI-compatible endpoint: the model list, then a one-round consultation."""
+    auth = {"Authorization": f"Bearer {API_TOKEN}"}
+    async with http.get(f"{base}/v1/models", headers=auth) as response:
+        models: dict[str, Any] = await response.json()
+        check(response.status == 200, f"/v1/models: {response.status} {models}")
+    check(models["data"][0]["id"] == "consultation", f"/v1/models: {models}")
+    message = {"role": "user", "content": "Compare two laptops"}
+    body = {"model": "consultation-1", "messages": [message]}
+    async with http.post(f"{base}/v1/chat/completions", json=body, headers=auth) as response:
+        reply: dict[str, Any] = await response.json()
+        check(response.status == 200, f"/v1/chat/completions: {response.status} {reply}")
+    content = reply["choices"][0]["message"]["content"]
+    check("Compare two laptops" in content, f"/v1/chat/completions: {reply}")
+
+
 async def web_console(http: aiohttp.ClientSession, base: str, seen: dict[str, str]) -> None:
     """Signing in with ADMIN_TOKEN, then each page (and the API consultation's own)."""
     async with http.get(f"{base}/admin/login") as response:
@@ -303,6 +319,7 @@ async def bot(work: Path, model: FakeModel, telegram: FakeTelegram) -> None:
                 ("a Telegram consultation and /export", telegram_export(telegram)),
                 ("/healthz and /metrics", health_and_metrics(http, base)),
                 ("an API consultation and its export", api_export(http, base, seen)),
+                ("an OpenAI-compatible completion", openai_completion(http, base)),
                 ("the web console's pages", web_console(http, base, seen)),
             )
     finally:

@@ -3,7 +3,7 @@ printed of it (`HELP` lists the commands).
 
 Invariants: a line is one command or one turn; a typo'd command (`/xyz`) is never sent
 to the model; a line of option labels the last round lacks sends nothing (`NoSuchOption`
-from `terminal.answers`); queued files are sent once, with the line, or dropped when
+from `core.domain.typed_answers`); queued files are sent once, with the line, or dropped when
 refused. Errors are the caller's to word (`terminal.repl`).
 """
 
@@ -15,8 +15,8 @@ from core.domain.asking import UserMessage
 from core.domain.clarifying import ClarifyingRound
 from core.domain.errors import AnswerStale, InvalidMaxRounds
 from core.domain.outcomes import Notice
+from core.domain.typed_answers import TypedLine, read_line
 from core.turns.engine import Engine
-from terminal.answers import TypedLine, read_line
 from terminal.files import TerminalFiles
 from terminal.follow_ups import ask_follow_up, quoted_follow_up
 from terminal.history import ExportRefused, export_files, history_lines

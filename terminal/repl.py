@@ -14,7 +14,7 @@ is sent.
 
 A round asked with options shows them as `1a) …`; a line starting with such labels
 (`1a 2c`, the rest of the line typed text sent with them) answers by option
-(`terminal.answers`). A label the round does not have gets one line, and nothing of
+(`core.domain.typed_answers`). A label the round does not have gets one line, and nothing of
 the line is sent. The round answered is the last reply's, read through the engine's
 history on start.
 
@@ -53,10 +53,10 @@ from core.domain.errors import (
     TurnDidNotHappen,
     TurnSuperseded,
 )
+from core.domain.typed_answers import NoSuchOption
 from core.turns.engine import Engine
 from i18n.translate import t
 from media.intake import Intake
-from terminal.answers import NoSuchOption
 from terminal.commands import HELP, Asked, handle
 from terminal.files import TerminalFiles, refusal
 from terminal.interrupts import INTERRUPTED, Interrupts

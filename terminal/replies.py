@@ -6,7 +6,7 @@ round's last options) is printed after what did. The engine hands on a shorter
 prefix of what it showed only when it cut a loop's repetitions (`core.llm.collect`): that
 text is not printed again, and one line says the repeated part above was dropped. Any
 other revision is printed whole on a new line. A structured round is shown with each
-question's options under it, as `1a) …`, as it streams (`terminal.answers.round_text`).
+question's options under it, as `1a) …`, as it streams (`core.domain.typed_answers.round_text`).
 Under a reply, a provider's sources, the knowledge-base passages it cites and the tools it
 used ("Looked up", failed ones marked) are listed, one a line, before its state line. While
 a tool runs, a line says so ("[Looking up: time · get_current_time…]"); the reply's text
@@ -29,9 +29,9 @@ from core.domain.errors import ModelError, ModelErrorKind
 from core.domain.outcomes import Notice, Reply
 from core.domain.tool_uses import server_tool, used_line
 from core.domain.tools import ToolSpec
+from core.domain.typed_answers import round_text
 from core.prompting.clarifying_stream import RoundText
 from i18n.translate import t
-from terminal.answers import round_text
 
 WAITING_AFTER = 1.0
 """Seconds without text before the terminal says it is waiting for the model."""

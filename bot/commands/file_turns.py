@@ -43,6 +43,7 @@ from core.domain.blank import is_blank
 from core.domain.errors import AttachmentProblem, AttachmentRefused, EmptyMessage, StoreUnavailable
 from core.domain.outcomes import Reply
 from core.domain.quotas import QuotaExceeded
+from core.domain.telegram_keys import file_chat_key, file_user_key
 from core.turns.engine import Engine
 from i18n.translate import t
 from media.documents import SUPPORTED_DOCUMENTS
@@ -240,5 +241,5 @@ def _owner(incoming: Incoming) -> str:
     """Whose files these are, for the readers' per-owner share: the user, or the chat
     when no user is known (a channel, an anonymous admin)."""
     if incoming.user_id is not None and not incoming.anonymous_admin:
-        return f"tg-user:{incoming.user_id}"
-    return f"tg-chat:{incoming.key}"
+        return file_user_key(incoming.user_id, incoming.scope)
+    return file_chat_key(incoming.key, incoming.scope)

@@ -32,7 +32,6 @@ from bot.transport.chat import Context, Incoming
 from bot.transport.menus import PersonalMenus
 from bot.transport.say import Say
 from bot.updates.buttons import Press, ignored
-from core.domain.facts import telegram_person
 from core.turns.engine import Engine
 from i18n.translate import t
 
@@ -109,7 +108,7 @@ class Forgetting:
         if whole_chat:
             await self._engine.lifecycle.forget(incoming.key)
             await self._turns.forget_chat(incoming.chat_id)
-        await self._engine.memories.forget(telegram_person(asker))
+        await self._engine.memories.forget(incoming.person(asker))
         log.info(
             "user %s forgotten%s", asker, f" with chat {incoming.chat_id}" if whole_chat else ""
         )

@@ -34,14 +34,14 @@ WITHDRAW_WAIT = 10.0
 """How long taking a message back may wait for its chat (the stopped handling letting go)."""
 
 
-async def give_up(bot: AnyBot, engine: Engine, update: Update) -> None:
+async def give_up(bot: AnyBot, engine: Engine, update: Update, scope: int = 0) -> None:
     """Take the update's unanswered message back, then tell its chat (in the language its
-    sender chose, when the store answers in time)."""
-    await withdraw_given_up(engine, update)
-    await tell_given_up(bot, update, await chosen_language(engine, update))
+    sender chose, when the store answers in time); `scope` is the bot it came to."""
+    await withdraw_given_up(engine, update, scope)
+    await tell_given_up(bot, update, await chosen_language(engine, update, scope))
 
 
-async def chosen_language(engine: Engine, update: Update) -> str | None:
+async def chosen_language(engine: Engine, update: Update, scope: int = 0) -> str | None:
     """The offered interface language the update's sender chose; None when they chose
     none, or when the store fails or is slow (the Telegram language is told instead)."""
     user = update.effective_user
@@ -49,20 +49,20 @@ async def chosen_language(engine: Engine, update: Update) -> str | None:
         return None
     try:
         async with asyncio.timeout(WITHDRAW_WAIT):
-            chosen = await engine.languages.of(telegram_person(user.id))
+            chosen = await engine.languages.of(telegram_person(user.id, scope))
     except (TimeoutError, StoreUnavailable):
         return None
     return chosen if chosen is not None and is_offered(chosen) else None
 
 
-async def withdraw_given_up(engine: Engine, update: Update) -> None:
+async def withdraw_given_up(engine: Engine, update: Update, scope: int = 0) -> None:
     """Take the update's message back from its chat's consultation if nothing answered it."""
-    key = conversation_key(update)
+    key = conversation_key(update, scope)
     if key is None:
         return
     try:
         async with asyncio.timeout(WITHDRAW_WAIT):
-            withdrawn = await engine.lifecycle.withdraw(key, turn_id_of(update.update_id))
+            withdrawn = await engine.lifecycle.withdraw(key, turn_id_of(update.update_id, scope))
     except (TimeoutError, StoreUnavailable) as error:
         log.warning("update %d given up, its message not taken back: %r", update.update_id, error)
         return

@@ -26,7 +26,6 @@ from bot.transport.menus import PersonalMenus
 from bot.transport.say import Say
 from bot.updates.buttons import Press, ignored
 from core.domain.errors import StoreUnavailable
-from core.domain.facts import telegram_person
 from core.turns.chosen_languages import ChosenLanguages
 from i18n.languages import LANGUAGES, NATIVE_NAMES, is_offered
 from i18n.translate import t
@@ -84,7 +83,7 @@ class LanguageChoice:
         if incoming.user_id is None or not (is_offered(value) or value == CLIENT_LANGUAGE):
             ignored(press.query.data, "not a language choice")
             return
-        person = telegram_person(incoming.user_id)
+        person = incoming.person(incoming.user_id)
         if value == CLIENT_LANGUAGE:
             await self._languages.clear(person)
             language = language_of(press.query.from_user)
@@ -102,7 +101,7 @@ class LanguageChoice:
         if incoming.user_id is None:
             return None
         try:
-            chosen = await self._languages.of(telegram_person(incoming.user_id))
+            chosen = await self._languages.of(incoming.person(incoming.user_id))
         except StoreUnavailable as exc:  # the client's language is still a good guess
             log.debug("could not read a chosen language: %s", exc)
             return None

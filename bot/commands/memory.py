@@ -18,10 +18,10 @@ import logging
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 
-from bot.transport.chat import Context, Incoming, chat_key
+from bot.transport.chat import Context, Incoming
 from bot.transport.say import Say
 from bot.updates.buttons import Press, ignored
-from core.domain.facts import MAX_FACT_ID, Fact, MemoryScope, memory_scope, telegram_person
+from core.domain.facts import MAX_FACT_ID, Fact, MemoryScope, memory_scope
 from core.turns.memories import Memories
 from i18n.translate import t
 
@@ -38,8 +38,8 @@ def scope_of(incoming: Incoming) -> MemoryScope | None:
     """Whose memory a message or press in this chat reaches (see the module)."""
     if incoming.user_id is None or incoming.anonymous_admin:
         return None
-    person = telegram_person(incoming.user_id)
-    return memory_scope(person, chat_key(incoming.chat_id) if incoming.is_group else None)
+    person = incoming.person(incoming.user_id)
+    return memory_scope(person, incoming.group_key if incoming.is_group else None)
 
 
 class MemoryCommands:

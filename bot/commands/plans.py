@@ -89,11 +89,11 @@ def plans_keyboard(plans: tuple[Plan, ...], language: str) -> InlineKeyboardMark
     )
 
 
-def buyer_of(user_id: int | None) -> str | None:
-    """The person key a Telegram user buys, pays and holds plans as: the one place that
-    names it, so an invoice's buyer, the payer and the plan's holder are always the same
-    key (with bot scopes, this bot's person key of the user)."""
-    return None if user_id is None else telegram_person(user_id)
+def buyer_of(user_id: int | None, scope: int) -> str | None:
+    """The person key a Telegram user buys, pays and holds plans as in the bot of `scope`:
+    the one place that names it, so an invoice's buyer, the payer and the plan's holder are
+    always the same key, and a plan belongs to the bot it was bought in."""
+    return None if user_id is None else telegram_person(user_id, scope)
 
 
 class PlanCommands:
@@ -109,10 +109,12 @@ class PlanCommands:
         allowed_user_ids: frozenset[int] = frozenset(),
         support_text: str = "",
         terms_text: str = "",
+        scope: int = 0,
     ) -> None:
         """`allowed_user_ids`: ALLOWED_USER_IDS (empty: anyone may pay)."""
         self.sales = sales
         self.allowed_users = allowed_user_ids
+        self.scope = scope
         self.say = say
         self.refuse = refuse
         self.admins = admin_user_ids
@@ -128,7 +130,7 @@ class PlanCommands:
         if incoming.is_group:
             await self.say(incoming, t(language, "plans_private_only"))
             return
-        person = buyer_of(incoming.user_id)
+        person = buyer_of(incoming.user_id, self.scope)
         holding = None if person is None else await self.sales.holding(person)
         await self.say(
             incoming,
@@ -140,7 +142,7 @@ class PlanCommands:
         """A Buy press: the invoice for that plan, made out to the presser."""
         language = incoming.language
         plan = self.sales.plan(value)
-        person = None if incoming.anonymous_admin else buyer_of(incoming.user_id)
+        person = None if incoming.anonymous_admin else buyer_of(incoming.user_id, self.scope)
         if plan is None:
             await press.answer(t(language, "plan_gone"))
             return
@@ -188,7 +190,7 @@ class PlanCommands:
             return
         language = language_for(query.from_user.language_code)
         refusal = await self.sales.checkout(
-            payer=buyer_of(query.from_user.id) or "",
+            payer=buyer_of(query.from_user.id, self.scope) or "",
             payload=query.invoice_payload,
             currency=query.currency,
             amount=query.total_amount,
@@ -211,7 +213,7 @@ class PlanCommands:
         expires = payment.subscription_expiration_date
         receipt = await self.sales.paid(
             Paid(
-                payer=buyer_of(message.from_user.id) or "",
+                payer=buyer_of(message.from_user.id, self.scope) or "",
                 charge_id=payment.telegram_payment_charge_id,
                 payload=payment.invoice_payload,
                 currency=payment.currency,

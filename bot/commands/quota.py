@@ -96,7 +96,7 @@ class QuotaCommand:
             return
         args = context.args or []
         user = args[0] if args else ""
-        person = person_named(user)
+        person = person_named(user, incoming.scope)
         if len(args) not in (1, 2) or person is None:
             await self.say(incoming, t(language, "quota_help", max=MAX_OVERRIDE_TOKENS))
             return
@@ -119,12 +119,13 @@ class QuotaCommand:
             await self.say(incoming, t(language, "quota_help", max=MAX_OVERRIDE_TOKENS))
 
 
-def person_named(user: str) -> str | None:
-    """The person a /quota argument names: a Telegram user id, or `api:<userId>`."""
+def person_named(user: str, scope: int = 0) -> str | None:
+    """The person a /quota argument names: a Telegram user id (of this bot's `scope`), or
+    `api:<userId>`."""
     if _API_PERSON.fullmatch(user):
         return user
     if _USER_ID.fullmatch(user) and 0 < int(user) <= _MAX_USER_ID:
-        return telegram_person(int(user))
+        return telegram_person(int(user), scope)
     return None
 
 

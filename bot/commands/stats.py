@@ -113,13 +113,15 @@ def stats_text(language: str, stats: Stats, title: str) -> str:
 
 
 class StatsCommand:
-    """/stats."""
+    """/stats: in the deployment's own bot (scope 0) everyone's figures, as before bots had
+    scopes; in bot n its own (`core.domain.telegram_keys`)."""
 
     def __init__(
         self, figures: Figures, config: BotConfig, *, say: Say, sales: PlanSales | None = None
     ) -> None:
         """`sales`: the plans sold in Stars (their figures follow; None: none sold)."""
         self.figures = figures
+        self.scope = config.scope or None
         self.admins = config.admin_user_ids
         self.say = say
         self.sales = sales
@@ -133,8 +135,8 @@ class StatsCommand:
         if incoming.user_id is None or incoming.user_id not in self.admins:
             await self.say(incoming, t(language, "stats_refused"))
             return
-        today = await self.figures.stats(1)
-        week = await self.figures.stats(WEEK)
+        today = await self.figures.stats(1, scope=self.scope)
+        week = await self.figures.stats(WEEK, scope=self.scope)
         titles = (
             t(language, "stats_today", day=today.until_day),
             t(language, "stats_days", days=WEEK, since=week.since_day, until=week.until_day),

@@ -167,9 +167,11 @@ class TurnRunner:
         remember: Remember | None = None,
         spawn: Spawn | None = None,
         keyboards: KeyboardMessages | None = None,
+        scope: int = 0,
         offer_plans: bool = False,
     ) -> None:
-        """With `offer_plans` (plans are on sale) a quota refusal points to /plans."""
+        """`scope` is the bot whose chats these are: the keyboards are kept under it. With
+        `offer_plans` (plans are on sale) a quota refusal points to /plans."""
         self.offer_plans = offer_plans
         self._on_reply = on_reply
         self._remember = remember
@@ -184,7 +186,7 @@ class TurnRunner:
         self._undelivered = MemoryUndelivered(clock=clock) if undelivered is None else undelivered
         # Which message carries each conversation's round keyboard, taken away by the next
         # reply (see bot.transport.round_keyboards).
-        self._keyboards = RoundKeyboards(keyboards)
+        self._keyboards = RoundKeyboards(keyboards, scope=scope)
 
     async def run(self, bot: AnyBot, target: Target, language: str, action: Action) -> Reply | None:
         """Run `action` (a service call showing its reply through `Live`) and deliver its

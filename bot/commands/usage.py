@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from bot.commands.quota import left_lines
 from bot.transport.chat import Context, Incoming
 from bot.transport.say import Say
-from core.domain.facts import telegram_person
 from core.domain.tool_usage import UNKNOWN, ToolCalls, ToolCount, shown_tool
 from core.domain.usage import Payer, ScopeKind, UsageSummary
 from core.turns.engine import Engine
@@ -29,7 +28,7 @@ def payer_of(incoming: Incoming) -> Payer:
     """Who a turn from `incoming` is charged to beyond its chat."""
     if incoming.user_id is None or incoming.anonymous_admin:
         return Payer()
-    return Payer(person=telegram_person(incoming.user_id))
+    return Payer(person=incoming.person(incoming.user_id))
 
 
 def money(cost: float) -> str:

@@ -19,6 +19,7 @@ from telegram.ext import ContextTypes
 
 from bot.transport.files import TelegramFile, file_of
 from bot.transport.target import Target
+from core.domain import telegram_keys
 from i18n.languages import language_for
 
 GROUP_TYPES = frozenset({Chat.GROUP, Chat.SUPERGROUP})
@@ -27,8 +28,9 @@ Context = ContextTypes.DEFAULT_TYPE
 """What PTB hands every handler next to the update (the bot, command arguments)."""
 
 
-def chat_key(chat_id: int, thread_id: int | None = None) -> str:
-    return f"tg:{chat_id}" if thread_id is None else f"tg:{chat_id}:{thread_id}"
+def chat_key(chat_id: int, thread_id: int | None = None, scope: int = 0) -> str:
+    """The conversation's key in the bot of `scope` (`core.domain.telegram_keys`)."""
+    return telegram_keys.chat_key(chat_id, thread_id, scope)
 
 
 def topic_of(message: Message) -> int | None:
@@ -38,17 +40,17 @@ def topic_of(message: Message) -> int | None:
     return None
 
 
-def conversation_key(update: Update) -> str | None:
+def conversation_key(update: Update, scope: int = 0) -> str | None:
     message = update.effective_message
     if message is None:
         chat = update.effective_chat
-        return chat_key(chat.id) if chat is not None else None
-    return chat_key(message.chat_id, topic_of(message))
+        return chat_key(chat.id, scope=scope) if chat is not None else None
+    return chat_key(message.chat_id, topic_of(message), scope)
 
 
-def turn_id_of(update_id: int) -> str:
+def turn_id_of(update_id: int, scope: int = 0) -> str:
     """The consultation turn id of a Telegram update (see `Incoming.turn_id`)."""
-    return f"tg:{update_id}"
+    return telegram_keys.turn_id(update_id, scope)
 
 
 def display_name(user: User | None) -> str | None:
@@ -128,10 +130,20 @@ class Incoming:
     anonymous_admin: bool = False  # written as the group itself
     update_id: int | None = None  # the Telegram update it came from
     file: TelegramFile | None = None  # its own, or in a group the one its mention replies to
+    scope: int = 0  # the bot it came to (`core.domain.telegram_keys`): 0, the deployment's
 
     @property
     def key(self) -> str:
-        return chat_key(self.chat_id, self.thread_id)
+        return chat_key(self.chat_id, self.thread_id, self.scope)
+
+    @property
+    def group_key(self) -> str:
+        """The chat without its topic, in this bot: a group's memory spans its topics."""
+        return chat_key(self.chat_id, scope=self.scope)
+
+    def person(self, user_id: int) -> str:
+        """A Telegram user of this bot as a person key (`tg:<id>`, `tg<n>:<id>`)."""
+        return telegram_keys.person_key(user_id, self.scope)
 
     @property
     def turn_id(self) -> str | None:
@@ -142,7 +154,7 @@ class Incoming:
         turn: an answered one is replayed from the store and delivered again, so the user
         may see that reply twice — the price of handling each update at least once.
         """
-        return None if self.update_id is None else turn_id_of(self.update_id)
+        return None if self.update_id is None else turn_id_of(self.update_id, self.scope)
 
     @property
     def target(self) -> Target:
@@ -156,9 +168,15 @@ class Incoming:
 
 
 def incoming_of(
-    update: Update, bot_username: str, bot_id: int, *, max_image_bytes: int | None = None
+    update: Update,
+    bot_username: str,
+    bot_id: int,
+    *,
+    max_image_bytes: int | None = None,
+    scope: int = 0,
 ) -> Incoming | None:
-    """The update as an `Incoming`; None when it carries no (accessible) message.
+    """The update as an `Incoming` of the bot of `scope`; None when it carries no
+    (accessible) message.
 
     `max_image_bytes` picks the size of a photo to take (see `bot.transport.files.photo_size`).
     """
@@ -193,6 +211,7 @@ def incoming_of(
         ),
         update_id=update.update_id,
         file=file,
+        scope=scope,
     )
 
 

@@ -29,6 +29,9 @@ class BotConfig:
     file_api_url: str | None = None  # TELEGRAM_FILE_BASE_URL; None: derived from api_base_url
     download_timeout: float = 60.0  # seconds for getFile and the download of one file
     handling_deadline: float | None = None  # seconds one update may take; None: no bound
+    # The bot's scope (`core.domain.telegram_keys`): 0 is TELEGRAM_BOT_TOKEN's, n the bots
+    # table's bot n. Every key it builds and every Telegram-level row it keeps is of it.
+    scope: int = 0
     payment_support_text: str = ""  # what /paysupport answers (PAYMENT_SUPPORT_TEXT)
     payment_terms_text: str = ""  # what /terms answers (PAYMENT_TERMS_TEXT)
 

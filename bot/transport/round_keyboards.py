@@ -7,6 +7,7 @@ Invariants:
   delivered, the message that carried the previous round's keyboard is edited to have none;
 - which message carries it is kept in the store (`KeyboardMessages`, both stores'
   `round_keyboards` table), so a restarted bot, or another worker, still takes it away;
+  each bot's under its scope (`bot`): two bots' chat ids collide;
 - taking it away is a nicety after the reply was delivered: a Telegram error (the message
   deleted, too old, already without buttons, flood control) or a store failure is logged,
   never fails the reply. A keyboard left behind that way still answers presses the way an
@@ -40,14 +41,14 @@ class KeyboardMessages(Protocol):
     `swap_round_keyboard` and `forget_round_keyboards`)."""
 
     async def swap_round_keyboard(
-        self, chat_id: int, thread_id: int | None, message_id: int | None
+        self, chat_id: int, thread_id: int | None, message_id: int | None, *, bot: int = 0
     ) -> int | None:
-        """Make `message_id` the conversation's keyboard message (None: none now); the
-        one it had before, if any."""
+        """Make `message_id` the bot's conversation's keyboard message (None: none now);
+        the one it had before, if any."""
         ...
 
-    async def forget_round_keyboards(self, chat_id: int) -> int:
-        """Forget every conversation of the chat; how many went."""
+    async def forget_round_keyboards(self, chat_id: int, *, bot: int = 0) -> int:
+        """Forget every conversation of the bot's chat; how many went."""
         ...
 
 
@@ -55,26 +56,28 @@ class MemoryKeyboardMessages:
     """`KeyboardMessages` in this process's memory (tests, and a bot without a store)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._items: ExpiringDict[tuple[int, int], int]
+        self._items: ExpiringDict[tuple[int, int, int], int]
         self._items = ExpiringDict(FORGET_AFTER, max_size=MAX_CONVERSATIONS, clock=clock)
 
     async def swap_round_keyboard(
-        self, chat_id: int, thread_id: int | None, message_id: int | None
+        self, chat_id: int, thread_id: int | None, message_id: int | None, *, bot: int = 0
     ) -> int | None:
-        key = (chat_id, thread_id or 0)
+        key = (bot, chat_id, thread_id or 0)
         before = self._items.pop(key)
         if message_id is not None:
             self._items[key] = message_id
         return before
 
-    async def forget_round_keyboards(self, chat_id: int) -> int:
-        return self._items.discard_where(lambda key: key[0] == chat_id)
+    async def forget_round_keyboards(self, chat_id: int, *, bot: int = 0) -> int:
+        return self._items.discard_where(lambda key: key[:2] == (bot, chat_id))
 
 
 class RoundKeyboards:
     """Takes the previous round's keyboard away after each reply delivered in a turn."""
 
-    def __init__(self, messages: KeyboardMessages | None = None) -> None:
+    def __init__(self, messages: KeyboardMessages | None = None, *, scope: int = 0) -> None:
+        """`scope` is the bot whose conversations these are (`core.domain.telegram_keys`)."""
+        self._scope = scope
         self._messages = MemoryKeyboardMessages() if messages is None else messages
 
     async def delivered(
@@ -86,7 +89,7 @@ class RoundKeyboards:
         current = sent[-1] if sent and not reply.is_final else None
         try:
             before = await self._messages.swap_round_keyboard(
-                target.chat_id, target.thread_id, current
+                target.chat_id, target.thread_id, current, bot=self._scope
             )
         except StoreUnavailable as exc:
             log.warning("round keyboard of chat %s not kept: %s", target.chat_id, exc)
@@ -103,4 +106,4 @@ class RoundKeyboards:
 
     async def forget_chat(self, chat_id: int) -> int:
         """Forget which messages of the chat carry round keyboards (it asked to be forgotten)."""
-        return await self._messages.forget_round_keyboards(chat_id)
+        return await self._messages.forget_round_keyboards(chat_id, bot=self._scope)

@@ -71,7 +71,10 @@ class Buttons:
         allowed: Callable[[Incoming], Awaitable[bool]],
         press_limits: UserRateLimits,
         localize: Callable[[Incoming], Awaitable[Incoming]] | None = None,
+        scope: int = 0,
     ) -> None:
+        """`scope` is the bot the presses come to (`core.domain.telegram_keys`)."""
+        self._scope = scope
         self._localize = localize
         self._callbacks = callbacks
         self._allowed = allowed
@@ -92,7 +95,7 @@ class Buttons:
             await press.answer()
 
     async def _handle(self, update: Update, context: Context, press: Press) -> None:
-        incoming = incoming_of(update, context.bot.username, context.bot.id)
+        incoming = incoming_of(update, context.bot.username, context.bot.id, scope=self._scope)
         if incoming is None:  # a press under an inline-mode message: no chat to act in
             ignored(press.query.data, "no message")
             return

@@ -160,6 +160,7 @@ class InboxWorker:
         loops: LoopRegistry | None = None,
         outage_retry: float = OUTAGE_RETRY,
         outage_retry_max: float = OUTAGE_RETRY_MAX,
+        scope: int = 0,
     ) -> None:
         """`on_claim` hears, as each queued update starts, the seconds since it was accepted;
         `bot` is the one parsed updates are bound to (`Update.de_json(data, bot)`);
@@ -167,7 +168,9 @@ class InboxWorker:
         an update is given up after `max_attempts` handlings or one running `deadline`
         seconds, or when its handling raised, and `on_dead` tells its chat; the looks report
         to `loops` as the loop "inbox" (what `/healthz` reads); a chat whose update met an
-        unavailable store waits `outage_retry` seconds, doubling up to `outage_retry_max`."""
+        unavailable store waits `outage_retry` seconds, doubling up to `outage_retry_max`;
+        `scope` is the bot whose updates these are: their chats are keyed in it."""
+        self._scope = scope
         self._inbox = inbox
         self._claims = claims
         self._process = process
@@ -214,7 +217,7 @@ class InboxWorker:
             self._immediate.add(task)
             task.add_done_callback(self._immediate.discard)
             return True
-        chat = conversation_key(parsed) or f"update:{update_id}"
+        chat = conversation_key(parsed, self._scope) or f"update:{update_id}"
         self._keep(update_id, parsed)
         queued = await self._inbox.put(update_id, chat, payload)
         if not queued:
@@ -386,7 +389,7 @@ class InboxWorker:
     ) -> None:
         """Process an unordered command; an interrupting one may stop the chat's running
         update, here or on another worker (`bot.updates.in_flight.stop_earlier`)."""
-        chat = conversation_key(parsed) or f"update:{update_id}"
+        chat = conversation_key(parsed, self._scope) or f"update:{update_id}"
         if interrupts:  # the context of this task and of its processing
             offer_stop_earlier(lambda: self._stop_earlier(chat, update_id))
         try:

@@ -3,7 +3,8 @@
 Invariants:
 - facts belong to an owner (`MemoryScope.owner`): a person in private (`tg:<user id>`,
   `api:<userId>`, the terminal's chat key), or a person within one group
-  (`tg:<user id>@tg:<group id>`); a consultation uses the facts of the owner it was
+  (`tg:<user id>@tg:<group id>`; a bot of scope n writes `tg<n>:`,
+  `core.domain.telegram_keys`); a consultation uses the facts of the owner it was
   started by, so a private fact never reaches a group and a group's never leaves it;
 - the preferences (memory on or off, whether the one-time notice was given) are the
   person's, whatever the group: /memory off in any chat turns it off everywhere;
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.domain import telegram_keys
 from core.domain.json_answer import strip_fences
 from core.domain.tokens import estimate_tokens
 
@@ -96,14 +98,16 @@ ANONYMOUS_ADMIN_ID = 1087968824
 """The Telegram account a group's anonymous admins write as (GroupAnonymousBot): no person."""
 
 
-def telegram_person(user_id: int) -> str:
-    return f"tg:{user_id}"
+def telegram_person(user_id: int, scope: int = 0) -> str:
+    """A Telegram user of the bot of `scope` as a person key (`tg:<id>`, `tg<n>:<id>`)."""
+    return telegram_keys.person_key(user_id, scope)
 
 
 def person_of(owner: str) -> str:
-    """The person of a fact owner: a Telegram group owner's part before `@`; others (the
-    API's `api:<userId>`, which may hold `@`, the terminal's key) are their own person."""
-    if owner.startswith("tg:"):
+    """The person of a fact owner: a Telegram group owner's part before `@` (any bot's
+    scope); others (the API's `api:<userId>`, which may hold `@`, the terminal's key) are
+    their own person."""
+    if telegram_keys.is_telegram(owner):
         return owner.split("@", 1)[0]
     return owner
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from core.domain.plans import ActivePlan, Plan, find_plan
+from core.domain.telegram_keys import PERSON_PATTERN
 
 STARS = "XTR"
 """The currency of Telegram Stars."""
@@ -31,8 +32,6 @@ MAX_PAYLOAD_BYTES = 128
 MAX_CHARGE_ID_CHARS = 256
 MAX_CURRENCY_CHARS = 8
 
-PERSON_PATTERN = r"tg(?:[1-9][0-9]{0,18})?:[1-9][0-9]{0,18}"
-"""A Telegram person key of any bot (`tg:42`, and `tg2:42` for bot 2's person)."""
 _PAYLOAD = re.compile(rf"plan:([a-z0-9_-]{{1,32}}):({PERSON_PATTERN})")
 
 

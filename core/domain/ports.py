@@ -254,10 +254,12 @@ class ConsultationStore(Protocol):
         """Remove the person's override; True when there was one."""
         ...
 
-    async def stats(self, period: Period) -> Stats:
+    async def stats(self, period: Period, *, scope: int | None = None) -> Stats:
         """The operator's figures of `period` (`core.domain.stats.Stats`), from one snapshot: a
         handful of aggregate reads bounded by indexes on the period, whatever the store
-        holds. A consultation's end counts on the day it happened: `record_reply` storing
+        holds: every consultation's, or (`scope`) only those of one bot, whose chat and
+        person keys are its (`core.domain.telegram_keys`; the API's and the terminal's are
+        no bot's). A consultation's end counts on the day it happened: `record_reply` storing
         a final answer, `set_status` and `expire_idle` record when."""
         ...
 
@@ -317,6 +319,15 @@ class ConsultationStore(Protocol):
 
     async def purge(self, *, older_than: float) -> int:
         """Delete finished consultations (and their messages) last active before `older_than`."""
+        ...
+
+    async def forget_bot(self, scope: int) -> int:
+        """Delete everything the bot of `scope` keeps (`core.domain.telegram_keys`): its
+        consultations, chat settings, memory, quotas and usage, languages, blocks, and
+        its rows keyed by Telegram's ids (update ids, keyboards; on PostgreSQL also the
+        updates waiting or given up, undelivered replies and flood waits), in one
+        transaction; another bot's data, and the API's and the terminal's, stay. How many
+        consultations went."""
         ...
 
     async def forget_chat(self, chat_key: str) -> int:

@@ -8,7 +8,8 @@ Invariants:
 - At the boundary: a person who has used `limit - 1` may go on; one who has used `limit`
   or more is over it. "Used" counts the tokens charged and those held by turns under way.
 - A person exempt by the deployment (`QuotaConfig.exempt`: QUOTA_EXEMPT_USER_IDS and
-  ADMIN_USER_IDS) or by an admin's override has no person limits at all; an override with
+  ADMIN_USER_IDS, Telegram ids exempt in every bot of the deployment: `QuotaConfig.exempts`)
+  or by an admin's override (one bot's person) has no person limits at all; an override with
   a number replaces only the daily token limit. A person with an active plan
   (`core.domain.plans`) gets the plan's limits instead of the deployment's (each limit the
   plan names; an override's daily tokens still win). The API token's limit is the
@@ -32,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 
 from core.domain.errors import ConsultationError
 from core.domain.plans import PlanLimits
+from core.domain.telegram_keys import unscoped
 
 MAX_OVERRIDE_TOKENS = 1_000_000_000
 """The largest daily token limit an override may set (`/quota`)."""
@@ -71,6 +73,11 @@ class QuotaConfig:
     api_daily_tokens: int = 0
     exempt: frozenset[str] = frozenset()
 
+    def exempts(self, person: str) -> bool:
+        """Whether the deployment exempts `person`: listed, or a Telegram user listed by
+        id, in whichever bot (`tg2:42` is exempt when `tg:42` is listed)."""
+        return person in self.exempt or unscoped(person) in self.exempt
+
 
 @dataclass(frozen=True, slots=True)
 class QuotaOverride:
@@ -109,7 +116,7 @@ def limits_for(
 ) -> PersonLimits:
     """The deployment's limits, unless the person is exempt, an override says otherwise, or
     an active `plan` (its id and limits) replaces those it names."""
-    if person in config.exempt:
+    if config.exempts(person):
         return PersonLimits(exempt=True)
     if override is not None and override.exempt:
         return PersonLimits(exempt=True, overridden=True)

@@ -33,6 +33,7 @@ from core.turns.answering import Answerer
 from core.turns.blocks import Blocks
 from core.turns.chat_settings import ChatSettingsKeeper
 from core.turns.chosen_languages import ChosenLanguages
+from core.turns.client_chats import ClientChats
 from core.turns.figures import Figures
 from core.turns.follow_ups import FollowUps
 from core.turns.history import History
@@ -54,6 +55,7 @@ class Engine:
 
     turns: ConsultationService  # a chat's turns: messages, final answers, follow-ups
     sessions: ApiSessions  # the HTTP API's sessions
+    client_chats: ClientChats  # conversations a stateless chat app sends whole each time
     lifecycle: Lifecycle  # ending, deleting and moving a chat's consultations
     history: History  # a chat's past consultations
     settings: ChatSettingsKeeper  # a chat's settings
@@ -143,6 +145,17 @@ def build_engine(
             quotas=quota_keeper,
         ),
         sessions=sessions,
+        client_chats=ClientChats(
+            store,
+            prompts,
+            config,
+            clock=clock,
+            gate=gate,
+            user_turns=user_turns,
+            answerer=answerer,
+            follow_ups=follow_ups,
+            quotas=quota_keeper,
+        ),
         lifecycle=Lifecycle(
             store, config, clock, locks=locks, stop=running.stop, sessions=sessions
         ),

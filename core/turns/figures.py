@@ -51,10 +51,11 @@ class Figures:
         tools = await store.tool_calls_of(scope, key, day=today)
         return UsageReport(today, summarize(day, prices), summarize(month, prices), tools)
 
-    async def stats(self, days: int) -> Stats:
+    async def stats(self, days: int, *, scope: int | None = None) -> Stats:
         """The operator's figures over the last `days` UTC days, today included
-        (1 ≤ days ≤ `core.domain.stats.MAX_DAYS`): a handful of indexed reads."""
-        found = await self._store.stats(period_of(self._clock(), days))
+        (1 ≤ days ≤ `core.domain.stats.MAX_DAYS`): a handful of indexed reads; every
+        consultation's, or (`scope`) one bot's (`core.domain.telegram_keys`)."""
+        found = await self._store.stats(period_of(self._clock(), days), scope=scope)
         prices = self._accounting.prices
         unpriced = tuple(u.model for u in found.usage if prices.of(u.model) is None)
         return dataclasses.replace(found, unpriced=unpriced)

@@ -219,7 +219,7 @@ class Quotas:
         """The person limits that apply to `payer` and its client key's daily limit."""
         client_limit = self._config.api_daily_tokens if payer.client else 0
         limits = PersonLimits()
-        if payer.person is not None and payer.person not in self._config.exempt:
+        if payer.person is not None and not self._config.exempts(payer.person):
             override = await self._override(payer.person)
             plan = None if self._plan_limits is None else await self._plans.get(payer.person)
             limits = limits_for(self._config, payer.person, override, plan)

@@ -83,6 +83,19 @@ async def index_request_search(connection: asyncpg.Connection) -> bool:
     return True
 
 
+BOT_SCOPED_KEYS = (
+    ("telegram_updates", "update_id"),
+    ("round_keyboards", "chat_id, thread_id"),
+    ("inbox", "update_id"),
+    ("dead_letters", "update_id"),
+    ("undelivered", "chat_id, thread_id"),
+    ("flood_waits", "chat_id"),
+)
+"""The tables keyed by Telegram's own ids, and their keys within a bot (m032). Not yet the
+per-user limits (`rate_limits`, `press_limits`): changing their key would break the
+previous release's workers during a rolling restart (tests/storage/test_pg_shared.py)."""
+
+
 MIGRATIONS: list[Migration] = [
     (
         "m001_initial",
@@ -575,6 +588,22 @@ MIGRATIONS: list[Migration] = [
             " token_tail TEXT NOT NULL, enabled BOOLEAN NOT NULL DEFAULT TRUE,"
             " settings TEXT NOT NULL DEFAULT '{}', created_at DOUBLE PRECISION NOT NULL,"
             " updated_at DOUBLE PRECISION NOT NULL, removed_at DOUBLE PRECISION)",
+        ),
+    ),
+    (
+        # The bot (`bot`, its scope: 0 the deployment's own, `core.domain.telegram_keys`)
+        # each row keyed by Telegram's own ids belongs to, part of its primary key: two
+        # bots' update ids and chat ids collide, and one bot's flood waits and undelivered
+        # replies are not another's. Rows stored before are scope 0.
+        # Rows keyed by chat or person keys need no column: their keys carry the scope
+        # (`tg2:`). The cluster's tables (`storage.postgres.cluster.schema.TABLES`) came
+        # from this history, and take their scope here too. Workers of the release before
+        # name the old keys in ON CONFLICT: stop them before this runs.
+        "m032_bot_scope",
+        tuple(
+            f"ALTER TABLE {table} ADD COLUMN bot BIGINT NOT NULL DEFAULT 0,"
+            f" DROP CONSTRAINT {table}_pkey, ADD PRIMARY KEY (bot, {key})"
+            for table, key in BOT_SCOPED_KEYS
         ),
     ),
     (

@@ -54,6 +54,7 @@ from core.domain.people import PeopleQuery, PersonRow
 from core.domain.ports import ConsultationStore
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
+from core.domain.telegram_keys import check_scope, key_range
 from core.domain.tool_usage import ToolCalls
 from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.idempotency import IdempotencyKeys, Statement
@@ -345,23 +346,31 @@ class PostgresStore(StoreCalls, IdempotencyKeys, ConsultationStore):
         its settings, in one transaction."""
         return await self._write(lambda c: upkeep.forget_chat(c, chat_key))
 
-    async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:
-        """Record a Telegram update id; True the first time, False for a redelivery."""
+    async def forget_bot(self, scope: int) -> int:
+        """Everything the bot keeps, in one transaction (see `upkeep.forget_bot`)."""
+        return await self._write(
+            lambda c: upkeep.forget_bot(c, check_scope(scope), key_range(scope))
+        )
+
+    async def remember_update(
+        self, update_id: int, *, at: float | None = None, bot: int = 0
+    ) -> bool:
+        """Record the bot's Telegram update id; True the first time, False for a redelivery."""
         received = time.time() if at is None else at
-        return await self._write(lambda c: upkeep.remember_update(c, update_id, received))
+        return await self._write(lambda c: upkeep.remember_update(c, update_id, received, bot))
 
     # -- round keyboards (`bot.transport.round_keyboards`) --------------------------------
 
     async def swap_round_keyboard(
-        self, chat_id: int, thread_id: int | None, message_id: int | None
+        self, chat_id: int, thread_id: int | None, message_id: int | None, *, bot: int = 0
     ) -> int | None:
         """One statement, one round trip (see `storage.postgres.keyboards`)."""
         return await self._call(
-            lambda c: keyboards.swap_round_keyboard(c, chat_id, thread_id, message_id)
+            lambda c: keyboards.swap_round_keyboard(c, chat_id, thread_id, message_id, bot)
         )
 
-    async def forget_round_keyboards(self, chat_id: int) -> int:
-        return await self._write(lambda c: keyboards.forget_round_keyboards(c, chat_id))
+    async def forget_round_keyboards(self, chat_id: int, *, bot: int = 0) -> int:
+        return await self._write(lambda c: keyboards.forget_round_keyboards(c, chat_id, bot))
 
     # -- client memory (`core.domain.facts`) ---------------------------------------------------
 
@@ -434,8 +443,10 @@ class PostgresStore(StoreCalls, IdempotencyKeys, ConsultationStore):
 
     # -- the operator's figures (`core.domain.stats`) -------------------------------------------
 
-    async def stats(self, period: Period) -> Stats:
-        return await self._call(lambda c: stats.stats_of(c, period))
+    async def stats(self, period: Period, *, scope: int | None = None) -> Stats:
+        if scope is not None:
+            check_scope(scope)
+        return await self._call(lambda c: stats.stats_of(c, period, scope))
 
     async def daily_stats(self, period: Period) -> list[DayFigures]:
         return await self._call(lambda c: daily.daily_of(c, period))

@@ -24,6 +24,7 @@ from typing import Any
 
 import asyncpg
 
+from storage.statements.bot_scope import FORGET_BOT_ROWS, FORGET_CONSULTATIONS, FORGET_KEYED
 from storage.statements.idempotency import PURGE_UNOPENED
 from storage.statements.telegram_updates import DROP_FAR, DROP_OLD, KEEP_IDS, KEEP_SECONDS
 from storage.statements.tool_usage import DELETE_CHAT_TOOL_CALLS, MOVE_CHAT_TOOL_CALLS
@@ -86,16 +87,39 @@ async def forget_chat(connection: asyncpg.Connection, chat_key: str) -> int:
     return gone
 
 
-async def remember_update(connection: asyncpg.Connection, update_id: int, received: float) -> bool:
-    """Record `update_id`; True if it was not recorded yet. Drops ids out of both bounds."""
+CLUSTER_BOT_ROWS = ("inbox", "dead_letters", "undelivered", "flood_waits")
+"""The cluster's tables with a bot's rows in `bot` (m032); the per-user limits have none."""
+
+
+async def forget_bot(connection: asyncpg.Connection, scope: int, key_range: str) -> int:
+    """Delete everything the bot of `scope` keeps: its consultations (messages and
+    idempotency keys with them), the rows its chat and person keys (all starting with
+    `key_range`) name, and its rows keyed by Telegram's ids, the cluster's too (the updates
+    waiting and given up, replies not delivered, flood waits); how many consultations went."""
+    gone = await _count(connection, FORGET_CONSULTATIONS, key_range)
+    for statement in FORGET_KEYED:
+        await connection.execute(statement, key_range)
+    for statement in FORGET_BOT_ROWS:
+        await connection.execute(statement, scope)
+    for table in CLUSTER_BOT_ROWS:
+        await connection.execute(f"DELETE FROM {table} WHERE bot = $1", scope)
+    return gone
+
+
+async def remember_update(
+    connection: asyncpg.Connection, update_id: int, received: float, bot: int = 0
+) -> bool:
+    """Record the bot's `update_id`; True if it was not recorded yet. Drops ids out of
+    both bounds."""
     new = await connection.fetchval(
-        "INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
-        " ON CONFLICT (update_id) DO NOTHING RETURNING 1",
+        "INSERT INTO telegram_updates (bot, update_id, received_at) VALUES ($1, $2, $3)"
+        " ON CONFLICT (bot, update_id) DO NOTHING RETURNING 1",
+        bot,
         update_id,
         received,
     )
     await connection.execute(DROP_OLD, received - KEEP_SECONDS)
-    await connection.execute(DROP_FAR, update_id - KEEP_IDS)
+    await connection.execute(DROP_FAR, bot, update_id - KEEP_IDS)
     return new is not None
 
 

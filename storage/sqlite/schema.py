@@ -634,6 +634,39 @@ async def m031_bots(db: aiosqlite.Connection) -> None:
     )
 
 
+BOT_SCOPE_MIGRATION = (
+    # The key's columns first, in its order: SQLite 3.40's quick_check misreads a WITHOUT
+    # ROWID table whose primary key does not lead its columns (the start-up check would
+    # call the file corrupt).
+    "CREATE TABLE telegram_updates_scoped (bot INTEGER NOT NULL DEFAULT 0,"
+    " update_id INTEGER NOT NULL, received_at REAL NOT NULL,"
+    " PRIMARY KEY (bot, update_id)) WITHOUT ROWID",
+    "INSERT INTO telegram_updates_scoped (bot, update_id, received_at)"
+    " SELECT 0, update_id, received_at FROM telegram_updates",
+    "DROP TABLE telegram_updates",
+    "ALTER TABLE telegram_updates_scoped RENAME TO telegram_updates",
+    "CREATE INDEX telegram_updates_received ON telegram_updates (received_at)",
+    "CREATE TABLE round_keyboards_scoped (bot INTEGER NOT NULL DEFAULT 0,"
+    " chat_id INTEGER NOT NULL, thread_id INTEGER NOT NULL, message_id INTEGER NOT NULL,"
+    " PRIMARY KEY (bot, chat_id, thread_id)) WITHOUT ROWID",
+    "INSERT INTO round_keyboards_scoped (bot, chat_id, thread_id, message_id)"
+    " SELECT 0, chat_id, thread_id, message_id FROM round_keyboards",
+    "DROP TABLE round_keyboards",
+    "ALTER TABLE round_keyboards_scoped RENAME TO round_keyboards",
+)
+
+
+@migration
+async def m032_bot_scope(db: aiosqlite.Connection) -> None:
+    """The bot (`bot`, its scope: 0 the deployment's own, `core.domain.telegram_keys`) each
+    row keyed by Telegram's own ids belongs to, part of its primary key: two bots' update
+    ids and chat ids collide. `telegram_updates` and `round_keyboards` are rebuilt (SQLite
+    cannot change a primary key), their rows kept as scope 0. Rows keyed by chat or person
+    keys need no column: their keys carry the scope (`tg2:`)."""
+    for statement in BOT_SCOPE_MIGRATION:
+        await db.execute(statement)
+
+
 @migration
 async def m033_payments(db: aiosqlite.Connection) -> None:
     """Payments in Telegram Stars and the plans they give (`core.domain.payments`): one

@@ -12,7 +12,9 @@ itself), and `core.domain.stats.interpolate` does the rest.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
+from dataclasses import dataclass
 
 from core.domain.stats import (
     MAX_MODELS,
@@ -25,68 +27,139 @@ from core.domain.stats import (
     percentile_rank,
     rounds_distribution,
 )
+from core.domain.telegram_keys import key_range
 from core.domain.tool_usage import ToolCount, listed
 from core.domain.usage import UsageTotal
 from storage.sqlite.placeholders import sqlite_sql
-from storage.statements.usage import CHATS_BY_MODEL
+from storage.statements.bot_scope import only
+from storage.statements.usage import CHATS_BY_MODEL, chats_by_model
 
-_STARTED = (
-    "SELECT COUNT(*) FROM consultations INDEXED BY consultations_created"
-    " WHERE created_at >= ? AND created_at < ?"
-)
-_ENDED = (
-    "SELECT status, COUNT(*), SUM(current_round),"
-    " SUM(CASE WHEN current_round < max_rounds THEN 1 ELSE 0 END)"
-    " FROM consultations INDEXED BY consultations_ended"
-    " WHERE ended_at >= ? AND ended_at < ? GROUP BY status"
-)
-# Rounds past the tail are counted in its bucket here, so at most ROUNDS_TAIL + 1 rows.
-_ROUNDS = (
-    "SELECT MIN(MAX(current_round, 0), ?3), COUNT(*)"
-    " FROM consultations INDEXED BY consultations_ended"
-    " WHERE ended_at >= ?1 AND ended_at < ?2 AND status = 'complete' GROUP BY 1"
-)
-_PEOPLE = (
-    "SELECT COUNT(*) FROM (SELECT scope_key FROM usage_daily"
-    " WHERE scope_kind = 'person' AND day BETWEEN ? AND ?"
-    " UNION SELECT 'tg:' || started_by FROM consultations INDEXED BY consultations_created"
-    " WHERE created_at >= ? AND created_at < ? AND started_by IS NOT NULL)"
-)
-# Each charge is in its chat's rows exactly once, so the chat scope counts every call once.
-_TOTALS = (
-    "SELECT SUM(CASE WHEN kind = 'follow_up' THEN calls ELSE 0 END), SUM(prompt_tokens),"
-    " SUM(completion_tokens), SUM(cost) FROM usage_daily"
-    " WHERE scope_kind = 'chat' AND day BETWEEN ? AND ?"
-)
+
+def _started(only: str = "") -> str:
+    return sqlite_sql(
+        "SELECT COUNT(*) FROM consultations INDEXED BY consultations_created"
+        " WHERE created_at >= $1 AND created_at < $2" + only
+    )
+
+
+def _ended(only: str = "") -> str:
+    return sqlite_sql(
+        "SELECT status, COUNT(*), SUM(current_round),"
+        " SUM(CASE WHEN current_round < max_rounds THEN 1 ELSE 0 END)"
+        " FROM consultations INDEXED BY consultations_ended"
+        f" WHERE ended_at >= $1 AND ended_at < $2{only} GROUP BY status"
+    )
+
+
+def _rounds(only: str = "") -> str:
+    """Rounds past the tail are counted in its bucket here, so at most ROUNDS_TAIL + 1 rows."""
+    return sqlite_sql(
+        "SELECT MIN(MAX(current_round, 0), $3), COUNT(*)"
+        " FROM consultations INDEXED BY consultations_ended"
+        f" WHERE ended_at >= $1 AND ended_at < $2 AND status = 'complete'{only} GROUP BY 1"
+    )
+
+
+def _people(people: str = "", chats: str = "") -> str:
+    """A consultation's starter is a person of its chat's bot: `tg:` or `tg<n>:`, the part
+    of its chat key up to the first colon."""
+    return sqlite_sql(
+        "SELECT COUNT(*) FROM (SELECT scope_key FROM usage_daily"
+        f" WHERE scope_kind = 'person' AND day BETWEEN $1 AND $2{people}"
+        " UNION SELECT substr(chat_key, 1, instr(chat_key, ':')) || started_by"
+        " FROM consultations INDEXED BY consultations_created"
+        f" WHERE created_at >= $3 AND created_at < $4 AND started_by IS NOT NULL{chats})"
+    )
+
+
+def _totals(only: str = "") -> str:
+    """Each charge is in its chat's rows exactly once, so the chat scope counts every call
+    once."""
+    return sqlite_sql(
+        "SELECT SUM(CASE WHEN kind = 'follow_up' THEN calls ELSE 0 END), SUM(prompt_tokens),"
+        " SUM(completion_tokens), SUM(cost) FROM usage_daily"
+        f" WHERE scope_kind = 'chat' AND day BETWEEN $1 AND $2{only}"
+    )
+
+
+def _tool_calls(only: str = "") -> str:
+    """`storage.statements.tool_usage.chats_tool_calls`, the planner told its index."""
+    return sqlite_sql(
+        "SELECT tool, SUM(calls), SUM(failed) FROM tool_usage_daily"
+        " INDEXED BY tool_usage_daily_kind_day"
+        f" WHERE scope_kind = 'chat' AND day BETWEEN $1 AND $2{only} GROUP BY tool"
+    )
+
+
+def _answer_seconds(only: str = "") -> str:
+    return sqlite_sql(
+        "SELECT ended_at - created_at FROM consultations INDEXED BY consultations_ended"
+        f" WHERE ended_at >= $1 AND ended_at < $2 AND status = 'complete'{only}"
+        " ORDER BY 1 LIMIT 2 OFFSET $3"
+    )
+
+
+_STARTED = _started()
+_ENDED = _ended()
+_ROUNDS = _rounds()
+_PEOPLE = _people()
+_TOTALS = _totals()
 _BY_MODEL = sqlite_sql(CHATS_BY_MODEL)
-_TOOL_CALLS = (
-    "SELECT tool, SUM(calls), SUM(failed) FROM tool_usage_daily"
-    " INDEXED BY tool_usage_daily_kind_day"
-    " WHERE scope_kind = 'chat' AND day BETWEEN ? AND ? GROUP BY tool"
-)
-"""`storage.statements.tool_usage.CHATS_TOOL_CALLS`, the planner told its index."""
-_ANSWER_SECONDS = (
-    "SELECT ended_at - created_at FROM consultations INDEXED BY consultations_ended"
-    " WHERE ended_at >= ? AND ended_at < ? AND status = 'complete'"
-    " ORDER BY 1 LIMIT 2 OFFSET ?"
-)
+_TOOL_CALLS = _tool_calls()
+_ANSWER_SECONDS = _answer_seconds()
 
 
-def stats_of(db: sqlite3.Connection, period: Period) -> Stats:
-    """The period's figures (run inside one read transaction: one snapshot)."""
+@dataclass(frozen=True, slots=True)
+class Queries:
+    """The figures' statements, each with its own parameters and then, for one bot's
+    figures, its key range (`storage.statements.bot_scope.only`)."""
+
+    started: str = _STARTED
+    ended: str = _ENDED
+    rounds: str = _ROUNDS
+    people: str = _PEOPLE
+    totals: str = _TOTALS
+    by_model: str = _BY_MODEL
+    tool_calls: str = _TOOL_CALLS
+    answer_seconds: str = _ANSWER_SECONDS
+
+
+@functools.cache
+def queries(scoped: bool) -> Queries:
+    """Every bot's figures' statements, or (`scoped`) one bot's."""
+    if not scoped:
+        return Queries()
+    return Queries(
+        started=_started(only("chat_key", 3)),
+        ended=_ended(only("chat_key", 3)),
+        rounds=_rounds(only("chat_key", 4)),
+        people=_people(only("scope_key", 5), only("chat_key", 5)),
+        totals=_totals(only("scope_key", 3)),
+        by_model=sqlite_sql(chats_by_model(only("scope_key", 4))),
+        tool_calls=_tool_calls(only("scope_key", 3)),
+        answer_seconds=_answer_seconds(only("chat_key", 4)),
+    )
+
+
+def stats_of(db: sqlite3.Connection, period: Period, scope: int | None = None) -> Stats:
+    """The period's figures (run inside one read transaction: one snapshot): every
+    consultation's, or only those of the bot of `scope` (`core.domain.telegram_keys`)."""
     times = (period.since, period.until)
     days = (period.since_day, period.until_day)
-    started = db.execute(_STARTED, times).fetchone()[0]
-    ended = {row[0]: row[1:] for row in db.execute(_ENDED, times)}
+    q = queries(scope is not None)
+    bot = () if scope is None else (key_range(scope),)
+    started = db.execute(q.started, (*times, *bot)).fetchone()[0]
+    ended = {row[0]: row[1:] for row in db.execute(q.ended, (*times, *bot))}
     completed, rounds, early = ended.get("complete", (0, 0, 0))
-    rounds_rows = db.execute(_ROUNDS, (*times, ROUNDS_TAIL)).fetchall()
-    people = db.execute(_PEOPLE, (*days, *times)).fetchone()[0]
-    follow_ups, prompt, completion, cost = db.execute(_TOTALS, days).fetchone()
+    rounds_rows = db.execute(q.rounds, (*times, ROUNDS_TAIL, *bot)).fetchall()
+    people = db.execute(q.people, (*days, *times, *bot)).fetchone()[0]
+    follow_ups, prompt, completion, cost = db.execute(q.totals, (*days, *bot)).fetchone()
     models = [
         UsageTotal(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5]))
-        for r in db.execute(_BY_MODEL, (*days, MAX_MODELS))
+        for r in db.execute(q.by_model, (*days, MAX_MODELS, *bot))
     ]
-    tools = [ToolCount(str(r[0]), int(r[1]), int(r[2])) for r in db.execute(_TOOL_CALLS, days)]
+    tool_rows = db.execute(q.tool_calls, (*days, *bot))
+    tools = [ToolCount(str(r[0]), int(r[1]), int(r[2])) for r in tool_rows]
     return Stats(
         since_day=period.since_day,
         until_day=period.until_day,
@@ -102,20 +175,22 @@ def stats_of(db: sqlite3.Connection, period: Period) -> Stats:
         completion_tokens=int(completion or 0),
         cost=float(cost or 0.0),
         usage=tuple(models),
-        answer_seconds_median=_percentile(db, times, int(completed), MEDIAN),
-        answer_seconds_p95=_percentile(db, times, int(completed), P95),
+        answer_seconds_median=_percentile(db, q, (*times, *bot), int(completed), MEDIAN),
+        answer_seconds_p95=_percentile(db, q, (*times, *bot), int(completed), P95),
         rounds=rounds_distribution((int(r), int(n)) for r, n in rounds_rows),
         tools=listed(tools),
     )
 
 
 def _percentile(
-    db: sqlite3.Connection, times: tuple[float, float], count: int, fraction: float
+    db: sqlite3.Connection, q: Queries, times: tuple[object, ...], count: int, fraction: float
 ) -> float | None:
+    """`times` is the period, then for one bot its key range."""
     if count == 0:
         return None
     rank, weight = percentile_rank(count, fraction)
-    values = [float(row[0]) for row in db.execute(_ANSWER_SECONDS, (*times, rank))]
+    period, bot = times[:2], times[2:]
+    values = [float(row[0]) for row in db.execute(q.answer_seconds, (*period, rank, *bot))]
     if not values:  # not reached: the count comes from the same snapshot
         return None
     return interpolate(values[0], values[1] if len(values) > 1 else None, weight)

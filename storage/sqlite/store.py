@@ -61,6 +61,7 @@ from core.domain.people import PeopleQuery, PersonRow
 from core.domain.ports import ConsultationStore
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
+from core.domain.telegram_keys import check_scope, key_range
 from core.domain.tool_usage import ToolCalls
 from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.errors import DatabaseUnusable
@@ -322,8 +323,10 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
     async def load_latest(self, chat_key: str) -> Consultation | None:
         return await self._reader.run(functools.partial(sql.load_latest, chat_key=chat_key))
 
-    async def stats(self, period: Period) -> Stats:
-        return await self._reader.run(functools.partial(stats.stats_of, period=period))
+    async def stats(self, period: Period, *, scope: int | None = None) -> Stats:
+        if scope is not None:
+            check_scope(scope)
+        return await self._reader.run(functools.partial(stats.stats_of, period=period, scope=scope))
 
     async def daily_stats(self, period: Period) -> list[DayFigures]:
         return await self._reader.run(functools.partial(daily.daily_of, period=period))
@@ -395,11 +398,13 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
             functools.partial(upkeep.expire_idle, inactive_since=inactive_since, at=at)
         )
 
-    async def remember_update(self, update_id: int, *, at: float | None = None) -> bool:
-        """Record a Telegram update id; True the first time, False for a redelivery."""
+    async def remember_update(
+        self, update_id: int, *, at: float | None = None, bot: int = 0
+    ) -> bool:
+        """Record the bot's Telegram update id; True the first time, False for a redelivery."""
         received = time.time() if at is None else at
         return await self._writer.run(
-            functools.partial(upkeep.remember_update, update_id=update_id, at=received)
+            functools.partial(upkeep.remember_update, update_id=update_id, at=received, bot=bot)
         )
 
     async def purge(self, *, older_than: float) -> int:
@@ -411,6 +416,13 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
 
     async def forget_chat(self, chat_key: str) -> int:
         return await self._erase(functools.partial(upkeep.forget_chat, chat_key=chat_key))
+
+    async def forget_bot(self, scope: int) -> int:
+        return await self._erase(
+            functools.partial(
+                upkeep.forget_bot, scope=check_scope(scope), key_range=key_range(scope)
+            )
+        )
 
     async def _erase(self, delete: Callable[[sqlite3.Connection], T]) -> T:
         """Run `delete` (a deletion of consultations), finish the request index's merge it
@@ -425,7 +437,7 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
     # -- round keyboards (`bot.transport.round_keyboards`) --------------------------------
 
     async def swap_round_keyboard(
-        self, chat_id: int, thread_id: int | None, message_id: int | None
+        self, chat_id: int, thread_id: int | None, message_id: int | None, *, bot: int = 0
     ) -> int | None:
         return await self._writer.run(
             functools.partial(
@@ -433,12 +445,13 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
                 chat_id=chat_id,
                 thread_id=thread_id,
                 message_id=message_id,
+                bot=bot,
             )
         )
 
-    async def forget_round_keyboards(self, chat_id: int) -> int:
+    async def forget_round_keyboards(self, chat_id: int, *, bot: int = 0) -> int:
         return await self._writer.run(
-            functools.partial(keyboards.forget_round_keyboards, chat_id=chat_id)
+            functools.partial(keyboards.forget_round_keyboards, chat_id=chat_id, bot=bot)
         )
 
     # -- client memory (`core.domain.facts`) ---------------------------------------------------

@@ -12,6 +12,7 @@ import sqlite3
 
 from storage.sqlite.erasure import scrub_search_index
 from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.bot_scope import FORGET_BOT_ROWS, FORGET_CONSULTATIONS, FORGET_KEYED
 from storage.statements.idempotency import PURGE_UNOPENED
 from storage.statements.telegram_updates import DROP_FAR, DROP_OLD, KEEP_IDS, KEEP_SECONDS
 from storage.statements.tool_usage import DELETE_CHAT_TOOL_CALLS, MOVE_CHAT_TOOL_CALLS
@@ -38,6 +39,9 @@ _MOVE_CHAT_TOOL_CALLS = sqlite_sql(MOVE_CHAT_TOOL_CALLS)
 _DELETE_CHAT_TOOL_CALLS = sqlite_sql(DELETE_CHAT_TOOL_CALLS)
 _DROP_OLD_UPDATES = sqlite_sql(DROP_OLD)
 _DROP_FAR_UPDATES = sqlite_sql(DROP_FAR)
+_FORGET_CONSULTATIONS = sqlite_sql(FORGET_CONSULTATIONS)
+_FORGET_KEYED = tuple(sqlite_sql(statement) for statement in FORGET_KEYED)
+_FORGET_BOT_ROWS = tuple(sqlite_sql(statement) for statement in FORGET_BOT_ROWS)
 
 VACUUM_PAGES_PER_PURGE = 5000
 """At most this many pages (20 MB at 4 KiB) are freed per purge, about 150 ms of work."""
@@ -95,6 +99,22 @@ def forget_chat(db: sqlite3.Connection, chat_key: str) -> int:
     return gone
 
 
+def forget_bot(db: sqlite3.Connection, scope: int, key_range: str) -> int:
+    """Delete everything the bot of `scope` keeps: its consultations (messages and
+    idempotency keys by ON DELETE CASCADE), the rows its chat and person keys (all starting
+    with `key_range`) name, and its rows keyed by Telegram's ids; how many consultations
+    went. Their pages are given back like a purge's."""
+    gone = db.execute(_FORGET_CONSULTATIONS, (key_range,)).rowcount
+    for statement in _FORGET_KEYED:
+        db.execute(statement, (key_range,))
+    for statement in _FORGET_BOT_ROWS:
+        db.execute(statement, (scope,))
+    if gone:
+        scrub_search_index(db)
+    free_pages(db, VACUUM_PAGES_PER_PURGE)
+    return gone
+
+
 def free_pages(db: sqlite3.Connection, limit: int) -> int:
     """Give up to `limit` free pages back to the file system; return how many.
 
@@ -108,12 +128,12 @@ def free_pages(db: sqlite3.Connection, limit: int) -> int:
     return pages
 
 
-def remember_update(db: sqlite3.Connection, update_id: int, at: float) -> bool:
-    """Record `update_id`; True if it was not recorded yet."""
+def remember_update(db: sqlite3.Connection, update_id: int, at: float, bot: int = 0) -> bool:
+    """Record the bot's `update_id`; True if it was not recorded yet."""
     new = db.execute(
-        "INSERT OR IGNORE INTO telegram_updates (update_id, received_at) VALUES (?, ?)",
-        (update_id, at),
+        "INSERT OR IGNORE INTO telegram_updates (bot, update_id, received_at) VALUES (?, ?, ?)",
+        (bot, update_id, at),
     ).rowcount
     db.execute(_DROP_OLD_UPDATES, (at - KEEP_SECONDS,))
-    db.execute(_DROP_FAR_UPDATES, (update_id - KEEP_IDS,))
+    db.execute(_DROP_FAR_UPDATES, (bot, update_id - KEEP_IDS))
     return new == 1

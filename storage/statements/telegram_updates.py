@@ -1,7 +1,8 @@
-"""Telegram update ids (the webhook's de-duplication, table `telegram_updates`): recording an
+"""Telegram update ids (the webhook's de-duplication, table `telegram_updates`), per bot
+(`bot`, its scope: two bots' update ids collide, so a row is a bot's id): recording an
 id answers "new" in the same write, so two deliveries of one update, even at the same
 moment, are answered "new" exactly once. Ids are kept for `KEEP_SECONDS` and at most
-`KEEP_IDS` of them; each write deletes what fell out of both bounds through indexes, so it
+`KEEP_IDS` of them per bot; each write deletes what fell out of both bounds through indexes, so it
 costs O(log n) and the table never grows past the bounds.
 """
 
@@ -13,5 +14,5 @@ KEEP_IDS = 1_000_000
 
 DROP_OLD = "DELETE FROM telegram_updates WHERE received_at < $1"
 """Drop the ids received before $1 (the arrival less `KEEP_SECONDS`)."""
-DROP_FAR = "DELETE FROM telegram_updates WHERE update_id <= $1"
-"""Drop the ids at or below $1 (the id less `KEEP_IDS`)."""
+DROP_FAR = "DELETE FROM telegram_updates WHERE bot = $1 AND update_id <= $2"
+"""Drop the bot's ($1) ids at or below $2 (the id less `KEEP_IDS`): one range of its key."""

@@ -20,12 +20,19 @@ TOOL_CALLS_OF = (
 """A scope's calls and failed calls per tool on day $4, then over days $3 to $4: one range
 of the primary key (in no order: the caller orders the tools by code point)."""
 
-CHATS_TOOL_CALLS = (
-    "SELECT tool, SUM(calls), SUM(failed) FROM tool_usage_daily"
-    " WHERE scope_kind = 'chat' AND day BETWEEN $1 AND $2 GROUP BY tool"
-)
-"""Every chat's calls per tool over days $1 to $2 (each call is in its chat's rows exactly
-once, so the chat scope counts every call once), in no order."""
+
+def chats_tool_calls(only: str = "") -> str:
+    """Every chat's calls per tool over days $1 to $2 (each call is in its chat's rows
+    exactly once, so the chat scope counts every call once), in no order; `only` adds a
+    condition on the rows (one bot's chats: `storage.statements.bot_scope.only`, $3)."""
+    return (
+        "SELECT tool, SUM(calls), SUM(failed) FROM tool_usage_daily"
+        f" WHERE scope_kind = 'chat' AND day BETWEEN $1 AND $2{only} GROUP BY tool"
+    )
+
+
+CHATS_TOOL_CALLS = chats_tool_calls()
+"""Every chat's calls per tool (`chats_tool_calls`)."""
 
 MOVE_CHAT_TOOL_CALLS = (
     "INSERT INTO tool_usage_daily (scope_kind, scope_key, day, tool, calls, failed)"

@@ -24,11 +24,20 @@ TOTALS_BY_MODEL = (
     " GROUP BY model ORDER BY model"
 )
 """A scope's usage per model over days $3 to $4."""
-CHATS_BY_MODEL = (
-    "SELECT model, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls),"
-    " SUM(estimated_calls), SUM(cost) FROM usage_daily"
-    " WHERE scope_kind = 'chat' AND day BETWEEN $1 AND $2"
-    " GROUP BY model ORDER BY SUM(cost) DESC, model LIMIT $3"
-)
-"""Every chat's usage per model over days $1 to $2, the costliest $3 models (the figures:
-each charge is in its chat's rows exactly once, so the chat scope counts every call once)."""
+
+
+def chats_by_model(only: str = "") -> str:
+    """Every chat's usage per model over days $1 to $2, the costliest $3 models (the
+    figures: each charge is in its chat's rows exactly once, so the chat scope counts every
+    call once); `only` adds a condition on the rows (one bot's chats:
+    `storage.statements.bot_scope.only("scope_key", 4)`)."""
+    return (
+        "SELECT model, SUM(prompt_tokens), SUM(completion_tokens), SUM(calls),"
+        " SUM(estimated_calls), SUM(cost) FROM usage_daily"
+        f" WHERE scope_kind = 'chat' AND day BETWEEN $1 AND $2{only}"
+        " GROUP BY model ORDER BY SUM(cost) DESC, model LIMIT $3"
+    )
+
+
+CHATS_BY_MODEL = chats_by_model()
+"""Every chat's usage per model (`chats_by_model`)."""

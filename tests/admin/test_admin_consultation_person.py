@@ -138,6 +138,22 @@ async def test_an_anonymous_admin_is_no_person_on_the_consultations_page(
         assert "GroupAnonymousBot" not in html and str(ANONYMOUS_ADMIN_ID) not in html
 
 
+async def test_a_row_of_another_bot_names_its_person_in_that_bot(tmp_path: Path) -> None:
+    """A row stored without a person, started by Telegram user 42 in bot 2's chat, is that
+    bot's person `tg2:42`, linked to a working page (never bot 0's `tg:42`)."""
+    sqlite = STORE_KINDS[0]
+    async with running_console(console_settings(sqlite, await sqlite.new_database(tmp_path))) as c:
+        found = consultation(chat_key="tg2:42")
+        found.started_by = 42
+        await c.store.create(found)
+        assert await c.sign_in() == 303
+        status, html = await c.page(f"/admin/consultations/{found.id}")
+        link = re.search(r'<dt>Person</dt><dd><a href="([^"]+)"><bdi>tg2:42</bdi></a>', html)
+        assert status == 200 and link is not None and link.group(1) == "/admin/people/tg2%3A42"
+        status, person = await c.page(link.group(1))
+        assert status == 200 and "tg2:42" in person
+
+
 async def test_an_anonymous_admins_group_consultation_records_no_person(bot: RunningBot) -> None:
     bot.model.enqueue("How many people?")
     update = bot.api.text_message(

@@ -29,7 +29,8 @@ FLOOD_REFRESH_SECONDS = 0.5
 
 
 class PostgresFloodWaits:
-    """Per chat, the time before which no worker sends to it (Telegram's RetryAfter).
+    """Per chat of the bot of scope `bot`, the time before which no worker sends to it
+    (Telegram's RetryAfter): another bot's chat of the same id is not held.
 
     Reads come from a per-process copy of the waits still running (`SELECT` of the rows
     whose `until` is ahead), refreshed at most every `refresh` seconds by the first send
@@ -46,7 +47,9 @@ class PostgresFloodWaits:
         *,
         refresh: float = FLOOD_REFRESH_SECONDS,
         clock: Callable[[], float] = time.time,
+        bot: int = 0,
     ) -> None:
+        self._bot = bot
         self._pool = pool
         self._refresh = refresh
         self._clock = clock
@@ -63,10 +66,11 @@ class PostgresFloodWaits:
             await call(
                 self._pool,
                 lambda c: c.execute(
-                    "INSERT INTO flood_waits AS f (chat_id, until) VALUES ($1, $2)"
-                    " ON CONFLICT (chat_id) DO UPDATE SET until = GREATEST(f.until, $2)",
+                    "INSERT INTO flood_waits AS f (bot, chat_id, until) VALUES ($3, $1, $2)"
+                    " ON CONFLICT (bot, chat_id) DO UPDATE SET until = GREATEST(f.until, $2)",
                     chat_id,
                     until,
+                    self._bot,
                 ),
             )
         except StoreUnavailable as error:
@@ -83,7 +87,7 @@ class PostgresFloodWaits:
         return len(self._until)
 
     async def forget_past(self) -> int:
-        """Delete the rows of waits that are over; returns how many."""
+        """Delete the rows of waits that are over, of every bot; returns how many."""
         status = await call(
             self._pool,
             lambda c: c.execute("DELETE FROM flood_waits WHERE until <= $1", self._clock()),
@@ -102,7 +106,9 @@ class PostgresFloodWaits:
                 rows = await call(
                     self._pool,
                     lambda c: c.fetch(
-                        "SELECT chat_id, until FROM flood_waits WHERE until > $1", now
+                        "SELECT chat_id, until FROM flood_waits WHERE bot = $1 AND until > $2",
+                        self._bot,
+                        now,
                     ),
                 )
             except StoreUnavailable as error:

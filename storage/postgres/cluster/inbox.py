@@ -27,6 +27,11 @@ Invariants:
   counted) before a given update, on a second channel named after the schema, in the
   statement that finds it; whichever worker runs that handling hears it (`on_interrupt`).
 
+- Every row is one bot's (`bot`, its scope, `core.domain.telegram_keys`): an inbox reads
+  and writes the rows of the bot it was opened for (`for_bot` gives another bot's view of
+  the same pool), so two bots' update ids never collide and one bot's chats never wait
+  behind another's; `depth` and `backlog` count every bot's.
+
 The inbox has its own small pool rather than the store's: accepting an update (the
 webhook's 200 waits for it) never queues behind model turns holding store connections,
 and the store's pool stays private to the store.
@@ -78,7 +83,10 @@ class Row(NamedTuple):
 class PostgresInbox:
     """Open with `await PostgresInbox.open(url)` after the schema is migrated; `close()`."""
 
-    def __init__(self, pool: asyncpg.Pool, url: str, channel: str, stop_channel: str) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, url: str, channel: str, stop_channel: str, bot: int = 0
+    ) -> None:
+        self._bot = bot
         self._pool = pool
         self._url = url
         self._channel = channel
@@ -93,8 +101,17 @@ class PostgresInbox:
         self._next: BatchedStatement[str, Row | None] = BatchedStatement(self._next_batch)
         self._begin: BatchedStatement[int, int | None] = BatchedStatement(self._begin_batch)
 
+    def for_bot(self, bot: int) -> PostgresInbox:
+        """The inbox of the bot of scope `bot` on this one's pool (closed with this one;
+        closing the view closes only its listener)."""
+        view = PostgresInbox(self._pool, self._url, self._channel, self._stop_channel, bot)
+        view._owns_pool = False
+        return view
+
+    _owns_pool = True
+
     @classmethod
-    async def open(cls, url: str, *, pool_size: int = 4) -> PostgresInbox:
+    async def open(cls, url: str, *, pool_size: int = 4, bot: int = 0) -> PostgresInbox:
         pool = await open_pool(url, size=pool_size, purpose="inbox")
         try:
             schema = await pool.fetchval("SELECT current_schema()")
@@ -102,14 +119,15 @@ class PostgresInbox:
             await pool.close()
             raise
         schema = str(schema)
-        return cls(pool, url, channel_of(schema), channel_of(schema, STOP_CHANNEL_PREFIX))
+        return cls(pool, url, channel_of(schema), channel_of(schema, STOP_CHANNEL_PREFIX), bot)
 
     async def close(self) -> None:
         if self._listener is not None:
             with contextlib.suppress(Exception):
                 await self._listener.close(timeout=5)
             self._listener = None
-        await self._pool.close()
+        if self._owns_pool:
+            await self._pool.close()
 
     async def put(self, update_id: int, chat_key: str, payload: str) -> bool:
         """Queue an update for its chat; False (nothing queued) for an id seen before.
@@ -123,7 +141,15 @@ class PostgresInbox:
         now = time.time()
         rows = await self._call(
             lambda c: c.fetch(
-                _PUT_MANY, ids, chats, payloads, now, KEEP_SECONDS, KEEP_IDS, self._channel
+                _PUT_MANY,
+                ids,
+                chats,
+                payloads,
+                now,
+                KEEP_SECONDS,
+                KEEP_IDS,
+                self._channel,
+                self._bot,
             )
         )
         new = {int(row["update_id"]) for row in rows}
@@ -136,7 +162,9 @@ class PostgresInbox:
     async def remember(self, update_id: int) -> bool:
         """Record an update handled without queueing it; False for an id seen before."""
         new = await self._call(
-            lambda c: c.fetchval(_REMEMBER, update_id, time.time(), KEEP_SECONDS, KEEP_IDS)
+            lambda c: c.fetchval(
+                _REMEMBER, update_id, time.time(), KEEP_SECONDS, KEEP_IDS, self._bot
+            )
         )
         return bool(new)
 
@@ -144,10 +172,11 @@ class PostgresInbox:
         """Chats with waiting rows, the one whose oldest row is oldest first."""
         rows = await self._call(
             lambda c: c.fetch(
-                "SELECT chat_key FROM inbox WHERE NOT (chat_key = ANY($1::text[]))"
+                "SELECT chat_key FROM inbox WHERE bot = $3 AND NOT (chat_key = ANY($1::text[]))"
                 " GROUP BY chat_key ORDER BY MIN(update_id) LIMIT $2",
                 list(exclude),
                 limit,
+                self._bot,
             )
         )
         return [row["chat_key"] for row in rows]
@@ -161,8 +190,10 @@ class PostgresInbox:
         rows = await self._call(
             lambda c: c.fetch(
                 "SELECT DISTINCT ON (chat_key) chat_key, update_id, payload, received_at, attempts"
-                " FROM inbox WHERE chat_key = ANY($1::text[]) ORDER BY chat_key, update_id",
+                " FROM inbox WHERE bot = $2 AND chat_key = ANY($1::text[])"
+                " ORDER BY chat_key, update_id",
                 list(chats),
+                self._bot,
             )
         )
         first = {str(row["chat_key"]): _row(row) for row in rows}
@@ -175,7 +206,7 @@ class PostgresInbox:
 
     async def _finish_batch(self, batch: Sequence[tuple[int, str]]) -> list[Row | None]:
         ids, chats = (list(column) for column in zip(*batch, strict=True))
-        rows = await self._call(lambda c: c.fetch(_FINISH_MANY, ids, chats))
+        rows = await self._call(lambda c: c.fetch(_FINISH_MANY, ids, chats, self._bot))
         following = {str(row["chat_key"]): _row(row) for row in rows}
         return [following.get(chat) for chat in chats]
 
@@ -188,9 +219,10 @@ class PostgresInbox:
     async def _begin_batch(self, ids: Sequence[int]) -> list[int | None]:
         rows = await self._call(
             lambda c: c.fetch(
-                "UPDATE inbox SET attempts = attempts + 1 WHERE update_id = ANY($1::bigint[])"
-                " RETURNING update_id, attempts",
+                "UPDATE inbox SET attempts = attempts + 1"
+                " WHERE bot = $2 AND update_id = ANY($1::bigint[]) RETURNING update_id, attempts",
                 list(ids),
+                self._bot,
             )
         )
         attempts = {int(row["update_id"]): int(row["attempts"]) for row in rows}
@@ -202,8 +234,9 @@ class PostgresInbox:
         await self._call(
             lambda c: c.execute(
                 "UPDATE inbox SET attempts = attempts - 1"
-                " WHERE update_id = ANY($1::bigint[]) AND attempts > 0",
+                " WHERE bot = $2 AND update_id = ANY($1::bigint[]) AND attempts > 0",
                 list(update_ids),
+                self._bot,
             )
         )
 
@@ -211,14 +244,14 @@ class PostgresInbox:
         """Give the update up: move its row, if waiting, to `dead_letters` with `reason`, in
         one statement; an update never queued (handled at once) is recorded as it is given."""
         await self._call(
-            lambda c: c.execute(_BURY, update_id, chat_key, payload, reason, time.time())
+            lambda c: c.execute(_BURY, update_id, chat_key, payload, reason, time.time(), self._bot)
         )
 
     async def interrupt(self, chat_key: str, before: int) -> bool:
         """Tell every worker to stop the chat's update older than `before` whose handling
         started (the chat's oldest row: rows are handled in order); True when there was one."""
         found = await self._call(
-            lambda c: c.fetchval(_INTERRUPT, chat_key, before, self._stop_channel)
+            lambda c: c.fetchval(_INTERRUPT, chat_key, before, self._stop_channel, self._bot)
         )
         return found is not None
 
@@ -297,63 +330,67 @@ def channel_of(schema: str, prefix: str = CHANNEL_PREFIX) -> str:
 
 
 _RECORD = (
-    # Record the id as received ($1 id, $2 now), pruning ids past the kept bounds ($3 seconds,
-    # $4 ids). Every data-modifying part of a WITH runs, read or not, in one transaction.
-    "WITH recorded AS (INSERT INTO telegram_updates (update_id, received_at) VALUES ($1, $2)"
-    " ON CONFLICT (update_id) DO NOTHING RETURNING update_id),"
+    # Record the bot's ($5) id as received ($1 id, $2 now), pruning ids past the kept bounds
+    # ($3 seconds, $4 ids). Every data-modifying part of a WITH runs, read or not, in one
+    # transaction.
+    "WITH recorded AS (INSERT INTO telegram_updates (bot, update_id, received_at)"
+    " VALUES ($5, $1, $2) ON CONFLICT (bot, update_id) DO NOTHING RETURNING update_id),"
     " too_old AS (DELETE FROM telegram_updates WHERE received_at < $2 - $3),"
-    " too_far AS (DELETE FROM telegram_updates WHERE update_id <= $1 - $4)"
+    " too_far AS (DELETE FROM telegram_updates WHERE bot = $5 AND update_id <= $1 - $4)"
 )
 _REMEMBER = f"{_RECORD} SELECT count(*) FROM recorded"
 _PUT_MANY = (
     # Record the ids ($1 ids, $4 now), prune ids past the kept bounds ($5 seconds, $6 ids),
     # queue the rows ($2 chat keys, $3 payloads) whose id was new, announce each on the
-    # channel ($7) at commit, and return the ids queued. Every data-modifying part of a
-    # WITH runs, read or not, in one transaction; none sees the rows another one writes.
+    # channel ($7) at commit, and return the ids queued; all of them the bot's ($8). Every
+    # data-modifying part of a WITH runs, read or not, in one transaction; none sees the
+    # rows another one writes.
     "WITH incoming AS (SELECT DISTINCT ON (update_id) * FROM unnest($1::bigint[],"
     " $2::text[], $3::text[]) AS i (update_id, chat_key, payload) ORDER BY update_id),"
-    " recorded AS (INSERT INTO telegram_updates (update_id, received_at)"
-    " SELECT update_id, $4 FROM incoming ON CONFLICT (update_id) DO NOTHING"
+    " recorded AS (INSERT INTO telegram_updates (bot, update_id, received_at)"
+    " SELECT $8, update_id, $4 FROM incoming ON CONFLICT (bot, update_id) DO NOTHING"
     " RETURNING update_id),"
     " too_old AS (DELETE FROM telegram_updates WHERE received_at < $4 - $5),"
     " too_far AS (DELETE FROM telegram_updates"
-    " WHERE update_id <= (SELECT max(update_id) FROM incoming) - $6),"
-    " queued AS (INSERT INTO inbox (update_id, chat_key, payload, received_at)"
-    " SELECT i.update_id, i.chat_key, i.payload, $4 FROM incoming i"
+    " WHERE bot = $8 AND update_id <= (SELECT max(update_id) FROM incoming) - $6),"
+    " queued AS (INSERT INTO inbox (bot, update_id, chat_key, payload, received_at)"
+    " SELECT $8, i.update_id, i.chat_key, i.payload, $4 FROM incoming i"
     " JOIN recorded USING (update_id) RETURNING update_id, chat_key)"
     " SELECT update_id, pg_notify($7, chat_key) FROM queued"
 )
 _FINISH_MANY = (
     # Delete the handled rows ($1) and read the next row of each of their chats ($2, one
     # chat per row: a chat is worked by one task at a time); the read does not see the
-    # delete (one snapshot), hence the explicit exclusion.
-    "WITH gone AS (DELETE FROM inbox WHERE update_id = ANY($1::bigint[]))"
+    # delete (one snapshot), hence the explicit exclusion; all of them the bot's ($3).
+    "WITH gone AS (DELETE FROM inbox WHERE bot = $3 AND update_id = ANY($1::bigint[]))"
     " SELECT chat.chat_key, following.* FROM unnest($2::text[]) AS chat (chat_key)"
     " CROSS JOIN LATERAL (SELECT update_id, payload, received_at, attempts FROM inbox"
-    " WHERE inbox.chat_key = chat.chat_key AND NOT (update_id = ANY($1::bigint[]))"
+    " WHERE inbox.bot = $3 AND inbox.chat_key = chat.chat_key"
+    " AND NOT (update_id = ANY($1::bigint[]))"
     " ORDER BY update_id LIMIT 1) AS following"
 )
 _BURY = (
     # Move the row ($1) to the dead letters with its attempts and arrival, or, for an update
     # never queued, record it as given ($2 chat key, $3 payload, one attempt, arrived now);
     # $4 reason, $5 now. A letter already there for the id (buried before, then replayed)
-    # is replaced.
-    "WITH gone AS (DELETE FROM inbox WHERE update_id = $1"
+    # is replaced. All of it the bot's ($6).
+    "WITH gone AS (DELETE FROM inbox WHERE bot = $6 AND update_id = $1"
     " RETURNING update_id, chat_key, payload, attempts, received_at),"
     " letter AS (SELECT * FROM gone UNION ALL"
     " SELECT $1::bigint, $2::text, $3::text, 1, $5::double precision"
     " WHERE NOT EXISTS (SELECT 1 FROM gone))"
-    " INSERT INTO dead_letters (update_id, chat_key, payload, attempts, reason, received_at,"
-    " dead_at) SELECT update_id, chat_key, payload, attempts, $4::text, received_at, $5"
-    " FROM letter"
-    " ON CONFLICT (update_id) DO UPDATE SET chat_key = EXCLUDED.chat_key,"
+    " INSERT INTO dead_letters (bot, update_id, chat_key, payload, attempts, reason,"
+    " received_at, dead_at) SELECT $6, update_id, chat_key, payload, attempts, $4::text,"
+    " received_at, $5 FROM letter"
+    " ON CONFLICT (bot, update_id) DO UPDATE SET chat_key = EXCLUDED.chat_key,"
     " payload = EXCLUDED.payload, attempts = EXCLUDED.attempts, reason = EXCLUDED.reason,"
     " received_at = EXCLUDED.received_at, dead_at = EXCLUDED.dead_at"
 )
 _INTERRUPT = (
     # The chat's ($1) oldest row before the command ($2), if its handling started, announced
     # on the stop channel ($3) as "<update_id>:<chat key>" at commit; its id, else no row.
+    # The bot's ($4) rows only.
     "SELECT update_id, pg_notify($3, update_id || ':' || chat_key) FROM (SELECT update_id,"
-    " chat_key, attempts FROM inbox WHERE chat_key = $1 AND update_id < $2"
+    " chat_key, attempts FROM inbox WHERE bot = $4 AND chat_key = $1 AND update_id < $2"
     " ORDER BY update_id LIMIT 1) AS oldest WHERE attempts > 0"
 )

@@ -1,7 +1,8 @@
 """The cluster's schema: its tables, and its own migration history.
 
 The cluster's first tables came with the store's history (`storage.postgres.schema`
-m003, m004, m006, m008), released before it had one; every later change to them is a
+m003, m004, m006, m008), released before it had one; so did their bots' scopes (m032,
+which changes the store's tables' keys in the same step); every other change to them is a
 migration here, named `c001_…`, `c002_…` in the order they run, so the store's history stays
 the same on both backends. `migrate` applies the store's migrations first (the tables
 these alter come from there), then these, under the same lock and into the same

@@ -26,11 +26,15 @@ class PostgresUndelivered:
     """A reply document (JSON text, written by the bot) and its language per conversation.
 
     `thread_id` None (no forum topic) is stored as 0, which Telegram never uses for a topic.
+    A row is the bot's of scope `bot`: two bots' chat ids collide.
     A later `put` for the same conversation replaces the earlier one; `pop` takes it away
     atomically, so two workers never both deliver it.
     """
 
-    def __init__(self, pool: asyncpg.Pool, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, *, clock: Callable[[], float] = time.time, bot: int = 0
+    ) -> None:
+        self._bot = bot
         self._pool = pool
         self._clock = clock
         # Every turn looks first: the looks made meanwhile share one statement.
@@ -42,8 +46,8 @@ class PostgresUndelivered:
         await call(
             self._pool,
             lambda c: c.execute(
-                "INSERT INTO undelivered (chat_id, thread_id, reply, language, created_at)"
-                " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (chat_id, thread_id) DO UPDATE"
+                "INSERT INTO undelivered (bot, chat_id, thread_id, reply, language, created_at)"
+                " VALUES ($6, $1, $2, $3, $4, $5) ON CONFLICT (bot, chat_id, thread_id) DO UPDATE"
                 " SET reply = EXCLUDED.reply, language = EXCLUDED.language,"
                 " created_at = EXCLUDED.created_at",
                 chat_id,
@@ -51,6 +55,7 @@ class PostgresUndelivered:
                 document,
                 language,
                 self._clock(),
+                self._bot,
             ),
         )
 
@@ -67,11 +72,12 @@ class PostgresUndelivered:
             self._pool,
             lambda c: c.fetch(
                 "DELETE FROM undelivered u USING unnest($1::bigint[], $2::bigint[])"
-                " AS wanted (chat_id, thread_id) WHERE u.chat_id = wanted.chat_id"
+                " AS wanted (chat_id, thread_id) WHERE u.bot = $3 AND u.chat_id = wanted.chat_id"
                 " AND u.thread_id = wanted.thread_id"
                 " RETURNING u.chat_id, u.thread_id, u.reply, u.language, u.created_at",
                 [chat for chat, _ in batch],
                 [thread for _, thread in batch],
+                self._bot,
             ),
         )
         taken = {(row["chat_id"], row["thread_id"]): row for row in rows}
@@ -80,7 +86,10 @@ class PostgresUndelivered:
     async def forget_chat(self, chat_id: int) -> int:
         """Delete the documents of every conversation of the chat; how many went."""
         status = await call(
-            self._pool, lambda c: c.execute("DELETE FROM undelivered WHERE chat_id = $1", chat_id)
+            self._pool,
+            lambda c: c.execute(
+                "DELETE FROM undelivered WHERE bot = $1 AND chat_id = $2", self._bot, chat_id
+            ),
         )
         return int(status.rsplit(" ", 1)[-1])
 

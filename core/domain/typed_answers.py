@@ -1,6 +1,7 @@
-"""The terminal's answers to a structured round: the round shown with each question's
-options under it as `1a) …` (`round_text`), and a typed line read as options picked
-(`1a 2c`) followed by text.
+"""Answers typed to a structured round, as the terminal and the OpenAI-compatible endpoint
+read them: the round shown with each question's options under it as `1a) …`
+(`round_text`, the terminal's form), and a typed line read as options picked (`1a 2c`)
+followed by text (`read_line`, every edge where a person types labels).
 
 Invariants:
 - an option is named by its question's number and a letter, `a` for its first option,
