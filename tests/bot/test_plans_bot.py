@@ -9,14 +9,17 @@ on a SQLite file (the books' concurrency on both stores: tests/contract/test_pay
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fakes.bot_api import Call
-from tests.bot_harness import RunningBot, buttons, sent, wait_sent
+from fakes.bot_api import Call, FakeBotApi
+from fakes.model_server import FakeModelServer
+from tests.bot_harness import RunningBot, bot_settings, buttons, running_bot, sent, wait_sent
 
 USER = 501
 OTHER = 502
@@ -285,3 +288,28 @@ async def test_an_oversized_payment_update_is_kept_bounded(bot: RunningBot) -> N
     (kept,) = await bot.runtime.store.payments.payments()
     assert (len(kept.charge_id), len(kept.payload), len(kept.currency)) == (256, 256, 8)
     assert await bot.runtime.store.payments.active_plan(f"tg:{USER}", time.time()) is None
+
+
+async def test_a_plan_bought_in_bot_two_is_bot_twos(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """In the bot of scope 2 the invoice names tg2:<id>, the checkout is accepted from that
+    user, and the plan is held by bot 2's person, not the deployment's bot's."""
+    settings = bot_settings(
+        tmp_path / "bot.sqlite3", bot_api, model_server, plans=json.dumps(PLANS)
+    )
+    config = dataclasses.replace(settings.bot_config(), scope=2)
+    async with running_bot(settings, bot_api, model_server, config=config) as bot:
+        listing = await say(bot, USER, "/plans")
+        bot.api.push_update(
+            bot.api.callback_query(USER, USER, "buy:pro", listing.result["message_id"])
+        )
+        invoice = await bot.api.wait_for("sendInvoice")
+        payload = invoice.params["payload"]
+        assert payload == f"plan:pro:tg2:{USER}"
+        assert await checkout(bot, USER, payload, 250) == (True, None)
+        assert (await checkout(bot, USER, f"plan:pro:tg:{USER}", 250))[0] is False
+        await pay(bot, USER, payload, 250, charge_id="ch-two")
+        payments = bot.runtime.store.payments
+        assert await payments.active_plan(f"tg2:{USER}", time.time()) is not None
+        assert await payments.active_plan(f"tg:{USER}", time.time()) is None
