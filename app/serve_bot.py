@@ -41,7 +41,10 @@ if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on; 
     from aiohttp import web
 
     from api.webhook import UpdateSink
+    from app.bot_fleet import Fleet
     from bot.updates.inbox import InboxWorker
+    from core.turns.engine import Engine
+    from storage.postgres.cluster.inbox import PostgresInbox
     from storage.postgres.cluster.locks import PostgresLeadership
 
 log = logging.getLogger(__name__)
@@ -82,6 +85,7 @@ async def run_bot(settings: Settings) -> int:
         worker = inbox_worker(runtime, application, config.scope)
         background: list[asyncio.Task[None]] = []
         leadership = None
+        fleet: Fleet | None = None
         try:
             # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
             await set_command_menus(application.bot)
@@ -106,6 +110,8 @@ async def run_bot(settings: Settings) -> int:
                 await application.updater.start_polling(
                     allowed_updates=Update.ALL_TYPES, timeout=30, poll_interval=0
                 )
+            fleet, watching = start_fleet(runtime)
+            background.append(watching)
             await check_model_endpoint(runtime)
             log.info(
                 "bot @%s is running (%s%s)",
@@ -115,6 +121,8 @@ async def run_bot(settings: Settings) -> int:
             )
             await stop.wait()
             log.info("stopping")
+            await _cancel(background.pop(background.index(watching)))
+            await fleet.close()  # the stored bots stop first, each as the first one below
             if application.updater is not None and application.updater.running:
                 await application.updater.stop()
             if leadership is not None:  # another worker takes over the polling
@@ -129,6 +137,8 @@ async def run_bot(settings: Settings) -> int:
         finally:
             for task in background:
                 await _cancel(task)
+            if fleet is not None:
+                await fleet.close()
             if leadership is not None:
                 await leadership.close()
             await application.shutdown()
@@ -165,9 +175,26 @@ def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
     )
 
 
-def inbox_worker(runtime: Runtime, application: Application, scope: int = 0) -> InboxWorker | None:
+def start_fleet(runtime: Runtime) -> tuple[Fleet, asyncio.Task[None]]:
+    """The stored bots (`app.bot_fleet`) and the task that starts the enabled ones at once
+    and follows the bots table from then on."""
+    from app.bot_fleet import Fleet
+
+    fleet = Fleet(runtime)
+    return fleet, asyncio.create_task(fleet.run())
+
+
+def inbox_worker(
+    runtime: Runtime,
+    application: Application,
+    scope: int = 0,
+    *,
+    inbox: PostgresInbox | None = None,
+    engine: Engine | None = None,
+) -> InboxWorker | None:
     """The worker feeding PTB from the shared inbox (None without DATABASE_URL) for the
-    bot of `scope`."""
+    bot of `scope`: from `inbox` (a stored bot's view, `PostgresInbox.for_bot`, which its
+    runner closes) and giving up with `engine` (the bot's) when given."""
     if runtime.inbox is None or runtime.inbox_claims is None:
         return None
     from bot.updates.inbox import InboxWorker
@@ -179,14 +206,11 @@ def inbox_worker(runtime: Runtime, application: Application, scope: int = 0) -> 
     async def given_up(payload: str, parsed: Update | None, reason: str) -> None:
         runtime.metrics.record_given_up(reason)
         update = parsed or Update.de_json(json.loads(payload), application.bot)
-        await give_up(application.bot, runtime.engine, update, scope)
+        await give_up(application.bot, engine or runtime.engine, update, scope)
 
     settings = runtime.settings
-    # The deployment's bot reads the runtime's inbox; another bot its view of the same pool
-    # (the process that runs it closes the view's listener: not yet wired, issue 36).
-    inbox = runtime.inbox if scope == 0 else runtime.inbox.for_bot(scope)
     return InboxWorker(
-        inbox,
+        inbox or (runtime.inbox if scope == 0 else runtime.inbox.for_bot(scope)),
         runtime.inbox_claims,
         process,
         unordered_commands=UNORDERED_COMMANDS,
