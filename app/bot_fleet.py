@@ -144,6 +144,8 @@ class FleetBot:
         self._worker: InboxWorker | None = None
         self._leadership: PostgresLeadership | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        # Its inbox and polling loops, beside the deployment's bot's in `/healthz`.
+        self._loops = runtime.loops.part(f":bot{plan.scope}")
 
     async def start(self) -> None:
         """getMe, menus, then polling; on failure everything opened is closed again."""
@@ -162,7 +164,12 @@ class FleetBot:
 
                 self._inbox = runtime.inbox.for_bot(self.plan.scope)
                 self._worker = inbox_worker(
-                    runtime, application, self.plan.scope, inbox=self._inbox, engine=self.engine
+                    runtime,
+                    application,
+                    self.plan.scope,
+                    inbox=self._inbox,
+                    engine=self.engine,
+                    loops=self._loops,
                 )
                 assert self._worker is not None
                 self._tasks.append(asyncio.create_task(self._worker.run()))
@@ -172,7 +179,7 @@ class FleetBot:
                     self._worker.accept,
                     self._leadership,
                     poll_timeout=self._poll_timeout,
-                    loops=runtime.loops,
+                    loops=self._loops,
                 )
                 self._tasks.append(asyncio.create_task(leader.run()))
             else:
@@ -209,6 +216,7 @@ class FleetBot:
                 await self._inbox.close()  # the view's listener; the pool is the runtime's
             with contextlib.suppress(Exception):
                 await application.shutdown()
+            self._loops.forget()
 
 
 Fingerprint = tuple[str, BotProfile]
@@ -301,12 +309,14 @@ class Fleet:
         self._running[bot.id] = (fingerprint, running)
 
     async def _stop(self, scope: int, why: str) -> None:
-        _, running = self._running.pop(scope)
+        _, running = self._running[scope]
         log.info("bot #%d %s stops (%s)", scope, running.plan.handle, why)
         try:
             await running.stop()
         except Exception:
             log.exception("bot #%d did not stop cleanly", scope)
+        finally:
+            del self._running[scope]  # `running` names it until it has stopped
 
     def _token_of(self, bot: StoredBot) -> str:
         if self._open_token is not None:

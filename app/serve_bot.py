@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on; 
     from core.turns.engine import Engine
     from storage.postgres.cluster.inbox import PostgresInbox
     from storage.postgres.cluster.locks import PostgresLeadership
+    from telemetry.supervision import LoopRegistry
 
 log = logging.getLogger(__name__)
 
@@ -191,10 +192,12 @@ def inbox_worker(
     *,
     inbox: PostgresInbox | None = None,
     engine: Engine | None = None,
+    loops: LoopRegistry | None = None,
 ) -> InboxWorker | None:
     """The worker feeding PTB from the shared inbox (None without DATABASE_URL) for the
     bot of `scope`: from `inbox` (a stored bot's view, `PostgresInbox.for_bot`, which its
-    runner closes) and giving up with `engine` (the bot's) when given."""
+    runner closes), giving up with `engine` (the bot's) and reporting to `loops` (its part
+    of the runtime's) when given."""
     if runtime.inbox is None or runtime.inbox_claims is None:
         return None
     from bot.updates.inbox import InboxWorker
@@ -220,7 +223,7 @@ def inbox_worker(
         max_attempts=settings.inbox_max_attempts,
         deadline=settings.handling_deadline(),
         on_dead=given_up,
-        loops=runtime.loops,
+        loops=loops if loops is not None else runtime.loops,
         scope=scope,
     )
 

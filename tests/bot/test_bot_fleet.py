@@ -1,6 +1,7 @@
 """The fleet (`app.bot_fleet`): the deployment's bot and the stored bots, each a real PTB
-Application long-polling one fake Bot API that serves every token, all on one runtime; the
-bots table is followed as the bot process follows it (`Fleet.run`)."""
+Application polling one fake Bot API that serves every token, all on one runtime; the bots
+table is followed as the bot process follows it (`Fleet.run`). On PostgreSQL the stored
+bots go through the shared inbox and a polling leader each, as on the workers."""
 
 from __future__ import annotations
 
@@ -77,9 +78,10 @@ def fleet_settings(
 
 @contextlib.asynccontextmanager
 async def deployment(settings: Settings, api: FakeBotApi) -> AsyncIterator[Deployment]:
-    """The bot process on `settings`: its own bot polling, the fleet following the table."""
+    """The bot process on `settings`: its own bot polling, the fleet following the table
+    (with DATABASE_URL, through the shared inbox)."""
     async with contextlib.AsyncExitStack() as stack:
-        runtime = await stack.enter_async_context(open_runtime(settings))
+        runtime = await stack.enter_async_context(open_runtime(settings, inbox=True))
         shared = dataclasses.replace(IN_MEMORY, round_keyboards=runtime.store)
         application = build_application(settings.bot_config(), runtime.engine, shared=shared)
         await stack.enter_async_context(application)
@@ -179,6 +181,7 @@ async def test_a_bot_added_while_running_answers_and_a_disabled_one_stops(
 
             await store.update_bot(bot.id, at=time.time(), enabled=False)
             await running(process)
+            assert process.runtime.loops.problems() == {}  # its loops went with it
             seen = len(api.calls)
             api.push_update(api.text_message(USER, "Anyone there?", user_id=USER), token=FIRST)
             await process.fleet.sync()  # another reading of the table: still disabled
