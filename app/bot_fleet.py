@@ -116,6 +116,7 @@ def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
         file_api_url=own.telegram_file_base_url,
         handling_deadline=own.handling_deadline(),
         scope=bot.id,
+        language=bot.profile.language,
     )
     return BotPlan(bot.id, bot.handle, config, engine, own.quota_config())
 

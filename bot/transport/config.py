@@ -32,6 +32,9 @@ class BotConfig:
     # The bot's scope (`core.domain.telegram_keys`): 0 is TELEGRAM_BOT_TOKEN's, n the bots
     # table's bot n. Every key it builds and every Telegram-level row it keeps is of it.
     scope: int = 0
+    # A stored bot's interface language (its profile's `language`) in place of the one the
+    # user's Telegram client names; a language chosen with /language still overrides it.
+    language: str | None = None
 
     @property
     def file_base_url(self) -> str:

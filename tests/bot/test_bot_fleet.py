@@ -231,3 +231,20 @@ async def test_a_restart_keeps_every_bot_and_its_conversations(
             await running(process, first.id, second.id)
             assert (await process.ask(FIRST, "To Rome")).endswith("Round 2 of 3")
             assert (await process.ask(SECOND, "Tomatoes")).endswith("Round 2 of 4")
+
+
+async def test_a_bots_language_replaces_the_one_the_client_names(
+    kind: StoreKind, database: str, model_server: FakeModelServer
+) -> None:
+    """A bot whose profile sets German speaks German to a user whose client is English;
+    the deployment's bot, to the same user, English; /language still overrides it."""
+    async with fakes() as api:
+        settings = fleet_settings(kind, database, api, model_server)
+        async with deployment(settings, api) as process:
+            german = await process.add(FIRST, parse_profile({"language": "de"}))
+            await running(process, german.id)
+            assert await process.ask(FIRST, "/rounds 2") == "Runden pro Beratung: 2."
+            assert await process.ask(TOKEN, "/rounds 2") == "Rounds per consultation: 2."
+            languages = process.fleet.running[german.id].engine.languages  # as /language does
+            await languages.choose(f"tg{german.id}:{USER}", "fr")
+            assert (await process.ask(FIRST, "/rounds 2")).startswith("Tours par consultation")
