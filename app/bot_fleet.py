@@ -14,7 +14,7 @@ Invariants:
   changed restarts; a bot that cannot start (a revoked token, Telegram unreachable) is logged
   and tried again at the next reading, never stopping the others;
 - with DATABASE_URL every worker runs every bot: the bot's own view of the shared inbox and
-  one poller per bot among the workers (`app.serve_bot.polling_leadership`, named after the
+  one poller per bot among the workers (`app.bot_edge.polling_leadership`, named after the
   bot's Telegram id); without it, PTB's own Updater polls;
 - without stored bots nothing starts and `cryptography` is never loaded (`app.bot_secrets`
   is imported only to open a token).
@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 from telegram import Update
 from telegram.ext import Application
 
+from app.bot_edge import inbox_worker, operator_knowledge, polling_leadership, shared_state
 from app.runtime import Runtime
-from app.serve_bot import inbox_worker, operator_knowledge, polling_leadership, shared_state
 from app.settings import Settings
 from bot.app import build_application
 from bot.transport.config import BotConfig
