@@ -1,7 +1,8 @@
-"""A bot added with `consultation-bot bots add` while two real `python -m bot` workers poll
-on one PostgreSQL schema: both start it within seconds, exactly one of them polls it (one
-polling leader per bot), every update is answered once with the bot's own rounds, and a
-`bots disable` stops it on both workers."""
+"""A bot added with `consultation-bot bots add` while real `python -m bot` processes run: two
+workers polling on one PostgreSQL schema both start it within seconds, exactly one of them
+polls it (one polling leader per bot), every update is answered once with the bot's own
+rounds, and a `bots disable` stops it on both; one process on SQLite likewise, and after a
+restart it serves the bot again."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from fakes.bot_api import FakeBotApi
 from fakes.model_server import FakeModelServer
 from tests.app.test_cli import SCRIPT, run
+from tests.app.test_entrypoint import fakes_env
 from tests.cluster_harness import chat_ids, cluster, unique_token, worker_env
 from tests.postgres import postgres_url  # noqa: F401  (fixture)
 from tests.waiting import until
@@ -22,6 +24,18 @@ LEADING = "polling: this worker polls Telegram for all workers"
 MAIN = unique_token()
 ADDED = unique_token()
 KEY = "fleet-workers-secret-key-0123456789"
+
+
+def answers(telegram: FakeBotApi, chat: int) -> list[str]:
+    """What the added bot sent to `chat`, in order."""
+    return [
+        str(c.params["text"])
+        for c in telegram.calls
+        if c.token == ADDED
+        and c.method == "sendMessage"
+        and c.result is not None
+        and c.params.get("chat_id") == chat
+    ]
 
 
 @pytest.fixture
@@ -66,17 +80,7 @@ async def test_a_bot_added_to_running_workers_is_polled_once_and_answered_once(
                 telegram.text_message(chat, f"Question of {chat}", user_id=chat), token=ADDED
             )
 
-        def answers(chat: int) -> list[str]:
-            return [
-                str(c.params["text"])
-                for c in telegram.calls
-                if c.token == ADDED
-                and c.method == "sendMessage"
-                and c.result is not None
-                and c.params.get("chat_id") == chat
-            ]
-
-        await until(lambda: all(answers(chat) for chat in chats), "every chat answered")
+        await until(lambda: all(answers(telegram, chat) for chat in chats), "every chat answered")
         leaders = sum(worker.log().count(LEADING) for worker in workers.workers)
         assert leaders == 2, workers.logs()  # the deployment's bot's and the added one's
 
@@ -89,5 +93,40 @@ async def test_a_bot_added_to_running_workers_is_polled_once_and_answered_once(
         for worker in workers.workers:
             assert "Traceback" not in worker.log(), worker.log()
     for chat in chats:
-        [answer] = answers(chat)
+        [answer] = answers(telegram, chat)
         assert answer.startswith(f"Reply to: Question of {chat}") and "Round 1 of 4" in answer
+
+
+async def test_a_bot_added_to_a_running_sqlite_process_answers_and_a_restart_keeps_it(
+    tmp_path: Path, telegram: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """One process on SQLite: a bot added while it runs answers in its own rounds; after a
+    restart (SIGTERM, start again) it answers again, its consultation going on."""
+    env = fakes_env(
+        tmp_path,
+        telegram,
+        model_server,
+        TELEGRAM_BOT_TOKEN=MAIN,
+        DB_PATH=str(tmp_path / "bot.sqlite3"),
+        SECRET_KEY=KEY,
+        USER_RATE_LIMIT_PER_MINUTE="0",
+    )
+    [chat] = chat_ids(1)
+    async with cluster(tmp_path) as processes:
+        first = await processes.start(env)
+        await processes.running()
+        done = await asyncio.to_thread(
+            run, tmp_path, str(SCRIPT), "bots", "add", "--token", ADDED, "--rounds", "4", **env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        await first.bot.logged("@added_bot is running", timeout=10)
+        telegram.push_update(telegram.text_message(chat, "Plan my trip", user_id=chat), token=ADDED)
+        await until(lambda: len(answers(telegram, chat)) == 1, "the added bot answered")
+        assert await first.bot.stop() == 0
+        second = await processes.start(env)
+        await second.bot.logged("@added_bot is running")
+        telegram.push_update(telegram.text_message(chat, "To Rome", user_id=chat), token=ADDED)
+        await until(lambda: len(answers(telegram, chat)) == 2, "the added bot answered again")
+        assert "Traceback" not in first.log() + second.log()
+    one, two = answers(telegram, chat)
+    assert "Round 1 of 4" in one and "Round 2 of 4" in two
