@@ -16,6 +16,12 @@ Invariants:
 - with DATABASE_URL every worker runs every bot: the bot's own view of the shared inbox and
   one poller per bot among the workers (`app.bot_edge.polling_leadership`, named after the
   bot's Telegram id); without it, PTB's own Updater polls;
+- with WEBHOOK_URL no stored bot polls: bot n takes its updates at `/telegram/n` on the
+  HTTP server (`Fleet.webhooks`, at WEBHOOK_URL's origin) with a secret token of its own
+  (`bot_webhook_secret`, derived from WEBHOOK_SECRET, so every worker derives the same);
+  each worker sets it with setWebhook when it starts the bot (harmless, as for the first
+  bot) and deletes it when the bot is disabled or removed. A path naming no running bot is
+  404; another bot's secret, or none, is refused as for the first bot (`api.webhook`);
 - without stored bots nothing starts and `cryptography` is never loaded (`app.bot_secrets`
   is imported only to open a token).
 """
@@ -25,10 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
+import hmac
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from telegram import Update
 from telegram.ext import Application
@@ -44,7 +53,10 @@ from core.domain.quotas import QuotaConfig
 from core.prompting.requests import EngineConfig
 from telemetry.supervision import Pace, supervise
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # aiohttp's server and the webhook only with WEBHOOK_URL
+    from aiohttp import web
+
+    from api.webhook import TelegramWebhook
     from bot.updates.inbox import InboxWorker
     from storage.postgres.cluster.inbox import PostgresInbox
     from storage.postgres.cluster.locks import PostgresLeadership
@@ -55,6 +67,20 @@ WATCH_SECONDS = 5.0
 """How often the bots table is read: a change takes effect within this (and a start)."""
 WATCH_LONGEST = 120.0  # one reading with its starts and stops taking longer is stuck
 POLL_TIMEOUT = 30
+WEBHOOK_PREFIX = "/telegram"
+"""Bot n's webhook is `/telegram/n`."""
+
+
+def bot_webhook_secret(webhook_secret: str, scope: int) -> str:
+    """Bot `scope`'s secret token: HMAC-SHA256 of its scope under WEBHOOK_SECRET, in hex (64
+    characters, as Telegram allows); every worker derives the same, no bot knows another's."""
+    return hmac.new(webhook_secret.encode(), f"bot {scope}".encode(), hashlib.sha256).hexdigest()
+
+
+def bot_webhook_url(webhook_url: str, scope: int) -> str:
+    """Where Telegram posts bot `scope`'s updates: WEBHOOK_URL's origin, `/telegram/<scope>`."""
+    parts = urlsplit(webhook_url)
+    return f"{parts.scheme}://{parts.netloc}{WEBHOOK_PREFIX}/{scope}"
 
 
 def bot_settings(settings: Settings, profile: BotProfile) -> Settings:
@@ -93,6 +119,8 @@ class BotPlan:
     config: BotConfig
     engine: EngineConfig
     quotas: QuotaConfig
+    webhook_url: str | None = None  # with WEBHOOK_URL: its own (`bot_webhook_url`)
+    webhook_secret: str | None = None
 
 
 def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
@@ -117,8 +145,21 @@ def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
         handling_deadline=own.handling_deadline(),
         scope=bot.id,
         language=bot.profile.language,
+        webhook=bool(own.webhook_url),
     )
-    return BotPlan(bot.id, bot.handle, config, engine, own.quota_config())
+    if not own.webhook_url:
+        return BotPlan(bot.id, bot.handle, config, engine, own.quota_config())
+    secret = own.secret("webhook_secret")
+    assert secret, "settings.api_config() stops the start without it"
+    return BotPlan(
+        bot.id,
+        bot.handle,
+        config,
+        engine,
+        own.quota_config(),
+        bot_webhook_url(own.webhook_url, bot.id),
+        bot_webhook_secret(secret, bot.id),
+    )
 
 
 class FleetBot:
@@ -145,6 +186,7 @@ class FleetBot:
         self._worker: InboxWorker | None = None
         self._leadership: PostgresLeadership | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.webhook: TelegramWebhook | None = None  # with WEBHOOK_URL, once started
         # Its inbox and polling loops, beside the deployment's bot's in `/healthz`.
         self._loops = runtime.loops.part(f":bot{plan.scope}")
 
@@ -161,8 +203,6 @@ class FleetBot:
             await application.start()
             runtime = self._runtime
             if runtime.inbox is not None:
-                from bot.updates.polling import PollingLeader
-
                 self._inbox = runtime.inbox.for_bot(self.plan.scope)
                 self._worker = inbox_worker(
                     runtime,
@@ -174,6 +214,11 @@ class FleetBot:
                 )
                 assert self._worker is not None
                 self._tasks.append(asyncio.create_task(self._worker.run()))
+            if self.plan.webhook_url is not None:
+                await self._take_webhooks(self.plan.webhook_url)
+            elif self._worker is not None:
+                from bot.updates.polling import PollingLeader
+
                 self._leadership = polling_leadership(runtime.settings, self.plan.config.token)
                 leader = PollingLeader(
                     application.bot,
@@ -192,6 +237,30 @@ class FleetBot:
             await self.stop()
             raise
         log.info("bot #%d @%s is running", self.plan.scope, application.bot.username)
+
+    async def _take_webhooks(self, url: str) -> None:
+        from api.webhook import TelegramWebhook
+
+        assert self.plan.webhook_secret is not None
+        sink = self._worker.accept if self._worker is not None else None
+        self.webhook = TelegramWebhook(
+            self.application,
+            self.plan.webhook_secret,
+            seen=self._runtime.store,
+            sink=sink,
+            scope=self.plan.scope,
+        )
+        per_address = self._runtime.settings.http_max_connections_per_address
+        await self.webhook.register(url, max_connections=per_address)
+
+    async def forget_webhook(self) -> None:
+        """Tell Telegram to stop posting this bot's updates (it was disabled or removed)."""
+        if self.plan.webhook_url is None:
+            return
+        try:
+            await self.application.bot.delete_webhook()
+        except Exception as exc:  # it no longer has a route here: Telegram's posts are 404
+            log.warning("bot #%d: deleteWebhook failed (%s)", self.plan.scope, exc)
 
     async def stop(self) -> None:
         """Polling ends, the updates being handled finish, the Application shuts down."""
@@ -250,6 +319,24 @@ class Fleet:
         """The bots running now, by scope."""
         return {scope: bot for scope, (_, bot) in self._running.items()}
 
+    def webhooks(self) -> tuple[str, web.Application]:
+        """The HTTP server's mount for the stored bots' webhooks: `/telegram/<id>`, each
+        handled by that bot's `TelegramWebhook`; 404 for a bot not running here."""
+        from aiohttp import web
+
+        from api.errors import ApiError
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            running = self._running.get(int(request.match_info["bot"]))
+            webhook = running[1].webhook if running is not None else None
+            if webhook is None:
+                raise ApiError("NOT_FOUND", "no such bot")
+            return await webhook.handle(request)
+
+        app = web.Application()
+        app.router.add_post("/{bot:[1-9][0-9]{0,17}}", handle)
+        return WEBHOOK_PREFIX, app
+
     async def run(self) -> None:
         """Follow the bots table until cancelled; a reading that fails is logged and made
         again (`telemetry.supervision`)."""
@@ -270,8 +357,11 @@ class Fleet:
             for scope in list(self._running):
                 fingerprint, _ = self._running[scope]
                 bot = wanted.get(scope)
-                if bot is None or _fingerprint(bot) != fingerprint:
-                    await self._stop(scope, "disabled or removed" if bot is None else "changed")
+                if bot is None:
+                    await self._running[scope][1].forget_webhook()
+                    await self._stop(scope, "disabled or removed")
+                elif _fingerprint(bot) != fingerprint:
+                    await self._stop(scope, "changed")
             for scope, bot in wanted.items():
                 if scope not in self._running:
                     await self._start(bot)

@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 import logging
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from telegram import Update
@@ -80,7 +81,7 @@ async def run_bot(settings: Settings) -> int:
         worker = inbox_worker(runtime, application, config.scope)
         background: list[asyncio.Task[None]] = []
         leadership = None
-        fleet: Fleet | None = None
+        fleet = stored_bots(runtime)
         try:
             # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
             await set_command_menus(application.bot)
@@ -88,7 +89,8 @@ async def run_bot(settings: Settings) -> int:
             server = None
             if needs_web(settings):
                 sink = worker.accept if worker is not None else None
-                server = await start_web(settings, runtime, application, sink)
+                routes = [fleet.webhooks()] if webhook else []  # /telegram/<bot id>
+                server = await start_web(settings, runtime, application, sink, routes)
             await application.start()
             if worker is not None:
                 background.append(asyncio.create_task(worker.run()))
@@ -105,7 +107,7 @@ async def run_bot(settings: Settings) -> int:
                 await application.updater.start_polling(
                     allowed_updates=Update.ALL_TYPES, timeout=30, poll_interval=0
                 )
-            fleet, watching = start_fleet(runtime)
+            watching = asyncio.create_task(fleet.run())  # the stored bots, from now on
             background.append(watching)
             await check_model_endpoint(runtime)
             log.info(
@@ -132,8 +134,7 @@ async def run_bot(settings: Settings) -> int:
         finally:
             for task in background:
                 await _cancel(task)
-            if fleet is not None:
-                await fleet.close()
+            await fleet.close()
             if leadership is not None:
                 await leadership.close()
             await application.shutdown()
@@ -141,13 +142,12 @@ async def run_bot(settings: Settings) -> int:
     return 0
 
 
-def start_fleet(runtime: Runtime) -> tuple[Fleet, asyncio.Task[None]]:
-    """The stored bots (`app.bot_fleet`) and the task that starts the enabled ones at once
-    and follows the bots table from then on."""
+def stored_bots(runtime: Runtime) -> Fleet:
+    """The stored bots (`app.bot_fleet`), none started yet: `Fleet.run` starts the enabled
+    ones at once and follows the bots table from then on."""
     from app.bot_fleet import Fleet
 
-    fleet = Fleet(runtime)
-    return fleet, asyncio.create_task(fleet.run())
+    return Fleet(runtime)
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
@@ -187,9 +187,10 @@ async def start_web(
     runtime: Runtime,
     application: Application,
     update_sink: UpdateSink | None = None,
+    routes: Sequence[tuple[str, web.Application]] = (),
 ) -> web.AppRunner:
     """The aiohttp server for the HTTP API, the webhook (into `update_sink` when given),
-    health and metrics."""
+    health and metrics, the console, and `routes` (the stored bots' webhooks)."""
     from api.app import start_web_server
     from app.admin_mount import console_mounts
 
@@ -206,7 +207,7 @@ async def start_web(
             session_locks=runtime.chat_locks,
             intake=runtime.intake,
             loops=runtime.loops,
-            mounts=console_mounts(settings, runtime),
+            mounts=[*console_mounts(settings, runtime), *routes],
             tool_statuses=runtime.tool_statuses,
         )
     except OSError as exc:

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from app.bot_fleet import Fleet
 from app.bot_secrets import TokenBox, tail_of
 from app.runtime import Runtime, open_runtime
@@ -248,3 +250,69 @@ async def test_a_bots_language_replaces_the_one_the_client_names(
             languages = process.fleet.running[german.id].engine.languages  # as /language does
             await languages.choose(f"tg{german.id}:{USER}", "fr")
             assert (await process.ask(FIRST, "/rounds 2")).startswith("Tours par consultation")
+
+
+WEBHOOK_SECRET = "main-webhook-secret"
+
+
+async def test_each_bot_takes_webhooks_at_its_own_path_with_its_own_secret(
+    kind: StoreKind, database: str, model_server: FakeModelServer
+) -> None:
+    """With WEBHOOK_URL each stored bot sets its webhook at `/telegram/<id>` with a secret
+    of its own; an update posted there reaches that bot only; another bot's secret, none,
+    or a path naming no running bot is refused; disabled, its webhook is deleted."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from api.app import build_web_app
+    from app.bot_fleet import bot_webhook_secret
+    from i18n.document_labels import DOCUMENT_LANGUAGES
+
+    async with fakes() as api:
+        settings = fleet_settings(kind, database, api, model_server).model_copy(
+            update={"webhook_url": "https://bot.example.com/telegram/webhook"}
+        )
+        settings = settings.model_copy(update={"webhook_secret": SecretStr(WEBHOOK_SECRET)})
+        async with contextlib.AsyncExitStack() as stack:
+            runtime = await stack.enter_async_context(open_runtime(settings, inbox=True))
+            fleet = Fleet(runtime, poll_timeout=1, watch_seconds=0.2)
+            stack.push_async_callback(fleet.close)
+            web_app = build_web_app(
+                settings.api_config(),
+                runtime.engine,
+                document_languages=DOCUMENT_LANGUAGES,
+                store=runtime.store,
+                mounts=[fleet.webhooks()],
+            )
+            client = await stack.enter_async_context(TestClient(TestServer(web_app)))
+            process = Deployment(runtime, api, fleet)
+            first = await process.add(FIRST, BotProfile())
+            second = await process.add(SECOND, BotProfile())
+            await fleet.sync()
+            assert set(fleet.running) == {first.id, second.id}
+            [hook] = [c for c in api.calls_of("setWebhook") if c.token == FIRST]
+            assert hook.params["url"] == f"https://bot.example.com/telegram/{first.id}"
+            secret = bot_webhook_secret(WEBHOOK_SECRET, first.id)
+            assert hook.params["secret_token"] == secret
+            assert secret != bot_webhook_secret(WEBHOOK_SECRET, second.id)
+
+            update = api.text_message(USER, "Through the webhook", user_id=USER)
+            header = {"X-Telegram-Bot-Api-Secret-Token": secret}
+            for path, headers, status in (
+                (f"/telegram/{second.id}", header, 403),  # bot 1's secret on bot 2's path
+                (f"/telegram/{first.id}", {}, 401),
+                (f"/telegram/{first.id}", {"X-Telegram-Bot-Api-Secret-Token": "forged"}, 403),
+                ("/telegram/99", header, 404),
+                ("/telegram/0", header, 404),
+                (f"/telegram/{first.id}", header, 200),
+            ):
+                response = await client.post(path, json=update, headers=headers)
+                assert response.status == status, (path, await response.text())
+            call = await api.wait_for(lambda c: replied(c, FIRST, USER), 10)
+            assert str(call.params["text"]).startswith("Reply to: Through the webhook")
+            assert not [c for c in api.calls if c.token == SECOND and c.method == "sendMessage"]
+
+            await runtime.store.bots.update_bot(first.id, at=time.time(), enabled=False)
+            await fleet.sync()
+            assert [c for c in api.calls_of("deleteWebhook") if c.token == FIRST]
+            response = await client.post(f"/telegram/{first.id}", json=update, headers=header)
+            assert response.status == 404
