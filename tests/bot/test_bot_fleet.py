@@ -303,6 +303,8 @@ async def test_each_bot_takes_webhooks_at_its_own_path_with_its_own_secret(
                 (f"/telegram/{first.id}", {"X-Telegram-Bot-Api-Secret-Token": "forged"}, 403),
                 ("/telegram/99", header, 404),
                 ("/telegram/0", header, 404),
+                ("/telegram/" + "9" * 40, header, 404),
+                (f"/telegram/{first.id}x", header, 404),
                 (f"/telegram/{first.id}", header, 200),
             ):
                 response = await client.post(path, json=update, headers=headers)
@@ -316,3 +318,29 @@ async def test_each_bot_takes_webhooks_at_its_own_path_with_its_own_secret(
             assert [c for c in api.calls_of("deleteWebhook") if c.token == FIRST]
             response = await client.post(f"/telegram/{first.id}", json=update, headers=header)
             assert response.status == 404
+
+
+async def test_a_bot_telegram_refuses_is_logged_once_and_never_stops_the_others(
+    kind: StoreKind, database: str, model_server: FakeModelServer, caplog: Any
+) -> None:
+    """A stored bot whose token Telegram refuses (revoked) does not start: one WARNING
+    naming it, not its token, tried again at each reading; the other bot answers."""
+    revoked = "333:REVOKED-BOT-TOKEN"
+    async with fakes() as api:
+        settings = fleet_settings(kind, database, api, model_server)
+        async with deployment(settings, api) as process:
+            sealed = TokenBox(SECRET).seal(revoked)
+            gone = await process.runtime.store.bots.add_bot(
+                NewBot(333, "revoked_bot", sealed, tail_of(revoked)), at=time.time()
+            )
+            working = await process.add(FIRST, BotProfile())
+            await running(process, working.id)
+            assert (await process.ask(FIRST, "Still there?")).startswith("Reply to")
+            await until(
+                lambda: len([c for c in api.calls if c.token == revoked]) >= 2,
+                "the revoked bot tried again",
+            )
+            assert gone.id not in process.fleet.running
+    warnings = [r.getMessage() for r in caplog.records if "cannot start" in r.getMessage()]
+    assert len(warnings) == 1 and f"bot #{gone.id} @revoked_bot" in warnings[0]
+    assert "REVOKED-BOT" not in caplog.text
