@@ -66,7 +66,7 @@ async def run_bots(settings: Settings, arguments: argparse.Namespace) -> int:
     async with contextlib.AsyncExitStack() as closing:
         store = await open_store(settings)
         closing.push_async_callback(store.close)
-        keeper = keeper_for(settings, store.bots)
+        keeper = keeper_for(settings, store.bots, store.forget_bot)
         try:
             if arguments.command == "list":
                 return list_bots(await keeper.bots())
@@ -96,7 +96,7 @@ async def run_bots(settings: Settings, arguments: argparse.Namespace) -> int:
             if arguments.keep_data:
                 print("What it stored is kept; adding the same bot again brings it back.")
             else:
-                gone = await store.forget_bot(bot.id)
+                gone = await keeper.forget_data(bot)
                 print(
                     f"What it stored is deleted ({gone} consultation{'s' * (gone != 1)}); "
                     "adding the same bot again brings its id back, with nothing stored."
