@@ -150,7 +150,8 @@ def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
     if not own.webhook_url:
         return BotPlan(bot.id, bot.handle, config, engine, own.quota_config())
     secret = own.secret("webhook_secret")
-    assert secret, "settings.api_config() stops the start without it"
+    if not secret:  # the start stops without it (`Settings.api_config`): never here
+        raise LookupError("WEBHOOK_SECRET is not set: no webhook secret to derive the bot's")
     return BotPlan(
         bot.id,
         bot.handle,
