@@ -94,7 +94,16 @@ class BotPages:
             removed = await self._keeper.remove(str(bot.id))
         except BotRefused:
             return not_found(request, NO_SUCH_BOT)  # removed meanwhile
-        await self._audit(request, "bot_remove", removed, "removed; what it stored is kept")
+        detail = "removed; what it stored is kept"
+        if form.get("data") == "delete":
+            try:
+                gone = await self._keeper.forget_data(removed)
+            except BotRefused:  # added again meanwhile: its data is its own again
+                gone = None
+            if gone is not None:
+                plural = "s" * (gone != 1)
+                detail = f"removed; what it stored is deleted ({gone} consultation{plural})"
+        await self._audit(request, "bot_remove", removed, detail)
         raise web.HTTPSeeOther(f"{PREFIX}/bots")
 
     # -- helpers -------------------------------------------------------------------------

@@ -145,6 +145,10 @@ class BotKeeping(Protocol):
 
     async def remove(self, ref: str) -> StoredBot: ...
 
+    async def forget_data(self, bot: StoredBot) -> int:
+        """Delete what the removed `bot` stored; how many consultations went."""
+        ...
+
 
 class StarRefunds(Protocol):
     """Telegram's `refundStarPayment`, as the console asks it (`app.star_refunds`)."""

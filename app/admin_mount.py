@@ -85,7 +85,7 @@ def console_mounts(
         runtime.store,
         runtime.engine,
         loader=uploads,
-        bots=keeper_for(settings, runtime.store.bots),
+        bots=keeper_for(settings, runtime.store.bots, runtime.store.forget_bot),
         clock=clock,
         figures=figures,
         throttle=throttle,

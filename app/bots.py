@@ -20,7 +20,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -120,8 +120,12 @@ class BotKeeper:
         roles: Collection[str],
         languages: Collection[str],
         clock: Callable[[], float] = time.time,
+        forget_bot: Callable[[int], Awaitable[int]] | None = None,
     ) -> None:
+        """`forget_bot` deletes what a bot's scope stored (the store's `forget_bot`);
+        without it `forget_data` refuses."""
         self._registry = registry
+        self._forget_bot = forget_bot
         self._secret_key = secret_key
         self._api_base_url = api_base_url
         self._main_id = _bot_id_of(main_token)
@@ -187,6 +191,15 @@ class BotKeeper:
             raise BotRefused(f"bot #{bot.id} {bot.handle} was removed meanwhile")
         return bot
 
+    async def forget_data(self, bot: StoredBot) -> int:
+        """Delete what the removed `bot` stored, in one transaction (`forget_bot` of its
+        scope); how many consultations went. A bot still served is refused."""
+        if self._forget_bot is None:
+            raise BotRefused("deleting a bot's data is not possible here; nothing was deleted")
+        if any(other.id == bot.id for other in await self._registry.bots()):
+            raise BotRefused(f"bot #{bot.id} {bot.handle} is not removed; nothing was deleted")
+        return await self._forget_bot(bot.id)
+
     async def _update(
         self,
         bot: StoredBot,
@@ -250,9 +263,13 @@ async def check_stored_bots(registry: BotRegistry, secret_key: str | None) -> in
     return stored
 
 
-def keeper_for(settings: Settings, registry: BotRegistry) -> BotKeeper:
+def keeper_for(
+    settings: Settings,
+    registry: BotRegistry,
+    forget_bot: Callable[[int], Awaitable[int]] | None = None,
+) -> BotKeeper:
     """The deployment's `BotKeeper`: its SECRET_KEY, Bot API address, own bot, roles and
-    interface languages."""
+    interface languages; `forget_bot` the store's, to delete a removed bot's data."""
     from i18n.languages import LANGUAGES
 
     return BotKeeper(
@@ -262,4 +279,5 @@ def keeper_for(settings: Settings, registry: BotRegistry) -> BotKeeper:
         main_token=settings.secret("telegram_bot_token"),
         roles=frozenset(PromptLibrary(settings.prompts_dir).roles()),
         languages=LANGUAGES,
+        forget_bot=forget_bot,
     )

@@ -8,8 +8,9 @@ encrypted with SECRET_KEY; `--role NAME` or `--instruction TEXT`, `--rounds N`, 
 names it for the operator. `list` prints each bot (id, @username, label, enabled, settings,
 the token's last four characters); `set BOT key=value...` changes settings (an empty value
 falls back to the deployment's); BOT is an id or `@username`. `remove BOT` stops the bot
-and keeps its row and id; `--keep-data` keeps what it stored too (today always: deleting a
-removed bot's data comes with per-bot scopes). The exit code is 1 when Telegram or the
+(every bot process stops serving it within seconds) and keeps its row and id; what it stored
+(consultations, chat settings, memory, usage, …: `forget_bot` of its scope) is deleted at
+once, unless `--keep-data`. The exit code is 1 when Telegram or the
 checks refused (nothing was changed), 2 for a wrong command or setting.
 """
 
@@ -54,7 +55,9 @@ def parser() -> argparse.ArgumentParser:
         switch.add_argument("bot", metavar="BOT", help="an id or @username")
     remove = commands.add_parser("remove", help="stop serving the bot for good")
     remove.add_argument("bot", metavar="BOT", help="an id or @username")
-    remove.add_argument("--keep-data", action="store_true", help="keep what it stored")
+    remove.add_argument(
+        "--keep-data", action="store_true", help="keep what it stored (default: delete it)"
+    )
     return parsing
 
 
@@ -63,7 +66,7 @@ async def run_bots(settings: Settings, arguments: argparse.Namespace) -> int:
     async with contextlib.AsyncExitStack() as closing:
         store = await open_store(settings)
         closing.push_async_callback(store.close)
-        keeper = keeper_for(settings, store.bots)
+        keeper = keeper_for(settings, store.bots, store.forget_bot)
         try:
             if arguments.command == "list":
                 return list_bots(await keeper.bots())
@@ -90,10 +93,14 @@ async def run_bots(settings: Settings, arguments: argparse.Namespace) -> int:
                 return 0
             bot = await keeper.remove(arguments.bot)
             print(f"removed {line_of(bot)}")
-            print(
-                "What it stored is kept (deleting a removed bot's data comes with per-bot "
-                "scopes); adding the same bot again brings its id back."
-            )
+            if arguments.keep_data:
+                print("What it stored is kept; adding the same bot again brings it back.")
+            else:
+                gone = await keeper.forget_data(bot)
+                print(
+                    f"What it stored is deleted ({gone} consultation{'s' * (gone != 1)}); "
+                    "adding the same bot again brings its id back, with nothing stored."
+                )
             return 0
         except (BotRefused, ProfileInvalid) as refused:
             print(f"refused: {refused}", file=sys.stderr)

@@ -52,11 +52,13 @@ from app.startup import StartupError
 from app.stores import open_store
 from core.domain.knowledge import KnowledgeSearch
 from core.domain.ports import ChatLocks, Completer
+from core.domain.quotas import QuotaConfig
 from core.domain.tools import Toolbox, ToolServerStatus
 from core.domain.usage import Accounting
 from core.llm.llm import ModelEndpoint, OpenAICompleter
 from core.primitives.keyed_lock import KeyedLock
 from core.prompting.prompts import PromptLibrary
+from core.prompting.requests import EngineConfig
 from core.turns.engine import Engine, build_engine
 from core.turns.knowledge_tool import NAME as KNOWLEDGE_TOOL
 from core.turns.plan_sales import PlanSales
@@ -102,6 +104,16 @@ class Runtime:
     loops: LoopRegistry = field(default_factory=LoopRegistry)  # what `/healthz` watches
     tools: McpToolbox | None = None  # the MCP servers' tools (MCP_SERVERS, TOOLS_ENABLED)
     sales: PlanSales | None = None  # the plans PLANS sells in Stars (None: nothing is sold)
+    # Builds an engine as `engine` is built, with other defaults (`engine_for`).
+    make_engine: Callable[[EngineConfig, QuotaConfig], Engine] | None = None
+
+    def engine_for(self, config: EngineConfig, quotas: QuotaConfig) -> Engine:
+        """An engine on this runtime's store, model clients, prompts, knowledge, tools and
+        metrics, with `config`'s and `quotas`' defaults in place of the deployment's (a
+        stored bot's, `app.bot_fleet`); its own chat locks, as its chat keys are its own;
+        the plans' limits apply in it too."""
+        assert self.make_engine is not None, "open_runtime sets it"
+        return self.make_engine(config, quotas)
 
     def toolbox(self) -> Toolbox | None:
         """The tools consultations may call; None without tool servers."""
@@ -200,19 +212,29 @@ async def open_runtime(
         # Within the process: across processes a chat is the inbox claim's, a session its lock's.
         accounting = Accounting(settings.prices(), observe=metrics.record_charge)
         bot_completer = models[BOT_MODEL]
-        engine = build_engine(
-            store,
-            bot_completer if wrap_bot_model is None else wrap_bot_model(bot_completer),
-            prompts,
-            engine_config,
-            locks=KeyedLock(),
-            accounting=accounting,
-            quotas=settings.quota_config(),
-            on_quota=metrics.record_quota_refusal,
-            clock=clock,
-            knowledge=knowledge if knowledge is not None else stored_knowledge.knowledge,
-            toolbox=toolbox,
-        )
+        if wrap_bot_model is not None:
+            bot_completer = wrap_bot_model(bot_completer)
+        sales: PlanSales | None = None
+
+        def make_engine(config: EngineConfig, quotas: QuotaConfig) -> Engine:
+            built = build_engine(
+                store,
+                bot_completer,
+                prompts,
+                config,
+                locks=KeyedLock(),
+                accounting=accounting,
+                quotas=quotas,
+                on_quota=metrics.record_quota_refusal,
+                clock=clock,
+                knowledge=knowledge if knowledge is not None else stored_knowledge.knowledge,
+                toolbox=toolbox,
+            )
+            if sales is not None:  # a stored bot's engine: a buyer's plan counts there too
+                built.quotas.use_plans(sales.limits_of)
+            return built
+
+        engine = make_engine(engine_config, settings.quota_config())
         sales = plan_sales(settings, store, engine, clock, metrics)
         transcriber = None
         if transcription is not None:  # voice notes: only with TRANSCRIPTION_MODEL
@@ -254,6 +276,7 @@ async def open_runtime(
                 loops=loops,
                 tools=toolbox,
                 sales=sales,
+                make_engine=make_engine,
             )
         finally:
             for task in tasks:

@@ -9,31 +9,31 @@ With DATABASE_URL any number of these processes serve one bot: updates (from the
 webhook, or from whichever process leads the polling) go into the shared inbox, and
 every process's `InboxWorker` hands them to PTB's `process_update`, each chat in order
 on one process at a time. Without it, one process: PTB's own Updater and update queue.
+
+Beside TELEGRAM_BOT_TOKEN's bot the process serves every enabled bot of the bots table
+(`app.bot_fleet`), each its own Application built from the same parts (`app.bot_edge`),
+following the table while it runs; they stop before the deployment's bot does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from telegram import Update
 from telegram.error import InvalidToken, NetworkError, TelegramError, TimedOut
 from telegram.ext import Application
 
+from app.bot_edge import inbox_worker, operator_knowledge, polling_leadership, shared_state
 from app.runtime import Runtime, check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import StartupError, cannot_listen, stop_on_signals
-from bot.app import INTERRUPTING_COMMANDS, UNORDERED_COMMANDS, build_application
-from bot.commands.given_up import give_up
-from bot.commands.knowledge import OperatorKnowledge
-from bot.transport.config import BotConfig
+from bot.app import build_application
 from bot.transport.menus import set_command_menus
-from bot.transport.undelivered import StoredUndelivered
-from bot.updates.cluster_state import IN_MEMORY, SharedState
 from i18n.document_labels import DOCUMENT_LANGUAGES
 
 if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on; PostgreSQL's
@@ -41,8 +41,7 @@ if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on; 
     from aiohttp import web
 
     from api.webhook import UpdateSink
-    from bot.updates.inbox import InboxWorker
-    from storage.postgres.cluster.locks import PostgresLeadership
+    from app.bot_fleet import Fleet
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +82,7 @@ async def run_bot(settings: Settings) -> int:
         worker = inbox_worker(runtime, application, config.scope)
         background: list[asyncio.Task[None]] = []
         leadership = None
+        fleet = stored_bots(runtime)
         try:
             # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
             await set_command_menus(application.bot)
@@ -90,7 +90,8 @@ async def run_bot(settings: Settings) -> int:
             server = None
             if needs_web(settings):
                 sink = worker.accept if worker is not None else None
-                server = await start_web(settings, runtime, application, sink)
+                routes = [fleet.webhooks()] if webhook else []  # /telegram/<bot id>
+                server = await start_web(settings, runtime, application, sink, routes)
             await application.start()
             if worker is not None:
                 background.append(asyncio.create_task(worker.run()))
@@ -107,6 +108,8 @@ async def run_bot(settings: Settings) -> int:
                 await application.updater.start_polling(
                     allowed_updates=Update.ALL_TYPES, timeout=30, poll_interval=0
                 )
+            watching = asyncio.create_task(fleet.run())  # the stored bots, from now on
+            background.append(watching)
             await check_model_endpoint(runtime)
             log.info(
                 "bot @%s is running (%s%s)",
@@ -116,6 +119,8 @@ async def run_bot(settings: Settings) -> int:
             )
             await stop.wait()
             log.info("stopping")
+            await _cancel(background.pop(background.index(watching)))
+            await fleet.close()  # the stored bots stop first, each as the first one below
             if application.updater is not None and application.updater.running:
                 await application.updater.stop()
             if leadership is not None:  # another worker takes over the polling
@@ -130,6 +135,7 @@ async def run_bot(settings: Settings) -> int:
         finally:
             for task in background:
                 await _cancel(task)
+            await fleet.close()
             if leadership is not None:
                 await leadership.close()
             await application.shutdown()
@@ -137,78 +143,12 @@ async def run_bot(settings: Settings) -> int:
     return 0
 
 
-def operator_knowledge(runtime: Runtime) -> OperatorKnowledge:
-    """What the operators' /knowledge manages: the knowledge base in the store, loaded
-    through the runtime's one pool of document readers, within KNOWLEDGE_MAX_DOCUMENT_BYTES."""
-    limit = runtime.settings.knowledge_max_document_bytes
-    return OperatorKnowledge(runtime.knowledge.knowledge, runtime.knowledge_loader(), limit)
+def stored_bots(runtime: Runtime) -> Fleet:
+    """The stored bots (`app.bot_fleet`), none started yet: `Fleet.run` starts the enabled
+    ones at once and follows the bots table from then on."""
+    from app.bot_fleet import Fleet
 
-
-def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
-    """What the workers share: in PostgreSQL with DATABASE_URL, else this process's memory;
-    which message carries each conversation's round keyboard, in the store either way."""
-    pool = runtime.shared_pool
-    if pool is None:
-        return dataclasses.replace(IN_MEMORY, round_keyboards=runtime.store)
-    from storage.postgres.cluster.flood_waits import PostgresFloodWaits
-    from storage.postgres.cluster.rate_limits import PostgresRateLimits
-    from storage.postgres.cluster.undelivered import PostgresUndelivered
-
-    scope = config.scope  # each bot's limits, replies and waits are its own
-    return SharedState(
-        rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute),
-        press_limits=PostgresRateLimits(
-            pool, config.button_presses_per_minute, table="press_limits"
-        ),
-        undelivered=StoredUndelivered(PostgresUndelivered(pool, bot=scope)),
-        flood_waits=PostgresFloodWaits(pool, bot=scope),
-        round_keyboards=runtime.store,
-    )
-
-
-def inbox_worker(runtime: Runtime, application: Application, scope: int = 0) -> InboxWorker | None:
-    """The worker feeding PTB from the shared inbox (None without DATABASE_URL) for the
-    bot of `scope`."""
-    if runtime.inbox is None or runtime.inbox_claims is None:
-        return None
-    from bot.updates.inbox import InboxWorker
-
-    async def process(payload: str, parsed: Update | None) -> None:
-        update = parsed or Update.de_json(json.loads(payload), application.bot)
-        await application.process_update(update)
-
-    async def given_up(payload: str, parsed: Update | None, reason: str) -> None:
-        runtime.metrics.record_given_up(reason)
-        update = parsed or Update.de_json(json.loads(payload), application.bot)
-        await give_up(application.bot, runtime.engine, update, scope)
-
-    settings = runtime.settings
-    # The deployment's bot reads the runtime's inbox; another bot its view of the same pool
-    # (the process that runs it closes the view's listener: not yet wired, issue 36).
-    inbox = runtime.inbox if scope == 0 else runtime.inbox.for_bot(scope)
-    return InboxWorker(
-        inbox,
-        runtime.inbox_claims,
-        process,
-        unordered_commands=UNORDERED_COMMANDS,
-        interrupting_commands=INTERRUPTING_COMMANDS,
-        on_claim=runtime.metrics.inbox_claim_seconds.observe,
-        bot=application.bot,
-        max_attempts=settings.inbox_max_attempts,
-        deadline=settings.handling_deadline(),
-        on_dead=given_up,
-        loops=runtime.loops,
-        scope=scope,
-    )
-
-
-def polling_leadership(settings: Settings, token: str) -> PostgresLeadership:
-    """One poller per bot among the workers: the lock is named after the bot's id."""
-    from storage.postgres.cluster.locks import PostgresLeadership
-
-    url = settings.secret("database_url")
-    assert url is not None
-    return PostgresLeadership(url, "telegram-polling:" + token.split(":", 1)[0])
+    return Fleet(runtime)
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
@@ -248,9 +188,10 @@ async def start_web(
     runtime: Runtime,
     application: Application,
     update_sink: UpdateSink | None = None,
+    routes: Sequence[tuple[str, web.Application]] = (),
 ) -> web.AppRunner:
     """The aiohttp server for the HTTP API, the webhook (into `update_sink` when given),
-    health and metrics."""
+    health and metrics, the console, and `routes` (the stored bots' webhooks)."""
     from api.app import start_web_server
     from app.admin_mount import console_mounts
 
@@ -267,7 +208,7 @@ async def start_web(
             session_locks=runtime.chat_locks,
             intake=runtime.intake,
             loops=runtime.loops,
-            mounts=console_mounts(settings, runtime),
+            mounts=[*console_mounts(settings, runtime), *routes],
             tool_statuses=runtime.tool_statuses,
             sales=runtime.sales,
         )

@@ -166,7 +166,7 @@ def register(
     )
     say = Say(bot)
     menus = PersonalMenus(bot)
-    languages = LanguageChoice(engine.languages, say=say, menus=menus)
+    languages = LanguageChoice(engine.languages, say=say, menus=menus, language=config.language)
     handlers = Handlers(
         engine,
         config,
@@ -233,6 +233,7 @@ def register(
         ),
         localize=languages.apply,
         scope=config.scope,
+        language=config.language,
     )
     only_new = filters.UpdateType.MESSAGE  # edited messages are ignored (see bot.handlers)
     for name, callback in (

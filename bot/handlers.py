@@ -130,7 +130,11 @@ class Handlers:
 
         async def handle(update: Update, context: Context) -> None:
             incoming = incoming_of(
-                update, context.bot.username, context.bot.id, scope=self.config.scope
+                update,
+                context.bot.username,
+                context.bot.id,
+                scope=self.config.scope,
+                language=self.config.language,
             )
             if incoming is None or (addressed_only and not incoming.addressed):
                 return
@@ -227,6 +231,7 @@ class Handlers:
             context.bot.id,
             max_image_bytes=self.max_image_bytes,
             scope=self.config.scope,
+            language=self.config.language,
         )
         if incoming is None or not incoming.addressed:
             return None
@@ -267,7 +272,11 @@ class Handlers:
             return
         notice = store_failed() if unavailable else "internal_error"
         incoming = incoming_of(
-            update, context.bot.username, context.bot.id, scope=self.config.scope
+            update,
+            context.bot.username,
+            context.bot.id,
+            scope=self.config.scope,
+            language=self.config.language,
         )
         if incoming is None:
             return

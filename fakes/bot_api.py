@@ -125,6 +125,7 @@ class _Failure:
     description: str
     retry_after: int | None
     times: int
+    token: str | None = None  # only the calls of this bot's token (None: any)
 
 
 def _decode(key: str, value: Any) -> Any:
@@ -236,10 +237,12 @@ class FakeBotApi(UpdateBuilder, BotFiles, BotPayments):
         description: str,
         retry_after: int | None = None,
         times: int = 1,
+        token: str | None = None,
     ) -> None:
-        """Make the next `times` calls of `method` fail (429 + retry_after, 403, 400, 502...)."""
+        """Make the next `times` calls of `method` fail (429 + retry_after, 403, 400, 502...);
+        with `token`, only that bot's calls (the others' are answered as usual)."""
         self._failures.setdefault(method, []).append(
-            _Failure(status, description, retry_after, times)
+            _Failure(status, description, retry_after, times, token)
         )
 
     async def wait_for(
@@ -310,7 +313,7 @@ class FakeBotApi(UpdateBuilder, BotFiles, BotPayments):
         if delay := self.latency.get(method, 0.0):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), delay)
-        status, body = self._injected(method) or await self._answer(method, params, token)
+        status, body = self._injected(method, token) or await self._answer(method, params, token)
         call.status, call.result = status, body.get("result")
         self._notify()
         return web.json_response(body, status=status)
@@ -352,14 +355,14 @@ class FakeBotApi(UpdateBuilder, BotFiles, BotPayments):
         await response.write_eof()
         return response
 
-    def _injected(self, method: str) -> tuple[int, dict[str, Any]] | None:
+    def _injected(self, method: str, token: str = "") -> tuple[int, dict[str, Any]] | None:
         queue = self._failures.get(method)
-        if not queue:
+        failure = next((f for f in queue or () if f.token in (None, token)), None)
+        if failure is None or queue is None:
             return None
-        failure = queue[0]
         failure.times -= 1
         if failure.times <= 0:
-            queue.pop(0)
+            queue.remove(failure)
         extra = {"parameters": {"retry_after": failure.retry_after}} if failure.retry_after else {}
         return _error(failure.status, failure.description, **extra)
 

@@ -95,11 +95,30 @@ class LoopRegistry:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._loops: dict[str, LoopState] = {}
+        self._suffix = ""
+        self._own: set[str] = set()
 
     def register(self, name: str, pace: Pace) -> LoopState:
+        name += self._suffix
         state = LoopState(name, pace, progress_at=self.clock())
         self._loops[name] = state
+        self._own.add(name)
         return state
+
+    def part(self, suffix: str) -> LoopRegistry:
+        """A view of this registry whose loops are named `name + suffix` (a stored bot's
+        "polling:bot2"), so they never replace this one's; `forget` takes them away."""
+        view = LoopRegistry(self.clock)
+        view._loops = self._loops
+        view._suffix = suffix
+        return view
+
+    def forget(self) -> None:
+        """Take away the loops registered through this view (their part stopped for good:
+        an ended loop nobody runs again is no problem)."""
+        for name in self._own:
+            self._loops.pop(name, None)
+        self._own.clear()
 
     def state(self, name: str) -> LoopState | None:
         return self._loops.get(name)

@@ -24,8 +24,8 @@ from typing import Any
 
 from telegram.ext import Application
 
+from app.bot_edge import operator_knowledge
 from app.runtime import Runtime, open_runtime
-from app.serve_bot import operator_knowledge
 from app.settings import Settings, load_settings
 from bot.app import build_application
 from bot.transport.config import BotConfig

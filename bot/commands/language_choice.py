@@ -27,7 +27,7 @@ from bot.transport.say import Say
 from bot.updates.buttons import Press, ignored
 from core.domain.errors import StoreUnavailable
 from core.turns.chosen_languages import ChosenLanguages
-from i18n.languages import LANGUAGES, NATIVE_NAMES, is_offered
+from i18n.languages import LANGUAGES, NATIVE_NAMES, is_offered, language_for
 from i18n.translate import t
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,18 @@ def languages_keyboard(current: str, *, chosen: bool) -> InlineKeyboardMarkup:
 class LanguageChoice:
     """The /language command, its buttons, and the stored choice applied to each update."""
 
-    def __init__(self, languages: ChosenLanguages, *, say: Say, menus: PersonalMenus) -> None:
+    def __init__(
+        self,
+        languages: ChosenLanguages,
+        *,
+        say: Say,
+        menus: PersonalMenus,
+        language: str | None = None,
+    ) -> None:
+        """`language`: the bot's own interface language (`BotConfig.language`), which a
+        cleared choice goes back to; None: the one the user's client names."""
         self._languages = languages
+        self._language = language
         self._say = say
         self._menus = menus
 
@@ -86,7 +96,11 @@ class LanguageChoice:
         person = incoming.person(incoming.user_id)
         if value == CLIENT_LANGUAGE:
             await self._languages.clear(person)
-            language = language_of(press.query.from_user)
+            language = (
+                language_for(self._language)
+                if self._language
+                else language_of(press.query.from_user)
+            )
             await self._say(
                 incoming, t(language, "language_cleared", language=NATIVE_NAMES[language])
             )

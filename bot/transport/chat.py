@@ -174,9 +174,11 @@ def incoming_of(
     *,
     max_image_bytes: int | None = None,
     scope: int = 0,
+    language: str | None = None,
 ) -> Incoming | None:
     """The update as an `Incoming` of the bot of `scope`; None when it carries no
-    (accessible) message.
+    (accessible) message. `language` is the bot's own (`BotConfig.language`), None: the
+    one the user's client names.
 
     `max_image_bytes` picks the size of a photo to take (see `bot.transport.files.photo_size`).
     """
@@ -200,7 +202,7 @@ def incoming_of(
         message_id=message.message_id,
         user_id=user.id if user is not None else None,
         author=display_name(user) if group else None,
-        language=language_of(user),
+        language=language_for(language) if language else language_of(user),
         text=strip_mention(raw, bot_username) if group else raw,
         is_group=group,
         addressed=button or not group or addressed_in_group(message, bot_username, bot_id),

@@ -34,6 +34,9 @@ class BotConfig:
     scope: int = 0
     payment_support_text: str = ""  # what /paysupport answers (PAYMENT_SUPPORT_TEXT)
     payment_terms_text: str = ""  # what /terms answers (PAYMENT_TERMS_TEXT)
+    # A stored bot's interface language (its profile's `language`) in place of the one the
+    # user's Telegram client names; a language chosen with /language still overrides it.
+    language: str | None = None
 
     @property
     def file_base_url(self) -> str:

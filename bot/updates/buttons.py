@@ -24,6 +24,7 @@ from telegram.error import TelegramError
 from bot.transport.chat import Context, Incoming, incoming_of, language_of
 from bot.updates.access import UserRateLimits
 from core.domain.errors import StoreUnavailable
+from i18n.languages import language_for
 from i18n.translate import t
 
 log = logging.getLogger(__name__)
@@ -72,9 +73,12 @@ class Buttons:
         press_limits: UserRateLimits,
         localize: Callable[[Incoming], Awaitable[Incoming]] | None = None,
         scope: int = 0,
+        language: str | None = None,
     ) -> None:
-        """`scope` is the bot the presses come to (`core.domain.telegram_keys`)."""
+        """`scope` is the bot the presses come to (`core.domain.telegram_keys`), `language`
+        its own interface language (`BotConfig.language`)."""
         self._scope = scope
+        self._language = language
         self._localize = localize
         self._callbacks = callbacks
         self._allowed = allowed
@@ -90,12 +94,21 @@ class Buttons:
             await self._handle(update, context, press)
         except StoreUnavailable as exc:  # told in the popup (if still unanswered), not the chat
             log.warning("store unavailable on a button press: %s", exc)
-            await press.answer(t(language_of(query.from_user), "store_unavailable_press"))
+            language = (
+                language_for(self._language) if self._language else language_of(query.from_user)
+            )
+            await press.answer(t(language, "store_unavailable_press"))
         finally:
             await press.answer()
 
     async def _handle(self, update: Update, context: Context, press: Press) -> None:
-        incoming = incoming_of(update, context.bot.username, context.bot.id, scope=self._scope)
+        incoming = incoming_of(
+            update,
+            context.bot.username,
+            context.bot.id,
+            scope=self._scope,
+            language=self._language,
+        )
         if incoming is None:  # a press under an inline-mode message: no chat to act in
             ignored(press.query.data, "no message")
             return

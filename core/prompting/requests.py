@@ -60,6 +60,9 @@ class EngineConfig:
     history_budget_chars: int = 24_000
     max_continuations: int = 3
     default_role: str = "expert"
+    # A system prompt of its own in place of the default role's persona (a bot's
+    # `instruction`); a chat that picks a /role or has its own prompt keeps that.
+    default_instruction: str | None = None
     max_answer_chars: int = 50_000
     initial_request_budget_chars: int = 6000
     # The original request's documents, on top of the history budget (`core.prompting.context`).

@@ -162,7 +162,11 @@ class UserTurns:
             created_at=now,
             last_activity_at=now,
             role=settings.role or self._config.default_role,
-            system_prompt=settings.system_prompt,
+            system_prompt=(
+                settings.system_prompt
+                if settings.system_prompt or settings.role
+                else self._config.default_instruction
+            ),
             options=ModelOptions(model=settings.model),
             started_by=author_id,
             memory_owner=memory[0],

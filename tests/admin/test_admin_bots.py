@@ -12,7 +12,7 @@ import pytest
 
 from fakes.bot_api import FakeBotApi
 from tests.admin_harness import HTML, Console, console_settings, running_console
-from tests.store_contract import StoreKind
+from tests.store_contract import StoreKind, make
 
 SHOP = "111222:AAF-shop-secret-token_WXYZ"
 MAIN = "999000:AAH-main-secret-token_MAIN"
@@ -173,3 +173,19 @@ async def test_unknown_bots_and_bad_changes_are_refused(console: Console) -> Non
     )
     assert status == 400 and "rounds: a whole number from 1 to 20" in html
     assert await console.store.bots.bots() == [bot]
+
+
+async def test_a_bot_removed_with_its_data_leaves_the_others_data(console: Console) -> None:
+    """Remove with "delete what it stored" ticked deletes the bot's consultations (its
+    scope's) and says so in the audit log; the deployment's bot's stay."""
+    csrf = await signed_in(console)
+    assert (await post(console, "/admin/bots/add", {"csrf": csrf, "token": SHOP}))[0] == 303
+    [bot] = await console.store.bots.bots()
+    for chat_key in ("tg:5", f"tg{bot.id}:5"):
+        await console.store.create(make(chat_key))
+    remove = {"csrf": csrf, "confirm": "yes", "data": "delete"}
+    assert (await post(console, f"/admin/bots/{bot.id}/remove", remove))[0] == 303
+    assert await console.store.load_active(f"tg{bot.id}:5") is None
+    assert await console.store.load_active("tg:5") is not None
+    [entry] = [e for e in await bots_audit(console) if e[0] == "bot_remove"]
+    assert entry[2] == "removed; what it stored is deleted (1 consultation)"

@@ -15,7 +15,7 @@ import pytest
 
 from fakes.bot_api import FakeBotApi
 from tests.app.test_cli import SCRIPT, run
-from tests.store_contract import StoreKind
+from tests.store_contract import StoreKind, make
 
 SHOP = "111222:AAF-shop-secret-token_WXYZ"
 NEWS = "333444:AAG-news-secret-token_ABCD"
@@ -212,3 +212,26 @@ async def test_a_start_with_a_stored_bot_needs_its_secret_key(
         assert "Traceback" not in done.stderr
         assert f"Cannot start: {says}" in done.stderr
         assert SHOP.split(":")[1] not in done.stderr
+
+
+async def test_removing_a_bot_deletes_what_it_stored_unless_keep_data(
+    tmp_path: Path, kind: StoreKind, database: str, telegram: FakeBotApi
+) -> None:
+    """`remove` deletes the removed bot's consultations (`forget_bot` of its scope) and
+    leaves the deployment's bot's and the other bot's; `--keep-data` deletes nothing."""
+    for token in (SHOP, NEWS):
+        assert (await bots(tmp_path, kind, database, telegram, "add", "--token", token))[0] == 0
+    store = await kind.open(database)
+    try:
+        for chat_key in ("tg:5", "tg1:5", "tg2:5"):
+            await store.create(make(chat_key))
+    finally:
+        await store.close()
+    code, out = await bots(tmp_path, kind, database, telegram, "remove", "@news_bot", "--keep-data")
+    assert code == 0 and "What it stored is kept" in out
+    assert await kind.count(database, "consultations", chat_key="tg2:5") == 1
+    code, out = await bots(tmp_path, kind, database, telegram, "remove", "@shop_bot")
+    assert code == 0 and "What it stored is deleted (1 consultation)" in out, out
+    assert await kind.count(database, "consultations", chat_key="tg1:5") == 0
+    for kept in ("tg:5", "tg2:5"):
+        assert await kind.count(database, "consultations", chat_key=kept) == 1

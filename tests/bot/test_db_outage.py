@@ -264,6 +264,7 @@ async def test_a_worker_process_answers_503_during_an_outage_and_works_on_after_
                     break
                 await asyncio.sleep(0.1)
         assert body["loops"] == {
+            "bots": "ok",  # the bots table, read again once the database is back
             "cleanup": "ok",
             "event loop watcher": "ok",
             "heartbeat": "ok",

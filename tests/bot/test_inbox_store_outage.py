@@ -25,8 +25,8 @@ import pytest
 import pytest_asyncio
 from telegram import Update
 
+from app.bot_edge import shared_state
 from app.runtime import open_runtime
-from app.serve_bot import shared_state
 from bot.app import build_application
 from bot.updates.inbox import InboxWorker
 from fakes.bot_api import Call, FakeBotApi

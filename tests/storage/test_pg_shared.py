@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from app.serve_bot import shared_state
+from app.bot_edge import shared_state
 from bot.transport.config import BotConfig
 from fakes.bot_api import TOKEN
 from storage.postgres.cluster import schema as cluster_schema

@@ -190,3 +190,23 @@ async def test_failing_every_time_goes_stale_waiting_for_the_database_does_not(
         assert problems == {
             "demo": "no progress for 25 s (at most 12 s expected); last error: RuntimeError: bug"
         }
+
+
+async def test_a_parts_loops_sit_beside_the_processs_and_go_when_forgotten() -> None:
+    """A stored bot's "demo" loop (a part of the registry) never replaces the process's
+    own "demo"; once its part is forgotten, its cancelled loop is no problem."""
+    loops = LoopRegistry()
+    part = loops.part(":bot2")
+    never = asyncio.Event()
+
+    async def wait_forever() -> None:
+        await never.wait()
+
+    own, bots = start(loops, wait_forever), start(part, wait_forever)
+    await asyncio.sleep(0)
+    assert loops.names() == ["demo", "demo:bot2"]
+    await finish(bots)
+    assert loops.problems() == {"demo:bot2": "cancelled"}
+    part.forget()
+    assert loops.names() == ["demo"] and loops.problems() == {}
+    await finish(own)
