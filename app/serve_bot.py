@@ -30,6 +30,7 @@ from app.startup import StartupError, cannot_listen, stop_on_signals
 from bot.app import INTERRUPTING_COMMANDS, UNORDERED_COMMANDS, build_application
 from bot.commands.given_up import give_up
 from bot.commands.knowledge import OperatorKnowledge
+from bot.commands.plans import sells_plans
 from bot.transport.config import BotConfig
 from bot.transport.menus import set_command_menus
 from bot.transport.undelivered import StoredUndelivered
@@ -85,7 +86,7 @@ async def run_bot(settings: Settings) -> int:
         leadership = None
         try:
             # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
-            await set_command_menus(application.bot)
+            await set_command_menus(application.bot, payments=sells_plans(runtime.sales))
             # The server first: if it cannot listen, nothing is running yet to stop.
             server = None
             if needs_web(settings):
