@@ -33,6 +33,7 @@ from app.runtime import Runtime, check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import StartupError, cannot_listen, stop_on_signals
 from bot.app import build_application
+from bot.commands.plans import sells_plans
 from bot.transport.menus import set_command_menus
 from i18n.document_labels import DOCUMENT_LANGUAGES
 
@@ -85,7 +86,7 @@ async def run_bot(settings: Settings) -> int:
         fleet = stored_bots(runtime)
         try:
             # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
-            await set_command_menus(application.bot)
+            await set_command_menus(application.bot, payments=sells_plans(runtime.sales))
             # The server first: if it cannot listen, nothing is running yet to stop.
             server = None
             if needs_web(settings):

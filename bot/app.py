@@ -36,7 +36,7 @@ from bot.commands.knowledge import (
 from bot.commands.language_choice import CHOOSE_LANGUAGE, LanguageChoice
 from bot.commands.memory import DELETE_FACT, MemoryCommands
 from bot.commands.model_choice import CHOOSE_MODEL, ModelChoice
-from bot.commands.plans import BUY, PlanCommands
+from bot.commands.plans import BUY, PlanCommands, sells_plans
 from bot.commands.quota import QuotaCommand
 from bot.commands.round_presses import RoundPresses
 from bot.commands.stats import StatsCommand
@@ -150,6 +150,7 @@ def register(
 ) -> None:
     """Wire the handlers: one turn runner and one `say` shared by all."""
     bot = application.bot
+    sells = sells_plans(sales)
     outage = OutageNotices()  # one notice a minute per chat, whichever part failed
     turns = TurnRunner(
         ttl_minutes=config.ttl_minutes,
@@ -162,10 +163,10 @@ def register(
         spawn=application.create_task,
         keyboards=shared.round_keyboards,
         scope=config.scope,
-        offer_plans=sales is not None and bool(sales.plans),
+        offer_plans=sells,
     )
     say = Say(bot)
-    menus = PersonalMenus(bot)
+    menus = PersonalMenus(bot, payments=sells)
     languages = LanguageChoice(engine.languages, say=say, menus=menus, language=config.language)
     handlers = Handlers(
         engine,
@@ -178,7 +179,9 @@ def register(
         localize=languages.apply,
         blocked=engine.blocks.blocked,
     )
-    commands = Commands(engine, config, turns=turns, say=say, refuse=handlers.refuse)
+    commands = Commands(
+        engine, config, turns=turns, say=say, refuse=handlers.refuse, payments=sells
+    )
     rounds = RoundPresses(engine.turns, turns=turns)
     forgetting = Forgetting(engine, turns=turns, say=say, menus=menus)
     history = HistoryView(engine.history, say=say)

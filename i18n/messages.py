@@ -505,6 +505,14 @@ MESSAGES: dict[str, str | Plural] = {
     "command_history": N_("Your recent consultations"),
     "command_export": N_("The consultation as DOCX and Markdown files"),
     "command_language": N_("Choose the interface language"),
+    "command_plans": N_("Plans paid in Telegram Stars"),
+    "command_paysupport": N_("Help with a payment"),
+    "command_terms": N_("Terms of payment"),
+    "help_payments": N_(
+        "/plans — plans paid in Telegram Stars, and yours\n"
+        "/paysupport — help with a payment\n"
+        "/terms — the terms of payment"
+    ),
     # Plans and payments in Telegram Stars (bot.commands.plans).
     "plans_none": N_("No plans are on sale here."),
     "plans_header": N_("Plans, paid in Telegram Stars:"),

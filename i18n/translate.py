@@ -40,6 +40,10 @@ COMMANDS: tuple[str, ...] = (
     "memory", "usage", "forget", "history", "export", "language",
 )  # fmt: skip
 """The command menu, in order; each command's description is the message `command_<name>`."""
+PAYMENT_COMMANDS: tuple[str, ...] = ("plans", "paysupport", "terms")
+"""Added at the end of the menu when the bot sells plans (PLANS): Telegram asks bots that
+take payments to offer /paysupport and /terms. /refund is an operator's and the menus are
+everyone's, so it is in none."""
 
 FSI, PDI = "\u2068", "\u2069"
 _ISOLATED = re.compile(

@@ -1,6 +1,7 @@
 """Render a consultation in Telegram, as the real bot ran it, to PNG pictures for the docs.
 
     .venv/bin/python scripts/render_chat.py --out docs/images
+    .venv/bin/python scripts/render_chat.py --scenario plans --out docs/images
 
 The real bot (`python -m bot` as a child process, with a throwaway SQLite file) talks to
 the fake Bot API and the fake OpenAI-compatible model server of fakes, which run in this
@@ -15,8 +16,19 @@ included), lays it out as Telegram-like bubbles in HTML and has headless Chromiu
 - ``consultation-answer.png``: what follows in the same chat once "Send answers" is
   pressed: the final answer with its buttons.
 
-Nothing is drawn that the bot did not send; the layout (colours, bubble shapes) is this
-script's approximation of Telegram's light theme. Exit status 1 when the bot did not answer
+With ``--scenario plans`` the bot sells plans in Telegram Stars (PLANS) and a person who
+used the day's one consultation buys one:
+
+- ``payments-plans.png``: the refusal offering /plans, /plans and the plans with their Buy
+  buttons;
+- ``payments-receipt.png``: the invoice the Buy press sent (drawn from the bot's
+  ``sendInvoice``: title, description, the "Pay ⭐ N" button Telegram adds), the payment
+  (a ``successful_payment`` update, after the bot accepted the pre-checkout query), the
+  bot's receipt, and the next question answered again.
+
+Nothing is drawn that the bot did not send (the payment's service line is the update's;
+an invoice's Pay button is the one Telegram adds); the layout (colours, bubble shapes) is
+this script's approximation of Telegram's light theme. Exit status 1 when the bot did not answer
 as expected or Chromium is missing.
 """
 
@@ -26,6 +38,7 @@ import argparse
 import asyncio
 import copy
 import html
+import json
 import os
 import re
 import shutil
@@ -130,10 +143,13 @@ async def press(api: FakeBotApi, message_id: int, data: str) -> None:
     )
 
 
-def bot_env(workdir: Path, api: FakeBotApi, model: FakeModelServer) -> dict[str, str]:
+def bot_env(
+    workdir: Path, api: FakeBotApi, model: FakeModelServer, scenario: str = "consultation"
+) -> dict[str, str]:
     """The bot's settings: the fakes, a SQLite file in `workdir`, a two-round consultation
-    with a clarifying round of options; nothing else from the outside world but PATH."""
-    return {
+    with a clarifying round of options (plans: one consultation a day and `PLANS` on sale,
+    plain rounds); nothing else from the outside world but PATH."""
+    common = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(workdir),
         "TELEGRAM_BOT_TOKEN": TOKEN,
@@ -142,11 +158,18 @@ def bot_env(workdir: Path, api: FakeBotApi, model: FakeModelServer) -> dict[str,
         "OPENAI_BASE_URL": model.base_url,
         "LLM_MODEL": "render-model",
         "DB_PATH": str(workdir / "chat.sqlite3"),
-        "LLM_STRUCTURED_QUESTIONS": "on",
         "DEFAULT_MAX_ROUNDS": "2",
-        "FINAL_BRIEF": "true",
         "MEMORY_ENABLED": "false",
     }
+    if scenario == "plans":
+        return {
+            **common,
+            "USER_DAILY_CONSULTATION_LIMIT": "1",
+            "PLANS": json.dumps(PLANS),
+            "PAYMENT_SUPPORT_TEXT": "Write to support@example.com",
+            "PAYMENT_TERMS_TEXT": "Plans are not refunded once used.",
+        }
+    return {**common, "LLM_STRUCTURED_QUESTIONS": "on", "FINAL_BRIEF": "true"}
 
 
 async def record(workdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -160,7 +183,7 @@ async def record(workdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, An
             sys.executable,
             "-m",
             "bot",
-            env=bot_env(workdir, api, model),
+            env=bot_env(workdir, api, model, "consultation"),
             cwd=workdir,  # no .env of the checkout
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -208,6 +231,119 @@ async def record(workdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, An
         await bot.wait()
         await model.stop()
         await api.stop()
+
+
+# -- the plans scenario --------------------------------------------------------------------
+
+PLANS = [
+    {
+        "id": "pro",
+        "title": "Pro",
+        "description": "Up to 20 consultations a day for 30 days",
+        "stars": 250,
+        "days": 30,
+        "limits": {"daily_consultations": 20},
+    },
+    {
+        "id": "club",
+        "title": "Club",
+        "description": "10 consultations a day, renewed every month",
+        "stars": 100,
+        "subscription": True,
+        "limits": {"daily_consultations": 10},
+    },
+]
+FIRST = "Which shoes suit a beginner runner?"
+FIRST_REPLY = "Do you run mostly on roads or on trails?"
+AGAIN = "How do I pace my first race?"
+AGAIN_REPLY = "What finish time are you aiming for, and what is your usual 5 km time?"
+CHARGE = "stxRenderCharge1"
+
+
+async def say(api: FakeBotApi, text: str) -> dict[str, Any]:
+    """Send `text` from the person and return the bot's first message in reply."""
+    before = len(sent(api))
+    api.push_update(api.text_message(CHAT, text, user_id=CHAT, first_name=USER_NAME))
+    await wait_sent(api, before + 1)
+    reply = sent(api)[before].result
+    assert reply is not None
+    return reply
+
+
+async def record_plans(workdir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Use the day's one consultation, be refused, open /plans, buy Pro and ask again; the
+    chat from the refused question to the plans, and from the invoice on."""
+    api, model = FakeBotApi(), FakeModelServer()
+    await api.start()
+    await model.start()
+    with (workdir / "bot.log").open("wb") as log:
+        bot = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot",
+            env=bot_env(workdir, api, model, "plans"),
+            cwd=workdir,  # no .env of the checkout
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
+    try:
+        await api.wait_for(lambda c: c.method == "getUpdates", 30)  # polling: the bot is up
+        model.enqueue(FIRST_REPLY)
+        assert FIRST_REPLY in (await say(api, FIRST))["text"]
+        await say(api, "/reset")
+        refused_from = max(m["message_id"] for m in chat_now(api)) + 1
+        refusal = await say(api, AGAIN)
+        assert "/plans" in refusal["text"], refusal["text"]
+        listing = await say(api, "/plans")
+        assert button_data(listing) == ["buy:pro", "buy:club"], listing
+        offered = [m for m in chat_now(api) if m["message_id"] >= refused_from]
+
+        await press(api, listing["message_id"], "buy:pro")
+        invoice = await api.wait_for(lambda c: c.method == "sendInvoice", 30)
+        assert invoice.result is not None, invoice.status
+        bought_from = invoice.result["message_id"]
+        payload, amount = invoice.params["payload"], invoice.params["prices"][0]["amount"]
+        query = api.push_update(api.pre_checkout_query(CHAT, payload, amount))
+        query_id = query["pre_checkout_query"]["id"]
+        await api.wait_for(
+            lambda c: (
+                c.method == "answerPreCheckoutQuery"
+                and c.params.get("pre_checkout_query_id") == query_id
+            ),
+            30,
+        )
+        assert api.checkout_answers[query_id] == (True, None), api.checkout_answers
+        before = len(sent(api))
+        api.push_update(api.successful_payment(CHAT, payload, amount, charge_id=CHARGE))
+        await wait_sent(api, before + 1)
+        receipt = sent(api)[before].result
+        assert receipt is not None and CHARGE in receipt["text"], receipt
+        model.enqueue(AGAIN_REPLY)
+        assert AGAIN_REPLY in (await say(api, AGAIN))["text"]
+        chat = chat_now(api)
+        for message in chat:  # the invoice as the bot sent it
+            if message["message_id"] == bought_from:
+                message["invoice"] = invoice_of(invoice.params)
+        return offered, [m for m in chat if m["message_id"] >= bought_from]
+    except (AssertionError, StopIteration, TimeoutError):
+        print((workdir / "bot.log").read_text(errors="replace")[-4000:], file=sys.stderr)
+        raise
+    finally:
+        bot.terminate()
+        await bot.wait()
+        await model.stop()
+        await api.stop()
+
+
+def invoice_of(params: dict[str, Any]) -> dict[str, Any]:
+    """The invoice a `sendInvoice` call asked for, as Telegram's Invoice object."""
+    return {
+        "title": params["title"],
+        "description": params["description"],
+        "currency": params["currency"],
+        "total_amount": params["prices"][0]["amount"],
+    }
 
 
 # -- laying it out -------------------------------------------------------------------------
@@ -260,7 +396,32 @@ def keyboard_html(message: dict[str, Any]) -> str:
     return f'<div class="keyboard">{"".join(lines)}</div>' if lines else ""
 
 
+def invoice_bubble(message: dict[str, Any]) -> str:
+    """An invoice as Telegram shows one: title, description, price, and the Pay button."""
+    invoice = message["invoice"]
+    stars = f"⭐ {invoice['total_amount']}" if invoice["currency"] == "XTR" else ""
+    return (
+        '<div class="msg in"><div class="bubble invoice">'
+        f'<div class="title">{html.escape(invoice["title"])}</div>'
+        f"<div>{html.escape(invoice['description'])}</div>"
+        f'<div class="price">{html.escape(stars)}</div></div>'
+        f'<div class="keyboard"><div class="row"><div class="key">Pay {html.escape(stars)}'
+        "</div></div></div></div>"
+    )
+
+
+def service_line(message: dict[str, Any]) -> str:
+    """A payment's service message, as Telegram centres one in the chat."""
+    paid = message["successful_payment"]
+    amount = f"⭐ {paid['total_amount']}" if paid["currency"] == "XTR" else ""
+    return f'<div class="service"><span>You paid {html.escape(amount)} to Consultant</span></div>'
+
+
 def bubble(message: dict[str, Any]) -> str:
+    if "invoice" in message:
+        return invoice_bubble(message)
+    if "successful_payment" in message:
+        return service_line(message)
     mine = not message.get("from", {}).get("is_bot")
     text = entity_html(message.get("text") or "", message.get("entities") or [])
     side = "out" if mine else "in"
@@ -290,6 +451,11 @@ main {{ padding: 10px 10px 14px; }}
 code, pre {{ font-family: "DejaVu Sans Mono", monospace; font-size: 13px; }}
 .link, a {{ color: #2a7ab8; text-decoration: none; }}
 blockquote {{ margin: 2px 0; padding-left: 8px; border-left: 3px solid #5aa2d8; }}
+.invoice .title {{ font-weight: bold; }} .invoice .price {{ margin-top: 4px; color: #8a8a8a; }}
+.star {{ color: #f5b50a; }} .key .star, .service .star {{ color: #ffd54a; }}
+.service {{ text-align: center; margin: 8px 0; }}
+.service > span {{ display: inline-block; padding: 3px 10px; border-radius: 12px; color: #fff;
+  font-size: 13px; background: rgba(40, 70, 40, .45); }}
 </style></head><body>
 <header><div class="name">Consultant</div><div class="sub">bot</div></header>
 <main>{messages}</main>
@@ -298,8 +464,14 @@ blockquote {{ margin: 2px 0; padding-left: 8px; border-left: 3px solid #5aa2d8; 
 """
 
 
+STAR = '<span class="star">★</span>'
+"""Telegram's Star (⭐, drawn from Apple's or Noto's colour emoji): a gold ★ of the text font
+here, so the pictures need no emoji font."""
+
+
 def page(messages: list[dict[str, Any]]) -> str:
-    return PAGE.format(width=WIDTH, messages="\n".join(bubble(m) for m in messages))
+    shown = "\n".join(bubble(m) for m in messages)
+    return PAGE.format(width=WIDTH, messages=shown.replace("⭐\ufe0f", STAR).replace("⭐", STAR))
 
 
 def screenshot(chromium: str, source: Path, target: Path) -> None:
@@ -333,6 +505,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images")
     parser.add_argument("--html-only", action="store_true", help="write the HTML, no PNG")
+    parser.add_argument(
+        "--scenario",
+        choices=("consultation", "plans"),
+        default="consultation",
+        help="a consultation (default), or buying a plan in Telegram Stars",
+    )
     args = parser.parse_args()
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None and not args.html_only:
@@ -341,15 +519,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         try:
-            tapped, answered = asyncio.run(record(work))
+            if args.scenario == "plans":
+                offered, bought = asyncio.run(record_plans(work))
+                pictures = [("payments-plans", offered), ("payments-receipt", bought)]
+            else:
+                tapped, answered = asyncio.run(record(work))
+                pictures = [("consultation-round", tapped), ("consultation-answer", answered)]
         except (AssertionError, StopIteration, TimeoutError) as error:
             print(f"the bot did not answer as expected: {error!r}", file=sys.stderr)
             return 1
         args.out.mkdir(parents=True, exist_ok=True)
-        for name, messages in (
-            ("consultation-round", tapped),
-            ("consultation-answer", answered),
-        ):
+        for name, messages in pictures:
             source = work / f"{name}.html"
             source.write_text(page(messages), encoding="utf-8")
             if args.html_only:

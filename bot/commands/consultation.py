@@ -48,12 +48,15 @@ class Commands:
         turns: TurnRunner,
         say: Say,
         refuse: Refusals,
+        payments: bool = False,
     ) -> None:
         self.engine = engine
         self.config = config
         self.turns = turns
         self.say = say
         self.refuse = refuse
+        self.payments = payments
+        """The bot sells plans: /help lists /plans, /paysupport and /terms."""
 
     async def start(self, incoming: Incoming, context: Context) -> None:
         """Greet and explain how a consultation works."""
@@ -61,7 +64,8 @@ class Commands:
         await self.say(incoming, t(incoming.language, "start", rounds=status.max_rounds))
 
     async def help(self, incoming: Incoming, context: Context) -> None:
-        """List the commands; in groups explain privacy mode when it hides messages."""
+        """List the commands (the payment ones only when the bot sells plans); in groups
+        explain privacy mode when it hides messages."""
         language = incoming.language
         status = await self.engine.turns.status(incoming.key)
         text = t(
@@ -71,6 +75,8 @@ class Commands:
             rounds=status.max_rounds,
             username=context.bot.username,
         )
+        if self.payments:
+            text += "\n\n" + t(language, "help_payments")
         if incoming.is_group and not context.bot.can_read_all_group_messages:
             text += "\n\n" + t(language, "privacy_note", username=context.bot.username)
         await self.say(incoming, text)

@@ -47,6 +47,12 @@ MAX_TITLE_CHARS = 32
 _CHARGE = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_CHARGE_ID_CHARS}}}")
 
 
+def sells_plans(sales: PlanSales | None) -> bool:
+    """Whether the bot sells plans: then /plans, /paysupport and /terms are in its menus
+    and /help, and the quota message offers /plans."""
+    return sales is not None and bool(sales.plans)
+
+
 def when(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M")
 

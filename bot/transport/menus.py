@@ -11,7 +11,10 @@ Invariants:
 - a menu is a nicety: a call that fails (network, flood control, a person who never opened
   a private chat with the bot) is logged and fails nothing else. It is made once, never
   waited for and retried (a flood wait would hold the chat's next updates): the person's
-  next choice sets it again.
+  next choice sets it again;
+- a bot that sells plans (PLANS) adds /plans, /paysupport and /terms to every menu; one
+  that does not shows none of them. /refund is in no menu: menus are everyone's, and it
+  answers only operators.
 """
 
 from __future__ import annotations
@@ -28,23 +31,26 @@ from telegram.error import TelegramError
 
 from bot.transport.target import NO_RETRIES, AnyBot
 from i18n.languages import LANGUAGES, SOURCE, menu_code
-from i18n.translate import COMMANDS, texts_once
+from i18n.translate import COMMANDS, PAYMENT_COMMANDS, texts_once
 
 log = logging.getLogger(__name__)
 
 
-def commands_in(language: str) -> list[BotCommand]:
+def commands_in(language: str, *, payments: bool = False) -> list[BotCommand]:
     """The command menu, described in `language` (its catalog is not kept for the menu:
-    every offered language's menu is made at start-up, most of them for no one here)."""
-    descriptions = texts_once(language, (f"command_{name}" for name in COMMANDS))
-    return [BotCommand(name, text) for name, text in zip(COMMANDS, descriptions, strict=True)]
+    every offered language's menu is made at start-up, most of them for no one here);
+    with `payments`, the commands of a bot that sells plans too."""
+    names = COMMANDS + PAYMENT_COMMANDS if payments else COMMANDS
+    descriptions = texts_once(language, (f"command_{name}" for name in names))
+    return [BotCommand(name, text) for name, text in zip(names, descriptions, strict=True)]
 
 
-async def set_command_menus(bot: AnyBot) -> None:
+async def set_command_menus(bot: AnyBot, *, payments: bool = False) -> None:
     """Command menus for private chats and groups: the default one in English, and one per
-    other offered language for clients set to it (`language_code`: the base language)."""
+    other offered language for clients set to it (`language_code`: the base language);
+    `payments` when the bot sells plans."""
     for language in LANGUAGES:
-        commands = commands_in(language)
+        commands = commands_in(language, payments=payments)
         code = None if language == SOURCE else menu_code(language)
         for scope in (BotCommandScopeAllPrivateChats(), BotCommandScopeAllGroupChats()):
             try:
@@ -56,15 +62,18 @@ async def set_command_menus(bot: AnyBot) -> None:
 class PersonalMenus:
     """The menu of a person's private chat, in the language they chose."""
 
-    def __init__(self, bot: AnyBot) -> None:
+    def __init__(self, bot: AnyBot, *, payments: bool = False) -> None:
         self._bot = bot
+        self._payments = payments
 
     async def show(self, user_id: int, language: str) -> None:
         """Describe the commands in `language` in the person's private chat."""
         scope = BotCommandScopeChat(user_id)
         try:
             await self._bot.set_my_commands(
-                commands_in(language), scope=scope, rate_limit_args=NO_RETRIES
+                commands_in(language, payments=self._payments),
+                scope=scope,
+                rate_limit_args=NO_RETRIES,
             )
         except TelegramError as exc:
             log.info("could not set the command menu of chat %s: %s", user_id, exc)

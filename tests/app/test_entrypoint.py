@@ -419,3 +419,25 @@ async def test_the_api_logs_its_shutdown_on_sigterm(
     log = api.log.read_text()
     assert "stopping" in log and log.rstrip().endswith("stopped"), log
     assert "Traceback" not in log
+
+
+async def test_a_bot_selling_plans_sets_menus_with_the_payment_commands(
+    tmp_path: Path, bot_api: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """With PLANS, the process's menus in every language and scope end with /plans,
+    /paysupport and /terms, and have no /refund."""
+    plans = json.dumps([{"id": "pro", "title": "Pro", "stars": 250, "days": 30}])
+    env = fakes_env(tmp_path, bot_api, model_server, PLANS=plans, DB_PATH=str(tmp_path / "b.db"))
+    bot = await BotProcess.launch(env, tmp_path / "bot.log", tmp_path)
+    try:
+        await bot_api.wait_for("getUpdates", 30)  # the menus are set before polling starts
+        assert len(bot_api.commands) == 2 * len(LANGUAGES)
+        for commands in bot_api.commands.values():
+            names = [c["command"] for c in commands]
+            assert names[-3:] == ["plans", "paysupport", "terms"]
+            assert "refund" not in names
+        assert await bot.stop() == 0, bot.log.read_text()
+    finally:
+        if bot.process.returncode is None:
+            bot.process.kill()
+            await bot.process.wait()
