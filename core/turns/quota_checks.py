@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 
 
 PlanLimitsOf = Callable[[str], Awaitable[tuple[str, PlanLimits] | None]]
-"""A person's active plan's id and limits, None without one (`core.turns.plan_limits`)."""
+"""A person's active plan's id and limits, None without one
+(`core.turns.plan_sales.PlanSales.limits_of`)."""
 
 
 def tokens(totals: list[UsageTotal]) -> int:
