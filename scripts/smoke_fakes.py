@@ -178,7 +178,9 @@ class FakeTelegram:
     async def _method(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         self.methods.append(method)
-        form = await request.post()
+        # The bot sends a JSON object of PTB's encoded values, or multipart with a file.
+        json_body = request.content_type == "application/json"
+        form = await request.json() if json_body else await request.post()
         result: Any = True
         if method == "getMe":
             result = {
