@@ -13,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import gc
 import sys
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from app.lean_imports import leave_out_unused
 from app.logs import configure_logging, secrets_of
 from app.settings import Settings, load_settings
 from core.domain.errors import ConfigError
+
+if TYPE_CHECKING:
+    import argparse
 
 EXIT_CONFIG = 2
 COMMANDS = ("run", "api", "console")
@@ -110,43 +113,42 @@ def knowledge(args: list[str]) -> int:
     """Add, list, remove, search or reindex the knowledge base's documents
     (`app.knowledge_cli`); the readers and the splitter load only here."""
     from app.knowledge_cli import parser, run_knowledge
-    from app.startup import StartupError
 
-    try:
-        arguments = parser().parse_args(args)
-    except SystemExit as exit:  # --help, or a wrong command (argparse said why)
-        return int(exit.code or 0)
-    try:
-        settings = load_settings()
-        configure_logging(settings.log_level, secrets_of(settings), floor="WARNING")
-        return run(run_knowledge(settings, arguments))
-    except ConfigError as exc:
-        print(f"Configuration error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except StartupError as exc:
-        print(f"Cannot open the knowledge base: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+    return _operator_command(args, parser(), run_knowledge, "the knowledge base")
 
 
 def bots(args: list[str]) -> int:
     """Add, list, change, disable, enable or remove the bots served besides
     TELEGRAM_BOT_TOKEN's (`app.bots_cli`)."""
     from app.bots_cli import parser, run_bots
+
+    return _operator_command(args, parser(), run_bots, "the bots")
+
+
+def _operator_command(
+    args: list[str],
+    parser: argparse.ArgumentParser,
+    command: Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]],
+    what: str,
+) -> int:
+    """An operator's command on the deployment's store: its arguments parsed (argparse's
+    exit for --help or a wrong command), the settings loaded, `command` run; a bad setting
+    or a store that cannot open is one line and EXIT_CONFIG."""
     from app.startup import StartupError
 
     try:
-        arguments = parser().parse_args(args)
+        arguments = parser.parse_args(args)
     except SystemExit as exit:  # --help, or a wrong command (argparse said why)
         return int(exit.code or 0)
     try:
         settings = load_settings()
         configure_logging(settings.log_level, secrets_of(settings), floor="WARNING")
-        return run(run_bots(settings, arguments))
+        return run(command(settings, arguments))
     except ConfigError as exc:
         print(f"Configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except StartupError as exc:
-        print(f"Cannot open the bots: {exc}", file=sys.stderr)
+        print(f"Cannot open {what}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
 
