@@ -56,6 +56,7 @@ from core.domain.quotas import QuotaConfig
 from core.domain.tools import Toolbox, ToolServerStatus
 from core.domain.usage import Accounting
 from core.llm.llm import ModelEndpoint, OpenAICompleter
+from core.primitives.intake_gate import IntakeGate
 from core.primitives.keyed_lock import KeyedLock
 from core.prompting.prompts import PromptLibrary
 from core.prompting.requests import EngineConfig
@@ -106,6 +107,8 @@ class Runtime:
     sales: PlanSales | None = None  # the plans PLANS sells in Stars (None: nothing is sold)
     # Builds an engine as `engine` is built, with other defaults (`engine_for`).
     make_engine: Callable[[EngineConfig, QuotaConfig], Engine] | None = None
+    # A few turns at a time between arrival and model call, for every bot of the process.
+    turn_intake: IntakeGate = field(default_factory=IntakeGate)
 
     def engine_for(self, config: EngineConfig, quotas: QuotaConfig) -> Engine:
         """An engine on this runtime's store, model clients, prompts, knowledge, tools and
@@ -277,6 +280,7 @@ async def open_runtime(
                 tools=toolbox,
                 sales=sales,
                 make_engine=make_engine,
+                turn_intake=IntakeGate(settings.turn_intake_slots),
             )
         finally:
             for task in tasks:

@@ -62,6 +62,7 @@ async def run_bot(settings: Settings) -> int:
             on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
             shared=shared_state(runtime, config),
             intake=runtime.intake,
+            turn_intake=runtime.turn_intake,
             on_given_up=runtime.metrics.record_given_up,
             knowledge=operator_knowledge(runtime),
             sales=runtime.sales,

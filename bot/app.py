@@ -55,6 +55,7 @@ from bot.updates.buttons import Buttons
 from bot.updates.cluster_state import IN_MEMORY, SharedState
 from bot.updates.ordering import PerChatUpdateProcessor
 from core.domain.outcomes import Reply
+from core.primitives.intake_gate import IntakeGate
 from core.turns.engine import Engine
 from core.turns.plan_sales import PlanSales
 from media.intake import Intake
@@ -78,6 +79,7 @@ def build_application(
     on_given_up: Callable[[str], object] | None = None,
     knowledge: OperatorKnowledge | None = None,
     sales: PlanSales | None = None,
+    turn_intake: IntakeGate | None = None,
 ) -> Application:
     """The Application; `on_reply` sees every reply produced (metrics); `shared` is the
     state kept between updates (this process's memory unless given); `intake` reads the
@@ -85,7 +87,8 @@ def build_application(
     reason of each update stopped past `config.handling_deadline` (metrics); `knowledge` is
     what the operators' /knowledge manages (without it the bot has no such command);
     `sales` the plans sold in Stars (without it: /plans, /refund, /paysupport, /terms and
-    payments are not handled)."""
+    payments are not handled); `turn_intake` lets a few updates at a time from arrival to
+    their model call (the process's gate, one for all its bots; None: no gate)."""
 
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
@@ -96,6 +99,7 @@ def build_application(
         unordered_commands=UNORDERED_COMMANDS,
         deadline=config.handling_deadline,
         on_deadline=past_deadline,
+        intake=turn_intake,
     )
     builder = (
         ApplicationBuilder()

@@ -31,6 +31,7 @@ from bot.app import build_application
 from bot.transport.config import BotConfig
 from bot.updates.cluster_state import IN_MEMORY, SharedState
 from core.domain.knowledge import KnowledgeSearch
+from core.primitives.intake_gate import IntakeGate
 from fakes.bot_api import TOKEN, Call, FakeBotApi
 from fakes.model_server import FakeModelServer
 
@@ -99,10 +100,12 @@ async def running_bot(
     shared: SharedState = IN_MEMORY,
     clock: Callable[[], float] = time.time,
     knowledge: KnowledgeSearch | None = None,
+    turn_intake: IntakeGate | None = None,
 ) -> AsyncIterator[RunningBot]:
     """A bot polling the fake; `config` replaces the one `settings` gives (tunables),
     `shared` the state kept in memory (limits shared on PostgreSQL, say), `clock` the
-    engine's, `knowledge` the knowledge base its consultations read."""
+    engine's, `knowledge` the knowledge base its consultations read, `turn_intake` the
+    process's intake gate (the runtime's, TURN_INTAKE_SLOTS, unless given)."""
     async with open_runtime(settings, clock=clock, knowledge=knowledge) as runtime:
         if shared.round_keyboards is None:  # kept in the store, as `app.serve_bot` keeps them
             shared = dataclasses.replace(shared, round_keyboards=runtime.store)
@@ -113,6 +116,7 @@ async def running_bot(
             shared=shared,
             knowledge=operator_knowledge(runtime),
             sales=runtime.sales,
+            turn_intake=turn_intake or runtime.turn_intake,
         )
         async with application:
             await application.start()

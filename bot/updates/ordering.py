@@ -11,6 +11,10 @@ A few commands must answer while a reply is being written (`/status` reads,
 `/reset` stops the running turn): they skip the lock. Everything else, including
 "/answer", its button and the commands that change settings, keeps its place.
 
+Ordered updates pass the process's intake gate (`core.primitives.intake_gate`) once their
+chat's turn has come: a few at a time until their model call starts, so a burst of new
+chats reaches the model at once instead of in lockstep.
+
 No update holds its chat forever: one whose handling runs past `deadline` is cancelled
 (as a /reset or a failure would stop it: what it had stored stays, nothing half-written,
 since the store's writes are single statements) and `on_deadline` tells its chat; the
@@ -28,6 +32,7 @@ from telegram import MessageEntity, Update
 from telegram.ext import BaseUpdateProcessor
 
 from bot.transport.chat import conversation_key
+from core.primitives.intake_gate import IntakeGate
 from core.primitives.keyed_lock import KeyedLock
 
 log = logging.getLogger(__name__)
@@ -52,10 +57,13 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
         unordered_commands: Iterable[str] = (),
         deadline: float | None = None,
         on_deadline: Callable[[Update], Awaitable[object]] | None = None,
+        intake: IntakeGate | None = None,
     ) -> None:
         """`unordered_commands` run at once, without waiting for the conversation's turn;
-        an update still running after `deadline` seconds is stopped (None: never)."""
+        an update still running after `deadline` seconds is stopped (None: never); `intake`
+        is the process's gate (shared by every bot it serves; None: no gate)."""
         super().__init__(max_concurrent_updates)
+        self._intake = intake or IntakeGate(0)
         self._locks = KeyedLock()
         self._unordered = frozenset(unordered_commands)
         self._deadline = deadline
@@ -66,7 +74,7 @@ class PerChatUpdateProcessor(BaseUpdateProcessor):
         if key is None or (isinstance(update, Update) and command_of(update) in self._unordered):
             await coroutine
             return
-        async with self._locks.hold(key):
+        async with self._locks.hold(key), self._intake.enter():
             await self._within_deadline(update, coroutine)
 
     async def _within_deadline(self, update: object, coroutine: Awaitable[Any]) -> None:

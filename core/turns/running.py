@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from core.domain.errors import TurnCancelled
 from core.domain.ports import ChatLocks, Completer, Completion, CompletionRequest, OnDelta
+from core.primitives.intake_gate import leave_intake
 
 
 @dataclass(slots=True)
@@ -83,7 +84,8 @@ class TurnGate:
 
 
 class StoppableCompleter:
-    """A `core.domain.ports.Completer` whose calls a `RunningTurns.stop` can cancel."""
+    """A `core.domain.ports.Completer` whose calls a `RunningTurns.stop` can cancel; a
+    call ends its turn's intake (`core.primitives.intake_gate`), so the next turn enters."""
 
     def __init__(self, inner: Completer) -> None:
         self.inner = inner
@@ -91,6 +93,7 @@ class StoppableCompleter:
     async def complete(
         self, request: CompletionRequest, on_delta: OnDelta | None = None
     ) -> Completion:
+        leave_intake()
         turn = _current.get()
         if turn is None:  # not inside a turn: nothing can stop it
             return await self.inner.complete(request, on_delta)
