@@ -56,7 +56,13 @@ from core.domain.ports import Completion, CompletionRequest, OnDelta
 from core.llm.call_failure import CallFailed, model_error, retried, schema_refused
 from core.llm.chat_wire import ChatWire
 from core.llm.llm_errors import ended_before_text, refused
-from core.llm.llm_stream import EventData, StreamState, decoded
+from core.llm.llm_stream import (
+    EventData,
+    StreamState,
+    decoded,
+    read_out,
+    stream_error_message,
+)
 from core.llm.wire_calls import WireCalls
 
 YIELD_EVERY = 32
@@ -91,8 +97,6 @@ per retry after backoffs; another error gets the call again with them."""
 
 _JSON_FORMAT = {"type": "json_object"}
 _STREAM_OPTIONS = {"include_usage": True}
-DRAIN_SECONDS = 0.1
-"""How long the rest of a body after `[DONE]` is read, at most (as the SDK does)."""
 
 
 class _EventData:
@@ -114,10 +118,10 @@ class _Chunks(AsyncStream[object]):
     (`_iter_events`); what it does with each event is done here with less work per
     chunk (its generic `Mapping` checks, the event objects, a cancel scope to drain
     the body, and three generators left suspended for the loop to close, each call):
-    `[DONE]` ends the chunks, and what follows is read to the end (for at most
-    `DRAIN_SECONDS`) so the connection can be used again; an event carrying an `error`
-    object raises `openai.APIError` with its message; an event that is not JSON raises
-    ValueError, as the SDK's `json()` does.
+    `[DONE]` ends the chunks, and what follows is read to the end (`read_out`) so the
+    connection can be used again; an event carrying an `error` object raises
+    `openai.APIError` with its message; an event that is not JSON raises ValueError, as
+    the SDK's `json()` does.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -132,30 +136,16 @@ class _Chunks(AsyncStream[object]):
         try:
             async for data in events:
                 if data.startswith("[DONE]"):
-                    await _read_out(events)
+                    await read_out(events, (ValueError, openai.APIError))
                     return
                 chunk = json.loads(data)
                 if isinstance(chunk, dict) and chunk.get("error"):
-                    raise _stream_error(chunk["error"], self.response.request)
+                    error = chunk["error"]
+                    message = stream_error_message(error)
+                    raise openai.APIError(message, self.response.request, body=error)
                 yield chunk
         finally:
             await self.response.aclose()
-
-
-async def _read_out(events: AsyncIterator[str]) -> None:
-    """Read what follows `[DONE]` to the body's end; a failure there changes nothing."""
-    with contextlib.suppress(TimeoutError, ValueError, openai.APIError):
-        async with asyncio.timeout(DRAIN_SECONDS):
-            async for _ in events:
-                pass
-
-
-def _stream_error(error: object, request: Any) -> openai.APIError:
-    """An error event as the SDK raises it: its message, or a generic one."""
-    message = error.get("message") if isinstance(error, dict) else None
-    if not message or not isinstance(message, str):
-        message = "An error occurred during streaming"
-    return openai.APIError(message, request, body=error)
 
 
 @dataclass(frozen=True, slots=True)

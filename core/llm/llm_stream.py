@@ -16,6 +16,7 @@ of the openai SDK: `EventData` splits the server-sent events of the bytes the SD
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterable, AsyncIterator
@@ -27,6 +28,10 @@ from core.domain.ports import Completion, CompletionRequest
 from core.domain.tokens import estimate_prompt_tokens, estimate_tokens
 from core.domain.tools import ToolCall
 
+DRAIN_SECONDS = 0.1
+"""How long the rest of a body after `[DONE]` is read, at most (as the SDK does)."""
+STREAM_ERROR = "An error occurred during streaming"
+"""What an error event without a message of its own says (the SDK's words)."""
 MAX_TOOL_CALLS = 16
 """Tool calls kept of one reply; a model asking for more gets the first ones."""
 MAX_ARGUMENT_CHARS = 64_000
@@ -294,3 +299,18 @@ def _typed(value: Any, kind: type, name: str) -> Any:
     if value is None or isinstance(value, kind):
         return value
     raise malformed(f"{name} is {type(value).__name__}, not {kind.__name__}")
+
+
+async def read_out(pieces: AsyncIterator[object], failures: tuple[type[Exception], ...]) -> None:
+    """Read what follows `[DONE]` to the body's end, for at most `DRAIN_SECONDS`, so the
+    connection can be used again; a timeout or one of `failures` there changes nothing."""
+    with contextlib.suppress(TimeoutError, *failures):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in pieces:
+                pass
+
+
+def stream_error_message(error: object) -> str:
+    """What an error event in a stream says: its `message`, or the SDK's generic words."""
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) and message else STREAM_ERROR

@@ -8,8 +8,9 @@ for a wait over two minutes; the wait is the server's `retry-after-ms` or `retry
 up to a quarter at random. What fails after that leaves as `CallFailed` shaped as the
 SDK would say it ("Error code: 429 - <the error's message>", the error object as body).
 The answer's events are read with the same decoder as the SDK's path (`EventData`);
-`[DONE]` ends the chunks and what follows is read for at most `DRAIN_SECONDS` so the
-connection can be used again; an event carrying an `error` object is a `CallFailed`.
+`[DONE]` ends the chunks and what follows is read for at most
+`core.llm.llm_stream.DRAIN_SECONDS` so the connection can be used again; an event
+carrying an `error` object is a `CallFailed`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 from core.llm.call_failure import CallFailed, retried
 from core.llm.chat_wire import ChatWire, WireFailed, WireResponse, WireTimeout
-from core.llm.llm_stream import EventData
+from core.llm.llm_stream import EventData, read_out, stream_error_message
 
 INITIAL_RETRY_DELAY = 0.5
 MAX_RETRY_DELAY = 8.0
@@ -35,7 +36,6 @@ MAX_RETRY_AFTER = 120.0
 SDK's figures, as `INITIAL_RETRY_DELAY` and `MAX_RETRY_DELAY`)."""
 ERROR_BODY_BYTES = 65_536
 """An error answer's body is read to this length at most."""
-DRAIN_SECONDS = 0.1
 
 
 class WireCalls:
@@ -164,7 +164,7 @@ async def _chunks(response: WireResponse) -> AsyncIterator[Any]:
         async for piece in pieces:
             for data in events.feed(piece):
                 if data.startswith("[DONE]"):
-                    await _read_out(pieces)
+                    await read_out(pieces, (WireTimeout, WireFailed))
                     return
                 chunk = json.loads(data)
                 if isinstance(chunk, dict) and chunk.get("error"):
@@ -175,18 +175,8 @@ async def _chunks(response: WireResponse) -> AsyncIterator[Any]:
         raise _connection_failure(exc) from exc
 
 
-async def _read_out(pieces: AsyncIterator[bytes]) -> None:
-    """Read what follows `[DONE]` to the body's end; a failure there changes nothing."""
-    with contextlib.suppress(TimeoutError, WireTimeout, WireFailed):
-        async with asyncio.timeout(DRAIN_SECONDS):
-            async for _ in pieces:
-                pass
-
-
 def _stream_error(error: object) -> CallFailed:
-    """An error event as the SDK raises it: its message, or a generic one."""
-    message = error.get("message") if isinstance(error, dict) else None
-    if not message or not isinstance(message, str):
-        message = "An error occurred during streaming"
+    """An error event as the SDK raises it: its message, or a generic one; its code kept."""
+    message = stream_error_message(error)
     code = error.get("code") if isinstance(error, dict) else None
     return CallFailed(message, code=code if isinstance(code, str) else None, body=error)

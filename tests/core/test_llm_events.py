@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestServer
 from openai._streaming import SSEDecoder
 
 from core.domain.ports import CompletionRequest
-from core.llm.llm import DRAIN_SECONDS, OpenAICompleter
-from core.llm.llm_stream import EventData
+from core.llm.llm import OpenAICompleter
+from core.llm.llm_stream import DRAIN_SECONDS, EventData
 from tests.wires import wire_for
 
 STREAMS = {
