@@ -231,7 +231,7 @@ async def open_runtime(
                 toolbox=toolbox,
             )
             if sales is not None:  # a stored bot's engine: a buyer's plan counts there too
-                built.quotas.use_plans(sales.limits_of)
+                built.quotas.use_plans(sales.plan_of)
             return built
 
         engine = make_engine(engine_config, settings.quota_config())
@@ -311,7 +311,7 @@ def plan_sales(
         refresh=engine.quotas.refresh,
         events=metrics,
     )
-    engine.quotas.use_plans(sales.limits_of)
+    engine.quotas.use_plans(sales.plan_of)
     return sales
 
 

@@ -188,7 +188,11 @@ def register(
     exports = Exports(engine.history, say=say)
     memory = MemoryCommands(engine.memories, say=say)
     models = ModelChoice(
-        engine.settings, say=say, refuse=handlers.refuse, may_configure=commands.may_configure
+        engine.settings,
+        say=say,
+        refuse=handlers.refuse,
+        may_configure=commands.may_configure,
+        plan_models=engine.quotas.plan_models if sells else None,
     )
     usage = UsageCommand(engine, say=say)
     quota = QuotaCommand(

@@ -11,6 +11,10 @@ Invariants:
 - A limit a plan does not name is the deployment's (`plan_limits`); an active plan
   replaces the deployment's limits, never an operator's override or exemption (those are
   a person's own word, `core.domain.quotas.limits_for`).
+- A plan's `models` are added to what a person may choose, first (`models_with_plan`): the
+  plan's first model is the person's default, a model the person chose among the
+  deployment's (or the bot's) stays theirs, and when the plan ends or is refunded a plan's
+  model chosen is no longer allowed, so the deployment's default is called again.
 Pure: no I/O.
 """
 
@@ -81,6 +85,16 @@ def _in(texts: tuple[tuple[str, str], ...], language: str) -> str:
         if code == language:
             return text
     return texts[0][1] if texts else ""
+
+
+def models_with_plan(
+    default: str, allowed: tuple[str, ...], plan_models: tuple[str, ...]
+) -> tuple[str, tuple[str, ...]]:
+    """The default model and the models a person may choose when their active plan lists
+    `plan_models` (empty: no plan, or one listing none: `default` and `allowed` as given)."""
+    if not plan_models:
+        return default, allowed
+    return plan_models[0], tuple(dict.fromkeys((*plan_models, *allowed)))
 
 
 def find_plan(plans: Iterable[Plan], plan_id: str) -> Plan | None:
