@@ -51,8 +51,9 @@ async def test_a_plans_model_is_called_after_purchase_and_not_after_the_refund(
     bot: RunningBot,
 ) -> None:
     """Before: LLM_MODEL, and /model refuses the plan's model. Bought: the plan's first
-    model is called, /model lists the plan's models first and a deployment's model chosen
-    is honoured. Refunded: the plan's model chosen is said removed, LLM_MODEL is called."""
+    model is called (and /status names it), /model lists the plan's models first and a
+    deployment's model chosen is honoured. Refunded: the plan's model chosen is said
+    removed, LLM_MODEL is called."""
     assert await asked_with(bot, "Pick a database") == "test-model"
     refused = await say(bot, USER, "/model gpt-4o")
     assert refused.params["text"].startswith("Unknown model")
@@ -66,6 +67,7 @@ async def test_a_plans_model_is_called_after_purchase_and_not_after_the_refund(
     receipt = await pay(bot, USER, f"plan:pro:{PERSON}", 250, charge_id="ch-models")
     assert receipt.params["text"].startswith("Thank you! Pro is yours until ")
     assert await asked_with(bot, "For analytics") == "gpt-4o"
+    assert "gpt-4o" in (await say(bot, USER, "/status")).params["text"]
     shown = await say(bot, USER, "/model")
     assert [b["text"] for row in shown.params["reply_markup"]["inline_keyboard"] for b in row] == [
         "✓ gpt-4o",
