@@ -237,9 +237,11 @@ def changed_profile(profile: BotProfile, changes: Mapping[str, str]) -> BotProfi
         elif key == "models":
             data[key] = [m.strip() for m in value.split(",") if m.strip()]
         elif key == "plans":
+            if len(value) > MAX_SETTINGS_CHARS:
+                raise ProfileInvalid(f"plans: at most {MAX_SETTINGS_CHARS} characters of JSON")
             try:
                 data[key] = json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested too deep
                 raise ProfileInvalid("plans: not valid JSON (a list of plans, as PLANS)") from None
         else:
             data[key] = value

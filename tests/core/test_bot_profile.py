@@ -155,6 +155,8 @@ def test_a_bots_plans_round_trip_and_an_empty_list_sells_nothing() -> None:
         ('[{"id": "g", "title": {"ru": "Г"}, "stars": 5}]', "texts by language with en"),
         ('[{"id": "g", "title": {"en": "G", "1x": "?"}, "stars": 5}]', "not a language"),
         ('[{"id": "g", "title": "G", "stars": 5, "models": [""]}]', "models is a list"),
+        ("[" * 20_000, "plans: not valid JSON"),
+        ("[" + " " * 70_000 + "]", "plans: at most 64000 characters"),
     ],
 )
 def test_a_bots_bad_plans_are_refused_naming_the_key(value: str, says: str) -> None:
