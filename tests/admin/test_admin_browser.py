@@ -466,6 +466,7 @@ async def test_a_subscription_cancelled_in_the_browser(tmp_path: Path) -> None:
             await page.goto(f"{base}/payments")
             await page.fill("#token", TOKEN)
             await page.click("button[type=submit]")
+            await page.click("nav >> text=Payments")
             await expect(page.locator("h1")).to_have_text("Payments")
             await expect(page.locator("form.cancel")).to_have_count(1)
             row = page.locator("table.list tbody tr").filter(has_text="ch-sub")
