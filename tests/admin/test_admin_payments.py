@@ -274,5 +274,13 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
             refused = await console.client.post("/admin/payments/ch-main/refund", data=form)
             assert refused.status == 400 and "CHARGE_NOT_FOUND" in await refused.text()
             assert SECOND not in await refused.text() and BOT_TOKEN not in await refused.text()
+            for held, says in (
+                (f"tg{bot.id}:43", "gold (a plan of the bot this person uses), until "),
+                ("tg:44", "gold (no longer in PLANS), until "),
+            ):
+                gold = Payment(f"ch-{held}", held, "gold", 75, "XTR", "p", time.time())
+                await console.store.payments.record_payment(gold, Grant("gold", 7 * DAY))
+                status, html = await console.page(f"/admin/people/{held.replace(':', '%3A')}")
+                assert status == 200 and says in html, html
     finally:
         await api.stop()
