@@ -84,8 +84,8 @@ def build_application(
     files users send (without it they get the "text only" answer); `on_given_up` hears the
     reason of each update stopped past `config.handling_deadline` (metrics); `knowledge` is
     what the operators' /knowledge manages (without it the bot has no such command);
-    `sales` the plans sold in Stars (without it: /plans, /refund, /cancelsub, /paysupport,
-    /terms and payments are not handled)."""
+    `sales` the plans sold in Stars (without it: /plans, /refund, /cancelsub, /resumesub,
+    /paysupport, /terms and payments are not handled)."""
 
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
@@ -268,6 +268,7 @@ def register(
             ("plans", plans.plans),
             ("refund", plans.refund),
             ("cancelsub", plans.cancel_subscription),
+            ("resumesub", plans.resume_subscription),
             ("paysupport", plans.paysupport),
             ("terms", plans.terms),
         ):

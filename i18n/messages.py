@@ -549,6 +549,11 @@ MESSAGES: dict[str, str | Plural] = {
     ),
     "cancelsub_unknown": N_("No subscription with this payment id, or it was refunded."),
     "cancelsub_failed": N_("Telegram did not cancel the subscription: {reason}"),
+    "resumesub_usage": N_("Usage: /resumesub <payment id>"),
+    "resumesub_done": N_(
+        "{person} may renew the subscription again; their plan runs until {ends} UTC."
+    ),
+    "resumesub_failed": N_("Telegram did not allow the subscription again: {reason}"),
     "paysupport_none": N_("For help with a payment, write to the operator of this bot."),
     "terms_none": N_("No terms are set for payments here."),
     "stats_stars": N_(

@@ -21,6 +21,7 @@ Invariants:
   refunded is cancelled with Telegram (`editUserStarSubscription`, is_canceled true) and
   nothing else changes: the plan runs to its end and is not renewed. Telegram is asked
   with this bot's token: a payment made in another bot is refused by Telegram.
+  /resumesub undoes it (is_canceled false): the person may renew the subscription again.
 """
 
 from __future__ import annotations
@@ -304,8 +305,18 @@ class PlanCommands:
     async def cancel_subscription(self, incoming: Incoming, context: Context) -> None:
         """/cancelsub <charge id>: Telegram stops renewing the subscription; the plan runs
         to its end."""
+        await self._edit_subscription(incoming, context, canceled=True)
+
+    async def resume_subscription(self, incoming: Incoming, context: Context) -> None:
+        """/resumesub <charge id>: the person may renew a subscription cancelled here again."""
+        await self._edit_subscription(incoming, context, canceled=False)
+
+    async def _edit_subscription(
+        self, incoming: Incoming, context: Context, *, canceled: bool
+    ) -> None:
         language = incoming.language
-        charge = await self._operators_charge(incoming, context, "cancelsub_usage")
+        said = "cancelsub" if canceled else "resumesub"
+        charge = await self._operators_charge(incoming, context, f"{said}_usage")
         if charge is None:
             return
         payment = await self.sales.payment(charge)
@@ -320,16 +331,16 @@ class PlanCommands:
             return
         try:
             await context.bot.edit_user_star_subscription(
-                user_id, payment.charge_id, is_canceled=True
+                user_id, payment.charge_id, is_canceled=canceled
             )
         except TelegramError as exc:
-            await self.say(incoming, t(language, "cancelsub_failed", reason=str(exc)[:200]))
+            await self.say(incoming, t(language, f"{said}_failed", reason=str(exc)[:200]))
             return
-        log.info("subscription %s cancelled by an operator", payment.charge_id[:80])
+        log.info("subscription %s %s by an operator", payment.charge_id[:80], said)
         holding = await self.sales.holding(payment.person)
         ends = payment.subscription_expires_at if holding is None else holding.active.ends_at
         await self.say(
-            incoming, t(language, "cancelsub_done", person=payment.person, ends=when(ends))
+            incoming, t(language, f"{said}_done", person=payment.person, ends=when(ends))
         )
 
     async def paysupport(self, incoming: Incoming, context: Context) -> None:

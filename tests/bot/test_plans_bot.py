@@ -319,8 +319,9 @@ async def test_an_operator_cancels_a_subscription_and_the_plan_runs_to_its_end(
     bot: RunningBot,
 ) -> None:
     """/cancelsub <charge>: Telegram is asked editUserStarSubscription (is_canceled) and
-    nothing is refunded; the plan stays until its end. Anyone else, a one-time plan's
-    payment, an unknown id, no id and a charge Telegram does not know change nothing."""
+    nothing is refunded; the plan stays until its end; /resumesub allows it again
+    (is_canceled false). Anyone else, a one-time plan's payment, an unknown id, no id and a
+    charge Telegram does not know change nothing."""
     now = int(time.time())
     payload = f"plan:club:tg:{USER}"
     await pay(bot, USER, payload, 100, charge_id="sub-c", subscription_expiration_date=now + DAY)
@@ -347,6 +348,17 @@ async def test_an_operator_cancels_a_subscription_and_the_plan_runs_to_its_end(
     assert bot.api.refunds == []
     (payment,) = [p for p in await bot.runtime.store.payments.payments() if p.charge_id == "sub-c"]
     assert payment.refunded_at is None
+    resumed = await say(bot, ADMIN, "/resumesub sub-c")
+    assert resumed.params["text"] == (
+        f"tg:{USER} may renew the subscription again; their plan runs until {ends} UTC."
+    )
+    assert bot.api.subscription_edits == [(USER, "sub-c", True), (USER, "sub-c", False)]
+    assert (await say(bot, USER, "/resumesub sub-c")).params["text"] == (
+        "Sorry, this bot is not available here."
+    )
+    assert (await say(bot, ADMIN, "/resumesub")).params["text"] == (
+        "Usage: /resumesub <payment id>"
+    )
     del bot.api.charges["sub-c"]
     refused = await say(bot, ADMIN, "/cancelsub sub-c")
     assert refused.params["text"].startswith("Telegram did not cancel the subscription: ")
