@@ -83,6 +83,7 @@ def build_admin_app(
     if payments is not None:
         add.add_get("/payments", payments.list)
         add.add_post("/payments/{charge_id}/refund", payments.refund)
+        add.add_post("/payments/{charge_id}/cancel", payments.cancel)
     add.add_get("/knowledge", knowledge_pages.show)
     add.add_post("/knowledge/upload", knowledge_pages.upload)
     add.add_post("/knowledge/search", knowledge_pages.search)

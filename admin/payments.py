@@ -1,5 +1,5 @@
 """`/admin/payments`: the payments in Telegram Stars, newest first, filtered by person and
-plan, and an operator's refund.
+plan, an operator's refund, and a subscription cancelled without a refund.
 
 Invariants: the filters take only a person key as the console names people and a plan id
 as PLANS writes them; a charge id in a path is 1-256 of `A-Za-z0-9_.:-`; anything else is
@@ -8,12 +8,16 @@ confirmation box, asks Telegram first (`refundStarPayment`): a refund Telegram r
 changes nothing; then the payment is marked refunded, the plan revoked and the audit entry
 written in one transaction (`PaymentBook.refund`). The plan's end applies to this process's
 next turn at once and to other workers' within `core.domain.quotas.OVERRIDE_CACHE_SECONDS`.
+A cancel POST (a subscription's payment not refunded) passes the same checks, asks Telegram
+`editUserStarSubscription` with is_canceled true and writes `cancel_subscription` in the
+audit log; the books do not change (the plan runs to its end and is not renewed). Telegram
+is asked with the token of the bot the payment was made in (its person's scope).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from urllib.parse import quote
 
 from aiohttp import web
@@ -24,9 +28,10 @@ from admin.people import PERSON, person_link
 from admin.ports import StarRefunds
 from admin.render import bad_request, not_found, page
 from core.domain.audit import AuditEntry
-from core.domain.payments import MAX_CHARGE_ID_CHARS, telegram_user_of
+from core.domain.payments import MAX_CHARGE_ID_CHARS, Payment, telegram_user_of
 from core.domain.plans import Plan
 from core.domain.ports import PaymentBook
+from core.domain.telegram_keys import scope_of
 from core.turns.engine import Engine
 
 PAGE = 100
@@ -44,9 +49,12 @@ class PaymentPages:
         plans: tuple[Plan, ...] = (),
         refunds: StarRefunds | None = None,
         on_refund: Callable[[], None] | None = None,
+        audit: Callable[[AuditEntry], Awaitable[None]] | None = None,
     ) -> None:
         """`refunds` reaches Telegram (None: no bot token here, so no refunds); `on_refund`
-        hears each refund made (the metrics)."""
+        hears each refund made (the metrics); `audit` writes an audit entry (the store's;
+        None: no cancels here)."""
+        self._audit = audit
         self._on_refund = on_refund
         self._book = book
         self._engine = engine
@@ -76,26 +84,40 @@ class PaymentPages:
             total=sum(p.stars for p in payments if p.refunded_at is None),
         )
 
-    async def refund(self, request: web.Request) -> web.StreamResponse:
+    async def _confirmed(
+        self, request: web.Request, what: str
+    ) -> tuple[Payment, int, int, StarRefunds] | web.StreamResponse:
+        """The payment a POST names, its user id and bot scope, once the confirmation box
+        is ticked and it is not refunded; else the page saying why."""
         charge = request.match_info["charge_id"]
         if not CHARGE.fullmatch(charge):
             return not_found(request, "No such payment.")
         form = await read_form(request)
         if form.get("confirm") != "yes":
-            return bad_request(request, "Refunding needs the confirmation box ticked.")
+            return bad_request(request, f"{what} needs the confirmation box ticked.")
         if self._refunds is None:
-            return bad_request(request, "Refunds need TELEGRAM_BOT_TOKEN in this process.")
+            return bad_request(
+                request, "This needs TELEGRAM_BOT_TOKEN or SECRET_KEY in this process."
+            )
         payment = await self._book.payment(charge)
         if payment is None:
             return not_found(request, "No such payment.")
         user_id = telegram_user_of(payment.person)
-        if payment.refunded_at is not None or user_id is None:
+        scope = scope_of(payment.person)
+        if payment.refunded_at is not None or user_id is None or scope is None:
             return bad_request(request, "This payment was refunded already.")
-        refused = await self._refunds.refund_stars(user_id, payment.charge_id)
+        return payment, user_id, scope, self._refunds
+
+    async def refund(self, request: web.Request) -> web.StreamResponse:
+        confirmed = await self._confirmed(request, "Refunding")
+        if isinstance(confirmed, web.StreamResponse):
+            return confirmed
+        payment, user_id, scope, refunds = confirmed
+        refused = await refunds.refund_stars(scope, user_id, payment.charge_id)
         if refused is not None:
             return bad_request(request, f"Telegram refused the refund: {refused[:200]}")
         if payment.subscription_expires_at is not None:  # refunded: no renewal after it
-            await self._refunds.cancel_subscription(user_id, payment.charge_id)
+            await refunds.cancel_subscription(scope, user_id, payment.charge_id)
         now = self._clock()
         detail = f"{payment.stars} stars, plan {payment.plan_id or 'none'}, {payment.person}"
         audit = AuditEntry(now, request[SESSION_KEY].actor, "refund", payment.charge_id, detail)
@@ -103,4 +125,23 @@ class PaymentPages:
         self._engine.quotas.refresh(payment.person)
         if refunded is not None and self._on_refund is not None:
             self._on_refund()
+        raise web.HTTPSeeOther(f"{PREFIX}/payments")
+
+    async def cancel(self, request: web.Request) -> web.StreamResponse:
+        """Cancel a subscription without refunding it: Telegram first, then the audit log."""
+        confirmed = await self._confirmed(request, "Cancelling")
+        if isinstance(confirmed, web.StreamResponse):
+            return confirmed
+        payment, user_id, scope, refunds = confirmed
+        if payment.subscription_expires_at is None:
+            return bad_request(request, "This payment is no subscription: nothing to cancel.")
+        if self._audit is None:
+            return bad_request(request, "Cancelling is not possible here (no audit log).")
+        refused = await refunds.cancel_subscription(scope, user_id, payment.charge_id)
+        if refused is not None:
+            return bad_request(request, f"Telegram refused the cancel: {refused[:200]}")
+        detail = f"plan {payment.plan_id or 'none'}, {payment.person}, not renewed"
+        actor = request[SESSION_KEY].actor
+        entry = AuditEntry(self._clock(), actor, "cancel_subscription", payment.charge_id, detail)
+        await self._audit(entry)
         raise web.HTTPSeeOther(f"{PREFIX}/payments")

@@ -27,7 +27,7 @@ from core.domain.audit import AuditEntry
 from core.domain.facts import MAX_FACTS
 from core.domain.people import MAX_SEARCH_CHARS, PeopleQuery
 from core.domain.quotas import MAX_OVERRIDE_TOKENS, PersonLimits, QuotaOverride, limits_for
-from core.domain.telegram_keys import PERSON_PATTERN
+from core.domain.telegram_keys import DEFAULT_SCOPE, PERSON_PATTERN, scope_of
 from core.domain.tool_usage import UNKNOWN, ToolCalls, ToolCount, shown_tool
 from core.domain.usage import ScopeKind, day_of, month_start
 from core.turns.engine import Engine
@@ -109,6 +109,8 @@ class PeoplePages:
             max_tokens=MAX_OVERRIDE_TOKENS,
             limits=limits_text(quota.limits),
             holding=holding,
+            # A stored bot's person may hold a plan of that bot's own, not in PLANS.
+            other_bot=scope_of(person) not in (None, DEFAULT_SCOPE),
         )
 
     async def set_quota(self, request: web.Request) -> web.StreamResponse:

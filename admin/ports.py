@@ -151,12 +151,15 @@ class BotKeeping(Protocol):
 
 
 class StarRefunds(Protocol):
-    """Telegram's `refundStarPayment`, as the console asks it (`app.star_refunds`)."""
+    """Telegram's `refundStarPayment` and `editUserStarSubscription`, as the console asks
+    them (`app.star_refunds`), of the bot of `scope` (the payment's person's:
+    `core.domain.telegram_keys.scope_of`)."""
 
-    async def refund_stars(self, user_id: int, charge_id: str) -> str | None:
+    async def refund_stars(self, scope: int, user_id: int, charge_id: str) -> str | None:
         """Refund the charge to the user; None when Telegram did, else why not (its words)."""
         ...
 
-    async def cancel_subscription(self, user_id: int, charge_id: str) -> str | None:
-        """Cancel the subscription the charge paid for; None when Telegram did, else why not."""
+    async def cancel_subscription(self, scope: int, user_id: int, charge_id: str) -> str | None:
+        """Cancel the subscription the charge paid for (it runs to its end, not renewed);
+        None when Telegram did, else why not."""
         ...

@@ -11,8 +11,9 @@ Its Knowledge page stores uploads through `app.console_uploads.ConsoleUploads`: 
 loader (`media.knowledge_files.KnowledgeLoader`) on the runtime's own document readers
 (the intake's pool: no second pool of reader processes) and the store's knowledge base;
 its Bots page keeps the bots through the CLI's service (`app.bots.BotKeeper`); its Payments
-page refunds through the Bot API with TELEGRAM_BOT_TOKEN (`app.star_refunds`; no token: no
-refunds).
+page refunds and cancels subscriptions through the Bot API with the token of the bot each
+payment was made in (`app.star_refunds`: TELEGRAM_BOT_TOKEN, or a stored bot's under
+SECRET_KEY; neither: no refunds).
 """
 
 from __future__ import annotations
@@ -67,11 +68,13 @@ def console_mounts(
         max_bytes=settings.knowledge_max_document_bytes,
     )
     token = settings.secret("telegram_bot_token")
+    secret_key = settings.secret("secret_key")
     refunds = None
-    if token:
-        from app.star_refunds import TelegramStarRefunds
+    if token or secret_key:
+        from app.star_refunds import TelegramStarRefunds, bot_tokens
 
-        refunds = TelegramStarRefunds(token, settings.telegram_api_base_url)
+        tokens = bot_tokens(token, runtime.store.bots, secret_key)
+        refunds = TelegramStarRefunds(tokens, settings.telegram_api_base_url)
     payments = PaymentPages(
         runtime.store.payments,
         runtime.engine,
@@ -79,6 +82,7 @@ def console_mounts(
         plans=settings.plan_list(),
         refunds=refunds,
         on_refund=runtime.metrics.record_refund,
+        audit=runtime.store.add_audit,
     )
     console, _ = build_admin_app(
         config,

@@ -7,8 +7,12 @@ control, per-chat order, rate limits and HTTP pool are its own.
 
 Invariants:
 - a bot's `BotProfile` replaces the deployment's role (or gives an instruction of its own),
-  rounds (at most MAX_ROUNDS_LIMIT), model and models and limits; what it does not set falls
-  back (`bot_settings`);
+  rounds (at most MAX_ROUNDS_LIMIT), model and models, limits and plans; what it does not
+  set falls back (`bot_settings`, `BotPlan.plans`);
+- a bot sells its plans (its own, else PLANS) with its own token: /plans, invoices,
+  pre-checkout answers, receipts and /refund are its Application's, its buyers are its
+  people (`tg<n>:`), and their plans' limits and models apply in its engine only
+  (`Runtime.sales_for`);
 - the bots table is read every `WATCH_SECONDS` (`Fleet.run`): a bot added or enabled starts,
   one disabled or removed stops (its Application shut down), one whose token or settings
   changed restarts; a bot that cannot start (a revoked token, Telegram unreachable) is logged
@@ -46,9 +50,11 @@ from app.bot_edge import inbox_worker, operator_knowledge, polling_leadership, s
 from app.runtime import Runtime
 from app.settings import Settings
 from bot.app import build_application
+from bot.commands.plans import sells_plans
 from bot.transport.config import BotConfig
 from bot.transport.menus import set_command_menus
 from core.domain.bots import BotProfile, StoredBot
+from core.domain.plans import Plan
 from core.domain.quotas import QuotaConfig
 from core.prompting.requests import EngineConfig
 from telemetry.supervision import Pace, supervise
@@ -121,11 +127,13 @@ class BotPlan:
     quotas: QuotaConfig
     webhook_url: str | None = None  # with WEBHOOK_URL: its own (`bot_webhook_url`)
     webhook_secret: str | None = None
+    plans: tuple[Plan, ...] = ()  # what it sells: its own, else the deployment's PLANS
 
 
 def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
     """The plan of `bot` (its token opened) on this deployment."""
     own = bot_settings(settings, bot.profile)
+    plans = settings.plan_list() if bot.profile.plans is None else bot.profile.plans
     engine = own.engine_config()
     if bot.profile.instruction is not None:
         engine = dataclasses.replace(engine, default_instruction=bot.profile.instruction)
@@ -146,9 +154,11 @@ def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
         scope=bot.id,
         language=bot.profile.language,
         webhook=bool(own.webhook_url),
+        payment_support_text=own.payment_support_text.strip(),
+        payment_terms_text=own.payment_terms_text.strip(),
     )
     if not own.webhook_url:
-        return BotPlan(bot.id, bot.handle, config, engine, own.quota_config())
+        return BotPlan(bot.id, bot.handle, config, engine, own.quota_config(), plans=plans)
     secret = own.secret("webhook_secret")
     if not secret:  # the start stops without it (`Settings.api_config`): never here
         raise LookupError("WEBHOOK_SECRET is not set: no webhook secret to derive the bot's")
@@ -160,6 +170,7 @@ def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
         own.quota_config(),
         bot_webhook_url(own.webhook_url, bot.id),
         bot_webhook_secret(secret, bot.id),
+        plans,
     )
 
 
@@ -174,6 +185,7 @@ class FleetBot:
         if runtime.inbox is not None:
             config = dataclasses.replace(config, external_updates=True)
         self.engine = runtime.engine_for(plan.engine, plan.quotas)
+        self.sales = runtime.sales_for(plan.plans, self.engine)
         self.application: Application = build_application(
             config,
             self.engine,
@@ -183,6 +195,7 @@ class FleetBot:
             turn_intake=runtime.turn_intake,
             on_given_up=runtime.metrics.record_given_up,
             knowledge=operator_knowledge(runtime),
+            sales=self.sales,
         )
         self._inbox: PostgresInbox | None = None
         self._worker: InboxWorker | None = None
@@ -201,7 +214,7 @@ class FleetBot:
             await application.bot.shutdown()  # the HTTP sessions initialize opened
             raise
         try:
-            await set_command_menus(application.bot)
+            await set_command_menus(application.bot, payments=sells_plans(self.sales))
             await application.start()
             runtime = self._runtime
             if runtime.inbox is not None:

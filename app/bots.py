@@ -10,7 +10,8 @@ Invariants:
 - a token is stored only sealed under SECRET_KEY (`app.bot_secrets`); no message, list or
   error here holds it, nor the URL that carries it — only its last four characters;
 - settings are parsed strictly (`core.domain.bots.parse_profile`); a role must be one of
-  the prompt library's, a language one of the complete interface languages;
+  the prompt library's, a language one of the complete interface languages, and so must
+  every language a plan's title or description is given in (`plans`, as PLANS);
 - BOT names a bot by its id or `@username`, among the bots not removed.
 """
 
@@ -226,6 +227,13 @@ class BotKeeper:
                 raise ProfileInvalid(
                     f"language: {profile.language!r} is none of {', '.join(self._languages)}"
                 )
+            for plan in profile.plans or ():
+                for code, _ in (*plan.titles, *plan.descriptions):
+                    if code not in self._languages:
+                        raise ProfileInvalid(
+                            f"plans: plan {plan.id!r} has a text in {code!r}, none of "
+                            f"{', '.join(self._languages)}"
+                        )
         except ProfileInvalid as invalid:
             raise BotRefused(str(invalid)) from None
 

@@ -51,6 +51,7 @@ from app.settings import Settings
 from app.startup import StartupError
 from app.stores import open_store
 from core.domain.knowledge import KnowledgeSearch
+from core.domain.plans import Plan
 from core.domain.ports import ChatLocks, Completer
 from core.domain.quotas import QuotaConfig
 from core.domain.tools import Toolbox, ToolServerStatus
@@ -107,6 +108,8 @@ class Runtime:
     sales: PlanSales | None = None  # the plans PLANS sells in Stars (None: nothing is sold)
     # Builds an engine as `engine` is built, with other defaults (`engine_for`).
     make_engine: Callable[[EngineConfig, QuotaConfig], Engine] | None = None
+    # Sells plans in an engine as `sales` sells PLANS (`sales_for`).
+    make_sales: Callable[[tuple[Plan, ...], Engine], PlanSales | None] | None = None
     # A few turns at a time between arrival and model call, for every bot of the process.
     turn_intake: IntakeGate = field(default_factory=IntakeGate)
 
@@ -114,9 +117,16 @@ class Runtime:
         """An engine on this runtime's store, model clients, prompts, knowledge, tools and
         metrics, with `config`'s and `quotas`' defaults in place of the deployment's (a
         stored bot's, `app.bot_fleet`); its own chat locks, as its chat keys are its own;
-        the plans' limits apply in it too."""
+        no one holds a plan in it until plans are sold there (`sales_for`)."""
         assert self.make_engine is not None, "open_runtime sets it"
         return self.make_engine(config, quotas)
+
+    def sales_for(self, plans: tuple[Plan, ...], engine: Engine) -> PlanSales | None:
+        """`plans` sold in `engine` (a stored bot's, `app.bot_fleet`): the books in this
+        runtime's store, its buyers' plans as that engine's per-person limits and models
+        (in place of PLANS'); None, and no one holds a plan there, when `plans` is empty."""
+        assert self.make_sales is not None, "open_runtime sets it"
+        return self.make_sales(plans, engine)
 
     def toolbox(self) -> Toolbox | None:
         """The tools consultations may call; None without tool servers."""
@@ -217,7 +227,6 @@ async def open_runtime(
         bot_completer = models[BOT_MODEL]
         if wrap_bot_model is not None:
             bot_completer = wrap_bot_model(bot_completer)
-        sales: PlanSales | None = None
 
         def make_engine(config: EngineConfig, quotas: QuotaConfig) -> Engine:
             built = build_engine(
@@ -233,12 +242,14 @@ async def open_runtime(
                 knowledge=knowledge if knowledge is not None else stored_knowledge.knowledge,
                 toolbox=toolbox,
             )
-            if sales is not None:  # a stored bot's engine: a buyer's plan counts there too
-                built.quotas.use_plans(sales.limits_of)
             return built
 
         engine = make_engine(engine_config, settings.quota_config())
-        sales = plan_sales(settings, store, engine, clock, metrics)
+
+        def make_sales(plans: tuple[Plan, ...], sold_in: Engine) -> PlanSales | None:
+            return sell_plans(plans, store, sold_in, clock, metrics)
+
+        sales = make_sales(settings.plan_list(), engine)
         transcriber = None
         if transcription is not None:  # voice notes: only with TRANSCRIPTION_MODEL
             from media.transcription import OpenAITranscriber
@@ -280,6 +291,7 @@ async def open_runtime(
                 tools=toolbox,
                 sales=sales,
                 make_engine=make_engine,
+                make_sales=make_sales,
                 turn_intake=IntakeGate(settings.turn_intake_slots),
             )
         finally:
@@ -294,18 +306,19 @@ async def open_runtime(
                 await leave(shared_pool, worker)
 
 
-def plan_sales(
-    settings: Settings,
+def sell_plans(
+    plans: tuple[Plan, ...],
     store: Store,
     engine: Engine,
     clock: Callable[[], float],
     metrics: Metrics,
 ) -> PlanSales | None:
-    """The plans PLANS sells in Stars, their books in the store, and each buyer's plan as
-    the quota keeper's per-person limits, in every process (the console shows and the bot
-    applies them); None when nothing is sold."""
-    plans = settings.plan_list()
+    """`plans` sold in Stars in `engine` (PLANS in the deployment's, in every process: the
+    console shows and the bot applies them; a stored bot's own in its engine), their books
+    in the store, and each buyer's plan as the engine's per-person limits and models; None
+    when nothing is sold (then no one holds a plan in that engine)."""
     if not plans:
+        engine.quotas.use_plans(None)
         return None
     sales = PlanSales(
         store.payments,
@@ -315,7 +328,7 @@ def plan_sales(
         refresh=engine.quotas.refresh,
         events=metrics,
     )
-    engine.quotas.use_plans(sales.limits_of)
+    engine.quotas.use_plans(sales.plan_of)
     return sales
 
 

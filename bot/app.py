@@ -86,9 +86,10 @@ def build_application(
     files users send (without it they get the "text only" answer); `on_given_up` hears the
     reason of each update stopped past `config.handling_deadline` (metrics); `knowledge` is
     what the operators' /knowledge manages (without it the bot has no such command);
-    `sales` the plans sold in Stars (without it: /plans, /refund, /paysupport, /terms and
-    payments are not handled); `turn_intake` lets a few updates at a time from arrival to
-    their model call (the process's gate, one for all its bots; None: no gate)."""
+    `sales` the plans sold in Stars (without it: /plans, /refund, /cancelsub, /resumesub,
+    /paysupport, /terms and payments are not handled); `turn_intake` lets a few updates at a
+    time from arrival to their model call (the process's gate, one for all its bots; None: no
+    gate)."""
 
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
@@ -192,7 +193,11 @@ def register(
     exports = Exports(engine.history, say=say)
     memory = MemoryCommands(engine.memories, say=say)
     models = ModelChoice(
-        engine.settings, say=say, refuse=handlers.refuse, may_configure=commands.may_configure
+        engine.settings,
+        say=say,
+        refuse=handlers.refuse,
+        may_configure=commands.may_configure,
+        plan_models=engine.quotas.plan_models if sells else None,
     )
     usage = UsageCommand(engine, say=say)
     quota = QuotaCommand(
@@ -267,6 +272,8 @@ def register(
         for name, callback in (
             ("plans", plans.plans),
             ("refund", plans.refund),
+            ("cancelsub", plans.cancel_subscription),
+            ("resumesub", plans.resume_subscription),
             ("paysupport", plans.paysupport),
             ("terms", plans.terms),
         ):

@@ -292,6 +292,9 @@ class FakeBotApi(UpdateBuilder, BotFiles, BotPayments):
             if key in update:
                 msg = update[key]
                 self.messages[(msg["chat"]["id"], msg["message_id"])] = msg
+                paid = msg.get("successful_payment")
+                if isinstance(paid, dict):  # the charge is the bot's it was paid to
+                    self.charge_bots[str(paid.get("telegram_payment_charge_id"))] = token or ""
         queue.append(update)
         self.pushed_at[update["update_id"]] = time.monotonic()
         self._notify()
@@ -397,7 +400,7 @@ class FakeBotApi(UpdateBuilder, BotFiles, BotPayments):
         if method == "sendDocument":
             return self._send_document(p)
         if method in PAYMENT_METHODS:
-            return self.payment_call(method, p)
+            return self.payment_call(method, p, token if self.tokens is not None else "")
         if method == "editMessageReplyMarkup":
             msg = self.messages.get(_message_key(p))
             if msg is None:

@@ -4,7 +4,9 @@ Telegram checks them for the currency XTR.
 
 Invariant: every answer is recorded where a test reads it (`checkout_answers`, `refunds`,
 `subscription_edits`); a pre-checkout query is answered at most once, a charge refunded at
-most once, and only queries and charges the builders made (`fakes.bot_updates`) are known.
+most once, and only queries and charges the builders made (`fakes.bot_updates`) are known;
+with several bots, a charge is known only to the bot its payment was pushed to (another
+bot's refundStarPayment or editUserStarSubscription is CHARGE_NOT_FOUND, as in Telegram).
 """
 
 from __future__ import annotations
@@ -47,14 +49,20 @@ class BotPayments:
         self.refunds: list[tuple[int, str]] = []
         """(user id, charge id) of each refund made."""
         self.subscription_edits: list[tuple[int, str, bool]] = []
+        """(user id, charge id, is_canceled) of each subscription changed."""
+        self.charge_bots: dict[str, str] = {}
+        """Each charge pushed in a payment: the token of the bot it was paid to."""
+        self.payment_tokens: list[tuple[str, str, str]] = []
+        """(method, charge id, token) of each refund and subscription change made."""
         self.invoice_links: list[str] = []
         self._links = itertools.count(1)
 
     def _send_invoice_message(self, p: dict[str, Any], invoice: JSON) -> Answer:
         raise NotImplementedError  # the server's
 
-    def payment_call(self, method: str, p: dict[str, Any]) -> Answer:
-        """Answer one of `PAYMENT_METHODS` as Telegram would."""
+    def payment_call(self, method: str, p: dict[str, Any], token: str = "") -> Answer:
+        """Answer one of `PAYMENT_METHODS` as Telegram would (`token`: the bot asking, ""
+        when the server serves one bot)."""
         if method in ("sendInvoice", "createInvoiceLink"):
             problem = _invoice_problem(p, link=method == "createInvoiceLink")
             if problem:
@@ -73,9 +81,13 @@ class BotPayments:
             return self._send_invoice_message(p, invoice)
         if method == "answerPreCheckoutQuery":
             return self._answer_checkout(p)
-        if method == "refundStarPayment":
-            return self._refund(p)
-        return self._edit_subscription(p)
+        charge = str(p.get("telegram_payment_charge_id"))
+        if self.charge_bots.get(charge, token) != token:
+            return _bad("CHARGE_NOT_FOUND")  # paid to another bot
+        answer = self._refund(p) if method == "refundStarPayment" else self._edit_subscription(p)
+        if answer[0] == 200:
+            self.payment_tokens.append((method, charge, token))
+        return answer
 
     def _answer_checkout(self, p: dict[str, Any]) -> Answer:
         query_id = str(p.get("pre_checkout_query_id"))

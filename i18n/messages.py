@@ -543,6 +543,17 @@ MESSAGES: dict[str, str | Plural] = {
     "refund_done": N_("Refunded {stars} ⭐ to {person}; their plan is revoked."),
     "refund_unknown": N_("No such payment, or it was refunded already."),
     "refund_failed": N_("Telegram refused the refund: {reason}"),
+    "cancelsub_usage": N_("Usage: /cancelsub <payment id>"),
+    "cancelsub_done": N_(
+        "Subscription cancelled for {person}: their plan runs until {ends} UTC and is not renewed."
+    ),
+    "cancelsub_unknown": N_("No subscription with this payment id, or it was refunded."),
+    "cancelsub_failed": N_("Telegram did not cancel the subscription: {reason}"),
+    "resumesub_usage": N_("Usage: /resumesub <payment id>"),
+    "resumesub_done": N_(
+        "{person} may renew the subscription again; their plan runs until {ends} UTC."
+    ),
+    "resumesub_failed": N_("Telegram did not allow the subscription again: {reason}"),
     "paysupport_none": N_("For help with a payment, write to the operator of this bot."),
     "terms_none": N_("No terms are set for payments here."),
     "stats_stars": N_(

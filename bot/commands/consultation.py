@@ -146,7 +146,7 @@ class Commands:
     async def status(self, incoming: Incoming, context: Context) -> None:
         """Say where the consultation stands (runs out of order, even mid-turn)."""
         language = incoming.language
-        status = await self.engine.turns.status(incoming.key)
+        status = await self.engine.turns.status(incoming.key, payer_of(incoming))
         role = self._role_title(status.role)
         if not status.active:
             text = t(

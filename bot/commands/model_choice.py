@@ -8,7 +8,10 @@ Invariants:
   changes anything;
 - in groups, choosing is for admins and the consultation's starter when
   GROUP_CONFIG_ADMINS_ONLY (the rule of /rounds and /role); anyone may look;
-- a model chosen here that LLM_MODELS no longer names is said, and LLM_MODEL is used.
+- a model chosen here that LLM_MODELS no longer names is said, and LLM_MODEL is used;
+- a person whose active plan lists models sees and may choose them first (the list, and
+  so its tag, is the presser's own: `ChatSettingsKeeper.models`); when the plan ends they
+  are gone from it, and a plan's model chosen is said as removed.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ SHOWN_NAME_CHARS = 40
 _VALUE = re.compile(r"(0|[1-9][0-9]?):([0-9a-f]{8})")
 
 MayConfigure = Callable[[Incoming, Context], Awaitable[bool]]
+PlanModels = Callable[[str | None], Awaitable[tuple[str, ...]]]
 
 
 def list_tag(models: Sequence[str]) -> str:
@@ -66,7 +70,11 @@ class ModelChoice:
         say: Say,
         refuse: Refusals,
         may_configure: MayConfigure,
+        plan_models: PlanModels | None = None,
     ) -> None:
+        """`plan_models`: the models a person's active plan lists (`Quotas.plan_models`;
+        None: no plans)."""
+        self._plan_models = plan_models
         self._settings = settings
         self._say = say
         self._refuse = refuse
@@ -86,7 +94,8 @@ class ModelChoice:
     async def press(self, incoming: Incoming, value: str, context: Context, press: Press) -> None:
         """Apply a choice from the /model buttons (a refusal goes in the press's popup)."""
         match = _VALUE.fullmatch(value)
-        models = self._settings.models()
+        granted = await self._granted(incoming)
+        models = self._settings.models(granted)
         if match is None or (int(match[1]) >= len(models) and match[2] == list_tag(models)):
             ignored(press.query.data, "not a model choice")
             return
@@ -97,24 +106,35 @@ class ModelChoice:
             await press.answer(t(incoming.language, "not_admin"))
             return
         # The press is answered after the change, so a failing store is told in its popup.
-        await self._set(incoming, models[int(match[1])])
+        await self._set(incoming, models[int(match[1])], granted)
+
+    async def _granted(self, incoming: Incoming) -> tuple[str, ...]:
+        """The models the person's plan adds (none for an anonymous admin or a channel)."""
+        if self._plan_models is None or incoming.user_id is None or incoming.anonymous_admin:
+            return ()
+        return await self._plan_models(incoming.person(incoming.user_id))
 
     async def _show(self, incoming: Incoming) -> None:
         language = incoming.language
-        chosen = await self._settings.chat_model(incoming.key)
+        granted = await self._granted(incoming)
+        chosen = await self._settings.chat_model(incoming.key, granted)
         lines = [t(language, "model_show", model=chosen.model)]
         if chosen.removed is not None:
             removed = chosen.removed[:SHOWN_NAME_CHARS]
             lines.insert(0, t(language, "model_removed", removed=removed, model=chosen.model))
-        keyboard = models_keyboard(self._settings.models(), chosen.model)
+        keyboard = models_keyboard(self._settings.models(granted), chosen.model)
         await self._say(incoming, "\n".join(lines), keyboard=keyboard)
 
-    async def _set(self, incoming: Incoming, name: str) -> None:
+    async def _set(
+        self, incoming: Incoming, name: str, granted: tuple[str, ...] | None = None
+    ) -> None:
         language = incoming.language
+        if granted is None:
+            granted = await self._granted(incoming)
         try:
-            await self._settings.set_model(incoming.key, name)
+            await self._settings.set_model(incoming.key, name, granted)
         except UnknownModel:
-            models = ", ".join(self._settings.models())
+            models = ", ".join(self._settings.models(granted))
             shown = name[:SHOWN_NAME_CHARS]
             await self._say(incoming, t(language, "model_unknown", value=shown, models=models))
             return

@@ -1,5 +1,6 @@
 """Plans in Telegram: /plans with a Buy button each, the invoice a press sends, the answer to a
-pre-checkout query, the receipt of a payment, an operator's /refund, /paysupport and /terms.
+pre-checkout query, the receipt of a payment, an operator's /refund and /cancelsub,
+/paysupport and /terms.
 The rules are `core.turns.plan_sales`'; this module only speaks Telegram.
 
 Invariants:
@@ -16,6 +17,11 @@ Invariants:
   (`refundStarPayment`), then the books are changed: a refund Telegram refused changes
   nothing here. A subscription's payment refunded is also cancelled
   (`editUserStarSubscription`), so Telegram does not renew it.
+- /cancelsub answers the same operators the same way: a subscription's payment not
+  refunded is cancelled with Telegram (`editUserStarSubscription`, is_canceled true) and
+  nothing else changes: the plan runs to its end and is not renewed. Telegram is asked
+  with this bot's token: a payment made in another bot is refused by Telegram.
+  /resumesub undoes it (is_canceled false): the person may renew the subscription again.
 """
 
 from __future__ import annotations
@@ -247,20 +253,31 @@ class PlanCommands:
             )
         await message.reply_text(text)
 
-    async def refund(self, incoming: Incoming, context: Context) -> None:
-        """/refund <charge id>: Telegram refunds the Stars, then the plan is revoked."""
+    async def _operators_charge(
+        self, incoming: Incoming, context: Context, usage: str
+    ) -> str | None:
+        """The charge id an operator's command names in a private chat; None (and said
+        why) for anyone else, in a group, or without exactly one well-formed id."""
         language = incoming.language
         if incoming.user_id not in self.admins or incoming.anonymous_admin:
             await self.refuse(incoming, t(language, "not_allowed"))
-            return
+            return None
         if incoming.is_group:
             await self.say(incoming, t(language, "quota_private_only"))
-            return
+            return None
         args = context.args or []
         if len(args) != 1 or not _CHARGE.fullmatch(args[0]):
-            await self.say(incoming, t(language, "refund_usage"))
+            await self.say(incoming, t(language, usage))
+            return None
+        return args[0]
+
+    async def refund(self, incoming: Incoming, context: Context) -> None:
+        """/refund <charge id>: Telegram refunds the Stars, then the plan is revoked."""
+        language = incoming.language
+        charge = await self._operators_charge(incoming, context, "refund_usage")
+        if charge is None:
             return
-        payment = await self.sales.payment(args[0])
+        payment = await self.sales.payment(charge)
         user_id = None if payment is None else telegram_user_of(payment.person)
         if payment is None or payment.refunded_at is not None or user_id is None:
             await self.say(incoming, t(language, "refund_unknown"))
@@ -283,6 +300,47 @@ class PlanCommands:
             return
         await self.say(
             incoming, t(language, "refund_done", stars=refunded.stars, person=refunded.person)
+        )
+
+    async def cancel_subscription(self, incoming: Incoming, context: Context) -> None:
+        """/cancelsub <charge id>: Telegram stops renewing the subscription; the plan runs
+        to its end."""
+        await self._edit_subscription(incoming, context, canceled=True)
+
+    async def resume_subscription(self, incoming: Incoming, context: Context) -> None:
+        """/resumesub <charge id>: the person may renew a subscription cancelled here again."""
+        await self._edit_subscription(incoming, context, canceled=False)
+
+    async def _edit_subscription(
+        self, incoming: Incoming, context: Context, *, canceled: bool
+    ) -> None:
+        language = incoming.language
+        said = "cancelsub" if canceled else "resumesub"
+        charge = await self._operators_charge(incoming, context, f"{said}_usage")
+        if charge is None:
+            return
+        payment = await self.sales.payment(charge)
+        user_id = None if payment is None else telegram_user_of(payment.person)
+        if (
+            payment is None
+            or user_id is None
+            or payment.refunded_at is not None
+            or payment.subscription_expires_at is None
+        ):
+            await self.say(incoming, t(language, "cancelsub_unknown"))
+            return
+        try:
+            await context.bot.edit_user_star_subscription(
+                user_id, payment.charge_id, is_canceled=canceled
+            )
+        except TelegramError as exc:
+            await self.say(incoming, t(language, f"{said}_failed", reason=str(exc)[:200]))
+            return
+        log.info("subscription %s %s by an operator", payment.charge_id[:80], said)
+        holding = await self.sales.holding(payment.person)
+        ends = payment.subscription_expires_at if holding is None else holding.active.ends_at
+        await self.say(
+            incoming, t(language, f"{said}_done", person=payment.person, ends=when(ends))
         )
 
     async def paysupport(self, incoming: Incoming, context: Context) -> None:

@@ -13,8 +13,8 @@ Invariants:
   waited for and retried (a flood wait would hold the chat's next updates): the person's
   next choice sets it again;
 - a bot that sells plans (PLANS) adds /plans, /paysupport and /terms to every menu; one
-  that does not shows none of them. /refund is in no menu: menus are everyone's, and it
-  answers only operators.
+  that does not shows none of them. /refund, /cancelsub and /resumesub are in no menu:
+  menus are everyone's, and they answer only operators.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ Invariants:
   type or out of range is refused with one line naming the key, so what is stored always
   reads back as the same profile; what a profile does not set falls back to the
   deployment's settings;
+- a bot's `plans` (the plans it sells in Telegram Stars) are parsed as strictly as PLANS
+  (`core.domain.plans.parse_plans`); None falls back to the deployment's PLANS, an empty
+  list sells nothing in that bot;
 - a stored bot carries its token only encrypted (`token_cipher`) and its last four
   characters (`token_tail`, all that lists and pages ever show): these types never hold a
   plain token.
@@ -15,10 +18,13 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from core.domain.plans import Plan, parse_plans, plan_json
 
 MAX_PROFILE_ROUNDS = 20
 """The most rounds a bot's profile may set (MAX_ROUNDS_LIMIT still bounds a chat's)."""
@@ -34,7 +40,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@+-]*")
 _LANGUAGE = re.compile(r"[a-z]{2,3}(_[A-Za-z]{2,4})?")
 _LABEL_OK = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]*")
 
-PROFILE_KEYS = ("role", "instruction", "rounds", "model", "models", "language", "limits")
+PROFILE_KEYS = ("role", "instruction", "rounds", "model", "models", "language", "plans", "limits")
 """The settings a bot may set, in the order lists show them."""
 LIMIT_KEYS = ("daily_tokens", "monthly_tokens", "daily_consultations", "messages_per_minute")
 """The limits a bot may set in place of the deployment's (USER_DAILY_TOKEN_LIMIT,
@@ -65,7 +71,8 @@ class BotLimits:
 class BotProfile:
     """What a bot sets in place of the deployment's defaults; None (or no models): falls
     back. `role` names a prompt of the library; `instruction` is a system prompt of its
-    own (one or the other); `models` is the allow-list its chats choose from."""
+    own (one or the other); `models` is the allow-list its chats choose from; `plans` the
+    plans it sells (None: the deployment's PLANS; empty: none)."""
 
     role: str | None = None
     instruction: str | None = None
@@ -74,12 +81,17 @@ class BotProfile:
     models: tuple[str, ...] = ()
     language: str | None = None
     limits: BotLimits = field(default_factory=BotLimits)
+    plans: tuple[Plan, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The keys it sets, as stored and as `parse_profile` reads them back."""
         data: dict[str, Any] = {}
         for key in PROFILE_KEYS:
             value = getattr(self, key)
+            if key == "plans":
+                if value is not None:  # an empty list sells nothing: it is set
+                    data[key] = [plan_json(plan) for plan in value]
+                continue
             if isinstance(value, BotLimits):
                 value = value.to_json()
             if value is None or value in ((), {}):
@@ -93,8 +105,8 @@ class BotProfile:
         for key, value in self.to_json().items():
             if key == "instruction":
                 value = f"{len(value)} chars"
-            elif key == "models":
-                value = ",".join(value)
+            elif key in ("models", "plans"):
+                value = ",".join(v["id"] if key == "plans" else v for v in value) or "none"
             elif key == "limits":
                 parts += [f"limits.{name}={number}" for name, number in value.items()]
                 continue
@@ -140,7 +152,23 @@ def parse_profile(data: Mapping[str, Any]) -> BotProfile:
         not isinstance(language, str) or not _LANGUAGE.fullmatch(language)
     ):
         raise ProfileInvalid("language: a language code such as en, de or pt_BR")
-    return BotProfile(role, instruction, rounds, model, names, language, _limits(data))
+    return BotProfile(
+        role, instruction, rounds, model, names, language, _limits(data), _plans(data)
+    )
+
+
+def _plans(data: Mapping[str, Any]) -> tuple[Plan, ...] | None:
+    """A bot's plans, as strictly as PLANS (language codes by their shape: the interface's
+    languages are checked where a bot's settings are changed, `app.bots`)."""
+    plans = data.get("plans")
+    if plans is None:
+        return None
+    if not isinstance(plans, list):
+        raise ProfileInvalid("plans: a JSON list of plans, as PLANS is written")
+    try:
+        return parse_plans(json.dumps(plans), None)
+    except ValueError as exc:
+        raise ProfileInvalid(f"plans: {exc}") from None
 
 
 def _limits(data: Mapping[str, Any]) -> BotLimits:
@@ -208,6 +236,13 @@ def changed_profile(profile: BotProfile, changes: Mapping[str, str]) -> BotProfi
             data[key] = int(value)
         elif key == "models":
             data[key] = [m.strip() for m in value.split(",") if m.strip()]
+        elif key == "plans":
+            if len(value) > MAX_SETTINGS_CHARS:
+                raise ProfileInvalid(f"plans: at most {MAX_SETTINGS_CHARS} characters of JSON")
+            try:
+                data[key] = json.loads(value)
+            except (ValueError, RecursionError):  # RecursionError: nested too deep
+                raise ProfileInvalid("plans: not valid JSON (a list of plans, as PLANS)") from None
         else:
             data[key] = value
         if key in ("role", "instruction"):

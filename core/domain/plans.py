@@ -11,6 +11,10 @@ Invariants:
 - A limit a plan does not name is the deployment's (`plan_limits`); an active plan
   replaces the deployment's limits, never an operator's override or exemption (those are
   a person's own word, `core.domain.quotas.limits_for`).
+- A plan's `models` are added to what a person may choose, first (`models_with_plan`): the
+  plan's first model is the person's default, a model the person chose among the
+  deployment's (or the bot's) stays theirs, and when the plan ends or is refunded a plan's
+  model chosen is no longer allowed, so the deployment's default is called again.
 Pure: no I/O.
 """
 
@@ -34,6 +38,7 @@ MAX_TEXT_CHARS = 255
 DAY_SECONDS = 86_400
 
 _PLAN_ID = re.compile(r"[a-z0-9_-]{1,32}")
+_LANGUAGE = re.compile(r"[a-z]{2,3}(_[A-Za-z]{2,4})?")
 _KEYS = frozenset(
     {"id", "title", "description", "stars", "days", "subscription", "limits", "models"}
 )
@@ -83,6 +88,16 @@ def _in(texts: tuple[tuple[str, str], ...], language: str) -> str:
     return texts[0][1] if texts else ""
 
 
+def models_with_plan(
+    default: str, allowed: tuple[str, ...], plan_models: tuple[str, ...]
+) -> tuple[str, tuple[str, ...]]:
+    """The default model and the models a person may choose when their active plan lists
+    `plan_models` (empty: no plan, or one listing none: `default` and `allowed` as given)."""
+    if not plan_models:
+        return default, allowed
+    return plan_models[0], tuple(dict.fromkeys((*plan_models, *allowed)))
+
+
 def find_plan(plans: Iterable[Plan], plan_id: str) -> Plan | None:
     return next((plan for plan in plans if plan.id == plan_id), None)
 
@@ -93,8 +108,21 @@ def _int(plan: str, key: str, value: Any, low: int, high: int) -> int:
     return value
 
 
+def plan_json(plan: Plan) -> dict[str, Any]:
+    """`plan` as PLANS writes it: `parse_plans` reads it back as the same plan."""
+    data: dict[str, Any] = {"id": plan.id, "title": dict(plan.titles)}
+    if plan.descriptions:
+        data["description"] = dict(plan.descriptions)
+    data |= {"stars": plan.stars, "days": plan.days, "subscription": plan.subscription}
+    limits = {key: getattr(plan.limits, key) for key in LIMIT_KEYS}
+    data["limits"] = {key: value for key, value in limits.items() if value is not None}
+    if plan.models:
+        data["models"] = list(plan.models)
+    return data
+
+
 def _texts(
-    plan: str, key: str, value: Any, languages: frozenset[str]
+    plan: str, key: str, value: Any, languages: frozenset[str] | None
 ) -> tuple[tuple[str, str], ...]:
     """One text, or {language: text} with English: as pairs, English first."""
     if isinstance(value, str):
@@ -103,7 +131,9 @@ def _texts(
         raise ValueError(f"plan {plan!r}: {key} is a text, or texts by language with en")
     pairs = []
     for code, text in value.items():
-        if code not in languages:
+        if not isinstance(code, str) or (
+            code not in languages if languages is not None else not _LANGUAGE.fullmatch(code)
+        ):
             raise ValueError(f"plan {plan!r}: {key} in {str(code)[:20]!r}, not a language")
         if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT_CHARS:
             raise ValueError(f"plan {plan!r}: {key}[{code}] is 1-{MAX_TEXT_CHARS} characters")
@@ -131,7 +161,7 @@ def _models(plan: str, value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def _plan(entry: Any, languages: frozenset[str]) -> Plan:
+def _plan(entry: Any, languages: frozenset[str] | None) -> Plan:
     if not isinstance(entry, dict):
         raise ValueError("each plan is a JSON object")
     plan_id = entry.get("id")
@@ -164,8 +194,10 @@ def _plan(entry: Any, languages: frozenset[str]) -> Plan:
     )
 
 
-def parse_plans(text: str, languages: Iterable[str]) -> tuple[Plan, ...]:
-    """PLANS as plans (empty text: none); ValueError naming what is wrong."""
+def parse_plans(text: str, languages: Iterable[str] | None) -> tuple[Plan, ...]:
+    """PLANS as plans (empty text: none); ValueError naming what is wrong. `languages`: the
+    codes a text may be in (None: any code of a language's shape, `en`, `pt_BR`: where the
+    interface's languages are not known, a stored bot's settings)."""
     if not text.strip():
         return ()
     try:
@@ -176,7 +208,7 @@ def parse_plans(text: str, languages: Iterable[str]) -> tuple[Plan, ...]:
         raise ValueError("a JSON list of plans")
     if len(entries) > MAX_PLANS:
         raise ValueError(f"at most {MAX_PLANS} plans")
-    codes = frozenset(languages)
+    codes = None if languages is None else frozenset(languages)
     plans = tuple(_plan(entry, codes) for entry in entries)
     ids = [plan.id for plan in plans]
     for plan_id in ids:

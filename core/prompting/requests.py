@@ -27,6 +27,7 @@ them, with a note in the system message that the user sent a photo it cannot see
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ from core.domain.consultation import Consultation, ModelOptions
 from core.domain.facts import within_budget
 from core.domain.json_answer import schema_object
 from core.domain.knowledge import Passage
+from core.domain.plans import models_with_plan
 from core.domain.ports import CompletionRequest
 from core.domain.tools import ToolSpec
 from core.prompting.context import SEPARATOR, ContextWindow, build_model_messages
@@ -86,6 +88,15 @@ class EngineConfig:
     def allowed_models(self) -> tuple[str, ...]:
         """The models a chat or a session may choose: `models`, else `model` alone."""
         return self.models or (self.model,)
+
+    def for_plan(self, plan_models: tuple[str, ...]) -> EngineConfig:
+        """This config for a person whose active plan lists `plan_models`: the plan's first
+        model is the default, and the plan's models come first among the choices
+        (`core.domain.plans.models_with_plan`); no models: this config."""
+        if not plan_models:
+            return self
+        model, models = models_with_plan(self.model, self.allowed_models, plan_models)
+        return dataclasses.replace(self, model=model, models=models)
 
 
 def model_of(chosen: str | None, config: EngineConfig) -> str:

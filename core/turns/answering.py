@@ -29,13 +29,17 @@ Invariants it keeps:
   offered them (a structured round asks its JSON after the calls, so it stays one); the
   reply's usage is every call's, and the tools that ran are kept with the reply
   (`Message.tool_uses`, `Reply.tool_uses`) and counted per tool in its charge
-  (`core.domain.tool_usage`), stored with it.
+  (`core.domain.tool_usage`), stored with it;
+- the model a turn calls is the one its consultation chose among the models allowed to the
+  payer: the deployment's (or the bot's), and first those of the payer's active plan, whose
+  first model is then the default (`EngineConfig.for_plan`); a plan's model chosen and no
+  longer allowed (the plan ended or was refunded) is not called, the default is.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from core.domain.attachments import Image
@@ -65,6 +69,9 @@ from core.prompting.rounds import NextRound, after_reply, is_expired, plan_round
 from core.turns.knowledge_reading import KnowledgeReader
 from core.turns.tooling import Tooling, TurnTools
 
+PlanModels = Callable[[str | None], Awaitable[tuple[str, ...]]]
+"""The models a person's active plan lists (`core.turns.quota_checks.Quotas.plan_models`)."""
+
 Knowledge = tuple[Passage, ...] | None
 """A turn's knowledge-base passages: None without a knowledge base (or when its search
 failed), empty when it had none."""
@@ -85,11 +92,13 @@ class Answerer:
         formats: StructuredFormats,
         knowledge: KnowledgeReader | None = None,
         tooling: Tooling | None = None,
+        plan_models: PlanModels | None = None,
     ) -> None:
         """`formats`: what the process learned of the endpoint's structured replies,
         shared with the client-memory call; `knowledge`: the knowledge base's passages
         (None: the deployment has none); `tooling`: the tools turns are offered (None:
-        none)."""
+        none); `plan_models`: the models a payer's plan adds (None: no plans)."""
+        self._plan_models = plan_models
         self._knowledge = knowledge
         self._tooling = tooling
         self._store = store
@@ -121,6 +130,7 @@ class Answerer:
             final_requested = True
             notices.add(Notice.QUOTA_FINAL)
         planned = plan_round(consultation, final_requested=final_requested)
+        config = await self.config_for(payer)
         knowledge = (
             await self._knowledge.read(consultation) if self._knowledge is not None else None
         )
@@ -130,7 +140,7 @@ class Answerer:
             else TurnTools(self._completer)
         )
         next_round, request, answer, asked = await self._model_answer(
-            consultation, planned, is_group, on_text, images, notices, knowledge, tools
+            consultation, planned, is_group, on_text, images, notices, knowledge, tools, config
         )
         text, marked = (asked.text, False) if asked is not None else strip_marker(answer.text)
         if not text.strip():
@@ -236,6 +246,13 @@ class Answerer:
             on_tool=on_tool,
         )
 
+    async def config_for(self, payer: Payer | None) -> EngineConfig:
+        """The engine's config as it applies to `payer`: with their plan's models
+        (`EngineConfig.for_plan`), when they have a plan listing some."""
+        if self._plan_models is None or payer is None or payer.person is None:
+            return self._config
+        return self._config.for_plan(await self._plan_models(payer.person))
+
     def replay(self, found: TurnRecord) -> Reply:
         """An answered turn's stored reply (`replay_of`), with the model its consultation
         asks for and, for a final answer or a follow-up's, the follow-ups it may still
@@ -258,18 +275,27 @@ class Answerer:
         notices: set[Notice],
         knowledge: Knowledge,
         tools: TurnTools,
+        config: EngineConfig,
     ) -> _Answered:
         """The model's answer, asked again without the images when it refuses them."""
         try:
             return await self._reply(
-                consultation, next_round, is_group, on_text, images, knowledge, tools
+                consultation, next_round, is_group, on_text, images, knowledge, tools, config
             )
         except ModelError as exc:
             if exc.kind is not ModelErrorKind.IMAGES_REJECTED:
                 raise
         # The model reads text only: the same round without the images, told so.
         answered = await self._reply(
-            consultation, next_round, is_group, on_text, (), knowledge, tools, images_not_seen=True
+            consultation,
+            next_round,
+            is_group,
+            on_text,
+            (),
+            knowledge,
+            tools,
+            config,
+            images_not_seen=True,
         )
         notices.add(Notice.IMAGES_NOT_SEEN)
         return answered
@@ -283,6 +309,7 @@ class Answerer:
         images: Sequence[Image],
         knowledge: Knowledge,
         tools: TurnTools,
+        config: EngineConfig,
         *,
         images_not_seen: bool = False,
     ) -> _Answered:
@@ -292,13 +319,29 @@ class Answerer:
 
         async def in_text(planned: NextRound) -> tuple[CompletionRequest, CollectedAnswer]:
             return await self._collect(
-                consultation, planned, is_group, on_text, images, knowledge, tools, images_not_seen
+                consultation,
+                planned,
+                is_group,
+                on_text,
+                images,
+                knowledge,
+                tools,
+                config,
+                images_not_seen,
             )
 
         if next_round.is_final or self._formats.mode is QuestionMode.OFF:
             return (next_round, *await in_text(next_round), None)
         request = self._request(
-            consultation, next_round, is_group, images, knowledge, tools, images_not_seen, True
+            consultation,
+            next_round,
+            is_group,
+            images,
+            knowledge,
+            tools,
+            config,
+            images_not_seen,
+            True,
         )
         refusals: list[Refusal] = []
         asked = await self._ask_round(tools.completer, request, on_text, refusals)
@@ -357,16 +400,17 @@ class Answerer:
         images: Sequence[Image],
         knowledge: Knowledge,
         tools: TurnTools,
+        config: EngineConfig,
         images_not_seen: bool,
         structured: bool = False,
     ) -> CompletionRequest:
-        model = model_of(consultation.options.model, self._config)
+        model = model_of(consultation.options.model, config)
         return build_completion_request(
             consultation,
             next_round,
             is_group=is_group,
             prompts=self._prompts,
-            config=self._config,
+            config=config,
             images=images,
             images_not_seen=images_not_seen,
             structured=structured,
@@ -383,11 +427,12 @@ class Answerer:
         images: Sequence[Image],
         knowledge: Knowledge,
         tools: TurnTools,
+        config: EngineConfig,
         images_not_seen: bool = False,
     ) -> tuple[CompletionRequest, CollectedAnswer]:
         """One text answer to `next_round` (continued when cut off), and the request it was."""
         request = self._request(
-            consultation, next_round, is_group, images, knowledge, tools, images_not_seen
+            consultation, next_round, is_group, images, knowledge, tools, config, images_not_seen
         )
         shown = MarkerFilter(on_text) if on_text is not None else None
         answer = await collect_answer(

@@ -10,7 +10,10 @@ Invariants:
   (a turn reads the model with its consultation, never the chat's settings again); a
   persona applies to the chat's next consultations;
 - a chat's model is one LLM_MODELS names: a choice the operator removed since reads as
-  LLM_MODEL (`core.prompting.requests.model_of`); reading never waits for a running turn.
+  LLM_MODEL (`core.prompting.requests.model_of`); reading never waits for a running turn;
+- a person whose active plan lists models may choose those too (`plan_models`, the
+  plan's first being their default: `EngineConfig.for_plan`); when the plan ends, such a
+  choice reads as the default again.
 """
 
 from __future__ import annotations
@@ -88,18 +91,20 @@ class ChatSettingsKeeper:
                 chat_key, _replace(settings, role=role, system_prompt=system_prompt)
             )
 
-    def models(self) -> tuple[str, ...]:
-        """The models a chat may choose (LLM_MODELS), in their configured order."""
-        return self._config.allowed_models
+    def models(self, plan_models: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """The models a chat may choose (LLM_MODELS), in their configured order; with the
+        chooser's plan's `plan_models` first."""
+        return self._config.for_plan(plan_models).allowed_models
 
-    async def set_model(self, chat_key: str, model: str) -> None:
+    async def set_model(self, chat_key: str, model: str, plan_models: tuple[str, ...] = ()) -> None:
         """Choose the chat's model (one of LLM_MODELS) from its next model call on: the
         calls of its latest consultation while it is active or takes follow-ups, and those
         of its next consultations (a turn reads the model with its consultation, so no
         turn reads the chat's settings again).
 
-        Raises `UnknownModel` for a model the allow-list does not name; nothing is stored."""
-        if model not in self._config.allowed_models:
+        Raises `UnknownModel` for a model the allow-list (with the chooser's plan's
+        `plan_models`) does not name; nothing is stored."""
+        if model not in self.models(plan_models):
             raise UnknownModel(f"unknown model {model!r}")
         async with self._locks.hold(chat_key):
             settings = await self._store.load_chat_settings(chat_key)
@@ -113,11 +118,12 @@ class ChatSettingsKeeper:
                 options = dataclasses.replace(consultation.options, model=model)
                 await self._store.set_options(consultation.id, options)
 
-    async def chat_model(self, chat_key: str) -> ChatModel:
-        """The model of the chat's next consultation, and the one it chose if the
-        allow-list no longer names it (the operator removed it)."""
+    async def chat_model(self, chat_key: str, plan_models: tuple[str, ...] = ()) -> ChatModel:
+        """The model of the chat's next consultation (for a person whose plan lists
+        `plan_models`), and the one it chose if the allow-list no longer names it (the
+        operator removed it, or the plan that gave it ended)."""
         chosen = (await self._store.load_chat_settings(chat_key)).model
-        model = model_of(chosen, self._config)
+        model = model_of(chosen, self._config.for_plan(plan_models))
         return ChatModel(model, removed=chosen if chosen not in (None, model) else None)
 
 

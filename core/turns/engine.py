@@ -110,6 +110,7 @@ def build_engine(
         formats,
         knowledge=reader,
         tooling=tooling,
+        plan_models=quota_keeper.plan_models,
     )
     follow_ups = FollowUps(
         store,
@@ -121,6 +122,7 @@ def build_engine(
         accounting,
         knowledge=reader,
         tooling=tooling,
+        config_for=answerer.config_for,
     )
     sessions = ApiSessions(
         store,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from core.domain.attachments import Image
@@ -193,9 +193,12 @@ class FollowUps:
         accounting: Accounting,
         knowledge: KnowledgeReader | None = None,
         tooling: Tooling | None = None,
+        config_for: Callable[[Payer | None], Awaitable[EngineConfig]] | None = None,
     ) -> None:
         """`knowledge`: the knowledge base's passages (None: the deployment has none);
-        `tooling`: the tools offered (None: none)."""
+        `tooling`: the tools offered (None: none); `config_for`: the config as it applies
+        to a payer, with their plan's models (`Answerer.config_for`; None: `config`)."""
+        self._config_for = config_for
         self._knowledge = knowledge
         self._tooling = tooling
         self._store = store
@@ -301,12 +304,13 @@ class FollowUps:
             if self._tooling is not None
             else TurnTools(self._completer)
         )
-        model = model_of(consultation.options.model, self._config)
+        config = self._config if self._config_for is None else await self._config_for(payer)
+        model = model_of(consultation.options.model, config)
         request = follow_up_request(
             consultation,
             is_group=is_group,
             prompts=self._prompts,
-            config=self._config,
+            config=config,
             images=images,
             knowledge=knowledge,
             tools=tools.offered(model, answering=True),

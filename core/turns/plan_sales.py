@@ -36,7 +36,7 @@ from core.domain.payments import (
     invoice_payload,
     read_payload,
 )
-from core.domain.plans import ActivePlan, Plan, PlanLimits, find_plan
+from core.domain.plans import ActivePlan, Plan, find_plan
 from core.domain.stats import period_of
 
 if TYPE_CHECKING:
@@ -192,12 +192,10 @@ class PlanSales:
         active = await self._book.active_plans(now)
         return SalesFigures(tuple(found), active, period.since_day, period.until_day)
 
-    async def limits_of(self, person: str) -> tuple[str, PlanLimits] | None:
-        """The person's active plan's id and limits (the quota keeper's per-person source);
-        None without one, or when PLANS no longer lists it."""
+    async def plan_of(self, person: str) -> Plan | None:
+        """The person's active plan (the quota keeper's per-person source of limits and
+        models); None without one, or when these plans no longer list it."""
         if not self.plans:
             return None
         held = await self.holding(person)
-        if held is None or held.plan is None:
-            return None
-        return held.plan.id, held.plan.limits
+        return None if held is None else held.plan

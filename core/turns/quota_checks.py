@@ -4,8 +4,9 @@ their turns by the rules of `core.domain.quotas`.
 Invariants:
 - An admin's override applies to this worker's next turn at once, and to other workers'
   within `OVERRIDE_CACHE_SECONDS` (each keeps what it read that long, so a turn usually
-  costs no read for it). So does a person's plan (`plan_limits`, the per-person limits
-  source: a plan granted or revoked here is read afresh at once, via `refresh`).
+  costs no read for it). So does a person's plan (`plan_of`, the per-person source of
+  limits and of the plan's models, `plan_models`: a plan granted or revoked here is read
+  afresh at once, via `refresh`).
 - Concurrency (any number of turns, workers and stores): a turn is admitted by
   `admit`, which reads the standing and takes the turn's token hold in one step under
   the person's and the client key's lock (`ConsultationStore.hold_tokens`), so a check
@@ -28,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.domain.plans import PlanLimits
+from core.domain.plans import Plan
 from core.domain.quotas import (
     ALLOW,
     HOLD_SECONDS,
@@ -58,9 +59,8 @@ if TYPE_CHECKING:
     from core.domain.ports import ConsultationStore
 
 
-PlanLimitsOf = Callable[[str], Awaitable[tuple[str, PlanLimits] | None]]
-"""A person's active plan's id and limits, None without one
-(`core.turns.plan_sales.PlanSales.limits_of`)."""
+PlanOf = Callable[[str], Awaitable[Plan | None]]
+"""A person's active plan, None without one (`core.turns.plan_sales.PlanSales.plan_of`)."""
 
 
 def tokens(totals: list[UsageTotal]) -> int:
@@ -100,9 +100,9 @@ class Quotas:
         config: QuotaConfig,
         clock: Callable[[], float],
         on_refused: Callable[[Limit], None] | None = None,
-        plan_limits: PlanLimitsOf | None = None,
+        plan_of: PlanOf | None = None,
     ) -> None:
-        """`on_refused` hears the limit of each turn refused (the metrics); `plan_limits`
+        """`on_refused` hears the limit of each turn refused (the metrics); `plan_of`
         reads a person's active plan (without it no one has a plan)."""
         self._store = store
         self._config = config
@@ -111,21 +111,30 @@ class Quotas:
         self._overrides = ReadThrough(
             store.load_quota_override, OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
         )
-        self._plan_limits = plan_limits
+        self._plan_of = plan_of
         self._plans = ReadThrough(
             self._read_plan, OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
         )
 
-    def use_plans(self, plan_limits: PlanLimitsOf) -> None:
-        """Read people's plans with `plan_limits` from now on (the composition root wires it
-        after the store's payment book exists)."""
-        self._plan_limits = plan_limits
+    def use_plans(self, plan_of: PlanOf | None) -> None:
+        """Read people's plans with `plan_of` from now on (the composition root wires it
+        after the store's payment book exists; None: no one has a plan here)."""
+        self._plan_of = plan_of
         self._plans = ReadThrough(
             self._read_plan, OVERRIDE_CACHE_SECONDS, max_size=OVERRIDE_CACHE_SIZE
         )
 
-    async def _read_plan(self, person: str) -> tuple[str, PlanLimits] | None:
-        return None if self._plan_limits is None else await self._plan_limits(person)
+    async def _read_plan(self, person: str) -> Plan | None:
+        return None if self._plan_of is None else await self._plan_of(person)
+
+    async def plan_models(self, person: str | None) -> tuple[str, ...]:
+        """The models the person's active plan lists (`core.domain.plans.models_with_plan`);
+        empty without a person, a plan, or models in it. Read as the plan's limits are
+        (the same cache), whatever the person's limits."""
+        if person is None or self._plan_of is None:
+            return ()
+        plan = await self._plans.get(person)
+        return () if plan is None else plan.models
 
     @property
     def config(self) -> QuotaConfig:
@@ -222,14 +231,17 @@ class Quotas:
         limits = PersonLimits()
         if payer.person is not None and not self._config.exempts(payer.person):
             override = await self._override(payer.person)
-            plan = None if self._plan_limits is None else await self._plans.get(payer.person)
-            limits = limits_for(self._config, payer.person, override, plan)
+            plan = None if self._plan_of is None else await self._plans.get(payer.person)
+            held = None if plan is None else (plan.id, plan.limits)
+            limits = limits_for(self._config, payer.person, override, held)
         return limits, client_limit
 
     async def of_person(self, person: str) -> PersonQuota:
         """The person's limits and standing, whatever applies (for /usage and /quota)."""
         override = await self._store.load_quota_override(person)
-        limits = limits_for(self._config, person, override, await self._read_plan(person))
+        plan = await self._read_plan(person)
+        held = None if plan is None else (plan.id, plan.limits)
+        limits = limits_for(self._config, person, override, held)
         every = _Reads(today=True, month=True, starts=True, client=False)
         standing = await self._standing(Payer(person=person), every, self._clock())
         return PersonQuota(person, limits, standing, override)

@@ -329,8 +329,10 @@ class ConsultationService:
                     on_tool=on_tool,
                 )
 
-    async def status(self, chat_key: str) -> StatusInfo:
-        """Where the chat stands; it reads without waiting for a running turn."""
+    async def status(self, chat_key: str, payer: Payer | None = None) -> StatusInfo:
+        """Where the chat stands, its model as it applies to `payer` (with their plan's
+        models); it reads without waiting for a running turn."""
+        config = await self._answerer.config_for(payer)
         settings = await self._store.load_chat_settings(chat_key)
         consultation = await self._store.load_active(chat_key)
         now = self._clock()
@@ -341,10 +343,10 @@ class ConsultationService:
         max_rounds = settings.max_rounds or self._config.default_max_rounds
         role = settings.role or self._config.default_role
         if consultation is None:
-            model = model_of(settings.model, self._config)
+            model = model_of(settings.model, config)
             return StatusInfo(max_rounds=max_rounds, role=role, active=False, model=model)
         return StatusInfo(
-            model=model_of(consultation.options.model, self._config),
+            model=model_of(consultation.options.model, config),
             answering=self._gate.running.is_running(chat_key),
             max_rounds=consultation.max_rounds,
             role=consultation.role or role,

@@ -6,6 +6,7 @@ refused changing nothing. No page, answer or audit entry ever shows a token."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -189,3 +190,30 @@ async def test_a_bot_removed_with_its_data_leaves_the_others_data(console: Conso
     assert await console.store.load_active("tg:5") is not None
     [entry] = [e for e in await bots_audit(console) if e[0] == "bot_remove"]
     assert entry[2] == "removed; what it stored is deleted (1 consultation)"
+
+
+async def test_a_bots_plans_are_set_shown_and_kept_by_a_change(console: Console) -> None:
+    """Plans entered in the add form are stored; the change form carries them back as JSON
+    (so a change of another setting keeps them); bad plans are refused changing nothing;
+    an empty field goes back to the deployment's PLANS."""
+    csrf = await signed_in(console)
+    gold = [{"id": "gold", "title": {"en": "Gold", "ru": "Золото"}, "stars": 75, "days": 7}]
+    added = {"csrf": csrf, "token": SHOP, "plans": json.dumps(gold)}
+    assert (await post(console, "/admin/bots/add", added))[0] == 303
+    [bot] = await console.store.bots.bots()
+    assert bot.profile.plans is not None and bot.profile.plans[0].id == "gold"
+    status, html = await console.page("/admin/bots")
+    assert status == 200 and "plans=gold" in html
+    shown = html.split('<textarea name="plans" rows="3">', 1)[1].split("</textarea>", 1)[0]
+    carried = json.loads(shown)
+    assert carried[0]["id"] == "gold" and carried[0]["title"]["ru"] == "Золото"
+    change = {"csrf": csrf, "rounds": "2", "plans": shown}
+    assert (await post(console, f"/admin/bots/{bot.id}/set", change))[0] == 303
+    [kept] = await console.store.bots.bots()
+    assert kept.profile.plans == bot.profile.plans and kept.profile.rounds == 2
+    bad = {"csrf": csrf, "plans": '[{"id": "gold", "title": "Gold", "stars": 0}]'}
+    status, html = await post(console, f"/admin/bots/{bot.id}/set", bad)
+    assert status == 400 and "plans: plan &#39;gold&#39;: stars" in html
+    assert await console.store.bots.bots() == [kept]
+    assert (await post(console, f"/admin/bots/{bot.id}/set", {"csrf": csrf}))[0] == 303
+    assert (await console.store.bots.bots())[0].profile.plans is None

@@ -428,3 +428,56 @@ async def test_a_payment_filtered_and_refunded_in_the_browser(tmp_path: Path) ->
             assert entries[0].action == "refund" and entries[0].target == "ch-max"
     finally:
         await telegram.stop()
+
+
+async def test_a_subscription_cancelled_in_the_browser(tmp_path: Path) -> None:
+    """A subscription's row has Cancel renewal (a one-time plan's has not): ticked and
+    pressed, Telegram is asked editUserStarSubscription, nothing is refunded, the plan
+    stays and the audit log names the cancel."""
+    from core.domain.payments import Grant, Payment
+
+    telegram = FakeBotApi()
+    await telegram.start()
+    address = await SQLITE.new_database(tmp_path)
+    settings = console_settings(
+        SQLITE,
+        address,
+        telegram_api_base_url=telegram.base_url,
+        telegram_bot_token="123456:browser-pay-token",
+        plans='[{"id": "club", "title": "Club", "stars": 100, "subscription": true}]',
+    )
+    try:
+        async with running_console(settings) as console, browser_page() as page:
+            now = time.time()
+            for charge, user, until in (("ch-sub", 51, now + 30 * 86_400.0), ("ch-one", 52, None)):
+                payment = Payment(
+                    charge,
+                    f"tg:{user}",
+                    "club",
+                    100,
+                    "XTR",
+                    "p",
+                    now,
+                    subscription_expires_at=until,
+                )
+                await console.store.payments.record_payment(payment, Grant("club", 86_400.0))
+                telegram.charges[charge] = user
+            base = str(console.client.make_url("/admin/")).rstrip("/")
+            await page.goto(f"{base}/payments")
+            await page.fill("#token", TOKEN)
+            await page.click("button[type=submit]")
+            await page.click("nav >> text=Payments")
+            await expect(page.locator("h1")).to_have_text("Payments")
+            await expect(page.locator("form.cancel")).to_have_count(1)
+            row = page.locator("table.list tbody tr").filter(has_text="ch-sub")
+            await row.locator("form.cancel input[name=confirm]").check()
+            async with page.expect_navigation():  # the POST, then its redirect to the list
+                await row.locator("form.cancel button[type=submit]").click()
+            await expect(page.locator("h1")).to_have_text("Payments")
+            assert telegram.subscription_edits == [(51, "ch-sub", True)]
+            assert telegram.refunds == []
+            assert await console.store.payments.active_plan("tg:51", time.time()) is not None
+            entries = await console.store.audit_log(before_id=None, limit=10)
+            assert (entries[0].action, entries[0].target) == ("cancel_subscription", "ch-sub")
+    finally:
+        await telegram.stop()

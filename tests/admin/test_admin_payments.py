@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from app.bot_secrets import TokenBox, tail_of
+from core.domain.bots import BotProfile, NewBot
 from core.domain.payments import Grant, Payment
 from fakes.bot_api import TOKEN as BOT_TOKEN
 from fakes.bot_api import FakeBotApi
@@ -155,3 +157,130 @@ async def test_forged_charge_ids_are_not_found(console: Console) -> None:
             f"/admin/payments/{charge}/refund", data={"csrf": csrf, "confirm": "yes"}
         )
         assert answer.status == 404
+
+
+async def test_a_subscription_is_cancelled_without_a_refund(
+    console: Console, bot_api: FakeBotApi
+) -> None:
+    """Cancel renewal: Telegram is asked editUserStarSubscription (is_canceled), the audit
+    log says so, and the plan and payment stay as they were (it runs to its end); without
+    CSRF or the box, or for a one-time plan's payment, nothing is asked."""
+    await paid(console, bot_api, "ch-sub", 42, "max", time.time())
+    await paid(console, bot_api, "ch-once", 43, "pro", time.time())
+    assert await console.sign_in() == 303
+    status, html = await console.page("/admin/payments")
+    assert status == 200 and html.count("Cancel renewal</button>") == 1
+    csrf = await console.csrf("/admin/payments")
+    path = "/admin/payments/ch-sub/cancel"
+    no_csrf = await console.client.post(path, data={"confirm": "yes"}, allow_redirects=False)
+    assert no_csrf.status == 403
+    unconfirmed = await console.client.post(path, data={"csrf": csrf}, allow_redirects=False)
+    assert unconfirmed.status == 400
+    once = await console.client.post(
+        "/admin/payments/ch-once/cancel", data={"csrf": csrf, "confirm": "yes"}
+    )
+    assert once.status == 400 and "no subscription" in await once.text()
+    assert bot_api.subscription_edits == []
+    done = await console.client.post(
+        path, data={"csrf": csrf, "confirm": "yes"}, allow_redirects=False
+    )
+    assert done.status == 303
+    assert bot_api.subscription_edits == [(42, "ch-sub", True)]
+    assert bot_api.refunds == []
+    payment = await console.store.payments.payment("ch-sub")
+    assert payment is not None and payment.refunded_at is None
+    assert await console.store.payments.active_plan("tg:42", time.time()) is not None
+    entries = await console.store.audit_log(before_id=None, limit=10)
+    cancels = [(e.action, e.target) for e in entries if e.action == "cancel_subscription"]
+    assert cancels == [("cancel_subscription", "ch-sub")]
+
+
+async def test_a_cancel_telegram_refuses_writes_nothing(
+    console: Console, bot_api: FakeBotApi
+) -> None:
+    """Telegram not knowing the charge: 400 with its words, no audit entry."""
+    await paid(console, bot_api, "ch-sub2", 42, "max", time.time())
+    del bot_api.charges["ch-sub2"]
+    assert await console.sign_in() == 303
+    csrf = await console.csrf("/admin/payments")
+    answer = await console.client.post(
+        "/admin/payments/ch-sub2/cancel", data={"csrf": csrf, "confirm": "yes"}
+    )
+    assert answer.status == 400 and "CHARGE_NOT_FOUND" in await answer.text()
+    entries = await console.store.audit_log(before_id=None, limit=10)
+    assert all(e.action != "cancel_subscription" for e in entries)
+
+
+SECRET = "payments-console-secret-key-0123456789"
+SECOND = "222:SECOND-BOT-TOKEN"
+
+
+async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
+    kind: StoreKind, database: str
+) -> None:
+    """A payment made in stored bot n (its person `tg<n>:42`) is refunded and cancelled
+    with bot n's token, opened under SECRET_KEY; the deployment's bot's token would be
+    refused (Telegram knows a charge only in the bot it was paid to)."""
+    api = FakeBotApi(tokens={BOT_TOKEN: (123456, "consult_bot"), SECOND: (222, "second_bot")})
+    await api.start()
+    try:
+        settings = console_settings(
+            kind,
+            database,
+            plans=json.dumps(PLANS),
+            telegram_bot_token=BOT_TOKEN,
+            telegram_api_base_url=api.base_url,
+            secret_key=SECRET,
+        )
+        async with running_console(settings) as console:
+            sealed = TokenBox(SECRET).seal(SECOND)
+            new = NewBot(222, "second_bot", sealed, tail_of(SECOND), "", BotProfile())
+            bot = await console.store.bots.add_bot(new, at=time.time())
+            person = f"tg{bot.id}:42"
+            payment = Payment(
+                "ch-two",
+                person,
+                "max",
+                900,
+                "XTR",
+                f"plan:max:{person}",
+                time.time(),
+                subscription_expires_at=time.time() + 30 * DAY,
+            )
+            await console.store.payments.record_payment(payment, Grant("max", 30 * DAY))
+            api.charges["ch-two"] = 42
+            api.charge_bots["ch-two"] = SECOND
+            assert await console.sign_in() == 303
+            csrf = await console.csrf("/admin/payments")
+            form = {"csrf": csrf, "confirm": "yes"}
+            cancelled = await console.client.post(
+                "/admin/payments/ch-two/cancel", data=form, allow_redirects=False
+            )
+            assert cancelled.status == 303
+            refunded = await console.client.post(
+                "/admin/payments/ch-two/refund", data=form, allow_redirects=False
+            )
+            assert refunded.status == 303
+            assert api.payment_tokens == [
+                ("editUserStarSubscription", "ch-two", SECOND),
+                ("refundStarPayment", "ch-two", SECOND),
+                ("editUserStarSubscription", "ch-two", SECOND),
+            ]
+            assert await console.store.payments.active_plan(person, time.time()) is None
+            api.charges["ch-main"] = 42
+            api.charge_bots["ch-main"] = SECOND  # paid to bot 2, claimed by the deployment's
+            main = Payment("ch-main", "tg:42", "pro", 250, "XTR", "plan:pro:tg:42", time.time())
+            await console.store.payments.record_payment(main, Grant("pro", 30 * DAY))
+            refused = await console.client.post("/admin/payments/ch-main/refund", data=form)
+            assert refused.status == 400 and "CHARGE_NOT_FOUND" in await refused.text()
+            assert SECOND not in await refused.text() and BOT_TOKEN not in await refused.text()
+            for held, says in (
+                (f"tg{bot.id}:43", "gold (a plan of the bot this person uses), until "),
+                ("tg:44", "gold (no longer in PLANS), until "),
+            ):
+                gold = Payment(f"ch-{held}", held, "gold", 75, "XTR", "p", time.time())
+                await console.store.payments.record_payment(gold, Grant("gold", 7 * DAY))
+                status, html = await console.page(f"/admin/people/{held.replace(':', '%3A')}")
+                assert status == 200 and says in html, html
+    finally:
+        await api.stop()

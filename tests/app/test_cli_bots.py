@@ -170,11 +170,21 @@ async def test_a_bot_is_changed_disabled_enabled_and_removed_by_id_or_username(
         tmp_path, kind, database, telegram, "set", "1", "role=lawyer", "limits.daily_tokens=5000"
     )
     assert "role=lawyer rounds=3 limits.daily_tokens=5000" in out and "instruction" not in out
+    code, out = await bots(
+        tmp_path, kind, database, telegram,
+        "set", "1", 'plans=[{"id": "gold", "title": {"en": "Gold", "de": "Gold"}, "stars": 75}]',
+    )  # fmt: skip
+    assert code == 0 and "plans=gold" in out, out
     for bad, says in (
         (("set", "1", "colour=red"), "unknown setting 'colour'"),
         (("set", "1", "rounds=many"), "rounds: a whole number"),
         (("set", "1", "rounds"), "write key=value"),
         (("set", "1", "limits.daily_tokens=-5"), "limits.daily_tokens: a whole number"),
+        (
+            ("set", "1", 'plans=[{"id": "g", "title": {"en": "G", "xx": "?"}, "stars": 5}]'),
+            "plans: plan 'g' has a text in 'xx', none of",
+        ),
+        (("set", "1", "plans=[{]"), "plans: not valid JSON"),
         (("set", "@nobody", "rounds=2"), "no bot '@nobody'"),
         (("disable", "7"), "no bot '7'"),
     ):

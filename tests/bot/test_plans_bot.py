@@ -313,3 +313,60 @@ async def test_a_plan_bought_in_bot_two_is_bot_twos(
         payments = bot.runtime.store.payments
         assert await payments.active_plan(f"tg2:{USER}", time.time()) is not None
         assert await payments.active_plan(f"tg:{USER}", time.time()) is None
+
+
+async def test_an_operator_cancels_a_subscription_and_the_plan_runs_to_its_end(
+    bot: RunningBot,
+) -> None:
+    """/cancelsub <charge>: Telegram is asked editUserStarSubscription (is_canceled) and
+    nothing is refunded; the plan stays until its end; /resumesub allows it again
+    (is_canceled false). Anyone else, a one-time plan's payment, an unknown id, no id and a
+    charge Telegram does not know change nothing."""
+    now = int(time.time())
+    payload = f"plan:club:tg:{USER}"
+    await pay(bot, USER, payload, 100, charge_id="sub-c", subscription_expiration_date=now + DAY)
+    await pay(bot, USER, f"plan:pro:tg:{USER}", 250, charge_id="once-c")
+    denied = await say(bot, USER, "/cancelsub sub-c")
+    assert denied.params["text"] == "Sorry, this bot is not available here."
+    usage = await say(bot, ADMIN, "/cancelsub")
+    assert usage.params["text"] == "Usage: /cancelsub <payment id>"
+    for charge in ("once-c", "no-such-charge"):
+        unknown = await say(bot, ADMIN, f"/cancelsub {charge}")
+        assert unknown.params["text"] == (
+            "No subscription with this payment id, or it was refunded."
+        )
+    assert bot.api.subscription_edits == []
+    done = await say(bot, ADMIN, "/cancelsub sub-c")
+    plan = await bot.runtime.store.payments.active_plan(f"tg:{USER}", time.time())
+    assert plan is not None and plan.plan_id == "pro"  # the later payment's: nothing revoked
+    ends = time.strftime("%Y-%m-%d %H:%M", time.gmtime(plan.ends_at))
+    assert done.params["text"] == (
+        f"Subscription cancelled for tg:{USER}: their plan runs until {ends} UTC and is not "
+        "renewed."
+    )
+    assert bot.api.subscription_edits == [(USER, "sub-c", True)]
+    assert bot.api.refunds == []
+    (payment,) = [p for p in await bot.runtime.store.payments.payments() if p.charge_id == "sub-c"]
+    assert payment.refunded_at is None
+    resumed = await say(bot, ADMIN, "/resumesub sub-c")
+    assert resumed.params["text"] == (
+        f"tg:{USER} may renew the subscription again; their plan runs until {ends} UTC."
+    )
+    assert bot.api.subscription_edits == [(USER, "sub-c", True), (USER, "sub-c", False)]
+    assert (await say(bot, USER, "/resumesub sub-c")).params["text"] == (
+        "Sorry, this bot is not available here."
+    )
+    assert (await say(bot, ADMIN, "/resumesub")).params["text"] == (
+        "Usage: /resumesub <payment id>"
+    )
+    del bot.api.charges["sub-c"]
+    refused = await say(bot, ADMIN, "/cancelsub sub-c")
+    assert refused.params["text"].startswith("Telegram did not cancel the subscription: ")
+    assert "charge_not_found" in refused.params["text"].lower()
+
+
+async def test_cancelsub_in_a_group_is_refused(bot: RunningBot) -> None:
+    """An operator's /cancelsub in a group is told to use a private chat."""
+    reply = await say(bot, -100, "/cancelsub sub-x", user_id=ADMIN, chat_type="supergroup")
+    assert reply.params["text"] == "Use /quota in a private chat with me."  # as /refund says
+    assert bot.api.subscription_edits == []

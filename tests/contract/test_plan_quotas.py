@@ -32,7 +32,7 @@ def keeper(store: Store) -> tuple[Quotas, PlanSales]:
     sales = PlanSales(
         store.payments, (PRO,), lambda: NOW, blocked=never_blocked, refresh=quotas.refresh
     )
-    quotas.use_plans(sales.limits_of)
+    quotas.use_plans(sales.plan_of)
     return quotas, sales
 
 

@@ -116,3 +116,51 @@ def test_changes_as_typed_set_and_unset_keys_and_limits() -> None:
     ):
         with pytest.raises(ProfileInvalid, match=says):
             changed_profile(profile, bad)
+
+
+GOLD = {
+    "id": "gold",
+    "title": {"en": "Gold", "ru": "Золото"},
+    "description": "More",
+    "stars": 75,
+    "days": 7,
+    "limits": {"daily_tokens": 0},
+    "models": ["model-b"],
+}
+
+
+def test_a_bots_plans_round_trip_and_an_empty_list_sells_nothing() -> None:
+    """Plans set read back as the same plans; [] is kept (sells nothing), unset is None
+    (the deployment's PLANS); `plans=` as typed sets and unsets them."""
+    profile = parse_profile({"plans": [GOLD]})
+    assert profile.plans is not None and profile.plans[0].models == ("model-b",)
+    assert parse_profile(json.loads(json.dumps(profile.to_json()))) == profile
+    assert profile.shown() == "plans=gold"
+    none = parse_profile({"plans": []})
+    assert none.plans == () and none.to_json() == {"plans": []} and none.shown() == "plans=none"
+    assert parse_profile({}).plans is None
+    changed = changed_profile(BotProfile(), {"plans": json.dumps([GOLD])})
+    assert changed == profile
+    assert changed_profile(changed, {"plans": ""}).plans is None
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("{not json", "plans: not valid JSON"),
+        ('{"id": "gold"}', "plans: a JSON list of plans"),
+        ('[{"id": "gold", "title": "Gold", "stars": 0}]', "plans: plan 'gold': stars"),
+        ('[{"id": "Gold!", "title": "G", "stars": 5}]', "plans: a plan's id is"),
+        ('[{"id": "g", "title": "G", "stars": 5, "colour": 1}]', "unknown key 'colour'"),
+        ('[{"id": "g", "title": {"ru": "Г"}, "stars": 5}]', "texts by language with en"),
+        ('[{"id": "g", "title": {"en": "G", "1x": "?"}, "stars": 5}]', "not a language"),
+        ('[{"id": "g", "title": "G", "stars": 5, "models": [""]}]', "models is a list"),
+        ("[" * 20_000, "plans: not valid JSON"),
+        ("[" + " " * 70_000 + "]", "plans: at most 64000 characters"),
+    ],
+)
+def test_a_bots_bad_plans_are_refused_naming_the_key(value: str, says: str) -> None:
+    """Plans are parsed as strictly as PLANS: the refusal names `plans` and what is wrong."""
+    with pytest.raises(ProfileInvalid) as refused:
+        changed_profile(BotProfile(), {"plans": value})
+    assert says in str(refused.value)

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from core.domain.plans import PlanLimits, find_plan, parse_plans
+from core.domain.plans import PlanLimits, find_plan, models_with_plan, parse_plans
 from core.domain.quotas import QuotaConfig, QuotaOverride, limits_for
+from core.prompting.requests import EngineConfig, model_of
 
 LANGUAGES = ("en", "ru", "de")
 PRO = {
@@ -100,3 +101,25 @@ def test_an_override_and_an_exemption_still_win_over_a_plan() -> None:
     assert limits_for(config, "tg:7", QuotaOverride("tg:7", 10), plan).daily_tokens == 10
     assert limits_for(config, "tg:7", QuotaOverride("tg:7", None), plan).exempt
     assert limits_for(config, "tg:1", None, plan).exempt
+
+
+def test_a_plans_models_come_first_and_its_first_is_the_default() -> None:
+    """The plan's models lead the choices (each once) and the first is the default; a plan
+    listing none leaves the default and the choices as they were."""
+    assert models_with_plan("base", ("base", "o3"), ("o3", "gpt-4o")) == (
+        "o3",
+        ("o3", "gpt-4o", "base"),
+    )
+    assert models_with_plan("base", ("base",), ()) == ("base", ("base",))
+
+
+def test_a_config_for_a_plan_allows_its_models_and_falls_back_without_it() -> None:
+    """With the plan: its model chosen is called; without it the same choice is not, the
+    deployment's default is (`model_of`)."""
+    config = EngineConfig(model="base", models=("base", "sonar"))
+    with_plan = config.for_plan(("gpt-4o",))
+    assert model_of(None, with_plan) == "gpt-4o"
+    assert model_of("sonar", with_plan) == "sonar"
+    assert model_of("gpt-4o", with_plan) == "gpt-4o"
+    assert model_of("gpt-4o", config) == "base"
+    assert config.for_plan(()) is config
