@@ -49,9 +49,9 @@ def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
 
     scope = config.scope  # each bot's limits, replies and waits are its own
     return SharedState(
-        rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute),
+        rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute, bot=scope),
         press_limits=PostgresRateLimits(
-            pool, config.button_presses_per_minute, table="press_limits"
+            pool, config.button_presses_per_minute, table="bot_press_limits", bot=scope
         ),
         undelivered=StoredUndelivered(PostgresUndelivered(pool, bot=scope)),
         flood_waits=PostgresFloodWaits(pool, bot=scope),
