@@ -18,6 +18,7 @@ from bot.app import INTERRUPTING_COMMANDS, UNORDERED_COMMANDS
 from bot.commands.given_up import give_up
 from bot.commands.knowledge import OperatorKnowledge
 from bot.transport.config import BotConfig
+from bot.transport.menus import set_command_menus
 from bot.transport.undelivered import StoredUndelivered
 from bot.updates.cluster_state import IN_MEMORY, SharedState
 
@@ -35,6 +36,14 @@ def operator_knowledge(runtime: Runtime) -> OperatorKnowledge:
     through the runtime's one pool of document readers, within KNOWLEDGE_MAX_DOCUMENT_BYTES."""
     limit = runtime.settings.knowledge_max_document_bytes
     return OperatorKnowledge(runtime.knowledge.knowledge, runtime.knowledge_loader(), limit)
+
+
+async def set_menus(application: Application, config: BotConfig, *, payments: bool = False) -> None:
+    """The bot's command menus, for the deployment's bot and each stored bot alike: in its
+    own language when it has one (`config.language`), else one per client language;
+    `payments` when it sells plans. PTB runs `post_init` only under run_polling and
+    run_webhook, so the bot process sets them itself, before the bot starts."""
+    await set_command_menus(application.bot, payments=payments, language=config.language)
 
 
 def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:

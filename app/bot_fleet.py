@@ -42,12 +42,17 @@ from urllib.parse import urlsplit
 from telegram import Update
 from telegram.ext import Application
 
-from app.bot_edge import inbox_worker, operator_knowledge, polling_leadership, shared_state
+from app.bot_edge import (
+    inbox_worker,
+    operator_knowledge,
+    polling_leadership,
+    set_menus,
+    shared_state,
+)
 from app.runtime import Runtime
 from app.settings import Settings
 from bot.app import build_application
 from bot.transport.config import BotConfig
-from bot.transport.menus import set_command_menus
 from core.domain.bots import BotProfile, StoredBot
 from core.domain.quotas import QuotaConfig
 from core.prompting.requests import EngineConfig
@@ -200,7 +205,7 @@ class FleetBot:
             await application.bot.shutdown()  # the HTTP sessions initialize opened
             raise
         try:
-            await set_command_menus(application.bot)
+            await set_menus(application, self.plan.config)
             await application.start()
             runtime = self._runtime
             if runtime.inbox is not None:
