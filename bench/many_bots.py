@@ -261,7 +261,6 @@ def many_bots_table(runs: list[dict[str, Any]]) -> str:
         ("throughput, rounds/s", "throughput", "{:.1f}"),
         ("complete p50, ms", "p50", "{:.1f}"),
         ("complete p99, ms", "p99", "{:.1f}"),
-        ("first visible p99, ms", "first_p99", "{:.1f}"),
         ("workers' CPU per round, ms", "cpu_ms_per_round", "{:.2f}"),
         ("getUpdates per second (all bots)", "get_updates_per_s", "{:.1f}"),
         ("PostgreSQL connections after the load", "pg_connections", "{:.0f}"),
@@ -277,7 +276,6 @@ def many_bots_table(runs: list[dict[str, Any]]) -> str:
             value = {
                 "p50": run["load"]["done"]["p50"],
                 "p99": run["load"]["done"]["p99"],
-                "first_p99": run["load"]["first"]["p99"],
                 "rss": max(run["peak_rss_mb"]),
             }.get(key, run.get(key))
             cells.append(f"{'-' if value is None else form.format(value):>{width}}")

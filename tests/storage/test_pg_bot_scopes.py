@@ -5,6 +5,7 @@ two bots are apart."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -117,3 +118,39 @@ async def test_a_flood_wait_holds_the_chat_of_its_own_bot_only(pool: asyncpg.Poo
     second_elsewhere, first = PostgresFloodWaits(pool, bot=2), PostgresFloodWaits(pool)
     assert await second_elsewhere.remaining(5) > 25
     assert await first.remaining(5) == 0
+
+
+async def test_each_bots_listeners_hear_of_its_own_rows_only(
+    inboxes: Inboxes,
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """A row queued in bot 2's inbox (put, or a dead letter replayed) wakes bot 2's
+    listeners only, and the deployment's bot's wakes its own; an interrupt (a /reset)
+    reaches the bot's own workers only. One channel for all would wake every bot's inbox
+    on every worker for every row."""
+    first, second = inboxes
+    heard: dict[str, asyncio.Queue[str]] = {"first": asyncio.Queue(), "second": asyncio.Queue()}
+    stopped: dict[str, asyncio.Queue[str]] = {"first": asyncio.Queue(), "second": asyncio.Queue()}
+    for name, inbox in (("first", first), ("second", second)):
+        inbox.on_interrupt(lambda chat, _id, name=name: stopped[name].put_nowait(chat))  # type: ignore[misc]
+        await inbox.listen(heard[name].put_nowait)
+    await second.put(7, "tg2:3", "second's")
+    await first.put(8, "tg:3", "first's")
+    assert await asyncio.wait_for(heard["second"].get(), 10) == "tg2:3"
+    assert await asyncio.wait_for(heard["first"].get(), 10) == "tg:3"
+
+    assert await second.begin(7) is not None  # its handling started: a /reset may stop it
+    assert await second.interrupt("tg2:3", 99)
+    assert await asyncio.wait_for(stopped["second"].get(), 10) == "tg2:3"
+
+    await second.bury(7, "tg2:3", "second's", "attempts")
+    connection = await asyncpg.connect(postgres_url)
+    try:
+        assert await dead_letters.replay(connection, 7, bot=2)
+    finally:
+        await connection.close()
+    assert await asyncio.wait_for(heard["second"].get(), 10) == "tg2:3"
+    await first.put(9, "tg:4", "first's")  # after everything above: the last to arrive
+    assert await asyncio.wait_for(heard["first"].get(), 10) == "tg:4"
+    assert heard["first"].empty() and heard["second"].empty()
+    assert stopped["first"].empty()

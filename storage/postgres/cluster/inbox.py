@@ -22,7 +22,11 @@ Invariants:
 - Each new row is announced with a NOTIFY carrying its chat key on commit, so listening
   workers pick it up at once; a missed notification only costs a poll interval. The
   channel is named after the schema (notifications are database-wide, and deployments in
-  other schemas of the same database must not wake these workers).
+  other schemas of the same database must not wake these workers) and the bot (each
+  bot's listeners hear its rows only: with one channel for all, every row woke every
+  bot's inbox on every worker, and a bot's worker could claim another bot's chat, find
+  none of its rows and keep the owner's worker waiting for its next look; the
+  deployment's bot keeps the schema's channel, as before bots had scopes).
 - `interrupt` (a /reset) names the chat's update whose handling started (its attempts
   counted) before a given update, on a second channel named after the schema, in the
   statement that finds it; whichever worker runs that handling hears it (`on_interrupt`).
@@ -83,14 +87,13 @@ class Row(NamedTuple):
 class PostgresInbox:
     """Open with `await PostgresInbox.open(url)` after the schema is migrated; `close()`."""
 
-    def __init__(
-        self, pool: asyncpg.Pool, url: str, channel: str, stop_channel: str, bot: int = 0
-    ) -> None:
+    def __init__(self, pool: asyncpg.Pool, url: str, schema: str, bot: int = 0) -> None:
         self._bot = bot
         self._pool = pool
         self._url = url
-        self._channel = channel
-        self._stop_channel = stop_channel
+        self._schema = schema
+        self._channel = channel_of(schema, CHANNEL_PREFIX, bot)
+        self._stop_channel = channel_of(schema, STOP_CHANNEL_PREFIX, bot)
         self._listener: asyncpg.Connection | None = None
         self._callback: Callable[[str], object] | None = None
         self._on_interrupt: Callable[[str, int], object] | None = None
@@ -104,7 +107,7 @@ class PostgresInbox:
     def for_bot(self, bot: int) -> PostgresInbox:
         """The inbox of the bot of scope `bot` on this one's pool (closed with this one;
         closing the view closes only its listener)."""
-        view = PostgresInbox(self._pool, self._url, self._channel, self._stop_channel, bot)
+        view = PostgresInbox(self._pool, self._url, self._schema, bot)
         view._owns_pool = False
         return view
 
@@ -119,7 +122,7 @@ class PostgresInbox:
             await pool.close()
             raise
         schema = str(schema)
-        return cls(pool, url, channel_of(schema), channel_of(schema, STOP_CHANNEL_PREFIX), bot)
+        return cls(pool, url, str(schema), bot)
 
     async def close(self) -> None:
         if self._listener is not None:
@@ -324,9 +327,11 @@ def _row(row: asyncpg.Record | None) -> Row | None:
     )
 
 
-def channel_of(schema: str, prefix: str = CHANNEL_PREFIX) -> str:
-    """A notification channel of the inbox in `schema` (short enough for any schema name)."""
-    return prefix + hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
+def channel_of(schema: str, prefix: str = CHANNEL_PREFIX, bot: int = 0) -> str:
+    """A notification channel of the inbox of the bot of scope `bot` in `schema` (at most
+    50 characters for any schema name and scope: identifiers take 63)."""
+    name = prefix + hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
+    return name if bot == 0 else f"{name}_{bot}"
 
 
 _RECORD = (
