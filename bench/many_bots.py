@@ -160,6 +160,7 @@ class ManyBotsBench:
                 raise RuntimeError(f"{name}: not every bot started:\n{tails}")
             started_s = time.monotonic() - launched
             await driver.closed_loop(max(2 * bots, 20), 1.0)  # warm-up: every bot's path
+            idle = await idle_cost(processes, counts, IDLE_SECONDS)
             cpu0 = sum(p.cpu_seconds() for p in processes)
             client0 = merge_counts(counts)
             calls0 = driver.method_counts.copy()
@@ -196,9 +197,33 @@ class ManyBotsBench:
             },
             "pg_connections": connections,
             "pg_connections_at_most": connections_at_most(bots) * workers if admin else None,
+            "idle_db_requests_per_s": idle["db_requests_per_s"],
+            "idle_cpu_ms_per_s": idle["cpu_ms_per_s"],
             "peak_rss_mb": [round(p.peak_rss_mb(), 1) for p in processes],
             "all_running_s": started_s,
         }
+
+
+IDLE_SECONDS = 3.0
+"""How long the workers are watched with no chat writing: what the bots cost by being there."""
+
+
+async def idle_cost(processes: list[Child], counts: list[Path], seconds: float) -> dict[str, float]:
+    """The workers' database requests (`requests_in`) and CPU per second while no chat writes (each bot's
+    inbox looks, pollers and leadership tries), summed over the workers."""
+    await asyncio.sleep(1.0)  # the warm-up's last replies
+    cpu0, client0 = sum(p.cpu_seconds() for p in processes), merge_counts(counts)
+    await asyncio.sleep(seconds)
+    cpu, client = sum(p.cpu_seconds() for p in processes) - cpu0, merge_counts(counts)
+    requests = requests_in(client["counts"]) - requests_in(client0["counts"])
+    return {"db_requests_per_s": requests / seconds, "cpu_ms_per_s": 1000 * cpu / seconds}
+
+
+def requests_in(counts: dict[str, float]) -> float:
+    """The database requests among a worker's counts (`bench.counted_bot`): PostgreSQL's
+    requests sent, SQLite's store operations (its statements and thread hops are other
+    units)."""
+    return counts.get("pg", 0) + counts.get("sqlite_ops", 0)
 
 
 async def add_bots(store: str, database: str, base_url: str, tokens: list[str]) -> None:
@@ -262,7 +287,10 @@ def many_bots_table(runs: list[dict[str, Any]]) -> str:
         ("complete p50, ms", "p50", "{:.1f}"),
         ("complete p99, ms", "p99", "{:.1f}"),
         ("workers' CPU per round, ms", "cpu_ms_per_round", "{:.2f}"),
+        ("database requests per round", "db_per_round", "{:.1f}"),
         ("getUpdates per second (all bots)", "get_updates_per_s", "{:.1f}"),
+        ("idle: database requests per second", "idle_db_requests_per_s", "{:.0f}"),
+        ("idle: workers' CPU, ms per second", "idle_cpu_ms_per_s", "{:.0f}"),
         ("PostgreSQL connections after the load", "pg_connections", "{:.0f}"),
         ("  at most (deployment.md's count)", "pg_connections_at_most", "{:.0f}"),
         ("peak RSS per process, MB (largest)", "rss", "{:.0f}"),
@@ -277,6 +305,7 @@ def many_bots_table(runs: list[dict[str, Any]]) -> str:
                 "p50": run["load"]["done"]["p50"],
                 "p99": run["load"]["done"]["p99"],
                 "rss": max(run["peak_rss_mb"]),
+                "db_per_round": requests_in(run["db_requests_per_round"]) or None,
             }.get(key, run.get(key))
             cells.append(f"{'-' if value is None else form.format(value):>{width}}")
         lines.append(f"{label:<40}" + "".join(cells))

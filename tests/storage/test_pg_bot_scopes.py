@@ -154,3 +154,50 @@ async def test_each_bots_listeners_hear_of_its_own_rows_only(
     assert await asyncio.wait_for(heard["first"].get(), 10) == "tg:4"
     assert heard["first"].empty() and heard["second"].empty()
     assert stopped["first"].empty()
+
+
+async def test_every_bots_inbox_listens_on_one_connection_per_worker(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """Four bots' inboxes of one worker listen on one connection, not four; a bot's view
+    closed stops hearing while the others go on; after the connection broke, the next
+    listen connects again for every bot still listening."""
+    store = await PostgresStore.open(postgres_url)
+    root = await PostgresInbox.open(postgres_url)
+    views = [root, *(root.for_bot(bot) for bot in (2, 3, 4))]
+    admin = await asyncpg.connect(postgres_url)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    listening = (
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND query LIKE '%LISTEN %' AND pid <> pg_backend_pid()"
+    )
+    try:
+        for view in views:
+            await view.listen(heard.put_nowait)
+        assert len(await admin.fetch(listening)) == 1
+        for view, key in zip(views, ("tg:1", "tg2:1", "tg3:1", "tg4:1"), strict=True):
+            await view.put(11, key, "x")
+            assert await asyncio.wait_for(heard.get(), 10) == key
+
+        await views[2].close()  # bot 3 stopped
+        await views[2].put(12, "tg3:2", "x")
+        await views[3].put(12, "tg4:2", "x")
+        assert await asyncio.wait_for(heard.get(), 10) == "tg4:2"
+
+        [row] = await admin.fetch(listening)
+        await admin.execute("SELECT pg_terminate_backend($1)", row["pid"])
+        await asyncio.sleep(0.2)
+        for view in (views[0], views[1], views[3]):
+            await view.listen(heard.put_nowait)  # the periodic look's call
+        assert len(await admin.fetch(listening)) == 1
+        await views[1].put(13, "tg2:3", "x")
+        assert await asyncio.wait_for(heard.get(), 10) == "tg2:3"
+        await views[0].put(13, "tg:3", "x")
+        assert await asyncio.wait_for(heard.get(), 10) == "tg:3"
+        assert heard.empty()
+    finally:
+        await admin.close()
+        for view in views[1:]:
+            await view.close()
+        await root.close()
+        await store.close()

@@ -43,7 +43,6 @@ and the store's pool stays private to the store.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import time
@@ -53,8 +52,8 @@ from typing import Any, NamedTuple, TypeVar
 import asyncpg
 
 from storage.postgres.batch import BatchedStatement
-from storage.postgres.faults import is_unavailable, unavailable
-from storage.postgres.pool import CONNECT_TIMEOUT, call, open_pool
+from storage.postgres.cluster.listener import SharedListener
+from storage.postgres.pool import call, open_pool
 from storage.statements.telegram_updates import KEEP_IDS, KEEP_SECONDS
 
 log = logging.getLogger(__name__)
@@ -94,7 +93,7 @@ class PostgresInbox:
         self._schema = schema
         self._channel = channel_of(schema, CHANNEL_PREFIX, bot)
         self._stop_channel = channel_of(schema, STOP_CHANNEL_PREFIX, bot)
-        self._listener: asyncpg.Connection | None = None
+        self._listening = SharedListener(url)  # every bot's view shares this one's
         self._callback: Callable[[str], object] | None = None
         self._on_interrupt: Callable[[str, int], object] | None = None
         self._put: BatchedStatement[tuple[int, str, str], bool] = BatchedStatement(self._put_batch)
@@ -105,10 +104,11 @@ class PostgresInbox:
         self._begin: BatchedStatement[int, int | None] = BatchedStatement(self._begin_batch)
 
     def for_bot(self, bot: int) -> PostgresInbox:
-        """The inbox of the bot of scope `bot` on this one's pool (closed with this one;
-        closing the view closes only its listener)."""
+        """The inbox of the bot of scope `bot` on this one's pool and LISTEN connection
+        (closed with this one; closing the view stops only its channels)."""
         view = PostgresInbox(self._pool, self._url, self._schema, bot)
         view._owns_pool = False
+        view._listening = self._listening  # one LISTEN connection per worker, not per bot
         return view
 
     _owns_pool = True
@@ -125,11 +125,9 @@ class PostgresInbox:
         return cls(pool, url, str(schema), bot)
 
     async def close(self) -> None:
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                await self._listener.close(timeout=5)
-            self._listener = None
+        await self._listening.forget((self._channel, self._stop_channel))
         if self._owns_pool:
+            await self._listening.close()
             await self._pool.close()
 
     async def put(self, update_id: int, chat_key: str, payload: str) -> bool:
@@ -268,26 +266,16 @@ class PostgresInbox:
         return int(await self._call(lambda c: c.fetchval("SELECT count(*) FROM inbox")))
 
     async def listen(self, callback: Callable[[str], object]) -> None:
-        """Call `callback(chat_key)` for each new row, on a connection kept for it.
+        """Call `callback(chat_key)` for each new row of this bot, on the connection every
+        bot's view of this pool shares (`SharedListener`).
 
         Calling again while that connection is up does nothing; after it broke, it
         connects again (the caller's periodic look at `pending_chats` covers the gap).
         """
         self._callback = callback
-        if self._listener is not None and not self._listener.is_closed():
-            return
-        listener: asyncpg.Connection | None = None
-        try:
-            listener = await asyncpg.connect(self._url, timeout=CONNECT_TIMEOUT)
-            await listener.add_listener(self._channel, self._notified)
-            await listener.add_listener(self._stop_channel, self._interrupted)
-        except Exception as error:
-            if listener is not None:  # connected, but LISTEN failed: not kept, so not left open
-                listener.terminate()
-            if is_unavailable(error):
-                raise unavailable(error, "inbox listener") from error
-            raise
-        self._listener = listener
+        await self._listening.listen(
+            {self._channel: self._notified, self._stop_channel: self._interrupted}
+        )
 
     def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
         if self._callback is not None:
