@@ -209,8 +209,8 @@ IDLE_SECONDS = 3.0
 
 
 async def idle_cost(processes: list[Child], counts: list[Path], seconds: float) -> dict[str, float]:
-    """The workers' database requests (`requests_in`) and CPU per second while no chat writes (each bot's
-    inbox looks, pollers and leadership tries), summed over the workers."""
+    """The workers' database requests (`requests_in`) and CPU per second while no chat
+    writes (each bot's inbox looks, pollers and leadership tries), summed over the workers."""
     await asyncio.sleep(1.0)  # the warm-up's last replies
     cpu0, client0 = sum(p.cpu_seconds() for p in processes), merge_counts(counts)
     await asyncio.sleep(seconds)
