@@ -23,7 +23,7 @@ from typing import Any
 from bench.driver import message_text
 from bench.hostile import hostile_documents, hostile_line
 from bench.large_bodies import large_bodies, large_bodies_line
-from bench.many_bots import FULL, QUICK, ManyBotsBench, many_bots_table
+from bench.many_bots import FULL, QUICK, ManyBotsBench, many_bots_table, medians
 from bench.many_bots import STORES as MANY_STORES
 from bench.pg_report import pg_table
 from bench.pg_runs import KINDS, PostgresBench
@@ -107,24 +107,32 @@ async def many_bots_async(
     args: argparse.Namespace, procs: Processes, scratch: Path
 ) -> dict[str, Any]:
     """Only the many-bots phase (`--many-bots`): on each store, one bot with all the chats,
-    then the same chats over many bots."""
+    then the same chats over many bots; `--many-sets` times, interleaved."""
     size = QUICK if args.quick else FULL
     bench = ManyBotsBench(procs, scratch, size)
     runs = []
-    for store in args.many_stores:
-        for bots in (1, size.bots):
-            runs.append(await bench.run(store, bots))
-            last = runs[-1]
-            print(
-                f"{store}, {last['workers']} process(es), {bots} bot(s) × "
-                f"{last['chats'] // bots} chats: {last['throughput']:.1f} rounds/s, complete "
-                f"p50 {last['load']['done']['p50']:.1f} / p99 {last['load']['done']['p99']:.1f}"
-                f" ms, CPU/round {last['cpu_ms_per_round']:.2f} ms",
-                flush=True,
-            )
+    for n in range(1, max(args.many_sets, 1) + 1):
+        for store in args.many_stores:
+            for bots in (1, size.bots):
+                runs.append(await bench.run(store, bots))
+                last = runs[-1]
+                print(
+                    f"set {n}, {store}, {last['workers']} process(es), {bots} bot(s) × "
+                    f"{last['chats'] // bots} chats: {last['throughput']:.1f} rounds/s, "
+                    f"complete p50 {last['load']['done']['p50']:.1f} / p99 "
+                    f"{last['load']['done']['p99']:.1f} ms, CPU/round "
+                    f"{last['cpu_ms_per_round']:.2f} ms",
+                    flush=True,
+                )
     print()
-    print(many_bots_table(runs))
-    return {"machine": machine(), "args": vars(args), "size": asdict(size), "many_bots": runs}
+    print(many_bots_table(medians(runs)))
+    return {
+        "machine": machine(),
+        "args": vars(args),
+        "size": asdict(size),
+        "many_bots": runs,
+        "medians": medians(runs),
+    }
 
 
 EXCERPT_PASSAGES = 1_000
@@ -389,6 +397,13 @@ def main() -> int:
         action="store_true",
         help=f"with --many-bots: {QUICK.bots} bots × {QUICK.chats} chats, "
         f"{QUICK.workers} workers, {QUICK.seconds:g} s a run",
+    )
+    parser.add_argument(
+        "--many-sets",
+        type=int,
+        default=1,
+        help="with --many-bots: sets of runs, interleaved (the table gives each set's runs "
+        "and their medians)",
     )
     parser.add_argument(
         "--many-stores",

@@ -17,6 +17,7 @@ process started is stopped in a `finally`. A round is timed inside the fakes
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 import uuid
 from dataclasses import dataclass
@@ -63,10 +64,10 @@ deployment's."""
 
 def connections_at_most(bots: int, pool_size: int = POOL_SIZE) -> int:
     """A polling worker's connections at most (docs/deployment.md, "Connections per
-    worker"): the store pool, the shared pool (5), the inbox pool (4), the inbox's
-    LISTEN, the claims, the polling leadership; each added bot its inbox's LISTEN and its
-    polling leadership."""
-    return pool_size + 5 + 4 + 3 + 2 * (bots - 1)
+    worker"): the store pool, the shared pool (5), the inbox pool (4), the inbox's one
+    LISTEN connection, the claims, the polling leadership; each added bot its polling
+    leadership."""
+    return pool_size + 5 + 4 + 3 + (bots - 1)
 
 
 class ManyBotsBench:
@@ -277,6 +278,26 @@ async def warn_of_connections(admin: asyncpg.Connection, workers: int, bots: int
             "or run a smaller size",
             flush=True,
         )
+
+
+def medians(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One run per kind (store, workers, bots) of `runs`, each figure the median of its
+    kind's runs (in the order the kinds first ran)."""
+    kinds: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+    for run in runs:
+        kinds.setdefault((run["store"], run["workers"], run["bots"]), []).append(run)
+
+    def median(values: list[Any]) -> Any:
+        if all(isinstance(v, list) for v in values):  # per process: the largest's median
+            return [statistics.median(max(v) for v in values)]
+        if all(isinstance(v, dict) for v in values):
+            return {k: median([v.get(k) for v in values]) for k in values[0]}
+        numbers = [v for v in values if isinstance(v, int | float)]
+        if not numbers or isinstance(values[0], bool):
+            return values[0]
+        return statistics.median(numbers)
+
+    return [{key: median([run[key] for run in same]) for key in same[0]} for same in kinds.values()]
 
 
 def many_bots_table(runs: list[dict[str, Any]]) -> str:

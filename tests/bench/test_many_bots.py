@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.many_bots import ManyBotsBench, Size, connections_at_most, many_bots_table
+from bench.many_bots import ManyBotsBench, Size, connections_at_most, many_bots_table, medians
 from bench.procs import Processes
 from tests.postgres import connect_or_skip, database_url_for_tests
 
@@ -46,3 +46,4 @@ async def test_the_many_bots_phase_runs_end_to_end_at_a_tiny_size(
     assert [run["bots_answering"] for run in runs] == [1, TINY.bots]  # each bot its chats
     table = many_bots_table(runs)
     assert "throughput, rounds/s" in table and f"{store}×" in table
+    assert medians(runs + runs) == medians(runs)  # a kind's runs alike: their median is theirs
