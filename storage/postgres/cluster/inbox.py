@@ -28,8 +28,9 @@ Invariants:
   none of its rows and keep the owner's worker waiting for its next look; the
   deployment's bot keeps the schema's channel, as before bots had scopes).
 - `interrupt` (a /reset) names the chat's update whose handling started (its attempts
-  counted) before a given update, on a second channel named after the schema, in the
-  statement that finds it; whichever worker runs that handling hears it (`on_interrupt`).
+  counted) before a given update, on a second channel named after the schema and the bot,
+  in the statement that finds it; whichever worker runs that handling hears it
+  (`on_interrupt`).
 
 - Every row is one bot's (`bot`, its scope, `core.domain.telegram_keys`): an inbox reads
   and writes the rows of the bot it was opened for (`for_bot` gives another bot's view of
@@ -121,7 +122,6 @@ class PostgresInbox:
         except BaseException:
             await pool.close()
             raise
-        schema = str(schema)
         return cls(pool, url, str(schema), bot)
 
     async def close(self) -> None:
