@@ -18,6 +18,7 @@ from bot.app import INTERRUPTING_COMMANDS, UNORDERED_COMMANDS
 from bot.commands.given_up import give_up
 from bot.commands.knowledge import OperatorKnowledge
 from bot.transport.config import BotConfig
+from bot.transport.menus import set_command_menus
 from bot.transport.undelivered import StoredUndelivered
 from bot.updates.cluster_state import IN_MEMORY, SharedState
 
@@ -37,6 +38,14 @@ def operator_knowledge(runtime: Runtime) -> OperatorKnowledge:
     return OperatorKnowledge(runtime.knowledge.knowledge, runtime.knowledge_loader(), limit)
 
 
+async def set_menus(application: Application, config: BotConfig, *, payments: bool = False) -> None:
+    """The bot's command menus, for the deployment's bot and each stored bot alike: in its
+    own language when it has one (`config.language`), else one per client language;
+    `payments` when it sells plans. PTB runs `post_init` only under run_polling and
+    run_webhook, so the bot process sets them itself, before the bot starts."""
+    await set_command_menus(application.bot, payments=payments, language=config.language)
+
+
 def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
     """What the workers share: in PostgreSQL with DATABASE_URL, else this process's memory;
     which message carries each conversation's round keyboard, in the store either way."""
@@ -49,9 +58,9 @@ def shared_state(runtime: Runtime, config: BotConfig) -> SharedState:
 
     scope = config.scope  # each bot's limits, replies and waits are its own
     return SharedState(
-        rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute),
+        rate_limits=PostgresRateLimits(pool, config.user_rate_limit_per_minute, bot=scope),
         press_limits=PostgresRateLimits(
-            pool, config.button_presses_per_minute, table="press_limits"
+            pool, config.button_presses_per_minute, table="bot_press_limits", bot=scope
         ),
         undelivered=StoredUndelivered(PostgresUndelivered(pool, bot=scope)),
         flood_waits=PostgresFloodWaits(pool, bot=scope),

@@ -16,7 +16,9 @@ Invariants:
 - the bots table is read every `WATCH_SECONDS` (`Fleet.run`): a bot added or enabled starts,
   one disabled or removed stops (its Application shut down), one whose token or settings
   changed restarts; a bot that cannot start (a revoked token, Telegram unreachable) is logged
-  and tried again at the next reading, never stopping the others;
+  and tried again at the next reading, never stopping the others; a reading starts up to
+  `STARTS_AT_ONCE` bots at the same time (a start is mostly waiting on Telegram: getMe and
+  the menus), so many bots are running in a fraction of the time one after the other took;
 - with DATABASE_URL every worker runs every bot: the bot's own view of the shared inbox and
   one poller per bot among the workers (`app.bot_edge.polling_leadership`, named after the
   bot's Telegram id); without it, PTB's own Updater polls;
@@ -46,13 +48,18 @@ from urllib.parse import urlsplit
 from telegram import Update
 from telegram.ext import Application
 
-from app.bot_edge import inbox_worker, operator_knowledge, polling_leadership, shared_state
+from app.bot_edge import (
+    inbox_worker,
+    operator_knowledge,
+    polling_leadership,
+    set_menus,
+    shared_state,
+)
 from app.runtime import Runtime
 from app.settings import Settings
 from bot.app import build_application
 from bot.commands.plans import sells_plans
 from bot.transport.config import BotConfig
-from bot.transport.menus import set_command_menus
 from core.domain.bots import BotProfile, StoredBot
 from core.domain.plans import Plan
 from core.domain.quotas import QuotaConfig
@@ -73,6 +80,8 @@ WATCH_SECONDS = 5.0
 """How often the bots table is read: a change takes effect within this (and a start)."""
 WATCH_LONGEST = 120.0  # one reading with its starts and stops taking longer is stuck
 POLL_TIMEOUT = 30
+STARTS_AT_ONCE = 8
+"""Bots one reading starts at the same time: each start is about 27 Bot API calls."""
 WEBHOOK_PREFIX = "/telegram"
 """Bot n's webhook is `/telegram/n`."""
 
@@ -214,7 +223,7 @@ class FleetBot:
             await application.bot.shutdown()  # the HTTP sessions initialize opened
             raise
         try:
-            await set_command_menus(application.bot, payments=sells_plans(self.sales))
+            await set_menus(application, self.plan.config, payments=sells_plans(self.sales))
             await application.start()
             runtime = self._runtime
             if runtime.inbox is not None:
@@ -377,9 +386,14 @@ class Fleet:
                     await self._stop(scope, "disabled or removed")
                 elif _fingerprint(bot) != fingerprint:
                     await self._stop(scope, "changed")
-            for scope, bot in wanted.items():
-                if scope not in self._running:
+            starting = [bot for scope, bot in wanted.items() if scope not in self._running]
+            turns = asyncio.Semaphore(STARTS_AT_ONCE)
+
+            async def start(bot: StoredBot) -> None:
+                async with turns:
                     await self._start(bot)
+
+            await asyncio.gather(*(start(bot) for bot in starting))
             for scope in list(self._failed):
                 if scope not in wanted:
                     del self._failed[scope]

@@ -383,14 +383,18 @@ async def _cleanup_loop(
             return
         from storage.postgres.cluster.flood_waits import PostgresFloodWaits
         from storage.postgres.cluster.locks import try_exclusive
-        from storage.postgres.cluster.rate_limits import RATE_TABLES, PostgresRateLimits
+        from storage.postgres.cluster.rate_limits import (
+            LEGACY_RATE_TABLES,
+            RATE_TABLES,
+            forget_idle,
+        )
         from storage.postgres.cluster.undelivered import PostgresUndelivered
 
         async with try_exclusive(shared, "cleanup") as mine:
             if mine:
                 await _cleanup_once(engine, settings)
-                for table in RATE_TABLES:
-                    await PostgresRateLimits(shared, 0, table=table).forget_idle()
+                for table in RATE_TABLES + LEGACY_RATE_TABLES:
+                    await forget_idle(shared, table, time.time())
                 await PostgresUndelivered(shared).forget_old()
                 await PostgresFloodWaits(shared).forget_past()
 

@@ -28,13 +28,18 @@ from telegram import Update
 from telegram.error import InvalidToken, NetworkError, TelegramError, TimedOut
 from telegram.ext import Application
 
-from app.bot_edge import inbox_worker, operator_knowledge, polling_leadership, shared_state
+from app.bot_edge import (
+    inbox_worker,
+    operator_knowledge,
+    polling_leadership,
+    set_menus,
+    shared_state,
+)
 from app.runtime import Runtime, check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import StartupError, cannot_listen, stop_on_signals
 from bot.app import build_application
 from bot.commands.plans import sells_plans
-from bot.transport.menus import set_command_menus
 from i18n.document_labels import DOCUMENT_LANGUAGES
 
 if TYPE_CHECKING:  # the HTTP server loads only with the API or the webhook on; PostgreSQL's
@@ -86,8 +91,7 @@ async def run_bot(settings: Settings) -> int:
         leadership = None
         fleet = stored_bots(runtime)
         try:
-            # Menus here: PTB runs `post_init` only under run_polling/run_webhook.
-            await set_command_menus(application.bot, payments=sells_plans(runtime.sales))
+            await set_menus(application, config, payments=sells_plans(runtime.sales))
             # The server first: if it cannot listen, nothing is running yet to stop.
             server = None
             if needs_web(settings):

@@ -16,12 +16,15 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from bench.driver import message_text
 from bench.hostile import hostile_documents, hostile_line
 from bench.large_bodies import large_bodies, large_bodies_line
+from bench.many_bots import FULL, QUICK, ManyBotsBench, many_bots_table, medians
+from bench.many_bots import STORES as MANY_STORES
 from bench.pg_report import pg_table
 from bench.pg_runs import KINDS, PostgresBench
 from bench.procs import ROOT, Processes
@@ -98,6 +101,38 @@ async def postgres_async(
     print()
     print(pg_table(runs))
     return {"machine": machine(), "args": vars(args), "postgres": runs}
+
+
+async def many_bots_async(
+    args: argparse.Namespace, procs: Processes, scratch: Path
+) -> dict[str, Any]:
+    """Only the many-bots phase (`--many-bots`): on each store, one bot with all the chats,
+    then the same chats over many bots; `--many-sets` times, interleaved."""
+    size = QUICK if args.quick else FULL
+    bench = ManyBotsBench(procs, scratch, size)
+    runs = []
+    for n in range(1, max(args.many_sets, 1) + 1):
+        for store in args.many_stores:
+            for bots in (1, size.bots):
+                runs.append(await bench.run(store, bots))
+                last = runs[-1]
+                print(
+                    f"set {n}, {store}, {last['workers']} process(es), {bots} bot(s) × "
+                    f"{last['chats'] // bots} chats: {last['throughput']:.1f} rounds/s, "
+                    f"complete p50 {last['load']['done']['p50']:.1f} / p99 "
+                    f"{last['load']['done']['p99']:.1f} ms, CPU/round "
+                    f"{last['cpu_ms_per_round']:.2f} ms",
+                    flush=True,
+                )
+    print()
+    print(many_bots_table(medians(runs)))
+    return {
+        "machine": machine(),
+        "args": vars(args),
+        "size": asdict(size),
+        "many_bots": runs,
+        "medians": medians(runs),
+    }
 
 
 EXCERPT_PASSAGES = 1_000
@@ -351,6 +386,32 @@ def main() -> int:
         help=f"with --postgres: the runs in each set, of {', '.join(KINDS)}",
     )
     parser.add_argument(
+        "--many-bots",
+        action="store_true",
+        help=f"only the many-bots phase: {FULL.bots} bots × {FULL.chats} chats against one bot "
+        f"with the same chats, on one SQLite process and {FULL.workers} PostgreSQL workers "
+        "(a fresh schema in TEST_DATABASE_URL, dropped afterwards; about five minutes)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"with --many-bots: {QUICK.bots} bots × {QUICK.chats} chats, "
+        f"{QUICK.workers} workers, {QUICK.seconds:g} s a run",
+    )
+    parser.add_argument(
+        "--many-sets",
+        type=int,
+        default=1,
+        help="with --many-bots: sets of runs, interleaved (the table gives each set's runs "
+        "and their medians)",
+    )
+    parser.add_argument(
+        "--many-stores",
+        type=names_of(MANY_STORES),
+        default=list(MANY_STORES),
+        help=f"with --many-bots: the stores, of {','.join(MANY_STORES)} (default both)",
+    )
+    parser.add_argument(
         "--no-excerpts",
         dest="excerpts",
         action="store_false",
@@ -401,7 +462,19 @@ def main() -> int:
         parser.error(str(exc))
     started = time.time()
     m = machine()
-    if args.retrieval:
+    if args.many_bots:
+        size = QUICK if args.quick else FULL
+        print(
+            f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; many-bots phase "
+            f"only: {size.bots} bots × {size.chats} chats against 1 bot × "
+            f"{size.bots * size.chats} chats, {size.seconds:g} s each, on "
+            + ", ".join(
+                f"{size.workers} PostgreSQL workers" if s == "pg" else "one SQLite process"
+                for s in args.many_stores
+            ),
+            flush=True,
+        )
+    elif args.retrieval:
         print(
             f"bench: {m['nproc']} CPUs ({m['cpu']}), Python {m['python']}; retrieval phase only: "
             f"{', '.join(f'{n:,}' for n in args.knowledge_chunks)} passages on "
@@ -423,6 +496,8 @@ def main() -> int:
             run = (
                 postgres_async
                 if args.postgres
+                else many_bots_async
+                if args.many_bots
                 else retrieval_async
                 if args.retrieval
                 else main_async
@@ -435,7 +510,15 @@ def main() -> int:
             procs.stop_all()
     result["seconds_total"] = time.time() - started
     RESULTS.mkdir(exist_ok=True)
-    kind = "-pg" if args.postgres else "-retrieval" if args.retrieval else ""
+    kind = (
+        "-pg"
+        if args.postgres
+        else "-many-bots"
+        if args.many_bots
+        else "-retrieval"
+        if args.retrieval
+        else ""
+    )
     name = f"bench{kind}-%Y%m%d-%H%M%S.json"
     path = RESULTS / time.strftime(name)
     path.write_text(json.dumps(result, indent=1, default=str))

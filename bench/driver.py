@@ -46,14 +46,25 @@ class Round:
 class Driver:
     """Pushes user messages and follows the bot's calls through the fakes' control endpoints."""
 
-    def __init__(self, session: aiohttp.ClientSession, telegram_port: int, model_port: int):
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        telegram_port: int,
+        model_port: int,
+        *,
+        route: Callable[[int], str] | None = None,
+    ):
+        """`route` names the bot (its token) each chat id writes to, when the fake serves
+        several; without it every chat writes to the one bot."""
         self._http = session
+        self._route = route
         self._tg = f"http://127.0.0.1:{telegram_port}"
         self._model = f"http://127.0.0.1:{model_port}"
         self._cursor = 0
         self._pending: dict[int, Round] = {}
         self._on_done: dict[int, Callable[[Round], None]] = {}
         self.method_counts: Counter[str] = Counter()  # every Bot API call the bot made
+        self.sent_by_bot: Counter[str] = Counter()  # sendMessage calls taken, by token
         self._follower: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._chat_ids = itertools.count(1000)
@@ -96,6 +107,8 @@ class Driver:
         self.method_counts[method] += 1
         if method not in VISIBLE or call["status"] != 200:
             return
+        if method == "sendMessage":
+            self.sent_by_bot[call.get("token", "")] += 1
         chat_id = call["chat_id"]
         round_ = self._pending.get(chat_id)
         if round_ is None or call["monotonic"] < round_.pushed_at:
@@ -125,11 +138,19 @@ class Driver:
             self._pending[round_.chat_id] = round_
             if callback is not None:
                 self._on_done[round_.chat_id] = callback
-        items = [{"chat_id": r.chat_id, "user_id": r.chat_id, "text": r.text} for r in rounds]
-        async with self._http.post(f"{self._tg}/_control/updates", json=items) as response:
-            pushed = await response.json()
-        for round_, info in zip(rounds, pushed, strict=True):
-            round_.pushed_at = info["monotonic"]
+        route = self._route
+        by_bot: dict[str | None, list[Round]] = {}
+        for round_ in rounds:
+            by_bot.setdefault(None if route is None else route(round_.chat_id), []).append(round_)
+        for token, some in by_bot.items():
+            items = [{"chat_id": r.chat_id, "user_id": r.chat_id, "text": r.text} for r in some]
+            params = {} if token is None else {"token": token}
+            async with self._http.post(
+                f"{self._tg}/_control/updates", json=items, params=params
+            ) as response:
+                pushed = await response.json()
+            for round_, info in zip(some, pushed, strict=True):
+                round_.pushed_at = info["monotonic"]
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float) -> bool:  # noqa: ASYNC109
         deadline = time.monotonic() + timeout

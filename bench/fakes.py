@@ -49,6 +49,9 @@ from fakes.model_server import (
 LONG_ANSWER_REQUEST = "LONG-ANSWER"
 """A user message containing this gets the long answer when `long_chars` is set."""
 
+MAIN_TOKEN = "123456:BENCH-TOKEN"
+"""The deployment's own bot (TELEGRAM_BOT_TOKEN) in every run (`bench.runs.TOKEN`)."""
+
 SLOW_WORDS = [f"word{i} " for i in range(20)]
 """The slow stream's reply, a word per piece."""
 
@@ -93,6 +96,7 @@ class BenchBotApi(FakeBotApi):
                 "chat_id": c.params.get("chat_id"),
                 "monotonic": c.monotonic,
                 "status": c.status,
+                "token": c.token,
             }
             for c in self.calls[since:]
         ]
@@ -281,8 +285,20 @@ def _calls_for(body: dict[str, Any], tool: str) -> bool:
     return tool in offered and messages[-1].get("role") != "tool"
 
 
-async def _serve(kind: str, latency: float) -> None:
-    server = BenchBotApi() if kind == "telegram" else BenchModel(latency=latency)
+def bench_tokens(count: int) -> dict[str, tuple[int, str]]:
+    """The tokens of `count` bots the fake serves with `--bots`: the deployment's own
+    (`MAIN_TOKEN`, the one bot's), then one per added bot, each its own id and username."""
+    tokens = {MAIN_TOKEN: (int(MAIN_TOKEN.split(":")[0]), "consult_bot")}
+    for n in range(1, count):
+        tokens[f"{700000 + n}:BENCH-BOT-{n}"] = (700000 + n, f"bench_bot_{n}")
+    return tokens
+
+
+async def _serve(kind: str, latency: float, bots: int = 0) -> None:
+    if kind == "telegram":
+        server: FakeBotApi | BenchModel = BenchBotApi(tokens=bench_tokens(bots) if bots else None)
+    else:
+        server = BenchModel(latency=latency)
     await server.start()
     print(f"PORT {server.port}", flush=True)
     try:
@@ -304,9 +320,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="benchmark fakes")
     parser.add_argument("kind", choices=["telegram", "model"])
     parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument(
+        "--bots", type=int, default=0, help="telegram: serve this many bots (`bench_tokens`)"
+    )
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        _event_loop_runner()(_serve(args.kind, args.latency))
+        _event_loop_runner()(_serve(args.kind, args.latency, args.bots))
     sys.exit(0)
 
 

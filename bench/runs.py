@@ -19,12 +19,12 @@ from typing import Any
 import aiohttp
 
 from bench.driver import Driver, Round, message_text
-from bench.fakes import LONG_ANSWER_REQUEST
+from bench.fakes import LONG_ANSWER_REQUEST, MAIN_TOKEN
 from bench.procs import ROOT, Child, Processes
 from bench.startup_imports import parse_importtime, retrieval_at_start
 from core.prompting.context import approx_tokens
 
-TOKEN = "123456:BENCH-TOKEN"
+TOKEN = MAIN_TOKEN
 CONTENDERS = {
     "bot": ["-m", "bot"],
     "reference": ["-m", "bench.reference_bot"],

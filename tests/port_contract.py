@@ -47,7 +47,7 @@ class Backend:
 
     name: str  # the pytest id of the parametrised tests
     pool: asyncpg.Pool | None = None
-    table: RateTable = "rate_limits"  # which budget a rate limit counts in on PostgreSQL
+    table: RateTable = "bot_rate_limits"  # which budget a rate limit counts in on PostgreSQL
 
     def rate_limits(self, per_minute: int, clock: Clock) -> UserRateLimits:
         if self.pool is None:
@@ -92,7 +92,7 @@ async def backend(name: str) -> AsyncIterator[Backend]:
     if name == "memory":
         yield Backend(name)
         return
-    table: RateTable = "press_limits" if name.endswith("press_limits") else "rate_limits"
+    table: RateTable = "bot_press_limits" if name.endswith("press_limits") else "bot_rate_limits"
     async with shared_pool() as pool:
         yield Backend(name, pool, table)
 

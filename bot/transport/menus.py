@@ -12,6 +12,9 @@ Invariants:
   a private chat with the bot) is logged and fails nothing else. It is made once, never
   waited for and retried (a flood wait would hold the chat's next updates): the person's
   next choice sets it again;
+- a bot with a language of its own (a stored bot's profile `language`) describes every one
+  of those menus in it, as it speaks it to every client, so no client's `language_code`
+  menu of another language is left from before;
 - a bot that sells plans (PLANS) adds /plans, /paysupport and /terms to every menu; one
   that does not shows none of them. /refund, /cancelsub and /resumesub are in no menu:
   menus are everyone's, and they answer only operators.
@@ -45,13 +48,17 @@ def commands_in(language: str, *, payments: bool = False) -> list[BotCommand]:
     return [BotCommand(name, text) for name, text in zip(names, descriptions, strict=True)]
 
 
-async def set_command_menus(bot: AnyBot, *, payments: bool = False) -> None:
+async def set_command_menus(
+    bot: AnyBot, *, payments: bool = False, language: str | None = None
+) -> None:
     """Command menus for private chats and groups: the default one in English, and one per
-    other offered language for clients set to it (`language_code`: the base language);
-    `payments` when the bot sells plans."""
-    for language in LANGUAGES:
-        commands = commands_in(language, payments=payments)
-        code = None if language == SOURCE else menu_code(language)
+    other offered language for clients set to it (`language_code`: the base language), each
+    in that language, or all in the bot's own `language` when it has one; `payments` when
+    the bot sells plans."""
+    own = None if language is None else commands_in(language, payments=payments)
+    for language_code in LANGUAGES:
+        commands = own or commands_in(language_code, payments=payments)
+        code = None if language_code == SOURCE else menu_code(language_code)
         for scope in (BotCommandScopeAllPrivateChats(), BotCommandScopeAllGroupChats()):
             try:
                 await bot.set_my_commands(commands, scope=scope, language_code=code)

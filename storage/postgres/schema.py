@@ -91,9 +91,11 @@ BOT_SCOPED_KEYS = (
     ("undelivered", "chat_id, thread_id"),
     ("flood_waits", "chat_id"),
 )
-"""The tables keyed by Telegram's own ids, and their keys within a bot (m032). Not yet the
+"""The tables keyed by Telegram's own ids, and their keys within a bot (m032). Not the
 per-user limits (`rate_limits`, `press_limits`): changing their key would break the
-previous release's workers during a rolling restart (tests/storage/test_pg_shared.py)."""
+previous release's workers during a rolling restart; their per-bot successors are new
+tables of the cluster's (`storage.postgres.cluster.schema` c004_bot_rate_limits,
+tests/storage/test_pg_shared.py)."""
 
 
 MIGRATIONS: list[Migration] = [

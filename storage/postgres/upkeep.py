@@ -88,7 +88,9 @@ async def forget_chat(connection: asyncpg.Connection, chat_key: str) -> int:
 
 
 CLUSTER_BOT_ROWS = ("inbox", "dead_letters", "undelivered", "flood_waits")
-"""The cluster's tables with a bot's rows in `bot` (m032); the per-user limits have none."""
+"""The cluster's tables with a bot's rows in `bot` (m032). The per-user limits per bot
+(c004) are not among them: their rows go by themselves a minute after their last event (the
+cleanup's `forget_idle`), and a store opened without the cluster's migrations lacks them."""
 
 
 async def forget_bot(connection: asyncpg.Connection, scope: int, key_range: str) -> int:

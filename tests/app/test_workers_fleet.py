@@ -130,3 +130,65 @@ async def test_a_bot_added_to_a_running_sqlite_process_answers_and_a_restart_kee
         assert "Traceback" not in first.log() + second.log()
     one, two = answers(telegram, chat)
     assert "Round 1 of 4" in one and "Round 2 of 4" in two
+
+
+def sent(telegram: FakeBotApi, token: str, chat: int) -> list[str]:
+    """What the bot of `token` sent to `chat`, in order."""
+    return [
+        str(c.params["text"])
+        for c in telegram.calls
+        if c.token == token
+        and c.method == "sendMessage"
+        and c.result is not None
+        and c.params.get("chat_id") == chat
+    ]
+
+
+async def test_a_user_at_the_limit_in_one_bot_is_still_answered_by_another_on_postgresql(
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811
+    telegram: FakeBotApi,
+    model_server: FakeModelServer,
+) -> None:
+    """One message a minute, counted by the workers' shared limits: the same user id's
+    second message to the deployment's bot is refused with the wait, and their message to
+    the added bot a moment later is answered."""
+    env = worker_env(tmp_path, telegram, model_server, postgres_url, webhook=False, token=MAIN)
+    await limits_apart(tmp_path, telegram, env)
+
+
+async def test_a_user_at_the_limit_in_one_bot_is_still_answered_by_another_on_sqlite(
+    tmp_path: Path, telegram: FakeBotApi, model_server: FakeModelServer
+) -> None:
+    """The same on one SQLite process, whose limits are in each bot's memory."""
+    db = str(tmp_path / "bot.sqlite3")
+    env = fakes_env(tmp_path, telegram, model_server, TELEGRAM_BOT_TOKEN=MAIN, DB_PATH=db)
+    await limits_apart(tmp_path, telegram, env)
+
+
+async def limits_apart(tmp_path: Path, telegram: FakeBotApi, env: dict[str, str]) -> None:
+    """At one message a minute, a user answered then refused by the deployment's bot is
+    answered by the bot added (the limits are per bot)."""
+    env |= {"SECRET_KEY": KEY, "USER_RATE_LIMIT_PER_MINUTE": "1"}
+    [chat] = chat_ids(1)
+    async with cluster(tmp_path) as processes:
+        worker = await processes.start(env)
+        await processes.running()
+        done = await asyncio.to_thread(
+            run, tmp_path, str(SCRIPT), "bots", "add", "--token", ADDED, **env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        await worker.bot.logged("@added_bot is running", timeout=10)
+        for text in ("First question", "Second question"):
+            telegram.push_update(telegram.text_message(chat, text, user_id=chat), token=MAIN)
+        await until(lambda: len(sent(telegram, MAIN, chat)) == 2, "answered, then refused")
+        telegram.push_update(
+            telegram.text_message(chat, "Ask the other", user_id=chat), token=ADDED
+        )
+        await until(lambda: len(sent(telegram, ADDED, chat)) == 1, "the added bot answered")
+        assert "Traceback" not in worker.log(), worker.log()
+    answered, refused = sent(telegram, MAIN, chat)
+    assert answered.startswith("Reply to: First question")
+    assert refused.startswith("You're sending messages too fast")
+    [other] = sent(telegram, ADDED, chat)
+    assert other.startswith("Reply to: Ask the other")

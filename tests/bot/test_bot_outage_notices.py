@@ -111,7 +111,7 @@ async def shared_limits_bot(
     )
     shared = SharedState(
         rate_limits=PostgresRateLimits(pool, 100),
-        press_limits=PostgresRateLimits(pool, 100, table="press_limits"),
+        press_limits=PostgresRateLimits(pool, 100, table="bot_press_limits"),
     )
     try:
         async with running_bot(settings, bot_api, model_server, shared=shared) as bot:

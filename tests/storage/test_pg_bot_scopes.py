@@ -5,6 +5,7 @@ two bots are apart."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -117,3 +118,86 @@ async def test_a_flood_wait_holds_the_chat_of_its_own_bot_only(pool: asyncpg.Poo
     second_elsewhere, first = PostgresFloodWaits(pool, bot=2), PostgresFloodWaits(pool)
     assert await second_elsewhere.remaining(5) > 25
     assert await first.remaining(5) == 0
+
+
+async def test_each_bots_listeners_hear_of_its_own_rows_only(
+    inboxes: Inboxes,
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """A row queued in bot 2's inbox (put, or a dead letter replayed) wakes bot 2's
+    listeners only, and the deployment's bot's wakes its own; an interrupt (a /reset)
+    reaches the bot's own workers only. One channel for all would wake every bot's inbox
+    on every worker for every row."""
+    first, second = inboxes
+    heard: dict[str, asyncio.Queue[str]] = {"first": asyncio.Queue(), "second": asyncio.Queue()}
+    stopped: dict[str, asyncio.Queue[str]] = {"first": asyncio.Queue(), "second": asyncio.Queue()}
+    for name, inbox in (("first", first), ("second", second)):
+        inbox.on_interrupt(lambda chat, _id, name=name: stopped[name].put_nowait(chat))  # type: ignore[misc]
+        await inbox.listen(heard[name].put_nowait)
+    await second.put(7, "tg2:3", "second's")
+    await first.put(8, "tg:3", "first's")
+    assert await asyncio.wait_for(heard["second"].get(), 10) == "tg2:3"
+    assert await asyncio.wait_for(heard["first"].get(), 10) == "tg:3"
+
+    assert await second.begin(7) is not None  # its handling started: a /reset may stop it
+    assert await second.interrupt("tg2:3", 99)
+    assert await asyncio.wait_for(stopped["second"].get(), 10) == "tg2:3"
+
+    await second.bury(7, "tg2:3", "second's", "attempts")
+    connection = await asyncpg.connect(postgres_url)
+    try:
+        assert await dead_letters.replay(connection, 7, bot=2)
+    finally:
+        await connection.close()
+    assert await asyncio.wait_for(heard["second"].get(), 10) == "tg2:3"
+    await first.put(9, "tg:4", "first's")  # after everything above: the last to arrive
+    assert await asyncio.wait_for(heard["first"].get(), 10) == "tg:4"
+    assert heard["first"].empty() and heard["second"].empty()
+    assert stopped["first"].empty()
+
+
+async def test_every_bots_inbox_listens_on_one_connection_per_worker(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    """Four bots' inboxes of one worker listen on one connection, not four; a bot's view
+    closed stops hearing while the others go on; after the connection broke, the next
+    listen connects again for every bot still listening."""
+    store = await PostgresStore.open(postgres_url)
+    root = await PostgresInbox.open(postgres_url)
+    views = [root, *(root.for_bot(bot) for bot in (2, 3, 4))]
+    admin = await asyncpg.connect(postgres_url)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    listening = (
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND query LIKE '%LISTEN %' AND pid <> pg_backend_pid()"
+    )
+    try:
+        for view in views:
+            await view.listen(heard.put_nowait)
+        assert len(await admin.fetch(listening)) == 1
+        for view, key in zip(views, ("tg:1", "tg2:1", "tg3:1", "tg4:1"), strict=True):
+            await view.put(11, key, "x")
+            assert await asyncio.wait_for(heard.get(), 10) == key
+
+        await views[2].close()  # bot 3 stopped
+        await views[2].put(12, "tg3:2", "x")
+        await views[3].put(12, "tg4:2", "x")
+        assert await asyncio.wait_for(heard.get(), 10) == "tg4:2"
+
+        [row] = await admin.fetch(listening)
+        await admin.execute("SELECT pg_terminate_backend($1)", row["pid"])
+        await asyncio.sleep(0.2)
+        for view in (views[0], views[1], views[3]):
+            await view.listen(heard.put_nowait)  # the periodic look's call
+        assert len(await admin.fetch(listening)) == 1
+        await views[1].put(13, "tg2:3", "x")
+        assert await asyncio.wait_for(heard.get(), 10) == "tg2:3"
+        await views[0].put(13, "tg:3", "x")
+        assert await asyncio.wait_for(heard.get(), 10) == "tg:3"
+        assert heard.empty()
+    finally:
+        await admin.close()
+        for view in views[1:]:
+            await view.close()
+        await root.close()
+        await store.close()

@@ -19,7 +19,12 @@ from fakes.bot_api import TOKEN
 from storage.postgres.cluster import schema as cluster_schema
 from storage.postgres.cluster.locks import try_exclusive
 from storage.postgres.cluster.pool import open_shared_pool
-from storage.postgres.cluster.rate_limits import RATE_TABLES, PostgresRateLimits
+from storage.postgres.cluster.rate_limits import (
+    LEGACY_RATE_TABLES,
+    RATE_TABLES,
+    PostgresRateLimits,
+    forget_idle,
+)
 from storage.postgres.cluster.undelivered import PostgresUndelivered
 from storage.postgres.store import PostgresStore
 from tests.port_contract import Clock
@@ -63,13 +68,13 @@ async def test_button_presses_have_a_budget_of_their_own_shared_by_every_worker(
     """Presses and messages are counted apart: a user out of presses on one worker is out
     on the other too, yet may still write; idle press windows are forgotten too."""
     clock = Clock()
-    presses = [PostgresRateLimits(pool, 2, table="press_limits", clock=clock) for pool in pools]
+    presses = [PostgresRateLimits(pool, 2, table="bot_press_limits", clock=clock) for pool in pools]
     messages = PostgresRateLimits(pools[0], 1, clock=clock)
     assert [await presses[0].check(5), await presses[1].check(5)] == [0.0, 0.0]
     assert await presses[1].check(5) == pytest.approx(60.0)
     assert await presses[0].check(5) == pytest.approx(60.0)
     assert await messages.check(5) == 0.0
-    assert await pools[0].fetchval("SELECT count(*) FROM press_limits") == 1
+    assert await pools[0].fetchval("SELECT count(*) FROM bot_press_limits") == 1
     clock.now += 61
     assert await presses[0].forget_idle() == 1
     with pytest.raises(ValueError, match="not a rate limit table"):
@@ -77,7 +82,7 @@ async def test_button_presses_have_a_budget_of_their_own_shared_by_every_worker(
 
 
 async def test_workers_on_postgresql_are_given_the_shared_press_budget(pools: Pools) -> None:
-    """`shared_state` gives the bot presses counted in `press_limits`, at the configured
+    """`shared_state` gives the bot presses counted in `bot_press_limits`, at the configured
     rate, apart from the message limit."""
     config = BotConfig(token=TOKEN, user_rate_limit_per_minute=5, button_presses_per_minute=1)
     state = shared_state(SimpleNamespace(shared_pool=pools[0], store=None), config)  # type: ignore[arg-type]
@@ -85,7 +90,8 @@ async def test_workers_on_postgresql_are_given_the_shared_press_budget(pools: Po
     assert await state.press_limits.check(77) == 0.0
     assert await state.press_limits.check(77) > 0
     assert await state.rate_limits.check(77) == 0.0
-    assert await pools[1].fetchval("SELECT count(*) FROM press_limits WHERE user_id = 77") == 1
+    count = "SELECT count(*) FROM bot_press_limits WHERE bot = 0 AND user_id = 77"
+    assert await pools[1].fetchval(count) == 1
 
 
 async def test_workers_checking_one_user_at_once_never_let_more_than_the_limit_through(
@@ -101,7 +107,9 @@ async def test_workers_checking_one_user_at_once_never_let_more_than_the_limit_t
             waits = await asyncio.gather(*(limits[i % 2].check(1) for i in range(40)))
             assert waits.count(0.0) == expected
             clock.now += 30
-    held = await pools[0].fetchval("SELECT cardinality(hits) FROM rate_limits WHERE user_id = 1")
+    held = await pools[0].fetchval(
+        "SELECT cardinality(hits) FROM bot_rate_limits WHERE user_id = 1"
+    )
     assert held == 5
 
 
@@ -125,13 +133,13 @@ async def test_users_idle_for_a_window_are_forgotten(pools: Pools) -> None:
     limits = PostgresRateLimits(pools[0], 2, clock=clock)
     for user in range(10):
         await limits.check(user)
-    assert await pools[0].fetchval("SELECT count(*) FROM rate_limits") == 10
+    assert await pools[0].fetchval("SELECT count(*) FROM bot_rate_limits") == 10
     clock.now += 30
     await limits.check(99)
     await limits.should_warn(98)
     clock.now += 30
     assert await limits.forget_idle() == 10  # users 98 and 99, seen 30 s ago, are kept
-    assert await pools[0].fetchval("SELECT count(*) FROM rate_limits") == 2
+    assert await pools[0].fetchval("SELECT count(*) FROM bot_rate_limits") == 2
     clock.now += 30
     assert await limits.forget_idle() == 2
 
@@ -151,7 +159,7 @@ async def test_limits_kept_as_token_buckets_are_harmless_after_the_upgrade(
     connection = await asyncpg.connect(postgres_url)
     try:
         await cluster_schema.migrate(connection)
-        for table in RATE_TABLES:
+        for table in LEGACY_RATE_TABLES:
             await connection.execute(
                 f"INSERT INTO {table} (user_id, tokens, updated_at, warned_at)"
                 " VALUES (7, 0, $1, $1), (8, 0.5, $1, NULL)",
@@ -173,25 +181,24 @@ async def test_limits_kept_as_token_buckets_are_harmless_after_the_upgrade(
         await pool.close()
 
 
-# The previous release's statements (a token bucket), as its workers still send them while
-# a rolling restart replaces them: $1 user, $2 capacity, $3 now, $4 refill per second.
-PREVIOUS_TAKE_TOKEN = """
-WITH taken AS (
-    INSERT INTO rate_limits AS r (user_id, tokens, updated_at)
-    VALUES ($1::bigint, $2::float8 - 1, $3::float8)
+# The previous release's statements (before c004: a window per user, every bot's messages
+# in one), as its workers still send them while a rolling restart replaces them: $1 user,
+# $2 limit, $3 now, $4 window; the warning's $1 user, $2 now, $3 window.
+PREVIOUS_COUNT = """
+WITH counted AS (
+    INSERT INTO rate_limits AS r (user_id, hits) VALUES ($1::bigint, ARRAY[$3::float8])
     ON CONFLICT (user_id) DO UPDATE
-        SET tokens = LEAST($2, r.tokens + GREATEST($3 - r.updated_at, 0) * $4) - 1,
-            updated_at = GREATEST($3, r.updated_at)
-        WHERE LEAST($2, r.tokens + GREATEST($3 - r.updated_at, 0) * $4) >= 1
+        SET hits = ARRAY(SELECT h FROM unnest(r.hits || $3::float8) AS h
+                         WHERE h > $3 - $4 ORDER BY h)
+        WHERE (SELECT count(*) FROM unnest(r.hits) AS h WHERE h > $3 - $4) < $2
     RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM taken) AS allowed
+SELECT EXISTS (SELECT 1 FROM counted) AS allowed
 """
 PREVIOUS_WARN = """
-INSERT INTO rate_limits AS r (user_id, tokens, updated_at, warned_at)
-VALUES ($1::bigint, $2::float8, $3::float8, $3::float8)
-ON CONFLICT (user_id) DO UPDATE SET warned_at = $3::float8
-    WHERE r.warned_at IS NULL OR r.warned_at <= $3::float8 - $4::float8
+INSERT INTO rate_limits AS r (user_id, warned_at) VALUES ($1::bigint, $2::float8)
+ON CONFLICT (user_id) DO UPDATE SET warned_at = $2::float8
+    WHERE r.warned_at IS NULL OR r.warned_at <= $2::float8 - $3::float8
 RETURNING 1
 """
 
@@ -199,19 +206,81 @@ RETURNING 1
 async def test_workers_of_the_previous_release_keep_working_through_a_rolling_restart(
     pools: Pools,
 ) -> None:
-    """After the upgrade a worker still running the previous release's token bucket finds
-    its columns: its checks of a user a new worker counted pass (a full bucket) and its
-    new users' rows serve the new workers too, each release counting on its own."""
+    """After c004 a worker still running the previous release (one window per user, in
+    `rate_limits`) keeps counting and warning there, limited as before, while the new
+    workers count per bot in `bot_rate_limits`: each release on its own, none failing."""
     clock = Clock()
     new = PostgresRateLimits(pools[0], 2, clock=clock)
     assert [await new.check(7), await new.check(7)] == [0.0, 0.0]
     async with pools[1].acquire() as old:
-        assert await old.fetchval(PREVIOUS_TAKE_TOKEN, 7, 2.0, clock.now, 2 / 60)
-        assert await old.fetchval(PREVIOUS_TAKE_TOKEN, 8, 2.0, clock.now, 2 / 60)
-        assert await old.fetchval(PREVIOUS_WARN, 9, 2.0, clock.now, 60.0) == 1
+        passed = [await old.fetchval(PREVIOUS_COUNT, 7, 2, clock.now, 60.0) for _ in range(3)]
+        assert passed == [True, True, False]
+        assert await old.fetchval(PREVIOUS_WARN, 7, clock.now, 60.0) == 1
+        assert await old.fetchval(PREVIOUS_WARN, 7, clock.now, 60.0) is None
     assert await new.check(7) == pytest.approx(60.0)
-    assert [await new.check(8), await new.check(8), await new.check(8)] == [0.0, 0.0, 60.0]
-    assert not await new.should_warn(9)
+    assert await new.should_warn(7)
+    clock.now += 61  # the old worker stopped: the cleanup empties its table too
+    assert await forget_idle(pools[0], "rate_limits", clock.now) == 1
+    assert await pools[0].fetchval("SELECT count(*) FROM rate_limits") == 0
+    with pytest.raises(ValueError, match="not a rate limit table"):
+        await forget_idle(pools[0], "consultations", clock.now)
+
+
+async def test_the_upgrade_keeps_every_users_window_as_the_deployments_bots(
+    postgres_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A user at the limit before c004 is still at it afterwards in the deployment's bot
+    (scope 0), in both budgets, and a warned one stays warned; another bot starts empty."""
+    clock = Clock()
+    full = list(cluster_schema.MIGRATIONS)
+    names = [name for name, _ in full]
+    monkeypatch.setattr(cluster_schema, "MIGRATIONS", full[: names.index("c004_bot_rate_limits")])
+    connection = await asyncpg.connect(postgres_url)
+    try:
+        await cluster_schema.migrate(connection)
+        for table in LEGACY_RATE_TABLES:
+            await connection.execute(
+                f"INSERT INTO {table} (user_id, hits, warned_at) VALUES (7, $1, $2)",
+                [clock.now - 10, clock.now - 5],
+                clock.now - 5,
+            )
+    finally:
+        await connection.close()
+    monkeypatch.setattr(cluster_schema, "MIGRATIONS", full)
+
+    pool = await open_shared_pool(postgres_url)  # applies c004
+    try:
+        for table in RATE_TABLES:
+            main = PostgresRateLimits(pool, 2, table=table, clock=clock)
+            other = PostgresRateLimits(pool, 2, table=table, bot=3, clock=clock)
+            assert await main.check(7) == pytest.approx(50.0)
+            assert not await main.should_warn(7)
+            assert [await other.check(7), await other.check(7)] == [0.0, 0.0]
+            assert await other.should_warn(7)
+    finally:
+        await pool.close()
+
+
+async def test_a_user_at_the_limit_in_one_bot_keeps_the_budget_of_another(pools: Pools) -> None:
+    """Each bot's limits are its own (`shared_state` for two scopes): the same user id out
+    of messages and presses in one bot still has both in the other, on any worker, and is
+    warned in each once."""
+    first = BotConfig(token=TOKEN, user_rate_limit_per_minute=1, button_presses_per_minute=1)
+    second = BotConfig(
+        token="999:OTHER", user_rate_limit_per_minute=1, button_presses_per_minute=1, scope=2
+    )
+    a = shared_state(SimpleNamespace(shared_pool=pools[0], store=None), first)  # type: ignore[arg-type]
+    b = shared_state(SimpleNamespace(shared_pool=pools[1], store=None), second)  # type: ignore[arg-type]
+    assert a.rate_limits and a.press_limits and b.rate_limits and b.press_limits
+    assert [await a.rate_limits.check(5), await a.rate_limits.check(5)][1] > 0
+    assert [await a.press_limits.check(5), await a.press_limits.check(5)][1] > 0
+    assert await b.rate_limits.check(5) == 0.0
+    assert await b.press_limits.check(5) == 0.0
+    assert await b.rate_limits.check(5) > 0
+    assert await a.rate_limits.should_warn(5) and await b.rate_limits.should_warn(5)
+    rows = await pools[0].fetch("SELECT bot, user_id FROM bot_rate_limits ORDER BY bot")
+    assert [tuple(r) for r in rows] == [(0, 5), (2, 5)]
 
 
 async def test_an_undelivered_reply_is_taken_by_exactly_one_worker(pools: Pools) -> None:

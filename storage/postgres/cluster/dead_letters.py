@@ -74,7 +74,8 @@ async def replay(connection: asyncpg.Connection, update_id: int, bot: int = 0) -
     """Queue the bot's letter's update in its inbox again; False when there is no such
     letter (or its update is waiting in the inbox already)."""
     schema = str(await connection.fetchval("SELECT current_schema()"))
-    queued = await connection.fetchrow(_REPLAY, update_id, time.time(), channel_of(schema), bot)
+    channel = channel_of(schema, bot=bot)
+    queued = await connection.fetchrow(_REPLAY, update_id, time.time(), channel, bot)
     return queued is not None
 
 

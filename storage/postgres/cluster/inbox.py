@@ -22,10 +22,15 @@ Invariants:
 - Each new row is announced with a NOTIFY carrying its chat key on commit, so listening
   workers pick it up at once; a missed notification only costs a poll interval. The
   channel is named after the schema (notifications are database-wide, and deployments in
-  other schemas of the same database must not wake these workers).
+  other schemas of the same database must not wake these workers) and the bot (each
+  bot's listeners hear its rows only: with one channel for all, every row woke every
+  bot's inbox on every worker, and a bot's worker could claim another bot's chat, find
+  none of its rows and keep the owner's worker waiting for its next look; the
+  deployment's bot keeps the schema's channel, as before bots had scopes).
 - `interrupt` (a /reset) names the chat's update whose handling started (its attempts
-  counted) before a given update, on a second channel named after the schema, in the
-  statement that finds it; whichever worker runs that handling hears it (`on_interrupt`).
+  counted) before a given update, on a second channel named after the schema and the bot,
+  in the statement that finds it; whichever worker runs that handling hears it
+  (`on_interrupt`).
 
 - Every row is one bot's (`bot`, its scope, `core.domain.telegram_keys`): an inbox reads
   and writes the rows of the bot it was opened for (`for_bot` gives another bot's view of
@@ -39,7 +44,6 @@ and the store's pool stays private to the store.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import time
@@ -49,8 +53,8 @@ from typing import Any, NamedTuple, TypeVar
 import asyncpg
 
 from storage.postgres.batch import BatchedStatement
-from storage.postgres.faults import is_unavailable, unavailable
-from storage.postgres.pool import CONNECT_TIMEOUT, call, open_pool
+from storage.postgres.cluster.listener import SharedListener
+from storage.postgres.pool import call, open_pool
 from storage.statements.telegram_updates import KEEP_IDS, KEEP_SECONDS
 
 log = logging.getLogger(__name__)
@@ -83,15 +87,14 @@ class Row(NamedTuple):
 class PostgresInbox:
     """Open with `await PostgresInbox.open(url)` after the schema is migrated; `close()`."""
 
-    def __init__(
-        self, pool: asyncpg.Pool, url: str, channel: str, stop_channel: str, bot: int = 0
-    ) -> None:
+    def __init__(self, pool: asyncpg.Pool, url: str, schema: str, bot: int = 0) -> None:
         self._bot = bot
         self._pool = pool
         self._url = url
-        self._channel = channel
-        self._stop_channel = stop_channel
-        self._listener: asyncpg.Connection | None = None
+        self._schema = schema
+        self._channel = channel_of(schema, CHANNEL_PREFIX, bot)
+        self._stop_channel = channel_of(schema, STOP_CHANNEL_PREFIX, bot)
+        self._listening = SharedListener(url)  # every bot's view shares this one's
         self._callback: Callable[[str], object] | None = None
         self._on_interrupt: Callable[[str, int], object] | None = None
         self._put: BatchedStatement[tuple[int, str, str], bool] = BatchedStatement(self._put_batch)
@@ -102,10 +105,11 @@ class PostgresInbox:
         self._begin: BatchedStatement[int, int | None] = BatchedStatement(self._begin_batch)
 
     def for_bot(self, bot: int) -> PostgresInbox:
-        """The inbox of the bot of scope `bot` on this one's pool (closed with this one;
-        closing the view closes only its listener)."""
-        view = PostgresInbox(self._pool, self._url, self._channel, self._stop_channel, bot)
+        """The inbox of the bot of scope `bot` on this one's pool and LISTEN connection
+        (closed with this one; closing the view stops only its channels)."""
+        view = PostgresInbox(self._pool, self._url, self._schema, bot)
         view._owns_pool = False
+        view._listening = self._listening  # one LISTEN connection per worker, not per bot
         return view
 
     _owns_pool = True
@@ -118,15 +122,12 @@ class PostgresInbox:
         except BaseException:
             await pool.close()
             raise
-        schema = str(schema)
-        return cls(pool, url, channel_of(schema), channel_of(schema, STOP_CHANNEL_PREFIX), bot)
+        return cls(pool, url, str(schema), bot)
 
     async def close(self) -> None:
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                await self._listener.close(timeout=5)
-            self._listener = None
+        await self._listening.forget((self._channel, self._stop_channel))
         if self._owns_pool:
+            await self._listening.close()
             await self._pool.close()
 
     async def put(self, update_id: int, chat_key: str, payload: str) -> bool:
@@ -265,26 +266,16 @@ class PostgresInbox:
         return int(await self._call(lambda c: c.fetchval("SELECT count(*) FROM inbox")))
 
     async def listen(self, callback: Callable[[str], object]) -> None:
-        """Call `callback(chat_key)` for each new row, on a connection kept for it.
+        """Call `callback(chat_key)` for each new row of this bot, on the connection every
+        bot's view of this pool shares (`SharedListener`).
 
         Calling again while that connection is up does nothing; after it broke, it
         connects again (the caller's periodic look at `pending_chats` covers the gap).
         """
         self._callback = callback
-        if self._listener is not None and not self._listener.is_closed():
-            return
-        listener: asyncpg.Connection | None = None
-        try:
-            listener = await asyncpg.connect(self._url, timeout=CONNECT_TIMEOUT)
-            await listener.add_listener(self._channel, self._notified)
-            await listener.add_listener(self._stop_channel, self._interrupted)
-        except Exception as error:
-            if listener is not None:  # connected, but LISTEN failed: not kept, so not left open
-                listener.terminate()
-            if is_unavailable(error):
-                raise unavailable(error, "inbox listener") from error
-            raise
-        self._listener = listener
+        await self._listening.listen(
+            {self._channel: self._notified, self._stop_channel: self._interrupted}
+        )
 
     def _notified(self, _connection: Any, _pid: int, _channel: str, payload: str) -> None:
         if self._callback is not None:
@@ -324,9 +315,11 @@ def _row(row: asyncpg.Record | None) -> Row | None:
     )
 
 
-def channel_of(schema: str, prefix: str = CHANNEL_PREFIX) -> str:
-    """A notification channel of the inbox in `schema` (short enough for any schema name)."""
-    return prefix + hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
+def channel_of(schema: str, prefix: str = CHANNEL_PREFIX, bot: int = 0) -> str:
+    """A notification channel of the inbox of the bot of scope `bot` in `schema` (at most
+    50 characters for any schema name and scope: identifiers take 63)."""
+    name = prefix + hashlib.blake2b(schema.encode(), digest_size=8).hexdigest()
+    return name if bot == 0 else f"{name}_{bot}"
 
 
 _RECORD = (

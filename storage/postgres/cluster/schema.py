@@ -22,6 +22,8 @@ TABLES = frozenset(
         "dead_letters",
         "rate_limits",
         "press_limits",
+        "bot_rate_limits",
+        "bot_press_limits",
         "undelivered",
         "flood_waits",
         "workers",
@@ -70,6 +72,32 @@ MIGRATIONS: list[Migration] = [
             " hits DOUBLE PRECISION[] NOT NULL DEFAULT '{}',"
             " last_at DOUBLE PRECISION NOT NULL)",
             "CREATE INDEX admin_sign_ins_last ON admin_sign_ins (last_at)",
+        ),
+    ),
+    (
+        # The per-user limits per bot: a user's messages and presses to one bot never spend
+        # their budget in another (each bot at Telegram's limit is limited on its own). New
+        # tables keyed by (bot, user_id), not a new key on the old ones: workers of the
+        # previous release name `ON CONFLICT (user_id)`, which needs a unique index on
+        # user_id alone, so they keep counting in `rate_limits` and `press_limits` through
+        # a rolling restart (each release counting on its own, as with c001) while this
+        # release counts in the new tables; every user's window so far is the deployment's
+        # bot's (0). This release only deletes the old tables' idle rows; a later one drops
+        # them once no worker of the release before this one can run.
+        "c004_bot_rate_limits",
+        tuple(
+            statement
+            for old, new in (
+                ("rate_limits", "bot_rate_limits"),
+                ("press_limits", "bot_press_limits"),
+            )
+            for statement in (
+                f"CREATE TABLE {new} (bot BIGINT NOT NULL, user_id BIGINT NOT NULL,"
+                " hits DOUBLE PRECISION[] NOT NULL DEFAULT '{}', warned_at DOUBLE PRECISION,"
+                " PRIMARY KEY (bot, user_id))",
+                f"INSERT INTO {new} (bot, user_id, hits, warned_at)"
+                f" SELECT 0, user_id, hits, warned_at FROM {old}",
+            )
         ),
     ),
 ]
