@@ -85,7 +85,7 @@ ALLOWED: dict[str, set[str]] = {
     | {"media", "telemetry"},
     "terminal": {"core.turns", "core.prompting", "core.domain", "media", "i18n"},
     "bot": {"bot.commands", "bot.updates", "bot.transport"}
-    | {"core.turns", "core.domain", "media", "i18n"},
+    | {"core.turns", "core.domain", "core.primitives", "media", "i18n"},
     "bot.commands": {"bot.updates", "bot.transport"}
     | {"core.turns", "core.prompting", "core.domain", "core.primitives", "media", "i18n"},
     "bot.updates": {"bot.transport", "core.domain", "core.primitives", "telemetry", "i18n"},
