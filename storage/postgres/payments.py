@@ -11,10 +11,10 @@ import asyncpg
 from core.domain.audit import AuditEntry
 from core.domain.payments import Grant, Payment, Recorded, StarsDay
 from core.domain.plans import ActivePlan
+from core.domain.telegram_keys import key_range
 from storage.payments import payment_from_row, payment_values, plan_from_row
 from storage.postgres.admin import add_audit
 from storage.postgres.bots import Run
-from core.domain.telegram_keys import key_range
 from storage.statements.payments import (
     ACTIVE_PLANS,
     CANCEL_RENEWAL,

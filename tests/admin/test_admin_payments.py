@@ -2,7 +2,8 @@
 refunds through the fake Bot API: the list newest first, filtered by person and plan; a
 refund through the form, CSRF-protected, confirmed, asked of Telegram first and audited,
 revoking the plan; a refund Telegram refuses, a second refund and forged filters and charge
-ids change nothing."""
+ids change nothing; a cancel kept until it is resumed; a stored bot's person read by their
+bot's limits and plans."""
 
 from __future__ import annotations
 
@@ -195,6 +196,53 @@ async def test_a_subscription_is_cancelled_without_a_refund(
     assert cancels == [("cancel_subscription", "ch-sub")]
 
 
+async def test_a_cancelled_renewal_is_shown_and_resumed(
+    console: Console, bot_api: FakeBotApi
+) -> None:
+    """After Cancel renewal the Payments page says "renewal cancelled" and offers Resume
+    renewal instead, as does the person's page; Resume renewal asks Telegram (is_canceled
+    false), is audited and offers Cancel renewal again; a resume Telegram refuses keeps the
+    cancel."""
+    await paid(console, bot_api, "ch-sub", 42, "max", time.time())
+    assert await console.sign_in() == 303
+    csrf = await console.csrf("/admin/payments")
+    form = {"csrf": csrf, "confirm": "yes"}
+    cancel = await console.client.post(
+        "/admin/payments/ch-sub/cancel", data=form, allow_redirects=False
+    )
+    assert cancel.status == 303
+    status, html = await console.page("/admin/payments")
+    assert status == 200 and "renewal cancelled " in html
+    assert "Cancel renewal</button>" not in html and html.count("Resume renewal</button>") == 1
+    status, html = await console.page("/admin/people/tg%3A42")
+    assert status == 200 and "renewal cancelled</strong>" in html
+    assert "it ends then and is not renewed" in html
+    del bot_api.charges["ch-sub"]
+    refused = await console.client.post("/admin/payments/ch-sub/resume", data=form)
+    assert refused.status == 400 and "CHARGE_NOT_FOUND" in await refused.text()
+    held = await console.store.payments.active_plan("tg:42", time.time())
+    assert held is not None and held.renewal_cancelled_at is not None
+    bot_api.charges["ch-sub"] = 42
+    unconfirmed = await console.client.post(
+        "/admin/payments/ch-sub/resume", data={"csrf": csrf}, allow_redirects=False
+    )
+    assert unconfirmed.status == 400
+    resume = await console.client.post(
+        "/admin/payments/ch-sub/resume", data=form, allow_redirects=False
+    )
+    assert resume.status == 303
+    assert bot_api.subscription_edits == [(42, "ch-sub", True), (42, "ch-sub", False)]
+    status, html = await console.page("/admin/payments")
+    assert "renewal cancelled" not in html and html.count("Cancel renewal</button>") == 1
+    status, html = await console.page("/admin/people/tg%3A42")
+    assert "renewal cancelled" not in html
+    entries = await console.store.audit_log(before_id=None, limit=10)
+    assert [e.action for e in entries if "subscription" in e.action] == [
+        "resume_subscription",
+        "cancel_subscription",
+    ]
+
+
 async def test_a_cancel_telegram_refuses_writes_nothing(
     console: Console, bot_api: FakeBotApi
 ) -> None:
@@ -209,6 +257,8 @@ async def test_a_cancel_telegram_refuses_writes_nothing(
     assert answer.status == 400 and "CHARGE_NOT_FOUND" in await answer.text()
     entries = await console.store.audit_log(before_id=None, limit=10)
     assert all(e.action != "cancel_subscription" for e in entries)
+    status, html = await console.page("/admin/payments")
+    assert "renewal cancelled" not in html and "Cancel renewal</button>" in html
 
 
 SECRET = "payments-console-secret-key-0123456789"
@@ -275,7 +325,7 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
             assert refused.status == 400 and "CHARGE_NOT_FOUND" in await refused.text()
             assert SECOND not in await refused.text() and BOT_TOKEN not in await refused.text()
             for held, says in (
-                (f"tg{bot.id}:43", "gold (a plan of the bot this person uses), until "),
+                (f"tg{bot.id}:43", "gold (no longer among their bot's plans), until "),
                 ("tg:44", "gold (no longer in PLANS), until "),
             ):
                 gold = Payment(f"ch-{held}", held, "gold", 75, "XTR", "p", time.time())
