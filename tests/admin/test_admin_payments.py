@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from app.bot_secrets import TokenBox, tail_of
-from core.domain.bots import BotProfile, NewBot
+from core.domain.bots import BotLimits, BotProfile, NewBot
 from core.domain.payments import Grant, Payment
+from core.domain.plans import parse_plans
 from fakes.bot_api import TOKEN as BOT_TOKEN
 from fakes.bot_api import FakeBotApi
 from tests.admin_harness import Console, console_settings, running_console
@@ -334,3 +335,35 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
                 assert status == 200 and says in html, html
     finally:
         await api.stop()
+
+
+async def test_a_stored_bots_person_is_read_by_their_bots_limits_and_plans(
+    console: Console,
+) -> None:
+    """Bot n's person's page shows bot n's limits and, for a plan bot n sells, the plan as
+    its own (its limits applied); the deployment's person keeps the deployment's; the plan
+    filter lists every bot's plans, an id two bots sell labelled by both."""
+    gold = {"id": "gold", "title": "Gold", "stars": 75, "limits": {"daily_consultations": 9}}
+    pro = {"id": "pro", "title": "Shop Pro", "stars": 50}
+    profile = BotProfile(
+        limits=BotLimits(daily_tokens=777), plans=parse_plans(json.dumps([gold, pro]), None)
+    )
+    new = NewBot(222, "shop_bot", "sealed", "tail", "", profile)
+    bot = await console.store.bots.add_bot(new, at=time.time())
+    holder, other = f"tg{bot.id}:43", f"tg{bot.id}:44"
+    bought = Payment(f"ch-{holder}", holder, "gold", 75, "XTR", "p", time.time())
+    await console.store.payments.record_payment(bought, Grant("gold", 7 * DAY))
+    assert await console.sign_in() == 303
+    status, html = await console.page(f"/admin/people/tg{bot.id}%3A43")
+    assert status == 200 and "<dt>Plan</dt><dd>gold, until " in html
+    assert "9 consultations a day" in html and "777 tokens a day" in html
+    status, html = await console.page(f"/admin/people/tg{bot.id}%3A44")
+    assert status == 200 and "777 tokens a day" in html and "<dt>Plan</dt>" not in html
+    status, html = await console.page("/admin/people/tg%3A45")
+    assert status == 200 and "777" not in html
+    status, html = await console.page("/admin/payments")
+    assert status == 200
+    assert '<option value="gold">gold</option>' in html
+    assert '<option value="max">max</option>' in html
+    assert '<option value="pro">pro (this deployment&#39;s bot, @shop_bot)</option>' in html
+    assert other not in html  # no payment of theirs

@@ -365,6 +365,57 @@ async def test_an_operator_cancels_a_subscription_and_the_plan_runs_to_its_end(
     assert "charge_not_found" in refused.params["text"].lower()
 
 
+async def test_plans_say_a_cancelled_subscription_ends_and_does_not_renew(
+    bot: RunningBot,
+) -> None:
+    """After /cancelsub the person's /plans says their plan ends on its date and will not
+    renew (in their language); /resumesub, and a renewal paid anyway, make it renew again."""
+    now = int(time.time())
+    payload = f"plan:club:tg:{USER}"
+    await pay(bot, USER, payload, 100, charge_id="sub-p", subscription_expiration_date=now + DAY)
+    ends = time.strftime("%Y-%m-%d %H:%M", time.gmtime(now + DAY))
+    renews = f"Your plan: Club, until {ends} UTC."
+    assert renews in (await say(bot, USER, "/plans")).params["text"]
+    await say(bot, ADMIN, "/cancelsub sub-p")
+    ending = f"Your plan: Club. It ends on {ends} UTC and will not renew."
+    listing = (await say(bot, USER, "/plans")).params["text"]
+    assert ending in listing and renews not in listing
+    russian = (await say(bot, USER, "/plans", language_code="ru")).params["text"]
+    assert f"Ваш тариф: Club. Он закончится {ends} UTC и не будет продлён." in russian
+    await say(bot, ADMIN, "/resumesub sub-p")
+    assert renews in (await say(bot, USER, "/plans")).params["text"]
+    await say(bot, ADMIN, "/cancelsub sub-p")
+    assert ending in (await say(bot, USER, "/plans")).params["text"]
+    await pay(
+        bot,
+        USER,
+        payload,
+        100,
+        charge_id="sub-q",
+        is_recurring=True,
+        subscription_expiration_date=now + 31 * DAY,
+    )
+    later = time.strftime("%Y-%m-%d %H:%M", time.gmtime(now + 31 * DAY))
+    listing = (await say(bot, USER, "/plans")).params["text"]
+    assert f"Your plan: Club, until {later} UTC." in listing and "will not renew" not in listing
+    assert bot.api.subscription_edits == [
+        (USER, "sub-p", True),
+        (USER, "sub-p", False),
+        (USER, "sub-p", True),
+    ]
+
+
+async def test_a_cancel_telegram_refuses_is_not_kept(bot: RunningBot) -> None:
+    """/cancelsub of a charge Telegram does not know keeps nothing: /plans says it renews."""
+    now = int(time.time())
+    payload = f"plan:club:tg:{USER}"
+    await pay(bot, USER, payload, 100, charge_id="sub-r", subscription_expiration_date=now + DAY)
+    del bot.api.charges["sub-r"]
+    refused = await say(bot, ADMIN, "/cancelsub sub-r")
+    assert refused.params["text"].startswith("Telegram did not cancel the subscription: ")
+    assert "will not renew" not in (await say(bot, USER, "/plans")).params["text"]
+
+
 async def test_cancelsub_in_a_group_is_refused(bot: RunningBot) -> None:
     """An operator's /cancelsub in a group is told to use a private chat."""
     reply = await say(bot, -100, "/cancelsub sub-x", user_id=ADMIN, chat_type="supergroup")
