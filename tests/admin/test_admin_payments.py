@@ -367,3 +367,22 @@ async def test_a_stored_bots_person_is_read_by_their_bots_limits_and_plans(
     assert '<option value="max">max</option>' in html
     assert '<option value="pro">pro (this deployment&#39;s bot, @shop_bot)</option>' in html
     assert other not in html  # no payment of theirs
+
+
+async def test_the_dashboard_shows_a_stored_bots_sales_without_plans(
+    kind: StoreKind, database: str
+) -> None:
+    """No PLANS: no Stars section while nothing is sold; a stored bot selling its own plans
+    brings it, with its payments."""
+    async with running_console(console_settings(kind, database)) as console:
+        assert await console.sign_in() == 303
+        status, html = await console.page("/admin/")
+        assert status == 200 and "Telegram Stars" not in html
+        plans = parse_plans(json.dumps([{"id": "gold", "title": "Gold", "stars": 75}]), None)
+        new = NewBot(222, "shop_bot", "sealed", "tail", "", BotProfile(plans=plans))
+        bot = await console.store.bots.add_bot(new, at=time.time())
+        payment = Payment("g-1", f"tg{bot.id}:5", "gold", 75, "XTR", "p", time.time())
+        await console.store.payments.record_payment(payment, Grant("gold", DAY))
+        status, html = await console.page("/admin/")
+        assert status == 200 and "Telegram Stars, the last 30 days" in html
+        assert "plans active now" in html

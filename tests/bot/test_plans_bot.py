@@ -17,6 +17,9 @@ from typing import Any
 
 import pytest
 
+from core.domain.bots import BotProfile, NewBot
+from core.domain.payments import Grant, Payment
+from core.domain.plans import parse_plans
 from fakes.bot_api import Call, FakeBotApi
 from fakes.model_server import FakeModelServer
 from tests.bot_harness import RunningBot, bot_settings, buttons, running_bot, sent, wait_sent
@@ -258,6 +261,23 @@ async def test_stats_show_the_stars_by_day_and_the_plans_active(bot: RunningBot)
     assert "Telegram Stars, last 7 days: 250 ⭐ kept from 1 payments; plans active now: 1" in text
     (kept,) = await bot.runtime.store.payments.payments()
     assert f"{time.strftime('%Y-%m-%d', time.gmtime(kept.created_at))}: 250 ⭐" in text
+
+
+@pytest.mark.bot_settings(admin_user_ids=str(ADMIN), plans="")
+async def test_stats_show_a_stored_bots_sales_without_plans(bot: RunningBot) -> None:
+    """No PLANS, but a stored bot sells its own: the deployment's bot's /stats (everyone's
+    figures) ends with the Stars; with no seller and no payment it has no such line."""
+    assert "Telegram Stars" not in (await say(bot, ADMIN, "/stats")).params["text"]
+    plans = parse_plans(json.dumps([{"id": "gold", "title": "Gold", "stars": 75}]), None)
+    new = NewBot(222, "shop_bot", "sealed", "tail", "", BotProfile(plans=plans))
+    stored = await bot.runtime.store.bots.add_bot(new, at=time.time())
+    text = (await say(bot, ADMIN, "/stats")).params["text"]
+    assert "Telegram Stars, last 7 days: 0 ⭐ kept from 0 payments; plans active now: 0" in text
+    person = f"tg{stored.id}:7"
+    payment = Payment("gold-1", person, "gold", 75, "XTR", "p", time.time())
+    await bot.runtime.store.payments.record_payment(payment, Grant("gold", DAY))
+    text = (await say(bot, ADMIN, "/stats")).params["text"]
+    assert "Telegram Stars, last 7 days: 75 ⭐ kept from 1 payments; plans active now: 1" in text
 
 
 async def test_a_blocked_person_cannot_pay(bot: RunningBot) -> None:
