@@ -77,6 +77,7 @@ def console_mounts(
 
         tokens = bot_tokens(token, runtime.store.bots, secret_key)
         refunds = TelegramStarRefunds(tokens, settings.telegram_api_base_url)
+    engines = ConsoleEngines(runtime)  # a stored bot's people's limits and plans
     payments = PaymentPages(
         runtime.store.payments,
         runtime.engine,
@@ -84,6 +85,7 @@ def console_mounts(
         plans=plan_choices(settings, runtime.store.bots),
         refunds=refunds,
         on_refund=runtime.metrics.record_refund,
+        engines=engines,
     )
     console, _ = build_admin_app(
         config,
@@ -99,7 +101,7 @@ def console_mounts(
         payments=payments,
         sales=runtime.sales,
         stars=runtime.stars,
-        engines=ConsoleEngines(runtime),
+        engines=engines,
     )
     return [(PREFIX, console)]
 

@@ -22,7 +22,10 @@ from fakes.bot_api import FakeBotApi
 from tests.admin_harness import Console, console_settings, running_console
 from tests.store_contract import StoreKind
 
-PLANS = [{"id": "pro", "title": "Pro", "stars": 250}, {"id": "max", "title": "Max", "stars": 900}]
+PLANS = [
+    {"id": "pro", "title": "Pro", "stars": 250},
+    {"id": "max", "title": "Max", "stars": 900, "limits": {"daily_consultations": 9}},
+]
 DAY = 86_400.0
 
 
@@ -303,6 +306,9 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
             api.charges["ch-two"] = 42
             api.charge_bots["ch-two"] = SECOND
             assert await console.sign_in() == 303
+            page = f"/admin/people/tg{bot.id}%3A42"
+            status, html = await console.page(page)  # read once: its plan cached
+            assert status == 200 and "9 consultations a day" in html
             csrf = await console.csrf("/admin/payments")
             form = {"csrf": csrf, "confirm": "yes"}
             cancelled = await console.client.post(
@@ -319,6 +325,8 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
                 ("editUserStarSubscription", "ch-two", SECOND),
             ]
             assert await console.store.payments.active_plan(person, time.time()) is None
+            status, html = await console.page(page)  # the bot's engine here was told
+            assert status == 200 and "9 consultations a day" not in html
             api.charges["ch-main"] = 42
             api.charge_bots["ch-main"] = SECOND  # paid to bot 2, claimed by the deployment's
             main = Payment("ch-main", "tg:42", "pro", 250, "XTR", "plan:pro:tg:42", time.time())
