@@ -27,13 +27,13 @@ from aiohttp import web
 
 from admin.auth import SESSION_KEY, read_form
 from admin.config import PREFIX
-from admin.people import PERSON, BotEngines, person_link
+from admin.people import PERSON, person_link
 from admin.ports import StarRefunds
 from admin.render import bad_request, not_found, page
 from core.domain.audit import AuditEntry
 from core.domain.payments import MAX_CHARGE_ID_CHARS, Payment, telegram_user_of
 from core.domain.ports import PaymentBook
-from core.domain.telegram_keys import DEFAULT_SCOPE, scope_of
+from core.domain.telegram_keys import scope_of
 from core.turns.engine import Engine
 
 PAGE = 100
@@ -58,12 +58,9 @@ class PaymentPages:
         plans: PlanChoices = no_plans,
         refunds: StarRefunds | None = None,
         on_refund: Callable[[], None] | None = None,
-        engines: BotEngines | None = None,
     ) -> None:
         """`plans` the plan filter's options; `refunds` reaches Telegram (None: no bot
-        token here, so no refunds); `on_refund` hears each refund made (the metrics);
-        `engines` a stored bot's engine, told of its person's plan revoked."""
-        self._engines = engines
+        token here, so no refunds); `on_refund` hears each refund made (the metrics)."""
         self._on_refund = on_refund
         self._book = book
         self._engine = engine
@@ -132,10 +129,6 @@ class PaymentPages:
         audit = AuditEntry(now, request[SESSION_KEY].actor, "refund", payment.charge_id, detail)
         refunded = await self._book.refund(payment.charge_id, at=now, audit=audit)
         self._engine.quotas.refresh(payment.person)
-        if scope != DEFAULT_SCOPE and self._engines is not None:
-            found = await self._engines(scope)
-            if found is not None:  # the engine this console reads bot n's people by
-                found[0].quotas.refresh(payment.person)
         if refunded is not None and self._on_refund is not None:
             self._on_refund()
         raise web.HTTPSeeOther(f"{PREFIX}/payments")

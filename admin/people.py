@@ -165,8 +165,7 @@ class PeoplePages:
         now = self._clock()
         audit = AuditEntry(now, request[SESSION_KEY].actor, "set_quota", person, detail)
         await self._store.set_person_override(person, override, at=now, audit=audit)
-        engine, _, _ = await self._engine_of(person)
-        engine.quotas.refresh(person)
+        self._engine.quotas.refresh(person)
         raise web.HTTPSeeOther(f"{PREFIX}/people/{_path(person)}")
 
     async def block(self, request: web.Request) -> web.StreamResponse:

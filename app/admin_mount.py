@@ -85,7 +85,6 @@ def console_mounts(
         plans=plan_choices(settings, runtime.store.bots),
         refunds=refunds,
         on_refund=runtime.metrics.record_refund,
-        engines=engines,
     )
     console, _ = build_admin_app(
         config,

@@ -307,7 +307,7 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
             api.charge_bots["ch-two"] = SECOND
             assert await console.sign_in() == 303
             page = f"/admin/people/tg{bot.id}%3A42"
-            status, html = await console.page(page)  # read once: its plan cached
+            status, html = await console.page(page)  # their plan's limits, bot n's plans
             assert status == 200 and "9 consultations a day" in html
             csrf = await console.csrf("/admin/payments")
             form = {"csrf": csrf, "confirm": "yes"}
@@ -325,7 +325,7 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
                 ("editUserStarSubscription", "ch-two", SECOND),
             ]
             assert await console.store.payments.active_plan(person, time.time()) is None
-            status, html = await console.page(page)  # the bot's engine here was told
+            status, html = await console.page(page)  # revoked: the plan's limits gone
             assert status == 200 and "9 consultations a day" not in html
             api.charges["ch-main"] = 42
             api.charge_bots["ch-main"] = SECOND  # paid to bot 2, claimed by the deployment's
