@@ -7,6 +7,7 @@ bot's limits and plans."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator
@@ -370,6 +371,10 @@ async def test_a_stored_bots_person_is_read_by_their_bots_limits_and_plans(
     assert status == 200 and "777 tokens a day" in html and "<dt>Plan</dt>" not in html
     status, html = await console.page("/admin/people/tg%3A45")
     assert status == 200 and "777" not in html
+    changed = dataclasses.replace(profile, limits=BotLimits(daily_tokens=888))
+    await console.store.bots.update_bot(bot.id, at=time.time(), profile=changed)
+    status, html = await console.page(f"/admin/people/tg{bot.id}%3A44")
+    assert status == 200 and "888 tokens a day" in html  # the bot's profile read again
     status, html = await console.page("/admin/payments")
     assert status == 200
     assert '<option value="gold">gold</option>' in html
