@@ -24,7 +24,7 @@ from admin.dashboard import Dashboard, FigureSource, ToolStatuses, no_tool_serve
 from admin.evaluations import EvaluationPages
 from admin.knowledge import KnowledgePages
 from admin.payments import PaymentPages
-from admin.people import PeoplePages
+from admin.people import BotEngines, PeoplePages
 from admin.ports import AdminStore, BotKeeping, UploadLoader
 from admin.render import not_found
 from admin.security import protect
@@ -32,6 +32,7 @@ from core.domain.knowledge import KnowledgeBase
 from core.domain.sign_in_limits import SignInLimits
 from core.turns.engine import Engine
 from core.turns.plan_sales import PlanSales
+from core.turns.sales_figures import StarsFigures
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC_TYPES = {".css": "text/css", ".js": "text/javascript", ".svg": "image/svg+xml"}
@@ -51,6 +52,8 @@ def build_admin_app(
     tool_statuses: ToolStatuses = no_tool_servers,
     payments: PaymentPages | None = None,
     sales: PlanSales | None = None,
+    stars: StarsFigures | None = None,
+    engines: BotEngines | None = None,
 ) -> tuple[web.Application, Auth]:
     """The console's routes behind its gate; `loader` stores uploaded files in the store's
     knowledge base; `bots` keeps the bots served besides the deployment's own; `clock` is
@@ -59,16 +62,17 @@ def build_admin_app(
     consultations search it (hybrid with EMBEDDING_MODEL; the store's by default);
     `tool_statuses` where each tool server stands, for the dashboard (none by default);
     `payments` the Payments page (none without one); `sales` the plans sold (a person's
-    page shows their plan)."""
+    page shows their plan); `stars` the figures of plans sold, for the dashboard; `engines`
+    the engine and plans of a stored bot's people (their page; the deployment's without)."""
     auth = Auth(config, store, clock=clock, throttle=throttle)
     app = web.Application(middlewares=[_headers, auth.gate])
     consultations = ConsultationPages(store, engine.lifecycle, clock)
     evaluations = EvaluationPages(config.reports_dir)
-    people = PeoplePages(store, engine, clock, sales=sales)
+    people = PeoplePages(store, engine, clock, sales=sales, engines=engines)
     searched = store.knowledge if knowledge is None else knowledge
     knowledge_pages = KnowledgePages(store, loader, engine, clock, knowledge=searched)
     add = app.router
-    add.add_get("/", Dashboard(engine.figures, figures, tool_statuses, sales).show)
+    add.add_get("/", Dashboard(engine.figures, figures, tool_statuses, stars).show)
     add.add_get("/login", auth.login_form)
     add.add_post("/login", auth.sign_in)
     add.add_post("/logout", auth.sign_out)
@@ -84,6 +88,7 @@ def build_admin_app(
         add.add_get("/payments", payments.list)
         add.add_post("/payments/{charge_id}/refund", payments.refund)
         add.add_post("/payments/{charge_id}/cancel", payments.cancel)
+        add.add_post("/payments/{charge_id}/resume", payments.resume)
     add.add_get("/knowledge", knowledge_pages.show)
     add.add_post("/knowledge/upload", knowledge_pages.upload)
     add.add_post("/knowledge/search", knowledge_pages.search)

@@ -26,7 +26,7 @@ from core.domain.payments import SalesFigures
 from core.domain.stats import ROUNDS_TAIL, DayFigures, Stats
 from core.domain.tools import ToolServerStatus
 from core.turns.figures import Figures
-from core.turns.plan_sales import PlanSales
+from core.turns.sales_figures import StarsFigures
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ def sales_section(sold: SalesFigures) -> FigureSection:
                 ),
             ),
         ),
-        note="PLANS; see Payments for each one.",
+        note="Every bot's plans (PLANS and stored bots' own); see Payments for each one.",
     )
 
 
@@ -141,13 +141,14 @@ class Dashboard:
         figures: Figures,
         source: FigureSource | None = None,
         tool_statuses: ToolStatuses = no_tool_servers,
-        sales: PlanSales | None = None,
+        stars: StarsFigures | None = None,
     ) -> None:
-        """`sales`: the plans sold in Stars (a section of their own; None: none sold)."""
+        """`stars`: the figures of plans sold in Stars (a section of their own whenever
+        there are any; None: never)."""
         self._figures = figures
         self._source = source
         self._tool_statuses = tool_statuses
-        self._sales = sales
+        self._stars = stars
 
     async def show(self, request: web.Request) -> web.StreamResponse:
         periods = [await self._figures.stats(days) for days, _ in PERIODS]
@@ -167,9 +168,8 @@ class Dashboard:
         )
 
     async def _sections(self) -> Sequence[FigureSection]:
-        sales = (
-            () if self._sales is None else (sales_section(await self._sales.figures(SERIES_DAYS)),)
-        )
+        sold = None if self._stars is None else await self._stars.figures(SERIES_DAYS)
+        sales = () if sold is None else (sales_section(sold),)
         return (*sales, *self._tools(), *(await self._plugged()))
 
     def _tools(self) -> Sequence[FigureSection]:

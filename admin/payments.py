@@ -10,14 +10,17 @@ written in one transaction (`PaymentBook.refund`). The plan's end applies to thi
 next turn at once and to other workers' within `core.domain.quotas.OVERRIDE_CACHE_SECONDS`.
 A cancel POST (a subscription's payment not refunded) passes the same checks, asks Telegram
 `editUserStarSubscription` with is_canceled true and writes `cancel_subscription` in the
-audit log; the books do not change (the plan runs to its end and is not renewed). Telegram
-is asked with the token of the bot the payment was made in (its person's scope).
+audit log and, in the same transaction, keeps the cancel on the person's plan (the plan
+runs to its end and is not renewed; the page then offers Resume renewal instead). A resume
+POST asks Telegram with is_canceled false and clears it, writing `resume_subscription`.
+Telegram is asked with the token of the bot the payment was made in (its person's scope).
+The plan filter offers every bot's plans, an id two bots sell labelled by its bots.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import quote
 
 from aiohttp import web
@@ -29,7 +32,6 @@ from admin.ports import StarRefunds
 from admin.render import bad_request, not_found, page
 from core.domain.audit import AuditEntry
 from core.domain.payments import MAX_CHARGE_ID_CHARS, Payment, telegram_user_of
-from core.domain.plans import Plan
 from core.domain.ports import PaymentBook
 from core.domain.telegram_keys import scope_of
 from core.turns.engine import Engine
@@ -37,6 +39,13 @@ from core.turns.engine import Engine
 PAGE = 100
 CHARGE = re.compile(rf"[A-Za-z0-9_.:-]{{1,{MAX_CHARGE_ID_CHARS}}}")
 _PLAN = re.compile(r"[a-z0-9_-]{1,32}")
+
+PlanChoices = Callable[[], Awaitable[Sequence[tuple[str, str]]]]
+"""The plan filter's options: each plan id some bot sells, and its label."""
+
+
+async def no_plans() -> Sequence[tuple[str, str]]:
+    return ()
 
 
 class PaymentPages:
@@ -46,15 +55,12 @@ class PaymentPages:
         engine: Engine,
         clock: Callable[[], float],
         *,
-        plans: tuple[Plan, ...] = (),
+        plans: PlanChoices = no_plans,
         refunds: StarRefunds | None = None,
         on_refund: Callable[[], None] | None = None,
-        audit: Callable[[AuditEntry], Awaitable[None]] | None = None,
     ) -> None:
-        """`refunds` reaches Telegram (None: no bot token here, so no refunds); `on_refund`
-        hears each refund made (the metrics); `audit` writes an audit entry (the store's;
-        None: no cancels here)."""
-        self._audit = audit
+        """`plans` the plan filter's options; `refunds` reaches Telegram (None: no bot
+        token here, so no refunds); `on_refund` hears each refund made (the metrics)."""
         self._on_refund = on_refund
         self._book = book
         self._engine = engine
@@ -79,7 +85,7 @@ class PaymentPages:
             rows=rows,
             person=person,
             plan=plan,
-            plans=self._plans,
+            plans=await self._plans(),
             refunds=self._refunds is not None,
             total=sum(p.stars for p in payments if p.refunded_at is None),
         )
@@ -128,20 +134,33 @@ class PaymentPages:
         raise web.HTTPSeeOther(f"{PREFIX}/payments")
 
     async def cancel(self, request: web.Request) -> web.StreamResponse:
-        """Cancel a subscription without refunding it: Telegram first, then the audit log."""
-        confirmed = await self._confirmed(request, "Cancelling")
+        """Cancel a subscription without refunding it: Telegram first, then the books."""
+        return await self._renewal(request, cancelled=True)
+
+    async def resume(self, request: web.Request) -> web.StreamResponse:
+        """Let a subscription cancelled here renew again: Telegram first, then the books."""
+        return await self._renewal(request, cancelled=False)
+
+    async def _renewal(self, request: web.Request, *, cancelled: bool) -> web.StreamResponse:
+        confirmed = await self._confirmed(request, "Cancelling" if cancelled else "Resuming")
         if isinstance(confirmed, web.StreamResponse):
             return confirmed
         payment, user_id, scope, refunds = confirmed
         if payment.subscription_expires_at is None:
-            return bad_request(request, "This payment is no subscription: nothing to cancel.")
-        if self._audit is None:
-            return bad_request(request, "Cancelling is not possible here (no audit log).")
-        refused = await refunds.cancel_subscription(scope, user_id, payment.charge_id)
+            return bad_request(request, "This payment is no subscription: nothing to change.")
+        refused = await refunds.cancel_subscription(
+            scope, user_id, payment.charge_id, canceled=cancelled
+        )
         if refused is not None:
-            return bad_request(request, f"Telegram refused the cancel: {refused[:200]}")
-        detail = f"plan {payment.plan_id or 'none'}, {payment.person}, not renewed"
-        actor = request[SESSION_KEY].actor
-        entry = AuditEntry(self._clock(), actor, "cancel_subscription", payment.charge_id, detail)
-        await self._audit(entry)
+            said = "cancel" if cancelled else "resume"
+            return bad_request(request, f"Telegram refused the {said}: {refused[:200]}")
+        now = self._clock()
+        action = "cancel_subscription" if cancelled else "resume_subscription"
+        detail = f"plan {payment.plan_id or 'none'}, {payment.person}, " + (
+            "not renewed" if cancelled else "renewed again"
+        )
+        entry = AuditEntry(now, request[SESSION_KEY].actor, action, payment.charge_id, detail)
+        await self._book.cancel_renewal(
+            payment.person, payment.plan_id, at=now if cancelled else None, audit=entry
+        )
         raise web.HTTPSeeOther(f"{PREFIX}/payments")

@@ -14,7 +14,7 @@ that deleting memory takes with it within `core.turns.chosen_languages.LANGUAGE_
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
@@ -26,7 +26,13 @@ from admin.render import bad_request, not_found, page
 from core.domain.audit import AuditEntry
 from core.domain.facts import MAX_FACTS
 from core.domain.people import MAX_SEARCH_CHARS, PeopleQuery
-from core.domain.quotas import MAX_OVERRIDE_TOKENS, PersonLimits, QuotaOverride, limits_for
+from core.domain.quotas import (
+    MAX_OVERRIDE_TOKENS,
+    PersonLimits,
+    QuotaConfig,
+    QuotaOverride,
+    limits_for,
+)
 from core.domain.telegram_keys import DEFAULT_SCOPE, PERSON_PATTERN, scope_of
 from core.domain.tool_usage import UNKNOWN, ToolCalls, ToolCount, shown_tool
 from core.domain.usage import ScopeKind, day_of, month_start
@@ -42,6 +48,9 @@ _PRINTABLE = re.compile(r"[\x21-\x7e]*")
 
 NO_SUCH_PERSON = "No such person."
 
+BotEngines = Callable[[int], Awaitable[tuple[Engine, PlanSales | None] | None]]
+"""The engine and plans of stored bot `scope`'s people; None when no such bot is stored."""
+
 
 class PeoplePages:
     def __init__(
@@ -51,12 +60,26 @@ class PeoplePages:
         clock: Callable[[], float],
         *,
         sales: PlanSales | None = None,
+        engines: BotEngines | None = None,
     ) -> None:
-        """`sales`: the plans sold (a person's page shows their plan); None: none sold."""
+        """`sales`: the plans sold (a person's page shows their plan); None: none sold;
+        `engines`: a stored bot's engine and plans, for its people (None: the deployment's)."""
         self._store = store
         self._engine = engine
         self._clock = clock
         self._sales = sales
+        self._engines = engines
+
+    async def _engine_of(self, person: str) -> tuple[Engine, PlanSales | None, bool]:
+        """The engine and plans a person's limits and plan come from: their bot's, and
+        whether that is their own bot's (False: a stored bot not found here)."""
+        scope = scope_of(person)
+        if scope is None or scope == DEFAULT_SCOPE:
+            return self._engine, self._sales, True
+        found = None if self._engines is None else await self._engines(scope)
+        if found is None:
+            return self._engine, self._sales, False
+        return found[0], found[1], True
 
     async def list(self, request: web.Request) -> web.StreamResponse:
         search = request.query.get("q", "")
@@ -71,11 +94,14 @@ class PeoplePages:
         rows = await self._store.list_people(query)
         more = len(rows) > PAGE
         rows = rows[:PAGE]
-        config = self._engine.quotas.config
-        people = [
-            (row, limits_for(config, row.person, row.override), person_link(row.person))
-            for row in rows
-        ]
+        people = []
+        configs: dict[int | None, QuotaConfig] = {}  # one read of the bots a page
+        for row in rows:
+            scope = scope_of(row.person)
+            if scope not in configs:
+                configs[scope] = (await self._engine_of(row.person))[0].quotas.config
+            limits = limits_for(configs[scope], row.person, row.override)
+            people.append((row, limits, person_link(row.person)))
         next_page = ""
         if more:
             last = rows[-1]
@@ -86,15 +112,16 @@ class PeoplePages:
         person = _person(request)
         if person is None:
             return not_found(request, NO_SUCH_PERSON)
-        quota = await self._engine.quotas.of_person(person)
-        usage = await self._engine.figures.usage(ScopeKind.PERSON, person)
+        engine, sales, own_bot = await self._engine_of(person)
+        quota = await engine.quotas.of_person(person)
+        usage = await engine.figures.usage(ScopeKind.PERSON, person)
         today = day_of(self._clock())
         by_model = await self._store.usage_of(
             ScopeKind.PERSON, person, since_day=month_start(today), until_day=today
         )
         facts = await self._store.person_facts(person, limit=MAX_FACTS)
         blocked = await self._store.is_blocked(person)
-        holding = None if self._sales is None else await self._sales.holding(person)
+        holding = None if sales is None else await sales.holding(person)
         return page(
             request,
             "person.html",
@@ -109,8 +136,9 @@ class PeoplePages:
             max_tokens=MAX_OVERRIDE_TOKENS,
             limits=limits_text(quota.limits),
             holding=holding,
-            # A stored bot's person may hold a plan of that bot's own, not in PLANS.
-            other_bot=scope_of(person) not in (None, DEFAULT_SCOPE),
+            # A stored bot's person read by the deployment's plans (their bot not found).
+            other_bot=not own_bot,
+            stored_bot=scope_of(person) not in (None, DEFAULT_SCOPE),
         )
 
     async def set_quota(self, request: web.Request) -> web.StreamResponse:

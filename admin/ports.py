@@ -159,7 +159,9 @@ class StarRefunds(Protocol):
         """Refund the charge to the user; None when Telegram did, else why not (its words)."""
         ...
 
-    async def cancel_subscription(self, scope: int, user_id: int, charge_id: str) -> str | None:
-        """Cancel the subscription the charge paid for (it runs to its end, not renewed);
-        None when Telegram did, else why not."""
+    async def cancel_subscription(
+        self, scope: int, user_id: int, charge_id: str, *, canceled: bool = True
+    ) -> str | None:
+        """Cancel the subscription the charge paid for (it runs to its end, not renewed),
+        or with `canceled` False let it renew again; None when Telegram did, else why not."""
         ...

@@ -43,7 +43,7 @@ from core.domain.errors import StoreUnavailable
 from core.domain.ports import ChatLocks
 from core.domain.tools import ToolServerStatus
 from core.turns.engine import Engine
-from core.turns.plan_sales import PlanSales
+from core.turns.sales_figures import StarsFigures
 from core.turns.transcript import TranscriptLanguages
 from media.intake import Intake
 from telemetry.metrics import Metrics
@@ -99,7 +99,7 @@ def build_web_app(
     loops: LoopRegistry | None = None,
     mounts: Sequence[tuple[str, web.Application]] = (),
     tool_statuses: ToolStatuses = no_tool_servers,
-    sales: PlanSales | None = None,
+    stars: StarsFigures | None = None,
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always,
@@ -158,7 +158,7 @@ def build_web_app(
         app.router.add_get("/api/users/{user_id}/memory", memory.facts)
         app.router.add_delete("/api/users/{user_id}/memory", memory.forget)
         app.router.add_delete("/api/users/{user_id}/memory/{fact_id}", memory.delete)
-        app.router.add_get("/api/stats", StatsEndpoint(engine.figures, sales).stats)
+        app.router.add_get("/api/stats", StatsEndpoint(engine.figures, stars).stats)
         app.router.add_get("/api/openapi.json", openapi)
         compatible = OpenAIEndpoints(engine, metrics, config, budget=chat.budget, intake=intake)
         app.on_shutdown.append(compatible.drain)
@@ -212,7 +212,7 @@ async def start_web_server(
     loops: LoopRegistry | None = None,
     mounts: Sequence[tuple[str, web.Application]] = (),
     tool_statuses: ToolStatuses = no_tool_servers,
-    sales: PlanSales | None = None,
+    stars: StarsFigures | None = None,
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -232,7 +232,7 @@ async def start_web_server(
         loops=loops,
         mounts=mounts,
         tool_statuses=tool_statuses,
-        sales=sales,
+        stars=stars,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config))

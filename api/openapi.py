@@ -385,8 +385,9 @@ def build_openapi(
         "description": "People, consultations started / completed / reset / expired, "
         "completion rate, mean rounds, the completed by rounds used (`roundsUsed`), early "
         "finishes, follow-ups, tokens and cost by model, "
-        "and the median and 95th percentile seconds to a final answer; when plans are sold, "
-        "the Stars per day and the plans active (`sales`). A start counts on "
+        "and the median and 95th percentile seconds to a final answer; when a bot sells plans, "
+        "or payments or active plans exist, the Stars per day and the plans active (`sales`, "
+        "bot N's with `bot`). A start counts on "
         "the UTC day it happened, an end (final answer, reset, expiry) on its own day.",
         "parameters": [
             {"name": "days", "in": "query", "required": False,

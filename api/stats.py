@@ -1,8 +1,9 @@
 """`GET /api/stats`: the operator's figures (`core.domain.stats`) as JSON — today and the last 7
 UTC days, and with `?days=N` the last N days too (`days=30`: about a month), each with its
 tool calls by tool (`toolCalls`); with `?bot=N` only the figures of the bot of scope N
-(`core.domain.telegram_keys`); when plans are sold in Stars, `sales`: the Stars per UTC day
-over the last 7 days (or `days`) and the plans active now (every bot's).
+(`core.domain.telegram_keys`); when any bot sells plans in Stars, or payments or active plans
+exist, `sales`: the Stars per UTC day over the last 7 days (or `days`) and the plans active
+now (every bot's, or with `?bot=N` that bot's).
 
 Invariants: `days` and `bot` are read strictly (an integer 1–`MAX_DAYS`, 0–`MAX_SCOPE`, in
 plain digits, given at most once; anything else is VALIDATION_ERROR and nothing is read);
@@ -20,7 +21,7 @@ from api.errors import ApiError, json_response
 from core.domain.stats import MAX_DAYS, ROUNDS_TAIL, Stats
 from core.domain.telegram_keys import MAX_SCOPE
 from core.turns.figures import Figures
-from core.turns.plan_sales import PlanSales
+from core.turns.sales_figures import StarsFigures
 
 WEEK = 7
 _CAMEL = ConfigDict(
@@ -154,7 +155,8 @@ class StarsDayOut(BaseModel):
 
 
 class SalesOut(BaseModel):
-    """Plans sold in Telegram Stars (PLANS): the Stars per day and the plans active now."""
+    """Plans sold in Telegram Stars (every bot's, or `bot`'s): the Stars per day and the plans
+    active now."""
 
     model_config = _CAMEL
 
@@ -175,15 +177,16 @@ class StatsResponse(BaseModel):
     last_days: PeriodStats | None = Field(default=None, description="Only with `?days=N`")
     sales: SalesOut | None = Field(
         default=None,
-        description="Only when plans are sold: the last 7 days (or `days`) of Stars",
+        description="Only when a bot sells plans, or payments or plans exist: the last 7 "
+        "days (or `days`) of Stars",
     )
 
 
 class StatsEndpoint:
-    def __init__(self, figures: Figures, sales: PlanSales | None = None) -> None:
-        """`sales`: the plans sold in Stars (None: none, and no `sales` in the answer)."""
+    def __init__(self, figures: Figures, stars: StarsFigures | None = None) -> None:
+        """`stars`: the figures of plans sold in Stars (None: no `sales` in the answer)."""
         self._figures = figures
-        self._sales = sales
+        self._stars = stars
 
     async def stats(self, request: web.Request) -> web.Response:
         """The figures of today and the last 7 days (and `days`): 200, or VALIDATION_ERROR."""
@@ -192,8 +195,10 @@ class StatsEndpoint:
         today = await self._figures.stats(1, scope=bot)
         week = await self._figures.stats(WEEK, scope=bot)
         sales = None
-        if self._sales is not None:
-            sold = await self._sales.figures(WEEK if days is None else days)
+        sold = None
+        if self._stars is not None:
+            sold = await self._stars.figures(WEEK if days is None else days, scope=bot)
+        if sold is not None:
             sales = SalesOut(
                 since=sold.since_day,
                 until=sold.until_day,

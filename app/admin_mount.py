@@ -19,11 +19,13 @@ SECRET_KEY; neither: no refunds).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from admin.config import PREFIX
+from app.console_engines import ConsoleEngines
 from app.settings import Settings
+from core.domain.ports import BotRegistry
 from core.domain.tools import ToolServerStatus
 
 if TYPE_CHECKING:
@@ -75,14 +77,14 @@ def console_mounts(
 
         tokens = bot_tokens(token, runtime.store.bots, secret_key)
         refunds = TelegramStarRefunds(tokens, settings.telegram_api_base_url)
+    engines = ConsoleEngines(runtime)  # a stored bot's people's limits and plans
     payments = PaymentPages(
         runtime.store.payments,
         runtime.engine,
         clock,
-        plans=settings.plan_list(),
+        plans=plan_choices(settings, runtime.store.bots),
         refunds=refunds,
         on_refund=runtime.metrics.record_refund,
-        audit=runtime.store.add_audit,
     )
     console, _ = build_admin_app(
         config,
@@ -97,5 +99,29 @@ def console_mounts(
         tool_statuses=runtime.tool_statuses if tool_statuses is None else tool_statuses,
         payments=payments,
         sales=runtime.sales,
+        stars=runtime.stars,
+        engines=engines,
     )
     return [(PREFIX, console)]
+
+
+def plan_choices(
+    settings: Settings, registry: BotRegistry
+) -> Callable[[], Awaitable[Sequence[tuple[str, str]]]]:
+    """The Payments page's plan filter: every plan id a bot sells (PLANS, and each stored
+    bot's own `plans`), by id; one two bots sell is labelled by them (`pro (this
+    deployment's bot, @shop_bot)`). The bots are read at each page."""
+
+    async def choices() -> Sequence[tuple[str, str]]:
+        sellers: dict[str, list[str]] = {}
+        for plan in settings.plan_list():
+            sellers.setdefault(plan.id, []).append("this deployment's bot")
+        for bot in await registry.bots():
+            for plan in bot.profile.plans or ():
+                sellers.setdefault(plan.id, []).append(bot.handle)
+        return [
+            (plan_id, plan_id if len(bots) < 2 else f"{plan_id} ({', '.join(bots)})")
+            for plan_id, bots in sorted(sellers.items())
+        ]
+
+    return choices

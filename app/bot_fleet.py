@@ -139,13 +139,23 @@ class BotPlan:
     plans: tuple[Plan, ...] = ()  # what it sells: its own, else the deployment's PLANS
 
 
+def engine_defaults(
+    settings: Settings, profile: BotProfile
+) -> tuple[EngineConfig, QuotaConfig, tuple[Plan, ...]]:
+    """A stored bot's engine and quota defaults and the plans it sells (its own, else
+    PLANS): what its engine runs with here, and what the console reads its people by."""
+    own = bot_settings(settings, profile)
+    plans = settings.plan_list() if profile.plans is None else profile.plans
+    engine = own.engine_config()
+    if profile.instruction is not None:
+        engine = dataclasses.replace(engine, default_instruction=profile.instruction)
+    return engine, own.quota_config(), plans
+
+
 def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
     """The plan of `bot` (its token opened) on this deployment."""
     own = bot_settings(settings, bot.profile)
-    plans = settings.plan_list() if bot.profile.plans is None else bot.profile.plans
-    engine = own.engine_config()
-    if bot.profile.instruction is not None:
-        engine = dataclasses.replace(engine, default_instruction=bot.profile.instruction)
+    engine, quotas, plans = engine_defaults(settings, bot.profile)
     config = BotConfig(
         token=token,
         api_base_url=own.telegram_api_base_url,
@@ -167,7 +177,7 @@ def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
         payment_terms_text=own.payment_terms_text.strip(),
     )
     if not own.webhook_url:
-        return BotPlan(bot.id, bot.handle, config, engine, own.quota_config(), plans=plans)
+        return BotPlan(bot.id, bot.handle, config, engine, quotas, plans=plans)
     secret = own.secret("webhook_secret")
     if not secret:  # the start stops without it (`Settings.api_config`): never here
         raise LookupError("WEBHOOK_SECRET is not set: no webhook secret to derive the bot's")
@@ -176,7 +186,7 @@ def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
         bot.handle,
         config,
         engine,
-        own.quota_config(),
+        quotas,
         bot_webhook_url(own.webhook_url, bot.id),
         bot_webhook_secret(secret, bot.id),
         plans,
@@ -205,6 +215,7 @@ class FleetBot:
             on_given_up=runtime.metrics.record_given_up,
             knowledge=operator_knowledge(runtime),
             sales=self.sales,
+            stars=runtime.stars,
         )
         self._inbox: PostgresInbox | None = None
         self._worker: InboxWorker | None = None

@@ -52,8 +52,9 @@ from app.startup import StartupError
 from app.stores import open_store
 from core.domain.knowledge import KnowledgeSearch
 from core.domain.plans import Plan
-from core.domain.ports import ChatLocks, Completer
+from core.domain.ports import BotRegistry, ChatLocks, Completer
 from core.domain.quotas import QuotaConfig
+from core.domain.telegram_keys import DEFAULT_SCOPE
 from core.domain.tools import Toolbox, ToolServerStatus
 from core.domain.usage import Accounting
 from core.llm.llm import ModelEndpoint, OpenAICompleter
@@ -64,6 +65,7 @@ from core.prompting.requests import EngineConfig
 from core.turns.engine import Engine, build_engine
 from core.turns.knowledge_tool import NAME as KNOWLEDGE_TOOL
 from core.turns.plan_sales import PlanSales
+from core.turns.sales_figures import Sells, StarsFigures
 from media.intake import Intake
 from media.reader_pool import DocumentReaders
 from telemetry.loopwatch import watch_event_loop
@@ -106,6 +108,7 @@ class Runtime:
     loops: LoopRegistry = field(default_factory=LoopRegistry)  # what `/healthz` watches
     tools: McpToolbox | None = None  # the MCP servers' tools (MCP_SERVERS, TOOLS_ENABLED)
     sales: PlanSales | None = None  # the plans PLANS sells in Stars (None: nothing is sold)
+    stars: StarsFigures | None = None  # every bot's Stars figures (/stats, the API, console)
     # Builds an engine as `engine` is built, with other defaults (`engine_for`).
     make_engine: Callable[[EngineConfig, QuotaConfig], Engine] | None = None
     # Sells plans in an engine as `sales` sells PLANS (`sales_for`).
@@ -250,6 +253,7 @@ async def open_runtime(
             return sell_plans(plans, store, sold_in, clock, metrics)
 
         sales = make_sales(settings.plan_list(), engine)
+        stars = StarsFigures(store.payments, clock, sells=bots_selling(settings, store.bots))
         transcriber = None
         if transcription is not None:  # voice notes: only with TRANSCRIPTION_MODEL
             from media.transcription import OpenAITranscriber
@@ -290,6 +294,7 @@ async def open_runtime(
                 loops=loops,
                 tools=toolbox,
                 sales=sales,
+                stars=stars,
                 make_engine=make_engine,
                 make_sales=make_sales,
                 turn_intake=IntakeGate(settings.turn_intake_slots),
@@ -330,6 +335,24 @@ def sell_plans(
     )
     engine.quotas.use_plans(sales.plan_of)
     return sales
+
+
+def bots_selling(settings: Settings, registry: BotRegistry) -> Sells:
+    """Whether bot `scope` sells plans: the deployment's (0) PLANS; a stored bot enabled
+    its own `plans`, else PLANS; None: whether any of them does."""
+    deployment = settings.plan_list()
+
+    async def sells(scope: int | None) -> bool:
+        if scope == DEFAULT_SCOPE or (scope is None and deployment):
+            return bool(deployment)
+        return any(
+            bot.enabled
+            and (scope is None or bot.id == scope)
+            and bool(deployment if bot.profile.plans is None else bot.profile.plans)
+            for bot in await registry.bots()
+        )
+
+    return sells
 
 
 def tool_names(toolbox: Toolbox | None) -> Callable[[], frozenset[str]]:

@@ -35,7 +35,7 @@ async def serve_api(settings: Settings) -> int:
                 loops=runtime.loops,
                 mounts=console_mounts(settings, runtime),
                 tool_statuses=runtime.tool_statuses,
-                sales=runtime.sales,
+                stars=runtime.stars,
             )
         except OSError as exc:
             raise cannot_listen(config.host, config.port, exc) from None

@@ -71,6 +71,7 @@ async def run_bot(settings: Settings) -> int:
             on_given_up=runtime.metrics.record_given_up,
             knowledge=operator_knowledge(runtime),
             sales=runtime.sales,
+            stars=runtime.stars,
         )
         try:
             await initialize_with_retries(application)
@@ -216,7 +217,7 @@ async def start_web(
             loops=runtime.loops,
             mounts=[*console_mounts(settings, runtime), *routes],
             tool_statuses=runtime.tool_statuses,
-            sales=runtime.sales,
+            stars=runtime.stars,
         )
     except OSError as exc:
         raise cannot_listen(config.host, config.port, exc) from None

@@ -64,8 +64,14 @@ class TelegramStarRefunds:
         body = {"user_id": user_id, "telegram_payment_charge_id": charge_id}
         return await self._call(scope, "refundStarPayment", body)
 
-    async def cancel_subscription(self, scope: int, user_id: int, charge_id: str) -> str | None:
-        body = {"user_id": user_id, "telegram_payment_charge_id": charge_id, "is_canceled": True}
+    async def cancel_subscription(
+        self, scope: int, user_id: int, charge_id: str, *, canceled: bool = True
+    ) -> str | None:
+        body = {
+            "user_id": user_id,
+            "telegram_payment_charge_id": charge_id,
+            "is_canceled": canceled,
+        }
         return await self._call(scope, "editUserStarSubscription", body)
 
     async def _call(self, scope: int, method: str, body: dict[str, object]) -> str | None:

@@ -58,6 +58,7 @@ from core.domain.outcomes import Reply
 from core.primitives.intake_gate import IntakeGate
 from core.turns.engine import Engine
 from core.turns.plan_sales import PlanSales
+from core.turns.sales_figures import StarsFigures
 from media.intake import Intake
 
 POOL_SIZE = 1024
@@ -80,6 +81,7 @@ def build_application(
     knowledge: OperatorKnowledge | None = None,
     sales: PlanSales | None = None,
     turn_intake: IntakeGate | None = None,
+    stars: StarsFigures | None = None,
 ) -> Application:
     """The Application; `on_reply` sees every reply produced (metrics); `shared` is the
     state kept between updates (this process's memory unless given); `intake` reads the
@@ -87,7 +89,8 @@ def build_application(
     reason of each update stopped past `config.handling_deadline` (metrics); `knowledge` is
     what the operators' /knowledge manages (without it the bot has no such command);
     `sales` the plans sold in Stars (without it: /plans, /refund, /cancelsub, /resumesub,
-    /paysupport, /terms and payments are not handled); `turn_intake` lets a few updates at a
+    /paysupport, /terms and payments are not handled); `stars` the figures of plans sold
+    in Stars, which an operator's /stats ends with; `turn_intake` lets a few updates at a
     time from arrival to their model call (the process's gate, one for all its bots; None: no
     gate)."""
 
@@ -138,6 +141,7 @@ def build_application(
         intake=intake,
         knowledge=knowledge,
         sales=sales,
+        stars=stars,
     )
     return application
 
@@ -152,6 +156,7 @@ def register(
     intake: Intake | None = None,
     knowledge: OperatorKnowledge | None = None,
     sales: PlanSales | None = None,
+    stars: StarsFigures | None = None,
 ) -> None:
     """Wire the handlers: one turn runner and one `say` shared by all."""
     bot = application.bot
@@ -203,7 +208,7 @@ def register(
     quota = QuotaCommand(
         engine.quotas, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
     )
-    stats = StatsCommand(engine.figures, config, say=say, sales=sales)
+    stats = StatsCommand(engine.figures, config, say=say, stars=stars)
     plans = (
         None
         if sales is None

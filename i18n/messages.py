@@ -519,6 +519,7 @@ MESSAGES: dict[str, str | Plural] = {
     "plan_line": N_("{title} — {stars} ⭐ for {days} days"),
     "plan_line_subscription": N_("{title} — {stars} ⭐ every 30 days (a subscription)"),
     "plans_current": N_("Your plan: {title}, until {ends} UTC."),
+    "plans_ending": N_("Your plan: {title}. It ends on {ends} UTC and will not renew."),
     "plans_no_current": N_("You have no plan: the usual limits apply."),
     "plan_buy_button": N_("Buy {title} — {stars} ⭐"),
     "plans_private_only": N_("Plans are bought in a private chat with me."),

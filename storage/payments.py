@@ -10,10 +10,12 @@ from core.domain.plans import ActivePlan
 
 
 def payment_from_row(row: Sequence[Any]) -> Payment:
-    """A row of `PAYMENT_COLUMNS`, in its order."""
+    """A row of `PAYMENT_COLUMNS`, in its order, and maybe whether its renewal was
+    cancelled (`SELECT_PAYMENTS`' last column)."""
     (charge, person, plan, stars, currency, payload, created, provider, recurring, until, back) = (
-        row
+        row[:11]
     )
+    cancelled = row[11] if len(row) > 11 else None
     return Payment(
         charge_id=charge,
         person=person,
@@ -26,12 +28,20 @@ def payment_from_row(row: Sequence[Any]) -> Payment:
         is_recurring=bool(recurring),
         subscription_expires_at=None if until is None else float(until),
         refunded_at=None if back is None else float(back),
+        renewal_cancelled_at=None if cancelled is None else float(cancelled),
     )
 
 
 def plan_from_row(row: Sequence[Any]) -> ActivePlan:
-    person, plan_id, ends_at, charge_id = row
-    return ActivePlan(person, plan_id, float(ends_at), charge_id or "")
+    """A row of `PLAN_COLUMNS`, in its order."""
+    person, plan_id, ends_at, charge_id, cancelled = row
+    return ActivePlan(
+        person,
+        plan_id,
+        float(ends_at),
+        charge_id or "",
+        None if cancelled is None else float(cancelled),
+    )
 
 
 def payment_values(payment: Payment) -> tuple[Any, ...]:

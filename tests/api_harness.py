@@ -157,7 +157,7 @@ async def running_api(
             intake=runtime.intake,
             loops=runtime.loops,
             tool_statuses=runtime.tool_statuses if tool_statuses is None else tool_statuses,
-            sales=runtime.sales,
+            stars=runtime.stars,
         )
         arrivals = Arrivals()
         app.middlewares.insert(0, arrivals.middleware)

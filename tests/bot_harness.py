@@ -116,6 +116,7 @@ async def running_bot(
             shared=shared,
             knowledge=operator_knowledge(runtime),
             sales=runtime.sales,
+            stars=runtime.stars,
             turn_intake=turn_intake or runtime.turn_intake,
         )
         async with application:

@@ -20,8 +20,10 @@ Invariants:
 - /cancelsub answers the same operators the same way: a subscription's payment not
   refunded is cancelled with Telegram (`editUserStarSubscription`, is_canceled true) and
   nothing else changes: the plan runs to its end and is not renewed. Telegram is asked
-  with this bot's token: a payment made in another bot is refused by Telegram.
-  /resumesub undoes it (is_canceled false): the person may renew the subscription again.
+  with this bot's token: a payment made in another bot is refused by Telegram. The cancel
+  is kept on the person's plan (`PlanSales.mark_renewal`): /plans then tells them their
+  plan ends and is not renewed. /resumesub undoes both (is_canceled false): the person may
+  renew the subscription again.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ def plans_text(plans: tuple[Plan, ...], holding: Holding | None, language: str) 
         lines.append(t(language, "plans_no_current"))
     else:
         title = holding.active.plan_id if holding.plan is None else holding.plan.title(language)
-        lines.append(t(language, "plans_current", title=title, ends=when(holding.active.ends_at)))
+        said = "plans_current" if holding.active.renewal_cancelled_at is None else "plans_ending"
+        lines.append(t(language, said, title=title, ends=when(holding.active.ends_at)))
     return "\n".join(lines)
 
 
@@ -337,6 +340,7 @@ class PlanCommands:
             await self.say(incoming, t(language, f"{said}_failed", reason=str(exc)[:200]))
             return
         log.info("subscription %s %s by an operator", payment.charge_id[:80], said)
+        await self.sales.mark_renewal(payment, cancelled=canceled)
         holding = await self.sales.holding(payment.person)
         ends = payment.subscription_expires_at if holding is None else holding.active.ends_at
         await self.say(

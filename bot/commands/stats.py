@@ -15,7 +15,7 @@ from bot.transport.config import BotConfig
 from bot.transport.say import Say
 from core.domain.stats import Stats
 from core.turns.figures import Figures
-from core.turns.plan_sales import PlanSales
+from core.turns.sales_figures import StarsFigures
 from i18n.translate import t
 
 WEEK = 7
@@ -117,14 +117,15 @@ class StatsCommand:
     scopes; in bot n its own (`core.domain.telegram_keys`)."""
 
     def __init__(
-        self, figures: Figures, config: BotConfig, *, say: Say, sales: PlanSales | None = None
+        self, figures: Figures, config: BotConfig, *, say: Say, stars: StarsFigures | None = None
     ) -> None:
-        """`sales`: the plans sold in Stars (their figures follow; None: none sold)."""
+        """`stars`: the figures of plans sold in Stars (they follow whenever there are any;
+        None: never)."""
         self.figures = figures
         self.scope = config.scope or None
         self.admins = config.admin_user_ids
         self.say = say
-        self.sales = sales
+        self.stars = stars
 
     async def stats(self, incoming: Incoming, context: Context) -> None:
         """Show an operator today's and the last 7 days' figures."""
@@ -141,21 +142,24 @@ class StatsCommand:
             t(language, "stats_today", day=today.until_day),
             t(language, "stats_days", days=WEEK, since=week.since_day, until=week.until_day),
         )
+        sales = await self._sales_text(language)
         await self.say(
             incoming,
             "\n\n".join(
                 [
                     stats_text(language, today, titles[0]),
                     stats_text(language, week, titles[1]),
-                    *([] if self.sales is None else [await self._sales_text(language)]),
+                    *([] if sales is None else [sales]),
                 ]
             ),
         )
 
-    async def _sales_text(self, language: str) -> str:
-        """The Stars kept over the week, day by day, and the plans active now."""
-        assert self.sales is not None
-        sold = await self.sales.figures(WEEK)
+    async def _sales_text(self, language: str) -> str | None:
+        """The Stars kept over the week, day by day, and the plans active now; None when
+        no bot sells plans and none was paid for or is active."""
+        sold = None if self.stars is None else await self.stars.figures(WEEK, scope=self.scope)
+        if sold is None:
+            return None
         lines = [
             t(
                 language,

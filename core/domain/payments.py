@@ -101,7 +101,9 @@ def check_checkout(
 
 @dataclass(frozen=True, slots=True)
 class Payment:
-    """A successful payment as kept: who paid (`person`), for which plan, how much."""
+    """A successful payment as kept: who paid (`person`), for which plan, how much;
+    `renewal_cancelled_at` (a subscription's payment, as listed) when its person's plan of
+    that plan was cancelled and will not renew."""
 
     charge_id: str
     person: str
@@ -114,6 +116,7 @@ class Payment:
     is_recurring: bool = False
     subscription_expires_at: float | None = None
     refunded_at: float | None = None
+    renewal_cancelled_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,12 +219,15 @@ def parse_plans(text: str, languages: Iterable[str] | None) -> tuple[Plan, ...]:
 
 @dataclass(frozen=True, slots=True)
 class ActivePlan:
-    """A person's plan and when it ends (Unix time); `charge_id` the payment that set it."""
+    """A person's plan and when it ends (Unix time); `charge_id` the payment that set it;
+    `renewal_cancelled_at` when its subscription was cancelled (it runs to `ends_at` and is
+    not renewed; None: it renews, or is no subscription)."""
 
     person: str
     plan_id: str
     ends_at: float
     charge_id: str = ""
+    renewal_cancelled_at: float | None = None
 
     def active(self, now: float) -> bool:
         return self.ends_at > now

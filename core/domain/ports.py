@@ -474,17 +474,29 @@ class PaymentBook(Protocol):
         when there is no such payment or it was refunded already (then nothing is written)."""
         ...
 
+    async def cancel_renewal(
+        self, person: str, plan_id: str, *, at: float | None, audit: AuditEntry | None = None
+    ) -> ActivePlan | None:
+        """Keep that the person's subscription to the plan is not renewed (cancelled at
+        `at`; None: it renews again), with `audit` when given, in one transaction; the
+        person's plan as it is now, None when they hold no plan of that id (then only
+        `audit` is written). A later grant (a renewal) clears it."""
+        ...
+
     async def payments(
         self, *, person: str | None = None, plan_id: str | None = None, limit: int = 50
     ) -> list[Payment]:
-        """The latest payments first, of one person and/or plan when given."""
+        """The latest payments first, of one person and/or plan when given; a
+        subscription's says whether its person's plan of that plan will not renew."""
         ...
 
-    async def stars_by_day(self, since: float, until: float) -> list[StarsDay]:
+    async def stars_by_day(
+        self, since: float, until: float, *, scope: int | None = None
+    ) -> list[StarsDay]:
         """The payments kept in [since, until) by UTC day, oldest first (a range of the
-        index on their time)."""
+        index on their time); of the people of bot `scope` only, when given."""
         ...
 
-    async def active_plans(self, now: float) -> int:
-        """How many people have a plan that ends after `now`."""
+    async def active_plans(self, now: float, *, scope: int | None = None) -> int:
+        """How many people (of bot `scope`, when given) have a plan that ends after `now`."""
         ...

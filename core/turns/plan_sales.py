@@ -2,6 +2,8 @@
 pre-checkout query, the payment and the refund (`core.domain.payments`).
 
 Invariants:
+- A subscription cancelled with Telegram (`mark_renewal`) is kept on its person's plan until
+  it is resumed or a grant (a renewal paid anyway) clears it.
 - A pre-checkout is accepted only by `core.domain.payments.check_checkout` (the plan exists,
   Stars, the plan's price today, the payer is the buyer the payload names, not blocked).
 - A successful payment is kept once per charge id whatever it says (Telegram took the Stars:
@@ -30,14 +32,12 @@ from core.domain.payments import (
     MAX_PAYLOAD_BYTES,
     CheckoutRefusal,
     Payment,
-    SalesFigures,
     check_checkout,
     grant_of,
     invoice_payload,
     read_payload,
 )
 from core.domain.plans import ActivePlan, Plan, find_plan
-from core.domain.stats import period_of
 
 if TYPE_CHECKING:
     from core.domain.ports import PaymentBook
@@ -178,19 +178,19 @@ class PlanSales:
     async def payment(self, charge_id: str) -> Payment | None:
         return await self._book.payment(charge_id)
 
+    async def mark_renewal(
+        self, payment: Payment, *, cancelled: bool, audit: AuditEntry | None = None
+    ) -> ActivePlan | None:
+        """Keep that the subscription `payment` paid for is not renewed (`cancelled`), or
+        renews again; the person's plan now (None: they hold no plan of that id). Telegram
+        is asked first, by the caller."""
+        at = self._clock() if cancelled else None
+        return await self._book.cancel_renewal(payment.person, payment.plan_id, at=at, audit=audit)
+
     async def holding(self, person: str) -> Holding | None:
         """The person's plan now, if any."""
         active = await self._book.active_plan(person, self._clock())
         return None if active is None else Holding(active, self.plan(active.plan_id))
-
-    async def figures(self, days: int) -> SalesFigures:
-        """Stars by UTC day over the last `days` days (today included), and the plans
-        active now: two indexed reads."""
-        now = self._clock()
-        period = period_of(now, days)
-        found = await self._book.stars_by_day(period.since, period.until)
-        active = await self._book.active_plans(now)
-        return SalesFigures(tuple(found), active, period.since_day, period.until_day)
 
     async def plan_of(self, person: str) -> Plan | None:
         """The person's active plan (the quota keeper's per-person source of limits and

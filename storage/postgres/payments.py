@@ -11,14 +11,17 @@ import asyncpg
 from core.domain.audit import AuditEntry
 from core.domain.payments import Grant, Payment, Recorded, StarsDay
 from core.domain.plans import ActivePlan
+from core.domain.telegram_keys import key_range
 from storage.payments import payment_from_row, payment_values, plan_from_row
 from storage.postgres.admin import add_audit
 from storage.postgres.bots import Run
 from storage.statements.payments import (
     ACTIVE_PLANS,
+    CANCEL_RENEWAL,
     GRANT_PLAN,
     INSERT_PAYMENT,
     MARK_REFUNDED,
+    RESUME_RENEWAL,
     REVOKE_PLAN,
     SELECT_PAYMENT,
     SELECT_PAYMENTS,
@@ -77,18 +80,36 @@ class PostgresPayments:
 
         return await self._write(work)
 
+    async def cancel_renewal(
+        self, person: str, plan_id: str, *, at: float | None, audit: AuditEntry | None = None
+    ) -> ActivePlan | None:
+        async def work(connection: asyncpg.Connection) -> ActivePlan | None:
+            if at is None:
+                row = await connection.fetchrow(RESUME_RENEWAL, person, plan_id)
+            else:
+                row = await connection.fetchrow(CANCEL_RENEWAL, person, plan_id, at)
+            if audit is not None:
+                await add_audit(connection, audit)
+            return None if row is None else plan_from_row(tuple(row))
+
+        return await self._write(work)
+
     async def payments(
         self, *, person: str | None = None, plan_id: str | None = None, limit: int = 50
     ) -> list[Payment]:
         rows = await self._call(lambda c: c.fetch(SELECT_PAYMENTS, person, plan_id, limit))
         return [payment_from_row(tuple(row)) for row in rows]
 
-    async def stars_by_day(self, since: float, until: float) -> list[StarsDay]:
-        rows = await self._call(lambda c: c.fetch(_STARS_BY_DAY, since, until))
+    async def stars_by_day(
+        self, since: float, until: float, *, scope: int | None = None
+    ) -> list[StarsDay]:
+        keys = None if scope is None else key_range(scope)
+        rows = await self._call(lambda c: c.fetch(_STARS_BY_DAY, since, until, keys))
         return [StarsDay(row[0], int(row[1]), int(row[2]), int(row[3])) for row in rows]
 
-    async def active_plans(self, now: float) -> int:
-        return int(await self._call(lambda c: c.fetchval(ACTIVE_PLANS, now)))
+    async def active_plans(self, now: float, *, scope: int | None = None) -> int:
+        keys = None if scope is None else key_range(scope)
+        return int(await self._call(lambda c: c.fetchval(ACTIVE_PLANS, now, keys)))
 
 
 async def _grant(

@@ -628,6 +628,13 @@ MIGRATIONS: list[Migration] = [
             " updated_at DOUBLE PRECISION NOT NULL)",
         ),
     ),
+    (
+        # Whether a person's subscription was cancelled (/cancelsub, the console's Cancel
+        # renewal): when, NULL while it renews. /resumesub and every grant (a renewal paid
+        # anyway, a new purchase) set it NULL again.
+        "m035_subscription_cancels",
+        ("ALTER TABLE person_plans ADD COLUMN renewal_cancelled_at DOUBLE PRECISION",),
+    ),
 ]
 
 

@@ -10,15 +10,18 @@ import sqlite3
 from core.domain.audit import AuditEntry
 from core.domain.payments import Grant, Payment, Recorded, StarsDay
 from core.domain.plans import ActivePlan
+from core.domain.telegram_keys import key_range
 from storage.payments import payment_from_row, payment_values, plan_from_row
 from storage.sqlite.admin import add_audit
 from storage.sqlite.batch import BatchedConnection
 from storage.sqlite.placeholders import sqlite_sql
 from storage.statements.payments import (
     ACTIVE_PLANS,
+    CANCEL_RENEWAL,
     GRANT_PLAN,
     INSERT_PAYMENT,
     MARK_REFUNDED,
+    RESUME_RENEWAL,
     REVOKE_PLAN,
     SELECT_PAYMENT,
     SELECT_PAYMENTS,
@@ -35,6 +38,8 @@ _REVOKE_PLAN = sqlite_sql(REVOKE_PLAN)
 _SELECT_PAYMENTS = sqlite_sql(SELECT_PAYMENTS)
 _STARS_BY_DAY = sqlite_sql(STARS_BY_DAY.format(day="strftime('%Y-%m-%d', created_at, 'unixepoch')"))
 _ACTIVE_PLANS = sqlite_sql(ACTIVE_PLANS)
+_CANCEL_RENEWAL = sqlite_sql(CANCEL_RENEWAL)
+_RESUME_RENEWAL = sqlite_sql(RESUME_RENEWAL)
 
 
 class SqlitePayments:
@@ -87,6 +92,20 @@ class SqlitePayments:
 
         return await self._writer.run(work)
 
+    async def cancel_renewal(
+        self, person: str, plan_id: str, *, at: float | None, audit: AuditEntry | None = None
+    ) -> ActivePlan | None:
+        def work(db: sqlite3.Connection) -> ActivePlan | None:
+            if at is None:
+                row = db.execute(_RESUME_RENEWAL, (person, plan_id)).fetchone()
+            else:
+                row = db.execute(_CANCEL_RENEWAL, (person, plan_id, at)).fetchone()
+            if audit is not None:
+                add_audit(db, audit)
+            return None if row is None else plan_from_row(row)
+
+        return await self._writer.run(work)
+
     async def payments(
         self, *, person: str | None = None, plan_id: str | None = None, limit: int = 50
     ) -> list[Payment]:
@@ -97,17 +116,21 @@ class SqlitePayments:
             ]
         )
 
-    async def stars_by_day(self, since: float, until: float) -> list[StarsDay]:
+    async def stars_by_day(
+        self, since: float, until: float, *, scope: int | None = None
+    ) -> list[StarsDay]:
+        keys = None if scope is None else key_range(scope)
         return await self._reader.run(
             lambda db: [
                 StarsDay(row[0], int(row[1]), int(row[2]), int(row[3]))
-                for row in db.execute(_STARS_BY_DAY, (since, until))
+                for row in db.execute(_STARS_BY_DAY, (since, until, keys))
             ]
         )
 
-    async def active_plans(self, now: float) -> int:
+    async def active_plans(self, now: float, *, scope: int | None = None) -> int:
+        keys = None if scope is None else key_range(scope)
         return await self._reader.run(
-            lambda db: int(db.execute(_ACTIVE_PLANS, (now,)).fetchone()[0])
+            lambda db: int(db.execute(_ACTIVE_PLANS, (now, keys)).fetchone()[0])
         )
 
 

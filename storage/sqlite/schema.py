@@ -687,3 +687,11 @@ async def m033_payments(db: aiosqlite.Connection) -> None:
         " ends_at REAL NOT NULL, charge_id TEXT NOT NULL DEFAULT '',"
         " updated_at REAL NOT NULL) WITHOUT ROWID"
     )
+
+
+@migration
+async def m035_subscription_cancels(db: aiosqlite.Connection) -> None:
+    """Whether a person's subscription was cancelled (`/cancelsub`, the console's Cancel
+    renewal): `person_plans.renewal_cancelled_at`, when; NULL while it renews. `/resumesub`
+    and every grant (a renewal paid anyway, a new purchase) set it NULL again."""
+    await db.execute("ALTER TABLE person_plans ADD COLUMN renewal_cancelled_at REAL")

@@ -433,7 +433,8 @@ async def test_a_payment_filtered_and_refunded_in_the_browser(tmp_path: Path) ->
 async def test_a_subscription_cancelled_in_the_browser(tmp_path: Path) -> None:
     """A subscription's row has Cancel renewal (a one-time plan's has not): ticked and
     pressed, Telegram is asked editUserStarSubscription, nothing is refunded, the plan
-    stays and the audit log names the cancel."""
+    stays and the audit log names the cancel; the row then reads renewal cancelled and
+    offers Resume renewal, which undoes it."""
     from core.domain.payments import Grant, Payment
 
     telegram = FakeBotApi()
@@ -479,5 +480,13 @@ async def test_a_subscription_cancelled_in_the_browser(tmp_path: Path) -> None:
             assert await console.store.payments.active_plan("tg:51", time.time()) is not None
             entries = await console.store.audit_log(before_id=None, limit=10)
             assert (entries[0].action, entries[0].target) == ("cancel_subscription", "ch-sub")
+            await expect(row).to_contain_text("renewal cancelled")
+            await expect(page.locator("form.cancel")).to_have_count(0)
+            await row.locator("form.resume input[name=confirm]").check()
+            async with page.expect_navigation():
+                await row.locator("form.resume button[type=submit]").click()
+            await expect(row).not_to_contain_text("renewal cancelled")
+            await expect(page.locator("form.cancel")).to_have_count(1)
+            assert telegram.subscription_edits == [(51, "ch-sub", True), (51, "ch-sub", False)]
     finally:
         await telegram.stop()

@@ -2,10 +2,12 @@
 refunds through the fake Bot API: the list newest first, filtered by person and plan; a
 refund through the form, CSRF-protected, confirmed, asked of Telegram first and audited,
 revoking the plan; a refund Telegram refuses, a second refund and forged filters and charge
-ids change nothing."""
+ids change nothing; a cancel kept until it is resumed; a stored bot's person read by their
+bot's limits and plans."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator
@@ -13,14 +15,18 @@ from collections.abc import AsyncIterator
 import pytest
 
 from app.bot_secrets import TokenBox, tail_of
-from core.domain.bots import BotProfile, NewBot
+from core.domain.bots import BotLimits, BotProfile, NewBot
 from core.domain.payments import Grant, Payment
+from core.domain.plans import parse_plans
 from fakes.bot_api import TOKEN as BOT_TOKEN
 from fakes.bot_api import FakeBotApi
 from tests.admin_harness import Console, console_settings, running_console
 from tests.store_contract import StoreKind
 
-PLANS = [{"id": "pro", "title": "Pro", "stars": 250}, {"id": "max", "title": "Max", "stars": 900}]
+PLANS = [
+    {"id": "pro", "title": "Pro", "stars": 250},
+    {"id": "max", "title": "Max", "stars": 900, "limits": {"daily_consultations": 9}},
+]
 DAY = 86_400.0
 
 
@@ -195,6 +201,54 @@ async def test_a_subscription_is_cancelled_without_a_refund(
     assert cancels == [("cancel_subscription", "ch-sub")]
 
 
+async def test_a_cancelled_renewal_is_shown_and_resumed(
+    console: Console, bot_api: FakeBotApi
+) -> None:
+    """After Cancel renewal the Payments page says "renewal cancelled" and offers Resume
+    renewal instead, as does the person's page; Resume renewal asks Telegram (is_canceled
+    false), is audited and offers Cancel renewal again; a resume Telegram refuses keeps the
+    cancel."""
+    await paid(console, bot_api, "ch-sub", 42, "max", time.time())
+    assert await console.sign_in() == 303
+    csrf = await console.csrf("/admin/payments")
+    form = {"csrf": csrf, "confirm": "yes"}
+    cancel = await console.client.post(
+        "/admin/payments/ch-sub/cancel", data=form, allow_redirects=False
+    )
+    assert cancel.status == 303
+    status, html = await console.page("/admin/payments")
+    assert status == 200 and "renewal cancelled " in html
+    assert "Cancel renewal</button>" not in html and html.count("Resume renewal</button>") == 1
+    status, html = await console.page("/admin/people/tg%3A42")
+    assert status == 200 and "renewal cancelled</strong>" in html
+    assert "it ends then and is not renewed" in html
+    del bot_api.charges["ch-sub"]
+    refused = await console.client.post("/admin/payments/ch-sub/resume", data=form)
+    assert refused.status == 400 and "CHARGE_NOT_FOUND" in await refused.text()
+    held = await console.store.payments.active_plan("tg:42", time.time())
+    assert held is not None and held.renewal_cancelled_at is not None
+    bot_api.charges["ch-sub"] = 42
+    unconfirmed = await console.client.post(
+        "/admin/payments/ch-sub/resume", data={"csrf": csrf}, allow_redirects=False
+    )
+    assert unconfirmed.status == 400
+    resume = await console.client.post(
+        "/admin/payments/ch-sub/resume", data=form, allow_redirects=False
+    )
+    assert resume.status == 303
+    assert bot_api.subscription_edits == [(42, "ch-sub", True), (42, "ch-sub", False)]
+    status, html = await console.page("/admin/payments")
+    assert status == 200 and "renewal cancelled" not in html
+    assert html.count("Cancel renewal</button>") == 1
+    status, html = await console.page("/admin/people/tg%3A42")
+    assert status == 200 and "renewal cancelled" not in html
+    entries = await console.store.audit_log(before_id=None, limit=10)
+    assert [e.action for e in entries if "subscription" in e.action] == [
+        "resume_subscription",
+        "cancel_subscription",
+    ]
+
+
 async def test_a_cancel_telegram_refuses_writes_nothing(
     console: Console, bot_api: FakeBotApi
 ) -> None:
@@ -209,6 +263,8 @@ async def test_a_cancel_telegram_refuses_writes_nothing(
     assert answer.status == 400 and "CHARGE_NOT_FOUND" in await answer.text()
     entries = await console.store.audit_log(before_id=None, limit=10)
     assert all(e.action != "cancel_subscription" for e in entries)
+    status, html = await console.page("/admin/payments")
+    assert status == 200 and "renewal cancelled" not in html and "Cancel renewal</button>" in html
 
 
 SECRET = "payments-console-secret-key-0123456789"
@@ -251,6 +307,9 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
             api.charges["ch-two"] = 42
             api.charge_bots["ch-two"] = SECOND
             assert await console.sign_in() == 303
+            page = f"/admin/people/tg{bot.id}%3A42"
+            status, html = await console.page(page)  # their plan's limits, bot n's plans
+            assert status == 200 and "9 consultations a day" in html
             csrf = await console.csrf("/admin/payments")
             form = {"csrf": csrf, "confirm": "yes"}
             cancelled = await console.client.post(
@@ -267,6 +326,8 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
                 ("editUserStarSubscription", "ch-two", SECOND),
             ]
             assert await console.store.payments.active_plan(person, time.time()) is None
+            status, html = await console.page(page)  # revoked: the plan's limits gone
+            assert status == 200 and "9 consultations a day" not in html
             api.charges["ch-main"] = 42
             api.charge_bots["ch-main"] = SECOND  # paid to bot 2, claimed by the deployment's
             main = Payment("ch-main", "tg:42", "pro", 250, "XTR", "plan:pro:tg:42", time.time())
@@ -275,7 +336,7 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
             assert refused.status == 400 and "CHARGE_NOT_FOUND" in await refused.text()
             assert SECOND not in await refused.text() and BOT_TOKEN not in await refused.text()
             for held, says in (
-                (f"tg{bot.id}:43", "gold (a plan of the bot this person uses), until "),
+                (f"tg{bot.id}:43", "gold (no longer among their bot's plans), until "),
                 ("tg:44", "gold (no longer in PLANS), until "),
             ):
                 gold = Payment(f"ch-{held}", held, "gold", 75, "XTR", "p", time.time())
@@ -284,3 +345,58 @@ async def test_a_stored_bots_payment_is_refunded_with_that_bots_token(
                 assert status == 200 and says in html, html
     finally:
         await api.stop()
+
+
+async def test_a_stored_bots_person_is_read_by_their_bots_limits_and_plans(
+    console: Console,
+) -> None:
+    """Bot n's person's page shows bot n's limits and, for a plan bot n sells, the plan as
+    its own (its limits applied); the deployment's person keeps the deployment's; the plan
+    filter lists every bot's plans, an id two bots sell labelled by both."""
+    gold = {"id": "gold", "title": "Gold", "stars": 75, "limits": {"daily_consultations": 9}}
+    pro = {"id": "pro", "title": "Shop Pro", "stars": 50}
+    profile = BotProfile(
+        limits=BotLimits(daily_tokens=777), plans=parse_plans(json.dumps([gold, pro]), None)
+    )
+    new = NewBot(222, "shop_bot", "sealed", "tail", "", profile)
+    bot = await console.store.bots.add_bot(new, at=time.time())
+    holder, other = f"tg{bot.id}:43", f"tg{bot.id}:44"
+    bought = Payment(f"ch-{holder}", holder, "gold", 75, "XTR", "p", time.time())
+    await console.store.payments.record_payment(bought, Grant("gold", 7 * DAY))
+    assert await console.sign_in() == 303
+    status, html = await console.page(f"/admin/people/tg{bot.id}%3A43")
+    assert status == 200 and "<dt>Plan</dt><dd>gold, until " in html
+    assert "9 consultations a day" in html and "777 tokens a day" in html
+    status, html = await console.page(f"/admin/people/tg{bot.id}%3A44")
+    assert status == 200 and "777 tokens a day" in html and "<dt>Plan</dt>" not in html
+    status, html = await console.page("/admin/people/tg%3A45")
+    assert status == 200 and "777 tokens a day" not in html  # (a CSRF token may hold 777)
+    changed = dataclasses.replace(profile, limits=BotLimits(daily_tokens=888))
+    await console.store.bots.update_bot(bot.id, at=time.time(), profile=changed)
+    status, html = await console.page(f"/admin/people/tg{bot.id}%3A44")
+    assert status == 200 and "888 tokens a day" in html  # the bot's profile read again
+    status, html = await console.page("/admin/payments")
+    assert status == 200
+    assert '<option value="gold">gold</option>' in html
+    assert '<option value="max">max</option>' in html
+    assert '<option value="pro">pro (this deployment&#39;s bot, @shop_bot)</option>' in html
+    assert other not in html  # no payment of theirs
+
+
+async def test_the_dashboard_shows_a_stored_bots_sales_without_plans(
+    kind: StoreKind, database: str
+) -> None:
+    """No PLANS: no Stars section while nothing is sold; a stored bot selling its own plans
+    brings it, with its payments."""
+    async with running_console(console_settings(kind, database)) as console:
+        assert await console.sign_in() == 303
+        status, html = await console.page("/admin/")
+        assert status == 200 and "Telegram Stars" not in html
+        plans = parse_plans(json.dumps([{"id": "gold", "title": "Gold", "stars": 75}]), None)
+        new = NewBot(222, "shop_bot", "sealed", "tail", "", BotProfile(plans=plans))
+        bot = await console.store.bots.add_bot(new, at=time.time())
+        payment = Payment("g-1", f"tg{bot.id}:5", "gold", 75, "XTR", "p", time.time())
+        await console.store.payments.record_payment(payment, Grant("gold", DAY))
+        status, html = await console.page("/admin/")
+        assert status == 200 and "Telegram Stars, the last 30 days" in html
+        assert "plans active now" in html

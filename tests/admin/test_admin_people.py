@@ -1,7 +1,8 @@
 """The console's people pages on a real server and store (SQLite and PostgreSQL): the
 list with usage against limits, search and pages; a person's page; setting a quota
 override and deleting memory through the forms, each audited and CSRF-protected;
-forged and oversized person keys; markup in a key and in a fact shown inert."""
+forged and oversized person keys; markup in a key and in a fact shown inert; a stored bot's
+people against that bot's limits."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from core.domain.bots import BotLimits, BotProfile, NewBot
 from core.domain.consultation import Usage
 from core.domain.facts import telegram_person
 from core.domain.people import PeopleQuery
@@ -69,6 +71,20 @@ async def test_the_list_shows_usage_against_limits_newest_first_and_searches(
     assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
     status, html = await console.page("/admin/people?q=tg:2")
     assert status == 200 and "tg:2" in html and "tg:1<" not in html
+
+
+async def test_the_list_shows_a_stored_bots_people_against_that_bots_limits(
+    console: Console,
+) -> None:
+    """A stored bot's person is listed against the bot's own daily token limit, the
+    deployment's person against USER_DAILY_TOKEN_LIMIT."""
+    new = NewBot(222, "shop_bot", "sealed", "tail", "", BotProfile(limits=BotLimits(700)))
+    bot = await console.store.bots.add_bot(new, at=time.time())
+    await charge(console, f"tg{bot.id}:5", 300)
+    await charge(console, "tg:5", 400)
+    assert await console.sign_in() == 303
+    status, html = await console.page("/admin/people")
+    assert status == 200 and "300 / 700" in html and "400 / 5,000" in html
 
 
 async def test_people_page_through_without_repeats(console: Console) -> None:

@@ -17,6 +17,9 @@ from typing import Any
 
 import pytest
 
+from core.domain.bots import BotProfile, NewBot
+from core.domain.payments import Grant, Payment
+from core.domain.plans import parse_plans
 from fakes.bot_api import Call, FakeBotApi
 from fakes.model_server import FakeModelServer
 from tests.bot_harness import RunningBot, bot_settings, buttons, running_bot, sent, wait_sent
@@ -260,6 +263,23 @@ async def test_stats_show_the_stars_by_day_and_the_plans_active(bot: RunningBot)
     assert f"{time.strftime('%Y-%m-%d', time.gmtime(kept.created_at))}: 250 ⭐" in text
 
 
+@pytest.mark.bot_settings(admin_user_ids=str(ADMIN), plans="")
+async def test_stats_show_a_stored_bots_sales_without_plans(bot: RunningBot) -> None:
+    """No PLANS, but a stored bot sells its own: the deployment's bot's /stats (everyone's
+    figures) ends with the Stars; with no seller and no payment it has no such line."""
+    assert "Telegram Stars" not in (await say(bot, ADMIN, "/stats")).params["text"]
+    plans = parse_plans(json.dumps([{"id": "gold", "title": "Gold", "stars": 75}]), None)
+    new = NewBot(222, "shop_bot", "sealed", "tail", "", BotProfile(plans=plans))
+    stored = await bot.runtime.store.bots.add_bot(new, at=time.time())
+    text = (await say(bot, ADMIN, "/stats")).params["text"]
+    assert "Telegram Stars, last 7 days: 0 ⭐ kept from 0 payments; plans active now: 0" in text
+    person = f"tg{stored.id}:7"
+    payment = Payment("gold-1", person, "gold", 75, "XTR", "p", time.time())
+    await bot.runtime.store.payments.record_payment(payment, Grant("gold", DAY))
+    text = (await say(bot, ADMIN, "/stats")).params["text"]
+    assert "Telegram Stars, last 7 days: 75 ⭐ kept from 1 payments; plans active now: 1" in text
+
+
 async def test_a_blocked_person_cannot_pay(bot: RunningBot) -> None:
     """A person an operator blocked is refused at pre-checkout, whatever the invoice."""
     from core.domain.audit import AuditEntry
@@ -363,6 +383,57 @@ async def test_an_operator_cancels_a_subscription_and_the_plan_runs_to_its_end(
     refused = await say(bot, ADMIN, "/cancelsub sub-c")
     assert refused.params["text"].startswith("Telegram did not cancel the subscription: ")
     assert "charge_not_found" in refused.params["text"].lower()
+
+
+async def test_plans_say_a_cancelled_subscription_ends_and_does_not_renew(
+    bot: RunningBot,
+) -> None:
+    """After /cancelsub the person's /plans says their plan ends on its date and will not
+    renew (in their language); /resumesub, and a renewal paid anyway, make it renew again."""
+    now = int(time.time())
+    payload = f"plan:club:tg:{USER}"
+    await pay(bot, USER, payload, 100, charge_id="sub-p", subscription_expiration_date=now + DAY)
+    ends = time.strftime("%Y-%m-%d %H:%M", time.gmtime(now + DAY))
+    renews = f"Your plan: Club, until {ends} UTC."
+    assert renews in (await say(bot, USER, "/plans")).params["text"]
+    await say(bot, ADMIN, "/cancelsub sub-p")
+    ending = f"Your plan: Club. It ends on {ends} UTC and will not renew."
+    listing = (await say(bot, USER, "/plans")).params["text"]
+    assert ending in listing and renews not in listing
+    russian = (await say(bot, USER, "/plans", language_code="ru")).params["text"]
+    assert f"Ваш тариф: Club. Он закончится {ends} UTC и не будет продлён." in russian
+    await say(bot, ADMIN, "/resumesub sub-p")
+    assert renews in (await say(bot, USER, "/plans")).params["text"]
+    await say(bot, ADMIN, "/cancelsub sub-p")
+    assert ending in (await say(bot, USER, "/plans")).params["text"]
+    await pay(
+        bot,
+        USER,
+        payload,
+        100,
+        charge_id="sub-q",
+        is_recurring=True,
+        subscription_expiration_date=now + 31 * DAY,
+    )
+    later = time.strftime("%Y-%m-%d %H:%M", time.gmtime(now + 31 * DAY))
+    listing = (await say(bot, USER, "/plans")).params["text"]
+    assert f"Your plan: Club, until {later} UTC." in listing and "will not renew" not in listing
+    assert bot.api.subscription_edits == [
+        (USER, "sub-p", True),
+        (USER, "sub-p", False),
+        (USER, "sub-p", True),
+    ]
+
+
+async def test_a_cancel_telegram_refuses_is_not_kept(bot: RunningBot) -> None:
+    """/cancelsub of a charge Telegram does not know keeps nothing: /plans says it renews."""
+    now = int(time.time())
+    payload = f"plan:club:tg:{USER}"
+    await pay(bot, USER, payload, 100, charge_id="sub-r", subscription_expiration_date=now + DAY)
+    del bot.api.charges["sub-r"]
+    refused = await say(bot, ADMIN, "/cancelsub sub-r")
+    assert refused.params["text"].startswith("Telegram did not cancel the subscription: ")
+    assert "will not renew" not in (await say(bot, USER, "/plans")).params["text"]
 
 
 async def test_cancelsub_in_a_group_is_refused(bot: RunningBot) -> None:

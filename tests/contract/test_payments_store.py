@@ -1,13 +1,15 @@
 """What both stores keep of payments in Stars and people's plans (`m033_payments`,
-`PaymentBook`): a payment stored and granted exactly once per charge id, however many
-callers (and workers) record it at once; a grant that extends from the later of now and
-the current end; a refund that revokes the plan once."""
+`m035_subscription_cancels`, `PaymentBook`): a payment stored and granted exactly once per
+charge id, however many callers (and workers) record it at once; a grant that extends from
+the later of now and the current end; a refund that revokes the plan once; a subscription
+cancelled until it is resumed or renewed; one bot's figures."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
 
+from core.domain.audit import AuditEntry
 from core.domain.payments import Grant, Payment, StarsDay
 from tests.store_contract import Rows, StoreKind
 
@@ -170,3 +172,82 @@ async def test_stars_are_summed_by_utc_day_and_plans_counted(store: Store) -> No
     ]
     assert await store.payments.active_plans(midnight + 20) == 2
     assert await store.payments.active_plans(midnight + 40 * DAY) == 0
+
+
+SUBSCRIPTION = Grant("pro", 0.0, NOW + 30 * DAY)
+
+
+def subscribed(charge: str = "sub-1", **fields: object) -> Payment:
+    return paid(charge, **{"subscription_expires_at": NOW + 30 * DAY, **fields})
+
+
+async def test_a_cancelled_renewal_is_kept_on_the_plan_and_its_payments(
+    store: Store, rows: Rows
+) -> None:
+    """A cancel marks the person's plan and every payment of that subscription, with its
+    audit entry; a resume clears it; a one-time payment and another plan's are not marked."""
+    await store.payments.record_payment(subscribed(), SUBSCRIPTION)
+    await store.payments.record_payment(paid("once", plan_id="max", created_at=NOW - 9), None)
+    entry = AuditEntry(NOW + 5, "operator", "cancel_subscription", "sub-1", "not renewed")
+    cancelled = await store.payments.cancel_renewal("tg:42", "pro", at=NOW + 5, audit=entry)
+    assert cancelled is not None and cancelled.renewal_cancelled_at == NOW + 5
+    assert cancelled.ends_at == NOW + 30 * DAY  # the plan runs to its end
+    held = await store.payments.active_plan("tg:42", NOW)
+    assert held is not None and held.renewal_cancelled_at == NOW + 5
+    listed = {p.charge_id: p.renewal_cancelled_at for p in await store.payments.payments()}
+    assert listed == {"sub-1": NOW + 5, "once": None}
+    one = await store.payments.payment("sub-1")
+    assert one is not None and one.renewal_cancelled_at == NOW + 5
+    assert await rows("admin_audit") == 1
+    resumed = await store.payments.cancel_renewal("tg:42", "pro", at=None)
+    assert resumed is not None and resumed.renewal_cancelled_at is None
+    again = await store.payments.payment("sub-1")
+    assert again is not None and again.renewal_cancelled_at is None
+
+
+async def test_a_renewal_paid_after_a_cancel_clears_it(store: Store) -> None:
+    """A recurring payment arriving anyway extends the plan, which renews again."""
+    await store.payments.record_payment(subscribed(), SUBSCRIPTION)
+    await store.payments.cancel_renewal("tg:42", "pro", at=NOW + 5)
+    renewal = subscribed(
+        "sub-2",
+        is_recurring=True,
+        created_at=NOW + 30 * DAY,
+        subscription_expires_at=NOW + 60 * DAY,
+    )
+    recorded = await store.payments.record_payment(renewal, Grant("pro", 0.0, NOW + 60 * DAY))
+    assert recorded.plan is not None and recorded.plan.renewal_cancelled_at is None
+    assert recorded.plan.ends_at == NOW + 60 * DAY
+    assert [p.renewal_cancelled_at for p in await store.payments.payments()] == [None, None]
+
+
+async def test_a_cancel_of_a_plan_not_held_keeps_nothing_but_its_audit(
+    store: Store, rows: Rows
+) -> None:
+    """No plan of that id (another plan held, or none): nothing is marked; the audit stays."""
+    await store.payments.record_payment(subscribed(), SUBSCRIPTION)
+    entry = AuditEntry(NOW, "operator", "cancel_subscription", "x", "")
+    assert await store.payments.cancel_renewal("tg:42", "max", at=NOW, audit=entry) is None
+    assert await store.payments.cancel_renewal("tg:7", "pro", at=NOW) is None
+    held = await store.payments.active_plan("tg:42", NOW)
+    assert held is not None and held.renewal_cancelled_at is None
+    assert await rows("admin_audit") == 1
+
+
+async def test_stars_and_active_plans_of_one_bot(store: Store) -> None:
+    """With a scope, only that bot's people count (`tg:` is bot 0, `tg2:` bot 2, never
+    `tg21:`)."""
+    for charge, person in (("a", "tg:1"), ("b", "tg2:1"), ("c", "tg2:2"), ("d", "tg21:1")):
+        await store.payments.record_payment(paid(charge, person), MONTH)
+    since, until = NOW - DAY, NOW + DAY
+    everyone = await store.payments.stars_by_day(since, until)
+    assert [(d.payments, d.stars) for d in everyone] == [(4, 1000)]
+    bot2 = await store.payments.stars_by_day(since, until, scope=2)
+    assert [(d.payments, d.stars) for d in bot2] == [(2, 500)]
+    bot0 = await store.payments.stars_by_day(since, until, scope=0)
+    assert [(d.payments, d.stars) for d in bot0] == [(1, 250)]
+    assert await store.payments.stars_by_day(since, until, scope=3) == []
+    assert await store.payments.active_plans(NOW) == 4
+    assert await store.payments.active_plans(NOW, scope=2) == 2
+    assert await store.payments.active_plans(NOW, scope=21) == 1
+    assert await store.payments.active_plans(NOW, scope=0) == 1
