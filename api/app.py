@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
+from api.bots import BotEngines, OwnBotOnly
 from api.chat import CLIENT_KEY, ChatEndpoints
 from api.config import ApiConfig
 from api.errors import ApiError, from_http, json_response, store_unavailable
@@ -100,6 +101,7 @@ def build_web_app(
     mounts: Sequence[tuple[str, web.Application]] = (),
     tool_statuses: ToolStatuses = no_tool_servers,
     sales: PlanSales | None = None,
+    bots: BotEngines | None = None,
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always,
@@ -119,8 +121,12 @@ def build_web_app(
     refused (ATTACHMENT_REFUSED); with one, the chat endpoints admit bodies large enough
     for a file at its limit (`api.attachments.chat_body_limit`), every other route keeps
     API_MAX_BODY_BYTES.
+
+    `bots` serves the stored bots a request names (`api.bots`; None: `engine`'s, the
+    deployment's own bot, alone).
     """
     metrics = metrics or Metrics()
+    served = bots if bots is not None else OwnBotOnly(engine)
     token = config.token
     limiter = RateLimiter(config.rate_limit_per_minute)
     app = web.Application(
@@ -131,7 +137,7 @@ def build_web_app(
     app[METRICS_KEY] = metrics
     if config.enabled:
         chat = ChatEndpoints(
-            engine, metrics, config, keys=store, locks=session_locks, intake=intake
+            engine, metrics, config, keys=store, locks=session_locks, intake=intake, bots=served
         )
         document = build_openapi(
             config,
@@ -148,19 +154,19 @@ def build_web_app(
         app.router.add_post("/api/chat", chat.chat)
         app.router.add_post("/api/chat/stream", chat.stream)
         app.router.add_get("/api/sessions/{session_id}", chat.session)
-        app.router.add_delete(
-            "/api/sessions/{session_id}", ForgetEndpoint(engine.lifecycle).delete_session
-        )
+        app.router.add_delete("/api/sessions/{session_id}", ForgetEndpoint(served).delete_session)
         app.router.add_get(
-            "/api/sessions/{session_id}/export", ExportEndpoint(engine, document_languages).export
+            "/api/sessions/{session_id}/export", ExportEndpoint(served, document_languages).export
         )
-        memory = MemoryEndpoints(engine.memories)
+        memory = MemoryEndpoints(served)
         app.router.add_get("/api/users/{user_id}/memory", memory.facts)
         app.router.add_delete("/api/users/{user_id}/memory", memory.forget)
         app.router.add_delete("/api/users/{user_id}/memory/{fact_id}", memory.delete)
         app.router.add_get("/api/stats", StatsEndpoint(engine.figures, sales).stats)
         app.router.add_get("/api/openapi.json", openapi)
-        compatible = OpenAIEndpoints(engine, metrics, config, budget=chat.budget, intake=intake)
+        compatible = OpenAIEndpoints(
+            engine, metrics, config, budget=chat.budget, intake=intake, bots=served
+        )
         app.on_shutdown.append(compatible.drain)
         app.router.add_get("/v1/models", compatible.models)
         app.router.add_get("/v1/models/{model_id}", compatible.model)
@@ -213,6 +219,7 @@ async def start_web_server(
     mounts: Sequence[tuple[str, web.Application]] = (),
     tool_statuses: ToolStatuses = no_tool_servers,
     sales: PlanSales | None = None,
+    bots: BotEngines | None = None,
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -233,6 +240,7 @@ async def start_web_server(
         mounts=mounts,
         tool_statuses=tool_statuses,
         sales=sales,
+        bots=bots,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config))

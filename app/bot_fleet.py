@@ -8,7 +8,7 @@ control, per-chat order, rate limits and HTTP pool are its own.
 Invariants:
 - a bot's `BotProfile` replaces the deployment's role (or gives an instruction of its own),
   rounds (at most MAX_ROUNDS_LIMIT), model and models and limits; what it does not set falls
-  back (`bot_settings`);
+  back (`app.bot_engines.bot_settings`);
 - the bots table is read every `WATCH_SECONDS` (`Fleet.run`): a bot added or enabled starts,
   one disabled or removed stops (its Application shut down), one whose token or settings
   changed restarts; a bot that cannot start (a revoked token, Telegram unreachable) is logged
@@ -43,6 +43,7 @@ from telegram import Update
 from telegram.ext import Application
 
 from app.bot_edge import inbox_worker, operator_knowledge, polling_leadership, shared_state
+from app.bot_engines import bot_settings, engine_config_of
 from app.runtime import Runtime
 from app.settings import Settings
 from bot.app import build_application
@@ -83,33 +84,6 @@ def bot_webhook_url(webhook_url: str, scope: int) -> str:
     return f"{parts.scheme}://{parts.netloc}{WEBHOOK_PREFIX}/{scope}"
 
 
-def bot_settings(settings: Settings, profile: BotProfile) -> Settings:
-    """The deployment's settings with what `profile` sets in their place (the instruction
-    goes in `engine_config`, having no setting of its own). Models set without a model: the
-    deployment's LLM_MODEL when they name it, else their first."""
-    update: dict[str, object] = {}
-    if profile.role is not None:
-        update["default_role"] = profile.role
-    if profile.rounds is not None:
-        update["default_max_rounds"] = min(profile.rounds, settings.max_rounds_limit)
-    if profile.models:
-        update["llm_models"] = profile.models
-        if profile.model is None and settings.llm_model not in profile.models:
-            update["llm_model"] = profile.models[0]
-    if profile.model is not None:
-        update["llm_model"] = profile.model
-    limits = profile.limits
-    for setting, value in (
-        ("user_daily_token_limit", limits.daily_tokens),
-        ("user_monthly_token_limit", limits.monthly_tokens),
-        ("user_daily_consultation_limit", limits.daily_consultations),
-        ("user_rate_limit_per_minute", limits.messages_per_minute),
-    ):
-        if value is not None:
-            update[setting] = value
-    return settings.model_copy(update=update)
-
-
 @dataclass(frozen=True, slots=True)
 class BotPlan:
     """What one stored bot runs with: its Telegram edge, its engine's and quotas' defaults."""
@@ -126,9 +100,7 @@ class BotPlan:
 def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
     """The plan of `bot` (its token opened) on this deployment."""
     own = bot_settings(settings, bot.profile)
-    engine = own.engine_config()
-    if bot.profile.instruction is not None:
-        engine = dataclasses.replace(engine, default_instruction=bot.profile.instruction)
+    engine = engine_config_of(own, bot.profile)
     config = BotConfig(
         token=token,
         api_base_url=own.telegram_api_base_url,
@@ -173,14 +145,16 @@ class FleetBot:
         config = plan.config
         if runtime.inbox is not None:
             config = dataclasses.replace(config, external_updates=True)
-        self.engine = runtime.engine_for(plan.engine, plan.quotas)
+        self.engine = runtime.engine_for(plan.engine, plan.quotas, plan.scope)
         self.application: Application = build_application(
             config,
             self.engine,
-            on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
+            on_reply=lambda reply: runtime.metrics.record_reply(
+                reply, source="telegram", bot=plan.scope
+            ),
             shared=shared_state(runtime, config),
             intake=runtime.intake,
-            on_given_up=runtime.metrics.record_given_up,
+            on_given_up=lambda reason: runtime.metrics.record_given_up(reason, bot=plan.scope),
             knowledge=operator_knowledge(runtime),
         )
         self._inbox: PostgresInbox | None = None

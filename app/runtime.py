@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -105,15 +106,16 @@ class Runtime:
     tools: McpToolbox | None = None  # the MCP servers' tools (MCP_SERVERS, TOOLS_ENABLED)
     sales: PlanSales | None = None  # the plans PLANS sells in Stars (None: nothing is sold)
     # Builds an engine as `engine` is built, with other defaults (`engine_for`).
-    make_engine: Callable[[EngineConfig, QuotaConfig], Engine] | None = None
+    make_engine: Callable[[EngineConfig, QuotaConfig, int], Engine] | None = None
 
-    def engine_for(self, config: EngineConfig, quotas: QuotaConfig) -> Engine:
+    def engine_for(self, config: EngineConfig, quotas: QuotaConfig, scope: int) -> Engine:
         """An engine on this runtime's store, model clients, prompts, knowledge, tools and
         metrics, with `config`'s and `quotas`' defaults in place of the deployment's (a
-        stored bot's, `app.bot_fleet`); its own chat locks, as its chat keys are its own;
-        the plans' limits apply in it too."""
+        stored bot's, `app.bot_fleet`, whose id is `scope`); its own chat locks, as its
+        chat keys (its API sessions' among them) are its own; the plans' limits apply in
+        it too."""
         assert self.make_engine is not None, "open_runtime sets it"
-        return self.make_engine(config, quotas)
+        return self.make_engine(config, quotas, scope)
 
     def toolbox(self) -> Toolbox | None:
         """The tools consultations may call; None without tool servers."""
@@ -216,7 +218,7 @@ async def open_runtime(
             bot_completer = wrap_bot_model(bot_completer)
         sales: PlanSales | None = None
 
-        def make_engine(config: EngineConfig, quotas: QuotaConfig) -> Engine:
+        def make_engine(config: EngineConfig, quotas: QuotaConfig, scope: int = 0) -> Engine:
             built = build_engine(
                 store,
                 bot_completer,
@@ -225,10 +227,11 @@ async def open_runtime(
                 locks=KeyedLock(),
                 accounting=accounting,
                 quotas=quotas,
-                on_quota=metrics.record_quota_refusal,
+                on_quota=functools.partial(metrics.record_quota_refusal, bot=scope),
                 clock=clock,
                 knowledge=knowledge if knowledge is not None else stored_knowledge.knowledge,
                 toolbox=toolbox,
+                scope=scope,
             )
             if sales is not None:  # a stored bot's engine: a buyer's plan counts there too
                 built.quotas.use_plans(sales.limits_of)

@@ -195,6 +195,7 @@ async def start_web(
     health and metrics, the console, and `routes` (the stored bots' webhooks)."""
     from api.app import start_web_server
     from app.admin_mount import console_mounts
+    from app.api_bots import ApiBots
 
     config = settings.api_config()
     try:
@@ -212,6 +213,7 @@ async def start_web(
             mounts=[*console_mounts(settings, runtime), *routes],
             tool_statuses=runtime.tool_statuses,
             sales=runtime.sales,
+            bots=ApiBots(runtime),
         )
     except OSError as exc:
         raise cannot_listen(config.host, config.port, exc) from None
