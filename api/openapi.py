@@ -412,9 +412,10 @@ def build_openapi(
              "description": "Also the figures of the last `days` UTC days (`lastDays`)",
              "schema": {"type": "integer", "minimum": 1, "maximum": MAX_DAYS}},
             {"name": "bot", "in": "query", "required": False,
-             "description": "Only the figures of one bot: 0 the deployment's own "
-             "(TELEGRAM_BOT_TOKEN), N the bots table's bot N; without it every "
-             "consultation's, the API's and the terminal's included",
+             "description": "Only the figures of one bot, its Telegram chats' and its "
+             "API sessions' (those that named it in `bot`): 0 the deployment's own "
+             "(TELEGRAM_BOT_TOKEN, and the API without `bot`), N the bots table's bot N; "
+             "without it every consultation's, the terminal's included",
              "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SCOPE}},
         ],
         "responses": {"200": _json("StatsResponse", "The figures"), **_errors(400, 401, 429)},

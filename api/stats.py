@@ -1,7 +1,8 @@
 """`GET /api/stats`: the operator's figures (`core.domain.stats`) as JSON — today and the last 7
 UTC days, and with `?days=N` the last N days too (`days=30`: about a month), each with its
-tool calls by tool (`toolCalls`); with `?bot=N` only the figures of the bot of scope N
-(`core.domain.telegram_keys`); when plans are sold in Stars, `sales`: the Stars per UTC day
+tool calls by tool (`toolCalls`); with `?bot=N` only the figures of the bot of scope N,
+its Telegram chats' and its API sessions' (`core.domain.telegram_keys`,
+`core.domain.api_keys`); when plans are sold in Stars, `sales`: the Stars per UTC day
 over the last 7 days (or `days`) and the plans active now (every bot's).
 
 Invariants: `days` and `bot` are read strictly (an integer 1–`MAX_DAYS`, 0–`MAX_SCOPE`, in

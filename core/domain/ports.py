@@ -258,19 +258,20 @@ class ConsultationStore(Protocol):
         """The operator's figures of `period` (`core.domain.stats.Stats`), from one snapshot: a
         handful of aggregate reads bounded by indexes on the period, whatever the store
         holds: every consultation's, or (`scope`) only those of one bot, whose chat and
-        person keys are its (`core.domain.telegram_keys`; the API's and the terminal's are
-        no bot's). A consultation's end counts on the day it happened: `record_reply` storing
-        a final answer, `set_status` and `expire_idle` record when."""
+        person keys are its (its Telegram keys, `core.domain.telegram_keys`, and its API
+        keys, `core.domain.api_keys`; the terminal's are no bot's). A consultation's end
+        counts on the day it happened: `record_reply` storing a final answer, `set_status`
+        and `expire_idle` record when."""
         ...
 
     async def is_blocked(self, person: str) -> bool:
         """Whether an operator blocked `person` (`core.turns.blocks`)."""
         ...
 
-    async def daily_stats(self, period: Period) -> list[DayFigures]:
+    async def daily_stats(self, period: Period, *, scope: int | None = None) -> list[DayFigures]:
         """`period` day by day, oldest first, every day listed (zeros when nothing
-        happened), counted as `stats` counts: two aggregate reads bounded by indexes on
-        the period, from one snapshot."""
+        happened), counted as `stats` counts (`scope`: one bot's only): two aggregate reads
+        bounded by indexes on the period, from one snapshot."""
         ...
 
     async def load_latest(self, chat_key: str) -> Consultation | None:
