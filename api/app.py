@@ -3,9 +3,10 @@
 Invariants: every response this server writes on its own behalf is JSON (errors
 included: unknown route, wrong method, body too large, a crash, a request the HTTP
 parser refuses — see `api.server`; under `/v1/` in the OpenAI error shape); `/api/*` and
-`/v1/*` need `Authorization: Bearer <API_TOKEN>` when a token is configured, and are
+`/v1/*` need `Authorization: Bearer <API_TOKEN>` when a token is configured, or a stored
+bot's own API token, which pins the request to that bot (`api.bots`); they are
 limited to API_RATE_LIMIT_PER_MINUTE requests per client (the token, or the address
-without one); `/healthz` and `/metrics` never are
+without one); no token is ever logged or written back; `/healthz` and `/metrics` never are
 (probes and scrapers carry no secrets; they reveal no data); each request is counted
 by route template and status code.
 """
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
-from api.bots import BotEngines, OwnBotOnly
+from api.bots import PINNED_KEY, BotEngines, OwnBotOnly
 from api.chat import CLIENT_KEY, ChatEndpoints
 from api.config import ApiConfig
 from api.errors import ApiError, from_http, json_response, store_unavailable
@@ -40,6 +41,7 @@ from api.ratelimit import RateLimiter
 from api.server import ApiRunner, close_unread, name_the_server, runner_options
 from api.stats import StatsEndpoint
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
+from core.domain.bots import api_token_digest
 from core.domain.errors import StoreUnavailable
 from core.domain.ports import ChatLocks
 from core.domain.tools import ToolServerStatus
@@ -126,12 +128,12 @@ def build_web_app(
     deployment's own bot, alone).
     """
     metrics = metrics or Metrics()
-    served = bots if bots is not None else OwnBotOnly(engine)
     token = config.token
     limiter = RateLimiter(config.rate_limit_per_minute)
+    served = bots if bots is not None else OwnBotOnly(engine)
     app = web.Application(
         client_max_size=config.max_body_bytes,
-        middlewares=[_metered(metrics), _json_errors, _gate(token, limiter)],
+        middlewares=[_metered(metrics), _json_errors, _gate(token, limiter, served)],
     )
     name_the_server(app)
     app[METRICS_KEY] = metrics
@@ -269,29 +271,38 @@ async def _ping(store: Pingable | None) -> bool:
         return False
 
 
-def _gate(token: str | None, limiter: RateLimiter) -> Any:
+def _gate(token: str | None, limiter: RateLimiter, bots: BotEngines) -> Any:
     expected = token.encode() if token else None
     # The client a request counts for: the token's holder, or the address without a token.
     token_client = "token:" + hashlib.sha256(expected).hexdigest()[:32] if expected else None
 
     @web.middleware
     async def gate(request: web.Request, handler: Any) -> web.StreamResponse:
-        """Refuse `/api/*` and `/v1/*` without the configured bearer token, or over the
-        rate limit."""
+        """Refuse `/api/*` and `/v1/*` without the configured bearer token or a bot's own
+        (which pins the request to its bot), or over the rate limit."""
         if not request.path.startswith(_GATED):
             return await handler(request)
-        if expected is not None:
-            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-            # Headers are decoded with surrogateescape: bytes that are not UTF-8 round-trip.
-            presented = given.strip().encode("utf-8", "surrogateescape")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(presented, expected):
-                error = ApiError(
-                    "UNAUTHORIZED",
-                    "a valid bearer token is required",
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-                return _refused(request, error)
-        client = token_client or f"addr:{request.remote}"
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        # Headers are decoded with surrogateescape: bytes that are not UTF-8 round-trip.
+        presented = given.strip().encode("utf-8", "surrogateescape")
+        bearer = scheme.lower() == "bearer" and bool(presented)
+        client = None
+        if expected is not None and bearer and hmac.compare_digest(presented, expected):
+            client = token_client
+        elif bearer:  # a bot's own token? looked up by its digest, never compared plain
+            digest = api_token_digest(given.strip())
+            pinned = await bots.pinned(digest)
+            if pinned is not None:
+                request[PINNED_KEY] = pinned
+                client = "token:" + digest[:32]
+        if client is None and expected is not None:
+            error = ApiError(
+                "UNAUTHORIZED",
+                "a valid bearer token is required",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            return _refused(request, error)
+        client = client or f"addr:{request.remote}"
         wait = limiter.retry_after(client)
         if wait:
             error = ApiError(

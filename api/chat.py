@@ -184,7 +184,7 @@ class ChatEndpoints:
 
     async def session(self, request: web.Request) -> web.Response:
         """Read a session back: status, round, limit and messages."""
-        bot = await served(self._bots, query_bot(request))
+        bot = await served(self._bots, request, query_bot(request))
         try:
             session_id = str(uuid.UUID(request.match_info["session_id"]))
             consultation = await bot.engine.sessions.get_session(session_id)
@@ -259,7 +259,7 @@ class ChatEndpoints:
     async def _parse(self, request: web.Request, held: Reservation, *, keyed: bool) -> Asked:
         """Read, validate and decode the request; the files' base64 is dropped once decoded."""
         body = parse_chat_request(await read_body(request, self._limits.max_body_bytes, held))
-        bot = await served(self._bots, parse_bot(body.bot))
+        bot = await served(self._bots, request, parse_bot(body.bot))
         limits = self._limits
         if bot.scope:  # a stored bot's sessions choose among its own models
             limits = replace(limits, models=frozenset(bot.engine.config.allowed_models))

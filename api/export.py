@@ -51,7 +51,7 @@ class ExportEndpoint:
         codes = self._languages.codes
         if asked is not None and offered_language(asked, codes) is None:
             raise ApiError("VALIDATION_ERROR", f"language: must be one of {', '.join(codes)}")
-        engine = (await served(self._bots, query_bot(request))).engine
+        engine = (await served(self._bots, request, query_bot(request))).engine
         try:
             session_id = str(uuid.UUID(request.match_info["session_id"]))
             consultation = await engine.sessions.get_session(session_id)

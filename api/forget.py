@@ -24,7 +24,7 @@ class ForgetEndpoint:
 
     async def delete_session(self, request: web.Request) -> web.Response:
         """204 once the session is gone; 404 SESSION_NOT_FOUND otherwise."""
-        bot = await served(self._bots, query_bot(request))
+        bot = await served(self._bots, request, query_bot(request))
         try:
             session_id = str(uuid.UUID(request.match_info["session_id"]))
             await bot.engine.lifecycle.forget_session(session_id)

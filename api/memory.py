@@ -37,7 +37,7 @@ class MemoryEndpoints:
     async def _of(self, request: web.Request) -> tuple[Memories, MemoryScope]:
         """The memory of the request's bot and the scope of its user (`userId`)."""
         user_id = _user_id(request)
-        bot = await served(self._bots, query_bot(request))
+        bot = await served(self._bots, request, query_bot(request))
         return bot.engine.memories, api_scope(user_id, bot.scope)
 
     async def facts(self, request: web.Request) -> web.Response:

@@ -5,6 +5,9 @@ its Telegram chats' and its API sessions' (`core.domain.telegram_keys`,
 `core.domain.api_keys`); when plans are sold in Stars, `sales`: the Stars per UTC day
 over the last 7 days (or `days`) and the plans active now (every bot's).
 
+A request pinned to a bot by its API token (`api.bots`) reads that bot's figures only: no
+`bot` is that bot, another is FORBIDDEN, and no `sales` (every bot's) are given.
+
 Invariants: `days` and `bot` are read strictly (an integer 1–`MAX_DAYS`, 0–`MAX_SCOPE`, in
 plain digits, given at most once; anything else is VALIDATION_ERROR and nothing is read);
 the figures are the same the Telegram /stats shows (`core.turns.figures.Figures.stats`), a
@@ -17,6 +20,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from api.bots import PINNED_KEY, forbidden
 from api.errors import ApiError, json_response
 from core.domain.stats import MAX_DAYS, ROUNDS_TAIL, Stats
 from core.domain.telegram_keys import MAX_SCOPE
@@ -190,10 +194,15 @@ class StatsEndpoint:
         """The figures of today and the last 7 days (and `days`): 200, or VALIDATION_ERROR."""
         days = _days(request)
         bot = _bot(request)
+        pinned = request.get(PINNED_KEY)
+        if pinned is not None:
+            if bot not in (None, pinned):
+                raise forbidden(pinned)
+            bot = pinned
         today = await self._figures.stats(1, scope=bot)
         week = await self._figures.stats(WEEK, scope=bot)
         sales = None
-        if self._sales is not None:
+        if self._sales is not None and pinned is None:
             sold = await self._sales.figures(WEEK if days is None else days)
             sales = SalesOut(
                 since=sold.since_day,

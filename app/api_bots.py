@@ -5,12 +5,16 @@ of the bots table has one of its own (`Runtime.engine_for`, the bot's id its sco
 settings as `app.bot_engines` gives them), built on first use and again when its settings
 change. The table is read at most every `FRESH_SECONDS`, and again at once when a request
 names a bot not known yet, so a bot added is served at once and one disabled, removed or
-changed is served so no longer, or with its new settings, within `FRESH_SECONDS`.
+changed is served so no longer, or with its new settings, within `FRESH_SECONDS`. A bot's
+API token (`pinned`) is looked up among the bots read, the table read again only once
+that reading is `FRESH_SECONDS` old — never for each unknown token — so a token set or
+taken away takes effect within that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import time
 from collections.abc import Callable
 
@@ -48,14 +52,27 @@ class ApiBots:
         """The enabled bot `ref` names with its engine; None when none does."""
         if ref == DEFAULT_SCOPE:
             return self._own
-        stale = self._read_at is None or self._clock() - self._read_at >= self._fresh_seconds
-        bot = None if stale else self._find(ref)
+        bot = None if self._stale() else self._find(ref)
         if bot is None:
             await self._read()
             bot = self._find(ref)
         if bot is None:
             return None
         return ServedBot(bot.id, self._engine_of(bot))
+
+    async def pinned(self, token_digest: str) -> int | None:
+        """The enabled bot whose API token has this SHA-256 (hex); None for none."""
+        if self._stale():
+            await self._read()
+        for bot in self._bots:
+            if bot.api_token_hash is not None and hmac.compare_digest(
+                bot.api_token_hash, token_digest
+            ):
+                return bot.id
+        return None
+
+    def _stale(self) -> bool:
+        return self._read_at is None or self._clock() - self._read_at >= self._fresh_seconds
 
     async def _read(self) -> None:
         async with self._reading:

@@ -54,7 +54,7 @@ class CompletionAsk:
     include_usage: bool = False
     user: str | None = None
     rounds: int | None = None  # metadata.rounds
-    bot: BotRef = 0  # metadata.bot (0: the deployment's own)
+    bot: BotRef | None = None  # metadata.bot (None: none named)
     files: tuple[SentFile, ...] = ()  # the last user message's
 
 
@@ -212,7 +212,7 @@ def _user(value: Any) -> str | None:
     return value
 
 
-def _bot(metadata: Any) -> BotRef:
+def _bot(metadata: Any) -> BotRef | None:
     """`metadata.bot` (checked an object by `_rounds`), the deployment's own bot without it."""
     value = metadata.get("bot") if isinstance(metadata, dict) else None
     try:

@@ -143,7 +143,7 @@ class OpenAIEndpoints:
         choice = choose(ask.model, self._roles(), self._limits.max_rounds)
         if choice is None:
             raise model_not_found(ask.model)
-        bot = await served(self._bots, ask.bot)
+        bot = await served(self._bots, request, ask.bot)
         engine = bot.engine
         config = engine.config
         rounds = ask.rounds or choice.rounds or config.default_max_rounds

@@ -441,8 +441,16 @@ class BotRegistry(Protocol):
         ...
 
     async def remove_bot(self, bot_id: int, *, at: float) -> bool:
-        """Mark the bot removed (disabled, its row and scope kept); False when there was
-        no such bot or it was removed already."""
+        """Mark the bot removed (disabled, its row and scope kept, its API token revoked);
+        False when there was no such bot or it was removed already."""
+        ...
+
+    async def set_bot_api_token(
+        self, bot_id: int, token_hash: str | None, *, at: float
+    ) -> StoredBot | None:
+        """Give the bot the API token whose SHA-256 (hex) is `token_hash`, or none (None);
+        the bot as stored now, None when there is no such bot (or it was removed). A hash
+        another bot has raises `core.domain.bots.BotExists` and changes nothing."""
         ...
 
 

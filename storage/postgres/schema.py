@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from storage.statements.bots import BOT_API_TOKENS_MIGRATION
 from storage.statements.migrations import IS_APPLIED, RECORD_APPLIED
 
 log = logging.getLogger(__name__)
@@ -625,6 +626,13 @@ MIGRATIONS: list[Migration] = [
             " ends_at DOUBLE PRECISION NOT NULL, charge_id TEXT NOT NULL DEFAULT '',"
             " updated_at DOUBLE PRECISION NOT NULL)",
         ),
+    ),
+    (
+        # A bot's own HTTP API token (`api.bots`), stored as its SHA-256 in hex only (never
+        # the token): a request bearing it is pinned to that bot. At most one bot has a
+        # given token; none has one until an operator sets it.
+        "m036_bot_api_tokens",
+        BOT_API_TOKENS_MIGRATION,
     ),
 ]
 

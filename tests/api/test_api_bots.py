@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -17,12 +18,13 @@ from typing import Any
 import pytest
 
 from api.openai_compat.routes import conversation_key
-from core.domain.bots import NewBot, StoredBot, parse_profile
+from core.domain.bots import NewBot, StoredBot, api_token_digest, parse_profile
 from core.prompting.prompts import PromptLibrary
 from fakes.model_server import FakeModelServer
 from tests.api_harness import RunningApi, api_settings, running_api
 from tests.bot_harness import system_prompt
 from tests.store_contract import StoreKind, count
+from tests.waiting import until
 
 INSTRUCTION = "You are the tax desk of Acme. Answer about taxes only."
 JSON = {"Content-Type": "application/json"}
@@ -284,3 +286,113 @@ async def test_metrics_count_each_bots_rounds_under_its_bot_label(
     series = f'consult_rounds_answered_total{{bot="{other.id}",final="true",source="api"}} 2.0'
     assert series in text
     assert 'bot="@counted_bot"' not in text and "counted_bot" not in text
+
+
+OPERATOR = "the-operators-api-token-0123456789abcdef"
+DESK_TOKEN = "desk-bot-api-token-0123456789abcdefghij"
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_a_bots_api_token_reaches_its_bot_and_no_other(
+    kind: StoreKind,
+    database: str,
+    model_server: FakeModelServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A request bearing bot 1's own API token runs on bot 1 without naming it; naming
+    another bot (the deployment's, a stored one, one that does not exist) is 403 with
+    nothing stored; another bot's session is out of its reach; its stats are bot 1's
+    only, without sales; the token is in no response and no log line."""
+    caplog.set_level(logging.DEBUG)
+    async with api_on(kind, database, model_server, api_token=OPERATOR) as api:
+        desk = await add_bot(api, 111, "desk_bot", instruction=INSTRUCTION, model="model-b")
+        other = await add_bot(api, 222, "other_bot")
+        await api.store.bots.set_bot_api_token(
+            desk.id, api_token_digest(DESK_TOKEN), at=time.time()
+        )
+        own_status, own = await chat(api, {"message": "Operator's question"}, bearer(OPERATOR))
+        assert own_status == 200, own
+        status, mine = await chat(api, {"message": "Do I owe VAT?"}, bearer(DESK_TOKEN))
+        assert status == 200, mine
+        request = model_server.requests[-1]
+        assert request["model"] == "model-b" and INSTRUCTION in system_prompt(request)
+        assert (
+            await kind.count(
+                database, "consultations", chat_key=f"api{desk.id}:{mine['sessionId']}"
+            )
+            == 1
+        )
+        bodies = [json.dumps(mine)]
+        for bot in (0, other.id, "@other_bot", "@nobody_bot", 999):
+            status, refused = await chat(api, {"message": "Hi", "bot": bot}, bearer(DESK_TOKEN))
+            assert (status, refused["code"]) == (403, "FORBIDDEN"), bot
+            bodies.append(json.dumps(refused))
+        assert len(model_server.requests) == 2
+        assert await kind.count(database, "consultations") == 2
+        status, named = await chat(api, {"message": "Hi", "bot": desk.id}, bearer(DESK_TOKEN))
+        assert status == 200, named
+
+        get = api.client.get
+        theirs = await get(f"/api/sessions/{own['sessionId']}", headers=bearer(DESK_TOKEN))
+        assert theirs.status == 404  # the deployment's session is not bot 1's
+        sneaking = await get(f"/api/sessions/{own['sessionId']}?bot=0", headers=bearer(DESK_TOKEN))
+        assert sneaking.status == 403
+        reading = await get(f"/api/sessions/{mine['sessionId']}", headers=bearer(DESK_TOKEN))
+        assert reading.status == 200
+        memory = await get("/api/users/u-1/memory?bot=0", headers=bearer(DESK_TOKEN))
+        assert memory.status == 403
+        completion_response = await api.client.post(
+            "/v1/chat/completions",
+            data=json.dumps(
+                {
+                    "model": "consultation",
+                    "messages": [{"role": "user", "content": "Hi"}],
+                    "metadata": {"bot": str(other.id)},
+                }
+            ),
+            headers={**JSON, **bearer(DESK_TOKEN)},
+        )
+        assert completion_response.status == 403
+        assert (await completion_response.json())["error"]["type"] == "permission_error"
+
+        stats = await (await get("/api/stats", headers=bearer(DESK_TOKEN))).json()
+        assert stats["today"]["started"] == 2 and "sales" not in stats
+        everyone = await (await get("/api/stats", headers=bearer(OPERATOR))).json()
+        assert everyone["today"]["started"] == 3
+        assert (await get("/api/stats?bot=0", headers=bearer(DESK_TOKEN))).status == 403
+        for wrong in ("desk-bot-api-token-wrong", DESK_TOKEN.upper(), ""):
+            response = await get("/api/stats", headers=bearer(wrong))
+            assert response.status == 401, wrong
+            bodies.append(await response.text())
+        assert all(DESK_TOKEN not in body and OPERATOR not in body for body in bodies)
+        await api.store.bots.update_bot(desk.id, at=time.time(), enabled=False)
+    assert DESK_TOKEN not in caplog.text and OPERATOR not in caplog.text
+
+
+@pytest.mark.api_settings(api_token=OPERATOR)
+@pytest.mark.parametrize("how", ["disabled", "token taken away"])
+async def test_a_bots_api_token_opens_nothing_once_disabled_or_taken_away(
+    api: RunningApi, model_server: FakeModelServer, how: str
+) -> None:
+    """Once bot 1 is disabled, or its token taken away, its token opens nothing: 401 (the
+    API reads the bots table again within 5 s), and nothing is stored."""
+    desk = await add_bot(api, 111, "desk_bot")
+    await api.store.bots.set_bot_api_token(desk.id, api_token_digest(DESK_TOKEN), at=time.time())
+    status, _ = await chat(api, {"message": "Hi"}, bearer(DESK_TOKEN))
+    assert status == 200
+    if how == "disabled":
+        await api.store.bots.update_bot(desk.id, at=time.time(), enabled=False)
+    else:
+        await api.store.bots.set_bot_api_token(desk.id, None, at=time.time())
+
+    async def refused() -> bool:
+        response = await api.client.get("/api/stats", headers=bearer(DESK_TOKEN))
+        return response.status == 401
+
+    await until(refused, "the token refused", seconds=10)
+    status, body = await chat(api, {"message": "Hi"}, bearer(DESK_TOKEN))
+    assert (status, body["code"]) == (401, "UNAUTHORIZED")
+    assert len(model_server.requests) == 1
