@@ -396,3 +396,44 @@ async def test_a_bots_api_token_opens_nothing_once_disabled_or_taken_away(
     status, body = await chat(api, {"message": "Hi"}, bearer(DESK_TOKEN))
     assert (status, body["code"]) == (401, "UNAUTHORIZED")
     assert len(model_server.requests) == 1
+
+
+async def test_a_bots_session_chooses_among_the_bots_own_models(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """`model` on a bot's session is checked against that bot's `models`: another is 400
+    naming the bot's, nothing stored; one of them is sent to the model."""
+    picky = await add_bot(api, 888, "picky_bot", models=["model-b", "model-c"])
+    status, refused = await chat(api, {"message": "Hi", "bot": picky.id, "model": "test-model"})
+    assert (status, refused["code"]) == (400, "VALIDATION_ERROR")
+    assert "model-b, model-c" in refused["error"] and model_server.requests == []
+    status, reply = await chat(api, {"message": "Hi", "bot": picky.id, "model": "model-c"})
+    assert status == 200, reply
+    assert model_server.requests[-1]["model"] == "model-c"
+    status, reply = await chat(api, {"message": "Hi", "bot": picky.id})
+    assert status == 200 and model_server.requests[-1]["model"] == "model-b"
+
+
+@pytest.mark.api_settings(api_rate_limit_per_minute=0)  # it polls
+async def test_a_bot_disabled_while_served_is_refused_within_seconds(api: RunningApi) -> None:
+    """A bot served a moment ago and then disabled is BOT_NOT_FOUND within 5 s (the API
+    reads the bots table again); enabled again, it is served again."""
+    stored = await add_bot(api, 999, "flaky_bot")
+    path = f"/api/sessions/{uuid.uuid4()}?bot={stored.id}"
+
+    async def code() -> str:
+        return str((await (await api.client.get(path)).json())["code"])
+
+    assert await code() == "SESSION_NOT_FOUND"  # served: the session is what is missing
+    await api.store.bots.update_bot(stored.id, at=time.time(), enabled=False)
+
+    async def refused() -> bool:
+        return await code() == "BOT_NOT_FOUND"
+
+    await until(refused, "the disabled bot refused", seconds=10)
+    await api.store.bots.update_bot(stored.id, at=time.time(), enabled=True)
+
+    async def served_again() -> bool:
+        return await code() == "SESSION_NOT_FOUND"
+
+    await until(served_again, "the enabled bot served", seconds=10)
