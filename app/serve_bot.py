@@ -65,6 +65,7 @@ async def run_bot(settings: Settings) -> int:
             on_given_up=runtime.metrics.record_given_up,
             knowledge=operator_knowledge(runtime),
             sales=runtime.sales,
+            bots=runtime.store.bots.bots,
         )
         try:
             await initialize_with_retries(application)

@@ -39,7 +39,7 @@ from bot.commands.model_choice import CHOOSE_MODEL, ModelChoice
 from bot.commands.plans import BUY, PlanCommands, sells_plans
 from bot.commands.quota import QuotaCommand
 from bot.commands.round_presses import RoundPresses
-from bot.commands.stats import StatsCommand
+from bot.commands.stats import StatsCommand, StoredBots
 from bot.commands.turns import TurnRunner
 from bot.commands.usage import UsageCommand
 from bot.handlers import Handlers
@@ -78,6 +78,7 @@ def build_application(
     on_given_up: Callable[[str], object] | None = None,
     knowledge: OperatorKnowledge | None = None,
     sales: PlanSales | None = None,
+    bots: StoredBots | None = None,
 ) -> Application:
     """The Application; `on_reply` sees every reply produced (metrics); `shared` is the
     state kept between updates (this process's memory unless given); `intake` reads the
@@ -85,7 +86,8 @@ def build_application(
     reason of each update stopped past `config.handling_deadline` (metrics); `knowledge` is
     what the operators' /knowledge manages (without it the bot has no such command);
     `sales` the plans sold in Stars (without it: /plans, /refund, /paysupport, /terms and
-    payments are not handled)."""
+    payments are not handled); `bots` the bots stored besides the deployment's own (the
+    deployment's bot's /stats lists each; None: none)."""
 
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
@@ -133,6 +135,7 @@ def build_application(
         intake=intake,
         knowledge=knowledge,
         sales=sales,
+        bots=bots,
     )
     return application
 
@@ -147,6 +150,7 @@ def register(
     intake: Intake | None = None,
     knowledge: OperatorKnowledge | None = None,
     sales: PlanSales | None = None,
+    bots: StoredBots | None = None,
 ) -> None:
     """Wire the handlers: one turn runner and one `say` shared by all."""
     bot = application.bot
@@ -194,7 +198,7 @@ def register(
     quota = QuotaCommand(
         engine.quotas, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
     )
-    stats = StatsCommand(engine.figures, config, say=say, sales=sales)
+    stats = StatsCommand(engine.figures, config, say=say, sales=sales, bots=bots)
     plans = (
         None
         if sales is None
