@@ -113,8 +113,8 @@ class Asked:
     files: tuple[Attachment, ...]
     held: Reservation
     bot: ServedBot
+    client: str  # who asked (`_client`), under the bot's scope (`client_key`)
     fingerprint: str | None = None
-    client: str | None = None  # who asked (`_client`), under the bot's scope (`client_key`)
 
     def person(self) -> str | None:
         """The request's `userId` as a person key of its bot, None without one."""
@@ -240,7 +240,6 @@ class ChatEndpoints:
                 return round_task, False
             if self._keys is None:
                 raise ApiError("VALIDATION_ERROR", f"{HEADER}: not supported by this deployment")
-            assert asked.client is not None
             flight = (asked.client, key)
             running = self._flights.get(flight)
             if running is not None:
@@ -274,7 +273,8 @@ class ChatEndpoints:
             raise attachment_refused(exc) from None
         wanted = fingerprint(body) if keyed else None
         body = body.model_copy(update={"attachments": []})
-        return Asked(body, tuple(files), held, bot, wanted, client_key(_client(request), bot.scope))
+        client = client_key(_client(request), bot.scope)
+        return Asked(body, tuple(files), held, bot, client, wanted)
 
     def _start(self, round_task: RoundTask, asked: Asked, flight: Flight | None) -> None:
         task = asyncio.create_task(self._run(round_task, asked, flight))
