@@ -189,3 +189,17 @@ async def test_a_bot_removed_with_its_data_leaves_the_others_data(console: Conso
     assert await console.store.load_active("tg:5") is not None
     [entry] = [e for e in await bots_audit(console) if e[0] == "bot_remove"]
     assert entry[2] == "removed; what it stored is deleted (1 consultation)"
+
+
+async def test_a_bot_with_an_api_token_is_marked_without_showing_it(console: Console) -> None:
+    """A bot given its own API token (on the command line) is marked "API token set" on the
+    page; neither the token nor its digest is in it."""
+    csrf = await signed_in(console)
+    await post(console, "/admin/bots/add", {"csrf": csrf, "token": SHOP, "label": "Shop"})
+    (bot,) = await console.store.bots.bots()
+    status, page = await console.page("/admin/bots")
+    assert status == 200 and "API token set" not in page
+    digest = "d" * 64
+    await console.store.bots.set_bot_api_token(bot.id, digest, at=1.0)
+    status, page = await console.page("/admin/bots")
+    assert status == 200 and page.count("API token set") == 1 and digest not in page
