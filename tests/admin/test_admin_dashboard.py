@@ -177,9 +177,9 @@ def by_bot(html: str) -> dict[str, list[str]]:
 
 
 async def test_the_dashboard_shows_each_bots_figures_and_the_total(console: Console) -> None:
-    """With bots stored, the table gives each bot's 30 days (its Telegram chats and its API
-    sessions) and all bots'; `?bot=N` shows bot N's figures only, `?bot=0` the deployment's
-    bot's; a label with markup is inert."""
+    """With bots stored, all bots' view has a table of each bot's 30 days (its Telegram
+    chats and its API sessions) and all bots'; `?bot=N` shows bot N's figures only (no
+    table), `?bot=0` the deployment's bot's; a label with markup is inert."""
     desk, law = await seed_bots(console)
     assert await console.sign_in() == 303
     status, html = await console.page("/admin/")
@@ -199,6 +199,7 @@ async def test_the_dashboard_shows_each_bots_figures_and_the_total(console: Cons
 
     status, html = await console.page(f"/admin/?bot={desk}")
     assert status == 200
+    assert "by-bot" not in html  # one bot's view reads no other bot's figures
     assert cells(html, "Started") == ["3", "3", "3"]
     assert cells(html, "Tokens in / out") == ["500 / 50"] * 3
     assert f'<strong aria-current="page">#{desk} @desk_bot (Tax &lt;' in html
