@@ -72,7 +72,8 @@ def build_admin_app(
     searched = store.knowledge if knowledge is None else knowledge
     knowledge_pages = KnowledgePages(store, loader, engine, clock, knowledge=searched)
     add = app.router
-    add.add_get("/", Dashboard(engine.figures, figures, tool_statuses, stars).show)
+    dashboard = Dashboard(engine.figures, figures, tool_statuses, stars, bots=bots.bots)
+    add.add_get("/", dashboard.show)
     add.add_get("/login", auth.login_form)
     add.add_post("/login", auth.sign_in)
     add.add_post("/logout", auth.sign_out)

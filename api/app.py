@@ -3,9 +3,10 @@
 Invariants: every response this server writes on its own behalf is JSON (errors
 included: unknown route, wrong method, body too large, a crash, a request the HTTP
 parser refuses — see `api.server`; under `/v1/` in the OpenAI error shape); `/api/*` and
-`/v1/*` need `Authorization: Bearer <API_TOKEN>` when a token is configured, and are
+`/v1/*` need `Authorization: Bearer <API_TOKEN>` when a token is configured, or a stored
+bot's own API token, which pins the request to that bot (`api.bots`); they are
 limited to API_RATE_LIMIT_PER_MINUTE requests per client (the token, or the address
-without one); `/healthz` and `/metrics` never are
+without one); no token is ever logged or written back; `/healthz` and `/metrics` never are
 (probes and scrapers carry no secrets; they reveal no data); each request is counted
 by route template and status code.
 """
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
+from api.bots import PINNED_KEY, BotEngines, OwnBotOnly
 from api.chat import CLIENT_KEY, ChatEndpoints
 from api.config import ApiConfig
 from api.errors import ApiError, from_http, json_response, store_unavailable
@@ -39,6 +41,7 @@ from api.ratelimit import RateLimiter
 from api.server import ApiRunner, close_unread, name_the_server, runner_options
 from api.stats import StatsEndpoint
 from api.webhook import TelegramApp, TelegramWebhook, UpdateLog, UpdateSink
+from core.domain.bots import api_token_digest
 from core.domain.errors import StoreUnavailable
 from core.domain.ports import ChatLocks
 from core.domain.tools import ToolServerStatus
@@ -100,6 +103,7 @@ def build_web_app(
     mounts: Sequence[tuple[str, web.Application]] = (),
     tool_statuses: ToolStatuses = no_tool_servers,
     stars: StarsFigures | None = None,
+    bots: BotEngines | None = None,
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always,
@@ -119,19 +123,23 @@ def build_web_app(
     refused (ATTACHMENT_REFUSED); with one, the chat endpoints admit bodies large enough
     for a file at its limit (`api.attachments.chat_body_limit`), every other route keeps
     API_MAX_BODY_BYTES.
+
+    `bots` serves the stored bots a request names (`api.bots`; None: `engine`'s, the
+    deployment's own bot, alone).
     """
     metrics = metrics or Metrics()
     token = config.token
     limiter = RateLimiter(config.rate_limit_per_minute)
+    served = bots if bots is not None else OwnBotOnly(engine)
     app = web.Application(
         client_max_size=config.max_body_bytes,
-        middlewares=[_metered(metrics), _json_errors, _gate(token, limiter)],
+        middlewares=[_metered(metrics), _json_errors, _gate(token, limiter, served)],
     )
     name_the_server(app)
     app[METRICS_KEY] = metrics
     if config.enabled:
         chat = ChatEndpoints(
-            engine, metrics, config, keys=store, locks=session_locks, intake=intake
+            engine, metrics, config, keys=store, locks=session_locks, intake=intake, bots=served
         )
         document = build_openapi(
             config,
@@ -148,19 +156,19 @@ def build_web_app(
         app.router.add_post("/api/chat", chat.chat)
         app.router.add_post("/api/chat/stream", chat.stream)
         app.router.add_get("/api/sessions/{session_id}", chat.session)
-        app.router.add_delete(
-            "/api/sessions/{session_id}", ForgetEndpoint(engine.lifecycle).delete_session
-        )
+        app.router.add_delete("/api/sessions/{session_id}", ForgetEndpoint(served).delete_session)
         app.router.add_get(
-            "/api/sessions/{session_id}/export", ExportEndpoint(engine, document_languages).export
+            "/api/sessions/{session_id}/export", ExportEndpoint(served, document_languages).export
         )
-        memory = MemoryEndpoints(engine.memories)
+        memory = MemoryEndpoints(served)
         app.router.add_get("/api/users/{user_id}/memory", memory.facts)
         app.router.add_delete("/api/users/{user_id}/memory", memory.forget)
         app.router.add_delete("/api/users/{user_id}/memory/{fact_id}", memory.delete)
         app.router.add_get("/api/stats", StatsEndpoint(engine.figures, stars).stats)
         app.router.add_get("/api/openapi.json", openapi)
-        compatible = OpenAIEndpoints(engine, metrics, config, budget=chat.budget, intake=intake)
+        compatible = OpenAIEndpoints(
+            engine, metrics, config, budget=chat.budget, intake=intake, bots=served
+        )
         app.on_shutdown.append(compatible.drain)
         app.router.add_get("/v1/models", compatible.models)
         app.router.add_get("/v1/models/{model_id}", compatible.model)
@@ -213,6 +221,7 @@ async def start_web_server(
     mounts: Sequence[tuple[str, web.Application]] = (),
     tool_statuses: ToolStatuses = no_tool_servers,
     stars: StarsFigures | None = None,
+    bots: BotEngines | None = None,
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -233,6 +242,7 @@ async def start_web_server(
         mounts=mounts,
         tool_statuses=tool_statuses,
         stars=stars,
+        bots=bots,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config))
@@ -261,29 +271,38 @@ async def _ping(store: Pingable | None) -> bool:
         return False
 
 
-def _gate(token: str | None, limiter: RateLimiter) -> Any:
+def _gate(token: str | None, limiter: RateLimiter, bots: BotEngines) -> Any:
     expected = token.encode() if token else None
     # The client a request counts for: the token's holder, or the address without a token.
     token_client = "token:" + hashlib.sha256(expected).hexdigest()[:32] if expected else None
 
     @web.middleware
     async def gate(request: web.Request, handler: Any) -> web.StreamResponse:
-        """Refuse `/api/*` and `/v1/*` without the configured bearer token, or over the
-        rate limit."""
+        """Refuse `/api/*` and `/v1/*` without the configured bearer token or a bot's own
+        (which pins the request to its bot), or over the rate limit."""
         if not request.path.startswith(_GATED):
             return await handler(request)
-        if expected is not None:
-            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-            # Headers are decoded with surrogateescape: bytes that are not UTF-8 round-trip.
-            presented = given.strip().encode("utf-8", "surrogateescape")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(presented, expected):
-                error = ApiError(
-                    "UNAUTHORIZED",
-                    "a valid bearer token is required",
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-                return _refused(request, error)
-        client = token_client or f"addr:{request.remote}"
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        # Headers are decoded with surrogateescape: bytes that are not UTF-8 round-trip.
+        presented = given.strip().encode("utf-8", "surrogateescape")
+        bearer = scheme.lower() == "bearer" and bool(presented)
+        client = None
+        if expected is not None and bearer and hmac.compare_digest(presented, expected):
+            client = token_client
+        elif bearer:  # a bot's own token? looked up by its digest, never compared plain
+            digest = api_token_digest(given.strip())
+            pinned = await bots.pinned(digest)
+            if pinned is not None:
+                request[PINNED_KEY] = pinned
+                client = "token:" + digest[:32]
+        if client is None and expected is not None:
+            error = ApiError(
+                "UNAUTHORIZED",
+                "a valid bearer token is required",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            return _refused(request, error)
+        client = client or f"addr:{request.remote}"
         wait = limiter.retry_after(client)
         if wait:
             error = ApiError(

@@ -49,12 +49,13 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiohttp import web
 
 from api.attachments import read_attachments
 from api.body_budget import BodyBudget, Reservation, server_busy
+from api.bots import BotEngines, OwnBotOnly, ServedBot, parse_bot, query_bot, served
 from api.config import ApiConfig
 from api.errors import (
     ApiError,
@@ -67,11 +68,12 @@ from api.errors import (
 from api.idempotency import HEADER, KeyStore, fingerprint, key_reused, parse_key
 from api.key_claims import Hold, claim
 from api.limits import Limits, read_body, refuse_declared_over
-from api.memory import API_PERSON_PREFIX, api_scope
+from api.memory import api_scope
 from api.responses import replay_answered, replayed_headers, response
 from api.round_tasks import Flight, Message, Relay, RoundTask, shielded
 from api.schemas import ChatRequest, SessionView, parse_chat_request
 from api.sse import EventStream
+from core.domain.api_keys import client_key, person_key
 from core.domain.attachments import Attachment
 from core.domain.errors import (
     AttachmentRefused,
@@ -90,7 +92,6 @@ from core.primitives.keyed_lock import KeyedLock
 from core.turns.engine import Engine
 from core.turns.follow_ups import unavailable_reason
 from core.turns.round_answers import user_message_text
-from core.turns.sessions import API_KEY_PREFIX
 from media.intake import Intake
 from telemetry.metrics import Metrics
 
@@ -111,12 +112,18 @@ class Asked:
     body: ChatRequest
     files: tuple[Attachment, ...]
     held: Reservation
+    bot: ServedBot
+    client: str  # who asked (`_client`), under the bot's scope (`client_key`)
     fingerprint: str | None = None
-    client: str | None = None  # who asked (`_client`)
+
+    def person(self) -> str | None:
+        """The request's `userId` as a person key of its bot, None without one."""
+        user_id = self.body.user_id
+        return None if user_id is None else person_key(user_id, self.bot.scope)
 
 
 class ChatEndpoints:
-    """The chat routes over one `Engine`."""
+    """The chat routes over the engine of the bot each request names (`api.bots`)."""
 
     def __init__(
         self,
@@ -128,8 +135,11 @@ class ChatEndpoints:
         keepalive_seconds: float = 15.0,
         locks: ChatLocks | None = None,
         intake: Intake | None = None,
+        bots: BotEngines | None = None,
     ) -> None:
-        self._engine = engine
+        """`engine` is the deployment's own bot's; `bots` serves the stored bots too
+        (None: the deployment's own bot alone)."""
+        self._bots: BotEngines = bots if bots is not None else OwnBotOnly(engine)
         self._metrics = metrics
         self._intake = intake  # None: requests with attachments are refused
         self._limits = Limits.of(config, intake)
@@ -174,24 +184,25 @@ class ChatEndpoints:
 
     async def session(self, request: web.Request) -> web.Response:
         """Read a session back: status, round, limit and messages."""
+        bot = await served(self._bots, request, query_bot(request))
         try:
             session_id = str(uuid.UUID(request.match_info["session_id"]))
-            consultation = await self._engine.sessions.get_session(session_id)
+            consultation = await bot.engine.sessions.get_session(session_id)
         except (ValueError, ConsultationError):
             raise ApiError("SESSION_NOT_FOUND", "session not found") from None
         view = SessionView.from_consultation(consultation)
         return json_response(view.model_dump(mode="json", by_alias=True))
 
-    def _remember(self, consultation_id: str) -> None:
+    def _remember(self, engine: Engine, consultation_id: str) -> None:
         """Keep a completed session's facts (client memory) in a task of its own, so the
         response never waits for it; `drain` waits for it on shutdown. Its failure is
         logged: the client's reply does not depend on it."""
-        if not self._engine.memories.enabled:
+        if not engine.memories.enabled:
             return
 
         async def remember() -> None:
             try:
-                await self._engine.memories.remember(consultation_id)
+                await engine.memories.remember(consultation_id)
             except Exception as exc:
                 log.warning("session %s not remembered: %s", consultation_id, exc)
 
@@ -229,7 +240,7 @@ class ChatEndpoints:
                 return round_task, False
             if self._keys is None:
                 raise ApiError("VALIDATION_ERROR", f"{HEADER}: not supported by this deployment")
-            flight = (_client(request), key)
+            flight = (asked.client, key)
             running = self._flights.get(flight)
             if running is not None:
                 if running.fingerprint != asked.fingerprint:
@@ -247,9 +258,13 @@ class ChatEndpoints:
     async def _parse(self, request: web.Request, held: Reservation, *, keyed: bool) -> Asked:
         """Read, validate and decode the request; the files' base64 is dropped once decoded."""
         body = parse_chat_request(await read_body(request, self._limits.max_body_bytes, held))
-        self._limits.check(body)
-        if body.user_id is not None and await self._engine.blocks.blocked(
-            API_PERSON_PREFIX + body.user_id
+        bot = await served(self._bots, request, parse_bot(body.bot))
+        limits = self._limits
+        if bot.scope:  # a stored bot's sessions choose among its own models
+            limits = replace(limits, models=frozenset(bot.engine.config.allowed_models))
+        limits.check(body)
+        if body.user_id is not None and await bot.engine.blocks.blocked(
+            person_key(body.user_id, bot.scope)
         ):
             raise ApiError("FORBIDDEN", "this user is blocked by the operator")
         try:
@@ -258,7 +273,8 @@ class ChatEndpoints:
             raise attachment_refused(exc) from None
         wanted = fingerprint(body) if keyed else None
         body = body.model_copy(update={"attachments": []})
-        return Asked(body, tuple(files), held, wanted, _client(request))
+        client = client_key(_client(request), bot.scope)
+        return Asked(body, tuple(files), held, bot, client, wanted)
 
     def _start(self, round_task: RoundTask, asked: Asked, flight: Flight | None) -> None:
         task = asyncio.create_task(self._run(round_task, asked, flight))
@@ -275,6 +291,7 @@ class ChatEndpoints:
         """The whole round task: claim its key, read its files, find or open the session, vet it,
         answer it, store the reply."""
         body = asked.body
+        engine = asked.bot.engine
         hold: Hold | None = None
         error: ApiError | None = None
         try:
@@ -284,22 +301,19 @@ class ChatEndpoints:
                 if hold is None:  # answered before: replayed
                     return
             stored = hold.session_id if hold is not None else None
-            payer = Payer(
-                person=None if body.user_id is None else API_PERSON_PREFIX + body.user_id,
-                client=asked.client,
-            )
+            payer = Payer(person=asked.person(), client=asked.client)
             if asked.files and stored is None and (body.follow_up or body.session_id is None):
                 # Before the files are read (a transcription, a document): a refused payer
                 # costs nothing. A round of a session under way is never refused.
                 stage = Stage.FOLLOW_UP if body.follow_up else Stage.START
-                await self._engine.quotas.require(payer, stage)
+                await engine.quotas.require(payer, stage)
             message = await self._read(asked)
             # Only the photos the model is still to see stay referenced.
             asked.held.shrink_to(sum(len(image.data) for image in message.images))
             if stored is not None:  # an earlier attempt with this key was not answered
                 session_id, new = stored, False
             elif body.session_id is None:
-                session_id, new = await self._open(body, message.text, hold, payer), True
+                session_id, new = await self._open(asked, message.text, hold, payer), True
             else:
                 session_id, new = body.session_id, False
             async with self._sessions.hold(SESSION_LOCK_PREFIX + session_id):
@@ -307,21 +321,21 @@ class ChatEndpoints:
                     hold is not None
                     and stored is not None
                     and await replay_answered(
-                        self._engine.sessions, hold, round_task, session_id, message
+                        engine.sessions, hold, round_task, session_id, message
                     )
                 ):
                     return
                 if not new:
-                    await self._vet(session_id, body, message, payer)
+                    await self._vet(engine, session_id, body, message, payer)
                 if hold is not None and stored is None:
                     await hold.attach(session_id)
                 round_task.session.set_result(session_id)
                 if message.read is not None and message.read.transcription is not None:
-                    await self._engine.figures.charge_transcription(
-                        API_KEY_PREFIX + session_id, message.read.transcription, payer=payer
+                    await engine.figures.charge_transcription(
+                        engine.sessions.key(session_id), message.read.transcription, payer=payer
                     )
                 await self._answer(
-                    round_task, session_id, message, hold, payer, follow_up=body.follow_up
+                    engine, round_task, session_id, message, hold, payer, follow_up=body.follow_up
                 )
         except ApiError as exc:
             error = exc
@@ -352,40 +366,42 @@ class ChatEndpoints:
         read = await self._intake.read(asked.body.message, files, owner=_reader_owner(asked))
         return Message(read.stored_text, read, answers)
 
-    async def _open(self, body: ChatRequest, text: str, hold: Hold | None, payer: Payer) -> str:
+    async def _open(self, asked: Asked, text: str, hold: Hold | None, payer: Payer) -> str:
         """Open the session (`QuotaExceeded` when `payer` may start none: nothing stored)."""
-        return await self._engine.sessions.open_session(
+        body = asked.body
+        return await asked.bot.engine.sessions.open_session(
             text,
             max_rounds=body.max_rounds or 1,
             system_prompt=body.system_prompt,
             options=body.options(),
             turn_id=hold.turn_id if hold is not None else None,
-            memory=None if body.user_id is None else api_scope(body.user_id),
+            memory=None if body.user_id is None else api_scope(body.user_id, asked.bot.scope),
             payer=payer,
         )
 
     async def _vet(
-        self, session_id: str, body: ChatRequest, message: Message, payer: Payer
+        self, engine: Engine, session_id: str, body: ChatRequest, message: Message, payer: Payer
     ) -> None:
         """Check an existing session can take this round and its answers answer the
         session's last questions (`AnswerInvalid`, `AnswerStale`); then re-limit it if
         asked. A follow-up instead needs a complete session that takes one
         (`FollowUpUnavailable`) and a payer within their quotas (`QuotaExceeded`)."""
         if body.follow_up:
-            found = await self._engine.sessions.get_session(session_id)
-            reason = unavailable_reason(found, now=time.time(), config=self._engine.config)
+            found = await engine.sessions.get_session(session_id)
+            reason = unavailable_reason(found, now=time.time(), config=engine.config)
             if reason is not None:
                 raise FollowUpUnavailable(reason, f"session {session_id}")
-            await self._engine.quotas.require(payer, Stage.FOLLOW_UP)
+            await engine.quotas.require(payer, Stage.FOLLOW_UP)
             return
-        consultation = await self._engine.sessions.check_session(session_id)
+        consultation = await engine.sessions.check_session(session_id)
         if message.answers:
             user_message_text(consultation, message.text, message.answers, author=None)
         if body.max_rounds is not None:
-            await self._engine.sessions.set_session_max_rounds(session_id, body.max_rounds)
+            await engine.sessions.set_session_max_rounds(session_id, body.max_rounds)
 
     async def _answer(
         self,
+        engine: Engine,
         round_task: RoundTask,
         session_id: str,
         message: Message,
@@ -401,8 +417,8 @@ class ChatEndpoints:
         turn_id = hold.turn_id if hold is not None else None
         try:
             if follow_up:
-                reply = await self._engine.turns.follow_up(
-                    API_KEY_PREFIX + session_id,
+                reply = await engine.turns.follow_up(
+                    engine.sessions.key(session_id),
                     message.text,
                     consultation_id=session_id,
                     images=message.images,
@@ -412,7 +428,7 @@ class ChatEndpoints:
                     payer=payer,
                 )
             else:
-                reply = await self._engine.sessions.continue_session(
+                reply = await engine.sessions.continue_session(
                     session_id,
                     message.text,
                     images=message.images,
@@ -424,9 +440,9 @@ class ChatEndpoints:
                 )
         except Exception as exc:
             raise _round_failure(exc, session_id) from None
-        self._metrics.record_reply(reply, source="api")
+        self._metrics.record_reply(reply, source="api", bot=engine.sessions.scope)
         if reply.completed_now:
-            self._remember(reply.consultation_id)
+            self._remember(engine, reply.consultation_id)
         body = response(reply, message.read)
         if hold is not None:
             try:
@@ -477,8 +493,7 @@ def _reader_owner(asked: Asked) -> str | None:
     """Whose share of the document readers the request's files are read in
     (`media.reader_shares`): the person (`api:<userId>`) when it names one, so one end
     user's costly files never hold up another's of the same API client; else the client."""
-    user_id = asked.body.user_id
-    return asked.client if user_id is None else API_PERSON_PREFIX + user_id
+    return asked.person() or asked.client
 
 
 def _client(request: web.Request) -> str:

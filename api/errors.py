@@ -37,6 +37,7 @@ STATUS: dict[str, int] = {
     "NOT_FOUND": 404,
     "SESSION_NOT_FOUND": 404,
     "FACT_NOT_FOUND": 404,
+    "BOT_NOT_FOUND": 404,
     "METHOD_NOT_ALLOWED": 405,
     "CONFLICT": 409,
     "ANSWER_STALE": 409,

@@ -3,7 +3,8 @@
 Invariants: any session, whatever its status, can be exported (reading it never changes
 it); the file is the session's transcript (`core.turns.transcript`) as Markdown or DOCX, sent
 as an attachment named after its title with safe characters only (the title itself,
-percent-encoded, as `filename*`); a format other than
+percent-encoded, as `filename*`); only a session of the bot `?bot=` names (`api.bots`) is
+found; a format other than
 `docx` or `md` is VALIDATION_ERROR, an unknown or malformed id SESSION_NOT_FOUND. A DOCX
 is built in a thread, so a long answer never holds up the event loop.
 
@@ -21,10 +22,10 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from api.bots import BotEngines, query_bot, served
 from api.errors import ApiError
 from core.domain.errors import ConsultationError
 from core.prompting.file_names import ascii_stem, readable_stem
-from core.turns.engine import Engine
 from core.turns.transcript import TranscriptLanguages, render_markdown, transcript_of
 from media.export_docx import MEDIA_TYPE, built_docx
 
@@ -37,8 +38,8 @@ MAX_ACCEPTED = 32
 class ExportEndpoint:
     """Serves a session's transcript as a file."""
 
-    def __init__(self, engine: Engine, languages: TranscriptLanguages) -> None:
-        self._engine = engine
+    def __init__(self, bots: BotEngines, languages: TranscriptLanguages) -> None:
+        self._bots = bots
         self._languages = languages
 
     async def export(self, request: web.Request) -> web.Response:
@@ -50,15 +51,16 @@ class ExportEndpoint:
         codes = self._languages.codes
         if asked is not None and offered_language(asked, codes) is None:
             raise ApiError("VALIDATION_ERROR", f"language: must be one of {', '.join(codes)}")
+        engine = (await served(self._bots, request, query_bot(request))).engine
         try:
             session_id = str(uuid.UUID(request.match_info["session_id"]))
-            consultation = await self._engine.sessions.get_session(session_id)
+            consultation = await engine.sessions.get_session(session_id)
         except (ValueError, ConsultationError):
             raise ApiError("SESSION_NOT_FOUND", "session not found") from None
         language = document_language(
             asked,
             request.headers.get("Accept-Language"),
-            self._engine.history.written_language(consultation),
+            engine.history.written_language(consultation),
             codes,
         )
         transcript = transcript_of(consultation, self._languages.labels(language))

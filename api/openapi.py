@@ -24,6 +24,7 @@ from api.errors import STATUS
 from api.idempotency import HEADER, MAX_KEY_LENGTH
 from api.openai_compat.openapi import openai_paths, openai_schemas
 from api.schemas import (
+    BOT_REF_PATTERN,
     MAX_USER_ID_CHARS,
     USER_ID_PATTERN,
     AnswerIn,
@@ -50,11 +51,22 @@ from core.domain.telegram_keys import MAX_SCOPE
 from media.intake import Intake
 
 _REF = "#/components/schemas/{model}"
+_BOT = {
+    "name": "bot",
+    "in": "query",
+    "required": False,
+    "description": "The bot whose session or user this is, as the request that made it "
+    "named it (`bot`): a stored bot's id or `@username`; without it (or 0) the deployment's "
+    "own bot. Another bot's session is 404 SESSION_NOT_FOUND, a bot not stored, removed or "
+    "disabled 404 BOT_NOT_FOUND.",
+    "schema": {"type": "string", "pattern": BOT_REF_PATTERN},
+}
 
 _CHAT_ERRORS = {
     400: "VALIDATION_ERROR, INVALID_MAX_ROUNDS, MAX_ROUNDS_EXCEEDED, DIALOG_COMPLETED",
     401: "UNAUTHORIZED (only when an API token is configured)",
-    404: "SESSION_NOT_FOUND, or FACT_NOT_FOUND (a user's fact to delete)",
+    404: "SESSION_NOT_FOUND, or FACT_NOT_FOUND (a user's fact to delete), or BOT_NOT_FOUND "
+    "(`bot` names no enabled bot; nothing was read or stored)",
     409: "CONFLICT: another request answered this round meanwhile (read the session), or "
     f"the request with this {HEADER} is still being answered (retry later); or "
     "ANSWER_STALE: `answers` were sent but the session's last reply asked no `questions` "
@@ -294,6 +306,7 @@ def build_openapi(
         "parameters": [
             {"name": "sessionId", "in": "path", "required": True,
              "schema": {"type": "string", "format": "uuid"}},
+            _BOT,
         ],
         "responses": {
             "200": _json("SessionView", "The session"),
@@ -305,6 +318,7 @@ def build_openapi(
         "parameters": [
             {"name": "sessionId", "in": "path", "required": True,
              "schema": {"type": "string", "format": "uuid"}},
+            _BOT,
             {"name": "format", "in": "query", "required": False,
              "schema": {"type": "string", "enum": ["docx", "md"], "default": "docx"}},
             {"name": "language", "in": "query", "required": False,
@@ -343,6 +357,7 @@ def build_openapi(
         "parameters": [
             {"name": "sessionId", "in": "path", "required": True,
              "schema": {"type": "string", "format": "uuid"}},
+            _BOT,
         ],
         "responses": {"204": {"description": "Deleted"}, **_errors(401, 404, 429)},
     }  # fmt: skip
@@ -359,18 +374,22 @@ def build_openapi(
     }
     memory = {
         "summary": "What the deployment remembers about a user (client memory), newest first",
-        "parameters": [user],
-        "responses": {"200": _json("MemoryView", "The user's facts"), **_errors(400, 401, 429)},
+        "parameters": [user, _BOT],
+        "responses": {
+            "200": _json("MemoryView", "The user's facts"),
+            **_errors(400, 401, 404, 429),
+        },
     }
     forget_memory = {
         "summary": "Forget a user: every remembered fact and their memory preferences",
-        "parameters": [user],
-        "responses": {"204": {"description": "Deleted"}, **_errors(400, 401, 429)},
+        "parameters": [user, _BOT],
+        "responses": {"204": {"description": "Deleted"}, **_errors(400, 401, 404, 429)},
     }
     forget_fact = {
         "summary": "Delete one remembered fact of a user",
         "parameters": [
             user,
+            _BOT,
             {
                 "name": "factId",
                 "in": "path",
@@ -394,9 +413,10 @@ def build_openapi(
              "description": "Also the figures of the last `days` UTC days (`lastDays`)",
              "schema": {"type": "integer", "minimum": 1, "maximum": MAX_DAYS}},
             {"name": "bot", "in": "query", "required": False,
-             "description": "Only the figures of one bot: 0 the deployment's own "
-             "(TELEGRAM_BOT_TOKEN), N the bots table's bot N; without it every "
-             "consultation's, the API's and the terminal's included",
+             "description": "Only the figures of one bot, its Telegram chats' and its "
+             "API sessions' (those that named it in `bot`): 0 the deployment's own "
+             "(TELEGRAM_BOT_TOKEN, and the API without `bot`), N the bots table's bot N; "
+             "without it every consultation's, the terminal's included",
              "schema": {"type": "integer", "minimum": 0, "maximum": MAX_SCOPE}},
         ],
         "responses": {"200": _json("StatsResponse", "The figures"), **_errors(400, 401, 429)},

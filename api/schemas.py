@@ -42,6 +42,7 @@ from core.domain.facts import Fact
 from core.domain.knowledge_sources import KnowledgeSource
 from core.domain.outcomes import Notice, Reply
 from core.domain.quotas import Limit
+from core.domain.telegram_keys import MAX_SCOPE
 from core.domain.tools import ToolUse
 
 _CAMEL = ConfigDict(alias_generator=to_camel, validate_by_alias=True, serialize_by_alias=True)
@@ -50,6 +51,9 @@ _CAMEL = ConfigDict(alias_generator=to_camel, validate_by_alias=True, serialize_
 USER_ID_PATTERN = r"^[A-Za-z0-9_.:@-]+$"
 MAX_USER_ID_CHARS = 64
 USER_ID = re.compile(USER_ID_PATTERN)
+
+BOT_REF_PATTERN = r"^(0|[1-9][0-9]{0,18}|@[A-Za-z0-9_]{1,64})$"
+"""A bot as a request names it in a string: its id in digits, or `@username` (`api.bots`)."""
 
 UUID_PATTERN = "^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
 """The UUID form the API takes (what the document's pattern says, exactly)."""
@@ -229,6 +233,19 @@ class ChatRequest(BaseModel):
         "client memory for this user (durable facts stated in completed sessions, offered "
         "to their later sessions; see `/api/users/{userId}/memory`). Without it nothing is "
         "remembered. Ignored when continuing a session.",
+    )
+    bot: (
+        Annotated[int, Field(ge=0, le=MAX_SCOPE)]
+        | Annotated[str, Field(pattern=BOT_REF_PATTERN)]
+        | None
+    ) = Field(
+        None,
+        description="The bot this request is for: a stored bot's id or `@username` "
+        "(`consultation-bot bots list`); absent or 0: the deployment's own bot. The session "
+        "runs with that bot's role or instruction, rounds, model and limits, and belongs to "
+        "it: its `sessionId`, the `userId`'s memory and quotas and the `Idempotency-Key` "
+        "are that bot's alone (read the session back with `?bot=`). A bot not stored, "
+        "removed or disabled is 404 BOT_NOT_FOUND; nothing is stored.",
     )
     follow_up: bool = Field(
         False,

@@ -1,9 +1,14 @@
 """`GET /api/stats`: the operator's figures (`core.domain.stats`) as JSON — today and the last 7
 UTC days, and with `?days=N` the last N days too (`days=30`: about a month), each with its
-tool calls by tool (`toolCalls`); with `?bot=N` only the figures of the bot of scope N
-(`core.domain.telegram_keys`); when any bot sells plans in Stars, or payments or active plans
+tool calls by tool (`toolCalls`); with `?bot=N` only the figures of the bot of scope N,
+its Telegram chats' and its API sessions' (`core.domain.telegram_keys`,
+`core.domain.api_keys`); when any bot sells plans in Stars, or payments or active plans
 exist, `sales`: the Stars per UTC day over the last 7 days (or `days`) and the plans active
-now (every bot's, or with `?bot=N` that bot's).
+now (every bot's, or with `?bot=N` that bot's). A request bearing a bot's own API token
+gets that bot's figures, without `sales`.
+
+A request pinned to a bot by its API token (`api.bots`) reads that bot's figures only: no
+`bot` is that bot, another is FORBIDDEN, and no `sales` (every bot's) are given.
 
 Invariants: `days` and `bot` are read strictly (an integer 1–`MAX_DAYS`, 0–`MAX_SCOPE`, in
 plain digits, given at most once; anything else is VALIDATION_ERROR and nothing is read);
@@ -17,6 +22,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from api.bots import PINNED_KEY, forbidden
 from api.errors import ApiError, json_response
 from core.domain.stats import MAX_DAYS, ROUNDS_TAIL, Stats
 from core.domain.telegram_keys import MAX_SCOPE
@@ -192,11 +198,16 @@ class StatsEndpoint:
         """The figures of today and the last 7 days (and `days`): 200, or VALIDATION_ERROR."""
         days = _days(request)
         bot = _bot(request)
+        pinned = request.get(PINNED_KEY)
+        if pinned is not None:
+            if bot not in (None, pinned):
+                raise forbidden(pinned)
+            bot = pinned
         today = await self._figures.stats(1, scope=bot)
         week = await self._figures.stats(WEEK, scope=bot)
         sales = None
         sold = None
-        if self._stars is not None:
+        if self._stars is not None and pinned is None:
             sold = await self._stars.figures(WEEK if days is None else days, scope=bot)
         if sold is not None:
             sales = SalesOut(

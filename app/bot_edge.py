@@ -90,7 +90,7 @@ def inbox_worker(
         await application.process_update(update)
 
     async def given_up(payload: str, parsed: Update | None, reason: str) -> None:
-        runtime.metrics.record_given_up(reason)
+        runtime.metrics.record_given_up(reason, bot=scope)
         update = parsed or Update.de_json(json.loads(payload), application.bot)
         await give_up(application.bot, engine or runtime.engine, update, scope)
 

@@ -8,7 +8,7 @@ control, per-chat order, rate limits and HTTP pool are its own.
 Invariants:
 - a bot's `BotProfile` replaces the deployment's role (or gives an instruction of its own),
   rounds (at most MAX_ROUNDS_LIMIT), model and models, limits and plans; what it does not
-  set falls back (`bot_settings`, `BotPlan.plans`);
+  set falls back (`app.bot_engines.bot_settings`, `BotPlan.plans`);
 - a bot sells its plans (its own, else PLANS) with its own token: /plans, invoices,
   pre-checkout answers, receipts and /refund are its Application's, its buyers are its
   people (`tg<n>:`), and their plans' limits and models apply in its engine only
@@ -55,6 +55,7 @@ from app.bot_edge import (
     set_menus,
     shared_state,
 )
+from app.bot_engines import bot_settings, engine_defaults
 from app.runtime import Runtime
 from app.settings import Settings
 from bot.app import build_application
@@ -98,33 +99,6 @@ def bot_webhook_url(webhook_url: str, scope: int) -> str:
     return f"{parts.scheme}://{parts.netloc}{WEBHOOK_PREFIX}/{scope}"
 
 
-def bot_settings(settings: Settings, profile: BotProfile) -> Settings:
-    """The deployment's settings with what `profile` sets in their place (the instruction
-    goes in `engine_config`, having no setting of its own). Models set without a model: the
-    deployment's LLM_MODEL when they name it, else their first."""
-    update: dict[str, object] = {}
-    if profile.role is not None:
-        update["default_role"] = profile.role
-    if profile.rounds is not None:
-        update["default_max_rounds"] = min(profile.rounds, settings.max_rounds_limit)
-    if profile.models:
-        update["llm_models"] = profile.models
-        if profile.model is None and settings.llm_model not in profile.models:
-            update["llm_model"] = profile.models[0]
-    if profile.model is not None:
-        update["llm_model"] = profile.model
-    limits = profile.limits
-    for setting, value in (
-        ("user_daily_token_limit", limits.daily_tokens),
-        ("user_monthly_token_limit", limits.monthly_tokens),
-        ("user_daily_consultation_limit", limits.daily_consultations),
-        ("user_rate_limit_per_minute", limits.messages_per_minute),
-    ):
-        if value is not None:
-            update[setting] = value
-    return settings.model_copy(update=update)
-
-
 @dataclass(frozen=True, slots=True)
 class BotPlan:
     """What one stored bot runs with: its Telegram edge, its engine's and quotas' defaults."""
@@ -137,19 +111,6 @@ class BotPlan:
     webhook_url: str | None = None  # with WEBHOOK_URL: its own (`bot_webhook_url`)
     webhook_secret: str | None = None
     plans: tuple[Plan, ...] = ()  # what it sells: its own, else the deployment's PLANS
-
-
-def engine_defaults(
-    settings: Settings, profile: BotProfile
-) -> tuple[EngineConfig, QuotaConfig, tuple[Plan, ...]]:
-    """A stored bot's engine and quota defaults and the plans it sells (its own, else
-    PLANS): what its engine runs with here, and what the console reads its people by."""
-    own = bot_settings(settings, profile)
-    plans = settings.plan_list() if profile.plans is None else profile.plans
-    engine = own.engine_config()
-    if profile.instruction is not None:
-        engine = dataclasses.replace(engine, default_instruction=profile.instruction)
-    return engine, own.quota_config(), plans
 
 
 def plan_for(settings: Settings, bot: StoredBot, token: str) -> BotPlan:
@@ -203,16 +164,18 @@ class FleetBot:
         config = plan.config
         if runtime.inbox is not None:
             config = dataclasses.replace(config, external_updates=True)
-        self.engine = runtime.engine_for(plan.engine, plan.quotas)
+        self.engine = runtime.engine_for(plan.engine, plan.quotas, plan.scope)
         self.sales = runtime.sales_for(plan.plans, self.engine)
         self.application: Application = build_application(
             config,
             self.engine,
-            on_reply=lambda reply: runtime.metrics.record_reply(reply, source="telegram"),
+            on_reply=lambda reply: runtime.metrics.record_reply(
+                reply, source="telegram", bot=plan.scope
+            ),
             shared=shared_state(runtime, config),
             intake=runtime.intake,
             turn_intake=runtime.turn_intake,
-            on_given_up=runtime.metrics.record_given_up,
+            on_given_up=lambda reason: runtime.metrics.record_given_up(reason, bot=plan.scope),
             knowledge=operator_knowledge(runtime),
             sales=self.sales,
             stars=runtime.stars,

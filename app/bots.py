@@ -12,7 +12,10 @@ Invariants:
 - settings are parsed strictly (`core.domain.bots.parse_profile`); a role must be one of
   the prompt library's, a language one of the complete interface languages, and so must
   every language a plan's title or description is given in (`plans`, as PLANS);
-- BOT names a bot by its id or `@username`, among the bots not removed.
+- BOT names a bot by its id or `@username`, among the bots not removed;
+- a bot's API token (`set_api_token`) is stored as its SHA-256 only, never shown or logged
+  (it is redacted from the logs as soon as it is read); it is refused when it is
+  API_TOKEN or another bot's, changing nothing.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from app.bot_secrets import TokenBox, TokenUnreadable, no_secret_key, tail_of
 from app.logs import redact_also
 from app.settings import Settings
 from core.domain.bots import (
+    API_TOKEN_SHAPE,
     BotExists,
     BotProfile,
     BotRefused,
     NewBot,
     ProfileInvalid,
     StoredBot,
+    api_token_digest,
     changed_profile,
     check_label,
 )
@@ -122,10 +127,13 @@ class BotKeeper:
         languages: Collection[str],
         clock: Callable[[], float] = time.time,
         forget_bot: Callable[[int], Awaitable[int]] | None = None,
+        api_token: str | None = None,
     ) -> None:
         """`forget_bot` deletes what a bot's scope stored (the store's `forget_bot`);
-        without it `forget_data` refuses."""
+        without it `forget_data` refuses. `api_token` is the deployment's API_TOKEN (no
+        bot may have it)."""
         self._registry = registry
+        self._api_token = api_token
         self._forget_bot = forget_bot
         self._secret_key = secret_key
         self._api_base_url = api_base_url
@@ -181,6 +189,32 @@ class BotKeeper:
         return await self._update(
             bot, profile=profile, label=None if label is None else self._label(label)
         )
+
+    async def set_api_token(self, ref: str, token: str) -> StoredBot:
+        """Give the bot `ref` names `token` as its own HTTP API token (an empty one: take
+        its token away); `BotRefused` changing nothing for a token of another shape,
+        API_TOKEN itself or another bot's."""
+        token = token.strip()
+        if token:
+            redact_also(token)
+        bot = await self.find(ref)
+        if token and not API_TOKEN_SHAPE.fullmatch(token):
+            raise BotRefused(
+                "api_token: 32 to 256 letters, digits or . _ ~ + / = - (`openssl rand -hex "
+                "32` makes one); nothing was changed"
+            )
+        if token and self._api_token and token == self._api_token:
+            raise BotRefused("api_token: that is API_TOKEN, the operator's; nothing was changed")
+        digest = api_token_digest(token) if token else None
+        try:
+            updated = await self._registry.set_bot_api_token(bot.id, digest, at=self._clock())
+        except BotExists as other:
+            raise BotRefused(
+                f"api_token: {other.existing.handle} has that token; nothing was changed"
+            ) from None
+        if updated is None:
+            raise BotRefused(f"bot #{bot.id} {bot.handle} was removed meanwhile")
+        return updated
 
     async def enable(self, ref: str, enabled: bool) -> StoredBot:
         return await self._update(await self.find(ref), enabled=enabled)
@@ -288,4 +322,5 @@ def keeper_for(
         roles=frozenset(PromptLibrary(settings.prompts_dir).roles()),
         languages=LANGUAGES,
         forget_bot=forget_bot,
+        api_token=settings.secret("api_token"),
     )

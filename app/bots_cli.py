@@ -6,12 +6,15 @@ checks the token with Telegram's getMe and stores the bot under its @username, i
 encrypted with SECRET_KEY; `--role NAME` or `--instruction TEXT`, `--rounds N`, `--model M`,
 `--models a,b`, `--language xx` replace the deployment's defaults for it, `--name LABEL`
 names it for the operator. `list` prints each bot (id, @username, label, enabled, settings,
-the token's last four characters); `set BOT key=value...` changes settings (an empty value
-falls back to the deployment's); BOT is an id or `@username`. `remove BOT` stops the bot
-(every bot process stops serving it within seconds) and keeps its row and id; what it stored
-(consultations, chat settings, memory, usage, …: `forget_bot` of its scope) is deleted at
-once, unless `--keep-data`. The exit code is 1 when Telegram or the
-checks refused (nothing was changed), 2 for a wrong command or setting.
+the token's last four characters, whether it has an API token); `set BOT key=value...`
+changes settings (an empty value falls back to the deployment's), and `api_token=-` gives
+the bot an HTTP API token of its own read from standard input (`api_token=` takes it
+away; the token is stored hashed and never printed); BOT is an id or `@username`.
+`remove BOT` stops the bot (every bot process stops serving it within seconds) and keeps
+its row and id; what it stored (consultations, chat settings, memory, usage, …:
+`forget_bot` of its scope) is deleted at once, unless `--keep-data`. The exit code is 1
+when Telegram or the checks refused (nothing was changed), 2 for a wrong command or
+setting.
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from app.bot_secrets import shown_tail
 from app.bots import keeper_for
 from app.settings import Settings
 from app.stores import open_store
-from core.domain.bots import SETTABLE, BotRefused, ProfileInvalid, StoredBot, profile_options
+from core.domain.bots import (
+    API_TOKEN_KEY,
+    SETTABLE,
+    BotRefused,
+    ProfileInvalid,
+    StoredBot,
+    profile_options,
+)
 
 EXIT_FAILED = 1
 
@@ -47,7 +57,9 @@ def parser() -> argparse.ArgumentParser:
     add.add_argument("--language", default=None, help="its interface language, e.g. de")
     add.add_argument("--name", default="", help="a label for the operator")
     commands.add_parser("list", help="the bots added")
-    change = commands.add_parser("set", help=f"change settings: {', '.join(SETTABLE)}")
+    change = commands.add_parser(
+        "set", help=f"change settings: {', '.join((*SETTABLE, API_TOKEN_KEY))}"
+    )
     change.add_argument("bot", metavar="BOT", help="an id or @username")
     change.add_argument("changes", nargs="+", metavar="KEY=VALUE")
     for name, what in (("enable", "serve the bot again"), ("disable", "stop serving the bot")):
@@ -84,7 +96,13 @@ async def run_bots(settings: Settings, arguments: argparse.Namespace) -> int:
                 print(f"added {line_of(bot)}")
                 return 0
             if arguments.command == "set":
-                bot = await keeper.change(arguments.bot, changes_of(arguments.changes))
+                changes = changes_of(arguments.changes)
+                api_token = changes.pop(API_TOKEN_KEY, None)
+                if changes or api_token is None:
+                    bot = await keeper.change(arguments.bot, changes)
+                if api_token is not None:
+                    token = sys.stdin.readline() if api_token == "-" else api_token
+                    bot = await keeper.set_api_token(arguments.bot, token)
                 print(f"changed {line_of(bot)}")
                 return 0
             if arguments.command in ("enable", "disable"):
@@ -134,5 +152,6 @@ def line_of(bot: StoredBot) -> str:
     added = time.strftime("%Y-%m-%d %H:%M", time.gmtime(bot.created_at))
     return (
         f"#{bot.id}  {bot.handle}{label}  {state}  {bot.profile.shown()}"
-        f"  token {shown_tail(bot.token_tail)}  added {added} UTC"
+        f"  token {shown_tail(bot.token_tail)}{'  api token set' * bool(bot.api_token_hash)}"
+        f"  added {added} UTC"
     )

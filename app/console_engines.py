@@ -4,7 +4,7 @@ their page shows them, not the deployment's.
 
 Invariant: one engine per stored bot in this process, built on the runtime
 (`Runtime.engine_for`, `Runtime.sales_for`) from the bot's profile as the bot process
-builds it (`app.bot_fleet.engine_defaults`) and built again when the profile changed; a
+builds it (`app.bot_engines.engine_defaults`) and built again when the profile changed; a
 bot not stored (or removed) has none (None), and nothing is built for it.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.bot_engines import engine_defaults
 from core.domain.bots import BotProfile
 from core.turns.engine import Engine
 from core.turns.plan_sales import PlanSales
@@ -34,10 +35,8 @@ class ConsoleEngines:
         built = self._built.get(scope)
         if built is not None and built[0] == bot.profile:
             return built[1], built[2]
-        from app.bot_fleet import engine_defaults  # PTB loads only for a stored bot's person
-
         config, quotas, plans = engine_defaults(self._runtime.settings, bot.profile)
-        engine = self._runtime.engine_for(config, quotas)
+        engine = self._runtime.engine_for(config, quotas, scope)
         sales = self._runtime.sales_for(plans, engine)
         self._built[scope] = (bot.profile, engine, sales)
         return engine, sales

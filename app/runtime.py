@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -110,19 +111,20 @@ class Runtime:
     sales: PlanSales | None = None  # the plans PLANS sells in Stars (None: nothing is sold)
     stars: StarsFigures | None = None  # every bot's Stars figures (/stats, the API, console)
     # Builds an engine as `engine` is built, with other defaults (`engine_for`).
-    make_engine: Callable[[EngineConfig, QuotaConfig], Engine] | None = None
+    make_engine: Callable[[EngineConfig, QuotaConfig, int], Engine] | None = None
     # Sells plans in an engine as `sales` sells PLANS (`sales_for`).
     make_sales: Callable[[tuple[Plan, ...], Engine], PlanSales | None] | None = None
     # A few turns at a time between arrival and model call, for every bot of the process.
     turn_intake: IntakeGate = field(default_factory=IntakeGate)
 
-    def engine_for(self, config: EngineConfig, quotas: QuotaConfig) -> Engine:
+    def engine_for(self, config: EngineConfig, quotas: QuotaConfig, scope: int) -> Engine:
         """An engine on this runtime's store, model clients, prompts, knowledge, tools and
         metrics, with `config`'s and `quotas`' defaults in place of the deployment's (a
-        stored bot's, `app.bot_fleet`); its own chat locks, as its chat keys are its own;
-        no one holds a plan in it until plans are sold there (`sales_for`)."""
+        stored bot's, `app.bot_fleet`, whose id is `scope`); its own chat locks, as its
+        chat keys (its API sessions' among them) are its own; no one holds a plan in it
+        until plans are sold there (`sales_for`)."""
         assert self.make_engine is not None, "open_runtime sets it"
-        return self.make_engine(config, quotas)
+        return self.make_engine(config, quotas, scope)
 
     def sales_for(self, plans: tuple[Plan, ...], engine: Engine) -> PlanSales | None:
         """`plans` sold in `engine` (a stored bot's, `app.bot_fleet`): the books in this
@@ -231,7 +233,7 @@ async def open_runtime(
         if wrap_bot_model is not None:
             bot_completer = wrap_bot_model(bot_completer)
 
-        def make_engine(config: EngineConfig, quotas: QuotaConfig) -> Engine:
+        def make_engine(config: EngineConfig, quotas: QuotaConfig, scope: int = 0) -> Engine:
             built = build_engine(
                 store,
                 bot_completer,
@@ -240,10 +242,11 @@ async def open_runtime(
                 locks=KeyedLock(),
                 accounting=accounting,
                 quotas=quotas,
-                on_quota=metrics.record_quota_refusal,
+                on_quota=functools.partial(metrics.record_quota_refusal, bot=scope),
                 clock=clock,
                 knowledge=knowledge if knowledge is not None else stored_knowledge.knowledge,
                 toolbox=toolbox,
+                scope=scope,
             )
             return built
 

@@ -11,6 +11,7 @@ import logging
 
 from api.app import start_web_server
 from app.admin_mount import console_mounts
+from app.api_bots import ApiBots
 from app.runtime import check_model_endpoint, open_runtime
 from app.settings import Settings
 from app.startup import cannot_listen, stop_on_signals
@@ -36,6 +37,7 @@ async def serve_api(settings: Settings) -> int:
                 mounts=console_mounts(settings, runtime),
                 tool_statuses=runtime.tool_statuses,
                 stars=runtime.stars,
+                bots=ApiBots(runtime),
             )
         except OSError as exc:
             raise cannot_listen(config.host, config.port, exc) from None

@@ -72,6 +72,7 @@ async def run_bot(settings: Settings) -> int:
             knowledge=operator_knowledge(runtime),
             sales=runtime.sales,
             stars=runtime.stars,
+            bots=runtime.store.bots.bots,
         )
         try:
             await initialize_with_retries(application)
@@ -201,6 +202,7 @@ async def start_web(
     health and metrics, the console, and `routes` (the stored bots' webhooks)."""
     from api.app import start_web_server
     from app.admin_mount import console_mounts
+    from app.api_bots import ApiBots
 
     config = settings.api_config()
     try:
@@ -218,6 +220,7 @@ async def start_web(
             mounts=[*console_mounts(settings, runtime), *routes],
             tool_statuses=runtime.tool_statuses,
             stars=runtime.stars,
+            bots=ApiBots(runtime),
         )
     except OSError as exc:
         raise cannot_listen(config.host, config.port, exc) from None

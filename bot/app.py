@@ -39,7 +39,7 @@ from bot.commands.model_choice import CHOOSE_MODEL, ModelChoice
 from bot.commands.plans import BUY, PlanCommands, sells_plans
 from bot.commands.quota import QuotaCommand
 from bot.commands.round_presses import RoundPresses
-from bot.commands.stats import StatsCommand
+from bot.commands.stats import StatsCommand, StoredBots
 from bot.commands.turns import TurnRunner
 from bot.commands.usage import UsageCommand
 from bot.handlers import Handlers
@@ -82,6 +82,7 @@ def build_application(
     sales: PlanSales | None = None,
     turn_intake: IntakeGate | None = None,
     stars: StarsFigures | None = None,
+    bots: StoredBots | None = None,
 ) -> Application:
     """The Application; `on_reply` sees every reply produced (metrics); `shared` is the
     state kept between updates (this process's memory unless given); `intake` reads the
@@ -90,9 +91,10 @@ def build_application(
     what the operators' /knowledge manages (without it the bot has no such command);
     `sales` the plans sold in Stars (without it: /plans, /refund, /cancelsub, /resumesub,
     /paysupport, /terms and payments are not handled); `stars` the figures of plans sold
-    in Stars, which an operator's /stats ends with; `turn_intake` lets a few updates at a
-    time from arrival to their model call (the process's gate, one for all its bots; None: no
-    gate)."""
+    in Stars, which an operator's /stats ends with; `bots` the bots stored besides the
+    deployment's own (the deployment's bot's /stats lists each; None: none); `turn_intake`
+    lets a few updates at a time from arrival to their model call (the process's gate, one
+    for all its bots; None: no gate)."""
 
     async def past_deadline(update: Update) -> None:
         if on_given_up is not None:
@@ -142,6 +144,7 @@ def build_application(
         knowledge=knowledge,
         sales=sales,
         stars=stars,
+        bots=bots,
     )
     return application
 
@@ -157,6 +160,7 @@ def register(
     knowledge: OperatorKnowledge | None = None,
     sales: PlanSales | None = None,
     stars: StarsFigures | None = None,
+    bots: StoredBots | None = None,
 ) -> None:
     """Wire the handlers: one turn runner and one `say` shared by all."""
     bot = application.bot
@@ -208,7 +212,7 @@ def register(
     quota = QuotaCommand(
         engine.quotas, say=say, refuse=handlers.refuse, admin_user_ids=config.admin_user_ids
     )
-    stats = StatsCommand(engine.figures, config, say=say, stars=stars)
+    stats = StatsCommand(engine.figures, config, say=say, stars=stars, bots=bots)
     plans = (
         None
         if sales is None

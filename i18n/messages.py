@@ -426,6 +426,10 @@ MESSAGES: dict[str, str | Plural] = {
     "stats_models": N_("Tokens and cost by model:"),
     "stats_model": N_("• {model}: {prompt} in, {completion} out, {cost}"),
     "stats_total": N_("Total: {prompt} in, {completion} out, {cost}"),
+    "stats_by_bot": N_("By bot, last {days} days:"),
+    "stats_this_bot": N_("this bot"),
+    "stats_bot": N_("• {bot}: {started} started, {completed} completed, {cost}"),
+    "stats_more_bots": N_("…and {count} more: the web console's dashboard lists every bot"),
     "stats_no_calls": N_("No model calls."),
     # Every chat's tool calls in the period, by tool: {tools} is a list as /usage shows it.
     "stats_tools": N_("Tool calls: {tools}"),

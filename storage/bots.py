@@ -29,7 +29,7 @@ def profile_of(text: str | None) -> BotProfile:
 def bot_from_row(row: Sequence[Any]) -> StoredBot:
     """A row of `storage.statements.bots.BOT_COLUMNS`."""
     (id_, telegram_id, username, label, cipher, tail, enabled, settings) = row[:8]
-    created_at, updated_at, removed_at = row[8:11]
+    created_at, updated_at, removed_at, api_token_hash = row[8:12]
     return StoredBot(
         id=int(id_),
         telegram_id=int(telegram_id),
@@ -42,4 +42,5 @@ def bot_from_row(row: Sequence[Any]) -> StoredBot:
         created_at=float(created_at),
         updated_at=float(updated_at),
         removed_at=None if removed_at is None else float(removed_at),
+        api_token_hash=None if api_token_hash is None else str(api_token_hash),
     )

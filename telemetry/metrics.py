@@ -5,6 +5,13 @@ Invariant: every metric lives in the `CollectorRegistry` of one `Metrics` object
 benchmark in one process — never clash. Label values come from fixed sets (route
 templates, error kinds), never from user input, so the series count stays bounded.
 
+What one bot does — rounds answered, consultations completed, turns a quota refused,
+updates given up — carries a `bot` label: "0" for the deployment's own bot
+(TELEGRAM_BOT_TOKEN, and the API without `bot`), else the stored bot's id (`bot_label`).
+Only the callers that serve a stored bot pass its id, so the label takes the ids of the
+bots stored, never a value a request chose; summing over `bot` gives the deployment's
+total, as the metric did before it had the label.
+
 Tool calls are counted by tool and outcome from each reply's `tool_uses`: the tool label
 is a name the deployment's tools have (`name_tools_from`, the names of the configured
 servers' tools), else "unknown" — a name the model invented, or a tool whose server went
@@ -52,6 +59,13 @@ ToolNames = Callable[[], Collection[str]]
 """The names (`<server>__<tool>`) of the tools the deployment offers now."""
 
 
+def bot_label(scope: int) -> str:
+    """The `bot` label of a bot's scope: its id in plain digits ("0": the deployment's own)."""
+    if isinstance(scope, bool) or not isinstance(scope, int) or scope < 0:
+        raise ValueError(f"a bot's scope is a whole number, not {scope!r}")
+    return str(scope)
+
+
 class Metrics:
     """The counters and histograms; `render` produces the exposition text."""
 
@@ -67,12 +81,13 @@ class Metrics:
             ["route"], namespace=NAMESPACE, registry=r, buckets=MODEL_BUCKETS,
         )  # fmt: skip
         self.rounds = Counter(
-            "rounds_answered", "Rounds answered (a reply stored), by source and finality.",
-            ["source", "final"], namespace=NAMESPACE, registry=r,
+            "rounds_answered", "Rounds answered (a reply stored), by source, finality and bot.",
+            ["source", "final", "bot"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
         self.completed = Counter(
-            "consultations_completed", "Consultations that reached their final answer.",
-            ["source"], namespace=NAMESPACE, registry=r,
+            "consultations_completed", "Consultations that reached their final answer, by "
+            "source and bot.",
+            ["source", "bot"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
         self.model_latency = Histogram(
             "model_request_duration_seconds", "Duration of one model call (whole stream).",
@@ -102,8 +117,9 @@ class Metrics:
         )  # fmt: skip
 
         self.quota_refusals = Counter(
-            "quota_refusals", "Turns refused by a quota before the model was called, by limit.",
-            ["limit"], namespace=NAMESPACE, registry=r,
+            "quota_refusals", "Turns refused by a quota before the model was called, by limit "
+            "and bot.",
+            ["limit", "bot"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
 
         self.payments = Counter(
@@ -136,9 +152,9 @@ class Metrics:
             namespace=NAMESPACE, registry=r, buckets=CLAIM_BUCKETS,
         )  # fmt: skip
         self.dead_letters = Counter(
-            "dead_letters", "Updates given up, by reason (attempts, deadline, error); with "
-            "DATABASE_URL each is kept in the dead_letters table.",
-            ["reason"], namespace=NAMESPACE, registry=r,
+            "dead_letters", "Updates given up, by reason (attempts, deadline, error) and bot; "
+            "with DATABASE_URL each is kept in the dead_letters table.",
+            ["reason", "bot"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
         self.tool_calls = Counter(
             "tool_calls", "Tool calls run for replies, by tool (\"unknown\": a name the "
@@ -168,11 +184,13 @@ class Metrics:
         """Read the inbox depth from `source` at every scrape (set once the inbox exists)."""
         self._depth_source = source
 
-    def record_reply(self, reply: Reply, *, source: str = "api") -> None:
-        """Count one answered round (call it from the bot too, with source="telegram")."""
-        self.labelled(self.rounds, source, "true" if reply.is_final else "false").inc()
+    def record_reply(self, reply: Reply, *, source: str = "api", bot: int = 0) -> None:
+        """Count one answered round of the bot of scope `bot` (call it from the bot too,
+        with source="telegram")."""
+        label = bot_label(bot)
+        self.labelled(self.rounds, source, "true" if reply.is_final else "false", label).inc()
         if reply.is_complete:
-            self.labelled(self.completed, source).inc()
+            self.labelled(self.completed, source, label).inc()
 
         if not reply.replayed:
             for use in reply.tool_uses:
@@ -210,9 +228,10 @@ class Metrics:
         output.inc(charge.usage.completion_tokens)
         self.labelled(self.charged_cost, model, kind).inc(charge.cost)
 
-    def record_quota_refusal(self, limit: Limit) -> None:
-        """Count a turn a quota refused (`core.domain.quotas.Limit`: a fixed set of labels)."""
-        self.labelled(self.quota_refusals, limit.value).inc()
+    def record_quota_refusal(self, limit: Limit, *, bot: int = 0) -> None:
+        """Count a turn of the bot of scope `bot` a quota refused (`core.domain.quotas.Limit`:
+        a fixed set of labels)."""
+        self.labelled(self.quota_refusals, limit.value, bot_label(bot)).inc()
 
     def record_payment(self, plan: str, stars: int) -> None:
         """Count a payment kept once (`plan`: a plan of PLANS, or "none": a fixed set)."""
@@ -226,9 +245,10 @@ class Metrics:
         """Count a refused pre-checkout (`core.domain.payments.CheckoutRefusal`: fixed)."""
         self.labelled(self.checkouts_refused, reason).inc()
 
-    def record_given_up(self, reason: str) -> None:
-        """Count an update given up ("attempts", "deadline" or "error")."""
-        self.dead_letters.labels(reason=reason).inc()
+    def record_given_up(self, reason: str, *, bot: int = 0) -> None:
+        """Count an update of the bot of scope `bot` given up ("attempts", "deadline" or
+        "error")."""
+        self.dead_letters.labels(reason=reason, bot=bot_label(bot)).inc()
 
     def record_request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.http_requests.labels(route=route, method=method, status=str(status)).inc()

@@ -22,6 +22,7 @@ from aiohttp.web_runner import BaseRunner
 from api.app import ToolStatuses, build_web_app
 from api.server import ApiRunner, ReadTimeouts, read_timeouts
 from api.webhook import TelegramApp
+from app.api_bots import ApiBots
 from app.runtime import BOT_MODEL, open_runtime
 from app.settings import Settings, load_settings
 from core.domain.knowledge import KnowledgeSearch
@@ -158,6 +159,7 @@ async def running_api(
             loops=runtime.loops,
             tool_statuses=runtime.tool_statuses if tool_statuses is None else tool_statuses,
             stars=runtime.stars,
+            bots=ApiBots(runtime),
         )
         arrivals = Arrivals()
         app.middlewares.insert(0, arrivals.middleware)

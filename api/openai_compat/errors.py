@@ -45,6 +45,7 @@ _TYPES: dict[str, tuple[str, str | None]] = {
     "ATTACHMENT_REFUSED": ("invalid_request_error", "invalid_file"),
     "ANSWER_INVALID": ("invalid_request_error", "invalid_value"),
     "CONFLICT": ("invalid_request_error", "conflict"),
+    "BOT_NOT_FOUND": ("invalid_request_error", "bot_not_found"),
 }
 """The API's error code → the OpenAI error's type and code (others by status)."""
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from api.openai_compat.requests import MAX_MESSAGES, MAX_METADATA_KEYS, MAX_USER_CHARS
+from api.schemas import BOT_REF_PATTERN
 
 _PREFIX = "OpenAI"
 
@@ -97,7 +98,15 @@ def openai_schemas(models: Sequence[str], max_rounds: int) -> dict[str, Any]:
                         "type": "string",
                         "pattern": "^[0-9]{1,3}$",
                         "description": f"The consultation's rounds, 1 to {max_rounds}.",
-                    }
+                    },
+                    "bot": {
+                        "type": "string",
+                        "pattern": BOT_REF_PATTERN,
+                        "description": "The bot this conversation is for: a stored bot's id "
+                        "or `@username`; without it (or 0) the deployment's own bot. It runs "
+                        "with that bot's role or instruction, rounds, model and limits, and "
+                        "its conversation, the `user`'s memory and quotas are that bot's.",
+                    },
                 },
             },
             "n": {"const": 1},
@@ -223,11 +232,13 @@ def openai_schemas(models: Sequence[str], max_rounds: int) -> dict[str, Any]:
 
 
 _ERRORS = {
-    400: "invalid_request_error: the body, a message, `metadata.rounds` or the labels of the "
+    400: "invalid_request_error: the body, a message, `metadata.rounds`, `metadata.bot` or "
+    "the labels of the "
     "last message (`param` names the field); nothing was stored",
     401: "invalid_api_key: no or a wrong bearer token (when API_TOKEN is set)",
     403: "permission_error: the `user` is blocked by the operator",
-    404: "model_not_found: the model is not one of GET /v1/models",
+    404: "model_not_found: the model is not one of GET /v1/models; or bot_not_found: "
+    "`metadata.bot` names no enabled bot (nothing was stored)",
     409: "conflict: another request answered this turn meanwhile",
     413: "request_too_large: the body is over the limit",
     429: "rate_limit_exceeded (API_RATE_LIMIT_PER_MINUTE) or insufficient_quota (the token's "

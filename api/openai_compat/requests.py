@@ -6,7 +6,8 @@ a body the endpoint cannot take is a 400 naming the field (`param`, such as
 take (tool and function messages: this model calls no client tools), content that is not
 text, text with NUL characters or unpaired surrogates, a user or system message over
 MAX_INPUT_CHARS, a `user` over `MAX_USER_CHARS`, `metadata.rounds` that is not a round
-count within MAX_ROUNDS_LIMIT, `n` other than 1. Fields the endpoint has no use for
+count within MAX_ROUNDS_LIMIT, `metadata.bot` that names no bot as `api.bots` reads one,
+`n` other than 1. Fields the endpoint has no use for
 (`temperature`, `max_tokens`, …) are accepted and ignored, as chat apps send them.
 """
 
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.attachments import MAX_ATTACHMENTS
+from api.bots import BotRef, parse_bot
+from api.errors import ApiError
 from api.openai_compat.errors import invalid
 from core.domain.client_history import Sent
 
@@ -51,6 +54,7 @@ class CompletionAsk:
     include_usage: bool = False
     user: str | None = None
     rounds: int | None = None  # metadata.rounds
+    bot: BotRef | None = None  # metadata.bot (None: none named)
     files: tuple[SentFile, ...] = ()  # the last user message's
 
 
@@ -83,6 +87,7 @@ def parse_completion(
         include_usage=_include_usage(body.get("stream_options"), stream),
         user=_user(body.get("user")),
         rounds=_rounds(body.get("metadata"), max_rounds),
+        bot=_bot(body.get("metadata")),
     )
 
 
@@ -205,6 +210,15 @@ def _user(value: Any) -> str | None:
     if not isinstance(value, str) or len(value) > MAX_USER_CHARS or "\x00" in value:
         raise invalid(f"user: a string of at most {MAX_USER_CHARS} characters", "user")
     return value
+
+
+def _bot(metadata: Any) -> BotRef | None:
+    """`metadata.bot` (checked an object by `_rounds`), the deployment's own bot without it."""
+    value = metadata.get("bot") if isinstance(metadata, dict) else None
+    try:
+        return parse_bot(value, "metadata.bot")
+    except ApiError as exc:
+        raise invalid(exc.message, "metadata.bot") from None
 
 
 def _rounds(value: Any, max_rounds: int) -> int | None:

@@ -4,15 +4,21 @@ Invariants:
 - only a user named in ADMIN_USER_IDS gets figures, and only in a private chat: anyone
   else is refused in their language; in a group everyone gets the same refusal, so it
   reveals neither figures nor who the operators are;
-- /stats takes no arguments (any given are ignored).
+- /stats takes no arguments (any given are ignored);
+- in the deployment's own bot the figures are every bot's, followed — when bots are stored
+  besides it — by each bot's last 7 days (this bot's first, then at most `MAX_BOTS_LISTED`
+  stored bots by id), read as `GET /api/stats?bot=N` reads them; in bot n they are its own.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
 
 from bot.commands.usage import money, tool_counts_text
 from bot.transport.chat import Context, Incoming
 from bot.transport.config import BotConfig
 from bot.transport.say import Say
+from core.domain.bots import StoredBot
 from core.domain.stats import Stats
 from core.turns.figures import Figures
 from core.turns.sales_figures import StarsFigures
@@ -20,6 +26,10 @@ from i18n.translate import t
 
 WEEK = 7
 NONE = "—"  # a figure with nothing to count: a symbol, the same in every language
+MAX_BOTS_LISTED = 20
+"""Stored bots the deployment's bot's /stats lists (the console's dashboard lists more)."""
+StoredBots = Callable[[], Awaitable[Sequence[StoredBot]]]
+"""The bots stored besides the deployment's own, not removed (the store's `bots`)."""
 
 
 def duration(language: str, seconds: float | None) -> str:
@@ -114,18 +124,26 @@ def stats_text(language: str, stats: Stats, title: str) -> str:
 
 class StatsCommand:
     """/stats: in the deployment's own bot (scope 0) everyone's figures, as before bots had
-    scopes; in bot n its own (`core.domain.telegram_keys`)."""
+    scopes, and each bot's; in bot n its own (`core.domain.telegram_keys`)."""
 
     def __init__(
-        self, figures: Figures, config: BotConfig, *, say: Say, stars: StarsFigures | None = None
+        self,
+        figures: Figures,
+        config: BotConfig,
+        *,
+        say: Say,
+        stars: StarsFigures | None = None,
+        bots: StoredBots | None = None,
     ) -> None:
         """`stars`: the figures of plans sold in Stars (they follow whenever there are any;
-        None: never)."""
+        None: never); `bots`: the bots stored besides the deployment's own (None: none
+        listed)."""
         self.figures = figures
         self.scope = config.scope or None
         self.admins = config.admin_user_ids
         self.say = say
         self.stars = stars
+        self.bots = bots if self.scope is None else None
 
     async def stats(self, incoming: Incoming, context: Context) -> None:
         """Show an operator today's and the last 7 days' figures."""
@@ -149,10 +167,36 @@ class StatsCommand:
                 [
                     stats_text(language, today, titles[0]),
                     stats_text(language, week, titles[1]),
+                    *await self._by_bot(language),
                     *([] if sales is None else [sales]),
                 ]
             ),
         )
+
+    async def _by_bot(self, language: str) -> list[str]:
+        """Each bot's last 7 days, this bot's first; nothing without stored bots."""
+        stored = sorted(await self.bots(), key=lambda bot: bot.id) if self.bots else []
+        if not stored:
+            return []
+        listed = stored[:MAX_BOTS_LISTED]
+        named = [(t(language, "stats_this_bot"), 0)]
+        named += [(f"#{bot.id} {bot.handle}", bot.id) for bot in listed]
+        lines = [t(language, "stats_by_bot", days=WEEK)]
+        for name, scope in named:
+            week = await self.figures.stats(WEEK, scope=scope)
+            lines.append(
+                t(
+                    language,
+                    "stats_bot",
+                    bot=name,
+                    started=week.started,
+                    completed=week.completed,
+                    cost=money(week.cost),
+                )
+            )
+        if len(stored) > len(listed):
+            lines.append(t(language, "stats_more_bots", count=len(stored) - len(listed)))
+        return ["\n".join(lines)]
 
     async def _sales_text(self, language: str) -> str | None:
         """The Stars kept over the week, day by day, and the plans active now; None when

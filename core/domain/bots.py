@@ -13,11 +13,12 @@ Invariants:
   list sells nothing in that bot;
 - a stored bot carries its token only encrypted (`token_cipher`) and its last four
   characters (`token_tail`, all that lists and pages ever show): these types never hold a
-  plain token.
+  plain token; nor a plain API token (`api_token_hash`, its SHA-256 only).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -48,6 +49,19 @@ USER_MONTHLY_TOKEN_LIMIT, USER_DAILY_CONSULTATION_LIMIT, USER_RATE_LIMIT_PER_MIN
 MAX_LIMIT = 10**12
 SETTABLE = (*PROFILE_KEYS[:-1], *(f"limits.{key}" for key in LIMIT_KEYS), "label")
 """What `bots set` and the console change: a profile's settings, each limit, the label."""
+
+
+API_TOKEN_KEY = "api_token"
+"""What `bots set BOT api_token=…` gives a bot: an HTTP API token of its own (`api.bots`)."""
+API_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9._~+/=-]{32,256}")
+"""A bot's API token: 32 to 256 characters a bearer token may hold (`openssl rand -hex 32`
+gives one), so its SHA-256 alone is safe to keep."""
+
+
+def api_token_digest(token: str) -> str:
+    """What is stored of a bot's API token, and what a request's bearer is looked up by:
+    its SHA-256 in hex."""
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 class ProfileInvalid(ValueError):
@@ -296,7 +310,8 @@ class NewBot:
 @dataclass(frozen=True, slots=True)
 class StoredBot:
     """A bot of the bots table; `id` is its scope. `removed_at` set: removed (its row
-    stays so a bot added again gets its scope back)."""
+    stays so a bot added again gets its scope back). `api_token_hash`: the SHA-256 (hex)
+    of the HTTP API token that pins a request to this bot (`api.bots`), None: none."""
 
     id: int
     telegram_id: int
@@ -309,6 +324,7 @@ class StoredBot:
     created_at: float
     updated_at: float
     removed_at: float | None = None
+    api_token_hash: str | None = None
 
     @property
     def handle(self) -> str:

@@ -258,19 +258,20 @@ class ConsultationStore(Protocol):
         """The operator's figures of `period` (`core.domain.stats.Stats`), from one snapshot: a
         handful of aggregate reads bounded by indexes on the period, whatever the store
         holds: every consultation's, or (`scope`) only those of one bot, whose chat and
-        person keys are its (`core.domain.telegram_keys`; the API's and the terminal's are
-        no bot's). A consultation's end counts on the day it happened: `record_reply` storing
-        a final answer, `set_status` and `expire_idle` record when."""
+        person keys are its (its Telegram keys, `core.domain.telegram_keys`, and its API
+        keys, `core.domain.api_keys`; the terminal's are no bot's). A consultation's end
+        counts on the day it happened: `record_reply` storing a final answer, `set_status`
+        and `expire_idle` record when."""
         ...
 
     async def is_blocked(self, person: str) -> bool:
         """Whether an operator blocked `person` (`core.turns.blocks`)."""
         ...
 
-    async def daily_stats(self, period: Period) -> list[DayFigures]:
+    async def daily_stats(self, period: Period, *, scope: int | None = None) -> list[DayFigures]:
         """`period` day by day, oldest first, every day listed (zeros when nothing
-        happened), counted as `stats` counts: two aggregate reads bounded by indexes on
-        the period, from one snapshot."""
+        happened), counted as `stats` counts (`scope`: one bot's only): two aggregate reads
+        bounded by indexes on the period, from one snapshot."""
         ...
 
     async def load_latest(self, chat_key: str) -> Consultation | None:
@@ -440,8 +441,16 @@ class BotRegistry(Protocol):
         ...
 
     async def remove_bot(self, bot_id: int, *, at: float) -> bool:
-        """Mark the bot removed (disabled, its row and scope kept); False when there was
-        no such bot or it was removed already."""
+        """Mark the bot removed (disabled, its row and scope kept, its API token revoked);
+        False when there was no such bot or it was removed already."""
+        ...
+
+    async def set_bot_api_token(
+        self, bot_id: int, token_hash: str | None, *, at: float
+    ) -> StoredBot | None:
+        """Give the bot the API token whose SHA-256 (hex) is `token_hash`, or none (None);
+        the bot as stored now, None when there is no such bot (or it was removed). A hash
+        another bot has raises `core.domain.bots.BotExists` and changes nothing."""
         ...
 
 

@@ -174,10 +174,12 @@ class ClientChats:
 
     def _system_prompt(self, role: str, instructions: str | None) -> str | None:
         """The persona's text with the client's own instructions after it (None without
-        any: the persona alone, as the prompts give it)."""
+        any: the persona alone, as the prompts give it). A bot's own instruction
+        (`EngineConfig.default_instruction`) stands for its default role's persona."""
+        own = self._config.default_instruction if role == self._config.default_role else None
         if instructions is None:
-            return None
-        return f"{self._prompts.role_text(role)}\n\n{instructions}"
+            return own
+        return f"{own or self._prompts.role_text(role)}\n\n{instructions}"
 
     async def _reply(
         self, consultation: Consultation, turn: ClientTurn, admission: Admission

@@ -80,6 +80,7 @@ def build_engine(
     on_quota: Callable[[Limit], None] | None = None,
     knowledge: KnowledgeSearch | None = None,
     toolbox: Toolbox | None = None,
+    scope: int = 0,
 ) -> Engine:
     """`locks` orders the calls for one chat key (`core.primitives.keyed_lock.KeyedLock`
     within one process); a key's lock is held for each whole turn. `accounting` prices
@@ -87,7 +88,9 @@ def build_engine(
     before each turn's model call (None: none, but admins' overrides still apply);
     `on_quota` hears the limit of each turn refused. `knowledge` is the knowledge base
     every model call of a consultation reads (None: the deployment has none). `toolbox`:
-    the tools the deployment offers its consultations (the MCP servers'; None: none)."""
+    the tools the deployment offers its consultations (the MCP servers'; None: none).
+    `scope` is the bot whose API sessions it keeps (`core.domain.api_keys`; 0: the
+    deployment's own)."""
     accounting = accounting or Accounting()
     quota_keeper = Quotas(store, quotas or QuotaConfig(), clock, on_quota)
     languages = ChosenLanguages(store)
@@ -133,6 +136,7 @@ def build_engine(
         user_turns=user_turns,
         answerer=answerer,
         quotas=quota_keeper,
+        scope=scope,
     )
     return Engine(
         turns=ConsultationService(

@@ -54,16 +54,18 @@ class Figures:
     async def stats(self, days: int, *, scope: int | None = None) -> Stats:
         """The operator's figures over the last `days` UTC days, today included
         (1 ≤ days ≤ `core.domain.stats.MAX_DAYS`): a handful of indexed reads; every
-        consultation's, or (`scope`) one bot's (`core.domain.telegram_keys`)."""
+        consultation's, or (`scope`) one bot's: its Telegram chats' and its API sessions'
+        (`core.domain.telegram_keys`, `core.domain.api_keys`)."""
         found = await self._store.stats(period_of(self._clock(), days), scope=scope)
         prices = self._accounting.prices
         unpriced = tuple(u.model for u in found.usage if prices.of(u.model) is None)
         return dataclasses.replace(found, unpriced=unpriced)
 
-    async def daily_stats(self, days: int) -> list[DayFigures]:
+    async def daily_stats(self, days: int, *, scope: int | None = None) -> list[DayFigures]:
         """The last `days` UTC days one by one, oldest first, today included (as `stats`
-        counts them; 1 ≤ days ≤ `core.domain.stats.MAX_DAYS`): two indexed aggregate reads."""
-        return await self._store.daily_stats(period_of(self._clock(), days))
+        counts them, `scope` too; 1 ≤ days ≤ `core.domain.stats.MAX_DAYS`): two indexed
+        aggregate reads."""
+        return await self._store.daily_stats(period_of(self._clock(), days), scope=scope)
 
     async def charge_transcription(
         self, chat_key: str, heard: Transcription, *, payer: Payer | None = None

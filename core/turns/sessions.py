@@ -1,8 +1,10 @@
 """API sessions: the HTTP API's consultations, one per session id.
 
 Invariants it keeps:
-- a session is a consultation under the chat key `API_KEY_PREFIX + session id`; only such
-  consultations are found by session id (a chat's never is);
+- a session is a consultation under the chat key `session_key(session id, scope)`
+  (`core.domain.api_keys`: `api:<id>` for the deployment's bot, `api<n>:<id>` for bot n);
+  only such consultations of its own scope are found by session id (a chat's never is,
+  nor another bot's session);
 - a session takes a round only while it is active and unexpired: a completed one raises
   `DialogCompleted`, any other `SessionNotFound` (an expired one is marked so on the way);
 - a session's round limit is never set below the round it is in, so a reply never shows a
@@ -19,6 +21,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
+from core.domain.api_keys import key_range, session_key
 from core.domain.attachments import Image
 from core.domain.clarifying import Answer
 from core.domain.consultation import Consultation, Message, ModelOptions, Role, Status, TurnRecord
@@ -38,7 +41,6 @@ from core.turns.quota_holds import holding, turn_tokens
 from core.turns.round_answers import user_message_text
 from core.turns.user_turns import UserTurns, asker_of, require_text
 
-API_KEY_PREFIX = "api:"
 MAX_OPENED = 10_000
 """Sessions opened and not yet answered whose admissions are kept for their first round."""
 
@@ -57,9 +59,12 @@ class ApiSessions:
         user_turns: UserTurns,
         answerer: Answerer,
         quotas: Quotas,
+        scope: int = 0,
     ) -> None:
         """`turn(key)` holds a chat key's lock as a turn (`locks` alone serves the calls
-        that do not call the model)."""
+        that do not call the model); `scope` is the bot whose sessions these are."""
+        self.scope = scope
+        self._range = key_range(scope)
         self._store = store
         self._config = config
         self._clock = clock
@@ -70,6 +75,10 @@ class ApiSessions:
         self._quotas = quotas
         # The admissions of sessions opened here and not yet answered (their holds).
         self._opened: dict[str, Admission] = {}
+
+    def key(self, session_id: str) -> str:
+        """The chat key of session `session_id` in this scope."""
+        return session_key(session_id, self.scope)
 
     async def start_session(
         self,
@@ -118,7 +127,7 @@ class ApiSessions:
         reply is replayed, or its open turn answered (`Answerer.answer_again`)."""
         if not answers:
             text = require_text(text)
-        async with self._turn(API_KEY_PREFIX + session_id):
+        async with self._turn(self.key(session_id)):
             found = await self._find_turn(session_id, turn_id)
             if found is not None:
                 return await self._answerer.answer_again(
@@ -207,13 +216,16 @@ class ApiSessions:
         create = self._store.create(
             Consultation(
                 id=session_id,
-                chat_key=API_KEY_PREFIX + session_id,
+                chat_key=self.key(session_id),
                 max_rounds=max_rounds,
                 initial_request=text,
                 created_at=now,
                 last_activity_at=now,
                 role=self._config.default_role,
-                system_prompt=system_prompt,
+                # The request's own, else the bot's instruction (None: the role's persona).
+                system_prompt=(
+                    system_prompt if system_prompt is not None else self._config.default_instruction
+                ),
                 options=options or ModelOptions(),
                 memory_owner=owner,
                 memory_facts=facts,
@@ -252,7 +264,7 @@ class ApiSessions:
 
     async def check_session(self, session_id: str) -> Consultation:
         """The API session if it can take another round; raises like `continue_session`."""
-        async with self._locks.hold(API_KEY_PREFIX + session_id):
+        async with self._locks.hold(self.key(session_id)):
             return await self._usable_session(session_id)
 
     async def set_session_max_rounds(self, session_id: str, value: int) -> int:
@@ -263,7 +275,7 @@ class ApiSessions:
         """
         if value < 1:
             raise InvalidMaxRounds("maxRounds must be at least 1")
-        async with self._locks.hold(API_KEY_PREFIX + session_id):
+        async with self._locks.hold(self.key(session_id)):
             consultation = await self._usable_session(session_id)
             applied = max(value, consultation.current_round + 1)
             if applied != consultation.max_rounds:
@@ -287,12 +299,12 @@ class ApiSessions:
         """The session's message stored with `turn_id` and where its turn stands."""
         if turn_id is None:
             return None
-        found, _ = await self._store.load_turn(API_KEY_PREFIX + session_id, turn_id)
+        found, _ = await self._store.load_turn(self.key(session_id), turn_id)
         return found
 
     async def _stored_session(self, session_id: str) -> Consultation:
         """The API session as stored; a chat's consultation is never found by session id."""
         consultation = await self._store.get(session_id)
-        if consultation is None or not consultation.chat_key.startswith(API_KEY_PREFIX):
+        if consultation is None or not consultation.chat_key.startswith(self._range):
             raise SessionNotFound("session not found")
         return consultation

@@ -21,6 +21,8 @@ from storage.statements.bots import (
     SELECT_BOT,
     SELECT_BOT_BY_TELEGRAM_ID,
     SELECT_BOTS,
+    SET_API_TOKEN,
+    TOKEN_TAKEN,
     UPDATE_BOT,
 )
 
@@ -98,6 +100,21 @@ class PostgresBots:
                 bot.label if label is None else label,
                 at,
             )
+            return bot_from_row(tuple(await connection.fetchrow(SELECT_BOT, bot_id)))
+
+        return await self._write(work)
+
+    async def set_bot_api_token(
+        self, bot_id: int, token_hash: str | None, *, at: float
+    ) -> StoredBot | None:
+        async def work(connection: asyncpg.Connection) -> StoredBot | None:
+            if token_hash is not None:
+                taken = await connection.fetchval(TOKEN_TAKEN, token_hash, bot_id)
+                if taken is not None:
+                    row = await connection.fetchrow(SELECT_BOT, taken)
+                    raise BotExists(bot_from_row(tuple(row)))
+            if await connection.fetchval(SET_API_TOKEN, bot_id, token_hash, at) is None:
+                return None
             return bot_from_row(tuple(await connection.fetchrow(SELECT_BOT, bot_id)))
 
         return await self._write(work)

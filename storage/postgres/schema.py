@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
+from storage.statements.bots import BOT_API_TOKENS_MIGRATION
 from storage.statements.migrations import IS_APPLIED, RECORD_APPLIED
 
 log = logging.getLogger(__name__)
@@ -634,6 +635,13 @@ MIGRATIONS: list[Migration] = [
         # anyway, a new purchase) set it NULL again.
         "m035_subscription_cancels",
         ("ALTER TABLE person_plans ADD COLUMN renewal_cancelled_at DOUBLE PRECISION",),
+    ),
+    (
+        # A bot's own HTTP API token (`api.bots`), stored as its SHA-256 in hex only (never
+        # the token): a request bearing it is pinned to that bot. At most one bot has a
+        # given token; none has one until an operator sets it.
+        "m036_bot_api_tokens",
+        BOT_API_TOKENS_MIGRATION,
     ),
 ]
 

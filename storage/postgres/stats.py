@@ -24,10 +24,9 @@ from core.domain.stats import (
     Stats,
     rounds_distribution,
 )
-from core.domain.telegram_keys import key_range
 from core.domain.tool_usage import ToolCount, listed
 from core.domain.usage import UsageTotal
-from storage.statements.bot_scope import only
+from storage.statements.bot_scope import key_ranges, only
 from storage.statements.tool_usage import CHATS_TOOL_CALLS, chats_tool_calls
 from storage.statements.usage import CHATS_BY_MODEL, chats_by_model
 
@@ -123,7 +122,7 @@ async def stats_of(
     times = (period.since, period.until)
     days = (period.since_day, period.until_day)
     q = queries(scope is not None)
-    bot = () if scope is None else (key_range(scope),)
+    bot = () if scope is None else key_ranges(scope)
     async with connection.transaction(isolation="repeatable_read", readonly=True):
         started = await connection.fetchval(q.started, *times, *bot)
         ended_rows = await connection.fetch(q.ended, *times, MEDIAN, P95, *bot)

@@ -54,7 +54,7 @@ from core.domain.people import PeopleQuery, PersonRow
 from core.domain.ports import ConsultationStore
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
-from core.domain.telegram_keys import check_scope, key_range
+from core.domain.telegram_keys import check_scope
 from core.domain.tool_usage import ToolCalls
 from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.idempotency import IdempotencyKeys, Statement
@@ -348,9 +348,7 @@ class PostgresStore(StoreCalls, IdempotencyKeys, ConsultationStore):
 
     async def forget_bot(self, scope: int) -> int:
         """Everything the bot keeps, in one transaction (see `upkeep.forget_bot`)."""
-        return await self._write(
-            lambda c: upkeep.forget_bot(c, check_scope(scope), key_range(scope))
-        )
+        return await self._write(lambda c: upkeep.forget_bot(c, check_scope(scope)))
 
     async def remember_update(
         self, update_id: int, *, at: float | None = None, bot: int = 0
@@ -448,8 +446,10 @@ class PostgresStore(StoreCalls, IdempotencyKeys, ConsultationStore):
             check_scope(scope)
         return await self._call(lambda c: stats.stats_of(c, period, scope))
 
-    async def daily_stats(self, period: Period) -> list[DayFigures]:
-        return await self._call(lambda c: daily.daily_of(c, period))
+    async def daily_stats(self, period: Period, *, scope: int | None = None) -> list[DayFigures]:
+        if scope is not None:
+            check_scope(scope)
+        return await self._call(lambda c: daily.daily_of(c, period, scope))
 
     # -- the operator's console (`storage.postgres.admin`) ---------------------------------
 

@@ -24,7 +24,12 @@ from typing import Any
 
 import asyncpg
 
-from storage.statements.bot_scope import FORGET_BOT_ROWS, FORGET_CONSULTATIONS, FORGET_KEYED
+from storage.statements.bot_scope import (
+    FORGET_BOT_ROWS,
+    FORGET_CONSULTATIONS,
+    FORGET_KEYED,
+    key_ranges,
+)
 from storage.statements.idempotency import PURGE_UNOPENED
 from storage.statements.telegram_updates import DROP_FAR, DROP_OLD, KEEP_IDS, KEEP_SECONDS
 from storage.statements.tool_usage import DELETE_CHAT_TOOL_CALLS, MOVE_CHAT_TOOL_CALLS
@@ -93,14 +98,17 @@ CLUSTER_BOT_ROWS = ("inbox", "dead_letters", "undelivered", "flood_waits")
 cleanup's `forget_idle`), and a store opened without the cluster's migrations lacks them."""
 
 
-async def forget_bot(connection: asyncpg.Connection, scope: int, key_range: str) -> int:
+async def forget_bot(connection: asyncpg.Connection, scope: int) -> int:
     """Delete everything the bot of `scope` keeps: its consultations (messages and
-    idempotency keys with them), the rows its chat and person keys (all starting with
-    `key_range`) name, and its rows keyed by Telegram's ids, the cluster's too (the updates
-    waiting and given up, replies not delivered, flood waits); how many consultations went."""
-    gone = await _count(connection, FORGET_CONSULTATIONS, key_range)
-    for statement in FORGET_KEYED:
-        await connection.execute(statement, key_range)
+    idempotency keys with them), the rows its chat and person keys (Telegram's and the
+    API's, each starting with one of its `key_ranges`) name, and its rows keyed by
+    Telegram's ids, the cluster's too (the updates waiting and given up, replies not
+    delivered, flood waits); how many consultations went."""
+    gone = 0
+    for key_range in key_ranges(scope):
+        gone += await _count(connection, FORGET_CONSULTATIONS, key_range)
+        for statement in FORGET_KEYED:
+            await connection.execute(statement, key_range)
     for statement in FORGET_BOT_ROWS:
         await connection.execute(statement, scope)
     for table in CLUSTER_BOT_ROWS:

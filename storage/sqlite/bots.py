@@ -20,6 +20,8 @@ from storage.statements.bots import (
     SELECT_BOT,
     SELECT_BOT_BY_TELEGRAM_ID,
     SELECT_BOTS,
+    SET_API_TOKEN,
+    TOKEN_TAKEN,
     UPDATE_BOT,
 )
 
@@ -58,6 +60,13 @@ class SqliteBots:
             functools.partial(
                 _update, bot_id=bot_id, at=at, enabled=enabled, profile=profile, label=label
             )
+        )
+
+    async def set_bot_api_token(
+        self, bot_id: int, token_hash: str | None, *, at: float
+    ) -> StoredBot | None:
+        return await self._writer.run(
+            functools.partial(_set_api_token, bot_id=bot_id, token_hash=token_hash, at=at)
         )
 
     async def remove_bot(self, bot_id: int, *, at: float) -> bool:
@@ -110,4 +119,16 @@ def _update(
             at,
         ),
     )
+    return bot_from_row(db.execute(sqlite_sql(SELECT_BOT), (bot_id,)).fetchone())
+
+
+def _set_api_token(
+    db: sqlite3.Connection, *, bot_id: int, token_hash: str | None, at: float
+) -> StoredBot | None:
+    if token_hash is not None:
+        taken = db.execute(sqlite_sql(TOKEN_TAKEN), (token_hash, bot_id)).fetchone()
+        if taken is not None:
+            raise BotExists(bot_from_row(db.execute(sqlite_sql(SELECT_BOT), taken).fetchone()))
+    if db.execute(sqlite_sql(SET_API_TOKEN), (bot_id, token_hash, at)).fetchone() is None:
+        return None
     return bot_from_row(db.execute(sqlite_sql(SELECT_BOT), (bot_id,)).fetchone())

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import aiosqlite
 
 from storage.sqlite.placeholders import sqlite_sql
+from storage.statements.bots import BOT_API_TOKENS_MIGRATION
 from storage.statements.migrations import IS_APPLIED, RECORD_APPLIED
 
 Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
@@ -695,3 +696,12 @@ async def m035_subscription_cancels(db: aiosqlite.Connection) -> None:
     renewal): `person_plans.renewal_cancelled_at`, when; NULL while it renews. `/resumesub`
     and every grant (a renewal paid anyway, a new purchase) set it NULL again."""
     await db.execute("ALTER TABLE person_plans ADD COLUMN renewal_cancelled_at REAL")
+
+
+@migration
+async def m036_bot_api_tokens(db: aiosqlite.Connection) -> None:
+    """A bot's own HTTP API token (`api.bots`), stored as its SHA-256 in hex only (never the
+    token): a request bearing it is pinned to that bot. At most one bot has a given token;
+    none has one until an operator sets it (`bots set BOT api_token=-`)."""
+    for statement in BOT_API_TOKENS_MIGRATION:
+        await db.execute(statement)

@@ -27,11 +27,10 @@ from core.domain.stats import (
     percentile_rank,
     rounds_distribution,
 )
-from core.domain.telegram_keys import key_range
 from core.domain.tool_usage import ToolCount, listed
 from core.domain.usage import UsageTotal
 from storage.sqlite.placeholders import sqlite_sql
-from storage.statements.bot_scope import only
+from storage.statements.bot_scope import key_ranges, only
 from storage.statements.usage import CHATS_BY_MODEL, chats_by_model
 
 
@@ -147,7 +146,7 @@ def stats_of(db: sqlite3.Connection, period: Period, scope: int | None = None) -
     times = (period.since, period.until)
     days = (period.since_day, period.until_day)
     q = queries(scope is not None)
-    bot = () if scope is None else (key_range(scope),)
+    bot = () if scope is None else key_ranges(scope)
     started = db.execute(q.started, (*times, *bot)).fetchone()[0]
     ended = {row[0]: row[1:] for row in db.execute(q.ended, (*times, *bot))}
     completed, rounds, early = ended.get("complete", (0, 0, 0))

@@ -61,7 +61,7 @@ from core.domain.people import PeopleQuery, PersonRow
 from core.domain.ports import ConsultationStore
 from core.domain.quotas import QuotaOverride, Standing, TokenHold
 from core.domain.stats import DayFigures, Period, Stats
-from core.domain.telegram_keys import check_scope, key_range
+from core.domain.telegram_keys import check_scope
 from core.domain.tool_usage import ToolCalls
 from core.domain.usage import Charge, ScopeKind, UsageTotal, day_of
 from storage.errors import DatabaseUnusable
@@ -328,8 +328,10 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
             check_scope(scope)
         return await self._reader.run(functools.partial(stats.stats_of, period=period, scope=scope))
 
-    async def daily_stats(self, period: Period) -> list[DayFigures]:
-        return await self._reader.run(functools.partial(daily.daily_of, period=period))
+    async def daily_stats(self, period: Period, *, scope: int | None = None) -> list[DayFigures]:
+        if scope is not None:
+            check_scope(scope)
+        return await self._reader.run(functools.partial(daily.daily_of, period=period, scope=scope))
 
     async def set_status(self, consultation_id: str, status: Status, *, at: float) -> None:
         """Change the status; `at` becomes the last activity (a /reset is activity).
@@ -418,11 +420,7 @@ class SqliteStore(IdempotencyKeys, ConsultationStore):
         return await self._erase(functools.partial(upkeep.forget_chat, chat_key=chat_key))
 
     async def forget_bot(self, scope: int) -> int:
-        return await self._erase(
-            functools.partial(
-                upkeep.forget_bot, scope=check_scope(scope), key_range=key_range(scope)
-            )
-        )
+        return await self._erase(functools.partial(upkeep.forget_bot, scope=check_scope(scope)))
 
     async def _erase(self, delete: Callable[[sqlite3.Connection], T]) -> T:
         """Run `delete` (a deletion of consultations), finish the request index's merge it

@@ -12,7 +12,12 @@ import sqlite3
 
 from storage.sqlite.erasure import scrub_search_index
 from storage.sqlite.placeholders import sqlite_sql
-from storage.statements.bot_scope import FORGET_BOT_ROWS, FORGET_CONSULTATIONS, FORGET_KEYED
+from storage.statements.bot_scope import (
+    FORGET_BOT_ROWS,
+    FORGET_CONSULTATIONS,
+    FORGET_KEYED,
+    key_ranges,
+)
 from storage.statements.idempotency import PURGE_UNOPENED
 from storage.statements.telegram_updates import DROP_FAR, DROP_OLD, KEEP_IDS, KEEP_SECONDS
 from storage.statements.tool_usage import DELETE_CHAT_TOOL_CALLS, MOVE_CHAT_TOOL_CALLS
@@ -99,14 +104,17 @@ def forget_chat(db: sqlite3.Connection, chat_key: str) -> int:
     return gone
 
 
-def forget_bot(db: sqlite3.Connection, scope: int, key_range: str) -> int:
+def forget_bot(db: sqlite3.Connection, scope: int) -> int:
     """Delete everything the bot of `scope` keeps: its consultations (messages and
-    idempotency keys by ON DELETE CASCADE), the rows its chat and person keys (all starting
-    with `key_range`) name, and its rows keyed by Telegram's ids; how many consultations
-    went. Their pages are given back like a purge's."""
-    gone = db.execute(_FORGET_CONSULTATIONS, (key_range,)).rowcount
-    for statement in _FORGET_KEYED:
-        db.execute(statement, (key_range,))
+    idempotency keys by ON DELETE CASCADE), the rows its chat and person keys (Telegram's
+    and the API's, each starting with one of its `key_ranges`) name, and its rows keyed by
+    Telegram's ids; how many consultations went. Their pages are given back like a
+    purge's."""
+    gone = 0
+    for key_range in key_ranges(scope):
+        gone += db.execute(_FORGET_CONSULTATIONS, (key_range,)).rowcount
+        for statement in _FORGET_KEYED:
+            db.execute(statement, (key_range,))
     for statement in _FORGET_BOT_ROWS:
         db.execute(statement, (scope,))
     if gone:

@@ -217,3 +217,17 @@ async def test_a_bots_plans_are_set_shown_and_kept_by_a_change(console: Console)
     assert await console.store.bots.bots() == [kept]
     assert (await post(console, f"/admin/bots/{bot.id}/set", {"csrf": csrf}))[0] == 303
     assert (await console.store.bots.bots())[0].profile.plans is None
+
+
+async def test_a_bot_with_an_api_token_is_marked_without_showing_it(console: Console) -> None:
+    """A bot given its own API token (on the command line) is marked "API token set" on the
+    page; neither the token nor its digest is in it."""
+    csrf = await signed_in(console)
+    await post(console, "/admin/bots/add", {"csrf": csrf, "token": SHOP, "label": "Shop"})
+    (bot,) = await console.store.bots.bots()
+    status, page = await console.page("/admin/bots")
+    assert status == 200 and "API token set" not in page
+    digest = "d" * 64
+    await console.store.bots.set_bot_api_token(bot.id, digest, at=1.0)
+    status, page = await console.page("/admin/bots")
+    assert status == 200 and page.count("API token set") == 1 and digest not in page

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from core.domain.bots import BotProfile, NewBot
 from core.domain.consultation import Status, Usage
 from core.domain.usage import CallKind, Charge, day_of
 from fakes.bot_api import FakeBotApi
@@ -275,6 +276,50 @@ async def test_the_consultations_list_fits_a_phone(console: Console, page: Page)
     await expect(page.locator("h2", has_text="Final answer")).to_be_visible()
     assert await page.evaluate(WIDER_THAN_THE_SCREEN) == []
     assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+async def test_the_dashboard_shows_each_bot_and_the_total_and_picks_one(
+    console: Console, page: Page
+) -> None:
+    """With a bot stored, the dashboard's table gives the deployment's bot, the stored bot
+    and all bots; picking the stored bot in the selector shows its figures only, and the
+    page still fits a phone."""
+    stored = await console.store.bots.add_bot(
+        NewBot(111, "desk_bot", "sealed", "WXYZ", "Tax desk", BotProfile()), at=time.time()
+    )
+    for chat in ("tg:7", f"tg{stored.id}:7", f"tg{stored.id}:8", f"api{stored.id}:s-1"):
+        await console.store.create(consultation("A question", chat_key=chat, at=time.time()))
+    base = str(console.client.make_url("/admin/")).rstrip("/")
+    await page.goto(f"{base}/login")
+    await page.fill("#token", TOKEN)
+    await page.click("button[type=submit]")
+    await expect(page.locator("h1")).to_have_text("Dashboard")
+    rows = page.locator("table.by-bot tbody tr")
+    await expect(rows).to_have_count(3)
+    await expect(rows.nth(0)).to_contain_text("This deployment's bot")
+    await expect(rows.nth(1)).to_contain_text(f"#{stored.id} @desk_bot (Tax desk)")
+    await expect(rows.nth(2)).to_contain_text("All bots")
+    started = page.locator("td[data-label=Started]")
+    await expect(started).to_have_text(["1", "3", "4"])
+    assert "sealed" not in await page.content()
+
+    await page.click(f".bot-choice >> text=#{stored.id} @desk_bot")
+    await expect(page).to_have_url(f"{base}/?bot={stored.id}")
+    await expect(page.locator(".bot-choice [aria-current=page]")).to_have_text(
+        f"#{stored.id} @desk_bot (Tax desk)"
+    )
+    figures = page.locator("table.figures-table >> nth=0")
+    await expect(figures.locator("tr", has_text="Started").locator("td")).to_have_text(
+        ["Started", "3", "3", "3"]
+    )
+    await page.click(".bot-choice >> text=This deployment's bot")
+    await expect(figures.locator("tr", has_text="Started").locator("td")).to_have_text(
+        ["Started", "1", "1", "1"]
+    )
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await page.click(".bot-choice >> text=All bots")
+    await expect(rows).to_have_count(3)
+    assert await page.evaluate(WIDER_THAN_THE_SCREEN) == []
 
 
 KETTLE_GUIDE = b"""# Kettle care

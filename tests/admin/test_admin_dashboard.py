@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import AsyncIterator
+from html import unescape
 
 import pytest
 
 from admin.charts import HEIGHT, WIDTH, chart
+from core.domain.bots import BotProfile, NewBot
 from core.domain.consultation import Message, Role, Status, Usage
 from core.domain.stats import period_of
 from core.domain.usage import CallKind, Charge
@@ -144,3 +146,86 @@ def test_every_shape_stays_inside_the_chart_whatever_the_values() -> None:
             x, y = map(float, point.split(","))
             assert 0 <= x <= WIDTH and 0 <= y <= HEIGHT
     assert chart("t", [], [("a", "a", [])]).bars == ()
+
+
+async def seed_bots(console: Console) -> list[int]:
+    """Bots 1 (`@desk_bot`, labelled) and 2 (`@law_bot`) stored; today the deployment's bot
+    starts one consultation through Telegram and one through the API, bot 1 two through
+    Telegram and one through the API (charged 500 tokens in), bot 2 none."""
+    now = time.time()
+    ids = []
+    for telegram_id, username, label in ((111, "desk_bot", "Tax <desk>"), (222, "law_bot", "")):
+        new = NewBot(telegram_id, username, "sealed", "WXYZ", label, BotProfile())
+        ids.append((await console.store.bots.add_bot(new, at=now)).id)
+    desk = ids[0]
+    for chat in ("tg:7", "api:s-1", f"tg{desk}:7", f"tg{desk}:8", f"api{desk}:s-2"):
+        await console.store.create(make(chat, at=now - 1))
+    day = period_of(now, 1).until_day
+    charge = Charge(day, f"api{desk}:s-2", "m", CallKind.ROUND, Usage(500, 50), 0.5, True)
+    await console.store.add_usage([charge])
+    return ids
+
+
+def by_bot(html: str) -> dict[str, list[str]]:
+    """The per-bot table: the bot's name as shown → its cells."""
+    table = re.search(r'<table class="list by-bot">(.*?)</table>', html, re.S)
+    assert table is not None
+    rows = {}
+    for name, body in re.findall(r'<tr><td class="key">(.*?)</td>(.*?)</tr>', table.group(1)):
+        rows[unescape(re.sub(r"<[^>]+>", "", name))] = re.findall(r"<td[^>]*>([^<]*)</td>", body)
+    return rows
+
+
+async def test_the_dashboard_shows_each_bots_figures_and_the_total(console: Console) -> None:
+    """With bots stored, all bots' view has a table of each bot's 30 days (its Telegram
+    chats and its API sessions) and all bots'; `?bot=N` shows bot N's figures only (no
+    table), `?bot=0` the deployment's bot's; a label with markup is inert."""
+    desk, law = await seed_bots(console)
+    assert await console.sign_in() == 303
+    status, html = await console.page("/admin/")
+    assert status == 200
+    rows = by_bot(html)
+    own, tax, lawyer = (
+        "This deployment's bot",
+        f"#{desk} @desk_bot (Tax <desk>)",
+        f"#{law} @law_bot",
+    )
+    assert list(rows) == [own, tax, lawyer, "All bots"]
+    assert [rows[name][0] for name in rows] == ["2", "3", "0", "5"]  # started
+    assert rows[tax][3] == rows["All bots"][3] == "500 / 50"
+    assert "Tax <desk>" not in html and "Tax &lt;desk&gt;" in html
+    assert cells(html, "Started") == ["5", "5", "5"]
+    assert '<strong aria-current="page">All bots</strong>' in html
+
+    status, html = await console.page(f"/admin/?bot={desk}")
+    assert status == 200
+    assert "by-bot" not in html  # one bot's view reads no other bot's figures
+    assert cells(html, "Started") == ["3", "3", "3"]
+    assert cells(html, "Tokens in / out") == ["500 / 50"] * 3
+    assert f'<strong aria-current="page">#{desk} @desk_bot (Tax &lt;' in html
+    assert re.search(r'class="bar-prompt"[^>]*><title>[0-9-]+: 500 tokens in</title>', html)
+    status, html = await console.page("/admin/?bot=0")
+    assert cells(html, "Started") == ["2", "2", "2"]
+    assert cells(html, "Tokens in / out") == ["0 / 0"] * 3
+    status, html = await console.page(f"/admin/?bot={law}")
+    assert cells(html, "Started") == ["0", "0", "0"]
+
+
+@pytest.mark.parametrize(
+    "query", ["99", "abc", "-1", "01", "1.0", "1&bot=2", "9" * 40, "%EF%BC%91"]
+)
+async def test_the_dashboard_refuses_a_bot_that_is_not_stored(console: Console, query: str) -> None:
+    """A `bot` naming no stored bot (or in no form the page takes) is 404 naming no figure."""
+    await seed_bots(console)
+    assert await console.sign_in() == 303
+    status, html = await console.page(f"/admin/?bot={query}")
+    assert status == 404, query
+    assert "No such bot" in html and "Started" not in html
+
+
+async def test_without_stored_bots_the_dashboard_names_no_bot(console: Console) -> None:
+    """No bot stored: neither the selector nor the per-bot table is shown."""
+    await seed(console)
+    assert await console.sign_in() == 303
+    _, html = await console.page("/admin/")
+    assert "by-bot" not in html and "bot-choice" not in html

@@ -81,8 +81,8 @@ async def test_metrics_count_requests_rounds_tokens_and_errors(
     expected = [
         'consult_http_requests_total{method="POST",route="/api/chat",status="200"} 1.0',
         'consult_http_requests_total{method="POST",route="/api/chat",status="503"} 1.0',
-        'consult_rounds_answered_total{final="true",source="api"} 1.0',
-        'consult_consultations_completed_total{source="api"} 1.0',
+        'consult_rounds_answered_total{bot="0",final="true",source="api"} 1.0',
+        'consult_consultations_completed_total{bot="0",source="api"} 1.0',
         'consult_model_request_duration_seconds_count{outcome="ok"} 1.0',
         'consult_model_errors_total{kind="unavailable"} 1.0',
         'consult_model_tokens_total{source="reported",type="prompt"} 11.0',

@@ -21,7 +21,8 @@ HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 async def started_in(api: RunningApi, chat: str, person: str, tokens: int) -> None:
     """A consultation started now in `chat` by `person`, charged `tokens` tokens in."""
     now = time.time()
-    await api.store.create(make(chat, at=now, started_by=7), starter=person)
+    author = 7 if chat.startswith("tg") else None  # an API session has no Telegram author
+    await api.store.create(make(chat, at=now, started_by=author), starter=person)
     charge = Accounting().charge(
         Usage(tokens, 1), model="m", kind=CallKind.ROUND, chat=chat, payer=Payer(person), at=now
     )
@@ -39,19 +40,22 @@ async def figures(api: RunningApi, query: str = "") -> dict[str, Any]:
 async def test_api_stats_of_one_bot_count_its_consultations_people_and_tokens(
     api: RunningApi,
 ) -> None:
-    """The deployment's bot, bot 2 and an API user each start one: `?bot=2` counts bot 2's
-    only, `?bot=0` the deployment's bot's, no `bot` all three; valid against the document."""
+    """The deployment's bot, bot 2, an API user of the deployment's bot and one of bot 2
+    each start one: `?bot=2` counts bot 2's (its chat's and its API user's), `?bot=0` the
+    deployment's bot's (the API's without `bot` included), no `bot` all four; valid
+    against the document."""
     await started_in(api, "tg:5", "tg:7", 10)
     await started_in(api, "tg2:5", "tg2:7", 20)
     await started_in(api, "api:s-1", "api:u-1", 40)
+    await started_in(api, "api2:s-2", "api2:u-1", 80)
     document = await (await api.client.get("/api/openapi.json", headers=HEADERS)).json()
-    for query, started, tokens in (("?bot=2", 1, 20), ("?bot=0", 1, 10), ("", 3, 70)):
+    for query, started, tokens in (("?bot=2", 2, 100), ("?bot=0", 2, 50), ("", 4, 150)):
         body = await figures(api, query + ("&" if query else "?") + "days=30")
         check(document, "/api/stats", "get", 200, body)
         for name in ("today", "last7Days", "lastDays"):
             assert body[name]["started"] == started, (query, name)
             assert body[name]["inputTokens"] == tokens, (query, name)
-    assert (await figures(api, "?bot=2"))["today"]["people"] == 1
+    assert (await figures(api, "?bot=2"))["today"]["people"] == 2
     assert (await figures(api, "?bot=3"))["today"]["started"] == 0
 
 

@@ -21,11 +21,11 @@ from jsonschema import Draft202012Validator
 from api.responses import response
 from api.round_tasks import Relay
 from api.sse import EventStream
+from core.domain.api_keys import session_key
 from core.domain.consultation import Consultation, Message, Role, Status, Usage
 from core.domain.outcomes import Reply
 from core.domain.tools import ToolFailure, ToolServerStatus, ToolSpec, ToolUse
 from core.domain.usage import Accounting, CallKind, Payer
-from core.turns.sessions import API_KEY_PREFIX
 from fakes.model_server import FakeModelServer, ScriptedCall
 from tests.api.test_api_ops import check
 from tests.api_harness import RunningApi, api_settings, running_api
@@ -108,7 +108,7 @@ async def test_api_stats_count_every_chats_tool_calls_per_tool(api: RunningApi) 
         Usage(1, 1),
         model="m",
         kind=CallKind.FINAL,
-        chat=API_KEY_PREFIX + str(uuid.uuid4()),
+        chat=session_key(str(uuid.uuid4())),
         payer=Payer(person="api:u-1", client="key-a"),
         at=time.time(),
         tool_uses=[CLOCK, GONE, CLOCK, invented],
@@ -142,7 +142,7 @@ async def test_a_sessions_messages_and_export_list_them_after_a_restart(
         await api.store.create(
             Consultation(
                 id=session,
-                chat_key=API_KEY_PREFIX + session,
+                chat_key=session_key(session),
                 max_rounds=2,
                 current_round=2,
                 status=Status.COMPLETE,

@@ -7,6 +7,7 @@ with a bot stored stops in one line without SECRET_KEY or with another one."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -245,3 +246,42 @@ async def test_removing_a_bot_deletes_what_it_stored_unless_keep_data(
     assert await kind.count(database, "consultations", chat_key="tg1:5") == 0
     for kept in ("tg:5", "tg2:5"):
         assert await kind.count(database, "consultations", chat_key=kept) == 1
+
+
+BOT_API_TOKEN = "bot-api-token-for-the-shop-0123456789abcdef"
+API_TOKEN = "the-operators-api-token-0123456789abcdefgh"
+
+
+async def test_a_bots_api_token_is_read_from_stdin_stored_hashed_and_never_printed(
+    tmp_path: Path, kind: StoreKind, database: str, telegram: FakeBotApi
+) -> None:
+    """`set BOT api_token=-` reads the token from standard input and stores its SHA-256
+    only; `list` says a token is set, never which; a short one, API_TOKEN itself or another
+    bot's is refused changing nothing; `api_token=` takes it away."""
+    assert (await bots(tmp_path, kind, database, telegram, "add", "--token", SHOP))[0] == 0
+    assert (await bots(tmp_path, kind, database, telegram, "add", "--token", NEWS))[0] == 0
+    code, out = await bots(
+        tmp_path, kind, database, telegram, "set", "@shop_bot", "api_token=-",
+        stdin=BOT_API_TOKEN + "\n", API_TOKEN=API_TOKEN,
+    )  # fmt: skip
+    assert code == 0, out
+    assert "changed #1  @shop_bot" in out and "api token set" in out
+    digest = hashlib.sha256(BOT_API_TOKEN.encode()).hexdigest()
+    assert await kind.count(database, "bots", api_token_hash=digest) == 1
+    code, out = await bots(tmp_path, kind, database, telegram, "list")
+    assert out.count("api token set") == 1 and BOT_API_TOKEN not in out
+    for token, says in (
+        ("short", "api_token: 32 to 256"),
+        (API_TOKEN, "that is API_TOKEN"),
+        (BOT_API_TOKEN, "@shop_bot has that token"),
+    ):
+        code, out = await bots(
+            tmp_path, kind, database, telegram, "set", "2", "api_token=-",
+            stdin=token + "\n", API_TOKEN=API_TOKEN,
+        )  # fmt: skip
+        assert (code, says in out) == (1, True), out
+        assert token not in out
+    assert await kind.count(database, "bots", api_token_hash=digest) == 1
+    code, out = await bots(tmp_path, kind, database, telegram, "set", "1", "api_token=")
+    assert code == 0 and "api token set" not in out
+    assert await kind.count(database, "bots", api_token_hash=digest) == 0

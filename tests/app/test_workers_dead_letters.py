@@ -77,7 +77,8 @@ async def test_an_update_every_worker_dies_on_is_given_up_after_three_attempts(
         after = bot_api.text_message(chat, "Другой вопрос", user_id=chat, language_code="ru")
         assert await post_update(http, f"http://127.0.0.1:{port}{PATH}", after) == 200
         await answered(replies, chat, "Другой вопрос")
-        metrics = await scrape_until(port, 'consult_dead_letters_total{reason="attempts"} 1.0')
+        given_up = 'consult_dead_letters_total{bot="0",reason="attempts"} 1.0'
+        metrics = await scrape_until(port, given_up)
         assert "Traceback" not in survivor.log(), survivor.log()
     assert len(model_server.requests) == 4  # three attempts at the poison, then the next one
     assert "Вопрос, на котором всё падает" not in str(model_server.requests[-1])  # taken back

@@ -197,5 +197,5 @@ async def test_replies_are_counted_in_the_metrics(
             await application.updater.stop()
             await application.stop()
         text = runtime.metrics.render()[0].decode()
-    assert 'rounds_answered_total{final="false",source="telegram"} 1.0' in text
+    assert 'rounds_answered_total{bot="0",final="false",source="telegram"} 1.0' in text
     assert "consult_model_first_token_seconds_count 1.0" in text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from app.runtime import open_runtime
 from bot.app import build_application
 from bot.updates.cluster_state import IN_MEMORY
+from core.domain.bots import NewBot
 from fakes.bot_api import FakeBotApi
 from fakes.model_server import FakeModelServer
 from tests.bot_harness import RunningBot, ask_private, bot_settings, press, sent, system_prompt
@@ -53,7 +55,8 @@ async def two_bots(
             config = dataclasses.replace(
                 settings.bot_config(), api_base_url=api.base_url, scope=scope
             )
-            application = build_application(config, runtime.engine, shared=shared)
+            bots = runtime.store.bots.bots if scope == 0 else None  # as `app.serve_bot`
+            application = build_application(config, runtime.engine, shared=shared, bots=bots)
             await stack.enter_async_context(application)
             await application.start()
             stack.push_async_callback(application.stop)
@@ -138,12 +141,24 @@ async def test_stats_in_bot_two_count_bot_twos_consultations_only(
     kind: StoreKind, database: str, model_server: FakeModelServer
 ) -> None:
     """An operator's /stats in bot 2 counts bot 2's consultation; in the deployment's bot
-    every consultation, as before bots had scopes."""
+    every consultation, as before bots had scopes, then each bot's week: its own, then each
+    stored bot's by id (bot 2's the one it keeps); bot 2's lists no bot."""
     async with two_bots(kind, database, model_server, admin_user_ids=str(USER)) as bots:
         first, second = bots
+        for telegram_id, username in ((111, "quiet_bot"), (222, "garden_bot")):
+            new = NewBot(telegram_id, username, "sealed", "WXYZ")
+            await first.runtime.store.bots.add_bot(new, at=time.time())
         await ask_private(first, 600, "Plan my trip")
         await ask_private(second, 601, "Plan my garden")
         [own] = await ask_private(second, USER, "/stats")
         [everyone] = await ask_private(first, USER, "/stats")
         assert own.split("\n\n")[0].count("Consultations: 1 started") == 1
         assert everyone.split("\n\n")[0].count("Consultations: 2 started") == 1
+        by_bot = everyone.split("\n\n")[2].splitlines()
+        assert by_bot[0] == "By bot, last 7 days:"
+        assert [line.split(", $")[0] for line in by_bot[1:]] == [
+            "• this bot: 1 started, 0 completed",
+            "• #1 @quiet_bot: 0 started, 0 completed",
+            "• #2 @garden_bot: 1 started, 0 completed",
+        ]
+        assert "By bot" not in own

@@ -83,7 +83,7 @@ async def test_over_the_limit_the_consultation_ends_and_the_next_is_refused(
     latest = await bot.runtime.engine.history.latest(f"tg:{USER}")
     assert latest is not None and latest.initial_request == "Pick a database"
     metrics = bot.runtime.metrics.render()[0].decode()
-    assert 'consult_quota_refusals_total{limit="user_daily_tokens"} 1.0' in metrics
+    assert 'consult_quota_refusals_total{bot="0",limit="user_daily_tokens"} 1.0' in metrics
 
 
 async def test_the_refusal_is_in_russian_for_a_russian_user(bot: RunningBot) -> None:

@@ -1,7 +1,8 @@
-"""What both stores keep per bot (its scope, `core.domain.telegram_keys`): the rows keyed by
-Telegram's own ids are each bot's (update ids, round keyboards), `forget_bot` deletes
-everything one bot keeps and nothing of another bot's, the API's or the terminal's, and
-the operator's figures can be one bot's."""
+"""What both stores keep per bot (its scope: its Telegram keys, `core.domain.telegram_keys`,
+and its HTTP API keys, `core.domain.api_keys`): the rows keyed by Telegram's own ids are
+each bot's (update ids, round keyboards), `forget_bot` deletes everything one bot keeps,
+through Telegram and the API, and nothing of another bot's or the terminal's, and the
+operator's figures, in all and day by day, can be one bot's."""
 
 from __future__ import annotations
 
@@ -28,9 +29,20 @@ DAY = "2026-11-26"
 MONTH = "2026-11-01"
 TIME = ToolUse("time__get_current_time", "time", "get_current_time", "{}", "03:00")
 
-OWNERS = {"tg:": 0, "tg2:": 2, "tg20:": 20, "api:": None, "terminal:": None}
-"""Whose data a test keeps: the deployment's bot, bot 2, bot 20 (whose keys start like bot
-2's), an API user and the terminal; the scope of each bot."""
+OWNERS = {
+    "tg:": 0,
+    "tg2:": 2,
+    "tg20:": 20,
+    "api:": None,
+    "api2:": None,
+    "api20:": None,
+    "terminal:": None,
+}
+"""Whose data a test keeps: the deployment's bot, bot 2 and bot 20 (whose keys start like
+bot 2's) through Telegram, then the same three through the API, and the terminal; the
+scope of each Telegram bot (whose rows keyed by Telegram's ids are kept too)."""
+BOT_OF = {"tg:": 0, "tg2:": 2, "tg20:": 20, "api:": 0, "api2:": 2, "api20:": 20}
+"""The bot each prefix's keys belong to (the terminal's are no bot's)."""
 
 
 async def keep_everything(store: Store, prefix: str, scope: int | None) -> str:
@@ -94,17 +106,19 @@ async def kept(rows: Rows, prefix: str, scope: int | None, consultation_id: str)
 async def test_forget_bot_deletes_everything_of_that_bot_and_nothing_else(
     store: Store, rows: Rows
 ) -> None:
-    """forget_bot(2) leaves no row of bot 2 in any table, and every row of the deployment's
-    bot, of bot 20 (`tg20:` keys), of the API and of the terminal as it was."""
+    """forget_bot(2) leaves no row of bot 2 in any table, its API users' and sessions'
+    included, and every row of the deployment's bot, of bot 20 (`tg20:`, `api20:` keys)
+    and of the terminal as it was."""
     ids = {prefix: await keep_everything(store, prefix, scope) for prefix, scope in OWNERS.items()}
     before = {prefix: await kept(rows, prefix, OWNERS[prefix], ids[prefix]) for prefix in OWNERS}
     assert all(count > 0 for counts in before.values() for count in counts)
     assert before["tg:"] == before["tg2:"] == before["tg20:"]
 
-    assert await store.forget_bot(2) == 1
+    assert await store.forget_bot(2) == 2  # its Telegram chat's and its API session
     for prefix, scope in OWNERS.items():
         after = await kept(rows, prefix, scope, ids[prefix])
-        assert after == ([0] * len(after) if prefix == "tg2:" else before[prefix]), prefix
+        gone = BOT_OF.get(prefix) == 2
+        assert after == ([0] * len(after) if gone else before[prefix]), prefix
     assert await store.forget_bot(2) == 0  # nothing left: forgetting again is harmless
 
 
@@ -143,8 +157,9 @@ async def test_each_bot_keeps_its_own_round_keyboard_of_the_same_chat(store: Sto
 async def test_the_figures_of_one_bot_count_its_consultations_and_people_only(
     store: Store,
 ) -> None:
-    """stats(scope=2) counts bot 2's starts, people and usage; stats() counts everyone; a
-    consultation's starter is a person of its own bot (`tg2:7`, not `tg:7`)."""
+    """stats(scope=2) counts bot 2's starts, people and usage, through Telegram and the API
+    (`tg2:`, `api2:`), never bot 20's; stats() counts everyone; a consultation's starter is
+    a person of its own bot (`tg2:7`, not `tg:7`)."""
     for prefix, scope in OWNERS.items():
         await keep_everything(store, prefix, scope)
     await store.create(make("tg2:101", at=AT, started_by=8))  # a person with no usage
@@ -152,13 +167,32 @@ async def test_the_figures_of_one_bot_count_its_consultations_and_people_only(
     everyone = await store.stats(period)
     second = await store.stats(period, scope=2)
     first = await store.stats(period, scope=0)
-    assert (everyone.started, second.started, first.started) == (6, 2, 1)
-    assert (second.people, first.people) == (2, 1)
-    assert everyone.people == 6  # tg:7, tg2:7, tg2:8, tg20:7, api:7, terminal:7
-    assert second.prompt_tokens == first.prompt_tokens == 10
-    assert everyone.prompt_tokens == 50
-    assert [t.calls for t in second.tools] == [1]
+    assert (everyone.started, second.started, first.started) == (8, 3, 2)
+    assert (second.people, first.people) == (3, 2)  # tg2:7, tg2:8, api2:7; tg:7, api:7
+    assert everyone.people == 8  # those, tg20:7, api20:7 and terminal:7
+    assert second.prompt_tokens == first.prompt_tokens == 20
+    assert everyone.prompt_tokens == 70
+    assert [t.calls for t in second.tools] == [2]
     assert (await store.stats(period, scope=4)).started == 0
+
+
+async def test_the_days_of_one_bot_count_its_consultations_and_tokens_only(
+    store: Store,
+) -> None:
+    """daily_stats(scope=2) counts on each day bot 2's starts and tokens (Telegram's and
+    the API's) and nothing of bot 20's or the terminal's; daily_stats() counts everyone."""
+    for prefix, scope in OWNERS.items():
+        await keep_everything(store, prefix, scope)
+    period = period_of(AT, 3)
+    everyone = await store.daily_stats(period)
+    second = await store.daily_stats(period, scope=2)
+    nobody = await store.daily_stats(period, scope=4)
+    assert [d.day for d in second] == [d.day for d in everyone] == [d.day for d in nobody]
+    assert [d.started for d in everyone] == [0, 0, 7]
+    assert [d.started for d in second] == [0, 0, 2]
+    assert [d.prompt_tokens for d in second] == [0, 0, 20]
+    assert [d.prompt_tokens for d in everyone] == [0, 0, 70]
+    assert [d.started + d.prompt_tokens for d in nobody] == [0, 0, 0]
 
 
 async def test_a_scope_that_names_no_bot_forgets_and_counts_nothing(
@@ -172,4 +206,6 @@ async def test_a_scope_that_names_no_bot_forgets_and_counts_nothing(
             await store.forget_bot(wrong)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="scope"):
             await store.stats(period_of(AT, 1), scope=wrong)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="scope"):
+            await store.daily_stats(period_of(AT, 1), scope=wrong)  # type: ignore[arg-type]
     assert await rows("consultations") == 1 and await rows("telegram_updates") == 1

@@ -112,3 +112,34 @@ async def test_settings_edited_behind_the_store_read_as_defaults(
     await kind.execute(database, "UPDATE bots SET settings = $1", '{"rounds": "many", "x": 1}')
     assert (await store.bots.bots())[0].profile == BotProfile()
     assert added.profile.rounds == 3
+
+
+async def test_a_bots_api_token_is_kept_as_its_digest_once_and_revoked_on_removal(
+    store: Store, rows: Rows
+) -> None:
+    """A bot's API token digest reads back with the bot; another bot cannot take the same
+    one (BotExists naming its holder, nothing changed); None takes it away; a removed bot
+    takes none, loses its own, and comes back without one when added again."""
+    first = await store.bots.add_bot(new_bot(), at=AT)
+    second = await store.bots.add_bot(new_bot(888, "desk_bot"), at=AT)
+    assert first.api_token_hash is None
+    given = await store.bots.set_bot_api_token(first.id, "a" * 64, at=AT + 1)
+    assert given is not None and given.api_token_hash == "a" * 64
+    assert given.updated_at == AT + 1
+    with pytest.raises(BotExists) as taken:
+        await store.bots.set_bot_api_token(second.id, "a" * 64, at=AT + 2)
+    assert taken.value.existing.id == first.id
+    assert [bot.api_token_hash for bot in await store.bots.bots()] == ["a" * 64, None]
+    assert await rows("bots", api_token_hash="a" * 64) == 1
+    again = await store.bots.set_bot_api_token(first.id, "a" * 64, at=AT + 3)
+    assert again is not None and again.api_token_hash == "a" * 64  # its own: no conflict
+    cleared = await store.bots.set_bot_api_token(first.id, None, at=AT + 4)
+    assert cleared is not None and cleared.api_token_hash is None
+    assert await store.bots.set_bot_api_token(second.id, "a" * 64, at=AT + 5) is not None
+    assert await store.bots.remove_bot(second.id, at=AT + 6)
+    assert await store.bots.set_bot_api_token(second.id, "b" * 64, at=AT + 7) is None
+    (removed,) = [bot for bot in await store.bots.bots(removed=True) if bot.id == second.id]
+    assert removed.api_token_hash is None
+    back = await store.bots.add_bot(new_bot(888, "desk_bot"), at=AT + 8)
+    assert (back.id, back.api_token_hash) == (second.id, None)
+    assert await store.bots.set_bot_api_token(999, "c" * 64, at=AT + 9) is None

@@ -69,5 +69,5 @@ def test_updates_given_up_are_counted_by_reason() -> None:
     metrics.record_given_up("deadline")
     metrics.record_given_up("attempts")
     body = metrics.render()[0].decode()
-    assert sample(body, 'consult_dead_letters_total{reason="deadline"}') == 2
-    assert sample(body, 'consult_dead_letters_total{reason="attempts"}') == 1
+    assert sample(body, 'consult_dead_letters_total{bot="0",reason="deadline"}') == 2
+    assert sample(body, 'consult_dead_letters_total{bot="0",reason="attempts"}') == 1
