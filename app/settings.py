@@ -191,7 +191,7 @@ class Settings(BaseSettings):
     inbox_max_attempts: int = Field(default=3, ge=1, le=100)
     inbox_handling_deadline_seconds: float | None = Field(default=None, gt=0)
     # Turns between their arrival and their model call at once in one process (0: no gate)
-    turn_intake_slots: int = Field(default=16, ge=0, le=4096)
+    turn_intake_slots: int = Field(default=64, ge=0, le=4096)
 
     # Access
     allowed_user_ids: IdList = frozenset()

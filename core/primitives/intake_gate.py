@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
-DEFAULT_SLOTS = 16
+DEFAULT_SLOTS = 64
 DEFAULT_HOLD_LIMIT = 0.25
 """Seconds a turn may keep its slot before the next turn may enter anyway."""
 
