@@ -659,19 +659,6 @@ async def _serve(port: int, username: str) -> None:
         await server.stop()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8901)
-    parser.add_argument("--username", default="consult_bot")
-    args = parser.parse_args()
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args.port, args.username))
-
-
-if __name__ == "__main__":
-    main()
-
-
 async def _fields(request: web.Request) -> dict[str, Any]:
     """A call's parameters as the Bot API reads them: a form, multipart, or a JSON object
     (a JSON value that is not a string stands for its JSON text, as in a form)."""
@@ -686,3 +673,16 @@ async def _fields(request: web.Request) -> dict[str, Any]:
             raise web.HTTPBadRequest(text="a JSON body must be an object")
         return {k: v if isinstance(v, str) else json.dumps(v) for k, v in body.items()}
     return dict(await request.post())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8901)
+    parser.add_argument("--username", default="consult_bot")
+    args = parser.parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(args.port, args.username))
+
+
+if __name__ == "__main__":
+    main()
