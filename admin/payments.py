@@ -57,10 +57,11 @@ class PaymentPages:
         *,
         plans: PlanChoices = no_plans,
         refunds: StarRefunds | None = None,
-        on_refund: Callable[[], None] | None = None,
+        on_refund: Callable[[int], None] | None = None,
     ) -> None:
         """`plans` the plan filter's options; `refunds` reaches Telegram (None: no bot
-        token here, so no refunds); `on_refund` hears each refund made (the metrics)."""
+        token here, so no refunds); `on_refund` hears each refund made, with its bot's scope
+        (the metrics)."""
         self._on_refund = on_refund
         self._book = book
         self._engine = engine
@@ -130,7 +131,7 @@ class PaymentPages:
         refunded = await self._book.refund(payment.charge_id, at=now, audit=audit)
         self._engine.quotas.refresh(payment.person)
         if refunded is not None and self._on_refund is not None:
-            self._on_refund()
+            self._on_refund(scope)
         raise web.HTTPSeeOther(f"{PREFIX}/payments")
 
     async def cancel(self, request: web.Request) -> web.StreamResponse:

@@ -84,7 +84,7 @@ def console_mounts(
         clock,
         plans=plan_choices(settings, runtime.store.bots),
         refunds=refunds,
-        on_refund=runtime.metrics.record_refund,
+        on_refund=lambda scope: runtime.metrics.record_refund(bot=scope),
     )
     console, _ = build_admin_app(
         config,

@@ -23,6 +23,7 @@ from api.config import ApiConfig, WebhookConfig
 from api.connection_slots import IPNetwork
 from api.exposure import is_loopback
 from bot.transport.config import BotConfig
+from core.domain.api_keys import named_person
 from core.domain.errors import ConfigError
 from core.domain.facts import telegram_person
 from core.domain.plans import Plan, parse_plans
@@ -50,29 +51,28 @@ def _split_ids(value: Any) -> Any:
 IdList = Annotated[frozenset[int], NoDecode]
 PersonList = Annotated[frozenset[str], NoDecode]
 """People as person keys (`core.domain.facts`): Telegram ids become `tg:<id>`; `api:<userId>`
-names an HTTP API user as its requests' `userId` does."""
+names an HTTP API user as its requests' `userId` does, `api<n>:<userId>` one of stored bot n."""
 _TELEGRAM_ID = re.compile(r"-?[0-9]{1,19}")
-_API_PERSON = re.compile(r"api:[A-Za-z0-9_.:@-]{1,64}")
-"""`api:` and a `userId` as the API takes one (`api.schemas.USER_ID_PATTERN`, at most
-`MAX_USER_ID_CHARS`), without importing the HTTP API into every process."""
 
 
 def _split_people(value: Any) -> Any:
-    """A comma-separated list of Telegram ids and `api:<userId>` as person keys; anything
-    else is refused, naming the entry (the API refuses such a `userId` too)."""
+    """A comma-separated list of Telegram ids, `api:<userId>` and `api<n>:<userId>` as
+    person keys (`core.domain.api_keys.named_person`); anything else is refused, naming the
+    entry (the API refuses such a `userId` too)."""
     parts = value.replace(";", ",").split(",") if isinstance(value, str) else value
     people: set[str] = set()
     for part in parts:
         entry = str(part).strip()
         if not entry:
             continue
-        if _API_PERSON.fullmatch(entry):
-            people.add(entry)
+        if (person := named_person(entry)) is not None:
+            people.add(person)
         elif _TELEGRAM_ID.fullmatch(entry):
             people.add(telegram_person(int(entry)))
         else:
             raise ValueError(
-                f"{entry[:80]!r} is neither a Telegram id nor api:<userId> (a valid API userId)"
+                f"{entry[:80]!r} is not a Telegram id, api:<userId> nor api<bot id>:<userId> "
+                "(a valid API userId)"
             )
     return frozenset(people)
 

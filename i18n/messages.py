@@ -393,6 +393,10 @@ MESSAGES: dict[str, str | Plural] = {
         "/quota <user id> off — no limits for them\n"
         "/quota <user id> default — back to the deployment's limits"
     ),
+    "quota_help_people": N_(
+        "<user id>: a Telegram user's id, api:<userId> for an HTTP API user, or "
+        "api<bot id>:<userId> for an API user of an added bot"
+    ),
     "quota_private_only": N_("Use /quota in a private chat with me."),
     "quota_show": N_(
         "User {user}: {state}\nToday: {today} tokens · this month: {month} tokens · "

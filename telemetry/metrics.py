@@ -124,15 +124,16 @@ class Metrics:
 
         self.payments = Counter(
             "payments", "Payments in Telegram Stars kept (each charge once), by plan (\"none\": "
-            "one that matched no plan on sale).",
-            ["plan"], namespace=NAMESPACE, registry=r,
+            "one that matched no plan on sale) and bot.",
+            ["plan", "bot"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
         self.payment_stars = Counter(
-            "payment_stars", "Telegram Stars received with the payments kept, by plan.",
-            ["plan"], namespace=NAMESPACE, registry=r,
+            "payment_stars", "Telegram Stars received with the payments kept, by plan and bot.",
+            ["plan", "bot"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
         self.refunds = Counter(
-            "refunds", "Payments refunded by an operator.", namespace=NAMESPACE, registry=r,
+            "refunds", "Payments refunded by an operator, by bot.",
+            ["bot"], namespace=NAMESPACE, registry=r,
         )  # fmt: skip
         self.checkouts_refused = Counter(
             "checkouts_refused", "Pre-checkout queries refused, by reason.",
@@ -233,13 +234,16 @@ class Metrics:
         a fixed set of labels)."""
         self.labelled(self.quota_refusals, limit.value, bot_label(bot)).inc()
 
-    def record_payment(self, plan: str, stars: int) -> None:
-        """Count a payment kept once (`plan`: a plan of PLANS, or "none": a fixed set)."""
-        self.labelled(self.payments, plan).inc()
-        self.labelled(self.payment_stars, plan).inc(stars)
+    def record_payment(self, plan: str, stars: int, *, bot: int = 0) -> None:
+        """Count a payment kept once to the bot of scope `bot` (`plan`: a plan that bot
+        sells, or "none": a fixed set)."""
+        label = bot_label(bot)
+        self.labelled(self.payments, plan, label).inc()
+        self.labelled(self.payment_stars, plan, label).inc(stars)
 
-    def record_refund(self) -> None:
-        self.refunds.inc()
+    def record_refund(self, *, bot: int = 0) -> None:
+        """Count a refund of a payment to the bot of scope `bot`."""
+        self.labelled(self.refunds, bot_label(bot)).inc()
 
     def record_checkout_refusal(self, reason: str) -> None:
         """Count a refused pre-checkout (`core.domain.payments.CheckoutRefusal`: fixed)."""

@@ -7,8 +7,10 @@ Invariants:
   is read or changed for them.
 - Only arguments shaped exactly as documented change anything: a positive Telegram user
   id of 1–19 ASCII digits or an HTTP API user as `api:<userId>` (the person its requests'
-  `userId` names), then nothing (show), `off`, `default`, or a token count of 1–10 ASCII
-  digits within `MAX_OVERRIDE_TOKENS`; anything else gets the usage text.
+  `userId` names) or `api<n>:<userId>` (stored bot n's, read by
+  `core.domain.api_keys.named_person`), then nothing (show), `off`, `default`, or a token
+  count of 1–10 ASCII digits within `MAX_OVERRIDE_TOKENS`; anything else gets the usage
+  text, which names the forms a person is given in.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from datetime import UTC, datetime
 from bot.commands.refusals import Refusals
 from bot.transport.chat import Context, Incoming
 from bot.transport.say import Say
+from core.domain.api_keys import named_person
 from core.domain.facts import telegram_person
 from core.domain.quotas import MAX_OVERRIDE_TOKENS, Limit, PersonQuota, QuotaHit
 from core.turns.quota_checks import Quotas
 from i18n.translate import t
 
 _USER_ID = re.compile(r"[0-9]{1,19}")
-_API_PERSON = re.compile(r"api:[A-Za-z0-9_.:@-]{1,64}")  # as `api.schemas.USER_ID_PATTERN`
 _TOKENS = re.compile(r"[0-9]{1,10}")
 _MAX_USER_ID = 2**63 - 1
 
@@ -98,7 +100,7 @@ class QuotaCommand:
         user = args[0] if args else ""
         person = person_named(user, incoming.scope)
         if len(args) not in (1, 2) or person is None:
-            await self.say(incoming, t(language, "quota_help", max=MAX_OVERRIDE_TOKENS))
+            await self.say(incoming, help_text(language))
             return
         quotas = self.quotas
         if len(args) == 1:
@@ -116,14 +118,21 @@ class QuotaCommand:
             await quotas.set_override(person, int(value))
             await self.say(incoming, t(language, "quota_set", user=user, limit=int(value)))
         else:
-            await self.say(incoming, t(language, "quota_help", max=MAX_OVERRIDE_TOKENS))
+            await self.say(incoming, help_text(language))
+
+
+def help_text(language: str) -> str:
+    """The usage text: the command's forms, then the forms a person is named in."""
+    return "\n\n".join(
+        (t(language, "quota_help", max=MAX_OVERRIDE_TOKENS), t(language, "quota_help_people"))
+    )
 
 
 def person_named(user: str, scope: int = 0) -> str | None:
-    """The person a /quota argument names: a Telegram user id (of this bot's `scope`), or
-    `api:<userId>`."""
-    if _API_PERSON.fullmatch(user):
-        return user
+    """The person a /quota argument names: a Telegram user id (of this bot's `scope`),
+    `api:<userId>` or `api<n>:<userId>` (stored bot n's API user)."""
+    if (person := named_person(user)) is not None:
+        return person
     if _USER_ID.fullmatch(user) and 0 < int(user) <= _MAX_USER_ID:
         return telegram_person(int(user), scope)
     return None

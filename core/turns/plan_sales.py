@@ -38,6 +38,7 @@ from core.domain.payments import (
     read_payload,
 )
 from core.domain.plans import ActivePlan, Plan, find_plan
+from core.domain.telegram_keys import DEFAULT_SCOPE, scope_of
 
 if TYPE_CHECKING:
     from core.domain.ports import PaymentBook
@@ -79,9 +80,9 @@ class Holding:
 class SalesEvents(Protocol):
     """What the metrics hear of sales (`telemetry.metrics.Metrics` is one)."""
 
-    def record_payment(self, plan: str, stars: int) -> None: ...
+    def record_payment(self, plan: str, stars: int, *, bot: int = 0) -> None: ...
 
-    def record_refund(self) -> None: ...
+    def record_refund(self, *, bot: int = 0) -> None: ...
 
     def record_checkout_refusal(self, reason: str) -> None: ...
 
@@ -161,7 +162,9 @@ class PlanSales:
         if recorded.plan is not None:
             self._refresh(paid.payer)
         if recorded.stored and self._events is not None:
-            self._events.record_payment("none" if plan is None else plan.id, payment.stars)
+            self._events.record_payment(
+                "none" if plan is None else plan.id, payment.stars, bot=_bot_of(payment.person)
+            )
         return Receipt(recorded.stored, plan if recorded.stored else None, recorded.plan)
 
     async def refund(self, charge_id: str, audit: AuditEntry | None = None) -> Payment | None:
@@ -172,7 +175,7 @@ class PlanSales:
         if refunded is not None:
             self._refresh(refunded.person)
             if self._events is not None:
-                self._events.record_refund()
+                self._events.record_refund(bot=_bot_of(refunded.person))
         return refunded
 
     async def payment(self, charge_id: str) -> Payment | None:
@@ -199,3 +202,9 @@ class PlanSales:
             return None
         held = await self.holding(person)
         return None if held is None else held.plan
+
+
+def _bot_of(person: str) -> int:
+    """The scope of the bot a payer paid (a Telegram person key of any scope; else 0)."""
+    scope = scope_of(person)
+    return DEFAULT_SCOPE if scope is None else scope

@@ -117,7 +117,7 @@ async def test_a_refund_is_asked_of_telegram_audited_and_revokes_the_plan(
     assert again.status == 400 and bot_api.refunds == [(42, "ch-1")]
     assert bot_api.subscription_edits == []  # a one-time plan: nothing to cancel
     metrics = await (await console.client.get("/metrics")).text()
-    assert "consult_refunds_total 1.0" in metrics
+    assert 'consult_refunds_total{bot="0"} 1.0' in metrics
 
 
 async def test_refunding_a_subscription_cancels_it(console: Console, bot_api: FakeBotApi) -> None:

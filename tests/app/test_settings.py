@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import RETIRED, Settings, load_settings
+from core.domain.api_keys import person_key
 from core.domain.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +56,12 @@ def test_defaults_match_the_spec() -> None:
         ("QUOTA_EXEMPT_USER_IDS", "api:two words"),
         ("QUOTA_EXEMPT_USER_IDS", "api:" + "u" * 65),
         ("QUOTA_EXEMPT_USER_IDS", "tg:12"),
+        ("QUOTA_EXEMPT_USER_IDS", "api0:u-1"),
+        ("QUOTA_EXEMPT_USER_IDS", "api07:u-1"),
+        ("QUOTA_EXEMPT_USER_IDS", "api-7:u-1"),
+        ("QUOTA_EXEMPT_USER_IDS", "api7:"),
+        ("QUOTA_EXEMPT_USER_IDS", "api7:two words"),
+        ("QUOTA_EXEMPT_USER_IDS", "api9223372036854775808:u-1"),
         ("PLANS", "{not json"),
         ("PLANS", '[{"id": "Pro!", "title": "Pro", "stars": 5}]'),
         ("PLANS", '[{"id": "pro", "title": "Pro", "stars": 0}]'),
@@ -89,11 +96,24 @@ def test_quota_exemptions_name_telegram_ids_and_api_users(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """QUOTA_EXEMPT_USER_IDS takes Telegram ids and `api:<userId>` (an API user, as its
-    requests' `userId` names it); with ADMIN_USER_IDS they are the person keys exempt."""
-    monkeypatch.setenv("QUOTA_EXEMPT_USER_IDS", "7, api:u-1;api:team.a@example.com")
+    requests' `userId` names it), `api<n>:<userId>` for stored bot n's; with ADMIN_USER_IDS
+    they are the person keys exempt."""
+    monkeypatch.setenv("QUOTA_EXEMPT_USER_IDS", "7, api:u-1;api:team.a@example.com, api12:u-1")
     monkeypatch.setenv("ADMIN_USER_IDS", "9")
-    exempt = load_settings().quota_config().exempt
-    assert exempt == {"tg:7", "tg:9", "api:u-1", "api:team.a@example.com"}
+    config = load_settings().quota_config()
+    assert config.exempt == {"tg:7", "tg:9", "api:u-1", "api:team.a@example.com", "api12:u-1"}
+    assert config.exempts(person_key("u-1", 12)) and not config.exempts(person_key("u-1", 13))
+    assert not config.exempts(person_key("team.a@example.com", 12))
+
+
+def test_a_refused_exemption_says_what_it_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry of no accepted form is named, with the forms accepted."""
+    monkeypatch.setenv("QUOTA_EXEMPT_USER_IDS", "7,api07:u-1")
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+    assert "'api07:u-1' is not a Telegram id, api:<userId> nor api<bot id>:<userId>" in str(
+        refused.value
+    )
 
 
 def test_secrets_are_hidden_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:

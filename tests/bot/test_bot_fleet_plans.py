@@ -90,6 +90,10 @@ async def test_a_stored_bot_sells_its_own_plans_with_its_own_token(
             payments = process.runtime.store.payments
             assert await payments.active_plan(person, time.time()) is not None
             assert await payments.active_plan(f"tg:{USER}", time.time()) is None
+            metrics = process.runtime.metrics.render()[0].decode()
+            assert f'consult_payments_total{{bot="{first.id}",plan="gold"}} 1.0' in metrics
+            assert f'consult_payment_stars_total{{bot="{first.id}",plan="gold"}} 75.0' in metrics
+            assert 'bot="0",plan="gold"' not in metrics
 
             await said(api, FIRST, USER, "Which database?")
             assert model_server.requests[-1]["model"] == "model-b"
@@ -100,6 +104,9 @@ async def test_a_stored_bot_sells_its_own_plans_with_its_own_token(
             assert done.params["text"] == f"Refunded 75 ⭐ to {person}; their plan is revoked."
             assert api.payment_tokens == [("refundStarPayment", "ch-gold", FIRST)]
             assert await payments.active_plan(person, time.time()) is None
+            metrics = process.runtime.metrics.render()[0].decode()
+            assert f'consult_refunds_total{{bot="{first.id}"}} 1.0' in metrics
+            assert 'consult_refunds_total{bot="0"}' not in metrics
 
 
 async def test_a_bot_set_to_sell_no_plans_has_no_plans(

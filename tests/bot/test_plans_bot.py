@@ -124,8 +124,8 @@ async def test_a_person_out_of_quota_buys_a_plan_and_is_answered_again(bot: Runn
     listing = await say(bot, USER, "/plans")
     assert "Your plan: Pro, until " in listing.params["text"]
     metrics = bot.runtime.metrics.render()[0].decode()
-    assert 'consult_payments_total{plan="pro"} 1.0' in metrics
-    assert 'consult_payment_stars_total{plan="pro"} 250.0' in metrics
+    assert 'consult_payments_total{bot="0",plan="pro"} 1.0' in metrics
+    assert 'consult_payment_stars_total{bot="0",plan="pro"} 250.0' in metrics
 
 
 @pytest.mark.parametrize(
@@ -195,7 +195,7 @@ async def test_an_operators_refund_revokes_the_plan(bot: RunningBot) -> None:
     assert done.params["text"] == f"Refunded 250 ⭐ to tg:{USER}; their plan is revoked."
     assert bot.api.refunds == [(USER, "ch-back")]
     assert await bot.runtime.store.payments.active_plan(f"tg:{USER}", time.time()) is None
-    assert "consult_refunds_total 1.0" in bot.runtime.metrics.render()[0].decode()
+    assert 'consult_refunds_total{bot="0"} 1.0' in bot.runtime.metrics.render()[0].decode()
     refused = await say(bot, USER, "A question after the refund")
     assert "For more, see /plans." in refused.params["text"]
     again = await say(bot, ADMIN, "/refund ch-back")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from core.domain.api_keys import person_key
 from core.domain.quotas import QuotaOverride
 from fakes.bot_api import FakeBotApi
 from fakes.model_server import FakeModelServer
@@ -155,12 +156,43 @@ async def test_an_admin_names_an_api_user_as_api_user_id(bot: RunningBot) -> Non
     assert await bot.runtime.store.load_quota_override(person) is None
 
 
+async def test_an_admin_names_a_stored_bots_api_user_as_api_n_user_id(bot: RunningBot) -> None:
+    """`/quota api<n>:<userId>` names stored bot n's API user (`person_key(userId, n)`):
+    limited and exempted apart from the deployment's `api:<userId>` and bot m's."""
+    person = person_key("team.a@example.com", 7)
+    assert person == "api7:team.a@example.com"
+    assert await say(bot, ADMIN, f"/quota {person} 150") == (
+        f"User {person}'s daily token limit is now 150."
+    )
+    assert await bot.runtime.store.load_quota_override(person) == QuotaOverride(person, 150)
+    for other in ("api:team.a@example.com", "api70:team.a@example.com"):
+        assert await bot.runtime.store.load_quota_override(other) is None
+    assert await say(bot, ADMIN, f"/quota {person} off") == f"User {person} now has no limits."
+    assert (await bot.runtime.engine.quotas.of_person(person)).limits.exempt
+    shown = await say(bot, ADMIN, f"/quota {person}")
+    assert shown.startswith(f"User {person}: ")
+    assert await say(bot, ADMIN, f"/quota {person} default") == (
+        f"User {person} is back to the deployment's limits."
+    )
+    assert await bot.runtime.store.load_quota_override(person) is None
+
+
 @pytest.mark.parametrize(
     "args",
     [
         "",
         "abc",
         "api: 10",
+        "api0:u-1 10",
+        "api07:u-1 10",
+        "api-7:u-1 10",
+        "api7: 10",
+        "api7x:u-1 10",
+        "API7:u-1 10",
+        "api\u0667:u-1 10",
+        "api9223372036854775808:u-1 10",
+        "api7:two!words 10",
+        "api7:" + "u" * 65,
         "api:two!words 10",
         "API:u-1 10",
         "api:" + "u" * 65,
@@ -186,7 +218,13 @@ async def test_malformed_quota_arguments_get_the_usage_text_and_change_nothing(
     usage text, and no override stored."""
     text = await say(bot, ADMIN, f"/quota {args}".strip())
     assert text.startswith("/quota <user id>")
+    assert text.endswith(
+        "<user id>: a Telegram user's id, api:<userId> for an HTTP API user, or "
+        "api<bot id>:<userId> for an API user of an added bot"
+    )
     assert await bot.runtime.store.load_quota_override(f"tg:{USER}") is None
+    for person in ("api0:u-1", "api07:u-1", "api7:u-1", "api:u-1"):
+        assert await bot.runtime.store.load_quota_override(person) is None
 
 
 async def test_quota_is_refused_to_others_and_in_groups(bot: RunningBot) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from core.domain import api_keys, telegram_keys
-from core.domain.api_keys import client_key, key_range, person_key, session_key
+from core.domain.api_keys import client_key, key_range, named_person, person_key, session_key
 
 
 def test_the_deployments_bot_keeps_the_keys_stored_before_bots() -> None:
@@ -41,3 +41,42 @@ def test_a_scope_that_names_no_bot_is_refused(scope: object) -> None:
     for build in (api_keys.key_range, lambda s: client_key("c", s)):
         with pytest.raises(ValueError, match="scope"):
             build(scope)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("scope", "user"), [(0, "u-1"), (7, "team.a@example.com"), (7, "2:x"), (2**63 - 1, "u")]
+)
+def test_a_person_key_is_read_back_as_built(scope: int, user: str) -> None:
+    """`named_person` takes exactly what `person_key` builds, of every scope."""
+    assert named_person(person_key(user, scope)) == person_key(user, scope)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "api:",
+        "api7:",
+        "api0:u-1",
+        "api07:u-1",
+        "api-1:u-1",
+        "api+7:u-1",
+        "api 7:u-1",
+        "api7 :u-1",
+        "API7:u-1",
+        "api7x:u-1",
+        "api\u0663:u-1",
+        "api9223372036854775808:u-1",
+        "api99999999999999999999:u-1",
+        "api7:two words",
+        "api7:two!words",
+        "api7:u-1\n",
+        "api7:" + "u" * 65,
+        "tg7:42",
+        "7",
+    ],
+)
+def test_anything_else_names_no_api_person(text: str) -> None:
+    """Scope 0 written as a number, leading zeros, signs, spaces, another case, non-ASCII
+    digits, a scope past MAX_SCOPE, a userId the API refuses, a Telegram key: no one."""
+    assert named_person(text) is None
