@@ -101,6 +101,8 @@ def build_admin_app(
     add.add_post("/bots/{bot_id}/enable", bot_pages.enable)
     add.add_post("/bots/{bot_id}/disable", bot_pages.disable)
     add.add_post("/bots/{bot_id}/remove", bot_pages.remove)
+    add.add_post("/bots/{bot_id}/api_token", bot_pages.set_api_token)
+    add.add_post("/bots/{bot_id}/api_token/remove", bot_pages.remove_api_token)
     add.add_get("/audit", AuditPage(store).show)
     add.add_get("/evaluations", evaluations.list)
     add.add_get("/evaluations/{name}", evaluations.show)

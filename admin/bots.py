@@ -9,11 +9,18 @@ Invariants:
 - each change is written to the audit log with the bot's id and @username and what
   changed, right after it committed (a crash between the two leaves a change unlogged,
   never a logged change undone);
-- removing needs the confirmation box ticked; a bot is named in a path by its id only.
+- removing needs the confirmation box ticked; a bot is named in a path by its id only;
+- a bot's own API token is set as the CLI sets it (`BotKeeping.set_api_token`: its shape,
+  not API_TOKEN, not another bot's), pasted or generated here (`secrets.token_hex`); a
+  generated one is shown once, on the answer to the press that made it (never stored, and
+  every console answer is no-store), a pasted one never; the audit log says set,
+  generated or removed — never the token nor its digest. Taking one away needs the
+  confirmation box ticked.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping
 
 from aiohttp import web
@@ -41,6 +48,8 @@ LIMITS = (
 )
 """The limits the forms offer (`core.domain.bots.LIMIT_KEYS`), with their labels."""
 NO_SUCH_BOT = "No such bot."
+GENERATED_BYTES = 32
+"""A generated API token's randomness: 32 bytes, 64 hex digits (as `openssl rand -hex 32`)."""
 
 
 class BotPages:
@@ -106,6 +115,42 @@ class BotPages:
         await self._audit(request, "bot_remove", removed, detail)
         raise web.HTTPSeeOther(f"{PREFIX}/bots")
 
+    async def set_api_token(self, request: web.Request) -> web.StreamResponse:
+        """Set the bot's own API token: the one pasted, or with `generate` a new one,
+        shown once on the page this answers with."""
+        bot = await self._bot(request)
+        if bot is None:
+            return not_found(request, NO_SUCH_BOT)
+        form = await read_form(request)
+        generate = form.get("generate") == "yes"
+        token = secrets.token_hex(GENERATED_BYTES) if generate else form.get("api_token", "")
+        if not token.strip():
+            return bad_request(request, f"{bot.handle}: paste a token or press Generate.")
+        try:
+            changed = await self._keeper.set_api_token(str(bot.id), token)
+        except BotRefused as refused:
+            return bad_request(request, f"{bot.handle}: {refused}")
+        detail = "API token generated" if generate else "API token set"
+        await self._audit(request, "bot_api_token", changed, detail)
+        if generate:
+            return await self._page(request, generated=(changed, token))
+        raise web.HTTPSeeOther(f"{PREFIX}/bots")
+
+    async def remove_api_token(self, request: web.Request) -> web.StreamResponse:
+        """Take the bot's own API token away (its requests are refused from then on)."""
+        form = await read_form(request)
+        if form.get("confirm") != "yes":
+            return bad_request(request, "Removing the API token needs the confirmation box ticked.")
+        bot = await self._bot(request)
+        if bot is None:
+            return not_found(request, NO_SUCH_BOT)
+        try:
+            changed = await self._keeper.set_api_token(str(bot.id), "")
+        except BotRefused:
+            return not_found(request, NO_SUCH_BOT)  # removed meanwhile
+        await self._audit(request, "bot_api_token", changed, "API token removed")
+        raise web.HTTPSeeOther(f"{PREFIX}/bots")
+
     # -- helpers -------------------------------------------------------------------------
 
     async def _switch(self, request: web.Request, *, enabled: bool) -> web.StreamResponse:
@@ -127,7 +172,10 @@ class BotPages:
         status: int = 200,
         error: str = "",
         entered: Mapping[str, str] | None = None,
+        generated: tuple[StoredBot, str] | None = None,
     ) -> web.Response:
+        """The Bots page; `generated`: a bot and the API token just generated for it, shown
+        on this answer only."""
         return page(
             request,
             "bots.html",
@@ -136,6 +184,7 @@ class BotPages:
             limits=LIMITS,
             error=error,
             entered=entered or {},
+            generated=generated,
         )
 
     async def _bot(self, request: web.Request) -> StoredBot | None:

@@ -7,10 +7,12 @@ refused changing nothing. No page, answer or audit entry ever shows a token."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 
 import pytest
 
+from core.domain.bots import api_token_digest
 from fakes.bot_api import FakeBotApi
 from tests.admin_harness import HTML, Console, console_settings, running_console
 from tests.store_contract import StoreKind, make
@@ -18,12 +20,22 @@ from tests.store_contract import StoreKind, make
 SHOP = "111222:AAF-shop-secret-token_WXYZ"
 MAIN = "999000:AAH-main-secret-token_MAIN"
 UNKNOWN = "555666:AAJ-nobody-knows-this-token"
-SECRETS = [t.split(":")[1][:-4] for t in (SHOP, MAIN, UNKNOWN)]
+DESK = "333444:AAG-desk-secret-token_DESK"
+SECRETS = [t.split(":")[1][:-4] for t in (SHOP, MAIN, UNKNOWN, DESK)]
+OPERATOR = "operator-api-token-0123456789abcdef"
+"""The deployment's API_TOKEN (no bot may be given it)."""
+PASTED = "pasted-api-token-of-the-shop-0123456789"
 
 
 @pytest.fixture
 async def telegram() -> AsyncIterator[FakeBotApi]:
-    server = FakeBotApi(tokens={SHOP: (111222, "shop_bot"), MAIN: (999000, "main_bot")})
+    server = FakeBotApi(
+        tokens={
+            SHOP: (111222, "shop_bot"),
+            MAIN: (999000, "main_bot"),
+            DESK: (333444, "desk_bot"),
+        }
+    )
     await server.start()
     try:
         yield server
@@ -39,6 +51,7 @@ async def console(kind: StoreKind, database: str, telegram: FakeBotApi) -> Async
         telegram_api_base_url=telegram.base_url,
         telegram_bot_token=MAIN,
         secret_key="k" * 32,
+        api_token=OPERATOR,
     )
     async with running_console(settings) as c:
         yield c
@@ -231,3 +244,133 @@ async def test_a_bot_with_an_api_token_is_marked_without_showing_it(console: Con
     await console.store.bots.set_bot_api_token(bot.id, digest, at=1.0)
     status, page = await console.page("/admin/bots")
     assert status == 200 and page.count("API token set") == 1 and digest not in page
+
+
+def shows_no_api_token(text: str, *tokens: str) -> bool:
+    """Neither any of `tokens` nor its SHA-256 is in `text`."""
+    return not any(t in text or api_token_digest(t) in text for t in (OPERATOR, *tokens))
+
+
+async def shop_bot(console: Console, csrf: str) -> int:
+    assert (await post(console, "/admin/bots/add", {"csrf": csrf, "token": SHOP}))[0] == 303
+    (bot,) = await console.store.bots.bots()
+    return bot.id
+
+
+async def api_token_hash(console: Console, bot_id: int) -> str | None:
+    (bot,) = [b for b in await console.store.bots.bots() if b.id == bot_id]
+    return bot.api_token_hash
+
+
+async def test_a_bots_api_token_is_pasted_generated_once_shown_and_removed(
+    console: Console,
+) -> None:
+    """A pasted token is stored as its SHA-256 and never shown; Generate stores a new one
+    and shows it on that answer only, with the warning; Remove (confirmed) takes it away.
+    The audit log says set, generated, removed — never a token nor its digest."""
+    csrf = await signed_in(console)
+    bot_id = await shop_bot(console, csrf)
+    path = f"/admin/bots/{bot_id}/api_token"
+    status, html = await post(console, path, {"csrf": csrf, "api_token": f"  {PASTED}\n"})
+    assert status == 303 and shows_no_api_token(html, PASTED)
+    assert await api_token_hash(console, bot_id) == api_token_digest(PASTED)
+    status, html = await console.page("/admin/bots")
+    assert status == 200 and "API token set" in html and shows_no_api_token(html, PASTED)
+    assert 'name="api_token" value' not in html
+
+    status, html = await post(console, path, {"csrf": csrf, "generate": "yes"})
+    assert status == 200 and "it will not be shown again" in html
+    found = re.search(r'value="([0-9a-f]{64})" aria-label="The new API token"', html)
+    assert found is not None
+    generated = found.group(1)
+    assert await api_token_hash(console, bot_id) == api_token_digest(generated)
+    assert api_token_digest(generated) not in html and PASTED not in html
+    status, html = await console.page("/admin/bots")
+    assert status == 200 and "it will not be shown again" not in html
+    assert shows_no_api_token(html, PASTED, generated) and "API token set" in html
+
+    remove = f"/admin/bots/{bot_id}/api_token/remove"
+    status, html = await post(console, remove, {"csrf": csrf})
+    assert status == 400 and "confirmation box" in html
+    assert await api_token_hash(console, bot_id) == api_token_digest(generated)
+    assert (await post(console, remove, {"csrf": csrf, "confirm": "yes"}))[0] == 303
+    assert await api_token_hash(console, bot_id) is None
+    status, html = await console.page("/admin/bots")
+    assert status == 200 and "API token set" not in html and "Remove API token" not in html
+
+    entries = [e for e in await bots_audit(console) if e[0] == "bot_api_token"]
+    target = f"bot {bot_id} @shop_bot"
+    assert entries == [
+        ("bot_api_token", target, "API token set"),
+        ("bot_api_token", target, "API token generated"),
+        ("bot_api_token", target, "API token removed"),
+    ]
+    status, html = await console.page("/admin/audit")
+    assert status == 200 and shows_no_api_token(html, PASTED, generated)
+
+
+@pytest.mark.parametrize(
+    ("token", "says"),
+    [
+        ("", "paste a token or press Generate"),
+        ("   ", "paste a token or press Generate"),
+        ("short-token", "api_token: 32 to 256 letters"),
+        ("x" * 10_000, "api_token: 32 to 256 letters"),
+        ("two words and more than thirty-two characters", "api_token: 32 to 256 letters"),
+        ("line\nbreak-and-more-than-thirty-two-chars", "api_token: 32 to 256 letters"),
+        ("ctrl\x1b[2J-and-more-than-thirty-two-chars", "api_token: 32 to 256 letters"),
+        ("ünïcödé-and-more-than-thirty-two-characters", "api_token: 32 to 256 letters"),
+        (OPERATOR, "that is API_TOKEN, the operator&#39;s"),
+        ("taken", "@desk_bot has that token"),
+    ],
+)
+async def test_a_refused_api_token_says_why_and_changes_nothing(
+    console: Console, token: str, says: str
+) -> None:
+    """Empty, too short, 10 KB, spaces, control characters, non-ASCII, API_TOKEN itself or
+    another bot's token: 400 saying why (the CLI's words), the stored digest unchanged, no
+    audit entry, the token not echoed."""
+    csrf = await signed_in(console)
+    bot_id = await shop_bot(console, csrf)
+    desk = {"csrf": csrf, "token": DESK}
+    assert (await post(console, "/admin/bots/add", desk))[0] == 303
+    (desk_id,) = [b.id for b in await console.store.bots.bots() if b.id != bot_id]
+    given = {"csrf": csrf, "api_token": PASTED}
+    assert (await post(console, f"/admin/bots/{bot_id}/api_token", given))[0] == 303
+    if token == "taken":
+        token = "desk-api-token-0123456789abcdef-0123"
+        ok = {"csrf": csrf, "api_token": token}
+        assert (await post(console, f"/admin/bots/{desk_id}/api_token", ok))[0] == 303
+    before = await bots_audit(console)
+    form = {"csrf": csrf, "api_token": token}
+    status, html = await post(console, f"/admin/bots/{bot_id}/api_token", form)
+    assert status == 400 and says in html
+    assert token.strip() == "" or token not in html
+    assert shows_no_api_token(html, PASTED)
+    assert await api_token_hash(console, bot_id) == api_token_digest(PASTED)
+    assert await bots_audit(console) == before
+
+
+async def test_api_token_posts_without_csrf_or_for_no_bot_change_nothing(
+    console: Console,
+) -> None:
+    """No or a forged CSRF token is 403, no session 401, an unknown or malformed bot id
+    404: nothing stored, nothing audited."""
+    csrf = await signed_in(console)
+    bot_id = await shop_bot(console, csrf)
+    path = f"/admin/bots/{bot_id}/api_token"
+    for data in ({"generate": "yes"}, {"api_token": PASTED, "csrf": "forged" + csrf[6:]}):
+        assert (await post(console, path, data))[0] == 403
+        assert (await post(console, path + "/remove", {**data, "confirm": "yes"}))[0] == 403
+    for other in ("999", "abc", "9" * 30):
+        status, _ = await post(
+            console, f"/admin/bots/{other}/api_token", {"csrf": csrf, "generate": "yes"}
+        )
+        assert status == 404
+        remove = {"csrf": csrf, "confirm": "yes"}
+        assert (await post(console, f"/admin/bots/{other}/api_token/remove", remove))[0] == 404
+    console.client.session.cookie_jar.clear()
+    response = await console.client.post(path, data={"csrf": csrf, "generate": "yes"})
+    assert response.status == 401
+    assert await api_token_hash(console, bot_id) is None
+    assert [e for e in await bots_audit(console) if e[0] == "bot_api_token"] == []
