@@ -2,7 +2,8 @@
 real server on 127.0.0.1 — sign in, open the list, filter it, open a transcript, sign
 out; read the dashboard, set a person's quota and see the bot (on the same store) refuse
 their next message; upload a document to the knowledge base, search it and delete it; add a
-bot whose token the fake Bot API confirms, disable and remove it; filter the payments and
+bot whose token the fake Bot API confirms, disable and remove it; set, generate and remove a
+bot's API token (the generated one shown once); filter the payments and
 refund one through the fake Bot API —
 with no error in the browser's console (a Content-Security-Policy
 violation would be one).
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from core.domain.bots import BotProfile, NewBot
+from core.domain.bots import BotProfile, NewBot, api_token_digest
 from core.domain.consultation import Status, Usage
 from core.domain.usage import CallKind, Charge, day_of
 from fakes.bot_api import FakeBotApi
@@ -421,6 +422,52 @@ async def test_a_bot_added_disabled_and_removed_in_the_browser(tmp_path: Path) -
             assert [e.action for e in entries][:3] == ["bot_remove", "bot_disable", "bot_add"]
     finally:
         await telegram.stop()
+
+
+async def test_a_bots_api_token_set_generated_and_removed_in_the_browser(
+    console: Console, page: Page
+) -> None:
+    """On the Bots page: paste a bot's API token (marked "API token set", never shown),
+    press Generate (the new token shown once with the warning, then gone on the next
+    load), remove it with the confirmation ticked; the store keeps digests only."""
+    bot = await console.store.bots.add_bot(
+        NewBot(222, "desk_bot", "sealed", "tail", "", BotProfile()), at=time.time()
+    )
+    pasted = "pasted-browser-api-token-0123456789"
+    base = str(console.client.make_url("/admin/")).rstrip("/")
+    await page.goto(f"{base}/bots")
+    await page.fill("#token", TOKEN)
+    await page.click("button[type=submit]")
+    await page.click("nav >> text=Bots")
+    row = page.locator("table.bots tbody tr")
+    await expect(row.locator("small.api-token")).to_have_count(0)
+    await page.click("details.api-token summary")
+    await page.fill("form.set-api-token input[name=api_token]", pasted)
+    await page.click("form.set-api-token button[type=submit]")
+    await expect(row.locator("small.api-token")).to_have_text("API token set")
+    assert pasted not in await page.content()
+    await page.click("details.api-token summary")
+    await page.click("form.generate-api-token button[type=submit]")
+    await expect(page.locator("section.generated")).to_contain_text("will not be shown again")
+    generated = await page.locator("#generated-token").input_value()
+    assert len(generated) == 64
+    (stored,) = await console.store.bots.bots()
+    assert stored.id == bot.id and stored.api_token_hash == api_token_digest(generated)
+    await page.click("nav >> text=Bots")
+    await expect(page.locator("section.generated")).to_have_count(0)
+    assert generated not in await page.content()
+    await page.click("details.api-token summary")
+    await page.check("form.remove-api-token input[name=confirm]")
+    await page.click("form.remove-api-token button[type=submit]")
+    await expect(row.locator("small.api-token")).to_have_count(0)
+    (stored,) = await console.store.bots.bots()
+    assert stored.api_token_hash is None
+    entries = await console.store.audit_log(before_id=None, limit=10)
+    assert [e.detail for e in entries if e.action == "bot_api_token"] == [
+        "API token removed",
+        "API token generated",
+        "API token set",
+    ]
 
 
 async def test_a_payment_filtered_and_refunded_in_the_browser(tmp_path: Path) -> None:
