@@ -142,6 +142,23 @@ async def test_a_users_quota_under_one_bot_is_not_spent_under_another(
     assert len(model_server.requests) == 2
 
 
+@pytest.mark.api_settings(user_daily_consultation_limit=1, quota_exempt_user_ids="api1:u-9")
+async def test_quota_exempt_user_ids_names_a_stored_bots_api_user_as_api_n_user_id(
+    api: RunningApi, model_server: FakeModelServer
+) -> None:
+    """QUOTA_EXEMPT_USER_IDS=api1:u-9 exempts `u-9` under stored bot 1 only: its starts
+    there are not limited, its second start under the deployment's bot is refused 429."""
+    first = await add_bot(api, 333, "exempting_bot")
+    assert first.id == 1
+    for _ in range(3):
+        status, reply = await chat(api, {"message": "Hello", "userId": "u-9", "bot": first.id})
+        assert status == 200, reply
+    assert (await chat(api, {"message": "Hello", "userId": "u-9"}))[0] == 200
+    status, refused = await chat(api, {"message": "Again", "userId": "u-9"})
+    assert (status, refused["code"]) == (429, "QUOTA_EXCEEDED")
+    assert len(model_server.requests) == 4
+
+
 async def test_a_users_memory_under_one_bot_is_not_read_or_forgotten_under_another(
     api: RunningApi,
 ) -> None:
