@@ -45,6 +45,7 @@ from core.domain.bots import api_token_digest
 from core.domain.errors import StoreUnavailable
 from core.domain.ports import ChatLocks
 from core.domain.tools import ToolServerStatus
+from core.primitives.intake_gate import IntakeGate
 from core.turns.engine import Engine
 from core.turns.sales_figures import StarsFigures
 from core.turns.transcript import TranscriptLanguages
@@ -104,6 +105,7 @@ def build_web_app(
     tool_statuses: ToolStatuses = no_tool_servers,
     stars: StarsFigures | None = None,
     bots: BotEngines | None = None,
+    turn_intake: IntakeGate | None = None,
 ) -> web.Application:
     """The routes this deployment serves: the API when it is enabled, the webhook when
     one is configured and an application is given, `/healthz` and `/metrics` always,
@@ -125,7 +127,8 @@ def build_web_app(
     API_MAX_BODY_BYTES.
 
     `bots` serves the stored bots a request names (`api.bots`; None: `engine`'s, the
-    deployment's own bot, alone).
+    deployment's own bot, alone). `turn_intake` is the process's intake gate, which the
+    rounds of both chat APIs pass as the bot's updates do (None: no gate).
     """
     metrics = metrics or Metrics()
     token = config.token
@@ -139,7 +142,14 @@ def build_web_app(
     app[METRICS_KEY] = metrics
     if config.enabled:
         chat = ChatEndpoints(
-            engine, metrics, config, keys=store, locks=session_locks, intake=intake, bots=served
+            engine,
+            metrics,
+            config,
+            keys=store,
+            locks=session_locks,
+            intake=intake,
+            bots=served,
+            turn_intake=turn_intake,
         )
         document = build_openapi(
             config,
@@ -167,7 +177,13 @@ def build_web_app(
         app.router.add_get("/api/stats", StatsEndpoint(engine.figures, stars).stats)
         app.router.add_get("/api/openapi.json", openapi)
         compatible = OpenAIEndpoints(
-            engine, metrics, config, budget=chat.budget, intake=intake, bots=served
+            engine,
+            metrics,
+            config,
+            budget=chat.budget,
+            intake=intake,
+            bots=served,
+            turn_intake=turn_intake,
         )
         app.on_shutdown.append(compatible.drain)
         app.router.add_get("/v1/models", compatible.models)
@@ -222,6 +238,7 @@ async def start_web_server(
     tool_statuses: ToolStatuses = no_tool_servers,
     stars: StarsFigures | None = None,
     bots: BotEngines | None = None,
+    turn_intake: IntakeGate | None = None,
 ) -> web.AppRunner:
     """Serve on the configured host and port; with a webhook, then register it with Telegram.
 
@@ -243,6 +260,7 @@ async def start_web_server(
         tool_statuses=tool_statuses,
         stars=stars,
         bots=bots,
+        turn_intake=turn_intake,
     )
     check_exposure(config)
     runner = ApiRunner(app, shutdown_timeout=10.0, **runner_options(config))

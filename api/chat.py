@@ -88,6 +88,7 @@ from core.domain.errors import (
 from core.domain.ports import ChatLocks
 from core.domain.quotas import Stage
 from core.domain.usage import Payer
+from core.primitives.intake_gate import IntakeGate
 from core.primitives.keyed_lock import KeyedLock
 from core.turns.engine import Engine
 from core.turns.follow_ups import unavailable_reason
@@ -136,9 +137,12 @@ class ChatEndpoints:
         locks: ChatLocks | None = None,
         intake: Intake | None = None,
         bots: BotEngines | None = None,
+        turn_intake: IntakeGate | None = None,
     ) -> None:
         """`engine` is the deployment's own bot's; `bots` serves the stored bots too
-        (None: the deployment's own bot alone)."""
+        (None: the deployment's own bot alone); each round runs through `turn_intake`, the
+        process's intake gate (None: none)."""
+        self._gate = turn_intake or IntakeGate(0)
         self._bots: BotEngines = bots if bots is not None else OwnBotOnly(engine)
         self._metrics = metrics
         self._intake = intake  # None: requests with attachments are refused
@@ -277,7 +281,7 @@ class ChatEndpoints:
         return Asked(body, tuple(files), held, bot, client, wanted)
 
     def _start(self, round_task: RoundTask, asked: Asked, flight: Flight | None) -> None:
-        task = asyncio.create_task(self._run(round_task, asked, flight))
+        task = asyncio.create_task(self._gate.through(self._run(round_task, asked, flight)))
         self._tasks.add(task)
 
         def forget(done: asyncio.Task[None]) -> None:

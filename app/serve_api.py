@@ -38,6 +38,7 @@ async def serve_api(settings: Settings) -> int:
                 tool_statuses=runtime.tool_statuses,
                 stars=runtime.stars,
                 bots=ApiBots(runtime),
+                turn_intake=runtime.turn_intake,
             )
         except OSError as exc:
             raise cannot_listen(config.host, config.port, exc) from None

@@ -27,6 +27,7 @@ from app.runtime import BOT_MODEL, open_runtime
 from app.settings import Settings, load_settings
 from core.domain.knowledge import KnowledgeSearch
 from core.llm.deadline import DeadlineCompleter
+from core.primitives.intake_gate import IntakeGate
 from core.turns.engine import Engine
 from i18n.document_labels import DOCUMENT_LANGUAGES
 from telemetry.metrics import MeteredCompleter, Metrics
@@ -136,6 +137,7 @@ async def running_api(
     telegram: TelegramFactory | None = None,
     knowledge: KnowledgeSearch | None = None,
     tool_statuses: ToolStatuses | None = None,
+    turn_intake: IntakeGate | None = None,
 ) -> AsyncIterator[RunningApi]:
     """The production runtime (`app.runtime.open_runtime`, without its periodic jobs) and
     an HTTP server over it, with a client bound to it.
@@ -144,6 +146,7 @@ async def running_api(
     starting and stopping it is the caller's business. `knowledge` is the knowledge base
     the consultations read (`tests.knowledge_search.ListedKnowledge`); `tool_statuses`
     what `/healthz` reports of the tool servers (the runtime's, as in production, unless
+    given); `turn_intake` the process's intake gate (the runtime's, TURN_INTAKE_SLOTS, unless
     given).
     """
     async with open_runtime(settings, background=False, knowledge=knowledge) as runtime:
@@ -160,6 +163,7 @@ async def running_api(
             tool_statuses=runtime.tool_statuses if tool_statuses is None else tool_statuses,
             stars=runtime.stars,
             bots=ApiBots(runtime),
+            turn_intake=turn_intake or runtime.turn_intake,
         )
         arrivals = Arrivals()
         app.middlewares.insert(0, arrivals.middleware)

@@ -49,6 +49,7 @@ from core.domain.errors import ConsultationError
 from core.domain.outcomes import Reply
 from core.domain.quotas import Stage
 from core.domain.usage import Payer
+from core.primitives.intake_gate import IntakeGate
 from core.turns.client_chats import ClientTurn
 from core.turns.engine import Engine
 from media.intake import Intake
@@ -83,9 +84,12 @@ class OpenAIEndpoints:
         budget: BodyBudget,
         intake: Intake | None = None,
         bots: BotEngines | None = None,
+        turn_intake: IntakeGate | None = None,
     ) -> None:
         """`budget` is the chat endpoints' budget of body bytes in flight, shared; `engine`
-        the deployment's own bot's, `bots` the stored bots' too (None: its own alone)."""
+        the deployment's own bot's, `bots` the stored bots' too (None: its own alone); each
+        reply runs through `turn_intake`, the process's intake gate (None: none)."""
+        self._gate = turn_intake or IntakeGate(0)
         self._engine = engine
         self._bots: BotEngines = bots if bots is not None else OwnBotOnly(engine)
         self._metrics = metrics
@@ -229,7 +233,7 @@ class OpenAIEndpoints:
         """The reply in a task of its own (see the module), which gives `held` back when
         it ends."""
         engine = bot.engine
-        task = asyncio.create_task(engine.client_chats.answer(turn))
+        task = asyncio.create_task(self._gate.through(engine.client_chats.answer(turn)))
         self._tasks.add(task)
 
         def done(finished: asyncio.Task[Reply]) -> None:

@@ -156,3 +156,16 @@ async def test_no_gate_lets_everyone_in_and_leaving_outside_a_turn_does_nothing(
 def test_a_gate_refuses_nonsense(slots: int, hold: float) -> None:
     with pytest.raises(ValueError, match="slot"):
         IntakeGate(slots, hold_limit=hold)
+
+
+async def test_through_runs_a_turn_inside_the_gate_and_returns_its_result() -> None:
+    gate = IntakeGate(1, hold_limit=60)
+
+    async def turn() -> int:
+        assert gate.inside == 1
+        leave_intake()
+        assert gate.inside == 0
+        return 42
+
+    assert await gate.through(turn()) == 42
+    assert gate.inside == 0
