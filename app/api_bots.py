@@ -1,14 +1,14 @@
 """The engines the HTTP API runs each bot's requests on (`api.bots.BotEngines`).
 
 Invariants: the deployment's own bot (scope 0) is the runtime's engine; each enabled bot
-of the bots table has one of its own (`Runtime.engine_for`, the bot's id its scope, its
-settings as `app.bot_engines` gives them), built on first use and again when its settings
-change. The table is read at most every `FRESH_SECONDS`, and again at once when a request
-names a bot not known yet, so a bot added is served at once and one disabled, removed or
-changed is served so no longer, or with its new settings, within `FRESH_SECONDS`. A bot's
-API token (`pinned`) is looked up among the bots read, the table read again only once
-that reading is `FRESH_SECONDS` old — never for each unknown token — so a token set or
-taken away takes effect within that.
+of the bots table has one of its own (`Runtime.stored_bot_engine`, shared with the
+console: the bot's id its scope, its settings as `app.bot_engines` gives them), built on
+first use and again when its settings change. The table is read at most every
+`FRESH_SECONDS`, and again at once when a request names a bot not known yet, so a bot
+added is served at once and one disabled, removed or changed is served so no longer, or
+with its new settings, within `FRESH_SECONDS`. A bot's API token (`pinned`) is looked up
+among the bots read, the table read again only once that reading is `FRESH_SECONDS` old
+— never for each unknown token — so a token set or taken away takes effect within that.
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import time
 from collections.abc import Callable
 
 from api.bots import BotRef, ServedBot
-from app.bot_engines import bot_settings, engine_config_of
 from app.runtime import Runtime
-from core.domain.bots import BotProfile, StoredBot
+from core.domain.bots import StoredBot
 from core.domain.telegram_keys import DEFAULT_SCOPE
 from core.turns.engine import Engine
 
@@ -45,7 +44,6 @@ class ApiBots:
         self._clock = clock
         self._read_at: float | None = None
         self._bots: list[StoredBot] = []
-        self._engines: dict[int, tuple[BotProfile, Engine]] = {}
         self._reading = asyncio.Lock()
 
     async def served(self, ref: BotRef) -> ServedBot | None:
@@ -79,10 +77,6 @@ class ApiBots:
             bots = await self._runtime.store.bots.bots()
             self._bots = [bot for bot in bots if bot.enabled and bot.removed_at is None]
             self._read_at = self._clock()
-            served = {bot.id for bot in self._bots}
-            for scope in list(self._engines):
-                if scope not in served:
-                    del self._engines[scope]
 
     def _find(self, ref: BotRef) -> StoredBot | None:
         for bot in self._bots:
@@ -91,12 +85,5 @@ class ApiBots:
         return None
 
     def _engine_of(self, bot: StoredBot) -> Engine:
-        built = self._engines.get(bot.id)
-        if built is not None and built[0] == bot.profile:
-            return built[1]
-        own = bot_settings(self._runtime.settings, bot.profile)
-        engine = self._runtime.engine_for(
-            engine_config_of(own, bot.profile), own.quota_config(), bot.id
-        )
-        self._engines[bot.id] = (bot.profile, engine)
+        engine, _ = self._runtime.stored_bot_engine(bot)
         return engine

@@ -45,12 +45,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from app.bot_engines import engine_defaults
 from app.bots import check_stored_bots
 from app.knowledge_base import OpenedKnowledge, open_knowledge
 from app.model_clients import ModelClients
 from app.settings import Settings
 from app.startup import StartupError
 from app.stores import open_store
+from core.domain.bots import BotProfile, StoredBot
 from core.domain.knowledge import KnowledgeSearch
 from core.domain.plans import Plan
 from core.domain.ports import BotRegistry, ChatLocks, Completer
@@ -116,6 +118,11 @@ class Runtime:
     make_sales: Callable[[tuple[Plan, ...], Engine], PlanSales | None] | None = None
     # A few turns at a time between arrival and model call, for every bot of the process.
     turn_intake: IntakeGate = field(default_factory=IntakeGate)
+    # Each stored bot's engine and plans for the HTTP API and the console, by bot id, with
+    # the profile it was built from (`stored_bot_engine`).
+    _stored_engines: dict[int, tuple[BotProfile, Engine, PlanSales | None]] = field(
+        default_factory=dict, repr=False
+    )
 
     def engine_for(self, config: EngineConfig, quotas: QuotaConfig, scope: int) -> Engine:
         """An engine on this runtime's store, model clients, prompts, knowledge, tools and
@@ -125,6 +132,18 @@ class Runtime:
         until plans are sold there (`sales_for`)."""
         assert self.make_engine is not None, "open_runtime sets it"
         return self.make_engine(config, quotas, scope)
+
+    def stored_bot_engine(self, bot: StoredBot) -> tuple[Engine, PlanSales | None]:
+        """The engine a stored bot's API sessions and console pages run on, and the plans
+        sold in it: built from its profile as `app.bot_fleet` builds its bot's
+        (`app.bot_engines.engine_defaults`), once per profile, and again when it changed."""
+        built = self._stored_engines.get(bot.id)
+        if built is None or built[0] != bot.profile:
+            config, quotas, plans = engine_defaults(self.settings, bot.profile)
+            engine = self.engine_for(config, quotas, bot.id)
+            built = (bot.profile, engine, self.sales_for(plans, engine))
+            self._stored_engines[bot.id] = built
+        return built[1], built[2]
 
     def sales_for(self, plans: tuple[Plan, ...], engine: Engine) -> PlanSales | None:
         """`plans` sold in `engine` (a stored bot's, `app.bot_fleet`): the books in this
